@@ -75,3 +75,14 @@ type Device struct {
 	// an attestation recorded it.
 	MAC net.HardwareAddr
 }
+
+// Attestation is what fleetd records on a device after an attestation that
+// proved the machine's EKs.
+type Attestation struct {
+	MAC        net.HardwareAddr // the MAC the machine claimed from
+	EKHash     string           // attested_ek_hash: the proven RSA-2048 EK; "" if none
+	EKHashECC  string           // attested_ek_hash_ecc: the proven ECC P-256 EK; "" if none
+	SwitchPort int              // attested_switch_port; 0: the claim carried none
+	At         time.Time        // attested_at
+	Verdict    string           // attest_verdict, e.g. "attested"
+}
