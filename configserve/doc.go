@@ -1,0 +1,107 @@
+// Package configserve holds rendered Talos machine configs in memory and
+// serves each one once, by install code, to the node whose kernel proves it
+// received every byte.
+//
+// After a render, fleetd puts the config under a fresh install code (NewCode)
+// with the device it belongs to and the run that rendered it (Server.Put).
+// The installed Talos boots with the kernel argument
+//
+//	talos.config=https://<fleetd>/config/<code>
+//
+// and fetches GET /config/<code> from the Server, which fleetd mounts on its
+// HTTPS server at PathPrefix:
+//
+//	srv, err := configserve.New(gate, &configserve.Config{TTL: ttl, Logger: log, Events: journal})
+//	mux.Handle(configserve.PathPrefix, srv)
+//	hs := &http.Server{Handler: mux, TLSConfig: tlsConfig, ConnContext: configserve.ConnContext}
+//	hs.Protocols = new(http.Protocols)
+//	hs.Protocols.SetHTTP1(true) // HTTP/1.1 only; or TLSNextProto: map[string]func(...){}
+//
+// # What a fetch gets
+//
+// Configs wait only in memory: a restart drops every waiting config, by
+// design, since they hold secrets. A fetch of /config/<code> gets:
+//
+//   - 200 and the config, served once, if the Server holds a config under
+//     the code and the Gate says NetBox shows the device planned. The config
+//     counts as served only when the peer's kernel acknowledged every byte
+//     of the answer before Config.WriteTimeout passed: then the code is
+//     spent, the config is zeroed and dropped, and the event is Served
+//     ("fleetd served the config of <run>"). Otherwise the connection is
+//     reset (so the kernel sends no more of it), the config stays for the
+//     next fetch, and the event is NotAcknowledged ("the peer did not
+//     acknowledge all of it", with the peer's address).
+//   - 503 with Retry-After: 5, and the config stays, when the Gate fails:
+//     NetBox did not answer.
+//   - 409 Conflict, and the config stays, when NetBox does not show the
+//     device planned.
+//   - 503 with Retry-After: 1, without the config, while another fetch of
+//     the same code is being answered (or its Gate question is out): at
+//     most one answer carrying a config is in flight at a time. If that
+//     answer is not acknowledged, a later try gets the config.
+//   - 404 when the Server holds no config under the code: it was never put,
+//     fleetd restarted, or the TTL passed (the config was dropped, with the
+//     event Expired: "the Talos config of <run> expired unread"). The event
+//     is Missing ("the node asked for its Talos config, and fleetd holds
+//     none for it"), with the peer's address and no device: an unknown code
+//     names none.
+//   - 410 Gone when the code's config was served: fleetd serves no config
+//     twice. The event is Refetched ("the node asked again for the Talos
+//     config fleetd served it"), naming the device and run, since the
+//     Server remembers the last Config.SpentCodes served codes by their
+//     SHA-256, without their configs.
+//   - 400 for a last path element that is not an install code, 404 for any
+//     other path, 405 for a method other than GET; no event.
+//   - 500 when the http.Server does not call ConnContext, 505 for HTTP/2,
+//     503 after Close; the config stays, and the Server logs an error that
+//     says what to set.
+//
+// The query and headers (Range included) are ignored.
+//
+// # Acknowledgement
+//
+// On Linux, after the last byte of the answer is written and flushed, the
+// Server queries the TCP socket under the connection (through *tls.Conn's
+// NetConn) for its outgoing queue, SIOCOUTQ: bytes written but not yet
+// acknowledged by the peer. Zero means the peer's kernel holds the whole
+// answer. The first query comes at once; then the Server yields the
+// processor between queries for up to twice the connection's smoothed
+// round-trip time (at most 1 ms), then sleeps 1 ms, 2 ms, ... up to 50 ms
+// between queries, until the queue is empty, the connection closes (as by a
+// reset), or the write deadline passes. An idle peer's kernel may delay its
+// acknowledgement by its delayed-ACK timer (40 ms or more on Linux) unless
+// its connection is new: the check then lasts that long.
+//
+// This needs the connection: set ConnContext as the http.Server's
+// ConnContext (or call it from yours). It needs HTTP/1.1, where one answer
+// owns the connection until it is acknowledged: disable HTTP/2 on the
+// server (http.Server.Protocols with only HTTP/1, or an empty non-nil
+// TLSNextProto). Talos fetches with Go's HTTP client, which falls back to
+// HTTP/1.1. A keep-alive connection serves further requests after an
+// acknowledged answer; the Server sets the connection's write deadline for
+// an answer and lifts it afterwards.
+//
+// # Platforms
+//
+// The acknowledgement check is Linux only (ack_linux.go). Elsewhere
+// (ack_others.go) the Server cannot read the socket's queue: it counts an
+// answer as served once every byte was written to the socket before the
+// write deadline, and New logs a warning saying so. fleetd runs on Linux.
+//
+// # Secrets
+//
+// An install code is a secret: the Server keeps only its SHA-256, looks it
+// up by that digest (so the time a lookup takes depends on digests, which
+// tell nothing about any code), and
+// never puts a code in a log line, an event, an error or an answer. Config
+// bytes appear only in the one answer that serves them, never in logs; the
+// Server zeroes its copy when the config is served, expires, or is
+// dropped. Copies that net/http and crypto/tls make while writing the
+// answer are outside its reach.
+//
+// # Concurrency
+//
+// A Server is safe for concurrent use by any number of fetches and Puts.
+// Events and Gate calls come from the goroutines serving fetches, and
+// Expired events from timer goroutines.
+package configserve

@@ -1,0 +1,100 @@
+package configserve
+
+import (
+	"fmt"
+	"time"
+)
+
+// Kind says what happened to a config or a fetch. The zero Kind is invalid:
+// the Server never reports it.
+type Kind int
+
+// Kinds of Event.
+const (
+	_ Kind = iota
+	// Served: the peer's kernel acknowledged every byte of the answer that
+	// carried the config. The code is spent and the config dropped.
+	Served
+	// NotAcknowledged: an answer carrying the config did not reach the peer
+	// whole before the connection closed or the write deadline passed. The
+	// config stays for the next fetch.
+	NotAcknowledged
+	// Refetched: a fetch came with a code whose config was served. It gets
+	// nothing. It feeds FleetInstallConfigRefetched.
+	Refetched
+	// Missing: a fetch came with a code the Server holds no config for and
+	// does not remember serving. It feeds FleetInstallConfigMissing.
+	Missing
+	// Expired: a config waited unread for the TTL and was dropped.
+	Expired
+)
+
+var kindNames = [...]string{
+	Served:          "served",
+	NotAcknowledged: "not-acknowledged",
+	Refetched:       "refetched",
+	Missing:         "missing",
+	Expired:         "expired",
+}
+
+// String returns the kind's name, fit for a metric label: "served",
+// "not-acknowledged", "refetched", "missing" or "expired".
+func (k Kind) String() string {
+	if k > 0 && int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// The runbook's words.
+const (
+	textNotAcknowledged = "the peer did not acknowledge all of it"
+	textRefetched       = "the node asked again for the Talos config fleetd served it"
+	textMissing         = "the node asked for its Talos config, and fleetd holds none for it"
+)
+
+func textServed(run string) string  { return "fleetd served the config of " + run }
+func textExpired(run string) string { return "the Talos config of " + run + " expired unread" }
+
+// An Event is what the Server reports to Config.Events, for the caller to
+// journal on the device and to count for the runbook's alerts. No event
+// carries an install code or config bytes.
+type Event struct {
+	Kind Kind
+	// Device and Run name the config the event is about. Both are zero
+	// for Missing: a code the Server does not hold names no device.
+	Device Device
+	Run    string
+	// Peer is the address (host:port) the fetch came from; empty for
+	// Expired. For NotAcknowledged it matters: a peer that is not the
+	// node may hold the code, so a journal line should show it.
+	Peer string
+	// Text is the runbook's line:
+	//   Served:          fleetd served the config of <run>
+	//   NotAcknowledged: the peer did not acknowledge all of it
+	//   Refetched:       the node asked again for the Talos config fleetd served it
+	//   Missing:         the node asked for its Talos config, and fleetd holds none for it
+	//   Expired:         the Talos config of <run> expired unread
+	Text string
+	// Time is when it happened.
+	Time time.Time
+}
+
+// A Device names the NetBox device a config belongs to. At least one of ID
+// and Name is set.
+type Device struct {
+	ID   int64  // NetBox device ID; 0: not given
+	Name string // NetBox device name; "": not given
+}
+
+func (d Device) String() string {
+	switch {
+	case d.Name != "" && d.ID != 0:
+		return fmt.Sprintf("%s (%d)", d.Name, d.ID)
+	case d.Name != "":
+		return d.Name
+	case d.ID != 0:
+		return fmt.Sprintf("device %d", d.ID)
+	}
+	return "no device"
+}
