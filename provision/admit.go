@@ -1,0 +1,414 @@
+package provision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/fleetkit/fleet/inventory"
+)
+
+// Claim is what fleetd knows of a machine that just passed attestation.
+type Claim struct {
+	// Serial is the SMBIOS serial the machine claimed.
+	Serial string
+	// Attestation is what the attestation proved; Admit records it on the
+	// device first.
+	Attestation inventory.Attestation
+	// PortErr is the switch-port check's judgement of the claimed port
+	// against the declared one (lldpwait's: "on port N, expected M",
+	// "attested no switch port"); nil when they match. A non-nil PortErr
+	// refuses any run before anything is rendered.
+	PortErr error
+	// From is the address the machine attested from in HookOS; the journal
+	// lines of the run name it. The zero Addr: the device's address.
+	From netip.Addr
+}
+
+// Outcome is what Admit decided. The zero value is invalid.
+type Outcome int
+
+// The outcomes of an admission.
+const (
+	_ Outcome = iota
+	// Provision: a provision run waits for this machine; answer Code.
+	Provision
+	// Retire: a retirement (wipe) run waits for this machine; answer Code.
+	Retire
+	// NoProvision: the machine waits in HookOS (Decision.Reason says why).
+	NoProvision
+	// Refused: the run was refused (the switch port, a missing field, a
+	// control plane fleetd cannot install); Decision.Reason says why and
+	// the device's journal holds it.
+	Refused
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Provision:
+		return "provision"
+	case Retire:
+		return "retire"
+	case NoProvision:
+		return "no provision"
+	case Refused:
+		return "refused"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// Decision is Admit's answer.
+type Decision struct {
+	Outcome Outcome
+	// Reason says why there is no run, or which run waits.
+	Reason string
+	// Run names the Workflow that waits for the machine, if any.
+	Run string
+	// Code is the install code to answer the HookOS client: set only for
+	// Provision and Retire. It is a secret: never log it.
+	Code string
+}
+
+// The reasons of a no-provision decision, as the attest.install audit line
+// gives them.
+const (
+	reasonControlPlane = "a control plane waits for desired_action=provision"
+	reasonAutoOff      = "auto-provision is off"
+)
+
+// Admit decides what happens to a machine that passed attestation from
+// HookOS, and starts its run when one is due. It records the attestation
+// on the device, then:
+//   - refuses any run when c.PortErr is set (journaled with its text);
+//   - answers the code of a run that waits for this machine (one started
+//     from desired_action, whose Rufio job booted it) while no action of
+//     that run has passed wipe-disk;
+//   - starts a run when desired_action is provision, when a decommissioning
+//     device has had no retirement run, or when a planned worker that never
+//     ran attests and auto-provision is on;
+//   - otherwise answers no provision, with the reason: a last run the owner
+//     has not repeated, a control plane, or auto-provision off. A node whose
+//     last run succeeded is journaled, once per run, as having booted HookOS
+//     after it.
+//
+// Every call ends in one attest.install audit line. An error means no code
+// may be answered: errors.Is finds inventory.ErrUnavailable (NetBox did not
+// answer), ErrBootstrapToken, or another cause of a run that did not start.
+func (p *Provisioner) Admit(ctx context.Context, c Claim) (Decision, error) {
+	d, dev, err := p.admit(ctx, c)
+	attrs := []any{"serial", c.Serial, "outcome", d.Outcome.String(), "reason", d.Reason}
+	if dev.ID != 0 {
+		attrs = append(attrs, "node", dev.Name, "device", dev.ID)
+	}
+	if d.Run != "" {
+		attrs = append(attrs, "run", d.Run)
+	}
+	if err != nil {
+		p.log.Error("attest.install", append(attrs, "error", err.Error())...)
+		return Decision{Outcome: Refused, Reason: err.Error()}, err
+	}
+	p.log.Info("attest.install", attrs...)
+	return d, nil
+}
+
+func (p *Provisioner) admit(ctx context.Context, c Claim) (Decision, inventory.Device, error) {
+	dev, err := p.nb.DeviceBySerial(ctx, c.Serial)
+	if err != nil {
+		return Decision{}, inventory.Device{}, fmt.Errorf("device of serial %s: %w", c.Serial, err)
+	}
+	if err := p.nb.RecordAttestation(ctx, dev.ID, c.Attestation); err != nil {
+		return Decision{}, dev, fmt.Errorf("record %s's attestation: %w", dev.Name, err)
+	}
+	a := c.Attestation
+	if len(a.MAC) > 0 {
+		dev.MAC = a.MAC
+	}
+	dev.AttestedSwitchPort, dev.AttestedAt, dev.AttestVerdict = a.SwitchPort, a.At, a.Verdict
+	dev.AttestedEKHash, dev.AttestedEKHashECC = a.EKHash, a.EKHashECC
+
+	from := c.From
+	if !from.IsValid() && dev.Address.IsValid() {
+		from = dev.Address.Addr()
+	}
+
+	unlock := p.lockDevice(dev.ID)
+	defer unlock()
+
+	if c.PortErr != nil {
+		text := refusedText(c.PortErr)
+		if err := p.nb.Journal(ctx, dev.ID, inventory.JournalWarning, text); err != nil {
+			return Decision{}, dev, err
+		}
+		return Decision{Outcome: Refused, Reason: c.PortErr.Error()}, dev, nil
+	}
+
+	runs, err := p.runsOf(ctx, dev.ID)
+	if err != nil {
+		return Decision{}, dev, err
+	}
+	kind := RunProvision
+	if dev.Status == inventory.StatusDecommissioning {
+		kind = RunRetire
+	}
+	outcome := Provision
+	if kind == RunRetire {
+		outcome = Retire
+	}
+	wantRun := dev.DesiredAction == inventory.DesiredActionProvision
+
+	// A run that waits for this machine gets its code.
+	if r := inFlight(runs, kind); r != nil && !wantRun {
+		if !r.started() || r.currentAction() == "wipe-disk" {
+			if from.IsValid() && r.wf.Annotations[annHookOS] != from.String() {
+				if err := p.annotate(ctx, r.name(), annHookOS, from.String()); err != nil {
+					return Decision{}, dev, err
+				}
+			}
+			return Decision{Outcome: outcome, Run: r.name(), Code: r.code(),
+				Reason: fmt.Sprintf("run %s waits for the machine", r.name())}, dev, nil
+		}
+		return Decision{Outcome: NoProvision, Run: r.name(),
+			Reason: fmt.Sprintf("run %s is in flight at action %s", r.name(), r.currentAction())}, dev, nil
+	}
+
+	start := wantRun
+	var reason string
+	switch {
+	case start:
+	case kind == RunRetire:
+		if strings.HasPrefix(dev.LastRun, RunRetire+"-") {
+			reason = lastRunReason(dev.LastRun)
+		} else {
+			start = true
+		}
+	case dev.LastRun != "":
+		reason = lastRunReason(dev.LastRun)
+		if err := p.bootedHookOSAfter(ctx, dev, runs); err != nil {
+			return Decision{}, dev, err
+		}
+	case dev.Class == ClassControlPlane:
+		reason = reasonControlPlane
+	case dev.Status != inventory.StatusPlanned:
+		reason = fmt.Sprintf("the device is %s, not planned", dev.Status)
+	case !p.cfg.AutoProvision:
+		reason = reasonAutoOff
+	default:
+		start = true
+	}
+	if !start {
+		return Decision{Outcome: NoProvision, Reason: reason}, dev, nil
+	}
+	note := "the machine attested from HookOS"
+	if from.IsValid() {
+		note += " at " + from.String()
+	}
+	if kind == RunRetire {
+		note += ", and the run wipes its install disk"
+	}
+	name, code, refusal, err := p.startRun(ctx, dev, kind, from, false, note)
+	if err != nil {
+		return Decision{}, dev, err
+	}
+	if refusal != "" {
+		return Decision{Outcome: Refused, Reason: refusal}, dev, nil
+	}
+	return Decision{Outcome: outcome, Run: name, Code: code, Reason: "run " + name + " started"}, dev, nil
+}
+
+func lastRunReason(run string) string {
+	return fmt.Sprintf("last run %s is not repeated; set desired_action to provision", run)
+}
+
+func refusedText(err error) string {
+	return "refused a run before rendering anything: " + err.Error()
+}
+
+// inFlight returns dev's newest run of kind that has not ended.
+func inFlight(runs []*run, kind string) *run {
+	for _, r := range runs {
+		if r.kind == kind && !r.terminal() {
+			return r
+		}
+	}
+	return nil
+}
+
+// bootedHookOSAfter journals, once per run, a node that attests from HookOS
+// after its last run succeeded.
+func (p *Provisioner) bootedHookOSAfter(ctx context.Context, dev inventory.Device, runs []*run) error {
+	for _, r := range runs {
+		if r.name() != dev.LastRun {
+			continue
+		}
+		if r.kind != RunProvision || r.wf.Status.State != "SUCCESS" || r.wf.Annotations[annBootedHookOS] != "" {
+			return nil
+		}
+		text := fmt.Sprintf("the node booted HookOS and attested after Workflow %s succeeded: fix its boot order so the disk comes before PXE, then set desired_action to provision", r.name())
+		if err := p.nb.Journal(ctx, dev.ID, inventory.JournalWarning, text); err != nil {
+			return err
+		}
+		if err := p.annotate(ctx, r.name(), annBootedHookOS, p.now().UTC().Format(time.RFC3339)); err != nil {
+			return err
+		}
+		if p.cfg.BootedHookOSAfterInstall != nil {
+			p.cfg.BootedHookOSAfterInstall(dev.Name)
+		}
+		return nil
+	}
+	return nil
+}
+
+// startRun checks, renders and starts a run of kind for dev. The caller
+// holds dev's lock. A refusal (a missing field, the class, a control plane
+// fleetd cannot install) is journaled and returned as refusal with nothing
+// created; an error means the run did not start and no code may be
+// answered.
+func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, kind string, hookOS netip.Addr, netboot bool, note string) (name, code, refusal string, err error) {
+	if lacks := lacking(dev); len(lacks) > 0 {
+		f := joinAnd(lacks)
+		if dev.DesiredAction != inventory.DesiredActionProvision {
+			if err := p.nb.SetDesiredAction(ctx, dev.ID, inventory.DesiredActionProvision); err != nil {
+				return "", "", "", err
+			}
+		}
+		text := fmt.Sprintf("%s lacks %s: the run waits for %s, and desired_action stays provision", dev.Name, f, f)
+		if err := p.note(ctx, dev.ID, inventory.JournalWarning, text); err != nil {
+			return "", "", "", err
+		}
+		return "", "", (&LacksError{Node: dev.Name, Fields: lacks}).Error(), nil
+	}
+	if errs := validation.IsDNS1123Label(dev.Name); len(errs) > 0 {
+		text := fmt.Sprintf("refused a run before rendering anything: the node name %q cannot name a Workflow: %s", dev.Name, strings.Join(errs, "; "))
+		return "", "", text, p.note(ctx, dev.ID, inventory.JournalWarning, text)
+	}
+	image := p.cluster.InstallerImages[dev.Class]
+	if kind == RunProvision {
+		if refusal, err := p.refuseClass(ctx, dev); refusal != "" || err != nil {
+			return "", "", refusal, err
+		}
+	}
+
+	now := p.now()
+	name = fmt.Sprintf("%s-%s-%d", kind, dev.Name, now.Unix())
+	code, err = p.configs.NewCode()
+	if err != nil {
+		return "", "", "", fmt.Errorf("install code for %s: %w", name, err)
+	}
+	if kind == RunProvision {
+		if err := p.render(ctx, dev, name, code, now); err != nil {
+			return "", "", "", err
+		}
+	}
+	if hasBMC(dev) {
+		if err := p.ensureMachine(ctx, dev); err != nil {
+			return "", "", "", err
+		}
+	}
+	if err := p.ensureHardware(ctx, dev); err != nil {
+		return "", "", "", err
+	}
+	// A new run replaces any run of the device that has not ended.
+	old, err := p.runsOf(ctx, dev.ID)
+	if err != nil {
+		return "", "", "", err
+	}
+	for _, r := range old {
+		if !r.terminal() {
+			if err := p.deleteWorkflow(ctx, r.name()); err != nil {
+				return "", "", "", err
+			}
+		}
+	}
+	addr := ""
+	if hookOS.IsValid() {
+		addr = hookOS.String()
+	}
+	if err := p.newWorkflow(ctx, dev, name, kind, code, image, addr, netboot); err != nil {
+		return "", "", "", err
+	}
+	if err := p.recordStart(ctx, dev, name); err != nil {
+		// NetBox must know every run: without last_run the run would repeat.
+		if derr := p.deleteWorkflow(context.WithoutCancel(ctx), name); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		return "", "", "", err
+	}
+	p.forget(dev.ID)
+	if err := p.nb.Journal(ctx, dev.ID, inventory.JournalInfo, fmt.Sprintf("started Workflow %s; %s", name, note)); err != nil {
+		p.log.Warn("fleet.journal", "node", dev.Name, "run", name, "error", err.Error())
+	}
+	return name, code, "", nil
+}
+
+func (p *Provisioner) recordStart(ctx context.Context, dev inventory.Device, name string) error {
+	if err := p.nb.SetLastRun(ctx, dev.ID, name); err != nil {
+		return fmt.Errorf("record %s as %s's last run: %w", name, dev.Name, err)
+	}
+	if dev.DesiredAction != "" {
+		if err := p.nb.SetDesiredAction(ctx, dev.ID, ""); err != nil {
+			return fmt.Errorf("clear %s's desired_action: %w", dev.Name, err)
+		}
+	}
+	return nil
+}
+
+// refuseClass refuses, before anything is rendered or wiped, a device whose
+// class fleetd cannot install.
+func (p *Provisioner) refuseClass(ctx context.Context, dev inventory.Device) (string, error) {
+	var text string
+	if _, _, err := p.cluster.class(dev); err != nil {
+		text = fmt.Sprintf("refused a run before rendering anything: %v", err)
+	} else if dev.Class == ClassControlPlane && !p.cluster.ControlPlanes {
+		text = fmt.Sprintf("%s is a control plane, and %v: no run starts, nothing is wiped, and desired_action stays provision", dev.Name, ErrControlPlanesOff)
+	} else if dev.Class == ClassControlPlane && !bundleHasKeys(p.cluster.Bundle) {
+		text = fmt.Sprintf("%s is a control plane, and %v: no run starts, nothing is wiped, and desired_action stays provision", dev.Name, ErrNoBundleKeys)
+	}
+	if text == "" {
+		return "", nil
+	}
+	if dev.DesiredAction != inventory.DesiredActionProvision {
+		if err := p.nb.SetDesiredAction(ctx, dev.ID, inventory.DesiredActionProvision); err != nil {
+			return "", err
+		}
+	}
+	if err := p.note(ctx, dev.ID, inventory.JournalWarning, text); err != nil {
+		return "", err
+	}
+	return text, nil
+}
+
+// render creates dev's bootstrap token, renders its config and hands it to
+// Configs under code. It writes the fleet.render audit line.
+func (p *Provisioner) render(ctx context.Context, dev inventory.Device, name, code string, now time.Time) error {
+	attrs := []any{"node", dev.Name, "device", dev.ID, "run", name, "class", dev.Class}
+	fail := func(err error) error {
+		p.log.Error("fleet.render", append(attrs, "error", err.Error())...)
+		return err
+	}
+	var sans []string
+	if dev.Class == ClassControlPlane {
+		all, err := p.nb.Devices(ctx)
+		if err != nil {
+			return fail(fmt.Errorf("control planes for %s's certificate SANs: %w", dev.Name, err))
+		}
+		sans = ControlPlaneSANs(append(all, dev), p.cluster.ExtraSANs)
+	}
+	token, expires, err := p.bootstrapToken(ctx, dev, name, now)
+	if err != nil {
+		return fail(err)
+	}
+	cfg, err := p.cluster.Render(dev, token, sans)
+	if err != nil {
+		return fail(err)
+	}
+	if err := p.configs.Hold(ctx, code, cfg, dev, name); err != nil {
+		return fail(fmt.Errorf("hold %s's config: %w", name, err))
+	}
+	p.log.Info("fleet.render", append(attrs, "bytes", len(cfg), "token_expires", expires.Format(time.RFC3339))...)
+	return nil
+}

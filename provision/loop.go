@@ -1,0 +1,273 @@
+package provision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
+
+	"github.com/fleetkit/fleet/inventory"
+)
+
+// Pass tells what one Reconcile pass saw and did.
+type Pass struct {
+	Devices int      // devices NetBox listed
+	Runs    int      // fleet Workflows the cluster listed
+	Started []string // Workflows started from desired_action or retirement
+	Ended   []string // Workflows whose end (or lost reports) was journaled
+	Deleted []string // Workflows deleted: they never reported their first action
+}
+
+// The actions during which a run's last reports may be lost while the node
+// already has its install: a passed global timeout then is only noted.
+var lateActions = map[string]bool{"install": true, "next-boot": true, "reboot": true}
+
+const maxBackoff = 5 * time.Minute
+
+// Run runs the loop until ctx is done: a Reconcile pass every
+// Config.Interval, backing off (doubling up to 5 minutes) while passes
+// fail. It returns ctx's error. Run keeps nothing a restart needs: each pass
+// reads the devices from NetBox and the runs from the cluster.
+func (p *Provisioner) Run(ctx context.Context) error {
+	wait := p.cfg.Interval
+	for {
+		if _, err := p.Reconcile(ctx); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			wait = min(wait*2, maxBackoff)
+			p.log.Warn("fleet.loop", "error", err.Error(), "retry_in", wait.String())
+		} else {
+			wait = p.cfg.Interval
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Reconcile runs one pass: it reads every device from NetBox and every
+// fleet Workflow from the cluster (one call each), journals the runs that
+// ended, deletes runs that never reported their first action within their
+// global timeout, and starts the runs that desired_action or a retirement
+// asks for. A pass costs 2 API calls plus one or two per change. Errors of
+// single devices or runs do not stop the pass; they are joined in the
+// returned error.
+func (p *Provisioner) Reconcile(ctx context.Context) (Pass, error) {
+	var pass Pass
+	devs, err := p.nb.Devices(ctx)
+	if err != nil {
+		return pass, fmt.Errorf("list devices: %w", err)
+	}
+	runs, err := p.listRuns(ctx)
+	if err != nil {
+		return pass, err
+	}
+	pass.Devices, pass.Runs = len(devs), len(runs)
+	byID := make(map[int64]*inventory.Device, len(devs))
+	for i := range devs {
+		byID[devs[i].ID] = &devs[i]
+	}
+	sortNewest(runs)
+	runsOf := map[int64][]*run{}
+	var errs []error
+	for _, r := range runs {
+		runsOf[r.deviceID] = append(runsOf[r.deviceID], r)
+		if r.reported() != "" {
+			continue
+		}
+		dev, ok := byID[r.deviceID]
+		if !ok {
+			continue
+		}
+		if err := p.watch(ctx, r, dev, &pass); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", r.name(), err))
+		}
+	}
+	for i := range devs {
+		dev := &devs[i]
+		if err := p.due(ctx, dev, runsOf[dev.ID], &pass); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", dev.Name, err))
+		}
+	}
+	return pass, errors.Join(errs...)
+}
+
+// watch journals what became of one run not yet reported.
+func (p *Provisioner) watch(ctx context.Context, r *run, dev *inventory.Device, pass *Pass) error {
+	now := p.now()
+	retire := r.kind == RunRetire
+	if msg, failed := r.bootJobFailure(); failed {
+		job, msg := p.bootJobMessage(ctx, r, msg)
+		if msg == "" {
+			msg = "no message"
+		}
+		text := fmt.Sprintf("the Rufio job %s of Workflow %s failed to power the machine: %s; set AMT's address to %s, or power the machine on by hand",
+			job, r.name(), msg, addrOf(dev))
+		if err := p.nb.Journal(ctx, dev.ID, inventory.JournalWarning, text); err != nil {
+			return err
+		}
+		// A machine powered on by hand attests and gets a new run.
+		if dev.DesiredAction != inventory.DesiredActionProvision && !retire {
+			if err := p.nb.SetDesiredAction(ctx, dev.ID, inventory.DesiredActionProvision); err != nil {
+				return err
+			}
+			dev.DesiredAction = inventory.DesiredActionProvision
+		}
+		pass.Ended = append(pass.Ended, r.name())
+		return p.mark(ctx, r, "boot-job-failed")
+	}
+
+	state := r.wf.Status.State
+	action := r.currentAction()
+	late := !retire && dev.Status == inventory.StatusActive && lateActions[action]
+	switch state {
+	case tinkerbell.WorkflowStateSuccess:
+		text := fmt.Sprintf("Workflow %s ended SUCCESS", r.name())
+		if retire {
+			text += ": the install disk is wiped"
+		}
+		return p.ended(ctx, r, dev, inventory.JournalSuccess, text, string(state), pass)
+	case tinkerbell.WorkflowStateFailed, tinkerbell.WorkflowStateTimeout:
+		if state == tinkerbell.WorkflowStateTimeout && late {
+			return p.ended(ctx, r, dev, inventory.JournalInfo, passedText(r, action), "passed-global-timeout", pass)
+		}
+		kind, text := inventory.JournalWarning, endedText(r, string(state), action)
+		if retire {
+			kind, text = inventory.JournalDanger, text+dangerTail
+		}
+		return p.ended(ctx, r, dev, kind, text, string(state), pass)
+	}
+
+	timeout := r.globalTimeout(p.cfg.GlobalTimeout)
+	if !r.started() {
+		if now.Before(r.wf.CreationTimestamp.Add(timeout)) {
+			return nil
+		}
+		kind := inventory.JournalWarning
+		text := fmt.Sprintf("Workflow %s never reported its first action within its global timeout (%s); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision", r.name(), timeout)
+		if retire {
+			kind = inventory.JournalDanger
+			text = fmt.Sprintf("Workflow %s never reported its first action within its global timeout (%s); fleetd deleted it%s", r.name(), timeout, dangerTail)
+		}
+		if err := p.nb.Journal(ctx, dev.ID, kind, text); err != nil {
+			return err
+		}
+		if err := p.deleteWorkflow(ctx, r.name()); err != nil {
+			return err
+		}
+		pass.Deleted = append(pass.Deleted, r.name())
+		return nil
+	}
+	if stop := r.wf.Status.GlobalExecutionStop; late && stop != nil && now.After(stop.Time) {
+		return p.ended(ctx, r, dev, inventory.JournalInfo, passedText(r, action), "passed-global-timeout", pass)
+	}
+	return nil
+}
+
+const dangerTail = "; the disk may not be wiped, so the node may still hold its data and its identity, and the device stays decommissioning"
+
+func endedText(r *run, state, action string) string {
+	at := "before any action reported"
+	if action != "" {
+		at = "at action " + action
+	}
+	return fmt.Sprintf("Workflow %s ended %s %s; read its output with journalctl -t hookos HOOKOS_HOST=%s", r.name(), state, at, r.hookOS())
+}
+
+func passedText(r *run, action string) string {
+	return fmt.Sprintf("Workflow %s passed its global timeout while %s was current; the node is active, so it has its config, and nothing else is done", r.name(), action)
+}
+
+// ended journals a run's end and marks the Workflow so that no later pass,
+// in this process or after a restart, journals it again.
+func (p *Provisioner) ended(ctx context.Context, r *run, dev *inventory.Device, kind inventory.JournalKind, text, mark string, pass *Pass) error {
+	if err := p.nb.Journal(ctx, dev.ID, kind, text); err != nil {
+		return err
+	}
+	pass.Ended = append(pass.Ended, r.name())
+	return p.mark(ctx, r, mark)
+}
+
+// mark records on the Workflow, and in r, that its end is journaled.
+func (p *Provisioner) mark(ctx context.Context, r *run, mark string) error {
+	if err := p.annotate(ctx, r.name(), annReported, mark); err != nil {
+		return err
+	}
+	if r.wf.Annotations == nil {
+		r.wf.Annotations = map[string]string{}
+	}
+	r.wf.Annotations[annReported] = mark
+	return nil
+}
+
+// due starts the run a device asks for, if it can start without a fresh
+// claim: desired_action=provision, or a decommissioning device that has had
+// no retirement run.
+func (p *Provisioner) due(ctx context.Context, dev *inventory.Device, runs []*run, pass *Pass) error {
+	want := dev.DesiredAction == inventory.DesiredActionProvision
+	kind := RunProvision
+	if dev.Status == inventory.StatusDecommissioning {
+		kind = RunRetire
+		if !want && !strings.HasPrefix(dev.LastRun, RunRetire+"-") && inFlight(runs, RunRetire) == nil {
+			want = true
+		}
+	}
+	if !want {
+		return nil
+	}
+	unlock := p.lockDevice(dev.ID)
+	defer unlock()
+
+	// A run started from this request waits for its machine.
+	if r := inFlight(runs, kind); r != nil && r.wf.Name == dev.LastRun && dev.DesiredAction == "" {
+		return nil
+	}
+	if len(runs) > 0 && runs[0].reported() == "boot-job-failed" && p.now().Before(runs[0].wf.CreationTimestamp.Add(p.cfg.PowerRetry)) {
+		return nil // the Rufio line is journaled; a machine powered on by hand attests
+	}
+	if lacks := lacking(*dev); len(lacks) > 0 || !hasBMC(*dev) {
+		if len(lacks) == 0 {
+			return p.note(ctx, dev.ID, inventory.JournalInfo, fmt.Sprintf("%s has no BMC: the run waits for the machine to attest from HookOS; power-cycle it by hand", dev.Name))
+		}
+		_, _, _, err := p.startRun(ctx, *dev, kind, netip.Addr{}, true, "")
+		return err
+	}
+	if p.cfg.PortCheck == nil {
+		return p.note(ctx, dev.ID, inventory.JournalInfo, fmt.Sprintf("%s waits for an attestation from HookOS: fleetd has no switch-port check for a run without a fresh claim; power-cycle the machine", dev.Name))
+	}
+	if err := p.cfg.PortCheck(dev.SwitchPort, dev.AttestedSwitchPort); err != nil {
+		return p.note(ctx, dev.ID, inventory.JournalWarning, refusedText(err))
+	}
+	note := "Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"
+	if kind == RunRetire {
+		note += ", and the run wipes its install disk"
+	}
+	var hookOS netip.Addr
+	if dev.Address.IsValid() {
+		hookOS = dev.Address.Addr()
+	}
+	name, _, _, err := p.startRun(ctx, *dev, kind, hookOS, true, note)
+	if err != nil {
+		return err
+	}
+	if name != "" {
+		pass.Started = append(pass.Started, name)
+	}
+	return nil
+}
+
+func addrOf(dev *inventory.Device) string {
+	if dev.Address.IsValid() {
+		return dev.Address.Addr().String()
+	}
+	return "the node's address"
+}

@@ -1,0 +1,297 @@
+package provision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/fleetkit/fleet/inventory"
+)
+
+// NetBox is what provision needs of NetBox: inventory's client has these
+// methods. Every method takes a context and returns an error that wraps
+// inventory.ErrUnavailable when NetBox did not answer.
+type NetBox interface {
+	DeviceBySerial(ctx context.Context, serial string) (inventory.Device, error)
+	Devices(ctx context.Context) ([]inventory.Device, error)
+	RecordAttestation(ctx context.Context, id int64, a inventory.Attestation) error
+	SetDesiredAction(ctx context.Context, id int64, action string) error
+	SetLastRun(ctx context.Context, id int64, run string) error
+	Journal(ctx context.Context, id int64, kind inventory.JournalKind, text string) error
+}
+
+// Configs is where rendered configs go: fleetd wires configserve here.
+// Both methods must be safe for concurrent use.
+type Configs interface {
+	// NewCode returns a fresh install code. The code is a secret.
+	NewCode() (string, error)
+	// Hold keeps config for the node under code until it is served or
+	// expires. provision calls Hold before it creates the run's Workflow
+	// and before any code is answered; an error stops the run.
+	Hold(ctx context.Context, code string, config []byte, node inventory.Device, run string) error
+}
+
+// Cluster holds the facts of the cluster every node joins. All fields
+// without a stated default are required; New reports the first missing one.
+type Cluster struct {
+	// Name is the Kubernetes cluster name, e.g. "folly".
+	Name string
+	// Endpoint is the control plane endpoint URL, e.g.
+	// "https://10.0.0.10:6443" (API_SERVER_IP).
+	Endpoint string
+	// KubernetesVersion; "" means machinery's default.
+	KubernetesVersion string
+	// TalosVersion is the Talos version contract the configs are rendered
+	// for, e.g. "v1.13"; "" means machinery's current contract.
+	TalosVersion string
+	// Bundle is the cluster's Talos secrets bundle. Workers need only its
+	// certificates and tokens; control planes need its CA keys too.
+	Bundle *secrets.Bundle
+	// ControlPlanes turns on control-plane runs (homelab.fleetd.controlPlanes).
+	// false: a control plane is refused before anything is rendered.
+	ControlPlanes bool
+	// InstallerImages maps a Talos class ("worker", "controlplane") to its
+	// installer image. A class without one is refused.
+	InstallerImages map[string]string
+	// ConfigURL is the URL the installed Talos fetches its config from, with
+	// "{code}" where the install code goes, e.g.
+	// "https://fleetd.example:8443/config/{code}".
+	ConfigURL string
+	// Gateway is the default gateway of K8S_NODE_CIDR; the zero Addr means
+	// the first address of each node's prefix.
+	Gateway netip.Addr
+	// ExtraSANs are API server certificate SANs besides the control planes'
+	// addresses (e.g. API_SERVER_IP's DNS name).
+	ExtraSANs []string
+}
+
+// Config holds provision's optional settings. A nil *Config means every
+// default below. A Config must not change after New.
+type Config struct {
+	// Namespace of the Tinkerbell and Rufio objects; "" means "tinkerbell".
+	Namespace string
+	// ProvisionTemplate is the Template a provision run uses; "" means
+	// "fleet-provision".
+	ProvisionTemplate string
+	// RetireTemplate is the Template a retirement (wipe) run uses; "" means
+	// "fleet-retire".
+	RetireTemplate string
+	// BMCSecret names the Secret (in Namespace) with the BMC credentials that
+	// a Rufio Machine provision creates refers to; "" means "bmc-auth".
+	BMCSecret string
+	// AutoProvision provisions a planned worker at its first attestation.
+	// false: every run waits for desired_action=provision.
+	AutoProvision bool
+	// ConfigTTL is FLEET_CONFIG_TTL, how long a rendered config waits to be
+	// fetched; 0 means one hour. A bootstrap token expires ConfigTTL + 4 h
+	// after its render.
+	ConfigTTL time.Duration
+	// GlobalTimeout is a run's global timeout when its Workflow reports none
+	// (Tinkerbell reports it once it rendered the template); 0 means 2 h.
+	GlobalTimeout time.Duration
+	// PowerRetry is how long after a failed Rufio job the loop waits before
+	// it power-cycles the machine again; 0 means 30 minutes.
+	PowerRetry time.Duration
+	// Interval is the loop's poll interval; 0 means 15 s. After an error the
+	// loop backs off, doubling up to 5 minutes.
+	Interval time.Duration
+	// PortCheck judges the switch port a device recorded at its last
+	// attestation against the one it declares, for runs started from
+	// desired_action without a fresh claim; fleetd wires lldpwait's check.
+	// nil: such runs are refused (the journal says so), and runs start only
+	// at an attestation, whose port check the caller passes to Admit.
+	PortCheck func(declared, recorded int) error
+	// BootedHookOSAfterInstall is called once per run, after the journal
+	// line, when a node attests from HookOS after its run succeeded (for
+	// FleetNodeBootedHookOSAfterInstall). nil: not called.
+	BootedHookOSAfterInstall func(node string)
+	// Logger receives the audit lines (attest.install, fleet.render) and
+	// the loop's errors. nil: silent.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Errors that callers match with errors.Is.
+var (
+	// ErrControlPlanesOff: a control plane's run was refused because fleetd
+	// runs without control-plane support.
+	ErrControlPlanesOff = errors.New("fleetd runs without control-plane support (homelab.fleetd.controlPlanes)")
+	// ErrNoBundleKeys: a control plane's run was refused because the
+	// cluster's secrets bundle holds no CA keys.
+	ErrNoBundleKeys = errors.New("fleetd holds no secrets bundle with the cluster's CA keys")
+	// ErrBootstrapToken: the node's bootstrap token could not be created in
+	// the cluster. No code is answered.
+	ErrBootstrapToken = errors.New("bootstrap token")
+	// ErrLacks: the device lacks a field a run needs (see LacksError).
+	ErrLacks = errors.New("lacks")
+	// ErrPort: the switch-port check refused the run (see PortError).
+	ErrPort = errors.New("switch port refused")
+	// ErrClass: the device's class has no installer image or is unknown.
+	ErrClass = errors.New("unknown class")
+	// ErrInvalidConfig: a rendered config failed validation.
+	ErrInvalidConfig = errors.New("invalid rendered config")
+)
+
+// LacksError says which fields a device lacks for a run. errors.Is finds
+// ErrLacks.
+type LacksError struct {
+	Node   string
+	Fields []string // "MAC", "install_disk", "install_disk_serial"
+}
+
+func (e *LacksError) Error() string {
+	return fmt.Sprintf("%s lacks %s", e.Node, joinAnd(e.Fields))
+}
+
+// Is reports ErrLacks.
+func (e *LacksError) Is(target error) bool { return target == ErrLacks }
+
+// PortError carries the switch-port check's own error. errors.Is finds
+// ErrPort and whatever the check's error matches.
+type PortError struct{ Err error }
+
+func (e *PortError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the check's error and ErrPort.
+func (e *PortError) Unwrap() []error { return []error{e.Err, ErrPort} }
+
+// Provisioner runs nodes from admission to an active node. It is safe for
+// concurrent use: Admit may run on many attestations at once beside Run.
+// It holds no state a restart needs: runs in flight live in the cluster.
+type Provisioner struct {
+	nb      NetBox
+	kube    kubernetes.Interface
+	tink    dynamic.Interface
+	configs Configs
+	cluster Cluster
+	cfg     Config
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	noted   map[int64]string // the last waiting line journaled per device
+	devLock map[int64]*sync.Mutex
+}
+
+// New returns a Provisioner. nb is NetBox, kube the cluster's API (for
+// bootstrap tokens), tink a dynamic client of the cluster that holds
+// Tinkerbell's and Rufio's objects (often the same cluster), configs where
+// rendered configs go. cfg may be nil.
+func New(nb NetBox, kube kubernetes.Interface, tink dynamic.Interface, configs Configs, cluster Cluster, cfg *Config) (*Provisioner, error) {
+	switch {
+	case nb == nil:
+		return nil, errors.New("provision: no NetBox")
+	case kube == nil:
+		return nil, errors.New("provision: no Kubernetes client")
+	case tink == nil:
+		return nil, errors.New("provision: no Tinkerbell client")
+	case configs == nil:
+		return nil, errors.New("provision: no Configs")
+	case cluster.Name == "":
+		return nil, errors.New("provision: Cluster.Name is empty")
+	case cluster.Endpoint == "":
+		return nil, errors.New("provision: Cluster.Endpoint is empty")
+	case cluster.Bundle == nil || cluster.Bundle.Secrets == nil || cluster.Bundle.Certs == nil || cluster.Bundle.TrustdInfo == nil || cluster.Bundle.Cluster == nil:
+		return nil, errors.New("provision: Cluster.Bundle is missing or incomplete")
+	case !strings.Contains(cluster.ConfigURL, "{code}"):
+		return nil, errors.New(`provision: Cluster.ConfigURL has no "{code}"`)
+	}
+	p := &Provisioner{nb: nb, kube: kube, tink: tink, configs: configs, cluster: cluster,
+		noted: map[int64]string{}, devLock: map[int64]*sync.Mutex{}}
+	if cfg != nil {
+		p.cfg = *cfg
+	}
+	c := &p.cfg
+	if c.Namespace == "" {
+		c.Namespace = "tinkerbell"
+	}
+	if c.ProvisionTemplate == "" {
+		c.ProvisionTemplate = "fleet-provision"
+	}
+	if c.RetireTemplate == "" {
+		c.RetireTemplate = "fleet-retire"
+	}
+	if c.BMCSecret == "" {
+		c.BMCSecret = "bmc-auth"
+	}
+	if c.ConfigTTL == 0 {
+		c.ConfigTTL = time.Hour
+	}
+	if c.GlobalTimeout == 0 {
+		c.GlobalTimeout = 2 * time.Hour
+	}
+	if c.PowerRetry == 0 {
+		c.PowerRetry = 30 * time.Minute
+	}
+	if c.Interval == 0 {
+		c.Interval = 15 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	p.log = c.Logger
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	return p, nil
+}
+
+func (p *Provisioner) now() time.Time { return p.cfg.Now() }
+
+// lockDevice serialises the run decisions of one device between Admit and
+// the loop.
+func (p *Provisioner) lockDevice(id int64) func() {
+	p.mu.Lock()
+	m, ok := p.devLock[id]
+	if !ok {
+		m = &sync.Mutex{}
+		p.devLock[id] = m
+	}
+	p.mu.Unlock()
+	m.Lock()
+	return m.Unlock
+}
+
+// note journals text for a device unless the same line was the last one
+// noted for it, so that a waiting device is journaled once, not on every
+// pass. A restart journals it once more.
+func (p *Provisioner) note(ctx context.Context, id int64, kind inventory.JournalKind, text string) error {
+	p.mu.Lock()
+	same := p.noted[id] == text
+	p.mu.Unlock()
+	if same {
+		return nil
+	}
+	if err := p.nb.Journal(ctx, id, kind, text); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.noted[id] = text
+	p.mu.Unlock()
+	return nil
+}
+
+func (p *Provisioner) forget(id int64) {
+	p.mu.Lock()
+	delete(p.noted, id)
+	p.mu.Unlock()
+}
+
+func joinAnd(s []string) string {
+	switch len(s) {
+	case 0:
+		return ""
+	case 1:
+		return s[0]
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
+}

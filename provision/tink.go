@@ -1,0 +1,398 @@
+package provision
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tinkerbell/tinkerbell/api/v1alpha1/bmc"
+	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fleetkit/fleet/inventory"
+)
+
+// The resources provision reads and writes through the dynamic client.
+var (
+	WorkflowResource = tinkerbell.GroupVersion.WithResource("workflows")
+	HardwareResource = tinkerbell.GroupVersion.WithResource("hardware")
+	MachineResource  = bmc.GroupVersion.WithResource("machines")
+	JobResource      = bmc.GroupVersion.WithResource("jobs")
+)
+
+// The template values (the Workflow's hardwareMap) of every fleet run.
+// The Templates fleet-provision and fleet-retire read them as
+// {{.install_disk}} and so on.
+const (
+	ValueMAC               = "device_1"
+	ValueInstallDisk       = "install_disk"
+	ValueInstallDiskSerial = "install_disk_serial"
+	ValueInstallCode       = "install_code" // a secret
+	ValueInstallerImage    = "installer_image"
+	ValueConfigURL         = "config_url" // carries the code: a secret
+)
+
+// The kinds of run, as the Workflow's name prefix and its run label say.
+const (
+	RunProvision = "provision"
+	RunRetire    = "retire"
+)
+
+// run is one fleet Workflow as read from the cluster.
+type run struct {
+	wf       tinkerbell.Workflow
+	deviceID int64
+	kind     string
+	node     string
+}
+
+func (r *run) name() string { return r.wf.Name }
+
+// hookOS is the address the run's machine attested from in HookOS.
+func (r *run) hookOS() string {
+	if a := r.wf.Annotations[annHookOS]; a != "" {
+		return a
+	}
+	return "unknown"
+}
+
+func (r *run) reported() string { return r.wf.Annotations[annReported] }
+
+func (r *run) terminal() bool {
+	switch r.wf.Status.State {
+	case tinkerbell.WorkflowStateSuccess, tinkerbell.WorkflowStateFailed, tinkerbell.WorkflowStateTimeout:
+		return true
+	}
+	return r.reported() != ""
+}
+
+// started reports whether any action of the run has reported.
+func (r *run) started() bool {
+	if cs := r.wf.Status.CurrentState; cs != nil && cs.ActionName != "" {
+		return true
+	}
+	for _, t := range r.wf.Status.Tasks {
+		for _, a := range t.Actions {
+			if a.ExecutionStart != nil || (a.State != "" && a.State != tinkerbell.WorkflowStatePending) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// currentAction is the action that holds the run: the one that failed or
+// timed out, else the current one.
+func (r *run) currentAction() string {
+	for _, t := range r.wf.Status.Tasks {
+		for _, a := range t.Actions {
+			if a.State == tinkerbell.WorkflowStateFailed || a.State == tinkerbell.WorkflowStateTimeout {
+				return a.Name
+			}
+		}
+	}
+	if cs := r.wf.Status.CurrentState; cs != nil && cs.ActionName != "" {
+		return cs.ActionName
+	}
+	return ""
+}
+
+// globalTimeout is the run's global timeout: Tinkerbell's figure once it
+// rendered the template, else def.
+func (r *run) globalTimeout(def time.Duration) time.Duration {
+	if s := r.wf.Status.GlobalTimeout; s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	return def
+}
+
+func (r *run) code() string { return r.wf.Spec.HardwareMap[ValueInstallCode] }
+
+// bootJobFailure returns the message of a failed boot (Rufio) job.
+func (r *run) bootJobFailure() (string, bool) {
+	for _, c := range r.wf.Status.Conditions {
+		if (c.Type == tinkerbell.BootJobFailed || c.Type == tinkerbell.BootJobSetupFailed) && c.Status == metav1.ConditionTrue {
+			return c.Message, true
+		}
+	}
+	return "", false
+}
+
+func runFrom(u *unstructured.Unstructured) (*run, error) {
+	r := &run{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r.wf); err != nil {
+		return nil, fmt.Errorf("workflow %s: %w", u.GetName(), err)
+	}
+	id, err := strconv.ParseInt(r.wf.Labels[LabelDeviceID], 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("workflow %s: label %s: %w", u.GetName(), LabelDeviceID, err)
+	}
+	r.deviceID = id
+	r.kind = r.wf.Labels[LabelRunKind]
+	r.node = r.wf.Annotations[annNode]
+	return r, nil
+}
+
+// listRuns reads every fleet Workflow from the cluster: one API call.
+func (p *Provisioner) listRuns(ctx context.Context) ([]*run, error) {
+	l, err := p.tink.Resource(WorkflowResource).Namespace(p.cfg.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: LabelManagedBy + "=" + managedBy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", err)
+	}
+	runs := make([]*run, 0, len(l.Items))
+	for i := range l.Items {
+		r, err := runFrom(&l.Items[i])
+		if err != nil {
+			p.log.Warn("fleet.loop", "error", err.Error())
+			continue
+		}
+		runs = append(runs, r)
+	}
+	return runs, nil
+}
+
+// runsOf returns dev's runs, newest first, read from the cluster.
+func (p *Provisioner) runsOf(ctx context.Context, id int64) ([]*run, error) {
+	l, err := p.tink.Resource(WorkflowResource).Namespace(p.cfg.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: LabelManagedBy + "=" + managedBy + "," + LabelDeviceID + "=" + strconv.FormatInt(id, 10),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", err)
+	}
+	var runs []*run
+	for i := range l.Items {
+		if r, err := runFrom(&l.Items[i]); err == nil {
+			runs = append(runs, r)
+		}
+	}
+	sortNewest(runs)
+	return runs, nil
+}
+
+func sortNewest(runs []*run) {
+	slices.SortStableFunc(runs, func(a, b *run) int {
+		if c := b.wf.CreationTimestamp.Compare(a.wf.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(b.wf.Name, a.wf.Name)
+	})
+}
+
+// annotate sets one annotation on a Workflow with a merge patch.
+func (p *Provisioner) annotate(ctx context.Context, name, key, value string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+	if err != nil {
+		return err
+	}
+	_, err = p.tink.Resource(WorkflowResource).Namespace(p.cfg.Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return fmt.Errorf("annotate workflow %s: %w", name, err)
+	}
+	return nil
+}
+
+func (p *Provisioner) deleteWorkflow(ctx context.Context, name string) error {
+	err := p.tink.Resource(WorkflowResource).Namespace(p.cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete workflow %s: %w", name, err)
+	}
+	return nil
+}
+
+func hasBMC(dev inventory.Device) bool {
+	b := strings.ToLower(strings.TrimSpace(dev.BMC))
+	return b != "" && b != "none"
+}
+
+func toUnstructured(obj any, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
+}
+
+// hardware returns the Hardware object NetBox's facts make for dev.
+func (p *Provisioner) hardware(dev inventory.Device) tinkerbell.Hardware {
+	mac := dev.MAC.String()
+	ip := &tinkerbell.IP{Address: dev.Address.Addr().String(), Family: 4}
+	if dev.Address.Addr().Is6() {
+		ip.Family = 6
+	} else {
+		ip.Netmask = netmask(dev.Address)
+	}
+	gw := p.cluster.Gateway
+	if !gw.IsValid() {
+		gw = dev.Address.Masked().Addr().Next()
+	}
+	ip.Gateway = gw.String()
+	hw := tinkerbell.Hardware{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      dev.Name,
+			Namespace: p.cfg.Namespace,
+			Labels:    map[string]string{LabelManagedBy: managedBy, LabelDeviceID: strconv.FormatInt(dev.ID, 10)},
+		},
+		Spec: tinkerbell.HardwareSpec{
+			Interfaces: []tinkerbell.Interface{{
+				DHCP: &tinkerbell.DHCP{MAC: mac, Hostname: dev.Name, IP: ip},
+				Netboot: &tinkerbell.Netboot{
+					AllowPXE:      new(true),
+					AllowWorkflow: new(true),
+				},
+			}},
+			Disks: []tinkerbell.Disk{{Device: dev.InstallDisk}},
+		},
+	}
+	if hasBMC(dev) {
+		group := bmc.GroupVersion.Group
+		hw.Spec.BMCRef = &corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "Machine", Name: dev.Name}
+	}
+	return hw
+}
+
+func netmask(p netip.Prefix) string {
+	var m [4]byte
+	for i := 0; i < p.Bits() && i < 32; i++ {
+		m[i/8] |= 0x80 >> (i % 8)
+	}
+	return netip.AddrFrom4(m).String()
+}
+
+// ensureHardware creates dev's Hardware, or replaces its spec with NetBox's
+// facts.
+func (p *Provisioner) ensureHardware(ctx context.Context, dev inventory.Device) error {
+	hw := p.hardware(dev)
+	u, err := toUnstructured(&hw, tinkerbell.GroupVersion.WithKind("Hardware"))
+	if err != nil {
+		return err
+	}
+	c := p.tink.Resource(HardwareResource).Namespace(p.cfg.Namespace)
+	old, err := c.Get(ctx, dev.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = c.Create(ctx, u, metav1.CreateOptions{})
+	case err == nil:
+		u.SetResourceVersion(old.GetResourceVersion())
+		_, err = c.Update(ctx, u, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("hardware %s: %w", dev.Name, err)
+	}
+	return nil
+}
+
+// ensureMachine creates dev's Rufio Machine at the node's address when it
+// has none; an existing Machine is left as it is.
+func (p *Provisioner) ensureMachine(ctx context.Context, dev inventory.Device) error {
+	c := p.tink.Resource(MachineResource).Namespace(p.cfg.Namespace)
+	if _, err := c.Get(ctx, dev.Name, metav1.GetOptions{}); err == nil {
+		return nil
+	} else if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("rufio machine %s: %w", dev.Name, err)
+	}
+	m := bmc.Machine{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      dev.Name,
+			Namespace: p.cfg.Namespace,
+			Labels:    map[string]string{LabelManagedBy: managedBy, LabelDeviceID: strconv.FormatInt(dev.ID, 10)},
+		},
+		Spec: bmc.MachineSpec{Connection: bmc.Connection{
+			Host:          dev.Address.Addr().String(),
+			AuthSecretRef: corev1.SecretReference{Name: p.cfg.BMCSecret, Namespace: p.cfg.Namespace},
+		}},
+	}
+	if strings.EqualFold(dev.BMC, "amt") {
+		m.Spec.Connection.ProviderOptions = &bmc.ProviderOptions{IntelAMT: &bmc.IntelAMTOptions{HostScheme: "http"}}
+	}
+	u, err := toUnstructured(&m, bmc.GroupVersion.WithKind("Machine"))
+	if err != nil {
+		return err
+	}
+	if _, err := c.Create(ctx, u, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("rufio machine %s: %w", dev.Name, err)
+	}
+	return nil
+}
+
+// newWorkflow creates the run's Workflow. netboot asks Tinkerbell to
+// power-cycle the machine into HookOS through a Rufio job first.
+func (p *Provisioner) newWorkflow(ctx context.Context, dev inventory.Device, name, kind, code, image, hookOS string, netboot bool) error {
+	tpl := p.cfg.ProvisionTemplate
+	if kind == RunRetire {
+		tpl = p.cfg.RetireTemplate
+	}
+	values := map[string]string{
+		ValueMAC:               dev.MAC.String(),
+		ValueInstallDisk:       dev.InstallDisk,
+		ValueInstallDiskSerial: dev.InstallDiskSerial,
+		ValueInstallCode:       code,
+		ValueInstallerImage:    image,
+		ValueConfigURL:         strings.ReplaceAll(p.cluster.ConfigURL, "{code}", code),
+	}
+	wf := tinkerbell.Workflow{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      name,
+			Namespace: p.cfg.Namespace,
+			Labels: map[string]string{
+				LabelManagedBy: managedBy,
+				LabelDeviceID:  strconv.FormatInt(dev.ID, 10),
+				LabelRunKind:   kind,
+			},
+			Annotations: map[string]string{annNode: dev.Name},
+		},
+		Spec: tinkerbell.WorkflowSpec{
+			TemplateRef: tpl,
+			HardwareRef: dev.Name,
+			HardwareMap: values,
+		},
+	}
+	if hookOS != "" {
+		wf.Annotations[annHookOS] = hookOS
+	}
+	if netboot {
+		wf.Spec.BootOptions.BootMode = tinkerbell.BootModeNetboot
+	}
+	u, err := toUnstructured(&wf, tinkerbell.GroupVersion.WithKind("Workflow"))
+	if err != nil {
+		return err
+	}
+	if _, err := p.tink.Resource(WorkflowResource).Namespace(p.cfg.Namespace).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create workflow %s: %w", name, err)
+	}
+	return nil
+}
+
+// bootJobMessage reads the failed condition of the run's Rufio job
+// (Tinkerbell names it netboot-<workflow>), falling back to fallback.
+func (p *Provisioner) bootJobMessage(ctx context.Context, r *run, fallback string) (job, msg string) {
+	job = "netboot-" + r.name()
+	u, err := p.tink.Resource(JobResource).Namespace(p.cfg.Namespace).Get(ctx, job, metav1.GetOptions{})
+	if err != nil {
+		return job, fallback
+	}
+	var j bmc.Job
+	if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &j) != nil {
+		return job, fallback
+	}
+	for _, c := range j.Status.Conditions {
+		if c.Type == bmc.JobFailed && c.Status == bmc.ConditionTrue && c.Message != "" {
+			return job, c.Message
+		}
+	}
+	return job, fallback
+}

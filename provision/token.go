@@ -1,0 +1,114 @@
+package provision
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetkit/fleet/inventory"
+)
+
+// The bootstrap token Secret's shape, as Kubernetes' bootstrap token
+// authenticator and Talos's kubelet expect it.
+const (
+	tokenNamespace   = "kube-system"
+	tokenSecretType  = corev1.SecretType("bootstrap.kubernetes.io/token")
+	tokenExtraGroups = "system:bootstrappers:nodes"
+	// TokenGrace is how much longer than the config's TTL a bootstrap
+	// token lives: the node must finish its first certificate request
+	// after it fetched its config.
+	TokenGrace = 4 * time.Hour
+)
+
+// Labels and annotations fleet puts on the objects it creates.
+const (
+	LabelManagedBy  = "app.kubernetes.io/managed-by"
+	managedBy       = "fleet"
+	LabelDeviceID   = "fleet.fleetkit.dev/device-id"
+	LabelRunKind    = "fleet.fleetkit.dev/run"
+	annNode         = "fleet.fleetkit.dev/node"
+	annHookOS       = "fleet.fleetkit.dev/hookos-address"
+	annReported     = "fleet.fleetkit.dev/reported"
+	annBootedHookOS = "fleet.fleetkit.dev/booted-hookos-noted"
+)
+
+const tokenAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+// randomToken returns n characters of tokenAlphabet, uniformly drawn.
+func randomToken(n int) (string, error) {
+	out := make([]byte, 0, n)
+	buf := make([]byte, 2*n)
+	limit := 256 - 256%len(tokenAlphabet)
+	for len(out) < n {
+		if _, err := rand.Read(buf); err != nil {
+			return "", err
+		}
+		for _, c := range buf {
+			if int(c) < limit && len(out) < n {
+				out = append(out, tokenAlphabet[int(c)%len(tokenAlphabet)])
+			}
+		}
+	}
+	return string(out), nil
+}
+
+// bootstrapToken creates dev's bootstrap token in the cluster as a
+// bootstrap.kubernetes.io/token Secret that expires ConfigTTL + TokenGrace
+// after now, and returns the token (a secret) and its expiry. The error
+// reads "create <node>'s bootstrap token: <cause>" and wraps
+// ErrBootstrapToken.
+func (p *Provisioner) bootstrapToken(ctx context.Context, dev inventory.Device, run string, now time.Time) (string, time.Time, error) {
+	fail := func(err error) (string, time.Time, error) {
+		return "", time.Time{}, &tokenError{node: dev.Name, err: err}
+	}
+	id, err := randomToken(6)
+	if err != nil {
+		return fail(err)
+	}
+	secret, err := randomToken(16)
+	if err != nil {
+		return fail(err)
+	}
+	expires := now.Add(p.cfg.ConfigTTL + TokenGrace).UTC().Truncate(time.Second)
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      "bootstrap-token-" + id,
+			Namespace: tokenNamespace,
+			Labels: map[string]string{
+				LabelManagedBy: managedBy,
+				LabelDeviceID:  strconv.FormatInt(dev.ID, 10),
+			},
+			Annotations: map[string]string{annNode: dev.Name},
+		},
+		Type: tokenSecretType,
+		Data: map[string][]byte{
+			"description":                    []byte(fmt.Sprintf("fleet: %s's bootstrap token for %s", dev.Name, run)),
+			"token-id":                       []byte(id),
+			"token-secret":                   []byte(secret),
+			"expiration":                     []byte(expires.Format(time.RFC3339)),
+			"usage-bootstrap-authentication": []byte("true"),
+			"usage-bootstrap-signing":        []byte("true"),
+			"auth-extra-groups":              []byte(tokenExtraGroups),
+		},
+	}
+	if _, err := p.kube.CoreV1().Secrets(tokenNamespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		return fail(err)
+	}
+	return id + "." + secret, expires, nil
+}
+
+type tokenError struct {
+	node string
+	err  error
+}
+
+func (e *tokenError) Error() string {
+	return fmt.Sprintf("create %s's bootstrap token: %v", e.node, e.err)
+}
+
+func (e *tokenError) Unwrap() []error { return []error{e.err, ErrBootstrapToken} }
