@@ -47,6 +47,12 @@ func (e *PortError) Error() string {
 // Unwrap returns ErrWrongPort.
 func (e *PortError) Unwrap() error { return ErrWrongPort }
 
+// Is reports whether target is a *PortError with the same numbers.
+func (e *PortError) Is(target error) bool {
+	t, ok := target.(*PortError)
+	return ok && t != nil && *t == *e
+}
+
 // Check compares the neighbour a machine attested with its declared switch
 // port, naming the neighbour's port with cfg's rules (nil: DefaultRules).
 // It returns nil when they agree.

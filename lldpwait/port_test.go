@@ -1,0 +1,248 @@
+package lldpwait
+
+import (
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func nb(sub PortIDSubtype, id, desc string) *Neighbor {
+	return &Neighbor{
+		ChassisIDSubtype: ChassisMACAddress,
+		ChassisID:        "74:83:c2:01:02:03",
+		PortIDSubtype:    sub,
+		PortID:           id,
+		PortDescription:  desc,
+	}
+}
+
+func TestPortDefaultRules(t *testing.T) {
+	const mac = "74:83:c2:01:02:03"
+	tests := []struct {
+		name string
+		n    *Neighbor
+		want int
+	}{
+		// UniFi switches: port ID subtype local "Port N".
+		{"UniFi Port N", nb(PortLocal, "Port 5", "Port 5"), 5},
+		{"UniFi Port N, port renamed", nb(PortLocal, "Port 38", "4_R03_S43"), 38},
+		{"UniFi Port N, renamed like an interface", nb(PortLocal, "Port 7", "node5"), 7},
+		{"Port N any case, no space", nb(PortLocal, "port12", ""), 12},
+		{"Port N as interface name", nb(PortInterfaceName, "PORT 3", ""), 3},
+		{"bare number, local", nb(PortLocal, "5", ""), 5},
+		{"bare number, local, described Port N", nb(PortLocal, "5", "Port 5"), 5},
+		{"bare number, local, described by name", nb(PortLocal, "5", "ceph-a"), 5},
+
+		// Interface names.
+		{"eth4 is port 5", nb(PortInterfaceName, "eth4", ""), 5},
+		{"eth0 is port 1", nb(PortInterfaceName, "eth0", ""), 1},
+		{"0/5", nb(PortInterfaceName, "0/5", ""), 5},
+		{"1/0/5", nb(PortInterfaceName, "1/0/5", ""), 5},
+		{"ge-0/0/5", nb(PortInterfaceName, "ge-0/0/5", ""), 5},
+		{"xe-0/0/48", nb(PortInterfaceName, "xe-0/0/48", ""), 48},
+		{"Ethernet5", nb(PortInterfaceName, "Ethernet5", ""), 5},
+		{"Ethernet1/5", nb(PortInterfaceName, "Ethernet1/5", ""), 5},
+		{"GigabitEthernet1/0/5", nb(PortInterfaceName, "GigabitEthernet1/0/5", ""), 5},
+		{"Gi1/0/5", nb(PortInterfaceName, "Gi1/0/5", ""), 5},
+		{"swp5", nb(PortInterfaceName, "swp5", ""), 5},
+		{"interface name 5", nb(PortInterfaceName, "5", ""), 5},
+		{"port component 1/5", nb(PortComponent, "1/5", ""), 5},
+		{"interface name unreadable, description Port N", nb(PortInterfaceName, "uplink", "Port 3"), 3},
+		{"interface name with alias description", nb(PortInterfaceName, "eth4", "rack2 node5"), 5},
+
+		// MAC address as port ID, name in the description (lldpd's default).
+		{"MAC port ID, description eth4", nb(PortMACAddress, mac, "eth4"), 5},
+		{"MAC port ID, description GigabitEthernet1/0/7", nb(PortMACAddress, mac, "GigabitEthernet1/0/7"), 7},
+		{"MAC port ID, description Port 9", nb(PortMACAddress, mac, "Port 9"), 9},
+		{"network address port ID, description 0/2", nb(PortNetworkAddress, "192.0.2.1", "0/2"), 2},
+
+		// Locally assigned IDs that are not port numbers.
+		{"Juniper ifIndex, description ge-0/0/5", nb(PortLocal, "506", "ge-0/0/5"), 5},
+		{"local interface name g1", nb(PortLocal, "g1", ""), 1},
+		{"local Ethernet112, description not a name", nb(PortLocal, "Ethernet112", "ARISTA01T1:Ethernet1"), 112},
+		{"local eth4", nb(PortLocal, "eth4", ""), 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Port(tt.n, nil)
+			if err != nil || got != tt.want {
+				t.Errorf("Port(%s %q, description %q) = %d, %v; want %d", tt.n.PortIDSubtype, tt.n.PortID, tt.n.PortDescription, got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestPortUnnamed(t *testing.T) {
+	tests := []struct {
+		name string
+		n    *Neighbor
+	}{
+		{"MAC port ID, no description", nb(PortMACAddress, "74:83:c2:01:02:03", "")},
+		{"interface name not a port", nb(PortInterfaceName, "uplink", "")},
+		{"interface alias is not read as a name", nb(PortInterfaceAlias, "server-5", "")},
+		{"agent circuit ID", nb(PortAgentCircuitID, "01:04:00:05", "")},
+		{"port 0", nb(PortLocal, "Port 0", "")},
+		{"Ethernet0", nb(PortInterfaceName, "Ethernet0", "")},
+		{"port number above MaxPort", nb(PortLocal, "Port 65536", "")},
+		{"port number overflowing int", nb(PortLocal, "Port 99999999999999999999999", "")},
+		{"trailing text", nb(PortLocal, "Port 5 (uplink)", "")},
+		{"breakout suffix", nb(PortInterfaceName, "xe-0/0/5:1", "")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Port(tt.n, nil)
+			if !errors.Is(err, ErrPortUnnamed) {
+				t.Fatalf("Port = %d, %v; want ErrPortUnnamed", got, err)
+			}
+			if !strings.Contains(err.Error(), `port ID "`+tt.n.PortID+`"`) {
+				t.Errorf("error %q does not quote the port ID", err)
+			}
+		})
+	}
+}
+
+func TestPortNilNeighbor(t *testing.T) {
+	if p, err := Port(nil, nil); !errors.Is(err, ErrNoAttestedPort) {
+		t.Errorf("Port(nil) = %d, %v; want ErrNoAttestedPort", p, err)
+	}
+}
+
+// TestPortFromClaimFields rebuilds a Neighbor from the six fields a
+// machine's claim carries and checks it names the same port.
+func TestPortFromClaimFields(t *testing.T) {
+	for _, frame := range [][]byte{lldpdFrame, unifiFrame("Port 5"), lldpFrame(cat(
+		chassisTLV(ChassisNetworkAddress, []byte{familyIPv4, 192, 0, 2, 1}),
+		portTLV(PortInterfaceName, []byte("ge-0/0/5")), ttlTLV(120), textTLV(tlvSystemName, "core-1")))} {
+		n, err := Parse(frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The claim carries plain uint8s and strings.
+		claim := struct {
+			ChassisIDSubtype uint8
+			ChassisID        string
+			PortIDSubtype    uint8
+			PortID           string
+			PortDescription  string
+			SystemName       string
+		}{uint8(n.ChassisIDSubtype), n.ChassisID, uint8(n.PortIDSubtype), n.PortID, n.PortDescription, n.SystemName}
+		rebuilt := &Neighbor{
+			ChassisIDSubtype: ChassisIDSubtype(claim.ChassisIDSubtype),
+			ChassisID:        claim.ChassisID,
+			PortIDSubtype:    PortIDSubtype(claim.PortIDSubtype),
+			PortID:           claim.PortID,
+			PortDescription:  claim.PortDescription,
+			SystemName:       claim.SystemName,
+		}
+		want, err := Port(n, nil)
+		if err != nil {
+			t.Fatalf("Port(parsed %s %q): %v", n.PortIDSubtype, n.PortID, err)
+		}
+		if got, err := Port(rebuilt, nil); got != want || err != nil {
+			t.Errorf("Port(rebuilt) = %d, %v; Port(parsed) = %d", got, err, want)
+		}
+	}
+}
+
+func TestPortCustomRules(t *testing.T) {
+	// A switch family that sends ifIndex 1001.. as a local port ID, with
+	// no useful description, and a chassis whose ports count from 0.
+	cfg := &PortConfig{Rules: append([]Rule{
+		{
+			Name:           "core ifIndex",
+			SystemName:     regexp.MustCompile(`^core-`),
+			PortIDSubtypes: []PortIDSubtype{PortLocal},
+			Field:          FieldPortID,
+			Pattern:        regexp.MustCompile(`^10(\d\d)$`),
+		},
+		{
+			Name:      "zero-based chassis",
+			ChassisID: regexp.MustCompile(`^00:11:22:`),
+			Field:     FieldPortDescription,
+			Pattern:   regexp.MustCompile(`^p(\d+)$`),
+			Offset:    1,
+		},
+	}, DefaultRules()...)}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	core := nb(PortLocal, "1005", "")
+	core.SystemName = "core-1"
+	other := nb(PortLocal, "1005", "")
+	other.SystemName = "edge-1"
+	zero := nb(PortMACAddress, "00:11:22:33:44:55", "p0")
+	zero.ChassisID = "00:11:22:aa:bb:cc"
+	elsewhere := nb(PortMACAddress, "00:11:22:33:44:55", "p0")
+	for _, tt := range []struct {
+		name string
+		n    *Neighbor
+		want int
+	}{
+		{"system name matches", core, 5},
+		{"system name differs, defaults apply", other, 1005},
+		{"chassis matches, offset applied", zero, 1},
+		{"UniFi still named by the defaults", nb(PortLocal, "Port 8", ""), 8},
+	} {
+		if got, err := Port(tt.n, cfg); got != tt.want || err != nil {
+			t.Errorf("%s: Port = %d, %v; want %d", tt.name, got, err, tt.want)
+		}
+	}
+	if got, err := Port(elsewhere, cfg); !errors.Is(err, ErrPortUnnamed) {
+		t.Errorf("chassis differs: Port = %d, %v; want ErrPortUnnamed", got, err)
+	}
+
+	// Without the defaults, only the custom rules apply.
+	only := &PortConfig{Rules: cfg.Rules[:2]}
+	if got, err := Port(nb(PortLocal, "Port 8", ""), only); !errors.Is(err, ErrPortUnnamed) {
+		t.Errorf("custom rules only: Port = %d, %v; want ErrPortUnnamed", got, err)
+	}
+	// An empty PortConfig means the defaults.
+	if got, err := Port(nb(PortLocal, "Port 8", ""), &PortConfig{}); got != 8 || err != nil {
+		t.Errorf("empty PortConfig: Port = %d, %v; want 8", got, err)
+	}
+}
+
+func TestPortBadRules(t *testing.T) {
+	tests := []struct {
+		name string
+		rule Rule
+		says string
+	}{
+		{"zero Field", Rule{Name: "r", Pattern: regexp.MustCompile(`(\d+)`)}, `"r": Field 0`},
+		{"no Pattern", Rule{Name: "r", Field: FieldPortID}, `"r": no Pattern`},
+		{"no capture group", Rule{Field: FieldPortID, Pattern: regexp.MustCompile(`^\d+$`)}, `has 0 capture groups`},
+		{"two capture groups", Rule{Field: FieldPortDescription, Pattern: regexp.MustCompile(`^(\d+)/(\d+)$`)}, `has 2 capture groups`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := &PortConfig{Rules: []Rule{tt.rule}}
+			err := cfg.Validate()
+			if !errors.Is(err, ErrBadRule) || !strings.Contains(err.Error(), tt.says) {
+				t.Errorf("Validate = %v; want ErrBadRule saying %q", err, tt.says)
+			}
+			if _, err := Port(nb(PortLocal, "5", ""), cfg); !errors.Is(err, ErrBadRule) {
+				t.Errorf("Port = %v; want ErrBadRule", err)
+			}
+			if err := Check(nb(PortLocal, "5", ""), 5, cfg); !errors.Is(err, ErrBadRule) {
+				t.Errorf("Check = %v; want ErrBadRule", err)
+			}
+		})
+	}
+	var nilCfg *PortConfig
+	if err := nilCfg.Validate(); err != nil {
+		t.Errorf("nil PortConfig: Validate = %v", err)
+	}
+}
+
+func TestDefaultRulesFresh(t *testing.T) {
+	r := DefaultRules()
+	r[0].Pattern = regexp.MustCompile(`^(x)$`)
+	r[0].PortIDSubtypes[0] = PortMACAddress
+	if got, err := Port(nb(PortLocal, "Port 5", ""), nil); got != 5 || err != nil {
+		t.Errorf("after changing a DefaultRules result, Port = %d, %v; want 5", got, err)
+	}
+	if DefaultRules()[0].Pattern.String() == `^(x)$` || DefaultRules()[0].PortIDSubtypes[0] != PortLocal {
+		t.Error("DefaultRules returned a changed rule")
+	}
+}
