@@ -1,0 +1,16 @@
+// Package attesttest gives tests of package attest real and fast TPMs.
+//
+// OpenSimulator and NewSimulatorDevice start the Microsoft reference TPM 2.0
+// through github.com/google/go-tpm-tools/simulator (cgo). Its seeds derive
+// from a fixed number, so a seed always gives the same EKs; it is one global
+// instance, so only one is open at a time (the next waits for Close), and
+// it holds about three transient objects, which attest.Device respects.
+//
+// SoftTPM is a TPM in pure Go that performs the same credential-activation
+// math, for load tests: a thousand of them attest at once where the
+// simulator runs one. Its tests cross-check it against the simulator.
+//
+// Bindings is an in-memory binding source that counts its calls.
+//
+// None of this proves anything about a machine: it is for tests and demos.
+package attesttest

@@ -1,0 +1,385 @@
+package attesttest
+
+import (
+	"bytes"
+
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/ecdh"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+
+	"sync"
+
+	"github.com/fleetkit/fleet/attest"
+	"github.com/google/go-tpm/tpm2"
+)
+
+// SoftTPM is a software TPM in pure Go for load tests: it holds an RSA-2048
+// EK, an ECC P-256 EK (either may be absent), and an ECC P-256 attestation
+// key, and performs credential activation with the TPM's math (RSA-OAEP or
+// ECDH with KDFe for the seed, KDFa, the HMAC integrity check, AES-128-CFB),
+// refusing a challenge that names another AK as a TPM does. Its AK
+// parameters are those a TPM's TPM2_CertifyCreation produces, and pass
+// go-attestation's checks. It is no TPM: its keys live in memory, and it
+// proves nothing about a machine.
+//
+// A SoftTPM implements attest.TPM and is safe for concurrent use.
+type SoftTPM struct {
+	rsaEK  *rsa.PrivateKey
+	eccEK  *ecdh.PrivateKey
+	eccPub *ecdsa.PublicKey
+	ak     *ecdsa.PrivateKey
+	akName []byte // TPM2B_NAME contents: nameAlg || digest
+	akp    attest.AKParameters
+	mu     sync.Mutex
+	acts   int
+}
+
+// SoftConfig chooses a SoftTPM's keys. A nil *SoftConfig gives a TPM with
+// both EKs, freshly generated.
+type SoftConfig struct {
+	// RSAEK is the RSA-2048 EK's private key. Nil: a new key (about 0.1 s
+	// of CPU), unless NoRSA.
+	RSAEK *rsa.PrivateKey
+	// NoRSA leaves the TPM without an RSA EK.
+	NoRSA bool
+	// ECCEK is the ECC P-256 EK's private key. Nil: a new key, unless
+	// NoECC.
+	ECCEK *ecdsa.PrivateKey
+	// NoECC leaves the TPM without an ECC EK.
+	NoECC bool
+}
+
+// NewSoftTPM returns a SoftTPM with the keys cfg chooses.
+func NewSoftTPM(cfg *SoftConfig) (*SoftTPM, error) {
+	var c SoftConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.NoRSA && c.NoECC {
+		return nil, errors.New("attesttest: a SoftTPM needs at least one EK")
+	}
+	s := &SoftTPM{}
+	var err error
+	if !c.NoRSA {
+		s.rsaEK = c.RSAEK
+		if s.rsaEK == nil {
+			if s.rsaEK, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
+				return nil, err
+			}
+		}
+		if s.rsaEK.N.BitLen() != 2048 {
+			return nil, errors.New("attesttest: the RSA EK must have 2048 bits")
+		}
+	}
+	if !c.NoECC {
+		k := c.ECCEK
+		if k == nil {
+			if k, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+				return nil, err
+			}
+		}
+		if k.Curve != elliptic.P256() {
+			return nil, errors.New("attesttest: the ECC EK must be on P-256")
+		}
+		if s.eccEK, err = k.ECDH(); err != nil {
+			return nil, err
+		}
+		s.eccPub = &k.PublicKey
+	}
+	if s.ak, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+		return nil, err
+	}
+	if err := s.certifyAK(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// EKs returns the EKs, RSA first; a SoftTPM has no EK certificates.
+func (s *SoftTPM) EKs() ([]attest.EK, error) {
+	var eks []attest.EK
+	if s.rsaEK != nil {
+		eks = append(eks, attest.EK{Kind: attest.RSA2048, Public: &s.rsaEK.PublicKey})
+	}
+	if s.eccEK != nil {
+		eks = append(eks, attest.EK{Kind: attest.ECCP256, Public: s.eccPub})
+	}
+	return eks, nil
+}
+
+// AK returns the attestation key's parameters.
+func (s *SoftTPM) AK() (attest.AKParameters, error) { return s.akp, nil }
+
+// Activations returns how many challenges the SoftTPM has decrypted.
+func (s *SoftTPM) Activations() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.acts
+}
+
+// akTemplate is the AK's public area, as attest.Device creates it: an ECC
+// P-256 restricted signing key, ECDSA with SHA-256.
+func akTemplate(x, y []byte) tpm2.TPMTPublic {
+	return tpm2.TPMTPublic{
+		Type:    tpm2.TPMAlgECC,
+		NameAlg: tpm2.TPMAlgSHA256,
+		ObjectAttributes: tpm2.TPMAObject{
+			FixedTPM:            true,
+			FixedParent:         true,
+			SensitiveDataOrigin: true,
+			UserWithAuth:        true,
+			NoDA:                true,
+			Restricted:          true,
+			SignEncrypt:         true,
+		},
+		Parameters: tpm2.NewTPMUPublicParms(tpm2.TPMAlgECC, &tpm2.TPMSECCParms{
+			Symmetric: tpm2.TPMTSymDefObject{Algorithm: tpm2.TPMAlgNull},
+			Scheme: tpm2.TPMTECCScheme{
+				Scheme: tpm2.TPMAlgECDSA,
+				Details: tpm2.NewTPMUAsymScheme(tpm2.TPMAlgECDSA, &tpm2.TPMSSigSchemeECDSA{
+					HashAlg: tpm2.TPMAlgSHA256,
+				}),
+			},
+			CurveID: tpm2.TPMECCNistP256,
+			KDF:     tpm2.TPMTKDFScheme{Scheme: tpm2.TPMAlgNull},
+		}),
+		Unique: tpm2.NewTPMUPublicID(tpm2.TPMAlgECC, &tpm2.TPMSECCPoint{
+			X: tpm2.TPM2BECCParameter{Buffer: x},
+			Y: tpm2.TPM2BECCParameter{Buffer: y},
+		}),
+	}
+}
+
+// certifyAK builds what TPM2_CreatePrimary and TPM2_CertifyCreation give a
+// TPM's client: the AK's public area, its creation data, the creation
+// attestation and the AK's signature over it.
+func (s *SoftTPM) certifyAK() error {
+	x := s.ak.X.FillBytes(make([]byte, 32))
+	y := s.ak.Y.FillBytes(make([]byte, 32))
+	pub := tpm2.Marshal(akTemplate(x, y))
+	digest := sha256.Sum256(pub)
+	s.akName = append([]byte{0x00, 0x0b}, digest[:]...) // TPM_ALG_SHA256
+	parent := binary.BigEndian.AppendUint32(nil, uint32(tpm2.TPMRHEndorsement))
+	createData := tpm2.Marshal(tpm2.TPMSCreationData{
+		PCRSelect:           tpm2.TPMLPCRSelection{},
+		ParentNameAlg:       tpm2.TPMAlgNull,
+		ParentName:          tpm2.TPM2BName{Buffer: parent},
+		ParentQualifiedName: tpm2.TPM2BName{Buffer: parent},
+	})
+	creationHash := sha256.Sum256(createData)
+	att := tpm2.Marshal(tpm2.TPMSAttest{
+		Magic:           tpm2.TPMGeneratedValue,
+		Type:            tpm2.TPMSTAttestCreation,
+		QualifiedSigner: tpm2.TPM2BName{Buffer: s.akName},
+		ClockInfo:       tpm2.TPMSClockInfo{Safe: true},
+		Attested: tpm2.NewTPMUAttest(tpm2.TPMSTAttestCreation, &tpm2.TPMSCreationInfo{
+			ObjectName:   tpm2.TPM2BName{Buffer: s.akName},
+			CreationHash: tpm2.TPM2BDigest{Buffer: creationHash[:]},
+		}),
+	})
+	h := sha256.Sum256(att)
+	r, ss, err := ecdsa.Sign(rand.Reader, s.ak, h[:])
+	if err != nil {
+		return err
+	}
+	sig := tpm2.Marshal(tpm2.TPMTSignature{
+		SigAlg: tpm2.TPMAlgECDSA,
+		Signature: tpm2.NewTPMUSignature(tpm2.TPMAlgECDSA, &tpm2.TPMSSignatureECC{
+			Hash:       tpm2.TPMAlgSHA256,
+			SignatureR: tpm2.TPM2BECCParameter{Buffer: r.FillBytes(make([]byte, 32))},
+			SignatureS: tpm2.TPM2BECCParameter{Buffer: ss.FillBytes(make([]byte, 32))},
+		}),
+	})
+	s.akp = attest.AKParameters{Public: pub, CreateData: createData, CreateAttestation: att, CreateSignature: sig}
+	return nil
+}
+
+// Errors ActivateCredential returns, as a TPM would refuse.
+var (
+	// ErrNoEK: the challenge is for an EK kind this TPM lacks.
+	ErrNoEK = errors.New("attesttest: no EK of the challenge's kind")
+	// ErrIntegrity: the challenge's HMAC does not verify, as when it names
+	// another AK or was changed (a TPM's TPM_RC_INTEGRITY).
+	ErrIntegrity = errors.New("attesttest: the credential's integrity check failed")
+	// ErrBadChallenge: the challenge does not decode.
+	ErrBadChallenge = errors.New("attesttest: the challenge does not decode")
+)
+
+// ActivateCredential decrypts c as TPM2_ActivateCredential does with the
+// EK of c.Kind and the AK.
+func (s *SoftTPM) ActivateCredential(c attest.Challenge) ([]byte, error) {
+	return s.activate(s.akName, c)
+}
+
+func (s *SoftTPM) activate(akName []byte, c attest.Challenge) ([]byte, error) {
+	cred, err := unsize(c.Credential)
+	if err != nil {
+		return nil, fmt.Errorf("%w: credential: %w", ErrBadChallenge, err)
+	}
+	encSecret, err := unsize(c.Secret)
+	if err != nil {
+		return nil, fmt.Errorf("%w: secret: %w", ErrBadChallenge, err)
+	}
+	var seed []byte
+	switch c.Kind {
+	case attest.RSA2048:
+		if s.rsaEK == nil {
+			return nil, ErrNoEK
+		}
+		seed, err = rsa.DecryptOAEP(sha256.New(), nil, s.rsaEK, encSecret, []byte("IDENTITY\x00"))
+		if err != nil {
+			return nil, fmt.Errorf("%w: the seed does not decrypt", ErrBadChallenge)
+		}
+	case attest.ECCP256:
+		if s.eccEK == nil {
+			return nil, ErrNoEK
+		}
+		seed, err = s.eccSeed(encSecret)
+		if err != nil {
+			return nil, err
+		}
+	default:
+		return nil, ErrNoEK
+	}
+	return s.unwrap(akName, cred, seed)
+}
+
+// ActivateWith is ActivateCredential as if the challenge were activated
+// with an AK of another name (a TPM2B_NAME's contents): a test's way to
+// show that a challenge made for one AK does not open with another.
+func (s *SoftTPM) ActivateWith(akName []byte, c attest.Challenge) ([]byte, error) {
+	return s.activate(akName, c)
+}
+
+// AKName returns the AK's name (nameAlg || SHA-256 of its public area).
+func (s *SoftTPM) AKName() []byte { return bytes.Clone(s.akName) }
+
+// eccSeed recovers the seed of an ECC challenge: the ephemeral point in the
+// encrypted secret, ECDH with the EK, then KDFe.
+func (s *SoftTPM) eccSeed(encSecret []byte) ([]byte, error) {
+	x, rest, err := take2B(encSecret)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the ephemeral point: %w", ErrBadChallenge, err)
+	}
+	y, rest, err := take2B(rest)
+	if err != nil || len(rest) != 0 || len(x) > 32 || len(y) > 32 {
+		return nil, fmt.Errorf("%w: the ephemeral point", ErrBadChallenge)
+	}
+	point := make([]byte, 65)
+	point[0] = 4
+	copy(point[1+32-len(x):33], x)
+	copy(point[33+32-len(y):], y)
+	eph, err := ecdh.P256().NewPublicKey(point)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the ephemeral point is not on P-256", ErrBadChallenge)
+	}
+	z, err := s.eccEK.ECDH(eph)
+	if err != nil {
+		return nil, fmt.Errorf("%w: ECDH: %w", ErrBadChallenge, err)
+	}
+	ekX := s.eccPub.X.FillBytes(make([]byte, 32))
+	return kdfe(z, "IDENTITY", point[1:33], ekX, 256), nil
+}
+
+// unwrap checks the credential's integrity HMAC against the AK's name and
+// decrypts the secret inside.
+func (s *SoftTPM) unwrap(akName, cred, seed []byte) ([]byte, error) {
+	integrity, encIdentity, err := take2B(cred)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the integrity HMAC: %w", ErrBadChallenge, err)
+	}
+	macKey := kdfa(seed, "INTEGRITY", nil, nil, 256)
+	mac := hmac.New(sha256.New, macKey)
+	mac.Write(encIdentity)
+	mac.Write(akName)
+	if !hmac.Equal(mac.Sum(nil), integrity) {
+		return nil, ErrIntegrity
+	}
+	symKey := kdfa(seed, "STORAGE", akName, nil, 128)
+	block, err := aes.NewCipher(symKey)
+	if err != nil {
+		return nil, err
+	}
+	plain := make([]byte, len(encIdentity))
+	cipher.NewCFBDecrypter(block, make([]byte, aes.BlockSize)).XORKeyStream(plain, encIdentity)
+	secret, rest, err := take2B(plain)
+	if err != nil || len(rest) != 0 {
+		return nil, fmt.Errorf("%w: the credential", ErrBadChallenge)
+	}
+	s.mu.Lock()
+	s.acts++
+	s.mu.Unlock()
+	return secret, nil
+}
+
+// kdfa is TPM 2.0's KDFa with SHA-256 (SP 800-108 counter mode with HMAC),
+// Part 1, 11.4.10.2.
+func kdfa(key []byte, label string, contextU, contextV []byte, bits int) []byte {
+	mac := hmac.New(sha256.New, key)
+	return kdf(mac, bits, func(h hash.Hash) {
+		h.Write([]byte(label))
+		h.Write([]byte{0})
+		h.Write(contextU)
+		h.Write(contextV)
+		_ = binary.Write(h, binary.BigEndian, uint32(bits))
+	})
+}
+
+// kdfe is TPM 2.0's KDFe with SHA-256 (SP 800-56A concatenation), Part 1,
+// 11.4.10.3.
+func kdfe(z []byte, use string, partyU, partyV []byte, bits int) []byte {
+	return kdf(sha256.New(), bits, func(h hash.Hash) {
+		h.Write(z)
+		h.Write([]byte(use))
+		h.Write([]byte{0})
+		h.Write(partyU)
+		h.Write(partyV)
+	})
+}
+
+func kdf(h hash.Hash, bits int, update func(hash.Hash)) []byte {
+	n := (bits + 7) / 8
+	var out []byte
+	for counter := uint32(1); len(out) < n; counter++ {
+		h.Reset()
+		_ = binary.Write(h, binary.BigEndian, counter)
+		update(h)
+		out = h.Sum(out)
+	}
+	return out[:n]
+}
+
+func unsize(b []byte) ([]byte, error) {
+	v, rest, err := take2B(b)
+	if err != nil {
+		return nil, err
+	}
+	if len(rest) != 0 {
+		return nil, errors.New("data after the TPM2B")
+	}
+	return v, nil
+}
+
+// take2B splits a TPM2B off the front of b.
+func take2B(b []byte) (v, rest []byte, err error) {
+	if len(b) < 2 {
+		return nil, nil, errors.New("shorter than its size")
+	}
+	n := int(binary.BigEndian.Uint16(b))
+	if len(b)-2 < n {
+		return nil, nil, fmt.Errorf("its size says %d bytes, but %d follow", n, len(b)-2)
+	}
+	return b[2 : 2+n], b[2+n:], nil
+}
+
+var _ attest.TPM = (*SoftTPM)(nil)

@@ -1,0 +1,312 @@
+package attest
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// DefaultTries is how many times Run tries before it gives up.
+const DefaultTries = 5
+
+// ClientConfig tunes Run. A nil *ClientConfig means every default.
+type ClientConfig struct {
+	// HTTPClient sends the requests; it carries the TLS configuration
+	// that trusts fleetd. Nil: http.DefaultClient.
+	HTTPClient *http.Client
+	// Tries is how many tries Run makes before it gives up. Zero:
+	// DefaultTries (5).
+	Tries int
+	// Backoff returns how long to wait after failed try n (1-based) before
+	// the next. Nil: 1 s, doubling, at most 30 s. A func that returns 0
+	// retries at once.
+	Backoff func(try int) time.Duration
+	// RequestTimeout bounds each request. Zero: 30 s.
+	RequestTimeout time.Duration
+	// Console receives the console lines, word for word (see Run). Nil:
+	// they are dropped.
+	Console io.Writer
+}
+
+// Machine is what the client claims besides its TPM's keys.
+type Machine struct {
+	// Serial is the SMBIOS serial (ReadSerial).
+	Serial string
+	// MAC is the MAC of the interface the machine boots on.
+	MAC net.HardwareAddr
+	// LLDP is the switch port learned from the switch's LLDP frame, nil
+	// when no frame came within the wait.
+	LLDP *LLDP
+}
+
+// Result is the server's answer to a proof.
+type Result struct {
+	// Verdict is the server's verdict.
+	Verdict Verdict
+	// Reason explains the verdict, or why an attested machine got no code.
+	Reason string
+	// InstallCode is the code an attested machine was admitted with, ""
+	// when none. It is a secret: Run never prints it.
+	InstallCode string
+	// Tries is the number of tries made, the last one included.
+	Tries int
+}
+
+// Errors Run returns; match them with errors.Is.
+var (
+	// ErrNoAnswer: every try failed (the console said "attest: try N
+	// failed" for the last N); the error also wraps the last try's error.
+	ErrNoAnswer = errors.New("attest: fleetd did not answer")
+	// ErrBadMachine: the Machine or TPM given to Run cannot make a claim.
+	ErrBadMachine = errors.New("attest: nothing to claim")
+)
+
+// Run attests the machine to the server at serverURL (the prefix fleetd
+// mounts the Server at, e.g. "https://fleetd:8443/attest"), and returns the
+// verdict. It reads the TPM's EKs and AK, claims, activates each challenge
+// with the TPM, and sends the proof. A try that fails (fleetd unreachable or
+// answering an error, a TPM error, a refused proof) is tried again with a
+// new session, up to Tries times, with Backoff between tries.
+//
+// The console shows, word for word:
+//
+//	attest: PASSED                      the verdict is attested
+//	attest: FAILED <verdict>            any other verdict, e.g. attest: FAILED pending-approval
+//	attest: try N failed                try N got no verdict
+//
+// After a FAILED line, or a PASSED with no install code, a line
+// "attest: <reason>" follows; after a try line, a line "attest: <error>".
+// The install code is never printed.
+//
+// A verdict other than attested is not an error: read Result.Verdict. Run
+// returns ErrNoAnswer when every try failed, ErrBadMachine for a claim it
+// cannot make, or the context's error.
+func Run(ctx context.Context, serverURL string, tpm TPM, m Machine, cfg *ClientConfig) (Result, error) {
+	var c ClientConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	if tpm == nil {
+		return Result{}, fmt.Errorf("%w: no TPM", ErrBadMachine)
+	}
+	if err := checkSerial(m.Serial); err != nil {
+		return Result{}, fmt.Errorf("%w: %w", ErrBadMachine, err)
+	}
+	if len(m.MAC) != 6 {
+		return Result{}, fmt.Errorf("%w: the MAC %q is not an EUI-48", ErrBadMachine, m.MAC.String())
+	}
+	if m.LLDP != nil {
+		if err := checkLLDP(m.LLDP); err != nil {
+			return Result{}, fmt.Errorf("%w: %w", ErrBadMachine, err)
+		}
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = http.DefaultClient
+	}
+	if c.Tries <= 0 {
+		c.Tries = DefaultTries
+	}
+	if c.Backoff == nil {
+		c.Backoff = defaultBackoff
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 30 * time.Second
+	}
+	console := c.Console
+	if console == nil {
+		console = io.Discard
+	}
+	cl := &client{cfg: &c, url: strings.TrimSuffix(serverURL, "/"), tpm: tpm, m: m}
+	var last error
+	for try := 1; try <= c.Tries; try++ {
+		res, err := cl.try(ctx)
+		if err == nil {
+			res.Tries = try
+			if res.Verdict == Attested {
+				fmt.Fprintln(console, "attest: PASSED")
+				if res.InstallCode == "" {
+					fmt.Fprintf(console, "attest: %s\n", oneLine(res.Reason))
+				}
+			} else {
+				fmt.Fprintf(console, "attest: FAILED %s\n", res.Verdict)
+				fmt.Fprintf(console, "attest: %s\n", oneLine(res.Reason))
+			}
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			return Result{Tries: try}, ctx.Err()
+		}
+		last = err
+		fmt.Fprintf(console, "attest: try %d failed\n", try)
+		fmt.Fprintf(console, "attest: %s\n", oneLine(err.Error()))
+		if try == c.Tries {
+			break
+		}
+		if d := c.Backoff(try); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return Result{Tries: try}, ctx.Err()
+			case <-t.C:
+			}
+		}
+	}
+	return Result{Tries: c.Tries}, fmt.Errorf("%w: try %d failed: %w", ErrNoAnswer, c.Tries, last)
+}
+
+func defaultBackoff(try int) time.Duration {
+	d := time.Second << min(try-1, 5)
+	return min(d, 30*time.Second)
+}
+
+// oneLine keeps a server's or an error's words on one console line.
+func oneLine(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}
+
+type client struct {
+	cfg *ClientConfig
+	url string
+	tpm TPM
+	m   Machine
+	msg []byte // the claim, once built
+}
+
+// claimBody builds the claim once: the EKs and the AK do not change
+// between tries.
+func (cl *client) claimBody() ([]byte, error) {
+	if cl.msg != nil {
+		return cl.msg, nil
+	}
+	eks, err := cl.tpm.EKs()
+	if err != nil {
+		return nil, fmt.Errorf("read the EKs: %w", err)
+	}
+	ak, err := cl.tpm.AK()
+	if err != nil {
+		return nil, fmt.Errorf("make the AK: %w", err)
+	}
+	m := claimMsg{
+		Version: protocolVersion,
+		Serial:  cl.m.Serial,
+		MAC:     cl.m.MAC.String(),
+		LLDP:    cl.m.LLDP,
+		AK: akMsg{
+			Public:            ak.Public,
+			CreateData:        ak.CreateData,
+			CreateAttestation: ak.CreateAttestation,
+			CreateSignature:   ak.CreateSignature,
+		},
+	}
+	for _, ek := range eks {
+		der, err := x509.MarshalPKIXPublicKey(ek.Public)
+		if err != nil {
+			return nil, fmt.Errorf("encode the %s EK: %w", ek.Kind, err)
+		}
+		cert := ek.Certificate
+		if len(cert) > maxEKCert {
+			cert = nil
+		}
+		m.EKs = append(m.EKs, ekMsg{Kind: ek.Kind.String(), Public: der, Certificate: cert})
+	}
+	if len(m.EKs) == 0 {
+		return nil, errors.New("the TPM presents no EK")
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	cl.msg = b
+	return b, nil
+}
+
+// try runs one claim and proof.
+func (cl *client) try(ctx context.Context) (Result, error) {
+	body, err := cl.claimBody()
+	if err != nil {
+		return Result{}, err
+	}
+	var ch challengeMsg
+	if err := cl.post(ctx, "claim", body, &ch); err != nil {
+		return Result{}, err
+	}
+	if len(ch.Challenges) == 0 || len(ch.Challenges) > 2 {
+		return Result{}, fmt.Errorf("fleetd answered %d challenges", len(ch.Challenges))
+	}
+	p := proofMsg{Session: ch.Session}
+	for _, c := range ch.Challenges {
+		kind, err := parseKind(c.Kind)
+		if err != nil {
+			return Result{}, fmt.Errorf("fleetd answered a challenge: %w", err)
+		}
+		secret, err := cl.tpm.ActivateCredential(Challenge{Kind: kind, Credential: c.Credential, Secret: c.Secret})
+		if err != nil {
+			return Result{}, fmt.Errorf("activate the %s challenge: %w", kind, err)
+		}
+		p.Secrets = append(p.Secrets, secretEnt{Kind: kind.String(), Secret: secret})
+	}
+	pb, err := json.Marshal(p)
+	if err != nil {
+		return Result{}, err
+	}
+	var rm resultMsg
+	if err := cl.post(ctx, "proof", pb, &rm); err != nil {
+		return Result{}, err
+	}
+	v, err := ParseVerdict(rm.Verdict)
+	if err != nil {
+		return Result{}, fmt.Errorf("fleetd answered: %w", err)
+	}
+	return Result{Verdict: v, Reason: rm.Reason, InstallCode: rm.InstallCode}, nil
+}
+
+// maxAnswer bounds what the client reads of an answer.
+const maxAnswer = 64 << 10
+
+func (cl *client) post(ctx context.Context, op string, body []byte, into any) error {
+	ctx, cancel := context.WithTimeout(ctx, cl.cfg.RequestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cl.url+"/"+op, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	rsp, err := cl.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	defer rsp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(rsp.Body, maxAnswer))
+	if err != nil {
+		return fmt.Errorf("%s: read the answer: %w", op, err)
+	}
+	if rsp.StatusCode != http.StatusOK {
+		var e errorMsg
+		if json.Unmarshal(data, &e) == nil && e.Error != "" {
+			return fmt.Errorf("%s: fleetd answered %d: %s", op, rsp.StatusCode, e.Error)
+		}
+		return fmt.Errorf("%s: fleetd answered %s", op, rsp.Status)
+	}
+	if err := json.Unmarshal(data, into); err != nil {
+		return fmt.Errorf("%s: fleetd's answer does not decode", op)
+	}
+	return nil
+}

@@ -1,0 +1,410 @@
+package attest
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/rsa"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/google/go-tpm/tpm2"
+	"github.com/google/go-tpm/tpm2/transport"
+)
+
+// DefaultDevice is the TPM device OpenTPM opens when given "": the kernel's
+// resource manager.
+const DefaultDevice = "/dev/tpmrm0"
+
+// TCG NV indices of the low-range EK certificates and template nonces.
+const (
+	nvRSACert  = 0x01c00002
+	nvRSANonce = 0x01c00003
+	nvECCCert  = 0x01c0000a
+	nvECCNonce = 0x01c0000b
+)
+
+// ErrTPM is what a Device's methods wrap when the TPM refused a command or
+// could not be reached.
+var ErrTPM = errors.New("attest: the TPM failed")
+
+// Device is a TPM 2.0 reached through a command channel, driven with
+// go-tpm. It reads the EKs from the TCG reference templates (RSA-2048 and
+// ECC P-256, with the NV template nonce where the TPM has one), reads their
+// certificates from NV, creates an ECC P-256 attestation key as a primary
+// key in the endorsement hierarchy, and activates credentials with the EK
+// policy (PolicySecret on the endorsement hierarchy). It writes nothing to
+// the TPM's NV: no key is persisted.
+//
+// At most three objects are loaded at once (the AK and the two EKs), which
+// fits the reference simulator. A Device is safe for concurrent use, one
+// command at a time. Close flushes what it loaded and closes the channel.
+type Device struct {
+	mu     sync.Mutex
+	tpm    transport.TPMCloser
+	closed bool
+	eks    []EK
+	loaded map[KeyKind]loadedKey
+	ak     *loadedKey
+	akp    AKParameters
+}
+
+type loadedKey struct {
+	handle tpm2.TPMHandle
+	name   tpm2.TPM2BName
+}
+
+// OpenChannel returns a Device that sends TPM commands over rwc, such as a
+// TPM character device, a swtpm socket, or a simulator. The Device owns rwc:
+// its Close closes rwc.
+func OpenChannel(rwc io.ReadWriteCloser) *Device {
+	return &Device{tpm: transport.FromReadWriteCloser(rwc), loaded: map[KeyKind]loadedKey{}}
+}
+
+// Close flushes the keys the Device loaded and closes its channel. It is
+// safe to call more than once.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	for k, l := range d.loaded {
+		d.flush(l.handle)
+		delete(d.loaded, k)
+	}
+	if d.ak != nil {
+		d.flush(d.ak.handle)
+		d.ak = nil
+	}
+	return d.tpm.Close()
+}
+
+var errClosed = fmt.Errorf("%w: the device is closed", ErrTPM)
+
+func (d *Device) flush(h tpm2.TPMHandle) {
+	_, _ = tpm2.FlushContext{FlushHandle: h}.Execute(d.tpm)
+}
+
+// EKs returns the RSA-2048 and ECC P-256 EKs, with their NV certificates.
+// A TPM without an ECC EK (one that cannot create it) presents the RSA EK
+// alone. Errors wrap ErrTPM.
+func (d *Device) EKs() ([]EK, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, errClosed
+	}
+	if d.eks != nil {
+		return append([]EK(nil), d.eks...), nil
+	}
+	var eks []EK
+	var firstErr error
+	for _, kind := range []KeyKind{RSA2048, ECCP256} {
+		ek, err := d.loadEK(kind)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		eks = append(eks, ek)
+	}
+	if len(eks) == 0 {
+		return nil, firstErr
+	}
+	d.eks = eks
+	return append([]EK(nil), eks...), nil
+}
+
+// ekTemplate returns the TCG low-range EK template of kind, with the nonce
+// of its NV index in the unique field where the TPM has one.
+func (d *Device) ekTemplate(kind KeyKind) tpm2.TPMTPublic {
+	switch kind {
+	case RSA2048:
+		t := tpm2.RSAEKTemplate
+		if nonce, err := d.readNV(nvRSANonce); err == nil && len(nonce) > 0 {
+			unique := make([]byte, 256)
+			copy(unique, nonce)
+			t.Unique = tpm2.NewTPMUPublicID(tpm2.TPMAlgRSA, &tpm2.TPM2BPublicKeyRSA{Buffer: unique})
+		}
+		return t
+	default:
+		t := tpm2.ECCEKTemplate
+		if nonce, err := d.readNV(nvECCNonce); err == nil && len(nonce) > 0 {
+			x := make([]byte, 32)
+			copy(x, nonce)
+			t.Unique = tpm2.NewTPMUPublicID(tpm2.TPMAlgECC, &tpm2.TPMSECCPoint{
+				X: tpm2.TPM2BECCParameter{Buffer: x},
+				Y: tpm2.TPM2BECCParameter{Buffer: make([]byte, 32)},
+			})
+		}
+		return t
+	}
+}
+
+// loadEK creates the EK of kind (a primary key: the same key every time)
+// and keeps it loaded for the activation that follows.
+func (d *Device) loadEK(kind KeyKind) (EK, error) {
+	if l, ok := d.loaded[kind]; ok {
+		d.flush(l.handle)
+		delete(d.loaded, kind)
+	}
+	rsp, err := tpm2.CreatePrimary{
+		PrimaryHandle: tpm2.TPMRHEndorsement,
+		InPublic:      tpm2.New2B(d.ekTemplate(kind)),
+	}.Execute(d.tpm)
+	if err != nil {
+		return EK{}, fmt.Errorf("%w: create the %s EK: %w", ErrTPM, kind, err)
+	}
+	pub, err := publicKey(&rsp.OutPublic)
+	if err != nil {
+		d.flush(rsp.ObjectHandle)
+		return EK{}, fmt.Errorf("%w: the %s EK: %w", ErrTPM, kind, err)
+	}
+	if k, err := kindOf(pub); err != nil || k != kind {
+		d.flush(rsp.ObjectHandle)
+		return EK{}, fmt.Errorf("%w: the %s EK is not of its kind", ErrTPM, kind)
+	}
+	d.loaded[kind] = loadedKey{handle: rsp.ObjectHandle, name: rsp.Name}
+	ek := EK{Kind: kind, Public: pub}
+	idx := tpm2.TPMHandle(nvRSACert)
+	if kind == ECCP256 {
+		idx = nvECCCert
+	}
+	if cert, err := d.readNV(idx); err == nil && len(cert) > 0 {
+		ek.Certificate = trimDER(cert)
+	}
+	return ek, nil
+}
+
+func publicKey(p *tpm2.TPM2BPublic) (any, error) {
+	t, err := p.Contents()
+	if err != nil {
+		return nil, err
+	}
+	pub, err := tpm2.Pub(*t)
+	if err != nil {
+		return nil, err
+	}
+	switch k := pub.(type) {
+	case *rsa.PublicKey, *ecdsa.PublicKey:
+		return k, nil
+	}
+	return nil, fmt.Errorf("unexpected key type %T", pub)
+}
+
+// readNV reads a whole NV index, in chunks the TPM accepts.
+func (d *Device) readNV(index tpm2.TPMHandle) ([]byte, error) {
+	pub, err := tpm2.NVReadPublic{NVIndex: index}.Execute(d.tpm)
+	if err != nil {
+		return nil, err
+	}
+	nv, err := pub.NVPublic.Contents()
+	if err != nil {
+		return nil, err
+	}
+	const chunk = 512
+	size := int(nv.DataSize)
+	out := make([]byte, 0, size)
+	auths := []tpm2.TPMHandle{index, tpm2.TPMRHOwner}
+	for len(out) < size {
+		n := min(chunk, size-len(out))
+		var data []byte
+		var rerr error
+		for _, a := range auths {
+			auth := tpm2.AuthHandle{Handle: a, Auth: tpm2.PasswordAuth(nil)}
+			if a == index {
+				auth.Name = pub.NVName
+			}
+			rsp, err := tpm2.NVRead{
+				AuthHandle: auth,
+				NVIndex:    tpm2.NamedHandle{Handle: index, Name: pub.NVName},
+				Size:       uint16(n),
+				Offset:     uint16(len(out)),
+			}.Execute(d.tpm)
+			if err == nil {
+				data, rerr = rsp.Data.Buffer, nil
+				auths = []tpm2.TPMHandle{a}
+				break
+			}
+			rerr = err
+		}
+		if rerr != nil {
+			return nil, rerr
+		}
+		if len(data) == 0 {
+			break
+		}
+		out = append(out, data...)
+	}
+	return out, nil
+}
+
+// trimDER drops the padding some TPMs leave after a DER certificate in NV.
+func trimDER(b []byte) []byte {
+	if len(b) < 4 || b[0] != 0x30 {
+		return b
+	}
+	var n int
+	switch {
+	case b[1] < 0x80:
+		n = 2 + int(b[1])
+	case b[1] == 0x81:
+		n = 3 + int(b[2])
+	case b[1] == 0x82:
+		n = 4 + (int(b[2])<<8 | int(b[3]))
+	default:
+		return b
+	}
+	if n <= len(b) {
+		return b[:n]
+	}
+	return b
+}
+
+// akTemplate is an ECC P-256 restricted signing key (ECDSA, SHA-256) that
+// go-attestation's server checks accept.
+var akTemplate = tpm2.TPMTPublic{
+	Type:    tpm2.TPMAlgECC,
+	NameAlg: tpm2.TPMAlgSHA256,
+	ObjectAttributes: tpm2.TPMAObject{
+		FixedTPM:            true,
+		FixedParent:         true,
+		SensitiveDataOrigin: true,
+		UserWithAuth:        true,
+		NoDA:                true,
+		Restricted:          true,
+		SignEncrypt:         true,
+	},
+	Parameters: tpm2.NewTPMUPublicParms(tpm2.TPMAlgECC, &tpm2.TPMSECCParms{
+		Symmetric: tpm2.TPMTSymDefObject{Algorithm: tpm2.TPMAlgNull},
+		Scheme: tpm2.TPMTECCScheme{
+			Scheme: tpm2.TPMAlgECDSA,
+			Details: tpm2.NewTPMUAsymScheme(tpm2.TPMAlgECDSA, &tpm2.TPMSSigSchemeECDSA{
+				HashAlg: tpm2.TPMAlgSHA256,
+			}),
+		},
+		CurveID: tpm2.TPMECCNistP256,
+		KDF:     tpm2.TPMTKDFScheme{Scheme: tpm2.TPMAlgNull},
+	}),
+	Unique: tpm2.NewTPMUPublicID(tpm2.TPMAlgECC, &tpm2.TPMSECCPoint{
+		X: tpm2.TPM2BECCParameter{Buffer: make([]byte, 32)},
+		Y: tpm2.TPM2BECCParameter{Buffer: make([]byte, 32)},
+	}),
+}
+
+// AK creates the attestation key on first use (a primary key in the
+// endorsement hierarchy, certified by TPM2_CertifyCreation with itself) and
+// returns its parameters. Errors wrap ErrTPM.
+func (d *Device) AK() (AKParameters, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return AKParameters{}, errClosed
+	}
+	if d.ak != nil {
+		return d.akp, nil
+	}
+	rsp, err := tpm2.CreatePrimary{
+		PrimaryHandle: tpm2.TPMRHEndorsement,
+		InPublic:      tpm2.New2B(akTemplate),
+	}.Execute(d.tpm)
+	if err != nil {
+		return AKParameters{}, fmt.Errorf("%w: create the AK: %w", ErrTPM, err)
+	}
+	cert, err := tpm2.CertifyCreation{
+		SignHandle:     tpm2.AuthHandle{Handle: rsp.ObjectHandle, Name: rsp.Name, Auth: tpm2.PasswordAuth(nil)},
+		ObjectHandle:   tpm2.NamedHandle{Handle: rsp.ObjectHandle, Name: rsp.Name},
+		CreationHash:   rsp.CreationHash,
+		InScheme:       tpm2.TPMTSigScheme{Scheme: tpm2.TPMAlgNull},
+		CreationTicket: rsp.CreationTicket,
+	}.Execute(d.tpm)
+	if err != nil {
+		d.flush(rsp.ObjectHandle)
+		return AKParameters{}, fmt.Errorf("%w: certify the AK's creation: %w", ErrTPM, err)
+	}
+	d.ak = &loadedKey{handle: rsp.ObjectHandle, name: rsp.Name}
+	d.akp = AKParameters{
+		Public:            bytes.Clone(rsp.OutPublic.Bytes()),
+		CreateData:        bytes.Clone(rsp.CreationData.Bytes()),
+		CreateAttestation: bytes.Clone(cert.CertifyInfo.Bytes()),
+		CreateSignature:   tpm2.Marshal(cert.Signature),
+	}
+	return d.akp, nil
+}
+
+// ActivateCredential decrypts c with the EK of c.Kind under the EK's policy
+// and the AK, and returns the secret. The EK is flushed afterwards. Errors
+// wrap ErrTPM.
+func (d *Device) ActivateCredential(c Challenge) ([]byte, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, errClosed
+	}
+	if d.ak == nil {
+		return nil, fmt.Errorf("%w: no AK: call AK first", ErrTPM)
+	}
+	cred, err := unsize(c.Credential)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the %s challenge's credential: %w", ErrTPM, c.Kind, err)
+	}
+	secret, err := unsize(c.Secret)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the %s challenge's secret: %w", ErrTPM, c.Kind, err)
+	}
+	ek, ok := d.loaded[c.Kind]
+	if !ok {
+		if c.Kind != RSA2048 && c.Kind != ECCP256 {
+			return nil, fmt.Errorf("%w: a challenge for an EK of kind %s", ErrTPM, c.Kind)
+		}
+		if _, err := d.loadEK(c.Kind); err != nil {
+			return nil, err
+		}
+		ek = d.loaded[c.Kind]
+	}
+	defer func() {
+		d.flush(ek.handle)
+		delete(d.loaded, c.Kind)
+	}()
+	rsp, err := tpm2.ActivateCredential{
+		ActivateHandle: tpm2.AuthHandle{Handle: d.ak.handle, Name: d.ak.name, Auth: tpm2.PasswordAuth(nil)},
+		KeyHandle: tpm2.AuthHandle{
+			Handle: ek.handle,
+			Name:   ek.name,
+			Auth:   tpm2.Policy(tpm2.TPMAlgSHA256, 16, ekPolicy),
+		},
+		CredentialBlob: tpm2.TPM2BIDObject{Buffer: cred},
+		Secret:         tpm2.TPM2BEncryptedSecret{Buffer: secret},
+	}.Execute(d.tpm)
+	if err != nil {
+		return nil, fmt.Errorf("%w: activate the %s credential: %w", ErrTPM, c.Kind, err)
+	}
+	return bytes.Clone(rsp.CertInfo.Buffer), nil
+}
+
+// ekPolicy satisfies the TCG EK policy: PolicySecret on the endorsement
+// hierarchy.
+func ekPolicy(t transport.TPM, handle tpm2.TPMISHPolicy, nonceTPM tpm2.TPM2BNonce) error {
+	_, err := tpm2.PolicySecret{
+		AuthHandle:    tpm2.TPMRHEndorsement,
+		PolicySession: handle,
+		NonceTPM:      nonceTPM,
+	}.Execute(t)
+	return err
+}
+
+// unsize strips the 2-byte size of a TPM2B and checks it.
+func unsize(b []byte) ([]byte, error) {
+	if len(b) < 2 {
+		return nil, errors.New("shorter than its size")
+	}
+	n := int(b[0])<<8 | int(b[1])
+	if n != len(b)-2 {
+		return nil, fmt.Errorf("its size says %d bytes, but %d follow", n, len(b)-2)
+	}
+	return b[2:], nil
+}

@@ -1,0 +1,159 @@
+package attest_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/attest/attesttest"
+)
+
+// presentOnly is a TPM that presents only EKs of one kind, like a TPM that
+// cannot create the other.
+type presentOnly struct {
+	attest.TPM
+	kind attest.KeyKind
+}
+
+func (p presentOnly) EKs() ([]attest.EK, error) {
+	eks, err := p.TPM.EKs()
+	var out []attest.EK
+	for _, ek := range eks {
+		if ek.Kind == p.kind {
+			out = append(out, ek)
+		}
+	}
+	return out, err
+}
+
+// hashesOf returns the EK hashes of the simulator with seed.
+func hashesOf(t *testing.T, seed int64) attest.Binding {
+	t.Helper()
+	d := attesttest.NewSimulatorDevice(t, seed)
+	b := approve(t, d)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestEKHashVector(t *testing.T) {
+	b := hashesOf(t, 0)
+	if b.RSA2048 != attesttest.RSASeed0Hash {
+		t.Errorf("RSA EK hash of the simulator with seed 0 = %s, want %s", b.RSA2048, attesttest.RSASeed0Hash)
+	}
+	if !attest.ValidHash(b.ECCP256) {
+		t.Errorf("ECC EK hash %q is not 64 lowercase hex", b.ECCP256)
+	}
+	again := hashesOf(t, 0)
+	if again != b {
+		t.Errorf("seed 0 gave other EKs the second time: %+v, then %+v", b, again)
+	}
+}
+
+// Every verdict, end to end: the reference TPM simulator, the client, the
+// real protocol over HTTPS, the server under a prefix.
+func TestVerdictsSimulator(t *testing.T) {
+	tpmA := hashesOf(t, 0) // the machine's TPM
+	tpmB := hashesOf(t, 1) // another TPM
+	if tpmA.RSA2048 == tpmB.RSA2048 || tpmA.ECCP256 == tpmB.ECCP256 {
+		t.Fatal("seeds 0 and 1 gave the same EKs")
+	}
+	lldp := &attest.LLDP{ChassisIDSubtype: 4, ChassisID: "74:83:c2:00:00:01", PortIDSubtype: 5, PortID: "Port 7", PortDescription: "node port", SystemName: "usw-pro-24"}
+	for _, tc := range []struct {
+		name    string
+		seed    int64
+		only    attest.KeyKind // 0: both EKs presented
+		binding *attest.Binding
+		verdict attest.Verdict
+		refused string
+		console string
+	}{
+		{name: "approved both", seed: 0, binding: &tpmA, verdict: attest.Attested, console: "attest: PASSED\n"},
+		{name: "swapped TPM", seed: 1, binding: &tpmA, verdict: attest.EKHashMismatch, refused: tpmB.RSA2048,
+			console: "attest: FAILED ek-hash-mismatch\nattest: the TPM's RSA-2048 EK is not the one the entry approves\n"},
+		{name: "RSA-only binding", seed: 0, binding: &attest.Binding{Found: true, Authored: true, RSA2048: tpmA.RSA2048}, verdict: attest.Attested},
+		{name: "ECC-only binding", seed: 0, binding: &attest.Binding{Found: true, Authored: true, ECCP256: tpmA.ECCP256}, verdict: attest.Attested},
+		{name: "ECC-only binding, other ECC EK", seed: 1, binding: &attest.Binding{Found: true, Authored: true, ECCP256: tpmA.ECCP256}, verdict: attest.EKHashMismatch, refused: tpmB.ECCP256},
+		{name: "approved ECC EK not presented", seed: 0, only: attest.RSA2048, binding: &tpmA, verdict: attest.EKMissing,
+			console: "attest: FAILED ek-missing\nattest: the entry approves an ECC P-256 EK the TPM did not present\n"},
+		{name: "unknown serial", seed: 0, binding: nil, verdict: attest.PendingApproval,
+			console: "attest: FAILED pending-approval\nattest: no entry names the serial\n"},
+		{name: "empty binding", seed: 0, binding: &attest.Binding{Found: true, Authored: true}, verdict: attest.PendingApproval},
+		{name: "unauthored", seed: 0, binding: &attest.Binding{Found: true, RSA2048: tpmA.RSA2048, ECCP256: tpmA.ECCP256}, verdict: attest.EKBindingUnauthored,
+			console: "attest: FAILED ek-binding-unauthored\nattest: the changelog does not show the binding author writing the binding\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFleet(t, nil)
+			const serial = "FLK-0001"
+			if tc.binding != nil {
+				f.bindings.Set(serial, *tc.binding)
+			}
+			var tpm attest.TPM = attesttest.NewSimulatorDevice(t, tc.seed)
+			if tc.only != 0 {
+				tpm = presentOnly{tpm, tc.only}
+			}
+			res, console, err := f.run(t, tpm, serial, lldp)
+			if err != nil {
+				t.Fatalf("Run: %v\n%s", err, console)
+			}
+			if res.Verdict != tc.verdict {
+				t.Fatalf("verdict %s (%s), want %s", res.Verdict, res.Reason, tc.verdict)
+			}
+			if tc.console != "" && console != tc.console {
+				t.Errorf("console:\n%s\nwant:\n%s", console, tc.console)
+			}
+			if got := f.bindings.Calls(); got != 1 {
+				t.Errorf("the binding source was asked %d times, want 1", got)
+			}
+			calls := f.hook.calls()
+			audit := f.logs.lines("attest.verdict")
+			if len(audit) != 1 {
+				t.Fatalf("audit lines %q, want one", audit)
+			}
+			for _, want := range []string{"serial=" + serial, "verdict=" + tc.verdict.String(), "peer=127.0.0.1:"} {
+				if !strings.Contains(audit[0], want) {
+					t.Errorf("audit line %q lacks %q", audit[0], want)
+				}
+			}
+			if tc.refused != "" {
+				if !strings.Contains(audit[0], "refused_ek_hash="+tc.refused) {
+					t.Errorf("audit line %q lacks the refused hash %s", audit[0], tc.refused)
+				}
+			} else if strings.Contains(audit[0], "refused_ek_hash") {
+				t.Errorf("audit line %q names a refused hash", audit[0])
+			}
+			if tc.verdict != attest.Attested {
+				if len(calls) != 0 {
+					t.Errorf("a refusal called the admission hook %d times", len(calls))
+				}
+				if res.InstallCode != "" {
+					t.Error("a refusal answered an install code")
+				}
+			} else {
+				if len(calls) != 1 {
+					t.Fatalf("the admission hook was called %d times, want 1", len(calls))
+				}
+				c := calls[0]
+				if c.Serial != serial || c.MAC != testMAC.String() || c.LLDP == nil || *c.LLDP != *lldp {
+					t.Errorf("the hook got claim %+v", c)
+				}
+				if c.RSA2048 != tpmA.RSA2048 || c.ECCP256 != tpmA.ECCP256 {
+					t.Errorf("the hook got proven hashes %s %s, want %s %s", c.RSA2048, c.ECCP256, tpmA.RSA2048, tpmA.ECCP256)
+				}
+				if res.InstallCode != "code-Zq81-secret" {
+					t.Errorf("install code %q", res.InstallCode)
+				}
+			}
+			w, waiting := f.srv.Waiting(serial)
+			if waiting != (tc.verdict == attest.PendingApproval) {
+				t.Errorf("Waiting(%s) = %v, want %v", serial, waiting, tc.verdict == attest.PendingApproval)
+			}
+			if waiting {
+				if w.RSA2048 != tpmA.RSA2048 || w.ECCP256 != tpmA.ECCP256 || w.Serial != serial || w.LLDP == nil || w.LLDP.PortID != "Port 7" {
+					t.Errorf("the waiting claim is %+v", w)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,300 @@
+package attest_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/attest/attesttest"
+)
+
+// syncBuffer collects log output from concurrent handlers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// lines returns the log lines whose message is msg.
+func (s *syncBuffer) lines(msg string) []string {
+	var out []string
+	for _, l := range strings.Split(s.String(), "\n") {
+		if strings.Contains(l, "msg="+msg+" ") || strings.HasSuffix(l, "msg="+msg) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// hook is an admission hook that records its calls.
+type hook struct {
+	mu     sync.Mutex
+	claims []attest.Claim
+	adm    attest.Admission
+	err    error
+}
+
+func (h *hook) admit(_ context.Context, c attest.Claim) (attest.Admission, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.claims = append(h.claims, c)
+	return h.adm, h.err
+}
+
+func (h *hook) calls() []attest.Claim {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]attest.Claim(nil), h.claims...)
+}
+
+// fleet is a server under test, mounted the way fleetd mounts it: under a
+// prefix of its own, over HTTPS.
+type fleet struct {
+	srv      *attest.Server
+	ts       *httptest.Server
+	url      string
+	logs     *syncBuffer
+	bindings *attesttest.Bindings
+	hook     *hook
+}
+
+func newFleet(t testing.TB, cfg *attest.Config) *fleet {
+	t.Helper()
+	f := &fleet{logs: &syncBuffer{}, bindings: &attesttest.Bindings{}, hook: &hook{adm: attest.Admission{InstallCode: "code-Zq81-secret"}}}
+	var c attest.Config
+	if cfg != nil {
+		c = *cfg
+	}
+	c.Logger = slog.New(slog.NewTextHandler(f.logs, nil))
+	if c.Admit == nil {
+		c.Admit = f.hook.admit
+	}
+	srv, err := attest.NewServer(f.bindings, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv = srv
+	mux := http.NewServeMux()
+	mux.Handle("/v1/attest/", http.StripPrefix("/v1/attest", srv))
+	f.ts = httptest.NewTLSServer(mux)
+	t.Cleanup(f.ts.Close)
+	f.url = f.ts.URL + "/v1/attest"
+	return f
+}
+
+var testMAC = net.HardwareAddr{0x52, 0x54, 0x00, 0x12, 0x34, 0x56}
+
+func (f *fleet) run(t testing.TB, tpm attest.TPM, serial string, lldp *attest.LLDP) (attest.Result, string, error) {
+	t.Helper()
+	var console bytes.Buffer
+	res, err := attest.Run(context.Background(), f.url, tpm, attest.Machine{Serial: serial, MAC: testMAC, LLDP: lldp}, &attest.ClientConfig{
+		HTTPClient: f.ts.Client(),
+		Backoff:    func(int) time.Duration { return 0 },
+		Console:    &console,
+	})
+	return res, console.String(), err
+}
+
+// post sends body to the server's endpoint op and returns the status and
+// the answer.
+func (f *fleet) post(t testing.TB, op string, body []byte) (int, []byte) {
+	t.Helper()
+	rsp, err := f.ts.Client().Post(f.url+"/"+op, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rsp.Body.Close()
+	b, err := io.ReadAll(rsp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rsp.StatusCode, b
+}
+
+// The wire messages, as a client of our own writes them.
+type wireEK struct {
+	Kind   string `json:"kind"`
+	Public []byte `json:"public"`
+}
+
+type wireAK struct {
+	Public            []byte `json:"public"`
+	CreateData        []byte `json:"create_data"`
+	CreateAttestation []byte `json:"create_attestation"`
+	CreateSignature   []byte `json:"create_signature"`
+}
+
+type wireClaim struct {
+	Version int          `json:"version"`
+	Serial  string       `json:"serial"`
+	MAC     string       `json:"mac"`
+	LLDP    *attest.LLDP `json:"lldp"`
+	EKs     []wireEK     `json:"eks"`
+	AK      wireAK       `json:"ak"`
+}
+
+type wireChallenge struct {
+	Session    []byte `json:"session"`
+	Challenges []struct {
+		Kind       string `json:"kind"`
+		Credential []byte `json:"credential"`
+		Secret     []byte `json:"secret"`
+	} `json:"challenges"`
+}
+
+type wireSecret struct {
+	Kind   string `json:"kind"`
+	Secret []byte `json:"secret"`
+}
+
+type wireProof struct {
+	Session []byte       `json:"session"`
+	Secrets []wireSecret `json:"secrets"`
+}
+
+type wireResult struct {
+	Verdict     string `json:"verdict"`
+	Reason      string `json:"reason"`
+	InstallCode string `json:"install_code"`
+	Error       string `json:"error"`
+}
+
+func claimOf(t testing.TB, tpm attest.TPM, serial string) wireClaim {
+	t.Helper()
+	eks, err := tpm.EKs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ak, err := tpm.AK()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := wireClaim{Version: 1, Serial: serial, MAC: testMAC.String(), AK: wireAK{ak.Public, ak.CreateData, ak.CreateAttestation, ak.CreateSignature}}
+	for _, ek := range eks {
+		der, err := x509.MarshalPKIXPublicKey(ek.Public)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.EKs = append(c.EKs, wireEK{Kind: ek.Kind.String(), Public: der})
+	}
+	return c
+}
+
+func mustJSON(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// challenge sends tpm's claim and returns the challenge.
+func (f *fleet) challenge(t testing.TB, tpm attest.TPM, serial string) wireChallenge {
+	t.Helper()
+	status, b := f.post(t, "claim", mustJSON(t, claimOf(t, tpm, serial)))
+	if status != http.StatusOK {
+		t.Fatalf("claim: %d %s", status, b)
+	}
+	var ch wireChallenge
+	if err := json.Unmarshal(b, &ch); err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
+// activate answers a challenge with tpm.
+func activate(t testing.TB, tpm attest.TPM, ch wireChallenge) wireProof {
+	t.Helper()
+	p := wireProof{Session: ch.Session}
+	for _, c := range ch.Challenges {
+		kind := attest.RSA2048
+		if c.Kind == "eccp256" {
+			kind = attest.ECCP256
+		}
+		s, err := tpm.ActivateCredential(attest.Challenge{Kind: kind, Credential: c.Credential, Secret: c.Secret})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Secrets = append(p.Secrets, wireSecret{Kind: c.Kind, Secret: s})
+	}
+	return p
+}
+
+func (f *fleet) prove(t testing.TB, p wireProof) (int, wireResult) {
+	t.Helper()
+	status, b := f.post(t, "proof", mustJSON(t, p))
+	var r wireResult
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("proof answer %q: %v", b, err)
+	}
+	return status, r
+}
+
+func softTPM(t testing.TB, cfg *attesttest.SoftConfig) *attesttest.SoftTPM {
+	t.Helper()
+	tpm, err := attesttest.NewSoftTPM(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tpm
+}
+
+func approve(t testing.TB, tpm attest.TPM) attest.Binding {
+	t.Helper()
+	b, err := attesttest.Approve(tpm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+var (
+	rsaMu   sync.Mutex
+	rsaKeys = map[int]*rsa.PrivateKey{}
+)
+
+// rsaKey returns test RSA EK number i, generated once per test binary.
+func rsaKey(t testing.TB, i int) *rsa.PrivateKey {
+	t.Helper()
+	rsaMu.Lock()
+	defer rsaMu.Unlock()
+	if k, ok := rsaKeys[i]; ok {
+		return k
+	}
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaKeys[i] = k
+	return k
+}
+
+// quickTPM is a SoftTPM with RSA EK number i and a fresh ECC EK.
+func quickTPM(t testing.TB, i int) *attesttest.SoftTPM {
+	return softTPM(t, &attesttest.SoftConfig{RSAEK: rsaKey(t, i)})
+}

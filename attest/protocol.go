@@ -1,0 +1,332 @@
+package attest
+
+import (
+	"bytes"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"unicode/utf8"
+)
+
+// The wire protocol: JSON over HTTPS, two round trips.
+//
+//	POST <prefix>/claim  claimMsg      -> challengeMsg
+//	POST <prefix>/proof  proofMsg      -> resultMsg
+//
+// Byte strings are base64 (encoding/json's []byte). Unknown fields are
+// ignored; a body that is not one JSON object, or that has data after it,
+// is refused.
+
+// protocolVersion is the version a claim carries.
+const protocolVersion = 1
+
+// Size limits of the fields of a message. A body over Config.MaxBody is
+// refused with 413 before it is decoded.
+const (
+	maxSerial     = 128
+	maxLLDPString = 255
+	maxEKPublic   = 1024
+	maxEKCert     = 4096
+	maxAKField    = 1024
+	maxSession    = 2048
+	secretLen     = 32
+)
+
+type claimMsg struct {
+	Version int     `json:"version"`
+	Serial  string  `json:"serial"`
+	MAC     string  `json:"mac"`
+	LLDP    *LLDP   `json:"lldp"`
+	EKs     []ekMsg `json:"eks"`
+	AK      akMsg   `json:"ak"`
+}
+
+type ekMsg struct {
+	Kind        string `json:"kind"`
+	Public      []byte `json:"public"`
+	Certificate []byte `json:"certificate,omitempty"`
+}
+
+type akMsg struct {
+	Public            []byte `json:"public"`
+	CreateData        []byte `json:"create_data"`
+	CreateAttestation []byte `json:"create_attestation"`
+	CreateSignature   []byte `json:"create_signature"`
+}
+
+type challengeMsg struct {
+	Session    []byte         `json:"session"`
+	Challenges []challengeEnt `json:"challenges"`
+}
+
+type challengeEnt struct {
+	Kind       string `json:"kind"`
+	Credential []byte `json:"credential"`
+	Secret     []byte `json:"secret"`
+}
+
+type proofMsg struct {
+	Session []byte      `json:"session"`
+	Secrets []secretEnt `json:"secrets"`
+}
+
+type secretEnt struct {
+	Kind   string `json:"kind"`
+	Secret []byte `json:"secret"`
+}
+
+type resultMsg struct {
+	Verdict     string `json:"verdict"`
+	Reason      string `json:"reason"`
+	InstallCode string `json:"install_code,omitempty"`
+}
+
+type errorMsg struct {
+	Error string `json:"error"`
+}
+
+// LLDP is the switch port a machine learned from its switch's LLDP frame,
+// as plain fields (the fields of an lldpwait neighbour). Each string is at
+// most 255 bytes of UTF-8 without control characters.
+type LLDP struct {
+	ChassisIDSubtype uint8  `json:"chassis_id_subtype"`
+	ChassisID        string `json:"chassis_id"`
+	PortIDSubtype    uint8  `json:"port_id_subtype"`
+	PortID           string `json:"port_id"`
+	PortDescription  string `json:"port_description,omitempty"`
+	SystemName       string `json:"system_name,omitempty"`
+}
+
+// ErrMalformed is what the decoders wrap for a message the server cannot
+// accept; the server answers it 400.
+var ErrMalformed = errors.New("attest: malformed message")
+
+func malformed(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+}
+
+// decodeJSON decodes exactly one JSON object from data into v.
+func decodeJSON(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(v); err != nil {
+		return malformed("not a JSON message: %v", jsonErr(err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return malformed("data after the JSON message")
+	}
+	return nil
+}
+
+// jsonErr keeps a decoding error short and free of the input's bytes.
+func jsonErr(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("syntax error at byte %d", se.Offset)
+	case errors.As(err, &te):
+		return fmt.Sprintf("field %q has the wrong type", te.Field)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "truncated"
+	}
+	return "invalid"
+}
+
+func parseKind(s string) (KeyKind, error) {
+	switch s {
+	case "rsa2048":
+		return RSA2048, nil
+	case "eccp256":
+		return ECCP256, nil
+	}
+	return 0, malformed("unknown EK kind %q", clip(s))
+}
+
+// clip shortens an untrusted string for an error message.
+func clip(s string) string {
+	if len(s) > 32 {
+		s = s[:32] + "..."
+	}
+	return s
+}
+
+// claim is a decoded, checked claim.
+type claim struct {
+	serial string
+	mac    string
+	lldp   *LLDP
+	eks    []presentedEK
+	ak     AKParameters
+}
+
+type presentedEK struct {
+	kind KeyKind
+	pub  any
+	hash string
+	cert []byte
+}
+
+// decodeClaim decodes and checks a claim: a serial, a MAC, the switch port,
+// one or two EKs of distinct kinds, and the AK's parameters. Errors wrap
+// ErrMalformed.
+func decodeClaim(data []byte) (*claim, error) {
+	var m claimMsg
+	if err := decodeJSON(data, &m); err != nil {
+		return nil, err
+	}
+	if m.Version != protocolVersion {
+		return nil, malformed("protocol version %d, want %d", m.Version, protocolVersion)
+	}
+	if err := checkSerial(m.Serial); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	mac, err := parseMAC(m.MAC)
+	if err != nil {
+		return nil, err
+	}
+	if m.LLDP != nil {
+		if err := checkLLDP(m.LLDP); err != nil {
+			return nil, err
+		}
+	}
+	if len(m.EKs) == 0 || len(m.EKs) > 2 {
+		return nil, malformed("a claim presents one or two EKs, not %d", len(m.EKs))
+	}
+	c := &claim{serial: m.Serial, mac: mac, lldp: m.LLDP}
+	for _, e := range m.EKs {
+		kind, err := parseKind(e.Kind)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range c.eks {
+			if p.kind == kind {
+				return nil, malformed("two %s EKs", kind)
+			}
+		}
+		if len(e.Public) == 0 || len(e.Public) > maxEKPublic {
+			return nil, malformed("the %s EK's public key has %d bytes", kind, len(e.Public))
+		}
+		if len(e.Certificate) > maxEKCert {
+			return nil, malformed("the %s EK's certificate has %d bytes", kind, len(e.Certificate))
+		}
+		pub, err := x509.ParsePKIXPublicKey(e.Public)
+		if err != nil {
+			return nil, malformed("the %s EK's public key does not parse", kind)
+		}
+		got, err := kindOf(pub)
+		if err != nil || got != kind {
+			return nil, malformed("the %s EK's public key is not an %s key", kind, kind)
+		}
+		// The hash is of the canonical encoding, so that another encoding
+		// of the same key cannot name it differently.
+		der, err := x509.MarshalPKIXPublicKey(pub)
+		if err != nil {
+			return nil, malformed("the %s EK's public key does not encode", kind)
+		}
+		c.eks = append(c.eks, presentedEK{kind: kind, pub: pub, hash: hashDER(der), cert: e.Certificate})
+	}
+	c.ak = AKParameters{
+		Public:            m.AK.Public,
+		CreateData:        m.AK.CreateData,
+		CreateAttestation: m.AK.CreateAttestation,
+		CreateSignature:   m.AK.CreateSignature,
+	}
+	for name, f := range map[string][]byte{
+		"public": c.ak.Public, "create_data": c.ak.CreateData,
+		"create_attestation": c.ak.CreateAttestation, "create_signature": c.ak.CreateSignature,
+	} {
+		if len(f) == 0 || len(f) > maxAKField {
+			return nil, malformed("the AK's %s has %d bytes", name, len(f))
+		}
+	}
+	return c, nil
+}
+
+// proof is a decoded, checked proof.
+type proof struct {
+	session []byte
+	secrets map[KeyKind][]byte
+}
+
+// decodeProof decodes and checks a proof: a session and one secret of 32
+// bytes per EK kind. Errors wrap ErrMalformed.
+func decodeProof(data []byte) (*proof, error) {
+	var m proofMsg
+	if err := decodeJSON(data, &m); err != nil {
+		return nil, err
+	}
+	if len(m.Session) == 0 || len(m.Session) > maxSession {
+		return nil, malformed("the session has %d bytes", len(m.Session))
+	}
+	if len(m.Secrets) == 0 || len(m.Secrets) > 2 {
+		return nil, malformed("a proof carries one or two secrets, not %d", len(m.Secrets))
+	}
+	p := &proof{session: m.Session, secrets: make(map[KeyKind][]byte, len(m.Secrets))}
+	for _, s := range m.Secrets {
+		kind, err := parseKind(s.Kind)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := p.secrets[kind]; dup {
+			return nil, malformed("two %s secrets", kind)
+		}
+		if len(s.Secret) != secretLen {
+			return nil, malformed("the %s secret has %d bytes, want %d", kind, len(s.Secret), secretLen)
+		}
+		p.secrets[kind] = s.Secret
+	}
+	return p, nil
+}
+
+// checkSerial accepts 1 to 128 printable ASCII characters, without
+// surrounding spaces.
+func checkSerial(s string) error {
+	if s == "" {
+		return errors.New("no serial")
+	}
+	if len(s) > maxSerial {
+		return fmt.Errorf("a serial of %d bytes", len(s))
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return fmt.Errorf("the serial has a byte 0x%02x that is not printable ASCII", s[i])
+		}
+	}
+	if strings.TrimSpace(s) != s {
+		return errors.New("the serial has surrounding spaces")
+	}
+	return nil
+}
+
+// parseMAC accepts an EUI-48 and returns it lowercase, colon-separated.
+func parseMAC(s string) (string, error) {
+	hw, err := net.ParseMAC(s)
+	if err != nil || len(hw) != 6 {
+		return "", malformed("the MAC %q is not an EUI-48", clip(s))
+	}
+	return hw.String(), nil
+}
+
+func checkLLDP(l *LLDP) error {
+	for name, s := range map[string]string{
+		"chassis_id": l.ChassisID, "port_id": l.PortID,
+		"port_description": l.PortDescription, "system_name": l.SystemName,
+	} {
+		if len(s) > maxLLDPString {
+			return malformed("the LLDP %s has %d bytes", name, len(s))
+		}
+		if !utf8.ValidString(s) {
+			return malformed("the LLDP %s is not UTF-8", name)
+		}
+		for _, r := range s {
+			if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+				return malformed("the LLDP %s has a control character", name)
+			}
+		}
+	}
+	return nil
+}

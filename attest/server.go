@@ -1,0 +1,460 @@
+package attest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"path"
+	"sync"
+	"time"
+
+	goattest "github.com/google/go-attestation/attest"
+	"github.com/google/go-tpm/legacy/tpm2"
+	"github.com/google/go-tpm/legacy/tpm2/credactivation"
+)
+
+// Defaults of Config.
+const (
+	DefaultSessionTTL = 60 * time.Second
+	DefaultMaxBody    = 64 << 10
+	DefaultWaitingTTL = 24 * time.Hour
+	DefaultMaxWaiting = 1024
+)
+
+// Config tunes a Server. A nil *Config means every default.
+type Config struct {
+	// SealingKey is the 32-byte AES-256-GCM key that seals sessions. Every
+	// replica that should finish another's sessions needs the same key. Nil:
+	// a random key, so that only this Server finishes its sessions.
+	SealingKey []byte
+	// SessionTTL is how long a client has, from its claim, to send its
+	// proof. Zero: DefaultSessionTTL (60 s).
+	SessionTTL time.Duration
+	// MaxBody is the largest request body accepted; a larger one is
+	// answered 413. Zero: DefaultMaxBody (64 KiB).
+	MaxBody int64
+	// Admit is called for each attested proof and returns the install code
+	// (or no provision, with its reason). Nil: no code is answered, with
+	// the reason "no provision: no admission hook".
+	Admit AdmitFunc
+	// Spent remembers which sessions finished, so that each is accepted
+	// once. Nil: a memory of this Server alone, so that a proof replayed to
+	// another replica inside the session's TTL would be accepted there
+	// once; replicas share one Spent to close that.
+	Spent SpentSessions
+	// WaitingTTL is how long a pending-approval claim waits for an operator
+	// (Server.Waiting). Zero: DefaultWaitingTTL (24 h).
+	WaitingTTL time.Duration
+	// MaxWaiting bounds the waiting claims; the oldest goes first. Zero:
+	// DefaultMaxWaiting (1024).
+	MaxWaiting int
+	// Logger receives the audit line attest.verdict of every verdict and
+	// attest.refused for every refused request. Nil: silent.
+	Logger *slog.Logger
+}
+
+// Admission is what the admission hook decides for an attested machine.
+type Admission struct {
+	// InstallCode is answered to the client, which writes it for the
+	// install. It is a secret: the server never logs it. "": no code.
+	InstallCode string
+	// NoProvision says why no code is answered when InstallCode is "",
+	// e.g. "control plane". The client is told "no provision: " and it.
+	NoProvision string
+}
+
+// AdmitFunc is the caller's admission hook. The server calls it only for
+// an attested proof, once per session, with the proven claim. An error
+// answers no code: the client is told ReasonAdmissionFailed, never the
+// error's text, and the hook should log the error itself. It must be safe
+// for concurrent use.
+type AdmitFunc func(ctx context.Context, c Claim) (Admission, error)
+
+// ReasonAdmissionFailed is the reason an attested client is told when the
+// admission hook failed.
+const ReasonAdmissionFailed = "no install code: admission failed"
+
+// SpentSessions records finished sessions, so that each is accepted once.
+// It must be safe for concurrent use.
+type SpentSessions interface {
+	// Spend records that session id finished and reports whether it had
+	// not before. The record may be dropped after expires: the session is
+	// refused as expired from then on. An error answers 503.
+	Spend(ctx context.Context, id string, expires time.Time) (fresh bool, err error)
+}
+
+// Claim is a claim whose every EK the TPM proved to hold: what the
+// admission hook receives and what a pending-approval claim keeps.
+type Claim struct {
+	// Serial is the SMBIOS serial the machine claimed.
+	Serial string
+	// MAC is the machine's MAC, lowercase and colon-separated.
+	MAC string
+	// LLDP is the switch port the machine learned, nil when no frame came.
+	LLDP *LLDP
+	// RSA2048 and ECCP256 are the hashes (EKHash) of the EKs the TPM
+	// proved to hold; "" for a kind it did not present.
+	RSA2048 string
+	ECCP256 string
+	// Peer is the address the proof came from (http.Request.RemoteAddr).
+	Peer string
+	// Proven is when the server accepted the proof.
+	Proven time.Time
+}
+
+// Server is the fleetd side of the protocol: an http.Handler that answers
+// claims and proofs under any path prefix it is mounted at (it looks only
+// at the last element of the path: .../claim and .../proof), over the
+// caller's HTTPS server. It keeps no per-session state but the record of
+// spent sessions and the waiting claims. A Server is safe for concurrent
+// use; its Config must not change after NewServer.
+type Server struct {
+	bindings Bindings
+	sealer   *sealer
+	ttl      time.Duration
+	maxBody  int64
+	admit    AdmitFunc
+	spent    SpentSessions
+	waiting  *waitingStore
+	log      *slog.Logger
+}
+
+var discard = slog.New(slog.DiscardHandler)
+
+// NewServer returns a Server that judges claims against bindings.
+func NewServer(bindings Bindings, cfg *Config) (*Server, error) {
+	if bindings == nil {
+		return nil, errors.New("attest: NewServer needs a binding source")
+	}
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	key := c.SealingKey
+	if key == nil {
+		key = make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, err
+		}
+	}
+	sl, err := newSealer(key)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		bindings: bindings,
+		sealer:   sl,
+		ttl:      orDefault(c.SessionTTL, DefaultSessionTTL),
+		maxBody:  orDefault(c.MaxBody, DefaultMaxBody),
+		admit:    c.Admit,
+		spent:    c.Spent,
+		waiting:  newWaitingStore(orDefault(c.WaitingTTL, DefaultWaitingTTL), orDefault(c.MaxWaiting, DefaultMaxWaiting)),
+		log:      c.Logger,
+	}
+	if s.spent == nil {
+		s.spent = newSpentMemory()
+	}
+	if s.log == nil {
+		s.log = discard
+	}
+	return s, nil
+}
+
+func orDefault[T int | int64 | time.Duration](v, d T) T {
+	if v <= 0 {
+		return d
+	}
+	return v
+}
+
+// Waiting returns the pending-approval claim of serial, if one waits: its
+// EKs were proven, so it shows which TPM asked. A waiting claim proves
+// nothing, because another machine can send one with this serial: compare
+// its hashes with independent evidence, and never approve it alone.
+func (s *Server) Waiting(serial string) (Claim, bool) {
+	return s.waiting.get(serial, time.Now())
+}
+
+// ServeHTTP answers POST .../claim and POST .../proof.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	op := path.Base(r.URL.Path)
+	if op != "claim" && op != "proof" {
+		writeError(w, http.StatusNotFound, "no such attestation endpoint")
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, "use POST")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			s.refuse(w, r, "", http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes", s.maxBody))
+			return
+		}
+		s.refuse(w, r, "", http.StatusBadRequest, "the body could not be read")
+		return
+	}
+	if op == "claim" {
+		s.serveClaim(w, r, body)
+	} else {
+		s.serveProof(w, r, body)
+	}
+}
+
+// refusal is a request the server refuses, with its status and reason.
+type refusal struct {
+	status int
+	reason string
+}
+
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, serial string, status int, reason string) {
+	attrs := make([]slog.Attr, 0, 4)
+	if serial != "" {
+		attrs = append(attrs, slog.String("serial", serial))
+	}
+	attrs = append(attrs, slog.Int("status", status), slog.String("reason", reason), slog.String("peer", r.RemoteAddr))
+	s.log.LogAttrs(r.Context(), slog.LevelWarn, "attest.refused", attrs...)
+	writeError(w, status, reason)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, errorMsg{Error: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":"the answer does not encode"}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func (s *Server) serveClaim(w http.ResponseWriter, r *http.Request, body []byte) {
+	c, err := decodeClaim(body)
+	if err != nil {
+		s.refuse(w, r, "", http.StatusBadRequest, err.Error())
+		return
+	}
+	rsp, ref := s.challenge(r.Context(), c)
+	if ref != nil {
+		s.refuse(w, r, c.serial, ref.status, ref.reason)
+		return
+	}
+	writeJSON(w, http.StatusOK, rsp)
+}
+
+// challenge checks the AK once, asks for the binding once, and makes one
+// credential-activation challenge per presented EK, all bound to the AK.
+func (s *Server) challenge(ctx context.Context, c *claim) (*challengeMsg, *refusal) {
+	name, err := checkAK(c.ak)
+	if err != nil {
+		return nil, &refusal{http.StatusForbidden, "the AK's attestation parameters do not verify: " + err.Error()}
+	}
+	b, err := s.bindings.Binding(ctx, c.serial)
+	if err != nil {
+		if errors.Is(err, ErrBindingUnavailable) {
+			return nil, &refusal{http.StatusServiceUnavailable, "the binding source did not answer"}
+		}
+		return nil, &refusal{http.StatusInternalServerError, "the binding could not be read"}
+	}
+	ss := &session{
+		expires: time.Now().Add(s.ttl),
+		serial:  c.serial,
+		mac:     c.mac,
+		lldp:    c.lldp,
+		binding: Binding{Found: b.Found, Authored: b.Authored, RSA2048: clipHash(b.RSA2048), ECCP256: clipHash(b.ECCP256)},
+	}
+	if _, err := rand.Read(ss.id[:]); err != nil {
+		return nil, &refusal{http.StatusInternalServerError, "no randomness"}
+	}
+	rsp := &challengeMsg{Challenges: make([]challengeEnt, 0, len(c.eks))}
+	for _, ek := range c.eks {
+		secret := ss.secret[ek.kind][:]
+		if _, err := rand.Read(secret); err != nil {
+			return nil, &refusal{http.StatusInternalServerError, "no randomness"}
+		}
+		cred, encSecret, err := credactivation.Generate(name, ek.pub, symBlockSize, secret)
+		if err != nil {
+			return nil, &refusal{http.StatusBadRequest, fmt.Sprintf("no challenge can be made for the %s EK", ek.kind)}
+		}
+		ss.hash[ek.kind] = ek.hash
+		rsp.Challenges = append(rsp.Challenges, challengeEnt{Kind: ek.kind.String(), Credential: cred, Secret: encSecret})
+	}
+	blob, err := s.sealer.seal(ss)
+	if err != nil {
+		return nil, &refusal{http.StatusInternalServerError, "the session could not be sealed"}
+	}
+	rsp.Session = blob
+	return rsp, nil
+}
+
+// symBlockSize is the AES block size of the TCG EK templates' symmetric
+// cipher (AES-128-CFB), as go-attestation uses it.
+const symBlockSize = 16
+
+func clipHash(h string) string {
+	if len(h) > 255 {
+		return h[:255]
+	}
+	return h
+}
+
+// checkAK runs go-attestation's checks of the AK's parameters (a restricted,
+// TPM-generated, non-exportable key whose creation the TPM certified) and
+// returns the AK's name, which each challenge binds to.
+func checkAK(ak AKParameters) (*tpm2.HashValue, error) {
+	p := goattest.ActivationParameters{AK: goattest.AttestationParameters{
+		Public:            ak.Public,
+		CreateData:        ak.CreateData,
+		CreateAttestation: ak.CreateAttestation,
+		CreateSignature:   ak.CreateSignature,
+	}}
+	if err := p.CheckAKParameters(); err != nil {
+		return nil, err
+	}
+	att, err := tpm2.DecodeAttestationData(ak.CreateAttestation)
+	if err != nil {
+		return nil, err
+	}
+	if att.AttestedCreationInfo == nil || att.AttestedCreationInfo.Name.Digest == nil {
+		return nil, errors.New("the creation attestation names no key")
+	}
+	return att.AttestedCreationInfo.Name.Digest, nil
+}
+
+func (s *Server) serveProof(w http.ResponseWriter, r *http.Request, body []byte) {
+	p, err := decodeProof(body)
+	if err != nil {
+		s.refuse(w, r, "", http.StatusBadRequest, err.Error())
+		return
+	}
+	ss, err := s.sealer.open(p.session)
+	if err != nil {
+		s.refuse(w, r, "", http.StatusForbidden, "the session is not one fleetd sealed")
+		return
+	}
+	now := time.Now()
+	if !now.Before(ss.expires) {
+		s.refuse(w, r, ss.serial, http.StatusGone, "the session expired")
+		return
+	}
+	var proven Proven
+	ok := 1
+	for _, k := range []KeyKind{RSA2048, ECCP256} {
+		got, sent := p.secrets[k]
+		switch {
+		case ss.hash[k] == "" && sent:
+			ok = 0
+		case ss.hash[k] != "" && !sent:
+			ok = 0
+		case sent:
+			ok &= subtle.ConstantTimeCompare(got, ss.secret[k][:])
+		}
+	}
+	if ok != 1 {
+		s.refuse(w, r, ss.serial, http.StatusForbidden, "the proof's secrets are not the session's")
+		return
+	}
+	proven.RSA2048, proven.ECCP256 = ss.hash[RSA2048], ss.hash[ECCP256]
+	fresh, err := s.spent.Spend(r.Context(), ss.idString(), ss.expires)
+	if err != nil {
+		s.refuse(w, r, ss.serial, http.StatusServiceUnavailable, "the session could not be recorded")
+		return
+	}
+	if !fresh {
+		s.refuse(w, r, ss.serial, http.StatusConflict, "the session was already proven")
+		return
+	}
+	c := Claim{
+		Serial:  ss.serial,
+		MAC:     ss.mac,
+		LLDP:    ss.lldp,
+		RSA2048: proven.RSA2048,
+		ECCP256: proven.ECCP256,
+		Peer:    r.RemoteAddr,
+		Proven:  now,
+	}
+	j := Judge(ss.binding, proven)
+	res := resultMsg{Verdict: j.Verdict.String(), Reason: j.Reason}
+	switch j.Verdict {
+	case PendingApproval:
+		s.waiting.put(c)
+	case Attested:
+		res.Reason, res.InstallCode = s.admitted(r.Context(), c)
+	}
+	attrs := make([]slog.Attr, 0, 5)
+	attrs = append(attrs,
+		slog.String("serial", c.Serial),
+		slog.String("verdict", res.Verdict),
+		slog.String("reason", res.Reason))
+	if j.RefusedHash != "" {
+		attrs = append(attrs, slog.String("refused_ek_hash", j.RefusedHash))
+	}
+	attrs = append(attrs, slog.String("peer", c.Peer))
+	level := slog.LevelInfo
+	if j.Verdict != Attested && j.Verdict != PendingApproval {
+		level = slog.LevelWarn
+	}
+	s.log.LogAttrs(r.Context(), level, "attest.verdict", attrs...)
+	writeJSON(w, http.StatusOK, res)
+}
+
+// admitted calls the admission hook and returns the reason and code to
+// answer.
+func (s *Server) admitted(ctx context.Context, c Claim) (reason, code string) {
+	if s.admit == nil {
+		return "no provision: no admission hook", ""
+	}
+	a, err := s.admit(ctx, c)
+	switch {
+	case err != nil:
+		return ReasonAdmissionFailed, ""
+	case a.InstallCode != "":
+		return "install code issued", a.InstallCode
+	case a.NoProvision != "":
+		return "no provision: " + a.NoProvision, ""
+	}
+	return "no provision", ""
+}
+
+// spentMemory is the default SpentSessions: a map of session ids to their
+// expiry, pruned as sessions expire.
+type spentMemory struct {
+	mu        sync.Mutex
+	ids       map[string]time.Time
+	nextPrune time.Time
+}
+
+func newSpentMemory() *spentMemory { return &spentMemory{ids: map[string]time.Time{}} }
+
+func (m *spentMemory) Spend(_ context.Context, id string, expires time.Time) (bool, error) {
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if now.After(m.nextPrune) {
+		for k, exp := range m.ids {
+			if now.After(exp) {
+				delete(m.ids, k)
+			}
+		}
+		m.nextPrune = now.Add(10 * time.Second)
+	}
+	if _, ok := m.ids[id]; ok {
+		return false, nil
+	}
+	m.ids[id] = expires
+	return true, nil
+}
