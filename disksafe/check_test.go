@@ -1,0 +1,376 @@
+package disksafe
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+const testCode = "ic-7Q2fWz9kLm4xR8tB"
+
+func goodBoot() Boot {
+	return Boot{ID: testBootID, Record: &BootRecord{BootID: testBootID, Attested: true, Code: testCode}}
+}
+
+// judge reads tr and checks t in boot b, as Wipe does before it opens.
+func judge(t *testing.T, tr *tree, tg Target, b Boot) (Disk, error) {
+	t.Helper()
+	l, err := Read(tg.Disk, &Config{Root: tr.fs, Loop: true})
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	return Check(l, tg, b)
+}
+
+func TestCheckWipes(t *testing.T) {
+	tests := []struct {
+		name string
+		tr   *tree
+		tg   Target
+		want string
+	}{{
+		name: "SATA by kernel name",
+		tr:   newTree().add(sataDisk("sda", "8:0", "S5Y2NX0R123456")).add(usbStick("sdb", "8:16", "USB1")),
+		tg:   Target{Disk: "/dev/sda", Serial: "S5Y2NX0R123456"},
+		want: "sda",
+	}, {
+		name: "SATA by-id link, serial with blanks",
+		tr: func() *tree {
+			tr := newTree().add(sataDisk("sda", "8:0", "S5Y2NX0R123456"))
+			tr.link("dev/disk/by-id/ata-Samsung_SSD_870_EVO_1TB_S5Y2NX0R123456", "../../sda")
+			return tr
+		}(),
+		tg:   Target{Disk: "/dev/disk/by-id/ata-Samsung_SSD_870_EVO_1TB_S5Y2NX0R123456", Serial: " S5Y2NX0R123456\n"},
+		want: "sda",
+	}, {
+		name: "NVMe",
+		tr:   newTree().add(nvmeDisk("nvme0n1", "259:0", "S64DNX0R123456")).add(sataDisk("sda", "8:0", "OTHER")),
+		tg:   Target{Disk: "/dev/nvme0n1", Serial: "S64DNX0R123456", Code: testCode},
+		want: "nvme0n1",
+	}, {
+		name: "virtio",
+		tr:   newTree().add(virtioDisk("vda", "254:0", "fleet-vd-0001")).add(virtioDisk("vdb", "254:16", "fleet-vd-0002")),
+		tg:   Target{Disk: "/dev/vdb", Serial: "fleet-vd-0002"},
+		want: "vdb",
+	}, {
+		name: "eMMC",
+		tr:   newTree().add(emmc("mmcblk1", "179:8", "0x0badf00d")).add(sdCard("mmcblk0", "179:0", "0x1234abcd")),
+		tg:   Target{Disk: "/dev/mmcblk1", Serial: "0x0badf00d"},
+		want: "mmcblk1",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := judge(t, tt.tr, tt.tg, goodBoot())
+			if err != nil {
+				t.Fatalf("Check: %v", err)
+			}
+			if d.Name != tt.want {
+				t.Errorf("Check chose %s, want %s", d.Name, tt.want)
+			}
+		})
+	}
+}
+
+func TestCheckRefusals(t *testing.T) {
+	withLink := func(tr *tree, link, target string) *tree {
+		tr.link(link, target)
+		return tr
+	}
+	otherBoot := goodBoot()
+	otherBoot.Record.BootID = "00000000-0000-4000-8000-000000000000"
+	failed := goodBoot()
+	failed.Record.Attested = false
+	noCode := goodBoot()
+	noCode.Record.Code = ""
+	noID := goodBoot()
+	noID.ID = ""
+
+	two := newTree().add(sataDisk("sda", "8:0", "S1")).add(sataDisk("sdb", "8:16", "S2"))
+	tests := []struct {
+		name string
+		tr   *tree
+		tg   Target
+		boot Boot
+		want error
+		text string
+	}{{
+		name: "no serial declared",
+		tr:   two, tg: Target{Disk: "/dev/sda"}, boot: goodBoot(),
+		want: ErrNoSerial, text: "wipe: no install disk serial is declared",
+	}, {
+		name: "blank serial declared",
+		tr:   two, tg: Target{Disk: "/dev/sda", Serial: " \t"}, boot: goodBoot(),
+		want: ErrNoSerial, text: "wipe: no install disk serial is declared",
+	}, {
+		name: "zero target",
+		tr:   two, boot: goodBoot(),
+		want: ErrNoSerial, text: "wipe: no install disk serial is declared",
+	}, {
+		name: "no disk declared",
+		tr:   two, tg: Target{Serial: "S1"}, boot: goodBoot(),
+		want: ErrNoInstallDisk, text: "wipe: no install disk is declared",
+	}, {
+		name: "disk not under /dev",
+		tr:   two, tg: Target{Disk: "sda", Serial: "S1"}, boot: goodBoot(),
+		want: ErrBadInstallDisk, text: "wipe: the install disk sda is not a path under /dev",
+	}, {
+		name: "no boot record",
+		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S1"}, boot: Boot{ID: testBootID},
+		want: ErrNotAttested, text: "wipe: this boot did not pass attestation",
+	}, {
+		name: "zero boot",
+		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S1"},
+		want: ErrNotAttested, text: "wipe: this boot did not pass attestation",
+	}, {
+		name: "record of another boot",
+		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S1"}, boot: otherBoot,
+		want: ErrNotAttested, text: "wipe: this boot did not pass attestation",
+	}, {
+		name: "this boot's ID unknown",
+		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S1"}, boot: noID,
+		want: ErrNotAttested, text: "wipe: this boot did not pass attestation",
+	}, {
+		name: "attestation failed",
+		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S1"}, boot: failed,
+		want: ErrNotAttested, text: "wipe: this boot did not pass attestation",
+	}, {
+		name: "no install code",
+		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S1"}, boot: noCode,
+		want: ErrNoInstallCode, text: "wipe: no install code",
+	}, {
+		name: "Workflow's code is another",
+		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S1", Code: "ic-someone-elses"}, boot: goodBoot(),
+		want: ErrInstallCodeMismatch, text: "wipe: the Workflow's install code is not the one this boot received",
+	}, {
+		name: "no disk reports the serial",
+		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S9"}, boot: goodBoot(),
+		want: ErrSerialNotFound, text: "wipe: no disk reports the serial S9",
+	}, {
+		name: "serial differs in case",
+		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "s1"}, boot: goodBoot(),
+		want: ErrSerialNotFound, text: "wipe: no disk reports the serial s1",
+	}, {
+		name: "no disks at all",
+		tr:   newTree(), tg: Target{Disk: "/dev/sda", Serial: "S1"}, boot: goodBoot(),
+		want: ErrSerialNotFound, text: "wipe: no disk reports the serial S1",
+	}, {
+		name: "two disks with one serial",
+		tr:   newTree().add(sataDisk("sda", "8:0", "S1")).add(nvmeDisk("nvme0n1", "259:0", "S1")),
+		tg:   Target{Disk: "/dev/sda", Serial: "S1"}, boot: goodBoot(),
+		want: ErrSerialAmbiguous, text: "wipe: more than one disk reports the serial S1",
+	}, {
+		name: "two disks with one serial in different places",
+		tr: newTree().add(sataDisk("sda", "8:0", "S1")).
+			add(fakeDisk{name: "sdb", dev: "8:16", sectors: 100, udev: "E:ID_SCSI_SERIAL=S1\n"}),
+		tg: Target{Disk: "/dev/sda", Serial: "S1"}, boot: goodBoot(),
+		want: ErrSerialAmbiguous, text: "wipe: more than one disk reports the serial S1",
+	}, {
+		name: "a USB disk reports the serial too",
+		tr:   newTree().add(sataDisk("sda", "8:0", "S1")).add(usbDisk("sdb", "8:16", "S1")),
+		tg:   Target{Disk: "/dev/sda", Serial: "S1"}, boot: goodBoot(),
+		want: ErrSerialAmbiguous, text: "wipe: more than one disk reports the serial S1",
+	}, {
+		name: "slots swapped",
+		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S2"}, boot: goodBoot(),
+		want: ErrWrongDisk, text: "wipe: /dev/sda is sda, but the disk that reports S2 is sdb",
+	}, {
+		name: "by-id link to the wrong disk",
+		tr:   withLink(newTree().add(sataDisk("sda", "8:0", "S1")).add(sataDisk("sdb", "8:16", "S2")), "dev/disk/by-id/ata-S1", "../../sdb"),
+		tg:   Target{Disk: "/dev/disk/by-id/ata-S1", Serial: "S1"}, boot: goodBoot(),
+		want: ErrWrongDisk, text: "wipe: /dev/disk/by-id/ata-S1 is sdb, but the disk that reports S1 is sda",
+	}, {
+		name: "declared disk missing",
+		tr:   newTree().add(sataDisk("sda", "8:0", "S1")),
+		tg:   Target{Disk: "/dev/sdb", Serial: "S1"}, boot: goodBoot(),
+		want: ErrWrongDisk, text: "wipe: /dev/sdb is missing, but the disk that reports S1 is sda",
+	}, {
+		name: "dangling by-id link",
+		tr:   withLink(newTree().add(sataDisk("sda", "8:0", "S1")), "dev/disk/by-id/ata-S1", "../../sdq"),
+		tg:   Target{Disk: "/dev/disk/by-id/ata-S1", Serial: "S1"}, boot: goodBoot(),
+		want: ErrWrongDisk, text: "wipe: /dev/disk/by-id/ata-S1 is missing, but the disk that reports S1 is sda",
+	}, {
+		name: "declared a partition of the disk",
+		tr:   newTree().add(fakeDisk{name: "sda", dev: "8:0", sectors: 100, udev: "E:ID_SERIAL_SHORT=S1\n", parts: []fakePart{{"sda1", "8:1", 2048, 50}}}),
+		tg:   Target{Disk: "/dev/sda1", Serial: "S1"}, boot: goodBoot(),
+		want: ErrWrongDisk, text: "wipe: /dev/sda1 is sda1, but the disk that reports S1 is sda",
+	}, {
+		name: "a USB stick took the declared name",
+		tr:   newTree().add(usbStick("sda", "8:0", "USB1")).add(sataDisk("sdb", "8:16", "S1")),
+		tg:   Target{Disk: "/dev/sda", Serial: "S1"}, boot: goodBoot(),
+		want: ErrWrongDisk, text: "wipe: /dev/sda is sda, but the disk that reports S1 is sdb",
+	}, {
+		name: "USB stick",
+		tr:   newTree().add(sataDisk("sda", "8:0", "S1")).add(usbStick("sdb", "8:16", "USB1")),
+		tg:   Target{Disk: "/dev/sdb", Serial: "USB1"}, boot: goodBoot(),
+		want: ErrRemovable, text: "wipe: /dev/sdb is removable",
+	}, {
+		name: "SD card reader",
+		tr:   newTree().add(sdReader("sdc", "8:32", "000000000819")),
+		tg:   Target{Disk: "/dev/sdc", Serial: "000000000819"}, boot: goodBoot(),
+		want: ErrRemovable, text: "wipe: /dev/sdc is removable",
+	}, {
+		name: "SD card",
+		tr:   newTree().add(sdCard("mmcblk0", "179:0", "0x1234abcd")),
+		tg:   Target{Disk: "/dev/mmcblk0", Serial: "0x1234abcd"}, boot: goodBoot(),
+		want: ErrRemovable, text: "wipe: /dev/mmcblk0 is removable",
+	}, {
+		name: "USB hard disk, by its device path",
+		tr:   newTree().add(usbDisk("sdb", "8:16", "WD-1")),
+		tg:   Target{Disk: "/dev/sdb", Serial: "WD-1"}, boot: goodBoot(),
+		want: ErrUSB, text: "wipe: /dev/sdb is on USB",
+	}, {
+		name: "USB hard disk, by udev alone",
+		tr:   newTree().add(fakeDisk{name: "sdb", dev: "8:16", sectors: 100, udev: "E:ID_BUS=usb\nE:ID_SERIAL_SHORT=WD-1\n"}),
+		tg:   Target{Disk: "/dev/sdb", Serial: "WD-1"}, boot: goodBoot(),
+		want: ErrUSB, text: "wipe: /dev/sdb is on USB",
+	}, {
+		name: "USB, by a parent's subsystem",
+		tr: newTree().add(fakeDisk{
+			name: "sdb", dev: "8:16", sectors: 100, udev: "E:ID_SERIAL_SHORT=WD-1\n",
+			sysPath:    "devices/pci0000:00/0000:00:14.0/hub-x/port-y/host7/target7:0:0/7:0:0:0/block/sdb",
+			subsystems: map[string]string{"devices/pci0000:00/0000:00:14.0/hub-x/port-y": "usb"},
+		}),
+		tg: Target{Disk: "/dev/sdb", Serial: "WD-1"}, boot: goodBoot(),
+		want: ErrUSB, text: "wipe: /dev/sdb is on USB",
+	}, {
+		name: "read-only",
+		tr:   newTree().add(fakeDisk{name: "sda", dev: "8:0", sectors: 100, ro: "1", udev: "E:ID_SERIAL_SHORT=S1\n"}),
+		tg:   Target{Disk: "/dev/sda", Serial: "S1"}, boot: goodBoot(),
+		want: ErrReadOnly, text: "wipe: /dev/sda is read-only",
+	}, {
+		name: "loop device not asked for",
+		tr:   newTree().add(loopDisk("loop0", "7:0", "L0")),
+		tg:   Target{Disk: "/dev/loop0", Serial: "L0"}, boot: goodBoot(),
+		want: ErrSerialNotFound, text: "wipe: no disk reports the serial L0",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := &Config{Root: tt.tr.fs}
+			l, err := Read(tt.tg.Disk, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := Check(l, tt.tg, tt.boot)
+			if err == nil {
+				t.Fatalf("Check chose %s, want refusal %q", d.Name, tt.text)
+			}
+			if !errors.Is(err, tt.want) {
+				t.Errorf("errors.Is(%v, %v) = false", err, tt.want)
+			}
+			if err.Error() != tt.text {
+				t.Errorf("Check error:\n got %q\nwant %q", err.Error(), tt.text)
+			}
+			if d.Name != "" {
+				t.Errorf("a refusal returned disk %q", d.Name)
+			}
+			if strings.Contains(fmt.Sprintf("%v %+v %#v", err, err, err), testCode) {
+				t.Errorf("the refusal shows the install code: %v", err)
+			}
+			var r *Refusal
+			if !errors.As(err, &r) {
+				t.Fatalf("%T is not a *Refusal", err)
+			}
+		})
+	}
+}
+
+func TestCheckOrder(t *testing.T) {
+	// Everything is wrong at once; fixing one thing at a time, in the
+	// documented order, reveals the next refusal.
+	tr := newTree().
+		add(usbStick("sda", "8:0", "S1")).
+		add(usbStick("sdb", "8:16", "S1"))
+	cfg := &Config{Root: tr.fs}
+	tg := Target{Code: "ic-wrong"}
+	b := Boot{ID: testBootID}
+	check := func() error {
+		t.Helper()
+		l, err := Read(tg.Disk, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Check(l, tg, b)
+		return err
+	}
+	steps := []struct {
+		want error
+		fix  func()
+	}{
+		{ErrNoSerial, func() { tg.Serial = "S1" }},
+		{ErrNoInstallDisk, func() { tg.Disk = "sdb" }},
+		{ErrBadInstallDisk, func() { tg.Disk = "/dev/sdb" }},
+		{ErrNotAttested, func() { b.Record = &BootRecord{BootID: testBootID, Attested: true} }},
+		{ErrNoInstallCode, func() { b.Record.Code = testCode }},
+		{ErrInstallCodeMismatch, func() { tg.Code = testCode }},
+		{ErrSerialAmbiguous, func() { tr.file("run/udev/data/b8:16", "E:ID_BUS=usb\nE:ID_SERIAL_SHORT=S2\n") }},
+		{ErrWrongDisk, func() { tg.Disk = "/dev/sda" }},
+		{ErrRemovable, func() { tr.file("sys/devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0/block/sda/removable", "0\n") }},
+		{ErrUSB, func() {
+			tr.add(fakeDisk{name: "sda", dev: "8:0", sectors: 100, ro: "1", udev: "E:ID_SERIAL_SHORT=S1\n"})
+		}},
+		{ErrReadOnly, func() { tr.file("sys/devices/virtual/block/sda/ro", "0\n") }},
+	}
+	for i, s := range steps {
+		if err := check(); !errors.Is(err, s.want) {
+			t.Fatalf("step %d: got %v, want %v", i, err, s.want)
+		}
+		s.fix()
+	}
+	if err := check(); err != nil {
+		t.Fatalf("all fixed: %v", err)
+	}
+}
+
+func TestCheckNotFoundBeforeAmbiguity(t *testing.T) {
+	tr := newTree().add(sataDisk("sda", "8:0", "S1"))
+	_, err := judge(t, tr, Target{Disk: "/dev/sda", Serial: "S3"}, goodBoot())
+	if !errors.Is(err, ErrSerialNotFound) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestCheckLayoutOfAnotherDisk(t *testing.T) {
+	tr := newTree().add(sataDisk("sda", "8:0", "S1"))
+	l, err := Read("/dev/sdb", &Config{Root: tr.fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := Check(l, Target{Disk: "/dev/sda", Serial: "S1"}, goodBoot())
+	if err == nil {
+		t.Fatalf("Check of a layout read for another path chose %s", d.Name)
+	}
+}
+
+func TestNotAttestedCause(t *testing.T) {
+	tr := newTree().add(sataDisk("sda", "8:0", "S1"))
+	tg := Target{Disk: "/dev/sda", Serial: "S1"}
+	other := goodBoot()
+	other.Record.BootID = "00000000-0000-4000-8000-000000000000"
+	for b, cause := range map[*Boot]error{
+		{ID: testBootID}: errNoRecord,
+		&other:           errOtherBoot,
+	} {
+		_, err := judge(t, tr, tg, *b)
+		if !errors.Is(err, cause) || !errors.Is(err, ErrNotAttested) {
+			t.Errorf("got %v, want ErrNotAttested with cause %v", err, cause)
+		}
+	}
+}
+
+func TestTargetStringHidesCode(t *testing.T) {
+	tg := Target{Disk: "/dev/sda", Serial: "S1", Code: testCode, InstallerImage: "ghcr.io/siderolabs/installer:v1.13.9"}
+	r := BootRecord{BootID: testBootID, Attested: true, Code: testCode}
+	for _, s := range []string{
+		fmt.Sprint(tg), fmt.Sprintf("%v %+v %#v %s", tg, tg, tg, tg),
+		fmt.Sprint(r), fmt.Sprintf("%v %+v %#v %s", r, r, r, r),
+		fmt.Sprintf("%v %+v", []any{tg, &tg}, []any{r, &r}),
+	} {
+		if strings.Contains(s, testCode) {
+			t.Errorf("%q shows the install code", s)
+		}
+	}
+	if want := "install_disk=/dev/sda install_disk_serial=S1 install_code=set installer_image=ghcr.io/siderolabs/installer:v1.13.9"; tg.String() != want {
+		t.Errorf("String = %q, want %q", tg.String(), want)
+	}
+}

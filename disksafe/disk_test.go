@@ -1,0 +1,247 @@
+package disksafe
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestListDiskKinds(t *testing.T) {
+	tests := []struct {
+		name string
+		disk fakeDisk
+		loop bool
+		want Disk
+	}{{
+		name: "SATA",
+		disk: sataDisk("sda", "8:0", "S5Y2NX0R123456"),
+		want: Disk{
+			Name: "sda", Dev: "8:0", Size: 1953525168 * 512,
+			Serial: "S5Y2NX0R123456", Serials: []string{"S5Y2NX0R123456"},
+			WWN: "naa.5002538e40a1b2c3", Model: "Samsung SSD 870", Transport: "ata",
+			SysPath: "/sys/devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0/block/sda",
+		},
+	}, {
+		name: "NVMe",
+		disk: nvmeDisk("nvme0n1", "259:0", "S64DNX0R123456"),
+		want: Disk{
+			Name: "nvme0n1", Dev: "259:0", Size: 1000215216 * 512,
+			Serial: "S64DNX0R123456", Serials: []string{"S64DNX0R123456"},
+			WWN: "eui.002538b231b2c3d4", Model: "Samsung SSD 980 1TB", Transport: "nvme",
+			SysPath: "/sys/devices/pci0000:00/0000:00:1d.0/0000:3d:00.0/nvme/nvme0/nvme0n1",
+		},
+	}, {
+		name: "virtio",
+		disk: virtioDisk("vda", "254:0", "fleet-vd-0001"),
+		want: Disk{
+			Name: "vda", Dev: "254:0", Size: 41943040 * 512,
+			Serial: "fleet-vd-0001", Serials: []string{"fleet-vd-0001"}, Transport: "virtio",
+			SysPath: "/sys/devices/pci0000:00/0000:00:05.0/virtio2/block/vda",
+		},
+	}, {
+		name: "USB stick",
+		disk: usbStick("sdb", "8:16", "4C530001230815117283"),
+		want: Disk{
+			Name: "sdb", Dev: "8:16", Size: 60437492 * 512,
+			Serial: "4C530001230815117283", Serials: []string{"4C530001230815117283"},
+			Model: "Ultra Fit", Transport: "usb", Removable: true, USB: true,
+			SysPath: "/sys/devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0/block/sdb",
+		},
+	}, {
+		name: "USB hard disk",
+		disk: usbDisk("sdc", "8:32", "WD-WX12A3456789"),
+		want: Disk{
+			Name: "sdc", Dev: "8:32", Size: 3907029168 * 512,
+			Serial: "WD-WX12A3456789", Serials: []string{"WD-WX12A3456789"},
+			Transport: "usb", USB: true,
+			SysPath: "/sys/devices/pci0000:00/0000:00:14.0/usb3/3-2/3-2:1.0/host7/target7:0:0/7:0:0:0/block/sdc",
+		},
+	}, {
+		name: "SD card reader on USB",
+		disk: sdReader("sdd", "8:48", "000000000819"),
+		want: Disk{
+			Name: "sdd", Dev: "8:48", Size: 31116288 * 512,
+			Serial: "000000000819", Serials: []string{"000000000819"},
+			Model: "SD/MMC Reader", Transport: "usb", Removable: true, USB: true,
+			SysPath: "/sys/devices/pci0000:00/0000:00:14.0/usb1/1-4/1-4:1.0/host8/target8:0:0/8:0:0:0/block/sdd",
+		},
+	}, {
+		name: "SD card",
+		disk: sdCard("mmcblk0", "179:0", "0x1234abcd"),
+		want: Disk{
+			Name: "mmcblk0", Dev: "179:0", Size: 62333952 * 512,
+			Serial: "0x1234abcd", Serials: []string{"0x1234abcd"}, Transport: "mmc", Removable: true,
+			SysPath: "/sys/devices/pci0000:00/0000:00:1a.0/mmc_host/mmc0/mmc0:aaaa/block/mmcblk0",
+		},
+	}, {
+		name: "eMMC",
+		disk: emmc("mmcblk1", "179:8", "0x0badf00d"),
+		want: Disk{
+			Name: "mmcblk1", Dev: "179:8", Size: 61071360 * 512,
+			Serial: "0x0badf00d", Serials: []string{"0x0badf00d"}, Transport: "mmc",
+			SysPath: "/sys/devices/platform/fe330000.mmc/mmc_host/mmc1/mmc1:0001/block/mmcblk1",
+		},
+	}, {
+		name: "loop with a backing file",
+		disk: loopDisk("loop3", "7:3", "fleet-loop-3"),
+		loop: true,
+		want: Disk{
+			Name: "loop3", Dev: "7:3", Size: 131072 * 512,
+			Serial: "fleet-loop-3", Serials: []string{"fleet-loop-3"}, Transport: "loop",
+			SysPath: "/sys/devices/virtual/block/loop3", BackingFile: "/tmp/loop3.img",
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := newTree().add(tt.disk)
+			got, err := List(&Config{Root: tr.fs, Loop: tt.loop})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]Disk{tt.want}, got); diff != "" {
+				t.Errorf("List (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestListSerialSources(t *testing.T) {
+	// One disk reporting different serials in different places lists each,
+	// in the documented order.
+	tr := newTree().add(fakeDisk{
+		name: "sda", dev: "8:0", sectors: 100,
+		sysPath: "devices/pci0000:00/0000:00:10.0/host0/target0:0:0/0:0:0:0/block/sda",
+		files: map[string]string{
+			"device/serial":   "  A-dev \n",
+			"serial":          "B-virtio\x00\x00",
+			"device/vpd_pg80": vpd80("C-vpd   "),
+		},
+		udev: "E:ID_SERIAL_SHORT=D-short\nE:ID_SCSI_SERIAL=E-scsi\nE:ID_SERIAL_SHORT=ignored-second\n",
+	})
+	got, err := List(&Config{Root: tr.fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"A-dev", "B-virtio", "C-vpd", "D-short", "E-scsi"}
+	if len(got) != 1 || !cmp.Equal(got[0].Serials, want) || got[0].Serial != "A-dev" {
+		t.Fatalf("serials = %+v, want %q", got, want)
+	}
+	if got[0].Transport != "scsi" {
+		t.Errorf("Transport = %q, want scsi", got[0].Transport)
+	}
+}
+
+func TestListSkips(t *testing.T) {
+	tr := newTree().
+		add(sataDisk("sda", "8:0", "KEEP")).
+		add(fakeDisk{name: "loop0", dev: "7:0", sectors: 0}). // unused loop
+		add(loopDisk("loop1", "7:1", "L1")).
+		add(fakeDisk{name: "zram0", dev: "252:0", sectors: 100, files: map[string]string{"serial": "Z"}}).
+		add(fakeDisk{name: "dm-0", dev: "253:0", sectors: 100, udev: "E:ID_SERIAL_SHORT=DM\n"}).
+		add(fakeDisk{name: "md0", dev: "9:0", sectors: 100}).
+		add(fakeDisk{name: "sr0", dev: "11:0", sectors: 100, removable: "1"}).
+		add(fakeDisk{name: "nbd0", dev: "43:0", sectors: 100}).
+		add(fakeDisk{name: "ram0", dev: "1:0", sectors: 100}).
+		add(fakeDisk{name: "mmcblk0boot0", dev: "179:8", sectors: 100}).
+		add(fakeDisk{name: "nvme0c0n1", dev: "259:9", sectors: 100, files: map[string]string{"hidden": "1"}}).
+		add(fakeDisk{name: "nvme1n1", dev: "259:10", sectors: 100, files: map[string]string{"hidden": "1"}})
+	names := func(cfg *Config) []string {
+		ds, err := List(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n []string
+		for _, d := range ds {
+			n = append(n, d.Name)
+		}
+		return n
+	}
+	if got := names(&Config{Root: tr.fs}); !cmp.Equal(got, []string{"sda"}) {
+		t.Errorf("List = %q, want [sda]", got)
+	}
+	if got := names(&Config{Root: tr.fs, Loop: true}); !cmp.Equal(got, []string{"loop1", "sda"}) {
+		t.Errorf("List with Loop = %q, want [loop1 sda]", got)
+	}
+}
+
+func TestListOddValues(t *testing.T) {
+	// Unreadable and unexpected attributes: the disk is still listed, its
+	// flags count as set, and bad serials are left out.
+	tr := newTree().add(fakeDisk{
+		name: "sda", dev: "8:0", sectors: 100, removable: "2", ro: "yes",
+		files: map[string]string{
+			"device/serial":   "bad\x01serial",
+			"device/vpd_pg80": "\x00\x83\x00\x04ABCD", // not page 0x80
+			"serial":          "",
+		},
+		udev: "E:ID_SERIAL_SHORT=" + string(make([]byte, 300)) + "\n",
+	})
+	delete(tr.fs, "sys/devices/virtual/block/sda/size")
+	tr.file("sys/devices/virtual/block/sda/dev", "garbage\n")
+	got, err := List(&Config{Root: tr.fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Disk{{Name: "sda", Removable: true, ReadOnly: true, SysPath: "/sys/devices/virtual/block/sda"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("List (-want +got):\n%s", diff)
+	}
+}
+
+func TestListNoSysBlock(t *testing.T) {
+	tr := newTree()
+	delete(tr.fs, "sys/block")
+	delete(tr.fs, "sys/class/block")
+	if _, err := List(&Config{Root: tr.fs}); err == nil {
+		t.Fatal("List without /sys/block gave no error")
+	}
+}
+
+func TestResolve(t *testing.T) {
+	tr := newTree().
+		add(sataDisk("sda", "8:0", "A")).
+		add(fakeDisk{name: "sdb", dev: "8:16", sectors: 100, parts: []fakePart{{"sdb1", "8:17", 2048, 50}}})
+	tr.link("dev/disk/by-id/ata-A", "../../sda")
+	tr.link("dev/disk/by-id/wwn-abs", "/dev/sdb")
+	tr.link("dev/disk/by-id/part", "../../sdb1")
+	tr.link("dev/disk/by-id/chain", "ata-A")
+	tr.link("dev/disk/by-id/dangling", "../../sdz")
+	tr.link("dev/disk/by-id/loop1", "loop2")
+	tr.link("dev/disk/by-id/loop2", "loop1")
+	tr.link("dev/disk/by-id/escape", "../../../../../../sys/block/sda")
+	tr.file("dev/notadevice", "")
+	tr.node("dev/mapper/sda") // a block node outside /dev's top level
+	tr.fs["dev/chardev"] = charDevice()
+	tr.node("dev/unknown") // no sysfs entry
+
+	tests := map[string]string{
+		"/dev/sda":                  "sda",
+		"/dev/sdb":                  "sdb",
+		"/dev/sdb1":                 "sdb1",
+		"/dev/disk/by-id/ata-A":     "sda",
+		"/dev/disk/by-id/wwn-abs":   "sdb",
+		"/dev/disk/by-id/part":      "sdb1",
+		"/dev/disk/by-id/chain":     "sda",
+		"/dev/./disk/../sda":        "sda",
+		"/dev/disk/by-id/dangling":  "",
+		"/dev/disk/by-id/loop1":     "",
+		"/dev/disk/by-id/escape":    "",
+		"/dev/disk/by-id/none":      "",
+		"/dev/notadevice":           "",
+		"/dev/mapper/sda":           "",
+		"/dev/chardev":              "",
+		"/dev/unknown":              "",
+		"/dev/sdz":                  "",
+		"sda":                       "",
+		"/sys/block/sda":            "",
+		"/dev":                      "",
+		"/dev/":                     "",
+		"":                          "",
+		"/dev/../sys/class/block/x": "",
+	}
+	for p, want := range tests {
+		if got := Resolve(p, &Config{Root: tr.fs}); got != want {
+			t.Errorf("Resolve(%q) = %q, want %q", p, got, want)
+		}
+	}
+}

@@ -1,0 +1,202 @@
+package disksafe
+
+import (
+	"errors"
+	"strings"
+)
+
+// The refusals of Check and Wipe. Each is what errors.Is finds in a returned
+// error; the error's text is the runbook's line with the specifics filled in
+// (see Refusal). They are listed in the order Check judges them.
+var (
+	// ErrNoSerial: the Workflow carries no install_disk_serial.
+	// Text: "wipe: no install disk serial is declared".
+	ErrNoSerial = errors.New("wipe: no install disk serial is declared")
+
+	// ErrNoInstallDisk: the Workflow carries no install_disk.
+	// Text: "wipe: no install disk is declared".
+	ErrNoInstallDisk = errors.New("wipe: no install disk is declared")
+
+	// ErrBadInstallDisk: install_disk is not an absolute path under /dev.
+	// Text: "wipe: the install disk <disk> is not a path under /dev".
+	ErrBadInstallDisk = errors.New("wipe: the install disk is not a path under /dev")
+
+	// ErrNotAttested: the HookOS agent recorded no attestation for this
+	// boot, recorded it for another boot, or recorded that it did not pass.
+	// Text: "wipe: this boot did not pass attestation".
+	ErrNotAttested = errors.New("wipe: this boot did not pass attestation")
+
+	// ErrNoInstallCode: this boot passed attestation but received no
+	// install code. Text: "wipe: no install code".
+	ErrNoInstallCode = errors.New("wipe: no install code")
+
+	// ErrInstallCodeMismatch: the Workflow carries an install code that is
+	// not the one this boot received. Neither code is ever part of the text.
+	// Text: "wipe: the Workflow's install code is not the one this boot received".
+	ErrInstallCodeMismatch = errors.New("wipe: the Workflow's install code is not the one this boot received")
+
+	// ErrSerialNotFound: no listed disk reports the declared serial.
+	// Text: "wipe: no disk reports the serial <serial>".
+	ErrSerialNotFound = errors.New("wipe: no disk reports the serial")
+
+	// ErrSerialAmbiguous: two or more disks report the declared serial.
+	// Text: "wipe: more than one disk reports the serial <serial>".
+	ErrSerialAmbiguous = errors.New("wipe: more than one disk reports the serial")
+
+	// ErrWrongDisk: install_disk resolves to another disk than the one that
+	// reports the serial, or to none. Text:
+	// "wipe: <disk> is <name>, but the disk that reports <serial> is <other>".
+	ErrWrongDisk = errors.New("wipe: the install disk is not the disk that reports the serial")
+
+	// ErrRemovable: the disk that reports the serial is removable.
+	// Text: "wipe: <disk> is removable".
+	ErrRemovable = errors.New("wipe: the install disk is removable")
+
+	// ErrUSB: the disk that reports the serial is on USB.
+	// Text: "wipe: <disk> is on USB".
+	ErrUSB = errors.New("wipe: the install disk is on USB")
+
+	// ErrReadOnly: the kernel reports the disk read-only.
+	// Text: "wipe: <disk> is read-only".
+	ErrReadOnly = errors.New("wipe: the install disk is read-only")
+)
+
+// The errors of Wipe past the judgement.
+var (
+	// ErrPull: the installer image could not be pulled, so nothing was
+	// wiped. Text:
+	// "wipe: the installer image <image> cannot be pulled (<reason>); nothing wiped".
+	ErrPull = errors.New("wipe: the installer image cannot be pulled; nothing wiped")
+
+	// ErrInUse: the disk could not be opened exclusively: it, or one of
+	// its partitions, is mounted, or held by RAID, LVM, swap or another
+	// program. Text: "wipe: <disk> is in use (<reason>); nothing wiped".
+	ErrInUse = errors.New("wipe: the install disk is in use; nothing wiped")
+
+	// ErrChanged: between the judgement and the open, the device behind the
+	// disk's kernel name changed (another device number, not a block
+	// device, or another size). Text:
+	// "wipe: <disk> changed while it was being opened (<reason>); nothing wiped".
+	ErrChanged = errors.New("wipe: the install disk changed while it was being opened; nothing wiped")
+
+	// ErrWipeFailed: the wipe started and failed: an erase write, the
+	// flush, or the record of the wipe failed, or the context ended.
+	// The disk may be partly wiped. Text:
+	// "wipe: <disk>: <reason>; the disk may be partly wiped".
+	ErrWipeFailed = errors.New("wipe: the wipe failed; the disk may be partly wiped")
+
+	// ErrUnsupported: wiping is implemented on Linux only.
+	ErrUnsupported = errors.New("wipe: not implemented on this operating system")
+)
+
+// The errors of Install.
+var (
+	// ErrResumedRun: the run's wipe-disk action did not record a wipe in
+	// this boot: the run resumed at install in a new HookOS boot (whose
+	// empty RAM holds no record), or no wipe-disk ran before it. Text:
+	// "install: this run resumed in a new boot after wipe-disk; nothing installed; set desired_action to provision".
+	ErrResumedRun = errors.New("install: this run resumed in a new boot after wipe-disk; nothing installed; set desired_action to provision")
+
+	// ErrNotWiped: wipe-disk recorded that it started, in this boot, but
+	// not that it finished, or it recorded another disk. Text:
+	// "install: wipe-disk did not wipe <disk> in this boot; nothing installed; set desired_action to provision".
+	ErrNotWiped = errors.New("install: wipe-disk did not wipe the install disk in this boot; nothing installed; set desired_action to provision")
+
+	// ErrInstallerFailed: the installer ran and failed. The error's text is
+	// the installer's last lines, each prefixed "install: ", then
+	// "install: the installer failed; the lines above are its last output".
+	ErrInstallerFailed = errors.New("install: the installer failed; the lines above are its last output")
+)
+
+// missingName is what a Refusal names as the kernel name of an install_disk
+// path that resolves to no block device: "wipe: /dev/sdb is missing, but the
+// disk that reports S1 is sda".
+const missingName = "missing"
+
+// Refusal is the error of a refused or failed wipe. Its text is the
+// runbook's line for Err with the fields below filled in; errors.Is finds
+// Err (one of the Err* values of this package) and Cause.
+//
+// A Refusal never holds an install code.
+type Refusal struct {
+	Err error // the sentinel, e.g. ErrWrongDisk
+
+	Disk   string // install_disk as the Workflow declares it, e.g. /dev/disk/by-id/ata-X or /dev/sda
+	Name   string // the kernel name Disk resolves to (e.g. sdb), or "missing"
+	Serial string // the declared install_disk_serial
+	Other  string // the kernel name of the disk that reports Serial (ErrWrongDisk)
+	Image  string // the installer image (ErrPull)
+
+	// Cause is what lies under Err: the puller's or the kernel's error, or
+	// why this boot counts as not attested. Its text is part of the
+	// message only where the runbook's line has a (<reason>).
+	Cause error
+}
+
+// Error returns the runbook's line.
+func (r *Refusal) Error() string {
+	switch r.Err {
+	case ErrBadInstallDisk:
+		return "wipe: the install disk " + r.Disk + " is not a path under /dev"
+	case ErrSerialNotFound:
+		return "wipe: no disk reports the serial " + r.Serial
+	case ErrSerialAmbiguous:
+		return "wipe: more than one disk reports the serial " + r.Serial
+	case ErrWrongDisk:
+		return "wipe: " + r.Disk + " is " + r.Name + ", but the disk that reports " + r.Serial + " is " + r.Other
+	case ErrRemovable:
+		return "wipe: " + r.Disk + " is removable"
+	case ErrUSB:
+		return "wipe: " + r.Disk + " is on USB"
+	case ErrReadOnly:
+		return "wipe: " + r.Disk + " is read-only"
+	case ErrPull:
+		return "wipe: the installer image " + r.Image + " cannot be pulled (" + reason(r.Cause) + "); nothing wiped"
+	case ErrInUse:
+		return "wipe: " + r.Disk + " is in use (" + reason(r.Cause) + "); nothing wiped"
+	case ErrChanged:
+		return "wipe: " + r.Disk + " changed while it was being opened (" + reason(r.Cause) + "); nothing wiped"
+	case ErrWipeFailed:
+		return "wipe: " + r.Disk + ": " + reason(r.Cause) + "; the disk may be partly wiped"
+	case ErrNotWiped:
+		return "install: wipe-disk did not wipe " + r.Disk + " in this boot; nothing installed; set desired_action to provision"
+	case nil:
+		return "wipe: refused"
+	}
+	return r.Err.Error()
+}
+
+// Unwrap returns Err and, when set, Cause.
+func (r *Refusal) Unwrap() []error {
+	if r.Cause == nil {
+		return []error{r.Err}
+	}
+	return []error{r.Err, r.Cause}
+}
+
+// reason renders err for a "(<reason>)" slot: one line, at most 300 bytes.
+func reason(err error) string {
+	if err == nil {
+		return "no reason given"
+	}
+	return oneLine(err.Error(), 300)
+}
+
+// oneLine joins the non-empty lines of s with "; " and cuts the result to
+// max bytes.
+func oneLine(s string, max int) string {
+	var parts []string
+	for l := range strings.Lines(s) {
+		if l = strings.TrimSpace(l); l != "" {
+			parts = append(parts, l)
+		}
+	}
+	s = strings.Join(parts, "; ")
+	if len(s) > max {
+		s = strings.ToValidUTF8(s[:max], "") + "..."
+	}
+	if s == "" {
+		return "no reason given"
+	}
+	return s
+}
