@@ -305,7 +305,9 @@ func TestCheckOrder(t *testing.T) {
 		{ErrInstallCodeMismatch, func() { tg.Code = testCode }},
 		{ErrSerialAmbiguous, func() { tr.file("run/udev/data/b8:16", "E:ID_BUS=usb\nE:ID_SERIAL_SHORT=S2\n") }},
 		{ErrWrongDisk, func() { tg.Disk = "/dev/sda" }},
-		{ErrRemovable, func() { tr.file("sys/devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0/block/sda/removable", "0\n") }},
+		{ErrRemovable, func() {
+			tr.file("sys/devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0/block/sda/removable", "0\n")
+		}},
 		{ErrUSB, func() {
 			tr.add(fakeDisk{name: "sda", dev: "8:0", sectors: 100, ro: "1", udev: "E:ID_SERIAL_SHORT=S1\n"})
 		}},
