@@ -1,0 +1,348 @@
+package inventory
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// parseYAML parses data into a document node, or returns nil for a document
+// with no content.
+//
+// Nodes files are block mappings of plain and quoted scalars, so parseYAML
+// first tries a scanner for exactly that subset, which is about ten times
+// faster than a full YAML parser and keeps 10,000 nodes well inside the
+// validation budget. Anything else (anchors, aliases, merge keys, flow
+// collections, sequences, block scalars, tags, multi-line scalars, escapes,
+// tabs, and every syntax error) makes it hand the whole document to
+// go.yaml.in/yaml/v3, so the result is always what a YAML parser makes of the
+// file; FuzzParseYAML holds the two paths to the same tree.
+func parseYAML(data []byte) (*yaml.Node, error) {
+	if doc, ok := scanBlockYAML(data); ok {
+		return doc, nil
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, yamlSyntaxError(err)
+	}
+	if doc.Kind == 0 {
+		return nil, nil
+	}
+	return &doc, nil
+}
+
+// yamlSyntaxError turns the YAML library's error into one without its
+// "yaml: " prefix, keeping the line it names.
+func yamlSyntaxError(err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	return errors.New(msg)
+}
+
+// blockScanner scans the block-mapping subset of YAML. Its nodes carry the
+// same Kind, Tag, Value, Line and Column as yaml.v3 gives them.
+type blockScanner struct {
+	slab  []yaml.Node // nodes are carved from here, a few hundred at a time
+	stack []openMap
+	// pending is the key whose value is on the following lines (a nested
+	// mapping) or absent (null); nil when the last line ended a scalar.
+	pending *pendingKey
+}
+
+type openMap struct {
+	indent int
+	node   *yaml.Node
+}
+
+type pendingKey struct {
+	parent    openMap
+	key       *yaml.Node
+	line, col int // where yaml.v3 places a null value: just after the colon
+}
+
+// scanBlockYAML returns the document node for data, or ok false when data is
+// outside the subset it knows (the caller then uses the full parser).
+func scanBlockYAML(data []byte) (doc *yaml.Node, ok bool) {
+	// Printable ASCII and newlines only, so that the scanner and yaml.v3
+	// cannot differ on encodings, byte order marks, tabs or line breaks.
+	for _, c := range data {
+		if (c < 0x20 && c != '\n') || c >= 0x7f {
+			return nil, false
+		}
+	}
+	s := &blockScanner{}
+	var root *yaml.Node
+	docLine, docCol := 0, 0
+	lineNo := 0
+	// One copy of the text: every key and value is a substring of it.
+	src := string(data)
+	for len(src) > 0 {
+		lineNo++
+		var line string
+		if i := strings.IndexByte(src, '\n'); i >= 0 {
+			line, src = src[:i], src[i+1:]
+		} else {
+			line, src = src, ""
+		}
+		indent := 0
+		for indent < len(line) && line[indent] == ' ' {
+			indent++
+		}
+		rest := line[indent:]
+		if len(rest) == 0 || rest[0] == '#' {
+			continue
+		}
+		if root == nil && indent == 0 && rest == "---" {
+			if docLine != 0 {
+				return nil, false // a second document
+			}
+			docLine, docCol = lineNo, 1
+			continue
+		}
+		if root == nil {
+			if indent != 0 {
+				return nil, false
+			}
+			root = s.node(yaml.MappingNode, "!!map", "", lineNo, 1)
+			s.stack = append(s.stack, openMap{indent: 0, node: root})
+		}
+		if !s.line(lineNo, indent, rest) {
+			return nil, false
+		}
+	}
+	if root == nil {
+		return nil, false // let the full parser decide what an empty file is
+	}
+	s.closePending()
+	if docLine == 0 {
+		docLine, docCol = root.Line, root.Column
+	}
+	return &yaml.Node{Kind: yaml.DocumentNode, Line: docLine, Column: docCol, Content: []*yaml.Node{root}}, true
+}
+
+// node returns a new node, carved from the scanner's slab.
+func (s *blockScanner) node(kind yaml.Kind, tag, value string, line, col int) *yaml.Node {
+	if len(s.slab) == 0 {
+		s.slab = make([]yaml.Node, 256)
+	}
+	n := &s.slab[0]
+	s.slab = s.slab[1:]
+	n.Kind, n.Tag, n.Value, n.Line, n.Column = kind, tag, value, line, col
+	return n
+}
+
+func (s *blockScanner) line(lineNo, indent int, rest string) bool {
+	top := &s.stack[len(s.stack)-1]
+	switch {
+	case s.pending != nil && indent > s.pending.parent.indent:
+		// The value of the pending key is a nested mapping.
+		m := s.node(yaml.MappingNode, "!!map", "", lineNo, indent+1)
+		s.pending.parent.node.Content = append(s.pending.parent.node.Content, s.pending.key, m)
+		s.pending = nil
+		s.stack = append(s.stack, openMap{indent: indent, node: m})
+		top = &s.stack[len(s.stack)-1]
+	default:
+		s.closePending()
+		for len(s.stack) > 1 && indent < top.indent {
+			s.stack = s.stack[:len(s.stack)-1]
+			top = &s.stack[len(s.stack)-1]
+		}
+		if indent != top.indent {
+			return false
+		}
+	}
+	return s.pair(top, lineNo, indent, rest)
+}
+
+// closePending gives a key with nothing after it a null value.
+func (s *blockScanner) closePending() {
+	p := s.pending
+	if p == nil {
+		return
+	}
+	null := s.node(yaml.ScalarNode, "!!null", "", p.line, p.col)
+	p.parent.node.Content = append(p.parent.node.Content, p.key, null)
+	s.pending = nil
+}
+
+// pair scans "key: value", "key:" or "key: # comment" at column indent+1.
+func (s *blockScanner) pair(m *openMap, lineNo, indent int, rest string) bool {
+	col := indent + 1
+	key, n, ok := s.scanKey(rest)
+	if !ok {
+		return false
+	}
+	key.Line, key.Column = lineNo, col
+	pos := n
+	for pos < len(rest) && rest[pos] == ' ' {
+		pos++
+	}
+	if pos == len(rest) || (rest[pos] == '#' && pos > n) {
+		s.pending = &pendingKey{parent: *m, key: key, line: lineNo, col: col + n}
+		return true
+	}
+	if pos == n { // "key:value" with no space is not a pair
+		return false
+	}
+	val, ok := s.scanValue(rest[pos:])
+	if !ok {
+		return false
+	}
+	val.Line, val.Column = lineNo, col+pos
+	m.node.Content = append(m.node.Content, key, val)
+	return true
+}
+
+// scanKey scans a mapping key and its colon, returning the key node and the
+// length consumed through the colon.
+func (s *blockScanner) scanKey(b string) (*yaml.Node, int, bool) {
+	if len(b) == 0 {
+		return nil, 0, false
+	}
+	switch b[0] {
+	case '"', '\'':
+		text, n, ok := scanQuoted(b)
+		if !ok || n >= len(b) || b[n] != ':' {
+			return nil, 0, false
+		}
+		return s.quoted(b[0], text), n + 1, true
+	}
+	if isIndicator(b) {
+		return nil, 0, false
+	}
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case ':':
+			if i+1 == len(b) || b[i+1] == ' ' {
+				k := b[:i]
+				if k == "" || strings.HasSuffix(k, " ") {
+					return nil, 0, false
+				}
+				return s.node(yaml.ScalarNode, "", k, 0, 0), i + 1, true
+			}
+		case '#':
+			if i > 0 && b[i-1] == ' ' {
+				return nil, 0, false
+			}
+		}
+	}
+	return nil, 0, false
+}
+
+// scanValue scans a scalar that ends the line, with an optional comment.
+func (s *blockScanner) scanValue(b string) (*yaml.Node, bool) {
+	switch b[0] {
+	case '"', '\'':
+		text, n, ok := scanQuoted(b)
+		if !ok {
+			return nil, false
+		}
+		for n < len(b) && b[n] == ' ' {
+			n++
+		}
+		if n < len(b) && (b[n] != '#' || b[n-1] != ' ') {
+			return nil, false
+		}
+		return s.quoted(b[0], text), true
+	}
+	if isIndicator(b) {
+		return nil, false
+	}
+	end := len(b)
+	for i := 1; i < len(b); i++ {
+		if b[i] == '#' && b[i-1] == ' ' {
+			end = i
+			break
+		}
+		if b[i] == ':' && (i+1 == len(b) || b[i+1] == ' ') {
+			return nil, false // "a: b: c" is not a scalar
+		}
+	}
+	// Plain scalars keep an empty Tag: Node.ShortTag resolves it when
+	// asked, and validation reads Value.
+	return s.node(yaml.ScalarNode, "", strings.TrimRight(b[:end], " "), 0, 0), true
+}
+
+// quoted returns the node of a quoted scalar; q is its quote character.
+func (s *blockScanner) quoted(q byte, text string) *yaml.Node {
+	n := s.node(yaml.ScalarNode, "!!str", text, 0, 0)
+	n.Style = yaml.DoubleQuotedStyle
+	if q == '\'' {
+		n.Style = yaml.SingleQuotedStyle
+	}
+	return n
+}
+
+// scanQuoted scans a single- or double-quoted scalar that closes on the same
+// line, returning its text and the length consumed. Double-quoted scalars
+// with escapes are left to the full parser.
+func scanQuoted(b string) (string, int, bool) {
+	q := b[0]
+	if end := strings.IndexByte(b[1:], q); end >= 0 && (q == '"' || end+2 >= len(b) || b[end+2] != q) && !strings.Contains(b[1:end+1], "\\") {
+		return b[1 : end+1], end + 2, true // no escapes: a substring
+	}
+	var sb strings.Builder
+	for i := 1; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case c == '\\' && q == '"':
+			return "", 0, false
+		case c == q && q == '\'' && i+1 < len(b) && b[i+1] == '\'':
+			sb.WriteByte('\'')
+			i++
+		case c == q:
+			return sb.String(), i + 1, true
+		default:
+			sb.WriteByte(c)
+		}
+	}
+	return "", 0, false
+}
+
+// isIndicator reports whether b starts with a character that makes a YAML
+// scalar something other than a plain scalar (or a syntax error).
+func isIndicator(b string) bool {
+	switch b[0] {
+	case '-', '?', ':':
+		return len(b) == 1 || b[1] == ' '
+	case '[', ']', '{', '}', ',', '#', '&', '*', '!', '|', '>', '%', '@', '`', '"', '\'':
+		return true
+	}
+	return false
+}
+
+// isNull reports whether n is a null scalar: "key:" with nothing after it,
+// "~" or "null".
+func isNull(n *yaml.Node) bool {
+	if n.Kind != yaml.ScalarNode {
+		return false
+	}
+	if n.Tag != "" {
+		return n.Tag == "!!null"
+	}
+	if n.Style != 0 {
+		return false
+	}
+	switch n.Value {
+	case "", "~", "null", "Null", "NULL":
+		return true
+	}
+	return false
+}
+
+// describeKind names a node's kind for error messages.
+func describeKind(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		if isNull(n) {
+			return "empty"
+		}
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "not a value"
+}
