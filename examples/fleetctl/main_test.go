@@ -47,7 +47,7 @@ func TestCheckTopologyInConfigDir(t *testing.T) {
 	// The runbook's layout: inventory/nodes.yaml and config/cluster-topology.json.
 	dir := t.TempDir()
 	for src, dst := range map[string]string{
-		"../testdata/nodes.yaml":             "inventory/nodes.yaml",
+		"../testdata/nodes.yaml":            "inventory/nodes.yaml",
 		"../testdata/cluster-topology.json": "config/cluster-topology.json",
 	} {
 		data, err := os.ReadFile(src)
