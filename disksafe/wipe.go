@@ -98,12 +98,12 @@ var (
 //  6. It reads the disk's partitions from its MBR, its primary and backup
 //     GPT and the kernel's view in sysfs, discards the whole disk where the
 //     device supports it (a device that does not is no error), and then
-//     writes zeros over the first and last 4 MiB of the disk and of each
+//     writes zeros over the first and last 8 MiB of the disk and of each
 //     partition, and over the btrfs superblock mirrors at 64 MiB and 256 GiB
 //     of each. That erases the protective MBR, the primary GPT (LBA 1-33)
 //     and the backup GPT (the last 33 sectors), ext2/3/4 (1 KiB), xfs (0),
 //     btrfs (64 KiB), vfat (0), swap (page size - 10), iso9660 (32 KiB),
-//     LUKS (0 and its secondary header), md RAID 0.90 (end - 64 KiB,
+//     LUKS (0, and LUKS2's secondary header at 16 KiB to 4 MiB), md RAID 0.90 (end - 64 KiB,
 //     aligned), 1.0 (end - 8 KiB), 1.1 (0) and 1.2 (4 KiB), LVM (label in
 //     sectors 0-3), ZFS (labels in the first and last 512 KiB) and bcache
 //     (4 KiB). It flushes (fsync), asks the kernel to reread the partition
@@ -250,8 +250,9 @@ func (e extent) end() int64 { return e.off + e.n }
 
 const (
 	// eraseEdge is how much is zeroed at the start and at the end of the
-	// disk and of each partition.
-	eraseEdge = 4 << 20
+	// disk and of each partition: past the largest LUKS2 secondary header
+	// (at 4 MiB) and every other signature listed at Wipe.
+	eraseEdge = 8 << 20
 	// btrfsMirror is the size zeroed at each btrfs superblock mirror.
 	btrfsMirror = 64 << 10
 	// maxPartitions bounds the partitions erase considers per source.

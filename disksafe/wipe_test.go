@@ -1,0 +1,531 @@
+package disksafe
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const (
+	kib = int64(1) << 10
+	mib = int64(1) << 20
+	gib = int64(1) << 30
+)
+
+func TestEraseRegions(t *testing.T) {
+	tests := []struct {
+		name  string
+		size  int64
+		parts []extent
+		want  []extent
+	}{
+		{"empty disk", 0, nil, nil},
+		{"small disk: all of it", 3 * mib, nil, []extent{{0, 3 * mib}}},
+		{"16 MiB: the edges meet", 16 * mib, nil, []extent{{0, 16 * mib}}},
+		{"1 GiB", gib, nil, []extent{{0, 8 * mib}, {64 * mib, 64 * kib}, {gib - 8*mib, 8 * mib}}},
+		{"300 GiB: both btrfs mirrors", 300 * gib, nil, []extent{
+			{0, 8 * mib}, {64 * mib, 64 * kib}, {256 * gib, 64 * kib}, {300*gib - 8*mib, 8 * mib},
+		}},
+		{"a partition inside", gib, []extent{{100 * mib, 200 * mib}}, []extent{
+			{0, 8 * mib}, {64 * mib, 64 * kib},
+			{100 * mib, 8 * mib}, {164 * mib, 64 * kib}, {292 * mib, 8 * mib},
+			{gib - 8*mib, 8 * mib},
+		}},
+		{"partitions past the end, negative or empty are clipped or dropped", gib, []extent{
+			{gib - mib, 100 * mib}, {2 * gib, mib}, {-5, 10}, {10 * mib, 0}, {20 * mib, -1},
+		}, []extent{{0, 8 * mib}, {64 * mib, 64 * kib}, {gib - 8*mib, 8 * mib}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := eraseRegions(tt.size, tt.parts)
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(extent{})); diff != "" {
+				t.Errorf("eraseRegions (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// fileDevice is a device backed by a regular file, for erase.
+type fileDevice struct {
+	f        *os.File
+	size     int64
+	discards []extent
+	discard  error
+	synced   bool
+	writes   int
+	failAt   int // fail the failAt-th write (1-based); 0: never
+}
+
+func (d *fileDevice) ReadAt(p []byte, off int64) (int, error) { return d.f.ReadAt(p, off) }
+func (d *fileDevice) WriteAt(p []byte, off int64) (int, error) {
+	d.writes++
+	if d.writes == d.failAt {
+		return 0, errors.New("injected write error")
+	}
+	return d.f.WriteAt(p, off)
+}
+func (d *fileDevice) Size() int64       { return d.size }
+func (d *fileDevice) SectorSize() int64 { return 512 }
+func (d *fileDevice) Discard(off, n int64) error {
+	d.discards = append(d.discards, extent{off, n})
+	return d.discard
+}
+func (d *fileDevice) Sync() error   { d.synced = true; return d.f.Sync() }
+func (d *fileDevice) Reread() error { return errors.New("not a block device") }
+func (d *fileDevice) Close() error  { return d.f.Close() }
+
+func newFileDevice(t *testing.T, size int64) *fileDevice {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), "disk.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return &fileDevice{f: f, size: size, discard: errors.ErrUnsupported}
+}
+
+// signature is a magic planted at an offset.
+type signature struct {
+	name string
+	off  int64
+	data []byte
+}
+
+func le32(v uint32) []byte { return binary.LittleEndian.AppendUint32(nil, v) }
+
+// signatures are the on-disk magics of the formats Wipe erases, placed as
+// their formats place them on a disk (or partition) of size bytes at base.
+func signatures(base, size int64) []signature {
+	end := base + size
+	md090 := base + (size&^(64*kib-1) - 64*kib)
+	md10 := base + ((size/512-16)&^7)*512
+	zfsEnd := base + size&^(256*kib-1)
+	sigs := []signature{
+		{"MBR boot signature", base + 510, []byte{0x55, 0xaa}},
+		{"primary GPT", base + 512, []byte("EFI PART")},
+		{"backup GPT", end - 512, []byte("EFI PART")},
+		{"ext4", base + 1024 + 0x38, []byte{0x53, 0xef}},
+		{"xfs", base, []byte("XFSB")},
+		{"btrfs", base + 64*kib + 0x40, []byte("_BHRfS_M")},
+		{"vfat", base + 0x52, []byte("FAT32   ")},
+		{"swap (4 KiB pages)", base + 4096 - 10, []byte("SWAPSPACE2")},
+		{"swap (64 KiB pages)", base + 64*kib - 10, []byte("SWAPSPACE2")},
+		{"iso9660", base + 32*kib + 1, []byte("CD001")},
+		{"md 0.90", md090, le32(0xa92b4efc)},
+		{"md 1.0", md10, le32(0xa92b4efc)},
+		{"md 1.1", base, le32(0xa92b4efc)},
+		{"md 1.2", base + 4096, le32(0xa92b4efc)},
+		{"LVM label", base + 512, []byte("LABELONE")},
+		{"LVM label type", base + 512 + 24, []byte("LVM2 001")},
+		{"ZFS label 0", base + 128*kib, le32(0x00bab10c)},
+		{"ZFS label 1", base + 256*kib + 128*kib, le32(0x00bab10c)},
+		{"ZFS label 2", zfsEnd - 512*kib + 128*kib, le32(0x00bab10c)},
+		{"ZFS label 3", zfsEnd - 256*kib + 128*kib, le32(0x00bab10c)},
+		{"bcache", base + 4096 + 24, []byte{0xc6, 0x85, 0x73, 0xf6, 0x4e, 0x1a, 0x45, 0xca, 0x82, 0x65, 0xf5, 0x7f, 0x48, 0xba, 0x6d, 0x81}},
+		{"LUKS", base, []byte("LUKS\xba\xbe")},
+		{"LUKS2 secondary 16 KiB", base + 16*kib, []byte("SKUL\xba\xbe")},
+		{"LUKS2 secondary 4 MiB", base + 4*mib, []byte("SKUL\xba\xbe")},
+	}
+	if size >= 64*mib+64*kib {
+		sigs = append(sigs, signature{"btrfs mirror 1", base + 64*mib + 0x40, []byte("_BHRfS_M")})
+	}
+	return sigs
+}
+
+func plant(t *testing.T, w io.WriterAt, sigs []signature) {
+	t.Helper()
+	for _, s := range sigs {
+		if _, err := w.WriteAt(s.data, s.off); err != nil {
+			t.Fatalf("plant %s: %v", s.name, err)
+		}
+	}
+}
+
+func checkErased(t *testing.T, r io.ReaderAt, sigs []signature) {
+	t.Helper()
+	for _, s := range sigs {
+		b := make([]byte, len(s.data))
+		if _, err := r.ReadAt(b, s.off); err != nil {
+			t.Fatalf("read %s: %v", s.name, err)
+		}
+		if bytes.Equal(b, s.data) {
+			t.Errorf("%s at byte %d survived the wipe", s.name, s.off)
+		}
+		if !bytes.Equal(b, make([]byte, len(b))) {
+			t.Errorf("%s at byte %d is not zero: % x", s.name, s.off, b)
+		}
+	}
+}
+
+// gptEntry is one partition of a GPT the tests build.
+type gptEntry struct{ first, last int64 } // LBAs
+
+// writeGPT writes a protective MBR and a primary and backup GPT with CRCs,
+// as sfdisk does, for 512-byte sectors.
+func writeGPT(t *testing.T, w io.WriterAt, size int64, parts []gptEntry) {
+	t.Helper()
+	const ss = 512
+	last := size/ss - 1
+	mbr := make([]byte, ss)
+	mbr[446+4] = 0xee
+	binary.LittleEndian.PutUint32(mbr[446+8:], 1)
+	binary.LittleEndian.PutUint32(mbr[446+12:], uint32(min(last, 0xffffffff)))
+	mbr[510], mbr[511] = 0x55, 0xaa
+	entries := make([]byte, 128*128)
+	for i, p := range parts {
+		e := entries[i*128:]
+		copy(e, []byte{0xaf, 0x3d, 0xc6, 0x0f, 0x83, 0x84, 0x72, 0x47, 0x8e, 0x79, 0x3d, 0x69, 0xd8, 0x47, 0x7d, 0xe4})
+		e[16] = byte(i + 1)
+		binary.LittleEndian.PutUint64(e[32:], uint64(p.first))
+		binary.LittleEndian.PutUint64(e[40:], uint64(p.last))
+	}
+	header := func(cur, backup, entriesLBA int64) []byte {
+		h := make([]byte, ss)
+		copy(h, "EFI PART")
+		binary.LittleEndian.PutUint32(h[8:], 0x00010000)
+		binary.LittleEndian.PutUint32(h[12:], 92)
+		binary.LittleEndian.PutUint64(h[24:], uint64(cur))
+		binary.LittleEndian.PutUint64(h[32:], uint64(backup))
+		binary.LittleEndian.PutUint64(h[40:], 34)
+		binary.LittleEndian.PutUint64(h[48:], uint64(last-33))
+		binary.LittleEndian.PutUint64(h[72:], uint64(entriesLBA))
+		binary.LittleEndian.PutUint32(h[80:], 128)
+		binary.LittleEndian.PutUint32(h[84:], 128)
+		binary.LittleEndian.PutUint32(h[88:], crc32.ChecksumIEEE(entries))
+		binary.LittleEndian.PutUint32(h[16:], crc32.ChecksumIEEE(h[:92]))
+		return h
+	}
+	for _, x := range []struct {
+		off  int64
+		data []byte
+	}{
+		{0, mbr},
+		{ss, header(1, last, 2)},
+		{2 * ss, entries},
+		{(last - 32) * ss, entries},
+		{last * ss, header(last, 1, last-32)},
+	} {
+		if _, err := w.WriteAt(x.data, x.off); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestEraseSignatures(t *testing.T) {
+	const size = 512 * mib
+	dev := newFileDevice(t, size)
+	// Partition 1 at 1 MiB (inside the disk's edge), partition 2 at 200
+	// MiB (far from it), as the GPT says; a kernel-only partition at 400
+	// MiB, as sysfs would say.
+	p2 := extent{200 * mib, 150 * mib}
+	sys := extent{400 * mib, 100 * mib}
+	sigs := signatures(0, size)
+	sigs = append(sigs, signatures(p2.off, p2.n)...)
+	sigs = append(sigs, signatures(sys.off, sys.n)...)
+	plant(t, dev, sigs)
+	writeGPT(t, dev, size, []gptEntry{
+		{2048, 200*2048 - 1},
+		{p2.off / 512, p2.end()/512 - 1},
+	})
+	// A byte far from every signature, to show the wipe erases signatures
+	// and not everything.
+	marker := []byte("user data that no signature region covers")
+	if _, err := dev.WriteAt(marker, 150*mib); err != nil {
+		t.Fatal(err)
+	}
+	if got := partitionTables(dev, size, 512); !cmp.Equal(got, []extent{{mib, 199 * mib}, p2, {mib, 199 * mib}, p2}, cmp.AllowUnexported(extent{})) {
+		t.Fatalf("partitionTables = %v", got)
+	}
+
+	if err := erase(t.Context(), dev, []extent{sys}, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	checkErased(t, dev, sigs)
+	if !dev.synced {
+		t.Error("erase did not flush")
+	}
+	if !cmp.Equal(dev.discards, []extent{{0, size}}, cmp.AllowUnexported(extent{})) {
+		t.Errorf("discards = %v, want the whole disk", dev.discards)
+	}
+	got := make([]byte, len(marker))
+	if _, err := dev.ReadAt(got, 150*mib); err != nil || !bytes.Equal(got, marker) {
+		t.Errorf("data at 150 MiB = %q, %v; want it untouched", got, err)
+	}
+	if got := partitionTables(dev, size, 512); len(got) != 0 {
+		t.Errorf("after the wipe the disk still names partitions %v", got)
+	}
+}
+
+func TestEraseFailures(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	t.Run("write error", func(t *testing.T) {
+		dev := newFileDevice(t, 64*mib)
+		dev.failAt = 3
+		if err := erase(t.Context(), dev, nil, log); err == nil {
+			t.Fatal("erase ignored a write error")
+		}
+		if dev.synced {
+			t.Error("erase flushed after a failed write")
+		}
+	})
+	t.Run("context ended", func(t *testing.T) {
+		dev := newFileDevice(t, 64*mib)
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		if err := erase(ctx, dev, nil, log); !errors.Is(err, context.Canceled) {
+			t.Fatalf("erase = %v, want context.Canceled", err)
+		}
+		if dev.writes != 0 {
+			t.Errorf("erase wrote %d times after its context ended", dev.writes)
+		}
+	})
+	t.Run("discard fails", func(t *testing.T) {
+		dev := newFileDevice(t, 64*mib)
+		dev.discard = errors.New("EIO")
+		plant(t, dev, signatures(0, 64*mib))
+		if err := erase(t.Context(), dev, nil, log); err != nil {
+			t.Fatalf("a failed discard failed the wipe: %v", err)
+		}
+		checkErased(t, dev, signatures(0, 64*mib))
+	})
+	t.Run("no size", func(t *testing.T) {
+		dev := newFileDevice(t, 0)
+		if err := erase(t.Context(), dev, nil, log); err == nil {
+			t.Fatal("erase of a device without a size gave no error")
+		}
+	})
+}
+
+func TestPartitionTablesMBR(t *testing.T) {
+	dev := newFileDevice(t, 64*mib)
+	sec := make([]byte, 512)
+	put := func(i int, typ byte, start, n uint32) {
+		e := sec[446+16*i:]
+		e[4] = typ
+		binary.LittleEndian.PutUint32(e[8:], start)
+		binary.LittleEndian.PutUint32(e[12:], n)
+	}
+	put(0, 0x83, 2048, 8192)
+	put(1, 0x05, 20480, 40960) // extended
+	sec[510], sec[511] = 0x55, 0xaa
+	if _, err := dev.WriteAt(sec, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Two logical partitions chained from the extended one.
+	ebr := func(at int64, start, n, next uint32) {
+		b := make([]byte, 512)
+		binary.LittleEndian.PutUint32(b[446+8:], start)
+		binary.LittleEndian.PutUint32(b[446+12:], n)
+		b[446+4] = 0x83
+		if next != 0 {
+			b[462+4] = 0x05
+			binary.LittleEndian.PutUint32(b[462+8:], next)
+			binary.LittleEndian.PutUint32(b[462+12:], 1000)
+		}
+		b[510], b[511] = 0x55, 0xaa
+		if _, err := dev.WriteAt(b, at*512); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ebr(20480, 63, 1000, 4096)
+	ebr(20480+4096, 63, 2000, 0)
+	got := partitionTables(dev, 64*mib, 512)
+	want := []extent{
+		{2048 * 512, 8192 * 512},
+		{20480 * 512, 40960 * 512},
+		{(20480 + 63) * 512, 1000 * 512},
+		{(20480 + 4096 + 63) * 512, 2000 * 512},
+	}
+	if !cmp.Equal(got, want, cmp.AllowUnexported(extent{})) {
+		t.Errorf("partitionTables = %v, want %v", got, want)
+	}
+}
+
+func TestPartitionTablesBadGPT(t *testing.T) {
+	dev := newFileDevice(t, 64*mib)
+	writeGPT(t, dev, 64*mib, []gptEntry{{2048, 4095}})
+	// Break the primary header's CRC and the backup's entries: nothing
+	// left to trust.
+	if _, err := dev.WriteAt([]byte{0xff}, 512+40); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dev.WriteAt([]byte{0xff}, (64*mib/512-33)*512+32); err != nil {
+		t.Fatal(err)
+	}
+	if got := partitionTables(dev, 64*mib, 512); len(got) != 0 {
+		t.Errorf("partitionTables of damaged GPTs = %v, want none", got)
+	}
+}
+
+// recordingPuller records its pulls and can fail or change the world.
+type recordingPuller struct {
+	pulls  []string
+	err    error
+	during func()
+}
+
+func (p *recordingPuller) Pull(ctx context.Context, image string) error {
+	p.pulls = append(p.pulls, image)
+	if p.during != nil {
+		p.during()
+	}
+	return p.err
+}
+
+const testImage = "ghcr.io/siderolabs/installer:v1.13.9"
+
+// wipeFixture is a fake machine for Wipe: a tree whose sda reports S1, and
+// a device directory holding a regular file as sda, so nothing can be
+// wiped for real.
+func wipeFixture(t *testing.T) (*tree, *Config, string) {
+	t.Helper()
+	tr := newTree().add(sataDisk("sda", "8:0", "S1")).add(sataDisk("sdb", "8:16", "S2"))
+	devDir := t.TempDir()
+	content := bytes.Repeat([]byte("precious "), 4096)
+	if err := os.WriteFile(filepath.Join(devDir, "sda"), content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &Config{Root: tr.fs, DevDir: devDir, StateDir: filepath.Join(t.TempDir(), "workflow")}
+	return tr, cfg, filepath.Join(devDir, "sda")
+}
+
+func assertUntouched(t *testing.T, cfg *Config, file string) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b, bytes.Repeat([]byte("precious "), 4096)) {
+		t.Error("the device file changed")
+	}
+	if _, err := ReadWipeRecord(cfg.StateDir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a wipe record exists: %v", err)
+	}
+}
+
+func TestWipeRefusalPullsNothing(t *testing.T) {
+	_, cfg, file := wipeFixture(t)
+	p := &recordingPuller{}
+	_, err := Wipe(t.Context(), Target{Disk: "/dev/sda", Serial: "S2", InstallerImage: testImage}, goodBoot(), p, cfg)
+	if !errors.Is(err, ErrWrongDisk) {
+		t.Fatalf("Wipe = %v, want ErrWrongDisk", err)
+	}
+	if len(p.pulls) != 0 {
+		t.Errorf("a refused wipe pulled %q", p.pulls)
+	}
+	assertUntouched(t, cfg, file)
+}
+
+func TestWipePullFails(t *testing.T) {
+	_, cfg, file := wipeFixture(t)
+	p := &recordingPuller{err: errors.New("Error response from daemon: manifest for ghcr.io/siderolabs/installer:v1.13.9 not found: manifest unknown\n")}
+	_, err := Wipe(t.Context(), Target{Disk: "/dev/sda", Serial: "S1", InstallerImage: testImage}, goodBoot(), p, cfg)
+	want := "wipe: the installer image ghcr.io/siderolabs/installer:v1.13.9 cannot be pulled (Error response from daemon: manifest for ghcr.io/siderolabs/installer:v1.13.9 not found: manifest unknown); nothing wiped"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Wipe = %v\nwant %s", err, want)
+	}
+	if !errors.Is(err, ErrPull) || !errors.Is(err, p.err) {
+		t.Errorf("errors.Is does not find ErrPull and the puller's error in %v", err)
+	}
+	if !cmp.Equal(p.pulls, []string{testImage}) {
+		t.Errorf("pulls = %q", p.pulls)
+	}
+	assertUntouched(t, cfg, file)
+}
+
+func TestWipeNoPuller(t *testing.T) {
+	_, cfg, file := wipeFixture(t)
+	_, err := Wipe(t.Context(), Target{Disk: "/dev/sda", Serial: "S1", InstallerImage: testImage}, goodBoot(), nil, cfg)
+	want := "wipe: the installer image ghcr.io/siderolabs/installer:v1.13.9 cannot be pulled (no puller is configured); nothing wiped"
+	if err == nil || err.Error() != want || !errors.Is(err, ErrPull) {
+		t.Fatalf("Wipe = %v, want %s", err, want)
+	}
+	assertUntouched(t, cfg, file)
+}
+
+func TestWipeRechecksAfterPull(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(tr *tree)
+		want   error
+	}{
+		{"another disk now reports the serial", func(tr *tree) { tr.add(usbStick("sdc", "8:32", "S1")) }, ErrSerialAmbiguous},
+		{"the disk is gone", func(tr *tree) {
+			delete(tr.fs, "sys/block/sda")
+			delete(tr.fs, "sys/class/block/sda")
+		}, ErrSerialNotFound},
+		{"the disk now says removable", func(tr *tree) {
+			tr.file("sys/devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0/block/sda/removable", "1\n")
+		}, ErrRemovable},
+		{"the disk has another device number", func(tr *tree) {
+			tr.file("sys/devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0/block/sda/dev", "8:64\n")
+			tr.file("run/udev/data/b8:64", "E:ID_SERIAL_SHORT=S1\n")
+		}, ErrChanged},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr, cfg, file := wipeFixture(t)
+			p := &recordingPuller{during: func() { tt.change(tr) }}
+			_, err := Wipe(t.Context(), Target{Disk: "/dev/sda", Serial: "S1", InstallerImage: testImage}, goodBoot(), p, cfg)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Wipe = %v, want %v", err, tt.want)
+			}
+			assertUntouched(t, cfg, file)
+		})
+	}
+}
+
+func TestWipeContextEndsBeforeOpen(t *testing.T) {
+	_, cfg, file := wipeFixture(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := Wipe(ctx, Target{Disk: "/dev/sda", Serial: "S1"}, goodBoot(), nil, cfg)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wipe = %v, want context.Canceled", err)
+	}
+	assertUntouched(t, cfg, file)
+}
+
+func TestWipeOpensOnlyTheJudgedBlockDevice(t *testing.T) {
+	// DevDir/sda is a regular file, not the block device 8:0 sysfs names.
+	_, cfg, file := wipeFixture(t)
+	_, err := Wipe(t.Context(), Target{Disk: "/dev/sda", Serial: "S1"}, goodBoot(), nil, cfg)
+	if runtime.GOOS != "linux" {
+		if !errors.Is(err, ErrUnsupported) {
+			t.Fatalf("Wipe = %v, want ErrUnsupported", err)
+		}
+		assertUntouched(t, cfg, file)
+		return
+	}
+	want := "wipe: /dev/sda changed while it was being opened (not the judged device: " + file + " is not a block device); nothing wiped"
+	if err == nil || err.Error() != want || !errors.Is(err, ErrChanged) {
+		t.Fatalf("Wipe = %v\nwant %s", err, want)
+	}
+	assertUntouched(t, cfg, file)
+}
+
+func TestWipeMissingDeviceNode(t *testing.T) {
+	_, cfg, file := wipeFixture(t)
+	os.Remove(file)
+	_, err := Wipe(t.Context(), Target{Disk: "/dev/sda", Serial: "S1"}, goodBoot(), nil, cfg)
+	if runtime.GOOS == "linux" && (!errors.Is(err, ErrOpen) || !errors.Is(err, fs.ErrNotExist)) {
+		t.Fatalf("Wipe = %v, want ErrOpen", err)
+	}
+	if err == nil {
+		t.Fatal("Wipe of a missing device node succeeded")
+	}
+}
