@@ -1,0 +1,309 @@
+package attest_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/attest/attesttest"
+)
+
+func TestReplayedProofRefused(t *testing.T) {
+	f := newFleet(t, nil)
+	tpm := quickTPM(t, 0)
+	f.bindings.Set("S1", approve(t, tpm))
+	p := activate(t, tpm, f.challenge(t, tpm, "S1"))
+	if status, r := f.prove(t, p); status != http.StatusOK || r.Verdict != "attested" {
+		t.Fatalf("first proof: %d %+v", status, r)
+	}
+	status, r := f.prove(t, p)
+	if status != http.StatusConflict || r.InstallCode != "" || r.Verdict != "" {
+		t.Fatalf("replayed proof: %d %+v, want 409 and no verdict", status, r)
+	}
+	if n := len(f.hook.calls()); n != 1 {
+		t.Errorf("the admission hook was called %d times, want 1", n)
+	}
+	if n := len(f.logs.lines("attest.verdict")); n != 1 {
+		t.Errorf("%d verdict lines, want 1", n)
+	}
+}
+
+func TestCrossSessionProofRefused(t *testing.T) {
+	f := newFleet(t, nil)
+	tpm := quickTPM(t, 0)
+	f.bindings.Set("S1", approve(t, tpm))
+	a := activate(t, tpm, f.challenge(t, tpm, "S1"))
+	b := f.challenge(t, tpm, "S1")
+	// Session B with the secrets that answer session A.
+	status, r := f.prove(t, wireProof{Session: b.Session, Secrets: a.Secrets})
+	if status != http.StatusForbidden || r.Verdict != "" {
+		t.Fatalf("proof for another session: %d %+v, want 403", status, r)
+	}
+	// Another machine's session with this machine's secrets.
+	other := quickTPM(t, 1)
+	f.bindings.Set("S2", approve(t, other))
+	c := f.challenge(t, other, "S2")
+	if status, _ := f.prove(t, wireProof{Session: c.Session, Secrets: a.Secrets}); status != http.StatusForbidden {
+		t.Fatalf("proof for another machine's session: %d, want 403", status)
+	}
+	if n := len(f.hook.calls()); n != 0 {
+		t.Errorf("the admission hook was called %d times", n)
+	}
+	// Session A itself is still good.
+	if status, r := f.prove(t, a); status != http.StatusOK || r.Verdict != "attested" {
+		t.Fatalf("session A: %d %+v", status, r)
+	}
+}
+
+func TestWrongSecretsRefused(t *testing.T) {
+	f := newFleet(t, nil)
+	tpm := quickTPM(t, 0)
+	f.bindings.Set("S1", approve(t, tpm))
+	ch := f.challenge(t, tpm, "S1")
+	good := activate(t, tpm, ch)
+	random := func() []byte {
+		b := make([]byte, 32)
+		rand.Read(b)
+		return b
+	}
+	for name, p := range map[string]wireProof{
+		"random secrets":  {Session: ch.Session, Secrets: []wireSecret{{"rsa2048", random()}, {"eccp256", random()}}},
+		"one secret":      {Session: ch.Session, Secrets: good.Secrets[:1]},
+		"one wrong":       {Session: ch.Session, Secrets: []wireSecret{good.Secrets[0], {good.Secrets[1].Kind, random()}}},
+		"secrets swapped": {Session: ch.Session, Secrets: []wireSecret{{"rsa2048", good.Secrets[1].Secret}, {"eccp256", good.Secrets[0].Secret}}},
+	} {
+		if status, r := f.prove(t, p); status != http.StatusForbidden || r.Verdict != "" {
+			t.Errorf("%s: %d %+v, want 403", name, status, r)
+		}
+	}
+	// A secret for an EK the claim did not present.
+	eccOnly := softTPM(t, &attesttest.SoftConfig{NoRSA: true})
+	f.bindings.Set("S2", approve(t, eccOnly))
+	p := activate(t, eccOnly, f.challenge(t, eccOnly, "S2"))
+	p.Secrets = append(p.Secrets, wireSecret{"rsa2048", random()})
+	if status, _ := f.prove(t, p); status != http.StatusForbidden {
+		t.Errorf("an extra secret: %d, want 403", status)
+	}
+	if n := len(f.hook.calls()); n != 0 {
+		t.Errorf("the admission hook was called %d times", n)
+	}
+	if status, r := f.prove(t, good); status != http.StatusOK || r.Verdict != "attested" {
+		t.Errorf("the right secrets after wrong ones: %d %+v", status, r)
+	}
+}
+
+func TestTamperedSessionRefused(t *testing.T) {
+	f := newFleet(t, nil)
+	tpm := quickTPM(t, 0)
+	f.bindings.Set("S1", approve(t, tpm))
+	good := activate(t, tpm, f.challenge(t, tpm, "S1"))
+	for _, i := range []int{0, 12, len(good.Session) / 2, len(good.Session) - 1} {
+		p := good
+		p.Session = bytes.Clone(good.Session)
+		p.Session[i] ^= 0x01
+		if status, _ := f.prove(t, p); status != http.StatusForbidden {
+			t.Errorf("session with byte %d flipped: %d, want 403", i, status)
+		}
+	}
+	p := good
+	p.Session = good.Session[:len(good.Session)-1]
+	if status, _ := f.prove(t, p); status != http.StatusForbidden {
+		t.Errorf("truncated session: %d, want 403", status)
+	}
+	// A session sealed by a server with another key.
+	other := newFleet(t, nil)
+	other.bindings.Set("S1", approve(t, tpm))
+	if status, _ := other.prove(t, good); status != http.StatusForbidden {
+		t.Errorf("a session of another key: %d, want 403", status)
+	}
+	if n := len(f.hook.calls()) + len(other.hook.calls()); n != 0 {
+		t.Errorf("the admission hook was called %d times", n)
+	}
+}
+
+// Any replica with the same sealing key finishes a session another began.
+func TestReplicaFinishesSession(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, 32)
+	a := newFleet(t, &attest.Config{SealingKey: key})
+	b := newFleet(t, &attest.Config{SealingKey: key})
+	tpm := quickTPM(t, 0)
+	a.bindings.Set("S1", approve(t, tpm))
+	p := activate(t, tpm, a.challenge(t, tpm, "S1"))
+	status, r := b.prove(t, p)
+	if status != http.StatusOK || r.Verdict != "attested" || r.InstallCode == "" {
+		t.Fatalf("proof at the other replica: %d %+v", status, r)
+	}
+	if b.bindings.Calls() != 0 {
+		t.Errorf("the finishing replica asked its binding source %d times, want 0", b.bindings.Calls())
+	}
+}
+
+func TestExpiredSessionRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bindings := &attesttest.Bindings{}
+		srv, err := attest.NewServer(bindings, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tpm := quickTPM(t, 0)
+		bindings.Set("S1", approve(t, tpm))
+		do := func(op string, body []byte) (int, []byte) {
+			rec := httptest.NewRecorder()
+			srv.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/attest/"+op, bytes.NewReader(body)))
+			return rec.Code, rec.Body.Bytes()
+		}
+		challenge := func() wireChallenge {
+			status, b := do("claim", mustJSON(t, claimOf(t, tpm, "S1")))
+			if status != http.StatusOK {
+				t.Fatalf("claim: %d %s", status, b)
+			}
+			var ch wireChallenge
+			if err := json.Unmarshal(b, &ch); err != nil {
+				t.Fatal(err)
+			}
+			return ch
+		}
+		late := activate(t, tpm, challenge())
+		time.Sleep(attest.DefaultSessionTTL)
+		if status, b := do("proof", mustJSON(t, late)); status != http.StatusGone {
+			t.Errorf("a proof %v after the claim: %d %s, want 410", attest.DefaultSessionTTL, status, b)
+		}
+		inTime := activate(t, tpm, challenge())
+		time.Sleep(attest.DefaultSessionTTL - time.Second)
+		if status, b := do("proof", mustJSON(t, inTime)); status != http.StatusOK {
+			t.Errorf("a proof 59 s after the claim: %d %s, want 200", status, b)
+		}
+	})
+}
+
+func TestMalformedRequestsRefused(t *testing.T) {
+	f := newFleet(t, &attest.Config{MaxBody: 16 << 10})
+	tpm := quickTPM(t, 0)
+	f.bindings.Set("S1", approve(t, tpm))
+	claim := claimOf(t, tpm, "S1")
+	mutate := func(fn func(c *wireClaim)) []byte {
+		c := claim
+		c.EKs = append([]wireEK(nil), claim.EKs...)
+		fn(&c)
+		return mustJSON(t, c)
+	}
+	for name, tc := range map[string]struct {
+		op     string
+		body   []byte
+		status int
+	}{
+		"empty claim":         {"claim", nil, 400},
+		"not JSON":            {"claim", []byte("serial=S1"), 400},
+		"truncated":           {"claim", mustJSON(t, claim)[:100], 400},
+		"array":               {"claim", []byte(`[1,2]`), 400},
+		"trailing data":       {"claim", append(mustJSON(t, claim), []byte(`{}`)...), 400},
+		"wrong version":       {"claim", mutate(func(c *wireClaim) { c.Version = 2 }), 400},
+		"no serial":           {"claim", mutate(func(c *wireClaim) { c.Serial = "" }), 400},
+		"serial with newline": {"claim", mutate(func(c *wireClaim) { c.Serial = "S1\nverdict=attested" }), 400},
+		"bad MAC":             {"claim", mutate(func(c *wireClaim) { c.MAC = "52:54:00" }), 400},
+		"no EK":               {"claim", mutate(func(c *wireClaim) { c.EKs = nil }), 400},
+		"two RSA EKs":         {"claim", mutate(func(c *wireClaim) { c.EKs[1] = c.EKs[0] }), 400},
+		"kind lies":           {"claim", mutate(func(c *wireClaim) { c.EKs[0].Kind = "eccp256"; c.EKs = c.EKs[:1] }), 400},
+		"EK not DER":          {"claim", mutate(func(c *wireClaim) { c.EKs[0].Public = []byte("nope") }), 400},
+		"LLDP control char":   {"claim", mutate(func(c *wireClaim) { c.LLDP = &attest.LLDP{PortID: "7\x1b[2J"} }), 400},
+		"bad base64":          {"claim", []byte(`{"version":1,"serial":"S1","mac":"52:54:00:12:34:56","eks":[{"kind":"rsa2048","public":"!!"}]}`), 400},
+		"AK signature": {"claim", mutate(func(c *wireClaim) {
+			c.AK.CreateSignature = bytes.Clone(c.AK.CreateSignature)
+			c.AK.CreateSignature[len(c.AK.CreateSignature)-1] ^= 1
+		}), 403},
+		"oversized claim": {"claim", bytes.Repeat([]byte(" "), 16<<10+1), 413},
+		"empty proof":     {"proof", []byte(`{}`), 400},
+		"short secret":    {"proof", []byte(`{"session":"AAAA","secrets":[{"kind":"rsa2048","secret":"AAAA"}]}`), 400},
+		"oversized proof": {"proof", []byte(`{"session":"` + strings.Repeat("A", 16<<10) + `"}`), 413},
+	} {
+		status, b := f.post(t, tc.op, tc.body)
+		if status != tc.status {
+			t.Errorf("%s: %d %s, want %d", name, status, b, tc.status)
+		}
+		var e struct{ Error string }
+		if json.Unmarshal(b, &e) != nil || e.Error == "" {
+			t.Errorf("%s: the answer %q carries no error", name, b)
+		}
+	}
+	if n := f.bindings.Calls(); n != 0 {
+		t.Errorf("refused claims asked the binding source %d times", n)
+	}
+	// Methods and paths.
+	rsp, err := f.ts.Client().Get(f.url + "/claim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsp.Body.Close()
+	if rsp.StatusCode != http.StatusMethodNotAllowed || rsp.Header.Get("Allow") != "POST" {
+		t.Errorf("GET claim: %d, Allow %q", rsp.StatusCode, rsp.Header.Get("Allow"))
+	}
+	if status, _ := f.post(t, "verdict", []byte(`{}`)); status != http.StatusNotFound {
+		t.Errorf("POST verdict: %d, want 404", status)
+	}
+}
+
+// A challenge is bound to the AK: a TPM whose AK has another name cannot
+// open it.
+func TestChallengeBoundToAK(t *testing.T) {
+	f := newFleet(t, nil)
+	tpm := quickTPM(t, 0)
+	other := quickTPM(t, 0) // same RSA EK, another AK
+	ch := f.challenge(t, tpm, "S1")
+	for _, c := range ch.Challenges {
+		kind := attest.RSA2048
+		if c.Kind == "eccp256" {
+			continue // the other TPM has another ECC EK altogether
+		}
+		_, err := other.ActivateCredential(attest.Challenge{Kind: kind, Credential: c.Credential, Secret: c.Secret})
+		if err == nil {
+			t.Fatal("a TPM with another AK opened the challenge")
+		}
+		if _, err := tpm.ActivateWith(other.AKName(), attest.Challenge{Kind: kind, Credential: c.Credential, Secret: c.Secret}); err == nil {
+			t.Fatal("the challenge opened under another AK's name")
+		}
+	}
+}
+
+func TestBindingUnavailable(t *testing.T) {
+	f := newFleet(t, nil)
+	tpm := quickTPM(t, 0)
+	f.bindings.Set("S1", approve(t, tpm))
+	f.bindings.SetUnavailable(true)
+	status, b := f.post(t, "claim", mustJSON(t, claimOf(t, tpm, "S1")))
+	if status != http.StatusServiceUnavailable {
+		t.Fatalf("claim while the binding source is down: %d %s, want 503", status, b)
+	}
+	// The client tries again, and passes once the source answers.
+	var console bytes.Buffer
+	tries := 0
+	res, err := attest.Run(context.Background(), f.url, tpm, attest.Machine{Serial: "S1", MAC: testMAC}, &attest.ClientConfig{
+		HTTPClient: f.ts.Client(),
+		Console:    &console,
+		Backoff: func(n int) time.Duration {
+			tries = n
+			if n == 2 {
+				f.bindings.SetUnavailable(false)
+			}
+			return 0
+		},
+	})
+	if err != nil || res.Verdict != attest.Attested || res.Tries != 3 || tries != 2 {
+		t.Fatalf("Run: %+v %v", res, err)
+	}
+	want := "attest: try 1 failed\n" +
+		"attest: claim: fleetd answered 503: the binding source did not answer\n" +
+		"attest: try 2 failed\n" +
+		"attest: claim: fleetd answered 503: the binding source did not answer\n" +
+		"attest: PASSED\n"
+	if console.String() != want {
+		t.Errorf("console:\n%s\nwant:\n%s", console.String(), want)
+	}
+}

@@ -1,0 +1,142 @@
+package attest
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+func seedClaim(t testing.TB) []byte {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(claimMsg{
+		Version: 1, Serial: "FLK-0001", MAC: "52:54:00:12:34:56",
+		LLDP: &LLDP{ChassisIDSubtype: 4, ChassisID: "74:83:c2:00:00:01", PortIDSubtype: 5, PortID: "Port 7"},
+		EKs:  []ekMsg{{Kind: "eccp256", Public: der}},
+		AK:   akMsg{Public: []byte{1}, CreateData: []byte{2}, CreateAttestation: []byte{3}, CreateSignature: []byte{4}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func FuzzDecodeClaim(f *testing.F) {
+	f.Add(seedClaim(f))
+	f.Add([]byte(`{"version":1,"serial":"S","mac":"52:54:00:12:34:56","lldp":null,"eks":[],"ak":{}}`))
+	f.Add([]byte(`{"version":1,"serial":"S","mac":"52-54-00-12-34-56","eks":[{"kind":"rsa2048","public":"MAA="}]}`))
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`[]`))
+	f.Add([]byte(`{"version":1}{}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := decodeClaim(data)
+		if err != nil {
+			if c != nil {
+				t.Fatal("a claim and an error")
+			}
+			return
+		}
+		if checkSerial(c.serial) != nil {
+			t.Fatalf("accepted serial %q", c.serial)
+		}
+		if m, err := parseMAC(c.mac); err != nil || m != c.mac {
+			t.Fatalf("accepted MAC %q", c.mac)
+		}
+		if c.lldp != nil && checkLLDP(c.lldp) != nil {
+			t.Fatalf("accepted LLDP %+v", c.lldp)
+		}
+		if len(c.eks) < 1 || len(c.eks) > 2 || len(c.eks) == 2 && c.eks[0].kind == c.eks[1].kind {
+			t.Fatalf("accepted EKs %+v", c.eks)
+		}
+		for _, ek := range c.eks {
+			h, err := EKHash(ek.pub)
+			if err != nil || h != ek.hash || !ValidHash(h) {
+				t.Fatalf("EK hash %q, EKHash %q, %v", ek.hash, h, err)
+			}
+			if k, err := kindOf(ek.pub); err != nil || k != ek.kind {
+				t.Fatalf("EK of kind %s is %v, %v", ek.kind, k, err)
+			}
+		}
+		for _, b := range [][]byte{c.ak.Public, c.ak.CreateData, c.ak.CreateAttestation, c.ak.CreateSignature} {
+			if len(b) == 0 || len(b) > maxAKField {
+				t.Fatalf("accepted an AK field of %d bytes", len(b))
+			}
+		}
+	})
+}
+
+func FuzzDecodeProof(f *testing.F) {
+	secret := strings.Repeat("A", 43) + "="
+	f.Add([]byte(`{"session":"AAAA","secrets":[{"kind":"rsa2048","secret":"` + secret + `"},{"kind":"eccp256","secret":"` + secret + `"}]}`))
+	f.Add([]byte(`{"session":"AAAA","secrets":[{"kind":"rsa2048","secret":"` + secret + `"},{"kind":"rsa2048","secret":"` + secret + `"}]}`))
+	f.Add([]byte(`{"session":"","secrets":[]}`))
+	f.Add([]byte(`{"session":"AAAA","secrets":[{"kind":"x","secret":"AA=="}]}`))
+	f.Add([]byte(`nul`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := decodeProof(data)
+		if err != nil {
+			if p != nil {
+				t.Fatal("a proof and an error")
+			}
+			return
+		}
+		if len(p.session) == 0 || len(p.session) > maxSession {
+			t.Fatalf("accepted a session of %d bytes", len(p.session))
+		}
+		if len(p.secrets) < 1 || len(p.secrets) > 2 {
+			t.Fatalf("accepted %d secrets", len(p.secrets))
+		}
+		for k, s := range p.secrets {
+			if k != RSA2048 && k != ECCP256 || len(s) != secretLen {
+				t.Fatalf("accepted a %s secret of %d bytes", k, len(s))
+			}
+		}
+		// Whatever decodes never opens as a session of another key.
+		sl, _ := newSealer(make([]byte, 32))
+		if _, err := sl.open(p.session); err == nil {
+			t.Fatal("a fuzzed session opened")
+		}
+	})
+}
+
+// The session encoding round-trips, and a sealed session opens only
+// unchanged.
+func TestSessionRoundTrip(t *testing.T) {
+	sl, err := newSealer(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := &session{expires: time.Unix(1_800_000_000, 5), serial: "S1", mac: "52:54:00:12:34:56", lldp: &LLDP{ChassisIDSubtype: 4, ChassisID: "c", PortIDSubtype: 5, PortID: "p", PortDescription: "d", SystemName: "n"},
+		binding: Binding{Found: true, Authored: true, RSA2048: "r", ECCP256: "e"}}
+	ss.hash[ECCP256] = strings.Repeat("a", 64)
+	ss.secret[ECCP256][3] = 9
+	rand.Read(ss.id[:])
+	blob, err := sl.seal(ss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := sl.open(blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.serial != ss.serial || got.mac != ss.mac || *got.lldp != *ss.lldp || got.binding != ss.binding || got.hash != ss.hash || got.secret != ss.secret || got.id != ss.id || !got.expires.Equal(ss.expires) {
+		t.Fatalf("round trip: %+v, want %+v", got, ss)
+	}
+	plain := ss.marshal()
+	for i := range plain {
+		if _, err := unmarshalSession(plain[:i]); err == nil {
+			t.Fatalf("a session cut at %d bytes decodes", i)
+		}
+	}
+}
