@@ -109,6 +109,7 @@ func (p *Provisioner) Admit(ctx context.Context, c Claim) (Decision, error) {
 		attrs = append(attrs, "run", d.Run)
 	}
 	if err != nil {
+		attrs[3] = Refused.String()
 		p.log.Error("attest.install", append(attrs, "error", err.Error())...)
 		return Decision{Outcome: Refused, Reason: err.Error()}, err
 	}
@@ -328,7 +329,7 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, kind s
 	if hookOS.IsValid() {
 		addr = hookOS.String()
 	}
-	if err := p.newWorkflow(ctx, dev, name, kind, code, image, addr, netboot); err != nil {
+	if err := p.newWorkflow(ctx, dev, name, kind, code, image, addr, netboot, now); err != nil {
 		return "", "", "", err
 	}
 	if err := p.recordStart(ctx, dev, name); err != nil {

@@ -149,7 +149,7 @@ func (p *Provisioner) watch(ctx context.Context, r *run, dev *inventory.Device, 
 
 	timeout := r.globalTimeout(p.cfg.GlobalTimeout)
 	if !r.started() {
-		if now.Before(r.wf.CreationTimestamp.Add(timeout)) {
+		if now.Before(r.created().Add(timeout)) {
 			return nil
 		}
 		kind := inventory.JournalWarning
@@ -231,7 +231,7 @@ func (p *Provisioner) due(ctx context.Context, dev *inventory.Device, runs []*ru
 	if r := inFlight(runs, kind); r != nil && r.wf.Name == dev.LastRun && dev.DesiredAction == "" {
 		return nil
 	}
-	if len(runs) > 0 && runs[0].reported() == "boot-job-failed" && p.now().Before(runs[0].wf.CreationTimestamp.Add(p.cfg.PowerRetry)) {
+	if len(runs) > 0 && runs[0].reported() == "boot-job-failed" && p.now().Before(runs[0].created().Add(p.cfg.PowerRetry)) {
 		return nil // the Rufio line is journaled; a machine powered on by hand attests
 	}
 	if lacks := lacking(*dev); len(lacks) > 0 || !hasBMC(*dev) {

@@ -117,6 +117,15 @@ func (r *run) globalTimeout(def time.Duration) time.Duration {
 	return def
 }
 
+// created is when fleet created the run (by fleet's clock), else the
+// Workflow's creation timestamp.
+func (r *run) created() time.Time {
+	if t, err := time.Parse(time.RFC3339, r.wf.Annotations[annCreated]); err == nil {
+		return t
+	}
+	return r.wf.CreationTimestamp.Time
+}
+
 func (r *run) code() string { return r.wf.Spec.HardwareMap[ValueInstallCode] }
 
 // bootJobFailure returns the message of a failed boot (Rufio) job.
@@ -184,7 +193,7 @@ func (p *Provisioner) runsOf(ctx context.Context, id int64) ([]*run, error) {
 
 func sortNewest(runs []*run) {
 	slices.SortStableFunc(runs, func(a, b *run) int {
-		if c := b.wf.CreationTimestamp.Compare(a.wf.CreationTimestamp.Time); c != 0 {
+		if c := b.created().Compare(a.created()); c != 0 {
 			return c
 		}
 		return strings.Compare(b.wf.Name, a.wf.Name)
@@ -331,7 +340,7 @@ func (p *Provisioner) ensureMachine(ctx context.Context, dev inventory.Device) e
 
 // newWorkflow creates the run's Workflow. netboot asks Tinkerbell to
 // power-cycle the machine into HookOS through a Rufio job first.
-func (p *Provisioner) newWorkflow(ctx context.Context, dev inventory.Device, name, kind, code, image, hookOS string, netboot bool) error {
+func (p *Provisioner) newWorkflow(ctx context.Context, dev inventory.Device, name, kind, code, image, hookOS string, netboot bool, now time.Time) error {
 	tpl := p.cfg.ProvisionTemplate
 	if kind == RunRetire {
 		tpl = p.cfg.RetireTemplate
@@ -353,7 +362,7 @@ func (p *Provisioner) newWorkflow(ctx context.Context, dev inventory.Device, nam
 				LabelDeviceID:  strconv.FormatInt(dev.ID, 10),
 				LabelRunKind:   kind,
 			},
-			Annotations: map[string]string{annNode: dev.Name},
+			Annotations: map[string]string{annNode: dev.Name, annCreated: now.UTC().Format(time.RFC3339)},
 		},
 		Spec: tinkerbell.WorkflowSpec{
 			TemplateRef: tpl,

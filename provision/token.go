@@ -35,6 +35,7 @@ const (
 	annHookOS       = "fleet.fleetkit.dev/hookos-address"
 	annReported     = "fleet.fleetkit.dev/reported"
 	annBootedHookOS = "fleet.fleetkit.dev/booted-hookos-noted"
+	annCreated      = "fleet.fleetkit.dev/created"
 )
 
 const tokenAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"

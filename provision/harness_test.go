@@ -1,0 +1,550 @@
+package provision
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/fleetkit/fleet/inventory"
+)
+
+// memNetBox is an in-memory NetBox holding devices and their journals.
+type memNetBox struct {
+	mu      sync.Mutex
+	devs    map[int64]*inventory.Device
+	journal []journalLine
+	calls   int
+	down    bool // every call answers inventory.ErrUnavailable
+}
+
+type journalLine struct {
+	ID   int64
+	Kind inventory.JournalKind
+	Text string
+}
+
+func newMemNetBox(devs ...inventory.Device) *memNetBox {
+	nb := &memNetBox{devs: map[int64]*inventory.Device{}}
+	for _, d := range devs {
+		nb.devs[d.ID] = &d
+	}
+	return nb
+}
+
+func (nb *memNetBox) call() error {
+	nb.calls++
+	if nb.down {
+		return fmt.Errorf("GET /api/dcim/devices/: %w", inventory.ErrUnavailable)
+	}
+	return nil
+}
+
+func (nb *memNetBox) DeviceBySerial(_ context.Context, serial string) (inventory.Device, error) {
+	nb.mu.Lock()
+	defer nb.mu.Unlock()
+	if err := nb.call(); err != nil {
+		return inventory.Device{}, err
+	}
+	for _, d := range nb.devs {
+		if d.Serial == serial {
+			return *d, nil
+		}
+	}
+	return inventory.Device{}, inventory.ErrNotFound
+}
+
+func (nb *memNetBox) Device(_ context.Context, id int64) (inventory.Device, error) {
+	nb.mu.Lock()
+	defer nb.mu.Unlock()
+	if err := nb.call(); err != nil {
+		return inventory.Device{}, err
+	}
+	d, ok := nb.devs[id]
+	if !ok {
+		return inventory.Device{}, inventory.ErrNotFound
+	}
+	return *d, nil
+}
+
+func (nb *memNetBox) Devices(context.Context) ([]inventory.Device, error) {
+	nb.mu.Lock()
+	defer nb.mu.Unlock()
+	if err := nb.call(); err != nil {
+		return nil, err
+	}
+	out := make([]inventory.Device, 0, len(nb.devs))
+	for _, d := range nb.devs {
+		out = append(out, *d)
+	}
+	slices.SortFunc(out, func(a, b inventory.Device) int { return int(a.ID - b.ID) })
+	return out, nil
+}
+
+func (nb *memNetBox) update(id int64, f func(*inventory.Device)) error {
+	nb.mu.Lock()
+	defer nb.mu.Unlock()
+	if err := nb.call(); err != nil {
+		return err
+	}
+	d, ok := nb.devs[id]
+	if !ok {
+		return inventory.ErrNotFound
+	}
+	f(d)
+	return nil
+}
+
+func (nb *memNetBox) RecordAttestation(_ context.Context, id int64, a inventory.Attestation) error {
+	return nb.update(id, func(d *inventory.Device) {
+		d.MAC, d.AttestedEKHash, d.AttestedEKHashECC = a.MAC, a.EKHash, a.EKHashECC
+		d.AttestedSwitchPort, d.AttestedAt, d.AttestVerdict = a.SwitchPort, a.At, a.Verdict
+	})
+}
+
+func (nb *memNetBox) SetDesiredAction(_ context.Context, id int64, action string) error {
+	return nb.update(id, func(d *inventory.Device) { d.DesiredAction = action })
+}
+
+func (nb *memNetBox) SetLastRun(_ context.Context, id int64, run string) error {
+	return nb.update(id, func(d *inventory.Device) { d.LastRun = run })
+}
+
+func (nb *memNetBox) Journal(_ context.Context, id int64, kind inventory.JournalKind, text string) error {
+	nb.mu.Lock()
+	defer nb.mu.Unlock()
+	if err := nb.call(); err != nil {
+		return err
+	}
+	nb.journal = append(nb.journal, journalLine{id, kind, text})
+	return nil
+}
+
+func (nb *memNetBox) dev(id int64) inventory.Device {
+	nb.mu.Lock()
+	defer nb.mu.Unlock()
+	return *nb.devs[id]
+}
+
+func (nb *memNetBox) set(id int64, f func(*inventory.Device)) {
+	nb.mu.Lock()
+	defer nb.mu.Unlock()
+	f(nb.devs[id])
+}
+
+func (nb *memNetBox) lines() []journalLine {
+	nb.mu.Lock()
+	defer nb.mu.Unlock()
+	return slices.Clone(nb.journal)
+}
+
+// memConfigs hands out numbered codes and keeps what it holds.
+type memConfigs struct {
+	mu   sync.Mutex
+	n    int
+	held map[string]heldConfig
+	fail error
+}
+
+type heldConfig struct {
+	config []byte
+	node   string
+	run    string
+}
+
+func (c *memConfigs) NewCode() (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	return fmt.Sprintf("SECRETCODE%04d", c.n), nil
+}
+
+func (c *memConfigs) Hold(_ context.Context, code string, config []byte, node inventory.Device, run string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fail != nil {
+		return c.fail
+	}
+	if c.held == nil {
+		c.held = map[string]heldConfig{}
+	}
+	c.held[code] = heldConfig{slices.Clone(config), node.Name, run}
+	return nil
+}
+
+func (c *memConfigs) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.held)
+}
+
+// clock is a manual clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// auditLog records slog records as message plus attributes.
+type auditLog struct {
+	mu   sync.Mutex
+	recs []auditRecord
+}
+
+type auditRecord struct {
+	Msg   string
+	Attrs map[string]string
+}
+
+func (a *auditLog) Enabled(context.Context, slog.Level) bool { return true }
+func (a *auditLog) WithAttrs([]slog.Attr) slog.Handler      { return a }
+func (a *auditLog) WithGroup(string) slog.Handler           { return a }
+func (a *auditLog) Handle(_ context.Context, r slog.Record) error {
+	rec := auditRecord{Msg: r.Message, Attrs: map[string]string{}}
+	r.Attrs(func(at slog.Attr) bool {
+		rec.Attrs[at.Key] = at.Value.String()
+		return true
+	})
+	a.mu.Lock()
+	a.recs = append(a.recs, rec)
+	a.mu.Unlock()
+	return nil
+}
+
+func (a *auditLog) records(msg string) []auditRecord {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []auditRecord
+	for _, r := range a.recs {
+		if r.Msg == msg {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// text is every record as one string, to look for leaked secrets.
+func (a *auditLog) text() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var b strings.Builder
+	for _, r := range a.recs {
+		fmt.Fprintf(&b, "%s %v\n", r.Msg, r.Attrs)
+	}
+	return b.String()
+}
+
+var (
+	bundleOnce sync.Once
+	bundle     *secrets.Bundle
+	bundleErr  error
+)
+
+// testBundle returns one secrets bundle per test binary: NewBundle takes
+// about a second.
+func testBundle(t testing.TB) *secrets.Bundle {
+	t.Helper()
+	bundleOnce.Do(func() {
+		bundle, bundleErr = secrets.NewBundle(secrets.NewFixedClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), nil)
+	})
+	if bundleErr != nil {
+		t.Fatal(bundleErr)
+	}
+	return bundle
+}
+
+// workerBundle is the bundle without its CA keys: what a worker needs.
+func workerBundle(t testing.TB) *secrets.Bundle {
+	b := *testBundle(t)
+	c := *b.Certs
+	etcd, k8s, agg, os := *c.Etcd, *c.K8s, *c.K8sAggregator, *c.OS
+	etcd.Key, k8s.Key, agg.Key, os.Key = nil, nil, nil, nil
+	c.Etcd, c.K8s, c.K8sAggregator, c.OS = &etcd, &k8s, &agg, &os
+	c.K8sServiceAccount = nil
+	b.Certs = &c
+	return &b
+}
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) // unix 1767225600
+
+func testCluster(t testing.TB) Cluster {
+	return Cluster{
+		Name:          "folly",
+		Endpoint:      "https://10.0.0.10:6443",
+		Bundle:        testBundle(t),
+		ControlPlanes: true,
+		InstallerImages: map[string]string{
+			ClassWorker:       "factory.talos.dev/metal-installer/abc:v1.13.9",
+			ClassControlPlane: "factory.talos.dev/metal-installer/def:v1.13.9",
+		},
+		ConfigURL: "https://fleetd.example:8443/config/{code}",
+		ExtraSANs: []string{"api.folly.example"},
+	}
+}
+
+// worker is a planned worker that holds every field a run needs but its
+// MAC, which its first attestation records.
+func worker(id int64, name string) inventory.Device {
+	return inventory.Device{
+		ID: id, Name: name, Serial: "SER-" + name, Status: inventory.StatusPlanned,
+		Model: "nuc13", Class: ClassWorker, BMC: "amt",
+		Address:     netip.MustParsePrefix(fmt.Sprintf("10.0.0.%d/24", 20+id)),
+		SwitchPort:  int(id),
+		InstallDisk: "/dev/nvme0n1", InstallDiskSerial: "DISK-" + name,
+		ApprovedEKHash: strings.Repeat("a", 64),
+	}
+}
+
+func macOf(id int64) net.HardwareAddr {
+	return net.HardwareAddr{0x02, 0, 0, 0, 0, byte(id)}
+}
+
+// attested is dev as it stands after an attestation recorded its MAC and
+// port.
+func attested(dev inventory.Device) inventory.Device {
+	dev.MAC = macOf(dev.ID)
+	dev.AttestedSwitchPort = dev.SwitchPort
+	dev.AttestVerdict = "attested"
+	return dev
+}
+
+func claimOf(dev inventory.Device) Claim {
+	return Claim{
+		Serial: dev.Serial,
+		Attestation: inventory.Attestation{
+			MAC: macOf(dev.ID), EKHash: dev.ApprovedEKHash, SwitchPort: dev.SwitchPort, At: t0, Verdict: "attested",
+		},
+		From: dev.Address.Addr(),
+	}
+}
+
+type harness struct {
+	t       *testing.T
+	nb      *memNetBox
+	kube    *kubefake.Clientset
+	tink    *dynfake.FakeDynamicClient
+	configs *memConfigs
+	clock   *clock
+	audit   *auditLog
+	cluster Cluster
+	cfg     Config
+	p       *Provisioner
+	booted  []string
+}
+
+func newTinkClient() *dynfake.FakeDynamicClient {
+	return dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		WorkflowResource: "WorkflowList",
+		HardwareResource: "HardwareList",
+		MachineResource:  "MachineList",
+		JobResource:      "JobList",
+	})
+}
+
+// newHarness builds a Provisioner over fakes; edit tunes its Cluster and
+// Config first.
+func newHarness(t *testing.T, edit func(*Cluster, *Config), devs ...inventory.Device) *harness {
+	t.Helper()
+	h := &harness{
+		t:       t,
+		nb:      newMemNetBox(devs...),
+		kube:    kubefake.NewClientset(),
+		tink:    newTinkClient(),
+		configs: &memConfigs{},
+		clock:   &clock{t: t0},
+		audit:   &auditLog{},
+		cluster: testCluster(t),
+	}
+	h.cfg = Config{
+		AutoProvision: true,
+		ConfigTTL:     time.Hour,
+		PortCheck: func(declared, recorded int) error {
+			switch {
+			case recorded == 0:
+				return fmt.Errorf("recorded no attested switch port")
+			case recorded != declared:
+				return fmt.Errorf("on port %d, expected %d", recorded, declared)
+			}
+			return nil
+		},
+		BootedHookOSAfterInstall: func(node string) { h.booted = append(h.booted, node) },
+		Logger:                   slog.New(h.audit),
+		Now:                      h.clock.Now,
+	}
+	if edit != nil {
+		edit(&h.cluster, &h.cfg)
+	}
+	h.restart()
+	return h
+}
+
+// restart replaces the Provisioner with a new one over the same NetBox
+// and cluster, as a fleetd restart does.
+func (h *harness) restart() {
+	h.t.Helper()
+	p, err := New(h.nb, h.kube, h.tink, h.configs, h.cluster, &h.cfg)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.p = p
+}
+
+func (h *harness) reconcile() Pass {
+	h.t.Helper()
+	pass, err := h.p.Reconcile(context.Background())
+	if err != nil {
+		h.t.Fatalf("Reconcile: %v", err)
+	}
+	return pass
+}
+
+func (h *harness) workflows() []tinkerbell.Workflow {
+	h.t.Helper()
+	l, err := h.tink.Resource(WorkflowResource).Namespace("tinkerbell").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []tinkerbell.Workflow
+	for _, u := range l.Items {
+		var wf tinkerbell.Workflow
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &wf); err != nil {
+			h.t.Fatal(err)
+		}
+		out = append(out, wf)
+	}
+	return out
+}
+
+func (h *harness) workflow(name string) tinkerbell.Workflow {
+	h.t.Helper()
+	u, err := h.tink.Resource(WorkflowResource).Namespace("tinkerbell").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var wf tinkerbell.Workflow
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &wf); err != nil {
+		h.t.Fatal(err)
+	}
+	return wf
+}
+
+// setStatus plays Tinkerbell: it sets a Workflow's status.
+func (h *harness) setStatus(name string, f func(*tinkerbell.WorkflowStatus)) {
+	h.t.Helper()
+	wf := h.workflow(name)
+	f(&wf.Status)
+	u, err := toUnstructured(&wf, tinkerbell.GroupVersion.WithKind("Workflow"))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if _, err := h.tink.Resource(WorkflowResource).Namespace("tinkerbell").Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) secrets() []corev1.Secret {
+	h.t.Helper()
+	l, err := h.kube.CoreV1().Secrets("kube-system").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return l.Items
+}
+
+func (h *harness) count(gvr schema.GroupVersionResource) int {
+	h.t.Helper()
+	l, err := h.tink.Resource(gvr).Namespace("tinkerbell").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return len(l.Items)
+}
+
+// wantJournal fails unless the journal of id holds exactly want.
+func (h *harness) wantJournal(id int64, want ...journalLine) {
+	h.t.Helper()
+	var got []journalLine
+	for _, l := range h.nb.lines() {
+		if l.ID == id {
+			got = append(got, l)
+		}
+	}
+	if !slices.Equal(got, want) {
+		h.t.Errorf("journal of device %d:\n got %+v\nwant %+v", id, got, want)
+	}
+}
+
+// wantNothingCreated fails if any token, config, Hardware or Workflow
+// exists.
+func (h *harness) wantNothingCreated() {
+	h.t.Helper()
+	if n := len(h.secrets()); n != 0 {
+		h.t.Errorf("%d bootstrap token Secrets exist, want none", n)
+	}
+	if n := h.configs.count(); n != 0 {
+		h.t.Errorf("%d configs held, want none", n)
+	}
+	if n := h.count(WorkflowResource); n != 0 {
+		h.t.Errorf("%d Workflows exist, want none", n)
+	}
+	if n := h.count(HardwareResource); n != 0 {
+		h.t.Errorf("%d Hardware objects exist, want none", n)
+	}
+}
+
+// wantNoSecretsLogged fails if a code or token appears in the audit log.
+func (h *harness) wantNoSecretsLogged() {
+	h.t.Helper()
+	text := h.audit.text()
+	if strings.Contains(text, "SECRETCODE") {
+		h.t.Errorf("an install code appears in the log:\n%s", text)
+	}
+	for _, s := range h.secrets() {
+		if tok := string(s.Data["token-secret"]); tok != "" && strings.Contains(text, tok) {
+			h.t.Errorf("a bootstrap token appears in the log:\n%s", text)
+		}
+	}
+	for _, l := range h.nb.lines() {
+		if strings.Contains(l.Text, "SECRETCODE") {
+			h.t.Errorf("an install code appears in the journal: %q", l.Text)
+		}
+	}
+}
+
+func unstructuredOf(t testing.TB, obj any, gvk schema.GroupVersionKind) *unstructured.Unstructured {
+	t.Helper()
+	u, err := toUnstructured(obj, gvk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
