@@ -487,5 +487,3 @@ func contains(s []string, v string) bool {
 	}
 	return false
 }
-
-

@@ -224,8 +224,8 @@ type auditRecord struct {
 }
 
 func (a *auditLog) Enabled(context.Context, slog.Level) bool { return true }
-func (a *auditLog) WithAttrs([]slog.Attr) slog.Handler      { return a }
-func (a *auditLog) WithGroup(string) slog.Handler           { return a }
+func (a *auditLog) WithAttrs([]slog.Attr) slog.Handler       { return a }
+func (a *auditLog) WithGroup(string) slog.Handler            { return a }
 func (a *auditLog) Handle(_ context.Context, r slog.Record) error {
 	rec := auditRecord{Msg: r.Message, Attrs: map[string]string{}}
 	r.Attrs(func(at slog.Attr) bool {
