@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"crypto/ecdsa"
 	"crypto/rsa"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 
 	"github.com/google/go-tpm/tpm2"
@@ -56,11 +58,51 @@ type loadedKey struct {
 }
 
 // OpenChannel returns a Device that sends TPM commands over rwc, such as a
-// TPM character device, a swtpm socket, or a simulator. The Device owns rwc:
-// its Close closes rwc.
+// TPM character device, a swtpm TCP socket, or a simulator. On a stream
+// (anything but an *os.File) a response may arrive in pieces: the Device
+// reads each one whole, by the size in its header. The Device owns rwc: its
+// Close closes rwc.
 func OpenChannel(rwc io.ReadWriteCloser) *Device {
+	if _, ok := rwc.(*os.File); !ok {
+		rwc = &framed{rwc: rwc}
+	}
 	return &Device{tpm: transport.FromReadWriteCloser(rwc), loaded: map[KeyKind]loadedKey{}}
 }
+
+// framed returns one whole TPM response per Read, however the stream
+// beneath splits it.
+type framed struct {
+	rwc     io.ReadWriteCloser
+	pending []byte
+}
+
+// maxResponse bounds a TPM response (TPM2's largest is far smaller).
+const maxResponse = 1 << 16
+
+func (f *framed) Read(p []byte) (int, error) {
+	if len(f.pending) == 0 {
+		hdr := make([]byte, 10) // tag, size, response code
+		if _, err := io.ReadFull(f.rwc, hdr); err != nil {
+			return 0, err
+		}
+		size := int(binary.BigEndian.Uint32(hdr[2:6]))
+		if size < len(hdr) || size > maxResponse {
+			return 0, fmt.Errorf("a TPM response of %d bytes", size)
+		}
+		rsp := make([]byte, size)
+		copy(rsp, hdr)
+		if _, err := io.ReadFull(f.rwc, rsp[len(hdr):]); err != nil {
+			return 0, err
+		}
+		f.pending = rsp
+	}
+	n := copy(p, f.pending)
+	f.pending = f.pending[n:]
+	return n, nil
+}
+
+func (f *framed) Write(p []byte) (int, error) { return f.rwc.Write(p) }
+func (f *framed) Close() error                { return f.rwc.Close() }
 
 // Close flushes the keys the Device loaded and closes its channel. It is
 // safe to call more than once.

@@ -1,0 +1,154 @@
+package attest_test
+
+import (
+	"bytes"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/internal/testenv"
+)
+
+// TestIntegrationSWTPM runs the whole flow, client to server, against
+// swtpm manufactured with EK certificates by swtpm_setup, reached over TCP
+// as HookOS reaches a TPM: through a command channel.
+func TestIntegrationSWTPM(t *testing.T) {
+	testenv.Short(t)
+	swtpm := testenv.Command(t, "swtpm", "swtpm")
+	setup := testenv.Command(t, "swtpm_setup", "swtpm-tools")
+	testenv.Command(t, "swtpm_localca", "swtpm-tools")
+
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	ca := filepath.Join(dir, "ca")
+	for _, d := range []string{state, ca} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A local CA of the test's own, instead of the machine's.
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	localca := write("swtpm-localca.conf", fmt.Sprintf("statedir = %s\nsigningkey = %s/signkey.pem\nissuercert = %s/issuercert.pem\ncertserial = %s/certserial\n", ca, ca, ca, ca))
+	options := write("swtpm-localca.options", "--platform-manufacturer fleet\n--platform-version 2.1\n--platform-model test\n")
+	conf := write("swtpm_setup.conf", fmt.Sprintf("create_certs_tool = %s\ncreate_certs_tool_config = %s\ncreate_certs_tool_options = %s\nactive_pcr_banks = sha256\n",
+		filepath.Join(filepath.Dir(setup), "swtpm_localca"), localca, options))
+	out, err := exec.Command(setup, "--tpm2", "--tpmstate", state, "--config", conf,
+		"--create-ek-cert", "--create-platform-cert", "--lock-nvram", "--overwrite").CombinedOutput()
+	if err != nil {
+		t.Fatalf("swtpm_setup: %v\n%s", err, out)
+	}
+
+	conn := startSWTPM(t, swtpm, state)
+	dev := attest.OpenChannel(conn)
+	t.Cleanup(func() { dev.Close() })
+
+	eks, err := dev.EKs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(eks) != 2 || eks[0].Kind != attest.RSA2048 || eks[1].Kind != attest.ECCP256 {
+		t.Fatalf("EKs %+v, want RSA-2048 and ECC P-256", eks)
+	}
+	// swtpm_setup certified the RSA EK: the certificate in NV is of the
+	// key the client presents.
+	if len(eks[0].Certificate) == 0 {
+		t.Fatal("the RSA EK has no certificate in NV")
+	}
+	cert, err := x509.ParseCertificate(eks[0].Certificate)
+	if err != nil {
+		t.Fatalf("the RSA EK certificate: %v", err)
+	}
+	if !reflect.DeepEqual(cert.PublicKey, eks[0].Public) {
+		t.Fatal("the RSA EK certificate certifies another key")
+	}
+
+	f := newFleet(t, nil)
+	f.bindings.Set("SWTPM-0001", approve(t, dev))
+	res, console, err := f.run(t, dev, "SWTPM-0001", nil)
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, console)
+	}
+	if console != "attest: PASSED\n" || res.Verdict != attest.Attested || res.InstallCode == "" {
+		t.Fatalf("console %q, result %+v", console, res)
+	}
+}
+
+// startSWTPM starts swtpm on a free pair of loopback ports, dials its
+// command port, and stops the one process it started when t ends.
+func startSWTPM(t *testing.T, swtpm, state string) net.Conn {
+	t.Helper()
+	for attempt := 0; attempt < 5; attempt++ {
+		port := freePortPair(t)
+		var stderr bytes.Buffer
+		cmd := exec.Command(swtpm, "socket", "--tpm2",
+			"--tpmstate", "dir="+state,
+			"--server", "type=tcp,port="+strconv.Itoa(port)+",bindaddr=127.0.0.1",
+			"--ctrl", "type=tcp,port="+strconv.Itoa(port+1)+",bindaddr=127.0.0.1",
+			"--flags", "not-need-init,startup-clear")
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		stop := func() {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			select {
+			case err := <-exited:
+				t.Logf("swtpm on port %d exited: %v: %s", port, err, stderr.String())
+				exited <- err
+				goto next
+			default:
+			}
+			conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
+			if err == nil {
+				t.Cleanup(stop)
+				return conn
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		stop()
+		t.Fatalf("swtpm did not listen on port %d: %s", port, stderr.String())
+	next:
+	}
+	t.Fatal("swtpm did not start in 5 attempts")
+	return nil
+}
+
+// freePortPair returns a port P such that P and P+1 were free on loopback.
+func freePortPair(t *testing.T) int {
+	t.Helper()
+	for i := 0; i < 50; i++ {
+		a, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := a.Addr().(*net.TCPAddr).Port
+		b, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1))
+		a.Close()
+		if err == nil {
+			b.Close()
+			return p
+		}
+	}
+	t.Fatal("no free pair of ports")
+	return 0
+}
