@@ -25,7 +25,16 @@ type ackResult struct {
 
 // socket is the TCP socket under an HTTP connection.
 type socket struct {
-	raw syscall.RawConn
+	conn tcpConn
+	raw  syscall.RawConn
+}
+
+// tcpConn is what the Server needs of the connection that owns the socket;
+// *net.TCPConn has it.
+type tcpConn interface {
+	net.Conn
+	syscall.Conn
+	SetLinger(sec int) error
 }
 
 // innermost follows NetConn (as *tls.Conn has) down to the connection that
@@ -48,28 +57,34 @@ func innermost(c net.Conn) net.Conn {
 // tcpSocket finds the TCP socket under c.
 func tcpSocket(c net.Conn) (socket, error) {
 	in := innermost(c)
-	sc, ok := in.(syscall.Conn)
+	tc, ok := in.(tcpConn)
 	if !ok {
-		return socket{}, fmt.Errorf("the connection (%T) has no socket to check", in)
+		return socket{}, fmt.Errorf("the connection (%T) is not a TCP connection", in)
 	}
-	raw, err := sc.SyscallConn()
+	raw, err := tc.SyscallConn()
 	if err != nil {
 		return socket{}, err
 	}
-	s := socket{raw: raw}
+	s := socket{conn: tc, raw: raw}
 	if err := checkTCP(s); err != nil {
 		return socket{}, err
 	}
 	return s, nil
 }
 
-// abort resets the connection under c (SO_LINGER 0), so that the kernel
-// drops whatever of the answer it still holds and no second copy of a
-// config can reach anyone after the Server let go of it.
-func abort(c net.Conn) {
-	in := innermost(c)
-	if l, ok := in.(interface{ SetLinger(int) error }); ok {
-		l.SetLinger(0)
-	}
-	in.Close()
+// resetOnClose makes a close of the socket reset the connection (SO_LINGER
+// 0): the kernel then drops whatever of an answer it still holds, so no
+// copy of a config reaches anyone after the Server let go of it. net/http
+// closes a connection itself when a write fails, which is why this is set
+// before the answer is written, and lifted (gracefulClose) once the answer
+// is acknowledged.
+func (s socket) resetOnClose() error { return s.conn.SetLinger(0) }
+
+// gracefulClose undoes resetOnClose.
+func (s socket) gracefulClose() error { return s.conn.SetLinger(-1) }
+
+// abort resets the connection.
+func (s socket) abort() {
+	s.conn.SetLinger(0)
+	s.conn.Close()
 }

@@ -340,8 +340,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.busy = true
 	s.mu.Unlock()
 
-	served := false
-	defer func() { s.release(d, e, served) }()
+	var out outcome
+	defer func() { s.release(d, e, out) }()
+
+	planned, err := s.gate.Planned(r.Context(), e.device)
+	if err != nil {
+		s.log.Warn("configserve: NetBox did not answer whether the device is planned; the config stays",
+			deviceAttrs(e.device, e.run), slog.String("peer", peer), slog.Any("error", err))
+		w.Header().Set("Retry-After", "5")
+		answer(w, http.StatusServiceUnavailable, "NetBox did not answer; try again")
+		return
+	}
+	if !planned {
+		s.log.Warn("configserve: NetBox does not show the device planned; the config stays",
+			deviceAttrs(e.device, e.run), slog.String("peer", peer))
+		answer(w, http.StatusConflict, "the device is not planned")
+		return
+	}
 
 	if r.ProtoMajor != 1 {
 		s.log.Error("configserve: a fetch came over HTTP/2; the server must speak HTTP/1.1 only (see the package documentation)",
@@ -364,47 +379,39 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	planned, err := s.gate.Planned(r.Context(), e.device)
-	if err != nil {
-		s.log.Warn("configserve: NetBox did not answer whether the device is planned; the config stays",
-			deviceAttrs(e.device, e.run), slog.String("peer", peer), slog.Any("error", err))
-		w.Header().Set("Retry-After", "5")
-		answer(w, http.StatusServiceUnavailable, "NetBox did not answer; try again")
-		return
-	}
-	if !planned {
-		s.log.Warn("configserve: NetBox does not show the device planned; the config stays",
-			deviceAttrs(e.device, e.run), slog.String("peer", peer))
-		answer(w, http.StatusConflict, "the device is not planned")
-		return
-	}
-
 	start := time.Now()
 	res, err := s.write(w, conn, sock, e.config, start.Add(s.writeTimeout))
 	if err != nil {
-		abort(conn)
+		sock.abort()
 		s.log.Warn("configserve: the answer did not arrive whole; the connection was reset and the config stays",
 			deviceAttrs(e.device, e.run), slog.String("peer", peer), slog.Any("error", err),
 			slog.Int("unacknowledged", res.unacked), slog.Int("polls", res.polls), slog.Duration("elapsed", time.Since(start)))
-		s.emit(Event{Kind: NotAcknowledged, Device: e.device, Run: e.run, Peer: peer, Text: textNotAcknowledged})
+		out.notAcknowledgedBy = peer
 		return
 	}
-	served = true
+	out.served = true
 	s.log.Debug("configserve: the peer acknowledged every byte",
 		deviceAttrs(e.device, e.run), slog.String("peer", peer),
 		slog.Int("polls", res.polls), slog.Duration("ack_wait", res.wait), slog.Duration("elapsed", time.Since(start)))
 }
 
+// outcome is how a fetch that owned a config ended.
+type outcome struct {
+	served            bool
+	notAcknowledgedBy string // the peer, when an answer was not acknowledged
+}
+
 // release ends a fetch's ownership of e: served spends the code and zeroes
 // the config; otherwise the config waits again, unless it was dropped or
-// its TTL passed meanwhile.
-func (s *Server) release(d digest, e *entry, served bool) {
+// its TTL passed meanwhile. The events come after the entry is released,
+// so that whoever sees NotAcknowledged can fetch the config again.
+func (s *Server) release(d digest, e *entry, out outcome) {
 	s.mu.Lock()
 	e.busy = false
 	held := s.held[d] == e
 	expired := false
 	switch {
-	case served:
+	case out.served:
 		if held {
 			delete(s.held, d)
 			e.timer.Stop()
@@ -420,8 +427,11 @@ func (s *Server) release(d digest, e *entry, served bool) {
 		expired = true
 	}
 	s.mu.Unlock()
+	if out.notAcknowledgedBy != "" {
+		s.emit(Event{Kind: NotAcknowledged, Device: e.device, Run: e.run, Peer: out.notAcknowledgedBy, Text: textNotAcknowledged})
+	}
 	switch {
-	case served:
+	case out.served:
 		s.emit(Event{Kind: Served, Device: e.device, Run: e.run, Text: textServed(e.run)})
 	case expired:
 		s.emit(Event{Kind: Expired, Device: e.device, Run: e.run, Text: textExpired(e.run)})
@@ -429,8 +439,12 @@ func (s *Server) release(d digest, e *entry, served bool) {
 }
 
 // write sends config as the whole answer and waits until the peer's kernel
-// acknowledged its last byte, or deadline.
+// acknowledged its last byte, or deadline. Until then, a close of the
+// connection resets it.
 func (s *Server) write(w http.ResponseWriter, conn net.Conn, sock socket, config []byte, deadline time.Time) (ackResult, error) {
+	if err := sock.resetOnClose(); err != nil {
+		return ackResult{}, err
+	}
 	if err := conn.SetWriteDeadline(deadline); err != nil {
 		return ackResult{}, err
 	}
@@ -453,8 +467,12 @@ func (s *Server) write(w http.ResponseWriter, conn net.Conn, sock socket, config
 	if err != nil {
 		return res, err
 	}
-	// Lift the deadline for the connection's next request.
-	return res, conn.SetWriteDeadline(time.Time{})
+	// Served. Lift the deadline and the reset for the connection's next
+	// request; if that fails the connection is broken, and net/http finds
+	// out on its own.
+	conn.SetWriteDeadline(time.Time{})
+	sock.gracefulClose()
+	return res, nil
 }
 
 // answer writes a short plain-text answer that never carries a code.

@@ -1,0 +1,326 @@
+package configserve
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// testGate is a Gate whose answer the test sets.
+type testGate struct {
+	mu      sync.Mutex
+	planned bool
+	err     error
+	delay   time.Duration
+	hold    chan struct{} // when set, Planned waits until it is closed
+	calls   int
+	asked   []Device
+}
+
+func (g *testGate) Planned(ctx context.Context, d Device) (bool, error) {
+	g.mu.Lock()
+	g.calls++
+	g.asked = append(g.asked, d)
+	planned, err, delay, hold := g.planned, g.err, g.delay, g.hold
+	g.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	return planned, err
+}
+
+func (g *testGate) set(planned bool, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.planned, g.err = planned, err
+}
+
+func (g *testGate) callCount() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.calls
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// secrets collects what must never appear in a log line or an event.
+type secrets struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (s *secrets) add(v string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.list = append(s.list, v)
+}
+
+// checkNoSecrets fails t if logs or any event text or field carries a
+// code, a code's first 12 characters, or a config's tag.
+func (s *secrets) check(t testing.TB, logs string, events []Event) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, v := range s.list {
+		for _, needle := range []string{v, v[:12]} {
+			if strings.Contains(logs, needle) {
+				t.Errorf("a log line carries a secret (%d characters of it)", len(needle))
+			}
+			for _, ev := range events {
+				if strings.Contains(fmt.Sprintf("%+v", ev), needle) {
+					t.Errorf("event %v carries a secret", ev.Kind)
+				}
+			}
+		}
+	}
+}
+
+// harness is a Server behind a real loopback HTTP(S) server, with its log
+// lines and events captured.
+type harness struct {
+	t       *testing.T
+	srv     *Server
+	ts      *httptest.Server
+	gate    *testGate
+	logs    *syncBuffer
+	secrets *secrets
+
+	evMu   sync.Mutex
+	events []Event
+	evCh   chan Event
+}
+
+type harnessOpts struct {
+	cfg           Config // Logger and Events are set by the harness
+	tls           bool
+	sndbuf        int  // server-side SO_SNDBUF for every connection; 0: the kernel's
+	noConnContext bool // leave http.Server.ConnContext unset
+	http2         bool
+}
+
+func newHarness(t *testing.T, o harnessOpts) *harness {
+	t.Helper()
+	h := &harness{
+		t:       t,
+		gate:    &testGate{planned: true},
+		logs:    &syncBuffer{},
+		secrets: &secrets{},
+		evCh:    make(chan Event, 4096),
+	}
+	cfg := o.cfg
+	cfg.Logger = slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg.Events = func(ev Event) {
+		h.evMu.Lock()
+		h.events = append(h.events, ev)
+		h.evMu.Unlock()
+		h.evCh <- ev
+	}
+	srv, err := New(h.gate, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.srv = srv
+	h.ts = httptest.NewUnstartedServer(srv)
+	if !o.noConnContext {
+		sndbuf := o.sndbuf
+		h.ts.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+			if sndbuf > 0 {
+				if tc, ok := innermost(c).(*net.TCPConn); ok {
+					if err := tc.SetWriteBuffer(sndbuf); err != nil {
+						t.Errorf("SO_SNDBUF: %v", err)
+					}
+				}
+			}
+			return ConnContext(ctx, c)
+		}
+	}
+	h.ts.EnableHTTP2 = o.http2
+	if o.tls {
+		h.ts.StartTLS()
+	} else {
+		h.ts.Start()
+	}
+	t.Cleanup(func() {
+		h.ts.Close()
+		srv.Close()
+		h.secrets.check(t, h.logs.String(), h.allEvents())
+		if t.Failed() {
+			t.Logf("server log:\n%s", h.logs.String())
+		}
+	})
+	return h
+}
+
+// put holds a fresh config of n bytes (at least 64) under a fresh code and
+// returns both. The config carries a random tag on every line so that any
+// piece of it is recognisable in a log.
+func (h *harness) put(n int, dev Device, run string) (code string, config, orig []byte) {
+	h.t.Helper()
+	code = NewCode()
+	config = makeConfig(n)
+	orig = bytes.Clone(config)
+	h.secrets.add(code)
+	h.secrets.add(tagOf(config))
+	if err := h.srv.Put(code, dev, run, config); err != nil {
+		h.t.Fatal(err)
+	}
+	return code, config, orig
+}
+
+// makeConfig returns n bytes of YAML-ish text whose every line
+// carries the same random 16-character tag.
+func makeConfig(n int) []byte {
+	var r [8]byte
+	rand.Read(r[:])
+	tag := hex.EncodeToString(r[:])
+	line := "token: " + tag + "-secret\n" // 31 bytes
+	var b bytes.Buffer
+	b.Grow(n + len(line))
+	for b.Len() < n {
+		b.WriteString(line)
+	}
+	return b.Bytes()[:max(n, 64)]
+}
+
+func tagOf(config []byte) string { return string(config[7:23]) }
+
+func (h *harness) url(code string) string { return h.ts.URL + PathPrefix + code }
+
+// client returns a client that opens a new connection per request.
+func (h *harness) client() *http.Client {
+	tr := h.ts.Client().Transport.(*http.Transport).Clone()
+	tr.DisableKeepAlives = true
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (h *harness) get(c *http.Client, code string) reply {
+	h.t.Helper()
+	resp, err := c.Get(h.url(code))
+	if err != nil {
+		h.t.Fatalf("GET: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		h.t.Fatalf("GET: reading the body: %v", err)
+	}
+	return reply{resp.StatusCode, resp.Header, body}
+}
+
+func (h *harness) allEvents() []Event {
+	h.evMu.Lock()
+	defer h.evMu.Unlock()
+	return append([]Event(nil), h.events...)
+}
+
+// waitEvent returns the next event, failing t after 10 s.
+func (h *harness) waitEvent() Event {
+	h.t.Helper()
+	select {
+	case ev := <-h.evCh:
+		return ev
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("no event within 10 s")
+		return Event{}
+	}
+}
+
+// noEvent fails t if an event arrives within d.
+func (h *harness) noEvent(d time.Duration) {
+	h.t.Helper()
+	select {
+	case ev := <-h.evCh:
+		h.t.Errorf("unexpected event %v: %q", ev.Kind, ev.Text)
+	case <-time.After(d):
+	}
+}
+
+// rawConn dials the server with a small receive buffer, set before the
+// handshake so that the window the peer advertises is small from the
+// start, and speaks TLS if the server does.
+func (h *harness) rawConn(rcvbuf int) (net.Conn, *net.TCPConn) {
+	h.t.Helper()
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcvbuf)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	c, err := d.Dial("tcp", h.ts.Listener.Addr().String())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	tc := c.(*net.TCPConn)
+	h.t.Cleanup(func() { c.Close() })
+	if h.ts.TLS == nil {
+		return c, tc
+	}
+	cfg := h.ts.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+	cfg.ServerName = "127.0.0.1"
+	tlsc := tls.Client(c, cfg)
+	if err := tlsc.Handshake(); err != nil {
+		h.t.Fatal(err)
+	}
+	return tlsc, tc
+}
+
+func sendGet(t *testing.T, c net.Conn, code string) {
+	t.Helper()
+	if _, err := fmt.Fprintf(c, "GET %s%s HTTP/1.1\r\nHost: fleetd\r\n\r\n", PathPrefix, code); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func isReset(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}

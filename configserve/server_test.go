@@ -1,0 +1,685 @@
+package configserve
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+var node01 = Device{ID: 17, Name: "node-01"}
+
+const run01 = "provision-node-01-1767225600"
+
+// ignoreTime compares events without their time stamps.
+var ignoreTime = cmpopts.IgnoreFields(Event{}, "Time")
+
+func zeroed(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func TestServeOnceOverTLS(t *testing.T) {
+	h := newHarness(t, harnessOpts{tls: true})
+	code, config, orig := h.put(20<<10, node01, run01)
+	c := h.client()
+
+	r := h.get(c, code)
+	if r.status != http.StatusOK || !bytes.Equal(r.body, orig) {
+		t.Fatalf("first fetch: %d with %d bytes, want 200 with the config's %d", r.status, len(r.body), len(orig))
+	}
+	if got := r.header.Get("Cache-Control"); got != "no-store" {
+		t.Errorf("Cache-Control %q, want no-store", got)
+	}
+	ev := h.waitEvent()
+	want := Event{Kind: Served, Device: node01, Run: run01, Text: "fleetd served the config of provision-node-01-1767225600"}
+	if d := cmp.Diff(want, ev, ignoreTime); d != "" {
+		t.Errorf("served event (-want +got):\n%s", d)
+	}
+	if ev.Time.IsZero() {
+		t.Error("the event has no time")
+	}
+	if !zeroed(config) {
+		t.Error("the served config was not zeroed")
+	}
+	if n := h.srv.Waiting(); n != 0 {
+		t.Errorf("%d configs wait after the serve, want 0", n)
+	}
+
+	// Asked again: 410, and the event names the device.
+	r = h.get(c, code)
+	if r.status != http.StatusGone || bytes.Contains(r.body, orig[:64]) {
+		t.Fatalf("second fetch: %d %q, want 410 without the config", r.status, r.body)
+	}
+	ev = h.waitEvent()
+	if ev.Peer == "" {
+		t.Error("the refetch event names no peer")
+	}
+	want = Event{Kind: Refetched, Device: node01, Run: run01, Peer: ev.Peer, Text: "the node asked again for the Talos config fleetd served it"}
+	if d := cmp.Diff(want, ev, ignoreTime); d != "" {
+		t.Errorf("refetch event (-want +got):\n%s", d)
+	}
+	if err := h.srv.Put(code, node01, run01, makeConfig(100)); !errors.Is(err, ErrCodeSpent) {
+		t.Errorf("Put of a spent code: %v, want ErrCodeSpent", err)
+	}
+	if !strings.Contains(h.logs.String(), "node-01") {
+		t.Error("the log names no device; the secret check would look at nothing")
+	}
+}
+
+// After an acknowledged answer, the keep-alive connection serves the next
+// request.
+func TestKeepAliveAfterServe(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	c := h.ts.Client()
+	var reused []bool
+	for i := range 3 {
+		code, _, orig := h.put(3000+i, node01, run01)
+		var got bool
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+			GotConn: func(i httptrace.GotConnInfo) { got = i.Reused },
+		})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.url(code), nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || !bytes.Equal(body, orig) {
+			t.Fatalf("fetch %d: %v %d, %d bytes", i, err, resp.StatusCode, len(body))
+		}
+		if ev := h.waitEvent(); ev.Kind != Served {
+			t.Fatalf("event %v, want served", ev.Kind)
+		}
+		reused = append(reused, got)
+	}
+	if d := cmp.Diff([]bool{false, true, true}, reused); d != "" {
+		t.Errorf("connection reuse (-want +got):\n%s", d)
+	}
+}
+
+func TestConcurrentFetchesServeOnce(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	// The gate holds the first fetch until 50 others met it in flight.
+	hold := make(chan struct{})
+	h.gate.hold = hold
+	code, _, orig := h.put(20<<10, node01, run01)
+	const n = 200
+	tr := &http.Transport{DisableKeepAlives: true, MaxIdleConnsPerHost: -1}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: 60 * time.Second}
+
+	var (
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		mu      sync.Mutex
+		byCode  = map[int]int{}
+		bodies  int
+		retries int
+		errs    []error
+	)
+	for range n {
+		wg.Go(func() {
+			<-start
+			resp, err := c.Get(h.url(code))
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				return
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			byCode[resp.StatusCode]++
+			if bytes.Contains(body, orig[:64]) {
+				bodies++
+				if resp.StatusCode != 200 || !bytes.Equal(body, orig) {
+					t.Errorf("a %d answer carried part of the config", resp.StatusCode)
+				}
+			}
+			if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "" {
+				retries++
+				if retries == 50 {
+					close(hold)
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	select {
+	case <-hold:
+	default:
+		close(hold)
+	}
+	if len(errs) > 0 {
+		t.Fatalf("%d fetches failed, the first: %v", len(errs), errs[0])
+	}
+	if byCode[200] != 1 || bodies != 1 {
+		t.Fatalf("%d answers were 200 and %d carried the config, want exactly one: %v", byCode[200], bodies, byCode)
+	}
+	if byCode[503]+byCode[410] != n-1 {
+		t.Fatalf("statuses %v: want the others 503 (another answer in flight) or 410 (served)", byCode)
+	}
+	if byCode[503] == 0 || retries != byCode[503] {
+		t.Errorf("statuses %v, %d with Retry-After: want 503s with Retry-After for fetches that met the answer in flight", byCode, retries)
+	}
+	if g := h.gate.callCount(); g != 1 {
+		t.Errorf("the gate was asked %d times, want once: only the fetch that owns the config asks", g)
+	}
+	// One served event, one refetch event per 410.
+	want := map[Kind]int{Served: 1}
+	if byCode[410] > 0 {
+		want[Refetched] = byCode[410]
+	}
+	got := map[Kind]int{}
+	for range 1 + byCode[410] {
+		got[h.waitEvent().Kind]++
+	}
+	h.noEvent(50 * time.Millisecond)
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("events (-want +got):\n%s", d)
+	}
+	t.Logf("statuses %v", byCode)
+}
+
+// A client that reads half the answer and resets the connection: the
+// answer is not acknowledged, the config stays, and the next fetch gets it
+// whole.
+func TestHalfReadAndReset(t *testing.T) {
+	for _, tlsOn := range []bool{false, true} {
+		name := "tcp"
+		if tlsOn {
+			name = "tls"
+		}
+		t.Run(name, func(t *testing.T) {
+			// Small socket buffers on both sides, so that half the
+			// answer read leaves most of it unsent and unacknowledged.
+			h := newHarness(t, harnessOpts{tls: tlsOn, sndbuf: 64 << 10})
+			code, _, orig := h.put(1<<20, node01, run01)
+
+			c, tc := h.rawConn(16 << 10)
+			sendGet(t, c, code)
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != 200 || resp.ContentLength != int64(len(orig)) {
+				t.Fatalf("status %d, length %d", resp.StatusCode, resp.ContentLength)
+			}
+			half := make([]byte, len(orig)/2)
+			if _, err := io.ReadFull(resp.Body, half); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(half, orig[:len(half)]) {
+				t.Fatal("the first half differs from the config")
+			}
+			peer := tc.LocalAddr().String()
+			tc.SetLinger(0)
+			tc.Close()
+
+			ev := h.waitEvent()
+			want := Event{Kind: NotAcknowledged, Device: node01, Run: run01, Peer: peer, Text: "the peer did not acknowledge all of it"}
+			if d := cmp.Diff(want, ev, ignoreTime); d != "" {
+				t.Fatalf("event (-want +got):\n%s", d)
+			}
+			if n := h.srv.Waiting(); n != 1 {
+				t.Fatalf("%d configs wait, want the config kept", n)
+			}
+			r := h.get(h.client(), code)
+			if r.status != 200 || !bytes.Equal(r.body, orig) {
+				t.Fatalf("next fetch: %d with %d bytes, want 200 with the whole %d", r.status, len(r.body), len(orig))
+			}
+			if ev := h.waitEvent(); ev.Kind != Served {
+				t.Errorf("event %v, want served", ev.Kind)
+			}
+		})
+	}
+}
+
+// A client that never reads (its window closes): the write deadline ends
+// the answer, the connection is reset so no more of it arrives, and the
+// config stays.
+func TestZeroWindowMeetsWriteDeadline(t *testing.T) {
+	const deadline = 300 * time.Millisecond
+	h := newHarness(t, harnessOpts{cfg: Config{WriteTimeout: deadline}, sndbuf: 64 << 10})
+	code, _, orig := h.put(1<<20, node01, run01)
+
+	c, tc := h.rawConn(16 << 10)
+	start := time.Now()
+	sendGet(t, c, code)
+	ev := h.waitEvent()
+	elapsed := time.Since(start)
+	want := Event{Kind: NotAcknowledged, Device: node01, Run: run01, Peer: tc.LocalAddr().String(), Text: textNotAcknowledged}
+	if d := cmp.Diff(want, ev, ignoreTime); d != "" {
+		t.Fatalf("event (-want +got):\n%s", d)
+	}
+	if elapsed < deadline {
+		t.Errorf("the answer ended after %v, before the write deadline %v", elapsed, deadline)
+	}
+	if n := h.srv.Waiting(); n != 1 {
+		t.Fatalf("%d configs wait, want the config kept", n)
+	}
+	// The stalled client now reads: it never gets the whole answer,
+	// since the server reset the connection.
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, err := io.ReadAll(c)
+	if err == nil || !isReset(err) {
+		t.Errorf("reading the stalled connection ended with %v, want a reset", err)
+	}
+	if len(got) >= len(orig) {
+		t.Errorf("the stalled client read %d bytes, the whole answer", len(got))
+	}
+	r := h.get(h.client(), code)
+	if r.status != 200 || !bytes.Equal(r.body, orig) {
+		t.Fatalf("next fetch: %d with %d bytes, want the whole config", r.status, len(r.body))
+	}
+}
+
+func TestGateDownKeepsConfig(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	code, _, orig := h.put(4096, node01, run01)
+	h.gate.set(false, errors.New("netbox did not answer: dial tcp: connection refused"))
+	c := h.client()
+	r := h.get(c, code)
+	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
+		t.Fatalf("gate down: %d (Retry-After %q), want 503 with Retry-After", r.status, r.header.Get("Retry-After"))
+	}
+	if bytes.Contains(r.body, orig[:64]) {
+		t.Fatal("the 503 carried the config")
+	}
+	h.noEvent(20 * time.Millisecond)
+	if n := h.srv.Waiting(); n != 1 {
+		t.Fatalf("%d configs wait, want the config kept", n)
+	}
+	if !strings.Contains(h.logs.String(), "NetBox did not answer") {
+		t.Error("no log line says NetBox did not answer")
+	}
+	h.gate.set(true, nil)
+	if r := h.get(c, code); r.status != 200 || !bytes.Equal(r.body, orig) {
+		t.Fatalf("gate up: %d, want 200 and the config", r.status)
+	}
+	h.gate.mu.Lock()
+	asked := h.gate.asked
+	h.gate.mu.Unlock()
+	if d := cmp.Diff([]Device{node01, node01}, asked); d != "" {
+		t.Errorf("devices the gate was asked about (-want +got):\n%s", d)
+	}
+}
+
+func TestNotPlannedRefusedAndKept(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	code, config, orig := h.put(4096, node01, run01)
+	h.gate.set(false, nil)
+	c := h.client()
+	r := h.get(c, code)
+	if r.status != http.StatusConflict || bytes.Contains(r.body, orig[:64]) {
+		t.Fatalf("not planned: %d, want 409 without the config", r.status)
+	}
+	h.noEvent(20 * time.Millisecond)
+	if n := h.srv.Waiting(); n != 1 || zeroed(config) {
+		t.Fatalf("%d configs wait (zeroed %v), want the config kept", n, zeroed(config))
+	}
+	h.gate.set(true, nil)
+	if r := h.get(c, code); r.status != 200 || !bytes.Equal(r.body, orig) {
+		t.Fatalf("planned again: %d, want 200 and the config", r.status)
+	}
+}
+
+func TestMissing(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	h.put(100, node01, run01) // another code's config
+	code := NewCode()
+	h.secrets.add(code)
+	r := h.get(h.client(), code)
+	if r.status != http.StatusNotFound {
+		t.Fatalf("unknown code: %d, want 404", r.status)
+	}
+	ev := h.waitEvent()
+	if !strings.HasPrefix(ev.Peer, "127.0.0.1:") {
+		t.Errorf("peer %q, want the client's address", ev.Peer)
+	}
+	want := Event{Kind: Missing, Peer: ev.Peer, Text: "the node asked for its Talos config, and fleetd holds none for it"}
+	if d := cmp.Diff(want, ev, ignoreTime); d != "" {
+		t.Errorf("event (-want +got):\n%s", d)
+	}
+	if g := h.gate.callCount(); g != 0 {
+		t.Errorf("the gate was asked %d times for an unknown code", g)
+	}
+}
+
+// Request shapes that are not a fetch of a code: no event, no gate call,
+// no config.
+func TestRequestShapes(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	code, _, orig := h.put(4096, node01, run01)
+	c := h.client()
+	for _, tc := range []struct {
+		method, path string
+		status       int
+	}{
+		{"GET", "/", 404},
+		{"GET", "/config", 404},
+		{"GET", "/config/", 404},
+		{"GET", "/configs/" + code, 404},
+		{"GET", "/config/" + code + "/", 404},
+		{"GET", "/config/" + code + "/x", 404},
+		{"GET", "/config/short", 400},
+		{"GET", "/config/" + code[:CodeLen-1] + "=", 400},
+		{"GET", "/config/" + code + "A", 400},
+		{"HEAD", "/config/" + code, 405},
+		{"POST", "/config/" + code, 405},
+		{"DELETE", "/config/" + code, 405},
+	} {
+		req, _ := http.NewRequest(tc.method, h.ts.URL+tc.path, nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || bytes.Contains(body, orig[:64]) {
+			t.Errorf("%s %s: %d, want %d without the config", tc.method, strings.ReplaceAll(tc.path, code, "<code>"), resp.StatusCode, tc.status)
+		}
+		if tc.status == 405 && resp.Header.Get("Allow") != "GET" {
+			t.Errorf("%s: Allow %q, want GET", tc.method, resp.Header.Get("Allow"))
+		}
+	}
+	h.noEvent(20 * time.Millisecond)
+	if h.gate.callCount() != 0 || h.srv.Waiting() != 1 {
+		t.Errorf("gate calls %d, waiting %d: want 0 and 1", h.gate.callCount(), h.srv.Waiting())
+	}
+	// The query is ignored.
+	if r := h.get(c, code+"?x=1&code=y"); r.status != 200 || !bytes.Equal(r.body, orig) {
+		t.Errorf("with a query: %d, want 200 and the config", r.status)
+	}
+}
+
+func TestWithoutConnContext(t *testing.T) {
+	h := newHarness(t, harnessOpts{noConnContext: true})
+	code, _, _ := h.put(4096, node01, run01)
+	if r := h.get(h.client(), code); r.status != http.StatusInternalServerError {
+		t.Fatalf("%d, want 500", r.status)
+	}
+	if h.srv.Waiting() != 1 {
+		t.Errorf("waiting %d: want the config kept", h.srv.Waiting())
+	}
+	if !strings.Contains(h.logs.String(), "ConnContext") {
+		t.Error("no log line says what to set")
+	}
+}
+
+func TestHTTP2Refused(t *testing.T) {
+	h := newHarness(t, harnessOpts{tls: true, http2: true})
+	code, _, orig := h.put(4096, node01, run01)
+	c := h.ts.Client()
+	resp, err := c.Get(h.url(code))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 {
+		t.Fatalf("the client spoke %s; the test needs HTTP/2", resp.Proto)
+	}
+	if resp.StatusCode != http.StatusHTTPVersionNotSupported || bytes.Contains(body, orig[:64]) {
+		t.Fatalf("%d, want 505 without the config", resp.StatusCode)
+	}
+	if h.srv.Waiting() != 1 {
+		t.Error("the config is gone")
+	}
+	if !strings.Contains(h.logs.String(), "HTTP/1.1 only") {
+		t.Error("no log line says what to set")
+	}
+}
+
+// TTL: before it the config waits (the gate is asked); after it the config
+// is zeroed and gone, the event says so, and a fetch gets 404.
+func TestTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := &testGate{planned: false}
+		var events []Event
+		var mu sync.Mutex
+		srv, err := New(gate, &Config{TTL: 10 * time.Minute, Events: func(ev Event) {
+			mu.Lock()
+			events = append(events, ev)
+			mu.Unlock()
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		code := NewCode()
+		config := makeConfig(1000)
+		if err := srv.Put(code, node01, run01, config); err != nil {
+			t.Fatal(err)
+		}
+		fetch := func() int {
+			w := httptest.NewRecorder()
+			r := httptest.NewRequest("GET", PathPrefix+code, nil)
+			srv.ServeHTTP(w, r)
+			return w.Code
+		}
+		time.Sleep(10*time.Minute - time.Second)
+		if st := fetch(); st != http.StatusConflict || gate.callCount() != 1 {
+			t.Fatalf("before the TTL: %d after %d gate calls, want 409 (not planned) from a held config", st, gate.callCount())
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if srv.Waiting() != 0 || !zeroed(config) {
+			t.Fatalf("after the TTL: %d waiting, zeroed %v; want the config gone and zeroed", srv.Waiting(), zeroed(config))
+		}
+		if st := fetch(); st != http.StatusNotFound {
+			t.Fatalf("after the TTL: %d, want 404", st)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		want := []Event{
+			{Kind: Expired, Device: node01, Run: run01, Text: "the Talos config of provision-node-01-1767225600 expired unread"},
+			{Kind: Missing, Peer: "192.0.2.1:1234", Text: textMissing},
+		}
+		if d := cmp.Diff(want, events, ignoreTime); d != "" {
+			t.Errorf("events (-want +got):\n%s", d)
+		}
+		if len(events) == 2 && events[0].Time.IsZero() {
+			t.Error("the expired event has no time")
+		}
+	})
+}
+
+// The TTL passes while a fetch owns the config (its gate question is
+// slow): the fetch ends without serving, and the config expires then.
+func TestTTLPassesDuringFetch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := &testGate{planned: false, delay: 2 * time.Minute}
+		var kinds []Kind
+		srv, err := New(gate, &Config{TTL: time.Minute, Events: func(ev Event) { kinds = append(kinds, ev.Kind) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		code := NewCode()
+		config := makeConfig(1000)
+		srv.Put(code, node01, run01, config)
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, httptest.NewRequest("GET", PathPrefix+code, nil))
+		if w.Code != http.StatusConflict {
+			t.Fatalf("%d, want 409", w.Code)
+		}
+		if d := cmp.Diff([]Kind{Expired}, kinds); d != "" {
+			t.Errorf("events (-want +got):\n%s", d)
+		}
+		if srv.Waiting() != 0 || !zeroed(config) {
+			t.Error("the config outlived its TTL")
+		}
+	})
+}
+
+// The last SpentCodes served codes are remembered; older ones are
+// forgotten and count as missing.
+func TestSpentCodesBounded(t *testing.T) {
+	h := newHarness(t, harnessOpts{cfg: Config{SpentCodes: 2}})
+	c := h.client()
+	var codes []string
+	for range 3 {
+		code, _, _ := h.put(100, node01, run01)
+		if r := h.get(c, code); r.status != 200 {
+			t.Fatalf("%d, want 200", r.status)
+		}
+		h.waitEvent()
+		codes = append(codes, code)
+	}
+	if r := h.get(c, codes[0]); r.status != http.StatusNotFound {
+		t.Errorf("the oldest spent code: %d, want 404 (forgotten)", r.status)
+	}
+	if ev := h.waitEvent(); ev.Kind != Missing {
+		t.Errorf("event %v, want missing", ev.Kind)
+	}
+	for _, code := range codes[1:] {
+		if r := h.get(c, code); r.status != http.StatusGone {
+			t.Errorf("a remembered spent code: %d, want 410", r.status)
+		}
+		if ev := h.waitEvent(); ev.Kind != Refetched {
+			t.Errorf("event %v, want refetched", ev.Kind)
+		}
+	}
+}
+
+func TestDropAndClose(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	code1, config1, _ := h.put(100, node01, run01)
+	code2, config2, _ := h.put(100, Device{Name: "node-02"}, "provision-node-02-1767225601")
+	if !h.srv.Drop(code1) || !zeroed(config1) {
+		t.Fatal("Drop did not drop and zero the config")
+	}
+	if h.srv.Drop(code1) || h.srv.Drop("short") {
+		t.Error("Drop reported a config it does not hold")
+	}
+	c := h.client()
+	if r := h.get(c, code1); r.status != http.StatusNotFound {
+		t.Errorf("a dropped code: %d, want 404", r.status)
+	}
+	h.waitEvent()
+	if err := h.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !zeroed(config2) || h.srv.Waiting() != 0 {
+		t.Error("Close kept a config")
+	}
+	if err := h.srv.Put(NewCode(), node01, run01, makeConfig(100)); !errors.Is(err, ErrClosed) {
+		t.Errorf("Put after Close: %v, want ErrClosed", err)
+	}
+	if r := h.get(c, code2); r.status != http.StatusServiceUnavailable {
+		t.Errorf("a fetch after Close: %d, want 503", r.status)
+	}
+	if err := h.srv.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func TestPutErrors(t *testing.T) {
+	srv, err := New(&testGate{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	held := NewCode()
+	if err := srv.Put(held, node01, run01, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		code   string
+		dev    Device
+		run    string
+		config []byte
+		want   error
+	}{
+		{"short code", "abc", node01, run01, []byte("x"), ErrInvalidCode},
+		{"code with a slash", strings.Repeat("a", CodeLen-1) + "/", node01, run01, []byte("x"), ErrInvalidCode},
+		{"empty config", NewCode(), node01, run01, nil, ErrNoConfig},
+		{"no device", NewCode(), Device{}, run01, []byte("x"), ErrNoDevice},
+		{"no run", NewCode(), node01, "", []byte("x"), ErrNoRun},
+		{"held code", held, node01, run01, []byte("x"), ErrCodeInUse},
+		{"device by ID only", NewCode(), Device{ID: 3}, run01, []byte("x"), nil},
+		{"device by name only", NewCode(), Device{Name: "n"}, run01, []byte("x"), nil},
+	} {
+		err := srv.Put(tc.code, tc.dev, tc.run, tc.config)
+		if d := cmp.Diff(tc.want, err, cmpopts.EquateErrors()); d != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, d)
+		}
+	}
+}
+
+func TestNewErrors(t *testing.T) {
+	if _, err := New(nil, nil); !errors.Is(err, ErrNoGate) {
+		t.Errorf("nil gate: %v, want ErrNoGate", err)
+	}
+	for _, cfg := range []Config{{TTL: -1}, {WriteTimeout: -1}, {SpentCodes: -1}} {
+		if _, err := New(&testGate{}, &cfg); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%+v: %v, want ErrInvalidConfig", cfg, err)
+		}
+	}
+	s, err := New(&testGate{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ttl != DefaultTTL || s.writeTimeout != DefaultWriteTimeout || len(s.spent.ring) != DefaultSpentCodes {
+		t.Errorf("nil Config gave TTL %v, write timeout %v, %d spent codes", s.ttl, s.writeTimeout, len(s.spent.ring))
+	}
+}
+
+func TestNewCode(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		c := NewCode()
+		if len(c) != CodeLen || !ValidCode(c) {
+			t.Fatalf("NewCode gave a code of %d characters that ValidCode refuses", len(c))
+		}
+		if seen[c] {
+			t.Fatal("NewCode repeated a code")
+		}
+		seen[c] = true
+	}
+	for _, bad := range []string{"", "a", strings.Repeat("a", CodeLen+1), strings.Repeat("a", CodeLen-1) + "=", strings.Repeat("a", CodeLen-1) + "+", strings.Repeat("a", CodeLen-1) + "\x00", strings.Repeat("a", CodeLen-1) + "é"[:1]} {
+		if ValidCode(bad) {
+			t.Errorf("ValidCode(%q) is true", bad)
+		}
+	}
+	if !ValidCode(strings.Repeat("-", CodeLen)) || !ValidCode(strings.Repeat("_", CodeLen)) || !ValidCode(strings.Repeat("Z9", CodeLen/2)+"z") {
+		t.Error("ValidCode refuses a base64url text")
+	}
+}
+
+func TestKindString(t *testing.T) {
+	got := []string{Kind(0).String(), Served.String(), NotAcknowledged.String(), Refetched.String(), Missing.String(), Expired.String(), Kind(99).String()}
+	want := []string{"Kind(0)", "served", "not-acknowledged", "refetched", "missing", "expired", "Kind(99)"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+}
+
