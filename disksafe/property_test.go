@@ -1,0 +1,315 @@
+package disksafe
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// layout is a random machine and run, with the truth about each disk kept
+// beside the tree the package reads, so the test's verdict does not come
+// from the code under test.
+type layout struct {
+	tr     *tree
+	cfg    *Config
+	target Target
+	boot   Boot
+
+	disks    []truth // every block device in the tree, listed or not
+	declared string  // the kernel name target.Disk truly resolves to; "" none
+}
+
+type truth struct {
+	name                   string
+	listed                 bool // a disk List must list
+	serials                []string
+	removable, usb, ro     bool
+	usbByUdev, usbByPath   bool
+	usbBySubsystem, sdCard bool
+}
+
+var serialPool = []string{"S1", "S2", "S3", "WD-WX12A3456789"}
+
+func pick[T any](r *rand.Rand, v ...T) T { return v[r.IntN(len(v))] }
+
+// randomLayout builds layout number i.
+func randomLayout(i int) *layout {
+	r := rand.New(rand.NewPCG(uint64(i), 0x5eed))
+	l := &layout{tr: newTree(), cfg: &Config{Loop: r.IntN(2) == 0}}
+	l.cfg.Root = l.tr.fs
+
+	names := []string{"sda", "sdb", "sdc", "sdd", "nvme0n1", "nvme1n1", "nvme2n1", "vda", "vdb", "mmcblk0", "loop0", "loop1", "dm-0", "zram0", "md0", "sr0"}
+	r.Shuffle(len(names), func(a, b int) { names[a], names[b] = names[b], names[a] })
+	n := 1 + r.IntN(6)
+	if r.IntN(12) == 0 {
+		n = 0
+	}
+	for k, name := range names[:n] {
+		d := fakeDisk{name: name, dev: fmt.Sprintf("%d:%d", 8+k, k*16), sectors: int64(1 + r.IntN(1<<30))}
+		tr := truth{name: name, listed: true}
+		isLoop := strings.HasPrefix(name, "loop")
+		switch {
+		case isLoop:
+			hasFile := r.IntN(4) != 0
+			if hasFile {
+				d.files = map[string]string{"loop/backing_file": "/var/lib/" + name + ".img\n"}
+			}
+			tr.listed = l.cfg.Loop && hasFile
+		case slices.Contains([]string{"dm-0", "zram0", "md0", "sr0"}, name):
+			tr.listed = false
+		}
+		if d.files == nil {
+			d.files = map[string]string{}
+		}
+
+		// Serials, from one or two places (rebuildTruth works out
+		// what the disk then reports).
+		var udev strings.Builder
+		for range 1 + r.IntN(2) {
+			if r.IntN(8) == 0 {
+				continue // no serial from this place
+			}
+			s := pick(r, serialPool...)
+			switch r.IntN(5) {
+			case 0:
+				d.files["device/serial"] = s + strings.Repeat(" ", r.IntN(8)) + "\n"
+			case 1:
+				d.files["serial"] = s
+			case 2:
+				d.files["device/vpd_pg80"] = vpd80(strings.Repeat(" ", r.IntN(4)) + s)
+			case 3:
+				fmt.Fprintf(&udev, "E:ID_SERIAL_SHORT=%s\n", s)
+			case 4:
+				fmt.Fprintf(&udev, "E:ID_SCSI_SERIAL=%s\n", s)
+			}
+		}
+
+		// Flags.
+		if r.IntN(6) == 0 {
+			d.removable = "1"
+			tr.removable = true
+		}
+		if r.IntN(10) == 0 {
+			d.ro = "1"
+			tr.ro = true
+		}
+		if strings.HasPrefix(name, "mmcblk") && r.IntN(2) == 0 {
+			d.files["device/type"] = "SD\n"
+			tr.sdCard, tr.removable = true, true
+		}
+		d.sysPath = fmt.Sprintf("devices/pci0000:00/0000:00:%02x.0/host%d/target%d:0:0/%d:0:0:0/block/%s", k, k, k, k, name)
+		switch r.IntN(8) {
+		case 0:
+			fmt.Fprintf(&udev, "E:ID_BUS=usb\n")
+			tr.usbByUdev = true
+		case 1:
+			d.sysPath = fmt.Sprintf("devices/pci0000:00/0000:00:14.0/usb%d/%d-1/%d-1:1.0/host%d/target%d:0:0/%d:0:0:0/block/%s", k+1, k+1, k+1, k, k, k, name)
+			tr.usbByPath = true
+		case 2:
+			hub := fmt.Sprintf("devices/pci0000:00/0000:00:14.0/hub%d", k)
+			d.sysPath = hub + fmt.Sprintf("/port1/host%d/target%d:0:0/%d:0:0:0/block/%s", k, k, k, name)
+			d.subsystems = map[string]string{hub: "usb"}
+			tr.usbBySubsystem = true
+		}
+		tr.usb = tr.usbByUdev || tr.usbByPath || tr.usbBySubsystem
+		d.udev = udev.String()
+		l.tr.add(d)
+		l.disks = append(l.disks, rebuildTruth(tr, d))
+	}
+
+	// The declared disk.
+	diskName := "sdz"
+	if n > 0 {
+		diskName = names[r.IntN(n)]
+	}
+	switch r.IntN(20) {
+	case 0:
+		l.target.Disk = ""
+	case 1:
+		l.target.Disk = diskName // not under /dev
+	case 2:
+		l.target.Disk = "/dev/sdz" // missing
+	case 3:
+		l.tr.link("dev/disk/by-id/declared", "../../gone")
+		l.target.Disk = "/dev/disk/by-id/declared"
+	case 4, 5, 6, 7:
+		l.tr.link("dev/disk/by-id/declared", "../../"+diskName)
+		l.target.Disk = "/dev/disk/by-id/declared"
+		l.declared = diskName
+	default:
+		l.target.Disk = "/dev/" + diskName
+		l.declared = diskName
+	}
+	if n == 0 {
+		l.declared = ""
+	}
+
+	// The declared serial: mostly one the declared disk reports.
+	var own []string
+	for _, d := range l.disks {
+		if d.name == diskName {
+			own = d.serials
+		}
+	}
+	switch x := r.IntN(16); {
+	case x == 0:
+		l.target.Serial = ""
+	case x == 1:
+		l.target.Serial = " " + pick(r, serialPool...) + "\n"
+	case x == 2:
+		l.target.Serial = "S9"
+	case x < 12 && len(own) > 0:
+		l.target.Serial = pick(r, own...)
+	default:
+		l.target.Serial = pick(r, serialPool...)
+	}
+
+	// This boot.
+	rec := &BootRecord{BootID: testBootID, Attested: true, Code: testCode}
+	l.boot = Boot{ID: testBootID, Record: rec}
+	switch r.IntN(24) {
+	case 0:
+		l.boot.Record = nil
+	case 1:
+		rec.BootID = "00000000-0000-4000-8000-000000000000"
+	case 2:
+		rec.Attested = false
+	case 3:
+		rec.Code = ""
+	case 4:
+		l.boot.ID = ""
+	}
+	switch r.IntN(12) {
+	case 0:
+		l.target.Code = "ic-another-code"
+	case 1, 2, 3, 4, 5:
+		l.target.Code = testCode
+	}
+	return l
+}
+
+// rebuildTruth works out the serials a disk truly reports from what was
+// written to the tree, where a later write to the same place replaced an
+// earlier one.
+func rebuildTruth(tr truth, d fakeDisk) truth {
+	var s []string
+	add := func(v string) {
+		v = strings.Trim(v, " \n\x00")
+		if v != "" && !slices.Contains(s, v) {
+			s = append(s, v)
+		}
+	}
+	add(d.files["device/serial"])
+	add(d.files["serial"])
+	if v := d.files["device/vpd_pg80"]; len(v) > 4 {
+		add(v[4:])
+	}
+	// In a udev record the first value of a key counts.
+	for _, k := range []string{"E:ID_SERIAL_SHORT=", "E:ID_SCSI_SERIAL="} {
+		for line := range strings.Lines(d.udev) {
+			if v, ok := strings.CutPrefix(line, k); ok {
+				add(v)
+				break
+			}
+		}
+	}
+	tr.serials = s
+	return tr
+}
+
+// verdict is what the runbook's rules say about a layout: the refusal, or
+// nil and the disk to wipe.
+func (l *layout) verdict() (error, string) {
+	serial := strings.TrimSpace(l.target.Serial)
+	switch {
+	case serial == "":
+		return ErrNoSerial, ""
+	case l.target.Disk == "":
+		return ErrNoInstallDisk, ""
+	case !strings.HasPrefix(l.target.Disk, "/dev/"):
+		return ErrBadInstallDisk, ""
+	}
+	b := l.boot
+	switch {
+	case b.Record == nil || b.ID == "" || b.Record.BootID != b.ID || !b.Record.Attested:
+		return ErrNotAttested, ""
+	case b.Record.Code == "":
+		return ErrNoInstallCode, ""
+	case l.target.Code != "" && l.target.Code != b.Record.Code:
+		return ErrInstallCodeMismatch, ""
+	}
+	var reporting []truth
+	for _, d := range l.disks {
+		if d.listed && slices.Contains(d.serials, serial) {
+			reporting = append(reporting, d)
+		}
+	}
+	switch len(reporting) {
+	case 0:
+		return ErrSerialNotFound, ""
+	case 1:
+	default:
+		return ErrSerialAmbiguous, ""
+	}
+	d := reporting[0]
+	switch {
+	case d.name != l.declared:
+		return ErrWrongDisk, ""
+	case d.removable:
+		return ErrRemovable, ""
+	case d.usb:
+		return ErrUSB, ""
+	case d.ro:
+		return ErrReadOnly, ""
+	}
+	return nil, d.name
+}
+
+func TestPropertyRandomLayouts(t *testing.T) {
+	const layouts = 10000
+	wipes := 0
+	refusals := map[error]int{}
+	for i := range layouts {
+		l := randomLayout(i)
+		rl, err := Read(l.target.Disk, l.cfg)
+		if err != nil {
+			t.Fatalf("layout %d: Read: %v", i, err)
+		}
+		got, err := Check(rl, l.target, l.boot)
+		wantErr, wantDisk := l.verdict()
+		if err == nil {
+			wipes++
+			if wantErr != nil {
+				t.Fatalf("layout %d: Check chose %s; the rules say %v\n%+v", i, got.Name, wantErr, l)
+			}
+			if got.Name != wantDisk || got.Name != l.declared {
+				t.Fatalf("layout %d: Check chose %s, not the declared disk %s", i, got.Name, l.declared)
+			}
+			continue
+		}
+		if wantErr == nil {
+			t.Fatalf("layout %d: Check refused (%v); the rules say wipe %s", i, err, wantDisk)
+		}
+		if !errors.Is(err, wantErr) {
+			t.Fatalf("layout %d: Check refused with %v; the rules say %v", i, err, wantErr)
+		}
+		if got.Name != "" {
+			t.Fatalf("layout %d: a refusal returned disk %s", i, got.Name)
+		}
+		refusals[wantErr]++
+	}
+	// The layouts must reach every verdict, or the property says little.
+	for _, e := range []error{ErrNoSerial, ErrNoInstallDisk, ErrBadInstallDisk, ErrNotAttested, ErrNoInstallCode,
+		ErrInstallCodeMismatch, ErrSerialNotFound, ErrSerialAmbiguous, ErrWrongDisk, ErrRemovable, ErrUSB, ErrReadOnly} {
+		if refusals[e] == 0 {
+			t.Errorf("no layout was refused with %v", e)
+		}
+	}
+	if wipes < layouts/20 {
+		t.Errorf("only %d of %d layouts wipe", wipes, layouts)
+	}
+	t.Logf("%d layouts: %d wipes, refusals %v", layouts, wipes, refusals)
+}
