@@ -1,0 +1,5 @@
+//go:build !race
+
+package lldpwait
+
+const raceEnabled = false
