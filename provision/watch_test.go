@@ -1,0 +1,464 @@
+package provision
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tinkerbell/tinkerbell/api/v1alpha1/bmc"
+	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetkit/fleet/inventory"
+)
+
+const run1 = "provision-node-01-1767225600"
+
+var started1 = journalLine{1, inventory.JournalInfo, "started Workflow provision-node-01-1767225600; the machine attested from HookOS at 10.0.0.21"}
+
+// startWorker starts node-01's run through its attestation.
+func startWorker(t *testing.T, edit func(*inventory.Device)) *harness {
+	t.Helper()
+	dev := worker(1, "node-01")
+	if edit != nil {
+		edit(&dev)
+	}
+	h := newHarness(t, nil, dev)
+	d, err := h.p.Admit(context.Background(), claimOf(dev))
+	if err != nil || d.Run != run1 {
+		t.Fatalf("Admit = %+v, %v", d, err)
+	}
+	return h
+}
+
+func actions(states map[string]tinkerbell.WorkflowState) []tinkerbell.Task {
+	var acts []tinkerbell.Action
+	for _, name := range []string{"wipe-disk", "install", "next-boot", "reboot"} {
+		st := states[name]
+		if st == "" {
+			st = tinkerbell.WorkflowStatePending
+		}
+		acts = append(acts, tinkerbell.Action{Name: name, State: st})
+	}
+	return []tinkerbell.Task{{Name: "provision", Actions: acts}}
+}
+
+// The run ends SUCCESS: one success line, however many passes.
+func TestWatchSuccess(t *testing.T) {
+	h := startWorker(t, nil)
+	h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+		s.State = tinkerbell.WorkflowStateSuccess
+		s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "SUCCESS", "next-boot": "SUCCESS", "reboot": "SUCCESS"})
+	})
+	pass := h.reconcile()
+	h.reconcile()
+	if !slices.Equal(pass.Ended, []string{run1}) {
+		t.Errorf("ended %v", pass.Ended)
+	}
+	h.wantJournal(1, started1, journalLine{1, inventory.JournalSuccess, "Workflow provision-node-01-1767225600 ended SUCCESS"})
+}
+
+// "The journal says a Workflow ended FAILED or ended TIMEOUT and names an
+// action": the line names the action and the HookOS address for journalctl.
+func TestWatchEndedFailedOrTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		state  tinkerbell.WorkflowState
+		action string
+		line   string
+	}{
+		{tinkerbell.WorkflowStateFailed, "wipe-disk",
+			"Workflow provision-node-01-1767225600 ended FAILED at action wipe-disk; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21"},
+		{tinkerbell.WorkflowStateTimeout, "install",
+			"Workflow provision-node-01-1767225600 ended TIMEOUT at action install; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21"},
+	} {
+		t.Run(string(tc.state), func(t *testing.T) {
+			h := startWorker(t, nil)
+			h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+				s.State = tc.state
+				s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", tc.action: tc.state})
+				// Tinkerbell's own message says only this.
+				s.Conditions = []tinkerbell.WorkflowCondition{{Type: "ActionComplete", Status: "True", Message: "action completed"}}
+			})
+			h.reconcile()
+			h.reconcile()
+			h.wantJournal(1, started1, journalLine{1, inventory.JournalWarning, tc.line})
+			if n := h.count(WorkflowResource); n != 1 {
+				t.Errorf("%d Workflows, want the ended one kept", n)
+			}
+			if got := h.nb.dev(1); got.Status != inventory.StatusPlanned || got.DesiredAction != "" {
+				t.Errorf("device changed: %+v", got)
+			}
+		})
+	}
+}
+
+// "The journal says a Workflow never reported its first action within its
+// global timeout": fleetd deletes it, once the timeout passed and not
+// before.
+func TestWatchNeverReported(t *testing.T) {
+	h := startWorker(t, nil)
+	h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+		s.State = tinkerbell.WorkflowStatePending
+		s.GlobalTimeout = 3600
+		s.Tasks = actions(nil)
+	})
+	h.clock.Advance(59 * time.Minute)
+	if pass := h.reconcile(); len(pass.Deleted) != 0 {
+		t.Fatalf("deleted %v before the global timeout", pass.Deleted)
+	}
+	h.clock.Advance(2 * time.Minute)
+	pass := h.reconcile()
+	if !slices.Equal(pass.Deleted, []string{run1}) {
+		t.Fatalf("deleted %v", pass.Deleted)
+	}
+	if n := h.count(WorkflowResource); n != 0 {
+		t.Errorf("%d Workflows left", n)
+	}
+	h.reconcile()
+	h.wantJournal(1, started1, journalLine{1, inventory.JournalWarning,
+		"Workflow provision-node-01-1767225600 never reported its first action within its global timeout (1h0m0s); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision"})
+}
+
+// A run that reported an action is never deleted for the global timeout.
+func TestWatchStartedRunNotDeleted(t *testing.T) {
+	h := startWorker(t, nil)
+	h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+		s.State = tinkerbell.WorkflowStateRunning
+		s.CurrentState = &tinkerbell.CurrentState{ActionName: "wipe-disk", State: tinkerbell.WorkflowStateRunning}
+		s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "RUNNING"})
+	})
+	h.clock.Advance(10 * time.Hour)
+	if pass := h.reconcile(); len(pass.Deleted)+len(pass.Ended) != 0 {
+		t.Errorf("pass = %+v", pass)
+	}
+	h.wantJournal(1, started1)
+}
+
+// "The node is active, and the journal says its Workflow passed its global
+// timeout while install, next-boot or reboot was current": noted, nothing
+// else done.
+func TestWatchPassedGlobalTimeoutActive(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		action string
+		state  tinkerbell.WorkflowState
+	}{
+		{"TIMEOUT at install", "install", tinkerbell.WorkflowStateTimeout},
+		{"RUNNING at next-boot past its stop", "next-boot", tinkerbell.WorkflowStateRunning},
+		{"TIMEOUT at reboot", "reboot", tinkerbell.WorkflowStateTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := startWorker(t, nil)
+			stop := metav1.NewTime(t0.Add(time.Hour))
+			h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+				s.State = tc.state
+				s.GlobalExecutionStop = &stop
+				s.CurrentState = &tinkerbell.CurrentState{ActionName: tc.action, State: tinkerbell.WorkflowStateRunning}
+				s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "SUCCESS", tc.action: "RUNNING"})
+			})
+			h.nb.set(1, func(d *inventory.Device) { d.Status = inventory.StatusActive })
+			h.clock.Advance(2 * time.Hour)
+			h.reconcile()
+			h.reconcile()
+			h.wantJournal(1, started1, journalLine{1, inventory.JournalInfo,
+				"Workflow provision-node-01-1767225600 passed its global timeout while " + tc.action + " was current; the node is active, so it has its config, and nothing else is done"})
+			if n := h.count(WorkflowResource); n != 1 {
+				t.Errorf("%d Workflows, want it kept", n)
+			}
+			if got := h.nb.dev(1); got.Status != inventory.StatusActive || got.DesiredAction != "" {
+				t.Errorf("device changed: %+v", got)
+			}
+		})
+	}
+}
+
+// A RUNNING run past its stop on a node that is not active yet is left to
+// Tinkerbell, which ends it TIMEOUT.
+func TestWatchPastStopNotActive(t *testing.T) {
+	h := startWorker(t, nil)
+	stop := metav1.NewTime(t0.Add(time.Hour))
+	h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+		s.State = tinkerbell.WorkflowStateRunning
+		s.GlobalExecutionStop = &stop
+		s.CurrentState = &tinkerbell.CurrentState{ActionName: "install"}
+	})
+	h.clock.Advance(2 * time.Hour)
+	if pass := h.reconcile(); len(pass.Ended) != 0 {
+		t.Errorf("ended %v", pass.Ended)
+	}
+	h.wantJournal(1, started1)
+}
+
+// "FleetNodeBootedHookOSAfterInstall fires, and the journal says the node
+// booted HookOS and attested after Workflow": once per run.
+func TestBootedHookOSAfterSuccess(t *testing.T) {
+	h := startWorker(t, nil)
+	h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) { s.State = tinkerbell.WorkflowStateSuccess })
+	h.reconcile()
+	dev := h.nb.dev(1)
+	for range 3 {
+		d, err := h.p.Admit(context.Background(), claimOf(dev))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Outcome != NoProvision || d.Code != "" {
+			t.Errorf("Admit = %+v", d)
+		}
+	}
+	h.wantJournal(1, started1,
+		journalLine{1, inventory.JournalSuccess, "Workflow provision-node-01-1767225600 ended SUCCESS"},
+		journalLine{1, inventory.JournalWarning, "the node booted HookOS and attested after Workflow provision-node-01-1767225600 succeeded: fix its boot order so the disk comes before PXE, then set desired_action to provision"})
+	if !slices.Equal(h.booted, []string{"node-01"}) {
+		t.Errorf("metric hook called for %v, want once for node-01", h.booted)
+	}
+	// After a restart it is still once per run.
+	h.restart()
+	if _, err := h.p.Admit(context.Background(), claimOf(dev)); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.booted) != 1 {
+		t.Errorf("metric hook called %d times after a restart", len(h.booted))
+	}
+}
+
+// A HookOS reboot before the run's first action gets the same code again;
+// after wipe-disk it gets none.
+func TestAdmitInFlightRun(t *testing.T) {
+	h := startWorker(t, nil)
+	dev := h.nb.dev(1)
+	d, err := h.p.Admit(context.Background(), claimOf(dev))
+	if err != nil || d.Outcome != Provision || d.Code != "SECRETCODE0001" || d.Run != run1 {
+		t.Fatalf("Admit before any action = %+v, %v", d, err)
+	}
+	h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+		s.State = tinkerbell.WorkflowStateRunning
+		s.CurrentState = &tinkerbell.CurrentState{ActionName: "install"}
+	})
+	d, err = h.p.Admit(context.Background(), claimOf(dev))
+	if err != nil || d.Outcome != NoProvision || d.Code != "" {
+		t.Fatalf("Admit during install = %+v, %v", d, err)
+	}
+	if d.Reason != "run provision-node-01-1767225600 is in flight at action install" {
+		t.Errorf("reason = %q", d.Reason)
+	}
+	if n := len(h.secrets()); n != 1 {
+		t.Errorf("%d tokens, want 1", n)
+	}
+}
+
+// rufioFails starts node-01's run from desired_action and has its Rufio job
+// fail.
+func rufioFails(t *testing.T) (*harness, inventory.Device) {
+	t.Helper()
+	dev := attested(worker(1, "node-01"))
+	dev.DesiredAction = inventory.DesiredActionProvision
+	h := newHarness(t, nil, dev)
+	if pass := h.reconcile(); len(pass.Started) != 1 {
+		t.Fatalf("pass = %+v", pass)
+	}
+	job := bmc.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "netboot-" + run1, Namespace: "tinkerbell"},
+		Status: bmc.JobStatus{Conditions: []bmc.JobCondition{{Type: bmc.JobFailed, Status: bmc.ConditionTrue,
+			Message: "dial tcp 10.0.0.21:16992: connect: no route to host"}}},
+	}
+	if _, err := h.tink.Resource(JobResource).Namespace("tinkerbell").Create(context.Background(),
+		unstructuredOf(t, &job, bmc.GroupVersion.WithKind("Job")), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+		s.State = tinkerbell.WorkflowStatePreparing
+		s.Conditions = []tinkerbell.WorkflowCondition{{Type: tinkerbell.BootJobFailed, Status: "True", Message: "job failed"}}
+	})
+	if pass := h.reconcile(); len(pass.Started) != 0 {
+		t.Errorf("started %v right after the Rufio job failed", pass.Started)
+	}
+	h.reconcile()
+	h.wantJournal(1,
+		journalLine{1, inventory.JournalInfo, "started Workflow provision-node-01-1767225600; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"},
+		journalLine{1, inventory.JournalWarning, "the Rufio job netboot-provision-node-01-1767225600 of Workflow provision-node-01-1767225600 failed to power the machine: dial tcp 10.0.0.21:16992: connect: no route to host; set AMT's address to 10.0.0.21, or power the machine on by hand"})
+	if got := h.nb.dev(1); got.DesiredAction != inventory.DesiredActionProvision {
+		t.Errorf("desired_action = %q, want provision again", got.DesiredAction)
+	}
+	return h, dev
+}
+
+// "The Workflow's Rufio job fails to power the machine": journaled with
+// the job's message and the address AMT must answer at; desired_action is
+// set again so that a machine powered on by hand gets a run.
+func TestRufioJobFailsPowerOnByHand(t *testing.T) {
+	h, dev := rufioFails(t)
+	h.clock.Advance(time.Minute)
+	d, err := h.p.Admit(context.Background(), claimOf(dev))
+	if err != nil || d.Outcome != Provision || d.Run != "provision-node-01-1767225660" || d.Code != "SECRETCODE0002" {
+		t.Fatalf("Admit = %+v, %v", d, err)
+	}
+	if got := h.nb.dev(1); got.DesiredAction != "" {
+		t.Errorf("desired_action = %q after the run started", got.DesiredAction)
+	}
+}
+
+// The loop power-cycles the machine again only after PowerRetry.
+func TestRufioJobFailsRetry(t *testing.T) {
+	h, _ := rufioFails(t)
+	h.clock.Advance(29 * time.Minute)
+	if pass := h.reconcile(); len(pass.Started) != 0 {
+		t.Errorf("started %v before PowerRetry", pass.Started)
+	}
+	h.restart() // the wait survives a restart: it is read from the cluster
+	h.clock.Advance(2 * time.Minute)
+	if pass := h.reconcile(); !slices.Equal(pass.Started, []string{"provision-node-01-1767227460"}) {
+		t.Errorf("started %v after PowerRetry", pass.Started)
+	}
+}
+
+// Retirement: "A retirement that ended this way is a danger line", and the
+// device stays decommissioning.
+func TestRetirementEndsDanger(t *testing.T) {
+	for _, state := range []tinkerbell.WorkflowState{tinkerbell.WorkflowStateFailed, tinkerbell.WorkflowStateTimeout} {
+		t.Run(string(state), func(t *testing.T) {
+			dev := attested(worker(1, "node-01"))
+			dev.Status = inventory.StatusDecommissioning
+			h := newHarness(t, nil, dev)
+			h.reconcile()
+			const run = "retire-node-01-1767225600"
+			h.setStatus(run, func(s *tinkerbell.WorkflowStatus) {
+				s.State = state
+				s.Tasks = []tinkerbell.Task{{Actions: []tinkerbell.Action{{Name: "wipe-disk", State: state}}}}
+			})
+			h.reconcile()
+			h.reconcile()
+			h.wantJournal(1,
+				journalLine{1, inventory.JournalInfo, "started Workflow retire-node-01-1767225600; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code, and the run wipes its install disk"},
+				journalLine{1, inventory.JournalDanger, "Workflow retire-node-01-1767225600 ended " + string(state) + " at action wipe-disk; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21; the disk may not be wiped, so the node may still hold its data and its identity, and the device stays decommissioning"})
+			if got := h.nb.dev(1); got.Status != inventory.StatusDecommissioning {
+				t.Errorf("status = %s, want decommissioning", got.Status)
+			}
+			// No new retirement starts by itself; desired_action=provision asks for one.
+			if pass := h.reconcile(); len(pass.Started) != 0 {
+				t.Errorf("started %v", pass.Started)
+			}
+			h.clock.Advance(time.Minute)
+			h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
+			if pass := h.reconcile(); !slices.Equal(pass.Started, []string{"retire-node-01-1767225660"}) {
+				t.Errorf("started %v", pass.Started)
+			}
+		})
+	}
+}
+
+func TestRetirementSuccess(t *testing.T) {
+	dev := attested(worker(1, "node-01"))
+	dev.Status = inventory.StatusDecommissioning
+	h := newHarness(t, nil, dev)
+	h.reconcile()
+	h.setStatus("retire-node-01-1767225600", func(s *tinkerbell.WorkflowStatus) { s.State = tinkerbell.WorkflowStateSuccess })
+	h.reconcile()
+	lines := h.nb.lines()
+	if last := lines[len(lines)-1]; last != (journalLine{1, inventory.JournalSuccess, "Workflow retire-node-01-1767225600 ended SUCCESS: the install disk is wiped"}) {
+		t.Errorf("last line = %+v", last)
+	}
+}
+
+// A fleetd restart mid-run: the new process picks the run up from the
+// cluster, journals its end once, and deletes a stalled run on time.
+func TestRestartResumesWatching(t *testing.T) {
+	devA := worker(1, "node-01")
+	devB := worker(2, "node-02")
+	h := newHarness(t, nil, devA, devB)
+	for _, d := range []inventory.Device{devA, devB} {
+		if _, err := h.p.Admit(context.Background(), claimOf(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+		s.State = tinkerbell.WorkflowStateRunning
+		s.CurrentState = &tinkerbell.CurrentState{ActionName: "install"}
+	})
+	h.reconcile()
+
+	h.restart() // nothing in memory survives
+	h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+		s.State = tinkerbell.WorkflowStateFailed
+		s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "FAILED"})
+	})
+	h.clock.Advance(3 * time.Hour) // node-02's run never reported: past the 2 h default
+	pass := h.reconcile()
+	if !slices.Equal(pass.Ended, []string{run1}) || !slices.Equal(pass.Deleted, []string{"provision-node-02-1767225600"}) {
+		t.Errorf("pass after restart = %+v", pass)
+	}
+	h.restart()
+	h.reconcile()
+	h.wantJournal(1, started1, journalLine{1, inventory.JournalWarning,
+		"Workflow provision-node-01-1767225600 ended FAILED at action install; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21"})
+	if n := len(h.nb.lines()); n != 4 {
+		t.Errorf("%d journal lines, want 4: %+v", n, h.nb.lines())
+	}
+}
+
+// A new run from desired_action replaces a run of the device that has not
+// ended.
+func TestNewRunReplacesStalledRun(t *testing.T) {
+	h := startWorker(t, func(d *inventory.Device) { d.BMC = "none" })
+	h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
+	h.clock.Advance(time.Minute)
+	d, err := h.p.Admit(context.Background(), claimOf(h.nb.dev(1)))
+	if err != nil || d.Run != "provision-node-01-1767225660" {
+		t.Fatalf("Admit = %+v, %v", d, err)
+	}
+	wfs := h.workflows()
+	if len(wfs) != 1 || wfs[0].Name != d.Run {
+		t.Errorf("Workflows = %d, want only the new run", len(wfs))
+	}
+}
+
+// The loop backs off while NetBox does not answer, and returns to its
+// interval once it does.
+func TestRunBacksOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, func(_ *Cluster, c *Config) { c.Now = nil }, worker(1, "node-01"))
+		h.nb.down = true
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- h.p.Run(ctx) }()
+		calls := func() int {
+			h.nb.mu.Lock()
+			defer h.nb.mu.Unlock()
+			return h.nb.calls
+		}
+		var at []time.Duration
+		start := time.Now()
+		last := 0
+		for range 6 {
+			time.Sleep(time.Second)
+			synctest.Wait()
+			for calls() == last {
+				time.Sleep(time.Second)
+				synctest.Wait()
+			}
+			last = calls()
+			at = append(at, time.Since(start).Truncate(time.Second))
+		}
+		// Passes at 0, then 30 s, 60 s, 120 s, 240 s, 300 s apart.
+		want := []time.Duration{time.Second, 30 * time.Second, 90 * time.Second, 210 * time.Second, 450 * time.Second, 750 * time.Second}
+		if !slices.Equal(at, want) {
+			t.Errorf("passes at %v, want %v", at, want)
+		}
+		h.nb.mu.Lock()
+		h.nb.down = false
+		h.nb.mu.Unlock()
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		n := calls()
+		time.Sleep(15 * time.Second)
+		synctest.Wait()
+		if calls() != n+1 {
+			t.Errorf("after recovery: %d passes in one interval, want 1", calls()-n)
+		}
+		cancel()
+		if err := <-done; err != context.Canceled {
+			t.Errorf("Run = %v", err)
+		}
+	})
+}
