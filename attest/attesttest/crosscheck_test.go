@@ -1,0 +1,246 @@
+//go:build cgo
+
+package attesttest_test
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"errors"
+	"testing"
+
+	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/attest/attesttest"
+	goattest "github.com/google/go-attestation/attest"
+	legacy "github.com/google/go-tpm/legacy/tpm2"
+	"github.com/google/go-tpm/legacy/tpm2/credactivation"
+	"github.com/google/go-tpm/tpm2"
+	"github.com/google/go-tpm/tpm2/transport"
+)
+
+func goParams(ak attest.AKParameters) goattest.AttestationParameters {
+	return goattest.AttestationParameters{Public: ak.Public, CreateData: ak.CreateData, CreateAttestation: ak.CreateAttestation, CreateSignature: ak.CreateSignature}
+}
+
+// The software TPM's AK passes go-attestation's checks, and is the same
+// kind of key as the one attest.Device makes on the reference TPM.
+func TestSoftAKLikeSimulatorAK(t *testing.T) {
+	soft, err := attesttest.NewSoftTPM(&attesttest.SoftConfig{NoRSA: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	softAK, _ := soft.AK()
+	p := goattest.ActivationParameters{AK: goParams(softAK)}
+	if err := p.CheckAKParameters(); err != nil {
+		t.Fatalf("go-attestation refuses the software AK: %v", err)
+	}
+	dev := attesttest.NewSimulatorDevice(t, 0)
+	simAK, err := dev.AK()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = goattest.ActivationParameters{AK: goParams(simAK)}
+	if err := p.CheckAKParameters(); err != nil {
+		t.Fatalf("go-attestation refuses the simulator's AK: %v", err)
+	}
+	a, err := tpm2.Unmarshal[tpm2.TPMTPublic](softAK.Public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := tpm2.Unmarshal[tpm2.TPMTPublic](simAK.Public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa, err := a.Parameters.ECCDetail()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := b.Parameters.ECCDetail()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Type != b.Type || a.NameAlg != b.NameAlg || a.ObjectAttributes != b.ObjectAttributes ||
+		!bytes.Equal(tpm2.Marshal(pa), tpm2.Marshal(pb)) {
+		t.Errorf("the software AK %+v differs from the simulator's %+v", a, b)
+	}
+	// A changed attestation is refused for both.
+	for name, ak := range map[string]attest.AKParameters{"software": softAK, "simulator": simAK} {
+		ak.CreateAttestation = bytes.Clone(ak.CreateAttestation)
+		ak.CreateAttestation[len(ak.CreateAttestation)-1] ^= 1
+		p := goattest.ActivationParameters{AK: goParams(ak)}
+		if err := p.CheckAKParameters(); err == nil {
+			t.Errorf("go-attestation accepts the %s AK with a changed attestation", name)
+		}
+	}
+}
+
+// loadEK imports an EK's private key into the simulator as a restricted
+// decryption key, so that the reference TPM and the software
+// TPM hold the same EK.
+func loadEK(t *testing.T, tpm transport.TPM, priv any) tpm2.AuthHandle {
+	t.Helper()
+	attrs := tpm2.TPMAObject{UserWithAuth: true, Restricted: true, Decrypt: true, NoDA: true}
+	sym := tpm2.TPMTSymDefObject{
+		Algorithm: tpm2.TPMAlgAES,
+		KeyBits:   tpm2.NewTPMUSymKeyBits(tpm2.TPMAlgAES, tpm2.TPMKeyBits(128)),
+		Mode:      tpm2.NewTPMUSymMode(tpm2.TPMAlgAES, tpm2.TPMAlgCFB),
+	}
+	var pub tpm2.TPMTPublic
+	var sens tpm2.TPMTSensitive
+	// A restricted decryption key is a parent: it needs a seed.
+	seed := tpm2.TPM2BDigest{Buffer: make([]byte, 32)}
+	rand.Read(seed.Buffer)
+	switch k := priv.(type) {
+	case *rsa.PrivateKey:
+		pub = tpm2.TPMTPublic{Type: tpm2.TPMAlgRSA, NameAlg: tpm2.TPMAlgSHA256, ObjectAttributes: attrs,
+			Parameters: tpm2.NewTPMUPublicParms(tpm2.TPMAlgRSA, &tpm2.TPMSRSAParms{Symmetric: sym, KeyBits: 2048}),
+			Unique:     tpm2.NewTPMUPublicID(tpm2.TPMAlgRSA, &tpm2.TPM2BPublicKeyRSA{Buffer: k.N.Bytes()})}
+		sens = tpm2.TPMTSensitive{SensitiveType: tpm2.TPMAlgRSA, SeedValue: seed,
+			Sensitive: tpm2.NewTPMUSensitiveComposite(tpm2.TPMAlgRSA, &tpm2.TPM2BPrivateKeyRSA{Buffer: k.Primes[0].Bytes()})}
+	case *ecdsa.PrivateKey:
+		pub = tpm2.TPMTPublic{Type: tpm2.TPMAlgECC, NameAlg: tpm2.TPMAlgSHA256, ObjectAttributes: attrs,
+			Parameters: tpm2.NewTPMUPublicParms(tpm2.TPMAlgECC, &tpm2.TPMSECCParms{Symmetric: sym, CurveID: tpm2.TPMECCNistP256}),
+			Unique: tpm2.NewTPMUPublicID(tpm2.TPMAlgECC, &tpm2.TPMSECCPoint{
+				X: tpm2.TPM2BECCParameter{Buffer: k.X.FillBytes(make([]byte, 32))},
+				Y: tpm2.TPM2BECCParameter{Buffer: k.Y.FillBytes(make([]byte, 32))}})}
+		sens = tpm2.TPMTSensitive{SensitiveType: tpm2.TPMAlgECC, SeedValue: seed,
+			Sensitive: tpm2.NewTPMUSensitiveComposite(tpm2.TPMAlgECC, &tpm2.TPM2BECCParameter{Buffer: k.D.FillBytes(make([]byte, 32))})}
+	}
+	// Import it in the clear under a storage key, then load it.
+	srk, err := tpm2.CreatePrimary{PrimaryHandle: tpm2.TPMRHOwner, InPublic: tpm2.New2B(tpm2.ECCSRKTemplate)}.Execute(tpm)
+	if err != nil {
+		t.Fatalf("CreatePrimary SRK: %v", err)
+	}
+	defer tpm2.FlushContext{FlushHandle: srk.ObjectHandle}.Execute(tpm)
+	parent := tpm2.AuthHandle{Handle: srk.ObjectHandle, Name: srk.Name, Auth: tpm2.PasswordAuth(nil)}
+	imp, err := tpm2.Import{
+		ParentHandle: parent,
+		ObjectPublic: tpm2.New2B(pub),
+		Duplicate:    tpm2.TPM2BPrivate{Buffer: tpm2.Marshal(tpm2.TPM2BPrivate{Buffer: tpm2.Marshal(sens)})},
+	}.Execute(tpm)
+	if err != nil {
+		t.Fatalf("Import: %v", err)
+	}
+	rsp, err := tpm2.Load{ParentHandle: parent, InPrivate: imp.OutPrivate, InPublic: tpm2.New2B(pub)}.Execute(tpm)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	t.Cleanup(func() { tpm2.FlushContext{FlushHandle: rsp.ObjectHandle}.Execute(tpm) })
+	return tpm2.AuthHandle{Handle: rsp.ObjectHandle, Name: rsp.Name, Auth: tpm2.PasswordAuth(nil)}
+}
+
+// The same challenge, made by the server's code (go-tpm's credactivation,
+// as go-attestation's Generate uses it), opens to the same secret in the
+// reference TPM and in the software TPM holding the same EK; both refuse it
+// changed, and both refuse it under another AK's name.
+func TestSameChallengeMathAsSimulator(t *testing.T) {
+	rsaEK, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eccEK, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	soft, err := attesttest.NewSoftTPM(&attesttest.SoftConfig{RSAEK: rsaEK, ECCEK: eccEK})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := attesttest.OpenSimulator(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	tpm := transport.FromReadWriter(sim)
+
+	// An object in the simulator for the challenge to name: its AK.
+	ak, err := tpm2.CreatePrimary{PrimaryHandle: tpm2.TPMRHOwner, InPublic: tpm2.New2B(tpm2.ECCSRKTemplate)}.Execute(tpm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tpm2.FlushContext{FlushHandle: ak.ObjectHandle}.Execute(tpm)
+	name := ak.Name.Buffer
+	digest := &legacy.HashValue{Alg: legacy.AlgSHA256, Value: name[2:]}
+
+	for _, tc := range []struct {
+		kind attest.KeyKind
+		priv any
+		pub  any
+	}{
+		{attest.RSA2048, rsaEK, &rsaEK.PublicKey},
+		{attest.ECCP256, eccEK, &eccEK.PublicKey},
+	} {
+		t.Run(tc.kind.String(), func(t *testing.T) {
+			ek := loadEK(t, tpm, tc.priv)
+			activateSim := func(cred, secret []byte) ([]byte, error) {
+				rsp, err := tpm2.ActivateCredential{
+					ActivateHandle: tpm2.AuthHandle{Handle: ak.ObjectHandle, Name: ak.Name, Auth: tpm2.PasswordAuth(nil)},
+					KeyHandle:      ek,
+					CredentialBlob: tpm2.TPM2BIDObject{Buffer: cred[2:]},
+					Secret:         tpm2.TPM2BEncryptedSecret{Buffer: secret[2:]},
+				}.Execute(tpm)
+				if err != nil {
+					return nil, err
+				}
+				return rsp.CertInfo.Buffer, nil
+			}
+			for i := 0; i < 3; i++ {
+				want := make([]byte, 32)
+				rand.Read(want)
+				cred, secret, err := credactivation.Generate(digest, tc.pub, 16, want)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := activateSim(cred, secret)
+				if err != nil || !bytes.Equal(got, want) {
+					t.Fatalf("the simulator opened %x, %v; want %x", got, err, want)
+				}
+				got, err = soft.ActivateWith(name, attest.Challenge{Kind: tc.kind, Credential: cred, Secret: secret})
+				if err != nil || !bytes.Equal(got, want) {
+					t.Fatalf("the software TPM opened %x, %v; want %x", got, err, want)
+				}
+				// Changed: both refuse.
+				bad := bytes.Clone(cred)
+				bad[len(bad)-1] ^= 1
+				if _, err := activateSim(bad, secret); err == nil {
+					t.Error("the simulator opened a changed credential")
+				}
+				if _, err := soft.ActivateWith(name, attest.Challenge{Kind: tc.kind, Credential: bad, Secret: secret}); !errors.Is(err, attesttest.ErrIntegrity) {
+					t.Errorf("the software TPM opened a changed credential: %v", err)
+				}
+				// Under another AK's name: the software TPM refuses, as the
+				// TPM refuses a credential for another object.
+				if _, err := soft.ActivateCredential(attest.Challenge{Kind: tc.kind, Credential: cred, Secret: secret}); !errors.Is(err, attesttest.ErrIntegrity) {
+					t.Errorf("the software TPM opened a challenge for another AK: %v", err)
+				}
+			}
+		})
+	}
+
+	// The reference TPM's own TPM2_MakeCredential, for the software TPM's
+	// EK and AK, opens in the software TPM.
+	for _, tc := range []struct {
+		kind attest.KeyKind
+		priv any
+	}{{attest.RSA2048, rsaEK}, {attest.ECCP256, eccEK}} {
+		t.Run("MakeCredential "+tc.kind.String(), func(t *testing.T) {
+			ek := loadEK(t, tpm, tc.priv)
+			want := []byte("made by the reference TPM")
+			mc, err := tpm2.MakeCredential{
+				Handle:     ek.Handle,
+				Credential: tpm2.TPM2BDigest{Buffer: want},
+				ObjectName: tpm2.TPM2BName{Buffer: soft.AKName()},
+			}.Execute(tpm)
+			if err != nil {
+				t.Fatalf("MakeCredential: %v", err)
+			}
+			size := func(b []byte) []byte { return append([]byte{byte(len(b) >> 8), byte(len(b))}, b...) }
+			got, err := soft.ActivateCredential(attest.Challenge{Kind: tc.kind, Credential: size(mc.CredentialBlob.Buffer), Secret: size(mc.Secret.Buffer)})
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("the software TPM opened %q, %v", got, err)
+			}
+		})
+	}
+}
