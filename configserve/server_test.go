@@ -7,8 +7,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"testing"
@@ -682,4 +682,3 @@ func TestKindString(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", d)
 	}
 }
-

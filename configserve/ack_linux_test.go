@@ -1,0 +1,163 @@
+package configserve
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// tcpPair returns both ends of a loopback TCP connection; the client end
+// has the given receive buffer (0: the kernel's), set before it connects.
+func tcpPair(t *testing.T, rcvbuf int) (server, client *net.TCPConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		if rcvbuf == 0 {
+			return nil
+		}
+		var serr error
+		c.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcvbuf)
+		})
+		return serr
+	}}
+	cc, err := d.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close(); sc.Close() })
+	return sc.(*net.TCPConn), cc.(*net.TCPConn)
+}
+
+func mustSocket(t *testing.T, c net.Conn) socket {
+	t.Helper()
+	s, err := tcpSocket(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestAwaitAckReader(t *testing.T) {
+	server, client := tcpPair(t, 0)
+	go io.Copy(io.Discard, client)
+	if _, err := server.Write(make([]byte, 256<<10)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := awaitAck(mustSocket(t, server), time.Now().Add(5*time.Second))
+	if err != nil || res.unacked != 0 || res.polls < 1 {
+		t.Fatalf("a reading peer: %+v, %v; want every byte acknowledged", res, err)
+	}
+}
+
+// A peer that starts reading late: the check waits for it, sleeping
+// between queries rather than spinning.
+func TestAwaitAckLateReader(t *testing.T) {
+	server, client := tcpPair(t, 16<<10)
+	server.SetWriteBuffer(1 << 20)
+	if _, err := server.Write(make([]byte, 256<<10)); err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(200*time.Millisecond, func() { io.Copy(io.Discard, client) })
+	start := time.Now()
+	res, err := awaitAck(mustSocket(t, server), time.Now().Add(5*time.Second))
+	if err != nil {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	if el := time.Since(start); el < 200*time.Millisecond {
+		t.Errorf("acknowledged after %v, before the peer read", el)
+	}
+	if res.polls > 40 {
+		t.Errorf("%d queries in %v: the check spins", res.polls, res.wait)
+	}
+}
+
+func TestAwaitAckStalledPeer(t *testing.T) {
+	server, _ := tcpPair(t, 16<<10)
+	server.SetWriteBuffer(1 << 20)
+	if _, err := server.Write(make([]byte, 256<<10)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	res, err := awaitAck(mustSocket(t, server), start.Add(200*time.Millisecond))
+	if !errors.Is(err, os.ErrDeadlineExceeded) || res.unacked == 0 {
+		t.Fatalf("a stalled peer: %+v, %v; want the deadline with bytes unacknowledged", res, err)
+	}
+	if el := time.Since(start); el < 200*time.Millisecond || el > 2*time.Second {
+		t.Errorf("the check ended after %v, want at the 200 ms deadline", el)
+	}
+}
+
+func TestAwaitAckPeerResets(t *testing.T) {
+	server, client := tcpPair(t, 16<<10)
+	server.SetWriteBuffer(1 << 20)
+	if _, err := server.Write(make([]byte, 256<<10)); err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(50*time.Millisecond, func() {
+		client.SetLinger(0)
+		client.Close()
+	})
+	start := time.Now()
+	res, err := awaitAck(mustSocket(t, server), start.Add(10*time.Second))
+	if !errors.Is(err, errPeerGone) {
+		t.Fatalf("a peer that resets: %+v, %v; want errPeerGone", res, err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("the check noticed the reset after %v", el)
+	}
+}
+
+func TestTCPSocketRefusesOthers(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if _, err := tcpSocket(a); err == nil {
+		t.Error("tcpSocket accepted a net.Pipe")
+	}
+	ln, err := net.Listen("unix", filepath.Join(t.TempDir(), "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			defer c.Close()
+			io.Copy(io.Discard, c)
+		}
+	}()
+	uc, err := net.Dial("unix", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	if _, err := tcpSocket(uc); err == nil {
+		t.Error("tcpSocket accepted a unix socket")
+	}
+	// A socket that is not TCP fails the TCP_INFO query.
+	uc2, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc2.Close()
+	raw, err := uc2.(*net.UDPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkTCP(socket{raw: raw}); err == nil {
+		t.Error("checkTCP accepted a UDP socket")
+	}
+}

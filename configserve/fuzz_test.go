@@ -1,0 +1,161 @@
+package configserve
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// fuzzConn is one loopback TCP connection per fuzzing process, whose far
+// end reads everything, so that an answer's acknowledgement check has a
+// real socket to query.
+var fuzzConn = sync.OnceValues(func() (net.Conn, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		return nil, err
+	}
+	go io.Copy(io.Discard, c)
+	return ln.Accept()
+})
+
+// FuzzHandler sends the Server request shapes (method, path, query, a
+// header, the gate's answer, the HTTP version) and checks every answer
+// against a model of the documented statuses: nothing panics, only the one
+// documented shape gets the config, and no code or config reaches a log
+// line or an event. In the path, {code} stands for the held config's code
+// and {spent} for a served one.
+func FuzzHandler(f *testing.F) {
+	for _, s := range []struct {
+		method, path, query, hname, hval string
+		gate                             byte
+		h2                               bool
+	}{
+		{"GET", "/config/{code}", "", "", "", 0, false},
+		{"GET", "/config/{code}", "a=b", "Range", "bytes=0-10", 0, false},
+		{"GET", "/config/{code}", "", "", "", 1, false},
+		{"GET", "/config/{code}", "", "", "", 2, false},
+		{"GET", "/config/{code}", "", "", "", 0, true},
+		{"GET", "/config/{spent}", "", "", "", 0, false},
+		{"GET", "/config/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "", "", "", 0, false},
+		{"HEAD", "/config/{code}", "", "", "", 0, false},
+		{"POST", "/config/{code}", "", "Content-Type", "text/plain", 0, false},
+		{"GET", "/config/{code}/", "", "", "", 0, false},
+		{"GET", "/config/../config/{code}", "", "", "", 0, false},
+		{"GET", "/config/{code}{code}", "", "", "", 0, false},
+		{"GET", "/config/", "", "", "", 0, false},
+		{"GET", "/", "", "", "", 0, false},
+		{"GET", "/config/\x00\xff", "", "Connection", "close", 0, false},
+		{"", "", "", "", "", 0, false},
+	} {
+		f.Add(s.method, s.path, s.query, s.hname, s.hval, s.gate, s.h2)
+	}
+	f.Fuzz(func(t *testing.T, method, path, query, hname, hval string, gateMode byte, h2 bool) {
+		conn, err := fuzzConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs := &syncBuffer{}
+		var events []Event
+		gate := &testGate{}
+		switch gateMode % 3 {
+		case 0:
+			gate.planned = true
+		case 2:
+			gate.err = errors.New("netbox did not answer")
+		}
+		srv, err := New(gate, &Config{
+			SpentCodes: 4,
+			Logger:     slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			Events:     func(ev Event) { events = append(events, ev) },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		code, spent := NewCode(), NewCode()
+		config := makeConfig(2000)
+		orig := bytes.Clone(config)
+		if err := srv.Put(code, node01, run01, config); err != nil {
+			t.Fatal(err)
+		}
+		srv.spent.add(digestOf(spent), spentEntry{device: node01, run: "provision-node-01-1"})
+
+		p := strings.ReplaceAll(strings.ReplaceAll(path, "{code}", code), "{spent}", spent)
+		req := &http.Request{
+			Method:     method,
+			URL:        &url.URL{Path: p, RawQuery: query},
+			Proto:      "HTTP/1.1",
+			ProtoMajor: 1,
+			ProtoMinor: 1,
+			Header:     http.Header{},
+			Host:       "fleetd",
+			RemoteAddr: "192.0.2.7:4711",
+		}
+		if h2 {
+			req.Proto, req.ProtoMajor, req.ProtoMinor = "HTTP/2.0", 2, 0
+		}
+		if hname != "" {
+			req.Header[hname] = []string{hval}
+		}
+		req = req.WithContext(ConnContext(context.Background(), conn))
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, req)
+
+		// The model.
+		rest, isConfig := strings.CutPrefix(p, PathPrefix)
+		want := http.StatusNotFound
+		switch {
+		case !isConfig || rest == "" || strings.Contains(rest, "/"):
+		case method != http.MethodGet:
+			want = http.StatusMethodNotAllowed
+		case !ValidCode(rest):
+			want = http.StatusBadRequest
+		case rest == spent:
+			want = http.StatusGone
+		case rest != code:
+		case gateMode%3 == 1:
+			want = http.StatusConflict
+		case gateMode%3 == 2:
+			want = http.StatusServiceUnavailable
+		case h2:
+			want = http.StatusHTTPVersionNotSupported
+		default:
+			want = http.StatusOK
+		}
+		if w.Code != want {
+			t.Fatalf("%q %q: %d, want %d", method, path, w.Code, want)
+		}
+		body := w.Body.Bytes()
+		if want == http.StatusOK {
+			if !bytes.Equal(body, orig) || len(events) != 1 || events[0].Kind != Served || srv.Waiting() != 0 {
+				t.Fatalf("a serve gave %d bytes and events %v", len(body), events)
+			}
+		} else {
+			if bytes.Contains(body, []byte(tagOf(orig))) {
+				t.Fatalf("a %d answer carried the config", w.Code)
+			}
+			if srv.Waiting() != 1 {
+				t.Fatalf("a %d answer dropped the config", w.Code)
+			}
+		}
+		sec := &secrets{}
+		sec.add(code)
+		sec.add(spent)
+		sec.add(tagOf(orig))
+		sec.check(t, logs.String(), events)
+	})
+}
