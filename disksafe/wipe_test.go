@@ -174,18 +174,24 @@ func checkErased(t *testing.T, r io.ReaderAt, sigs []signature) {
 // gptEntry is one partition of a GPT the tests build.
 type gptEntry struct{ first, last int64 } // LBAs
 
-// writeGPT writes a protective MBR and a primary and backup GPT with CRCs,
-// as sfdisk does, for 512-byte sectors.
-func writeGPT(t *testing.T, w io.WriterAt, size int64, parts []gptEntry) {
+// writeGPT writes a protective MBR and a primary and backup GPT of 128
+// entries with CRCs, as sfdisk does, for 512-byte sectors.
+func writeGPT(t testing.TB, w io.WriterAt, size int64, parts []gptEntry) {
+	writeGPTN(t, w, size, parts, 128)
+}
+
+// writeGPTN is writeGPT with n entries.
+func writeGPTN(t testing.TB, w io.WriterAt, size int64, parts []gptEntry, n int) {
 	t.Helper()
 	const ss = 512
 	last := size/ss - 1
+	entrySectors := int64((n*128 + ss - 1) / ss)
 	mbr := make([]byte, ss)
 	mbr[446+4] = 0xee
 	binary.LittleEndian.PutUint32(mbr[446+8:], 1)
 	binary.LittleEndian.PutUint32(mbr[446+12:], uint32(min(last, 0xffffffff)))
 	mbr[510], mbr[511] = 0x55, 0xaa
-	entries := make([]byte, 128*128)
+	entries := make([]byte, n*128)
 	for i, p := range parts {
 		e := entries[i*128:]
 		copy(e, []byte{0xaf, 0x3d, 0xc6, 0x0f, 0x83, 0x84, 0x72, 0x47, 0x8e, 0x79, 0x3d, 0x69, 0xd8, 0x47, 0x7d, 0xe4})
@@ -203,7 +209,7 @@ func writeGPT(t *testing.T, w io.WriterAt, size int64, parts []gptEntry) {
 		binary.LittleEndian.PutUint64(h[40:], 34)
 		binary.LittleEndian.PutUint64(h[48:], uint64(last-33))
 		binary.LittleEndian.PutUint64(h[72:], uint64(entriesLBA))
-		binary.LittleEndian.PutUint32(h[80:], 128)
+		binary.LittleEndian.PutUint32(h[80:], uint32(n))
 		binary.LittleEndian.PutUint32(h[84:], 128)
 		binary.LittleEndian.PutUint32(h[88:], crc32.ChecksumIEEE(entries))
 		binary.LittleEndian.PutUint32(h[16:], crc32.ChecksumIEEE(h[:92]))
@@ -216,8 +222,8 @@ func writeGPT(t *testing.T, w io.WriterAt, size int64, parts []gptEntry) {
 		{0, mbr},
 		{ss, header(1, last, 2)},
 		{2 * ss, entries},
-		{(last - 32) * ss, entries},
-		{last * ss, header(last, 1, last-32)},
+		{(last - entrySectors) * ss, entries},
+		{last * ss, header(last, 1, last-entrySectors)},
 	} {
 		if _, err := w.WriteAt(x.data, x.off); err != nil {
 			t.Fatal(err)

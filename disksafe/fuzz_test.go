@@ -1,0 +1,130 @@
+package disksafe
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// FuzzDisks feeds arbitrary sysfs attributes, udev records and device links
+// for one disk (sda) beside a well-formed one (sdb, serial S2), and checks
+// that List never fails or panics, that what it reports is well-formed, and
+// that Check never chooses a disk it should not.
+func FuzzDisks(f *testing.F) {
+	f.Add([]byte("S64DNX0R123456      \n"), []byte(vpd80("S1")), []byte("E:ID_SERIAL_SHORT=S1\nE:ID_BUS=ata\n"), []byte("vd-1"), "0", "0", "1953525168", "8:0", "../devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0/block/sda")
+	f.Add([]byte(""), []byte("\x00\x80\x00\x10  WD-WX12A3456789"), []byte("S:disk/by-id/usb-X\nE:ID_BUS=usb\nE:ID_SERIAL_SHORT=WD-WX12A3456789\n"), []byte(""), "1", "0", "60437492", "8:0", "../devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0/block/sda")
+	f.Add([]byte("S2"), []byte("\x00\x80\xff\xff"), []byte("E:ID_SERIAL_SHORT=S2"), []byte("S2\x00\x00"), "0", "1", "-1", "8:x", "/sys/block/sda")
+	f.Add([]byte("\xff\xfe"), []byte("\x00\x80"), []byte("E:=\nE:ID_SCSI_SERIAL\nE:ID_SERIAL_SHORT= \n"), []byte("\n"), "", "", "99999999999999999999", "", "../../../../../..")
+	f.Fuzz(func(t *testing.T, serial, vpd, udev, virtio []byte, removable, ro, size, dev, link string) {
+		tr := newTree().add(sataDisk("sdb", "8:16", "S2"))
+		dir := "sys/devices/fuzz/block/sda"
+		tr.dir(dir)
+		tr.link("sys/block/sda", link)
+		tr.link("sys/class/block/sda", "../../devices/fuzz/block/sda")
+		tr.node("dev/sda")
+		tr.file(dir+"/removable", removable)
+		tr.file(dir+"/ro", ro)
+		tr.file(dir+"/size", size)
+		tr.file(dir+"/dev", dev)
+		tr.file(dir+"/device/serial", string(serial))
+		tr.file(dir+"/device/vpd_pg80", string(vpd))
+		tr.file(dir+"/serial", string(virtio))
+		if d, m, ok := parseDev(strings.TrimSpace(dev)); ok {
+			tr.file("run/udev/data/b"+itoa(int64(d))+":"+itoa(int64(m)), string(udev))
+		}
+
+		cfg := &Config{Root: tr.fs}
+		disks, err := List(cfg)
+		if err != nil {
+			t.Fatalf("List: %v", err)
+		}
+		for _, d := range disks {
+			if d.Size < 0 {
+				t.Errorf("%s: size %d", d.Name, d.Size)
+			}
+			if (d.Serial == "") != (len(d.Serials) == 0) || (d.Serial != "" && d.Serial != d.Serials[0]) {
+				t.Errorf("%s: Serial %q, Serials %q", d.Name, d.Serial, d.Serials)
+			}
+			for _, s := range d.Serials {
+				if s == "" || len(s) > 256 || strings.TrimSpace(s) != s || strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
+					t.Errorf("%s: malformed serial %q", d.Name, s)
+				}
+			}
+			if d.Dev != "" {
+				if _, _, ok := parseDev(d.Dev); !ok {
+					t.Errorf("%s: malformed dev %q", d.Name, d.Dev)
+				}
+			}
+			if d.SysPath != "" && !strings.HasPrefix(d.SysPath, "/sys/") {
+				t.Errorf("%s: sysfs path %q", d.Name, d.SysPath)
+			}
+		}
+
+		// Judge every serial sda reports, and S2.
+		serials := []string{"S2"}
+		for _, d := range disks {
+			if d.Name == "sda" {
+				serials = append(serials, d.Serials...)
+			}
+		}
+		for _, s := range serials {
+			for _, disk := range []string{"/dev/sda", "/dev/sdb"} {
+				tg := Target{Disk: disk, Serial: s}
+				l, err := Read(disk, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := Check(l, tg, goodBoot())
+				if err != nil {
+					continue
+				}
+				if "/dev/"+got.Name != disk || !got.reports(s) || got.Removable || got.USB || got.ReadOnly {
+					t.Fatalf("Check chose %+v for %v", got, tg)
+				}
+				for _, other := range l.Disks {
+					if other.Name != got.Name && other.reports(s) {
+						t.Fatalf("Check chose %s though %s reports %q too", got.Name, other.Name, s)
+					}
+				}
+			}
+		}
+	})
+}
+
+// FuzzPartitionTables feeds arbitrary disk images to the partition table
+// reader: it must not panic, and every partition it names lies inside the
+// disk.
+func FuzzPartitionTables(f *testing.F) {
+	img := &memDisk{b: make([]byte, 8<<10)}
+	writeGPTN(f, img, int64(len(img.b)), []gptEntry{{3, 6}, {7, 12}}, 4)
+	f.Add(img.b, int64(512))
+	mbr := make([]byte, 4096)
+	copy(mbr[446:], []byte{0, 0, 0, 0, 0x05, 0, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0})
+	mbr[510], mbr[511] = 0x55, 0xaa
+	copy(mbr[512+446:], []byte{0, 0, 0, 0, 0x83, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0})
+	mbr[512+510], mbr[512+511] = 0x55, 0xaa
+	f.Add(mbr, int64(512))
+	f.Add([]byte("EFI PART"), int64(4096))
+	f.Fuzz(func(t *testing.T, b []byte, ss int64) {
+		size := int64(len(b))
+		parts := partitionTables(bytes.NewReader(b), size, ss)
+		if len(parts) > 3*maxPartitions {
+			t.Fatalf("%d partitions", len(parts))
+		}
+		for _, p := range parts {
+			if p.off < 0 || p.n <= 0 || p.end() > size {
+				t.Fatalf("partition %v outside a disk of %d bytes", p, size)
+			}
+		}
+		for _, r := range eraseRegions(size, parts) {
+			if r.off < 0 || r.n <= 0 || r.end() > size {
+				t.Fatalf("region %v outside a disk of %d bytes", r, size)
+			}
+		}
+	})
+}
+
+// memDisk is a disk image in memory.
+type memDisk struct{ b []byte }
+
+func (m *memDisk) WriteAt(p []byte, off int64) (int, error) { return copy(m.b[off:], p), nil }
