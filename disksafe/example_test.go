@@ -1,0 +1,85 @@
+package disksafe_test
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"testing/fstest"
+
+	"github.com/fleetkit/fleet/disksafe"
+)
+
+// machine is a fake root file system: an NVMe disk that reports serial
+// S64DNX0R123456 and a USB stick, with a /dev/disk/by-id link.
+func machine() fstest.MapFS {
+	nvme := "sys/devices/pci0000:00/0000:00:1d.0/0000:3d:00.0/nvme/nvme0/nvme0n1"
+	usb := "sys/devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0/block/sda"
+	file := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s)} }
+	link := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s), Mode: fs.ModeSymlink} }
+	node := &fstest.MapFile{Mode: fs.ModeDevice}
+	return fstest.MapFS{
+		"sys/block/nvme0n1":       link("../devices/pci0000:00/0000:00:1d.0/0000:3d:00.0/nvme/nvme0/nvme0n1"),
+		"sys/class/block/nvme0n1": link("../../devices/pci0000:00/0000:00:1d.0/0000:3d:00.0/nvme/nvme0/nvme0n1"),
+		nvme + "/dev":             file("259:0\n"),
+		nvme + "/size":            file("1000215216\n"),
+		nvme + "/removable":       file("0\n"),
+		nvme + "/ro":              file("0\n"),
+		nvme + "/device":          link("../../nvme0"),
+		"sys/devices/pci0000:00/0000:00:1d.0/0000:3d:00.0/nvme/nvme0/serial": file("S64DNX0R123456      \n"),
+		"dev/nvme0n1": node,
+		"dev/disk/by-id/nvme-Samsung_SSD_980_1TB_S64DNX0R123456": link("../../nvme0n1"),
+
+		"sys/block/sda":       link("../devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0/block/sda"),
+		"sys/class/block/sda": link("../../devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0/block/sda"),
+		usb + "/dev":          file("8:0\n"),
+		usb + "/size":         file("60437492\n"),
+		usb + "/removable":    file("1\n"),
+		usb + "/ro":           file("0\n"),
+		"run/udev/data/b8:0":  file("E:ID_BUS=usb\nE:ID_SERIAL_SHORT=4C530001230815117283\n"),
+		"dev/sda":             node,
+	}
+}
+
+func ExampleCheck() {
+	cfg := &disksafe.Config{Root: machine()}
+	boot := disksafe.Boot{
+		ID:     "6f1d3c52-8a0e-4c1b-9d7e-2b5a4f6e8c90",
+		Record: &disksafe.BootRecord{BootID: "6f1d3c52-8a0e-4c1b-9d7e-2b5a4f6e8c90", Attested: true, Code: "ic-secret"},
+	}
+	for _, t := range []disksafe.Target{
+		{Disk: "/dev/disk/by-id/nvme-Samsung_SSD_980_1TB_S64DNX0R123456", Serial: "S64DNX0R123456"},
+		{Disk: "/dev/sda", Serial: "S64DNX0R123456"},
+		{Disk: "/dev/sda", Serial: "4C530001230815117283"},
+		{Disk: "/dev/nvme0n1", Serial: "S64DNX0R000000"},
+		{Disk: "/dev/nvme0n1"},
+	} {
+		l, err := disksafe.Read(t.Disk, cfg)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		d, err := disksafe.Check(l, t, boot)
+		switch {
+		case errors.Is(err, disksafe.ErrWrongDisk):
+			fmt.Println(err, "(wrong disk)")
+		case err != nil:
+			fmt.Println(err)
+		default:
+			fmt.Println("would wipe", d.Name, "of", d.Size>>30, "GiB")
+		}
+	}
+	// Output:
+	// would wipe nvme0n1 of 476 GiB
+	// wipe: /dev/sda is sda, but the disk that reports S64DNX0R123456 is nvme0n1 (wrong disk)
+	// wipe: /dev/sda is removable
+	// wipe: no disk reports the serial S64DNX0R000000
+	// wipe: no install disk serial is declared
+}
+
+func ExampleWiped() {
+	fmt.Println(disksafe.Wiped{Disk: "/dev/sda", Name: "sda", Serial: "S5Y2NX0R123456"})
+	fmt.Println(disksafe.Installed{Disk: "/dev/sda"})
+	// Output:
+	// wipe: /dev/sda reports the serial S5Y2NX0R123456
+	// install: installed Talos to /dev/sda
+}
