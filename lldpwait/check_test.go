@@ -3,6 +3,8 @@ package lldpwait
 import (
 	"errors"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -93,4 +95,62 @@ func TestPortErrorMatching(t *testing.T) {
 	if errors.Is(ErrNoAttestedPort, ErrNoRecordedPort) || errors.Is(ErrNoRecordedPort, ErrNoAttestedPort) {
 		t.Error("the two no-port errors match each other")
 	}
+}
+
+// TestRunbookNoLLDPFrame reproduces the runbook's row "The journal says
+// `recorded no attested switch port` or `attested no switch port`: the
+// switch sent no LLDP frame within 35 seconds of the attestation".
+func TestRunbookNoLLDPFrame(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// The machine's side: a switch that sends no LLDP (other traffic
+		// only) for the default wait.
+		c := newFakeConn()
+		l := fakeListener(c, 0, nil)
+		defer l.Close()
+		go func() {
+			for range 10 {
+				time.Sleep(3 * time.Second)
+				c.push(cat(dstBcast, switchMAC, []byte{0x08, 0x06}, make([]byte, 46)))
+			}
+		}()
+		start := time.Now()
+		n, err := l.Wait(t.Context())
+		if !errors.Is(err, ErrTimeout) || time.Since(start) != 35*time.Second {
+			t.Fatalf("Wait = %+v, %v after %v; want ErrTimeout after 35s", n, err, time.Since(start))
+		}
+		// The claim carries no neighbour; fleetd checks it.
+		if err := Check(n, 5, nil); err == nil || err.Error() != "attested no switch port" {
+			t.Errorf("Check(no neighbour) = %v; want the journal line attested no switch port", err)
+		}
+		// fleetd recorded no attested port, and checks again later.
+		if err := CheckRecorded(0, 5); err == nil || err.Error() != "recorded no attested switch port" {
+			t.Errorf("CheckRecorded(0) = %v; want the journal line recorded no attested switch port", err)
+		}
+	})
+}
+
+// TestRunbookWrongPort reproduces the runbook's row "The journal says `on
+// port N, expected M`: a switch port the device does not expect".
+func TestRunbookWrongPort(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newFakeConn()
+		l := fakeListener(c, 0, nil)
+		defer l.Close()
+		c.push(unifiFrame("Port 7")) // the machine is on port 7
+		n, err := l.Wait(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		const declared = 5 // switch_port in the nodes file
+		if err := Check(n, declared, nil); err == nil || err.Error() != "on port 7, expected 5" {
+			t.Errorf("Check = %v; want the journal line on port 7, expected 5", err)
+		}
+		port, err := Port(n, nil) // what fleetd records as attested_switch_port
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := CheckRecorded(port, declared); err == nil || err.Error() != "on port 7, expected 5" {
+			t.Errorf("CheckRecorded = %v; want the journal line on port 7, expected 5", err)
+		}
+	})
 }

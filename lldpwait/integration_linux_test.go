@@ -497,6 +497,38 @@ func TestIntegrationWaitInterrupt(t *testing.T) {
 	})
 }
 
+// TestIntegrationWaitFunction uses the one-call Wait, which opens and
+// closes its own socket.
+func TestIntegrationWaitFunction(t *testing.T) {
+	p := newVethPair(t)
+	toHost := p.sender(t, p.nsSwitch, p.switchIf)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		// Frames sent before Wait opens its socket are not seen: keep
+		// sending, as a switch does.
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+				_, _ = toHost.WriteTo(unifiFrame("Port 4"), &packet.Addr{HardwareAddr: dstNearest})
+			}
+		}
+	}()
+	var n *Neighbor
+	err := inNetns(p.nsHost, func() (err error) {
+		n, err = Wait(t.Context(), p.hostIf, &Config{Wait: 2 * time.Second})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if port, err := Port(n, nil); port != 4 || err != nil {
+		t.Errorf("Port = %d, %v; want 4", port, err)
+	}
+}
+
 func TestListenNoInterface(t *testing.T) {
 	_, err := Listen("no-such-if0", nil)
 	if err == nil || !strings.Contains(err.Error(), "no-such-if0") {

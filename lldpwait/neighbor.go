@@ -150,7 +150,8 @@ type Neighbor struct {
 }
 
 // A ManagementAddress is one Management Address TLV (IEEE 802.1AB-2016,
-// 8.5.9).
+// 8.5.9). Like its Neighbor, it is a plain value that shares no memory with
+// the frame.
 type ManagementAddress struct {
 	// Family is the IANA address family number: 1 IPv4, 2 IPv6, 6 802 (MAC).
 	Family uint8
