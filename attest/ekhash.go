@@ -1,6 +1,7 @@
 package attest
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -10,6 +11,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/big"
+	"sync"
 )
 
 // KeyKind names the type of an endorsement key. The zero value is invalid:
@@ -95,3 +98,49 @@ func ValidHash(h string) bool {
 	}
 	return true
 }
+
+// canonicalHash returns the EK hash of pub, parsed from der. The hash is of
+// the canonical encoding, so that another encoding of the same key cannot
+// name it differently. der is hashed as it is when it is the canonical
+// encoding of an RSA-2048 key with exponent 65537 or of a P-256 key (what
+// every TPM presents); anything else is encoded anew.
+func canonicalHash(der []byte, pub any) (string, error) {
+	p := spkiPrefixes()
+	switch k := pub.(type) {
+	case *rsa.PublicKey:
+		if k.E == 65537 && len(der) == len(p.rsa)+256+len(rsaExponent) &&
+			bytes.Equal(der[:len(p.rsa)], p.rsa) && bytes.Equal(der[len(der)-len(rsaExponent):], rsaExponent) {
+			return hashDER(der), nil
+		}
+	case *ecdsa.PublicKey:
+		if len(der) == len(p.p256)+64 && bytes.Equal(der[:len(p.p256)], p.p256) {
+			return hashDER(der), nil
+		}
+	}
+	canon, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return "", err
+	}
+	return hashDER(canon), nil
+}
+
+// rsaExponent is the DER INTEGER 65537.
+var rsaExponent = []byte{0x02, 0x03, 0x01, 0x00, 0x01}
+
+// spkiPrefixes are the bytes that begin the canonical DER encoding of every
+// RSA-2048 (up to its modulus) and P-256 (up to its point's coordinates)
+// SubjectPublicKeyInfo.
+var spkiPrefixes = sync.OnceValue(func() struct{ rsa, p256 []byte } {
+	n := new(big.Int).Lsh(big.NewInt(1), 2047)
+	n.SetBit(n, 0, 1)
+	r, err := x509.MarshalPKIXPublicKey(&rsa.PublicKey{N: n, E: 65537})
+	if err != nil {
+		panic(err)
+	}
+	c := elliptic.P256().Params()
+	e, err := x509.MarshalPKIXPublicKey(&ecdsa.PublicKey{Curve: elliptic.P256(), X: c.Gx, Y: c.Gy})
+	if err != nil {
+		panic(err)
+	}
+	return struct{ rsa, p256 []byte }{rsa: r[:len(r)-256-len(rsaExponent)], p256: e[:len(e)-64]}
+})

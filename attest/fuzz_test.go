@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"encoding/json"
 	"strings"
@@ -138,5 +139,31 @@ func TestSessionRoundTrip(t *testing.T) {
 		if _, err := unmarshalSession(plain[:i]); err == nil {
 			t.Fatalf("a session cut at %d bytes decodes", i)
 		}
+	}
+}
+
+// The fast path of canonicalHash agrees with encoding the key anew, and
+// other keys take the slow path.
+func TestCanonicalHash(t *testing.T) {
+	e, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	r, _ := rsa.GenerateKey(rand.Reader, 2048)
+	r3 := &rsa.PublicKey{N: r.N, E: 3}
+	for name, pub := range map[string]any{"P-256": &e.PublicKey, "RSA-2048": &r.PublicKey, "RSA-2048 e=3": r3} {
+		der, err := x509.MarshalPKIXPublicKey(pub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := canonicalHash(der, pub)
+		want, _ := EKHash(pub)
+		if err != nil || got != want {
+			t.Errorf("%s: canonicalHash = %s, %v; want %s", name, got, err, want)
+		}
+	}
+	// The fast path hashes the bytes as given, so it relies on the parser
+	// refusing another encoding of the same key: here a long-form length.
+	der, _ := x509.MarshalPKIXPublicKey(&e.PublicKey)
+	long := append([]byte{0x30, 0x81, der[1]}, der[2:]...)
+	if _, err := x509.ParsePKIXPublicKey(long); err == nil {
+		t.Error("the parser accepts a non-canonical encoding of a P-256 key")
 	}
 }

@@ -1,7 +1,6 @@
 package attest
 
 import (
-	"bytes"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
@@ -111,12 +110,9 @@ func malformed(format string, args ...any) error {
 
 // decodeJSON decodes exactly one JSON object from data into v.
 func decodeJSON(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(v); err != nil {
+	// json.Unmarshal refuses data after the value, too.
+	if err := json.Unmarshal(data, v); err != nil {
 		return malformed("not a JSON message: %v", jsonErr(err))
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return malformed("data after the JSON message")
 	}
 	return nil
 }
@@ -221,13 +217,11 @@ func decodeClaim(data []byte) (*claim, error) {
 		if err != nil || got != kind {
 			return nil, malformed("the %s EK's public key is not an %s key", kind, kind)
 		}
-		// The hash is of the canonical encoding, so that another encoding
-		// of the same key cannot name it differently.
-		der, err := x509.MarshalPKIXPublicKey(pub)
+		hash, err := canonicalHash(e.Public, pub)
 		if err != nil {
 			return nil, malformed("the %s EK's public key does not encode", kind)
 		}
-		c.eks = append(c.eks, presentedEK{kind: kind, pub: pub, hash: hashDER(der), cert: e.Certificate})
+		c.eks = append(c.eks, presentedEK{kind: kind, pub: pub, hash: hash, cert: e.Certificate})
 	}
 	c.ak = AKParameters{
 		Public:            m.AK.Public,
@@ -235,12 +229,15 @@ func decodeClaim(data []byte) (*claim, error) {
 		CreateAttestation: m.AK.CreateAttestation,
 		CreateSignature:   m.AK.CreateSignature,
 	}
-	for name, f := range map[string][]byte{
-		"public": c.ak.Public, "create_data": c.ak.CreateData,
-		"create_attestation": c.ak.CreateAttestation, "create_signature": c.ak.CreateSignature,
+	for _, f := range []struct {
+		name string
+		b    []byte
+	}{
+		{"public", c.ak.Public}, {"create_data", c.ak.CreateData},
+		{"create_attestation", c.ak.CreateAttestation}, {"create_signature", c.ak.CreateSignature},
 	} {
-		if len(f) == 0 || len(f) > maxAKField {
-			return nil, malformed("the AK's %s has %d bytes", name, len(f))
+		if len(f.b) == 0 || len(f.b) > maxAKField {
+			return nil, malformed("the AK's %s has %d bytes", f.name, len(f.b))
 		}
 	}
 	return c, nil
@@ -312,10 +309,11 @@ func parseMAC(s string) (string, error) {
 }
 
 func checkLLDP(l *LLDP) error {
-	for name, s := range map[string]string{
-		"chassis_id": l.ChassisID, "port_id": l.PortID,
-		"port_description": l.PortDescription, "system_name": l.SystemName,
+	for _, f := range []struct{ name, s string }{
+		{"chassis_id", l.ChassisID}, {"port_id", l.PortID},
+		{"port_description", l.PortDescription}, {"system_name", l.SystemName},
 	} {
+		name, s := f.name, f.s
 		if len(s) > maxLLDPString {
 			return malformed("the LLDP %s has %d bytes", name, len(s))
 		}

@@ -193,7 +193,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "use POST")
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	body, err := readBody(w, r, s.maxBody)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -208,6 +208,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		s.serveProof(w, r, body)
 	}
+}
+
+// readBody reads the whole body, at most max bytes, in one allocation when
+// the request says its length.
+func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
+	body := http.MaxBytesReader(w, r.Body, max)
+	if n := r.ContentLength; n >= 0 && n <= max {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(body, b); err != nil {
+			return nil, err
+		}
+		// A body longer than it said is refused like any other.
+		if m, _ := body.Read(make([]byte, 1)); m > 0 {
+			return nil, errors.New("the body is longer than its Content-Length")
+		}
+		return b, nil
+	}
+	return io.ReadAll(body)
 }
 
 // refusal is a request the server refuses, with its status and reason.
@@ -277,15 +295,16 @@ func (s *Server) challenge(ctx context.Context, c *claim) (*challengeMsg, *refus
 		lldp:    c.lldp,
 		binding: Binding{Found: b.Found, Authored: b.Authored, RSA2048: clipHash(b.RSA2048), ECCP256: clipHash(b.ECCP256)},
 	}
-	if _, err := rand.Read(ss.id[:]); err != nil {
+	// One read of randomness for the session id and every secret.
+	var rnd [16 + 2*secretLen]byte
+	if _, err := rand.Read(rnd[:16+len(c.eks)*secretLen]); err != nil {
 		return nil, &refusal{http.StatusInternalServerError, "no randomness"}
 	}
+	copy(ss.id[:], rnd[:16])
 	rsp := &challengeMsg{Challenges: make([]challengeEnt, 0, len(c.eks))}
-	for _, ek := range c.eks {
+	for i, ek := range c.eks {
 		secret := ss.secret[ek.kind][:]
-		if _, err := rand.Read(secret); err != nil {
-			return nil, &refusal{http.StatusInternalServerError, "no randomness"}
-		}
+		copy(secret, rnd[16+i*secretLen:])
 		cred, encSecret, err := credactivation.Generate(name, ek.pub, symBlockSize, secret)
 		if err != nil {
 			return nil, &refusal{http.StatusBadRequest, fmt.Sprintf("no challenge can be made for the %s EK", ek.kind)}

@@ -1,0 +1,5 @@
+//go:build race
+
+package attest_test
+
+const raceEnabled = true
