@@ -376,7 +376,7 @@ func TestIntegrationFilter(t *testing.T) {
 	}()
 
 	perKind := 2000
-	if testing.Short() || raceEnabled {
+	if raceEnabled {
 		perKind = 500
 	}
 	ipv6Multicast := []byte{0x33, 0x33, 0, 0, 0, 1}
