@@ -2,6 +2,8 @@ package attest
 
 import (
 	"container/list"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -62,4 +64,29 @@ func (w *waitingStore) get(serial string, now time.Time) (Claim, bool) {
 		c.LLDP = &l
 	}
 	return c, true
+}
+
+// String prints the claim for an operator, one fact a line: the serial,
+// MAC, peer and time; the switch port; each proven EK hash. It approves
+// nothing: a waiting claim proves nothing, because another machine can send
+// one with this serial.
+func (c Claim) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "serial %s, MAC %s, from %s at %s\n", c.Serial, c.MAC, c.Peer, c.Proven.UTC().Format(time.RFC3339))
+	if l := c.LLDP; l != nil {
+		fmt.Fprintf(&b, "switch %q (chassis %s), port %q", l.SystemName, l.ChassisID, l.PortID)
+		if l.PortDescription != "" {
+			fmt.Fprintf(&b, " %q", l.PortDescription)
+		}
+		b.WriteString("\n")
+	} else {
+		b.WriteString("no LLDP frame from the switch\n")
+	}
+	if c.RSA2048 != "" {
+		fmt.Fprintf(&b, "proven RSA-2048 EK %s\n", c.RSA2048)
+	}
+	if c.ECCP256 != "" {
+		fmt.Fprintf(&b, "proven ECC P-256 EK %s\n", c.ECCP256)
+	}
+	return b.String()
 }
