@@ -3,7 +3,6 @@ package configserve
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -18,12 +17,15 @@ const (
 	tcpCloseWait   = 8
 )
 
-// Polling: after the first query, yield the processor between queries for
-// up to twice the connection's smoothed round-trip time (at most maxSpin),
-// then sleep, doubling the nap from minNap to maxNap.
+// Polling. The first query comes at once, after the last write. Until
+// twice the connection's smoothed round-trip time (srtt) has passed, the
+// queries come every srtt/4 (within [minStep, maxStep]): the
+// acknowledgement of the last byte is due about one srtt after it was
+// sent. Then the gap doubles with each query, up to maxNap, for a peer
+// whose kernel delays its acknowledgement or whose window is closed.
 const (
-	maxSpin = time.Millisecond
-	minNap  = time.Millisecond
+	minStep = 5 * time.Microsecond
+	maxStep = 250 * time.Microsecond
 	maxNap  = 50 * time.Millisecond
 )
 
@@ -49,8 +51,10 @@ func checkTCP(s socket) error {
 func awaitAck(s socket, deadline time.Time) (res ackResult, err error) {
 	start := time.Now()
 	defer func() { res.wait = time.Since(start) }()
-	var spinUntil time.Time
-	nap := minNap
+	var (
+		step time.Duration // gap between queries
+		fine time.Time     // until then, queries come every step
+	)
 	for {
 		var (
 			outq int
@@ -84,18 +88,29 @@ func awaitAck(s socket, deadline time.Time) (res ackResult, err error) {
 			return res, errPeerGone
 		}
 		now := time.Now()
-		if !now.Before(deadline) {
+		left := deadline.Sub(now)
+		if left <= 0 {
 			return res, os.ErrDeadlineExceeded
 		}
-		if spinUntil.IsZero() {
-			rtt := time.Duration(info.Rtt) * time.Microsecond
-			spinUntil = now.Add(min(2*rtt, maxSpin))
+		if step == 0 {
+			srtt := time.Duration(info.Rtt) * time.Microsecond
+			step = min(max(srtt/4, minStep), maxStep)
+			fine = now.Add(2 * srtt)
+		} else if !now.Before(fine) {
+			step = min(2*step, maxNap)
 		}
-		if now.Before(spinUntil) {
-			runtime.Gosched()
-			continue
-		}
-		time.Sleep(min(nap, deadline.Sub(now)))
-		nap = min(2*nap, maxNap)
+		nap(min(step, left))
 	}
+}
+
+// nap sleeps for d. Go's timers wake an idle process about a millisecond
+// late, so a gap shorter than that is slept in the kernel (nanosleep): it
+// holds a thread, not a processor, for that long.
+func nap(d time.Duration) {
+	if d >= time.Millisecond {
+		time.Sleep(d)
+		return
+	}
+	ts := unix.NsecToTimespec(d.Nanoseconds())
+	unix.Nanosleep(&ts, nil) // EINTR only makes the next query come early
 }

@@ -22,7 +22,8 @@
 // Configs wait only in memory: a restart drops every waiting config, by
 // design, since they hold secrets. A fetch of /config/<code> gets:
 //
-//   - 200 and the config, served once, if the Server holds a config under
+//   - 200 and the config, served once, with Connection: close (one config
+//     per connection), if the Server holds a config under
 //     the code and the Gate says NetBox shows the device planned. The config
 //     counts as served only when the peer's kernel acknowledged every byte
 //     of the answer before Config.WriteTimeout passed: then the code is
@@ -64,22 +65,33 @@
 // Server queries the TCP socket under the connection (through *tls.Conn's
 // NetConn) for its outgoing queue, SIOCOUTQ: bytes written but not yet
 // acknowledged by the peer. Zero means the peer's kernel holds the whole
-// answer. The first query comes at once; then the Server yields the
-// processor between queries for up to twice the connection's smoothed
-// round-trip time (at most 1 ms), then sleeps 1 ms, 2 ms, ... up to 50 ms
-// between queries, until the queue is empty, the connection closes (as by a
-// reset), or the write deadline passes. An idle peer's kernel may delay its
-// acknowledgement by its delayed-ACK timer (40 ms or more on Linux) unless
-// its connection is new: the check then lasts that long.
+// answer. The first query comes at once. Until twice the connection's
+// smoothed round-trip time (srtt) has passed, the next ones come every
+// srtt/4 (between 5 and 250 microseconds, slept in the kernel); then the
+// gap doubles up to 50 ms, until the queue is empty, the connection closes
+// (as by a reset: the check ends at once), or the write deadline passes.
+//
+// The peer's kernel acknowledges at once on a new connection, and when the
+// client closes the connection: the answer that carries a config says
+// Connection: close, and a client closes once it has read it. On a
+// connection that stays open, a kernel may hold its acknowledgement back
+// for its delayed-ACK timer (40 ms or more on Linux); the check then lasts
+// that long.
+//
+// While an answer that carries a config is unacknowledged, its socket is
+// set to reset on close (SO_LINGER 0), so that a connection closed early,
+// by the Server or by net/http after a failed write, drops what the kernel
+// still holds of the answer instead of sending it on: once the Server lets
+// go of the answer, no more of it reaches anyone, and a later fetch may
+// carry the config.
 //
 // This needs the connection: set ConnContext as the http.Server's
 // ConnContext (or call it from yours). It needs HTTP/1.1, where one answer
-// owns the connection until it is acknowledged: disable HTTP/2 on the
-// server (http.Server.Protocols with only HTTP/1, or an empty non-nil
-// TLSNextProto). Talos fetches with Go's HTTP client, which falls back to
-// HTTP/1.1. A keep-alive connection serves further requests after an
-// acknowledged answer; the Server sets the connection's write deadline for
-// an answer and lifts it afterwards.
+// owns the connection: disable HTTP/2 on the server (http.Server.Protocols
+// with only HTTP/1, or an empty non-nil TLSNextProto). Talos fetches with
+// Go's HTTP client, which then speaks HTTP/1.1. The Server sets the
+// connection's write deadline for the answer (Config.WriteTimeout) and
+// lifts it afterwards.
 //
 // # Platforms
 //

@@ -452,6 +452,11 @@ func (s *Server) write(w http.ResponseWriter, conn net.Conn, sock socket, config
 	h.Set("Content-Type", "application/yaml")
 	h.Set("Content-Length", strconv.Itoa(len(config)))
 	h.Set("Cache-Control", "no-store")
+	// One config per connection: a client closes the connection once it
+	// has read the answer, and its FIN acknowledges every byte at once. On
+	// a kept-alive connection the peer's kernel may delay its
+	// acknowledgement by its delayed-ACK timer.
+	h.Set("Connection", "close")
 	w.WriteHeader(http.StatusOK)
 	if _, err := w.Write(config); err != nil {
 		return ackResult{}, err
@@ -467,9 +472,9 @@ func (s *Server) write(w http.ResponseWriter, conn net.Conn, sock socket, config
 	if err != nil {
 		return res, err
 	}
-	// Served. Lift the deadline and the reset for the connection's next
-	// request; if that fails the connection is broken, and net/http finds
-	// out on its own.
+	// Served. Lift the deadline and the reset, so that net/http closes the
+	// connection gracefully; if that fails the connection is broken, and
+	// net/http finds out on its own.
 	conn.SetWriteDeadline(time.Time{})
 	sock.gracefulClose()
 	return res, nil

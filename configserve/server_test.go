@@ -83,35 +83,42 @@ func TestServeOnceOverTLS(t *testing.T) {
 	}
 }
 
-// After an acknowledged answer, the keep-alive connection serves the next
-// request.
-func TestKeepAliveAfterServe(t *testing.T) {
+// An answer that carries a config closes its connection (the client's FIN
+// acknowledges it at once); other answers keep the connection alive.
+func TestServedAnswerClosesConnection(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	c := h.ts.Client()
-	var reused []bool
-	for i := range 3 {
-		code, _, orig := h.put(3000+i, node01, run01)
-		var got bool
+	code, _, orig := h.put(3000, node01, run01)
+	fetch := func() (status int, body []byte, closed, reused bool) {
 		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
-			GotConn: func(i httptrace.GotConnInfo) { got = i.Reused },
+			GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused },
 		})
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.url(code), nil)
 		resp, err := c.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, err := io.ReadAll(resp.Body)
+		body, err = io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if err != nil || resp.StatusCode != 200 || !bytes.Equal(body, orig) {
-			t.Fatalf("fetch %d: %v %d, %d bytes", i, err, resp.StatusCode, len(body))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if ev := h.waitEvent(); ev.Kind != Served {
-			t.Fatalf("event %v, want served", ev.Kind)
-		}
-		reused = append(reused, got)
+		return resp.StatusCode, body, resp.Close, reused
 	}
-	if d := cmp.Diff([]bool{false, true, true}, reused); d != "" {
-		t.Errorf("connection reuse (-want +got):\n%s", d)
+	h.gate.set(false, nil)
+	if st, _, closed, _ := fetch(); st != http.StatusConflict || closed {
+		t.Fatalf("not planned: %d, closing %v; want 409 on a kept-alive connection", st, closed)
+	}
+	h.gate.set(true, nil)
+	st, body, closed, reused := fetch()
+	if st != 200 || !bytes.Equal(body, orig) || !closed || !reused {
+		t.Fatalf("served: %d, closing %v, on the earlier connection %v; want 200 with Connection: close on the kept-alive connection", st, closed, reused)
+	}
+	if ev := h.waitEvent(); ev.Kind != Served {
+		t.Fatalf("event %v, want served", ev.Kind)
+	}
+	if st, _, _, reused := fetch(); st != http.StatusGone || reused {
+		t.Fatalf("after the serve: %d on the earlier connection %v; want 410 on a new connection", st, reused)
 	}
 }
 

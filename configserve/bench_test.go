@@ -1,0 +1,280 @@
+package configserve
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// benchConfigSize is about the size of a rendered Talos worker config.
+const benchConfigSize = 16 << 10
+
+type alwaysPlanned struct{}
+
+func (alwaysPlanned) Planned(context.Context, Device) (bool, error) { return true, nil }
+
+// benchServer starts srv (or, when srv is nil, a handler that writes
+// benchConfigSize bytes with no store, gate or acknowledgement check)
+// behind a loopback HTTP(S) server.
+func benchServer(b *testing.B, srv *Server, tlsOn bool) *httptest.Server {
+	b.Helper()
+	var h http.Handler = srv
+	if srv == nil {
+		body := makeConfig(benchConfigSize)
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			w.Write(body)
+		})
+	}
+	ts := httptest.NewUnstartedServer(h)
+	ts.Config.ConnContext = ConnContext
+	if tlsOn {
+		// An ECDSA P-256 certificate, as ACME issues, rather than
+		// httptest's RSA one.
+		cert, pool := benchCert(b)
+		ts.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+		ts.StartTLS()
+		ts.Client().Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: pool}
+	} else {
+		ts.Start()
+	}
+	b.Cleanup(ts.Close)
+	return ts
+}
+
+// benchCert returns a self-signed ECDSA P-256 certificate for 127.0.0.1
+// and a pool that trusts it.
+func benchCert(b *testing.B) (tls.Certificate, *x509.CertPool) {
+	b.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "fleetd"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
+}
+
+// putCodes holds n configs of benchConfigSize under fresh codes.
+func putCodes(b *testing.B, srv *Server, n int) []string {
+	b.Helper()
+	codes := make([]string, n)
+	for i := range codes {
+		codes[i] = NewCode()
+		if err := srv.Put(codes[i], Device{ID: int64(i + 1)}, "provision-bench-"+strconv.Itoa(i), makeConfig(benchConfigSize)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return codes
+}
+
+func fetchOnce(c *http.Client, url string) error {
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != 200 || n != benchConfigSize {
+		return fmt.Errorf("status %d with %d bytes", resp.StatusCode, n)
+	}
+	return nil
+}
+
+// BenchmarkServe measures single-use serves per second over loopback:
+// parallel clients, each code fetched once, each answer acknowledged
+// before it counts. An answer that carries a config closes its connection,
+// so every serve opens a connection (and, over TLS, makes a full
+// handshake), as a node's fetch does. The clients run in the same process,
+// on the same cores.
+func BenchmarkServe(b *testing.B) {
+	for _, tlsOn := range []bool{false, true} {
+		name := "tcp"
+		if tlsOn {
+			name = "tls"
+		}
+		b.Run(name, func(b *testing.B) {
+			var served atomic.Int64
+			srv, err := New(alwaysPlanned{}, &Config{
+				SpentCodes: b.N + 1,
+				Events: func(ev Event) {
+					if ev.Kind == Served {
+						served.Add(1)
+					}
+				},
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer srv.Close()
+			ts := benchServer(b, srv, tlsOn)
+			codes := putCodes(b, srv, b.N)
+			b.SetParallelism(8)
+			tr := ts.Client().Transport.(*http.Transport).Clone()
+			tr.MaxIdleConnsPerHost = 8 * runtime.GOMAXPROCS(0)
+			c := &http.Client{Transport: tr}
+			defer tr.CloseIdleConnections()
+			var next atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := next.Add(1) - 1
+					if err := fetchOnce(c, ts.URL+PathPrefix+codes[i]); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			elapsed := time.Since(start)
+			b.StopTimer()
+			// The last Served events may trail the answers a little.
+			for wait := time.Now().Add(5 * time.Second); served.Load() < int64(b.N) && time.Now().Before(wait); {
+				time.Sleep(time.Millisecond)
+			}
+			if got := served.Load(); got != int64(b.N) || srv.Waiting() != 0 {
+				b.Fatalf("%d served, %d waiting, want %d served", got, srv.Waiting(), b.N)
+			}
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "serves/s")
+		})
+	}
+}
+
+// BenchmarkFetchLatency compares one fetch at a time over a keep-alive
+// connection: through the Server (store, gate, acknowledgement check)
+// against a handler that only writes the same number of bytes.
+func BenchmarkFetchLatency(b *testing.B) {
+	b.Run("configserve", func(b *testing.B) {
+		srv, err := New(alwaysPlanned{}, &Config{SpentCodes: b.N + 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer srv.Close()
+		ts := benchServer(b, srv, false)
+		codes := putCodes(b, srv, b.N)
+		c := ts.Client()
+		b.ResetTimer()
+		for i := range b.N {
+			if err := fetchOnce(c, ts.URL+PathPrefix+codes[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("plain-handler", func(b *testing.B) {
+		ts := benchServer(b, nil, false)
+		c := ts.Client()
+		for b.Loop() {
+			if err := fetchOnce(c, ts.URL+PathPrefix+"x"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkAckCheck measures the acknowledgement check alone on a loopback
+// TCP connection whose peer reads all the time: write an answer-sized
+// block, then wait for its acknowledgement. "write" is the write alone,
+// "roundtrip" a one-byte echo, the round trip the check is compared with.
+func BenchmarkAckCheck(b *testing.B) {
+	pair := func(b *testing.B) (server, client *net.TCPConn) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer ln.Close()
+		cc, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		sc, err := ln.Accept()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { cc.Close(); sc.Close() })
+		return sc.(*net.TCPConn), cc.(*net.TCPConn)
+	}
+	block := make([]byte, benchConfigSize)
+	b.Run("write", func(b *testing.B) {
+		server, client := pair(b)
+		go io.Copy(io.Discard, client)
+		for b.Loop() {
+			if _, err := server.Write(block); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("write+ack", func(b *testing.B) {
+		server, client := pair(b)
+		go io.Copy(io.Discard, client)
+		sock, err := tcpSocket(server)
+		if err != nil {
+			b.Fatal(err)
+		}
+		polls := 0
+		var wait time.Duration
+		for b.Loop() {
+			if _, err := server.Write(block); err != nil {
+				b.Fatal(err)
+			}
+			res, err := awaitAck(sock, time.Now().Add(10*time.Second))
+			if err != nil {
+				b.Fatal(err)
+			}
+			polls += res.polls
+			wait += res.wait
+		}
+		b.ReportMetric(float64(polls)/float64(b.N), "polls/op")
+		b.ReportMetric(float64(wait.Nanoseconds())/float64(b.N), "ack-ns/op")
+	})
+	b.Run("roundtrip", func(b *testing.B) {
+		server, client := pair(b)
+		go io.Copy(client, client)
+		one := make([]byte, 1)
+		for b.Loop() {
+			if _, err := server.Write(one); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := io.ReadFull(server, one); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
