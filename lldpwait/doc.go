@@ -12,8 +12,9 @@
 //
 // Listen opens an AF_PACKET raw socket on one interface, bound to the LLDP
 // Ethernet type (0x88cc), with a classic BPF program attached in the kernel
-// before the socket is bound. The program accepts only untagged frames of
-// type 0x88cc sent to the nearest-bridge group address 01:80:c2:00:00:0e,
+// before the socket is bound. The program accepts only frames of type
+// 0x88cc sent to the nearest-bridge group address 01:80:c2:00:00:0e (the
+// kernel has removed any VLAN tag by then),
 // so other traffic is dropped in the kernel and never wakes the process.
 // Bridges do not forward frames sent to that address: the frame Wait
 // returns comes from the device at the other end of the cable. Listen joins

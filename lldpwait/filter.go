@@ -13,12 +13,16 @@ const maxFrame = 9216
 var nearestBridge = [6]byte{0x01, 0x80, 0xc2, 0x00, 0x00, 0x0e}
 
 // filterInstructions is the classic BPF program attached to the socket in
-// the kernel. It accepts an untagged frame only when its Ethernet type is
-// 0x88cc and its destination is the nearest-bridge group address, keeping
+// the kernel. It accepts a frame only when its Ethernet type is 0x88cc and
+// its destination is the nearest-bridge group address, keeping
 // up to maxFrame+1 bytes of it (one more than Wait accepts, so that a
 // larger frame shows as too large instead of arriving cut). Every other
 // frame is dropped in the kernel, before it is queued to the socket, so it
 // never wakes the process. A load past the end of a frame drops the frame.
+// The kernel removes an 802.1Q tag before packet sockets and their filters
+// see a frame, so an LLDP frame that arrives tagged is accepted as the
+// untagged frame it carries; it still comes from the device at the other
+// end of the cable.
 func filterInstructions() []bpf.Instruction {
 	const drop = 7 // index of the "ret #0" instruction
 	return []bpf.Instruction{

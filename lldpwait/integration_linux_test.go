@@ -441,6 +441,20 @@ func TestIntegrationFilter(t *testing.T) {
 	}
 }
 
+// TestIntegrationVLANTagged pins what the kernel does with an LLDP frame
+// that arrives with an 802.1Q tag: it removes the tag before the filter
+// runs, so Wait receives the LLDP frame inside.
+func TestIntegrationVLANTagged(t *testing.T) {
+	p := newVethPair(t)
+	l := p.listen(t, &Config{Wait: 2 * time.Second})
+	send(t, p.sender(t, p.nsSwitch, p.switchIf),
+		cat(dstNearest, switchMAC, []byte{0x81, 0x00, 0x00, 0x05, 0x88, 0xcc}, mandatory("Port 6"), make([]byte, 20)))
+	n, err := l.Wait(t.Context())
+	if err != nil || n.PortID != "Port 6" {
+		t.Errorf("Wait = %+v, %v; want the tagged frame's Port 6", n, err)
+	}
+}
+
 func TestIntegrationWaitTimeout(t *testing.T) {
 	p := newVethPair(t)
 	l := p.listen(t, &Config{Wait: 100 * time.Millisecond})

@@ -46,8 +46,8 @@ var (
 // (destination, source, Ethernet type, LLDPDU; no frame check sequence),
 // into a Neighbor.
 //
-// The frame must be untagged, with Ethernet type 0x88cc; errors.Is finds
-// ErrNotLLDP otherwise. Parse accepts any destination address; Wait accepts
+// The frame must be untagged (as the kernel hands frames to a packet
+// socket), with Ethernet type 0x88cc; errors.Is finds ErrNotLLDP otherwise. Parse accepts any destination address; Wait accepts
 // only frames to the nearest-bridge group address 01:80:c2:00:00:0e. The
 // LLDPDU is decoded as ParseLLDPDU does; errors.Is finds ErrMalformed for
 // every way it can break the standard. Parse never reads outside frame and
