@@ -225,11 +225,10 @@ func TestCheckRefusals(t *testing.T) {
 		tg:   Target{Disk: "/dev/sdb", Serial: "WD-1"}, boot: goodBoot(),
 		want: ErrUSB, text: "wipe: /dev/sdb is on USB",
 	}, {
-		name: "USB, by a parent's subsystem",
+		name: "USB, by a USB device in its path",
 		tr: newTree().add(fakeDisk{
 			name: "sdb", dev: "8:16", sectors: 100, udev: "E:ID_SERIAL_SHORT=WD-1\n",
-			sysPath:    "devices/pci0000:00/0000:00:14.0/hub-x/port-y/host7/target7:0:0/7:0:0:0/block/sdb",
-			subsystems: map[string]string{"devices/pci0000:00/0000:00:14.0/hub-x/port-y": "usb"},
+			sysPath: "devices/platform/xhci-hcd.0.auto/3-1.4/3-1.4:1.0/host7/target7:0:0/7:0:0:0/block/sdb",
 		}),
 		tg: Target{Disk: "/dev/sdb", Serial: "WD-1"}, boot: goodBoot(),
 		want: ErrUSB, text: "wipe: /dev/sdb is on USB",

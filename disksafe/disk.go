@@ -45,8 +45,9 @@ type Disk struct {
 	Removable bool
 
 	// USB is true when the disk's sysfs device path runs through a USB
-	// bus (a usbN root hub, or a parent whose subsystem is usb), or udev
-	// says ID_BUS=usb.
+	// bus (a parent is a USB root hub, usbN, or a USB device or interface,
+	// such as 2-1 or 2-1:1.0), or udev says ID_BUS=usb or an ID_PATH
+	// through usb.
 	USB bool
 
 	// ReadOnly is the kernel's ro flag. An unreadable or unexpected flag
@@ -78,13 +79,6 @@ func (d *Disk) reports(serial string) bool {
 // and loop devices. Everything else (ram, zram, dm, md, sr, nbd, rbd,
 // drbd, ...) is never listed, so never wiped.
 var diskNames = regexp.MustCompile(`^(sd[a-z]+|vd[a-z]+|xvd[a-z]+|hd[a-z]+|nvme[0-9]+n[0-9]+|mmcblk[0-9]+|loop[0-9]+)$`)
-
-var (
-	usbHub   = regexp.MustCompile(`^usb[0-9]+$`)
-	ataPort  = regexp.MustCompile(`^ata[0-9]+$`)
-	virtioID = regexp.MustCompile(`^virtio[0-9]+$`)
-	mmcHost  = regexp.MustCompile(`^mmc[0-9]+$`)
-)
 
 // maxAttr bounds what is read of one sysfs attribute or udev record.
 const maxAttr = 64 << 10
@@ -216,9 +210,10 @@ func readDisk(root fs.FS, name string, cfg *Config) (d Disk, ok bool) {
 		}
 		if strings.HasPrefix(p, "sys/") {
 			d.SysPath = "/" + p
-			d.USB = pathOnUSB(root, p)
+			usb, transport := devicePath(p)
+			d.USB = usb
 			if d.Transport == "" {
-				d.Transport = pathTransport(p)
+				d.Transport = transport
 			}
 		}
 	}
@@ -238,41 +233,75 @@ func readDisk(root fs.FS, name string, cfg *Config) (d Disk, ok bool) {
 	return d, true
 }
 
-// pathOnUSB reports whether the sysfs device path p (relative to the root)
-// runs through a USB bus: a parent named usbN (a root hub) or a parent whose
-// subsystem link names usb.
-func pathOnUSB(root fs.FS, p string) bool {
-	dir := path.Dir(p)
-	for i := 0; i < 64 && strings.HasPrefix(dir, "sys/devices/"); i++ {
-		if usbHub.MatchString(path.Base(dir)) {
-			return true
+// devicePath reads a sysfs device path: whether it runs through a USB bus,
+// and how the disk is attached, for people. A path runs through USB when a
+// component is a USB root hub (usb1) or a USB device or interface (2-1,
+// 2-1.4, 2-1.4:1.0): the USB core names them so, and only below a USB host
+// controller.
+func devicePath(p string) (usb bool, transport string) {
+	for c := range strings.SplitSeq(p, "/") {
+		switch {
+		case numbered(c, "usb") || usbPort(c):
+			usb = true
+		case numbered(c, "ata"):
+			transport = "ata"
+		case numbered(c, "virtio"):
+			transport = "virtio"
+		case numbered(c, "mmc"):
+			transport = "mmc"
+		case strings.HasPrefix(c, "nvme"):
+			transport = "nvme"
+		case transport == "" && numbered(c, "host"):
+			transport = "scsi"
 		}
-		if link, err := fs.ReadLink(root, dir+"/subsystem"); err == nil && path.Base(link) == "usb" {
-			return true
-		}
-		dir = path.Dir(dir)
 	}
-	return false
+	if usb {
+		transport = "usb"
+	}
+	return usb, transport
 }
 
-// pathTransport names the bus of a sysfs device path, for people.
-func pathTransport(p string) string {
-	t := ""
-	for _, c := range strings.Split(p, "/") {
-		switch {
-		case ataPort.MatchString(c):
-			t = "ata"
-		case virtioID.MatchString(c):
-			t = "virtio"
-		case mmcHost.MatchString(c):
-			t = "mmc"
-		case strings.HasPrefix(c, "nvme"):
-			t = "nvme"
-		case strings.HasPrefix(c, "host") && t == "":
-			t = "scsi"
-		}
+// numbered reports whether c is prefix followed by one or more digits.
+func numbered(c, prefix string) bool {
+	rest, ok := strings.CutPrefix(c, prefix)
+	return ok && digits(rest) == len(rest) && rest != ""
+}
+
+// digits returns how many ASCII digits s begins with.
+func digits(s string) int {
+	n := 0
+	for n < len(s) && '0' <= s[n] && s[n] <= '9' {
+		n++
 	}
-	return t
+	return n
+}
+
+// usbPort reports whether c names a USB device or interface:
+// <bus>-<port>[.<port>...][:<config>.<interface>].
+func usbPort(c string) bool {
+	n := digits(c)
+	if n == 0 || n == len(c) || c[n] != '-' {
+		return false
+	}
+	c = c[n+1:]
+	for {
+		n = digits(c)
+		if n == 0 {
+			return false
+		}
+		c = c[n:]
+		if c == "" {
+			return true
+		}
+		if c[0] == ':' {
+			cfg, iface, ok := strings.Cut(c[1:], ".")
+			return ok && cfg != "" && iface != "" && digits(cfg) == len(cfg) && digits(iface) == len(iface)
+		}
+		if c[0] != '.' {
+			return false
+		}
+		c = c[1:]
+	}
 }
 
 // Layout is what Read saw: the machine's disks and the kernel name the
@@ -358,14 +387,24 @@ func readFile(root fs.FS, name string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxAttr+1))
-	if err != nil {
-		return nil, err
+	// Most attributes are a few bytes: start small, and grow to maxAttr.
+	b := make([]byte, 0, 64)
+	for {
+		if len(b) > maxAttr {
+			return nil, fmt.Errorf("disksafe: %s is larger than %d bytes", name, maxAttr)
+		}
+		if len(b) == cap(b) {
+			b = slices.Grow(b, min(cap(b), maxAttr+1-len(b)))
+		}
+		n, err := f.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		switch {
+		case err == io.EOF && len(b) <= maxAttr:
+			return b, nil
+		case err != nil && err != io.EOF:
+			return nil, err
+		}
 	}
-	if len(b) > maxAttr {
-		return nil, fmt.Errorf("disksafe: %s is larger than %d bytes", name, maxAttr)
-	}
-	return b, nil
 }
 
 // readAttr reads a sysfs attribute as one trimmed line.

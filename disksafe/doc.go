@@ -87,7 +87,8 @@
 // only those with a backing file. Partitions, ram, zram, dm, md, sr, nbd and
 // other kinds are never listed, nor hidden NVMe multipath paths, nor MMC
 // boot and RPMB areas. A disk is on USB when its sysfs device path runs
-// through a USB bus or udev says ID_BUS=usb, and removable when the kernel
+// through a USB bus (a USB root hub or a USB device among its parents) or
+// udev says ID_BUS=usb, and removable when the kernel
 // says so or it is an SD card (MMC type SD). A flag that cannot be read
 // counts as set: removable, read-only.
 //

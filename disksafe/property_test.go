@@ -23,12 +23,12 @@ type layout struct {
 }
 
 type truth struct {
-	name                   string
-	listed                 bool // a disk List must list
-	serials                []string
-	removable, usb, ro     bool
-	usbByUdev, usbByPath   bool
-	usbBySubsystem, sdCard bool
+	name                 string
+	listed               bool // a disk List must list
+	serials              []string
+	removable, usb, ro   bool
+	usbByUdev, usbByPath bool
+	usbByPort, sdCard    bool
 }
 
 var serialPool = []string{"S1", "S2", "S3", "WD-WX12A3456789"}
@@ -109,12 +109,10 @@ func randomLayout(i int) *layout {
 			d.sysPath = fmt.Sprintf("devices/pci0000:00/0000:00:14.0/usb%d/%d-1/%d-1:1.0/host%d/target%d:0:0/%d:0:0:0/block/%s", k+1, k+1, k+1, k, k, k, name)
 			tr.usbByPath = true
 		case 2:
-			hub := fmt.Sprintf("devices/pci0000:00/0000:00:14.0/hub%d", k)
-			d.sysPath = hub + fmt.Sprintf("/port1/host%d/target%d:0:0/%d:0:0:0/block/%s", k, k, k, name)
-			d.subsystems = map[string]string{hub: "usb"}
-			tr.usbBySubsystem = true
+			d.sysPath = fmt.Sprintf("devices/platform/xhci.%d/%d-2.%d/%d-2.%d:1.0/host%d/target%d:0:0/%d:0:0:0/block/%s", k, k+1, k, k+1, k, k, k, k, name)
+			tr.usbByPort = true
 		}
-		tr.usb = tr.usbByUdev || tr.usbByPath || tr.usbBySubsystem
+		tr.usb = tr.usbByUdev || tr.usbByPath || tr.usbByPort
 		d.udev = udev.String()
 		l.tr.add(d)
 		l.disks = append(l.disks, rebuildTruth(tr, d))

@@ -25,10 +25,6 @@ type fakeDisk struct {
 	files map[string]string
 	// udev is the disk's udev database record; "" writes none.
 	udev string
-	// subsystems gives directories below /sys (relative, e.g.
-	// devices/pci0000:00/0000:00:14.0/usb2) a subsystem link to
-	// /sys/bus/<value>.
-	subsystems map[string]string
 	// parts are the disk's partitions.
 	parts []fakePart
 }
@@ -102,9 +98,6 @@ func (t *tree) add(d fakeDisk) *tree {
 		// The link is relative to the disk's directory, as in sysfs.
 		t.link(dir+"/device", up(dir)+"sys/"+devDir)
 	}
-	for sub, name := range d.subsystems {
-		t.link("sys/"+sub+"/subsystem", up("sys/"+sub)+"sys/bus/"+name)
-	}
 	if d.udev != "" {
 		t.file("run/udev/data/b"+d.dev, d.udev)
 	}
@@ -148,7 +141,6 @@ func sataDisk(name, dev, serial string) fakeDisk {
 			"E:ID_BUS=ata\nE:ID_MODEL=Samsung_SSD_870_EVO_1TB\n" +
 			"E:ID_SERIAL=Samsung_SSD_870_EVO_1TB_" + serial + "\nE:ID_SERIAL_SHORT=" + serial + "\n" +
 			"E:ID_WWN=0x5002538e40a1b2c3\n",
-		subsystems: map[string]string{"devices/pci0000:00/0000:00:17.0": "pci"},
 	}
 }
 
@@ -183,10 +175,6 @@ func usbStick(name, dev, serial string) fakeDisk {
 		sysPath: "devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0/block/" + name,
 		files:   map[string]string{"device/model": "Ultra Fit\n"},
 		udev:    "E:ID_BUS=usb\nE:ID_SERIAL_SHORT=" + serial + "\nE:ID_USB_DRIVER=usb-storage\n",
-		subsystems: map[string]string{
-			"devices/pci0000:00/0000:00:14.0/usb2":     "usb",
-			"devices/pci0000:00/0000:00:14.0/usb2/2-1": "usb",
-		},
 	}
 }
 
