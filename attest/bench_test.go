@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"testing"
@@ -143,37 +144,36 @@ type stormMachine struct {
 }
 
 var (
-	stormOnce sync.Once
-	stormSet  []stormMachine
+	stormMu  sync.Mutex
+	stormSet []stormMachine
 )
 
-// stormMachines returns n machines (made once per test binary, at most
-// 1,000): every 20, one unknown serial (pending-approval), one swapped TPM
-// (ek-hash-mismatch), one unauthored binding, one TPM without its approved
-// ECC EK (ek-missing); the rest attested. RSA EKs come from a pool of 16
-// keys (generating 1,000 takes over a minute here); every ECC EK and AK is
-// the machine's own.
+// stormMachines returns n machines (made once per test binary): every 20,
+// one unknown serial (pending-approval), one swapped TPM (ek-hash-mismatch),
+// one unauthored binding, one TPM without its approved ECC EK (ek-missing);
+// the rest attested. RSA EKs come from a pool of 8 keys (generating 1,000
+// takes over a minute here); every ECC EK and AK is the machine's own.
 func stormMachines(tb testing.TB, bindings *attesttest.Bindings, n int) []stormMachine {
 	tb.Helper()
-	stormOnce.Do(func() {
-		for i := 0; i < 1000; i++ {
-			serial := fmt.Sprintf("STORM-%04d", i)
-			cfg := &attesttest.SoftConfig{RSAEK: rsaKey(tb, i%16)}
-			want := attest.Attested
-			switch i % 20 {
-			case 0:
-				want = attest.PendingApproval
-			case 1:
-				want = attest.EKHashMismatch
-			case 2:
-				want = attest.EKBindingUnauthored
-			case 3:
-				want = attest.EKMissing
-				cfg.NoECC = true
-			}
-			stormSet = append(stormSet, stormMachine{serial: serial, tpm: softTPM(tb, cfg), want: want})
+	stormMu.Lock()
+	defer stormMu.Unlock()
+	for i := len(stormSet); i < n; i++ {
+		serial := fmt.Sprintf("STORM-%04d", i)
+		cfg := &attesttest.SoftConfig{RSAEK: rsaKey(tb, i%8)}
+		want := attest.Attested
+		switch i % 20 {
+		case 0:
+			want = attest.PendingApproval
+		case 1:
+			want = attest.EKHashMismatch
+		case 2:
+			want = attest.EKBindingUnauthored
+		case 3:
+			want = attest.EKMissing
+			cfg.NoECC = true
 		}
-	})
+		stormSet = append(stormSet, stormMachine{serial: serial, tpm: softTPM(tb, cfg), want: want})
+	}
 	for i, m := range stormSet[:n] {
 		var b attest.Binding
 		switch i % 20 {
@@ -272,7 +272,10 @@ func bootStorm(tb testing.TB, n int) stormResult {
 	tlsCfg, pool := stormTLS(tb)
 	ts := httptest.NewUnstartedServer(srv)
 	ts.TLS = tlsCfg
-	ts.StartTLS()
+	// Goroutines carry the side they work for into a CPU profile (go tool
+	// pprof -tagfocus side=fleetd): the server's connections inherit the
+	// label of the goroutine that starts it.
+	pprof.Do(context.Background(), pprof.Labels("side", "fleetd"), func(context.Context) { ts.StartTLS() })
 	defer ts.Close()
 
 	lat := make([]time.Duration, n)
@@ -284,7 +287,7 @@ func bootStorm(tb testing.TB, n int) stormResult {
 	start.Add(1)
 	for i, m := range machines {
 		done.Add(1)
-		go func() {
+		go pprof.Do(context.Background(), pprof.Labels("side", "machine"), func(context.Context) {
 			defer done.Done()
 			tt := &timingTransport{rt: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 			client := &http.Client{Transport: tt}
@@ -296,7 +299,7 @@ func bootStorm(tb testing.TB, n int) stormResult {
 			lat[i] = time.Since(t0)
 			wait[i] = tt.wait
 			tt.rt.(*http.Transport).CloseIdleConnections()
-		}()
+		})
 	}
 	t0 := time.Now()
 	start.Done()
