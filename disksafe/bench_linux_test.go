@@ -26,7 +26,7 @@ func BenchmarkJudge256OnDisk(b *testing.B) {
 	if err := materialize(tr.fs, dir); err != nil {
 		b.Fatal(err)
 	}
-	cfg := &Config{Root: os.DirFS(dir)}
+	cfg := &Config{Root: newRootFS(dir)}
 	boot := goodBoot()
 	l, err := Read(tg.Disk, cfg)
 	if err != nil || len(l.Disks) != 256 {

@@ -3,7 +3,6 @@ package disksafe
 import (
 	"io/fs"
 	"log/slog"
-	"os"
 )
 
 // Default locations. Each is a path in the HookOS host's file system, and so
@@ -39,7 +38,8 @@ type Config struct {
 	// /proc/sys/kernel/random/boot_id are read. It should implement
 	// fs.ReadLinkFS (os.DirFS does, and so does fstest.MapFS): without it
 	// no /dev/disk/by-id link resolves and no sysfs device path is known.
-	// nil: os.DirFS("/").
+	// nil: the machine's root, read as os.DirFS("/") reads it (on Linux
+	// with fewer system calls per file).
 	Root fs.FS
 
 	// DevDir is the directory, in the operating system's own file system,
@@ -70,7 +70,7 @@ type Config struct {
 
 func (c *Config) root() fs.FS {
 	if c == nil || c.Root == nil {
-		return os.DirFS("/")
+		return newRootFS("/")
 	}
 	return c.Root
 }

@@ -123,7 +123,8 @@ func readDisk(root fs.FS, name string, cfg *Config) (d Disk, ok bool) {
 	dir := "sys/block/" + name
 	d.Name = name
 
-	if v, err := readAttr(root, dir+"/hidden"); err == nil && v == "1" {
+	// A hidden NVMe namespace is one path of a multipath namespace.
+	if strings.HasPrefix(name, "nvme") && attrIs(root, dir+"/hidden", "1") {
 		return d, false
 	}
 	if strings.HasPrefix(name, "loop") {
