@@ -17,15 +17,18 @@ const (
 	tcpCloseWait   = 8
 )
 
-// Polling. The first query comes at once, after the last write. Until
-// twice the connection's smoothed round-trip time (srtt) has passed, the
-// queries come every srtt/4 (within [minStep, maxStep]): the
-// acknowledgement of the last byte is due about one srtt after it was
-// sent. Then the gap doubles with each query, up to maxNap, for a peer
-// whose kernel delays its acknowledgement or whose window is closed.
+// Polling. The first query comes at once, after the last write: on
+// loopback, and for an answer the peer acknowledged while it was still
+// being written, that is the only one. Otherwise the acknowledgement of the
+// last byte is due about one round trip after it was sent, so the second
+// query comes after 7/8 of the connection's round-trip time (rtt: the
+// smallest the kernel measured, which delayed acknowledgements do not
+// inflate; the smoothed one on kernels without it), and the next ones every
+// rtt/8 until 2 rtt have passed. Then the gap doubles with each query, up
+// to maxNap, for a peer whose kernel delays its acknowledgement or whose
+// window is closed. No gap is shorter than minStep.
 const (
 	minStep = 5 * time.Microsecond
-	maxStep = 250 * time.Microsecond
 	maxNap  = 50 * time.Millisecond
 )
 
@@ -52,8 +55,8 @@ func awaitAck(s socket, deadline time.Time) (res ackResult, err error) {
 	start := time.Now()
 	defer func() { res.wait = time.Since(start) }()
 	var (
-		step time.Duration // gap between queries
-		fine time.Time     // until then, queries come every step
+		step time.Duration // gap between queries after the second
+		fine time.Time     // until then, step stays fine
 	)
 	for {
 		var (
@@ -92,14 +95,23 @@ func awaitAck(s socket, deadline time.Time) (res ackResult, err error) {
 		if left <= 0 {
 			return res, os.ErrDeadlineExceeded
 		}
-		if step == 0 {
-			srtt := time.Duration(info.Rtt) * time.Microsecond
-			step = min(max(srtt/4, minStep), maxStep)
-			fine = now.Add(2 * srtt)
-		} else if !now.Before(fine) {
+		var gap time.Duration
+		switch {
+		case step == 0:
+			rtt := time.Duration(info.Min_rtt) * time.Microsecond
+			if rtt == 0 {
+				rtt = time.Duration(info.Rtt) * time.Microsecond
+			}
+			step = max(rtt/8, minStep)
+			fine = start.Add(2 * rtt)
+			gap = max(rtt-step, minStep)
+		case now.Before(fine):
+			gap = step
+		default:
 			step = min(2*step, maxNap)
+			gap = step
 		}
-		nap(min(step, left))
+		nap(min(gap, left))
 	}
 }
 
