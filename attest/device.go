@@ -2,8 +2,10 @@ package attest
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/rsa"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,6 +13,7 @@ import (
 	"os"
 	"sync"
 
+	goattest "github.com/google/go-attestation/attest"
 	"github.com/google/go-tpm/tpm2"
 	"github.com/google/go-tpm/tpm2/transport"
 )
@@ -217,9 +220,27 @@ func (d *Device) loadEK(kind KeyKind) (EK, error) {
 		idx = nvECCCert
 	}
 	if cert, err := d.readNV(idx); err == nil && len(cert) > 0 {
-		ek.Certificate = trimDER(cert)
+		ek.Certificate = certFor(pub, trimDER(cert))
 	}
 	return ek, nil
+}
+
+// certFor returns der when it is a certificate of pub, and nil otherwise:
+// a TPM may hold a certificate of an EK made from another template, and a
+// claim carries only its own EKs' certificates. go-attestation's parser
+// takes the certificates some makers encode loosely.
+func certFor(pub any, der []byte) []byte {
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		if cert, err = goattest.ParseEKCertificate(der); err != nil {
+			return nil
+		}
+	}
+	k, ok := cert.PublicKey.(interface{ Equal(crypto.PublicKey) bool })
+	if !ok || !k.Equal(pub) {
+		return nil
+	}
+	return der
 }
 
 func publicKey(p *tpm2.TPM2BPublic) (any, error) {
