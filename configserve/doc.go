@@ -53,9 +53,10 @@
 //     SHA-256, without their configs.
 //   - 400 for a last path element that is not an install code, 404 for any
 //     other path, 405 for a method other than GET; no event.
-//   - 500 when the http.Server does not call ConnContext, 505 for HTTP/2,
-//     503 after Close; the config stays, and the Server logs an error that
-//     says what to set.
+//   - 500 when the http.Server does not call ConnContext, and 505 for
+//     HTTP/2: the config stays, and the Server logs an error that says what
+//     to set.
+//   - 503 after Close.
 //
 // The query and headers (Range included) are ignored.
 //
@@ -65,11 +66,17 @@
 // Server queries the TCP socket under the connection (through *tls.Conn's
 // NetConn) for its outgoing queue, SIOCOUTQ: bytes written but not yet
 // acknowledged by the peer. Zero means the peer's kernel holds the whole
-// answer. The first query comes at once. Until twice the connection's
-// smoothed round-trip time (srtt) has passed, the next ones come every
-// srtt/4 (between 5 and 250 microseconds, slept in the kernel); then the
-// gap doubles up to 50 ms, until the queue is empty, the connection closes
-// (as by a reset: the check ends at once), or the write deadline passes.
+// answer. The first query comes at once (on loopback it is mostly the only
+// one).
+// The acknowledgement of the last byte is due about one round trip after
+// it left, so the second query comes after 7/8 of the connection's
+// round-trip time (the kernel's tcpi_min_rtt, which delayed
+// acknowledgements do not inflate), the next ones every 1/8 of it until
+// two round trips have passed, and then at gaps that double up to 50 ms;
+// short gaps are slept in the kernel, not spun. The check ends when the
+// queue is empty, when the connection closes (as by a reset), or at the
+// write deadline. Over a link with a 40 ms round trip it ends about one
+// round trip after the last write, after three queries.
 //
 // The peer's kernel acknowledges at once on a new connection, and when the
 // client closes the connection: the answer that carries a config says
