@@ -159,3 +159,25 @@ func TestVerdictsSimulator(t *testing.T) {
 		})
 	}
 }
+
+// trickle hands a TPM's responses over a few bytes at a time, as a TCP
+// stream may.
+type trickle struct{ *attesttest.Simulator }
+
+func (t trickle) Read(p []byte) (int, error) { return t.Simulator.Read(p[:min(len(p), 3)]) }
+
+func TestDeviceReadsSplitResponses(t *testing.T) {
+	want := hashesOf(t, 0)
+	sim, err := attesttest.OpenSimulator(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := attest.OpenChannel(trickle{sim})
+	defer d.Close()
+	if got := approve(t, d); got != want {
+		t.Errorf("EKs over a trickling stream: %+v, want %+v", got, want)
+	}
+	if _, err := d.AK(); err != nil {
+		t.Fatal(err)
+	}
+}
