@@ -1,0 +1,225 @@
+// Command wipe-disk is the wipe-disk action of a fleet provision run: a
+// Tinkerbell action that runs in HookOS and wipes the node's install disk,
+// but only when disksafe proves it is the declared disk, this boot passed
+// attestation and holds an install code, and the installer image is pulled.
+//
+//	wipe-disk [-dry-run]
+//
+// It reads its inputs from the environment, as Tinkerbell hands a
+// Workflow's values to an action:
+//
+//	INSTALL_DISK         install_disk: /dev/sda, or a link such as
+//	                     /dev/disk/by-id/nvme-Samsung_SSD_980_1TB_S64DNX0R123456
+//	INSTALL_DISK_SERIAL  install_disk_serial
+//	INSTALL_CODE         the Workflow's install code (optional); when set it
+//	                     must be the code this boot received, and it is never
+//	                     printed
+//	INSTALLER_IMAGE      the Talos installer image, pulled before the wipe so
+//	                     the install action finds it cached; unset for a run
+//	                     that only wipes (a retirement)
+//	PULL_COMMAND         the command that pulls it, the image appended as its
+//	                     last argument (default "docker pull"; e.g.
+//	                     "ctr -n services.linuxkit images pull")
+//	FLEET_BOOT_DIR       where the HookOS agent records this boot's
+//	                     attestation (default /run/fleet)
+//	FLEET_STATE_DIR      the directory the run's actions share, where the wipe
+//	                     is recorded for the install action (default
+//	                     /workflow, Tinkerbell's per-Workflow volume)
+//
+// A missing INSTALL_DISK or INSTALL_DISK_SERIAL is refused with the
+// runbook's line, like every other refusal; nothing is ever wiped by
+// default.
+//
+// -dry-run lists the disks, judges them, and prints the verdict without
+// pulling or writing anything.
+//
+// # In a Tinkerbell template
+//
+// The action needs root and the host's block devices (a privileged
+// container), the host's /sys and udev database, the agent's boot record,
+// and, for "docker pull", the host's Docker socket:
+//
+//   - name: wipe-disk
+//     image: registry.example/fleet/wipe-disk:v1
+//     timeout: 900
+//     environment:
+//     INSTALL_DISK: "{{ .install_disk }}"
+//     INSTALL_DISK_SERIAL: "{{ .install_disk_serial }}"
+//     INSTALL_CODE: "{{ .install_code }}"
+//     INSTALLER_IMAGE: "{{ .installer_image }}"
+//     volumes:
+//   - /dev:/dev
+//   - /sys:/sys:ro
+//   - /run/udev:/run/udev:ro
+//   - /run/fleet:/run/fleet:ro
+//   - /var/run/docker.sock:/var/run/docker.sock
+//
+// The image holds this binary and the pull command's program (the docker
+// CLI by default).
+//
+// # Output and exit codes
+//
+// On success it prints "wipe: <disk> reports the serial <serial>" and exits
+// 0. A refusal or failure prints the runbook's line (and, below it, what
+// lies under it where that helps) on standard error and exits 1. -dry-run
+// exits 0 when it would wipe and 1 when it would refuse. Usage errors exit 2.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/fleetkit/fleet/disksafe"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is the action; getenv reads its environment.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("wipe-disk", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	dryRun := fl.Bool("dry-run", false, "judge the disks and print the verdict; pull and write nothing")
+	if err := fl.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fl.NArg() != 0 {
+		fmt.Fprintf(stderr, "wipe-disk: unexpected arguments %q\n", fl.Args())
+		return 2
+	}
+
+	target := disksafe.Target{
+		Disk:           getenv("INSTALL_DISK"),
+		Serial:         getenv("INSTALL_DISK_SERIAL"),
+		Code:           getenv("INSTALL_CODE"),
+		InstallerImage: getenv("INSTALLER_IMAGE"),
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg := &disksafe.Config{StateDir: getenv("FLEET_STATE_DIR"), Logger: log}
+
+	boot, err := thisBoot(getenv("FLEET_BOOT_DIR"), cfg, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+
+	if *dryRun {
+		return dry(target, boot, cfg, stdout, stderr)
+	}
+	w, err := disksafe.Wipe(ctx, target, boot, newCommandPuller(getenv("PULL_COMMAND")), cfg)
+	if err != nil {
+		refused(stderr, err)
+		return 1
+	}
+	fmt.Fprintln(stdout, w)
+	return 0
+}
+
+// thisBoot reads this boot's ID and the HookOS agent's record of its
+// attestation. A missing or unreadable record leaves the Boot without one,
+// which the judgement refuses; an unreadable record is said on stderr.
+func thisBoot(dir string, cfg *disksafe.Config, stderr io.Writer) (disksafe.Boot, error) {
+	id, err := disksafe.BootID(cfg)
+	if err != nil {
+		return disksafe.Boot{}, fmt.Errorf("wipe-disk: %w", err)
+	}
+	boot := disksafe.Boot{ID: id}
+	rec, err := disksafe.ReadBootRecord(dir)
+	switch {
+	case err == nil:
+		boot.Record = &rec
+	case !errors.Is(err, os.ErrNotExist):
+		fmt.Fprintf(stderr, "wipe-disk: %v\n", err)
+	}
+	return boot, nil
+}
+
+// dry judges the disks without pulling or writing.
+func dry(t disksafe.Target, b disksafe.Boot, cfg *disksafe.Config, stdout, stderr io.Writer) int {
+	l, err := disksafe.Read(t.Disk, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "wipe-disk: %v\n", err)
+		return 1
+	}
+	printDisks(stdout, l)
+	d, err := disksafe.Check(l, t, b)
+	if err != nil {
+		refused(stderr, err)
+		fmt.Fprintln(stdout, "wipe: dry run: nothing wiped")
+		return 1
+	}
+	fmt.Fprintln(stdout, disksafe.Wiped{Disk: t.Disk, Name: d.Name, Serial: strings.TrimSpace(t.Serial)})
+	fmt.Fprintln(stdout, "wipe: dry run: nothing wiped")
+	return 0
+}
+
+// refused prints a refusal: the runbook's line, and what lies under it
+// when the line does not already say.
+func refused(w io.Writer, err error) {
+	fmt.Fprintln(w, err)
+	var r *disksafe.Refusal
+	if errors.As(err, &r) && r.Cause != nil && errors.Is(err, disksafe.ErrNotAttested) {
+		fmt.Fprintf(w, "  (%v)\n", r.Cause)
+	}
+}
+
+// printDisks prints the disks as a table, for the operator who reads the
+// machine's disks.
+func printDisks(w io.Writer, l disksafe.Layout) {
+	fmt.Fprintf(w, "%-10s %-8s %10s  %-24s %-9s %s\n", "DISK", "DEV", "SIZE", "SERIAL", "TRANSPORT", "FLAGS")
+	for _, d := range l.Disks {
+		flags := ""
+		for _, f := range []struct {
+			on   bool
+			name string
+		}{{d.Removable, "removable"}, {d.USB, "usb"}, {d.ReadOnly, "ro"}} {
+			if f.on {
+				if flags != "" {
+					flags += ","
+				}
+				flags += f.name
+			}
+		}
+		serial := d.Serial
+		if serial == "" {
+			serial = "-"
+		}
+		fmt.Fprintf(w, "%-10s %-8s %10s  %-24s %-9s %s\n", d.Name, d.Dev, size(d.Size), serial, d.Transport, flags)
+		for _, s := range d.Serials[min(1, len(d.Serials)):] {
+			fmt.Fprintf(w, "%-10s %-8s %10s  %-24s\n", "", "", "", s)
+		}
+	}
+	name := l.InstallDiskName
+	if name == "" {
+		name = "no block device"
+	}
+	fmt.Fprintf(w, "install disk %s resolves to %s\n", l.InstallDisk, name)
+}
+
+func size(b int64) string {
+	const unit = 1000
+	if b < unit {
+		return fmt.Sprintf("%d B", b)
+	}
+	div, exp := int64(unit), 0
+	for n := b / unit; n >= unit && exp < 4; n /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %cB", float64(b)/float64(div), "kMGTP"[exp])
+}
