@@ -26,7 +26,7 @@ const BootRecordFile = "attestation.json"
 //	 "time": "<RFC 3339 time of the verdict>"}
 //
 // written with mode 0600. The install code is a secret: String, GoString and
-// LogValue leave it out.
+// LogValue leave it out. A BootRecord is a value.
 type BootRecord struct {
 	BootID   string    `json:"boot_id"`
 	Attested bool      `json:"attested"`

@@ -117,7 +117,8 @@ const missingName = "missing"
 // runbook's line for Err with the fields below filled in; errors.Is finds
 // Err (one of the Err* values of this package) and Cause.
 //
-// A Refusal never holds an install code.
+// A Refusal never holds an install code. It is not changed once returned,
+// and may be shared between goroutines.
 type Refusal struct {
 	Err error // the sentinel, e.g. ErrWrongDisk
 

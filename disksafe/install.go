@@ -12,8 +12,8 @@ import (
 
 // Installer runs the Talos installer onto a disk. Install calls output once
 // per line the installer prints (stdout and stderr alike, without the line
-// end); output is safe for concurrent use. Install returns nil only when
-// the installer succeeded.
+// end); output is safe for concurrent use, and ignores calls after Install
+// returns. Install returns nil only when the installer succeeded.
 type Installer interface {
 	Install(ctx context.Context, disk string, output func(line string)) error
 }
@@ -30,7 +30,8 @@ func (i Installed) String() string { return "install: installed Talos to " + i.D
 // is the installer's last lines (at most Config.InstallerLines), each
 // prefixed "install: ", and then the line
 // "install: the installer failed; the lines above are its last output".
-// errors.Is finds ErrInstallerFailed and Err.
+// errors.Is finds ErrInstallerFailed and Err. It is not changed once
+// returned.
 type InstallerError struct {
 	// Lines are the installer's last non-blank output lines, oldest
 	// first, with a leading Go log timestamp removed and the install code
@@ -103,6 +104,7 @@ func Install(ctx context.Context, t Target, bootID string, inst Installer, cfg *
 	var (
 		mu   sync.Mutex
 		tail []string
+		done bool // Install returned: later lines are ignored
 	)
 	output := func(line string) {
 		line = strings.TrimRight(line, "\r\n")
@@ -114,19 +116,24 @@ func Install(ctx context.Context, t Target, bootID string, inst Installer, cfg *
 		if strings.TrimSpace(line) == "" {
 			return
 		}
-		log.Debug("disksafe: installer", "line", line)
 		mu.Lock()
 		defer mu.Unlock()
+		if done {
+			return
+		}
+		log.Debug("disksafe: installer", "line", line)
 		if len(tail) == keep {
 			copy(tail, tail[1:])
 			tail = tail[:keep-1]
 		}
 		tail = append(tail, line)
 	}
-	if err := inst.Install(ctx, t.Disk, output); err != nil {
-		mu.Lock()
-		lines := append([]string(nil), tail...)
-		mu.Unlock()
+	err = inst.Install(ctx, t.Disk, output)
+	mu.Lock()
+	done = true
+	lines := tail
+	mu.Unlock()
+	if err != nil {
 		if len(lines) == 0 {
 			// An installer that printed nothing: its error is its output.
 			l := err.Error()

@@ -188,3 +188,28 @@ func TestInstallConcurrentOutput(t *testing.T) {
 		t.Fatalf("Install = %v; want %d lines", err, DefaultInstallerLines)
 	}
 }
+
+// lateInstaller keeps printing after it returned, as a leaked reader of a
+// killed installer's pipe might.
+type lateInstaller struct{ late chan func(string) }
+
+func (l *lateInstaller) Install(ctx context.Context, disk string, output func(string)) error {
+	output("before")
+	l.late <- output
+	return errors.New("exit status 1")
+}
+
+func TestInstallIgnoresLateOutput(t *testing.T) {
+	dir := t.TempDir()
+	writeWipeRecord(t, dir, wiped("/dev/sda"))
+	inst := &lateInstaller{late: make(chan func(string), 1)}
+	_, err := Install(t.Context(), Target{Disk: "/dev/sda"}, testBootID, inst, &Config{StateDir: dir})
+	output := <-inst.late
+	var wg sync.WaitGroup
+	wg.Go(func() { output("after") })
+	wg.Wait()
+	var ie *InstallerError
+	if !errors.As(err, &ie) || !cmp.Equal(ie.Lines, []string{"before"}) {
+		t.Fatalf("Install = %v", err)
+	}
+}

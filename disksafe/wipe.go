@@ -16,7 +16,9 @@ import (
 // Puller pulls a container image into the image cache the run's later
 // actions start from, so that the install action finds the installer
 // without a registry. Pull returns once the image is in the cache, or with
-// the reason it is not. It is called at most once per Wipe.
+// the reason it is not (one line, for the refusal's "(<reason>)"). Wipe
+// calls it at most once, from the goroutine that called Wipe, and gives it
+// Wipe's context.
 type Puller interface {
 	Pull(ctx context.Context, image string) error
 }
@@ -43,6 +45,7 @@ const WipeRecordFile = "fleet-wipe-disk.json"
 //
 // Wipe writes it with "wiped": false once the disk is open and proven, just
 // before the first write, and with "wiped": true when the wipe is flushed.
+// A WipeRecord is a value.
 type WipeRecord struct {
 	BootID string    `json:"boot_id"`
 	Disk   string    `json:"install_disk"`
@@ -111,7 +114,9 @@ var (
 //     closes the disk. A failure here is ErrWipeFailed: the disk may be
 //     partly wiped.
 //
-// The context ends the pull, and stops the wipe between writes.
+// The context ends the pull, and stops the wipe between writes; the one
+// discard call, which a large SSD may take seconds to finish, runs to its
+// end.
 // Wipe needs root (CAP_SYS_ADMIN for the exclusive open and the ioctls).
 // It is implemented on Linux only; elsewhere it returns ErrUnsupported
 // after the judgement, with nothing wiped.
@@ -340,6 +345,9 @@ func erase(ctx context.Context, dev device, sysParts []extent, log interface {
 	parts := append(slices.Clone(sysParts), partitionTables(dev, size, ss)...)
 	regions := eraseRegions(size, parts)
 
+	// Discard first: after a discard a device may read back zeros, the
+	// old data or anything else, so the zeros written after it are what
+	// any later reader of the signature regions sees.
 	switch err := dev.Discard(0, size); {
 	case err == nil:
 		log.Debug("disksafe: discarded the whole disk", "bytes", size)
