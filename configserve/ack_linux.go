@@ -29,7 +29,7 @@ const (
 // window is closed. No gap is shorter than minStep.
 const (
 	minStep = 5 * time.Microsecond
-	maxNap  = 50 * time.Millisecond
+	maxNap  = 10 * time.Millisecond
 )
 
 // checkTCP reports an error unless s is a TCP socket.
@@ -115,14 +115,16 @@ func awaitAck(s socket, deadline time.Time) (res ackResult, err error) {
 	}
 }
 
-// nap sleeps for d. Go's timers wake an idle process about a millisecond
-// late, so a gap shorter than that is slept in the kernel (nanosleep): it
-// holds a thread, not a processor, for that long.
+// nap sleeps for d. Go's timers wake an idle process up to about a
+// millisecond late, so the last millisecond is slept in the kernel
+// (nanosleep), which holds a thread, not a processor.
 func nap(d time.Duration) {
-	if d >= time.Millisecond {
-		time.Sleep(d)
-		return
+	until := time.Now().Add(d)
+	if d > time.Millisecond {
+		time.Sleep(d - time.Millisecond)
 	}
-	ts := unix.NsecToTimespec(d.Nanoseconds())
-	unix.Nanosleep(&ts, nil) // EINTR only makes the next query come early
+	if left := time.Until(until); left > 0 {
+		ts := unix.NsecToTimespec(left.Nanoseconds())
+		unix.Nanosleep(&ts, nil) // EINTR only makes the next query come early
+	}
 }

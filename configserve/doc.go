@@ -72,7 +72,7 @@
 // it left, so the second query comes after 7/8 of the connection's
 // round-trip time (the kernel's tcpi_min_rtt, which delayed
 // acknowledgements do not inflate), the next ones every 1/8 of it until
-// two round trips have passed, and then at gaps that double up to 50 ms;
+// two round trips have passed, and then at gaps that double up to 10 ms;
 // short gaps are slept in the kernel, not spun. The check ends when the
 // queue is empty, when the connection closes (as by a reset), or at the
 // write deadline. Over a link with a 40 ms round trip it ends about one

@@ -360,7 +360,10 @@ func BenchmarkAckRoundTrip(b *testing.B) {
 		wait += acks.waits[i]
 		polls += acks.polls[i]
 	}
+	waits := slices.Clone(acks.waits)
+	slices.Sort(waits)
 	b.ReportMetric(float64(wait)/float64(b.N)/float64(rtt), "rtt/ack")
+	b.ReportMetric(float64(waits[len(waits)/2])/float64(rtt), "p50-rtt/ack")
 	b.ReportMetric(float64(polls)/float64(b.N), "polls/ack")
 	b.ReportMetric(float64(rtt.Microseconds()), "rtt-µs")
 }
