@@ -198,10 +198,10 @@ func stormMachines(tb testing.TB, bindings *attesttest.Bindings, n int) []stormM
 
 // stormTLS is a server certificate for 127.0.0.1 with an ECDSA P-256 key,
 // like the ACME certificate fleetd serves, and a pool that trusts it.
-func stormTLS(tb testing.TB) (*tls.Config, *x509.CertPool) {
+func stormTLS() (*tls.Config, *x509.CertPool) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		tb.Fatal(err)
+		panic(err)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1),
@@ -214,7 +214,7 @@ func stormTLS(tb testing.TB) (*tls.Config, *x509.CertPool) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		tb.Fatal(err)
+		panic(err)
 	}
 	cert, _ := x509.ParseCertificate(der)
 	pool := x509.NewCertPool()
@@ -269,7 +269,7 @@ func bootStorm(tb testing.TB, n int) stormResult {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tlsCfg, pool := stormTLS(tb)
+	tlsCfg, pool := stormTLS()
 	ts := httptest.NewUnstartedServer(srv)
 	ts.TLS = tlsCfg
 	// Goroutines carry the side they work for into a CPU profile (go tool
