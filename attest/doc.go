@@ -63,8 +63,9 @@
 // pending-approval"), and "attest: try N failed" when try N got no verdict;
 // "attest: try 5 failed" means fleetd did not answer. The server writes one
 // slog line "attest.verdict" per verdict, with serial, verdict, reason, the
-// refused EK hash (refused_ek_hash) where there is one, and the peer
-// address; and a line "attest.refused" for each request it refuses (a
+// refused EK hash (refused_ek_hash) where there is one, the peer address,
+// and the hashes of the EKs the TPM proved (ek_rsa2048, ek_eccp256); and a
+// line "attest.refused" for each request it refuses (a
 // malformed or oversized body, a replayed, expired, changed or wrong proof,
 // a binding source that did not answer). No activation secret, session,
 // sealing key or install code ever appears in a log line or a console

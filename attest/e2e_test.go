@@ -118,6 +118,14 @@ func TestVerdictsSimulator(t *testing.T) {
 					t.Errorf("audit line %q lacks %q", audit[0], want)
 				}
 			}
+			// The proven hashes are in the line, to compare with evidence.
+			eks, _ := tpm.EKs()
+			for _, ek := range eks {
+				h, _ := attest.EKHash(ek.Public)
+				if !strings.Contains(audit[0], "ek_"+ek.Kind.String()+"="+h) {
+					t.Errorf("audit line %q lacks the proven %s hash", audit[0], ek.Kind)
+				}
+			}
 			if tc.refused != "" {
 				if !strings.Contains(audit[0], "refused_ek_hash="+tc.refused) {
 					t.Errorf("audit line %q lacks the refused hash %s", audit[0], tc.refused)

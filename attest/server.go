@@ -414,7 +414,7 @@ func (s *Server) serveProof(w http.ResponseWriter, r *http.Request, body []byte)
 	case Attested:
 		res.Reason, res.InstallCode = s.admitted(r.Context(), c)
 	}
-	attrs := make([]slog.Attr, 0, 5)
+	attrs := make([]slog.Attr, 0, 7)
 	attrs = append(attrs,
 		slog.String("serial", c.Serial),
 		slog.String("verdict", res.Verdict),
@@ -423,6 +423,14 @@ func (s *Server) serveProof(w http.ResponseWriter, r *http.Request, body []byte)
 		attrs = append(attrs, slog.String("refused_ek_hash", j.RefusedHash))
 	}
 	attrs = append(attrs, slog.String("peer", c.Peer))
+	// The proven hashes, to compare with the evidence (ek-missing refuses
+	// no hash, yet the operator needs to see which EKs came).
+	if c.RSA2048 != "" {
+		attrs = append(attrs, slog.String("ek_rsa2048", c.RSA2048))
+	}
+	if c.ECCP256 != "" {
+		attrs = append(attrs, slog.String("ek_eccp256", c.ECCP256))
+	}
 	level := slog.LevelInfo
 	if j.Verdict != Attested && j.Verdict != PendingApproval {
 		level = slog.LevelWarn
