@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -67,6 +68,8 @@ var (
 	ErrNoAnswer = errors.New("attest: fleetd did not answer")
 	// ErrBadMachine: the Machine or TPM given to Run cannot make a claim.
 	ErrBadMachine = errors.New("attest: nothing to claim")
+	// ErrBadURL: the server URL given to Run is not an https URL.
+	ErrBadURL = errors.New("attest: no fleetd URL")
 )
 
 // Run attests the machine to the server at serverURL (the prefix fleetd
@@ -88,11 +91,16 @@ var (
 //
 // A verdict other than attested is not an error: read Result.Verdict. Run
 // returns ErrNoAnswer when every try failed, ErrBadMachine for a claim it
-// cannot make, or the context's error.
+// cannot make, ErrBadURL for a URL that is not https, or the context's
+// error.
 func Run(ctx context.Context, serverURL string, tpm TPM, m Machine, cfg *ClientConfig) (Result, error) {
 	var c ClientConfig
 	if cfg != nil {
 		c = *cfg
+	}
+	if u, err := url.Parse(serverURL); err != nil || u.Scheme != "https" || u.Host == "" {
+		// The secrets and the install code travel only over TLS.
+		return Result{}, fmt.Errorf("%w: the server URL %q is not an https URL", ErrBadURL, serverURL)
 	}
 	if tpm == nil {
 		return Result{}, fmt.Errorf("%w: no TPM", ErrBadMachine)

@@ -112,6 +112,11 @@ func TestRunRefusesBadMachine(t *testing.T) {
 			t.Errorf("%s: %v, want ErrBadMachine", name, err)
 		}
 	}
+	for _, u := range []string{"http://fleetd/attest", "fleetd/attest", "https:///attest", "::"} {
+		if _, err := attest.Run(context.Background(), u, tpm, attest.Machine{Serial: "S1", MAC: testMAC}, nil); !errors.Is(err, attest.ErrBadURL) {
+			t.Errorf("URL %q: %v, want ErrBadURL", u, err)
+		}
+	}
 	if _, err := attest.Run(context.Background(), "https://127.0.0.1:1", nil, attest.Machine{Serial: "S1", MAC: testMAC}, nil); !errors.Is(err, attest.ErrBadMachine) {
 		t.Errorf("no TPM: %v", err)
 	}
