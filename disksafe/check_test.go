@@ -166,6 +166,11 @@ func TestCheckRefusals(t *testing.T) {
 		tg: Target{Disk: "/dev/sda", Serial: "S1"}, boot: goodBoot(),
 		want: ErrSerialAmbiguous, text: "wipe: more than one disk reports the serial S1",
 	}, {
+		name: "two namespaces of one NVMe controller",
+		tr:   newTree().add(nvmeDisk("nvme0n1", "259:0", "S64DNX0R123456")).add(nvmeDisk("nvme0n2", "259:1", "S64DNX0R123456")),
+		tg:   Target{Disk: "/dev/nvme0n1", Serial: "S64DNX0R123456"}, boot: goodBoot(),
+		want: ErrSerialAmbiguous, text: "wipe: more than one disk reports the serial S64DNX0R123456",
+	}, {
 		name: "a USB disk reports the serial too",
 		tr:   newTree().add(sataDisk("sda", "8:0", "S1")).add(usbDisk("sdb", "8:16", "S1")),
 		tg:   Target{Disk: "/dev/sda", Serial: "S1"}, boot: goodBoot(),

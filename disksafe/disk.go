@@ -29,7 +29,9 @@ type Disk struct {
 	// through libata: VPD page 0x80), udev ID_SERIAL_SHORT, udev
 	// ID_SCSI_SERIAL. Each is trimmed of blanks and NULs; a value that is
 	// not printable ASCII, or longer than 256 bytes, is left out. A disk
-	// reports a serial S when S is one of them, byte for byte.
+	// reports a serial S when S is one of them, byte for byte. Two
+	// namespaces of one NVMe controller both report the controller's
+	// serial, so that serial names neither alone.
 	Serials []string
 
 	WWN   string // wwid, device/wwid, udev ID_WWN_WITH_EXTENSION or ID_WWN; informational
