@@ -18,7 +18,8 @@ import (
 // DefaultTries is how many times Run tries before it gives up.
 const DefaultTries = 5
 
-// ClientConfig tunes Run. A nil *ClientConfig means every default.
+// ClientConfig tunes Run. A nil *ClientConfig means every default. Run
+// only reads it; it must not change while a Run uses it.
 type ClientConfig struct {
 	// HTTPClient sends the requests; it carries the TLS configuration
 	// that trusts fleetd. Nil: http.DefaultClient.
@@ -89,10 +90,11 @@ var (
 // "attest: <reason>" follows; after a try line, a line "attest: <error>".
 // The install code is never printed.
 //
-// A verdict other than attested is not an error: read Result.Verdict. Run
-// returns ErrNoAnswer when every try failed, ErrBadMachine for a claim it
-// cannot make, ErrBadURL for a URL that is not https, or the context's
-// error.
+// Run may be called concurrently with other TPMs; one TPM attests one Run
+// at a time. A verdict other than attested is not an error: read
+// Result.Verdict. Run returns ErrNoAnswer when every try failed,
+// ErrBadMachine for a claim it cannot make, ErrBadURL for a URL that is not
+// https, or the context's error.
 func Run(ctx context.Context, serverURL string, tpm TPM, m Machine, cfg *ClientConfig) (Result, error) {
 	var c ClientConfig
 	if cfg != nil {

@@ -100,12 +100,12 @@ type LLDP struct {
 	SystemName       string `json:"system_name,omitempty"`
 }
 
-// ErrMalformed is what the decoders wrap for a message the server cannot
+// errMalformed is what the decoders wrap for a message the server cannot
 // accept; the server answers it 400.
-var ErrMalformed = errors.New("attest: malformed message")
+var errMalformed = errors.New("attest: malformed message")
 
 func malformed(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s", errMalformed, fmt.Sprintf(format, args...))
 }
 
 // decodeJSON decodes exactly one JSON object from data into v.
@@ -168,7 +168,7 @@ type presentedEK struct {
 
 // decodeClaim decodes and checks a claim: a serial, a MAC, the switch port,
 // one or two EKs of distinct kinds, and the AK's parameters. Errors wrap
-// ErrMalformed.
+// errMalformed.
 func decodeClaim(data []byte) (*claim, error) {
 	var m claimMsg
 	if err := decodeJSON(data, &m); err != nil {
@@ -178,7 +178,7 @@ func decodeClaim(data []byte) (*claim, error) {
 		return nil, malformed("protocol version %d, want %d", m.Version, protocolVersion)
 	}
 	if err := checkSerial(m.Serial); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+		return nil, fmt.Errorf("%w: %w", errMalformed, err)
 	}
 	mac, err := parseMAC(m.MAC)
 	if err != nil {
@@ -250,7 +250,7 @@ type proof struct {
 }
 
 // decodeProof decodes and checks a proof: a session and one secret of 32
-// bytes per EK kind. Errors wrap ErrMalformed.
+// bytes per EK kind. Errors wrap errMalformed.
 func decodeProof(data []byte) (*proof, error) {
 	var m proofMsg
 	if err := decodeJSON(data, &m); err != nil {

@@ -33,9 +33,9 @@ const sessionFormat = 1
 // sessionAAD binds a sealed blob to its use.
 var sessionAAD = []byte("fleet attest session v1")
 
-// ErrSessionInvalid is what opening a session wraps when the blob was not
+// errSessionInvalid is what opening a session returns when the blob was not
 // sealed by this key, was changed, or does not decode.
-var ErrSessionInvalid = errors.New("attest: the session is not one this server sealed")
+var errSessionInvalid = errors.New("attest: the session is not one this server sealed")
 
 type sealer struct{ aead cipher.AEAD }
 
@@ -67,15 +67,15 @@ func (s *sealer) seal(ss *session) ([]byte, error) {
 func (s *sealer) open(blob []byte) (*session, error) {
 	ns := s.aead.NonceSize()
 	if len(blob) < ns+s.aead.Overhead() {
-		return nil, ErrSessionInvalid
+		return nil, errSessionInvalid
 	}
 	plain, err := s.aead.Open(nil, blob[:ns], blob[ns:], sessionAAD)
 	if err != nil {
-		return nil, ErrSessionInvalid
+		return nil, errSessionInvalid
 	}
 	ss, err := unmarshalSession(plain)
 	if err != nil {
-		return nil, ErrSessionInvalid
+		return nil, errSessionInvalid
 	}
 	return ss, nil
 }
