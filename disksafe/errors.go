@@ -73,6 +73,15 @@ var (
 	// program. Text: "wipe: <disk> is in use (<reason>); nothing wiped".
 	ErrInUse = errors.New("wipe: the install disk is in use; nothing wiped")
 
+	// ErrOpen: the disk could not be opened for another reason than its
+	// use. Text: "wipe: <disk> cannot be opened (<reason>); nothing wiped".
+	ErrOpen = errors.New("wipe: the install disk cannot be opened; nothing wiped")
+
+	// ErrRecord: the wipe could not be recorded in the state directory, so
+	// it did not start. Text:
+	// "wipe: the wipe cannot be recorded (<reason>); nothing wiped".
+	ErrRecord = errors.New("wipe: the wipe cannot be recorded; nothing wiped")
+
 	// ErrChanged: between the judgement and the open, the device behind the
 	// disk's kernel name changed (another device number, not a block
 	// device, or another size). Text:
@@ -155,6 +164,10 @@ func (r *Refusal) Error() string {
 		return "wipe: the installer image " + r.Image + " cannot be pulled (" + reason(r.Cause) + "); nothing wiped"
 	case ErrInUse:
 		return "wipe: " + r.Disk + " is in use (" + reason(r.Cause) + "); nothing wiped"
+	case ErrOpen:
+		return "wipe: " + r.Disk + " cannot be opened (" + reason(r.Cause) + "); nothing wiped"
+	case ErrRecord:
+		return "wipe: the wipe cannot be recorded (" + reason(r.Cause) + "); nothing wiped"
 	case ErrChanged:
 		return "wipe: " + r.Disk + " changed while it was being opened (" + reason(r.Cause) + "); nothing wiped"
 	case ErrWipeFailed:

@@ -68,18 +68,6 @@ func ReadWipeRecord(dir string) (WipeRecord, error) {
 	return r, nil
 }
 
-// More errors of Wipe past the judgement.
-var (
-	// ErrOpen: the disk could not be opened for another reason than its
-	// use. Text: "wipe: <disk> cannot be opened (<reason>); nothing wiped".
-	ErrOpen = errors.New("wipe: the install disk cannot be opened; nothing wiped")
-
-	// ErrRecord: the wipe could not be recorded in the state directory, so
-	// it did not start. Text:
-	// "wipe: the wipe cannot be recorded (<reason>); nothing wiped".
-	ErrRecord = errors.New("wipe: the wipe cannot be recorded; nothing wiped")
-)
-
 // Wipe wipes the disk t declares, once it has proven that disk is the one to
 // wipe, and returns the runbook's success line as a Wiped. In order:
 //
@@ -106,13 +94,13 @@ var (
 //     of each. That erases the protective MBR, the primary GPT (LBA 1-33)
 //     and the backup GPT (the last 33 sectors), ext2/3/4 (1 KiB), xfs (0),
 //     btrfs (64 KiB), vfat (0), swap (page size - 10), iso9660 (32 KiB),
-//     LUKS (0, and LUKS2's secondary header at 16 KiB to 4 MiB), md RAID 0.90 (end - 64 KiB,
-//     aligned), 1.0 (end - 8 KiB), 1.1 (0) and 1.2 (4 KiB), LVM (label in
-//     sectors 0-3), ZFS (labels in the first and last 512 KiB) and bcache
-//     (4 KiB). It flushes (fsync), asks the kernel to reread the partition
-//     table (a refusal is no error), records the wipe as finished, and
-//     closes the disk. A failure here is ErrWipeFailed: the disk may be
-//     partly wiped.
+//     LUKS (0, and LUKS2's secondary header at 16 KiB to 4 MiB), md RAID
+//     0.90 (end - 64 KiB, aligned), 1.0 (end - 8 KiB), 1.1 (0) and 1.2 (4
+//     KiB), LVM (label in sectors 0-3), ZFS (labels in the first and last
+//     512 KiB) and bcache (4 KiB). It flushes (fsync), asks the kernel to reread the partition
+//     table (a refusal is no error), closes the disk, and records the wipe
+//     as finished. A failure here is ErrWipeFailed: the disk may be partly
+//     wiped.
 //
 // The context ends the pull, and stops the wipe between writes; the one
 // discard call, which a large SSD may take seconds to finish, runs to its

@@ -243,6 +243,9 @@ func TestIntegrationLoopWipe(t *testing.T) {
 		if !errors.Is(err, ErrRecord) {
 			t.Fatalf("Wipe = %v, want ErrRecord", err)
 		}
+		if msg := err.Error(); !strings.HasPrefix(msg, "wipe: the wipe cannot be recorded (") || !strings.HasSuffix(msg, "not a directory); nothing wiped") {
+			t.Errorf("Wipe error: %s", msg)
+		}
 	})
 
 	t.Run("a mounted device", func(t *testing.T) {

@@ -528,8 +528,11 @@ func TestWipeMissingDeviceNode(t *testing.T) {
 	_, cfg, file := wipeFixture(t)
 	os.Remove(file)
 	_, err := Wipe(t.Context(), Target{Disk: "/dev/sda", Serial: "S1"}, goodBoot(), nil, cfg)
-	if runtime.GOOS == "linux" && (!errors.Is(err, ErrOpen) || !errors.Is(err, fs.ErrNotExist)) {
-		t.Fatalf("Wipe = %v, want ErrOpen", err)
+	if runtime.GOOS == "linux" {
+		want := "wipe: /dev/sda cannot be opened (open " + file + ": no such file or directory); nothing wiped"
+		if !errors.Is(err, ErrOpen) || !errors.Is(err, fs.ErrNotExist) || err.Error() != want {
+			t.Fatalf("Wipe = %v\nwant %s", err, want)
+		}
 	}
 	if err == nil {
 		t.Fatal("Wipe of a missing device node succeeded")
