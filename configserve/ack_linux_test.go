@@ -96,7 +96,7 @@ func TestAwaitAckStalledPeer(t *testing.T) {
 	if !errors.Is(err, os.ErrDeadlineExceeded) || res.unacked == 0 {
 		t.Fatalf("a stalled peer: %+v, %v; want the deadline with bytes unacknowledged", res, err)
 	}
-	if el := time.Since(start); el < 200*time.Millisecond || el > 2*time.Second {
+	if el := time.Since(start); el < 200*time.Millisecond || el > 5*time.Second {
 		t.Errorf("the check ended after %v, want at the 200 ms deadline", el)
 	}
 }

@@ -330,15 +330,16 @@ func TestIntegrationAckWithinOneRoundTrip(t *testing.T) {
 		t.Fatalf("the link's round trip is %v, want about 40 ms", rtt)
 	}
 	acks := serveOverLink(t, l, 7, 16<<10)
-	waits := slices.Clone(acks.waits)
-	slices.Sort(waits)
-	median := waits[len(waits)/2]
 	t.Logf("round trip %v; acknowledgement waits %v; queries %v", rtt, acks.waits, acks.polls)
-	if median > rtt*5/4 {
-		t.Errorf("the median check lasted %v, more than 1.25 round trips (%v)", median, rtt)
+	// A busy machine can hold any one wait back (the process is not
+	// scheduled), never make it short: the best wait shows the pacing.
+	if best := slices.Min(acks.waits); best > rtt*5/4 {
+		t.Errorf("the shortest check lasted %v, more than 1.25 round trips (%v)", best, rtt)
 	}
-	if median < rtt/2 {
-		t.Errorf("the median check lasted %v, less than half a round trip (%v): it cannot have waited for the acknowledgement", median, rtt)
+	for _, w := range acks.waits {
+		if w < rtt/2 {
+			t.Errorf("a check lasted %v, less than half a round trip (%v): it cannot have waited for the acknowledgement", w, rtt)
+		}
 	}
 	polls := slices.Clone(acks.polls)
 	slices.Sort(polls)

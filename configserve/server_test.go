@@ -272,7 +272,7 @@ func TestHalfReadAndReset(t *testing.T) {
 // the answer, the connection is reset so no more of it arrives, and the
 // config stays.
 func TestZeroWindowMeetsWriteDeadline(t *testing.T) {
-	const deadline = 300 * time.Millisecond
+	const deadline = time.Second
 	h := newHarness(t, harnessOpts{cfg: Config{WriteTimeout: deadline}, sndbuf: 64 << 10})
 	code, _, orig := h.put(1<<20, node01, run01)
 
