@@ -315,7 +315,7 @@ func worker(id int64, name string) inventory.Device {
 	return inventory.Device{
 		ID: id, Name: name, Serial: "SER-" + name, Status: inventory.StatusPlanned,
 		Model: "nuc13", Class: ClassWorker, BMC: "amt",
-		Address:     netip.MustParsePrefix(fmt.Sprintf("10.0.0.%d/24", 20+id)),
+		Address:     netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, byte((20 + id) / 256), byte((20 + id) % 256)}), 24),
 		SwitchPort:  int(id),
 		InstallDisk: "/dev/nvme0n1", InstallDiskSerial: "DISK-" + name,
 		ApprovedEKHash: strings.Repeat("a", 64),
@@ -346,7 +346,7 @@ func claimOf(dev inventory.Device) Claim {
 }
 
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	nb      *memNetBox
 	kube    *kubefake.Clientset
 	tink    *dynfake.FakeDynamicClient
@@ -370,7 +370,7 @@ func newTinkClient() *dynfake.FakeDynamicClient {
 
 // newHarness builds a Provisioner over fakes; edit tunes its Cluster and
 // Config first.
-func newHarness(t *testing.T, edit func(*Cluster, *Config), devs ...inventory.Device) *harness {
+func newHarness(t testing.TB, edit func(*Cluster, *Config), devs ...inventory.Device) *harness {
 	t.Helper()
 	h := &harness{
 		t:       t,

@@ -1,0 +1,120 @@
+package provision
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
+
+	"github.com/fleetkit/fleet/inventory"
+)
+
+// BenchmarkRender measures one worker config render with a reused bundle
+// (no token creation: that is one API call).
+func BenchmarkRender(b *testing.B) {
+	c := testCluster(b)
+	dev := attested(worker(1, "node-01"))
+	for b.Loop() {
+		if _, err := c.Render(dev, testToken, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRenderControlPlane is the same for a control plane with SANs.
+func BenchmarkRenderControlPlane(b *testing.B) {
+	c := testCluster(b)
+	dev := attested(worker(1, "cp-01"))
+	dev.Class = ClassControlPlane
+	sans := []string{"10.0.0.21", "10.0.0.22", "10.0.0.23"}
+	for b.Loop() {
+		if _, err := c.Render(dev, testToken, sans); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// fleet1000 is a harness with n active devices, each with one ended run
+// (state), reported or not.
+func fleet1000(b *testing.B, n int, state tinkerbell.WorkflowState, reported bool) *harness {
+	b.Helper()
+	var devs []inventory.Device
+	for i := 1; i <= n; i++ {
+		d := attested(worker(int64(i), fmt.Sprintf("node-%04d", i)))
+		d.Address = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 1, byte(i / 256), byte(i % 256)}), 16)
+		d.Status = inventory.StatusActive
+		d.LastRun = fmt.Sprintf("provision-%s-1767225600", d.Name)
+		devs = append(devs, d)
+	}
+	h := newHarness(b, nil, devs...)
+	for _, d := range devs {
+		if err := h.p.newWorkflow(context.Background(), d, d.LastRun, RunProvision, "SECRETCODE", "img", d.Address.Addr().String(), false, t0); err != nil {
+			b.Fatal(err)
+		}
+		h.setStatus(d.LastRun, func(s *tinkerbell.WorkflowStatus) {
+			s.State = state
+			s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "SUCCESS"})
+		})
+		if reported {
+			if err := h.p.annotate(context.Background(), d.LastRun, annReported, string(state)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	return h
+}
+
+type apiCalls struct{ netbox, kube int }
+
+func (h *harness) apiCalls() apiCalls {
+	h.nb.mu.Lock()
+	defer h.nb.mu.Unlock()
+	return apiCalls{h.nb.calls, len(h.tink.Actions()) + len(h.kube.Actions())}
+}
+
+// BenchmarkReconcileSteady1000 is one pass over 1,000 devices and 1,000
+// Workflows whose ends are already journaled: the steady state.
+func BenchmarkReconcileSteady1000(b *testing.B) {
+	h := fleet1000(b, 1000, tinkerbell.WorkflowStateSuccess, true)
+	before := h.apiCalls()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := h.p.Reconcile(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	after := h.apiCalls()
+	b.ReportMetric(float64(after.netbox-before.netbox)/float64(b.N), "netbox-calls/pass")
+	b.ReportMetric(float64(after.kube-before.kube)/float64(b.N), "kube-calls/pass")
+}
+
+// BenchmarkReconcileAllEnded1000 is the pass in which all 1,000 runs
+// ended at once: each is journaled and annotated.
+func BenchmarkReconcileAllEnded1000(b *testing.B) {
+	var netbox, kube int
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		h := fleet1000(b, 1000, tinkerbell.WorkflowStateFailed, false)
+		before := h.apiCalls()
+		b.StartTimer()
+		start := time.Now()
+		pass, err := h.p.Reconcile(context.Background())
+		total += time.Since(start)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(pass.Ended) != 1000 {
+			b.Fatalf("ended %d", len(pass.Ended))
+		}
+		after := h.apiCalls()
+		netbox += after.netbox - before.netbox
+		kube += after.kube - before.kube
+	}
+	b.ReportMetric(float64(netbox)/float64(b.N), "netbox-calls/pass")
+	b.ReportMetric(float64(kube)/float64(b.N), "kube-calls/pass")
+}
+

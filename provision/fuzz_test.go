@@ -1,0 +1,41 @@
+package provision
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// FuzzRunFrom feeds Workflow objects as the cluster may hold them (any
+// JSON) to the code that reads runs: it must return an error or a run whose
+// every accessor works, never panic.
+func FuzzRunFrom(f *testing.F) {
+	f.Add(`{"apiVersion":"tinkerbell.org/v1alpha1","kind":"Workflow","metadata":{"name":"provision-node-01-1767225600","labels":{"fleet.fleetkit.dev/device-id":"1","fleet.fleetkit.dev/run":"provision"},"annotations":{"fleet.fleetkit.dev/created":"2026-01-01T00:00:00Z"}},"spec":{"hardwareMap":{"install_code":"x"}},"status":{"state":"FAILED","globalTimeout":3600,"currentState":{"actionName":"install"},"tasks":[{"name":"t","actions":[{"name":"wipe-disk","state":"SUCCESS"},{"name":"install","state":"FAILED"}]}],"conditions":[{"type":"BootJobFailed","status":"True","message":"no route"}]}}`)
+	f.Add(`{"metadata":{"name":"w","labels":{"fleet.fleetkit.dev/device-id":"x"}}}`)
+	f.Add(`{"metadata":{"name":"w","labels":{"fleet.fleetkit.dev/device-id":"2"}},"status":{"tasks":[{"actions":null}],"globalExecutionStop":"2026-01-01T00:00:00Z"}}`)
+	f.Add(`{"status":"nope"}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		var obj map[string]any
+		if json.Unmarshal([]byte(s), &obj) != nil || obj == nil {
+			return
+		}
+		r, err := runFrom(&unstructured.Unstructured{Object: obj})
+		if err != nil {
+			return
+		}
+		_ = r.name()
+		_ = r.hookOS()
+		_ = r.terminal()
+		_ = r.started()
+		_ = r.currentAction()
+		_ = r.code()
+		_ = r.created()
+		_, _ = r.bootJobFailure()
+		if r.globalTimeout(time.Hour) <= 0 && r.wf.Status.GlobalTimeout <= 0 {
+			t.Errorf("globalTimeout not positive")
+		}
+		_ = endedText(r, "FAILED", r.currentAction())
+	})
+}
