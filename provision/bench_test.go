@@ -117,4 +117,3 @@ func BenchmarkReconcileAllEnded1000(b *testing.B) {
 	b.ReportMetric(float64(netbox)/float64(b.N), "netbox-calls/pass")
 	b.ReportMetric(float64(kube)/float64(b.N), "kube-calls/pass")
 }
-
