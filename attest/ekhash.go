@@ -3,6 +3,7 @@ package attest
 import (
 	"bytes"
 	"crypto"
+	"crypto/ecdh"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rsa"
@@ -53,6 +54,11 @@ func kindOf(pub crypto.PublicKey) (KeyKind, error) {
 			return 0, fmt.Errorf("%w: an ECC EK must be on curve P-256", ErrUnsupportedEK)
 		}
 		return ECCP256, nil
+	case *ecdh.PublicKey:
+		if k.Curve() != ecdh.P256() {
+			return 0, fmt.Errorf("%w: an ECC EK must be on curve P-256", ErrUnsupportedEK)
+		}
+		return ECCP256, nil
 	case nil:
 		return 0, fmt.Errorf("%w: no key", ErrUnsupportedEK)
 	}
@@ -99,37 +105,45 @@ func ValidHash(h string) bool {
 	return true
 }
 
-// canonicalHash returns the EK hash of pub, parsed from der. The hash is of
-// the canonical encoding, so that another encoding of the same key cannot
-// name it differently. der is hashed as it is when it is the canonical
-// encoding of an RSA-2048 key with exponent 65537 or of a P-256 key (what
-// every TPM presents); anything else is encoded anew.
-func canonicalHash(der []byte, pub any) (string, error) {
+// parseEK parses an EK's DER SubjectPublicKeyInfo and returns the key and
+// its EK hash. The hash is of the canonical encoding, so that another
+// encoding of the same key cannot name it differently. The encodings every
+// TPM presents, RSA-2048 with exponent 65537 and P-256, are read straight
+// from their canonical form (a P-256 key as an *ecdh.PublicKey, which is
+// what a challenge needs); anything else goes through crypto/x509 and is
+// encoded anew for its hash.
+func parseEK(der []byte) (any, string, error) {
 	p := spkiPrefixes()
-	switch k := pub.(type) {
-	case *rsa.PublicKey:
-		if k.E == 65537 && len(der) == len(p.rsa)+256+len(rsaExponent) &&
-			bytes.Equal(der[:len(p.rsa)], p.rsa) && bytes.Equal(der[len(der)-len(rsaExponent):], rsaExponent) {
-			return hashDER(der), nil
+	if len(der) == len(p.p256)+64 && bytes.Equal(der[:len(p.p256)], p.p256) {
+		k, err := ecdh.P256().NewPublicKey(der[len(p.p256)-1:]) // from the 0x04
+		if err != nil {
+			return nil, "", err
 		}
-	case *ecdsa.PublicKey:
-		if len(der) == len(p.p256)+64 && bytes.Equal(der[:len(p.p256)], p.p256) {
-			return hashDER(der), nil
-		}
+		return k, hashDER(der), nil
+	}
+	if len(der) == len(p.rsa)+256+len(rsaExponent) && bytes.Equal(der[:len(p.rsa)], p.rsa) &&
+		der[len(p.rsa)] >= 0x80 && bytes.Equal(der[len(der)-len(rsaExponent):], rsaExponent) {
+		n := new(big.Int).SetBytes(der[len(p.rsa) : len(p.rsa)+256])
+		return &rsa.PublicKey{N: n, E: 65537}, hashDER(der), nil
+	}
+	pub, err := x509.ParsePKIXPublicKey(der)
+	if err != nil {
+		return nil, "", err
 	}
 	canon, err := x509.MarshalPKIXPublicKey(pub)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
-	return hashDER(canon), nil
+	return pub, hashDER(canon), nil
 }
 
 // rsaExponent is the DER INTEGER 65537.
 var rsaExponent = []byte{0x02, 0x03, 0x01, 0x00, 0x01}
 
 // spkiPrefixes are the bytes that begin the canonical DER encoding of every
-// RSA-2048 (up to its modulus) and P-256 (up to its point's coordinates)
-// SubjectPublicKeyInfo.
+// RSA-2048 SubjectPublicKeyInfo (up to its modulus, after the 0x00 that
+// keeps it positive) and P-256 one (up to its point's coordinates, after
+// the 0x04 of an uncompressed point).
 var spkiPrefixes = sync.OnceValue(func() struct{ rsa, p256 []byte } {
 	n := new(big.Int).Lsh(big.NewInt(1), 2047)
 	n.SetBit(n, 0, 1)

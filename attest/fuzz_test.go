@@ -1,6 +1,8 @@
 package attest
 
 import (
+	"crypto"
+	"crypto/ecdh"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -142,28 +144,53 @@ func TestSessionRoundTrip(t *testing.T) {
 	}
 }
 
-// The fast path of canonicalHash agrees with encoding the key anew, and
-// other keys take the slow path.
-func TestCanonicalHash(t *testing.T) {
+// The fast paths of parseEK agree with crypto/x509, and other keys take
+// the slow path.
+func TestParseEK(t *testing.T) {
 	e, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	r, _ := rsa.GenerateKey(rand.Reader, 2048)
 	r3 := &rsa.PublicKey{N: r.N, E: 3}
-	for name, pub := range map[string]any{"P-256": &e.PublicKey, "RSA-2048": &r.PublicKey, "RSA-2048 e=3": r3} {
+	p384, _ := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	for name, pub := range map[string]any{"P-256": &e.PublicKey, "RSA-2048": &r.PublicKey, "RSA-2048 e=3": r3, "P-384": &p384.PublicKey} {
 		der, err := x509.MarshalPKIXPublicKey(pub)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := canonicalHash(der, pub)
-		want, _ := EKHash(pub)
-		if err != nil || got != want {
-			t.Errorf("%s: canonicalHash = %s, %v; want %s", name, got, err, want)
+		got, h, err := parseEK(der)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
 		}
+		want, _ := x509.ParsePKIXPublicKey(der)
+		if _, ok := got.(*ecdh.PublicKey); ok {
+			want, _ = want.(*ecdsa.PublicKey).ECDH()
+		}
+		if !got.(interface{ Equal(crypto.PublicKey) bool }).Equal(want) {
+			t.Errorf("%s: parseEK gave %v, want %v", name, got, want)
+		}
+		if h != hashDER(der) {
+			t.Errorf("%s: hash %s, want %s", name, h, hashDER(der))
+		}
+	}
+	// A P-256 point not on the curve, in the canonical frame, is refused.
+	der, _ := x509.MarshalPKIXPublicKey(&e.PublicKey)
+	bad := append([]byte{}, der...)
+	bad[len(bad)-1] ^= 1
+	if _, _, err := parseEK(bad); err == nil {
+		t.Error("a point off the curve parses")
+	}
+	// An RSA modulus whose top byte is under 0x80 is not canonical after
+	// the 0x00: it takes the slow path, where crypto/x509 refuses it.
+	rder, _ := x509.MarshalPKIXPublicKey(&r.PublicKey)
+	p := spkiPrefixes()
+	rbad := append([]byte{}, rder...)
+	rbad[len(p.rsa)] = 0x01
+	if _, _, err := parseEK(rbad); err == nil {
+		t.Error("a non-canonical RSA modulus parses")
 	}
 	// The fast path hashes the bytes as given, so it relies on the parser
 	// refusing another encoding of the same key: here a long-form length.
-	der, _ := x509.MarshalPKIXPublicKey(&e.PublicKey)
 	long := append([]byte{0x30, 0x81, der[1]}, der[2:]...)
-	if _, err := x509.ParsePKIXPublicKey(long); err == nil {
-		t.Error("the parser accepts a non-canonical encoding of a P-256 key")
+	if _, _, err := parseEK(long); err == nil {
+		t.Error("a non-canonical encoding of a P-256 key parses")
 	}
 }

@@ -1,7 +1,6 @@
 package attest
 
 import (
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -209,17 +208,12 @@ func decodeClaim(data []byte) (*claim, error) {
 		if len(e.Certificate) > maxEKCert {
 			return nil, malformed("the %s EK's certificate has %d bytes", kind, len(e.Certificate))
 		}
-		pub, err := x509.ParsePKIXPublicKey(e.Public)
+		pub, hash, err := parseEK(e.Public)
 		if err != nil {
 			return nil, malformed("the %s EK's public key does not parse", kind)
 		}
-		got, err := kindOf(pub)
-		if err != nil || got != kind {
+		if got, err := kindOf(pub); err != nil || got != kind {
 			return nil, malformed("the %s EK's public key is not an %s key", kind, kind)
-		}
-		hash, err := canonicalHash(e.Public, pub)
-		if err != nil {
-			return nil, malformed("the %s EK's public key does not encode", kind)
 		}
 		c.eks = append(c.eks, presentedEK{kind: kind, pub: pub, hash: hash, cert: e.Certificate})
 	}
