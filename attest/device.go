@@ -371,10 +371,21 @@ func (d *Device) AK() (AKParameters, error) {
 	if d.ak != nil {
 		return d.akp, nil
 	}
-	rsp, err := tpm2.CreatePrimary{
+	create := tpm2.CreatePrimary{
 		PrimaryHandle: tpm2.TPMRHEndorsement,
 		InPublic:      tpm2.New2B(akTemplate),
-	}.Execute(d.tpm)
+	}
+	rsp, err := create.Execute(d.tpm)
+	if err != nil && len(d.loaded) > 0 {
+		// A TPM without a resource manager may lack a slot for the AK
+		// beside both EKs: make room (ActivateCredential loads an EK again
+		// when it needs one) and try once more.
+		for k, l := range d.loaded {
+			d.flush(l.handle)
+			delete(d.loaded, k)
+		}
+		rsp, err = create.Execute(d.tpm)
+	}
 	if err != nil {
 		return AKParameters{}, fmt.Errorf("%w: create the AK: %w", ErrTPM, err)
 	}

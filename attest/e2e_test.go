@@ -8,6 +8,8 @@ import (
 
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/attesttest"
+	"github.com/google/go-tpm/tpm2"
+	"github.com/google/go-tpm/tpm2/transport"
 )
 
 // presentOnly is a TPM that presents only EKs of one kind, like a TPM that
@@ -187,5 +189,27 @@ func TestDeviceReadsSplitResponses(t *testing.T) {
 	}
 	if _, err := d.AK(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A TPM with one transient object already loaded (as firmware may leave
+// one) still attests: the Device makes room for its AK.
+func TestDeviceMakesRoomForAK(t *testing.T) {
+	sim, err := attesttest.OpenSimulator(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpm := transport.FromReadWriter(sim)
+	srk := tpm2.CreatePrimary{PrimaryHandle: tpm2.TPMRHOwner, InPublic: tpm2.New2B(tpm2.ECCSRKTemplate)}
+	if _, err := srk.Execute(tpm); err != nil {
+		t.Fatal(err)
+	}
+	d := attest.OpenChannel(sim)
+	defer d.Close()
+	f := newFleet(t, nil)
+	f.bindings.Set("S1", approve(t, d))
+	res, console, err := f.run(t, d, "S1", nil)
+	if err != nil || res.Verdict != attest.Attested {
+		t.Fatalf("Run: %+v %v\n%s", res, err, console)
 	}
 }
