@@ -64,9 +64,11 @@ type Result struct {
 
 // Errors Run returns; match them with errors.Is.
 var (
-	// ErrNoAnswer: every try failed (the console said "attest: try N
-	// failed" for the last N); the error also wraps the last try's error.
-	ErrNoAnswer = errors.New("attest: fleetd did not answer")
+	// ErrNoVerdict: every try failed (the console said "attest: try N
+	// failed" for the last N): fleetd did not answer, or the TPM failed.
+	// The error also wraps the last try's error (errors.Is finds ErrTPM
+	// when the TPM failed).
+	ErrNoVerdict = errors.New("attest: no verdict")
 	// ErrBadMachine: the Machine or TPM given to Run cannot make a claim.
 	ErrBadMachine = errors.New("attest: nothing to claim")
 	// ErrBadURL: the server URL given to Run is not an https URL.
@@ -92,7 +94,7 @@ var (
 //
 // Run may be called concurrently with other TPMs; one TPM attests one Run
 // at a time. A verdict other than attested is not an error: read
-// Result.Verdict. Run returns ErrNoAnswer when every try failed,
+// Result.Verdict. Run returns ErrNoVerdict when every try failed,
 // ErrBadMachine for a claim it cannot make, ErrBadURL for a URL that is not
 // https, or the context's error.
 func Run(ctx context.Context, serverURL string, tpm TPM, m Machine, cfg *ClientConfig) (Result, error) {
@@ -170,7 +172,7 @@ func Run(ctx context.Context, serverURL string, tpm TPM, m Machine, cfg *ClientC
 			}
 		}
 	}
-	return Result{Tries: c.Tries}, fmt.Errorf("%w: try %d failed: %w", ErrNoAnswer, c.Tries, last)
+	return Result{Tries: c.Tries}, fmt.Errorf("%w: try %d failed: %w", ErrNoVerdict, c.Tries, last)
 }
 
 func defaultBackoff(try int) time.Duration {

@@ -35,8 +35,8 @@ func TestFleetdDoesNotAnswer(t *testing.T) {
 		Console: &console,
 		Backoff: func(n int) time.Duration { waits = append(waits, n); return 0 },
 	})
-	if !errors.Is(err, attest.ErrNoAnswer) {
-		t.Fatalf("Run: %v, want ErrNoAnswer", err)
+	if !errors.Is(err, attest.ErrNoVerdict) {
+		t.Fatalf("Run: %v, want ErrNoVerdict", err)
 	}
 	if res.Tries != 5 || res.Verdict != 0 {
 		t.Errorf("result %+v", res)
@@ -92,8 +92,8 @@ func TestTPMErrorsRetried(t *testing.T) {
 		t.Errorf("console:\n%s\nwant:\n%s", console, want)
 	}
 	res, console, err = f.run(t, &failingTPM{TPM: tpm, fails: 100}, "S1", nil)
-	if !errors.Is(err, attest.ErrNoAnswer) || !errors.Is(err, attest.ErrTPM) {
-		t.Fatalf("Run with a dead TPM: %v, want ErrNoAnswer wrapping ErrTPM", err)
+	if !errors.Is(err, attest.ErrNoVerdict) || !errors.Is(err, attest.ErrTPM) {
+		t.Fatalf("Run with a dead TPM: %v, want ErrNoVerdict wrapping ErrTPM", err)
 	}
 	if !strings.Contains(console, "attest: try 5 failed\n") {
 		t.Errorf("console %q", console)
