@@ -301,9 +301,16 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, kind s
 		return "", "", "", fmt.Errorf("install code for %s: %w", name, err)
 	}
 	if kind == RunProvision {
-		if err := p.render(ctx, dev, name, code, now); err != nil {
+		var secret string
+		if secret, err = p.render(ctx, dev, name, code, now); err != nil {
 			return "", "", "", err
 		}
+		// A run that does not start leaves no token behind.
+		defer func() {
+			if err != nil {
+				p.deleteToken(context.WithoutCancel(ctx), secret)
+			}
+		}()
 	}
 	if hasBMC(dev) {
 		if err := p.ensureMachine(ctx, dev); err != nil {
@@ -385,11 +392,14 @@ func (p *Provisioner) refuseClass(ctx context.Context, dev inventory.Device) (st
 
 // render creates dev's bootstrap token, renders its config and hands it to
 // Configs under code. It writes the fleet.render audit line.
-func (p *Provisioner) render(ctx context.Context, dev inventory.Device, name, code string, now time.Time) error {
+func (p *Provisioner) render(ctx context.Context, dev inventory.Device, name, code string, now time.Time) (secret string, err error) {
 	attrs := []any{"node", dev.Name, "device", dev.ID, "run", name, "class", dev.Class}
-	fail := func(err error) error {
+	fail := func(err error) (string, error) {
 		p.log.Error("fleet.render", append(attrs, "error", err.Error())...)
-		return err
+		if secret != "" {
+			p.deleteToken(context.WithoutCancel(ctx), secret)
+		}
+		return "", err
 	}
 	var sans []string
 	if dev.Class == ClassControlPlane {
@@ -399,7 +409,7 @@ func (p *Provisioner) render(ctx context.Context, dev inventory.Device, name, co
 		}
 		sans = ControlPlaneSANs(append(all, dev), p.cluster.ExtraSANs)
 	}
-	token, expires, err := p.bootstrapToken(ctx, dev, name, now)
+	token, secret, expires, err := p.bootstrapToken(ctx, dev, name, now)
 	if err != nil {
 		return fail(err)
 	}
@@ -411,5 +421,5 @@ func (p *Provisioner) render(ctx context.Context, dev inventory.Device, name, co
 		return fail(fmt.Errorf("hold %s's config: %w", name, err))
 	}
 	p.log.Info("fleet.render", append(attrs, "bytes", len(cfg), "token_expires", expires.Format(time.RFC3339))...)
-	return nil
+	return secret, nil
 }

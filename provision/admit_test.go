@@ -477,6 +477,55 @@ func TestAdmitHoldFails(t *testing.T) {
 	if h.nb.dev(1).LastRun != "" {
 		t.Error("last_run set after a failed hold")
 	}
+	if n := len(h.secrets()); n != 0 {
+		t.Errorf("%d bootstrap tokens left by a run that did not start", n)
+	}
+}
+
+// Kubernetes API errors after the render: no code, no run, no token left.
+func TestAdmitWorkflowCreateFails(t *testing.T) {
+	dev := worker(1, "node-01")
+	h := newHarness(t, nil, dev)
+	h.tink.PrependReactor("create", "workflows", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("the server is currently unable to handle the request")
+	})
+	d, err := h.p.Admit(context.Background(), claimOf(dev))
+	if err == nil || d.Code != "" {
+		t.Fatalf("Admit = %+v, %v; want an error and no code", d, err)
+	}
+	if n := len(h.secrets()); n != 0 {
+		t.Errorf("%d bootstrap tokens left by a run that did not start", n)
+	}
+	if n := h.count(WorkflowResource); n != 0 {
+		t.Errorf("%d Workflows", n)
+	}
+	if got := h.nb.dev(1); got.LastRun != "" {
+		t.Errorf("last_run = %q", got.LastRun)
+	}
+	h.wantJournal(1)
+}
+
+// NetBox fails to take the run's start: the Workflow is deleted again, so
+// no run exists that NetBox does not know.
+func TestAdmitRecordStartFails(t *testing.T) {
+	dev := worker(1, "node-01")
+	h := newHarness(t, nil, dev)
+	h.tink.PrependReactor("create", "workflows", func(k8stesting.Action) (bool, runtime.Object, error) {
+		h.nb.mu.Lock()
+		h.nb.down = true // NetBox goes away right after the Workflow is created
+		h.nb.mu.Unlock()
+		return false, nil, nil
+	})
+	d, err := h.p.Admit(context.Background(), claimOf(dev))
+	if !errors.Is(err, inventory.ErrUnavailable) || d.Code != "" {
+		t.Fatalf("Admit = %+v, %v; want ErrUnavailable and no code", d, err)
+	}
+	if n := h.count(WorkflowResource); n != 0 {
+		t.Errorf("%d Workflows left", n)
+	}
+	if n := len(h.secrets()); n != 0 {
+		t.Errorf("%d bootstrap tokens left", n)
+	}
 }
 
 func contains(s []string, v string) bool {

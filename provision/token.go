@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetkit/fleet/inventory"
@@ -63,9 +64,9 @@ func randomToken(n int) (string, error) {
 // after now, and returns the token (a secret) and its expiry. The error
 // reads "create <node>'s bootstrap token: <cause>" and wraps
 // ErrBootstrapToken.
-func (p *Provisioner) bootstrapToken(ctx context.Context, dev inventory.Device, run string, now time.Time) (string, time.Time, error) {
-	fail := func(err error) (string, time.Time, error) {
-		return "", time.Time{}, &tokenError{node: dev.Name, err: err}
+func (p *Provisioner) bootstrapToken(ctx context.Context, dev inventory.Device, run string, now time.Time) (token, secretName string, expires time.Time, err error) {
+	fail := func(err error) (string, string, time.Time, error) {
+		return "", "", time.Time{}, &tokenError{node: dev.Name, err: err}
 	}
 	id, err := randomToken(6)
 	if err != nil {
@@ -75,7 +76,7 @@ func (p *Provisioner) bootstrapToken(ctx context.Context, dev inventory.Device, 
 	if err != nil {
 		return fail(err)
 	}
-	expires := now.Add(p.cfg.ConfigTTL + TokenGrace).UTC().Truncate(time.Second)
+	expires = now.Add(p.cfg.ConfigTTL + TokenGrace).UTC().Truncate(time.Second)
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      "bootstrap-token-" + id,
@@ -100,7 +101,16 @@ func (p *Provisioner) bootstrapToken(ctx context.Context, dev inventory.Device, 
 	if _, err := p.kube.CoreV1().Secrets(tokenNamespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 		return fail(err)
 	}
-	return id + "." + secret, expires, nil
+	return id + "." + secret, s.Name, expires, nil
+}
+
+// deleteToken deletes the Secret of a token whose run did not start. A
+// failure is logged: the token expires on its own.
+func (p *Provisioner) deleteToken(ctx context.Context, name string) {
+	err := p.kube.CoreV1().Secrets(tokenNamespace).Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		p.log.Warn("fleet.render", "secret", name, "error", "delete the bootstrap token of a run that did not start: "+err.Error())
+	}
 }
 
 type tokenError struct {
