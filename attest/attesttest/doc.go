@@ -1,7 +1,8 @@
 // Package attesttest gives tests of package attest real and fast TPMs.
 //
 // OpenSimulator and NewSimulatorDevice start the Microsoft reference TPM 2.0
-// through github.com/google/go-tpm-tools/simulator (cgo). Its seeds derive
+// through github.com/google/go-tpm-tools/simulator; they need cgo (and
+// libssl-dev) and are left out of builds without it. Its seeds derive
 // from a fixed number, so a seed always gives the same EKs; it is one global
 // instance, so only one is open at a time (the next waits for Close), and
 // it holds about three transient objects, which attest.Device respects.
