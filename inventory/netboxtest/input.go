@@ -1,0 +1,211 @@
+package netboxtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// fieldErrors is a 400 answer in Django REST framework's shape:
+// {"field": ["message", ...]}.
+type fieldErrors map[string][]string
+
+func (e fieldErrors) add(field, format string, args ...any) {
+	e[field] = append(e[field], fmt.Sprintf(format, args...))
+}
+
+func (e fieldErrors) Error() string {
+	keys := make([]string, 0, len(e))
+	for k := range e {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, k+": "+strings.Join(e[k], "; "))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// input is one object of a request body.
+type input struct {
+	raw  map[string]json.RawMessage
+	errs fieldErrors
+}
+
+func parseInput(data []byte) (*input, error) {
+	var raw map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil || raw == nil {
+		return nil, fieldErrors{"non_field_errors": {"Invalid data. Expected a dictionary, but got " + jsonKind(data) + "."}}
+	}
+	return &input{raw: raw, errs: fieldErrors{}}, nil
+}
+
+func jsonKind(data []byte) string {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return "nothing"
+	}
+	switch data[0] {
+	case '[':
+		return "list"
+	case '"':
+		return "str"
+	case 'n':
+		return "NoneType"
+	case 't', 'f':
+		return "bool"
+	}
+	return "int"
+}
+
+func (in *input) has(k string) bool { _, ok := in.raw[k]; return ok }
+
+func (in *input) isNull(k string) bool {
+	v, ok := in.raw[k]
+	return ok && bytes.Equal(bytes.TrimSpace(v), []byte("null"))
+}
+
+// str reads a string field; null reads as "" when nullable.
+func (in *input) str(k string, nullable bool) (string, bool) {
+	v, ok := in.raw[k]
+	if !ok {
+		return "", false
+	}
+	if in.isNull(k) {
+		if !nullable {
+			in.errs.add(k, "This field may not be null.")
+		}
+		return "", true
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		in.errs.add(k, "Not a valid string.")
+		return "", true
+	}
+	return s, true
+}
+
+// choice reads a string field that must be one of choices.
+func (in *input) choice(k string, nullable bool, choices ...string) (string, bool) {
+	s, ok := in.str(k, nullable)
+	if ok && s != "" && !contains(choices, s) {
+		in.errs.add(k, "%q is not a valid choice.", s)
+	}
+	return s, ok
+}
+
+// boolean reads a boolean field.
+func (in *input) boolean(k string) (bool, bool) {
+	v, ok := in.raw[k]
+	if !ok {
+		return false, false
+	}
+	var b bool
+	if err := json.Unmarshal(v, &b); err != nil {
+		in.errs.add(k, "Must be a valid boolean.")
+	}
+	return b, true
+}
+
+// integer reads an integer field; null reads as 0 when nullable.
+func (in *input) integer(k string, nullable bool) (int64, bool) {
+	v, ok := in.raw[k]
+	if !ok {
+		return 0, false
+	}
+	if in.isNull(k) {
+		if !nullable {
+			in.errs.add(k, "This field may not be null.")
+		}
+		return 0, true
+	}
+	var n json.Number
+	if err := json.Unmarshal(v, &n); err != nil {
+		in.errs.add(k, "A valid integer is required.")
+		return 0, true
+	}
+	i, err := n.Int64()
+	if err != nil {
+		in.errs.add(k, "A valid integer is required.")
+	}
+	return i, true
+}
+
+// ref reads a related object: its numeric ID, or a dictionary holding "id"
+// (NetBox also resolves other attributes; netboxtest takes only the ID).
+// null reads as 0 when nullable.
+func (in *input) ref(k string, nullable bool) (int64, bool) {
+	v, ok := in.raw[k]
+	if !ok {
+		return 0, false
+	}
+	if in.isNull(k) {
+		if !nullable {
+			in.errs.add(k, "This field may not be null.")
+		}
+		return 0, true
+	}
+	var n json.Number
+	if err := json.Unmarshal(v, &n); err == nil {
+		id, err := n.Int64()
+		if err != nil || id <= 0 {
+			in.errs.add(k, "Related object not found using the provided numeric ID: %s", n)
+			return 0, true
+		}
+		return id, true
+	}
+	var obj struct {
+		ID *int64 `json:"id"`
+	}
+	if err := json.Unmarshal(v, &obj); err != nil || obj.ID == nil {
+		in.errs.add(k, "Related objects must be referenced by numeric ID or by dictionary of attributes; netboxtest takes a numeric ID or {\"id\": N}.")
+		return 0, true
+	}
+	return *obj.ID, true
+}
+
+// object reads a JSON object field.
+func (in *input) object(k string) (map[string]json.RawMessage, bool) {
+	v, ok := in.raw[k]
+	if !ok {
+		return nil, false
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(v, &m); err != nil || m == nil {
+		in.errs.add(k, "Invalid data. Expected a dictionary.")
+		return nil, true
+	}
+	return m, true
+}
+
+// known reports every field outside fields as one netboxtest does not
+// implement, so that a client's mistake cannot pass silently. "id" is
+// always allowed: bulk updates carry it.
+func (in *input) known(fields ...string) {
+	for k := range in.raw {
+		if k != "id" && !contains(fields, k) {
+			in.errs.add(k, "netboxtest does not implement this field.")
+		}
+	}
+}
+
+func (in *input) err() error {
+	if len(in.errs) == 0 {
+		return nil
+	}
+	return in.errs
+}
+
+func contains(list []string, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}

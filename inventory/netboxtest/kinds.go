@@ -1,0 +1,1369 @@
+package netboxtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The API paths netboxtest serves.
+const (
+	pathSites         = "/api/dcim/sites/"
+	pathManufacturers = "/api/dcim/manufacturers/"
+	pathDeviceTypes   = "/api/dcim/device-types/"
+	pathRoles         = "/api/dcim/device-roles/"
+	pathDevices       = "/api/dcim/devices/"
+	pathInterfaces    = "/api/dcim/interfaces/"
+	pathMACs          = "/api/dcim/mac-addresses/"
+	pathIPs           = "/api/ipam/ip-addresses/"
+	pathCables        = "/api/dcim/cables/"
+	pathCustomFields  = "/api/extras/custom-fields/"
+	pathJournal       = "/api/extras/journal-entries/"
+	pathChanges       = "/api/core/object-changes/"
+)
+
+// A kind is one model of the API: its path, how to list, render, write,
+// delete and snapshot it. A nil write or remove answers 405.
+type kind struct {
+	path       string
+	objectType string
+	ids        func(s *store, fn func(id int64) bool) // every ID, in list order
+	exists     func(s *store, id int64) bool
+	filters    map[string]filter
+	render     func(r *renderer, id int64) any
+	write      func(t *tx, id int64, in *input) (int64, error) // id 0 creates
+	remove     func(t *tx, id int64) error
+	snapshot   func(s *store, id int64) map[string]any
+	repr       func(s *store, id int64) string
+	order      func(s *store, ids []int64, ordering string) error // nil: ID order only
+}
+
+// A filter says whether the object id matches one of vals (NetBox ORs the
+// values of one parameter and ANDs the parameters).
+type filter func(s *store, id int64, vals []string) (bool, error)
+
+func tableIDs[T any](tab func(*store) *table[T]) func(*store, func(int64) bool) {
+	return func(s *store, fn func(int64) bool) {
+		tab(s).all(func(id int64, _ *T) bool { return fn(id) })
+	}
+}
+
+func tableExists[T any](tab func(*store) *table[T]) func(*store, int64) bool {
+	return func(s *store, id int64) bool { return tab(s).get(id) != nil }
+}
+
+// Filters built from a field's value.
+
+func anyOf(vals []string, f func(string) bool) bool {
+	for _, v := range vals {
+		if f(v) {
+			return true
+		}
+	}
+	return false
+}
+
+func parseIDs(vals []string) ([]int64, error) {
+	out := make([]int64, 0, len(vals))
+	for _, v := range vals {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("enter a number: %q", v)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func idFilter(get func(s *store, id int64) int64) filter {
+	return func(s *store, id int64, vals []string) (bool, error) {
+		ids, err := parseIDs(vals)
+		if err != nil {
+			return false, err
+		}
+		return slices.Contains(ids, get(s, id)), nil
+	}
+}
+
+func strFilter(get func(s *store, id int64) string) filter {
+	return func(s *store, id int64, vals []string) (bool, error) {
+		v := get(s, id)
+		return anyOf(vals, func(x string) bool { return x == v }), nil
+	}
+}
+
+// iStrFilter matches in any case, as NetBox matches MAC addresses.
+func iStrFilter(get func(s *store, id int64) string) filter {
+	return func(s *store, id int64, vals []string) (bool, error) {
+		v := get(s, id)
+		return anyOf(vals, func(x string) bool { return strings.EqualFold(x, v) }), nil
+	}
+}
+
+func boolFilter(get func(s *store, id int64) bool) filter {
+	return func(s *store, id int64, vals []string) (bool, error) {
+		for _, v := range vals {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return false, fmt.Errorf("%q is not true or false", v)
+			}
+			if get(s, id) == b {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+}
+
+var slugRE = regexp.MustCompile(`^[-a-zA-Z0-9_]+$`)
+
+func checkSlug(in *input, k, v string) {
+	if !slugRE.MatchString(v) {
+		in.errs.add(k, "Enter a valid “slug” consisting of letters, numbers, underscores or hyphens.")
+	}
+}
+
+func required(in *input, create bool, fields ...string) {
+	if !create {
+		return
+	}
+	for _, f := range fields {
+		if !in.has(f) {
+			in.errs.add(f, "This field is required.")
+		}
+	}
+}
+
+// stamp sets the times of an object written now.
+func stamp(t *tx, m *meta, create bool) {
+	now := t.s.now()
+	if create {
+		m.created = now
+	}
+	m.updated = now
+}
+
+// kinds is every model netboxtest serves, by path.
+var kinds = map[string]*kind{}
+
+func register(k *kind) { kinds[k.path] = k }
+
+func init() {
+	register(siteKind())
+	register(manufacturerKind())
+	register(deviceTypeKind())
+	register(roleKind())
+	register(deviceKind())
+	register(interfaceKind())
+	register(macKind())
+	register(ipKind())
+	register(cableKind())
+	register(customFieldKind())
+	register(journalKind())
+	register(changeKind())
+}
+
+func metaSnapshot(m meta) map[string]any {
+	return map[string]any{"created": timeString(m.created), "last_updated": timeString(m.updated)}
+}
+
+func siteKind() *kind {
+	tab := func(s *store) *table[site] { return s.sites }
+	return &kind{
+		path: pathSites, objectType: "dcim.site",
+		ids: tableIDs(tab), exists: tableExists(tab),
+		filters: map[string]filter{
+			"id":   idFilter(func(_ *store, id int64) int64 { return id }),
+			"name": strFilter(func(s *store, id int64) string { return s.sites.get(id).name }),
+			"slug": strFilter(func(s *store, id int64) string { return s.sites.get(id).slug }),
+		},
+		render: (*renderer).site,
+		write: func(t *tx, id int64, in *input) (int64, error) {
+			var v site
+			if old := t.s.sites.get(id); old != nil {
+				v = *old
+			} else {
+				v.status = "active"
+			}
+			in.known("name", "slug", "status", "description")
+			required(in, id == 0, "name", "slug")
+			if s, ok := in.str("name", false); ok {
+				v.name = s
+			}
+			if s, ok := in.str("slug", false); ok {
+				checkSlug(in, "slug", s)
+				v.slug = s
+			}
+			if s, ok := in.choice("status", false, "planned", "staging", "active", "decommissioning", "retired"); ok {
+				v.status = s
+			}
+			if s, ok := in.str("description", false); ok {
+				v.description = s
+			}
+			t.s.sites.all(func(oid int64, o *site) bool {
+				if oid != id && strings.EqualFold(o.name, v.name) {
+					in.errs.add("name", "site with this name already exists.")
+				}
+				if oid != id && o.slug == v.slug {
+					in.errs.add("slug", "site with this slug already exists.")
+				}
+				return true
+			})
+			if err := in.err(); err != nil {
+				return 0, err
+			}
+			stamp(t, &v.meta, id == 0)
+			v.id = put(t, t.s.sites, id, &v)
+			return v.id, nil
+		},
+		snapshot: func(s *store, id int64) map[string]any {
+			v := s.sites.get(id)
+			m := metaSnapshot(v.meta)
+			m["name"], m["slug"], m["status"], m["description"] = v.name, v.slug, v.status, v.description
+			return m
+		},
+		repr: func(s *store, id int64) string { return s.sites.get(id).name },
+	}
+}
+
+func manufacturerKind() *kind {
+	tab := func(s *store) *table[manufacturer] { return s.manufacturers }
+	return &kind{
+		path: pathManufacturers, objectType: "dcim.manufacturer",
+		ids: tableIDs(tab), exists: tableExists(tab),
+		filters: map[string]filter{
+			"id":   idFilter(func(_ *store, id int64) int64 { return id }),
+			"name": strFilter(func(s *store, id int64) string { return s.manufacturers.get(id).name }),
+			"slug": strFilter(func(s *store, id int64) string { return s.manufacturers.get(id).slug }),
+		},
+		render: (*renderer).manufacturer,
+		write: func(t *tx, id int64, in *input) (int64, error) {
+			var v manufacturer
+			if old := t.s.manufacturers.get(id); old != nil {
+				v = *old
+			}
+			in.known("name", "slug", "description")
+			required(in, id == 0, "name", "slug")
+			if s, ok := in.str("name", false); ok {
+				v.name = s
+			}
+			if s, ok := in.str("slug", false); ok {
+				checkSlug(in, "slug", s)
+				v.slug = s
+			}
+			if s, ok := in.str("description", false); ok {
+				v.description = s
+			}
+			t.s.manufacturers.all(func(oid int64, o *manufacturer) bool {
+				if oid != id && strings.EqualFold(o.name, v.name) {
+					in.errs.add("name", "manufacturer with this name already exists.")
+				}
+				if oid != id && o.slug == v.slug {
+					in.errs.add("slug", "manufacturer with this slug already exists.")
+				}
+				return true
+			})
+			if err := in.err(); err != nil {
+				return 0, err
+			}
+			stamp(t, &v.meta, id == 0)
+			v.id = put(t, t.s.manufacturers, id, &v)
+			return v.id, nil
+		},
+		snapshot: func(s *store, id int64) map[string]any {
+			v := s.manufacturers.get(id)
+			m := metaSnapshot(v.meta)
+			m["name"], m["slug"], m["description"] = v.name, v.slug, v.description
+			return m
+		},
+		repr: func(s *store, id int64) string { return s.manufacturers.get(id).name },
+	}
+}
+
+func deviceTypeKind() *kind {
+	tab := func(s *store) *table[deviceType] { return s.deviceTypes }
+	return &kind{
+		path: pathDeviceTypes, objectType: "dcim.devicetype",
+		ids: tableIDs(tab), exists: tableExists(tab),
+		filters: map[string]filter{
+			"id":              idFilter(func(_ *store, id int64) int64 { return id }),
+			"slug":            strFilter(func(s *store, id int64) string { return s.deviceTypes.get(id).slug }),
+			"model":           strFilter(func(s *store, id int64) string { return s.deviceTypes.get(id).model }),
+			"manufacturer_id": idFilter(func(s *store, id int64) int64 { return s.deviceTypes.get(id).manufacturer }),
+			"manufacturer": strFilter(func(s *store, id int64) string {
+				return s.manufacturers.get(s.deviceTypes.get(id).manufacturer).slug
+			}),
+		},
+		render: (*renderer).deviceType,
+		write: func(t *tx, id int64, in *input) (int64, error) {
+			var v deviceType
+			if old := t.s.deviceTypes.get(id); old != nil {
+				v = *old
+			}
+			in.known("manufacturer", "model", "slug", "part_number", "description", "u_height", "is_full_depth")
+			required(in, id == 0, "manufacturer", "model", "slug")
+			if m, ok := in.ref("manufacturer", false); ok {
+				if t.s.manufacturers.get(m) == nil {
+					in.errs.add("manufacturer", "Related object not found using the provided numeric ID: %d", m)
+				}
+				v.manufacturer = m
+			}
+			if s, ok := in.str("model", false); ok {
+				v.model = s
+			}
+			if s, ok := in.str("slug", false); ok {
+				checkSlug(in, "slug", s)
+				v.slug = s
+			}
+			if s, ok := in.str("part_number", false); ok {
+				v.partNumber = s
+			}
+			if s, ok := in.str("description", false); ok {
+				v.description = s
+			}
+			if in.has("u_height") {
+				var f float64
+				if json.Unmarshal(in.raw["u_height"], &f) != nil || f != 1 {
+					in.errs.add("u_height", "netboxtest holds device types of height 1 only.")
+				}
+			}
+			in.boolean("is_full_depth")
+			t.s.deviceTypes.all(func(oid int64, o *deviceType) bool {
+				if oid != id && o.manufacturer == v.manufacturer && strings.EqualFold(o.model, v.model) {
+					in.errs.add("__all__", "Device type with this Manufacturer and Model already exists.")
+				}
+				if oid != id && o.manufacturer == v.manufacturer && o.slug == v.slug {
+					in.errs.add("__all__", "Device type with this Manufacturer and Slug already exists.")
+				}
+				return true
+			})
+			if err := in.err(); err != nil {
+				return 0, err
+			}
+			stamp(t, &v.meta, id == 0)
+			v.id = put(t, t.s.deviceTypes, id, &v)
+			return v.id, nil
+		},
+		snapshot: func(s *store, id int64) map[string]any {
+			v := s.deviceTypes.get(id)
+			m := metaSnapshot(v.meta)
+			m["manufacturer"], m["model"], m["slug"], m["part_number"], m["description"] = v.manufacturer, v.model, v.slug, v.partNumber, v.description
+			return m
+		},
+		repr: func(s *store, id int64) string { return s.deviceTypes.get(id).model },
+	}
+}
+
+func roleKind() *kind {
+	tab := func(s *store) *table[role] { return s.roles }
+	return &kind{
+		path: pathRoles, objectType: "dcim.devicerole",
+		ids: tableIDs(tab), exists: tableExists(tab),
+		filters: map[string]filter{
+			"id":   idFilter(func(_ *store, id int64) int64 { return id }),
+			"name": strFilter(func(s *store, id int64) string { return s.roles.get(id).name }),
+			"slug": strFilter(func(s *store, id int64) string { return s.roles.get(id).slug }),
+		},
+		render: (*renderer).role,
+		write: func(t *tx, id int64, in *input) (int64, error) {
+			var v role
+			if old := t.s.roles.get(id); old != nil {
+				v = *old
+			} else {
+				v.color = "9e9e9e"
+			}
+			in.known("name", "slug", "color", "description", "vm_role")
+			required(in, id == 0, "name", "slug")
+			if s, ok := in.str("name", false); ok {
+				v.name = s
+			}
+			if s, ok := in.str("slug", false); ok {
+				checkSlug(in, "slug", s)
+				v.slug = s
+			}
+			if s, ok := in.str("color", false); ok {
+				if !regexp.MustCompile(`^[0-9a-f]{6}$`).MatchString(s) {
+					in.errs.add("color", "Enter a valid hexadecimal RGB color code.")
+				}
+				v.color = s
+			}
+			if s, ok := in.str("description", false); ok {
+				v.description = s
+			}
+			in.boolean("vm_role")
+			t.s.roles.all(func(oid int64, o *role) bool {
+				if oid != id && strings.EqualFold(o.name, v.name) {
+					in.errs.add("name", "device role with this name already exists.")
+				}
+				if oid != id && o.slug == v.slug {
+					in.errs.add("slug", "device role with this slug already exists.")
+				}
+				return true
+			})
+			if err := in.err(); err != nil {
+				return 0, err
+			}
+			stamp(t, &v.meta, id == 0)
+			v.id = put(t, t.s.roles, id, &v)
+			return v.id, nil
+		},
+		snapshot: func(s *store, id int64) map[string]any {
+			v := s.roles.get(id)
+			m := metaSnapshot(v.meta)
+			m["name"], m["slug"], m["color"], m["description"] = v.name, v.slug, v.color, v.description
+			return m
+		},
+		repr: func(s *store, id int64) string { return s.roles.get(id).name },
+	}
+}
+
+var deviceStatuses = []string{"offline", "active", "planned", "staged", "failed", "inventory", "decommissioning"}
+
+func deviceKind() *kind {
+	tab := func(s *store) *table[device] { return s.devices }
+	dev := func(s *store, id int64) *device { return s.devices.get(id) }
+	k := &kind{
+		path: pathDevices, objectType: "dcim.device",
+		ids: tableIDs(tab), exists: tableExists(tab),
+		filters: map[string]filter{
+			"id":             idFilter(func(_ *store, id int64) int64 { return id }),
+			"name":           strFilter(func(s *store, id int64) string { return dev(s, id).name }),
+			"serial":         strFilter(func(s *store, id int64) string { return dev(s, id).serial }),
+			"status":         strFilter(func(s *store, id int64) string { return dev(s, id).status }),
+			"role_id":        idFilter(func(s *store, id int64) int64 { return dev(s, id).role }),
+			"role":           strFilter(func(s *store, id int64) string { return s.roles.get(dev(s, id).role).slug }),
+			"site_id":        idFilter(func(s *store, id int64) int64 { return dev(s, id).site }),
+			"site":           strFilter(func(s *store, id int64) string { return s.sites.get(dev(s, id).site).slug }),
+			"device_type_id": idFilter(func(s *store, id int64) int64 { return dev(s, id).deviceType }),
+		},
+		render: (*renderer).device,
+		write:  writeDevice,
+		snapshot: func(s *store, id int64) map[string]any {
+			v := s.devices.get(id)
+			m := metaSnapshot(v.meta)
+			var name, ip any
+			if v.name != "" {
+				name = v.name
+			}
+			if v.primaryIP4 != 0 {
+				ip = v.primaryIP4
+			}
+			m["name"], m["device_type"], m["role"], m["site"], m["serial"], m["status"] = name, v.deviceType, v.role, v.site, v.serial, v.status
+			m["primary_ip4"], m["description"], m["comments"] = ip, v.description, v.comments
+			m["custom_fields"] = (&renderer{s: s}).customFieldsOf("dcim.device", v.customFields)
+			return m
+		},
+		repr: func(s *store, id int64) string { return deviceDisplay(s.devices.get(id)) },
+	}
+	return k
+}
+
+func writeDevice(t *tx, id int64, in *input) (int64, error) {
+	s := t.s
+	var v device
+	if old := s.devices.get(id); old != nil {
+		v = *old
+	} else {
+		v.status = "active"
+	}
+	in.known("name", "device_type", "role", "site", "serial", "status", "primary_ip4", "description", "comments", "custom_fields")
+	required(in, id == 0, "device_type", "role", "site")
+	if n, ok := in.str("name", true); ok {
+		if len(n) > 64 {
+			in.errs.add("name", "Ensure this field has no more than 64 characters.")
+		}
+		v.name = n
+	}
+	if r, ok := in.ref("device_type", false); ok {
+		if s.deviceTypes.get(r) == nil {
+			in.errs.add("device_type", "Related object not found using the provided numeric ID: %d", r)
+		}
+		v.deviceType = r
+	}
+	if r, ok := in.ref("role", false); ok {
+		if s.roles.get(r) == nil {
+			in.errs.add("role", "Related object not found using the provided numeric ID: %d", r)
+		}
+		v.role = r
+	}
+	if r, ok := in.ref("site", false); ok {
+		if s.sites.get(r) == nil {
+			in.errs.add("site", "Related object not found using the provided numeric ID: %d", r)
+		}
+		v.site = r
+	}
+	if sn, ok := in.str("serial", false); ok {
+		if len(sn) > 50 {
+			in.errs.add("serial", "Ensure this field has no more than 50 characters.")
+		}
+		v.serial = sn
+	}
+	if st, ok := in.choice("status", false, deviceStatuses...); ok {
+		v.status = st
+	}
+	if r, ok := in.ref("primary_ip4", true); ok {
+		v.primaryIP4 = r
+		if r != 0 {
+			ip := s.ips.get(r)
+			switch {
+			case ip == nil:
+				in.errs.add("primary_ip4", "Related object not found using the provided numeric ID: %d", r)
+			case !ip.address.Addr().Is4():
+				in.errs.add("primary_ip4", "%s is not an IPv4 address.", ip.address)
+			case ip.iface == 0 || s.interfaces.get(ip.iface).device != id || id == 0:
+				in.errs.add("primary_ip4", "The specified IP address (%s) is not assigned to this device.", ip.address)
+			}
+		}
+	}
+	if d, ok := in.str("description", false); ok {
+		v.description = d
+	}
+	if c, ok := in.str("comments", false); ok {
+		v.comments = c
+	}
+	if cf, ok := in.object("custom_fields"); ok {
+		// NetBox merges the given custom fields into the object's.
+		merged := map[string]any{}
+		for k, val := range v.customFields {
+			merged[k] = val
+		}
+		for k, raw := range cf {
+			val, err := s.customFieldValue("dcim.device", k, raw)
+			if err != nil {
+				in.errs.add("custom_fields", "%v", err)
+				continue
+			}
+			if val == nil {
+				delete(merged, k)
+			} else {
+				merged[k] = val
+			}
+		}
+		v.customFields = merged
+	}
+	for _, oid := range s.devicesByName[nameKey(&v)] {
+		if oid != id {
+			in.errs.add("__all__", "Device name must be unique per site.")
+			break
+		}
+	}
+	if err := in.err(); err != nil {
+		return 0, err
+	}
+	var fromKey string
+	if old := s.devices.get(id); old != nil {
+		fromKey = nameKey(old)
+	}
+	stamp(t, &v.meta, id == 0)
+	v.id = put(t, s.devices, id, &v)
+	reindex(t, s.devicesByName, v.id, fromKey, nameKey(&v))
+	return v.id, nil
+}
+
+// nameKey is the devicesByName key of d: NetBox keeps device names unique
+// per site, in any case; unnamed devices are not indexed.
+func nameKey(d *device) string {
+	if d.name == "" {
+		return ""
+	}
+	return strconv.FormatInt(d.site, 10) + "/" + strings.ToLower(d.name)
+}
+
+// customFieldValue checks the value of the custom field name of an object of
+// objectType, and returns it as netboxtest stores it (nil: unset).
+func (s *store) customFieldValue(objectType, name string, raw json.RawMessage) (any, error) {
+	var cf *customField
+	s.customFields.all(func(_ int64, c *customField) bool {
+		if c.name == name && contains(c.objectTypes, objectType) {
+			cf = c
+			return false
+		}
+		return true
+	})
+	if cf == nil {
+		return nil, fmt.Errorf("Unknown field name '%s' in custom field data.", name)
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, fmt.Errorf("Invalid value for custom field '%s'", name)
+	}
+	if v == nil {
+		if cf.required {
+			return nil, fmt.Errorf("Required field '%s' is missing.", name)
+		}
+		return nil, nil
+	}
+	switch cf.typ {
+	case "text", "longtext", "url":
+		str, ok := v.(string)
+		if !ok {
+			return nil, fmt.Errorf("Invalid value for custom field '%s': Value must be a string.", name)
+		}
+		if str == "" {
+			return nil, nil
+		}
+		if cf.regex != "" {
+			re, err := regexp.Compile(cf.regex)
+			if err == nil && !re.MatchString(str) {
+				return nil, fmt.Errorf("Invalid value for custom field '%s': Values must match this regex: %s", name, cf.regex)
+			}
+		}
+		return str, nil
+	case "integer":
+		f, ok := v.(float64)
+		if !ok || f != float64(int64(f)) {
+			return nil, fmt.Errorf("Invalid value for custom field '%s': Value must be an integer.", name)
+		}
+		return int64(f), nil
+	case "boolean":
+		b, ok := v.(bool)
+		if !ok {
+			return nil, fmt.Errorf("Invalid value for custom field '%s': Value must be true or false.", name)
+		}
+		return b, nil
+	case "datetime":
+		str, ok := v.(string)
+		if !ok {
+			return nil, fmt.Errorf("Invalid value for custom field '%s': Date values must be in ISO 8601 format (YYYY-MM-DD HH:MM:SS).", name)
+		}
+		tm, err := time.Parse(time.RFC3339Nano, str)
+		if err != nil {
+			tm, err = time.Parse("2006-01-02 15:04:05", str)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("Invalid value for custom field '%s': Date values must be in ISO 8601 format (YYYY-MM-DD HH:MM:SS).", name)
+		}
+		// Python's isoformat of an aware datetime.
+		layout := "2006-01-02T15:04:05-07:00"
+		if tm.Nanosecond() != 0 {
+			layout = "2006-01-02T15:04:05.000000-07:00"
+		}
+		return tm.Format(layout), nil
+	}
+	return nil, fmt.Errorf("netboxtest does not implement custom fields of type %s", cf.typ)
+}
+
+var interfaceTypes = []string{"virtual", "other", "1000base-t", "2.5gbase-t", "10gbase-t", "10gbase-x-sfpp"}
+
+func interfaceKind() *kind {
+	tab := func(s *store) *table[iface] { return s.interfaces }
+	ifc := func(s *store, id int64) *iface { return s.interfaces.get(id) }
+	return &kind{
+		path: pathInterfaces, objectType: typeInterface,
+		ids: tableIDs(tab), exists: tableExists(tab),
+		filters: map[string]filter{
+			"id":          idFilter(func(_ *store, id int64) int64 { return id }),
+			"name":        strFilter(func(s *store, id int64) string { return ifc(s, id).name }),
+			"device_id":   idFilter(func(s *store, id int64) int64 { return ifc(s, id).device }),
+			"device":      strFilter(func(s *store, id int64) string { return s.devices.get(ifc(s, id).device).name }),
+			"site_id":     idFilter(func(s *store, id int64) int64 { return s.devices.get(ifc(s, id).device).site }),
+			"device_role": strFilter(func(s *store, id int64) string { return s.roles.get(s.devices.get(ifc(s, id).device).role).slug }),
+			"cabled":      boolFilter(func(s *store, id int64) bool { return ifc(s, id).cable != 0 }),
+		},
+		render: (*renderer).iface,
+		write: func(t *tx, id int64, in *input) (int64, error) {
+			s := t.s
+			var v iface
+			if old := s.interfaces.get(id); old != nil {
+				v = *old
+			} else {
+				v.enabled = true
+			}
+			in.known("device", "name", "type", "enabled", "mgmt_only", "description", "label", "primary_mac_address")
+			required(in, id == 0, "device", "name", "type")
+			if d, ok := in.ref("device", false); ok {
+				if s.devices.get(d) == nil {
+					in.errs.add("device", "Related object not found using the provided numeric ID: %d", d)
+				}
+				if id != 0 && d != v.device {
+					in.errs.add("device", "netboxtest does not move interfaces between devices.")
+				}
+				v.device = d
+			}
+			if n, ok := in.str("name", false); ok {
+				if n == "" {
+					in.errs.add("name", "This field may not be blank.")
+				}
+				v.name = n
+			}
+			if ty, ok := in.choice("type", false, interfaceTypes...); ok {
+				v.typ = ty
+			}
+			if b, ok := in.boolean("enabled"); ok {
+				v.enabled = b
+			}
+			if b, ok := in.boolean("mgmt_only"); ok {
+				v.mgmtOnly = b
+			}
+			if d, ok := in.str("description", false); ok {
+				v.description = d
+			}
+			if l, ok := in.str("label", false); ok {
+				v.label = l
+			}
+			if m, ok := in.ref("primary_mac_address", true); ok {
+				if m != 0 {
+					mac := s.macs.get(m)
+					if mac == nil {
+						in.errs.add("primary_mac_address", "Related object not found using the provided numeric ID: %d", m)
+					} else if mac.iface != id || id == 0 {
+						in.errs.add("primary_mac_address", "MAC address %s is not assigned to this interface.", mac.mac)
+					}
+				}
+				v.primaryMAC = m
+			}
+			key := strconv.FormatInt(v.device, 10) + "/" + v.name
+			for _, oid := range s.ifacesByName[key] {
+				if oid != id {
+					in.errs.add("__all__", "Interface with this Device and Name already exists.")
+				}
+			}
+			if err := in.err(); err != nil {
+				return 0, err
+			}
+			var fromKey string
+			if old := s.interfaces.get(id); old != nil {
+				fromKey = strconv.FormatInt(old.device, 10) + "/" + old.name
+			}
+			stamp(t, &v.meta, id == 0)
+			create := id == 0
+			v.id = put(t, s.interfaces, id, &v)
+			if create {
+				reindex(t, s.ifacesByDevice, v.id, 0, v.device)
+			}
+			reindex(t, s.ifacesByName, v.id, fromKey, key)
+			return v.id, nil
+		},
+		snapshot: func(s *store, id int64) map[string]any {
+			v := s.interfaces.get(id)
+			m := metaSnapshot(v.meta)
+			var mac, cab any
+			if v.primaryMAC != 0 {
+				mac = v.primaryMAC
+			}
+			if v.cable != 0 {
+				cab = v.cable
+			}
+			m["device"], m["name"], m["type"], m["enabled"], m["primary_mac_address"], m["cable"] = v.device, v.name, v.typ, v.enabled, mac, cab
+			m["description"] = v.description
+			return m
+		},
+		repr: func(s *store, id int64) string { return s.interfaces.get(id).name },
+	}
+}
+
+// assigned reads assigned_object_type and assigned_object_id, which must
+// name an interface or nothing. It returns the interface ID (0: none) and
+// whether either field was given.
+func assigned(s *store, in *input) (int64, bool) {
+	typ, typOK := in.str("assigned_object_type", true)
+	id, idOK := in.integer("assigned_object_id", true)
+	if !typOK && !idOK {
+		return 0, false
+	}
+	if typ == "" && id == 0 {
+		return 0, true
+	}
+	if typ != typeInterface {
+		in.errs.add("assigned_object_type", "netboxtest assigns to dcim.interface only, not %q.", typ)
+		return 0, true
+	}
+	if s.interfaces.get(id) == nil {
+		in.errs.add("assigned_object_id", "Related object not found using the provided numeric ID: %d", id)
+	}
+	return id, true
+}
+
+func macKind() *kind {
+	tab := func(s *store) *table[macAddress] { return s.macs }
+	mac := func(s *store, id int64) *macAddress { return s.macs.get(id) }
+	return &kind{
+		path: pathMACs, objectType: "dcim.macaddress",
+		ids: tableIDs(tab), exists: tableExists(tab),
+		filters: map[string]filter{
+			"id":                   idFilter(func(_ *store, id int64) int64 { return id }),
+			"mac_address":          iStrFilter(func(s *store, id int64) string { return mac(s, id).mac }),
+			"assigned_object_type": strFilter(func(s *store, id int64) string { return ifNonZero(mac(s, id).iface, typeInterface) }),
+			"assigned_object_id":   idFilter(func(s *store, id int64) int64 { return mac(s, id).iface }),
+			"interface_id":         idFilter(func(s *store, id int64) int64 { return mac(s, id).iface }),
+			"device_id": idFilter(func(s *store, id int64) int64 {
+				if i := s.interfaces.get(mac(s, id).iface); i != nil {
+					return i.device
+				}
+				return 0
+			}),
+		},
+		render: (*renderer).macAddress,
+		write: func(t *tx, id int64, in *input) (int64, error) {
+			s := t.s
+			var v macAddress
+			old := s.macs.get(id)
+			if old != nil {
+				v = *old
+			}
+			in.known("mac_address", "assigned_object_type", "assigned_object_id", "description")
+			required(in, id == 0, "mac_address")
+			if m, ok := in.str("mac_address", false); ok {
+				hw, err := parseMAC(m)
+				if err != nil {
+					in.errs.add("mac_address", "Invalid MAC address format: %s", m)
+				}
+				v.mac = hw
+			}
+			if i, ok := assigned(s, in); ok {
+				if old != nil && old.iface != i {
+					if oi := s.interfaces.get(old.iface); oi != nil && oi.primaryMAC == id {
+						in.errs.add("assigned_object", "Cannot unassign MAC Address while it is designated as the primary MAC for an object")
+					}
+				}
+				v.iface = i
+			}
+			if d, ok := in.str("description", false); ok {
+				v.description = d
+			}
+			if err := in.err(); err != nil {
+				return 0, err
+			}
+			stamp(t, &v.meta, id == 0)
+			var from int64
+			if old != nil {
+				from = old.iface
+			}
+			v.id = put(t, s.macs, id, &v)
+			reindex(t, s.macsByIface, v.id, from, v.iface)
+			return v.id, nil
+		},
+		snapshot: func(s *store, id int64) map[string]any {
+			v := s.macs.get(id)
+			m := metaSnapshot(v.meta)
+			var typ, oid any
+			if v.iface != 0 {
+				typ, oid = typeInterface, v.iface
+			}
+			m["mac_address"], m["assigned_object_type"], m["assigned_object_id"], m["description"] = v.mac, typ, oid, v.description
+			return m
+		},
+		repr: func(s *store, id int64) string { return s.macs.get(id).mac },
+	}
+}
+
+func ifNonZero(id int64, s string) string {
+	if id == 0 {
+		return ""
+	}
+	return s
+}
+
+// parseMAC accepts a 48-bit MAC in the usual notations and formats it as
+// NetBox answers: upper case, colon separated.
+func parseMAC(s string) (string, error) {
+	hex := strings.NewReplacer(":", "", "-", "", ".", "").Replace(s)
+	if len(hex) != 12 {
+		return "", fmt.Errorf("not a MAC")
+	}
+	var b strings.Builder
+	for i := 0; i < 12; i += 2 {
+		if _, err := strconv.ParseUint(hex[i:i+2], 16, 8); err != nil {
+			return "", fmt.Errorf("not a MAC")
+		}
+		if i > 0 {
+			b.WriteByte(':')
+		}
+		b.WriteString(strings.ToUpper(hex[i : i+2]))
+	}
+	return b.String(), nil
+}
+
+func ipKind() *kind {
+	tab := func(s *store) *table[ipAddress] { return s.ips }
+	ip := func(s *store, id int64) *ipAddress { return s.ips.get(id) }
+	return &kind{
+		path: pathIPs, objectType: "ipam.ipaddress",
+		ids: tableIDs(tab), exists: tableExists(tab),
+		filters: map[string]filter{
+			"id": idFilter(func(_ *store, id int64) int64 { return id }),
+			// NetBox matches address by host, ignoring the prefix length.
+			"address": func(s *store, id int64, vals []string) (bool, error) {
+				a := ip(s, id).address.Addr()
+				for _, v := range vals {
+					host, _, _ := strings.Cut(v, "/")
+					h, err := netip.ParseAddr(host)
+					if err != nil {
+						return false, fmt.Errorf("invalid IP address %q", v)
+					}
+					if h == a {
+						return true, nil
+					}
+				}
+				return false, nil
+			},
+			"parent": func(s *store, id int64, vals []string) (bool, error) {
+				a := ip(s, id).address.Addr()
+				for _, v := range vals {
+					p, err := netip.ParsePrefix(v)
+					if err != nil {
+						return false, fmt.Errorf("invalid prefix %q", v)
+					}
+					if p.Masked().Contains(a) {
+						return true, nil
+					}
+				}
+				return false, nil
+			},
+			"status":               strFilter(func(s *store, id int64) string { return ip(s, id).status }),
+			"assigned_object_type": strFilter(func(s *store, id int64) string { return ifNonZero(ip(s, id).iface, typeInterface) }),
+			"assigned_object_id":   idFilter(func(s *store, id int64) int64 { return ip(s, id).iface }),
+			"interface_id":         idFilter(func(s *store, id int64) int64 { return ip(s, id).iface }),
+			"device_id": idFilter(func(s *store, id int64) int64 {
+				if i := s.interfaces.get(ip(s, id).iface); i != nil {
+					return i.device
+				}
+				return 0
+			}),
+		},
+		render: (*renderer).ipAddress,
+		write: func(t *tx, id int64, in *input) (int64, error) {
+			s := t.s
+			var v ipAddress
+			old := s.ips.get(id)
+			if old != nil {
+				v = *old
+			} else {
+				v.status = "active"
+			}
+			in.known("address", "status", "role", "assigned_object_type", "assigned_object_id", "dns_name", "description")
+			required(in, id == 0, "address")
+			if a, ok := in.str("address", false); ok {
+				p, err := netip.ParsePrefix(a)
+				if err != nil {
+					in.errs.add("address", "Invalid IP address format: %s", a)
+				}
+				v.address = p
+			}
+			if st, ok := in.choice("status", false, "active", "reserved", "deprecated", "dhcp", "slaac"); ok {
+				v.status = st
+			}
+			if r, ok := in.choice("role", true, "loopback", "secondary", "anycast", "vip", "vrrp", "hsrp", "glbp", "carp"); ok {
+				v.role = r
+			}
+			if i, ok := assigned(s, in); ok {
+				if old != nil && old.iface != i && old.iface != 0 {
+					if d := s.devices.get(s.interfaces.get(old.iface).device); d != nil && d.primaryIP4 == id {
+						in.errs.add("interface", "Cannot reassign IP address while it is designated as the primary IP for the parent object")
+					}
+				}
+				v.iface = i
+			}
+			if d, ok := in.str("dns_name", false); ok {
+				v.dnsName = d
+			}
+			if d, ok := in.str("description", false); ok {
+				v.description = d
+			}
+			// ENFORCE_GLOBAL_UNIQUE, on by default: one address per host in
+			// the global table.
+			if v.address.IsValid() {
+				for _, oid := range s.ipsByHost[v.address.Addr()] {
+					if oid != id {
+						in.errs.add("address", "Duplicate IP address found in global table: %s", s.ips.get(oid).address)
+						break
+					}
+				}
+			}
+			if err := in.err(); err != nil {
+				return 0, err
+			}
+			stamp(t, &v.meta, id == 0)
+			var from int64
+			var fromHost netip.Addr
+			if old != nil {
+				from, fromHost = old.iface, old.address.Addr()
+			}
+			v.id = put(t, s.ips, id, &v)
+			reindex(t, s.ipsByIface, v.id, from, v.iface)
+			reindex(t, s.ipsByHost, v.id, fromHost, v.address.Addr())
+			return v.id, nil
+		},
+		snapshot: func(s *store, id int64) map[string]any {
+			v := s.ips.get(id)
+			m := metaSnapshot(v.meta)
+			var typ, oid, role any
+			if v.iface != 0 {
+				typ, oid = typeInterface, v.iface
+			}
+			if v.role != "" {
+				role = v.role
+			}
+			m["address"], m["status"], m["role"], m["assigned_object_type"], m["assigned_object_id"] = v.address.String(), v.status, role, typ, oid
+			m["dns_name"], m["description"] = v.dnsName, v.description
+			return m
+		},
+		repr: func(s *store, id int64) string { return s.ips.get(id).address.String() },
+	}
+}
+
+func cableKind() *kind {
+	tab := func(s *store) *table[cable] { return s.cables }
+	ends := func(s *store, id int64) []int64 {
+		c := s.cables.get(id)
+		return append(slices.Clone(c.a), c.b...)
+	}
+	return &kind{
+		path: pathCables, objectType: "dcim.cable",
+		ids: tableIDs(tab), exists: tableExists(tab),
+		filters: map[string]filter{
+			"id": idFilter(func(_ *store, id int64) int64 { return id }),
+			"interface_id": func(s *store, id int64, vals []string) (bool, error) {
+				ids, err := parseIDs(vals)
+				if err != nil {
+					return false, err
+				}
+				for _, e := range ends(s, id) {
+					if slices.Contains(ids, e) {
+						return true, nil
+					}
+				}
+				return false, nil
+			},
+			"device_id": func(s *store, id int64, vals []string) (bool, error) {
+				ids, err := parseIDs(vals)
+				if err != nil {
+					return false, err
+				}
+				for _, e := range ends(s, id) {
+					if slices.Contains(ids, s.interfaces.get(e).device) {
+						return true, nil
+					}
+				}
+				return false, nil
+			},
+		},
+		render: (*renderer).cable,
+		write:  writeCable,
+		remove: func(t *tx, id int64) error {
+			c := t.s.cables.get(id)
+			for _, e := range append(slices.Clone(c.a), c.b...) {
+				i := *t.s.interfaces.get(e)
+				i.cable, i.cableEnd = 0, ""
+				stamp(t, &i.meta, false)
+				put(t, t.s.interfaces, e, &i)
+			}
+			remove(t, t.s.cables, id)
+			return nil
+		},
+		snapshot: func(s *store, id int64) map[string]any {
+			v := s.cables.get(id)
+			m := metaSnapshot(v.meta)
+			m["status"], m["label"], m["description"] = v.status, v.label, v.description
+			m["a_terminations"], m["b_terminations"] = slices.Clone(v.a), slices.Clone(v.b)
+			return m
+		},
+		repr: func(s *store, id int64) string { return cableDisplay(s.cables.get(id)) },
+	}
+}
+
+func writeCable(t *tx, id int64, in *input) (int64, error) {
+	s := t.s
+	if id != 0 {
+		return 0, fieldErrors{"detail": {"netboxtest does not change cables; delete the cable and create another."}}
+	}
+	v := cable{status: "connected"}
+	in.known("a_terminations", "b_terminations", "status", "type", "label", "description")
+	required(in, true, "a_terminations", "b_terminations")
+	terms := func(k string) []int64 {
+		raw, ok := in.raw[k]
+		if !ok {
+			return nil
+		}
+		var list []struct {
+			ObjectType string `json:"object_type"`
+			ObjectID   int64  `json:"object_id"`
+		}
+		if err := json.Unmarshal(raw, &list); err != nil {
+			in.errs.add(k, "Expected a list of {object_type, object_id}.")
+			return nil
+		}
+		if len(list) == 0 {
+			in.errs.add(k, "Must define A and B terminations when creating a new cable.")
+		}
+		var ids []int64
+		for _, e := range list {
+			if e.ObjectType != typeInterface {
+				in.errs.add(k, "netboxtest terminates cables on dcim.interface only, not %q.", e.ObjectType)
+				continue
+			}
+			i := s.interfaces.get(e.ObjectID)
+			switch {
+			case i == nil:
+				in.errs.add(k, "Related object not found using the provided numeric ID: %d", e.ObjectID)
+			case i.cable != 0:
+				in.errs.add(k, "Duplicate termination found for dcim.interface:%d: cable %d", e.ObjectID, i.cable)
+			default:
+				ids = append(ids, e.ObjectID)
+			}
+		}
+		return ids
+	}
+	v.a, v.b = terms("a_terminations"), terms("b_terminations")
+	for _, a := range v.a {
+		if slices.Contains(v.b, a) {
+			in.errs.add("b_terminations", "A and B terminations cannot be the same object.")
+		}
+	}
+	if st, ok := in.choice("status", false, "connected", "planned", "decommissioning"); ok {
+		v.status = st
+	}
+	if ty, ok := in.choice("type", true, "cat3", "cat5", "cat5e", "cat6", "cat6a", "cat7", "cat7a", "cat8", "dac-active", "dac-passive", "mrj21-trunk", "coaxial"); ok {
+		v.typ = ty
+	}
+	if l, ok := in.str("label", false); ok {
+		v.label = l
+	}
+	if d, ok := in.str("description", false); ok {
+		v.description = d
+	}
+	if err := in.err(); err != nil {
+		return 0, err
+	}
+	stamp(t, &v.meta, true)
+	v.id = put(t, s.cables, 0, &v)
+	for end, ids := range map[string][]int64{"A": v.a, "B": v.b} {
+		for _, e := range ids {
+			i := *s.interfaces.get(e)
+			i.cable, i.cableEnd = v.id, end
+			stamp(t, &i.meta, false)
+			put(t, s.interfaces, e, &i)
+		}
+	}
+	return v.id, nil
+}
+
+var customFieldTypes = []string{"text", "longtext", "integer", "boolean", "datetime", "url"}
+
+var cfNameRE = regexp.MustCompile(`^[a-z0-9_]+$`)
+
+func customFieldKind() *kind {
+	tab := func(s *store) *table[customField] { return s.customFields }
+	cf := func(s *store, id int64) *customField { return s.customFields.get(id) }
+	return &kind{
+		path: pathCustomFields, objectType: "extras.customfield",
+		ids: tableIDs(tab), exists: tableExists(tab),
+		filters: map[string]filter{
+			"id":   idFilter(func(_ *store, id int64) int64 { return id }),
+			"name": strFilter(func(s *store, id int64) string { return cf(s, id).name }),
+			"type": strFilter(func(s *store, id int64) string { return cf(s, id).typ }),
+			"object_type": func(s *store, id int64, vals []string) (bool, error) {
+				return anyOf(vals, func(v string) bool { return contains(cf(s, id).objectTypes, v) }), nil
+			},
+		},
+		render: (*renderer).customField,
+		write: func(t *tx, id int64, in *input) (int64, error) {
+			s := t.s
+			var v customField
+			if old := s.customFields.get(id); old != nil {
+				v = *old
+			} else {
+				v = customField{typ: "text", filterLogic: "loose", uiVisible: "always", uiEditable: "yes", weight: 100, searchWeight: 1000}
+			}
+			in.known("name", "type", "object_types", "label", "description", "group_name", "required", "validation_regex",
+				"filter_logic", "ui_visible", "ui_editable", "weight", "search_weight")
+			required(in, id == 0, "name", "object_types")
+			if n, ok := in.str("name", false); ok {
+				if !cfNameRE.MatchString(n) {
+					in.errs.add("name", "Only alphanumeric characters and underscores are allowed.")
+				}
+				v.name = n
+			}
+			if ty, ok := in.choice("type", false, "text", "longtext", "integer", "decimal", "boolean", "date", "datetime", "url", "json", "select", "multiselect", "object", "multiobject"); ok {
+				if ty != "" && !contains(customFieldTypes, ty) {
+					in.errs.add("type", "netboxtest does not implement custom fields of type %s.", ty)
+				}
+				v.typ = ty
+			}
+			if raw, ok := in.raw["object_types"]; ok {
+				var ots []string
+				if err := json.Unmarshal(raw, &ots); err != nil || len(ots) == 0 {
+					in.errs.add("object_types", "This list may not be empty.")
+				}
+				for _, ot := range ots {
+					if _, ok := objectTypes[ot]; !ok {
+						in.errs.add("object_types", "Invalid object type: %s", ot)
+					}
+				}
+				v.objectTypes = ots
+			}
+			for k, dst := range map[string]*string{"label": &v.label, "description": &v.description, "group_name": &v.groupName} {
+				if s, ok := in.str(k, false); ok {
+					*dst = s
+				}
+			}
+			if b, ok := in.boolean("required"); ok {
+				v.required = b
+			}
+			if r, ok := in.str("validation_regex", false); ok {
+				if _, err := regexp.Compile(r); err != nil {
+					in.errs.add("validation_regex", "Invalid regular expression.")
+				}
+				v.regex = r
+			}
+			if f, ok := in.choice("filter_logic", false, "disabled", "loose", "exact"); ok {
+				v.filterLogic = f
+			}
+			if f, ok := in.choice("ui_visible", false, "always", "if-set", "hidden"); ok {
+				v.uiVisible = f
+			}
+			if f, ok := in.choice("ui_editable", false, "yes", "no", "hidden"); ok {
+				v.uiEditable = f
+			}
+			if w, ok := in.integer("weight", false); ok {
+				v.weight = w
+			}
+			if w, ok := in.integer("search_weight", false); ok {
+				v.searchWeight = w
+			}
+			s.customFields.all(func(oid int64, o *customField) bool {
+				if oid != id && o.name == v.name {
+					in.errs.add("name", "custom field with this name already exists.")
+				}
+				return true
+			})
+			if err := in.err(); err != nil {
+				return 0, err
+			}
+			stamp(t, &v.meta, id == 0)
+			v.id = put(t, s.customFields, id, &v)
+			return v.id, nil
+		},
+		snapshot: func(s *store, id int64) map[string]any {
+			v := s.customFields.get(id)
+			m := metaSnapshot(v.meta)
+			m["name"], m["type"], m["object_types"], m["label"], m["description"] = v.name, v.typ, slices.Clone(v.objectTypes), v.label, v.description
+			m["required"], m["validation_regex"], m["filter_logic"] = v.required, v.regex, v.filterLogic
+			return m
+		},
+		repr: func(s *store, id int64) string { return s.customFields.get(id).name },
+	}
+}
+
+// objectTypes are the object types netboxtest knows, for custom fields and
+// journal entries.
+var objectTypes = map[string]bool{
+	"dcim.device": true, "dcim.interface": true, "dcim.site": true, "dcim.devicetype": true,
+	"dcim.manufacturer": true, "dcim.devicerole": true, "dcim.macaddress": true, "dcim.cable": true,
+	"ipam.ipaddress": true,
+}
+
+var journalKinds = []string{"info", "success", "warning", "danger"}
+
+func journalKind() *kind {
+	tab := func(s *store) *table[journalEntry] { return s.journal }
+	j := func(s *store, id int64) *journalEntry { return s.journal.get(id) }
+	return &kind{
+		path: pathJournal, objectType: "extras.journalentry",
+		ids: tableIDs(tab), exists: tableExists(tab),
+		filters: map[string]filter{
+			"id":                   idFilter(func(_ *store, id int64) int64 { return id }),
+			"assigned_object_type": strFilter(func(s *store, id int64) string { return j(s, id).objectType }),
+			"assigned_object_id":   idFilter(func(s *store, id int64) int64 { return j(s, id).objectID }),
+			"kind":                 strFilter(func(s *store, id int64) string { return j(s, id).kind }),
+		},
+		render: (*renderer).journalEntry,
+		write: func(t *tx, id int64, in *input) (int64, error) {
+			s := t.s
+			var v journalEntry
+			if old := s.journal.get(id); old != nil {
+				v = *old
+			} else {
+				v.kind = "info"
+				v.createdBy = t.user.id
+			}
+			in.known("assigned_object_type", "assigned_object_id", "kind", "comments")
+			required(in, id == 0, "assigned_object_type", "assigned_object_id", "comments")
+			if ot, ok := in.str("assigned_object_type", false); ok {
+				if ot != "dcim.device" {
+					in.errs.add("assigned_object_type", "netboxtest journals on dcim.device only, not %q.", ot)
+				}
+				v.objectType = ot
+			}
+			if oid, ok := in.integer("assigned_object_id", false); ok {
+				if s.devices.get(oid) == nil {
+					in.errs.add("assigned_object_id", "Related object not found using the provided numeric ID: %d", oid)
+				}
+				v.objectID = oid
+			}
+			if k, ok := in.choice("kind", false, journalKinds...); ok {
+				v.kind = k
+			}
+			if c, ok := in.str("comments", false); ok {
+				if strings.TrimSpace(c) == "" {
+					in.errs.add("comments", "This field may not be blank.")
+				}
+				v.comments = c
+			}
+			if err := in.err(); err != nil {
+				return 0, err
+			}
+			stamp(t, &v.meta, id == 0)
+			v.id = put(t, s.journal, id, &v)
+			return v.id, nil
+		},
+		snapshot: func(s *store, id int64) map[string]any {
+			v := s.journal.get(id)
+			m := metaSnapshot(v.meta)
+			m["assigned_object_type"], m["assigned_object_id"], m["kind"], m["comments"] = v.objectType, v.objectID, v.kind, v.comments
+			return m
+		},
+		repr: func(s *store, id int64) string { return timeString(s.journal.get(id).created) },
+	}
+}
+
+func changeKind() *kind {
+	tab := func(s *store) *table[objectChange] { return s.changes }
+	c := func(s *store, id int64) *objectChange { return s.changes.get(id) }
+	timeFilter := func(after bool) filter {
+		return func(s *store, id int64, vals []string) (bool, error) {
+			for _, v := range vals {
+				tm, err := time.Parse(time.RFC3339Nano, v)
+				if err != nil {
+					return false, fmt.Errorf("enter a valid date/time: %q", v)
+				}
+				ct := c(s, id).time
+				if after && !ct.Before(tm) || !after && !ct.After(tm) {
+					return true, nil
+				}
+			}
+			return false, nil
+		}
+	}
+	return &kind{
+		path: pathChanges, objectType: "core.objectchange",
+		ids: tableIDs(tab), exists: tableExists(tab),
+		filters: map[string]filter{
+			"id":                  idFilter(func(_ *store, id int64) int64 { return id }),
+			"changed_object_type": strFilter(func(s *store, id int64) string { return c(s, id).objectType }),
+			"changed_object_id":   idFilter(func(s *store, id int64) int64 { return c(s, id).objectID }),
+			"user_name":           strFilter(func(s *store, id int64) string { return c(s, id).userName }),
+			"user_id":             idFilter(func(s *store, id int64) int64 { return c(s, id).user }),
+			"request_id":          strFilter(func(s *store, id int64) string { return c(s, id).requestID }),
+			"action":              strFilter(func(s *store, id int64) string { return c(s, id).action }),
+			"time_after":          timeFilter(true),
+			"time_before":         timeFilter(false),
+		},
+		render: (*renderer).objectChange,
+		order: func(s *store, ids []int64, ordering string) error {
+			switch ordering {
+			case "", "-time", "-id":
+				slices.Reverse(ids) // IDs and times rise together
+			case "time", "id":
+			default:
+				return fmt.Errorf("netboxtest orders object changes by time or id, not %q", ordering)
+			}
+			return nil
+		},
+	}
+}

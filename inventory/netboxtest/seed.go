@@ -1,0 +1,194 @@
+package netboxtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// The seed helpers write through the same code as the API, as the first
+// user (or the named one), so their objects carry changelog records like any
+// other.
+
+// seedUser returns the user seeds are written as.
+func (s *Server) seedUser(name string) (*user, error) {
+	if name != "" {
+		if u := s.st.user(name); u != nil {
+			return u, nil
+		}
+		return nil, fmt.Errorf("netboxtest: no user %q", name)
+	}
+	var first *user
+	s.st.users.all(func(_ int64, u *user) bool { first = u; return false })
+	if first == nil {
+		return nil, fmt.Errorf("netboxtest: no user to write as: add one")
+	}
+	return first, nil
+}
+
+// seed writes the objects of path (one transaction) as the named user
+// ("" for the first user): with id 0 each is created, else updated.
+func (s *Server) seed(userName, path string, id int64, objects ...any) ([]int64, error) {
+	u, err := s.seedUser(userName)
+	if err != nil {
+		return nil, err
+	}
+	k := kinds[path]
+	t := s.st.begin(u)
+	ids := make([]int64, 0, len(objects))
+	for _, o := range objects {
+		data, err := json.Marshal(o)
+		if err != nil {
+			t.rollback()
+			return nil, err
+		}
+		in, err := parseInput(data)
+		if err == nil {
+			var nid int64
+			nid, err = s.writeOne(t, k, id, in)
+			ids = append(ids, nid)
+		}
+		if err != nil {
+			t.rollback()
+			return nil, fmt.Errorf("netboxtest: %s: %w", path, err)
+		}
+	}
+	return ids, nil
+}
+
+// find returns the ID of the first object of tab for which match holds.
+func find[T any](tab *table[T], match func(*T) bool) int64 {
+	var found int64
+	tab.all(func(id int64, v *T) bool {
+		if match(v) {
+			found = id
+			return false
+		}
+		return true
+	})
+	return found
+}
+
+// AddSite creates a site (its slug is its name, lower case, with spaces
+// as hyphens) unless one by that name or slug exists, and returns its ID.
+func (s *Server) AddSite(name string) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addSite(name)
+}
+
+func slugify(name string) string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimSpace(name)), " ", "-")
+}
+
+func (s *Server) addSite(name string) (int64, error) {
+	slug := slugify(name)
+	if id := find(s.st.sites, func(v *site) bool { return v.name == name || v.slug == slug }); id != 0 {
+		return id, nil
+	}
+	ids, err := s.seed("", pathSites, 0, map[string]any{"name": name, "slug": slug})
+	if err != nil {
+		return 0, err
+	}
+	return ids[0], nil
+}
+
+// Switch describes a switch for AddSwitch.
+type Switch struct {
+	Site  string // the site's name; created when missing
+	Name  string // the switch's device name
+	Ports int    // how many ports: interfaces numbered 1 to Ports
+	// PortName formats a port's interface name from its number; "" means
+	// "Port %d", as UniFi names ports.
+	PortName string
+}
+
+// AddSwitch creates a switch device with its ports as interfaces (and the
+// site, a "switch" role, and a Ubiquiti device type when missing), and
+// returns the device's ID.
+func (s *Server) AddSwitch(sw Switch) (int64, error) {
+	if sw.Site == "" || sw.Name == "" || sw.Ports < 0 {
+		return 0, fmt.Errorf("netboxtest: a switch needs a site, a name and a port count")
+	}
+	format := sw.PortName
+	if format == "" {
+		format = "Port %d"
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	siteID, err := s.addSite(sw.Site)
+	if err != nil {
+		return 0, err
+	}
+	roleID := find(s.st.roles, func(v *role) bool { return v.slug == "switch" })
+	if roleID == 0 {
+		ids, err := s.seed("", pathRoles, 0, map[string]any{"name": "Switch", "slug": "switch", "color": "2196f3"})
+		if err != nil {
+			return 0, err
+		}
+		roleID = ids[0]
+	}
+	mfrID := find(s.st.manufacturers, func(v *manufacturer) bool { return v.slug == "ubiquiti" })
+	if mfrID == 0 {
+		ids, err := s.seed("", pathManufacturers, 0, map[string]any{"name": "Ubiquiti", "slug": "ubiquiti"})
+		if err != nil {
+			return 0, err
+		}
+		mfrID = ids[0]
+	}
+	dtID := find(s.st.deviceTypes, func(v *deviceType) bool { return v.manufacturer == mfrID && v.slug == "usw-pro-48" })
+	if dtID == 0 {
+		ids, err := s.seed("", pathDeviceTypes, 0, map[string]any{"manufacturer": mfrID, "model": "USW Pro 48", "slug": "usw-pro-48"})
+		if err != nil {
+			return 0, err
+		}
+		dtID = ids[0]
+	}
+	ids, err := s.seed("", pathDevices, 0, map[string]any{"name": sw.Name, "device_type": dtID, "role": roleID, "site": siteID, "status": "active"})
+	if err != nil {
+		return 0, err
+	}
+	devID := ids[0]
+	ports := make([]any, sw.Ports)
+	for i := range ports {
+		ports[i] = map[string]any{"device": devID, "name": fmt.Sprintf(format, i+1), "type": "1000base-t"}
+	}
+	if _, err := s.seed("", pathInterfaces, 0, ports...); err != nil {
+		return 0, err
+	}
+	return devID, nil
+}
+
+// EditCustomField sets the custom field of a device as the named user, as
+// an operator editing it in NetBox's UI would (value nil clears it). The
+// change is recorded in the changelog under that user.
+func (s *Server) EditCustomField(userName string, deviceID int64, field string, value any) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.st.devices.get(deviceID) == nil {
+		return fmt.Errorf("netboxtest: no device %d", deviceID)
+	}
+	if userName == "" {
+		return fmt.Errorf("netboxtest: EditCustomField needs a user")
+	}
+	_, err := s.seed(userName, pathDevices, deviceID, map[string]any{"custom_fields": map[string]any{field: value}})
+	return err
+}
+
+// ForgetChanges deletes the changelog records of one object, as NetBox's
+// changelog retention (CHANGELOG_RETENTION) does after its days, and
+// returns how many it deleted. objectType is e.g. "dcim.device".
+func (s *Server) ForgetChanges(objectType string, id int64) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	s.st.changes.all(func(cid int64, c *objectChange) bool {
+		if c.objectType == objectType && c.objectID == id {
+			delete(s.st.changes.byID, cid)
+			n++
+		}
+		return true
+	})
+	s.st.changes.compact()
+	return n
+}
