@@ -390,9 +390,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out.served = true
-	s.log.Debug("configserve: the peer acknowledged every byte",
-		deviceAttrs(e.device, e.run), slog.String("peer", peer),
-		slog.Int("polls", res.polls), slog.Duration("ack_wait", res.wait), slog.Duration("elapsed", time.Since(start)))
+	if s.log.Enabled(r.Context(), slog.LevelDebug) {
+		s.log.Debug("configserve: the peer acknowledged every byte",
+			deviceAttrs(e.device, e.run), slog.String("peer", peer),
+			slog.Int("polls", res.polls), slog.Duration("ack_wait", res.wait), slog.Duration("elapsed", time.Since(start)))
+	}
 }
 
 // outcome is how a fetch that owned a config ended.
