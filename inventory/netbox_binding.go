@@ -1,0 +1,148 @@
+package inventory
+
+import (
+	"context"
+	"net/url"
+	"strconv"
+)
+
+// Binding is what the attestation server needs of one serial's device: the
+// approved EK binding and whether the binding author wrote it.
+// BindingBySerial reads it in two requests.
+type Binding struct {
+	ID     int64  // NetBox's device ID
+	Name   string // host name
+	Status Status
+
+	ApprovedEKHash    string // approved_ek_hash; "" when unset
+	ApprovedEKHashECC string // approved_ek_hash_ecc; "" when unset
+
+	// Authored reports that NetBox's changelog shows the configured binding
+	// author (NetBoxConfig.BindingAuthor) making the last write of each
+	// approved_ek_* field that holds a value, and no other user's write of
+	// either field since. It fails closed: false when the author is unset,
+	// when another user wrote either field last (even to clear it), when no
+	// record of the current value remains (the changelog lost it, e.g. to
+	// CHANGELOG_RETENTION), and when the binding is empty (nothing to
+	// author).
+	Authored bool
+}
+
+// BindingBySerial returns the binding of fleet's device (of role Role)
+// whose serial is serial: the device list filtered by serial, then the
+// device's changelog (core/object-changes filtered by the device), newest
+// first, PageSize records per request. That is two requests, unless more
+// than PageSize changes of the device came after its binding was last
+// written, when the changelog is read on until the binding's writes are
+// found. No such device is ErrNotFound.
+func (nb *NetBox) BindingBySerial(ctx context.Context, serial string) (Binding, error) {
+	d, err := nb.deviceBySerial(ctx, serial)
+	if err != nil {
+		return Binding{}, err
+	}
+	b := Binding{
+		ID:                d.ID,
+		Name:              d.name(),
+		Status:            Status(d.Status.Value),
+		ApprovedEKHash:    string(d.CustomFields.ApprovedEKHash),
+		ApprovedEKHashECC: string(d.CustomFields.ApprovedEKHashECC),
+	}
+	b.Authored, err = nb.authored(ctx, b.ID, b.ApprovedEKHash, b.ApprovedEKHashECC)
+	return b, err
+}
+
+// BindingAuthored reports whether NetBox's changelog shows the configured
+// binding author writing d's current approved_ek_hash and
+// approved_ek_hash_ecc, as Binding.Authored defines it (failing closed). It
+// reads the device's changelog: one request, unless the device changed
+// more than PageSize times since its binding was written.
+func (nb *NetBox) BindingAuthored(ctx context.Context, d Device) (bool, error) {
+	return nb.authored(ctx, d.ID, d.ApprovedEKHash, d.ApprovedEKHashECC)
+}
+
+// authored walks the device's changelog, newest first, to the last write
+// of each binding field, and judges the binding against the current values
+// rsa and ecc.
+func (nb *NetBox) authored(ctx context.Context, id int64, rsa, ecc string) (bool, error) {
+	if nb.cfg.BindingAuthor == "" || (rsa == "" && ecc == "") {
+		return false, nil
+	}
+	j := bindingJudge{author: nb.cfg.BindingAuthor, current: map[string]string{cfApprovedEKHash: rsa, cfApprovedEKHashECC: ecc}}
+	q := url.Values{
+		"changed_object_type": {typeDevice},
+		"changed_object_id":   {strconv.FormatInt(id, 10)},
+		"ordering":            {"-time"},
+		"limit":               {strconv.Itoa(nb.cfg.PageSize)},
+	}
+	for offset := 0; ; {
+		if offset > 0 {
+			q.Set("offset", strconv.Itoa(offset))
+		}
+		var p page[nbChange]
+		if err := nb.do(ctx, "GET", "/api/core/object-changes/", q, nil, &p); err != nil {
+			return false, err
+		}
+		for i := range p.Results {
+			if j.see(&p.Results[i]) {
+				return j.verdict(), nil
+			}
+		}
+		offset += len(p.Results)
+		if p.Next == nil || len(p.Results) == 0 || offset >= p.Count {
+			return j.verdict(), nil
+		}
+	}
+}
+
+// bindingJudge finds, in a device's changelog read newest first, the last
+// write of each binding field.
+type bindingJudge struct {
+	author  string
+	current map[string]string // field -> current value
+	found   map[string]bool
+	bad     bool // a last write was another user's, or left another value
+}
+
+// see takes the next older change; it reports true when the verdict is
+// known.
+func (j *bindingJudge) see(c *nbChange) bool {
+	if j.found == nil {
+		j.found = map[string]bool{}
+	}
+	if c.Post == nil { // a deletion
+		return false
+	}
+	for f, cur := range j.current {
+		if j.found[f] {
+			continue
+		}
+		post := string(c.Post.CustomFields[f])
+		pre := ""
+		if c.Pre != nil {
+			pre = string(c.Pre.CustomFields[f])
+		}
+		if post == pre {
+			continue // this change did not write f
+		}
+		j.found[f] = true
+		if c.UserName != j.author || post != cur {
+			j.bad = true
+			return true
+		}
+	}
+	return len(j.found) == len(j.current)
+}
+
+// verdict judges after the changelog is read as far as needed: a field
+// never written must be empty.
+func (j *bindingJudge) verdict() bool {
+	if j.bad {
+		return false
+	}
+	for f, cur := range j.current {
+		if !j.found[f] && cur != "" {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,149 @@
+package inventory
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/fleetkit/fleet/inventory/netboxtest"
+)
+
+// The NetBox users of the tests: terraform applies the nodes file and is
+// the binding author; fleetd records attestations; alice is an operator.
+const (
+	userTerraform = "terraform"
+	userFleetd    = "fleetd"
+	userAlice     = "alice"
+)
+
+// fleetTopology is the folly cluster's.
+var fleetTopology = Topology{NodeCIDR: netip.MustParsePrefix("10.40.0.0/24"), APIServerIP: netip.MustParseAddr("10.40.0.10")}
+
+// fleetNodes is a nodes file of three nodes: a control plane and two
+// workers, the second without an approved binding or disk serial.
+const fleetNodes = `models:
+  ms-01:
+    manufacturer: Minisforum
+    name: MS-01
+    disk: /dev/nvme0n1
+  nuc-13:
+    manufacturer: ASUS
+    name: NUC 13 Pro
+classes:
+  controlplane:
+    type: controlplane
+    installer_image: factory.talos.dev/installer/abc:v1.13.9
+  worker:
+    type: worker
+    installer_image: factory.talos.dev/installer/abc:v1.13.9
+nodes:
+  cp-01:
+    model: ms-01
+    serial: MS01-0001
+    class: controlplane
+    switch_port: 1
+    address: 10.40.0.10
+    bmc: amt
+    disk_serial: S6B0NL0W412345A
+    approved_ek_rsa2048: ` + hashA + `
+    approved_ek_eccp256: ` + hashB + `
+  w-01:
+    model: ms-01
+    serial: MS01-0002
+    class: worker
+    switch_port: 5
+    address: 10.40.0.21
+    bmc: amt
+    disk_serial: S6B0NL0W412346B
+    approved_ek_rsa2048: ` + hashC + `
+  w-02:
+    model: nuc-13
+    serial: G6NUC13-88121
+    class: worker
+    switch_port: 6
+    address: 10.40.0.22
+    bmc: none
+    disk: /dev/nvme0n1
+`
+
+func parseNodes(t testing.TB, data string) *Inventory {
+	t.Helper()
+	inv, err := Parse("nodes.yaml", []byte(data), fleetTopology)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inv
+}
+
+// fleetNetBox is a netboxtest server with the folly site, a 48-port
+// switch "usw" and the test users, checking every exchange against the
+// schema when validate is set.
+func fleetNetBox(t testing.TB, validate bool) *netboxtest.Server {
+	t.Helper()
+	cfg := &netboxtest.Config{Users: []string{"admin", userTerraform, userFleetd, userAlice}}
+	if validate {
+		cfg.Validate = t
+	}
+	srv := netboxtest.New(cfg)
+	t.Cleanup(srv.Close)
+	if _, err := srv.AddSwitch(netboxtest.Switch{Site: "folly", Name: "usw", Ports: 48}); err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+// client returns a client of srv as the named user.
+func client(t testing.TB, srv *netboxtest.Server, user string, cfg *NetBoxConfig) *NetBox {
+	t.Helper()
+	c := NetBoxConfig{Site: "folly", Switch: "usw", BindingAuthor: userTerraform}
+	if cfg != nil {
+		c = *cfg
+	}
+	nb, err := NewNetBox(srv.URL, srv.Token(user), &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nb
+}
+
+// applied plans and applies inv as terraform and returns the plan.
+func applied(t testing.TB, nb *NetBox, inv *Inventory) *Plan {
+	t.Helper()
+	p, err := nb.Plan(t.Context(), inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nb.Apply(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// byName indexes devices by host name.
+func byName(devs []Device) map[string]Device {
+	m := map[string]Device{}
+	for _, d := range devs {
+		m[d.Name] = d
+	}
+	return m
+}
+
+// generatedNodes is a nodes file of n workers in 10.0.0.0/8, each on its own
+// switch port.
+func generatedNodes(n int) string {
+	var b strings.Builder
+	b.WriteString(`models:
+  ms-01: {manufacturer: Minisforum, name: MS-01, disk: /dev/nvme0n1}
+classes:
+  worker: {type: worker, installer_image: "factory.talos.dev/installer/abc:v1.13.9"}
+nodes:
+`)
+	for i := range n {
+		fmt.Fprintf(&b, "  n-%05d: {model: ms-01, serial: SN%08d, class: worker, switch_port: %d, address: 10.%d.%d.%d, bmc: amt, disk_serial: DS%08d, approved_ek_rsa2048: %064x}\n",
+			i, i, i+1, (i+1)>>16, ((i+1)>>8)&0xff, (i+1)&0xff, i, i+1)
+	}
+	return b.String()
+}
+
+var wideTopology = Topology{NodeCIDR: netip.MustParsePrefix("10.0.0.0/8"), APIServerIP: netip.MustParseAddr("10.0.0.1")}
