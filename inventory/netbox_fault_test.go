@@ -1,0 +1,225 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetkit/fleet/inventory/netboxtest"
+)
+
+// operations calls every client operation once; each returns its error.
+func operations(nb *NetBox, id int64, inv *Inventory) map[string]func(context.Context) error {
+	mac, _ := net.ParseMAC("58:47:ca:71:0a:01")
+	return map[string]func(context.Context) error{
+		"DeviceBySerial": func(ctx context.Context) error { _, err := nb.DeviceBySerial(ctx, "MS01-0002"); return err },
+		"Device":         func(ctx context.Context) error { _, err := nb.Device(ctx, id); return err },
+		"Devices":        func(ctx context.Context) error { _, err := nb.Devices(ctx); return err },
+		"DevicesWithDesiredAction": func(ctx context.Context) error {
+			_, err := nb.DevicesWithDesiredAction(ctx)
+			return err
+		},
+		"RecordAttestation": func(ctx context.Context) error {
+			return nb.RecordAttestation(ctx, id, Attestation{MAC: mac, EKHash: hashC, Verdict: "attested", At: time.Now()})
+		},
+		"SetStatus":        func(ctx context.Context) error { return nb.SetStatus(ctx, id, StatusActive) },
+		"SetDesiredAction": func(ctx context.Context) error { return nb.SetDesiredAction(ctx, id, DesiredActionProvision) },
+		"SetLastRun":       func(ctx context.Context) error { return nb.SetLastRun(ctx, id, "provision-w-01-1") },
+		"Journal":          func(ctx context.Context) error { return nb.Journal(ctx, id, JournalInfo, "hello") },
+		"BindingBySerial":  func(ctx context.Context) error { _, err := nb.BindingBySerial(ctx, "MS01-0002"); return err },
+		"BindingAuthored": func(ctx context.Context) error {
+			_, err := nb.BindingAuthored(ctx, Device{ID: id, ApprovedEKHash: hashC})
+			return err
+		},
+		"Plan": func(ctx context.Context) error { _, err := nb.Plan(ctx, inv); return err },
+	}
+}
+
+func TestFaults(t *testing.T) {
+	srv, _, devs := appliedFleet(t)
+	inv := parseNodes(t, fleetNodes)
+	const timeout = 150 * time.Millisecond
+	nb := client(t, srv, userFleetd, &NetBoxConfig{Site: "folly", Switch: "usw", BindingAuthor: userTerraform, Timeout: timeout})
+	id := devs["w-01"].ID
+	for _, f := range []struct {
+		name  string
+		fault netboxtest.Fault
+	}{
+		{"down", netboxtest.Fault{Kind: netboxtest.Down}},
+		{"slow", netboxtest.Fault{Kind: netboxtest.Slow, Delay: time.Minute}},
+		{"503", netboxtest.Fault{Kind: netboxtest.Failing}},
+		{"500", netboxtest.Fault{Kind: netboxtest.Failing, Status: 500}},
+		{"cut mid-answer", netboxtest.Fault{Kind: netboxtest.Cut}},
+	} {
+		t.Run(f.name, func(t *testing.T) {
+			for name, op := range operations(nb, id, inv) {
+				srv.Inject(f.fault)
+				start := time.Now()
+				err := op(t.Context())
+				took := time.Since(start)
+				srv.Inject(netboxtest.Fault{})
+				if !errors.Is(err, ErrUnavailable) {
+					t.Errorf("%s: %v, want ErrUnavailable", name, err)
+				}
+				// One request's timeout, and a margin for a loaded machine.
+				if took > timeout+2*time.Second {
+					t.Errorf("%s took %v with NetBox %s; the timeout is %v", name, took, f.name, timeout)
+				}
+			}
+		})
+	}
+	t.Run("refused token", func(t *testing.T) {
+		bad, err := NewNetBox(srv.URL, "0123456789abcdef0123456789abcdef01234567", &NetBoxConfig{Site: "folly", Switch: "usw", BindingAuthor: userTerraform})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, op := range operations(bad, id, inv) {
+			if err := op(t.Context()); !errors.Is(err, ErrRefusedToken) {
+				t.Errorf("%s: %v, want ErrRefusedToken", name, err)
+			}
+		}
+	})
+	t.Run("nothing listening", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		gone, err := NewNetBox("http://"+addr, "t", &NetBoxConfig{Site: "folly", Switch: "usw", BindingAuthor: userTerraform})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, op := range operations(gone, id, inv) {
+			if err := op(t.Context()); !errors.Is(err, ErrUnavailable) {
+				t.Errorf("%s: %v, want ErrUnavailable", name, err)
+			}
+		}
+	})
+	t.Run("caller's deadline", func(t *testing.T) {
+		srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: time.Minute})
+		defer srv.Inject(netboxtest.Fault{})
+		slow := client(t, srv, userFleetd, &NetBoxConfig{Timeout: time.Hour})
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		if _, err := slow.Devices(ctx); !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Devices past the caller's deadline: %v, want ErrUnavailable and DeadlineExceeded", err)
+		}
+	})
+}
+
+// fleetState describes what NetBox holds of fleet's nodes, by name, so
+// that two NetBoxes can be compared whatever IDs they gave.
+func fleetState(t *testing.T, srv *netboxtest.Server) []string {
+	t.Helper()
+	nb := client(t, srv, userAlice, nil)
+	devs, err := nb.Devices(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range devs {
+		out = append(out, fmt.Sprintf("device %s serial=%s status=%s model=%s class=%s bmc=%s disk=%s/%s ek=%s/%s address=%s port=%d mac=%s",
+			d.Name, d.Serial, d.Status, d.Model, d.Class, d.BMC, d.InstallDisk, d.InstallDiskSerial, d.ApprovedEKHash, d.ApprovedEKHashECC, d.Address, d.SwitchPort, d.MAC))
+	}
+	tok := srv.Token(userAlice)
+	count := func(uri string) int {
+		var p struct{ Count int }
+		if code := raw(t, srv, tok, "GET", uri, nil, &p); code != 200 {
+			t.Fatalf("GET %s: %d", uri, code)
+		}
+		return p.Count
+	}
+	out = append(out,
+		fmt.Sprintf("devices=%d", count("/api/dcim/devices/")),
+		fmt.Sprintf("interfaces=%d", count("/api/dcim/interfaces/")),
+		fmt.Sprintf("ip-addresses=%d", count("/api/ipam/ip-addresses/")),
+		fmt.Sprintf("cables=%d", count("/api/dcim/cables/")),
+		fmt.Sprintf("mac-addresses=%d", count("/api/dcim/mac-addresses/")),
+		fmt.Sprintf("custom-fields=%d", count("/api/extras/custom-fields/")),
+		fmt.Sprintf("device-types=%d", count("/api/dcim/device-types/")),
+		fmt.Sprintf("manufacturers=%d", count("/api/dcim/manufacturers/")),
+		fmt.Sprintf("device-roles=%d", count("/api/dcim/device-roles/")),
+	)
+	slices.Sort(out)
+	return out
+}
+
+// An apply that NetBox stops at any request leaves nothing a re-run does
+// not finish: after the re-run NetBox holds what one clean apply makes.
+func TestApplyInterrupted(t *testing.T) {
+	inv := parseNodes(t, fleetNodes)
+	clean := fleetNetBox(t, true)
+	nb := client(t, clean, userTerraform, nil)
+	clean.ResetRequests()
+	applied(t, nb, inv)
+	want := fleetState(t, clean)
+	total := clean.RequestCount()
+	if total < 10 {
+		t.Fatalf("a clean plan and apply made only %d requests", total)
+	}
+	for _, kind := range []netboxtest.FaultKind{netboxtest.Failing, netboxtest.Cut, netboxtest.Down} {
+		for after := range total {
+			srv := fleetNetBox(t, true)
+			nb := client(t, srv, userTerraform, &NetBoxConfig{Site: "folly", Switch: "usw", BindingAuthor: userTerraform, BulkSize: 2})
+			srv.Inject(netboxtest.Fault{Kind: kind, After: after})
+			p, err := nb.Plan(t.Context(), inv)
+			if err == nil {
+				err = nb.Apply(t.Context(), p)
+			}
+			srv.Inject(netboxtest.Fault{})
+			if err == nil {
+				continue // the fault came after the last request
+			}
+			if !errors.Is(err, ErrUnavailable) {
+				t.Errorf("fault %d after %d requests: %v, want ErrUnavailable", kind, after, err)
+			}
+			p, err = nb.Plan(t.Context(), inv)
+			if err != nil {
+				t.Fatalf("fault %d after %d requests: the re-run's plan: %v", kind, after, err)
+			}
+			if err := nb.Apply(t.Context(), p); err != nil {
+				t.Fatalf("fault %d after %d requests: the re-run: %v\n%s", kind, after, err, p)
+			}
+			if diff := cmp.Diff(want, fleetState(t, srv)); diff != "" {
+				t.Errorf("fault %d after %d requests: after the re-run (-clean +got):\n%s", kind, after, diff)
+			}
+			if p, err := nb.Plan(t.Context(), inv); err != nil || !p.Empty() {
+				t.Errorf("fault %d after %d requests: a third plan is not empty: %v\n%s", kind, after, err, p)
+			}
+		}
+	}
+}
+
+// A plan against a NetBox that answers slowly ends with ErrUnavailable and
+// writes nothing the next apply does not finish.
+func TestApplySlow(t *testing.T) {
+	inv := parseNodes(t, fleetNodes)
+	srv := fleetNetBox(t, true)
+	nb := client(t, srv, userTerraform, &NetBoxConfig{Site: "folly", Switch: "usw", Timeout: 200 * time.Millisecond})
+	p, err := nb.Plan(t.Context(), inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: time.Minute, After: 3})
+	start := time.Now()
+	err = nb.Apply(t.Context(), p)
+	srv.Inject(netboxtest.Fault{})
+	if !errors.Is(err, ErrUnavailable) || time.Since(start) > 3*time.Second {
+		t.Fatalf("Apply against a slow NetBox: %v after %v", err, time.Since(start))
+	}
+	if err := nb.Apply(t.Context(), p); err == nil || !strings.Contains(err.Error(), "applied already") {
+		t.Errorf("a plan applied twice: %v", err)
+	}
+	applied(t, nb, inv)
+	if p, err := nb.Plan(t.Context(), inv); err != nil || !p.Empty() {
+		t.Errorf("after the re-run: %v\n%s", err, p)
+	}
+}
