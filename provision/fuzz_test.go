@@ -21,21 +21,27 @@ func FuzzRunFrom(f *testing.F) {
 		if json.Unmarshal([]byte(s), &obj) != nil || obj == nil {
 			return
 		}
-		r, err := runFrom(&unstructured.Unstructured{Object: obj})
-		if err != nil {
-			return
+		for _, full := range []bool{false, true} {
+			r, err := runFrom(&unstructured.Unstructured{Object: obj}, full)
+			if err != nil {
+				continue
+			}
+			checkRun(t, r)
 		}
-		_ = r.name()
-		_ = r.hookOS()
-		_ = r.terminal()
-		_ = r.started()
-		_ = r.currentAction()
-		_ = r.code()
-		_ = r.created()
-		_, _ = r.bootJobFailure()
-		if r.globalTimeout(time.Hour) <= 0 && r.wf.Status.GlobalTimeout <= 0 {
-			t.Errorf("globalTimeout not positive")
-		}
-		_ = endedText(r, "FAILED", r.currentAction())
 	})
+}
+
+func checkRun(t *testing.T, r *run) {
+	_ = r.name()
+	_ = r.hookOS()
+	_ = r.terminal()
+	_ = r.started()
+	_ = r.currentAction()
+	_ = r.code()
+	_ = r.created()
+	_, _ = r.bootJobFailure()
+	if d := r.globalTimeout(time.Hour); d <= 0 {
+		t.Errorf("global timeout %v of status.globalTimeout %d is not positive", d, r.wf.Status.GlobalTimeout)
+	}
+	_ = endedText(r, "FAILED", r.currentAction())
 }
