@@ -107,8 +107,9 @@ type Config struct {
 	// PortCheck judges the switch port a device recorded at its last
 	// attestation against the one it declares, for runs started from
 	// desired_action without a fresh claim; fleetd wires lldpwait's check.
-	// nil: such runs are refused (the journal says so), and runs start only
-	// at an attestation, whose port check the caller passes to Admit.
+	// nil: the loop starts no run without a fresh claim (the journal says
+	// the device waits for an attestation), and runs start only at an
+	// attestation, whose port check the caller passes to Admit.
 	PortCheck func(declared, recorded int) error
 	// BootedHookOSAfterInstall is called once per run, after the journal
 	// line, when a node attests from HookOS after its run succeeded (for

@@ -462,3 +462,46 @@ func TestRunBacksOff(t *testing.T) {
 		}
 	})
 }
+
+// "The journal says recorded no attested switch port" (and a recorded port
+// that differs): a run from desired_action, without a fresh claim, is
+// refused on the port the device recorded, before anything is rendered.
+func TestLoopRecordedPortRefused(t *testing.T) {
+	for _, tc := range []struct {
+		recorded int
+		line     string
+	}{
+		{0, "refused a run before rendering anything: recorded no attested switch port"},
+		{7, "refused a run before rendering anything: on port 7, expected 1"},
+	} {
+		t.Run(tc.line, func(t *testing.T) {
+			dev := attested(worker(1, "node-01"))
+			dev.AttestedSwitchPort = tc.recorded
+			dev.DesiredAction = inventory.DesiredActionProvision
+			h := newHarness(t, nil, dev)
+			h.reconcile()
+			h.reconcile()
+			h.wantJournal(1, journalLine{1, inventory.JournalWarning, tc.line})
+			h.wantNothingCreated()
+			if got := h.nb.dev(1); got.DesiredAction != inventory.DesiredActionProvision {
+				t.Errorf("desired_action = %q, want it kept", got.DesiredAction)
+			}
+			// A fresh claim on the right port starts the run.
+			if d, err := h.p.Admit(context.Background(), claimOf(dev)); err != nil || d.Outcome != Provision {
+				t.Errorf("Admit = %+v, %v", d, err)
+			}
+		})
+	}
+}
+
+// Without a port check for runs from desired_action, the loop starts none:
+// the run waits for an attestation.
+func TestLoopWithoutPortCheck(t *testing.T) {
+	dev := attested(worker(1, "node-01"))
+	dev.DesiredAction = inventory.DesiredActionProvision
+	h := newHarness(t, func(_ *Cluster, c *Config) { c.PortCheck = nil }, dev)
+	h.reconcile()
+	h.wantJournal(1, journalLine{1, inventory.JournalInfo,
+		"node-01 waits for an attestation from HookOS: fleetd has no switch-port check for a run without a fresh claim; power-cycle the machine"})
+	h.wantNothingCreated()
+}
