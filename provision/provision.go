@@ -135,8 +135,6 @@ var (
 	ErrBootstrapToken = errors.New("bootstrap token")
 	// ErrLacks: the device lacks a field a run needs (see LacksError).
 	ErrLacks = errors.New("lacks")
-	// ErrPort: the switch-port check refused the run (see PortError).
-	ErrPort = errors.New("switch port refused")
 	// ErrClass: the device's class has no installer image or is unknown.
 	ErrClass = errors.New("unknown class")
 	// ErrInvalidConfig: a rendered config failed validation.
@@ -156,15 +154,6 @@ func (e *LacksError) Error() string {
 
 // Is reports ErrLacks.
 func (e *LacksError) Is(target error) bool { return target == ErrLacks }
-
-// PortError carries the switch-port check's own error. errors.Is finds
-// ErrPort and whatever the check's error matches.
-type PortError struct{ Err error }
-
-func (e *PortError) Error() string { return e.Err.Error() }
-
-// Unwrap returns the check's error and ErrPort.
-func (e *PortError) Unwrap() []error { return []error{e.Err, ErrPort} }
 
 // Provisioner runs nodes from admission to an active node. It is safe for
 // concurrent use: Admit may run on many attestations at once beside Run.
