@@ -293,10 +293,14 @@ func (nb *NetBox) do(ctx context.Context, method, path string, query url.Values,
 		return unavailable(what, err)
 	}
 	defer rsp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(rsp.Body, maxAnswer+1))
-	if err != nil {
+	var buf bytes.Buffer
+	if rsp.ContentLength > 0 && rsp.ContentLength <= maxAnswer {
+		buf.Grow(int(rsp.ContentLength) + 1)
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(rsp.Body, maxAnswer+1)); err != nil {
 		return unavailable(what, err)
 	}
+	data := buf.Bytes()
 	if len(data) > maxAnswer {
 		return fmt.Errorf("netbox: %s: the answer is larger than %d MiB", what, maxAnswer>>20)
 	}

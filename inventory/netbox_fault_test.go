@@ -157,46 +157,62 @@ func fleetState(t *testing.T, srv *netboxtest.Server) []string {
 func TestApplyInterrupted(t *testing.T) {
 	inv := parseNodes(t, fleetNodes)
 	clean := fleetNetBox(t, true)
-	nb := client(t, clean, userTerraform, nil)
+	nb := client(t, clean, userTerraform, interruptedConfig)
 	clean.ResetRequests()
 	applied(t, nb, inv)
-	want := fleetState(t, clean)
 	total := clean.RequestCount()
+	want := fleetState(t, clean)
 	if total < 10 {
 		t.Fatalf("a clean plan and apply made only %d requests", total)
 	}
-	for _, kind := range []netboxtest.FaultKind{netboxtest.Failing, netboxtest.Cut, netboxtest.Down} {
-		for after := range total {
-			srv := fleetNetBox(t, true)
-			nb := client(t, srv, userTerraform, &NetBoxConfig{Site: "folly", Switch: "usw", BindingAuthor: userTerraform, BulkSize: 2})
-			srv.Inject(netboxtest.Fault{Kind: kind, After: after})
-			p, err := nb.Plan(t.Context(), inv)
-			if err == nil {
-				err = nb.Apply(t.Context(), p)
-			}
-			srv.Inject(netboxtest.Fault{})
-			if err == nil {
-				continue // the fault came after the last request
-			}
-			if !errors.Is(err, ErrUnavailable) {
-				t.Errorf("fault %d after %d requests: %v, want ErrUnavailable", kind, after, err)
-			}
-			p, err = nb.Plan(t.Context(), inv)
-			if err != nil {
-				t.Fatalf("fault %d after %d requests: the re-run's plan: %v", kind, after, err)
-			}
-			if err := nb.Apply(t.Context(), p); err != nil {
-				t.Fatalf("fault %d after %d requests: the re-run: %v\n%s", kind, after, err, p)
-			}
-			if diff := cmp.Diff(want, fleetState(t, srv)); diff != "" {
-				t.Errorf("fault %d after %d requests: after the re-run (-clean +got):\n%s", kind, after, diff)
-			}
-			if p, err := nb.Plan(t.Context(), inv); err != nil || !p.Empty() {
-				t.Errorf("fault %d after %d requests: a third plan is not empty: %v\n%s", kind, after, err, p)
-			}
-		}
+	// Failing stops a request before NetBox processes it (as Down does);
+	// Cut after, losing only the answer.
+	for _, kind := range []netboxtest.FaultKind{netboxtest.Failing, netboxtest.Cut} {
+		t.Run(map[netboxtest.FaultKind]string{netboxtest.Failing: "503", netboxtest.Cut: "cut"}[kind], func(t *testing.T) {
+			t.Parallel()
+			applyInterrupted(t, inv, kind, total, want)
+		})
 	}
 }
+
+// applyInterrupted stops a plan and apply at each of its total requests
+// with the fault kind, re-runs it, and compares NetBox with want.
+func applyInterrupted(t *testing.T, inv *Inventory, kind netboxtest.FaultKind, total int, want []string) {
+	for after := range total {
+		srv := fleetNetBox(t, true)
+		nb := client(t, srv, userTerraform, interruptedConfig)
+		srv.Inject(netboxtest.Fault{Kind: kind, After: after})
+		p, err := nb.Plan(t.Context(), inv)
+		if err == nil {
+			err = nb.Apply(t.Context(), p)
+		}
+		srv.Inject(netboxtest.Fault{})
+		if err == nil {
+			t.Fatalf("fault %d after %d of %d requests: no error", kind, after, total)
+		}
+		if !errors.Is(err, ErrUnavailable) {
+			t.Errorf("fault %d after %d requests: %v, want ErrUnavailable", kind, after, err)
+		}
+		p, err = nb.Plan(t.Context(), inv)
+		if err != nil {
+			t.Fatalf("fault %d after %d requests: the re-run's plan: %v", kind, after, err)
+		}
+		if err := nb.Apply(t.Context(), p); err != nil {
+			t.Fatalf("fault %d after %d requests: the re-run: %v\n%s", kind, after, err, p)
+		}
+		if diff := cmp.Diff(want, fleetState(t, srv)); diff != "" {
+			t.Errorf("fault %d after %d requests: after the re-run (-clean +got):\n%s", kind, after, diff)
+		}
+		if p, err := nb.Plan(t.Context(), inv); err != nil || !p.Empty() {
+			t.Errorf("fault %d after %d requests: a third plan is not empty: %v\n%s", kind, after, err, p)
+		}
+		srv.Close()
+	}
+}
+
+// interruptedConfig writes two objects a request, so that a fault can stop
+// Apply between the requests of one step too.
+var interruptedConfig = &NetBoxConfig{Site: "folly", Switch: "usw", BindingAuthor: userTerraform, BulkSize: 2}
 
 // A plan against a NetBox that answers slowly ends with ErrUnavailable and
 // writes nothing the next apply does not finish.

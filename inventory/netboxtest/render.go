@@ -214,8 +214,9 @@ type interfaceJSON struct {
 
 // renderer turns objects into their representations, with URLs under base.
 type renderer struct {
-	s    *store
-	base string
+	s       *store
+	base    string
+	cfNames map[string][]string // custom fields by object type, found once
 }
 
 func timeString(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }
@@ -324,13 +325,23 @@ func (r *renderer) briefUser(id int64) *briefUser {
 // customFieldsOf returns every custom field defined on objectType, with the
 // object's value or null.
 func (r *renderer) customFieldsOf(objectType string, values map[string]any) map[string]any {
-	out := map[string]any{}
-	r.s.customFields.all(func(_ int64, cf *customField) bool {
-		if contains(cf.objectTypes, objectType) {
-			out[cf.name] = values[cf.name]
+	names, ok := r.cfNames[objectType]
+	if !ok {
+		r.s.customFields.all(func(_ int64, cf *customField) bool {
+			if contains(cf.objectTypes, objectType) {
+				names = append(names, cf.name)
+			}
+			return true
+		})
+		if r.cfNames == nil {
+			r.cfNames = map[string][]string{}
 		}
-		return true
-	})
+		r.cfNames[objectType] = names
+	}
+	out := make(map[string]any, len(names))
+	for _, n := range names {
+		out[n] = values[n]
+	}
 	return out
 }
 

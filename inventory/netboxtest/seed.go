@@ -27,33 +27,71 @@ func (s *Server) seedUser(name string) (*user, error) {
 }
 
 // seed writes the objects of path (one transaction) as the named user
-// ("" for the first user): with id 0 each is created, else updated.
+// ("" for the first user): with id 0 each is created, else updated. The
+// caller holds s.mu.
 func (s *Server) seed(userName, path string, id int64, objects ...any) ([]int64, error) {
+	return s.write(userName, path, func(*input) (int64, error) { return id, nil }, objects)
+}
+
+// write writes objects to path in one transaction as the named user; idOf
+// says which object each updates (0: create it). The caller holds s.mu.
+func (s *Server) write(userName, path string, idOf func(*input) (int64, error), objects []any) ([]int64, error) {
 	u, err := s.seedUser(userName)
 	if err != nil {
 		return nil, err
 	}
-	k := kinds[path]
+	k, ok := kinds[path]
+	if !ok || k.write == nil {
+		return nil, fmt.Errorf("netboxtest: no writable model at %s", path)
+	}
 	t := s.st.begin(u)
 	ids := make([]int64, 0, len(objects))
-	for _, o := range objects {
+	for i, o := range objects {
 		data, err := json.Marshal(o)
 		if err != nil {
 			t.rollback()
 			return nil, err
 		}
 		in, err := parseInput(data)
+		var id int64
 		if err == nil {
-			var nid int64
-			nid, err = s.writeOne(t, k, id, in)
-			ids = append(ids, nid)
+			id, err = idOf(in)
+		}
+		if err == nil {
+			id, err = s.writeOne(t, k, id, in)
 		}
 		if err != nil {
 			t.rollback()
-			return nil, fmt.Errorf("netboxtest: %s: %w", path, err)
+			return nil, fmt.Errorf("netboxtest: %s: object %d: %w", path, i, err)
 		}
+		ids = append(ids, id)
 	}
 	return ids, nil
+}
+
+// Create writes objects to the model at path (an API path such as
+// "/api/dcim/devices/") as the named user ("" for the first user), as one
+// POST of a list would: the same checks, the same changelog records, one
+// transaction (when one object is refused, none is written). It returns the
+// new objects' IDs. It skips HTTP and JSON answers, so a test or a demo
+// sets up a large NetBox quickly.
+func (s *Server) Create(user, path string, objects ...any) ([]int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.write(user, path, func(*input) (int64, error) { return 0, nil }, objects)
+}
+
+// Update writes objects, each naming its object by "id", to the model at
+// path as the named user, as one bulk PATCH would (see Create).
+func (s *Server) Update(user, path string, objects ...any) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, ok := kinds[path]
+	if !ok {
+		return fmt.Errorf("netboxtest: no model at %s", path)
+	}
+	_, err := s.write(user, path, func(in *input) (int64, error) { return updateID(s.st, k, in) }, objects)
+	return err
 }
 
 // find returns the ID of the first object of tab for which match holds.
@@ -191,4 +229,18 @@ func (s *Server) ForgetChanges(objectType string, id int64) int {
 	})
 	s.st.changes.compact()
 	return n
+}
+
+// Interfaces returns the IDs of a device's interfaces by name, e.g. a
+// switch's ports after AddSwitch.
+func (s *Server) Interfaces(deviceID int64) map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int64{}
+	for _, id := range s.st.ifacesByDevice[deviceID] {
+		if i := s.st.interfaces.get(id); i != nil {
+			out[i.name] = id
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package netboxtest
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -169,7 +170,9 @@ type objectChange struct {
 	objectType string
 	objectID   int64
 	repr       string
-	pre, post  map[string]any
+	// The object's data before and after, as JSON: held as bytes, so that
+	// a large changelog costs the garbage collector little.
+	pre, post json.RawMessage
 }
 
 // store is the state of one server. Server.mu guards it.
@@ -300,10 +303,22 @@ func (t *tx) record(action, objectType string, id int64, repr string, pre, post 
 		objectType: objectType,
 		objectID:   id,
 		repr:       repr,
-		pre:        pre,
-		post:       post,
+		pre:        snapshotJSON(pre),
+		post:       snapshotJSON(post),
 	}
 	c.id = put(t, t.s.changes, 0, c)
+}
+
+// snapshotJSON encodes a snapshot; nil stays nil (no data).
+func snapshotJSON(m map[string]any) json.RawMessage {
+	if m == nil {
+		return nil
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		panic("netboxtest: a snapshot does not encode: " + err.Error())
+	}
+	return data
 }
 
 func equalExceptUpdated(a, b map[string]any) bool {
@@ -326,8 +341,10 @@ func reindex[K comparable](t *tx, m map[K][]int64, id int64, from, to K) {
 		t.undo = append(t.undo, func() { m[from] = old })
 	}
 	if to != zero {
+		// Appending in place is safe: undo restores the old slice, whose
+		// length leaves out what was appended.
 		old := m[to]
-		m[to] = append(slices.Clip(old), id)
+		m[to] = append(old, id)
 		t.undo = append(t.undo, func() { m[to] = old })
 	}
 }
