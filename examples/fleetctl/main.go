@@ -1,6 +1,8 @@
 // Command fleetctl is the operator's tool for a fleet inventory.
 //
 //	fleetctl check [-topology FILE] NODES_FILE
+//	fleetctl plan  [-nodes FILE] [-topology FILE] [-site SLUG] [-switch NAME] [flags]
+//	fleetctl apply [-nodes FILE] [-topology FILE] [-site SLUG] [-switch NAME] [flags]
 //
 // check validates a nodes file against its cluster topology and prints every
 // problem as FILE:LINE:COL: node NAME: problem, exiting 1, or prints a
@@ -9,7 +11,27 @@
 // runbook's layout has it (clusters/<cluster>/inventory/nodes.yaml and
 // clusters/<cluster>/config/cluster-topology.json).
 //
-// Exit codes: 0 success, 1 the inventory has problems, 2 usage or I/O errors.
+// plan compares the nodes file (-nodes, default nodes.yaml; its topology
+// found as check finds it) with NetBox and prints what apply would write,
+// as terraform plan does: "+" for a device (or custom field, role,
+// manufacturer, device type) to create, "~" for one to update with each
+// field's old -> new value, and a summary line such as "Plan: 2 to add, 1
+// to change.". It writes nothing. apply prints the same plan and writes
+// it: planned devices with their serial, class, install disk, approved EK
+// binding, address and cable to the switch port, and no MAC. Neither ever
+// deletes a device or touches what fleetd records. A nodes file with
+// problems is reported as check reports it, and nothing reaches NetBox.
+//
+// NETBOX_URL names the NetBox and NETBOX_TOKEN its API token; the token's
+// user is the binding author fleetd's bindingAuthor must name. -site
+// defaults to the topology's CLUSTER_NAME; -switch (default "switch") names
+// the switch device whose ports, named "Port N" (-port-name), the nodes'
+// switch_port numbers name. Run fleetctl plan -h for every flag.
+//
+// Exit codes: 0 success, 1 the inventory has problems or conflicts with
+// NetBox, 2 usage, I/O or NetBox errors (NetBox not answering, a refused
+// token). An apply that stops midway leaves nothing a second apply does not
+// finish.
 package main
 
 import (
@@ -24,6 +46,8 @@ func main() {
 
 const usage = `usage:
   fleetctl check [-topology FILE] NODES_FILE
+  fleetctl plan  [-nodes FILE] [-topology FILE] [-site SLUG] [-switch NAME] [flags]
+  fleetctl apply [-nodes FILE] [-topology FILE] [-site SLUG] [-switch NAME] [flags]
 `
 
 // run runs one fleetctl command and returns its exit code.
@@ -35,6 +59,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "check":
 		return check(args[1:], stdout, stderr)
+	case "plan":
+		return planCmd("plan", false, args[1:], stdout, stderr)
+	case "apply":
+		return planCmd("apply", true, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
