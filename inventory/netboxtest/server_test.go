@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // call makes one API request as token and decodes the answer.
@@ -120,4 +121,449 @@ func TestTour(t *testing.T) {
 	ch := ok(call(t, srv, tok, "GET", fmt.Sprintf("/api/core/object-changes/?changed_object_type=dcim.device&changed_object_id=%d&limit=1000", id(d1)), nil))
 	t.Logf("%d changes", len(ch["results"].([]any)))
 	ok(call(t, srv, tok, "GET", "/api/core/object-changes/?limit=1000", nil))
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func deepCopy(t *testing.T, v any) any {
+	t.Helper()
+	var out any
+	if err := json.Unmarshal(mustJSON(t, v), &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// answersOnly fails the test when an answer does not match the schema, but
+// lets requests that do not pass: tests of refusals send them on purpose.
+type answersOnly struct{ t *testing.T }
+
+func (a answersOnly) Errorf(format string, args ...any) {
+	a.t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if strings.HasPrefix(msg, "netboxtest: request ") || strings.Contains(msg, ": request ") && !strings.Contains(msg, "response ") {
+		return
+	}
+	a.t.Errorf("%s", msg)
+}
+
+// fleet is a server with the folly site, a 4-port switch, a role, a device
+// type and custom fields on devices; every answer it sends is checked
+// against the schema.
+func fleet(t *testing.T) (*Server, string, map[string]int64) {
+	t.Helper()
+	srv := New(&Config{Validate: answersOnly{t}, Users: []string{"admin", "terraform", "alice"}})
+	t.Cleanup(srv.Close)
+	sw, err := srv.AddSwitch(Switch{Site: "folly", Name: "usw", Ports: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]int64{"switch": sw, "site": 1}
+	ids["role"] = mustIDs(t)(srv.Create("", pathRoles, map[string]any{"name": "node", "slug": "node"}))[0]
+	ids["type"] = mustIDs(t)(srv.Create("", pathDeviceTypes, map[string]any{"manufacturer": 1, "model": "MS-01", "slug": "ms-01"}))[0]
+	mustIDs(t)(srv.Create("", pathCustomFields,
+		map[string]any{"name": "class", "type": "text", "object_types": []string{"dcim.device"}},
+		map[string]any{"name": "port", "type": "integer", "object_types": []string{"dcim.device"}, "filter_logic": "exact"},
+		map[string]any{"name": "ek", "type": "text", "object_types": []string{"dcim.device"}, "validation_regex": "^[0-9a-f]{4}$"},
+		map[string]any{"name": "at", "type": "datetime", "object_types": []string{"dcim.device"}},
+	))
+	return srv, srv.Token("terraform"), ids
+}
+
+func mustIDs(t *testing.T) func([]int64, error) []int64 {
+	return func(ids []int64, err error) []int64 {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+}
+
+func newDevice(ids map[string]int64, name string, extra ...any) map[string]any {
+	d := map[string]any{"name": name, "device_type": ids["type"], "role": ids["role"], "site": ids["site"], "status": "planned", "serial": "SN-" + name}
+	for i := 0; i+1 < len(extra); i += 2 {
+		d[extra[i].(string)] = extra[i+1]
+	}
+	return d
+}
+
+func TestPagination(t *testing.T) {
+	srv, tok, ids := fleet(t)
+	var devs []any
+	for i := range 120 {
+		devs = append(devs, newDevice(ids, fmt.Sprintf("n-%03d", i)))
+	}
+	if code, v := call(t, srv, tok, "POST", pathDevices, devs); code != 201 || len(v.([]any)) != 120 {
+		t.Fatalf("bulk create: %d", code)
+	}
+	type pg struct {
+		Count    int
+		Next     *string
+		Previous *string
+		Results  []struct{ Name string }
+	}
+	get := func(uri string) pg {
+		t.Helper()
+		_, v := call(t, srv, tok, "GET", uri, nil)
+		var p pg
+		if err := json.Unmarshal(mustJSON(t, v), &p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p := get(pathDevices + "?role=node")
+	if p.Count != 120 || len(p.Results) != 50 || p.Next == nil || p.Previous != nil {
+		t.Fatalf("the first page: count %d, %d results, next %v, previous %v", p.Count, len(p.Results), p.Next, p.Previous)
+	}
+	// Follow next to the end.
+	var names []string
+	for uri := pathDevices + "?role=node&limit=45"; ; {
+		p := get(uri)
+		for _, r := range p.Results {
+			names = append(names, r.Name)
+		}
+		if p.Next == nil {
+			break
+		}
+		uri = strings.TrimPrefix(*p.Next, srv.URL)
+	}
+	if len(names) != 120 || names[0] != "n-000" || names[119] != "n-119" {
+		t.Errorf("following next: %d names, %v ... ", len(names), names[:3])
+	}
+	p = get(pathDevices + "?role=node&limit=50&offset=100")
+	if len(p.Results) != 20 || p.Next != nil || p.Previous == nil || !strings.Contains(*p.Previous, "offset=50") {
+		t.Errorf("the last page: %d results, next %v, previous %v", len(p.Results), p.Next, p.Previous)
+	}
+	small := New(&Config{MaxPageSize: 30, Validate: t})
+	defer small.Close()
+	if _, err := small.AddSwitch(Switch{Site: "s", Name: "sw", Ports: 100}); err != nil {
+		t.Fatal(err)
+	}
+	for _, limit := range []string{"0", "1000"} {
+		_, v := call(t, small, small.Token("admin"), "GET", pathInterfaces+"?limit="+limit, nil)
+		if n := len(v.(map[string]any)["results"].([]any)); n != 30 {
+			t.Errorf("limit=%s with MAX_PAGE_SIZE 30: %d results", limit, n)
+		}
+	}
+}
+
+func TestBulkWritesAreOneTransaction(t *testing.T) {
+	srv, tok, ids := fleet(t)
+	before := srv.RequestCount()
+	code, v := call(t, srv, tok, "POST", pathDevices, []any{newDevice(ids, "a"), newDevice(ids, "b", "status", "bogus"), newDevice(ids, "a")})
+	if code != 400 {
+		t.Fatalf("a bulk create with refused objects: %d %v", code, v)
+	}
+	errs := v.([]any)
+	if len(errs) != 3 || len(errs[0].(map[string]any)) != 0 || errs[1].(map[string]any)["status"] == nil || errs[2].(map[string]any)["__all__"] == nil {
+		t.Errorf("the errors: %v", errs)
+	}
+	_, list := call(t, srv, tok, "GET", pathDevices+"?role=node", nil)
+	if n := list.(map[string]any)["count"].(float64); n != 0 {
+		t.Errorf("%v devices written by a refused bulk create", n)
+	}
+	_, ch := call(t, srv, tok, "GET", pathChanges+"?changed_object_type=dcim.device&user_name=terraform", nil)
+	if n := ch.(map[string]any)["count"].(float64); n != 0 {
+		t.Errorf("%v changes recorded by a refused bulk create", n)
+	}
+	_ = before
+	// A bulk update needs IDs, and is one transaction too.
+	created := mustIDs(t)(srv.Create("terraform", pathDevices, newDevice(ids, "a"), newDevice(ids, "b")))
+	code, _ = call(t, srv, tok, "PATCH", pathDevices, []any{
+		map[string]any{"id": created[0], "serial": "X"},
+		map[string]any{"id": created[1], "custom_fields": map[string]any{"ek": "not hex"}},
+	})
+	if code != 400 {
+		t.Errorf("a bulk update with a refused object: %d", code)
+	}
+	_, d := call(t, srv, tok, "GET", fmt.Sprintf("%s%d/", pathDevices, created[0]), nil)
+	if s := d.(map[string]any)["serial"]; s != "SN-a" {
+		t.Errorf("a refused bulk update changed the serial to %v", s)
+	}
+	if code, _ := call(t, srv, tok, "PATCH", pathDevices, []any{map[string]any{"serial": "X"}}); code != 400 {
+		t.Errorf("a bulk update without IDs: %d", code)
+	}
+	if code, _ := call(t, srv, tok, "PATCH", pathDevices, map[string]any{"id": created[0]}); code != 400 {
+		t.Errorf("a bulk update that is not a list: %d", code)
+	}
+}
+
+func TestChangelog(t *testing.T) {
+	srv, tok, ids := fleet(t)
+	created := mustIDs(t)(srv.Create("terraform", pathDevices, newDevice(ids, "a", "custom_fields", map[string]any{"ek": "abcd"})))
+	uri := fmt.Sprintf("%s%d/", pathDevices, created[0])
+	call(t, srv, srv.Token("alice"), "PATCH", uri, map[string]any{"custom_fields": map[string]any{"ek": "0123"}})
+	call(t, srv, tok, "PATCH", uri, map[string]any{"custom_fields": map[string]any{"ek": "0123"}}) // changes nothing
+	call(t, srv, tok, "PATCH", uri, map[string]any{"custom_fields": map[string]any{"class": "worker"}})
+	_, v := call(t, srv, tok, "GET", fmt.Sprintf("%s?changed_object_type=dcim.device&changed_object_id=%d", pathChanges, created[0]), nil)
+	var p struct {
+		Results []struct {
+			UserName  string `json:"user_name"`
+			RequestID string `json:"request_id"`
+			Action    struct{ Value string }
+			Pre       *struct {
+				CustomFields map[string]any `json:"custom_fields"`
+			} `json:"prechange_data"`
+			Post *struct {
+				CustomFields map[string]any `json:"custom_fields"`
+			} `json:"postchange_data"`
+		}
+	}
+	if err := json.Unmarshal(mustJSON(t, v), &p); err != nil {
+		t.Fatal(err)
+	}
+	got := []string{}
+	for _, c := range p.Results {
+		pre := "-"
+		if c.Pre != nil {
+			pre = fmt.Sprint(c.Pre.CustomFields["ek"], "/", c.Pre.CustomFields["class"])
+		}
+		got = append(got, fmt.Sprintf("%s %s %s -> %v/%v", c.UserName, c.Action.Value, pre, c.Post.CustomFields["ek"], c.Post.CustomFields["class"]))
+	}
+	want := []string{
+		"terraform update 0123/<nil> -> 0123/worker",
+		"alice update abcd/<nil> -> 0123/<nil>",
+		"terraform create - -> abcd/<nil>",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the changelog, newest first:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, q := range []string{"user_name=alice", "action=create", "ordering=time&limit=1"} {
+		_, v := call(t, srv, tok, "GET", fmt.Sprintf("%s?changed_object_type=dcim.device&changed_object_id=%d&%s", pathChanges, created[0], q), nil)
+		if n := len(v.(map[string]any)["results"].([]any)); n != 1 {
+			t.Errorf("changes with %s: %d", q, n)
+		}
+	}
+	// One bulk request has one request ID.
+	two := mustIDs(t)(srv.Create("terraform", pathDevices, newDevice(ids, "b"), newDevice(ids, "c")))
+	_, v = call(t, srv, tok, "GET", fmt.Sprintf("%s?changed_object_type=dcim.device&changed_object_id=%d&changed_object_id=%d", pathChanges, two[0], two[1]), nil)
+	res := v.(map[string]any)["results"].([]any)
+	if len(res) != 2 || res[0].(map[string]any)["request_id"] != res[1].(map[string]any)["request_id"] {
+		t.Errorf("a bulk create's changes: %v", res)
+	}
+	if n := srv.ForgetChanges("dcim.device", created[0]); n != 3 {
+		t.Errorf("ForgetChanges forgot %d changes, want 3", n)
+	}
+}
+
+func TestAuthentication(t *testing.T) {
+	srv, _, _ := fleet(t)
+	for _, tok := range []string{"", "0000000000000000000000000000000000000000"} {
+		code, v := call(t, srv, tok, "GET", pathDevices, nil)
+		if code != 403 || v.(map[string]any)["detail"] == nil {
+			t.Errorf("token %q: %d %v", tok, code, v)
+		}
+	}
+	if srv.Token("nobody") != "" || srv.AddUser("alice") != srv.Token("alice") {
+		t.Error("tokens of users")
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 || reqs[0].User != "" || reqs[0].Method != "GET" || reqs[0].URI != pathDevices {
+		t.Errorf("requests: %+v", reqs)
+	}
+}
+
+func TestFilters(t *testing.T) {
+	srv, tok, ids := fleet(t)
+	mustIDs(t)(srv.Create("terraform", pathDevices,
+		newDevice(ids, "a", "custom_fields", map[string]any{"class": "worker", "port": 5}),
+		newDevice(ids, "b", "custom_fields", map[string]any{"class": "controlplane"}),
+		newDevice(ids, "c")))
+	count := func(q string) int {
+		t.Helper()
+		code, v := call(t, srv, tok, "GET", pathDevices+"?role=node&"+q, nil)
+		if code != 200 {
+			t.Fatalf("?%s: %d %v", q, code, v)
+		}
+		return int(v.(map[string]any)["count"].(float64))
+	}
+	for q, want := range map[string]int{
+		"name=a":                     1,
+		"name=a&name=b":              2,
+		"serial=SN-c":                1,
+		"cf_class=worker":            1,
+		"cf_class=WORK":              1, // loose: contains, any case
+		"cf_class__ie=WORKER":        1,
+		"cf_class__n=worker":         2,
+		"cf_class__empty=true":       1,
+		"cf_class__empty=false":      2,
+		"cf_port=5":                  1,
+		"cf_port=50":                 0,
+		"status=planned":             3,
+		"site=folly&name=a":          1,
+		"role_id=999":                0,
+		"id=1&id=2&id=3&id=4&id=5":   3,
+		"cf_class__ic=PLANE&name=b":  1,
+		"device_type_id=1&name=zzzz": 0,
+	} {
+		if got := count(q); got != want {
+			t.Errorf("?%s: %d devices, want %d", q, got, want)
+		}
+	}
+	for _, q := range []string{"colour=red", "cf_nope=1", "cf_class__regex=x", "id=x", "ordering=-name"} {
+		if code, _ := call(t, srv, tok, "GET", pathDevices+"?"+q, nil); code != 400 {
+			t.Errorf("?%s: %d, want 400", q, code)
+		}
+	}
+}
+
+func TestNetBoxRules(t *testing.T) {
+	srv, tok, ids := fleet(t)
+	ports := srv.Interfaces(ids["switch"])
+	dev := mustIDs(t)(srv.Create("terraform", pathDevices, newDevice(ids, "a"), newDevice(ids, "b")))
+	ifc := mustIDs(t)(srv.Create("terraform", pathInterfaces,
+		map[string]any{"device": dev[0], "name": "eth0", "type": "other"},
+		map[string]any{"device": dev[1], "name": "eth0", "type": "other"}))
+	ip := mustIDs(t)(srv.Create("terraform", pathIPs, map[string]any{"address": "10.0.0.1/24", "assigned_object_type": typeInterface, "assigned_object_id": ifc[0]}))
+	mac := mustIDs(t)(srv.Create("terraform", pathMACs, map[string]any{"mac_address": "58-47-ca-71-0a-01", "assigned_object_type": typeInterface, "assigned_object_id": ifc[0]}))
+	for _, c := range []struct {
+		name, method, uri string
+		body              any
+	}{
+		{"a name twice in a site", "POST", pathDevices, newDevice(ids, "A")},
+		{"an address twice", "POST", pathIPs, map[string]any{"address": "10.0.0.1/16"}},
+		{"a primary address of another device", "PATCH", fmt.Sprintf("%s%d/", pathDevices, dev[1]), map[string]any{"primary_ip4": ip[0]}},
+		{"a primary MAC of another interface", "PATCH", fmt.Sprintf("%s%d/", pathInterfaces, ifc[1]), map[string]any{"primary_mac_address": mac[0]}},
+		{"an interface name twice", "POST", pathInterfaces, map[string]any{"device": dev[0], "name": "eth0", "type": "other"}},
+		{"an unknown custom field", "PATCH", fmt.Sprintf("%s%d/", pathDevices, dev[0]), map[string]any{"custom_fields": map[string]any{"nope": "x"}}},
+		{"a custom field of the wrong type", "PATCH", fmt.Sprintf("%s%d/", pathDevices, dev[0]), map[string]any{"custom_fields": map[string]any{"port": "five"}}},
+		{"a custom field against its regex", "PATCH", fmt.Sprintf("%s%d/", pathDevices, dev[0]), map[string]any{"custom_fields": map[string]any{"ek": "ABCD"}}},
+		{"a bad datetime", "PATCH", fmt.Sprintf("%s%d/", pathDevices, dev[0]), map[string]any{"custom_fields": map[string]any{"at": "yesterday"}}},
+		{"a field netboxtest lacks", "PATCH", fmt.Sprintf("%s%d/", pathDevices, dev[0]), map[string]any{"rack": 1}},
+		{"a cable to nothing", "POST", pathCables, map[string]any{"a_terminations": []any{map[string]any{"object_type": typeInterface, "object_id": ifc[0]}}, "b_terminations": []any{}}},
+		{"a journal entry without text", "POST", pathJournal, map[string]any{"assigned_object_type": "dcim.device", "assigned_object_id": dev[0], "comments": " "}},
+	} {
+		if code, v := call(t, srv, tok, c.method, c.uri, c.body); code != 400 {
+			t.Errorf("%s: %d %v, want 400", c.name, code, v)
+		}
+	}
+	// What NetBox allows.
+	must(t, 200)(call(t, srv, tok, "PATCH", fmt.Sprintf("%s%d/", pathDevices, dev[0]), map[string]any{"primary_ip4": ip[0], "custom_fields": map[string]any{"at": "2026-12-01T10:00:00.5Z", "port": 7}}))
+	must(t, 200)(call(t, srv, tok, "PATCH", fmt.Sprintf("%s%d/", pathInterfaces, ifc[0]), map[string]any{"primary_mac_address": mac[0]}))
+	cab := must(t, 201)(call(t, srv, tok, "POST", pathCables, map[string]any{
+		"a_terminations": []any{map[string]any{"object_type": typeInterface, "object_id": ifc[0]}},
+		"b_terminations": []any{map[string]any{"object_type": typeInterface, "object_id": ports["Port 3"]}},
+	}))
+	// Now: the primary address cannot move, the primary MAC cannot leave, a
+	// cabled interface takes no second cable.
+	for _, c := range []struct {
+		name, method, uri string
+		body              any
+	}{
+		{"moving a primary address", "PATCH", fmt.Sprintf("%s%d/", pathIPs, ip[0]), map[string]any{"assigned_object_type": typeInterface, "assigned_object_id": ifc[1]}},
+		{"moving a primary MAC", "PATCH", fmt.Sprintf("%s%d/", pathMACs, mac[0]), map[string]any{"assigned_object_type": nil, "assigned_object_id": nil}},
+		{"a second cable", "POST", pathCables, map[string]any{
+			"a_terminations": []any{map[string]any{"object_type": typeInterface, "object_id": ifc[1]}},
+			"b_terminations": []any{map[string]any{"object_type": typeInterface, "object_id": ports["Port 3"]}},
+		}},
+	} {
+		if code, v := call(t, srv, tok, c.method, c.uri, c.body); code != 400 {
+			t.Errorf("%s: %d %v, want 400", c.name, code, v)
+		}
+	}
+	_, d := call(t, srv, tok, "GET", fmt.Sprintf("%s%d/", pathDevices, dev[0]), nil)
+	cf := d.(map[string]any)["custom_fields"].(map[string]any)
+	if cf["at"] != "2026-12-01T10:00:00.500000+00:00" || cf["port"] != float64(7) || cf["class"] != nil || d.(map[string]any)["interface_count"] != float64(1) {
+		t.Errorf("the device: %v", d)
+	}
+	_, i := call(t, srv, tok, "GET", fmt.Sprintf("%s%d/", pathInterfaces, ifc[0]), nil)
+	im := i.(map[string]any)
+	if im["mac_address"] != "58:47:CA:71:0A:01" || im["count_ipaddresses"] != float64(1) || len(im["link_peers"].([]any)) != 1 || im["link_peers_type"] != typeInterface {
+		t.Errorf("the interface: %v", im)
+	}
+	// Deleting the cable frees both ends.
+	if code, _ := call(t, srv, tok, "DELETE", fmt.Sprintf("%s%d/", pathCables, id(cab)), nil); code != 204 {
+		t.Errorf("DELETE cable: %d", code)
+	}
+	_, i = call(t, srv, tok, "GET", fmt.Sprintf("%s%d/", pathInterfaces, ports["Port 3"]), nil)
+	if i.(map[string]any)["cable"] != nil {
+		t.Errorf("the port after the cable's deletion: %v", i)
+	}
+	for _, c := range []struct{ method, uri string }{
+		{"DELETE", fmt.Sprintf("%s%d/", pathDevices, dev[0])},
+		{"PUT", fmt.Sprintf("%s%d/", pathDevices, dev[0])},
+		{"POST", pathChanges},
+	} {
+		if code, _ := call(t, srv, tok, c.method, c.uri, map[string]any{}); code != 405 {
+			t.Errorf("%s %s: %d, want 405", c.method, c.uri, code)
+		}
+	}
+	for _, uri := range []string{"/api/dcim/racks/", pathDevices + "999/", pathDevices + "x/", "/api/dcim/devices"} {
+		if code, _ := call(t, srv, tok, "GET", uri, nil); code != 404 {
+			t.Errorf("GET %s: %d, want 404", uri, code)
+		}
+	}
+}
+
+func TestFaults(t *testing.T) {
+	srv, tok, ids := fleet(t)
+	client := &http.Client{Timeout: 200 * time.Millisecond}
+	do := func(method, uri string, body any) (*http.Response, error) {
+		var r io.Reader
+		if body != nil {
+			r = bytes.NewReader(mustJSON(t, body))
+		}
+		req, _ := http.NewRequest(method, srv.URL+uri, r)
+		req.Header.Set("Authorization", "Token "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		rsp, err := client.Do(req)
+		if err == nil {
+			_, err = io.ReadAll(rsp.Body)
+			rsp.Body.Close()
+		}
+		return rsp, err
+	}
+	devices := func() int {
+		_, v := call(t, srv, tok, "GET", pathDevices+"?role=node", nil)
+		return int(v.(map[string]any)["count"].(float64))
+	}
+
+	srv.Inject(Fault{Kind: Down})
+	if _, err := do("GET", pathDevices, nil); err == nil {
+		t.Error("Down: a request got an answer")
+	}
+	srv.Inject(Fault{Kind: Failing, After: 1})
+	if rsp, err := do("GET", pathDevices, nil); err != nil || rsp.StatusCode != 200 {
+		t.Errorf("Failing after 1: the first request: %v %v", rsp, err)
+	}
+	if rsp, _ := do("POST", pathDevices, newDevice(ids, "x")); rsp == nil || rsp.StatusCode != 503 {
+		t.Errorf("Failing: %v", rsp)
+	}
+	srv.Inject(Fault{Kind: Failing, Status: 502})
+	if rsp, _ := do("GET", pathDevices, nil); rsp == nil || rsp.StatusCode != 502 {
+		t.Errorf("Failing 502: %v", rsp)
+	}
+	srv.Inject(Fault{Kind: Slow, Delay: time.Hour})
+	start := time.Now()
+	if _, err := do("POST", pathDevices, newDevice(ids, "y")); err == nil || time.Since(start) > 5*time.Second {
+		t.Errorf("Slow: %v after %v", err, time.Since(start))
+	}
+	srv.Inject(Fault{Kind: Slow, Delay: 10 * time.Millisecond})
+	if rsp, err := do("GET", pathDevices, nil); err != nil || rsp.StatusCode != 200 {
+		t.Errorf("Slow 10ms: %v %v", rsp, err)
+	}
+	srv.Inject(Fault{Kind: Cut})
+	if _, err := do("POST", pathDevices, newDevice(ids, "z")); err == nil {
+		t.Error("Cut: the answer arrived whole")
+	}
+	srv.Inject(Fault{})
+	// Only the cut request was processed.
+	if n := devices(); n != 1 {
+		t.Errorf("%d devices after the faults, want 1 (the cut request's)", n)
+	}
+	if srv.RequestCount() < 7 {
+		t.Errorf("%d requests counted", srv.RequestCount())
+	}
+	srv.ResetRequests()
+	if srv.RequestCount() != 0 {
+		t.Error("ResetRequests")
+	}
 }
