@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	netbox "github.com/netbox-community/go-netbox/v4"
@@ -259,6 +260,10 @@ func (nb *NetBox) withTimeout(ctx context.Context) (context.Context, context.Can
 // devices is about 2.5 MB.
 const maxAnswer = 256 << 20
 
+// answerBufs keeps the buffers answers are read into, so that reading a
+// large list does not allocate megabytes a page.
+var answerBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
 // do sends one request to path (below the base URL, e.g.
 // "/api/dcim/devices/") with query and a JSON body (nil: none), and decodes
 // a 2xx answer into out (nil: discard).
@@ -293,13 +298,16 @@ func (nb *NetBox) do(ctx context.Context, method, path string, query url.Values,
 		return unavailable(what, err)
 	}
 	defer rsp.Body.Close()
-	var buf bytes.Buffer
+	buf := answerBufs.Get().(*bytes.Buffer)
+	defer answerBufs.Put(buf)
+	buf.Reset()
 	if rsp.ContentLength > 0 && rsp.ContentLength <= maxAnswer {
 		buf.Grow(int(rsp.ContentLength) + 1)
 	}
 	if _, err := buf.ReadFrom(io.LimitReader(rsp.Body, maxAnswer+1)); err != nil {
 		return unavailable(what, err)
 	}
+	// data is not kept: json.Unmarshal copies what it decodes.
 	data := buf.Bytes()
 	if len(data) > maxAnswer {
 		return fmt.Errorf("netbox: %s: the answer is larger than %d MiB", what, maxAnswer>>20)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -328,5 +329,30 @@ func TestPortNames(t *testing.T) {
 		if n := nb.portNumber(name); n != 0 {
 			t.Errorf("portNumber(%q) = %d, want 0", name, n)
 		}
+	}
+}
+
+// The client logs each request, and never the token, even when NetBox
+// refuses it.
+func TestTokenNeverLogged(t *testing.T) {
+	srv, _, devs := appliedFleet(t)
+	var log bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	for _, tok := range []string{srv.Token(userFleetd), "0123456789abcdef0123456789abcdef01234567"} {
+		nb, err := NewNetBox(srv.URL, tok, &NetBoxConfig{Site: "folly", Switch: "usw", BindingAuthor: userTerraform, Logger: logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, op := range operations(nb, devs["w-01"].ID, parseNodes(t, fleetNodes)) {
+			if err := op(t.Context()); err != nil && strings.Contains(err.Error(), tok) {
+				t.Errorf("%s: the error shows the token: %v", name, err)
+			}
+		}
+		if strings.Contains(log.String(), tok) {
+			t.Errorf("the log shows the token")
+		}
+	}
+	if n := strings.Count(log.String(), "netbox request"); n < 20 {
+		t.Errorf("%d requests logged:\n%s", n, log.String())
 	}
 }

@@ -111,6 +111,7 @@ func seedFleet(tb testing.TB, srv *netboxtest.Server, sw int64, nb *NetBox, inv 
 // Planning 10,000 nodes against NetBox takes at most 60 requests, both
 // when NetBox holds none of them and when it holds them all.
 func TestPlanRequests10k(t *testing.T) {
+	t.Parallel()
 	srv, sw, nb, inv := scaleNetBox(t, scaleNodes)
 	ctx := t.Context()
 	srv.ResetRequests()

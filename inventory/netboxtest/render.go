@@ -2,6 +2,7 @@ package netboxtest
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -222,11 +223,11 @@ type renderer struct {
 func timeString(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }
 
 func (r *renderer) url(path string, id int64) string {
-	return fmt.Sprintf("%s%s%d/", r.base, path, id)
+	return r.base + path + strconv.FormatInt(id, 10) + "/"
 }
 
 func (r *renderer) displayURL(path string, id int64) string {
-	return fmt.Sprintf("%s%s%d/", r.base, strings.TrimPrefix(path, "/api"), id)
+	return r.base + strings.TrimPrefix(path, "/api") + strconv.FormatInt(id, 10) + "/"
 }
 
 var statusLabels = map[string]string{

@@ -275,16 +275,31 @@ func (st *store) userByToken(token string) *user {
 type answer struct {
 	status int
 	body   []byte
+	buf    *bytes.Buffer // holds body; back to answerBufs once sent
 }
 
+// answerBufs keeps the buffers answers are encoded in: a page of 1,000
+// devices is megabytes, and allocating that anew for each page is most of
+// a large list's cost under the race detector.
+var answerBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
 func jsonAnswer(status int, v any) answer {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	buf := answerBufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		return answer{http.StatusInternalServerError, []byte(`{"detail": "netboxtest: ` + err.Error() + `"}`)}
+		answerBufs.Put(buf)
+		return answer{status: http.StatusInternalServerError, body: []byte(`{"detail": "netboxtest: ` + err.Error() + `"}`)}
 	}
-	return answer{status, buf.Bytes()}
+	return answer{status: status, body: buf.Bytes(), buf: buf}
+}
+
+// release returns the answer's buffer once the answer is sent.
+func (a answer) release() {
+	if a.buf != nil {
+		answerBufs.Put(a.buf)
+	}
 }
 
 func detail(status int, format string, args ...any) answer {
@@ -346,6 +361,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		a, template, params = s.route(r, u, body)
 	}
 
+	defer a.release()
 	if s.validate != nil && template != "" {
 		for _, err := range s.validate.check(r, template, params, body, a.status, http.Header{"Content-Type": {"application/json"}}, a.body) {
 			s.report.Errorf("netboxtest: %v", err)
