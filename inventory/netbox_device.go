@@ -16,8 +16,9 @@ import (
 )
 
 // DeviceBySerial returns fleet's device (of role Role) whose serial is
-// serial, with its interface's MAC and switch port: two requests. No such
-// device is ErrNotFound; two of them is an error naming both.
+// serial, exactly (a serial in another case is another machine's), with its
+// interface's MAC and switch port: two requests. No such device is
+// ErrNotFound; two of them is an error naming both.
 func (nb *NetBox) DeviceBySerial(ctx context.Context, serial string) (Device, error) {
 	if serial == "" {
 		return Device{}, fmt.Errorf("netbox: no serial: %w", ErrNotFound)
@@ -33,19 +34,28 @@ func (nb *NetBox) DeviceBySerial(ctx context.Context, serial string) (Device, er
 	return nb.view(d, i), nil
 }
 
+// deviceBySerial finds the device whose serial is exactly serial. NetBox's
+// serial filter ignores case; a serial differing in case is another
+// machine's, so the answer is filtered again.
 func (nb *NetBox) deviceBySerial(ctx context.Context, serial string) (*nbDevice, error) {
-	q := url.Values{"serial": {serial}, "role": {nb.cfg.Role}, "limit": {"2"}}
+	q := url.Values{"serial": {serial}, "role": {nb.cfg.Role}}
 	var p page[nbDevice]
 	if err := nb.do(ctx, http.MethodGet, "/api/dcim/devices/", q, nil, &p); err != nil {
 		return nil, err
 	}
-	switch len(p.Results) {
+	var found []*nbDevice
+	for i := range p.Results {
+		if p.Results[i].Serial == serial {
+			found = append(found, &p.Results[i])
+		}
+	}
+	switch len(found) {
 	case 0:
 		return nil, fmt.Errorf("netbox: no device of role %s has serial %q: %w", nb.cfg.Role, serial, ErrNotFound)
 	case 1:
-		return &p.Results[0], nil
+		return found[0], nil
 	}
-	return nil, fmt.Errorf("netbox: devices %s (%d) and %s (%d) both have serial %q", p.Results[0].name(), p.Results[0].ID, p.Results[1].name(), p.Results[1].ID, serial)
+	return nil, fmt.Errorf("netbox: devices %s (%d) and %s (%d) both have serial %q", found[0].name(), found[0].ID, found[1].name(), found[1].ID, serial)
 }
 
 // Device returns the device with NetBox ID id, of any role, with its

@@ -99,9 +99,11 @@ func TestDeviceViews(t *testing.T) {
 		t.Errorf("w-02: %+v", w2)
 	}
 	for name, err := range map[string]error{
-		"unknown serial": func() error { _, err := nb.DeviceBySerial(ctx, "NOPE"); return err }(),
-		"empty serial":   func() error { _, err := nb.DeviceBySerial(ctx, ""); return err }(),
-		"unknown ID":     func() error { _, err := nb.Device(ctx, 9999); return err }(),
+		"unknown serial":                      func() error { _, err := nb.DeviceBySerial(ctx, "NOPE"); return err }(),
+		"serial in another case":              func() error { _, err := nb.DeviceBySerial(ctx, "ms01-0001"); return err }(),
+		"binding of a serial in another case": func() error { _, err := nb.BindingBySerial(ctx, "ms01-0001"); return err }(),
+		"empty serial":                        func() error { _, err := nb.DeviceBySerial(ctx, ""); return err }(),
+		"unknown ID":                          func() error { _, err := nb.Device(ctx, 9999); return err }(),
 	} {
 		if !errors.Is(err, ErrNotFound) {
 			t.Errorf("%s: %v, want ErrNotFound", name, err)

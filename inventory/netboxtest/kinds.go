@@ -97,7 +97,8 @@ func strFilter(get func(s *store, id int64) string) filter {
 	}
 }
 
-// iStrFilter matches in any case, as NetBox matches MAC addresses.
+// iStrFilter matches in any case, as NetBox matches device serials and MAC
+// addresses.
 func iStrFilter(get func(s *store, id int64) string) filter {
 	return func(s *store, id int64, vals []string) (bool, error) {
 		v := get(s, id)
@@ -433,7 +434,7 @@ func deviceKind() *kind {
 		filters: map[string]filter{
 			"id":             idFilter(func(_ *store, id int64) int64 { return id }),
 			"name":           strFilter(func(s *store, id int64) string { return dev(s, id).name }),
-			"serial":         strFilter(func(s *store, id int64) string { return dev(s, id).serial }),
+			"serial":         iStrFilter(func(s *store, id int64) string { return dev(s, id).serial }), // iexact, as in NetBox
 			"status":         strFilter(func(s *store, id int64) string { return dev(s, id).status }),
 			"role_id":        idFilter(func(s *store, id int64) int64 { return dev(s, id).role }),
 			"role":           strFilter(func(s *store, id int64) string { return s.roles.get(dev(s, id).role).slug }),

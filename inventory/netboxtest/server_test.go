@@ -389,6 +389,7 @@ func TestFilters(t *testing.T) {
 		"name=a":                     1,
 		"name=a&name=b":              2,
 		"serial=SN-c":                1,
+		"serial=sn-C":                1, // iexact, as in NetBox
 		"cf_class=worker":            1,
 		"cf_class=WORK":              1, // loose: contains, any case
 		"cf_class__ie=WORKER":        1,
