@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -342,7 +343,36 @@ func statusError(what string, status int, body []byte) error {
 	case status == http.StatusNotFound:
 		return fmt.Errorf("netbox: %s: %w", what, ErrNotFound)
 	}
-	return fmt.Errorf("netbox: %s: NetBox refused it (%d): %s", what, status, netboxMessage(body))
+	re := &refusedError{what: what, status: status, msg: netboxMessage(body)}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) == nil {
+		for k := range fields {
+			re.fields = append(re.fields, k)
+		}
+	}
+	return re
+}
+
+// refusedError is a 4xx answer other than 401, 403 and 404: NetBox refused
+// the request as it stands.
+type refusedError struct {
+	what   string
+	status int
+	msg    string
+	fields []string // the fields or query parameters the answer names
+}
+
+func (e *refusedError) Error() string {
+	return fmt.Sprintf("netbox: %s: NetBox refused it (%d): %s", e.what, e.status, e.msg)
+}
+
+// unknownChoice reports whether err is NetBox refusing a list because the
+// query parameter param names an object it does not have, as when the
+// role (?role=SLUG) does not exist yet: NetBox answers 400, not an empty
+// list.
+func unknownChoice(err error, param string) bool {
+	var re *refusedError
+	return errors.As(err, &re) && re.status == http.StatusBadRequest && slices.Contains(re.fields, param)
 }
 
 // netboxMessage shortens an error answer for an error message.

@@ -41,6 +41,9 @@ func (nb *NetBox) deviceBySerial(ctx context.Context, serial string) (*nbDevice,
 	q := url.Values{"serial": {serial}, "role": {nb.cfg.Role}}
 	var p page[nbDevice]
 	if err := nb.do(ctx, http.MethodGet, "/api/dcim/devices/", q, nil, &p); err != nil {
+		if unknownChoice(err, "role") {
+			return nil, fmt.Errorf("netbox: no device has serial %q: NetBox has no role %s: %w", serial, nb.cfg.Role, ErrNotFound)
+		}
 		return nil, err
 	}
 	var found []*nbDevice
@@ -93,6 +96,9 @@ func (nb *NetBox) iface(ctx context.Context, device int64) (*nbInterface, error)
 // request: 2 requests per 1,000 devices.
 func (nb *NetBox) Devices(ctx context.Context) ([]Device, error) {
 	devs, err := list[nbDevice](ctx, nb, "/api/dcim/devices/", url.Values{"role": {nb.cfg.Role}})
+	if unknownChoice(err, "role") {
+		return nil, nil // NetBox has no role Role yet, so no device of it
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -127,9 +133,20 @@ func (nb *NetBox) join(devs []nbDevice, ifaces []nbInterface) []Device {
 // set, with their interfaces: a filtered list (cf_desired_action__empty),
 // and one interface request per 100 devices found.
 func (nb *NetBox) DevicesWithDesiredAction(ctx context.Context) ([]Device, error) {
-	devs, err := list[nbDevice](ctx, nb, "/api/dcim/devices/", url.Values{"role": {nb.cfg.Role}, "cf_" + cfDesiredAction + "__empty": {"false"}})
+	listed, err := list[nbDevice](ctx, nb, "/api/dcim/devices/", url.Values{"role": {nb.cfg.Role}, "cf_" + cfDesiredAction + "__empty": {"false"}})
+	if unknownChoice(err, "role") {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
+	}
+	// NetBox ignores a filter of a custom field it does not have, and would
+	// then list every device: keep only those that ask for an action.
+	devs := listed[:0]
+	for _, d := range listed {
+		if d.CustomFields.DesiredAction != "" {
+			devs = append(devs, d)
+		}
 	}
 	var ifaces []nbInterface
 	for start := 0; start < len(devs); start += 100 {

@@ -358,3 +358,27 @@ func TestTokenNeverLogged(t *testing.T) {
 		t.Errorf("%d requests logged:\n%s", n, log.String())
 	}
 }
+
+// Before the first apply NetBox has no role of fleet's devices, and answers
+// 400 to a list filtered by it: the client reads that as no device.
+func TestBeforeTheFirstApply(t *testing.T) {
+	srv := fleetNetBox(t, true)
+	nb := client(t, srv, userFleetd, nil)
+	ctx := t.Context()
+	if devs, err := nb.Devices(ctx); err != nil || len(devs) != 0 {
+		t.Errorf("Devices = %v, %v", devs, err)
+	}
+	if devs, err := nb.DevicesWithDesiredAction(ctx); err != nil || len(devs) != 0 {
+		t.Errorf("DevicesWithDesiredAction = %v, %v", devs, err)
+	}
+	if _, err := nb.DeviceBySerial(ctx, "MS01-0001"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("DeviceBySerial: %v, want ErrNotFound", err)
+	}
+	if _, err := nb.BindingBySerial(ctx, "MS01-0001"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("BindingBySerial: %v, want ErrNotFound", err)
+	}
+	// As NetBox does.
+	if code := raw(t, srv, srv.Token(userAlice), "GET", "/api/dcim/devices/?role=kubernetes-node", nil, nil); code != 400 {
+		t.Errorf("netboxtest answered %d to a list of a role it lacks, want 400 as NetBox does", code)
+	}
+}

@@ -295,6 +295,8 @@ func (pl *planner) read(ctx context.Context) error {
 	slices.Sort(models)
 	models = slices.Compact(models)
 	var err error
+	// NetBox answers 400 to a list filtered by a site or role slug it does
+	// not have: those lists wait until the site and role are known.
 	steps := []func() error{
 		func() error {
 			pl.cfs, err = list[nbCustomField](ctx, nb, "/api/extras/custom-fields/", url.Values{"name": names})
@@ -325,14 +327,23 @@ func (pl *planner) read(ctx context.Context) error {
 			return err
 		},
 		func() error {
+			if len(pl.site) == 0 {
+				return nil
+			}
 			pl.sw, err = list[nbRef](ctx, nb, "/api/dcim/devices/", url.Values{"site": {nb.cfg.Site}, "name": {nb.cfg.Switch}})
 			return err
 		},
 		func() error {
+			if len(pl.roles) == 0 {
+				return nil
+			}
 			pl.devs, err = list[nbDevice](ctx, nb, "/api/dcim/devices/", url.Values{"role": {nb.cfg.Role}})
 			return err
 		},
 		func() error {
+			if len(pl.roles) == 0 {
+				return nil
+			}
 			pl.ifaces, err = list[nbInterface](ctx, nb, "/api/dcim/interfaces/", url.Values{"device_role": {nb.cfg.Role}, "name": {nb.cfg.Interface}})
 			return err
 		},

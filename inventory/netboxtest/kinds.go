@@ -35,12 +35,15 @@ type kind struct {
 	ids        func(s *store, fn func(id int64) bool) // every ID, in list order
 	exists     func(s *store, id int64) bool
 	filters    map[string]filter
-	render     func(r *renderer, id int64) any
-	write      func(t *tx, id int64, in *input) (int64, error) // id 0 creates
-	remove     func(t *tx, id int64) error
-	snapshot   func(s *store, id int64) map[string]any
-	repr       func(s *store, id int64) string
-	order      func(s *store, ids []int64, ordering string) error // nil: ID order only
+	// choices are the filters that name related objects by slug; NetBox
+	// answers 400 when a value names no object.
+	choices  map[string]func(s *store, v string) bool
+	render   func(r *renderer, id int64) any
+	write    func(t *tx, id int64, in *input) (int64, error) // id 0 creates
+	remove   func(t *tx, id int64) error
+	snapshot func(s *store, id int64) map[string]any
+	repr     func(s *store, id int64) string
+	order    func(s *store, ids []int64, ordering string) error // nil: ID order only
 }
 
 // A filter says whether the object id matches one of vals (NetBox ORs the
@@ -55,6 +58,19 @@ func tableIDs[T any](tab func(*store) *table[T]) func(*store, func(int64) bool) 
 
 func tableExists[T any](tab func(*store) *table[T]) func(*store, int64) bool {
 	return func(s *store, id int64) bool { return tab(s).get(id) != nil }
+}
+
+// Choice checks for filters naming related objects by slug.
+func roleSlug(s *store, v string) bool {
+	return find(s.roles, func(r *role) bool { return r.slug == v }) != 0
+}
+
+func siteSlug(s *store, v string) bool {
+	return find(s.sites, func(x *site) bool { return x.slug == v }) != 0
+}
+
+func manufacturerSlug(s *store, v string) bool {
+	return find(s.manufacturers, func(m *manufacturer) bool { return m.slug == v }) != 0
 }
 
 // Filters built from a field's value.
@@ -300,7 +316,8 @@ func deviceTypeKind() *kind {
 				return s.manufacturers.get(s.deviceTypes.get(id).manufacturer).slug
 			}),
 		},
-		render: (*renderer).deviceType,
+		choices: map[string]func(*store, string) bool{"manufacturer": manufacturerSlug},
+		render:  (*renderer).deviceType,
 		write: func(t *tx, id int64, in *input) (int64, error) {
 			var v deviceType
 			if old := t.s.deviceTypes.get(id); old != nil {
@@ -442,8 +459,9 @@ func deviceKind() *kind {
 			"site":           strFilter(func(s *store, id int64) string { return s.sites.get(dev(s, id).site).slug }),
 			"device_type_id": idFilter(func(s *store, id int64) int64 { return dev(s, id).deviceType }),
 		},
-		render: (*renderer).device,
-		write:  writeDevice,
+		choices: map[string]func(*store, string) bool{"role": roleSlug, "site": siteSlug},
+		render:  (*renderer).device,
+		write:   writeDevice,
 		snapshot: func(s *store, id int64) map[string]any {
 			v := s.devices.get(id)
 			m := metaSnapshot(v.meta)
@@ -666,7 +684,8 @@ func interfaceKind() *kind {
 			"device_role": strFilter(func(s *store, id int64) string { return s.roles.get(s.devices.get(ifc(s, id).device).role).slug }),
 			"cabled":      boolFilter(func(s *store, id int64) bool { return ifc(s, id).cable != 0 }),
 		},
-		render: (*renderer).iface,
+		choices: map[string]func(*store, string) bool{"device_role": roleSlug},
+		render:  (*renderer).iface,
 		write: func(t *tx, id int64, in *input) (int64, error) {
 			s := t.s
 			var v iface

@@ -502,6 +502,15 @@ func (s *Server) list(r *http.Request, k *kind) answer {
 	}
 	var params []param
 	for name, vals := range q {
+		if exists := k.choices[name]; exists != nil {
+			for _, v := range vals {
+				if !exists(s.st, v) {
+					return jsonAnswer(http.StatusBadRequest, map[string][]string{name: {"Select a valid choice. " + v + " is not one of the available choices."}})
+				}
+			}
+		}
+	}
+	for name, vals := range q {
 		switch name {
 		case "limit", "offset", "ordering":
 			continue

@@ -409,7 +409,7 @@ func TestFilters(t *testing.T) {
 			t.Errorf("?%s: %d devices, want %d", q, got, want)
 		}
 	}
-	for _, q := range []string{"colour=red", "cf_nope=1", "cf_class__regex=x", "id=x", "ordering=-name"} {
+	for _, q := range []string{"colour=red", "cf_nope=1", "cf_class__regex=x", "id=x", "ordering=-name", "role=nope", "site=nope"} {
 		if code, _ := call(t, srv, tok, "GET", pathDevices+"?"+q, nil); code != 400 {
 			t.Errorf("?%s: %d, want 400", q, code)
 		}
