@@ -82,6 +82,9 @@ func (nb *NetBox) iface(ctx context.Context, device int64) (*nbInterface, error)
 	q := url.Values{"device_id": {strconv.FormatInt(device, 10)}, "name": {nb.cfg.Interface}}
 	var p page[nbInterface]
 	if err := nb.do(ctx, http.MethodGet, "/api/dcim/interfaces/", q, nil, &p); err != nil {
+		if unknownChoice(err, "device_id") {
+			return nil, fmt.Errorf("netbox: no device %d: %w", device, ErrNotFound)
+		}
 		return nil, err
 	}
 	if len(p.Results) == 0 {

@@ -251,6 +251,10 @@ func TestSetters(t *testing.T) {
 	if err := nb.SetStatus(ctx, 9999, StatusActive); !errors.Is(err, ErrNotFound) {
 		t.Errorf("SetStatus of an unknown device: %v, want ErrNotFound", err)
 	}
+	mac, _ := net.ParseMAC("58:47:ca:71:0a:01")
+	if err := nb.RecordAttestation(ctx, 9999, Attestation{MAC: mac, Verdict: "attested"}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("RecordAttestation of an unknown device: %v, want ErrNotFound", err)
+	}
 }
 
 func TestJournal(t *testing.T) {

@@ -69,6 +69,11 @@ func siteSlug(s *store, v string) bool {
 	return find(s.sites, func(x *site) bool { return x.slug == v }) != 0
 }
 
+func deviceID(s *store, v string) bool {
+	id, err := strconv.ParseInt(v, 10, 64)
+	return err == nil && s.devices.get(id) != nil
+}
+
 func manufacturerSlug(s *store, v string) bool {
 	return find(s.manufacturers, func(m *manufacturer) bool { return m.slug == v }) != 0
 }
@@ -684,7 +689,7 @@ func interfaceKind() *kind {
 			"device_role": strFilter(func(s *store, id int64) string { return s.roles.get(s.devices.get(ifc(s, id).device).role).slug }),
 			"cabled":      boolFilter(func(s *store, id int64) bool { return ifc(s, id).cable != 0 }),
 		},
-		choices: map[string]func(*store, string) bool{"device_role": roleSlug},
+		choices: map[string]func(*store, string) bool{"device_role": roleSlug, "device_id": deviceID},
 		render:  (*renderer).iface,
 		write: func(t *tx, id int64, in *input) (int64, error) {
 			s := t.s
