@@ -14,11 +14,11 @@
 //   - filters on the fields fleet filters by, custom-field filters (cf_NAME,
 //     cf_NAME__n, __ie, __ic, __empty), and limit/offset pagination with
 //     next and previous links (MAX_PAGE_SIZE 1000 and PAGINATE_COUNT 50 by
-//     default). As in NetBox, a filter naming a related object by a slug
-//     that names none (?role=nope, ?site=nope, an interface list's
-//     ?device_id=999) is answered 400, not with an
-//     empty list. A filter netboxtest does not know is answered 400, where
-//     NetBox would ignore it, so a client's typo cannot go unnoticed;
+//     default). As in NetBox, a filter naming a related object that does
+//     not exist (?role=nope, ?site=nope, an interface list's
+//     ?device_id=999) is answered 400, not with an empty list. A filter
+//     netboxtest does not know is answered 400, where NetBox would ignore
+//     it, so a client's typo cannot go unnoticed;
 //   - bulk create (a list body on POST) and bulk update (a list of objects
 //     with IDs on PATCH), each request one transaction as in NetBox: when one
 //     object is refused nothing is written;
