@@ -107,11 +107,10 @@ type nbCustomField struct {
 }
 
 type nbDeviceType struct {
-	ID                     int64  `json:"id"`
-	Model                  string `json:"model"`
-	Slug                   string `json:"slug"`
-	Manufacturer           nbRef  `json:"manufacturer"`
-	InterfaceTemplateCount int    `json:"interface_template_count"`
+	ID           int64  `json:"id"`
+	Model        string `json:"model"`
+	Slug         string `json:"slug"`
+	Manufacturer nbRef  `json:"manufacturer"`
 }
 
 type nbIP struct {
@@ -158,7 +157,6 @@ type planWork struct {
 	mfrIDs        map[string]int64 // by lower-case name
 	deviceTypes   []Model          // to create
 	typeIDs       map[string]int64 // by slug (model key)
-	templated     bool             // a device type used by new devices has interface templates
 	nodes         []*nodeWork
 	ports         map[int]int64 // switch port -> interface ID, for the cables to make
 }
@@ -540,10 +538,6 @@ func (pl *planner) devices(ctx context.Context) error {
 		}
 		ipsByHost[p.Addr()] = append(ipsByHost[p.Addr()], &pl.ips[i])
 	}
-	typeTemplates := map[string]bool{}
-	for _, t := range pl.types {
-		typeTemplates[t.Slug] = t.InterfaceTemplateCount > 0
-	}
 	listed := map[string]bool{}
 	moving := map[int64]bool{} // node interfaces whose cable Apply deletes
 	var ports []int            // switch ports to cable
@@ -574,9 +568,6 @@ func (pl *planner) devices(ctx context.Context) error {
 					nw.fields[kv[0]] = kv[1]
 					ch.Fields = append(ch.Fields, FieldChange{Name: kv[0], New: kv[1]})
 				}
-			}
-			if typeTemplates[n.Model] {
-				w.templated = true
 			}
 		} else {
 			nw.devID, nw.typeID, nw.roleID, nw.siteID = d.ID, d.DeviceType.ID, d.Role.ID, d.Site.ID

@@ -227,9 +227,10 @@ func (a *applier) devices(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	if len(creates) > 0 && a.w.templated {
-		// The new devices' type makes interfaces from templates: learn
-		// which of them exist before creating any.
+	if len(creates) > 0 {
+		// A device type's interface templates, or another writer, may
+		// have given the new devices their interface: learn which exist
+		// before creating any (one request a page).
 		ifaces, err := list[nbInterface](ctx, a.nb, "/api/dcim/interfaces/", url.Values{"device_role": {a.nb.cfg.Role}, "name": {a.nb.cfg.Interface}})
 		if err != nil {
 			return err
