@@ -192,7 +192,7 @@ func (p *Provisioner) admit(ctx context.Context, c Claim) (Decision, inventory.D
 		if err := p.bootedHookOSAfter(ctx, dev, runs); err != nil {
 			return Decision{}, dev, err
 		}
-	case dev.Class == ClassControlPlane:
+	case p.cluster.controlPlane(dev):
 		reason = reasonControlPlane
 	case dev.Status != inventory.StatusPlanned:
 		reason = fmt.Sprintf("the device is %s, not planned", dev.Status)
@@ -287,7 +287,7 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, kind s
 		text := fmt.Sprintf("refused a run before rendering anything: the node name %q cannot name a Workflow: %s", dev.Name, strings.Join(errs, "; "))
 		return "", "", text, p.note(ctx, dev.ID, inventory.JournalWarning, text)
 	}
-	image := p.cluster.InstallerImages[dev.Class]
+	image := p.cluster.Classes[dev.Class].InstallerImage
 	if kind == RunProvision {
 		if refusal, err := p.refuseClass(ctx, dev); refusal != "" || err != nil {
 			return "", "", refusal, err
@@ -371,9 +371,9 @@ func (p *Provisioner) refuseClass(ctx context.Context, dev inventory.Device) (st
 	var text string
 	if _, _, err := p.cluster.class(dev); err != nil {
 		text = fmt.Sprintf("refused a run before rendering anything: %v", err)
-	} else if dev.Class == ClassControlPlane && !p.cluster.ControlPlanes {
+	} else if p.cluster.controlPlane(dev) && !p.cluster.ControlPlanes {
 		text = fmt.Sprintf("%s is a control plane, and %v: no run starts, nothing is wiped, and desired_action stays provision", dev.Name, ErrControlPlanesOff)
-	} else if dev.Class == ClassControlPlane && !bundleHasKeys(p.cluster.Bundle) {
+	} else if p.cluster.controlPlane(dev) && !bundleHasKeys(p.cluster.Bundle) {
 		text = fmt.Sprintf("%s is a control plane, and %v: no run starts, nothing is wiped, and desired_action stays provision", dev.Name, ErrNoBundleKeys)
 	}
 	if text == "" {
@@ -402,12 +402,12 @@ func (p *Provisioner) render(ctx context.Context, dev inventory.Device, name, co
 		return "", err
 	}
 	var sans []string
-	if dev.Class == ClassControlPlane {
+	if p.cluster.controlPlane(dev) {
 		all, err := p.nb.Devices(ctx)
 		if err != nil {
 			return fail(fmt.Errorf("control planes for %s's certificate SANs: %w", dev.Name, err))
 		}
-		sans = ControlPlaneSANs(append(all, dev), p.cluster.ExtraSANs)
+		sans = ControlPlaneSANs(append(all, dev), p.cluster.Classes, p.cluster.ExtraSANs)
 	}
 	token, secret, expires, err := p.bootstrapToken(ctx, dev, name, now)
 	if err != nil {

@@ -42,13 +42,8 @@ var dnsNameRE = regexp.MustCompile(`^([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])
 // errors.Is finds ErrNoControlPlanes when no control plane holds an
 // address; an extra SAN that is neither an IP address nor a DNS name is an
 // error.
-func RenderClassInputs(devices []inventory.Device, extraSANs []string) ([]byte, error) {
-	var cps []inventory.Device
-	for _, d := range devices {
-		if d.Class == ClassControlPlane && d.Address.IsValid() {
-			cps = append(cps, d)
-		}
-	}
+func RenderClassInputs(devices []inventory.Device, classes map[string]inventory.Class, extraSANs []string) ([]byte, error) {
+	cps := ControlPlanes(devices, classes)
 	if len(cps) == 0 {
 		return nil, ErrNoControlPlanes
 	}
@@ -58,7 +53,7 @@ func RenderClassInputs(devices []inventory.Device, extraSANs []string) ([]byte, 
 			return nil, fmt.Errorf("SAN %q is neither an IP address nor a DNS name", s)
 		}
 	}
-	sans := ControlPlaneSANs(cps, extraSANs)
+	sans := ControlPlaneSANs(cps, classes, extraSANs)
 	var b bytes.Buffer
 	b.WriteString("# fleet render-class-inputs: the class inputs of the next control plane.\n# Control planes:")
 	for i, d := range cps {
@@ -90,5 +85,5 @@ func (p *Provisioner) ClassInputs(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list devices: %w", err)
 	}
-	return RenderClassInputs(devs, p.cluster.ExtraSANs)
+	return RenderClassInputs(devs, p.cluster.Classes, p.cluster.ExtraSANs)
 }

@@ -15,7 +15,11 @@ func ExampleRenderClassInputs() {
 		{Name: "cp-02", Class: "controlplane", Status: inventory.StatusPlanned, Address: netip.MustParsePrefix("10.0.0.12/24")},
 		{Name: "node-01", Class: "worker", Status: inventory.StatusActive, Address: netip.MustParsePrefix("10.0.0.21/24")},
 	}
-	out, err := provision.RenderClassInputs(devices, []string{"api.folly.example"})
+	classes := map[string]inventory.Class{ // as the nodes file declares them
+		"controlplane": {Name: "controlplane", Type: inventory.ControlPlane},
+		"worker":       {Name: "worker", Type: inventory.Worker},
+	}
+	out, err := provision.RenderClassInputs(devices, classes, []string{"api.folly.example"})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -294,16 +294,27 @@ func workerBundle(t testing.TB) *secrets.Bundle {
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) // unix 1767225600
 
+// The Talos classes of the tests: the nodes file's classes, by name.
+const (
+	ClassWorker       = "worker"
+	ClassControlPlane = "controlplane"
+)
+
+// testClasses declares the two classes as a nodes file does.
+func testClasses(workerImage, controlPlaneImage string) map[string]inventory.Class {
+	return map[string]inventory.Class{
+		ClassWorker:       {Name: ClassWorker, Type: inventory.Worker, InstallerImage: workerImage},
+		ClassControlPlane: {Name: ClassControlPlane, Type: inventory.ControlPlane, InstallerImage: controlPlaneImage},
+	}
+}
+
 func testCluster(t testing.TB) Cluster {
 	return Cluster{
 		Name:          "folly",
 		Endpoint:      "https://10.0.0.10:6443",
 		Bundle:        testBundle(t),
 		ControlPlanes: true,
-		InstallerImages: map[string]string{
-			ClassWorker:       "factory.talos.dev/metal-installer/abc:v1.13.9",
-			ClassControlPlane: "factory.talos.dev/metal-installer/def:v1.13.9",
-		},
+		Classes:       testClasses("factory.talos.dev/metal-installer/abc:v1.13.9", "factory.talos.dev/metal-installer/def:v1.13.9"),
 		ConfigURL: "https://fleetd.example:8443/config/{code}",
 		ExtraSANs: []string{"api.folly.example"},
 	}

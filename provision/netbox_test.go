@@ -71,10 +71,7 @@ func newNetBoxHarness(t *testing.T) *netboxHarness {
 		t.Fatal(err)
 	}
 	h := newHarness(t, func(c *Cluster, _ *Config) {
-		c.InstallerImages = map[string]string{
-			ClassWorker:       "factory.talos.dev/installer/abc:v1.13.9",
-			ClassControlPlane: "factory.talos.dev/installer/def:v1.13.9",
-		}
+		c.Classes = testClasses("factory.talos.dev/installer/abc:v1.13.9", "factory.talos.dev/installer/def:v1.13.9")
 	})
 	p, err := New(client, h.kube, h.tink, h.configs, h.cluster, &h.cfg)
 	if err != nil {

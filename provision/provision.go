@@ -59,9 +59,11 @@ type Cluster struct {
 	// ControlPlanes turns on control-plane runs (homelab.fleetd.controlPlanes).
 	// false: a control plane is refused before anything is rendered.
 	ControlPlanes bool
-	// InstallerImages maps a Talos class ("worker", "controlplane") to its
-	// installer image. A class without one is refused.
-	InstallerImages map[string]string
+	// Classes maps each Talos class a device may have (NetBox's class field)
+	// to its machine type and installer image, as the nodes file declares
+	// them (inventory.Inventory.Classes). A device whose class is not here,
+	// or has no installer image, is refused before anything is rendered.
+	Classes map[string]inventory.Class
 	// ConfigURL is the URL the installed Talos fetches its config from, with
 	// "{code}" where the install code goes, e.g.
 	// "https://fleetd.example:8443/config/{code}".

@@ -23,11 +23,27 @@ import (
 	"github.com/fleetkit/fleet/inventory"
 )
 
-// The Talos classes fleet knows.
-const (
-	ClassWorker       = "worker"
-	ClassControlPlane = "controlplane"
-)
+// controlPlane reports whether dev's class is a control plane class.
+func (c Cluster) controlPlane(dev inventory.Device) bool {
+	return isControlPlane(dev, c.Classes)
+}
+
+func isControlPlane(dev inventory.Device, classes map[string]inventory.Class) bool {
+	cl, ok := classes[dev.Class]
+	return ok && cl.Type == inventory.ControlPlane
+}
+
+// ControlPlanes returns the devices whose class is a control plane class
+// and that hold an address, in the order given.
+func ControlPlanes(devices []inventory.Device, classes map[string]inventory.Class) []inventory.Device {
+	var out []inventory.Device
+	for _, d := range devices {
+		if isControlPlane(d, classes) && d.Address.IsValid() {
+			out = append(out, d)
+		}
+	}
+	return out
+}
 
 // LinkName is the name of the link alias a rendered config gives the
 // node's Kubernetes interface (matched by its MAC).
@@ -227,15 +243,18 @@ func checkAddress(p netip.Prefix) error {
 
 func (c Cluster) class(dev inventory.Device) (machine.Type, string, error) {
 	var typ machine.Type
-	switch dev.Class {
-	case ClassWorker:
+	cl, ok := c.Classes[dev.Class]
+	switch {
+	case !ok:
+		return 0, "", fmt.Errorf("%w: %s has class %q", ErrClass, dev.Name, dev.Class)
+	case cl.Type == inventory.Worker:
 		typ = machine.TypeWorker
-	case ClassControlPlane:
+	case cl.Type == inventory.ControlPlane:
 		typ = machine.TypeControlPlane
 	default:
-		return 0, "", fmt.Errorf("%w: %s has class %q", ErrClass, dev.Name, dev.Class)
+		return 0, "", fmt.Errorf("%w: class %q of %s has machine type %q", ErrClass, dev.Class, dev.Name, cl.Type)
 	}
-	image := c.InstallerImages[dev.Class]
+	image := cl.InstallerImage
 	if image == "" {
 		return 0, "", fmt.Errorf("%w: class %q of %s has no installer image", ErrClass, dev.Class, dev.Name)
 	}
@@ -275,7 +294,7 @@ func bundleHasKeys(b *secrets.Bundle) bool {
 // gets: the address of every control plane in devices (whatever its status,
 // so a node that joins or leaves keeps a valid certificate), then extra, in
 // order, without duplicates.
-func ControlPlaneSANs(devices []inventory.Device, extra []string) []string {
+func ControlPlaneSANs(devices []inventory.Device, classes map[string]inventory.Class, extra []string) []string {
 	seen := map[string]bool{}
 	var out []string
 	add := func(s string) {
@@ -286,10 +305,8 @@ func ControlPlaneSANs(devices []inventory.Device, extra []string) []string {
 		}
 	}
 	var addrs []netip.Addr
-	for _, d := range devices {
-		if d.Class == ClassControlPlane && d.Address.IsValid() {
-			addrs = append(addrs, d.Address.Addr())
-		}
+	for _, d := range ControlPlanes(devices, classes) {
+		addrs = append(addrs, d.Address.Addr())
 	}
 	slices.SortFunc(addrs, netip.Addr.Compare)
 	for _, a := range addrs {

@@ -38,7 +38,7 @@ func TestRenderWorker(t *testing.T) {
 	c.Bundle = workerBundle(t) // a worker needs no CA key
 	dev := attested(worker(1, "node-01"))
 	cfg := renderOf(t, c, dev, nil)
-	if err := Check(cfg, dev, testToken, c.InstallerImages[ClassWorker]); err != nil {
+	if err := Check(cfg, dev, testToken, c.Classes[ClassWorker].InstallerImage); err != nil {
 		t.Fatal(err)
 	}
 	raw := cfg.RawV1Alpha1()
@@ -81,7 +81,7 @@ func TestRenderControlPlane(t *testing.T) {
 	dev.Class = ClassControlPlane
 	sans := []string{"10.0.0.21", "10.0.0.22", "api.folly.example"}
 	cfg := renderOf(t, c, dev, sans)
-	if err := Check(cfg, dev, testToken, c.InstallerImages[ClassControlPlane]); err != nil {
+	if err := Check(cfg, dev, testToken, c.Classes[ClassControlPlane].InstallerImage); err != nil {
 		t.Fatal(err)
 	}
 	raw := cfg.RawV1Alpha1()
@@ -101,7 +101,7 @@ func TestRenderRefuses(t *testing.T) {
 		match error
 	}{
 		{"unknown class", func(_ *Cluster, d *inventory.Device, _ *string) { d.Class = "gpu" }, ErrClass},
-		{"no installer image", func(c *Cluster, _ *inventory.Device, _ *string) { c.InstallerImages = nil }, ErrClass},
+		{"no installer image", func(c *Cluster, _ *inventory.Device, _ *string) { c.Classes = nil }, ErrClass},
 		{"no install disk serial", func(_ *Cluster, d *inventory.Device, _ *string) { d.InstallDiskSerial = "" }, ErrLacks},
 		{"no MAC", func(_ *Cluster, d *inventory.Device, _ *string) { d.MAC = nil }, ErrLacks},
 		{"malformed token", func(_ *Cluster, _ *inventory.Device, tok *string) { *tok = "ABCDEF.0123456789abcdef" }, ErrInvalidConfig},
@@ -128,7 +128,7 @@ func TestRenderRefuses(t *testing.T) {
 func TestCheckCatchesWhatMachineryAccepts(t *testing.T) {
 	c := testCluster(t)
 	dev := attested(worker(1, "node-01"))
-	image := c.InstallerImages[ClassWorker]
+	image := c.Classes[ClassWorker].InstallerImage
 	base := renderOf(t, c, dev, nil)
 	patch := func(f func(*v1alpha1.Config)) coreconfig.Provider {
 		p, err := base.PatchV1Alpha1(func(v *v1alpha1.Config) error { f(v); return nil })
@@ -184,7 +184,7 @@ func TestRenderClassInputs(t *testing.T) {
 	cp2 := worker(1, "cp-a")
 	cp2.Class, cp2.Status = ClassControlPlane, inventory.StatusActive
 	w := worker(3, "node-03")
-	got, err := RenderClassInputs([]inventory.Device{cp1, w, cp2}, []string{"api.folly.example", "10.0.0.10"})
+	got, err := RenderClassInputs([]inventory.Device{cp1, w, cp2}, testClasses("", ""), []string{"api.folly.example", "10.0.0.10"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,10 +230,10 @@ cluster:
 		}
 	}
 
-	if _, err := RenderClassInputs([]inventory.Device{w}, nil); !errors.Is(err, ErrNoControlPlanes) {
+	if _, err := RenderClassInputs([]inventory.Device{w}, testClasses("", ""), nil); !errors.Is(err, ErrNoControlPlanes) {
 		t.Errorf("no control planes: %v", err)
 	}
-	if _, err := RenderClassInputs([]inventory.Device{cp1}, []string{"bad\n- san"}); err == nil {
+	if _, err := RenderClassInputs([]inventory.Device{cp1}, testClasses("", ""), []string{"bad\n- san"}); err == nil {
 		t.Error("a SAN with a newline was accepted")
 	}
 }
@@ -250,5 +250,32 @@ func TestDepsOtherPackages(t *testing.T) {
 			}
 			deptest.Check(t, path, banned)
 		})
+	}
+}
+
+// TestRenderNamedClass renders a class whose name is neither "worker" nor
+// "controlplane": the nodes file's class type decides the machine type and
+// its installer image is used.
+func TestRenderNamedClass(t *testing.T) {
+	c := testCluster(t)
+	c.Classes["storage"] = inventory.Class{Name: "storage", Type: inventory.Worker, InstallerImage: "factory.talos.dev/installer/storage:v1.13.9"}
+	c.Classes["gpu-cp"] = inventory.Class{Name: "gpu-cp", Type: inventory.ControlPlane, InstallerImage: "factory.talos.dev/installer/gpu:v1.13.9"}
+	dev := attested(worker(1, "node-01"))
+	dev.Class = "storage"
+	raw := renderOf(t, c, dev, nil).RawV1Alpha1()
+	if raw.MachineConfig.MachineType != "worker" || raw.MachineConfig.MachineInstall.InstallImage != "factory.talos.dev/installer/storage:v1.13.9" {
+		t.Errorf("storage: machine.type %q, image %q", raw.MachineConfig.MachineType, raw.MachineConfig.MachineInstall.InstallImage)
+	}
+	dev.Class = "gpu-cp"
+	raw = renderOf(t, c, dev, []string{"10.0.0.11"}).RawV1Alpha1()
+	if raw.MachineConfig.MachineType != "controlplane" {
+		t.Errorf("gpu-cp: machine.type %q", raw.MachineConfig.MachineType)
+	}
+	if got := ControlPlanes([]inventory.Device{dev}, c.Classes); len(got) != 1 {
+		t.Errorf("ControlPlanes of a gpu-cp device = %v", got)
+	}
+	dev.Class = "unknown"
+	if _, err := c.Render(dev, testToken, nil); !errors.Is(err, ErrClass) {
+		t.Errorf("an undeclared class: %v, want ErrClass", err)
 	}
 }
