@@ -3,6 +3,9 @@
 //	fleetctl check [-topology FILE] NODES_FILE
 //	fleetctl plan  [-nodes FILE] [-topology FILE] [-site SLUG] [-switch NAME] [flags]
 //	fleetctl apply [-nodes FILE] [-topology FILE] [-site SLUG] [-switch NAME] [flags]
+//	fleetctl status [-role SLUG]
+//	fleetctl approve SERIAL
+//	fleetctl render-class-inputs [-nodes FILE] [-topology FILE] [-san SAN]...
 //
 // check validates a nodes file against its cluster topology and prints every
 // problem as FILE:LINE:COL: node NAME: problem, exiting 1, or prints a
@@ -28,10 +31,38 @@
 // the switch device whose ports, named "Port N" (-port-name), the nodes'
 // switch_port numbers name. Run fleetctl plan -h for every flag.
 //
-// Exit codes: 0 success, 1 the inventory has problems or conflicts with
-// NetBox, 2 usage, I/O or NetBox errors (NetBox not answering, a refused
-// token). An apply that stops midway leaves nothing a second apply does not
-// finish.
+// status prints a table of fleet's devices in NetBox, sorted by host name:
+// each one's serial, status, attest_verdict, last_run (its current or last
+// Workflow) and desired_action, "-" for a field that is unset, then a count
+// by status.
+//
+// approve fetches the claim that waits for SERIAL from fleetd's approver
+// API (GET $FLEETD_URL/v1/claims/SERIAL over HTTPS), prints it, then the
+// lines approved_ek_rsa2048: <hash> and approved_ek_eccp256: <hash> for the
+// node's entry in the nodes file. It approves nothing: a waiting claim
+// proves nothing, because another machine can send one with this serial,
+// so compare each hash with your evidence before the lines go in the entry.
+// FLEETD_URL names fleetd (https only); FLEET_APPROVER_TOKEN is an approver
+// token, or FLEETD_CERT and FLEETD_KEY name an approver's client
+// certificate and key (PEM), or both; FLEETD_CA names the PEM file of the
+// CA that signed fleetd's certificate (default: the system's roots). No
+// claim waiting for SERIAL exits 1; a refused token or certificate exits 2.
+//
+// render-class-inputs prints the class inputs of the next control plane: a
+// Talos machine config patch whose API server and machine certificate SANs
+// hold every control plane's address in NetBox, then each -san, in the
+// stable form provision.RenderClassInputs documents, to be committed for
+// the Talos root. The nodes file (-nodes, its topology found as check finds
+// it) says which classes are control planes. No control plane with an
+// address in NetBox exits 1.
+//
+// status, render-class-inputs, plan and apply read NETBOX_URL and
+// NETBOX_TOKEN.
+//
+// Exit codes: 0 success, 1 a problem to act on (the inventory has problems
+// or conflicts with NetBox, no claim waits, no control plane), 2 usage, I/O,
+// NetBox or fleetd errors (not answering, a refused token). An apply that
+// stops midway leaves nothing a second apply does not finish.
 package main
 
 import (
@@ -48,6 +79,10 @@ const usage = `usage:
   fleetctl check [-topology FILE] NODES_FILE
   fleetctl plan  [-nodes FILE] [-topology FILE] [-site SLUG] [-switch NAME] [flags]
   fleetctl apply [-nodes FILE] [-topology FILE] [-site SLUG] [-switch NAME] [flags]
+  fleetctl status [-role SLUG]
+  fleetctl approve SERIAL
+  fleetctl render-class-inputs [-nodes FILE] [-topology FILE] [-san SAN]...
+Run fleetctl COMMAND -h for a command's flags and environment.
 `
 
 // run runs one fleetctl command and returns its exit code.
@@ -63,6 +98,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return planCmd("plan", false, args[1:], stdout, stderr)
 	case "apply":
 		return planCmd("apply", true, args[1:], stdout, stderr)
+	case "status":
+		return statusCmd(args[1:], stdout, stderr)
+	case "approve":
+		return approveCmd(args[1:], stdout, stderr)
+	case "render-class-inputs":
+		return classInputsCmd(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

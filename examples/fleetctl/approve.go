@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/inventory"
+)
+
+// approveCaution is the runbook's caution, printed with every claim.
+const approveCaution = "A waiting claim proves nothing, because another machine can send one with this serial. Compare it with your evidence; never approve it alone."
+
+// approvedNothing is the last line of every claim approve prints.
+const approvedNothing = "fleetctl approved nothing: compare each hash with your evidence"
+
+// maxClaimAnswer bounds the answer approve reads from fleetd: a claim is a
+// few hundred bytes.
+const maxClaimAnswer = 1 << 20
+
+// errNoClaim: fleetd's approver API answered that no claim waits for the
+// serial.
+var errNoClaim = errors.New("no claim waits for the serial")
+
+// waitingClaim is fleetd's answer to GET /v1/claims/{serial}.
+type waitingClaim struct {
+	Serial  string       `json:"serial"`
+	MAC     string       `json:"mac"`
+	Peer    string       `json:"peer"`
+	Proven  time.Time    `json:"proven"`
+	LLDP    *attest.LLDP `json:"lldp"`
+	RSA2048 string       `json:"ek_rsa2048"`
+	ECCP256 string       `json:"ek_eccp256"`
+	// Text is attest.Claim.String(): the claim for an operator, one fact
+	// a line.
+	Text string `json:"text"`
+}
+
+// approveCmd runs fleetctl approve SERIAL.
+func approveCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("approve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	timeout := fs.Duration("timeout", 30*time.Second, "how long the request to fleetd may take")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: fleetctl approve [-timeout DURATION] SERIAL")
+		fmt.Fprintln(stderr, "FLEETD_URL names fleetd (https://...); FLEET_APPROVER_TOKEN is an approver token, or")
+		fmt.Fprintln(stderr, "FLEETD_CERT and FLEETD_KEY an approver's client certificate; FLEETD_CA is fleetd's CA (PEM).")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 || fs.Arg(0) == "" {
+		fs.Usage()
+		return 2
+	}
+	serial := fs.Arg(0)
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(stderr, "fleetctl approve: %s\n", fmt.Sprintf(format, args...))
+		return 2
+	}
+	c, err := approverFromEnv(*timeout)
+	if err != nil {
+		return fail("%v", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	claim, err := c.claim(ctx, serial)
+	switch {
+	case errors.Is(err, errNoClaim):
+		fmt.Fprintf(stdout, "no claim waits for serial %s\n", printable(serial))
+		return 1
+	case err != nil:
+		return fail("%v", err)
+	}
+
+	text := claim.Text
+	if text == "" {
+		text = attest.Claim{Serial: claim.Serial, MAC: claim.MAC, LLDP: claim.LLDP, RSA2048: claim.RSA2048,
+			ECCP256: claim.ECCP256, Peer: claim.Peer, Proven: claim.Proven}.String()
+	}
+	fmt.Fprint(stdout, terminalSafe(text))
+	if !strings.HasSuffix(text, "\n") {
+		fmt.Fprintln(stdout)
+	}
+	lines := inventory.ApprovalLines(claim.RSA2048, claim.ECCP256)
+	if lines == "" {
+		fmt.Fprintf(stdout, "\nThe claim proved no EK, so no line can approve it.\n%s\n", approvedNothing)
+		return 1
+	}
+	fmt.Fprintf(stdout, "\nFor the node's entry in the nodes file, once each hash matches your evidence:\n%s\n%s\n%s\n",
+		lines, approveCaution, approvedNothing)
+	return 0
+}
+
+// approver is a client of fleetd's approver API.
+type approver struct {
+	base  string // FLEETD_URL without a trailing slash
+	token string // FLEET_APPROVER_TOKEN; "" when a client certificate stands in
+	cert  bool   // a client certificate is configured
+	hc    *http.Client
+}
+
+// approverFromEnv builds the approver client from FLEETD_URL,
+// FLEET_APPROVER_TOKEN, FLEETD_CA, FLEETD_CERT and FLEETD_KEY.
+func approverFromEnv(timeout time.Duration) (*approver, error) {
+	raw := os.Getenv("FLEETD_URL")
+	if raw == "" {
+		return nil, errors.New("set FLEETD_URL to fleetd's address (e.g. https://spore.example:8443)")
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return nil, fmt.Errorf("FLEETD_URL %q is not an https URL of fleetd", raw)
+	}
+	if u.Scheme != "https" {
+		// The approver's token must never cross the network in the clear.
+		return nil, fmt.Errorf("FLEETD_URL %q is not https: fleetd serves approvers over HTTPS only", raw)
+	}
+	a := &approver{base: strings.TrimSuffix(u.String(), "/"), token: os.Getenv("FLEET_APPROVER_TOKEN")}
+
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if path := os.Getenv("FLEETD_CA"); path != "" {
+		pem, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("FLEETD_CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("FLEETD_CA %s holds no PEM certificate", path)
+		}
+		tc.RootCAs = pool
+	}
+	certPath, keyPath := os.Getenv("FLEETD_CERT"), os.Getenv("FLEETD_KEY")
+	switch {
+	case certPath != "" && keyPath != "":
+		cert, err := tls.LoadX509KeyPair(certPath, keyPath)
+		if err != nil {
+			return nil, fmt.Errorf("FLEETD_CERT and FLEETD_KEY: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+		a.cert = true
+	case certPath != "" || keyPath != "":
+		return nil, errors.New("set both FLEETD_CERT and FLEETD_KEY, or neither")
+	}
+	if a.token == "" && !a.cert {
+		return nil, errors.New("set FLEET_APPROVER_TOKEN to an approver token, or FLEETD_CERT and FLEETD_KEY to an approver's client certificate: fleetd shows an anonymous request nothing")
+	}
+
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tc
+	a.hc = &http.Client{
+		Transport: tr,
+		Timeout:   timeout,
+		// A redirect is not fleetd's answer; the token stays with fleetd.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return a, nil
+}
+
+// claim fetches the claim waiting for serial. errors.Is finds errNoClaim
+// when none waits.
+func (a *approver) claim(ctx context.Context, serial string) (*waitingClaim, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base+"/v1/claims/"+url.PathEscape(serial), nil)
+	if err != nil {
+		return nil, err
+	}
+	if a.token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.token)
+	}
+	req.Header.Set("Accept", "application/json")
+	rsp, err := a.hc.Do(req)
+	if err != nil {
+		return nil, a.transportError(err)
+	}
+	defer rsp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(rsp.Body, maxClaimAnswer+1))
+	if err != nil {
+		return nil, fmt.Errorf("fleetd at %s: reading its answer: %w", a.base, err)
+	}
+	switch rsp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound:
+		return nil, errNoClaim
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return nil, fmt.Errorf("fleetd at %s refused %s: %s", a.base, a.credentials(), rsp.Status)
+	default:
+		return nil, fmt.Errorf("fleetd at %s answered %s%s", a.base, rsp.Status, bodyExcerpt(body))
+	}
+	if len(body) > maxClaimAnswer {
+		return nil, fmt.Errorf("fleetd at %s answered a claim larger than %d bytes", a.base, maxClaimAnswer)
+	}
+	var c waitingClaim
+	if err := json.Unmarshal(body, &c); err != nil {
+		return nil, fmt.Errorf("fleetd at %s answered something that is not a claim: %v", a.base, err)
+	}
+	if c.Serial != serial {
+		return nil, fmt.Errorf("fleetd at %s answered the claim of serial %s, not of %s", a.base, printable(c.Serial), printable(serial))
+	}
+	for _, h := range []struct{ kind, hash string }{{"RSA-2048", c.RSA2048}, {"ECC P-256", c.ECCP256}} {
+		if h.hash != "" && !isEKHash(h.hash) {
+			return nil, fmt.Errorf("fleetd at %s answered an %s EK hash %s that is not 64 lowercase hex characters", a.base, h.kind, printable(h.hash))
+		}
+	}
+	return &c, nil
+}
+
+// credentials names what the request authenticated with.
+func (a *approver) credentials() string {
+	switch {
+	case a.token != "" && a.cert:
+		return "the approver token (FLEET_APPROVER_TOKEN) and the client certificate (FLEETD_CERT)"
+	case a.cert:
+		return "the client certificate (FLEETD_CERT)"
+	}
+	return "the approver token (FLEET_APPROVER_TOKEN)"
+}
+
+// transportError words a request that got no answer.
+func (a *approver) transportError(err error) error {
+	var unknown x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	var hostname x509.HostnameError
+	switch {
+	case errors.As(err, &unknown):
+		return fmt.Errorf("fleetd at %s: its certificate is not signed by a CA this machine trusts: set FLEETD_CA to the PEM file of fleetd's CA (%w)", a.base, err)
+	case errors.As(err, &invalid), errors.As(err, &hostname):
+		return fmt.Errorf("fleetd at %s: its certificate is not valid: %w", a.base, err)
+	}
+	return fmt.Errorf("fleetd did not answer at %s: %w", a.base, err)
+}
+
+// bodyExcerpt quotes the start of an error answer's body, for the operator.
+func bodyExcerpt(body []byte) string {
+	s := strings.TrimSpace(string(body))
+	if s == "" {
+		return ""
+	}
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return ": " + printable(s)
+}
+
+// isEKHash reports whether s is an EK hash: 64 lowercase hex characters.
+func isEKHash(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
