@@ -20,11 +20,13 @@ type Claim struct {
 	// Attestation is what the attestation proved; Admit records it on the
 	// device first.
 	Attestation inventory.Attestation
-	// PortErr is the switch-port check's judgement of the claimed port
-	// against the declared one (lldpwait's: "on port N, expected M",
-	// "attested no switch port"); nil when they match. A non-nil PortErr
-	// refuses any run before anything is rendered.
-	PortErr error
+	// CheckPort judges the switch port the claim carried against the
+	// device's declared one (fleetd wires lldpwait's check: "on port N,
+	// expected M", "attested no switch port"). Admit calls it with the
+	// declared port of the device NetBox holds for the serial; an error
+	// refuses any run before anything is rendered, and is journaled with
+	// its text. Required: a Claim without it is refused.
+	CheckPort func(declared int) error
 	// From is the address the machine attested from in HookOS; the journal
 	// lines of the run name it. The zero Addr: the device's address.
 	From netip.Addr
@@ -74,6 +76,9 @@ type Decision struct {
 	Code string
 }
 
+// errNoPortCheck refuses a claim that came without a switch-port check.
+var errNoPortCheck = errors.New("no switch-port check was given for the claim")
+
 // The reasons of a no-provision decision, as the attest.install audit line
 // gives them.
 const (
@@ -84,7 +89,8 @@ const (
 // Admit decides what happens to a machine that passed attestation from
 // HookOS, and starts its run when one is due. It records the attestation
 // on the device, then:
-//   - refuses any run when c.PortErr is set (journaled with its text);
+//   - refuses any run when c.CheckPort refuses the claimed switch port
+//     (journaled with its text);
 //   - answers the code of a run that waits for this machine (one started
 //     from desired_action, whose Rufio job booted it) while no action of
 //     that run has passed wipe-disk;
@@ -140,12 +146,16 @@ func (p *Provisioner) admit(ctx context.Context, c Claim) (Decision, inventory.D
 	unlock := p.lockDevice(dev.ID)
 	defer unlock()
 
-	if c.PortErr != nil {
-		text := refusedText(c.PortErr)
+	portErr := errNoPortCheck
+	if c.CheckPort != nil {
+		portErr = c.CheckPort(dev.SwitchPort)
+	}
+	if portErr != nil {
+		text := refusedText(portErr)
 		if err := p.nb.Journal(ctx, dev.ID, inventory.JournalWarning, text); err != nil {
 			return Decision{}, dev, err
 		}
-		return Decision{Outcome: Refused, Reason: c.PortErr.Error()}, dev, nil
+		return Decision{Outcome: Refused, Reason: portErr.Error()}, dev, nil
 	}
 
 	runs, err := p.runsOf(ctx, dev.ID)

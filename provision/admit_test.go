@@ -124,7 +124,7 @@ func TestAdmitWrongSwitchPort(t *testing.T) {
 			dev := worker(1, "node-01")
 			h := newHarness(t, nil, dev)
 			c := claimOf(dev)
-			c.PortErr = errors.New(portErr)
+			c.CheckPort = func(int) error { return errors.New(portErr) }
 			d, err := h.p.Admit(context.Background(), c)
 			if err != nil {
 				t.Fatal(err)
@@ -535,4 +535,20 @@ func contains(s []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// A claim without a switch-port check never starts a run.
+func TestAdmitWithoutPortCheck(t *testing.T) {
+	dev := worker(1, "node-01")
+	h := newHarness(t, nil, dev)
+	c := claimOf(dev)
+	c.CheckPort = nil
+	d, err := h.p.Admit(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Outcome != Refused || d.Code != "" {
+		t.Errorf("Admit = %+v, want refused with no code", d)
+	}
+	h.wantNothingCreated()
 }

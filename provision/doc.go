@@ -145,6 +145,7 @@
 //	})
 //	go p.Run(ctx)
 //	// for each attestation that passed:
-//	d, err := p.Admit(ctx, provision.Claim{Serial: s, Attestation: a, PortErr: portErr, From: addr})
+//	d, err := p.Admit(ctx, provision.Claim{Serial: s, Attestation: a, From: addr,
+//		CheckPort: func(declared int) error { return lldpwait.Check(neighbor, declared, portCfg) }})
 //	// answer d.Code to the HookOS client when it is set.
 package provision

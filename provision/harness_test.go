@@ -352,7 +352,18 @@ func claimOf(dev inventory.Device) Claim {
 		Attestation: inventory.Attestation{
 			MAC: macOf(dev.ID), EKHash: dev.ApprovedEKHash, SwitchPort: dev.SwitchPort, At: t0, Verdict: "attested",
 		},
-		From: dev.Address.Addr(),
+		From:      dev.Address.Addr(),
+		CheckPort: portCheck(dev.SwitchPort),
+	}
+}
+
+// portCheck judges a claimed port as lldpwait does, in its words.
+func portCheck(claimed int) func(declared int) error {
+	return func(declared int) error {
+		if claimed != declared {
+			return fmt.Errorf("on port %d, expected %d", claimed, declared)
+		}
+		return nil
 	}
 }
 

@@ -146,7 +146,8 @@ func follyClaim(serial string, id int64, port int, addr string) Claim {
 		Attestation: inventory.Attestation{
 			MAC: macOf(id), SwitchPort: port, At: t0, Verdict: "attested",
 		},
-		From: netip.MustParseAddr(addr),
+		From:      netip.MustParseAddr(addr),
+		CheckPort: portCheck(port),
 	}
 }
 
@@ -220,7 +221,7 @@ func TestNetBoxWrongPort(t *testing.T) {
 	h := newNetBoxHarness(t)
 	id := h.ids["w-01"]
 	c := follyClaim("MS01-0021", id, 7, "10.40.0.21")
-	c.PortErr = errors.New("on port 7, expected 5")
+	// portCheck(7) judges the claim against the declared 5 itself.
 	if d, err := h.p.Admit(t.Context(), c); err != nil || d.Outcome != Refused {
 		t.Fatalf("Admit = %+v, %v", d, err)
 	}
