@@ -80,6 +80,15 @@ type fleet struct {
 	logs     *syncBuffer
 	bindings *attesttest.Bindings
 	hook     *hook
+
+	judgedMu sync.Mutex
+	judged   []attest.Judgement // what Config.Judged was called with
+}
+
+func (f *fleet) judgements() []attest.Judgement {
+	f.judgedMu.Lock()
+	defer f.judgedMu.Unlock()
+	return append([]attest.Judgement(nil), f.judged...)
 }
 
 func newFleet(t testing.TB, cfg *attest.Config) *fleet {
@@ -92,6 +101,13 @@ func newFleet(t testing.TB, cfg *attest.Config) *fleet {
 	c.Logger = slog.New(slog.NewTextHandler(f.logs, nil))
 	if c.Admit == nil {
 		c.Admit = f.hook.admit
+	}
+	if c.Judged == nil {
+		c.Judged = func(_ context.Context, _ attest.Claim, j attest.Judgement) {
+			f.judgedMu.Lock()
+			defer f.judgedMu.Unlock()
+			f.judged = append(f.judged, j)
+		}
 	}
 	srv, err := attest.NewServer(f.bindings, &c)
 	if err != nil {

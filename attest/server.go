@@ -54,6 +54,13 @@ type Config struct {
 	// MaxWaiting bounds the waiting claims; the oldest goes first. Zero:
 	// DefaultMaxWaiting (1024).
 	MaxWaiting int
+	// Judged, when set, is called once for every verdict, after the
+	// admission hook and the audit line, with the proven claim and the
+	// judgement (fleetd counts verdicts and journals the refusals an
+	// operator must read, such as ek-binding-unauthored). It runs on the
+	// proof's goroutine and must be safe for concurrent use. Nil: nothing
+	// is called.
+	Judged func(ctx context.Context, c Claim, j Judgement)
 	// Logger receives the audit line attest.verdict of every verdict and
 	// attest.refused for every refused request. Nil: silent.
 	Logger *slog.Logger
@@ -120,6 +127,7 @@ type Server struct {
 	ttl      time.Duration
 	maxBody  int64
 	admit    AdmitFunc
+	judged   func(context.Context, Claim, Judgement)
 	spent    SpentSessions
 	waiting  *waitingStore
 	log      *slog.Logger
@@ -153,6 +161,7 @@ func NewServer(bindings Bindings, cfg *Config) (*Server, error) {
 		ttl:      orDefault(c.SessionTTL, DefaultSessionTTL),
 		maxBody:  orDefault(c.MaxBody, DefaultMaxBody),
 		admit:    c.Admit,
+		judged:   c.Judged,
 		spent:    c.Spent,
 		waiting:  newWaitingStore(orDefault(c.WaitingTTL, DefaultWaitingTTL), orDefault(c.MaxWaiting, DefaultMaxWaiting)),
 		log:      c.Logger,
@@ -436,6 +445,9 @@ func (s *Server) serveProof(w http.ResponseWriter, r *http.Request, body []byte)
 		level = slog.LevelWarn
 	}
 	s.log.LogAttrs(r.Context(), level, "attest.verdict", attrs...)
+	if s.judged != nil {
+		s.judged(r.Context(), c, j)
+	}
 	writeJSON(w, http.StatusOK, res)
 }
 
