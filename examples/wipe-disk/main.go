@@ -39,20 +39,26 @@
 // container), the host's /sys and udev database, the agent's boot record,
 // and, for "docker pull", the host's Docker socket:
 //
-//   - name: wipe-disk
-//     image: registry.example/fleet/wipe-disk:v1
-//     timeout: 900
-//     environment:
-//     INSTALL_DISK: "{{ .install_disk }}"
-//     INSTALL_DISK_SERIAL: "{{ .install_disk_serial }}"
-//     INSTALL_CODE: "{{ .install_code }}"
-//     INSTALLER_IMAGE: "{{ .installer_image }}"
-//     volumes:
-//   - /dev:/dev
-//   - /sys:/sys:ro
-//   - /run/udev:/run/udev:ro
-//   - /run/fleet:/run/fleet:ro
-//   - /var/run/docker.sock:/var/run/docker.sock
+//	actions:
+//	  - name: wipe-disk
+//	    image: registry.example/fleet/wipe-disk:v1
+//	    timeout: 900
+//	    environment:
+//	      INSTALL_DISK: "{{ .install_disk }}"
+//	      INSTALL_DISK_SERIAL: "{{ .install_disk_serial }}"
+//	      INSTALL_CODE: "{{ .install_code }}"
+//	      INSTALLER_IMAGE: "{{ .installer_image }}"
+//	    volumes:
+//	      - /dev:/dev
+//	      - /sys:/sys:ro
+//	      - /run/udev:/run/udev:ro
+//	      - /run/fleet:/run/fleet:ro
+//	      - /var/run/docker.sock:/var/run/docker.sock
+//
+// Tinkerbell's agent mounts no directory of its own that the run's actions
+// share, so the Template binds one (FLEET_STATE_DIR, /workflow) for every
+// action of the run: see examples/templates, whose fleet-provision and
+// fleet-retire Templates run this action.
 //
 // The image holds this binary and the pull command's program (the docker
 // CLI by default).
@@ -71,6 +77,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -82,13 +89,15 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Getenv, nil, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
-// run is the action; getenv reads its environment.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+// run is the action; getenv reads its environment. root is the file system
+// the disks, /dev links and boot ID are read from (disksafe.Config.Root);
+// nil is the machine's own.
+func run(ctx context.Context, args []string, getenv func(string) string, root fs.FS, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("wipe-disk", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	dryRun := fl.Bool("dry-run", false, "judge the disks and print the verdict; pull and write nothing")
@@ -110,7 +119,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		InstallerImage: getenv("INSTALLER_IMAGE"),
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cfg := &disksafe.Config{StateDir: getenv("FLEET_STATE_DIR"), Logger: log}
+	cfg := &disksafe.Config{Root: root, StateDir: getenv("FLEET_STATE_DIR"), Logger: log}
 
 	boot, err := thisBoot(getenv("FLEET_BOOT_DIR"), cfg, stderr)
 	if err != nil {

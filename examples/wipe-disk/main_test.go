@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/fleetkit/fleet/disksafe"
 )
@@ -19,6 +21,7 @@ const secret = "ic-Zx81qPw0vN3mTs6Y"
 type env struct {
 	vars    map[string]string
 	pullLog string
+	root    fs.FS // nil: the machine's own
 }
 
 func newEnv(t *testing.T) *env {
@@ -55,7 +58,7 @@ func newEnv(t *testing.T) *env {
 func (e *env) run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code = run(t.Context(), args, func(k string) string { return e.vars[k] }, &out, &errb)
+	code = run(t.Context(), args, func(k string) string { return e.vars[k] }, e.root, &out, &errb)
 	if strings.Contains(out.String()+errb.String(), secret) {
 		t.Errorf("the output shows the install code:\n%s%s", out.String(), errb.String())
 	}
@@ -124,47 +127,142 @@ func TestMalformedBootRecord(t *testing.T) {
 	}
 }
 
-// TestDryRunWouldWipe judges one of this machine's own disks: the dry run
-// reads sysfs and writes nothing.
-func TestDryRunWouldWipe(t *testing.T) {
-	e := newEnv(t)
-	disks, err := disksafe.List(nil)
-	if err != nil {
+// fakeBootID is the boot ID of fakeMachine.
+const fakeBootID = "0c4f8e2a-5b7d-4e19-a6c3-9d2e1f0b7a58"
+
+// fakeMachine is a root file system as sysfs, udev and devtmpfs show a
+// machine with a SATA SSD (serial in VPD page 0x80 and udev, reached
+// through a /dev/disk/by-id link) and a USB stick.
+func fakeMachine() fstest.MapFS {
+	file := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s), Mode: 0o444} }
+	link := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s), Mode: fs.ModeSymlink | 0o777} }
+	node := &fstest.MapFile{Mode: fs.ModeDevice | 0o660}
+	vpd80 := func(serial string) string {
+		return string([]byte{0x00, 0x80, 0x00, byte(len(serial))}) + serial
+	}
+	sata := "devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0"
+	usb := "devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0"
+	return fstest.MapFS{
+		"proc/sys/kernel/random/boot_id": file(fakeBootID + "\n"),
+
+		"sys/block/sda":                                              link("../" + sata + "/block/sda"),
+		"sys/class/block/sda":                                        link("../../" + sata + "/block/sda"),
+		"sys/" + sata + "/block/sda/dev":                             file("8:0\n"),
+		"sys/" + sata + "/block/sda/size":                            file("1953525168\n"),
+		"sys/" + sata + "/block/sda/removable":                       file("0\n"),
+		"sys/" + sata + "/block/sda/ro":                              file("0\n"),
+		"sys/" + sata + "/block/sda/device":                          link("../../../0:0:0:0"),
+		"sys/" + sata + "/vpd_pg80":                                  file(vpd80("      S4EWNX0R612345A")),
+		"sys/" + sata + "/model":                                     file("Samsung SSD 870 \n"),
+		"run/udev/data/b8:0":                                         file("E:ID_BUS=ata\nE:ID_SERIAL_SHORT=S4EWNX0R612345A\n"),
+		"dev/sda":                                                    node,
+		"dev/disk/by-id/ata-Samsung_SSD_870_EVO_1TB_S4EWNX0R612345A": link("../../sda"),
+
+		"sys/block/sdb":                       link("../" + usb + "/block/sdb"),
+		"sys/class/block/sdb":                 link("../../" + usb + "/block/sdb"),
+		"sys/" + usb + "/block/sdb/dev":       file("8:16\n"),
+		"sys/" + usb + "/block/sdb/size":      file("60437492\n"),
+		"sys/" + usb + "/block/sdb/removable": file("1\n"),
+		"sys/" + usb + "/block/sdb/ro":        file("0\n"),
+		"run/udev/data/b8:16":                 file("E:ID_BUS=usb\nE:ID_SERIAL_SHORT=4C530001230815117283\n"),
+		"dev/sdb":                             node,
+	}
+}
+
+// fakeEnv is an action environment over fakeMachine, with an attested
+// boot of fakeMachine's boot ID recorded.
+func fakeEnv(t *testing.T) *env {
+	t.Helper()
+	dir := t.TempDir()
+	bootDir := filepath.Join(dir, "fleet")
+	if err := disksafe.WriteBootRecord(bootDir, disksafe.BootRecord{BootID: fakeBootID, Attested: true, Code: secret}); err != nil {
 		t.Fatal(err)
 	}
-	var d *disksafe.Disk
-	for i := range disks {
-		if disks[i].Serial != "" && !disks[i].Removable && !disks[i].USB && !disks[i].ReadOnly {
-			d = &disks[i]
-			break
-		}
+	pullLog := filepath.Join(dir, "pulls")
+	return &env{
+		vars: map[string]string{
+			"INSTALL_CODE":    secret,
+			"INSTALLER_IMAGE": "ghcr.io/siderolabs/installer:v1.13.9",
+			"PULL_COMMAND":    "/nonexistent/pull",
+			"FLEET_BOOT_DIR":  bootDir,
+			"FLEET_STATE_DIR": filepath.Join(dir, "workflow"),
+		},
+		pullLog: pullLog,
+		root:    fakeMachine(),
 	}
-	if d == nil {
-		t.Skip("this machine has no fixed disk that reports a serial")
+}
+
+// TestDryRunWouldWipe judges the disks of a fake machine: the dry run
+// reads its sysfs, udev database and /dev links, and writes nothing.
+func TestDryRunWouldWipe(t *testing.T) {
+	for _, disk := range []string{"/dev/sda", "/dev/disk/by-id/ata-Samsung_SSD_870_EVO_1TB_S4EWNX0R612345A"} {
+		t.Run(disk, func(t *testing.T) {
+			e := fakeEnv(t)
+			e.vars["INSTALL_DISK"], e.vars["INSTALL_DISK_SERIAL"] = disk, "S4EWNX0R612345A"
+			code, stdout, stderr := e.run(t, "-dry-run")
+			want := "wipe: " + disk + " reports the serial S4EWNX0R612345A\nwipe: dry run: nothing wiped\n"
+			if code != 0 || !strings.HasSuffix(stdout, want) {
+				t.Fatalf("exit %d\nstdout %q\nstderr %q\nwant stdout ending %q", code, stdout, stderr, want)
+			}
+			for _, line := range []string{
+				"sda        8:0          1.0 TB  S4EWNX0R612345A          ata       \n",
+				"sdb        8:16        30.9 GB  4C530001230815117283     usb       removable,usb\n",
+				"install disk " + disk + " resolves to sda\n",
+			} {
+				if !strings.Contains(stdout, line) {
+					t.Errorf("stdout lacks %q:\n%s", line, stdout)
+				}
+			}
+			if _, err := os.Stat(e.vars["FLEET_STATE_DIR"]); !os.IsNotExist(err) {
+				t.Errorf("a dry run wrote the state directory: %v", err)
+			}
+		})
 	}
-	e.vars["INSTALL_DISK"], e.vars["INSTALL_DISK_SERIAL"] = "/dev/"+d.Name, d.Serial
-	code, stdout, stderr := e.run(t, "-dry-run")
-	want := "wipe: /dev/" + d.Name + " reports the serial " + d.Serial + "\nwipe: dry run: nothing wiped\n"
-	if code != 0 || !strings.HasSuffix(stdout, want) {
-		t.Fatalf("exit %d\nstdout %q\nstderr %q\nwant stdout ending %q", code, stdout, stderr, want)
+}
+
+// TestDryRunRefusesFake shows the judgement of the fake machine's disks
+// refusing what the runbook says it refuses.
+func TestDryRunRefusesFake(t *testing.T) {
+	tests := []struct {
+		name         string
+		disk, serial string
+		boot         *disksafe.BootRecord
+		want         string
+	}{
+		{"the serial names the USB stick", "/dev/sdb", "4C530001230815117283", nil, "wipe: /dev/sdb is removable\n"},
+		{"another disk reports the serial", "/dev/sdb", "S4EWNX0R612345A", nil,
+			"wipe: /dev/sdb is sdb, but the disk that reports S4EWNX0R612345A is sda\n"},
+		{"the install disk is missing", "/dev/nvme0n1", "S4EWNX0R612345A", nil,
+			"wipe: /dev/nvme0n1 is missing, but the disk that reports S4EWNX0R612345A is sda\n"},
+		{"a record of another boot", "/dev/sda", "S4EWNX0R612345A",
+			&disksafe.BootRecord{BootID: "11111111-2222-3333-4444-555555555555", Attested: true, Code: secret},
+			"wipe: this boot did not pass attestation\n"},
+		{"this boot failed attestation", "/dev/sda", "S4EWNX0R612345A",
+			&disksafe.BootRecord{BootID: fakeBootID}, "wipe: this boot did not pass attestation\n"},
 	}
-	if !strings.Contains(stdout, "install disk /dev/"+d.Name+" resolves to "+d.Name+"\n") {
-		t.Errorf("stdout lacks the resolution: %q", stdout)
-	}
-	if p := e.pulled(t); p != "" {
-		t.Errorf("a dry run pulled %q", p)
-	}
-	if _, err := os.Stat(e.vars["FLEET_STATE_DIR"]); !os.IsNotExist(err) {
-		t.Errorf("a dry run wrote the state directory: %v", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := fakeEnv(t)
+			if tt.boot != nil {
+				if err := disksafe.WriteBootRecord(e.vars["FLEET_BOOT_DIR"], *tt.boot); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.vars["INSTALL_DISK"], e.vars["INSTALL_DISK_SERIAL"] = tt.disk, tt.serial
+			code, stdout, stderr := e.run(t, "-dry-run")
+			if code != 1 || !strings.HasPrefix(stderr, tt.want) || !strings.HasSuffix(stdout, "wipe: dry run: nothing wiped\n") {
+				t.Errorf("exit %d\nstdout %q\nstderr %q\nwant stderr starting %q", code, stdout, stderr, tt.want)
+			}
+		})
 	}
 }
 
 func TestUsage(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := run(t.Context(), []string{"extra"}, func(string) string { return "" }, &out, &errb); code != 2 {
+	if code := run(t.Context(), []string{"extra"}, func(string) string { return "" }, nil, &out, &errb); code != 2 {
 		t.Errorf("an extra argument: exit %d, want 2", code)
 	}
-	if code := run(t.Context(), []string{"-force"}, func(string) string { return "" }, &out, &errb); code != 2 {
+	if code := run(t.Context(), []string{"-force"}, func(string) string { return "" }, nil, &out, &errb); code != 2 {
 		t.Errorf("an unknown flag: exit %d, want 2", code)
 	}
 }
