@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -232,7 +233,12 @@ func (a *approver) transportError(err error) error {
 	var unknown x509.UnknownAuthorityError
 	var invalid x509.CertificateInvalidError
 	var hostname x509.HostnameError
+	var op *net.OpError
 	switch {
+	case errors.As(err, &op) && op.Op == "remote error":
+		// A TLS alert: fleetd refused the handshake, as when it does not
+		// trust the client certificate.
+		return fmt.Errorf("fleetd at %s refused the TLS connection (does it trust the client certificate in FLEETD_CERT?): %w", a.base, err)
 	case errors.As(err, &unknown):
 		return fmt.Errorf("fleetd at %s: its certificate is not signed by a CA this machine trusts: set FLEETD_CA to the PEM file of fleetd's CA (%w)", a.base, err)
 	case errors.As(err, &invalid), errors.As(err, &hostname):

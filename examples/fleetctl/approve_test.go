@@ -1,0 +1,328 @@
+package main
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"log"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleetkit/fleet/attest"
+)
+
+const (
+	approverToken = "approver-token-7f3c9a"
+	rsaHash       = "4abbd923999a08736738b2ebbdfe7f8805209accec519129602f5a5c26bafb55"
+	eccHash       = "bcb70759f483fe758241c94bc7479a428c4f521eab2f88c3fbb1771113737b4f"
+)
+
+// fakeFleetd serves fleetd's approver API over HTTPS: GET
+// /v1/claims/{serial} for a bearer token or a client certificate signed by
+// clientCA, 401 for anyone else, 404 for a serial no claim waits for.
+type fakeFleetd struct {
+	srv *httptest.Server
+
+	mu     sync.Mutex
+	claims map[string]any // by serial: the JSON answered
+	status int            // when set, answered instead of a claim
+	paths  []string       // escaped paths requested
+}
+
+func newFakeFleetd(t *testing.T, clientCA *x509.Certificate) *fakeFleetd {
+	t.Helper()
+	f := &fakeFleetd{claims: map[string]any{}}
+	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	f.srv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are expected
+	f.srv.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven}
+	if clientCA != nil {
+		f.srv.TLS.ClientCAs = x509.NewCertPool()
+		f.srv.TLS.ClientCAs.AddCert(clientCA)
+	}
+	f.srv.StartTLS()
+	t.Cleanup(f.srv.Close)
+	ca := filepath.Join(t.TempDir(), "fleetd-ca.pem")
+	writeFile(t, ca, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: f.srv.Certificate().Raw})))
+	t.Setenv("FLEETD_URL", f.srv.URL)
+	t.Setenv("FLEETD_CA", ca)
+	t.Setenv("FLEET_APPROVER_TOKEN", approverToken)
+	t.Setenv("FLEETD_CERT", "")
+	t.Setenv("FLEETD_KEY", "")
+	return f
+}
+
+func (f *fakeFleetd) serve(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.paths = append(f.paths, r.URL.EscapedPath())
+	escaped, ok := strings.CutPrefix(r.URL.EscapedPath(), "/v1/claims/")
+	if !ok || r.Method != http.MethodGet {
+		http.NotFound(w, r)
+		return
+	}
+	byToken := subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+approverToken)) == 1
+	byCert := r.TLS != nil && len(r.TLS.VerifiedChains) > 0
+	if !byToken && !byCert {
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	if f.status != 0 {
+		http.Error(w, "fleetd: netbox did not answer\nsecond line", f.status)
+		return
+	}
+	serial, err := url.PathUnescape(escaped)
+	c, found := f.claims[serial]
+	if err != nil || !found {
+		http.Error(w, "no claim waits", http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(c)
+}
+
+func (f *fakeFleetd) add(serial string, c any) {
+	f.mu.Lock()
+	f.claims[serial] = c
+	f.mu.Unlock()
+}
+
+func (f *fakeFleetd) requested() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.paths...)
+}
+
+// claimJSON is fleetd's answer for c, with c.String() as its text.
+func claimJSON(c attest.Claim) map[string]any {
+	var lldp any
+	if c.LLDP != nil {
+		lldp = c.LLDP
+	}
+	return map[string]any{
+		"serial": c.Serial, "mac": c.MAC, "peer": c.Peer, "proven": c.Proven.Format(time.RFC3339),
+		"lldp": lldp, "ek_rsa2048": c.RSA2048, "ek_eccp256": c.ECCP256, "text": c.String(),
+	}
+}
+
+// exampleClaim is the claim of w-05, which no entry approves yet.
+func exampleClaim(serial string) attest.Claim {
+	return attest.Claim{
+		Serial: serial,
+		MAC:    "58:47:ca:70:12:34",
+		LLDP: &attest.LLDP{ChassisIDSubtype: 4, ChassisID: "74:ac:b9:11:22:33", PortIDSubtype: 7, PortID: "Port 10",
+			PortDescription: "w-05", SystemName: "usw"},
+		RSA2048: rsaHash,
+		ECCP256: eccHash,
+		Peer:    "10.40.0.105:50412",
+		Proven:  time.Date(2026, 12, 2, 14, 5, 9, 0, time.UTC),
+	}
+}
+
+// clientCert makes a CA and an approver's client certificate it signs,
+// written as PEM files; it returns the CA and the files' paths.
+func clientCert(t *testing.T) (ca *x509.Certificate, certPath, keyPath string) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "approvers"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ca, err = x509.ParseCertificate(caDER); err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leafDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "ada"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certPath, keyPath = filepath.Join(dir, "approver.pem"), filepath.Join(dir, "approver-key.pem")
+	writeFile(t, certPath, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER})))
+	writeFile(t, keyPath, string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})))
+	return ca, certPath, keyPath
+}
+
+func runApprove(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(append([]string{"approve"}, args...), &out, &errOut)
+	if strings.Contains(out.String()+errOut.String(), approverToken) {
+		t.Errorf("the approver token appears in the output:\n%s%s", out.String(), errOut.String())
+	}
+	return code, out.String(), errOut.String()
+}
+
+func TestApproveGolden(t *testing.T) {
+	f := newFakeFleetd(t, nil)
+	f.add("G6NUC13-88122", claimJSON(exampleClaim("G6NUC13-88122")))
+	code, stdout, stderr := runApprove(t, "G6NUC13-88122")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	golden(t, "testdata/approve.golden", stdout)
+	if got := f.requested(); len(got) != 1 || got[0] != "/v1/claims/G6NUC13-88122" {
+		t.Errorf("requests: %q", got)
+	}
+}
+
+func TestApproveClientCertificate(t *testing.T) {
+	ca, certPath, keyPath := clientCert(t)
+	f := newFakeFleetd(t, ca)
+	f.add("G6NUC13-88122", claimJSON(exampleClaim("G6NUC13-88122")))
+	t.Setenv("FLEET_APPROVER_TOKEN", "")
+	t.Setenv("FLEETD_CERT", certPath)
+	t.Setenv("FLEETD_KEY", keyPath)
+	code, stdout, stderr := runApprove(t, "G6NUC13-88122")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	golden(t, "testdata/approve.golden", stdout)
+
+	// A certificate fleetd's CA did not sign: the handshake is refused.
+	_, rogueCert, rogueKey := clientCert(t)
+	t.Setenv("FLEETD_CERT", rogueCert)
+	t.Setenv("FLEETD_KEY", rogueKey)
+	code, stdout, stderr = runApprove(t, "G6NUC13-88122")
+	if code != 2 || stdout != "" || !strings.Contains(stderr, "refused the TLS connection") {
+		t.Errorf("a rogue client certificate: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+}
+
+func TestApproveAnswers(t *testing.T) {
+	ca, certPath, keyPath := clientCert(t)
+	onlyRSA := exampleClaim("ONLY-RSA")
+	onlyRSA.ECCP256 = ""
+	onlyRSA.LLDP = nil
+	noEK := exampleClaim("NO-EK")
+	noEK.RSA2048, noEK.ECCP256 = "", ""
+	noText := claimJSON(exampleClaim("NO-TEXT"))
+	noText["text"] = ""
+	hostile := claimJSON(exampleClaim("HOSTILE"))
+	hostile["text"] = "serial HOSTILE\x1b]0;approved\x07\u202e\n"
+	other := claimJSON(exampleClaim("SOMEONE-ELSE"))
+	badHash := claimJSON(exampleClaim("BAD-HASH"))
+	badHash["ek_rsa2048"] = strings.ToUpper(rsaHash)
+	for _, c := range []struct {
+		name   string
+		serial string
+		env    map[string]string
+		status int    // fleetd answers this instead of a claim
+		down   bool   // fleetd is not running
+		code   int    // exit code
+		stdout string // what stdout holds ("" for nothing)
+		stderr string // a part of stderr
+		nreq   int    // requests fleetd must have seen; -1 for any
+	}{
+		{name: "no claim waits", serial: "MS01-2407-0099", code: 1, stdout: "no claim waits for serial MS01-2407-0099\n", nreq: 1},
+		{name: "a serial that needs escaping", serial: "A/B C?#", code: 0,
+			stdout: exampleClaim("A/B C?#").String() + "\nFor the node's entry in the nodes file, once each hash matches your evidence:\n" +
+				"approved_ek_rsa2048: " + rsaHash + "\napproved_ek_eccp256: " + eccHash + "\n\n" + approveCaution + "\n" + approvedNothing + "\n", nreq: 1},
+		{name: "one EK", serial: "ONLY-RSA", code: 0,
+			stdout: onlyRSA.String() + "\nFor the node's entry in the nodes file, once each hash matches your evidence:\n" +
+				"approved_ek_rsa2048: " + rsaHash + "\n\n" + approveCaution + "\n" + approvedNothing + "\n", nreq: 1},
+		{name: "no EK", serial: "NO-EK", code: 1,
+			stdout: noEK.String() + "\nThe claim proved no EK, so no line can approve it.\n" + approvedNothing + "\n", nreq: 1},
+		{name: "no text", serial: "NO-TEXT", code: 0,
+			stdout: exampleClaim("NO-TEXT").String() + "\nFor the node's entry in the nodes file, once each hash matches your evidence:\n" +
+				"approved_ek_rsa2048: " + rsaHash + "\napproved_ek_eccp256: " + eccHash + "\n\n" + approveCaution + "\n" + approvedNothing + "\n", nreq: 1},
+		{name: "a text that would drive the terminal", serial: "HOSTILE", code: 0,
+			stdout: `serial HOSTILE\x1b]0;approved\x07\u202e` + "\n\nFor the node's entry in the nodes file, once each hash matches your evidence:\n" +
+				"approved_ek_rsa2048: " + rsaHash + "\napproved_ek_eccp256: " + eccHash + "\n\n" + approveCaution + "\n" + approvedNothing + "\n", nreq: 1},
+		{name: "the claim of another serial", serial: "ASKED", code: 2, stderr: "answered the claim of serial SOMEONE-ELSE, not of ASKED", nreq: 1},
+		{name: "a malformed hash", serial: "BAD-HASH", code: 2, stderr: "RSA-2048 EK hash " + strings.ToUpper(rsaHash) + " that is not 64 lowercase hex characters", nreq: 1},
+		{name: "a wrong token", serial: "MS01-2407-0099", env: map[string]string{"FLEET_APPROVER_TOKEN": "guessed"}, code: 2,
+			stderr: "refused the approver token (FLEET_APPROVER_TOKEN): 401 Unauthorized", nreq: 1},
+		{name: "fleetd fails", serial: "MS01-2407-0099", status: http.StatusServiceUnavailable, code: 2,
+			stderr: "answered 503 Service Unavailable: \"fleetd: netbox did not answer\"\n", nreq: 1},
+		{name: "fleetd down", serial: "MS01-2407-0099", down: true, code: 2, stderr: "fleetd did not answer at https://", nreq: -1},
+		{name: "fleetd's CA not given", serial: "MS01-2407-0099", env: map[string]string{"FLEETD_CA": ""}, code: 2,
+			stderr: "set FLEETD_CA to the PEM file of fleetd's CA", nreq: -1},
+		{name: "a CA file without a certificate", serial: "MS01-2407-0099", env: map[string]string{"FLEETD_CA": keyPath}, code: 2,
+			stderr: "holds no PEM certificate", nreq: 0},
+		{name: "no credentials", serial: "MS01-2407-0099", env: map[string]string{"FLEET_APPROVER_TOKEN": ""}, code: 2,
+			stderr: "set FLEET_APPROVER_TOKEN to an approver token, or FLEETD_CERT and FLEETD_KEY", nreq: 0},
+		{name: "a certificate without its key", serial: "MS01-2407-0099", env: map[string]string{"FLEETD_CERT": certPath}, code: 2,
+			stderr: "set both FLEETD_CERT and FLEETD_KEY, or neither", nreq: 0},
+		{name: "plain http", serial: "MS01-2407-0099", env: map[string]string{"FLEETD_URL": "http://spore.example:8443"}, code: 2,
+			stderr: "is not https: fleetd serves approvers over HTTPS only", nreq: 0},
+		{name: "no fleetd named", serial: "MS01-2407-0099", env: map[string]string{"FLEETD_URL": ""}, code: 2, stderr: "set FLEETD_URL", nreq: 0},
+		{name: "no serial", code: 2, stderr: "usage: fleetctl approve", nreq: 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFakeFleetd(t, ca)
+			for _, cl := range []any{claimJSON(exampleClaim("A/B C?#")), claimJSON(onlyRSA), claimJSON(noEK), noText, hostile, badHash} {
+				f.add(cl.(map[string]any)["serial"].(string), cl)
+			}
+			f.add("ASKED", other)
+			f.status = c.status
+			if c.down {
+				f.srv.Close()
+			}
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			var args []string
+			if c.serial != "" {
+				args = []string{c.serial}
+			}
+			code, stdout, stderr := runApprove(t, args...)
+			if code != c.code {
+				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, c.code, stdout, stderr)
+			}
+			if stdout != c.stdout {
+				t.Errorf("stdout:\n%s\nwant:\n%s", stdout, c.stdout)
+			}
+			if !strings.Contains(stderr, c.stderr) || (c.stderr == "") != (stderr == "") {
+				t.Errorf("stderr %q, want it to hold %q", stderr, c.stderr)
+			}
+			if n := len(f.requested()); c.nreq >= 0 && n != c.nreq {
+				t.Errorf("fleetd saw %d requests, want %d", n, c.nreq)
+			}
+		})
+	}
+}
+
+// TestApproveEscapesThePath checks the request path of a serial with
+// characters a URL path gives meaning to.
+func TestApproveEscapesThePath(t *testing.T) {
+	f := newFakeFleetd(t, nil)
+	runApprove(t, "A/B C?#")
+	if got := f.requested(); len(got) != 1 || got[0] != "/v1/claims/A%2FB%20C%3F%23" {
+		t.Errorf("requested %q", got)
+	}
+}
