@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fleetkit/fleet/inventory"
+	"github.com/fleetkit/fleet/inventory/netboxtest"
+)
+
+func TestRenderClassInputsGolden(t *testing.T) {
+	srv, nb := appliedNetBox(t)
+	// cp-01 runs; cp-02 and cp-03 are declared and wait to be provisioned.
+	must(t, nb.SetStatus(t.Context(), device(t, nb, "MS01-2407-0001").ID, inventory.StatusActive))
+
+	srv.ResetRequests()
+	var stdout, stderr bytes.Buffer
+	args := []string{"render-class-inputs", "-nodes", "../testdata/nodes.yaml", "-san", "api.folly.example", "-san", "10.40.0.10"}
+	if code := run(args, &stdout, &stderr); code != 0 || stderr.Len() > 0 {
+		t.Fatalf("exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	golden(t, "testdata/class-inputs.golden", stdout.String())
+	for _, r := range srv.Requests() {
+		if r.Method != "GET" {
+			t.Errorf("render-class-inputs wrote: %s %s", r.Method, r.URI)
+		}
+	}
+	// Every control plane's address is a SAN of the API server, the
+	// workers' are not.
+	_, apiServer, _ := strings.Cut(stdout.String(), "apiServer:")
+	for _, addr := range []string{"10.40.0.10", "10.40.0.11", "10.40.0.12", "api.folly.example"} {
+		if !strings.Contains(apiServer, `- "`+addr+`"`) {
+			t.Errorf("the API server's SANs lack %s:\n%s", addr, stdout.String())
+		}
+	}
+	if strings.Contains(stdout.String(), "10.40.0.2") || strings.Contains(stdout.String(), "10.40.0.31") {
+		t.Errorf("a worker's address is a SAN:\n%s", stdout.String())
+	}
+}
+
+func TestRenderClassInputsRefuses(t *testing.T) {
+	dir := t.TempDir()
+	// A nodes file that names no control plane class: NetBox's devices of
+	// class controlplane are not control planes to it.
+	nodes := strings.Replace(mustRead(t, "../testdata/nodes.yaml"), "    type: controlplane\n", "    type: worker\n", 1)
+	writeFile(t, filepath.Join(dir, "nodes.yaml"), nodes)
+	writeFile(t, filepath.Join(dir, "cluster-topology.json"), mustRead(t, "../testdata/cluster-topology.json"))
+
+	for _, c := range []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		applied bool
+		code    int
+		stderr  string // a part of what it explains
+	}{
+		{name: "an empty NetBox", code: 1, stderr: "no control plane in NetBox holds an address: apply the nodes file's control planes first"},
+		{name: "no control plane class", applied: true, args: []string{"-nodes", filepath.Join(dir, "nodes.yaml")}, code: 1,
+			stderr: "no control plane in NetBox holds an address"},
+		{name: "a SAN that is no name", applied: true, args: []string{"-san", "api.folly.example/6443"}, code: 2,
+			stderr: `SAN "api.folly.example/6443" is neither an IP address nor a DNS name`},
+		{name: "a broken nodes file", args: []string{"-nodes", "testdata/broken-nodes.yaml"}, code: 1,
+			stderr: "testdata/broken-nodes.yaml: 17 problems; nothing was rendered"},
+		{name: "no nodes file", args: []string{"-nodes", filepath.Join(dir, "missing.yaml")}, code: 2, stderr: "missing.yaml"},
+		{name: "a refused token", env: map[string]string{"NETBOX_TOKEN": "nope"}, code: 2, stderr: "netbox refused the token"},
+		{name: "no NetBox named", env: map[string]string{"NETBOX_TOKEN": ""}, code: 2, stderr: "set NETBOX_URL"},
+		{name: "an argument", args: []string{"cp-04"}, code: 2, stderr: "usage: fleetctl render-class-inputs"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var srv *netboxtest.Server
+			if c.applied {
+				srv, _ = appliedNetBox(t)
+			} else {
+				srv = netBox(t)
+			}
+			srv.ResetRequests()
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			args := append([]string{"render-class-inputs", "-nodes", "../testdata/nodes.yaml"}, c.args...)
+			var stdout, stderr bytes.Buffer
+			if code := run(args, &stdout, &stderr); code != c.code {
+				t.Errorf("exit %d, want %d\n%s%s", code, c.code, stdout.String(), stderr.String())
+			}
+			if stdout.Len() > 0 {
+				t.Errorf("a refusal printed class inputs:\n%s", stdout.String())
+			}
+			if !strings.Contains(stderr.String(), c.stderr) {
+				t.Errorf("stderr %q, want it to hold %q", stderr.String(), c.stderr)
+			}
+			if strings.Contains(c.name, "nodes file") && srv.RequestCount() > 0 {
+				t.Errorf("a nodes file that does not load reached NetBox: %d requests", srv.RequestCount())
+			}
+		})
+	}
+}

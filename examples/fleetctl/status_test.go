@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetkit/fleet/inventory"
+	"github.com/fleetkit/fleet/inventory/netboxtest"
+)
+
+// appliedNetBox starts a netboxtest NetBox (see netBox), applies
+// examples/testdata/nodes.yaml to it with fleetctl apply, and returns it
+// with a client for fleetd's user.
+func appliedNetBox(t *testing.T) (*netboxtest.Server, *inventory.NetBox) {
+	t.Helper()
+	srv := netBox(t)
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"apply", "-nodes", "../testdata/nodes.yaml", "-switch", "usw"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("apply: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	fleetd, err := inventory.NewNetBox(srv.URL, srv.AddUser("fleetd"), &inventory.NetBoxConfig{Switch: "usw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, fleetd
+}
+
+// device returns the NetBox device of serial.
+func device(t *testing.T, nb *inventory.NetBox, serial string) inventory.Device {
+	t.Helper()
+	d, err := nb.DeviceBySerial(t.Context(), serial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// attested records an attestation of d as fleetd does after a pass.
+func attested(t *testing.T, nb *inventory.NetBox, d inventory.Device, mac string, at time.Time) {
+	t.Helper()
+	hw, err := net.ParseMAC(mac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = nb.RecordAttestation(t.Context(), d.ID, inventory.Attestation{
+		MAC: hw, EKHash: d.ApprovedEKHash, EKHashECC: d.ApprovedEKHashECC, SwitchPort: d.SwitchPort, At: at, Verdict: "attested",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStatusGolden(t *testing.T) {
+	srv, nb := appliedNetBox(t)
+	ctx := t.Context()
+	at := time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC)
+
+	// cp-01 was bootstrapped by the Talos root; cp-02 attested and waits
+	// for desired_action, which the operator set; w-01's run succeeded;
+	// w-02's run is in flight; the rest never booted.
+	cp1, cp2 := device(t, nb, "MS01-2407-0001"), device(t, nb, "MS01-2407-0002")
+	w1, w2 := device(t, nb, "7090-CN0F4K2"), device(t, nb, "7090-CN0F4K3")
+	must(t, nb.SetStatus(ctx, cp1.ID, inventory.StatusActive))
+	attested(t, nb, cp2, "58:47:ca:70:00:02", at)
+	must(t, nb.SetDesiredAction(ctx, cp2.ID, inventory.DesiredActionProvision))
+	attested(t, nb, w1, "58:47:ca:70:00:21", at)
+	must(t, nb.SetLastRun(ctx, w1.ID, "provision-w-01-1764684000"))
+	must(t, nb.SetStatus(ctx, w1.ID, inventory.StatusActive))
+	attested(t, nb, w2, "58:47:ca:70:00:22", at.Add(5*time.Minute))
+	must(t, nb.SetLastRun(ctx, w2.ID, "provision-w-02-1764684300"))
+
+	srv.ResetRequests()
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"status"}, &stdout, &stderr); code != 0 || stderr.Len() > 0 {
+		t.Fatalf("status: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	golden(t, "testdata/status.golden", stdout.String())
+	for _, r := range srv.Requests() {
+		if r.Method != "GET" {
+			t.Errorf("status wrote: %s %s", r.Method, r.URI)
+		}
+	}
+	if n := srv.RequestCount(); n != 2 {
+		t.Errorf("status made %d NetBox requests, want 2 (devices and interfaces)", n)
+	}
+}
+
+func TestStatusRefuses(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		args   []string
+		env    map[string]string
+		fault  netboxtest.FaultKind
+		code   int
+		stdout string // what it prints
+		stderr string // a part of what it explains
+	}{
+		{name: "an empty NetBox", code: 0, stdout: "NetBox holds no device of role kubernetes-node.\n"},
+		{name: "another role", args: []string{"-role", "storage node"}, code: 0, stdout: "NetBox holds no device of role \"storage node\".\n"},
+		{name: "NetBox down", fault: netboxtest.Down, args: []string{"-timeout", "2s"}, code: 2, stderr: "netbox did not answer"},
+		{name: "NetBox failing", fault: netboxtest.Failing, code: 2, stderr: "netbox did not answer"},
+		{name: "a refused token", env: map[string]string{"NETBOX_TOKEN": "nope"}, code: 2, stderr: "netbox refused the token"},
+		{name: "no NetBox named", env: map[string]string{"NETBOX_URL": ""}, code: 2, stderr: "set NETBOX_URL"},
+		{name: "an argument", args: []string{"w-01"}, code: 2, stderr: "usage: fleetctl status"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := netBox(t)
+			srv.Inject(netboxtest.Fault{Kind: c.fault})
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			var stdout, stderr bytes.Buffer
+			if code := run(append([]string{"status"}, c.args...), &stdout, &stderr); code != c.code {
+				t.Errorf("exit %d, want %d\n%s%s", code, c.code, stdout.String(), stderr.String())
+			}
+			if stdout.String() != c.stdout {
+				t.Errorf("stdout %q, want %q", stdout.String(), c.stdout)
+			}
+			if !strings.Contains(stderr.String(), c.stderr) || (c.stderr == "") != (stderr.Len() == 0) {
+				t.Errorf("stderr %q, want it to hold %q", stderr.String(), c.stderr)
+			}
+		})
+	}
+}
+
+// TestStatusCells checks that a value NetBox holds cannot break the table
+// or reach the terminal as a control sequence.
+func TestStatusCells(t *testing.T) {
+	var b bytes.Buffer
+	writeStatus(&b, []inventory.Device{
+		{ID: 2, Name: "w-02", Serial: "S 2", Status: inventory.StatusPlanned, AttestVerdict: "attested\x1b[2J"},
+		{ID: 1, Name: "w-01", Serial: "S1", Status: inventory.StatusActive, LastRun: "provision-w-01-1\tx", DesiredAction: "provision"},
+		{ID: 3, Name: "w-01", Serial: "S3", Status: inventory.StatusPlanned},
+	}, "kubernetes-node")
+	want := `NAME  SERIAL  STATUS   ATTEST_VERDICT     LAST_RUN               DESIRED_ACTION
+w-01  S1      active   -                  "provision-w-01-1\tx"  provision
+w-01  S3      planned  -                  -                      -
+w-02  "S 2"   planned  "attested\x1b[2J"  -                      -
+
+3 devices: 1 active, 2 planned
+`
+	if b.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+func TestUsageNamesEveryCommand(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"help"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("help: exit %d", code)
+	}
+	for _, cmd := range []string{"check", "plan", "apply", "status", "approve SERIAL", "render-class-inputs"} {
+		if !strings.Contains(stdout.String(), "fleetctl "+cmd) {
+			t.Errorf("usage lacks fleetctl %s:\n%s", cmd, stdout.String())
+		}
+	}
+}
