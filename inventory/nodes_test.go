@@ -334,6 +334,9 @@ func TestExampleInventory(t *testing.T) {
 			cp++
 		}
 	}
+	if inv.Topology.Name != "folly" {
+		t.Errorf("CLUSTER_NAME = %q", inv.Topology.Name)
+	}
 	if len(inv.Models) < 2 || len(inv.Classes) < 2 || cp < 2 || len(inv.Nodes)-cp < 2 {
 		t.Errorf("the example inventory should have several models, classes, control planes and workers: %d models, %d classes, %d control planes of %d nodes", len(inv.Models), len(inv.Classes), cp, len(inv.Nodes))
 	}

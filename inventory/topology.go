@@ -13,6 +13,8 @@ import (
 // (clusters/<cluster>/config/cluster-topology.json). The file holds more
 // keys, for other tools; fleet ignores them.
 type Topology struct {
+	// Name is CLUSTER_NAME, the cluster's name; "" when the file has none.
+	Name string
 	// NodeCIDR is K8S_NODE_CIDR: the Kubernetes network every node's
 	// address lies in, and whose prefix length the node's static address
 	// gets.
@@ -27,6 +29,7 @@ type Topology struct {
 const (
 	TopologyNodeCIDR    = "K8S_NODE_CIDR"
 	TopologyAPIServerIP = "API_SERVER_IP"
+	TopologyName        = "CLUSTER_NAME"
 )
 
 // maxFileSize bounds what Load reads of a nodes file or topology: far above
@@ -48,6 +51,7 @@ func LoadTopology(path string) (Topology, error) {
 // ParseTopology checks the cluster topology in data; name is the file name
 // its problems carry. Both keys must be present: K8S_NODE_CIDR an IPv4 or
 // IPv6 prefix with no host bits set, API_SERVER_IP an address inside it.
+// CLUSTER_NAME, when present, must be a string.
 func ParseTopology(name string, data []byte) (Topology, error) {
 	var (
 		topo     Topology
@@ -61,6 +65,13 @@ func ParseTopology(name string, data []byte) (Topology, error) {
 	if err != nil {
 		add(syntaxOff, "not a JSON object: %v", err)
 		return Topology{}, problems
+	}
+	if name, ok := values[TopologyName]; ok {
+		if name.err != "" {
+			add(name.off, "%s: %s", TopologyName, name.err)
+		} else {
+			topo.Name = name.s
+		}
 	}
 	cidr, ok := values[TopologyNodeCIDR]
 	switch {
