@@ -122,12 +122,15 @@ func approverFromEnv(timeout time.Duration) (*approver, error) {
 		return nil, errors.New("set FLEETD_URL to fleetd's address (e.g. https://spore.example:8443)")
 	}
 	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return nil, fmt.Errorf("FLEETD_URL %q is not an https URL of fleetd", raw)
+	if err != nil {
+		return nil, errors.New("FLEETD_URL is not a URL")
+	}
+	if u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return nil, fmt.Errorf("FLEETD_URL %q is not an https URL of fleetd (https://HOST[:PORT])", u.Redacted())
 	}
 	if u.Scheme != "https" {
 		// The approver's token must never cross the network in the clear.
-		return nil, fmt.Errorf("FLEETD_URL %q is not https: fleetd serves approvers over HTTPS only", raw)
+		return nil, fmt.Errorf("FLEETD_URL %q is not https: fleetd serves approvers over HTTPS only", u.Redacted())
 	}
 	a := &approver{base: strings.TrimSuffix(u.String(), "/"), token: os.Getenv("FLEET_APPROVER_TOKEN")}
 

@@ -282,6 +282,8 @@ func TestApproveAnswers(t *testing.T) {
 			stderr: "set both FLEETD_CERT and FLEETD_KEY, or neither", nreq: 0},
 		{name: "plain http", serial: "MS01-2407-0099", env: map[string]string{"FLEETD_URL": "http://spore.example:8443"}, code: 2,
 			stderr: "is not https: fleetd serves approvers over HTTPS only", nreq: 0},
+		{name: "a URL with a password", serial: "MS01-2407-0099", env: map[string]string{"FLEETD_URL": "https://ada:hunter2@spore.example:8443"}, code: 2,
+			stderr: "is not an https URL of fleetd", nreq: 0},
 		{name: "no fleetd named", serial: "MS01-2407-0099", env: map[string]string{"FLEETD_URL": ""}, code: 2, stderr: "set FLEETD_URL", nreq: 0},
 		{name: "no serial", code: 2, stderr: "usage: fleetctl approve", nreq: 0},
 	} {
@@ -311,6 +313,9 @@ func TestApproveAnswers(t *testing.T) {
 			}
 			if !strings.Contains(stderr, c.stderr) || (c.stderr == "") != (stderr == "") {
 				t.Errorf("stderr %q, want it to hold %q", stderr, c.stderr)
+			}
+			if strings.Contains(stderr, "hunter2") {
+				t.Errorf("stderr shows the password in FLEETD_URL: %s", stderr)
 			}
 			if n := len(f.requested()); c.nreq >= 0 && n != c.nreq {
 				t.Errorf("fleetd saw %d requests, want %d", n, c.nreq)
