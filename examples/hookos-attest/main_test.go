@@ -1,0 +1,641 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/attest/attesttest"
+	"github.com/fleetkit/fleet/disksafe"
+	"github.com/fleetkit/fleet/lldpwait"
+)
+
+const (
+	testBootID = "3b8e5f1c-2d4a-4e6b-9c7d-0a1b2c3d4e5f"
+	testSerial = "CZ2D1K0ABC"
+	testMAC    = "3c:ec:ef:12:34:56"
+	testCode   = "ic-W3s6mB0qLx9TzR4vN1yK"
+)
+
+// softTPM is one software TPM for every test: making one costs an RSA key.
+var softTPM = sync.OnceValue(func() *attesttest.SoftTPM {
+	s, err := attesttest.NewSoftTPM(nil)
+	if err != nil {
+		panic(err)
+	}
+	return s
+})
+
+// closer makes a SoftTPM a tpmDevice and remembers whether it was closed.
+type closer struct {
+	*attesttest.SoftTPM
+	closed bool
+}
+
+func (c *closer) Close() error { c.closed = true; return nil }
+
+// hookOS is a fake HookOS root file system: the boot ID, a kernel command
+// line naming the boot MAC, a default route, two Ethernet interfaces and
+// loopback, and SMBIOS.
+func hookOS() fstest.MapFS {
+	file := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s), Mode: 0o444} }
+	return fstest.MapFS{
+		"proc/sys/kernel/random/boot_id": file(testBootID + "\n"),
+		"proc/cmdline":                   file("console=ttyS0 facility=onprem syslog_host=10.0.0.2 grpc_authority=10.0.0.2:42113 tinkerbell_tls=false worker_id=" + testMAC + " hw_addr=" + testMAC + " modules=loop,squashfs\n"),
+		"proc/net/route": file("Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n" +
+			"eth0\t00000000\t0100000A\t0003\t0\t0\t0\t00000000\t0\t0\t0\n" +
+			"eth0\t0000000A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n"),
+		"sys/class/net/lo/address":           file("00:00:00:00:00:00\n"),
+		"sys/class/net/lo/flags":             file("0x9\n"),
+		"sys/class/net/lo/type":              file("772\n"),
+		"sys/class/net/eth0/address":         file(testMAC + "\n"),
+		"sys/class/net/eth0/flags":           file("0x1003\n"),
+		"sys/class/net/eth0/type":            file("1\n"),
+		"sys/class/net/eth1/address":         file("3c:ec:ef:12:34:57\n"),
+		"sys/class/net/eth1/flags":           file("0x1002\n"),
+		"sys/class/net/eth1/type":            file("1\n"),
+		"sys/class/dmi/id/product_serial":    file(testSerial + "\n"),
+		"sys/class/dmi/id/sys_vendor":        file("Supermicro\n"),
+		"sys/class/dmi/id/product_name":      file("SYS-E300-9D\n"),
+		"sys/class/dmi/id/chassis_serial":    file("C3000AB12345\n"),
+		"sys/class/dmi/id/board_serial":      file("OM18AS012345\n"),
+		"sys/class/dmi/id/product_uuid":      file("00000000-0000-0000-0000-3cecef123456\n"),
+		"sys/class/dmi/id/product_version":   file("0123456789\n"),
+		"sys/class/dmi/id/chassis_asset_tag": file("Default string\n"),
+	}
+}
+
+// fleetd is an attest.Server on httptest's TLS, with the CA file that
+// trusts it.
+type fleetd struct {
+	srv      *attest.Server
+	url      string
+	caFile   string
+	bindings *attesttest.Bindings
+	claims   chan attest.Claim
+	admit    attest.Admission
+}
+
+func newFleetd(t *testing.T) *fleetd {
+	t.Helper()
+	f := &fleetd{bindings: &attesttest.Bindings{}, claims: make(chan attest.Claim, 1), admit: attest.Admission{InstallCode: testCode}}
+	srv, err := attest.NewServer(f.bindings, &attest.Config{
+		Admit: func(_ context.Context, c attest.Claim) (attest.Admission, error) {
+			f.claims <- c
+			return f.admit, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv = srv
+	mux := http.NewServeMux()
+	mux.Handle("/attest/", srv)
+	hs := httptest.NewTLSServer(mux)
+	t.Cleanup(hs.Close)
+	f.url = hs.URL + "/attest"
+	f.caFile = filepath.Join(t.TempDir(), "fleetd-ca.pem")
+	pemData := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hs.Certificate().Raw})
+	if err := os.WriteFile(f.caFile, pemData, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// approve makes fleetd's binding of the test serial the software TPM's.
+func (f *fleetd) approve(t *testing.T) {
+	t.Helper()
+	b, err := attesttest.Approve(softTPM())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.bindings.Set(testSerial, b)
+}
+
+// agent is one run of the agent on a fake HookOS.
+type agent struct {
+	env     map[string]string
+	m       machine
+	tpm     *closer
+	lldp    *lldpwait.Neighbor // nil: no frame within the wait
+	lldpErr error              // set: listening fails
+	waited  string             // the interface waited on
+	wait    time.Duration
+	bootDir string
+}
+
+func newAgent(t *testing.T, f *fleetd) *agent {
+	t.Helper()
+	a := &agent{
+		tpm:     &closer{SoftTPM: softTPM()},
+		bootDir: filepath.Join(t.TempDir(), "fleet"),
+		lldp: &lldpwait.Neighbor{
+			ChassisIDSubtype: lldpwait.ChassisMACAddress, ChassisID: "74:83:c2:01:02:03",
+			PortIDSubtype: lldpwait.PortLocal, PortID: "Port 5", SystemName: "usw-pro-24",
+		},
+	}
+	a.env = map[string]string{"FLEETD_URL": f.url, "FLEETD_CA": f.caFile, "FLEET_BOOT_DIR": a.bootDir}
+	a.m = machine{
+		root:    hookOS(),
+		openTPM: func(path string) (tpmDevice, error) { return a.tpm, nil },
+		waitLLDP: func(ctx context.Context, ifname string, cfg *lldpwait.Config) (*lldpwait.Neighbor, error) {
+			a.waited, a.wait = ifname, cfg.Wait
+			if a.lldpErr != nil {
+				return nil, a.lldpErr
+			}
+			if a.lldp == nil {
+				return nil, fmt.Errorf("lldpwait: no LLDP frame on %s within %v: %w", ifname, cfg.Wait, lldpwait.ErrTimeout)
+			}
+			return a.lldp, nil
+		},
+		backoff: func(int) time.Duration { return 0 },
+		now:     func() time.Time { return time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC) },
+	}
+	return a
+}
+
+func (a *agent) run(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(t.Context(), args, func(k string) string { return a.env[k] }, a.m, &out, &errb)
+	if strings.Contains(out.String()+errb.String(), testCode) {
+		t.Errorf("the output shows the install code:\n%s%s", out.String(), errb.String())
+	}
+	return code, out.String(), errb.String()
+}
+
+func (a *agent) record(t *testing.T) disksafe.BootRecord {
+	t.Helper()
+	r, err := disksafe.ReadBootRecord(a.bootDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestPassedWithCode(t *testing.T) {
+	f := newFleetd(t)
+	f.approve(t)
+	a := newAgent(t, f)
+	code, stdout, stderr := a.run(t)
+	if code != exitAttested {
+		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	want := "lldp: eth0 is on switch port Port 5 of usw-pro-24\nattest: PASSED\ninstall code written\n"
+	if stdout != want {
+		t.Errorf("stdout = %q, want %q", stdout, want)
+	}
+	if stderr != "" {
+		t.Errorf("stderr = %q", stderr)
+	}
+	got := a.record(t)
+	if got.BootID != testBootID || !got.Attested || got.Code != testCode || !got.Time.Equal(a.m.now()) {
+		t.Errorf("record = %v (code written: %t)", got, got.Code == testCode)
+	}
+	if fi, err := os.Stat(filepath.Join(a.bootDir, disksafe.BootRecordFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("record file: %v, %v", fi.Mode(), err)
+	}
+	c := <-f.claims
+	if c.Serial != testSerial || c.MAC != testMAC {
+		t.Errorf("claim of %s %s", c.Serial, c.MAC)
+	}
+	if c.LLDP == nil || c.LLDP.PortID != "Port 5" || c.LLDP.ChassisID != "74:83:c2:01:02:03" || c.LLDP.SystemName != "usw-pro-24" ||
+		c.LLDP.PortIDSubtype != uint8(lldpwait.PortLocal) || c.LLDP.ChassisIDSubtype != uint8(lldpwait.ChassisMACAddress) {
+		t.Errorf("claimed port %+v", c.LLDP)
+	}
+	if n, err := lldpwait.Port(&lldpwait.Neighbor{
+		ChassisIDSubtype: lldpwait.ChassisIDSubtype(c.LLDP.ChassisIDSubtype), ChassisID: c.LLDP.ChassisID,
+		PortIDSubtype: lldpwait.PortIDSubtype(c.LLDP.PortIDSubtype), PortID: c.LLDP.PortID,
+	}, nil); err != nil || n != 5 {
+		t.Errorf("fleetd names the claimed port %d, %v; want 5", n, err)
+	}
+	if a.waited != "eth0" || a.wait != defaultLLDPWait {
+		t.Errorf("waited on %q for %v", a.waited, a.wait)
+	}
+	if !a.tpm.closed {
+		t.Error("the TPM was not closed")
+	}
+}
+
+func TestPassedWithoutCode(t *testing.T) {
+	f := newFleetd(t)
+	f.approve(t)
+	f.admit = attest.Admission{NoProvision: "a control plane waits for desired_action=provision"}
+	a := newAgent(t, f)
+	code, stdout, stderr := a.run(t)
+	if code != exitAttested {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	if !strings.HasSuffix(stdout, "attest: PASSED\nattest: no provision: a control plane waits for desired_action=provision\n") ||
+		strings.Contains(stdout, "install code written") {
+		t.Errorf("stdout = %q", stdout)
+	}
+	if r := a.record(t); !r.Attested || r.Code != "" || r.BootID != testBootID {
+		t.Errorf("record = %v", r)
+	}
+}
+
+func TestPendingApproval(t *testing.T) {
+	f := newFleetd(t)
+	a := newAgent(t, f)
+	a.lldp = nil // and no frame came
+	// A pass with a code recorded earlier in this boot must not stand.
+	if err := disksafe.WriteBootRecord(a.bootDir, disksafe.BootRecord{BootID: testBootID, Attested: true, Code: testCode}); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := a.run(t)
+	if code != exitRefused {
+		t.Fatalf("exit %d, want 1\n%s%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "lldp: no LLDP frame on eth0 within 35s; attesting with no switch port\nattest: FAILED pending-approval\nattest: ") {
+		t.Errorf("stdout = %q", stdout)
+	}
+	if strings.Contains(stdout, "install code written") {
+		t.Error("a refused machine says an install code was written")
+	}
+	if r := a.record(t); r.Attested || r.Code != "" || r.BootID != testBootID {
+		t.Errorf("record = %v", r)
+	}
+	w, ok := f.srv.Waiting(testSerial)
+	if !ok {
+		t.Fatal("no claim waits")
+	}
+	if w.LLDP != nil {
+		t.Errorf("the claim has a port without an LLDP frame: %+v", w.LLDP)
+	}
+}
+
+func TestSwappedTPM(t *testing.T) {
+	f := newFleetd(t)
+	other, err := attesttest.NewSoftTPM(&attesttest.SoftConfig{NoECC: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := attesttest.Approve(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.bindings.Set(testSerial, b)
+	a := newAgent(t, f)
+	code, stdout, _ := a.run(t)
+	if code != exitRefused || !strings.Contains(stdout, "attest: FAILED ek-hash-mismatch\n") {
+		t.Errorf("exit %d, stdout %q", code, stdout)
+	}
+	if r := a.record(t); r.Attested || r.Code != "" {
+		t.Errorf("record = %v", r)
+	}
+}
+
+func TestFleetdDown(t *testing.T) {
+	f := newFleetd(t)
+	a := newAgent(t, f)
+	// A port nothing listens on.
+	l := httptest.NewUnstartedServer(nil)
+	a.env["FLEETD_URL"] = "https://" + l.Listener.Addr().String() + "/attest"
+	l.Close()
+	// A previous boot's pass must not stand either.
+	if err := disksafe.WriteBootRecord(a.bootDir, disksafe.BootRecord{BootID: "00000000-1111-2222-3333-444444444444", Attested: true, Code: testCode}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	code, stdout, stderr := a.run(t)
+	if code != exitNoVerdict {
+		t.Fatalf("exit %d, want 3\n%s%s", code, stdout, stderr)
+	}
+	for n := 1; n <= 5; n++ {
+		if !strings.Contains(stdout, fmt.Sprintf("attest: try %d failed\n", n)) {
+			t.Errorf("stdout lacks try %d:\n%s", n, stdout)
+		}
+	}
+	if strings.Contains(stdout, "attest: try 6 failed") || strings.Contains(stdout, "PASSED") || strings.Contains(stdout, "FAILED ") {
+		t.Errorf("stdout = %q", stdout)
+	}
+	if !strings.Contains(stderr, "attest: no verdict") {
+		t.Errorf("stderr = %q", stderr)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("five tries with no back-off took %v", d)
+	}
+	if r := a.record(t); r.BootID != testBootID || r.Attested || r.Code != "" {
+		t.Errorf("record = %v", r)
+	}
+}
+
+func TestWrongCA(t *testing.T) {
+	f := newFleetd(t)
+	f.approve(t)
+	a := newAgent(t, f)
+	a.env["FLEETD_CA"] = otherCA(t)
+	code, stdout, _ := a.run(t)
+	if code != exitNoVerdict || !strings.Contains(stdout, "attest: try 5 failed\n") || !strings.Contains(stdout, "certificate") {
+		t.Errorf("exit %d, stdout %q", code, stdout)
+	}
+}
+
+// otherCA writes the PEM file of a CA that signed nothing fleetd holds.
+func otherCA(t *testing.T) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "another CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "other-ca.pem")
+	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestNoLLDPListening(t *testing.T) {
+	f := newFleetd(t)
+	f.approve(t)
+	a := newAgent(t, f)
+	a.lldpErr = fmt.Errorf("lldpwait: listening for LLDP frames on eth0 is not implemented on darwin: %w", errors.ErrUnsupported)
+	code, stdout, _ := a.run(t)
+	if code != exitAttested || !strings.HasPrefix(stdout, "lldp: lldpwait: listening for LLDP frames on eth0 is not implemented on darwin: unsupported operation; attesting with no switch port\n") {
+		t.Errorf("exit %d, stdout %q", code, stdout)
+	}
+	if c := <-f.claims; c.LLDP != nil {
+		t.Errorf("claimed port %+v", c.LLDP)
+	}
+
+	// -lldp-wait 0 does not listen.
+	a.waited = ""
+	code, stdout, _ = a.run(t, "-lldp-wait", "0")
+	if code != exitAttested || a.waited != "" || !strings.HasPrefix(stdout, "lldp: not listening on eth0 (-lldp-wait 0); attesting with no switch port\n") {
+		t.Errorf("exit %d, waited on %q, stdout %q", code, a.waited, stdout)
+	}
+	if c := <-f.claims; c.LLDP != nil {
+		t.Errorf("claimed port %+v", c.LLDP)
+	}
+}
+
+func TestOverlongPortID(t *testing.T) {
+	f := newFleetd(t)
+	f.approve(t)
+	a := newAgent(t, f)
+	a.lldp.PortID = strings.Repeat("ab:", 200)
+	a.lldp.SystemName = strings.Repeat("s", 300)
+	code, stdout, _ := a.run(t)
+	if code != exitAttested || !strings.HasPrefix(stdout, "lldp: the switch's frame names its port in more than 255 bytes; attesting with no switch port\n") {
+		t.Errorf("exit %d, stdout %q", code, stdout)
+	}
+	<-f.claims
+
+	p, err := claimedPort(&lldpwait.Neighbor{ChassisID: "c", PortID: "Port 5", PortDescription: strings.Repeat("d", 256), SystemName: "sw"})
+	if err != nil || p.PortDescription != "" || p.SystemName != "sw" || p.PortID != "Port 5" {
+		t.Errorf("claimedPort = %+v, %v", p, err)
+	}
+}
+
+func TestLocalFailures(t *testing.T) {
+	f := newFleetd(t)
+	f.approve(t)
+	tests := []struct {
+		name   string
+		change func(a *agent)
+		want   string
+	}{
+		{"no TPM", func(a *agent) {
+			a.m.openTPM = func(string) (tpmDevice, error) {
+				return nil, fmt.Errorf("%w: open /dev/tpmrm0: no such file or directory", attest.ErrTPM)
+			}
+		}, "hookos-attest: attest: the TPM failed: open /dev/tpmrm0: no such file or directory\n"},
+		{"placeholder serial", func(a *agent) {
+			a.m.root.(fstest.MapFS)["sys/class/dmi/id/product_serial"] = &fstest.MapFile{Data: []byte("To Be Filled By O.E.M.\n")}
+		}, `hookos-attest: attest: SMBIOS reports no serial: product_serial is the placeholder "To Be Filled By O.E.M."` + "\n"},
+		{"no boot ID", func(a *agent) {
+			delete(a.m.root.(fstest.MapFS), "proc/sys/kernel/random/boot_id")
+		}, "hookos-attest: "},
+		{"no such interface", func(a *agent) { a.env["FLEET_INTERFACE"] = "eth9" },
+			"hookos-attest: no interface eth9\n"},
+		{"an interface without a MAC", func(a *agent) { a.env["FLEET_INTERFACE"] = "lo" },
+			`hookos-attest: lo has no Ethernet MAC ("00:00:00:00:00:00")` + "\n"},
+		{"the boot record cannot be written", func(a *agent) {
+			file := filepath.Join(filepath.Dir(a.bootDir), "file")
+			os.WriteFile(file, nil, 0o600)
+			a.env["FLEET_BOOT_DIR"] = filepath.Join(file, "fleet")
+		}, "hookos-attest: record this boot: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := newAgent(t, f)
+			tt.change(a)
+			code, stdout, stderr := a.run(t)
+			if code != exitLocal || !strings.HasPrefix(stderr, tt.want) {
+				t.Errorf("exit %d\nstdout %q\nstderr %q\nwant stderr starting %q", code, stdout, stderr, tt.want)
+			}
+			if strings.Contains(stdout, "attest: ") {
+				t.Errorf("attested anyway: %q", stdout)
+			}
+			select {
+			case c := <-f.claims:
+				t.Errorf("fleetd admitted %v", c)
+			default:
+			}
+		})
+	}
+}
+
+func TestSettings(t *testing.T) {
+	f := newFleetd(t)
+	f.approve(t)
+	a := newAgent(t, f)
+	a.env["FLEET_LLDP_WAIT"] = "5s"
+	a.env["FLEET_INTERFACE"] = "eth1"
+	a.m.root.(fstest.MapFS)["sys/class/net/eth1/address"] = &fstest.MapFile{Data: []byte("3c:ec:ef:12:34:57\n")}
+	code, _, stderr := a.run(t)
+	if code != exitAttested || a.waited != "eth1" || a.wait != 5*time.Second {
+		t.Fatalf("exit %d, waited on %q for %v, stderr %q", code, a.waited, a.wait, stderr)
+	}
+	if c := <-f.claims; c.MAC != "3c:ec:ef:12:34:57" {
+		t.Errorf("claimed MAC %s, want eth1's", c.MAC)
+	}
+
+	// Flags win over the environment.
+	bootDir := filepath.Join(t.TempDir(), "other")
+	var path string
+	a.m.openTPM = func(p string) (tpmDevice, error) { path = p; return a.tpm, nil }
+	code, _, stderr = a.run(t, "-interface", "eth0", "-lldp-wait", "2s", "-boot-dir", bootDir, "-tpm", "/dev/tpm0", "-url", f.url, "-ca", f.caFile)
+	if code != exitAttested || a.waited != "eth0" || a.wait != 2*time.Second || path != "/dev/tpm0" {
+		t.Fatalf("exit %d, waited on %q for %v, TPM %q, stderr %q", code, a.waited, a.wait, path, stderr)
+	}
+	if r, err := disksafe.ReadBootRecord(bootDir); err != nil || !r.Attested {
+		t.Errorf("record in -boot-dir: %v, %v", r, err)
+	}
+	<-f.claims
+
+	// The TPM's default is the kernel's resource manager.
+	code, _, _ = a.run(t)
+	if code != exitAttested || path != attest.DefaultDevice {
+		t.Errorf("exit %d, TPM %q", code, path)
+	}
+	<-f.claims
+}
+
+func TestUsage(t *testing.T) {
+	env := map[string]string{"FLEETD_URL": "https://fleetd.example:8443/attest"}
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"no URL", nil, map[string]string{}, "hookos-attest: no fleetd URL: set FLEETD_URL or -url"},
+		{"http URL", []string{"-url", "http://fleetd.example/attest"}, env, `the fleetd URL "http://fleetd.example/attest" is not an https URL`},
+		{"extra argument", []string{"now"}, env, `unexpected arguments ["now"]`},
+		{"unknown flag", []string{"-force"}, env, "flag provided but not defined: -force"},
+		{"bad wait", nil, map[string]string{"FLEETD_URL": env["FLEETD_URL"], "FLEET_LLDP_WAIT": "35"}, `FLEET_LLDP_WAIT="35" is not a duration`},
+		{"negative wait", []string{"-lldp-wait", "-1s"}, env, "-lldp-wait -1s is negative"},
+		{"missing CA file", []string{"-ca", "/nonexistent/ca.pem"}, env, "hookos-attest: fleetd's CA: open /nonexistent/ca.pem"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(t.Context(), tt.args, func(k string) string { return tt.env[k] }, machine{root: fstest.MapFS{}}, &out, &errb)
+			if code != exitUsage || !strings.Contains(errb.String(), tt.want) {
+				t.Errorf("exit %d, stderr %q, want it to hold %q", code, errb.String(), tt.want)
+			}
+		})
+	}
+
+	notPEM := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(notPEM, []byte("not a certificate"), 0o644)
+	var errb bytes.Buffer
+	if code := run(t.Context(), []string{"-ca", notPEM}, func(k string) string { return env[k] }, machine{}, &bytes.Buffer{}, &errb); code != exitUsage ||
+		!strings.Contains(errb.String(), "holds no PEM certificate") {
+		t.Errorf("exit %d, stderr %q", code, errb.String())
+	}
+}
+
+func TestHelp(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(t.Context(), []string{"-help"}, func(string) string { return "" }, machine{}, &out, &errb); code != 0 {
+		t.Errorf("-help exits %d", code)
+	}
+	for _, s := range []string{"FLEETD_URL", "FLEETD_CA", "FLEET_INTERFACE", "FLEET_LLDP_WAIT", "FLEET_TPM", "FLEET_BOOT_DIR",
+		"-lldp-wait", "(default 35s)", "/dev/tpmrm0", "/run/fleet", "hw_addr=", "Exit codes: 0 attested"} {
+		if !strings.Contains(errb.String(), s) {
+			t.Errorf("-help does not say %q:\n%s", s, errb.String())
+		}
+	}
+}
+
+func TestBootInterface(t *testing.T) {
+	file := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s)} }
+	tests := []struct {
+		name   string
+		change func(m fstest.MapFS)
+		want   string
+	}{
+		{"hw_addr names the boot MAC", func(m fstest.MapFS) {
+			// even against the default route
+			m["proc/net/route"] = file("Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\n" +
+				"eth1\t00000000\t0100000A\t0003\t0\t0\t0\t00000000\n")
+		}, "eth0"},
+		{"hw_addr in capitals", func(m fstest.MapFS) {
+			m["proc/cmdline"] = file("hw_addr=3C:EC:EF:12:34:57 quiet\n")
+		}, "eth1"},
+		{"no hw_addr: the default route", func(m fstest.MapFS) {
+			m["proc/cmdline"] = file("console=tty0\n")
+			m["proc/net/route"] = file("Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\n" +
+				"eth0\t00000000\t0100000A\t0003\t0\t0\t200\t00000000\n" +
+				"eth1\t00000000\t0100000A\t0003\t0\t0\t100\t00000000\n" +
+				"eth0\t0000000A\t00000000\t0001\t0\t0\t0\t00FFFFFF\n")
+		}, "eth1"},
+		{"a default route that is down does not count", func(m fstest.MapFS) {
+			m["proc/cmdline"] = file("console=tty0\n")
+			m["proc/net/route"] = file("Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\n" +
+				"eth1\t00000000\t0100000A\t0002\t0\t0\t0\t00000000\n")
+		}, "eth0"},
+		{"hw_addr of no interface, no routes: the first up Ethernet", func(m fstest.MapFS) {
+			m["proc/cmdline"] = file("hw_addr=02:00:00:00:00:01\n")
+			delete(m, "proc/net/route")
+			m["sys/class/net/eth0/flags"] = file("0x1002\n") // down
+			m["sys/class/net/eth1/flags"] = file("0x1003\n")
+		}, "eth1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := hookOS()
+			tt.change(m)
+			got, err := bootInterface(m)
+			if err != nil || got != tt.want {
+				t.Errorf("bootInterface = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+
+	m := hookOS()
+	delete(m, "proc/cmdline")
+	delete(m, "proc/net/route")
+	m["sys/class/net/eth0/flags"] = file("0x1002\n")
+	if got, err := bootInterface(m); err == nil {
+		t.Errorf("bootInterface with every Ethernet down = %q", got)
+	}
+	if _, err := bootInterface(fstest.MapFS{}); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("bootInterface without /sys/class/net: %v", err)
+	}
+}
+
+func TestNoBootInterface(t *testing.T) {
+	f := newFleetd(t)
+	a := newAgent(t, f)
+	m := a.m.root.(fstest.MapFS)
+	delete(m, "proc/cmdline")
+	delete(m, "proc/net/route")
+	m["sys/class/net/eth0/flags"] = &fstest.MapFile{Data: []byte("0x1002\n")}
+	code, _, stderr := a.run(t)
+	if code != exitLocal || !strings.Contains(stderr, "no boot interface") || !strings.Contains(stderr, "name it with -interface or FLEET_INTERFACE") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+	// Nothing stands for this boot.
+	if r := a.record(t); r.Attested || r.BootID != testBootID {
+		t.Errorf("record = %v", r)
+	}
+}
+
+func TestStopped(t *testing.T) {
+	f := newFleetd(t)
+	f.approve(t)
+	a := newAgent(t, f)
+	ctx, cancel := context.WithCancel(t.Context())
+	a.m.waitLLDP = func(ctx context.Context, ifname string, cfg *lldpwait.Config) (*lldpwait.Neighbor, error) {
+		cancel()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	var out, errb bytes.Buffer
+	code := run(ctx, nil, func(k string) string { return a.env[k] }, a.m, &out, &errb)
+	if code != exitNoVerdict || strings.Contains(out.String(), "attest: ") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+}
