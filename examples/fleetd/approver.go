@@ -1,0 +1,82 @@
+package main
+
+import (
+	"crypto/subtle"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/fleetkit/fleet/attest"
+)
+
+// waitingClaim is the approver API's answer: a pending-approval claim whose
+// EKs the TPM proved, for `fleetctl approve <serial>`.
+type waitingClaim struct {
+	Serial    string       `json:"serial"`
+	MAC       string       `json:"mac"`
+	Peer      string       `json:"peer"`
+	Proven    time.Time    `json:"proven"`
+	LLDP      *attest.LLDP `json:"lldp"`
+	EKRSA2048 string       `json:"ek_rsa2048"`
+	EKECCP256 string       `json:"ek_eccp256"`
+	Text      string       `json:"text"`
+}
+
+// claim answers GET /v1/claims/{serial} to approvers only: a request with
+// the approver token, or with a client certificate FLEET_APPROVER_CA
+// issued. Anyone else gets 401 and nothing about the serial. A waiting
+// claim proves nothing, because another machine can send one with this
+// serial: the operator compares it with independent evidence.
+func (d *daemon) claim(w http.ResponseWriter, r *http.Request) {
+	who, ok := d.approver(r)
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="fleetd approvers"`)
+		http.Error(w, "approvers only", http.StatusUnauthorized)
+		return
+	}
+	serial := r.PathValue("serial")
+	c, waiting := d.attest.Waiting(serial)
+	d.log.Info("fleet.approve", "serial", serial, "approver", who, "peer", r.RemoteAddr, "waiting", waiting)
+	if !waiting {
+		http.Error(w, fmt.Sprintf("no claim waits for serial %s", serial), http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(waitingClaim{
+		Serial: c.Serial, MAC: c.MAC, Peer: c.Peer, Proven: c.Proven.UTC(), LLDP: c.LLDP,
+		EKRSA2048: c.RSA2048, EKECCP256: c.ECCP256, Text: c.String(),
+	})
+}
+
+// approver says who asks, when the request comes from an approver.
+func (d *daemon) approver(r *http.Request) (string, bool) {
+	if d.approverCAs != nil && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+		return "certificate " + r.TLS.VerifiedChains[0][0].Subject.String(), true
+	}
+	if d.s.ApproverToken == "" {
+		return "", false
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if ok && subtle.ConstantTimeCompare([]byte(got), []byte(d.s.ApproverToken)) == 1 {
+		return "token", true
+	}
+	return "", false
+}
+
+// loadCAs reads a PEM bundle of CA certificates.
+func loadCAs(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, errors.New(path + ": no PEM certificate")
+	}
+	return pool, nil
+}

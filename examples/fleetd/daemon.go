@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/configserve"
+	"github.com/fleetkit/fleet/inventory"
+	"github.com/fleetkit/fleet/lldpwait"
+	"github.com/fleetkit/fleet/provision"
+)
+
+// parts are what fleetd composes: made from the settings by main, or in
+// process by the demo and the tests.
+type parts struct {
+	NetBox    *inventory.NetBox
+	Kube      kubernetes.Interface // the cluster nodes join: bootstrap tokens
+	Tink      dynamic.Interface    // Tinkerbell's and Rufio's objects
+	Inventory *inventory.Inventory // the nodes file: classes, topology
+	Bundle    *secrets.Bundle
+	Cert      *certReloader
+	Logger    *slog.Logger // audit lines, as JSON
+
+	// Tuning for the demo and tests; zero means production defaults.
+	LoopInterval time.Duration
+	WriteTimeout time.Duration
+	Now          func() time.Time
+	Backoff      func(int) time.Duration // journal retries
+}
+
+// daemon is one fleetd: the attestation server, the config service, the
+// provisioner and the approver API over one HTTPS listener, metrics over
+// another.
+type daemon struct {
+	s       settings
+	log     *slog.Logger
+	nb      *inventory.NetBox
+	inv     *inventory.Inventory
+	attest  *attest.Server
+	configs *configserve.Server
+	prov    *provision.Provisioner
+	metrics *metrics
+	cert    *certReloader
+	ports   *lldpwait.PortConfig
+	journal *journal
+	devices *addressBook
+
+	approverCAs *x509.CertPool
+	now         func() time.Time
+
+	unauthoredMu   sync.Mutex
+	unauthoredSeen map[string]time.Time // serial -> when its refusal was journaled
+}
+
+func newDaemon(s settings, p parts) (*daemon, error) {
+	if p.NetBox == nil || p.Kube == nil || p.Tink == nil || p.Inventory == nil || p.Bundle == nil || p.Cert == nil {
+		return nil, errors.New("fleetd: a part is missing")
+	}
+	log := p.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	now := p.Now
+	if now == nil {
+		now = time.Now
+	}
+	d := &daemon{
+		s: s, log: log, nb: p.NetBox, inv: p.Inventory, cert: p.Cert, now: now,
+		ports:          &lldpwait.PortConfig{Rules: lldpwait.DefaultRules()},
+		devices:        &addressBook{nb: p.NetBox, ttl: 30 * time.Second, now: now},
+		unauthoredSeen: map[string]time.Time{},
+	}
+	d.journal = newJournal(p.NetBox, log, p.Backoff)
+	if s.ApproverCA != "" {
+		pool, err := loadCAs(s.ApproverCA)
+		if err != nil {
+			return nil, err
+		}
+		d.approverCAs = pool
+	}
+
+	configs, err := configserve.New(gate{p.NetBox}, &configserve.Config{
+		TTL:          s.ConfigTTL,
+		WriteTimeout: p.WriteTimeout,
+		Logger:       log,
+		Events:       d.configEvent,
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.configs = configs
+	d.metrics = newMetrics(p.Cert.expiry, configs.Waiting)
+	d.journal.lost = d.metrics.journalLost.Inc
+
+	topo := p.Inventory.Topology
+	d.prov, err = provision.New(p.NetBox, p.Kube, p.Tink, configsOf{configs}, provision.Cluster{
+		Name:          clusterName(p.Inventory),
+		Endpoint:      "https://" + net.JoinHostPort(topo.APIServerIP.String(), "6443"),
+		Bundle:        p.Bundle,
+		ControlPlanes: s.ControlPlanes,
+		Classes:       p.Inventory.Classes,
+		ConfigURL:     s.PublicURL + configserve.PathPrefix + "{code}",
+	}, &provision.Config{
+		Namespace:     s.Namespace,
+		AutoProvision: s.AutoProvision,
+		ConfigTTL:     s.ConfigTTL,
+		Interval:      p.LoopInterval,
+		PortCheck: func(declared, recorded int) error {
+			return lldpwait.CheckRecorded(recorded, declared)
+		},
+		BootedHookOSAfterInstall: func(node string) { stamp(d.metrics.bootedHookOS, node, d.now()) },
+		Logger:                   log,
+		Now:                      p.Now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.attest, err = attest.NewServer(bindings{p.NetBox}, &attest.Config{
+		SealingKey: s.SealingKey,
+		Admit:      d.admit,
+		Judged:     d.judged,
+		Logger:     log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// clusterName is the topology's CLUSTER_NAME, or "cluster".
+func clusterName(inv *inventory.Inventory) string {
+	if inv.Topology.Name != "" {
+		return inv.Topology.Name
+	}
+	return "cluster"
+}
+
+// Paths of the HTTPS listener.
+const (
+	attestPath = "/attest/"
+	claimsPath = "/v1/claims/"
+)
+
+// handler is the HTTPS listener's handler.
+func (d *daemon) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(attestPath, d.attest)
+	mux.Handle(configserve.PathPrefix, d.configs)
+	mux.HandleFunc("GET "+claimsPath+"{serial}", d.claim)
+	return mux
+}
+
+// metricsHandler serves /metrics and /healthz.
+func (d *daemon) metricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	return mux
+}
+
+// tlsConfig is the HTTPS listener's TLS configuration: HTTP/1.1 only (the
+// config service counts a config served only when the node's kernel
+// acknowledged every byte of its own connection), and approvers' client
+// certificates verified when one is presented.
+func (d *daemon) tlsConfig() *tls.Config {
+	c := &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: d.cert.getCertificate,
+		NextProtos:     []string{"http/1.1"},
+	}
+	if d.approverCAs != nil {
+		c.ClientAuth = tls.VerifyClientCertIfGiven
+		c.ClientCAs = d.approverCAs
+	}
+	return c
+}
+
+// serve runs fleetd on the listeners until ctx ends, then shuts down
+// gracefully: no new requests, those in flight finish (up to 30 s), the
+// provisioner's loop stops, waiting configs are dropped, and queued journal
+// lines are written. metricsLn may be nil.
+func (d *daemon) serve(ctx context.Context, httpsLn, metricsLn net.Listener) error {
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	hs := &http.Server{
+		Handler:           d.handler(),
+		TLSConfig:         d.tlsConfig(),
+		ConnContext:       configserve.ConnContext,
+		Protocols:         &protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),
+	}
+	var ms *http.Server
+	errc := make(chan error, 3)
+	go func() { errc <- hs.Serve(tls.NewListener(httpsLn, hs.TLSConfig)) }()
+	if metricsLn != nil {
+		ms = &http.Server{Handler: d.metricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { errc <- ms.Serve(metricsLn) }()
+	}
+	loopCtx, stopLoop := context.WithCancel(context.WithoutCancel(ctx))
+	loopDone := make(chan struct{})
+	go func() {
+		defer close(loopDone)
+		if err := d.prov.Run(loopCtx); err != nil && !errors.Is(err, context.Canceled) {
+			d.log.Error("fleetd: the provision loop stopped", "error", err.Error())
+		}
+	}()
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	d.log.Info("fleetd: shutting down")
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if e := hs.Shutdown(shutCtx); e != nil && err == nil {
+		err = e
+	}
+	if ms != nil {
+		ms.Shutdown(shutCtx)
+	}
+	stopLoop()
+	<-loopDone
+	d.configs.Close()
+	d.journal.close(shutCtx)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}

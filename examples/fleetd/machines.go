@@ -1,0 +1,380 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/tinkerbell/tinkerbell/api/v1alpha1/bmc"
+	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
+
+	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/attest/attesttest"
+	"github.com/fleetkit/fleet/provision"
+)
+
+// A simMachine is a simulated bare-metal machine: a software TPM, a NIC
+// plugged into a switch port, firmware that netboots HookOS, and a disk
+// that Talos is installed on. It attests through the real protocol over
+// HTTPS, and its installed Talos fetches its config from fleetd.
+type simMachine struct {
+	w      *world
+	name   string // the node it is meant to be (the nodes file's key)
+	serial string
+	mac    net.HardwareAddr
+	tpm    attest.TPM
+	port   int // the switch port it is plugged into; 0: the switch sends no LLDP
+	say    func(who, source, text string)
+
+	power chan struct{} // a power cycle (by hand, or Rufio's job)
+
+	mu        sync.Mutex
+	boots     int
+	inHookOS  bool
+	installed bool
+	result    attest.Result
+	attested  bool // the last attestation got a verdict
+	code      string
+	fetched   int // configs its installed Talos received
+}
+
+func newSimMachine(w *world, name, serial string, tpm attest.TPM, port int, say func(who, source, text string)) *simMachine {
+	return &simMachine{w: w, name: name, serial: serial, mac: randomMAC(), tpm: tpm, port: port, say: say, power: make(chan struct{}, 1)}
+}
+
+// powerCycle resets the machine: it netboots HookOS again.
+func (m *simMachine) powerCycle() {
+	select {
+	case m.power <- struct{}{}:
+	default:
+	}
+}
+
+// run powers the machine on, and again at each power cycle, until ctx
+// ends.
+func (m *simMachine) run(ctx context.Context) {
+	m.powerCycle()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.power:
+		}
+		m.mu.Lock()
+		m.boots++
+		m.inHookOS, m.installed, m.code = true, false, ""
+		m.mu.Unlock()
+		m.hookOS(ctx)
+	}
+}
+
+// hookOS is one boot of HookOS: the switch's LLDP frame, then the
+// attestation, as examples/hookos-attest does it.
+func (m *simMachine) hookOS(ctx context.Context) {
+	var lldp *attest.LLDP
+	if m.port != 0 {
+		lldp = &attest.LLDP{
+			ChassisIDSubtype: 4, ChassisID: "74:83:c2:aa:bb:01",
+			PortIDSubtype: 7, PortID: fmt.Sprintf("Port %d", m.port),
+			PortDescription: fmt.Sprintf("Port %d", m.port), SystemName: demoSwitch,
+		}
+	}
+	console := &lineWriter{emit: func(l string) { m.say(m.name, "console", l) }}
+	res, err := attest.Run(ctx, m.w.url+"/attest", m.tpm, attest.Machine{Serial: m.serial, MAC: m.mac, LLDP: lldp}, &attest.ClientConfig{
+		HTTPClient: m.w.client,
+		Backoff:    func(int) time.Duration { return 100 * time.Millisecond },
+		Console:    console,
+	})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.result, m.attested = res, err == nil
+	if err == nil && res.InstallCode != "" {
+		m.code = res.InstallCode
+		m.say(m.name, "console", "install code written")
+	}
+}
+
+// state returns what the machine knows.
+func (m *simMachine) state() (res attest.Result, attested, inHookOS, installed bool, fetched int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.result, m.attested, m.inHookOS, m.installed, m.fetched
+}
+
+// holds reports whether this boot's attestation received code.
+func (m *simMachine) holds(code string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.inHookOS && code != "" && m.code == code
+}
+
+// bootInstalled reboots the machine into its installed Talos, which fetches
+// its config from the URL the install wrote as talos.config=.
+func (m *simMachine) bootInstalled(ctx context.Context, configURL string) {
+	m.mu.Lock()
+	m.inHookOS, m.installed, m.code = false, true, ""
+	m.mu.Unlock()
+	for try := 1; try <= 20; try++ {
+		status, n, err := fetch(ctx, m.w.client, configURL)
+		switch {
+		case err == nil && status == http.StatusOK:
+			m.mu.Lock()
+			m.fetched++
+			m.mu.Unlock()
+			m.say(m.name, "talos", fmt.Sprintf("fetched its machine config (%d bytes); the node boots with its address set statically", n))
+			return
+		case err == nil && (status == http.StatusNotFound || status == http.StatusGone):
+			m.say(m.name, "talos", fmt.Sprintf("its config URL answered %d", status))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// fetch GETs a config URL as Talos does, reading the whole answer.
+func fetch(ctx context.Context, c *http.Client, url string) (status int, n int64, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	rsp, err := c.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer rsp.Body.Close()
+	n, err = io.Copy(io.Discard, rsp.Body)
+	return rsp.StatusCode, n, err
+}
+
+// lineWriter calls emit for each line written to it.
+type lineWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	emit func(string)
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Write(p)
+	for {
+		line, err := l.buf.ReadString('\n')
+		if err != nil {
+			l.buf.WriteString(line)
+			return len(p), nil
+		}
+		l.emit(strings.TrimSuffix(line, "\n"))
+	}
+}
+
+// tinkSim plays Tinkerbell's agent and Rufio for simulated machines: it
+// power-cycles a machine whose Workflow asks to netboot (as Rufio's job
+// does), and runs each Workflow's actions on the machine that holds its
+// install code, reporting their states as the agent does. After the reboot
+// action the machine boots its installed Talos.
+type tinkSim struct {
+	w        *world
+	ns       string
+	machines map[string]*simMachine // by MAC
+	say      func(who, source, text string)
+	// failAt makes the named run's action fail, for tests.
+	failAt map[string]string
+
+	mu      sync.Mutex
+	running map[string]bool
+}
+
+var demoActions = []string{"wipe-disk", "install", "next-boot", "reboot"}
+
+func (t *tinkSim) run(ctx context.Context) {
+	t.running = map[string]bool{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+		list, err := t.w.tink.Resource(provision.WorkflowResource).Namespace(t.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		for _, u := range list.Items {
+			var wf tinkerbell.Workflow
+			if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &wf) != nil {
+				continue
+			}
+			switch wf.Status.State {
+			case tinkerbell.WorkflowStateSuccess, tinkerbell.WorkflowStateFailed, tinkerbell.WorkflowStateTimeout:
+				continue
+			}
+			m := t.machines[wf.Spec.HardwareMap[provision.ValueMAC]]
+			if m == nil {
+				continue
+			}
+			if wf.Spec.BootOptions.BootMode == tinkerbell.BootModeNetboot && !t.jobDone(ctx, wf.Name) {
+				t.netboot(ctx, wf.Name, m)
+				continue
+			}
+			t.mu.Lock()
+			busy := t.running[wf.Name]
+			if !busy && m.holds(wf.Spec.HardwareMap[provision.ValueInstallCode]) {
+				t.running[wf.Name] = true
+				busy = true
+				go t.actions(ctx, wf.Name, m, wf.Spec.HardwareMap[provision.ValueConfigURL])
+			}
+			t.mu.Unlock()
+		}
+	}
+}
+
+// jobDone reports whether the Workflow's Rufio job exists.
+func (t *tinkSim) jobDone(ctx context.Context, wf string) bool {
+	_, err := t.w.tink.Resource(provision.JobResource).Namespace(t.ns).Get(ctx, "netboot-"+wf, metav1.GetOptions{})
+	return err == nil
+}
+
+// netboot plays Tinkerbell and Rufio: a Job netboot-<workflow> that sets
+// the machine to netboot and power-cycles it.
+func (t *tinkSim) netboot(ctx context.Context, wf string, m *simMachine) {
+	job := bmc.Job{
+		TypeMeta:   metav1.TypeMeta{APIVersion: bmc.GroupVersion.String(), Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{Name: "netboot-" + wf, Namespace: t.ns},
+		Status: bmc.JobStatus{Conditions: []bmc.JobCondition{{
+			Type: bmc.JobCompleted, Status: bmc.ConditionTrue,
+		}}},
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&job)
+	if err != nil {
+		return
+	}
+	u := newUnstructured(obj)
+	if _, err := t.w.tink.Resource(provision.JobResource).Namespace(t.ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		return
+	}
+	t.say(m.name, "rufio", fmt.Sprintf("job netboot-%s: PXE next, power cycle", wf))
+	m.powerCycle()
+}
+
+// actions runs the Workflow's actions on m, one after another.
+func (t *tinkSim) actions(ctx context.Context, name string, m *simMachine, configURL string) {
+	states := make([]tinkerbell.WorkflowState, len(demoActions))
+	for i := range states {
+		states[i] = tinkerbell.WorkflowStatePending
+	}
+	for i, a := range demoActions {
+		states[i] = tinkerbell.WorkflowStateRunning
+		if err := t.report(ctx, name, tinkerbell.WorkflowStateRunning, a, states); err != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(60 * time.Millisecond):
+		}
+		if t.failAt[name] == a {
+			states[i] = tinkerbell.WorkflowStateFailed
+			t.say(m.name, "agent", fmt.Sprintf("%s FAILED", a))
+			t.report(ctx, name, tinkerbell.WorkflowStateFailed, a, states)
+			return
+		}
+		states[i] = tinkerbell.WorkflowStateSuccess
+		t.say(m.name, "agent", fmt.Sprintf("%s SUCCESS", a))
+	}
+	if err := t.report(ctx, name, tinkerbell.WorkflowStateSuccess, "reboot", states); err != nil {
+		return
+	}
+	m.bootInstalled(ctx, configURL)
+}
+
+// report writes a Workflow's status as Tinkerbell does.
+func (t *tinkSim) report(ctx context.Context, name string, state tinkerbell.WorkflowState, current string, states []tinkerbell.WorkflowState) error {
+	res := t.w.tink.Resource(provision.WorkflowResource).Namespace(t.ns)
+	for try := 0; try < 5; try++ {
+		u, err := res.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		var wf tinkerbell.Workflow
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &wf); err != nil {
+			return err
+		}
+		acts := make([]tinkerbell.Action, len(demoActions))
+		for i, a := range demoActions {
+			acts[i] = tinkerbell.Action{Name: a, State: states[i]}
+		}
+		wf.Status.State = state
+		wf.Status.GlobalTimeout = 3600
+		wf.Status.CurrentState = &tinkerbell.CurrentState{ActionName: current, State: state}
+		wf.Status.Tasks = []tinkerbell.Task{{Name: "provision", Actions: acts}}
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&wf)
+		if err != nil {
+			return err
+		}
+		if _, err = res.Update(ctx, newUnstructured(obj), metav1.UpdateOptions{}); err == nil {
+			return nil
+		}
+	}
+	return errors.New("workflow status not written")
+}
+
+// demoKeys reads the demo TPMs' EKs: serial -> RSA and ECC private keys.
+func demoKeys(path string) (map[string][2]crypto.Signer, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	keys := map[string][2]crypto.Signer{}
+	for {
+		var b *pem.Block
+		b, data = pem.Decode(data)
+		if b == nil {
+			break
+		}
+		k, err := x509.ParsePKCS8PrivateKey(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		pair := keys[b.Headers["Serial"]]
+		switch k := k.(type) {
+		case *rsa.PrivateKey:
+			pair[0] = k
+		case *ecdsa.PrivateKey:
+			pair[1] = k
+		}
+		keys[b.Headers["Serial"]] = pair
+	}
+	return keys, nil
+}
+
+// softTPM makes a machine's TPM from its EKs; nil keys: new ones (a TPM no
+// entry approves).
+func softTPM(keys [2]crypto.Signer) (*attesttest.SoftTPM, error) {
+	cfg := &attesttest.SoftConfig{}
+	if k, ok := keys[0].(*rsa.PrivateKey); ok {
+		cfg.RSAEK = k
+	}
+	if k, ok := keys[1].(*ecdsa.PrivateKey); ok {
+		cfg.ECCEK = k
+	}
+	return attesttest.NewSoftTPM(cfg)
+}

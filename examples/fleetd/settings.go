@@ -1,0 +1,146 @@
+package main
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// settings is fleetd's configuration, read from the environment.
+type settings struct {
+	Listen        string // FLEET_LISTEN
+	MetricsListen string // FLEET_METRICS_LISTEN
+	TLSCert       string // FLEET_TLS_CERT
+	TLSKey        string // FLEET_TLS_KEY
+	PublicURL     string // FLEET_PUBLIC_URL
+
+	ConfigTTL     time.Duration // FLEET_CONFIG_TTL
+	AutoProvision bool          // FLEET_AUTO_PROVISION
+	ControlPlanes bool          // FLEET_CONTROL_PLANES
+	SecretsBundle string        // FLEET_SECRETS_BUNDLE
+
+	NodesFile string // FLEET_NODES
+	Topology  string // FLEET_TOPOLOGY
+
+	NetBoxURL     string // NETBOX_URL
+	NetBoxToken   string // NETBOX_TOKEN
+	BindingAuthor string // FLEET_BINDING_AUTHOR
+	NetBoxSwitch  string // NETBOX_SWITCH
+
+	TinkerbellKubeconfig string // TINKERBELL_KUBECONFIG
+	ClusterKubeconfig    string // CLUSTER_KUBECONFIG
+	Namespace            string // TINKERBELL_NAMESPACE
+
+	ApproverToken string // FLEET_APPROVER_TOKEN
+	ApproverCA    string // FLEET_APPROVER_CA
+
+	SealingKey []byte // FLEET_SEALING_KEY
+}
+
+// envHelp documents every setting; -help prints it.
+const envHelp = `Environment:
+  FLEET_LISTEN            HTTPS address of the attestation, config and approver APIs (default :8443)
+  FLEET_METRICS_LISTEN    HTTP address of /metrics and /healthz (default :9464; "off" disables)
+  FLEET_TLS_CERT          PEM certificate chain of the HTTPS listener (required; reread when it changes)
+  FLEET_TLS_KEY           PEM private key of FLEET_TLS_CERT (required)
+  FLEET_PUBLIC_URL        https URL nodes reach fleetd at, e.g. https://fleetd.example:8443 (required);
+                          the Talos config URL is FLEET_PUBLIC_URL/config/<install code>
+  FLEET_CONFIG_TTL        how long a rendered config waits to be fetched (default 1h); a node's
+                          bootstrap token expires FLEET_CONFIG_TTL + 4h after its render
+  FLEET_AUTO_PROVISION    true: a planned worker provisions at its first attestation;
+                          false (default): every run waits for desired_action=provision
+  FLEET_CONTROL_PLANES    true: control planes may be provisioned (homelab.fleetd.controlPlanes);
+                          false (default): a control plane is refused before anything is wiped
+  FLEET_SECRETS_BUNDLE    the cluster's Talos secrets bundle, secrets.yaml (required; control planes
+                          need its CA keys)
+  FLEET_NODES             the nodes file, for its classes (required)
+  FLEET_TOPOLOGY          the cluster topology (default: cluster-topology.json beside FLEET_NODES,
+                          or in ../config/)
+  NETBOX_URL              NetBox's URL, e.g. https://capsule.example (required)
+  NETBOX_TOKEN            NetBox API token (required)
+  FLEET_BINDING_AUTHOR    bindingAuthor: the NetBox user whose writes of approved_ek_* authorise a
+                          binding (unset: every binding attests as ek-binding-unauthored)
+  NETBOX_SWITCH           the switch device the node ports belong to ("" accepts any)
+  TINKERBELL_KUBECONFIG   kubeconfig of the cluster with Tinkerbell and Rufio (unset: in-cluster)
+  CLUSTER_KUBECONFIG      kubeconfig of the cluster nodes join, for bootstrap tokens (unset: in-cluster)
+  TINKERBELL_NAMESPACE    namespace of Workflows, Hardware and Rufio objects (default tinkerbell)
+  FLEET_APPROVER_TOKEN    bearer token of approvers for GET /v1/claims/<serial>
+  FLEET_APPROVER_CA       PEM CA whose client certificates are approvers
+                          (with neither set, the waiting-claims API answers nobody)
+  FLEET_SEALING_KEY       64 hex characters: the key that seals attestation sessions, the same for
+                          every replica (unset: a random key per process)
+`
+
+// readSettings reads fleetd's settings; every problem is reported at once.
+func readSettings(getenv func(string) string) (settings, error) {
+	var errs []error
+	str := func(name, def string) string {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			return v
+		}
+		return def
+	}
+	required := func(name string) string {
+		v := str(name, "")
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s is required", name))
+		}
+		return v
+	}
+	boolean := func(name string) bool {
+		v := str(name, "false")
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q is not true or false", name, v))
+		}
+		return b
+	}
+	s := settings{
+		Listen:               str("FLEET_LISTEN", ":8443"),
+		MetricsListen:        str("FLEET_METRICS_LISTEN", ":9464"),
+		TLSCert:              required("FLEET_TLS_CERT"),
+		TLSKey:               required("FLEET_TLS_KEY"),
+		PublicURL:            required("FLEET_PUBLIC_URL"),
+		AutoProvision:        boolean("FLEET_AUTO_PROVISION"),
+		ControlPlanes:        boolean("FLEET_CONTROL_PLANES"),
+		SecretsBundle:        required("FLEET_SECRETS_BUNDLE"),
+		NodesFile:            required("FLEET_NODES"),
+		Topology:             str("FLEET_TOPOLOGY", ""),
+		NetBoxURL:            required("NETBOX_URL"),
+		NetBoxToken:          required("NETBOX_TOKEN"),
+		BindingAuthor:        str("FLEET_BINDING_AUTHOR", ""),
+		NetBoxSwitch:         str("NETBOX_SWITCH", ""),
+		TinkerbellKubeconfig: str("TINKERBELL_KUBECONFIG", ""),
+		ClusterKubeconfig:    str("CLUSTER_KUBECONFIG", ""),
+		Namespace:            str("TINKERBELL_NAMESPACE", "tinkerbell"),
+		ApproverToken:        str("FLEET_APPROVER_TOKEN", ""),
+		ApproverCA:           str("FLEET_APPROVER_CA", ""),
+	}
+	ttl := str("FLEET_CONFIG_TTL", "1h")
+	d, err := time.ParseDuration(ttl)
+	if err != nil || d <= 0 {
+		errs = append(errs, fmt.Errorf("FLEET_CONFIG_TTL=%q is not a positive duration such as 1h", ttl))
+	}
+	s.ConfigTTL = d
+	if s.PublicURL != "" {
+		if u, err := url.Parse(s.PublicURL); err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			errs = append(errs, fmt.Errorf("FLEET_PUBLIC_URL=%q is not an https URL without a path, such as https://fleetd.example:8443", s.PublicURL))
+		}
+		s.PublicURL = strings.TrimSuffix(s.PublicURL, "/")
+	}
+	if k := str("FLEET_SEALING_KEY", ""); k != "" {
+		key, err := hex.DecodeString(k)
+		if err != nil || len(key) != 32 {
+			errs = append(errs, errors.New("FLEET_SEALING_KEY is not 64 hex characters"))
+		}
+		s.SealingKey = key
+	}
+	if len(s.ApproverToken) > 0 && len(s.ApproverToken) < 16 {
+		errs = append(errs, errors.New("FLEET_APPROVER_TOKEN is shorter than 16 characters"))
+	}
+	return s, errors.Join(errs...)
+}

@@ -1,0 +1,355 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/fleetkit/fleet/inventory"
+	"github.com/fleetkit/fleet/inventory/netboxtest"
+	"github.com/fleetkit/fleet/provision"
+)
+
+// A world is a whole fleet in one process, for the demo and the end-to-end
+// tests: an in-process NetBox holding the nodes file, fake Kubernetes
+// clusters for Tinkerbell and for the nodes, and a fleetd serving HTTPS on
+// loopback.
+type world struct {
+	nbsrv *netboxtest.Server
+	admin *inventory.NetBox // the binding author's client: applies the nodes file
+	nb    *inventory.NetBox // fleetd's client
+	inv   *inventory.Inventory
+	kube  *kubefake.Clientset
+	tink  *dynfake.FakeDynamicClient
+
+	settings settings
+	parts    parts
+	d        *daemon
+	url      string       // https://127.0.0.1:port
+	client   *http.Client // trusts fleetd's certificate
+	audit    *lockedBuffer
+	devices  map[string]inventory.Device // by name, as applied
+
+	stop context.CancelFunc
+	done chan error
+}
+
+// worldConfig tunes a world.
+type worldConfig struct {
+	Nodes, Topology string              // the nodes file and topology
+	Validate        netboxtest.Reporter // schema checks of the in-process NetBox; nil: none
+	Edit            func(*settings)     // changes fleetd's settings before it starts
+	Bundle          *secrets.Bundle     // nil: a new one
+}
+
+// The NetBox users of a world.
+const (
+	userTerraform = "terraform" // applies the nodes file: the binding author
+	userFleetd    = "fleetd"
+	userOperator  = "operator" // sets desired_action by hand
+	demoSwitch    = "usw-pro-24"
+	approverToken = "demo-approver-token-0123456789"
+)
+
+func newWorld(ctx context.Context, wc worldConfig) (*world, error) {
+	inv, err := inventory.Load(wc.Nodes, wc.Topology)
+	if err != nil {
+		return nil, err
+	}
+	w := &world{inv: inv, audit: &lockedBuffer{}}
+	w.nbsrv = netboxtest.New(&netboxtest.Config{Validate: wc.Validate, Users: []string{userTerraform, userFleetd, userOperator}})
+	ok := false
+	defer func() {
+		if !ok {
+			w.nbsrv.Close()
+		}
+	}()
+	site := inv.Topology.Name
+	if _, err := w.nbsrv.AddSite(site); err != nil {
+		return nil, err
+	}
+	if _, err := w.nbsrv.AddSwitch(netboxtest.Switch{Site: site, Name: demoSwitch, Ports: 24}); err != nil {
+		return nil, err
+	}
+	w.admin, err = inventory.NewNetBox(w.nbsrv.URL, w.nbsrv.Token(userTerraform), &inventory.NetBoxConfig{
+		BindingAuthor: userTerraform, Site: site, Switch: demoSwitch,
+	})
+	if err != nil {
+		return nil, err
+	}
+	plan, err := w.admin.Plan(ctx, inv)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.admin.Apply(ctx, plan); err != nil {
+		return nil, err
+	}
+	devs, err := w.admin.Devices(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w.devices = map[string]inventory.Device{}
+	for _, d := range devs {
+		w.devices[d.Name] = d
+	}
+	w.nb, err = inventory.NewNetBox(w.nbsrv.URL, w.nbsrv.Token(userFleetd), &inventory.NetBoxConfig{
+		BindingAuthor: userTerraform, Switch: demoSwitch,
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	w.kube = kubefake.NewClientset()
+	w.tink = dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		provision.WorkflowResource: "WorkflowList",
+		provision.HardwareResource: "HardwareList",
+		provision.MachineResource:  "MachineList",
+		provision.JobResource:      "JobList",
+	})
+	bundle := wc.Bundle
+	if bundle == nil {
+		if bundle, err = newBundle(); err != nil {
+			return nil, err
+		}
+	}
+	cert, pool, err := selfSigned()
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	w.url = "https://" + ln.Addr().String()
+	w.settings = settings{
+		PublicURL:     w.url,
+		ConfigTTL:     time.Hour,
+		AutoProvision: true,
+		ControlPlanes: true,
+		BindingAuthor: userTerraform,
+		Namespace:     "tinkerbell",
+		ApproverToken: approverToken,
+	}
+	if wc.Edit != nil {
+		wc.Edit(&w.settings)
+	}
+	w.parts = parts{
+		NetBox: w.nb, Kube: w.kube, Tink: w.tink, Inventory: inv, Bundle: bundle, Cert: cert,
+		Logger:       slog.New(slog.NewJSONHandler(w.audit, nil)),
+		LoopInterval: 100 * time.Millisecond,
+		Backoff:      func(int) time.Duration { return 50 * time.Millisecond },
+	}
+	w.d, err = newDaemon(w.settings, w.parts)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	w.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 30 * time.Second}
+	w.start(ln)
+	ok = true
+	return w, nil
+}
+
+// start serves fleetd on ln.
+func (w *world) start(ln net.Listener) {
+	ctx, stop := context.WithCancel(context.Background())
+	w.stop, w.done = stop, make(chan error, 1)
+	go func() { w.done <- w.d.serve(ctx, ln, nil) }()
+}
+
+// restart stops fleetd and starts a new one on the same address, as a
+// reboot of its host does: waiting configs are gone, runs in flight stay in
+// the cluster.
+func (w *world) restart() error {
+	addr := w.url[len("https://"):]
+	w.stop()
+	if err := <-w.done; err != nil {
+		return err
+	}
+	d, err := newDaemon(w.settings, w.parts)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	w.d = d
+	w.start(ln)
+	return nil
+}
+
+// close stops fleetd and NetBox.
+func (w *world) close() error {
+	w.stop()
+	err := <-w.done
+	w.nbsrv.Close()
+	return err
+}
+
+// device reads a device from NetBox.
+func (w *world) device(ctx context.Context, name string) (inventory.Device, error) {
+	return w.admin.Device(ctx, w.devices[name].ID)
+}
+
+// journalEntry is one NetBox journal line of a device.
+type journalEntry struct {
+	ID     int64
+	Device string
+	Kind   string
+	Text   string
+}
+
+// journal reads every journal entry NetBox holds, oldest first.
+func (w *world) journal(ctx context.Context) ([]journalEntry, error) {
+	names := map[int64]string{}
+	for n, d := range w.devices {
+		names[d.ID] = n
+	}
+	var out []journalEntry
+	next := w.nbsrv.URL + "/api/extras/journal-entries/?limit=1000"
+	for next != "" {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, next, nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Token "+w.nbsrv.Token(userOperator))
+		rsp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		var page struct {
+			Next    *string `json:"next"`
+			Results []struct {
+				ID               int64 `json:"id"`
+				AssignedObjectID int64 `json:"assigned_object_id"`
+				Kind             struct {
+					Value string `json:"value"`
+				} `json:"kind"`
+				Comments string `json:"comments"`
+			} `json:"results"`
+		}
+		err = json.NewDecoder(rsp.Body).Decode(&page)
+		rsp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range page.Results {
+			out = append(out, journalEntry{ID: r.ID, Device: names[r.AssignedObjectID], Kind: r.Kind.Value, Text: r.Comments})
+		}
+		next = ""
+		if page.Next != nil {
+			next = *page.Next
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// newBundle makes a Talos secrets bundle for the demo's cluster (about a
+// second of CPU: an RSA key).
+func newBundle() (*secrets.Bundle, error) {
+	return secrets.NewBundle(secrets.NewClock(), config.TalosVersionCurrent)
+}
+
+// selfSigned makes fleetd's certificate for 127.0.0.1, and the pool that
+// trusts it.
+func selfSigned() (*certReloader, *x509.CertPool, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "fleetd.demo"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		DNSNames:              []string{"fleetd.demo"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	r, err := staticCert(tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key})
+	return r, pool, err
+}
+
+// lockedBuffer is an io.Writer many goroutines share.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
+
+// randomMAC returns a locally administered MAC.
+func randomMAC() net.HardwareAddr {
+	b := make([]byte, 6)
+	rand.Read(b)
+	b[0] = b[0]&^1 | 2
+	return b
+}
+
+var errTimeout = errors.New("timed out")
+
+// eventually polls cond every 20 ms until it holds or d passes.
+func eventually(ctx context.Context, d time.Duration, cond func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errTimeout
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
