@@ -1,0 +1,371 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/fleetkit/fleet/disksafe"
+	"github.com/siderolabs/talos/pkg/machinery/meta"
+)
+
+const (
+	bootID    = "9a0b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
+	code      = "ic-Rt5uQ2mZ8xVw3bNp7kLs"
+	configURL = "https://fleetd.example:8443/config/" + code
+	image     = "factory.talos.dev/metal-installer-secureboot/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.13.9"
+)
+
+// root is the fake root file system the boot ID is read from.
+func root() fstest.MapFS {
+	return fstest.MapFS{"proc/sys/kernel/random/boot_id": &fstest.MapFile{Data: []byte(bootID + "\n")}}
+}
+
+// env is an install action's environment: a state directory where
+// wipe-disk recorded its wipe of /dev/sda in this boot, and a fake
+// installer script that records its arguments and environment.
+type env struct {
+	vars     map[string]string
+	root     fstest.MapFS
+	dir      string
+	argsFile string // the installer's arguments, one a line
+	metaFile string // the installer's INSTALLER_META_BASE64
+}
+
+func newEnv(t *testing.T, script string) *env {
+	t.Helper()
+	if runtime.GOOS == "windows" {
+		t.Skip("the fake installer is a shell script")
+	}
+	dir := t.TempDir()
+	e := &env{
+		root:     root(),
+		dir:      dir,
+		argsFile: filepath.Join(dir, "args"),
+		metaFile: filepath.Join(dir, "meta"),
+	}
+	installer := filepath.Join(dir, "installer")
+	body := "#!/bin/sh\nfor a in \"$@\"; do echo \"$a\" >> " + e.argsFile + "; done\n" +
+		"printf '%s' \"$INSTALLER_META_BASE64\" > " + e.metaFile + "\n" + script
+	if err := os.WriteFile(installer, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.vars = map[string]string{
+		"INSTALL_DISK":        "/dev/sda",
+		"INSTALL_DISK_SERIAL": "S4EWNX0R612345A",
+		"INSTALL_CODE":        code,
+		"CONFIG_URL":          configURL,
+		"INSTALLER_IMAGE":     image,
+		"INSTALL_COMMAND":     installer + " {image} install --disk {disk} --platform metal --config {config_url}",
+		"FLEET_STATE_DIR":     filepath.Join(dir, "workflow"),
+	}
+	e.wiped(t, disksafe.WipeRecord{BootID: bootID, Disk: "/dev/sda", Name: "sda", Serial: "S4EWNX0R612345A", Wiped: true})
+	return e
+}
+
+// wiped writes wipe-disk's record, in the form disksafe documents.
+func (e *env) wiped(t *testing.T, r disksafe.WipeRecord) {
+	t.Helper()
+	d := e.vars["FLEET_STATE_DIR"]
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d, disksafe.WipeRecordFile), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *env) run(t *testing.T, args ...string) (exit int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	exit = run(t.Context(), args, func(k string) string { return e.vars[k] }, e.root, &out, &errb)
+	if strings.Contains(out.String()+errb.String(), code) {
+		t.Errorf("the output shows the install code:\n%s%s", out.String(), errb.String())
+	}
+	return exit, out.String(), errb.String()
+}
+
+// ran returns the installer's arguments, nil when it did not run.
+func (e *env) ran(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(e.argsFile)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+// Lines as the Talos installer prints them (Go's log package, to stderr).
+const installerLog = `echo "2026/12/01 09:41:02 running Talos installer v1.13.9" >&2
+echo "2026/12/01 09:41:02 machine configuration missing, skipping validation" >&2
+echo "2026/12/01 09:41:03 created EFI (C12A7328-F81F-11D2-BA4B-00A0C93EC93B) size 1073741824 bytes" >&2
+echo "2026/12/01 09:41:03 created META (0FC63DAF-8483-4772-8E79-3D69D8477DE4) size 1048576 bytes" >&2
+`
+
+func TestInstalled(t *testing.T) {
+	e := newEnv(t, installerLog+"echo \"2026/12/01 09:41:09 installation of v1.13.9 complete\" >&2\n")
+	exit, stdout, stderr := e.run(t)
+	if exit != exitInstalled || stdout != "install: installed Talos to /dev/sda\n" {
+		t.Fatalf("exit %d\nstdout %q\nstderr %q", exit, stdout, stderr)
+	}
+	if stderr != "" {
+		t.Errorf("stderr = %q", stderr)
+	}
+	want := []string{image, "install", "--disk", "/dev/sda", "--platform", "metal", "--config", configURL}
+	if got := e.ran(t); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("the installer ran with %q, want %q", got, want)
+	}
+	b, err := os.ReadFile(e.metaFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals, err := meta.DecodeValues(string(b))
+	if err != nil || len(vals) != 1 || vals[0].Key != meta.DownloadURLCode || vals[0].Value != code {
+		t.Errorf("INSTALLER_META_BASE64 %q decodes to %v, %v; want key 0x%x = the install code", b, vals, err, meta.DownloadURLCode)
+	}
+	if raw, _ := base64.StdEncoding.DecodeString(string(b)); string(raw) != "0xb="+code {
+		t.Errorf("INSTALLER_META_BASE64 holds %q", raw)
+	}
+}
+
+func TestVerbose(t *testing.T) {
+	e := newEnv(t, installerLog+"echo \"2026/12/01 09:41:04 talos.config=$CONFIG_URL\" >&2\n")
+	// The script reads CONFIG_URL from its environment, as an installer
+	// could print what it was given.
+	t.Setenv("CONFIG_URL", configURL)
+	exit, stdout, stderr := e.run(t, "-v")
+	if exit != exitInstalled || stdout != "install: installed Talos to /dev/sda\n" {
+		t.Fatalf("exit %d\nstdout %q\nstderr %q", exit, stdout, stderr)
+	}
+	for _, s := range []string{`line="running Talos installer v1.13.9"`, `line="talos.config=https://fleetd.example:8443/config/<install code>"`} {
+		if !strings.Contains(stderr, s) {
+			t.Errorf("stderr lacks %q:\n%s", s, stderr)
+		}
+	}
+}
+
+// The runbook's row: the agent restarted after the installer started
+// writing, and the same boot ran install again.
+func TestInstallerFailed(t *testing.T) {
+	e := newEnv(t, installerLog+
+		`echo "failed to perform disk operations: disk /dev/sda is not empty, skipping install" >&2
+exit 1
+`)
+	exit, stdout, stderr := e.run(t)
+	if exit != exitRefused || stdout != "" {
+		t.Fatalf("exit %d, stdout %q", exit, stdout)
+	}
+	want := "install: created META (0FC63DAF-8483-4772-8E79-3D69D8477DE4) size 1048576 bytes\n" +
+		"install: failed to perform disk operations: disk /dev/sda is not empty, skipping install\n" +
+		"install: the installer failed; the lines above are its last output\n"
+	if !strings.HasSuffix(stderr, want) {
+		t.Errorf("stderr = %q\nwant it to end with %q", stderr, want)
+	}
+	if !strings.HasPrefix(stderr, "install: running Talos installer v1.13.9\n") {
+		t.Errorf("stderr does not start with the installer's first line: %q", stderr)
+	}
+}
+
+func TestInstallerSaysTheCode(t *testing.T) {
+	e := newEnv(t, "echo \"fetching $1 with "+code+"\"\nexit 3\n")
+	exit, _, stderr := e.run(t)
+	if exit != exitRefused || !strings.Contains(stderr, "install: fetching "+image+" with <install code>\n") {
+		t.Errorf("exit %d, stderr %q", exit, stderr)
+	}
+}
+
+func TestInstallerSilent(t *testing.T) {
+	e := newEnv(t, "exit 7\n")
+	exit, _, stderr := e.run(t)
+	if exit != exitRefused || !strings.HasSuffix(stderr, ": exit status 7\ninstall: the installer failed; the lines above are its last output\n") {
+		t.Errorf("exit %d, stderr %q", exit, stderr)
+	}
+	if strings.Contains(stderr, "--config") || strings.Contains(stderr, "fleetd.example") {
+		t.Errorf("the error shows the command's arguments: %q", stderr)
+	}
+}
+
+func TestInstallerMissing(t *testing.T) {
+	e := newEnv(t, "")
+	e.vars["INSTALL_COMMAND"] = filepath.Join(e.dir, "no-such-installer") + " {image} install --disk {disk}"
+	exit, _, stderr := e.run(t)
+	if exit != exitRefused || !strings.Contains(stderr, "no-such-installer: no such file or directory\ninstall: the installer failed;") {
+		t.Errorf("exit %d, stderr %q", exit, stderr)
+	}
+}
+
+// The runbook's row: the power failed during install, and the run resumed
+// at install in the next HookOS boot, whose /workflow is empty.
+func TestResumedRun(t *testing.T) {
+	const line = "install: this run resumed in a new boot after wipe-disk; nothing installed; set desired_action to provision\n"
+	t.Run("no wipe recorded", func(t *testing.T) {
+		e := newEnv(t, "")
+		os.Remove(filepath.Join(e.vars["FLEET_STATE_DIR"], disksafe.WipeRecordFile))
+		exit, stdout, stderr := e.run(t)
+		if exit != exitRefused || stderr != line || stdout != "" {
+			t.Errorf("exit %d, stdout %q, stderr %q", exit, stdout, stderr)
+		}
+		if got := e.ran(t); got != nil {
+			t.Errorf("the installer ran: %q", got)
+		}
+	})
+	t.Run("a wipe of another boot", func(t *testing.T) {
+		e := newEnv(t, "")
+		e.wiped(t, disksafe.WipeRecord{BootID: "00000000-aaaa-bbbb-cccc-dddddddddddd", Disk: "/dev/sda", Name: "sda", Wiped: true})
+		exit, _, stderr := e.run(t)
+		if exit != exitRefused || stderr != line {
+			t.Errorf("exit %d, stderr %q", exit, stderr)
+		}
+		if got := e.ran(t); got != nil {
+			t.Errorf("the installer ran: %q", got)
+		}
+	})
+}
+
+func TestNotWiped(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		rec   disksafe.WipeRecord
+		cause string
+	}{
+		{"another disk", disksafe.WipeRecord{BootID: bootID, Disk: "/dev/sdb", Name: "sdb", Wiped: true}, "  (wipe-disk wiped /dev/sdb)\n"},
+		{"an unfinished wipe", disksafe.WipeRecord{BootID: bootID, Disk: "/dev/sda", Name: "sda"}, "  (wipe-disk started and did not finish)\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, "")
+			e.wiped(t, tt.rec)
+			exit, _, stderr := e.run(t)
+			want := "install: wipe-disk did not wipe /dev/sda in this boot; nothing installed; set desired_action to provision\n" + tt.cause
+			if exit != exitRefused || stderr != want {
+				t.Errorf("exit %d, stderr %q, want %q", exit, stderr, want)
+			}
+			if got := e.ran(t); got != nil {
+				t.Errorf("the installer ran: %q", got)
+			}
+		})
+	}
+}
+
+func TestStopped(t *testing.T) {
+	e := newEnv(t, "echo started\nsleep 30 &\nwait\n")
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	var out, errb bytes.Buffer
+	start := time.Now()
+	exit := run(ctx, nil, func(k string) string { return e.vars[k] }, e.root, &out, &errb)
+	if exit != exitRefused || !strings.Contains(errb.String(), "install: started\ninstall: the installer failed;") {
+		t.Errorf("exit %d, stderr %q", exit, errb.String())
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("stopping took %v", d)
+	}
+}
+
+func TestSettings(t *testing.T) {
+	tests := []struct {
+		name string
+		set  map[string]string
+		want string
+	}{
+		{"no disk", map[string]string{"INSTALL_DISK": ""}, "install: no install disk is declared (INSTALL_DISK); nothing installed\n"},
+		{"no image", map[string]string{"INSTALLER_IMAGE": ""}, "install: no installer image is declared (INSTALLER_IMAGE); nothing installed\n"},
+		{"no code", map[string]string{"INSTALL_CODE": ""}, "install: the Workflow carries no install code (INSTALL_CODE); nothing installed\n"},
+		{"a config URL without the code", map[string]string{"CONFIG_URL": "https://fleetd.example:8443/config/ic-other"},
+			"install: CONFIG_URL does not carry the Workflow's install code; nothing installed\n"},
+		{"{config_url} without CONFIG_URL", map[string]string{"CONFIG_URL": ""},
+			"install: the install command names {config_url}, and CONFIG_URL is not set; nothing installed\n"},
+		{"an unknown placeholder", map[string]string{"INSTALL_COMMAND": "docker run {image} install --disk {disk} --serial {serial}"},
+			"install: the install command names {serial}; it may name {image}, {disk} and {config_url}; nothing installed\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, "")
+			for k, v := range tt.set {
+				e.vars[k] = v
+			}
+			exit, _, stderr := e.run(t)
+			if exit != exitUsage || stderr != tt.want {
+				t.Errorf("exit %d, stderr %q, want %q", exit, stderr, tt.want)
+			}
+			if got := e.ran(t); got != nil {
+				t.Errorf("the installer ran: %q", got)
+			}
+		})
+	}
+
+	e := newEnv(t, "")
+	for _, args := range [][]string{{"now"}, {"-force"}} {
+		if exit, _, _ := e.run(t, args...); exit != exitUsage {
+			t.Errorf("%q: exit %d", args, exit)
+		}
+	}
+	delete(e.root, "proc/sys/kernel/random/boot_id")
+	if exit, _, stderr := e.run(t); exit != exitRefused || !strings.HasSuffix(stderr, "; nothing installed\n") || e.ran(t) != nil {
+		t.Errorf("no boot ID: exit %d, stderr %q", exit, stderr)
+	}
+}
+
+func TestDefaultCommand(t *testing.T) {
+	c, err := newCommandInstaller("", "ghcr.io/siderolabs/installer:v1.13.9", configURL, code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Run it with a program that prints its arguments in place of docker.
+	c.words[0] = "echo"
+	var got []string
+	if err := c.Install(t.Context(), "/dev/disk/by-id/nvme-Samsung_SSD_980_1TB_S64DNX0R123456", func(l string) { got = append(got, l) }); err != nil {
+		t.Fatal(err)
+	}
+	want := "run --rm --pull never --privileged --network host --pid host --volume /dev:/dev --env INSTALLER_META_BASE64 " +
+		"--entrypoint /bin/installer ghcr.io/siderolabs/installer:v1.13.9 install " +
+		"--disk /dev/disk/by-id/nvme-Samsung_SSD_980_1TB_S64DNX0R123456 --platform metal\n"
+	if strings.Join(got, "") != want {
+		t.Errorf("the default command is\n%q\nwant\n%q", strings.Join(got, ""), want)
+	}
+
+	// The default names no config URL.
+	if _, err := newCommandInstaller("", "ghcr.io/siderolabs/installer:v1.13.9", "", code); err != nil {
+		t.Errorf("the default command without CONFIG_URL: %v", err)
+	}
+
+	// A value is one word, whatever it holds.
+	c, err = newCommandInstaller("printf %s| {image}", "a b {disk}", "", code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	if err := c.Install(t.Context(), "/dev/sda", func(l string) { got = append(got, l) }); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, "") != "a b {disk}|" {
+		t.Errorf("printf printed %q", got)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	var out, errb bytes.Buffer
+	if exit := run(t.Context(), []string{"-help"}, func(string) string { return "" }, nil, &out, &errb); exit != 0 {
+		t.Errorf("-help exits %d", exit)
+	}
+	for _, s := range []string{"INSTALL_DISK ", "INSTALL_DISK_SERIAL", "INSTALL_CODE", "CONFIG_URL", "INSTALLER_IMAGE", "INSTALL_COMMAND",
+		"FLEET_STATE_DIR", defaultCommand, "META key 0xb", "-v"} {
+		if !strings.Contains(errb.String(), s) {
+			t.Errorf("-help does not say %q:\n%s", s, errb.String())
+		}
+	}
+}
