@@ -1,0 +1,222 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fleetkit/fleet/internal/testenv"
+)
+
+// guidBytes is the GPT (mixed-endian) form of a GUID in text.
+func guidBytes(s string) []byte {
+	var b [16]byte
+	h := strings.ReplaceAll(s, "-", "")
+	for i := range 16 {
+		var v byte
+		for _, c := range h[2*i : 2*i+2] {
+			v <<= 4
+			switch {
+			case c >= '0' && c <= '9':
+				v |= byte(c - '0')
+			default:
+				v |= byte(c-'a') + 10
+			}
+		}
+		b[i] = v
+	}
+	// The first three fields are stored little-endian.
+	b[0], b[1], b[2], b[3] = b[3], b[2], b[1], b[0]
+	b[4], b[5] = b[5], b[4]
+	b[6], b[7] = b[7], b[6]
+	return b[:]
+}
+
+const (
+	espTypeText   = "c12a7328-f81f-11d2-ba4b-00a0c93ec93b"
+	linuxTypeText = "0fc63daf-8483-4772-8e79-3d69d8477de4"
+	biosTypeText  = "21686148-6449-6e6f-744e-656564454649"
+)
+
+type gptPart struct {
+	typ, guid   string
+	first, last uint64
+}
+
+// makeGPT returns a disk image of sectors of ss bytes with a primary GPT
+// holding parts (128 entries of 128 bytes), as the UEFI specification
+// lays it out.
+func makeGPT(ss int, sectors uint64, parts []gptPart) []byte {
+	img := make([]byte, int(sectors)*ss)
+	le := binary.LittleEndian
+	entries := make([]byte, 128*128)
+	for i, p := range parts {
+		e := entries[i*128:]
+		copy(e[0:], guidBytes(p.typ))
+		copy(e[16:], guidBytes(p.guid))
+		le.PutUint64(e[32:], p.first)
+		le.PutUint64(e[40:], p.last)
+		copy(e[56:], []byte{'E', 0, 'F', 0, 'I', 0})
+	}
+	entriesLBA := uint64(2)
+	copy(img[int(entriesLBA)*ss:], entries)
+	h := img[ss : ss+92]
+	copy(h, "EFI PART")
+	le.PutUint32(h[8:], 0x00010000)
+	le.PutUint32(h[12:], 92)
+	le.PutUint64(h[24:], 1)
+	le.PutUint64(h[32:], sectors-1)
+	le.PutUint64(h[40:], 34)
+	le.PutUint64(h[48:], sectors-34)
+	copy(h[56:], guidBytes("6a1f0e3c-9b2d-4e5f-8a7b-1c2d3e4f5a6b"))
+	le.PutUint64(h[72:], entriesLBA)
+	le.PutUint32(h[80:], 128)
+	le.PutUint32(h[84:], 128)
+	le.PutUint32(h[88:], crc32.ChecksumIEEE(entries))
+	le.PutUint32(h[16:], crc32.ChecksumIEEE(h))
+	return img
+}
+
+// talosLayout is Talos 1.13's partitions on a UEFI disk: EFI, META, STATE,
+// EPHEMERAL.
+func talosLayout(espGUID string) []gptPart {
+	return []gptPart{
+		{espTypeText, espGUID, 2048, 2048 + 2097151},
+		{linuxTypeText, "7d4c2b1a-0f9e-4d8c-b7a6-958473625140", 2099200, 2101247},
+		{linuxTypeText, "8e5d3c2b-1a0f-4e9d-a8b7-a69584736251", 2101248, 2306047},
+		{linuxTypeText, "9f6e4d3c-2b1a-4f0e-b9a8-b7a695847362", 2306048, 4000000},
+	}
+}
+
+func TestFindESP(t *testing.T) {
+	const guid = "5f2c9e1a-7b3d-4c8e-9a10-2b4c6d8e0f12"
+	for _, ss := range []int{512, 4096} {
+		img := makeGPT(ss, 4096, talosLayout(guid))
+		got, err := findESP(bytes.NewReader(img))
+		if err != nil || got != (esp{Index: 1, GUID: guid}) {
+			t.Errorf("%d-byte sectors: findESP = %v, %v", ss, got, err)
+		}
+	}
+	// The ESP need not be the first partition (a BIOS boot partition first).
+	parts := append([]gptPart{{biosTypeText, "0b1c2d3e-4f50-4617-8829-3a4b5c6d7e8f", 34, 2047}}, talosLayout(guid)...)
+	if got, err := findESP(bytes.NewReader(makeGPT(512, 4096, parts))); err != nil || got != (esp{Index: 2, GUID: guid}) {
+		t.Errorf("findESP = %v, %v", got, err)
+	}
+}
+
+func TestFindESPRefuses(t *testing.T) {
+	const guid = "5f2c9e1a-7b3d-4c8e-9a10-2b4c6d8e0f12"
+	good := makeGPT(512, 4096, talosLayout(guid))
+	corrupt := func(off int) []byte {
+		b := bytes.Clone(good)
+		b[off] ^= 0xff
+		return b
+	}
+	tests := []struct {
+		name string
+		img  []byte
+		want string
+	}{
+		{"a wiped disk", make([]byte, 1<<20), "no GUID partition table"},
+		{"a short disk", []byte("EFI"), "no GUID partition table"},
+		{"a changed header", corrupt(512 + 40), "the header's CRC does not check"},
+		{"a changed entry", corrupt(2*512 + 40), "the entries' CRC does not check"},
+		{"no ESP", makeGPT(512, 4096, talosLayout(guid)[1:]), "no EFI system partition"},
+		{"two ESPs", makeGPT(512, 4096, append(talosLayout(guid), gptPart{espTypeText, "00000000-1111-4222-8333-444444444444", 4000001, 4000100})),
+			"more than one EFI system partition: partition 1 (" + guid + "), partition 5 (00000000-1111-4222-8333-444444444444)"},
+		{"entries past the end", func() []byte {
+			b := bytes.Clone(good)
+			h := b[512 : 512+92]
+			binary.LittleEndian.PutUint64(h[72:], 1<<40)
+			binary.LittleEndian.PutUint32(h[16:], 0)
+			binary.LittleEndian.PutUint32(h[16:], crc32.ChecksumIEEE(h))
+			return b
+		}(), "read the GPT entries: EOF"},
+		{"a huge entry array", func() []byte {
+			b := bytes.Clone(good)
+			h := b[512 : 512+92]
+			binary.LittleEndian.PutUint32(h[80:], 1<<30)
+			binary.LittleEndian.PutUint32(h[16:], 0)
+			binary.LittleEndian.PutUint32(h[16:], crc32.ChecksumIEEE(h))
+			return b
+		}(), "no GUID partition table: 1073741824 entries of 128 bytes at LBA 2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := findESP(bytes.NewReader(tt.img))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("findESP = %v, %v; want an error holding %q", got, err, tt.want)
+			}
+		})
+	}
+	if _, err := findESP(bytes.NewReader(make([]byte, 8192))); !errors.Is(err, errNoGPT) {
+		t.Errorf("findESP of zeros = %v, want errNoGPT", err)
+	}
+}
+
+// TestIntegrationSfdisk reads GPTs that util-linux's sfdisk wrote, as the
+// Talos installer's GPT library writes them.
+func TestIntegrationSfdisk(t *testing.T) {
+	sfdisk := testenv.Command(t, "sfdisk", "fdisk")
+	const guid = "3a7e9c1d-5b2f-4d8a-9e6c-0f1b2d3c4e5a"
+	for _, tt := range []struct {
+		name   string
+		script string
+		want   esp
+	}{
+		{"the ESP first, as Talos lays it out", "label: gpt\n" +
+			"start=2048, size=2097152, type=C12A7328-F81F-11D2-BA4B-00A0C93EC93B, uuid=" + guid + ", name=EFI\n" +
+			"size=2048, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4, name=META\n" +
+			"size=204800, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4, name=STATE\n" +
+			"type=0FC63DAF-8483-4772-8E79-3D69D8477DE4, name=EPHEMERAL\n", esp{1, guid}},
+		{"the ESP third", "label: gpt\n" +
+			"size=2048, type=21686148-6449-6E6F-744E-656564454649\n" +
+			"size=4096, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4\n" +
+			"size=204800, type=C12A7328-F81F-11D2-BA4B-00A0C93EC93B, uuid=" + strings.ToUpper(guid) + "\n", esp{3, guid}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			img := filepath.Join(t.TempDir(), "disk.img")
+			if err := os.WriteFile(img, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(img, 4<<30); err != nil { // sparse
+				t.Fatal(err)
+			}
+			cmd := exec.Command(sfdisk, "--no-reread", "--no-tell-kernel", "-q", img)
+			cmd.Stdin = strings.NewReader(tt.script)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("sfdisk: %v\n%s", err, out)
+			}
+			f, err := os.Open(img)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			got, err := findESP(f)
+			if err != nil || got != tt.want {
+				t.Errorf("findESP = %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzFindESP(f *testing.F) {
+	f.Add(makeGPT(512, 64, talosLayout("5f2c9e1a-7b3d-4c8e-9a10-2b4c6d8e0f12")))
+	f.Add(makeGPT(512, 64, nil))
+	f.Add(make([]byte, 1024))
+	f.Fuzz(func(t *testing.T, img []byte) {
+		p, err := findESP(bytes.NewReader(img))
+		if err != nil {
+			return
+		}
+		if p.Index < 1 || len(p.GUID) != 36 {
+			t.Errorf("findESP = %v", p)
+		}
+	})
+}

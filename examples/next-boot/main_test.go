@@ -1,0 +1,308 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"testing/fstest"
+)
+
+// nvram is a UEFI boot manager as efibootmgr drives it: Boot#### entries,
+// BootOrder and BootNext, printed in the form of efibootmgr 17 or 18.
+type nvram struct {
+	style   int // 17 or 18
+	current string
+	next    string
+	order   []string
+	entries map[string]fakeEntry
+	// disks maps a disk's path to its ESP, as efibootmgr --create reads it.
+	disks map[string]esp
+	calls []string
+
+	fail       string // every call fails with this line
+	failCreate bool   // --create-only fails
+	dropNext   bool   // the firmware does not keep BootNext
+}
+
+type fakeEntry struct {
+	label  string
+	active bool
+	path   string // in efibootmgr 17's form
+}
+
+func (n *nvram) Run(_ context.Context, args ...string) (string, error) {
+	n.calls = append(n.calls, strings.Join(args, " "))
+	if n.fail != "" {
+		return "", errors.New("efibootmgr " + strings.Join(args, " ") + ": " + n.fail)
+	}
+	switch {
+	case len(args) == 1 && args[0] == "-v":
+		return n.print(), nil
+	case len(args) == 2 && args[0] == "--bootnext":
+		if _, ok := n.entries[args[1]]; !ok {
+			return "", fmt.Errorf("efibootmgr: Boot%s does not exist", args[1])
+		}
+		if !n.dropNext {
+			n.next = args[1]
+		}
+		return n.print(), nil
+	case len(args) == 3 && args[0] == "--bootnum" && args[2] == "--delete-bootnum":
+		delete(n.entries, args[1])
+		n.order = slices.DeleteFunc(n.order, func(s string) bool { return s == args[1] })
+		return n.print(), nil
+	case len(args) == 9 && args[0] == "--create-only" && args[1] == "--disk" && args[3] == "--part" && args[5] == "--loader" && args[7] == "--label":
+		if n.failCreate {
+			return "", errors.New("efibootmgr: Could not prepare Boot variable: No space left on device")
+		}
+		p, ok := n.disks[args[2]]
+		if !ok || fmt.Sprint(p.Index) != args[4] {
+			return "", fmt.Errorf("efibootmgr: Could not prepare Boot variable: No such file or directory")
+		}
+		for i := 0; ; i++ {
+			num := fmt.Sprintf("%04X", i)
+			if _, used := n.entries[num]; !used {
+				n.entries[num] = fakeEntry{label: args[8], active: true,
+					path: fmt.Sprintf("HD(%d,GPT,%s,0x800,0x200000)/File(%s)", p.Index, p.GUID, args[6])}
+				return n.print(), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("efibootmgr: unexpected arguments %q", args)
+}
+
+func (n *nvram) print() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "BootCurrent: %s\n", n.current)
+	if n.next != "" {
+		fmt.Fprintf(&b, "BootNext: %s\n", n.next)
+	}
+	b.WriteString("Timeout: 1 seconds\n")
+	fmt.Fprintf(&b, "BootOrder: %s\n", strings.Join(n.order, ","))
+	nums := make([]string, 0, len(n.entries))
+	for num := range n.entries {
+		nums = append(nums, num)
+	}
+	slices.Sort(nums)
+	for _, num := range nums {
+		e := n.entries[num]
+		star := " "
+		if e.active {
+			star = "*"
+		}
+		path := e.path
+		if n.style == 18 {
+			if i := strings.Index(path, "/File("); i >= 0 {
+				path = path[:i] + "/" + strings.TrimSuffix(path[i+len("/File("):], ")")
+			}
+		}
+		fmt.Fprintf(&b, "Boot%s%s %s\t%s\n", num, star, e.label, path)
+		if n.style == 18 {
+			b.WriteString("      dp: 04 01 2a 00 01 00 00 00 00 08 00 00 00 00 00 00 / 7f ff 04 00\n")
+		}
+	}
+	return b.String()
+}
+
+const (
+	installedGUID = "b2a4c6e8-0d1f-4a3b-9c5d-7e8f9a0b1c2d"
+	byID          = "/dev/disk/by-id/nvme-Samsung_SSD_980_1TB_S64DNX0R123456"
+)
+
+// machine is a UEFI machine with an NVMe install disk, freshly installed
+// (its GPT in a file in the test's /dev), and a firmware with a PXE entry
+// first in BootOrder, a shell, and an entry of ours from an earlier install.
+type machine struct {
+	root   fstest.MapFS
+	devDir string
+	nv     *nvram
+	env    map[string]string
+	mounts int
+}
+
+func newMachine(t *testing.T, style int) *machine {
+	t.Helper()
+	m := &machine{devDir: t.TempDir()}
+	file := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s)} }
+	link := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s), Mode: fs.ModeSymlink | 0o777} }
+	m.root = fstest.MapFS{
+		"sys/firmware/efi/efivars/BootOrder-8be4df61-93ca-11d2-aa0d-00e098032b8c": file("\x07\x00\x00\x00\x04\x00\x01\x00"),
+		"sys/class/block/nvme0n1": link("../../devices/pci0000:00/0000:00:1d.0/0000:3d:00.0/nvme/nvme0/nvme0n1"),
+		"sys/devices/pci0000:00/0000:00:1d.0/0000:3d:00.0/nvme/nvme0/nvme0n1/dev": file("259:0\n"),
+		"dev/nvme0n1": {Mode: fs.ModeDevice | 0o660},
+		"dev/disk/by-id/nvme-Samsung_SSD_980_1TB_S64DNX0R123456": link("../../nvme0n1"),
+	}
+	if err := os.WriteFile(filepath.Join(m.devDir, "nvme0n1"), makeGPT(512, 4096, talosLayout(installedGUID)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m.nv = &nvram{
+		style: style, current: "0004", order: []string{"0004", "0003", "0001"},
+		entries: map[string]fakeEntry{
+			"0001": {label: "UEFI: Built-in EFI Shell", path: "VenMedia(5023b95c-db26-429b-a648-bd47664c8012)..BO"},
+			"0003": {label: defaultLabel, active: true, path: `HD(1,GPT,` + staleGUID + `,0x800,0x200000)/File(\EFI\BOOT\BOOTX64.EFI)`},
+			"0004": {label: "UEFI: PXE IP4 Intel(R) Ethernet Connection X722 for 10GbE SFP+", active: true,
+				path: "PciRoot(0x0)/Pci(0x1c,0x0)/Pci(0x0,0x0)/MAC(3cecef123456,1)/IPv4(0.0.0.00.0.0.0,0,0)..BO"},
+		},
+		disks: map[string]esp{filepath.Join(m.devDir, "nvme0n1"): {1, installedGUID}},
+	}
+	m.env = map[string]string{"INSTALL_DISK": byID, "NEXT_BOOT_LOADER": `\EFI\BOOT\BOOTX64.EFI`}
+	return m
+}
+
+func (m *machine) run(t *testing.T) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	sys := system{root: m.root, devDir: m.devDir, efi: m.nv, mountEFIVars: func() error { m.mounts++; return nil }}
+	code = run(t.Context(), nil, func(k string) string { return m.env[k] }, sys, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestCreatesTheEntry(t *testing.T) {
+	for _, style := range []int{17, 18} {
+		t.Run(fmt.Sprint("efibootmgr ", style), func(t *testing.T) {
+			m := newMachine(t, style)
+			code, stdout, stderr := m.run(t)
+			if code != exitDone || stdout != "next-boot: "+byID+" boots next: Boot0000 Talos (fleet)\n" || stderr != "" {
+				t.Fatalf("exit %d\nstdout %q\nstderr %q\ncalls %q", code, stdout, stderr, m.nv.calls)
+			}
+			dev := filepath.Join(m.devDir, "nvme0n1")
+			want := []string{
+				"-v",
+				"--bootnum 0003 --delete-bootnum", // the earlier install's ESP
+				"--create-only --disk " + dev + ` --part 1 --loader \EFI\BOOT\BOOTX64.EFI --label Talos (fleet)`,
+				"-v",
+				"--bootnext 0000",
+				"-v",
+			}
+			if !slices.Equal(m.nv.calls, want) {
+				t.Errorf("efibootmgr calls\n%q\nwant\n%q", m.nv.calls, want)
+			}
+			if m.nv.next != "0000" || !slices.Equal(m.nv.order, []string{"0004", "0001"}) {
+				t.Errorf("BootNext %q, BootOrder %q", m.nv.next, m.nv.order)
+			}
+			if _, ok := m.nv.entries["0001"]; !ok {
+				t.Error("the shell's entry was deleted")
+			}
+			if m.mounts != 0 {
+				t.Error("mounted efivarfs over a mounted one")
+			}
+		})
+	}
+}
+
+func TestUsesTheFirmwaresEntry(t *testing.T) {
+	m := newMachine(t, 18)
+	// Firmware made an entry for the disk's fallback loader on its own, and
+	// the earlier entry of ours points at this install's ESP already.
+	m.nv.entries["0002"] = fakeEntry{label: "UEFI OS", active: true,
+		path: `HD(1,GPT,` + installedGUID + `,0x800,0x200000)/File(\EFI\BOOT\BOOTX64.EFI)0000424f`}
+	code, stdout, _ := m.run(t)
+	if code != exitDone || stdout != "next-boot: "+byID+" boots next: Boot0002 UEFI OS\n" {
+		t.Fatalf("exit %d, stdout %q, calls %q", code, stdout, m.nv.calls)
+	}
+	for _, c := range m.nv.calls {
+		if strings.HasPrefix(c, "--create") {
+			t.Errorf("created an entry: %q", c)
+		}
+	}
+
+	// Ours, when it boots this ESP, is preferred; an inactive one is not used.
+	m = newMachine(t, 17)
+	m.nv.entries["0002"] = fakeEntry{label: "UEFI OS", active: true, path: `HD(1,GPT,` + installedGUID + `,0x800,0x200000)/File(\EFI\BOOT\BOOTX64.EFI)`}
+	m.nv.entries["0003"] = fakeEntry{label: defaultLabel, active: true, path: `HD(1,GPT,` + installedGUID + `,0x800,0x200000)/File(\EFI\BOOT\BOOTX64.EFI)`}
+	m.nv.entries["0005"] = fakeEntry{label: defaultLabel, path: `HD(1,GPT,` + installedGUID + `,0x800,0x200000)/File(\EFI\BOOT\BOOTX64.EFI)`}
+	code, stdout, _ = m.run(t)
+	if code != exitDone || stdout != "next-boot: "+byID+" boots next: Boot0003 Talos (fleet)\n" || len(m.nv.entries) != 5 {
+		t.Errorf("exit %d, stdout %q, calls %q", code, stdout, m.nv.calls)
+	}
+}
+
+func TestLegacyBIOS(t *testing.T) {
+	m := newMachine(t, 17)
+	for p := range m.root {
+		if strings.HasPrefix(p, "sys/firmware/") {
+			delete(m.root, p)
+		}
+	}
+	code, stdout, _ := m.run(t)
+	if code != exitDone || !strings.HasPrefix(stdout, "next-boot: this machine booted by legacy BIOS, which has no BootNext;") || len(m.nv.calls) != 0 {
+		t.Errorf("exit %d, stdout %q, calls %q", code, stdout, m.nv.calls)
+	}
+}
+
+func TestMountsEFIVars(t *testing.T) {
+	m := newMachine(t, 17)
+	for p := range m.root {
+		if strings.HasPrefix(p, "sys/firmware/efi/efivars/") {
+			delete(m.root, p)
+		}
+	}
+	m.root["sys/firmware/efi/efivars"] = &fstest.MapFile{Mode: fs.ModeDir | 0o755}
+	if code, _, stderr := m.run(t); code != exitDone || m.mounts != 1 {
+		t.Errorf("exit %d, %d mounts, stderr %q", code, m.mounts, stderr)
+	}
+
+	var errb bytes.Buffer
+	sys := system{root: m.root, devDir: m.devDir, efi: m.nv, mountEFIVars: func() error { return errors.New("operation not permitted") }}
+	if code := run(t.Context(), nil, func(k string) string { return m.env[k] }, sys, &bytes.Buffer{}, &errb); code != exitFailed ||
+		errb.String() != "next-boot: mount efivarfs: operation not permitted\n" {
+		t.Errorf("exit %d, stderr %q", code, errb.String())
+	}
+}
+
+func TestFailures(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(m *machine)
+		want   string
+	}{
+		{"efivarfs without variables", func(m *machine) { m.nv.fail = "EFI variables are not supported on this system." },
+			"next-boot: efibootmgr -v: EFI variables are not supported on this system.\n"},
+		{"the firmware refuses the entry", func(m *machine) { m.nv.failCreate = true },
+			"next-boot: efibootmgr: Could not prepare Boot variable: No space left on device\n"},
+		{"the firmware drops BootNext", func(m *machine) { m.nv.dropNext = true },
+			"next-boot: BootNext is unset after efibootmgr --bootnext 0000\n"},
+		{"a wiped disk", func(m *machine) {
+			os.WriteFile(filepath.Join(m.devDir, "nvme0n1"), make([]byte, 1<<20), 0o600)
+		}, "next-boot: " + byID + " (nvme0n1): no GUID partition table\n"},
+		{"no such disk", func(m *machine) { m.env["INSTALL_DISK"] = "/dev/sdz" }, "next-boot: /dev/sdz is no block device\n"},
+		{"a disk that cannot be opened", func(m *machine) { os.Remove(filepath.Join(m.devDir, "nvme0n1")) }, "no such file or directory\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMachine(t, 17)
+			tt.change(m)
+			code, stdout, stderr := m.run(t)
+			if code != exitFailed || !strings.HasSuffix(stderr, tt.want) || stdout != "" {
+				t.Errorf("exit %d\nstdout %q\nstderr %q\nwant stderr ending %q", code, stdout, stderr, tt.want)
+			}
+		})
+	}
+}
+
+func TestUsage(t *testing.T) {
+	m := newMachine(t, 17)
+	delete(m.env, "INSTALL_DISK")
+	if code, _, stderr := m.run(t); code != exitUsage || stderr != "next-boot: no install disk is declared (INSTALL_DISK)\n" {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+	var errb bytes.Buffer
+	if code := run(t.Context(), []string{"now"}, func(string) string { return "" }, system{}, &bytes.Buffer{}, &errb); code != exitUsage {
+		t.Errorf("an argument: exit %d", code)
+	}
+	errb.Reset()
+	if code := run(t.Context(), []string{"-help"}, func(string) string { return "" }, system{}, &bytes.Buffer{}, &errb); code != 0 {
+		t.Errorf("-help: exit %d", code)
+	}
+	for _, s := range []string{"INSTALL_DISK", "NEXT_BOOT_LOADER", "NEXT_BOOT_LABEL", "EFIBOOTMGR", `\EFI\BOOT\BOOT`, `"Talos (fleet)"`, "BootOrder is never changed"} {
+		if !strings.Contains(errb.String(), s) {
+			t.Errorf("-help does not say %q:\n%s", s, errb.String())
+		}
+	}
+}
