@@ -35,6 +35,7 @@ type waitingClaim struct {
 func (d *daemon) claim(w http.ResponseWriter, r *http.Request) {
 	who, ok := d.approver(r)
 	if !ok {
+		d.log.Warn("fleet.approve", "serial", r.PathValue("serial"), "refused", "not an approver", "peer", r.RemoteAddr)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="fleetd approvers"`)
 		http.Error(w, "approvers only", http.StatusUnauthorized)
 		return

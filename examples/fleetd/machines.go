@@ -41,6 +41,7 @@ type simMachine struct {
 	tpm    attest.TPM
 	port   int // the switch port it is plugged into; 0: the switch sends no LLDP
 	say    func(who, source, text string)
+	client *http.Client // how it reaches fleetd: world's, or one bound to its address
 
 	power chan struct{} // a power cycle (by hand, or Rufio's job)
 
@@ -51,11 +52,13 @@ type simMachine struct {
 	result    attest.Result
 	attested  bool // the last attestation got a verdict
 	code      string
-	fetched   int // configs its installed Talos received
+	fetched   int      // configs its installed Talos received
+	codes     []string // every install code it received
+	statuses  []int    // what each config fetch was answered
 }
 
 func newSimMachine(w *world, name, serial string, tpm attest.TPM, port int, say func(who, source, text string)) *simMachine {
-	return &simMachine{w: w, name: name, serial: serial, mac: randomMAC(), tpm: tpm, port: port, say: say, power: make(chan struct{}, 1)}
+	return &simMachine{w: w, name: name, serial: serial, mac: randomMAC(), tpm: tpm, port: port, say: say, client: w.client, power: make(chan struct{}, 1)}
 }
 
 // powerCycle resets the machine: it netboots HookOS again.
@@ -97,7 +100,7 @@ func (m *simMachine) hookOS(ctx context.Context) {
 	}
 	console := &lineWriter{emit: func(l string) { m.say(m.name, "console", l) }}
 	res, err := attest.Run(ctx, m.w.url+"/attest", m.tpm, attest.Machine{Serial: m.serial, MAC: m.mac, LLDP: lldp}, &attest.ClientConfig{
-		HTTPClient: m.w.client,
+		HTTPClient: m.client,
 		Backoff:    func(int) time.Duration { return 100 * time.Millisecond },
 		Console:    console,
 	})
@@ -106,6 +109,7 @@ func (m *simMachine) hookOS(ctx context.Context) {
 	m.result, m.attested = res, err == nil
 	if err == nil && res.InstallCode != "" {
 		m.code = res.InstallCode
+		m.codes = append(m.codes, res.InstallCode)
 		m.say(m.name, "console", "install code written")
 	}
 }
@@ -131,7 +135,12 @@ func (m *simMachine) bootInstalled(ctx context.Context, configURL string) {
 	m.inHookOS, m.installed, m.code = false, true, ""
 	m.mu.Unlock()
 	for try := 1; try <= 20; try++ {
-		status, n, err := fetch(ctx, m.w.client, configURL)
+		status, n, err := fetch(ctx, m.client, configURL)
+		if err == nil {
+			m.mu.Lock()
+			m.statuses = append(m.statuses, status)
+			m.mu.Unlock()
+		}
 		switch {
 		case err == nil && status == http.StatusOK:
 			m.mu.Lock()

@@ -72,6 +72,11 @@ const (
 )
 
 func newWorld(ctx context.Context, wc worldConfig) (*world, error) {
+	return newWorldWith(ctx, wc, nil)
+}
+
+// newWorldWith is newWorld with provision's clock now (nil: time.Now).
+func newWorldWith(ctx context.Context, wc worldConfig, now func() time.Time) (*world, error) {
 	inv, err := inventory.Load(wc.Nodes, wc.Topology)
 	if err != nil {
 		return nil, err
@@ -157,6 +162,7 @@ func newWorld(ctx context.Context, wc worldConfig) (*world, error) {
 		NetBox: w.nb, Kube: w.kube, Tink: w.tink, Inventory: inv, Bundle: bundle, Cert: cert,
 		Logger:       slog.New(slog.NewJSONHandler(w.audit, nil)),
 		LoopInterval: 100 * time.Millisecond,
+		Now:          now,
 		Backoff:      func(int) time.Duration { return 50 * time.Millisecond },
 	}
 	w.d, err = newDaemon(w.settings, w.parts)

@@ -1,0 +1,410 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/inventory"
+	"github.com/fleetkit/fleet/inventory/netboxtest"
+	"github.com/fleetkit/fleet/provision"
+)
+
+// wantNoSecrets fails when an install code a machine received appears in
+// fleetd's log.
+func (f *testFleet) wantNoSecrets() {
+	f.t.Helper()
+	logs := f.audit.String()
+	for _, m := range f.machines {
+		m.mu.Lock()
+		codes := slices.Clone(m.codes)
+		m.mu.Unlock()
+		for _, c := range codes {
+			if strings.Contains(logs, c) || strings.Contains(logs, c[:12]) {
+				f.t.Errorf("fleetd's log holds %s's install code", m.name)
+			}
+		}
+	}
+}
+
+// auditLines returns fleetd's audit records with the message msg.
+func (f *testFleet) auditLines(msg string) []map[string]any {
+	var out []map[string]any
+	for _, l := range strings.Split(f.audit.String(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(l), &rec) == nil && rec["msg"] == msg {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+func (f *testFleet) status(name string) inventory.Status {
+	f.t.Helper()
+	d, err := f.device(f.ctx, name)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return d.Status
+}
+
+// The runbook's "Plug a machine in" for a worker, from the nodes file to an
+// active node over real HTTPS: attest: PASSED, the Workflow starts with the
+// note that the machine attested from HookOS, the installed Talos fetches
+// its config once, and NetBox holds the node active.
+func TestProvisionANode(t *testing.T) {
+	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true})
+	f.startTinkerbell()
+	f.powerOn("w-01")
+	res := f.attested("w-01")
+	if res.Verdict != attest.Attested || res.InstallCode == "" {
+		t.Fatalf("attestation = %+v, want attested with a code", res)
+	}
+	line := f.waitJournal("w-01", "started Workflow provision-w-01-")
+	if !strings.HasSuffix(line, "; the machine attested from HookOS at 127.0.0.21") {
+		t.Errorf("journal: %q", line)
+	}
+	f.waitJournal("w-01", "fleetd served the config of provision-w-01-")
+	f.waitJournal("w-01", "ended SUCCESS")
+	f.wait("w-01 active", func() bool { return f.status("w-01") == inventory.StatusActive })
+	d, err := f.device(f.ctx, "w-01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := f.machines["w-01"]
+	if d.MAC.String() != m.mac.String() || d.AttestVerdict != "attested" || d.AttestedSwitchPort != 1 || !strings.HasPrefix(d.LastRun, "provision-w-01-") {
+		t.Errorf("NetBox holds %+v", d)
+	}
+	for _, msg := range []string{"attest.verdict", "attest.install", "fleet.render"} {
+		if len(f.auditLines(msg)) == 0 {
+			t.Errorf("no %s audit line", msg)
+		}
+	}
+	if v := f.auditLines("attest.verdict")[0]; v["verdict"] != "attested" || v["serial"] != "SN-w-01" {
+		t.Errorf("attest.verdict = %v", v)
+	}
+	secretsList, err := f.kube.CoreV1().Secrets("kube-system").List(f.ctx, metav1.ListOptions{})
+	if err != nil || len(secretsList.Items) != 1 || secretsList.Items[0].Type != "bootstrap.kubernetes.io/token" {
+		t.Errorf("bootstrap token Secrets: %v %v", secretsList, err)
+	}
+	if !strings.Contains(f.metrics(), `fleet_attest_verdicts_total{verdict="attested"} 1`) {
+		t.Error("the verdict is not counted")
+	}
+	f.wantNoSecrets()
+}
+
+// The runbook's "Provision a control plane": it waits in HookOS after
+// attestation until desired_action=provision; Rufio power-cycles it so its
+// next attestation receives the code; it ends active.
+func TestProvisionAControlPlane(t *testing.T) {
+	f := newTestFleet(t, nil, testNode{name: "cp-02", class: "controlplane", approve: true})
+	f.startTinkerbell()
+	f.powerOn("cp-02")
+	res := f.attested("cp-02")
+	if res.Verdict != attest.Attested || res.InstallCode != "" || res.Reason != "no provision: a control plane waits for desired_action=provision" {
+		t.Fatalf("attestation = %+v", res)
+	}
+	op, err := inventory.NewNetBox(f.nbsrv.URL, f.nbsrv.Token(userOperator), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := op.SetDesiredAction(f.ctx, f.devices["cp-02"].ID, inventory.DesiredActionProvision); err != nil {
+		t.Fatal(err)
+	}
+	f.waitJournal("cp-02", "Rufio power-cycles the machine so that its next attestation from HookOS receives the install code")
+	f.wait("cp-02 active", func() bool { return f.status("cp-02") == inventory.StatusActive })
+	m := f.machines["cp-02"]
+	m.mu.Lock()
+	boots := m.boots
+	m.mu.Unlock()
+	if boots != 2 {
+		t.Errorf("cp-02 booted %d times, want 2 (power on, Rufio's cycle)", boots)
+	}
+	d, _ := f.device(f.ctx, "cp-02")
+	if d.DesiredAction != "" {
+		t.Errorf("desired_action = %q after the run started", d.DesiredAction)
+	}
+	f.wantNoSecrets()
+}
+
+// "The node polls its config URL and gets 503": NetBox does not answer;
+// the config stays and is served once NetBox answers.
+func TestConfigWhileNetBoxDown(t *testing.T) {
+	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true})
+	f.powerOn("w-01")
+	f.attested("w-01")
+	url := f.configURL("w-01")
+	f.nbsrv.Inject(netboxtest.Fault{Kind: netboxtest.Failing})
+	status, _, err := fetch(f.ctx, f.machines["w-01"].client, url)
+	if err != nil || status != http.StatusServiceUnavailable {
+		t.Fatalf("fetch with NetBox down = %d, %v; want 503", status, err)
+	}
+	f.nbsrv.Inject(netboxtest.Fault{Kind: netboxtest.Healthy})
+	status, n, err := fetch(f.ctx, f.machines["w-01"].client, url)
+	if err != nil || status != http.StatusOK || n == 0 {
+		t.Fatalf("fetch with NetBox back = %d (%d bytes), %v; want the config", status, n, err)
+	}
+	f.waitJournal("w-01", "fleetd served the config of provision-w-01-")
+	f.wait("w-01 active", func() bool { return f.status("w-01") == inventory.StatusActive })
+}
+
+// "FleetInstallConfigRefetched fires": the node asks again for a config
+// fleetd served; it gets none, the journal says so, and the metric the
+// alert reads names the node.
+func TestConfigRefetched(t *testing.T) {
+	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true})
+	f.powerOn("w-01")
+	f.attested("w-01")
+	url := f.configURL("w-01")
+	c := f.machines["w-01"].client
+	if status, _, err := fetch(f.ctx, c, url); err != nil || status != http.StatusOK {
+		t.Fatalf("first fetch = %d, %v", status, err)
+	}
+	// A fetch while the first answer's acknowledgement is still being
+	// checked is told to retry (503); the node does, and is told the code
+	// is spent.
+	var status int
+	f.wait("an answer to the second fetch", func() bool {
+		s, _, err := fetch(f.ctx, c, url)
+		status = s
+		return err == nil && s != http.StatusServiceUnavailable
+	})
+	if status != http.StatusGone {
+		t.Fatalf("second fetch = %d; want 410", status)
+	}
+	f.waitJournal("w-01", "warning: the node asked again for the Talos config fleetd served it")
+	if m := f.metrics(); !strings.Contains(m, `fleet_install_config_refetched_last_timestamp_seconds{node="w-01"}`) {
+		t.Errorf("no refetched metric for w-01:\n%s", grep(m, "fleet_install_config"))
+	}
+}
+
+// A fleetd restart mid-run: the run is picked up from the cluster and
+// journaled to its end; the waiting config is gone, so the node's fetch
+// finds none, the journal says so on the node's device, and the metric of
+// FleetInstallConfigMissing names it.
+func TestRestartMidRun(t *testing.T) {
+	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true})
+	f.powerOn("w-01")
+	f.attested("w-01")
+	f.waitJournal("w-01", "started Workflow provision-w-01-")
+	if err := f.restart(); err != nil {
+		t.Fatal(err)
+	}
+	f.startTinkerbell()
+	f.waitJournal("w-01", "ended SUCCESS")
+	f.waitJournal("w-01", "warning: the node asked for its Talos config, and fleetd holds none for it")
+	if m := f.metrics(); !strings.Contains(m, `fleet_install_config_missing_last_timestamp_seconds{node="w-01"}`) {
+		t.Errorf("no missing-config metric for w-01:\n%s", grep(m, "fleet_install_config"))
+	}
+	if got := f.status("w-01"); got != inventory.StatusPlanned {
+		t.Errorf("status %s, want planned: the node never got its config", got)
+	}
+	m := f.machines["w-01"]
+	m.mu.Lock()
+	statuses := slices.Clone(m.statuses)
+	m.mu.Unlock()
+	if len(statuses) == 0 || statuses[0] != http.StatusNotFound {
+		t.Errorf("the node's fetches were answered %v, want 404", statuses)
+	}
+}
+
+// "The journal says a Workflow never reported its first action within its
+// global timeout": fleetd deletes it.
+func TestWorkflowNeverStarts(t *testing.T) {
+	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true})
+	f.powerOn("w-01")
+	f.attested("w-01")
+	run := strings.TrimPrefix(strings.SplitN(f.waitJournal("w-01", "started Workflow "), ";", 2)[0], "info: started Workflow ")
+	f.clock.advance(3 * time.Hour)
+	f.waitJournal("w-01", "Workflow "+run+" never reported its first action within its global timeout")
+	if _, err := f.tink.Resource(provision.WorkflowResource).Namespace("tinkerbell").Get(f.ctx, run, metav1.GetOptions{}); err == nil {
+		t.Errorf("Workflow %s still exists", run)
+	}
+}
+
+// "attest: FAILED with ek-binding-unauthored": another NetBox user edited
+// the binding; the machine is refused and the device's journal says why.
+func TestBindingUnauthored(t *testing.T) {
+	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true})
+	d := f.devices["w-01"]
+	other := strings.Repeat("ab", 32) // another user's hash
+	if err := f.nbsrv.EditCustomField(userOperator, d.ID, "approved_ek_hash", other); err != nil {
+		t.Fatal(err)
+	}
+	f.powerOn("w-01")
+	if res := f.attested("w-01"); res.Verdict != attest.EKBindingUnauthored || res.InstallCode != "" {
+		t.Fatalf("attestation = %+v", res)
+	}
+	f.waitJournal("w-01", "warning: attest: FAILED ek-binding-unauthored")
+	dev, _ := f.device(f.ctx, "w-01")
+	if len(dev.MAC) != 0 || dev.AttestVerdict != "" {
+		t.Errorf("a refusal wrote the attestation: %+v", dev)
+	}
+}
+
+// The waiting-claims API answers approvers only.
+func TestApproverAPI(t *testing.T) {
+	dir := t.TempDir()
+	caPEM, clientCert := approverCA(t)
+	caFile := filepath.Join(dir, "approvers.pem")
+	os.WriteFile(caFile, caPEM, 0o644)
+	f := newTestFleet(t, func(s *settings) { s.ApproverCA = caFile }, testNode{name: "w-04", class: "worker"})
+	f.powerOn("w-04")
+	if res := f.attested("w-04"); res.Verdict != attest.PendingApproval {
+		t.Fatalf("verdict %s", res.Verdict)
+	}
+	get := func(c *http.Client, token string) (int, waitingClaim) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, f.url+claimsPath+"SN-w-04", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		rsp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rsp.Body.Close()
+		var wc waitingClaim
+		if rsp.StatusCode == http.StatusOK {
+			json.NewDecoder(rsp.Body).Decode(&wc)
+		}
+		return rsp.StatusCode, wc
+	}
+	if code, _ := get(f.client, ""); code != http.StatusUnauthorized {
+		t.Errorf("anonymous: %d, want 401", code)
+	}
+	if code, _ := get(f.client, "wrong-token-wrong-token"); code != http.StatusUnauthorized {
+		t.Errorf("wrong token: %d, want 401", code)
+	}
+	code, wc := get(f.client, approverToken)
+	if code != http.StatusOK || wc.Serial != "SN-w-04" || !inventoryHash(wc.EKRSA2048) || !inventoryHash(wc.EKECCP256) || !strings.Contains(wc.Text, wc.EKRSA2048) {
+		t.Errorf("approver token: %d %+v", code, wc)
+	}
+	tr := f.client.Transport.(*http.Transport).Clone()
+	tr.TLSClientConfig.Certificates = []tls.Certificate{clientCert}
+	if code, wc := get(&http.Client{Transport: tr}, ""); code != http.StatusOK || wc.Serial != "SN-w-04" {
+		t.Errorf("approver certificate: %d", code)
+	}
+	req, _ := http.NewRequest(http.MethodGet, f.url+claimsPath+"SN-none", nil)
+	req.Header.Set("Authorization", "Bearer "+approverToken)
+	if rsp, err := f.client.Do(req); err != nil || rsp.StatusCode != http.StatusNotFound {
+		t.Errorf("unknown serial: %v %v", rsp, err)
+	}
+	if len(f.auditLines("fleet.approve")) != 5 {
+		t.Errorf("fleet.approve lines: %v", f.auditLines("fleet.approve"))
+	}
+}
+
+func inventoryHash(s string) bool { return len(s) == 64 && strings.Trim(s, "0123456789abcdef") == "" }
+
+// approverCA makes a CA and a client certificate it issued.
+func approverCA(t *testing.T) ([]byte, tls.Certificate) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "approvers"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "alice"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// configURL is the config URL of the device's run, from its Workflow.
+func (f *testFleet) configURL(name string) string {
+	f.t.Helper()
+	var url string
+	f.wait(name+"'s Workflow", func() bool {
+		l, err := f.tink.Resource(provision.WorkflowResource).Namespace("tinkerbell").List(f.ctx, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for _, u := range l.Items {
+			hm, _, _ := unstructuredMap(u.Object, "spec", "hardwareMap")
+			if strings.HasPrefix(u.GetName(), "provision-"+name+"-") {
+				url = hm[provision.ValueConfigURL]
+				return url != ""
+			}
+		}
+		return false
+	})
+	return url
+}
+
+func unstructuredMap(obj map[string]any, path ...string) (map[string]string, bool, error) {
+	cur := any(obj)
+	for _, p := range path {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false, nil
+		}
+		cur = m[p]
+	}
+	m, ok := cur.(map[string]any)
+	if !ok {
+		return nil, false, nil
+	}
+	out := map[string]string{}
+	for k, v := range m {
+		if s, ok := v.(string); ok {
+			out[k] = s
+		}
+	}
+	return out, true, nil
+}
+
+func grep(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// The demo runs the runbook on the example inventory and every machine ends
+// as expected.
+func TestDemo(t *testing.T) {
+	var out strings.Builder
+	ok, err := demo(context.Background(), "../..", &out)
+	if err != nil || !ok {
+		t.Fatalf("demo = %v, %v\n%s", ok, err, out.String())
+	}
+	for _, want := range []string{
+		"console   attest: PASSED",
+		"console   attest: FAILED ek-hash-mismatch",
+		"console   attest: FAILED pending-approval",
+		"journal   warning: refused a run before rendering anything: on port 12, expected 6",
+		"attest: no provision: a control plane waits for desired_action=provision",
+		"approved_ek_rsa2048: ",
+		"every machine ended as expected",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the demo's output lacks %q", want)
+		}
+	}
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestReadSettings(t *testing.T) {
+	full := map[string]string{
+		"FLEET_TLS_CERT": "c.pem", "FLEET_TLS_KEY": "k.pem", "FLEET_PUBLIC_URL": "https://fleetd.example:8443/",
+		"FLEET_SECRETS_BUNDLE": "secrets.yaml", "FLEET_NODES": "nodes.yaml",
+		"NETBOX_URL": "https://netbox.example", "NETBOX_TOKEN": "t",
+		"FLEET_CONFIG_TTL": "2h", "FLEET_AUTO_PROVISION": "true",
+	}
+	s, err := readSettings(env(full))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Listen != ":8443" || s.MetricsListen != ":9464" || s.ConfigTTL != 2*time.Hour || !s.AutoProvision || s.ControlPlanes || s.PublicURL != "https://fleetd.example:8443" || s.Namespace != "tinkerbell" {
+		t.Errorf("settings = %+v", s)
+	}
+	_, err = readSettings(env(map[string]string{
+		"FLEET_PUBLIC_URL": "http://fleetd", "FLEET_CONFIG_TTL": "soon", "FLEET_CONTROL_PLANES": "maybe",
+		"FLEET_SEALING_KEY": "abc", "FLEET_APPROVER_TOKEN": "short",
+	}))
+	for _, want := range []string{
+		"FLEET_TLS_CERT is required", "FLEET_TLS_KEY is required", "FLEET_SECRETS_BUNDLE is required",
+		"FLEET_NODES is required", "NETBOX_URL is required", "NETBOX_TOKEN is required",
+		`FLEET_PUBLIC_URL="http://fleetd" is not an https URL`, `FLEET_CONFIG_TTL="soon"`,
+		`FLEET_CONTROL_PLANES="maybe" is not true or false`, "FLEET_SEALING_KEY is not 64 hex characters",
+		"FLEET_APPROVER_TOKEN is shorter than 16 characters",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("the error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestRunUsage(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"-help"}, env(nil), &out, &errb); code != 0 || !strings.Contains(errb.String(), "FLEET_CONFIG_TTL") {
+		t.Errorf("-help: exit %d, %q", code, errb.String())
+	}
+	errb.Reset()
+	if code := run(context.Background(), nil, env(nil), &out, &errb); code != 2 || !strings.Contains(errb.String(), "NETBOX_URL is required") {
+		t.Errorf("no settings: exit %d, %q", code, errb.String())
+	}
+	if code := run(context.Background(), []string{"extra"}, env(nil), &out, &errb); code != 2 {
+		t.Errorf("an argument: exit %d", code)
+	}
+}

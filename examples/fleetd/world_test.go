@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+
+	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/attest/attesttest"
+)
+
+var (
+	bundleOnce sync.Once
+	bundle     *secrets.Bundle
+	bundleErr  error
+)
+
+// testBundle is one secrets bundle per test binary: making one takes a
+// second.
+func testBundle(t testing.TB) *secrets.Bundle {
+	bundleOnce.Do(func() { bundle, bundleErr = newBundle() })
+	if bundleErr != nil {
+		t.Fatal(bundleErr)
+	}
+	return bundle
+}
+
+// testNode declares one node of a test inventory.
+type testNode struct {
+	name, class string
+	approve     bool // the entry approves the machine's EKs
+}
+
+// testFleet is a world whose nodes live on loopback addresses
+// (K8S_NODE_CIDR 127.0.0.0/8), so that a simulated node's installed Talos
+// fetches its config from its own address, as a real node does.
+type testFleet struct {
+	*world
+	t        *testing.T
+	machines map[string]*simMachine
+	sim      *tinkSim
+	clock    *testClock
+	ctx      context.Context
+	wg       *sync.WaitGroup
+}
+
+// testClock is real time plus an offset a test moves forward.
+type testClock struct {
+	mu  sync.Mutex
+	off time.Duration
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.off)
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.off += d
+}
+
+func newTestFleet(t *testing.T, edit func(*settings), nodes ...testNode) *testFleet {
+	t.Helper()
+	dir := t.TempDir()
+	tpms := map[string]*attesttest.SoftTPM{}
+	var sb strings.Builder
+	sb.WriteString(`models:
+  box:
+    manufacturer: Minisforum
+    name: MS-01
+    disk: /dev/nvme0n1
+classes:
+  controlplane:
+    type: controlplane
+    installer_image: factory.talos.dev/installer/cp:v1.13.9
+  worker:
+    type: worker
+    installer_image: factory.talos.dev/installer/w:v1.13.9
+nodes:
+`)
+	for i, n := range nodes {
+		tpm, err := attesttest.NewSoftTPM(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tpms[n.name] = tpm
+		fmt.Fprintf(&sb, "  %s:\n    model: box\n    serial: SN-%s\n    class: %s\n    switch_port: %d\n    address: 127.0.0.%d\n    bmc: amt\n    disk_serial: DS-%s\n",
+			n.name, n.name, n.class, i+1, 21+i, n.name)
+		if n.approve {
+			b, err := attesttest.Approve(tpm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&sb, "    approved_ek_rsa2048: %s\n    approved_ek_eccp256: %s\n", b.RSA2048, b.ECCP256)
+		}
+	}
+	write := func(name, data string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	nodesFile := write("nodes.yaml", sb.String())
+	topo := write("cluster-topology.json", `{"CLUSTER_NAME": "folly", "K8S_NODE_CIDR": "127.0.0.0/8", "API_SERVER_IP": "127.0.0.10"}`)
+
+	clock := &testClock{}
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := newWorldWith(ctx, worldConfig{Nodes: nodesFile, Topology: topo, Validate: t, Edit: edit, Bundle: testBundle(t)}, clock.Now)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	f := &testFleet{world: w, t: t, machines: map[string]*simMachine{}, clock: clock, ctx: ctx}
+	say := func(who, source, text string) { t.Logf("%-6s %-8s %s", who, source, text) }
+	f.sim = &tinkSim{w: w, ns: w.settings.Namespace, machines: map[string]*simMachine{}, say: say, failAt: map[string]string{}}
+	for i, n := range nodes {
+		m := newSimMachine(w, n.name, "SN-"+n.name, tpms[n.name], i+1, say)
+		m.client = boundClient(w, fmt.Sprintf("127.0.0.%d", 21+i))
+		f.machines[n.name] = m
+		f.sim.machines[m.mac.String()] = m
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		if err := w.close(); err != nil {
+			t.Errorf("fleetd shut down with %v", err)
+		}
+	})
+	f.wg = &wg
+	return f
+}
+
+// boundClient reaches fleetd from addr, as a node does from its address.
+func boundClient(w *world, addr string) *http.Client {
+	tr := w.client.Transport.(*http.Transport).Clone()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(addr)}}
+	tr.DialContext = d.DialContext
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
+
+// powerOn starts the named machines.
+func (f *testFleet) powerOn(names ...string) {
+	for _, n := range names {
+		m := f.machines[n]
+		f.wg.Go(func() { m.run(f.ctx) })
+	}
+}
+
+// startTinkerbell starts the simulated Tinkerbell agent and Rufio.
+func (f *testFleet) startTinkerbell() {
+	f.wg.Go(func() { f.sim.run(f.ctx) })
+}
+
+// attested waits until the machine's attestation got a verdict.
+func (f *testFleet) attested(name string) attest.Result {
+	f.t.Helper()
+	var res attest.Result
+	f.wait(name+" attests", func() bool {
+		r, ok, _, _, _ := f.machines[name].state()
+		res = r
+		return ok
+	})
+	return res
+}
+
+// wait polls cond for up to 20 s.
+func (f *testFleet) wait(what string, cond func() bool) {
+	f.t.Helper()
+	if err := eventually(f.ctx, 20*time.Second, func() (bool, error) { return cond(), nil }); err != nil {
+		entries, _ := f.journal(f.ctx)
+		f.t.Fatalf("%s: %v\njournal: %+v", what, err, entries)
+	}
+}
+
+// journalOf returns the journal lines of a device, "kind: text" each.
+func (f *testFleet) journalOf(name string) []string {
+	f.t.Helper()
+	entries, err := f.journal(f.ctx)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if e.Device == name {
+			out = append(out, e.Kind+": "+e.Text)
+		}
+	}
+	return out
+}
+
+// waitJournal waits for a journal line of the device that contains text.
+func (f *testFleet) waitJournal(name, text string) string {
+	f.t.Helper()
+	var got string
+	f.wait(fmt.Sprintf("journal of %s says %q", name, text), func() bool {
+		for _, l := range f.journalOf(name) {
+			if strings.Contains(l, text) {
+				got = l
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+// metrics scrapes fleetd's metrics.
+func (f *testFleet) metrics() string {
+	f.t.Helper()
+	rec := httptest.NewRecorder()
+	f.d.metricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	return rec.Body.String()
+}
