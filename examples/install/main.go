@@ -89,11 +89,11 @@
 //	    image: registry.example/fleet/install:v1
 //	    timeout: 1800
 //	    environment:
-//	      INSTALL_DISK: "{{ .install_disk }}"
-//	      INSTALL_DISK_SERIAL: "{{ .install_disk_serial }}"
-//	      INSTALL_CODE: "{{ .install_code }}"
-//	      CONFIG_URL: "{{ .config_url }}"
-//	      INSTALLER_IMAGE: "{{ .installer_image }}"
+//	      INSTALL_DISK: {{ .install_disk | quote }}
+//	      INSTALL_DISK_SERIAL: {{ .install_disk_serial | quote }}
+//	      INSTALL_CODE: {{ .install_code | quote }}
+//	      CONFIG_URL: {{ .config_url | quote }}
+//	      INSTALLER_IMAGE: {{ .installer_image | quote }}
 //	    volumes:
 //	      - /var/run/docker.sock:/var/run/docker.sock
 //

@@ -68,7 +68,7 @@
 //	    image: registry.example/fleet/next-boot:v1
 //	    timeout: 120
 //	    environment:
-//	      INSTALL_DISK: "{{ .install_disk }}"
+//	      INSTALL_DISK: {{ .install_disk | quote }}
 //	    volumes:
 //	      - /dev:/dev
 //	      - /sys:/sys

@@ -24,7 +24,7 @@
 //	                     attestation (default /run/fleet)
 //	FLEET_STATE_DIR      the directory the run's actions share, where the wipe
 //	                     is recorded for the install action (default
-//	                     /workflow, Tinkerbell's per-Workflow volume)
+//	                     /workflow, where the Template binds it)
 //
 // A missing INSTALL_DISK or INSTALL_DISK_SERIAL is refused with the
 // runbook's line, like every other refusal; nothing is ever wiped by
@@ -44,10 +44,10 @@
 //	    image: registry.example/fleet/wipe-disk:v1
 //	    timeout: 900
 //	    environment:
-//	      INSTALL_DISK: "{{ .install_disk }}"
-//	      INSTALL_DISK_SERIAL: "{{ .install_disk_serial }}"
-//	      INSTALL_CODE: "{{ .install_code }}"
-//	      INSTALLER_IMAGE: "{{ .installer_image }}"
+//	      INSTALL_DISK: {{ .install_disk | quote }}
+//	      INSTALL_DISK_SERIAL: {{ .install_disk_serial | quote }}
+//	      INSTALL_CODE: {{ .install_code | quote }}
+//	      INSTALLER_IMAGE: {{ .installer_image | quote }}
 //	    volumes:
 //	      - /dev:/dev
 //	      - /sys:/sys:ro

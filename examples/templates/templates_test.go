@@ -1,0 +1,442 @@
+package templates
+
+import (
+	"bytes"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"text/template"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/fleetkit/fleet/disksafe"
+	"github.com/fleetkit/fleet/provision"
+	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
+)
+
+type tinkerbellTemplate = tinkerbell.Template
+
+// workflow is the template data's format as Tinkerbell v0.25's controller
+// reads it (tink/controller/internal/workflow/types.go).
+type workflow struct {
+	Version       string `yaml:"version"`
+	Name          string `yaml:"name"`
+	ID            string `yaml:"id"`
+	GlobalTimeout int    `yaml:"global_timeout"`
+	Tasks         []task `yaml:"tasks"`
+}
+
+type task struct {
+	Name        string            `yaml:"name"`
+	WorkerAddr  string            `yaml:"worker"`
+	Actions     []action          `yaml:"actions"`
+	Volumes     []string          `yaml:"volumes,omitempty"`
+	Environment map[string]string `yaml:"environment,omitempty"`
+}
+
+type action struct {
+	Name        string            `yaml:"name"`
+	Image       string            `yaml:"image"`
+	Timeout     int64             `yaml:"timeout"`
+	Command     []string          `yaml:"command,omitempty"`
+	OnTimeout   []string          `yaml:"on-timeout,omitempty"`
+	OnFailure   []string          `yaml:"on-failure,omitempty"`
+	Volumes     []string          `yaml:"volumes,omitempty"`
+	Environment map[string]string `yaml:"environment,omitempty"`
+	Pid         string            `yaml:"pid,omitempty"`
+	Namespaces  struct {
+		Network string `yaml:"network,omitempty"`
+		PID     string `yaml:"pid,omitempty"`
+	} `yaml:"namespaces,omitempty"`
+}
+
+// A run's values, as a provision run's Workflow carries them.
+const (
+	mac       = "3c:ec:ef:12:34:56"
+	disk      = "/dev/disk/by-id/nvme-Samsung_SSD_980_1TB_S64DNX0R123456"
+	serial    = "S64DNX0R123456"
+	code      = "Zx81qPw0vN3mTs6YbK2dLg"
+	image     = "factory.talos.dev/metal-installer-secureboot/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.13.9"
+	configURL = "https://fleetd.example:8443/config/{code}"
+)
+
+// values is the hardwareMap provision gives a Workflow (provision's
+// newWorkflow): every Value constant, config_url with the code in it.
+func values(mac, disk, serial, code, image string) map[string]any {
+	return map[string]any{
+		provision.ValueMAC:               mac,
+		provision.ValueInstallDisk:       disk,
+		provision.ValueInstallDiskSerial: serial,
+		provision.ValueInstallCode:       code,
+		provision.ValueInstallerImage:    image,
+		provision.ValueConfigURL:         strings.ReplaceAll(configURL, "{code}", code),
+	}
+}
+
+// render renders template data as Tinkerbell does: text/template, a
+// missing value an error, Sprig's quote (fmt's %q).
+func render(t *testing.T, data string, vals map[string]any) (workflow, error) {
+	t.Helper()
+	tpl, err := template.New("workflow-template").Option("missingkey=error").
+		Funcs(template.FuncMap{"quote": func(s any) string { return fmt.Sprintf("%q", fmt.Sprint(s)) }}).
+		Parse(data)
+	if err != nil {
+		t.Fatalf("the template data does not parse: %v", err)
+	}
+	var b bytes.Buffer
+	if err := tpl.Execute(&b, vals); err != nil {
+		return workflow{}, err
+	}
+	var wf workflow
+	dec := yaml.NewDecoder(&b)
+	dec.KnownFields(true)
+	if err := dec.Decode(&wf); err != nil {
+		t.Fatalf("the rendered template is not Tinkerbell's workflow YAML: %v\n%s", err, b.String())
+	}
+	return wf, nil
+}
+
+// runs are the Templates, each with the actions it must run, in order.
+var runs = []struct {
+	name    string
+	get     func() []byte
+	actions []string
+}{
+	{ProvisionName, ProvisionYAML, []string{"wipe-disk", "install", "next-boot", "reboot"}},
+	{RetireName, RetireYAML, []string{"wipe-disk"}},
+}
+
+func dataOf(t *testing.T, name string) string {
+	t.Helper()
+	tpl := map[string]func() *tinkerbellTemplate{ProvisionName: Provision, RetireName: Retire}[name]()
+	return *tpl.Spec.Data
+}
+
+func TestObjects(t *testing.T) {
+	for _, r := range runs {
+		t.Run(r.name, func(t *testing.T) {
+			tpl := map[string]func() *tinkerbellTemplate{ProvisionName: Provision, RetireName: Retire}[r.name]()
+			if tpl.APIVersion != "tinkerbell.org/v1alpha1" || tpl.Kind != "Template" || tpl.Name != r.name || tpl.Namespace != "" {
+				t.Errorf("the Template is %s %s %s/%s", tpl.APIVersion, tpl.Kind, tpl.Namespace, tpl.Name)
+			}
+			file, err := os.ReadFile(r.name + ".yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(file, r.get()) {
+				t.Error("the embedded YAML is not the file")
+			}
+			// Each call returns a Template of its own.
+			tpl.Name = "changed"
+			*tpl.Spec.Data = "changed"
+			again := map[string]func() *tinkerbellTemplate{ProvisionName: Provision, RetireName: Retire}[r.name]()
+			if again.Name != r.name || *again.Spec.Data == "changed" {
+				t.Error("a caller's change reached the next call")
+			}
+		})
+	}
+	// provision's defaults (provision.Config) name these.
+	if ProvisionName != "fleet-provision" || RetireName != "fleet-retire" {
+		t.Errorf("names %q, %q", ProvisionName, RetireName)
+	}
+}
+
+// imageRef is a loose form of an OCI image reference: a name of lowercase
+// path components under an optional registry host, and a tag or digest.
+var imageRef = regexp.MustCompile(`^([a-z0-9.-]+(:[0-9]+)?/)?[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$`)
+
+func TestRender(t *testing.T) {
+	for _, r := range runs {
+		t.Run(r.name, func(t *testing.T) {
+			wf, err := render(t, dataOf(t, r.name), values(mac, disk, serial, code, image))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if wf.Name != r.name || wf.Version != "0.1" || len(wf.Tasks) != 1 {
+				t.Fatalf("workflow %q version %q with %d tasks", wf.Name, wf.Version, len(wf.Tasks))
+			}
+			if strings.Contains(fmt.Sprint(wf), "{{") {
+				t.Errorf("the rendered template still holds {{: %+v", wf)
+			}
+			tk := wf.Tasks[0]
+			if tk.WorkerAddr != mac {
+				t.Errorf("worker %q, want the attested MAC %q", tk.WorkerAddr, mac)
+			}
+			var names []string
+			var sum int64
+			for _, a := range tk.Actions {
+				names = append(names, a.Name)
+				if a.Timeout <= 0 {
+					t.Errorf("%s has timeout %d", a.Name, a.Timeout)
+				}
+				sum += a.Timeout
+				if !imageRef.MatchString(a.Image) {
+					t.Errorf("%s's image %q is no image reference", a.Name, a.Image)
+				}
+				if a.Name != "reboot" && a.Image != "registry.example/fleet/"+a.Name+":v1" {
+					t.Errorf("%s's image is %q, not the example action's", a.Name, a.Image)
+				}
+			}
+			if !slices.Equal(names, r.actions) {
+				t.Errorf("actions %q, want %q", names, r.actions)
+			}
+			if int64(wf.GlobalTimeout) < sum {
+				t.Errorf("global timeout %d s is shorter than its actions' %d s", wf.GlobalTimeout, sum)
+			}
+		})
+	}
+}
+
+// TestValues renders each Template without each value in turn: a value
+// the Template reads is one provision sets, or Tinkerbell would refuse to
+// render it, and the run would never start.
+func TestValues(t *testing.T) {
+	for _, r := range runs {
+		t.Run(r.name, func(t *testing.T) {
+			data := dataOf(t, r.name)
+			for _, m := range regexp.MustCompile(`\{\{[^}]*\}\}`).FindAllString(data, -1) {
+				if !regexp.MustCompile(`^\{\{ \.[a-z_0-9]+ \| quote \}\}$`).MatchString(m) {
+					t.Errorf("%s: %s is not a quoted value", r.name, m)
+				}
+			}
+			used := 0
+			for k := range values(mac, disk, serial, code, image) {
+				vals := values(mac, disk, serial, code, image)
+				delete(vals, k)
+				if _, err := render(t, data, vals); err != nil {
+					used++
+					if !strings.Contains(err.Error(), `map has no entry for key "`+k+`"`) {
+						t.Errorf("without %s: %v", k, err)
+					}
+				}
+			}
+			want := 6
+			if r.name == RetireName {
+				want = 4 // neither the installer image nor the config URL
+			}
+			if used != want {
+				t.Errorf("the Template reads %d of provision's values, want %d", used, want)
+			}
+		})
+	}
+}
+
+// actionDirs are the example actions' sources, by action name.
+var actionDirs = map[string]string{"wipe-disk": "../wipe-disk", "install": "../install", "next-boot": "../next-boot"}
+
+// optional are the variables an action reads that have documented
+// defaults, so a Template may leave them unset.
+var optional = map[string][]string{
+	"wipe-disk": {"PULL_COMMAND"},
+	"install":   {"INSTALL_COMMAND"},
+	"next-boot": {"NEXT_BOOT_LOADER", "NEXT_BOOT_LABEL", "EFIBOOTMGR"},
+}
+
+// readsEnv returns the variables the Go files of dir read through a
+// function called getenv.
+func readsEnv(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok || len(call.Args) != 1 {
+				return true
+			}
+			if id, ok := call.Fun.(*ast.Ident); !ok || id.Name != "getenv" {
+				return true
+			}
+			if lit, ok := call.Args[0].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+				s, _ := strconv.Unquote(lit.Value)
+				if !slices.Contains(names, s) {
+					names = append(names, s)
+				}
+			}
+			return true
+		})
+	}
+	if len(names) == 0 {
+		t.Fatalf("no getenv calls in %s", dir)
+	}
+	return names
+}
+
+// env is what an action's container gets: the task's environment, then
+// the action's over it.
+func env(tk task, a action) map[string]string {
+	m := map[string]string{}
+	for k, v := range tk.Environment {
+		m[k] = v
+	}
+	for k, v := range a.Environment {
+		m[k] = v
+	}
+	return m
+}
+
+func TestEnvironment(t *testing.T) {
+	want := map[string]string{
+		"INSTALL_DISK":        disk,
+		"INSTALL_DISK_SERIAL": serial,
+		"INSTALL_CODE":        code,
+		"INSTALLER_IMAGE":     image,
+		"CONFIG_URL":          "https://fleetd.example:8443/config/" + code,
+		"FLEET_STATE_DIR":     disksafe.DefaultStateDir,
+		"FLEET_BOOT_DIR":      disksafe.DefaultBootDir,
+	}
+	for _, r := range runs {
+		t.Run(r.name, func(t *testing.T) {
+			wf, err := render(t, dataOf(t, r.name), values(mac, disk, serial, code, image))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tk := wf.Tasks[0]
+			for _, a := range tk.Actions {
+				e := env(tk, a)
+				dir, ours := actionDirs[a.Name]
+				if !ours {
+					continue
+				}
+				reads := readsEnv(t, dir)
+				for _, k := range reads {
+					v, set := e[k]
+					switch {
+					case k == "INSTALLER_IMAGE" && a.Name == "wipe-disk" && r.name == RetireName:
+						if set {
+							t.Errorf("%s: a retirement's wipe-disk gets INSTALLER_IMAGE %q; it must pull nothing", a.Name, v)
+						}
+					case slices.Contains(optional[a.Name], k):
+						if set {
+							t.Errorf("%s sets %s, which has a default", a.Name, k)
+						}
+					case !set:
+						t.Errorf("%s reads %s, and the Template does not set it", a.Name, k)
+					case v != want[k]:
+						t.Errorf("%s: %s = %q, want %q", a.Name, k, v, want[k])
+					}
+				}
+				for k := range a.Environment {
+					if !slices.Contains(reads, k) {
+						t.Errorf("%s sets %s, which the action never reads", a.Name, k)
+					}
+				}
+			}
+		})
+	}
+}
+
+// mounts returns an action's volumes (the task's, then its own) by their
+// path in the container.
+func mounts(t *testing.T, tk task, a action) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	for _, v := range append(slices.Clone(tk.Volumes), a.Volumes...) {
+		parts := strings.Split(v, ":")
+		if len(parts) < 2 || len(parts) > 3 || !strings.HasPrefix(parts[0], "/") || !strings.HasPrefix(parts[1], "/") ||
+			(len(parts) == 3 && parts[2] != "ro" && parts[2] != "rw") {
+			t.Errorf("%s: volume %q is not HOST:CONTAINER[:ro|rw]", a.Name, v)
+			continue
+		}
+		if _, dup := m[parts[1]]; dup {
+			t.Errorf("%s: two volumes at %s", a.Name, parts[1])
+		}
+		m[parts[1]] = v
+	}
+	return m
+}
+
+func TestVolumes(t *testing.T) {
+	const docker = "/var/run/docker.sock:/var/run/docker.sock"
+	need := map[string][]string{
+		"wipe-disk": {"/dev:/dev", "/sys:/sys:ro", "/run/udev:/run/udev:ro", disksafe.DefaultBootDir + ":" + disksafe.DefaultBootDir + ":ro"},
+		"install":   {docker},
+		"next-boot": {"/dev:/dev", "/sys:/sys"},
+		"reboot":    {docker},
+	}
+	for _, r := range runs {
+		t.Run(r.name, func(t *testing.T) {
+			wf, err := render(t, dataOf(t, r.name), values(mac, disk, serial, code, image))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tk := wf.Tasks[0]
+			for _, a := range tk.Actions {
+				m := mounts(t, tk, a)
+				for _, v := range need[a.Name] {
+					target := strings.Split(v, ":")[1]
+					if m[target] != v {
+						t.Errorf("%s mounts %q at %s, want %q", a.Name, m[target], target, v)
+					}
+				}
+				e := env(tk, a)
+				// The run's shared directory: one host directory in every
+				// action, in a tmpfs.
+				if dir := e["FLEET_STATE_DIR"]; dir != "" {
+					v := m[dir]
+					if !strings.HasPrefix(v, "/run/") || v != tk.Volumes[0] {
+						t.Errorf("%s: FLEET_STATE_DIR %s is mounted from %q, not the task's directory in /run", a.Name, dir, v)
+					}
+				}
+				if dir := e["FLEET_BOOT_DIR"]; dir != "" && m[dir] == "" {
+					t.Errorf("%s: FLEET_BOOT_DIR %s is not mounted", a.Name, dir)
+				}
+				if a.Name == "wipe-disk" {
+					_, pulls := e["INSTALLER_IMAGE"]
+					if _, sock := m["/var/run/docker.sock"]; pulls != sock {
+						t.Errorf("wipe-disk pulls (%t) but mounts the Docker socket (%t)", pulls, sock)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestQuoting renders values that hold what YAML would read as syntax: each
+// stays one string, and the run keeps its actions and images.
+func TestQuoting(t *testing.T) {
+	evilDisk := "/dev/sda\"\n            image: registry.evil/x:1\n            x: \""
+	evilSerial := "S1 \\ ' \" \t: # {{ .install_code }} é 漢"
+	for _, r := range runs {
+		t.Run(r.name, func(t *testing.T) {
+			wf, err := render(t, dataOf(t, r.name), values(mac, evilDisk, evilSerial, code, image))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tk := wf.Tasks[0]
+			if len(tk.Actions) != len(r.actions) {
+				t.Fatalf("%d actions", len(tk.Actions))
+			}
+			for _, a := range tk.Actions {
+				if strings.Contains(a.Image, "evil") {
+					t.Errorf("%s's image is %q", a.Name, a.Image)
+				}
+				if _, ok := a.Environment["INSTALL_DISK"]; ok && a.Environment["INSTALL_DISK"] != evilDisk {
+					t.Errorf("%s: INSTALL_DISK = %q", a.Name, a.Environment["INSTALL_DISK"])
+				}
+				if _, ok := a.Environment["INSTALL_DISK_SERIAL"]; ok && a.Environment["INSTALL_DISK_SERIAL"] != evilSerial {
+					t.Errorf("%s: INSTALL_DISK_SERIAL = %q", a.Name, a.Environment["INSTALL_DISK_SERIAL"])
+				}
+			}
+		})
+	}
+}
