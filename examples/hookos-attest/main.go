@@ -79,6 +79,19 @@
 //	   boot interface or MAC, no SMBIOS serial, no TPM, or the boot record
 //	   cannot be written
 //
+// # In HookOS
+//
+// HookOS is LinuxKit: run the agent as an onboot container, after the one
+// that brings the network up and before the services (the Tinkerbell agent
+// among them) start, so that every run of the boot finds its record. It
+// needs the host's network namespace (the boot interface, its routes, the
+// raw LLDP socket), /dev (the TPM), /sys (interfaces and SMBIOS), /run/fleet
+// bound from the host (the record, read later by wipe-disk in its own
+// container), every capability, and FLEETD_URL and FLEETD_CA in its
+// environment, with the CA file bound in. Whatever its exit code, the
+// record says whether this boot passed, and a run's wipe-disk refuses a
+// boot that did not.
+//
 // # Privileges and platforms
 //
 // It runs as root in HookOS: the TPM device, the SMBIOS serial and the raw
