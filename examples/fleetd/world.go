@@ -93,7 +93,11 @@ func newWorldWith(ctx context.Context, wc worldConfig, now func() time.Time) (*w
 	if _, err := w.nbsrv.AddSite(site); err != nil {
 		return nil, err
 	}
-	if _, err := w.nbsrv.AddSwitch(netboxtest.Switch{Site: site, Name: demoSwitch, Ports: 24}); err != nil {
+	ports := 24
+	for _, n := range inv.Nodes {
+		ports = max(ports, n.SwitchPort)
+	}
+	if _, err := w.nbsrv.AddSwitch(netboxtest.Switch{Site: site, Name: demoSwitch, Ports: ports}); err != nil {
 		return nil, err
 	}
 	w.admin, err = inventory.NewNetBox(w.nbsrv.URL, w.nbsrv.Token(userTerraform), &inventory.NetBoxConfig{

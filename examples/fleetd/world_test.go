@@ -17,6 +17,7 @@ import (
 
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/attesttest"
+	"github.com/fleetkit/fleet/inventory/netboxtest"
 )
 
 var (
@@ -38,7 +39,9 @@ func testBundle(t testing.TB) *secrets.Bundle {
 // testNode declares one node of a test inventory.
 type testNode struct {
 	name, class string
-	approve     bool // the entry approves the machine's EKs
+	approve     bool                // the entry approves the machine's EKs
+	tpm         *attesttest.SoftTPM // nil: a new one
+	eccOnly     bool                // the entry approves its ECC EK alone
 }
 
 // testFleet is a world whose nodes live on loopback addresses
@@ -46,7 +49,7 @@ type testNode struct {
 // fetches its config from its own address, as a real node does.
 type testFleet struct {
 	*world
-	t        *testing.T
+	t        testing.TB
 	machines map[string]*simMachine
 	sim      *tinkSim
 	clock    *testClock
@@ -74,6 +77,13 @@ func (c *testClock) advance(d time.Duration) {
 
 func newTestFleet(t *testing.T, edit func(*settings), nodes ...testNode) *testFleet {
 	t.Helper()
+	return newTestFleetWith(t, t, edit, nodes...)
+}
+
+// newTestFleetWith is newTestFleet for any test or benchmark; validate
+// receives NetBox schema mismatches (nil: no schema check).
+func newTestFleetWith(t testing.TB, validate netboxtest.Reporter, edit func(*settings), nodes ...testNode) *testFleet {
+	t.Helper()
 	dir := t.TempDir()
 	tpms := map[string]*attesttest.SoftTPM{}
 	var sb strings.Builder
@@ -92,19 +102,25 @@ classes:
 nodes:
 `)
 	for i, n := range nodes {
-		tpm, err := attesttest.NewSoftTPM(nil)
-		if err != nil {
-			t.Fatal(err)
+		tpm := n.tpm
+		if tpm == nil {
+			var err error
+			if tpm, err = attesttest.NewSoftTPM(nil); err != nil {
+				t.Fatal(err)
+			}
 		}
 		tpms[n.name] = tpm
-		fmt.Fprintf(&sb, "  %s:\n    model: box\n    serial: SN-%s\n    class: %s\n    switch_port: %d\n    address: 127.0.0.%d\n    bmc: amt\n    disk_serial: DS-%s\n",
-			n.name, n.name, n.class, i+1, 21+i, n.name)
+		fmt.Fprintf(&sb, "  %s:\n    model: box\n    serial: SN-%s\n    class: %s\n    switch_port: %d\n    address: %s\n    bmc: amt\n    disk_serial: DS-%s\n",
+			n.name, n.name, n.class, i+1, nodeAddr(i), n.name)
 		if n.approve {
 			b, err := attesttest.Approve(tpm)
 			if err != nil {
 				t.Fatal(err)
 			}
-			fmt.Fprintf(&sb, "    approved_ek_rsa2048: %s\n    approved_ek_eccp256: %s\n", b.RSA2048, b.ECCP256)
+			if !n.eccOnly {
+				fmt.Fprintf(&sb, "    approved_ek_rsa2048: %s\n", b.RSA2048)
+			}
+			fmt.Fprintf(&sb, "    approved_ek_eccp256: %s\n", b.ECCP256)
 		}
 	}
 	write := func(name, data string) string {
@@ -119,7 +135,7 @@ nodes:
 
 	clock := &testClock{}
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := newWorldWith(ctx, worldConfig{Nodes: nodesFile, Topology: topo, Validate: t, Edit: edit, Bundle: testBundle(t)}, clock.Now)
+	w, err := newWorldWith(ctx, worldConfig{Nodes: nodesFile, Topology: topo, Validate: validate, Edit: edit, Bundle: testBundle(t)}, clock.Now)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -129,7 +145,7 @@ nodes:
 	f.sim = &tinkSim{w: w, ns: w.settings.Namespace, machines: map[string]*simMachine{}, say: say, failAt: map[string]string{}}
 	for i, n := range nodes {
 		m := newSimMachine(w, n.name, "SN-"+n.name, tpms[n.name], i+1, say)
-		m.client = boundClient(w, fmt.Sprintf("127.0.0.%d", 21+i))
+		m.client = boundClient(w, nodeAddr(i))
 		f.machines[n.name] = m
 		f.sim.machines[m.mac.String()] = m
 	}
@@ -143,6 +159,13 @@ nodes:
 	})
 	f.wg = &wg
 	return f
+}
+
+// nodeAddr is the address of the i'th node of a test inventory: on
+// loopback, from 127.0.0.21.
+func nodeAddr(i int) string {
+	i += 21
+	return fmt.Sprintf("127.0.%d.%d", i/250, i%250)
 }
 
 // boundClient reaches fleetd from addr, as a node does from its address.
