@@ -13,8 +13,10 @@
 //     finds its one EFI system partition, by number and unique GUID;
 //  2. it reads the boot entries (efibootmgr -v) and picks an active one
 //     whose device path is HD(<number>,GPT,<GUID>,...) followed by the
-//     loader (NEXT_BOOT_LOADER), preferring one labelled NEXT_BOOT_LABEL;
-//     firmware often makes such an entry for a disk on its own;
+//     loader (NEXT_BOOT_LOADER, compared without case, as FAT names are),
+//     preferring one labelled NEXT_BOOT_LABEL. One is often there already:
+//     the "Talos Linux UKI" entry a systemd-boot install by the Talos
+//     installer makes, or one the firmware made for the disk;
 //  3. when there is none, it creates one without adding it to BootOrder
 //     (efibootmgr --create-only --disk <disk> --part <number> --loader
 //     <loader> --label <label>);
@@ -42,8 +44,8 @@
 //	                  (/dev/sda or a /dev/disk/by-id link); required
 //	NEXT_BOOT_LOADER  the boot loader's path on the ESP (default
 //	                  \EFI\BOOT\BOOTX64.EFI on amd64, \EFI\BOOT\BOOTAA64.EFI
-//	                  on arm64: the removable-media path where Talos's
-//	                  installer puts systemd-boot or GRUB)
+//	                  on arm64: the removable-media path, where Talos's
+//	                  installer puts systemd-boot as EFI/boot/BOOTX64.efi)
 //	NEXT_BOOT_LABEL   the label of the entry it creates (default
 //	                  "Talos (fleet)")
 //	EFIBOOTMGR        the efibootmgr program (default efibootmgr)

@@ -196,6 +196,20 @@ func TestCreatesTheEntry(t *testing.T) {
 	}
 }
 
+func TestUsesTheInstallersEntry(t *testing.T) {
+	m := newMachine(t, 17)
+	// The Talos installer's systemd-boot entry, as it writes the path.
+	m.nv.entries["0005"] = fakeEntry{label: "Talos Linux UKI", active: true,
+		path: `HD(1,GPT,` + installedGUID + `,0x800,0x200000)/File(\EFI\boot\BOOTX64.efi)`}
+	code, stdout, _ := m.run(t)
+	if code != exitDone || stdout != "next-boot: "+byID+" boots next: Boot0005 Talos Linux UKI\n" {
+		t.Fatalf("exit %d, stdout %q, calls %q", code, stdout, m.nv.calls)
+	}
+	if m.nv.next != "0005" || slices.ContainsFunc(m.nv.calls, func(c string) bool { return strings.HasPrefix(c, "--create") }) {
+		t.Errorf("BootNext %q, calls %q", m.nv.next, m.nv.calls)
+	}
+}
+
 func TestUsesTheFirmwaresEntry(t *testing.T) {
 	m := newMachine(t, 18)
 	// Firmware made an entry for the disk's fallback loader on its own, and
