@@ -14,10 +14,11 @@ const (
 	// without one.
 	DefaultBootDir = "/run/fleet"
 
-	// DefaultStateDir is the directory a Workflow's actions share:
-	// Tinkerbell mounts the same per-Workflow directory at /workflow in
-	// every action of one run. wipe-disk records its wipe there
-	// (WipeRecordFile) for the install step.
+	// DefaultStateDir is the directory a Workflow's actions share, as the
+	// Template mounts it in each action (fleet's Templates bind the
+	// HookOS host's RAM-backed /run/fleet-workflow there; Tinkerbell's
+	// agent mounts no shared directory of its own). wipe-disk records its
+	// wipe there (WipeRecordFile) for the install step.
 	DefaultStateDir = "/workflow"
 
 	// DefaultDevDir is where Wipe opens a disk by its kernel name.

@@ -67,7 +67,8 @@
 // # Resumed runs
 //
 // Wipe records, in the directory the run's actions share (DefaultStateDir,
-// /workflow, Tinkerbell's per-Workflow volume), this boot's ID, the disk and
+// /workflow, which the Template binds to the HookOS host's RAM-backed
+// /run/fleet-workflow in every action), this boot's ID, the disk and
 // whether the wipe finished (WipeRecord). Install refuses to run the
 // installer unless that record is of this boot and says the same disk was
 // wiped: a run that resumed at install in a new boot (whose RAM-backed
@@ -104,8 +105,8 @@
 //
 // The action container needs the host's /dev, /sys, /run/udev (the udev
 // database, read-only), /run/fleet (the boot record, read-only) and the
-// shared /workflow volume that Tinkerbell mounts in every action. See
-// examples/wipe-disk.
+// directory the run's actions share at /workflow. See examples/wipe-disk
+// and examples/templates.
 //
 // # Use
 //
