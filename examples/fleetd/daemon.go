@@ -49,6 +49,7 @@ type daemon struct {
 	s       settings
 	log     *slog.Logger
 	nb      *inventory.NetBox
+	tink    dynamic.Interface
 	inv     *inventory.Inventory
 	attest  *attest.Server
 	configs *configserve.Server
@@ -79,7 +80,7 @@ func newDaemon(s settings, p parts) (*daemon, error) {
 		now = time.Now
 	}
 	d := &daemon{
-		s: s, log: log, nb: p.NetBox, inv: p.Inventory, cert: p.Cert, now: now,
+		s: s, log: log, nb: p.NetBox, tink: p.Tink, inv: p.Inventory, cert: p.Cert, now: now,
 		ports:          &lldpwait.PortConfig{Rules: lldpwait.DefaultRules()},
 		devices:        &addressBook{nb: p.NetBox, ttl: 30 * time.Second, now: now},
 		unauthoredSeen: map[string]time.Time{},
@@ -194,6 +195,17 @@ func (d *daemon) tlsConfig() *tls.Config {
 // provisioner's loop stops, waiting configs are dropped, and queued journal
 // lines are written. metricsLn may be nil.
 func (d *daemon) serve(ctx context.Context, httpsLn, metricsLn net.Listener) error {
+	created, err := ensureTemplates(ctx, d.tink, d.s.Namespace)
+	if err != nil {
+		httpsLn.Close()
+		if metricsLn != nil {
+			metricsLn.Close()
+		}
+		return err
+	}
+	for _, name := range created {
+		d.log.Info("fleetd: created Template", "namespace", d.s.Namespace, "template", name)
+	}
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	hs := &http.Server{
@@ -221,7 +233,6 @@ func (d *daemon) serve(ctx context.Context, httpsLn, metricsLn net.Listener) err
 		}
 	}()
 
-	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-errc:

@@ -72,6 +72,11 @@ func (f *testFleet) status(name string) inventory.Status {
 func TestProvisionANode(t *testing.T) {
 	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true})
 	f.startTinkerbell()
+	for _, name := range []string{"fleet-provision", "fleet-retire"} {
+		if _, err := f.tink.Resource(templateResource).Namespace("tinkerbell").Get(f.ctx, name, metav1.GetOptions{}); err != nil {
+			t.Errorf("Template %s: %v", name, err)
+		}
+	}
 	f.powerOn("w-01")
 	res := f.attested("w-01")
 	if res.Verdict != attest.Attested || res.InstallCode == "" {
