@@ -73,9 +73,10 @@ func TestProvisionANode(t *testing.T) {
 	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true})
 	f.startTinkerbell()
 	for _, name := range []string{"fleet-provision", "fleet-retire"} {
-		if _, err := f.tink.Resource(templateResource).Namespace("tinkerbell").Get(f.ctx, name, metav1.GetOptions{}); err != nil {
-			t.Errorf("Template %s: %v", name, err)
-		}
+		f.wait("Template "+name, func() bool {
+			_, err := f.tink.Resource(templateResource).Namespace("tinkerbell").Get(f.ctx, name, metav1.GetOptions{})
+			return err == nil
+		})
 	}
 	f.powerOn("w-01")
 	res := f.attested("w-01")
