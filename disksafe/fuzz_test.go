@@ -33,7 +33,7 @@ func FuzzDisks(f *testing.F) {
 			tr.file("run/udev/data/b"+itoa(int64(d))+":"+itoa(int64(m)), string(udev))
 		}
 
-		cfg := &Config{Root: tr.fs}
+		cfg := &Config{Root: boundedLinks{tr.fs}}
 		disks, err := List(cfg)
 		if err != nil {
 			t.Fatalf("List: %v", err)

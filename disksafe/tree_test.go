@@ -1,10 +1,13 @@
 package disksafe
 
 import (
+	"errors"
 	"io/fs"
 	"path"
 	"strconv"
 	"strings"
+	"syscall"
+	"testing"
 	"testing/fstest"
 )
 
@@ -236,4 +239,105 @@ func loopDisk(name, dev, serial string) fakeDisk {
 
 func charDevice() *fstest.MapFile {
 	return &fstest.MapFile{Mode: fs.ModeDevice | fs.ModeCharDevice | 0o666}
+}
+
+// boundedLinks serves a MapFS whose symbolic links are followed at most 40
+// times, then refused with ELOOP, as the kernel does. fstest.MapFS itself
+// follows a cycle of links forever, so a fuzzed link must not reach it.
+type boundedLinks struct{ m fstest.MapFS }
+
+// resolve follows the links of name's directories (and of its last element
+// when last is set), returning a path of the MapFS with none to follow.
+func (b boundedLinks) resolve(op, name string, last bool) (string, error) {
+	if !fs.ValidPath(name) {
+		return "", &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
+	}
+	if name == "." {
+		return name, nil
+	}
+	parts := strings.Split(name, "/")
+	cur, hops := "", 0
+	for i := 0; i < len(parts); i++ {
+		next := path.Join(cur, parts[i])
+		f, ok := b.m[next]
+		if !ok || f.Mode.Type() != fs.ModeSymlink || (i == len(parts)-1 && !last) {
+			cur = next
+			continue
+		}
+		if hops++; hops > 40 {
+			return "", &fs.PathError{Op: op, Path: name, Err: syscall.ELOOP}
+		}
+		target := string(f.Data)
+		base := path.Join(cur, target)
+		if path.IsAbs(target) {
+			base = path.Clean(strings.TrimLeft(target, "/"))
+		}
+		if base == ".." || strings.HasPrefix(base, "../") {
+			return "", &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
+		}
+		rest := parts[i+1:]
+		parts = nil
+		if base != "." && base != "" {
+			parts = strings.Split(base, "/")
+		}
+		parts = append(parts, rest...)
+		cur, i = "", -1
+	}
+	if cur == "" {
+		cur = "."
+	}
+	return cur, nil
+}
+
+func (b boundedLinks) Open(name string) (fs.File, error) {
+	p, err := b.resolve("open", name, true)
+	if err != nil {
+		return nil, err
+	}
+	return b.m.Open(p)
+}
+
+func (b boundedLinks) ReadLink(name string) (string, error) {
+	p, err := b.resolve("readlink", name, false)
+	if err != nil {
+		return "", err
+	}
+	return b.m.ReadLink(p)
+}
+
+func (b boundedLinks) Lstat(name string) (fs.FileInfo, error) {
+	p, err := b.resolve("lstat", name, false)
+	if err != nil {
+		return nil, err
+	}
+	return b.m.Lstat(p)
+}
+
+func TestBoundedLinks(t *testing.T) {
+	b := boundedLinks{fstest.MapFS{
+		"a/self":  &fstest.MapFile{Data: []byte("self"), Mode: fs.ModeSymlink},
+		"a/up":    &fstest.MapFile{Data: []byte("../b"), Mode: fs.ModeSymlink},
+		"a/abs":   &fstest.MapFile{Data: []byte("/b/f"), Mode: fs.ModeSymlink},
+		"a/out":   &fstest.MapFile{Data: []byte("../../x"), Mode: fs.ModeSymlink},
+		"b/f":     &fstest.MapFile{Data: []byte("data")},
+		"c/loop1": &fstest.MapFile{Data: []byte("loop2"), Mode: fs.ModeSymlink},
+		"c/loop2": &fstest.MapFile{Data: []byte("loop1"), Mode: fs.ModeSymlink},
+	}}
+	for _, name := range []string{"a/self", "c/loop1", "a/self/x"} {
+		if _, err := b.Open(name); !errors.Is(err, syscall.ELOOP) {
+			t.Errorf("Open(%s) = %v, want ELOOP", name, err)
+		}
+	}
+	if data, err := fs.ReadFile(b, "a/up/f"); err != nil || string(data) != "data" {
+		t.Errorf("a/up/f = %q, %v", data, err)
+	}
+	if data, err := fs.ReadFile(b, "a/abs"); err != nil || string(data) != "data" {
+		t.Errorf("a/abs = %q, %v", data, err)
+	}
+	if _, err := b.Open("a/out"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a/out = %v", err)
+	}
+	if l, err := fs.ReadLink(b, "a/self"); err != nil || l != "self" {
+		t.Errorf("ReadLink(a/self) = %q, %v", l, err)
+	}
 }
