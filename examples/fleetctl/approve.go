@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/internal/termsafe"
 	"github.com/fleetkit/fleet/inventory"
 )
 
@@ -81,7 +82,7 @@ func approveCmd(args []string, stdout, stderr io.Writer) int {
 	claim, err := c.claim(ctx, serial)
 	switch {
 	case errors.Is(err, errNoClaim):
-		fmt.Fprintf(stdout, "no claim waits for serial %s\n", printable(serial))
+		fmt.Fprintf(stdout, "no claim waits for serial %s\n", termsafe.Quote(serial))
 		return 1
 	case err != nil:
 		return fail("%v", err)
@@ -92,7 +93,7 @@ func approveCmd(args []string, stdout, stderr io.Writer) int {
 		text = attest.Claim{Serial: claim.Serial, MAC: claim.MAC, LLDP: claim.LLDP, RSA2048: claim.RSA2048,
 			ECCP256: claim.ECCP256, Peer: claim.Peer, Proven: claim.Proven}.String()
 	}
-	fmt.Fprint(stdout, terminalSafe(text))
+	fmt.Fprint(stdout, termsafe.Text(text))
 	if !strings.HasSuffix(text, "\n") {
 		fmt.Fprintln(stdout)
 	}
@@ -210,11 +211,11 @@ func (a *approver) claim(ctx context.Context, serial string) (*waitingClaim, err
 		return nil, fmt.Errorf("fleetd at %s answered something that is not a claim: %v", a.base, err)
 	}
 	if c.Serial != serial {
-		return nil, fmt.Errorf("fleetd at %s answered the claim of serial %s, not of %s", a.base, printable(c.Serial), printable(serial))
+		return nil, fmt.Errorf("fleetd at %s answered the claim of serial %s, not of %s", a.base, termsafe.Quote(c.Serial), termsafe.Quote(serial))
 	}
 	for _, h := range []struct{ kind, hash string }{{"RSA-2048", c.RSA2048}, {"ECC P-256", c.ECCP256}} {
 		if h.hash != "" && !isEKHash(h.hash) {
-			return nil, fmt.Errorf("fleetd at %s answered an %s EK hash %s that is not 64 lowercase hex characters", a.base, h.kind, printable(h.hash))
+			return nil, fmt.Errorf("fleetd at %s answered an %s EK hash %s that is not 64 lowercase hex characters", a.base, h.kind, termsafe.Quote(h.hash))
 		}
 	}
 	return &c, nil
@@ -262,7 +263,7 @@ func bodyExcerpt(body []byte) string {
 	if len(s) > 200 {
 		s = s[:200] + "..."
 	}
-	return ": " + printable(s)
+	return ": " + termsafe.Quote(s)
 }
 
 // isEKHash reports whether s is an EK hash: 64 lowercase hex characters.

@@ -18,12 +18,10 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/fleetkit/fleet/attest"
 )
@@ -332,48 +330,4 @@ func TestApproveEscapesThePath(t *testing.T) {
 	if got := f.requested(); len(got) != 1 || got[0] != "/v1/claims/A%2FB%20C%3F%23" {
 		t.Errorf("requested %q", got)
 	}
-}
-
-// FuzzTerminalSafe checks that what approve and status print of text
-// another machine wrote keeps its lines and reaches the terminal as
-// printable runes only, and that printable text passes unchanged.
-func FuzzTerminalSafe(f *testing.F) {
-	f.Add(exampleClaim("G6NUC13-88122").String())
-	f.Add("serial X\x1b]0;approved\x07\u202e\n\xff\xfe\t\r\n")
-	f.Add("\u00a0\u200b\ufffd\x7f\u0085")
-	f.Fuzz(func(t *testing.T, s string) {
-		out := terminalSafe(s)
-		if !utf8.ValidString(out) {
-			t.Fatalf("terminalSafe(%q) = %q: invalid UTF-8", s, out)
-		}
-		clean := utf8.ValidString(s)
-		for _, r := range s {
-			if r != '\n' && r != '\t' && !strconv.IsPrint(r) {
-				clean = false
-			}
-		}
-		for _, r := range out {
-			if r != '\n' && r != '\t' && !strconv.IsPrint(r) {
-				t.Fatalf("terminalSafe(%q) = %q: holds %U", s, out, r)
-			}
-		}
-		if strings.Count(out, "\n") != strings.Count(s, "\n") {
-			t.Fatalf("terminalSafe(%q) = %q: lines changed", s, out)
-		}
-		if clean && out != s {
-			t.Fatalf("terminalSafe(%q) = %q: printable text changed", s, out)
-		}
-
-		p := printable(s)
-		if p != s {
-			if back, err := strconv.Unquote(p); err != nil || back != s {
-				t.Fatalf("printable(%q) = %s, which unquotes to %q, %v", s, p, back, err)
-			}
-		}
-		for _, r := range p {
-			if r == ' ' && p == s || !strconv.IsPrint(r) {
-				t.Fatalf("printable(%q) = %q: holds %U", s, p, r)
-			}
-		}
-	})
 }

@@ -10,12 +10,11 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
+	"github.com/fleetkit/fleet/internal/termsafe"
 	"github.com/fleetkit/fleet/inventory"
 )
 
@@ -57,7 +56,7 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 // then a count by status.
 func writeStatus(w io.Writer, devs []inventory.Device, role string) {
 	if len(devs) == 0 {
-		fmt.Fprintf(w, "NetBox holds no device of role %s.\n", printable(role))
+		fmt.Fprintf(w, "NetBox holds no device of role %s.\n", termsafe.Quote(role))
 		return
 	}
 	devs = slices.Clone(devs)
@@ -102,47 +101,5 @@ func cell(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return printable(s)
-}
-
-// printable returns s, or s quoted in Go syntax when it is empty or holds
-// space, a control character, invalid UTF-8 or another rune that does not
-// print as itself (such as a bidirectional override), so a value from
-// NetBox or a machine's claim can neither break a table nor drive the
-// operator's terminal.
-func printable(s string) string {
-	for _, r := range s {
-		if r == ' ' || r == utf8.RuneError || !strconv.IsPrint(r) {
-			return strconv.Quote(s)
-		}
-	}
-	if s == "" {
-		return `""`
-	}
-	return s
-}
-
-// terminalSafe returns text with every rune but newline, tab and printable
-// ones escaped (\x1b, \u202e, ...), keeping its lines: text written by
-// another program may carry what a machine claimed.
-func terminalSafe(text string) string {
-	var b strings.Builder
-	b.Grow(len(text))
-	for i, r := range text {
-		switch {
-		case r == utf8.RuneError:
-			if _, size := utf8.DecodeRuneInString(text[i:]); size == 1 {
-				fmt.Fprintf(&b, `\x%02x`, text[i])
-				continue
-			}
-			b.WriteRune(r)
-		case r == '\n', r == '\t', strconv.IsPrint(r):
-			b.WriteRune(r)
-		case r < 0x80:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		default:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		}
-	}
-	return b.String()
+	return termsafe.Quote(s)
 }
