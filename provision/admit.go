@@ -174,17 +174,17 @@ func (p *Provisioner) admit(ctx context.Context, c Claim) (Decision, inventory.D
 
 	// A run that waits for this machine gets its code.
 	if r := inFlight(runs, kind); r != nil && !wantRun {
-		if !r.started() || r.currentAction() == "wipe-disk" {
-			if from.IsValid() && r.wf.Annotations[annHookOS] != from.String() {
-				if err := p.annotate(ctx, r.name(), annHookOS, from.String()); err != nil {
+		if !r.Started() || r.CurrentAction() == "wipe-disk" {
+			if from.IsValid() && r.WF.Annotations[annHookOS] != from.String() {
+				if err := p.annotate(ctx, r.Name(), annHookOS, from.String()); err != nil {
 					return Decision{}, dev, err
 				}
 			}
-			return Decision{Outcome: outcome, Run: r.name(), Code: r.code(),
-				Reason: fmt.Sprintf("run %s waits for the machine", r.name())}, dev, nil
+			return Decision{Outcome: outcome, Run: r.Name(), Code: r.Code(),
+				Reason: fmt.Sprintf("run %s waits for the machine", r.Name())}, dev, nil
 		}
-		return Decision{Outcome: NoProvision, Run: r.name(),
-			Reason: fmt.Sprintf("run %s is in flight at action %s", r.name(), r.currentAction())}, dev, nil
+		return Decision{Outcome: NoProvision, Run: r.Name(),
+			Reason: fmt.Sprintf("run %s is in flight at action %s", r.Name(), r.CurrentAction())}, dev, nil
 	}
 
 	start := wantRun
@@ -242,7 +242,7 @@ func refusedText(err error) string {
 // inFlight returns dev's newest run of kind that has not ended.
 func inFlight(runs []*run, kind string) *run {
 	for _, r := range runs {
-		if r.kind == kind && !r.terminal() {
+		if r.Kind == kind && !r.Terminal() {
 			return r
 		}
 	}
@@ -253,17 +253,17 @@ func inFlight(runs []*run, kind string) *run {
 // after its last run succeeded.
 func (p *Provisioner) bootedHookOSAfter(ctx context.Context, dev inventory.Device, runs []*run) error {
 	for _, r := range runs {
-		if r.name() != dev.LastRun {
+		if r.Name() != dev.LastRun {
 			continue
 		}
-		if r.kind != RunProvision || r.wf.Status.State != "SUCCESS" || r.wf.Annotations[annBootedHookOS] != "" {
+		if r.Kind != RunProvision || r.WF.Status.State != "SUCCESS" || r.WF.Annotations[annBootedHookOS] != "" {
 			return nil
 		}
-		text := fmt.Sprintf("the node booted HookOS and attested after Workflow %s succeeded: fix its boot order so the disk comes before PXE, then set desired_action to provision", r.name())
+		text := fmt.Sprintf("the node booted HookOS and attested after Workflow %s succeeded: fix its boot order so the disk comes before PXE, then set desired_action to provision", r.Name())
 		if err := p.nb.Journal(ctx, dev.ID, inventory.JournalWarning, text); err != nil {
 			return err
 		}
-		if err := p.annotate(ctx, r.name(), annBootedHookOS, p.now().UTC().Format(time.RFC3339)); err != nil {
+		if err := p.annotate(ctx, r.Name(), annBootedHookOS, p.now().UTC().Format(time.RFC3339)); err != nil {
 			return err
 		}
 		if p.cfg.BootedHookOSAfterInstall != nil {
@@ -336,8 +336,8 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, kind s
 		return "", "", "", err
 	}
 	for _, r := range old {
-		if !r.terminal() {
-			if err := p.deleteWorkflow(ctx, r.name()); err != nil {
+		if !r.Terminal() {
+			if err := p.deleteWorkflow(ctx, r.Name()); err != nil {
 				return "", "", "", err
 			}
 		}

@@ -80,16 +80,16 @@ func (p *Provisioner) Reconcile(ctx context.Context) (Pass, error) {
 	runsOf := map[int64][]*run{}
 	var errs []error
 	for _, r := range runs {
-		runsOf[r.deviceID] = append(runsOf[r.deviceID], r)
-		if r.reported() != "" {
+		runsOf[r.DeviceID] = append(runsOf[r.DeviceID], r)
+		if r.Reported() != "" {
 			continue
 		}
-		dev, ok := byID[r.deviceID]
+		dev, ok := byID[r.DeviceID]
 		if !ok {
 			continue
 		}
 		if err := p.watch(ctx, r, dev, &pass); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", r.name(), err))
+			errs = append(errs, fmt.Errorf("%s: %w", r.Name(), err))
 		}
 	}
 	for i := range devs {
@@ -104,14 +104,14 @@ func (p *Provisioner) Reconcile(ctx context.Context) (Pass, error) {
 // watch journals what became of one run not yet reported.
 func (p *Provisioner) watch(ctx context.Context, r *run, dev *inventory.Device, pass *Pass) error {
 	now := p.now()
-	retire := r.kind == RunRetire
-	if msg, failed := r.bootJobFailure(); failed {
+	retire := r.Kind == RunRetire
+	if msg, failed := r.BootJobFailure(); failed {
 		job, msg := p.bootJobMessage(ctx, r, msg)
 		if msg == "" {
 			msg = "no message"
 		}
 		text := fmt.Sprintf("the Rufio job %s of Workflow %s failed to power the machine: %s; set AMT's address to %s, or power the machine on by hand",
-			job, r.name(), msg, addrOf(dev))
+			job, r.Name(), msg, addrOf(dev))
 		if err := p.nb.Journal(ctx, dev.ID, inventory.JournalWarning, text); err != nil {
 			return err
 		}
@@ -122,16 +122,16 @@ func (p *Provisioner) watch(ctx context.Context, r *run, dev *inventory.Device, 
 			}
 			dev.DesiredAction = inventory.DesiredActionProvision
 		}
-		pass.Ended = append(pass.Ended, r.name())
+		pass.Ended = append(pass.Ended, r.Name())
 		return p.mark(ctx, r, "boot-job-failed")
 	}
 
-	state := r.wf.Status.State
-	action := r.currentAction()
+	state := r.WF.Status.State
+	action := r.CurrentAction()
 	late := !retire && dev.Status == inventory.StatusActive && lateActions[action]
 	switch state {
 	case tinkerbell.WorkflowStateSuccess:
-		text := fmt.Sprintf("Workflow %s ended SUCCESS", r.name())
+		text := fmt.Sprintf("Workflow %s ended SUCCESS", r.Name())
 		if retire {
 			text += ": the install disk is wiped"
 		}
@@ -147,27 +147,27 @@ func (p *Provisioner) watch(ctx context.Context, r *run, dev *inventory.Device, 
 		return p.ended(ctx, r, dev, kind, text, string(state), pass)
 	}
 
-	timeout := r.globalTimeout(p.cfg.GlobalTimeout)
-	if !r.started() {
-		if now.Before(r.created().Add(timeout)) {
+	timeout := r.GlobalTimeout(p.cfg.GlobalTimeout)
+	if !r.Started() {
+		if now.Before(r.Created().Add(timeout)) {
 			return nil
 		}
 		kind := inventory.JournalWarning
-		text := fmt.Sprintf("Workflow %s never reported its first action within its global timeout (%s); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision", r.name(), timeout)
+		text := fmt.Sprintf("Workflow %s never reported its first action within its global timeout (%s); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision", r.Name(), timeout)
 		if retire {
 			kind = inventory.JournalDanger
-			text = fmt.Sprintf("Workflow %s never reported its first action within its global timeout (%s); fleetd deleted it%s", r.name(), timeout, dangerTail)
+			text = fmt.Sprintf("Workflow %s never reported its first action within its global timeout (%s); fleetd deleted it%s", r.Name(), timeout, dangerTail)
 		}
 		if err := p.nb.Journal(ctx, dev.ID, kind, text); err != nil {
 			return err
 		}
-		if err := p.deleteWorkflow(ctx, r.name()); err != nil {
+		if err := p.deleteWorkflow(ctx, r.Name()); err != nil {
 			return err
 		}
-		pass.Deleted = append(pass.Deleted, r.name())
+		pass.Deleted = append(pass.Deleted, r.Name())
 		return nil
 	}
-	if stop := r.wf.Status.GlobalExecutionStop; late && stop != nil && now.After(stop.Time) {
+	if stop := r.WF.Status.GlobalExecutionStop; late && stop != nil && now.After(stop.Time) {
 		return p.ended(ctx, r, dev, inventory.JournalInfo, passedText(r, action), "passed-global-timeout", pass)
 	}
 	return nil
@@ -180,11 +180,11 @@ func endedText(r *run, state, action string) string {
 	if action != "" {
 		at = "at action " + action
 	}
-	return fmt.Sprintf("Workflow %s ended %s %s; read its output with journalctl -t hookos HOOKOS_HOST=%s", r.name(), state, at, r.hookOS())
+	return fmt.Sprintf("Workflow %s ended %s %s; read its output with journalctl -t hookos HOOKOS_HOST=%s", r.Name(), state, at, r.HookOS())
 }
 
 func passedText(r *run, action string) string {
-	return fmt.Sprintf("Workflow %s passed its global timeout while %s was current; the node is active, so it has its config, and nothing else is done", r.name(), action)
+	return fmt.Sprintf("Workflow %s passed its global timeout while %s was current; the node is active, so it has its config, and nothing else is done", r.Name(), action)
 }
 
 // ended journals a run's end and marks the Workflow so that no later pass,
@@ -193,19 +193,19 @@ func (p *Provisioner) ended(ctx context.Context, r *run, dev *inventory.Device, 
 	if err := p.nb.Journal(ctx, dev.ID, kind, text); err != nil {
 		return err
 	}
-	pass.Ended = append(pass.Ended, r.name())
+	pass.Ended = append(pass.Ended, r.Name())
 	return p.mark(ctx, r, mark)
 }
 
 // mark records on the Workflow, and in r, that its end is journaled.
 func (p *Provisioner) mark(ctx context.Context, r *run, mark string) error {
-	if err := p.annotate(ctx, r.name(), annReported, mark); err != nil {
+	if err := p.annotate(ctx, r.Name(), annReported, mark); err != nil {
 		return err
 	}
-	if r.wf.Annotations == nil {
-		r.wf.Annotations = map[string]string{}
+	if r.WF.Annotations == nil {
+		r.WF.Annotations = map[string]string{}
 	}
-	r.wf.Annotations[annReported] = mark
+	r.WF.Annotations[annReported] = mark
 	return nil
 }
 
@@ -228,10 +228,10 @@ func (p *Provisioner) due(ctx context.Context, dev *inventory.Device, runs []*ru
 	defer unlock()
 
 	// A run started from this request waits for its machine.
-	if r := inFlight(runs, kind); r != nil && r.wf.Name == dev.LastRun && dev.DesiredAction == "" {
+	if r := inFlight(runs, kind); r != nil && r.WF.Name == dev.LastRun && dev.DesiredAction == "" {
 		return nil
 	}
-	if len(runs) > 0 && runs[0].reported() == "boot-job-failed" && p.now().Before(runs[0].created().Add(p.cfg.PowerRetry)) {
+	if len(runs) > 0 && runs[0].Reported() == "boot-job-failed" && p.now().Before(runs[0].Created().Add(p.cfg.PowerRetry)) {
 		return nil // the Rufio line is journaled; a machine powered on by hand attests
 	}
 	if lacks := lacking(*dev); len(lacks) > 0 || !hasBMC(*dev) {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fleetkit/fleet/inventory"
+	wfrun "github.com/fleetkit/fleet/provision/internal/runs"
 )
 
 // The resources provision reads and writes through the dynamic client.
@@ -38,7 +39,7 @@ const (
 	ValueMAC               = "device_1"
 	ValueInstallDisk       = "install_disk"
 	ValueInstallDiskSerial = "install_disk_serial"
-	ValueInstallCode       = "install_code" // a secret
+	ValueInstallCode       = wfrun.ValueInstallCode // a secret
 	ValueInstallerImage    = "installer_image"
 	ValueConfigURL         = "config_url" // carries the code: a secret
 )
@@ -50,116 +51,10 @@ const (
 )
 
 // run is one fleet Workflow as read from the cluster.
-type run struct {
-	wf       tinkerbell.Workflow
-	deviceID int64
-	kind     string
-	node     string
-}
+type run = wfrun.Run
 
-func (r *run) name() string { return r.wf.Name }
-
-// hookOS is the address the run's machine attested from in HookOS.
-func (r *run) hookOS() string {
-	if a := r.wf.Annotations[annHookOS]; a != "" {
-		return a
-	}
-	return "unknown"
-}
-
-func (r *run) reported() string { return r.wf.Annotations[annReported] }
-
-func (r *run) terminal() bool {
-	switch r.wf.Status.State {
-	case tinkerbell.WorkflowStateSuccess, tinkerbell.WorkflowStateFailed, tinkerbell.WorkflowStateTimeout:
-		return true
-	}
-	return r.reported() != ""
-}
-
-// started reports whether any action of the run has reported.
-func (r *run) started() bool {
-	if cs := r.wf.Status.CurrentState; cs != nil && cs.ActionName != "" {
-		return true
-	}
-	for _, t := range r.wf.Status.Tasks {
-		for _, a := range t.Actions {
-			if a.ExecutionStart != nil || (a.State != "" && a.State != tinkerbell.WorkflowStatePending) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// currentAction is the action that holds the run: the one that failed or
-// timed out, else the current one.
-func (r *run) currentAction() string {
-	for _, t := range r.wf.Status.Tasks {
-		for _, a := range t.Actions {
-			if a.State == tinkerbell.WorkflowStateFailed || a.State == tinkerbell.WorkflowStateTimeout {
-				return a.Name
-			}
-		}
-	}
-	if cs := r.wf.Status.CurrentState; cs != nil && cs.ActionName != "" {
-		return cs.ActionName
-	}
-	return ""
-}
-
-// globalTimeout is the run's global timeout: Tinkerbell's figure once it
-// rendered the template, else def.
-func (r *run) globalTimeout(def time.Duration) time.Duration {
-	// Past a century the figure is nonsense (and would overflow).
-	if s := r.wf.Status.GlobalTimeout; s > 0 && s < 100*365*24*3600 {
-		return time.Duration(s) * time.Second
-	}
-	return def
-}
-
-// created is when fleet created the run (by fleet's clock), else the
-// Workflow's creation timestamp.
-func (r *run) created() time.Time {
-	if t, err := time.Parse(time.RFC3339, r.wf.Annotations[annCreated]); err == nil {
-		return t
-	}
-	return r.wf.CreationTimestamp.Time
-}
-
-func (r *run) code() string { return r.wf.Spec.HardwareMap[ValueInstallCode] }
-
-// bootJobFailure returns the message of a failed boot (Rufio) job.
-func (r *run) bootJobFailure() (string, bool) {
-	for _, c := range r.wf.Status.Conditions {
-		if (c.Type == tinkerbell.BootJobFailed || c.Type == tinkerbell.BootJobSetupFailed) && c.Status == metav1.ConditionTrue {
-			return c.Message, true
-		}
-	}
-	return "", false
-}
-
-// runFrom reads a run. With full false, a run whose end is journaled is
-// read from its metadata alone: the loop needs no more of it, and 1,000
-// such runs cost a pass half its time otherwise.
-func runFrom(u *unstructured.Unstructured, full bool) (*run, error) {
-	r := &run{}
-	if !full && u.GetAnnotations()[annReported] != "" {
-		r.wf.Name, r.wf.Namespace = u.GetName(), u.GetNamespace()
-		r.wf.Labels, r.wf.Annotations = u.GetLabels(), u.GetAnnotations()
-		r.wf.CreationTimestamp = u.GetCreationTimestamp()
-	} else if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r.wf); err != nil {
-		return nil, fmt.Errorf("workflow %s: %w", u.GetName(), err)
-	}
-	id, err := strconv.ParseInt(r.wf.Labels[LabelDeviceID], 10, 64)
-	if err != nil {
-		return nil, fmt.Errorf("workflow %s: label %s: %w", u.GetName(), LabelDeviceID, err)
-	}
-	r.deviceID = id
-	r.kind = r.wf.Labels[LabelRunKind]
-	r.node = r.wf.Annotations[annNode]
-	return r, nil
-}
+// runFrom reads a run.
+func runFrom(u *unstructured.Unstructured, full bool) (*run, error) { return wfrun.From(u, full) }
 
 // listRuns reads every fleet Workflow from the cluster: one API call.
 func (p *Provisioner) listRuns(ctx context.Context) ([]*run, error) {
@@ -201,10 +96,10 @@ func (p *Provisioner) runsOf(ctx context.Context, id int64) ([]*run, error) {
 
 func sortNewest(runs []*run) {
 	slices.SortStableFunc(runs, func(a, b *run) int {
-		if c := b.created().Compare(a.created()); c != 0 {
+		if c := b.Created().Compare(a.Created()); c != 0 {
 			return c
 		}
-		return strings.Compare(b.wf.Name, a.wf.Name)
+		return strings.Compare(b.WF.Name, a.WF.Name)
 	})
 }
 
@@ -397,7 +292,7 @@ func (p *Provisioner) newWorkflow(ctx context.Context, dev inventory.Device, nam
 // bootJobMessage reads the failed condition of the run's Rufio job
 // (Tinkerbell names it netboot-<workflow>), falling back to fallback.
 func (p *Provisioner) bootJobMessage(ctx context.Context, r *run, fallback string) (job, msg string) {
-	job = "netboot-" + r.name()
+	job = "netboot-" + r.Name()
 	u, err := p.tink.Resource(JobResource).Namespace(p.cfg.Namespace).Get(ctx, job, metav1.GetOptions{})
 	if err != nil {
 		return job, fallback

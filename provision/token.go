@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetkit/fleet/inventory"
+	wfrun "github.com/fleetkit/fleet/provision/internal/runs"
 )
 
 // The bootstrap token Secret's shape, as Kubernetes' bootstrap token
@@ -30,13 +31,13 @@ const (
 const (
 	LabelManagedBy  = "app.kubernetes.io/managed-by"
 	managedBy       = "fleet"
-	LabelDeviceID   = "fleet.fleetkit.dev/device-id"
-	LabelRunKind    = "fleet.fleetkit.dev/run"
-	annNode         = "fleet.fleetkit.dev/node"
-	annHookOS       = "fleet.fleetkit.dev/hookos-address"
-	annReported     = "fleet.fleetkit.dev/reported"
+	LabelDeviceID   = wfrun.LabelDeviceID
+	LabelRunKind    = wfrun.LabelRunKind
+	annNode         = wfrun.AnnNode
+	annHookOS       = wfrun.AnnHookOS
+	annReported     = wfrun.AnnReported
 	annBootedHookOS = "fleet.fleetkit.dev/booted-hookos-noted"
-	annCreated      = "fleet.fleetkit.dev/created"
+	annCreated      = wfrun.AnnCreated
 )
 
 const tokenAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"

@@ -1,4 +1,4 @@
-package provision
+package runs
 
 import (
 	"encoding/json"
@@ -8,10 +8,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// FuzzRunFrom feeds Workflow objects as the cluster may hold them (any
+// FuzzFrom feeds Workflow objects as the cluster may hold them (any
 // JSON) to the code that reads runs: it must return an error or a run whose
 // every accessor works, never panic.
-func FuzzRunFrom(f *testing.F) {
+func FuzzFrom(f *testing.F) {
 	f.Add(`{"apiVersion":"tinkerbell.org/v1alpha1","kind":"Workflow","metadata":{"name":"provision-node-01-1767225600","labels":{"fleet.fleetkit.dev/device-id":"1","fleet.fleetkit.dev/run":"provision"},"annotations":{"fleet.fleetkit.dev/created":"2026-01-01T00:00:00Z"}},"spec":{"hardwareMap":{"install_code":"x"}},"status":{"state":"FAILED","globalTimeout":3600,"currentState":{"actionName":"install"},"tasks":[{"name":"t","actions":[{"name":"wipe-disk","state":"SUCCESS"},{"name":"install","state":"FAILED"}]}],"conditions":[{"type":"BootJobFailed","status":"True","message":"no route"}]}}`)
 	f.Add(`{"metadata":{"name":"w","labels":{"fleet.fleetkit.dev/device-id":"x"}}}`)
 	f.Add(`{"metadata":{"name":"w","labels":{"fleet.fleetkit.dev/device-id":"2"}},"status":{"tasks":[{"actions":null}],"globalExecutionStop":"2026-01-01T00:00:00Z"}}`)
@@ -22,7 +22,7 @@ func FuzzRunFrom(f *testing.F) {
 			return
 		}
 		for _, full := range []bool{false, true} {
-			r, err := runFrom(&unstructured.Unstructured{Object: obj}, full)
+			r, err := From(&unstructured.Unstructured{Object: obj}, full)
 			if err != nil {
 				continue
 			}
@@ -31,17 +31,16 @@ func FuzzRunFrom(f *testing.F) {
 	})
 }
 
-func checkRun(t *testing.T, r *run) {
-	_ = r.name()
-	_ = r.hookOS()
-	_ = r.terminal()
-	_ = r.started()
-	_ = r.currentAction()
-	_ = r.code()
-	_ = r.created()
-	_, _ = r.bootJobFailure()
-	if d := r.globalTimeout(time.Hour); d <= 0 {
-		t.Errorf("global timeout %v of status.globalTimeout %d is not positive", d, r.wf.Status.GlobalTimeout)
+func checkRun(t *testing.T, r *Run) {
+	_ = r.Name()
+	_ = r.HookOS()
+	_ = r.Terminal()
+	_ = r.Started()
+	_ = r.CurrentAction()
+	_ = r.Code()
+	_ = r.Created()
+	_, _ = r.BootJobFailure()
+	if d := r.GlobalTimeout(time.Hour); d <= 0 {
+		t.Errorf("global timeout %v of status.globalTimeout %d is not positive", d, r.WF.Status.GlobalTimeout)
 	}
-	_ = endedText(r, "FAILED", r.currentAction())
 }

@@ -1,0 +1,145 @@
+// Package runs reads fleet's runs, the Tinkerbell Workflows provision
+// creates, as the cluster holds them. It is provision's, kept apart so that
+// what reads untrusted cluster objects can be fuzzed without building
+// Talos and client-go.
+package runs
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Labels and annotations fleet puts on its Workflows.
+const (
+	LabelDeviceID = "fleet.fleetkit.dev/device-id"
+	LabelRunKind  = "fleet.fleetkit.dev/run"
+	AnnNode       = "fleet.fleetkit.dev/node"
+	AnnHookOS     = "fleet.fleetkit.dev/hookos-address"
+	AnnReported   = "fleet.fleetkit.dev/reported"
+	AnnCreated    = "fleet.fleetkit.dev/created"
+)
+
+// ValueInstallCode is the template value that holds a run's install code.
+const ValueInstallCode = "install_code"
+
+// Run is one fleet Workflow as read from the cluster.
+type Run struct {
+	WF       tinkerbell.Workflow
+	DeviceID int64  // the NetBox device the run is for (LabelDeviceID)
+	Kind     string // "provision" or "retire" (LabelRunKind)
+	Node     string // the node's name (AnnNode)
+}
+
+// Name is the Workflow's name.
+func (r *Run) Name() string { return r.WF.Name }
+
+// HookOS is the address the run's machine attested from in HookOS.
+func (r *Run) HookOS() string {
+	if a := r.WF.Annotations[AnnHookOS]; a != "" {
+		return a
+	}
+	return "unknown"
+}
+
+// Reported is the mark fleet left when it journaled the run's end; "" before.
+func (r *Run) Reported() string { return r.WF.Annotations[AnnReported] }
+
+// Terminal reports whether the run ended, or its end is journaled.
+func (r *Run) Terminal() bool {
+	switch r.WF.Status.State {
+	case tinkerbell.WorkflowStateSuccess, tinkerbell.WorkflowStateFailed, tinkerbell.WorkflowStateTimeout:
+		return true
+	}
+	return r.Reported() != ""
+}
+
+// Started reports whether any action of the run has reported.
+func (r *Run) Started() bool {
+	if cs := r.WF.Status.CurrentState; cs != nil && cs.ActionName != "" {
+		return true
+	}
+	for _, t := range r.WF.Status.Tasks {
+		for _, a := range t.Actions {
+			if a.ExecutionStart != nil || (a.State != "" && a.State != tinkerbell.WorkflowStatePending) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// CurrentAction is the action that holds the run: the one that failed or
+// timed out, else the current one.
+func (r *Run) CurrentAction() string {
+	for _, t := range r.WF.Status.Tasks {
+		for _, a := range t.Actions {
+			if a.State == tinkerbell.WorkflowStateFailed || a.State == tinkerbell.WorkflowStateTimeout {
+				return a.Name
+			}
+		}
+	}
+	if cs := r.WF.Status.CurrentState; cs != nil && cs.ActionName != "" {
+		return cs.ActionName
+	}
+	return ""
+}
+
+// GlobalTimeout is the run's global timeout: Tinkerbell's figure once it
+// rendered the template, else def.
+func (r *Run) GlobalTimeout(def time.Duration) time.Duration {
+	// Past a century the figure is nonsense (and would overflow).
+	if s := r.WF.Status.GlobalTimeout; s > 0 && s < 100*365*24*3600 {
+		return time.Duration(s) * time.Second
+	}
+	return def
+}
+
+// Created is when fleet created the run (by fleet's clock), else the
+// Workflow's creation timestamp.
+func (r *Run) Created() time.Time {
+	if t, err := time.Parse(time.RFC3339, r.WF.Annotations[AnnCreated]); err == nil {
+		return t
+	}
+	return r.WF.CreationTimestamp.Time
+}
+
+// Code is the run's install code: a secret.
+func (r *Run) Code() string { return r.WF.Spec.HardwareMap[ValueInstallCode] }
+
+// BootJobFailure returns the message of a failed boot (Rufio) job.
+func (r *Run) BootJobFailure() (string, bool) {
+	for _, c := range r.WF.Status.Conditions {
+		if (c.Type == tinkerbell.BootJobFailed || c.Type == tinkerbell.BootJobSetupFailed) && c.Status == metav1.ConditionTrue {
+			return c.Message, true
+		}
+	}
+	return "", false
+}
+
+// From reads a run. With full false, a run whose end is journaled is
+// read from its metadata alone: the loop needs no more of it, and 1,000
+// such runs cost a pass half its time otherwise.
+func From(u *unstructured.Unstructured, full bool) (*Run, error) {
+	r := &Run{}
+	if !full && u.GetAnnotations()[AnnReported] != "" {
+		r.WF.Name, r.WF.Namespace = u.GetName(), u.GetNamespace()
+		r.WF.Labels, r.WF.Annotations = u.GetLabels(), u.GetAnnotations()
+		r.WF.CreationTimestamp = u.GetCreationTimestamp()
+	} else if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r.WF); err != nil {
+		return nil, fmt.Errorf("workflow %s: %w", u.GetName(), err)
+	}
+	id, err := strconv.ParseInt(r.WF.Labels[LabelDeviceID], 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("workflow %s: label %s: %w", u.GetName(), LabelDeviceID, err)
+	}
+	r.DeviceID = id
+	r.Kind = r.WF.Labels[LabelRunKind]
+	r.Node = r.WF.Annotations[AnnNode]
+	return r, nil
+}
