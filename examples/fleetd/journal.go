@@ -24,7 +24,9 @@ type journal struct {
 	done chan struct{}
 	ctx  context.Context
 	stop context.CancelFunc
-	once sync.Once
+
+	mu     sync.Mutex // guards closed, and sends on jobs against close
+	closed bool
 }
 
 const (
@@ -52,8 +54,16 @@ func (j *journal) line(id int64, kind inventory.JournalKind, text string) {
 	j.do(func(ctx context.Context) error { return j.nb.Journal(ctx, id, kind, text) })
 }
 
-// do queues a job that writes to NetBox.
+// do queues a job that writes to NetBox. After close the job is lost, and
+// logged as such.
 func (j *journal) do(job func(context.Context) error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		j.lost()
+		j.log.Error("fleetd: a NetBox write came after shutdown and is lost")
+		return
+	}
 	select {
 	case j.jobs <- job:
 	default:
@@ -87,16 +97,21 @@ func (j *journal) work() {
 
 // close writes what is queued, until ctx ends, and stops the queue.
 func (j *journal) close(ctx context.Context) {
-	j.once.Do(func() {
-		close(j.jobs)
-		select {
-		case <-j.done:
-		case <-ctx.Done():
-			j.stop()
-			<-j.done
-		}
+	j.mu.Lock()
+	if j.closed {
+		j.mu.Unlock()
+		return
+	}
+	j.closed = true
+	close(j.jobs)
+	j.mu.Unlock()
+	select {
+	case <-j.done:
+	case <-ctx.Done():
 		j.stop()
-	})
+		<-j.done
+	}
+	j.stop()
 }
 
 // flush waits until every job queued so far is done (tests and the demo).
