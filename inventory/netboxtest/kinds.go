@@ -194,17 +194,62 @@ func metaSnapshot(m meta) map[string]any {
 	return map[string]any{"created": timeString(m.created), "last_updated": timeString(m.updated)}
 }
 
+// namedFilters are the id, name and slug filters of an organizational kind.
+func namedFilters(get func(s *store, id int64) *named) map[string]filter {
+	return map[string]filter{
+		"id":   idFilter(func(_ *store, id int64) int64 { return id }),
+		"name": strFilter(func(s *store, id int64) string { return get(s, id).name }),
+		"slug": strFilter(func(s *store, id int64) string { return get(s, id).slug }),
+	}
+}
+
+// read takes name, slug and description from in; name and slug are
+// required when the object is created.
+func (v *named) read(in *input, create bool) {
+	required(in, create, "name", "slug")
+	if s, ok := in.str("name", false); ok {
+		v.name = s
+	}
+	if s, ok := in.str("slug", false); ok {
+		checkSlug(in, "slug", s)
+		v.slug = s
+	}
+	if s, ok := in.str("description", false); ok {
+		v.description = s
+	}
+}
+
+// unique refuses a name or slug that another object of tab holds, in
+// NetBox's words ("<noun> with this name already exists.").
+func unique[T any](in *input, tab *table[T], id int64, v *named, noun string, get func(*T) *named) {
+	tab.all(func(oid int64, o *T) bool {
+		n := get(o)
+		if oid != id && strings.EqualFold(n.name, v.name) {
+			in.errs.add("name", "%s with this name already exists.", noun)
+		}
+		if oid != id && n.slug == v.slug {
+			in.errs.add("slug", "%s with this slug already exists.", noun)
+		}
+		return true
+	})
+}
+
+// snapshot puts v's fields in a changelog snapshot.
+func (v named) snapshot(m map[string]any) map[string]any {
+	m["name"], m["slug"], m["description"] = v.name, v.slug, v.description
+	return m
+}
+
+// hexColor is the form of a role's color.
+var hexColor = regexp.MustCompile(`^[0-9a-f]{6}$`)
+
 func siteKind() *kind {
 	tab := func(s *store) *table[site] { return s.sites }
 	return &kind{
 		path: pathSites, objectType: "dcim.site",
 		ids: tableIDs(tab), exists: tableExists(tab),
-		filters: map[string]filter{
-			"id":   idFilter(func(_ *store, id int64) int64 { return id }),
-			"name": strFilter(func(s *store, id int64) string { return s.sites.get(id).name }),
-			"slug": strFilter(func(s *store, id int64) string { return s.sites.get(id).slug }),
-		},
-		render: (*renderer).site,
+		filters: namedFilters(func(s *store, id int64) *named { return &s.sites.get(id).named }),
+		render:  (*renderer).site,
 		write: func(t *tx, id int64, in *input) (int64, error) {
 			var v site
 			if old := t.s.sites.get(id); old != nil {
@@ -213,29 +258,11 @@ func siteKind() *kind {
 				v.status = "active"
 			}
 			in.known("name", "slug", "status", "description")
-			required(in, id == 0, "name", "slug")
-			if s, ok := in.str("name", false); ok {
-				v.name = s
-			}
-			if s, ok := in.str("slug", false); ok {
-				checkSlug(in, "slug", s)
-				v.slug = s
-			}
+			v.read(in, id == 0)
 			if s, ok := in.choice("status", false, "planned", "staging", "active", "decommissioning", "retired"); ok {
 				v.status = s
 			}
-			if s, ok := in.str("description", false); ok {
-				v.description = s
-			}
-			t.s.sites.all(func(oid int64, o *site) bool {
-				if oid != id && strings.EqualFold(o.name, v.name) {
-					in.errs.add("name", "site with this name already exists.")
-				}
-				if oid != id && o.slug == v.slug {
-					in.errs.add("slug", "site with this slug already exists.")
-				}
-				return true
-			})
+			unique(in, t.s.sites, id, &v.named, "site", func(o *site) *named { return &o.named })
 			if err := in.err(); err != nil {
 				return 0, err
 			}
@@ -245,8 +272,8 @@ func siteKind() *kind {
 		},
 		snapshot: func(s *store, id int64) map[string]any {
 			v := s.sites.get(id)
-			m := metaSnapshot(v.meta)
-			m["name"], m["slug"], m["status"], m["description"] = v.name, v.slug, v.status, v.description
+			m := v.named.snapshot(metaSnapshot(v.meta))
+			m["status"] = v.status
 			return m
 		},
 		repr: func(s *store, id int64) string { return s.sites.get(id).name },
@@ -258,38 +285,16 @@ func manufacturerKind() *kind {
 	return &kind{
 		path: pathManufacturers, objectType: "dcim.manufacturer",
 		ids: tableIDs(tab), exists: tableExists(tab),
-		filters: map[string]filter{
-			"id":   idFilter(func(_ *store, id int64) int64 { return id }),
-			"name": strFilter(func(s *store, id int64) string { return s.manufacturers.get(id).name }),
-			"slug": strFilter(func(s *store, id int64) string { return s.manufacturers.get(id).slug }),
-		},
-		render: (*renderer).manufacturer,
+		filters: namedFilters(func(s *store, id int64) *named { return &s.manufacturers.get(id).named }),
+		render:  (*renderer).manufacturer,
 		write: func(t *tx, id int64, in *input) (int64, error) {
 			var v manufacturer
 			if old := t.s.manufacturers.get(id); old != nil {
 				v = *old
 			}
 			in.known("name", "slug", "description")
-			required(in, id == 0, "name", "slug")
-			if s, ok := in.str("name", false); ok {
-				v.name = s
-			}
-			if s, ok := in.str("slug", false); ok {
-				checkSlug(in, "slug", s)
-				v.slug = s
-			}
-			if s, ok := in.str("description", false); ok {
-				v.description = s
-			}
-			t.s.manufacturers.all(func(oid int64, o *manufacturer) bool {
-				if oid != id && strings.EqualFold(o.name, v.name) {
-					in.errs.add("name", "manufacturer with this name already exists.")
-				}
-				if oid != id && o.slug == v.slug {
-					in.errs.add("slug", "manufacturer with this slug already exists.")
-				}
-				return true
-			})
+			v.read(in, id == 0)
+			unique(in, t.s.manufacturers, id, &v.named, "manufacturer", func(o *manufacturer) *named { return &o.named })
 			if err := in.err(); err != nil {
 				return 0, err
 			}
@@ -299,9 +304,7 @@ func manufacturerKind() *kind {
 		},
 		snapshot: func(s *store, id int64) map[string]any {
 			v := s.manufacturers.get(id)
-			m := metaSnapshot(v.meta)
-			m["name"], m["slug"], m["description"] = v.name, v.slug, v.description
-			return m
+			return v.named.snapshot(metaSnapshot(v.meta))
 		},
 		repr: func(s *store, id int64) string { return s.manufacturers.get(id).name },
 	}
@@ -387,12 +390,8 @@ func roleKind() *kind {
 	return &kind{
 		path: pathRoles, objectType: "dcim.devicerole",
 		ids: tableIDs(tab), exists: tableExists(tab),
-		filters: map[string]filter{
-			"id":   idFilter(func(_ *store, id int64) int64 { return id }),
-			"name": strFilter(func(s *store, id int64) string { return s.roles.get(id).name }),
-			"slug": strFilter(func(s *store, id int64) string { return s.roles.get(id).slug }),
-		},
-		render: (*renderer).role,
+		filters: namedFilters(func(s *store, id int64) *named { return &s.roles.get(id).named }),
+		render:  (*renderer).role,
 		write: func(t *tx, id int64, in *input) (int64, error) {
 			var v role
 			if old := t.s.roles.get(id); old != nil {
@@ -401,33 +400,15 @@ func roleKind() *kind {
 				v.color = "9e9e9e"
 			}
 			in.known("name", "slug", "color", "description", "vm_role")
-			required(in, id == 0, "name", "slug")
-			if s, ok := in.str("name", false); ok {
-				v.name = s
-			}
-			if s, ok := in.str("slug", false); ok {
-				checkSlug(in, "slug", s)
-				v.slug = s
-			}
+			v.read(in, id == 0)
 			if s, ok := in.str("color", false); ok {
-				if !regexp.MustCompile(`^[0-9a-f]{6}$`).MatchString(s) {
+				if !hexColor.MatchString(s) {
 					in.errs.add("color", "Enter a valid hexadecimal RGB color code.")
 				}
 				v.color = s
 			}
-			if s, ok := in.str("description", false); ok {
-				v.description = s
-			}
 			in.boolean("vm_role")
-			t.s.roles.all(func(oid int64, o *role) bool {
-				if oid != id && strings.EqualFold(o.name, v.name) {
-					in.errs.add("name", "device role with this name already exists.")
-				}
-				if oid != id && o.slug == v.slug {
-					in.errs.add("slug", "device role with this slug already exists.")
-				}
-				return true
-			})
+			unique(in, t.s.roles, id, &v.named, "device role", func(o *role) *named { return &o.named })
 			if err := in.err(); err != nil {
 				return 0, err
 			}
@@ -437,8 +418,8 @@ func roleKind() *kind {
 		},
 		snapshot: func(s *store, id int64) map[string]any {
 			v := s.roles.get(id)
-			m := metaSnapshot(v.meta)
-			m["name"], m["slug"], m["color"], m["description"] = v.name, v.slug, v.color, v.description
+			m := v.named.snapshot(metaSnapshot(v.meta))
+			m["color"] = v.color
 			return m
 		},
 		repr: func(s *store, id int64) string { return s.roles.get(id).name },

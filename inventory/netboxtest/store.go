@@ -57,14 +57,22 @@ type user struct {
 	token string
 }
 
+// named is what NetBox's organizational objects (sites, manufacturers,
+// device roles) share: a name and a slug unique among their kind, and a
+// description.
+type named struct {
+	name, slug, description string
+}
+
 type site struct {
 	meta
-	name, slug, status, description string
+	named
+	status string
 }
 
 type manufacturer struct {
 	meta
-	name, slug, description string
+	named
 }
 
 type deviceType struct {
@@ -76,7 +84,8 @@ type deviceType struct {
 
 type role struct {
 	meta
-	name, slug, color, description string
+	named
+	color string
 }
 
 type device struct {
