@@ -568,3 +568,25 @@ func TestFaults(t *testing.T) {
 		t.Error("ResetRequests")
 	}
 }
+
+// Names and slugs of sites, manufacturers and device roles are unique, and
+// a clash is answered 400 in NetBox's words.
+func TestNamedUnique(t *testing.T) {
+	srv := New(&Config{Validate: t})
+	defer srv.Close()
+	tok := srv.Token("admin")
+	for _, tc := range []struct{ path, noun string }{
+		{"/api/dcim/sites/", "site"},
+		{"/api/dcim/manufacturers/", "manufacturer"},
+		{"/api/dcim/device-roles/", "device role"},
+	} {
+		if status, _ := call(t, srv, tok, "POST", tc.path, map[string]any{"name": "Folly", "slug": "folly"}); status != 201 {
+			t.Fatalf("POST %s: %d", tc.path, status)
+		}
+		status, v := call(t, srv, tok, "POST", tc.path, map[string]any{"name": "folly", "slug": "folly"})
+		got := fmt.Sprint(v)
+		if status != 400 || !strings.Contains(got, tc.noun+" with this name already exists.") || !strings.Contains(got, tc.noun+" with this slug already exists.") {
+			t.Errorf("POST %s again: %d %s", tc.path, status, got)
+		}
+	}
+}
