@@ -62,6 +62,18 @@
 //
 // # Acknowledgement
 //
+// The acknowledgement is the peer's kernel's, not its application's: a
+// kernel acknowledges every byte that reaches it, read or not. A client
+// that reads half an answer and closes the connection spends the code all
+// the same if its kernel had received the whole answer, as it has a config
+// of a few kilobytes, which fits in its receive buffer; only an answer
+// that had not all arrived goes unacknowledged, and its config stays. A
+// node that loses the config after its kernel received it, as to a power
+// loss before Talos writes it to STATE, has spent its code too. A later
+// fetch with a spent code gets 410 and the event Refetched, which feeds
+// FleetInstallConfigRefetched: set desired_action to provision, and the
+// new run renders a new code and config.
+//
 // On Linux, after the last byte of the answer is written and flushed, the
 // Server queries the TCP socket under the connection (through *tls.Conn's
 // NetConn) for its outgoing queue, SIOCOUTQ: bytes written but not yet

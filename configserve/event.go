@@ -13,7 +13,9 @@ type Kind int
 const (
 	_ Kind = iota
 	// Served: the peer's kernel acknowledged every byte of the answer that
-	// carried the config. The code is spent and the config dropped.
+	// carried the config. The code is spent and the config dropped, even if
+	// the peer's application then discards the config: a later fetch with
+	// the code is Refetched.
 	Served
 	// NotAcknowledged: an answer carrying the config did not reach the peer
 	// whole before the connection closed or the write deadline passed. The
