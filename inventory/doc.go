@@ -80,9 +80,12 @@
 // desired_action and last_run, journals on devices, and reads a serial's
 // binding in two requests (BindingBySerial): the changelog must show
 // NetBoxConfig.BindingAuthor making the last write of each approved_ek_*
-// field that holds a value, else the binding is unauthored
-// (ek-binding-unauthored). The data model and custom fields are listed on
-// NetBox.
+// field that holds a value, and no other user's write of either field
+// since, else the binding is unauthored (ek-binding-unauthored). That holds
+// for an empty binding too: one another user cleared is unauthored, one
+// never written or cleared by the author is not. A serial that more than
+// one device holds is a *DuplicateSerialError naming them all. The data
+// model and custom fields are listed on NetBox.
 //
 // Plan compares the nodes file with NetBox; Apply writes the difference with
 // bulk requests: planned devices with serial, device type (the model key is
@@ -93,7 +96,8 @@
 // right after an apply is empty; planning 10,000 nodes takes 37 requests.
 // Plan.String reads as terraform plan does.
 //
-// Errors wrap ErrUnavailable, ErrNotFound, ErrRefusedToken and, from Plan,
+// Errors wrap ErrUnavailable, ErrNotFound, ErrRefusedToken,
+// ErrDuplicateSerial (from the lookups by serial) and, from Plan,
 // ErrConflict. Package netboxtest is an in-process NetBox 4.3 for tests,
 // checked against NetBox's own OpenAPI document.
 //

@@ -27,7 +27,7 @@ type NetBoxConfig struct {
 	// approved_ek_hash and approved_ek_hash_ecc make a binding authored:
 	// the runbook's bindingAuthor, the user whose token applies the nodes
 	// file (Terraform's, or fleetctl apply's). "" means no binding is
-	// authored, so every entry that approves an EK attests as
+	// authored, not even an empty one, so every device's binding attests as
 	// ek-binding-unauthored.
 	BindingAuthor string
 

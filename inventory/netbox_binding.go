@@ -20,11 +20,13 @@ type Binding struct {
 	// Authored reports that NetBox's changelog shows the configured binding
 	// author (NetBoxConfig.BindingAuthor) making the last write of each
 	// approved_ek_* field that holds a value, and no other user's write of
-	// either field since. It fails closed: false when the author is unset,
-	// when another user wrote either field last (even to clear it), when no
-	// record of the current value remains (the changelog lost it, e.g. to
-	// CHANGELOG_RETENTION), and when the binding is empty (nothing to
-	// author).
+	// either field since. It holds for an empty binding too: one never
+	// written (a device planned without approvals) or one the author
+	// cleared is authored. It fails closed: false when the author is unset
+	// (even for an empty binding), when another user wrote either field last
+	// (even to clear it, so that a binding another user cleared is not
+	// authored), and when no record of a current value remains (the
+	// changelog lost it, e.g. to CHANGELOG_RETENTION).
 	Authored bool
 }
 
@@ -34,7 +36,10 @@ type Binding struct {
 // first, PageSize records per request. That is two requests, unless more
 // than PageSize changes of the device came after its binding was last
 // written, when the changelog is read on until the binding's writes are
-// found. No such device is ErrNotFound.
+// found (an empty binding never written is read to the changelog's end).
+// No such device is ErrNotFound; more than one is a *DuplicateSerialError
+// (errors.Is finds ErrDuplicateSerial) naming them all, and no changelog
+// is read.
 func (nb *NetBox) BindingBySerial(ctx context.Context, serial string) (Binding, error) {
 	d, err := nb.deviceBySerial(ctx, serial)
 	if err != nil {
@@ -62,9 +67,10 @@ func (nb *NetBox) BindingAuthored(ctx context.Context, d Device) (bool, error) {
 
 // authored walks the device's changelog, newest first, to the last write
 // of each binding field, and judges the binding against the current values
-// rsa and ecc.
+// rsa and ecc. An empty binding is judged too: its author may have cleared
+// it, or another user.
 func (nb *NetBox) authored(ctx context.Context, id int64, rsa, ecc string) (bool, error) {
-	if nb.cfg.BindingAuthor == "" || (rsa == "" && ecc == "") {
+	if nb.cfg.BindingAuthor == "" {
 		return false, nil
 	}
 	j := bindingJudge{author: nb.cfg.BindingAuthor, current: map[string]string{cfApprovedEKHash: rsa, cfApprovedEKHashECC: ecc}}

@@ -2,9 +2,12 @@ package inventory
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/fleetkit/fleet/inventory/netboxtest"
 )
@@ -19,8 +22,44 @@ func TestBindingAuthorship(t *testing.T) {
 	}{
 		{name: "written by the author", serial: "MS01-0001", authored: true},
 		{name: "one EK approved, written by the author", serial: "MS01-0002", authored: true},
-		{name: "no EK approved: nothing to author", serial: "G6NUC13-88121", authored: false},
+		{name: "no EK approved, never written", serial: "G6NUC13-88121", authored: true},
 		{name: "author unset", serial: "MS01-0001", cfg: &NetBoxConfig{}, authored: false},
+		{name: "no EK approved, author unset", serial: "G6NUC13-88121", cfg: &NetBoxConfig{}, authored: false},
+		{
+			name: "both approvals cleared by another user", serial: "MS01-0001", authored: false,
+			then: func(t *testing.T, tc *bindingCase) {
+				tc.edit(t, userAlice, cfApprovedEKHash, nil)
+				tc.edit(t, userAlice, cfApprovedEKHashECC, nil)
+				tc.wantRSA, tc.wantECC, tc.checkValues = "", "", true
+			},
+		},
+		{
+			name: "both approvals cleared by the author", serial: "MS01-0001", authored: true,
+			then: func(t *testing.T, tc *bindingCase) {
+				applied(t, tc.terraform, parseNodes(t, withoutBinding(fleetNodes)))
+				tc.wantRSA, tc.wantECC, tc.checkValues = "", "", true
+			},
+		},
+		{
+			name: "both approvals cleared by another user, then by the author", serial: "MS01-0001", authored: true,
+			then: func(t *testing.T, tc *bindingCase) {
+				tc.edit(t, userAlice, cfApprovedEKHash, nil)
+				tc.edit(t, userAlice, cfApprovedEKHashECC, nil)
+				// The nodes file still approves the EKs: the apply writes
+				// them back, and the next apply clears them as the author.
+				applied(t, tc.terraform, parseNodes(t, fleetNodes))
+				applied(t, tc.terraform, parseNodes(t, withoutBinding(fleetNodes)))
+				tc.wantRSA, tc.wantECC, tc.checkValues = "", "", true
+			},
+		},
+		{
+			name: "an EK approved by another user on a device planned without approvals, then cleared", serial: "G6NUC13-88121", authored: false,
+			then: func(t *testing.T, tc *bindingCase) {
+				tc.edit(t, userAlice, cfApprovedEKHash, hashD)
+				tc.edit(t, userAlice, cfApprovedEKHash, nil)
+				tc.checkValues = true
+			},
+		},
 		{name: "another author configured", serial: "MS01-0001", cfg: &NetBoxConfig{BindingAuthor: userAlice}, authored: false},
 		{
 			name: "edited afterwards by another user", serial: "MS01-0001", authored: false,
@@ -80,8 +119,7 @@ func TestBindingAuthorship(t *testing.T) {
 				tc.edit(t, userAlice, cfApprovedEKHash, hashC)
 				// The runbook: remove the lines, apply, add them back and
 				// apply, so that Terraform writes the binding again.
-				without := strings.Replace(strings.Replace(fleetNodes, "    approved_ek_rsa2048: "+hashA+"\n", "", 1), "    approved_ek_eccp256: "+hashB+"\n", "", 1)
-				applied(t, tc.terraform, parseNodes(t, without))
+				applied(t, tc.terraform, parseNodes(t, withoutBinding(fleetNodes)))
 				applied(t, tc.terraform, parseNodes(t, fleetNodes))
 			},
 		},
@@ -110,10 +148,11 @@ func TestBindingAuthorship(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// The device, then its changelog; the changelog only when there
-			// is a binding and an author to look for.
+			// The device, then its changelog, even for an empty binding
+			// (another user may have cleared it); the changelog only when
+			// there is an author to look for.
 			want := 2
-			if cfg.BindingAuthor == "" || tc.wantRSA == "" && tc.wantECC == "" {
+			if cfg.BindingAuthor == "" {
 				want = 1
 			}
 			if n := tc.srv.RequestCount(); n != want {
@@ -150,6 +189,12 @@ type bindingCase struct {
 	id               int64
 	wantRSA, wantECC string
 	checkValues      bool // compare the binding's values after then
+}
+
+// withoutBinding is the nodes file nodes with cp-01's approved EK lines
+// removed.
+func withoutBinding(nodes string) string {
+	return strings.Replace(strings.Replace(nodes, "    approved_ek_rsa2048: "+hashA+"\n", "", 1), "    approved_ek_eccp256: "+hashB+"\n", "", 1)
 }
 
 // hashD is an EK hash no node of fleetNodes approves.
@@ -207,5 +252,54 @@ func TestBindingBySerialUnknown(t *testing.T) {
 	_, err := tc.terraform.BindingBySerial(t.Context(), "NOPE")
 	if !errors.Is(err, ErrNotFound) {
 		t.Errorf("BindingBySerial of an unknown serial: %v, want ErrNotFound", err)
+	}
+}
+
+// A serial that more than one of fleet's devices holds names no binding:
+// the error names the serial and every device, and no changelog is read.
+func TestBindingBySerialDuplicateSerial(t *testing.T) {
+	tc := newBindingCase(t, "MS01-0002")
+	byName := map[string]int64{}
+	for _, serial := range []string{"MS01-0001", "MS01-0002", "G6NUC13-88121"} {
+		d, err := tc.terraform.DeviceBySerial(t.Context(), serial)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byName[d.Name] = d.ID
+	}
+	// An operator gives w-02 the serial of w-01.
+	if err := tc.srv.Update(userAlice, "/api/dcim/devices/", map[string]any{"id": byName["w-02"], "serial": "MS01-0002"}); err != nil {
+		t.Fatal(err)
+	}
+	fleetd := client(t, tc.srv, userFleetd, &NetBoxConfig{BindingAuthor: userTerraform})
+	tc.srv.ResetRequests()
+	_, err := fleetd.BindingBySerial(t.Context(), "MS01-0002")
+	want := &DuplicateSerialError{Serial: "MS01-0002", Devices: []DeviceRef{{byName["w-01"], "w-01"}, {byName["w-02"], "w-02"}}}
+	var got *DuplicateSerialError
+	if !errors.As(err, &got) || !errors.Is(err, ErrDuplicateSerial) || errors.Is(err, ErrNotFound) {
+		t.Fatalf("BindingBySerial of a serial two devices hold: %v, want a *DuplicateSerialError", err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("BindingBySerial's error (-want +got):\n%s", diff)
+	}
+	wantText := fmt.Sprintf(`netbox: devices w-01 (id %d) and w-02 (id %d) both have serial "MS01-0002"`, byName["w-01"], byName["w-02"])
+	if err.Error() != wantText {
+		t.Errorf("error text %q, want %q", err, wantText)
+	}
+	if n := tc.srv.RequestCount(); n != 1 {
+		t.Errorf("BindingBySerial made %d requests, want 1 (no changelog): %v", n, tc.srv.Requests())
+	}
+	if _, err := fleetd.DeviceBySerial(t.Context(), "MS01-0002"); !errors.As(err, &got) || cmp.Diff(want, got) != "" {
+		t.Errorf("DeviceBySerial of a serial two devices hold: %v", err)
+	}
+
+	// A third device: every one is named.
+	if err := tc.srv.Update(userAlice, "/api/dcim/devices/", map[string]any{"id": byName["cp-01"], "serial": "MS01-0002"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = fleetd.BindingBySerial(t.Context(), "MS01-0002")
+	wantText = fmt.Sprintf(`netbox: devices cp-01 (id %d), w-01 (id %d) and w-02 (id %d) all have serial "MS01-0002"`, byName["cp-01"], byName["w-01"], byName["w-02"])
+	if !errors.Is(err, ErrDuplicateSerial) || err.Error() != wantText {
+		t.Errorf("three devices with one serial: %v, want %q", err, wantText)
 	}
 }

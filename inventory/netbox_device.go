@@ -2,12 +2,14 @@ package inventory
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +20,8 @@ import (
 // DeviceBySerial returns fleet's device (of role Role) whose serial is
 // serial, exactly (a serial in another case is another machine's), with its
 // interface's MAC and switch port: two requests. No such device is
-// ErrNotFound; two of them is an error naming both.
+// ErrNotFound; more than one is a *DuplicateSerialError (errors.Is finds
+// ErrDuplicateSerial) naming them all.
 func (nb *NetBox) DeviceBySerial(ctx context.Context, serial string) (Device, error) {
 	if serial == "" {
 		return Device{}, fmt.Errorf("netbox: no serial: %w", ErrNotFound)
@@ -36,7 +39,8 @@ func (nb *NetBox) DeviceBySerial(ctx context.Context, serial string) (Device, er
 
 // deviceBySerial finds the device whose serial is exactly serial. NetBox's
 // serial filter ignores case; a serial differing in case is another
-// machine's, so the answer is filtered again.
+// machine's, so the answer is filtered again. More than one device with the
+// serial is a *DuplicateSerialError naming them all.
 func (nb *NetBox) deviceBySerial(ctx context.Context, serial string) (*nbDevice, error) {
 	q := url.Values{"serial": {serial}, "role": {nb.cfg.Role}}
 	var p page[nbDevice]
@@ -58,7 +62,12 @@ func (nb *NetBox) deviceBySerial(ctx context.Context, serial string) (*nbDevice,
 	case 1:
 		return found[0], nil
 	}
-	return nil, fmt.Errorf("netbox: devices %s (%d) and %s (%d) both have serial %q", found[0].name(), found[0].ID, found[1].name(), found[1].ID, serial)
+	e := &DuplicateSerialError{Serial: serial, Devices: make([]DeviceRef, len(found))}
+	for i, d := range found {
+		e.Devices[i] = DeviceRef{ID: d.ID, Name: d.name()}
+	}
+	slices.SortFunc(e.Devices, func(a, b DeviceRef) int { return cmp.Compare(a.ID, b.ID) })
+	return nil, e
 }
 
 // Device returns the device with NetBox ID id, of any role, with its
