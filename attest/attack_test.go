@@ -5,9 +5,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -129,11 +131,32 @@ func TestTamperedSessionRefused(t *testing.T) {
 	}
 }
 
+// sharedSpent is a record of spent sessions that several Servers in one
+// process share, as replicas share one through their cluster.
+type sharedSpent struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+func (s *sharedSpent) Spend(_ context.Context, id string, _ time.Time) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ids == nil {
+		s.ids = map[string]bool{}
+	}
+	if s.ids[id] {
+		return false, nil
+	}
+	s.ids[id] = true
+	return true, nil
+}
+
 // Any replica with the same sealing key finishes a session another began.
 func TestReplicaFinishesSession(t *testing.T) {
 	key := bytes.Repeat([]byte{7}, 32)
-	a := newFleet(t, &attest.Config{SealingKey: key})
-	b := newFleet(t, &attest.Config{SealingKey: key})
+	spent := &sharedSpent{}
+	a := newFleet(t, &attest.Config{SealingKey: key, Spent: spent})
+	b := newFleet(t, &attest.Config{SealingKey: key, Spent: spent})
 	tpm := quickTPM(t, 0)
 	a.bindings.Set("S1", approve(t, tpm))
 	p := activate(t, tpm, a.challenge(t, tpm, "S1"))
@@ -143,6 +166,44 @@ func TestReplicaFinishesSession(t *testing.T) {
 	}
 	if b.bindings.Calls() != 0 {
 		t.Errorf("the finishing replica asked its binding source %d times, want 0", b.bindings.Calls())
+	}
+}
+
+// A key shared without a shared record of spent sessions would let a
+// second Server accept a proof the first accepted: NewServer refuses it.
+func TestSealingKeyWithoutSpentRefused(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, 32)
+	srv, err := attest.NewServer(&attesttest.Bindings{}, &attest.Config{SealingKey: key})
+	if !errors.Is(err, attest.ErrSealingKeyWithoutSpent) || srv != nil {
+		t.Fatalf("NewServer with a key and no Spent: %v, %v; want ErrSealingKeyWithoutSpent", srv, err)
+	}
+	if _, err := attest.NewServer(&attesttest.Bindings{}, nil); err != nil {
+		t.Fatalf("NewServer with a random key: %v", err)
+	}
+}
+
+// A proof one replica accepted is refused by every other replica that
+// shares the key and the record of spent sessions, and the install code is
+// answered once.
+func TestReplayToReplicaRefused(t *testing.T) {
+	key := bytes.Repeat([]byte{9}, 32)
+	spent := &sharedSpent{}
+	a := newFleet(t, &attest.Config{SealingKey: key, Spent: spent})
+	b := newFleet(t, &attest.Config{SealingKey: key, Spent: spent})
+	tpm := quickTPM(t, 0)
+	a.bindings.Set("S1", approve(t, tpm))
+	b.bindings.Set("S1", approve(t, tpm))
+	p := activate(t, tpm, a.challenge(t, tpm, "S1"))
+	if status, r := a.prove(t, p); status != http.StatusOK || r.InstallCode == "" {
+		t.Fatalf("first proof: %d %+v", status, r)
+	}
+	for name, f := range map[string]*fleet{"the other replica": b, "the same replica": a} {
+		if status, r := f.prove(t, p); status != http.StatusConflict || r.InstallCode != "" || r.Verdict != "" {
+			t.Errorf("proof replayed to %s: %d %+v, want 409 and no code", name, status, r)
+		}
+	}
+	if n := len(a.hook.calls()) + len(b.hook.calls()); n != 1 {
+		t.Errorf("the admission hooks were called %d times in all, want 1", n)
 	}
 }
 

@@ -73,7 +73,18 @@ var (
 	ErrBadMachine = errors.New("attest: nothing to claim")
 	// ErrBadURL: the server URL given to Run is not an https URL.
 	ErrBadURL = errors.New("attest: no fleetd URL")
+	// ErrRefused: fleetd refused the claim before any verdict, until an
+	// operator acts (its binding source returned a BindingError, e.g. more
+	// than one device holds the serial). The console said "attest: FAILED"
+	// and the reason, which Result.Reason and the error's text hold; Run
+	// did not try again.
+	ErrRefused = errors.New("attest: fleetd refused the claim")
 )
+
+// refusedError is a claim fleetd refused until an operator acts.
+type refusedError struct{ reason string }
+
+func (e *refusedError) Error() string { return "fleetd refused the claim: " + e.reason }
 
 // Run attests the machine to the server at serverURL (the prefix fleetd
 // mounts the Server at, e.g. "https://fleetd:8443/attest"), and returns the
@@ -86,17 +97,19 @@ var (
 //
 //	attest: PASSED                      the verdict is attested
 //	attest: FAILED <verdict>            any other verdict, e.g. attest: FAILED pending-approval
+//	attest: FAILED                      fleetd refused the claim without a verdict (ErrRefused)
 //	attest: try N failed                try N got no verdict
 //
 // After a FAILED line, or a PASSED with no install code, a line
 // "attest: <reason>" follows; after a try line, a line "attest: <error>".
-// The install code is never printed.
+// The install code is never printed. A refused claim is not tried again.
 //
 // Run may be called concurrently with other TPMs; one TPM attests one Run
 // at a time. A verdict other than attested is not an error: read
-// Result.Verdict. Run returns ErrNoVerdict when every try failed,
-// ErrBadMachine for a claim it cannot make, ErrBadURL for a URL that is not
-// https, or the context's error.
+// Result.Verdict. Run returns ErrRefused (with Result.Reason and
+// Result.Tries set) when fleetd refused the claim, ErrNoVerdict when every
+// try failed, ErrBadMachine for a claim it cannot make, ErrBadURL for a URL
+// that is not https, or the context's error.
 func Run(ctx context.Context, serverURL string, tpm TPM, m Machine, cfg *ClientConfig) (Result, error) {
 	var c ClientConfig
 	if cfg != nil {
@@ -155,6 +168,11 @@ func Run(ctx context.Context, serverURL string, tpm TPM, m Machine, cfg *ClientC
 		}
 		if ctx.Err() != nil {
 			return Result{Tries: try}, ctx.Err()
+		}
+		if re := (*refusedError)(nil); errors.As(err, &re) {
+			fmt.Fprintln(console, "attest: FAILED")
+			fmt.Fprintf(console, "attest: %s\n", oneLine(re.reason))
+			return Result{Reason: re.reason, Tries: try}, fmt.Errorf("%w: %s", ErrRefused, re.reason)
 		}
 		last = err
 		fmt.Fprintf(console, "attest: try %d failed\n", try)
@@ -313,6 +331,9 @@ func (cl *client) post(ctx context.Context, op string, body []byte, into any) er
 	if rsp.StatusCode != http.StatusOK {
 		var e errorMsg
 		if json.Unmarshal(data, &e) == nil && e.Error != "" {
+			if e.Refused {
+				return &refusedError{reason: e.Error}
+			}
 			return fmt.Errorf("%s: fleetd answered %d: %s", op, rsp.StatusCode, e.Error)
 		}
 		return fmt.Errorf("%s: fleetd answered %s", op, rsp.Status)

@@ -204,7 +204,7 @@ func (r *recorder) add(b []byte) {
 // sealed session, the sealing key, the install code, nor the hook's error.
 func TestNoSecretInLogs(t *testing.T) {
 	key := bytes.Repeat([]byte{0x5a, 0xa5}, 16)
-	f := newFleet(t, &attest.Config{SealingKey: key})
+	f := newFleet(t, &attest.Config{SealingKey: key, Spent: &sharedSpent{}})
 	tpm := quickTPM(t, 0)
 	f.bindings.Set("S1", approve(t, tpm))
 	rec := &recorder{rt: f.ts.Client().Transport}

@@ -71,6 +71,7 @@ func TestVerdictsSimulator(t *testing.T) {
 		binding *attest.Binding
 		verdict attest.Verdict
 		refused string
+		missing string // the audit line's missing_ek_... attribute, as key=value
 		console string
 	}{
 		{name: "approved both", seed: 0, binding: &tpmA, verdict: attest.Attested, console: "attest: PASSED\n"},
@@ -80,6 +81,7 @@ func TestVerdictsSimulator(t *testing.T) {
 		{name: "ECC-only binding", seed: 0, binding: &attest.Binding{Found: true, Authored: true, ECCP256: tpmA.ECCP256}, verdict: attest.Attested},
 		{name: "ECC-only binding, other ECC EK", seed: 1, binding: &attest.Binding{Found: true, Authored: true, ECCP256: tpmA.ECCP256}, verdict: attest.EKHashMismatch, refused: tpmB.ECCP256},
 		{name: "approved ECC EK not presented", seed: 0, only: attest.RSA2048, binding: &tpmA, verdict: attest.EKMissing,
+			missing: "missing_ek_eccp256=" + tpmA.ECCP256,
 			console: "attest: FAILED ek-missing\nattest: the entry approves an ECC P-256 EK the TPM did not present\n"},
 		{name: "unknown serial", seed: 0, binding: nil, verdict: attest.PendingApproval,
 			console: "attest: FAILED pending-approval\nattest: no entry names the serial\n"},
@@ -138,6 +140,13 @@ func TestVerdictsSimulator(t *testing.T) {
 			} else if strings.Contains(audit[0], "refused_ek_hash") {
 				t.Errorf("audit line %q names a refused hash", audit[0])
 			}
+			if tc.missing != "" {
+				if !strings.Contains(audit[0], tc.missing) {
+					t.Errorf("audit line %q lacks the approved hash not presented, %s", audit[0], tc.missing)
+				}
+			} else if strings.Contains(audit[0], "missing_ek_") {
+				t.Errorf("audit line %q names a missing hash", audit[0])
+			}
 			if tc.verdict != attest.Attested {
 				if len(calls) != 0 {
 					t.Errorf("a refusal called the admission hook %d times", len(calls))
@@ -160,11 +169,12 @@ func TestVerdictsSimulator(t *testing.T) {
 					t.Errorf("install code %q", res.InstallCode)
 				}
 			}
-			w, waiting := f.srv.Waiting(serial)
-			if waiting != (tc.verdict == attest.PendingApproval) {
-				t.Errorf("Waiting(%s) = %v, want %v", serial, waiting, tc.verdict == attest.PendingApproval)
+			ws := f.srv.Waiting(serial)
+			if waiting := len(ws) == 1; waiting != (tc.verdict == attest.PendingApproval) || len(ws) > 1 {
+				t.Errorf("Waiting(%s) = %d claims, want %v", serial, len(ws), tc.verdict == attest.PendingApproval)
 			}
-			if waiting {
+			if len(ws) == 1 {
+				w := ws[0]
 				if w.RSA2048 != tpmA.RSA2048 || w.ECCP256 != tpmA.ECCP256 || w.Serial != serial || w.LLDP == nil || w.LLDP.PortID != "Port 7" {
 					t.Errorf("the waiting claim is %+v", w)
 				}

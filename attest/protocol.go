@@ -15,6 +15,9 @@ import (
 //	POST <prefix>/claim  claimMsg      -> challengeMsg
 //	POST <prefix>/proof  proofMsg      -> resultMsg
 //
+// Any other status answers an errorMsg; one marked refused ends the
+// attestation without a verdict.
+//
 // Byte strings are base64 (encoding/json's []byte). Unknown fields are
 // ignored; a body that is not one JSON object, or that has data after it,
 // is refused.
@@ -85,6 +88,10 @@ type resultMsg struct {
 
 type errorMsg struct {
 	Error string `json:"error"`
+	// Refused marks a claim fleetd refuses until an operator acts (a
+	// BindingError): the client prints attest: FAILED and Error, and
+	// stops trying.
+	Refused bool `json:"refused,omitempty"`
 }
 
 // LLDP is the switch port a machine learned from its switch's LLDP frame,

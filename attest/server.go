@@ -21,17 +21,20 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultSessionTTL = 60 * time.Second
-	DefaultMaxBody    = 64 << 10
-	DefaultWaitingTTL = 24 * time.Hour
-	DefaultMaxWaiting = 1024
+	DefaultSessionTTL          = 60 * time.Second
+	DefaultMaxBody             = 64 << 10
+	DefaultWaitingTTL          = 24 * time.Hour
+	DefaultMaxWaiting          = 1024
+	DefaultMaxWaitingPerSerial = 8
 )
 
 // Config tunes a Server. A nil *Config means every default.
 type Config struct {
 	// SealingKey is the 32-byte AES-256-GCM key that seals sessions. Every
-	// replica that should finish another's sessions needs the same key. Nil:
-	// a random key, so that only this Server finishes its sessions.
+	// replica that should finish another's sessions needs the same key, and
+	// then they must share Spent as well: NewServer refuses a SealingKey
+	// without a Spent (ErrSealingKeyWithoutSpent). Nil: a random key, so
+	// that only this Server, while it runs, finishes its sessions.
 	SealingKey []byte
 	// SessionTTL is how long a client has, from its claim, to send its
 	// proof. Zero: DefaultSessionTTL (60 s).
@@ -44,25 +47,48 @@ type Config struct {
 	// the reason "no provision: no admission hook".
 	Admit AdmitFunc
 	// Spent remembers which sessions finished, so that each is accepted
-	// once. Nil: a memory of this Server alone, so that a proof replayed to
-	// another replica inside the session's TTL would be accepted there
-	// once; replicas share one Spent to close that.
+	// once. Servers that share a SealingKey must share one Spent, or a proof
+	// one accepted would be accepted again by another inside the session's
+	// TTL. Nil (only without a SealingKey): a memory of this Server alone.
 	Spent SpentSessions
 	// WaitingTTL is how long a pending-approval claim waits for an operator
 	// (Server.Waiting). Zero: DefaultWaitingTTL (24 h).
 	WaitingTTL time.Duration
-	// MaxWaiting bounds the waiting claims; the oldest goes first. Zero:
-	// DefaultMaxWaiting (1024).
+	// MaxWaiting bounds the waiting claims in all. Zero: DefaultMaxWaiting
+	// (1024). When a claim from a new TPM finds the store full, one claim
+	// goes, from the serials that hold the most claims (see
+	// MaxWaitingPerSerial for which of them): a flood of claims under
+	// other serials takes claims from the serials that hold several before
+	// it touches a serial's only claim. When every serial holds one, the
+	// older half of the store (MaxWaiting/2 claims) stays until it
+	// expires, and the oldest of the newer half goes: a claim that came
+	// while the store had room outlives any flood after it, and one that
+	// came during a flood outlives the next MaxWaiting - MaxWaiting/2 - 1
+	// claims. Making room costs time in proportion to MaxWaiting.
 	MaxWaiting int
+	// MaxWaitingPerSerial bounds the claims of one serial: one per TPM
+	// (distinct proven EK hashes), so another TPM's claim under the serial
+	// never replaces the first; the same TPM claiming again replaces its
+	// own, which then counts as the newest. Zero:
+	// DefaultMaxWaitingPerSerial (8); at most MaxWaiting. When a claim
+	// from a new TPM finds the serial at its bound, one of the serial's
+	// claims goes by the rule that MaxWaiting also follows: of the m
+	// claims considered, oldest first, the first m/2 (rounded down) stay
+	// and the oldest of the rest goes. So a flood under one serial evicts
+	// only that serial's newer claims, and never its oldest.
+	MaxWaitingPerSerial int
 	// Judged, when set, is called once for every verdict, after the
 	// admission hook and the audit line, with the proven claim and the
 	// judgement (fleetd counts verdicts and journals the refusals an
 	// operator must read, such as ek-binding-unauthored). It runs on the
-	// proof's goroutine and must be safe for concurrent use. Nil: nothing
-	// is called.
+	// proof's goroutine and must be safe for concurrent use. A claim that
+	// a BindingError refused has no verdict, and no call: the binding
+	// source saw its fault first. Nil: nothing is called.
 	Judged func(ctx context.Context, c Claim, j Judgement)
 	// Logger receives the audit line attest.verdict of every verdict and
-	// attest.refused for every refused request. Nil: silent.
+	// of every claim a BindingError refused, and attest.refused for every
+	// other refused request, with the binding source's error where there
+	// is one. Nil: silent.
 	Logger *slog.Logger
 }
 
@@ -86,6 +112,13 @@ type AdmitFunc func(ctx context.Context, c Claim) (Admission, error)
 // ReasonAdmissionFailed is the reason an attested client is told when the
 // admission hook failed.
 const ReasonAdmissionFailed = "no install code: admission failed"
+
+// ErrSealingKeyWithoutSpent is what NewServer returns for a Config with a
+// SealingKey and no Spent. A session sealed with a known key can be
+// finished by any Server that holds the key, a replica or this one after a
+// restart; only a record of spent sessions that they all share refuses a
+// proof the second time.
+var ErrSealingKeyWithoutSpent = errors.New("attest: a SealingKey needs a Spent that every Server with the key shares; otherwise another Server with the key (a replica, or this one after a restart) accepts a proof again within the session TTL")
 
 // SpentSessions records finished sessions, so that each is accepted once.
 // It must be safe for concurrent use.
@@ -145,6 +178,9 @@ func NewServer(bindings Bindings, cfg *Config) (*Server, error) {
 		c = *cfg
 	}
 	key := c.SealingKey
+	if key != nil && c.Spent == nil {
+		return nil, ErrSealingKeyWithoutSpent
+	}
 	if key == nil {
 		key = make([]byte, 32)
 		if _, err := rand.Read(key); err != nil {
@@ -163,7 +199,7 @@ func NewServer(bindings Bindings, cfg *Config) (*Server, error) {
 		admit:    c.Admit,
 		judged:   c.Judged,
 		spent:    c.Spent,
-		waiting:  newWaitingStore(orDefault(c.WaitingTTL, DefaultWaitingTTL), orDefault(c.MaxWaiting, DefaultMaxWaiting)),
+		waiting:  newWaitingStore(orDefault(c.WaitingTTL, DefaultWaitingTTL), orDefault(c.MaxWaiting, DefaultMaxWaiting), orDefault(c.MaxWaitingPerSerial, DefaultMaxWaitingPerSerial)),
 		log:      c.Logger,
 	}
 	if s.spent == nil {
@@ -182,11 +218,13 @@ func orDefault[T int | int64 | time.Duration](v, d T) T {
 	return v
 }
 
-// Waiting returns the pending-approval claim of serial, if one waits: its
-// EKs were proven, so it shows which TPM asked. A waiting claim proves
+// Waiting returns every pending-approval claim of serial that waits, one
+// per TPM, oldest first; nil when none waits. Each claim's EKs were
+// proven, so it shows which TPM asked; more than one means more than one
+// TPM claims the serial. A waiting claim proves
 // nothing, because another machine can send one with this serial: compare
 // its hashes with independent evidence, and never approve it alone.
-func (s *Server) Waiting(serial string) (Claim, bool) {
+func (s *Server) Waiting(serial string) []Claim {
 	return s.waiting.get(serial, time.Now())
 }
 
@@ -241,16 +279,37 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 type refusal struct {
 	status int
 	reason string
+	// cause is logged (as "error"), never answered; nil: none.
+	cause error
+	// final marks a claim refused until an operator acts (a BindingError):
+	// it is audited as attest.verdict, and the client stops trying.
+	final bool
 }
 
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, serial string, status int, reason string) {
-	attrs := make([]slog.Attr, 0, 4)
+	s.refuseFor(w, r, serial, &refusal{status: status, reason: reason})
+}
+
+// refuseFor logs the refusal and answers it: attest.refused, or for a final
+// refusal the audit line attest.verdict.
+func (s *Server) refuseFor(w http.ResponseWriter, r *http.Request, serial string, ref *refusal) {
+	attrs := make([]slog.Attr, 0, 5)
 	if serial != "" {
 		attrs = append(attrs, slog.String("serial", serial))
 	}
-	attrs = append(attrs, slog.Int("status", status), slog.String("reason", reason), slog.String("peer", r.RemoteAddr))
-	s.log.LogAttrs(r.Context(), slog.LevelWarn, "attest.refused", attrs...)
-	writeError(w, status, reason)
+	msg := "attest.refused"
+	if ref.final {
+		msg = "attest.verdict"
+	} else {
+		attrs = append(attrs, slog.Int("status", ref.status))
+	}
+	attrs = append(attrs, slog.String("reason", ref.reason))
+	if ref.cause != nil {
+		attrs = append(attrs, slog.String("error", ref.cause.Error()))
+	}
+	attrs = append(attrs, slog.String("peer", r.RemoteAddr))
+	s.log.LogAttrs(r.Context(), slog.LevelWarn, msg, attrs...)
+	writeJSON(w, ref.status, errorMsg{Error: ref.reason, Refused: ref.final})
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
@@ -277,7 +336,7 @@ func (s *Server) serveClaim(w http.ResponseWriter, r *http.Request, body []byte)
 	}
 	rsp, ref := s.challenge(r.Context(), c)
 	if ref != nil {
-		s.refuse(w, r, c.serial, ref.status, ref.reason)
+		s.refuseFor(w, r, c.serial, ref)
 		return
 	}
 	writeJSON(w, http.StatusOK, rsp)
@@ -285,17 +344,23 @@ func (s *Server) serveClaim(w http.ResponseWriter, r *http.Request, body []byte)
 
 // challenge checks the AK once, asks for the binding once, and makes one
 // credential-activation challenge per presented EK, all bound to the AK.
+// A binding source's error is refused with its cause: 503 when the source
+// did not answer, a final 403 with the reason of a BindingError, else 500.
 func (s *Server) challenge(ctx context.Context, c *claim) (*challengeMsg, *refusal) {
 	name, err := checkAK(c.ak)
 	if err != nil {
-		return nil, &refusal{http.StatusForbidden, "the AK's attestation parameters do not verify: " + err.Error()}
+		return nil, &refusal{status: http.StatusForbidden, reason: "the AK's attestation parameters do not verify: " + err.Error()}
 	}
 	b, err := s.bindings.Binding(ctx, c.serial)
 	if err != nil {
-		if errors.Is(err, ErrBindingUnavailable) {
-			return nil, &refusal{http.StatusServiceUnavailable, "the binding source did not answer"}
+		var be *BindingError
+		switch {
+		case errors.Is(err, ErrBindingUnavailable):
+			return nil, &refusal{status: http.StatusServiceUnavailable, reason: "the binding source did not answer", cause: err}
+		case errors.As(err, &be):
+			return nil, &refusal{status: http.StatusForbidden, reason: be.Reason, cause: be.Err, final: true}
 		}
-		return nil, &refusal{http.StatusInternalServerError, "the binding could not be read"}
+		return nil, &refusal{status: http.StatusInternalServerError, reason: "the binding could not be read", cause: err}
 	}
 	ss := &session{
 		expires: time.Now().Add(s.ttl),
@@ -307,7 +372,7 @@ func (s *Server) challenge(ctx context.Context, c *claim) (*challengeMsg, *refus
 	// One read of randomness for the session id and every secret.
 	var rnd [16 + 2*secretLen]byte
 	if _, err := rand.Read(rnd[:16+len(c.eks)*secretLen]); err != nil {
-		return nil, &refusal{http.StatusInternalServerError, "no randomness"}
+		return nil, &refusal{status: http.StatusInternalServerError, reason: "no randomness"}
 	}
 	copy(ss.id[:], rnd[:16])
 	rsp := &challengeMsg{Challenges: make([]challengeEnt, 0, len(c.eks))}
@@ -316,14 +381,14 @@ func (s *Server) challenge(ctx context.Context, c *claim) (*challengeMsg, *refus
 		copy(secret, rnd[16+i*secretLen:])
 		cred, encSecret, err := credactivation.Generate(name, ek.pub, symBlockSize, secret)
 		if err != nil {
-			return nil, &refusal{http.StatusBadRequest, fmt.Sprintf("no challenge can be made for the %s EK", ek.kind)}
+			return nil, &refusal{status: http.StatusBadRequest, reason: fmt.Sprintf("no challenge can be made for the %s EK", ek.kind)}
 		}
 		ss.hash[ek.kind] = ek.hash
 		rsp.Challenges = append(rsp.Challenges, challengeEnt{Kind: ek.kind.String(), Credential: cred, Secret: encSecret})
 	}
 	blob, err := s.sealer.seal(ss)
 	if err != nil {
-		return nil, &refusal{http.StatusInternalServerError, "the session could not be sealed"}
+		return nil, &refusal{status: http.StatusInternalServerError, reason: "the session could not be sealed"}
 	}
 	rsp.Session = blob
 	return rsp, nil
@@ -419,17 +484,27 @@ func (s *Server) serveProof(w http.ResponseWriter, r *http.Request, body []byte)
 	res := resultMsg{Verdict: j.Verdict.String(), Reason: j.Reason}
 	switch j.Verdict {
 	case PendingApproval:
-		s.waiting.put(c)
+		s.waiting.put(c, now)
 	case Attested:
 		res.Reason, res.InstallCode = s.admitted(r.Context(), c)
 	}
-	attrs := make([]slog.Attr, 0, 7)
+	attrs := make([]slog.Attr, 0, 9)
 	attrs = append(attrs,
 		slog.String("serial", c.Serial),
 		slog.String("verdict", res.Verdict),
 		slog.String("reason", res.Reason))
 	if j.RefusedHash != "" {
 		attrs = append(attrs, slog.String("refused_ek_hash", j.RefusedHash))
+	}
+	if j.Verdict == EKMissing {
+		// The approved hash of each EK the TPM did not present, to compare
+		// with the evidence.
+		if ss.binding.RSA2048 != "" && c.RSA2048 == "" {
+			attrs = append(attrs, slog.String("missing_ek_rsa2048", ss.binding.RSA2048))
+		}
+		if ss.binding.ECCP256 != "" && c.ECCP256 == "" {
+			attrs = append(attrs, slog.String("missing_ek_eccp256", ss.binding.ECCP256))
+		}
 	}
 	attrs = append(attrs, slog.String("peer", c.Peer))
 	// The proven hashes, to compare with the evidence (ek-missing refuses

@@ -3,67 +3,162 @@ package attest
 import (
 	"container/list"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 )
 
-// waitingStore keeps the latest pending-approval claim of each serial, at
-// most max of them, each for ttl.
+// waitingStore keeps the pending-approval claims: every distinct TPM's
+// claim of each serial, at most perSerial of one serial and max in all,
+// each for ttl from its proof.
+//
+// A claim whose proven EK hashes are those of a claim the serial already
+// holds comes from the same TPM: it replaces that claim, which then counts
+// as the newest. A claim from another TPM is added beside the others. When
+// a claim must go to make room, it is chosen by one rule, applied to the
+// serial's own claims when the serial holds perSerial of them, and to the
+// claims of the serials that hold the most (taken together) when the store
+// holds max: of those m claims, oldest first, the first m/2 (rounded down)
+// stay, and the oldest of the rest goes. See Config.MaxWaiting.
 type waitingStore struct {
-	mu    sync.Mutex
-	ttl   time.Duration
-	max   int
-	order *list.List // of *waitingEntry, oldest first
-	by    map[string]*list.Element
+	mu        sync.Mutex
+	ttl       time.Duration
+	max       int        // claims in all
+	perSerial int        // claims of one serial
+	order     *list.List // of *waitingEntry, oldest first
+	serials   map[string]*serialClaims
+	holding   []int // [k]: how many serials hold k claims (k > 0)
 }
+
+// serialClaims are one serial's claims, oldest first.
+type serialClaims struct{ claims []*list.Element }
 
 type waitingEntry struct {
 	claim   Claim
 	expires time.Time
+	of      *serialClaims // its serial's
 }
 
-func newWaitingStore(ttl time.Duration, max int) *waitingStore {
-	return &waitingStore{ttl: ttl, max: max, order: list.New(), by: map[string]*list.Element{}}
+// sameTPM reports whether a and b come from one TPM: the same proven EK
+// hashes. Possession of each was proven, so only the TPM that holds those
+// EKs can present them.
+func sameTPM(a, b Claim) bool { return a.RSA2048 == b.RSA2048 && a.ECCP256 == b.ECCP256 }
+
+func newWaitingStore(ttl time.Duration, max, perSerial int) *waitingStore {
+	perSerial = min(perSerial, max)
+	return &waitingStore{ttl: ttl, max: max, perSerial: perSerial, order: list.New(),
+		serials: map[string]*serialClaims{}, holding: make([]int, perSerial+1)}
 }
 
-func (w *waitingStore) put(c Claim) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if e, ok := w.by[c.Serial]; ok {
-		w.order.Remove(e)
-		delete(w.by, c.Serial)
-	}
-	for w.order.Len() >= w.max {
-		oldest := w.order.Front()
-		w.order.Remove(oldest)
-		delete(w.by, oldest.Value.(*waitingEntry).claim.Serial)
-	}
-	w.by[c.Serial] = w.order.PushBack(&waitingEntry{claim: c, expires: c.Proven.Add(w.ttl)})
-}
-
-func (w *waitingStore) get(serial string, now time.Time) (Claim, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	// Entries expire in the order they were put.
-	for e := w.order.Front(); e != nil; e = w.order.Front() {
-		we := e.Value.(*waitingEntry)
-		if now.Before(we.expires) {
-			break
-		}
-		w.order.Remove(e)
-		delete(w.by, we.claim.Serial)
-	}
-	e, ok := w.by[serial]
-	if !ok {
-		return Claim{}, false
-	}
-	c := e.Value.(*waitingEntry).claim
+// put keeps c, proven at now, making room as the store's doc says.
+func (w *waitingStore) put(c Claim, now time.Time) {
 	if c.LLDP != nil {
 		l := *c.LLDP
 		c.LLDP = &l
 	}
-	return c, true
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.prune(now)
+	if own := w.serials[c.Serial]; own != nil {
+		for _, e := range own.claims {
+			if sameTPM(e.Value.(*waitingEntry).claim, c) {
+				w.remove(e)
+				break
+			}
+		}
+	}
+	if own := w.serials[c.Serial]; own != nil && len(own.claims) >= w.perSerial {
+		w.remove(own.claims[len(own.claims)/2])
+	}
+	if w.order.Len() >= w.max {
+		w.remove(w.victim())
+	}
+	own := w.serials[c.Serial]
+	if own == nil {
+		own = &serialClaims{}
+		w.serials[c.Serial] = own
+	}
+	own.claims = append(own.claims, w.order.PushBack(&waitingEntry{claim: c, expires: c.Proven.Add(w.ttl), of: own}))
+	w.hold(len(own.claims)-1, len(own.claims))
+}
+
+// hold records that a serial went from holding was claims to is.
+func (w *waitingStore) hold(was, is int) {
+	if was > 0 {
+		w.holding[was]--
+	}
+	if is > 0 {
+		w.holding[is]++
+	}
+}
+
+// victim returns the claim that goes when the store is full: of the claims
+// of the serials that hold the most, oldest first, the one after the first
+// half (rounded down).
+func (w *waitingStore) victim() *list.Element {
+	most := len(w.holding) - 1
+	for most > 0 && w.holding[most] == 0 {
+		most--
+	}
+	skip := most * w.holding[most] / 2
+	for e := w.order.Front(); e != nil; e = e.Next() {
+		if len(e.Value.(*waitingEntry).of.claims) != most {
+			continue
+		}
+		if skip == 0 {
+			return e
+		}
+		skip--
+	}
+	panic("attest: the waiting claims lost count")
+}
+
+// remove forgets the claim e.
+func (w *waitingStore) remove(e *list.Element) {
+	we := e.Value.(*waitingEntry)
+	w.order.Remove(e)
+	own := we.of
+	own.claims = slices.DeleteFunc(own.claims, func(o *list.Element) bool { return o == e })
+	w.hold(len(own.claims)+1, len(own.claims))
+	if len(own.claims) == 0 {
+		delete(w.serials, we.claim.Serial)
+	}
+}
+
+// prune forgets the claims that expired by now. Claims expire nearly in
+// the order they were put (each ttl after its proof); one that expired
+// behind a later one is pruned with it, and never returned meanwhile.
+func (w *waitingStore) prune(now time.Time) {
+	for e := w.order.Front(); e != nil && !now.Before(e.Value.(*waitingEntry).expires); e = w.order.Front() {
+		w.remove(e)
+	}
+}
+
+// get returns the claims of serial that have not expired by now, oldest
+// first, as copies; nil when none waits.
+func (w *waitingStore) get(serial string, now time.Time) []Claim {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.prune(now)
+	own := w.serials[serial]
+	if own == nil {
+		return nil
+	}
+	var out []Claim
+	for _, e := range own.claims {
+		we := e.Value.(*waitingEntry)
+		if !now.Before(we.expires) {
+			continue
+		}
+		c := we.claim
+		if c.LLDP != nil {
+			l := *c.LLDP
+			c.LLDP = &l
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // String prints the claim for an operator, one fact a line: the serial,

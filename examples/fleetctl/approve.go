@@ -29,14 +29,16 @@ const approveCaution = "A waiting claim proves nothing, because another machine 
 const approvedNothing = "fleetctl approved nothing: compare each hash with your evidence"
 
 // maxClaimAnswer bounds the answer approve reads from fleetd: a claim is a
-// few hundred bytes.
+// few hundred bytes, and fleetd keeps a few per serial.
 const maxClaimAnswer = 1 << 20
 
 // errNoClaim: fleetd's approver API answered that no claim waits for the
 // serial.
 var errNoClaim = errors.New("no claim waits for the serial")
 
-// waitingClaim is fleetd's answer to GET /v1/claims/{serial}.
+// waitingClaim is one claim of fleetd's answer to GET /v1/claims/{serial}:
+// a JSON list of every claim waiting for the serial, one per TPM, oldest
+// first. fleetd encodes the same fields (examples/fleetd/approver.go).
 type waitingClaim struct {
 	Serial  string       `json:"serial"`
 	MAC     string       `json:"mac"`
@@ -79,7 +81,7 @@ func approveCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	claim, err := c.claim(ctx, serial)
+	claims, err := c.claims(ctx, serial)
 	switch {
 	case errors.Is(err, errNoClaim):
 		fmt.Fprintf(stdout, "no claim waits for serial %s\n", termsafe.Quote(serial))
@@ -87,24 +89,50 @@ func approveCmd(args []string, stdout, stderr io.Writer) int {
 	case err != nil:
 		return fail("%v", err)
 	}
+	return printClaims(stdout, serial, claims)
+}
 
-	text := claim.Text
-	if text == "" {
-		text = attest.Claim{Serial: claim.Serial, MAC: claim.MAC, LLDP: claim.LLDP, RSA2048: claim.RSA2048,
-			ECCP256: claim.ECCP256, Peer: claim.Peer, Proven: claim.Proven}.String()
+// printClaims prints the claims of serial and each one's approval lines,
+// and returns approve's exit code: 0 for one claim with lines, 1 for a
+// claim that proved no EK or for more than one claim. More than one claim
+// means more than one TPM claims the serial: a plain line says so first,
+// and each claim is followed by its own lines, so that none is read as
+// another's.
+func printClaims(w io.Writer, serial string, claims []waitingClaim) int {
+	code := 0
+	if len(claims) > 1 {
+		fmt.Fprintf(w, "more than one TPM claims serial %s: %d claims; compare each with your evidence, and approve none you cannot tie to the machine\n",
+			termsafe.Quote(serial), len(claims))
+		code = 1
 	}
-	fmt.Fprint(stdout, termsafe.Text(text))
-	if !strings.HasSuffix(text, "\n") {
-		fmt.Fprintln(stdout)
+	approvable := false
+	for i, claim := range claims {
+		if len(claims) > 1 {
+			fmt.Fprintf(w, "\nclaim %d of %d:\n", i+1, len(claims))
+		}
+		text := claim.Text
+		if text == "" {
+			text = attest.Claim{Serial: claim.Serial, MAC: claim.MAC, LLDP: claim.LLDP, RSA2048: claim.RSA2048,
+				ECCP256: claim.ECCP256, Peer: claim.Peer, Proven: claim.Proven}.String()
+		}
+		fmt.Fprint(w, termsafe.Text(text))
+		if !strings.HasSuffix(text, "\n") {
+			fmt.Fprintln(w)
+		}
+		lines := inventory.ApprovalLines(claim.RSA2048, claim.ECCP256)
+		if lines == "" {
+			fmt.Fprintf(w, "\nThe claim proved no EK, so no line can approve it.\n")
+			continue
+		}
+		approvable = true
+		fmt.Fprintf(w, "\nFor the node's entry in the nodes file, once each hash matches your evidence:\n%s", lines)
 	}
-	lines := inventory.ApprovalLines(claim.RSA2048, claim.ECCP256)
-	if lines == "" {
-		fmt.Fprintf(stdout, "\nThe claim proved no EK, so no line can approve it.\n%s\n", approvedNothing)
+	if !approvable {
+		fmt.Fprintln(w, approvedNothing)
 		return 1
 	}
-	fmt.Fprintf(stdout, "\nFor the node's entry in the nodes file, once each hash matches your evidence:\n%s\n%s\n%s\n",
-		lines, approveCaution, approvedNothing)
-	return 0
+	fmt.Fprintf(w, "\n%s\n%s\n", approveCaution, approvedNothing)
+	return code
 }
 
 // approver is a client of fleetd's approver API.
@@ -174,9 +202,9 @@ func approverFromEnv(timeout time.Duration) (*approver, error) {
 	return a, nil
 }
 
-// claim fetches the claim waiting for serial. errors.Is finds errNoClaim
-// when none waits.
-func (a *approver) claim(ctx context.Context, serial string) (*waitingClaim, error) {
+// claims fetches every claim waiting for serial, oldest first. errors.Is
+// finds errNoClaim when none waits.
+func (a *approver) claims(ctx context.Context, serial string) ([]waitingClaim, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base+"/v1/claims/"+url.PathEscape(serial), nil)
 	if err != nil {
 		return nil, err
@@ -204,21 +232,37 @@ func (a *approver) claim(ctx context.Context, serial string) (*waitingClaim, err
 		return nil, fmt.Errorf("fleetd at %s answered %s%s", a.base, rsp.Status, bodyExcerpt(body))
 	}
 	if len(body) > maxClaimAnswer {
-		return nil, fmt.Errorf("fleetd at %s answered a claim larger than %d bytes", a.base, maxClaimAnswer)
+		return nil, fmt.Errorf("fleetd at %s answered claims larger than %d bytes", a.base, maxClaimAnswer)
 	}
-	var c waitingClaim
-	if err := json.Unmarshal(body, &c); err != nil {
-		return nil, fmt.Errorf("fleetd at %s answered something that is not a claim: %v", a.base, err)
+	claims, err := decodeClaims(serial, body)
+	if err != nil {
+		return nil, fmt.Errorf("fleetd at %s answered %w", a.base, err)
 	}
-	if c.Serial != serial {
-		return nil, fmt.Errorf("fleetd at %s answered the claim of serial %s, not of %s", a.base, termsafe.Quote(c.Serial), termsafe.Quote(serial))
+	return claims, nil
+}
+
+// decodeClaims decodes fleetd's answer for serial: a JSON list of claims,
+// each of serial, with well-formed EK hashes. errors.Is finds errNoClaim
+// for an empty list.
+func decodeClaims(serial string, body []byte) ([]waitingClaim, error) {
+	var claims []waitingClaim
+	if err := json.Unmarshal(body, &claims); err != nil {
+		return nil, fmt.Errorf("something that is not a list of claims: %v", err)
 	}
-	for _, h := range []struct{ kind, hash string }{{"RSA-2048", c.RSA2048}, {"ECC P-256", c.ECCP256}} {
-		if h.hash != "" && !isEKHash(h.hash) {
-			return nil, fmt.Errorf("fleetd at %s answered an %s EK hash %s that is not 64 lowercase hex characters", a.base, h.kind, termsafe.Quote(h.hash))
+	if len(claims) == 0 {
+		return nil, errNoClaim
+	}
+	for _, c := range claims {
+		if c.Serial != serial {
+			return nil, fmt.Errorf("a claim of serial %s, not of %s", termsafe.Quote(c.Serial), termsafe.Quote(serial))
+		}
+		for _, h := range []struct{ kind, hash string }{{"RSA-2048", c.RSA2048}, {"ECC P-256", c.ECCP256}} {
+			if h.hash != "" && !isEKHash(h.hash) {
+				return nil, fmt.Errorf("an %s EK hash %s that is not 64 lowercase hex characters", h.kind, termsafe.Quote(h.hash))
+			}
 		}
 	}
-	return &c, nil
+	return claims, nil
 }
 
 // credentials names what the request authenticated with.

@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"io"
 	"log"
 	"math/big"
@@ -18,10 +19,12 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fleetkit/fleet/attest"
 )
@@ -30,6 +33,8 @@ const (
 	approverToken = "approver-token-7f3c9a"
 	rsaHash       = "4abbd923999a08736738b2ebbdfe7f8805209accec519129602f5a5c26bafb55"
 	eccHash       = "bcb70759f483fe758241c94bc7479a428c4f521eab2f88c3fbb1771113737b4f"
+	otherRSAHash  = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0"
+	otherECCHash  = "7d6c5b4a39281706f5e4d3c2b1a098877d6c5b4a39281706f5e4d3c2b1a09887"
 )
 
 // fakeFleetd serves fleetd's approver API over HTTPS: GET
@@ -39,14 +44,15 @@ type fakeFleetd struct {
 	srv *httptest.Server
 
 	mu     sync.Mutex
-	claims map[string]any // by serial: the JSON answered
-	status int            // when set, answered instead of a claim
-	paths  []string       // escaped paths requested
+	claims map[string][]any // by serial: the list answered
+	raw    map[string]any   // by serial: answered as it is, instead of a list
+	status int              // when set, answered instead of a claim
+	paths  []string         // escaped paths requested
 }
 
 func newFakeFleetd(t *testing.T, clientCA *x509.Certificate) *fakeFleetd {
 	t.Helper()
-	f := &fakeFleetd{claims: map[string]any{}}
+	f := &fakeFleetd{claims: map[string][]any{}, raw: map[string]any{}}
 	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
 	f.srv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are expected
 	f.srv.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven}
@@ -86,18 +92,33 @@ func (f *fakeFleetd) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	serial, err := url.PathUnescape(escaped)
-	c, found := f.claims[serial]
-	if err != nil || !found {
+	var answer any
+	if c, found := f.claims[serial]; found {
+		answer = c
+	} else if raw, found := f.raw[serial]; found {
+		answer = raw
+	} else {
+		err = errors.New("no claim")
+	}
+	if err != nil {
 		http.Error(w, "no claim waits", http.StatusNotFound)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(c)
+	json.NewEncoder(w).Encode(answer)
 }
 
+// add makes c the newest claim waiting for serial.
 func (f *fakeFleetd) add(serial string, c any) {
 	f.mu.Lock()
-	f.claims[serial] = c
+	f.claims[serial] = append(f.claims[serial], c)
+	f.mu.Unlock()
+}
+
+// answer makes fleetd answer v, as it is, for serial.
+func (f *fakeFleetd) answer(serial string, v any) {
+	f.mu.Lock()
+	f.raw[serial] = v
 	f.mu.Unlock()
 }
 
@@ -130,6 +151,21 @@ func exampleClaim(serial string) attest.Claim {
 		ECCP256: eccHash,
 		Peer:    "10.40.0.105:50412",
 		Proven:  time.Date(2026, 12, 2, 14, 5, 9, 0, time.UTC),
+	}
+}
+
+// impostorClaim is another TPM's claim of serial, from another port, after
+// the machine's.
+func impostorClaim(serial string) attest.Claim {
+	return attest.Claim{
+		Serial: serial,
+		MAC:    "02:00:00:00:00:66",
+		LLDP: &attest.LLDP{ChassisIDSubtype: 4, ChassisID: "74:ac:b9:11:22:33", PortIDSubtype: 7, PortID: "Port 22",
+			PortDescription: "free", SystemName: "usw"},
+		RSA2048: otherRSAHash,
+		ECCP256: otherECCHash,
+		Peer:    "10.40.0.166:40022",
+		Proven:  time.Date(2026, 12, 2, 14, 7, 41, 0, time.UTC),
 	}
 }
 
@@ -200,6 +236,19 @@ func TestApproveGolden(t *testing.T) {
 	}
 }
 
+// More than one TPM claims the serial: a plain line says so first, and
+// each claim is followed by its own lines.
+func TestApproveGoldenTwoClaims(t *testing.T) {
+	f := newFakeFleetd(t, nil)
+	f.add("G6NUC13-88122", claimJSON(exampleClaim("G6NUC13-88122")))
+	f.add("G6NUC13-88122", claimJSON(impostorClaim("G6NUC13-88122")))
+	code, stdout, stderr := runApprove(t, "G6NUC13-88122")
+	if code != 1 || stderr != "" {
+		t.Fatalf("exit %d, want 1\n%s%s", code, stdout, stderr)
+	}
+	golden(t, "testdata/approve-two.golden", stdout)
+}
+
 func TestApproveClientCertificate(t *testing.T) {
 	ca, certPath, keyPath := clientCert(t)
 	f := newFakeFleetd(t, ca)
@@ -237,6 +286,12 @@ func TestApproveAnswers(t *testing.T) {
 	other := claimJSON(exampleClaim("SOMEONE-ELSE"))
 	badHash := claimJSON(exampleClaim("BAD-HASH"))
 	badHash["ek_rsa2048"] = strings.ToUpper(rsaHash)
+	secondBadHash := claimJSON(impostorClaim("SECOND-BAD-HASH"))
+	secondBadHash["ek_eccp256"] = "approved"
+	twoNoEK := exampleClaim("TWO-NO-EK")
+	twoNoEK.RSA2048, twoNoEK.ECCP256 = "", ""
+	noEKTwice := exampleClaim("NO-EK-TWICE")
+	noEKTwice.RSA2048, noEKTwice.ECCP256 = "", ""
 	for _, c := range []struct {
 		name   string
 		serial string
@@ -263,7 +318,20 @@ func TestApproveAnswers(t *testing.T) {
 		{name: "a text that would drive the terminal", serial: "HOSTILE", code: 0,
 			stdout: `serial HOSTILE\x1b]0;approved\x07\u202e` + "\n\nFor the node's entry in the nodes file, once each hash matches your evidence:\n" +
 				"approved_ek_rsa2048: " + rsaHash + "\napproved_ek_eccp256: " + eccHash + "\n\n" + approveCaution + "\n" + approvedNothing + "\n", nreq: 1},
-		{name: "the claim of another serial", serial: "ASKED", code: 2, stderr: "answered the claim of serial SOMEONE-ELSE, not of ASKED", nreq: 1},
+		{name: "the claim of another serial", serial: "ASKED", code: 2, stderr: "answered a claim of serial SOMEONE-ELSE, not of ASKED", nreq: 1},
+		{name: "a second claim of another serial", serial: "ASKED-TWICE", code: 2, stderr: "answered a claim of serial SOMEONE-ELSE, not of ASKED-TWICE", nreq: 1},
+		{name: "a malformed hash in a second claim", serial: "SECOND-BAD-HASH", code: 2, stderr: "ECC P-256 EK hash approved that is not 64 lowercase hex characters", nreq: 1},
+		{name: "two claims, one without an EK", serial: "TWO-NO-EK", code: 1,
+			stdout: "more than one TPM claims serial TWO-NO-EK: 2 claims; compare each with your evidence, and approve none you cannot tie to the machine\n" +
+				"\nclaim 1 of 2:\n" + twoNoEK.String() + "\nThe claim proved no EK, so no line can approve it.\n" +
+				"\nclaim 2 of 2:\n" + impostorClaim("TWO-NO-EK").String() + "\nFor the node's entry in the nodes file, once each hash matches your evidence:\n" +
+				"approved_ek_rsa2048: " + otherRSAHash + "\napproved_ek_eccp256: " + otherECCHash + "\n\n" + approveCaution + "\n" + approvedNothing + "\n", nreq: 1},
+		{name: "two claims, neither with an EK", serial: "NO-EK-TWICE", code: 1,
+			stdout: "more than one TPM claims serial NO-EK-TWICE: 2 claims; compare each with your evidence, and approve none you cannot tie to the machine\n" +
+				"\nclaim 1 of 2:\n" + noEKTwice.String() + "\nThe claim proved no EK, so no line can approve it.\n" +
+				"\nclaim 2 of 2:\n" + noEKTwice.String() + "\nThe claim proved no EK, so no line can approve it.\n" + approvedNothing + "\n", nreq: 1},
+		{name: "an empty list", serial: "EMPTY", code: 1, stdout: "no claim waits for serial EMPTY\n", nreq: 1},
+		{name: "one claim, not a list", serial: "NOT-A-LIST", code: 2, stderr: "answered something that is not a list of claims", nreq: 1},
 		{name: "a malformed hash", serial: "BAD-HASH", code: 2, stderr: "RSA-2048 EK hash " + strings.ToUpper(rsaHash) + " that is not 64 lowercase hex characters", nreq: 1},
 		{name: "a wrong token", serial: "MS01-2407-0099", env: map[string]string{"FLEET_APPROVER_TOKEN": "guessed"}, code: 2,
 			stderr: "refused the approver token (FLEET_APPROVER_TOKEN): 401 Unauthorized", nreq: 1},
@@ -291,6 +359,16 @@ func TestApproveAnswers(t *testing.T) {
 				f.add(cl.(map[string]any)["serial"].(string), cl)
 			}
 			f.add("ASKED", other)
+			f.add("ASKED-TWICE", claimJSON(exampleClaim("ASKED-TWICE")))
+			f.add("ASKED-TWICE", other)
+			f.add("SECOND-BAD-HASH", claimJSON(exampleClaim("SECOND-BAD-HASH")))
+			f.add("SECOND-BAD-HASH", secondBadHash)
+			f.add("TWO-NO-EK", claimJSON(twoNoEK))
+			f.add("TWO-NO-EK", claimJSON(impostorClaim("TWO-NO-EK")))
+			f.add("NO-EK-TWICE", claimJSON(noEKTwice))
+			f.add("NO-EK-TWICE", claimJSON(noEKTwice))
+			f.answer("EMPTY", []any{})
+			f.answer("NOT-A-LIST", claimJSON(exampleClaim("NOT-A-LIST")))
 			f.status = c.status
 			if c.down {
 				f.srv.Close()
@@ -330,4 +408,60 @@ func TestApproveEscapesThePath(t *testing.T) {
 	if got := f.requested(); len(got) != 1 || got[0] != "/v1/claims/A%2FB%20C%3F%23" {
 		t.Errorf("requested %q", got)
 	}
+}
+
+// FuzzApproveAnswer feeds approve any answer fleetd might send for any
+// serial: what it prints never drives the terminal, says first when more
+// than one TPM claims the serial, gives each claim's own lines, and always
+// ends by approving nothing.
+func FuzzApproveAnswer(f *testing.F) {
+	one, _ := json.Marshal([]any{claimJSON(exampleClaim("G6NUC13-88122"))})
+	two, _ := json.Marshal([]any{claimJSON(exampleClaim("G6NUC13-88122")), claimJSON(impostorClaim("G6NUC13-88122"))})
+	hostile := claimJSON(exampleClaim("G6NUC13-88122"))
+	hostile["text"] = "serial G6NUC13-88122\x1b]0;approved\x07\u202e\nmore than one TPM\r\x9b2J"
+	three, _ := json.Marshal([]any{hostile, claimJSON(impostorClaim("G6NUC13-88122")), map[string]any{"serial": "G6NUC13-88122"}})
+	object, _ := json.Marshal(claimJSON(exampleClaim("G6NUC13-88122")))
+	for _, seed := range [][]byte{one, two, three, object, []byte("[]"), []byte("null"), []byte(`[{"serial":"\u001b[2J"}]`)} {
+		f.Add("G6NUC13-88122", seed)
+	}
+	f.Add("\x1b[2J\u202e", []byte(`[{"serial":"\u001b[2J\u202e","ek_rsa2048":"`+rsaHash+`"},{"serial":"\u001b[2J\u202e"}]`))
+	f.Fuzz(func(t *testing.T, serial string, body []byte) {
+		claims, err := decodeClaims(serial, body)
+		if err != nil {
+			if len(claims) != 0 {
+				t.Fatalf("claims with an error: %v", err)
+			}
+			if strings.ContainsFunc(err.Error(), func(r rune) bool { return r != '\n' && !strconv.IsPrint(r) }) {
+				t.Fatalf("the error drives the terminal: %q", err)
+			}
+			return
+		}
+		var out strings.Builder
+		code := printClaims(&out, serial, claims)
+		got := out.String()
+		if !utf8.ValidString(got) || strings.ContainsFunc(got, func(r rune) bool { return r != '\n' && r != '\t' && !strconv.IsPrint(r) }) {
+			t.Fatalf("the output drives the terminal: %q", got)
+		}
+		if !strings.HasSuffix(got, "\n"+approvedNothing+"\n") {
+			t.Fatalf("the output does not end by approving nothing: %q", got)
+		}
+		approvable := 0
+		for _, c := range claims {
+			for _, l := range []struct{ name, hash string }{{"approved_ek_rsa2048: ", c.RSA2048}, {"approved_ek_eccp256: ", c.ECCP256}} {
+				if l.hash != "" && !strings.Contains(got, "\n"+l.name+l.hash+"\n") {
+					t.Fatalf("no line %s%s in %q", l.name, l.hash, got)
+				}
+			}
+			if c.RSA2048 != "" || c.ECCP256 != "" {
+				approvable++
+			}
+		}
+		warning := strings.HasPrefix(got, "more than one TPM claims serial ")
+		if warning != (len(claims) > 1) {
+			t.Fatalf("%d claims, and the warning first: %v\n%s", len(claims), warning, got)
+		}
+		if want := len(claims) == 1 && approvable == 1; (code == 0) != want {
+			t.Fatalf("exit %d for %d claims, %d with an EK", code, len(claims), approvable)
+		}
+	})
 }

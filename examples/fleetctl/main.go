@@ -36,17 +36,24 @@
 // Workflow) and desired_action, "-" for a field that is unset, then a count
 // by status.
 //
-// approve fetches the claim that waits for SERIAL from fleetd's approver
-// API (GET $FLEETD_URL/v1/claims/SERIAL over HTTPS), prints it, then the
-// lines approved_ek_rsa2048: <hash> and approved_ek_eccp256: <hash> for the
-// node's entry in the nodes file. It approves nothing: a waiting claim
-// proves nothing, because another machine can send one with this serial,
-// so compare each hash with your evidence before the lines go in the entry.
+// approve fetches the claims that wait for SERIAL from fleetd's approver
+// API (GET $FLEETD_URL/v1/claims/SERIAL over HTTPS, one claim per TPM that
+// claimed the serial, oldest first). For one claim it prints the claim,
+// then the lines approved_ek_rsa2048: <hash> and approved_ek_eccp256:
+// <hash> for the node's entry in the nodes file. For more than one it
+// first says "more than one TPM claims serial SERIAL: N claims; compare
+// each with your evidence, and approve none you cannot tie to the
+// machine", then prints each claim followed by its own lines. It approves
+// nothing: a waiting claim proves nothing, because another machine can
+// send one with this serial, so compare each hash with your evidence
+// before the lines go in the entry.
 // FLEETD_URL names fleetd (https only); FLEET_APPROVER_TOKEN is an approver
 // token, or FLEETD_CERT and FLEETD_KEY name an approver's client
 // certificate and key (PEM), or both; FLEETD_CA names the PEM file of the
-// CA that signed fleetd's certificate (default: the system's roots). No
-// claim waiting for SERIAL exits 1; a refused token or certificate exits 2.
+// CA that signed fleetd's certificate (default: the system's roots). One
+// claim with its lines exits 0; no claim waiting for SERIAL, a claim that
+// proved no EK, or more than one claim exits 1; a refused token or
+// certificate exits 2.
 //
 // render-class-inputs prints the class inputs of the next control plane: a
 // Talos machine config patch whose API server and machine certificate SANs

@@ -1,0 +1,182 @@
+package attest_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleetkit/fleet/attest"
+)
+
+// failingBindings is a binding source that answers every serial with err.
+type failingBindings struct {
+	mu    sync.Mutex
+	err   error
+	calls int
+}
+
+func (b *failingBindings) Binding(context.Context, string) (attest.Binding, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls++
+	return attest.Binding{}, b.err
+}
+
+func (b *failingBindings) Calls() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.calls
+}
+
+// failingFleet is a server under test whose binding source fails with err,
+// mounted as newFleet mounts one; it counts admissions and judgements.
+type failingFleet struct {
+	src      *failingBindings
+	ts       *httptest.Server
+	url      string
+	logs     *syncBuffer
+	mu       sync.Mutex
+	admitted int
+	judged   int
+}
+
+func newFailingFleet(t *testing.T, err error) *failingFleet {
+	t.Helper()
+	f := &failingFleet{src: &failingBindings{err: err}, logs: &syncBuffer{}}
+	srv, nerr := attest.NewServer(f.src, &attest.Config{
+		Logger: slog.New(slog.NewTextHandler(f.logs, nil)),
+		Admit: func(context.Context, attest.Claim) (attest.Admission, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.admitted++
+			return attest.Admission{InstallCode: "code-Zq81-secret"}, nil
+		},
+		Judged: func(context.Context, attest.Claim, attest.Judgement) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.judged++
+		},
+	})
+	if nerr != nil {
+		t.Fatal(nerr)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/attest/", http.StripPrefix("/v1/attest", srv))
+	f.ts = httptest.NewTLSServer(mux)
+	t.Cleanup(f.ts.Close)
+	f.url = f.ts.URL + "/v1/attest"
+	return f
+}
+
+// run attests tpm as serial with the default 5 tries, and returns what
+// Run returned, the console, and the backoffs Run waited.
+func (f *failingFleet) run(t *testing.T, tpm attest.TPM, serial string) (attest.Result, string, int, error) {
+	t.Helper()
+	var console bytes.Buffer
+	backoffs := 0
+	res, err := attest.Run(context.Background(), f.url, tpm, attest.Machine{Serial: serial, MAC: testMAC}, &attest.ClientConfig{
+		HTTPClient: f.ts.Client(),
+		Backoff:    func(int) time.Duration { backoffs++; return 0 },
+		Console:    &console,
+	})
+	return res, console.String(), backoffs, err
+}
+
+// The runbook: "The console says attest: FAILED and the agent starts at
+// once | fleetd refused the machine | Read the attest.verdict audit line".
+// A binding source that cannot name one binding (two devices hold the
+// serial) refuses the claim with its reason: the console says so once, the
+// client does not try again, and the audit line carries the cause.
+func TestBindingErrorRefusesClaim(t *testing.T) {
+	const reason = `NetBox holds more than one device with serial "S1"`
+	cause := errors.New(`netbox: devices w-01 (id 3) and w-02 (id 7) both have serial "S1"`)
+	// The source may wrap its BindingError.
+	f := newFailingFleet(t, fmt.Errorf("binding of S1: %w", &attest.BindingError{Reason: reason, Err: cause}))
+	res, console, backoffs, err := f.run(t, quickTPM(t, 0), "S1")
+
+	if !errors.Is(err, attest.ErrRefused) || errors.Is(err, attest.ErrNoVerdict) {
+		t.Fatalf("Run: %v, want ErrRefused", err)
+	}
+	if !strings.Contains(err.Error(), reason) {
+		t.Errorf("Run's error %q does not give the reason %q", err, reason)
+	}
+	if res.Verdict != 0 || res.Reason != reason || res.Tries != 1 || res.InstallCode != "" {
+		t.Errorf("Run: %+v, want no verdict, reason %q, 1 try", res, reason)
+	}
+	if want := "attest: FAILED\nattest: " + reason + "\n"; console != want {
+		t.Errorf("console:\n%s\nwant:\n%s", console, want)
+	}
+	if backoffs != 0 || f.src.Calls() != 1 {
+		t.Errorf("the client tried again: %d backoffs, %d binding reads", backoffs, f.src.Calls())
+	}
+	f.mu.Lock()
+	admitted, judged := f.admitted, f.judged
+	f.mu.Unlock()
+	if admitted != 0 || judged != 0 {
+		t.Errorf("a refused claim was admitted %d times, judged %d times", admitted, judged)
+	}
+
+	verdicts := f.logs.lines("attest.verdict")
+	if len(verdicts) != 1 {
+		t.Fatalf("attest.verdict lines: %q, want 1", verdicts)
+	}
+	line := verdicts[0]
+	for _, want := range []string{"level=WARN", "serial=S1", `reason="` + strings.ReplaceAll(reason, `"`, `\"`) + `"`, `error="` + strings.ReplaceAll(cause.Error(), `"`, `\"`) + `"`, "peer=127.0.0.1:"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("attest.verdict line %q lacks %s", line, want)
+		}
+	}
+	if strings.Contains(line, "verdict=") {
+		t.Errorf("attest.verdict line %q names a verdict; the claim got none", line)
+	}
+	if refused := f.logs.lines("attest.refused"); len(refused) != 0 {
+		t.Errorf("attest.refused lines %q for a claim audited as attest.verdict", refused)
+	}
+}
+
+// A binding source's other errors are answered without their words, and
+// logged with them: 503 (tried again) when the source did not answer, 500
+// (tried again) when it failed otherwise.
+func TestBindingSourceErrorsLogged(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		err    error
+		status int
+		answer string
+	}{
+		{"did not answer", fmt.Errorf("%w: netbox did not answer: GET /api/dcim/devices/: 502 Bad Gateway", attest.ErrBindingUnavailable), 503, "the binding source did not answer"},
+		{"failed", errors.New("netbox: GET /api/dcim/devices/: answered 400: role: unknown choice"), 500, "the binding could not be read"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFailingFleet(t, tc.err)
+			res, console, backoffs, err := f.run(t, quickTPM(t, 0), "S1")
+			if !errors.Is(err, attest.ErrNoVerdict) || errors.Is(err, attest.ErrRefused) || res.Tries != attest.DefaultTries || backoffs != attest.DefaultTries-1 {
+				t.Fatalf("Run: %+v %v after %d backoffs, want no verdict after %d tries", res, err, backoffs, attest.DefaultTries)
+			}
+			wantTry := fmt.Sprintf("attest: try 1 failed\nattest: claim: fleetd answered %d: %s\n", tc.status, tc.answer)
+			if !strings.HasPrefix(console, wantTry) || strings.Contains(console, "netbox") {
+				t.Errorf("console:\n%s\nwant it to start:\n%s", console, wantTry)
+			}
+			refused := f.logs.lines("attest.refused")
+			if len(refused) != attest.DefaultTries {
+				t.Fatalf("attest.refused lines: %q, want %d", refused, attest.DefaultTries)
+			}
+			for _, want := range []string{"serial=S1", fmt.Sprintf("status=%d", tc.status), `reason="` + tc.answer + `"`, `error="` + strings.ReplaceAll(tc.err.Error(), `"`, `\"`) + `"`} {
+				if !strings.Contains(refused[0], want) {
+					t.Errorf("attest.refused line %q lacks %s", refused[0], want)
+				}
+			}
+			if v := f.logs.lines("attest.verdict"); len(v) != 0 {
+				t.Errorf("attest.verdict lines %q for a claim tried again", v)
+			}
+		})
+	}
+}
