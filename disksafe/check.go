@@ -1,29 +1,48 @@
 package disksafe
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
 )
 
 // Target is what a run declares: the Workflow's install_disk and
-// install_disk_serial, the install code it carries, and its installer image.
-// The zero Target wipes nothing: Check refuses it.
+// install_disk_serial, the SHA-256 of the install code it is for, and its
+// installer image. The zero Target wipes nothing: Check refuses it.
 type Target struct {
 	// Disk is install_disk as written: /dev/sda, or a link such as
 	// /dev/disk/by-id/nvme-Samsung_SSD_980_S64DNX0R123456.
 	Disk string
 	// Serial is install_disk_serial. Surrounding blanks are ignored.
 	Serial string
-	// Code is the install code the Workflow carries; "" when it carries
-	// none, and then this boot's recorded code stands alone. A secret:
-	// never printed, logged or part of an error.
+	// CodeSHA256 is the Workflow's install_code_sha256: the SHA-256 of the
+	// run's install code as 64 lowercase hex characters (CodeSHA256). When
+	// set, Check refuses with ErrInstallCodeMismatch unless this boot's
+	// recorded code hashes to it (compared in constant time); "" when the
+	// Workflow carries none, and then this boot's recorded code stands
+	// alone. The Workflow never carries the code itself.
+	CodeSHA256 string
+	// Code is the install code, read from this boot's record
+	// (BootRecord.Code), never from the Workflow; Install replaces it by
+	// "<install code>" in the installer's output. When set, Check refuses
+	// with ErrInstallCodeMismatch unless it is the record's code. A
+	// secret: never printed, logged or part of an error.
 	Code string
 	// InstallerImage is the Talos installer image Wipe pulls before it
 	// wipes; "" for a run that installs nothing after the wipe (a
 	// retirement), which pulls nothing.
 	InstallerImage string
+}
+
+// CodeSHA256 returns the SHA-256 of an install code as 64 lowercase hex
+// characters: the form of a Workflow's install_code_sha256, which names the
+// code without revealing it.
+func CodeSHA256(code string) string {
+	sum := sha256.Sum256([]byte(code))
+	return hex.EncodeToString(sum[:])
 }
 
 // String describes t without its install code.
@@ -58,15 +77,29 @@ type Boot struct {
 //  4. ErrNotAttested: b.Record is nil, is for another boot than b.ID (or
 //     either ID is empty), or says the boot did not pass attestation.
 //  5. ErrNoInstallCode: the record holds no install code.
-//  6. ErrInstallCodeMismatch: t.Code is set and is not the record's code
-//     (compared in constant time).
-//  7. ErrSerialNotFound: no disk reports t.Serial.
-//  8. ErrSerialAmbiguous: more than one disk reports it.
-//  9. ErrWrongDisk: t.Disk resolves (l.InstallDiskName) to another kernel
+//  6. ErrInstallCodeMismatch: t.CodeSHA256 is set and is not the SHA-256
+//     of the record's code, or t.Code is set and is not the record's code
+//     (each compared in constant time).
+//  7. ErrUdevUnreadable: a disk's udev record cannot be read, so it may
+//     be the disk that reports t.Serial.
+//  8. ErrSerialConflict: a disk whose places disagree on its serial has
+//     one that says t.Serial, so it may be the disk that reports it.
+//     Another disk's disagreement is no refusal.
+//  9. ErrSerialNotFound: no disk reports t.Serial.
+//  10. ErrSerialAmbiguous: more than one disk reports it (Refusal.LUN
+//     says when they are the paths of one multipath logical unit).
+//  11. ErrWrongDisk: t.Disk resolves (l.InstallDiskName) to another kernel
 //     name than the disk that reports the serial, or to none ("missing").
-//  10. ErrRemovable: that disk is removable.
-//  11. ErrUSB: that disk is on USB.
-//  12. ErrReadOnly: that disk is read-only.
+//  12. ErrRemovable: that disk is removable.
+//  13. ErrRemovableUnreadable: its removable flag is unknown.
+//  14. ErrUSB: that disk is on USB.
+//  15. ErrDevicePathUnreadable: its device path is unknown, and udev does
+//     not say USB.
+//  16. ErrReadOnly: that disk is read-only.
+//  17. ErrReadOnlyUnreadable: its ro flag is unknown.
+//
+// A disk reports a serial only when every place that reports one for it
+// agrees (see Disk.Serials and SerialSource).
 //
 // The Layout must be Read for t.Disk; one read for another path is refused
 // with a plain error. Check reads nothing and writes nothing.
@@ -80,23 +113,28 @@ func Check(l Layout, t Target, b Boot) (Disk, error) {
 	case !underDev(t.Disk):
 		return Disk{}, &Refusal{Err: ErrBadInstallDisk, Disk: t.Disk, Serial: serial}
 	}
-	if err := judgeBoot(b); err != nil {
-		return Disk{}, &Refusal{Err: ErrNotAttested, Disk: t.Disk, Serial: serial, Cause: err}
-	}
-	if b.Record.Code == "" {
-		return Disk{}, &Refusal{Err: ErrNoInstallCode, Disk: t.Disk, Serial: serial}
-	}
-	if t.Code != "" && subtle.ConstantTimeCompare([]byte(t.Code), []byte(b.Record.Code)) != 1 {
-		return Disk{}, &Refusal{Err: ErrInstallCodeMismatch, Disk: t.Disk, Serial: serial}
+	if r := judgeCode(t, b); r != nil {
+		r.Disk, r.Serial = t.Disk, serial
+		return Disk{}, r
 	}
 	if l.InstallDisk != t.Disk {
 		return Disk{}, fmt.Errorf("disksafe: the layout was read for %q, not for %q", l.InstallDisk, t.Disk)
 	}
 
-	var found []int
 	for i := range l.Disks {
-		if l.Disks[i].reports(serial) {
-			found = append(found, i)
+		if d := &l.Disks[i]; d.UdevErr != nil {
+			return Disk{}, &Refusal{Err: ErrUdevUnreadable, Disk: t.Disk, Serial: serial, Other: d.Name, Cause: d.UdevErr}
+		}
+	}
+	var found []*Disk
+	for i := range l.Disks {
+		d := &l.Disks[i]
+		if d.mayReport(serial) {
+			a, b, _ := d.disagreement(serial)
+			return Disk{}, &Refusal{Err: ErrSerialConflict, Disk: t.Disk, Serial: serial, Other: d.Name, Said: []SerialSource{a, b}}
+		}
+		if d.reports(serial) {
+			found = append(found, d)
 		}
 	}
 	switch len(found) {
@@ -104,9 +142,9 @@ func Check(l Layout, t Target, b Boot) (Disk, error) {
 		return Disk{}, &Refusal{Err: ErrSerialNotFound, Disk: t.Disk, Serial: serial}
 	case 1:
 	default:
-		return Disk{}, &Refusal{Err: ErrSerialAmbiguous, Disk: t.Disk, Serial: serial}
+		return Disk{}, &Refusal{Err: ErrSerialAmbiguous, Disk: t.Disk, Serial: serial, LUN: oneLUN(found)}
 	}
-	d := l.Disks[found[0]]
+	d := *found[0]
 	name := l.InstallDiskName
 	if name == "" {
 		name = missingName
@@ -117,12 +155,49 @@ func Check(l Layout, t Target, b Boot) (Disk, error) {
 	switch {
 	case d.Removable:
 		return Disk{}, &Refusal{Err: ErrRemovable, Disk: t.Disk, Name: name, Serial: serial}
+	case d.RemovableErr != nil:
+		return Disk{}, &Refusal{Err: ErrRemovableUnreadable, Disk: t.Disk, Name: name, Serial: serial, Cause: d.RemovableErr}
 	case d.USB:
 		return Disk{}, &Refusal{Err: ErrUSB, Disk: t.Disk, Name: name, Serial: serial}
+	case d.SysPathErr != nil:
+		return Disk{}, &Refusal{Err: ErrDevicePathUnreadable, Disk: t.Disk, Name: name, Serial: serial, Cause: d.SysPathErr}
 	case d.ReadOnly:
 		return Disk{}, &Refusal{Err: ErrReadOnly, Disk: t.Disk, Name: name, Serial: serial}
+	case d.ReadOnlyErr != nil:
+		return Disk{}, &Refusal{Err: ErrReadOnlyUnreadable, Disk: t.Disk, Name: name, Serial: serial, Cause: d.ReadOnlyErr}
 	}
 	return d, nil
+}
+
+// CheckCode judges this boot's attestation for t as Check does before it
+// looks at any disk (its steps 4 to 6), and returns nil or a *Refusal:
+// errors.Is finds ErrNotAttested (with the cause), ErrNoInstallCode or
+// ErrInstallCodeMismatch. The install action calls it before it runs the
+// installer, so that it installs only in a boot that received the run's
+// code. It reads nothing; no code is part of its error.
+func CheckCode(t Target, b Boot) error {
+	if r := judgeCode(t, b); r != nil {
+		r.Disk, r.Serial = t.Disk, strings.TrimSpace(t.Serial)
+		return r
+	}
+	return nil
+}
+
+// judgeCode judges b's attestation and install code against t.
+func judgeCode(t Target, b Boot) *Refusal {
+	if err := judgeBoot(b); err != nil {
+		return &Refusal{Err: ErrNotAttested, Cause: err}
+	}
+	if b.Record.Code == "" {
+		return &Refusal{Err: ErrNoInstallCode}
+	}
+	if t.CodeSHA256 != "" && subtle.ConstantTimeCompare([]byte(t.CodeSHA256), []byte(CodeSHA256(b.Record.Code))) != 1 {
+		return &Refusal{Err: ErrInstallCodeMismatch}
+	}
+	if t.Code != "" && subtle.ConstantTimeCompare([]byte(t.Code), []byte(b.Record.Code)) != 1 {
+		return &Refusal{Err: ErrInstallCodeMismatch}
+	}
+	return nil
 }
 
 // The causes under ErrNotAttested.

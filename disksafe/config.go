@@ -38,7 +38,8 @@ type Config struct {
 	// (/run/udev/data), the /dev links of install_disk and
 	// /proc/sys/kernel/random/boot_id are read. It should implement
 	// fs.ReadLinkFS (os.DirFS does, and so does fstest.MapFS): without it
-	// no /dev/disk/by-id link resolves and no sysfs device path is known.
+	// no /dev/disk/by-id link resolves and no sysfs device path is known,
+	// so Check refuses every disk (ErrDevicePathUnreadable).
 	// nil: the machine's root, read as os.DirFS("/") reads it (on Linux
 	// with fewer system calls per file).
 	Root fs.FS

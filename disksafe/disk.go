@@ -1,6 +1,7 @@
 package disksafe
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -21,18 +22,33 @@ type Disk struct {
 	// unreadable or when the device holds no medium.
 	Size int64
 
-	// Serial is the first serial found, in the order of Serials.
+	// Serial is the disk's serial: what every place in Sources says, as
+	// the first of them spells it. "" when no place reports a serial, or
+	// when two places disagree (SerialsAgree is false): such a disk's
+	// serial is unknown, and it reports no serial at all.
 	Serial string
-	// Serials holds every distinct serial the kernel or udev reports for
-	// the disk, in this order: device/serial (NVMe controller or
-	// subsystem, MMC), serial (virtio-blk), device/vpd_pg80 (SCSI and SATA
-	// through libata: VPD page 0x80), udev ID_SERIAL_SHORT, udev
-	// ID_SCSI_SERIAL. Each is trimmed of blanks and NULs; a value that is
-	// not printable ASCII, or longer than 256 bytes, is left out. A disk
-	// reports a serial S when S is one of them, byte for byte. Two
-	// namespaces of one NVMe controller both report the controller's
-	// serial, so that serial names neither alone.
+	// Serials holds every distinct spelling in Sources, in their order.
+	// A disk reports a serial S when its places agree and S is one of
+	// these, byte for byte. Two namespaces of one NVMe controller both
+	// report the controller's serial, so that serial names neither alone.
 	Serials []string
+	// Sources holds each place the kernel or udev reports a serial for the
+	// disk, with what it says there, in this order: device/serial (NVMe
+	// controller or subsystem, MMC), serial (virtio-blk), device/vpd_pg80
+	// (SCSI and SATA through libata: VPD page 0x80), udev's
+	// ID_SERIAL_SHORT, udev's ID_SCSI_SERIAL. Each is trimmed of blanks
+	// and NULs; a value that is not printable ASCII, or longer than 256
+	// bytes, is left out. When udev's record holds ID_SCSI_SERIAL, scsi_id
+	// wrote it, and its ID_SERIAL_SHORT is the identifier scsi_id chose
+	// (from VPD page 0x83 when the disk has one, such as its NAA WWN): not
+	// a serial, so not a source. A WWN is never a source.
+	Sources []SerialSource
+	// SerialsAgree is true when no two of Sources disagree (see
+	// SerialSource), as when there is one or none; List sets it. A disk
+	// whose places disagree reports no serial, and Check refuses to wipe
+	// while one of its places says the declared serial
+	// (ErrSerialConflict).
+	SerialsAgree bool
 
 	WWN   string // wwid, device/wwid, udev ID_WWN_WITH_EXTENSION or ID_WWN; informational
 	Model string // device/model or udev ID_MODEL; informational
@@ -42,9 +58,14 @@ type Disk struct {
 	Transport string
 
 	// Removable is the kernel's removable flag, or an MMC device of type
-	// SD (an SD card, which the kernel does not flag). An unreadable or
-	// unexpected flag counts as removable.
+	// SD (an SD card, which the kernel does not flag).
 	Removable bool
+	// RemovableErr is why the removable flag is unknown: the attribute
+	// (or an MMC device's type) cannot be read, or holds a value the
+	// kernel never writes. nil when it was read. A disk whose flag is
+	// unknown is not called removable; Check refuses to wipe it
+	// (ErrRemovableUnreadable).
+	RemovableErr error
 
 	// USB is true when the disk's sysfs device path runs through a USB
 	// bus (a parent is a USB root hub, usbN, or a USB device or interface,
@@ -52,27 +73,127 @@ type Disk struct {
 	// through usb.
 	USB bool
 
-	// ReadOnly is the kernel's ro flag. An unreadable or unexpected flag
-	// counts as read-only.
+	// ReadOnly is the kernel's ro flag.
 	ReadOnly bool
+	// ReadOnlyErr is why the ro flag is unknown: the attribute cannot be
+	// read, or holds neither 0 nor 1. nil when it was read. Check refuses
+	// to wipe such a disk (ErrReadOnlyUnreadable).
+	ReadOnlyErr error
 
 	// SysPath is the resolved sysfs device path, e.g.
 	// /sys/devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0/block/sda;
 	// "" when /sys/block/<name> is not a link.
 	SysPath string
+	// SysPathErr is why SysPath is unknown: /sys/block/<name> cannot be
+	// read as a link into /sys. Then only udev can tell USB, so USB is
+	// false unless udev says so, and Check refuses to wipe the disk
+	// (ErrDevicePathUnreadable). nil when SysPath was read.
+	SysPathErr error
+
+	// UdevErr is why the disk's udev record cannot be read: its device
+	// number is unknown, so the record cannot be found, or
+	// /run/udev/data/b<dev> exists and cannot be read. nil when the record
+	// was read or there is none (udev reports nothing for the disk). Then
+	// what udev would say (a serial, the bus) is unknown, so the disk may
+	// be any disk, and Check wipes nothing while it is listed
+	// (ErrUdevUnreadable).
+	UdevErr error
+
+	// Multipath is the dm-multipath device (e.g. dm-0) that holds the disk
+	// as one path to its logical unit, as /sys/block/<dm>/slaves lists it
+	// for a device whose dm/uuid begins "mpath-"; "" when none does.
+	Multipath string
 
 	// BackingFile is a loop device's backing file; "" for other disks.
 	BackingFile string
 }
 
-// reports reports whether d reports serial.
+// A SerialSource is one place a disk's serial is read from, and what it
+// says there.
+//
+// Two places agree when they spell one serial alike as udev spells it:
+// udev writes a run of blanks as one "_", and so every character it does
+// not keep in a name (it keeps letters, digits and #+-.:=@_\), so the
+// kernel's "WD WX12" and udev's "WD_WX12" are one serial. Case counts.
+type SerialSource struct {
+	// Where names the place for people: a sysfs file such as
+	// /sys/block/sda/device/vpd_pg80, or udev's ID_SERIAL_SHORT.
+	Where  string
+	Serial string // the value, trimmed of blanks and NULs
+}
+
+// reports reports whether d reports serial: its places agree, and one of
+// them spells it so.
 func (d *Disk) reports(serial string) bool {
-	for _, s := range d.Serials {
-		if s == serial {
-			return true
+	return d.SerialsAgree && slices.Contains(d.Serials, serial)
+}
+
+// mayReport reports whether d's places disagree and one of them says
+// serial: d may or may not be the disk that reports it.
+func (d *Disk) mayReport(serial string) bool {
+	return !d.SerialsAgree && slices.Contains(d.Serials, serial)
+}
+
+// disagreement returns two of d's places that disagree: the first that
+// says serial (or d's first place when none does), and the first that
+// disagrees with it. ok is false when d's places agree.
+func (d *Disk) disagreement(serial string) (a, b SerialSource, ok bool) {
+	if d.SerialsAgree || len(d.Sources) == 0 {
+		return a, b, false
+	}
+	a = d.Sources[0]
+	for _, s := range d.Sources {
+		if s.Serial == serial {
+			a = s
+			break
 		}
 	}
-	return false
+	for _, s := range d.Sources {
+		if !sameSerial(s.Serial, a.Serial) {
+			return a, s, true
+		}
+	}
+	return a, b, false
+}
+
+// sameSerial reports whether two places that say a and b agree: a and b are
+// alike as udev spells them.
+func sameSerial(a, b string) bool {
+	if a == b {
+		return true
+	}
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		ca, na := udevChar(a[i:])
+		cb, nb := udevChar(b[j:])
+		if na == 0 || nb == 0 || ca != cb {
+			return false
+		}
+		i, j = i+na, j+nb
+	}
+	return true
+}
+
+// udevChar returns the first character of s as udev spells a serial, and
+// how many bytes of s it stands for: a run of blanks is one "_", and a
+// character udev does not keep is "_". n is 0 when s is empty.
+func udevChar(s string) (c byte, n int) {
+	if s == "" {
+		return 0, 0
+	}
+	if s[0] == ' ' || s[0] == '\t' {
+		n = 1
+		for n < len(s) && (s[n] == ' ' || s[n] == '\t') {
+			n++
+		}
+		return '_', n
+	}
+	c = s[0]
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', strings.IndexByte("#+-.:=@_\\", c) >= 0:
+		return c, 1
+	}
+	return '_', 1
 }
 
 // diskNames are the kernel names List considers disks: SCSI/SATA/SAS/USB
@@ -94,8 +215,11 @@ const maxAttr = 64 << 10
 // partitions (they are not in /sys/block), ram, zram, dm, md, sr, nbd and
 // any other kind, NVMe multipath controller paths (hidden), and MMC boot
 // and RPMB areas. A disk whose attributes cannot all be read is still
-// listed, with those fields zero (or, for removable and ro, set), so it
-// still counts when Check asks how many disks report a serial.
+// listed, with those fields zero (and, for the removable and ro flags and
+// the device path, RemovableErr, ReadOnlyErr or SysPathErr saying why), so
+// it still counts when Check asks how many disks report a serial. Each
+// disk's Multipath names the dm-multipath device, among /sys/block's dm-N,
+// that holds it as a path.
 //
 // List fails only when /sys/block cannot be read.
 func List(cfg *Config) ([]Disk, error) {
@@ -105,8 +229,13 @@ func List(cfg *Config) ([]Disk, error) {
 		return nil, fmt.Errorf("disksafe: list disks: %w", err)
 	}
 	var disks []Disk
+	var paths map[string]string // disk -> the dm-multipath device holding it
 	for _, e := range ents {
 		name := e.Name()
+		if strings.HasPrefix(name, "dm-") {
+			paths = multipathPaths(root, name, paths)
+			continue
+		}
 		if !diskNames.MatchString(name) {
 			continue
 		}
@@ -114,7 +243,31 @@ func List(cfg *Config) ([]Disk, error) {
 			disks = append(disks, d)
 		}
 	}
+	for i := range disks {
+		disks[i].Multipath = paths[disks[i].Name]
+	}
 	return disks, nil
+}
+
+// multipathPaths adds to m (made when nil) the disks that the device-mapper
+// device dm holds as its paths, when it is a dm-multipath device: its
+// dm/uuid begins "mpath-", as multipathd names them.
+func multipathPaths(root fs.FS, dm string, m map[string]string) map[string]string {
+	uuid, err := readAttr(root, "sys/block/"+dm+"/dm/uuid")
+	if err != nil || !strings.HasPrefix(uuid, "mpath-") {
+		return m
+	}
+	slaves, err := fs.ReadDir(root, "sys/block/"+dm+"/slaves")
+	if err != nil {
+		return m
+	}
+	for _, e := range slaves {
+		if m == nil {
+			m = map[string]string{}
+		}
+		m[e.Name()] = dm
+	}
+	return m
 }
 
 // readDisk describes /sys/block/<name>. ok is false for a device that is not
@@ -141,49 +294,81 @@ func readDisk(root fs.FS, name string, cfg *Config) (d Disk, ok bool) {
 		d.Transport = "loop"
 	}
 
-	if v, err := readAttr(root, dir+"/dev"); err == nil {
-		if maj, min, ok := parseDev(v); ok {
-			d.Dev = strconv.FormatUint(uint64(maj), 10) + ":" + strconv.FormatUint(uint64(min), 10)
-		} else {
-			log.Debug("disksafe: unexpected device number", "disk", name, "dev", v)
-		}
+	if v, err := readAttr(root, dir+"/dev"); err != nil {
+		d.UdevErr = fmt.Errorf("its device number is unknown: %w", attrError(dir+"/dev", err))
+	} else if maj, min, ok := parseDev(v); ok {
+		d.Dev = strconv.FormatUint(uint64(maj), 10) + ":" + strconv.FormatUint(uint64(min), 10)
+	} else {
+		log.Debug("disksafe: unexpected device number", "disk", name, "dev", v)
+		d.UdevErr = fmt.Errorf("its device number is unknown: /%s/dev holds %s, not major:minor", dir, quoteValue(v))
 	}
 	if v, err := readAttr(root, dir+"/size"); err == nil {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 && n <= (1<<63-1)/512 {
 			d.Size = n * 512
 		}
 	}
-	d.Removable = !attrIs(root, dir+"/removable", "0")
-	d.ReadOnly = !attrIs(root, dir+"/ro", "0")
-	if strings.HasPrefix(name, "mmcblk") && attrIs(root, dir+"/device/type", "SD") {
-		d.Removable = true
+	d.Removable, d.RemovableErr = readFlag(root, dir+"/removable")
+	d.ReadOnly, d.ReadOnlyErr = readFlag(root, dir+"/ro")
+	if strings.HasPrefix(name, "mmcblk") {
+		// The kernel does not flag an SD card removable; its MMC type
+		// says what it is: MMC (soldered eMMC), SD, or SD combo.
+		switch v, err := readAttr(root, dir+"/device/type"); {
+		case err != nil:
+			if d.RemovableErr == nil {
+				d.RemovableErr = attrError(dir+"/device/type", err)
+			}
+		case v == "SD" || v == "SD combo":
+			d.Removable = true
+		case v != "MMC" && d.RemovableErr == nil:
+			d.RemovableErr = fmt.Errorf("/%s holds %s, not MMC or SD", dir+"/device/type", quoteValue(v))
+		}
 	}
 
 	var udev map[string]string
 	if d.Dev != "" {
-		if b, err := readFile(root, "run/udev/data/b"+d.Dev); err == nil {
+		switch b, err := readFile(root, "run/udev/data/b"+d.Dev); {
+		case err == nil:
 			udev = parseUdev(b)
+		case !errors.Is(err, fs.ErrNotExist):
+			d.UdevErr = attrError("run/udev/data/b"+d.Dev, err)
 		}
 	}
 
 	// Serials, in the documented order.
-	addSerial := func(s string, ok bool) {
-		if ok && s != "" && !slices.Contains(d.Serials, s) {
+	addSerial := func(where string, s string, ok bool) {
+		if !ok || s == "" {
+			return
+		}
+		d.Sources = append(d.Sources, SerialSource{Where: where, Serial: s})
+		if !slices.Contains(d.Serials, s) {
 			d.Serials = append(d.Serials, s)
 		}
 	}
 	for _, f := range []string{dir + "/device/serial", dir + "/serial"} {
 		if b, err := readFile(root, f); err == nil {
-			addSerial(cleanValue(b))
+			v, ok := cleanValue(b)
+			addSerial("/"+f, v, ok)
 		}
 	}
 	if b, err := readFile(root, dir+"/device/vpd_pg80"); err == nil {
-		addSerial(parseVPD80(b))
+		v, ok := parseVPD80(b)
+		addSerial("/"+dir+"/device/vpd_pg80", v, ok)
 	}
-	addSerial(cleanValue([]byte(udev["ID_SERIAL_SHORT"])))
-	addSerial(cleanValue([]byte(udev["ID_SCSI_SERIAL"])))
-	if len(d.Serials) > 0 {
-		d.Serial = d.Serials[0]
+	if _, scsiID := udev["ID_SCSI_SERIAL"]; !scsiID {
+		v, ok := cleanValue([]byte(udev["ID_SERIAL_SHORT"]))
+		addSerial("udev's ID_SERIAL_SHORT", v, ok)
+	}
+	v, ok := cleanValue([]byte(udev["ID_SCSI_SERIAL"]))
+	addSerial("udev's ID_SCSI_SERIAL", v, ok)
+	d.SerialsAgree = true
+	for _, s := range d.Sources[min(1, len(d.Sources)):] {
+		if !sameSerial(s.Serial, d.Sources[0].Serial) {
+			d.SerialsAgree = false
+			break
+		}
+	}
+	if d.SerialsAgree && len(d.Sources) > 0 {
+		d.Serial = d.Sources[0].Serial
 	}
 
 	for _, f := range []string{dir + "/wwid", dir + "/device/wwid"} {
@@ -206,7 +391,9 @@ func readDisk(root fs.FS, name string, cfg *Config) (d Disk, ok bool) {
 	}
 
 	// The device path, and USB.
-	if link, err := fs.ReadLink(root, dir); err == nil {
+	if link, err := fs.ReadLink(root, dir); err != nil {
+		d.SysPathErr = attrError(dir, err)
+	} else {
 		p := strings.TrimPrefix(link, "/")
 		if !path.IsAbs(link) {
 			p = path.Join("sys/block", link)
@@ -218,6 +405,8 @@ func readDisk(root fs.FS, name string, cfg *Config) (d Disk, ok bool) {
 			if d.Transport == "" {
 				d.Transport = transport
 			}
+		} else {
+			d.SysPathErr = fmt.Errorf("/%s links to %s, outside /sys", dir, quoteValue(link))
 		}
 	}
 	bus := udev["ID_BUS"]
@@ -417,6 +606,40 @@ func readAttr(root fs.FS, name string) (string, error) {
 		return "", err
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+// readFlag reads a sysfs flag attribute, which the kernel writes as 0 or 1.
+// A flag that cannot be read, or holds anything else, is unknown: set is
+// false and err says why, naming the file.
+func readFlag(root fs.FS, name string) (set bool, err error) {
+	v, err := readAttr(root, name)
+	switch {
+	case err != nil:
+		return false, attrError(name, err)
+	case v == "1":
+		return true, nil
+	case v == "0":
+		return false, nil
+	}
+	return false, fmt.Errorf("/%s holds %s, not 0 or 1", name, quoteValue(v))
+}
+
+// attrError is the error of a failed read of name (a path below root):
+// the file, as the machine names it, and why.
+func attrError(name string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("/%s: %w", name, err)
+}
+
+// quoteValue quotes an attribute's value for an error, cut to 32 bytes.
+func quoteValue(v string) string {
+	if len(v) > 32 {
+		return strconv.Quote(v[:32]) + "..."
+	}
+	return strconv.Quote(v)
 }
 
 // attrIs reports whether the attribute reads exactly want.

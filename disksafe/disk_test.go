@@ -1,6 +1,7 @@
 package disksafe
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -18,8 +19,9 @@ func TestListDiskKinds(t *testing.T) {
 		disk: sataDisk("sda", "8:0", "S5Y2NX0R123456"),
 		want: Disk{
 			Name: "sda", Dev: "8:0", Size: 1953525168 * 512,
-			Serial: "S5Y2NX0R123456", Serials: []string{"S5Y2NX0R123456"},
-			WWN: "naa.5002538e40a1b2c3", Model: "Samsung SSD 870", Transport: "ata",
+			Serial: "S5Y2NX0R123456", Serials: []string{"S5Y2NX0R123456"}, SerialsAgree: true,
+			Sources: []SerialSource{{"/sys/block/sda/device/vpd_pg80", "S5Y2NX0R123456"}, {"udev's ID_SERIAL_SHORT", "S5Y2NX0R123456"}},
+			WWN:     "naa.5002538e40a1b2c3", Model: "Samsung SSD 870", Transport: "ata",
 			SysPath: "/sys/devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0/block/sda",
 		},
 	}, {
@@ -27,8 +29,9 @@ func TestListDiskKinds(t *testing.T) {
 		disk: nvmeDisk("nvme0n1", "259:0", "S64DNX0R123456"),
 		want: Disk{
 			Name: "nvme0n1", Dev: "259:0", Size: 1000215216 * 512,
-			Serial: "S64DNX0R123456", Serials: []string{"S64DNX0R123456"},
-			WWN: "eui.002538b231b2c3d4", Model: "Samsung SSD 980 1TB", Transport: "nvme",
+			Serial: "S64DNX0R123456", Serials: []string{"S64DNX0R123456"}, SerialsAgree: true,
+			Sources: []SerialSource{{"/sys/block/nvme0n1/device/serial", "S64DNX0R123456"}, {"udev's ID_SERIAL_SHORT", "S64DNX0R123456"}},
+			WWN:     "eui.002538b231b2c3d4", Model: "Samsung SSD 980 1TB", Transport: "nvme",
 			SysPath: "/sys/devices/pci0000:00/0000:00:1d.0/0000:3d:00.0/nvme/nvme0/nvme0n1",
 		},
 	}, {
@@ -36,7 +39,8 @@ func TestListDiskKinds(t *testing.T) {
 		disk: virtioDisk("vda", "254:0", "fleet-vd-0001"),
 		want: Disk{
 			Name: "vda", Dev: "254:0", Size: 41943040 * 512,
-			Serial: "fleet-vd-0001", Serials: []string{"fleet-vd-0001"}, Transport: "virtio",
+			Serial: "fleet-vd-0001", Serials: []string{"fleet-vd-0001"}, Transport: "virtio", SerialsAgree: true,
+			Sources: []SerialSource{{"/sys/block/vda/serial", "fleet-vd-0001"}},
 			SysPath: "/sys/devices/pci0000:00/0000:00:05.0/virtio2/block/vda",
 		},
 	}, {
@@ -44,8 +48,9 @@ func TestListDiskKinds(t *testing.T) {
 		disk: usbStick("sdb", "8:16", "4C530001230815117283"),
 		want: Disk{
 			Name: "sdb", Dev: "8:16", Size: 60437492 * 512,
-			Serial: "4C530001230815117283", Serials: []string{"4C530001230815117283"},
-			Model: "Ultra Fit", Transport: "usb", Removable: true, USB: true,
+			Serial: "4C530001230815117283", Serials: []string{"4C530001230815117283"}, SerialsAgree: true,
+			Sources: []SerialSource{{"udev's ID_SERIAL_SHORT", "4C530001230815117283"}},
+			Model:   "Ultra Fit", Transport: "usb", Removable: true, USB: true,
 			SysPath: "/sys/devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0/block/sdb",
 		},
 	}, {
@@ -53,7 +58,8 @@ func TestListDiskKinds(t *testing.T) {
 		disk: usbDisk("sdc", "8:32", "WD-WX12A3456789"),
 		want: Disk{
 			Name: "sdc", Dev: "8:32", Size: 3907029168 * 512,
-			Serial: "WD-WX12A3456789", Serials: []string{"WD-WX12A3456789"},
+			Serial: "WD-WX12A3456789", Serials: []string{"WD-WX12A3456789"}, SerialsAgree: true,
+			Sources:   []SerialSource{{"/sys/block/sdc/device/vpd_pg80", "WD-WX12A3456789"}, {"udev's ID_SERIAL_SHORT", "WD-WX12A3456789"}},
 			Transport: "usb", USB: true,
 			SysPath: "/sys/devices/pci0000:00/0000:00:14.0/usb3/3-2/3-2:1.0/host7/target7:0:0/7:0:0:0/block/sdc",
 		},
@@ -62,8 +68,9 @@ func TestListDiskKinds(t *testing.T) {
 		disk: sdReader("sdd", "8:48", "000000000819"),
 		want: Disk{
 			Name: "sdd", Dev: "8:48", Size: 31116288 * 512,
-			Serial: "000000000819", Serials: []string{"000000000819"},
-			Model: "SD/MMC Reader", Transport: "usb", Removable: true, USB: true,
+			Serial: "000000000819", Serials: []string{"000000000819"}, SerialsAgree: true,
+			Sources: []SerialSource{{"udev's ID_SERIAL_SHORT", "000000000819"}},
+			Model:   "SD/MMC Reader", Transport: "usb", Removable: true, USB: true,
 			SysPath: "/sys/devices/pci0000:00/0000:00:14.0/usb1/1-4/1-4:1.0/host8/target8:0:0/8:0:0:0/block/sdd",
 		},
 	}, {
@@ -71,7 +78,8 @@ func TestListDiskKinds(t *testing.T) {
 		disk: sdCard("mmcblk0", "179:0", "0x1234abcd"),
 		want: Disk{
 			Name: "mmcblk0", Dev: "179:0", Size: 62333952 * 512,
-			Serial: "0x1234abcd", Serials: []string{"0x1234abcd"}, Transport: "mmc", Removable: true,
+			Serial: "0x1234abcd", Serials: []string{"0x1234abcd"}, Transport: "mmc", Removable: true, SerialsAgree: true,
+			Sources: []SerialSource{{"/sys/block/mmcblk0/device/serial", "0x1234abcd"}},
 			SysPath: "/sys/devices/pci0000:00/0000:00:1a.0/mmc_host/mmc0/mmc0:aaaa/block/mmcblk0",
 		},
 	}, {
@@ -79,7 +87,8 @@ func TestListDiskKinds(t *testing.T) {
 		disk: emmc("mmcblk1", "179:8", "0x0badf00d"),
 		want: Disk{
 			Name: "mmcblk1", Dev: "179:8", Size: 61071360 * 512,
-			Serial: "0x0badf00d", Serials: []string{"0x0badf00d"}, Transport: "mmc",
+			Serial: "0x0badf00d", Serials: []string{"0x0badf00d"}, Transport: "mmc", SerialsAgree: true,
+			Sources: []SerialSource{{"/sys/block/mmcblk1/device/serial", "0x0badf00d"}},
 			SysPath: "/sys/devices/platform/fe330000.mmc/mmc_host/mmc1/mmc1:0001/block/mmcblk1",
 		},
 	}, {
@@ -88,7 +97,8 @@ func TestListDiskKinds(t *testing.T) {
 		loop: true,
 		want: Disk{
 			Name: "loop3", Dev: "7:3", Size: 131072 * 512,
-			Serial: "fleet-loop-3", Serials: []string{"fleet-loop-3"}, Transport: "loop",
+			Serial: "fleet-loop-3", Serials: []string{"fleet-loop-3"}, Transport: "loop", SerialsAgree: true,
+			Sources: []SerialSource{{"udev's ID_SERIAL_SHORT", "fleet-loop-3"}},
 			SysPath: "/sys/devices/virtual/block/loop3", BackingFile: "/tmp/loop3.img",
 		},
 	}}
@@ -108,7 +118,7 @@ func TestListDiskKinds(t *testing.T) {
 
 func TestListSerialSources(t *testing.T) {
 	// One disk reporting different serials in different places lists each,
-	// in the documented order.
+	// in the documented order, and reports none of them.
 	tr := newTree().add(fakeDisk{
 		name: "sda", dev: "8:0", sectors: 100,
 		sysPath: "devices/pci0000:00/0000:00:10.0/host0/target0:0:0/0:0:0:0/block/sda",
@@ -117,18 +127,35 @@ func TestListSerialSources(t *testing.T) {
 			"serial":          "B-virtio\x00\x00",
 			"device/vpd_pg80": vpd80("C-vpd   "),
 		},
-		udev: "E:ID_SERIAL_SHORT=D-short\nE:ID_SCSI_SERIAL=E-scsi\nE:ID_SERIAL_SHORT=ignored-second\n",
+		udev: "E:ID_SERIAL_SHORT=D-short\nE:ID_SCSI_SERIAL=E-scsi\nE:ID_SCSI_SERIAL=ignored-second\n",
+	}).add(fakeDisk{
+		name: "sdb", dev: "8:16", sectors: 100,
+		udev: "E:ID_SERIAL_SHORT=D-short\nE:ID_SERIAL_SHORT=ignored-second\n",
 	})
 	got, err := List(&Config{Root: tr.fs})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"A-dev", "B-virtio", "C-vpd", "D-short", "E-scsi"}
-	if len(got) != 1 || !cmp.Equal(got[0].Serials, want) || got[0].Serial != "A-dev" {
-		t.Fatalf("serials = %+v, want %q", got, want)
-	}
-	if got[0].Transport != "scsi" {
-		t.Errorf("Transport = %q, want scsi", got[0].Transport)
+	// udev's ID_SERIAL_SHORT beside ID_SCSI_SERIAL is scsi_id's device
+	// identifier, not a serial.
+	want := []Disk{{
+		Name: "sda", Dev: "8:0", Size: 100 * 512, Transport: "scsi",
+		Serials: []string{"A-dev", "B-virtio", "C-vpd", "E-scsi"},
+		Sources: []SerialSource{
+			{"/sys/block/sda/device/serial", "A-dev"},
+			{"/sys/block/sda/serial", "B-virtio"},
+			{"/sys/block/sda/device/vpd_pg80", "C-vpd"},
+			{"udev's ID_SCSI_SERIAL", "E-scsi"},
+		},
+		SysPath: "/sys/devices/pci0000:00/0000:00:10.0/host0/target0:0:0/0:0:0:0/block/sda",
+	}, {
+		Name: "sdb", Dev: "8:16", Size: 100 * 512,
+		Serial: "D-short", Serials: []string{"D-short"}, SerialsAgree: true,
+		Sources: []SerialSource{{"udev's ID_SERIAL_SHORT", "D-short"}},
+		SysPath: "/sys/devices/virtual/block/sdb",
+	}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("List (-want +got):\n%s", diff)
 	}
 }
 
@@ -167,7 +194,7 @@ func TestListSkips(t *testing.T) {
 
 func TestListOddValues(t *testing.T) {
 	// Unreadable and unexpected attributes: the disk is still listed, its
-	// flags count as set, and bad serials are left out.
+	// flags are unknown (not set), and bad serials are left out.
 	tr := newTree().add(fakeDisk{
 		name: "sda", dev: "8:0", sectors: 100, removable: "2", ro: "yes",
 		files: map[string]string{
@@ -183,8 +210,15 @@ func TestListOddValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Disk{{Name: "sda", Removable: true, ReadOnly: true, SysPath: "/sys/devices/virtual/block/sda"}}
-	if diff := cmp.Diff(want, got); diff != "" {
+	want := []Disk{{
+		Name: "sda", SerialsAgree: true, SysPath: "/sys/devices/virtual/block/sda",
+		RemovableErr: errors.New(`/sys/block/sda/removable holds "2", not 0 or 1`),
+		ReadOnlyErr:  errors.New(`/sys/block/sda/ro holds "yes", not 0 or 1`),
+		UdevErr:      errors.New(`its device number is unknown: /sys/block/sda/dev holds "garbage", not major:minor`),
+	}}
+	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b error) bool {
+		return (a == nil) == (b == nil) && (a == nil || a.Error() == b.Error())
+	})); diff != "" {
 		t.Errorf("List (-want +got):\n%s", diff)
 	}
 }

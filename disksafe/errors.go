@@ -30,17 +30,36 @@ var (
 	// install code. Text: "wipe: no install code".
 	ErrNoInstallCode = errors.New("wipe: no install code")
 
-	// ErrInstallCodeMismatch: the Workflow carries an install code that is
-	// not the one this boot received. Neither code is ever part of the text.
+	// ErrInstallCodeMismatch: the Workflow's install_code_sha256 is not the
+	// SHA-256 of the code this boot received (or Target.Code is not that
+	// code). No code is ever part of the text.
 	// Text: "wipe: the Workflow's install code is not the one this boot received".
 	ErrInstallCodeMismatch = errors.New("wipe: the Workflow's install code is not the one this boot received")
+
+	// ErrUdevUnreadable: a disk's udev record cannot be read (its device
+	// number is unknown, or the record exists and cannot be read;
+	// Disk.UdevErr), so what udev says of its serial is unknown, and it
+	// may be the declared disk. Text:
+	// "wipe: <other>'s udev record cannot be read (<reason>); nothing wiped",
+	// where <other> is that disk's kernel name.
+	ErrUdevUnreadable = errors.New("wipe: a disk's udev record cannot be read; nothing wiped")
+
+	// ErrSerialConflict: a disk's places disagree on its serial (see
+	// SerialSource), and one of them says the declared serial, so that
+	// disk may be the declared one or not. Text:
+	// "wipe: <other> reports the serial <serial> in <place> but <serial2> in <place2>; nothing wiped",
+	// where <other> is that disk's kernel name.
+	ErrSerialConflict = errors.New("wipe: a disk reports two serials; nothing wiped")
 
 	// ErrSerialNotFound: no listed disk reports the declared serial.
 	// Text: "wipe: no disk reports the serial <serial>".
 	ErrSerialNotFound = errors.New("wipe: no disk reports the serial")
 
 	// ErrSerialAmbiguous: two or more disks report the declared serial.
-	// Text: "wipe: more than one disk reports the serial <serial>".
+	// Text: "wipe: more than one disk reports the serial <serial>". When
+	// they are the paths of one multipath logical unit (Refusal.LUN), the
+	// text goes on ": sda and sdb are one multipath LUN (wwid <wwn>,
+	// multipath device dm-0)", naming what shows it.
 	ErrSerialAmbiguous = errors.New("wipe: more than one disk reports the serial")
 
 	// ErrWrongDisk: install_disk resolves to another disk than the one that
@@ -52,13 +71,29 @@ var (
 	// Text: "wipe: <disk> is removable".
 	ErrRemovable = errors.New("wipe: the install disk is removable")
 
+	// ErrRemovableUnreadable: the disk's removable flag is unknown: its
+	// removable attribute (or an MMC device's type) cannot be read, or
+	// holds a value the kernel never writes (Disk.RemovableErr). Text:
+	// "wipe: <disk>'s removable attribute cannot be read (<reason>); nothing wiped".
+	ErrRemovableUnreadable = errors.New("wipe: the install disk's removable attribute cannot be read; nothing wiped")
+
 	// ErrUSB: the disk that reports the serial is on USB.
 	// Text: "wipe: <disk> is on USB".
 	ErrUSB = errors.New("wipe: the install disk is on USB")
 
+	// ErrDevicePathUnreadable: the disk's sysfs device path, which tells
+	// whether it is on USB, cannot be read (Disk.SysPathErr). Text:
+	// "wipe: <disk>'s device path cannot be read, so USB cannot be ruled out (<reason>); nothing wiped".
+	ErrDevicePathUnreadable = errors.New("wipe: the install disk's device path cannot be read, so USB cannot be ruled out; nothing wiped")
+
 	// ErrReadOnly: the kernel reports the disk read-only.
 	// Text: "wipe: <disk> is read-only".
 	ErrReadOnly = errors.New("wipe: the install disk is read-only")
+
+	// ErrReadOnlyUnreadable: the disk's ro attribute cannot be read, or
+	// holds neither 0 nor 1 (Disk.ReadOnlyErr). Text:
+	// "wipe: <disk>'s ro attribute cannot be read (<reason>); nothing wiped".
+	ErrReadOnlyUnreadable = errors.New("wipe: the install disk's ro attribute cannot be read; nothing wiped")
 )
 
 // The errors of Wipe past the judgement.
@@ -134,8 +169,15 @@ type Refusal struct {
 	Disk   string // install_disk as the Workflow declares it, e.g. /dev/disk/by-id/ata-X or /dev/sda
 	Name   string // the kernel name Disk resolves to (e.g. sdb), or "missing"
 	Serial string // the declared install_disk_serial
-	Other  string // the kernel name of the disk that reports Serial (ErrWrongDisk)
+	Other  string // the kernel name of the disk that reports Serial (ErrWrongDisk), whose places disagree (ErrSerialConflict), or whose udev record cannot be read (ErrUdevUnreadable)
 	Image  string // the installer image (ErrPull)
+
+	// Said holds two places of disk Other that disagree on its serial,
+	// the first saying Serial (ErrSerialConflict).
+	Said []SerialSource
+	// LUN is the multipath logical unit whose paths are the disks that
+	// report Serial (ErrSerialAmbiguous); nil when they are not one.
+	LUN *MultipathLUN
 
 	// Cause is what lies under Err: the puller's or the kernel's error, or
 	// why this boot counts as not attested. Its text is part of the
@@ -150,16 +192,32 @@ func (r *Refusal) Error() string {
 		return "wipe: the install disk " + r.Disk + " is not a path under /dev"
 	case ErrSerialNotFound:
 		return "wipe: no disk reports the serial " + r.Serial
+	case ErrUdevUnreadable:
+		return "wipe: " + r.Other + "'s udev record cannot be read (" + reason(r.Cause) + "); nothing wiped"
+	case ErrSerialConflict:
+		if len(r.Said) == 2 {
+			return "wipe: " + r.Other + " reports the serial " + r.Said[0].Serial + " in " + r.Said[0].Where +
+				" but " + r.Said[1].Serial + " in " + r.Said[1].Where + "; nothing wiped"
+		}
 	case ErrSerialAmbiguous:
+		if r.LUN != nil {
+			return "wipe: more than one disk reports the serial " + r.Serial + ": " + r.LUN.String()
+		}
 		return "wipe: more than one disk reports the serial " + r.Serial
 	case ErrWrongDisk:
 		return "wipe: " + r.Disk + " is " + r.Name + ", but the disk that reports " + r.Serial + " is " + r.Other
 	case ErrRemovable:
 		return "wipe: " + r.Disk + " is removable"
+	case ErrRemovableUnreadable:
+		return "wipe: " + r.Disk + "'s removable attribute cannot be read (" + reason(r.Cause) + "); nothing wiped"
 	case ErrUSB:
 		return "wipe: " + r.Disk + " is on USB"
+	case ErrDevicePathUnreadable:
+		return "wipe: " + r.Disk + "'s device path cannot be read, so USB cannot be ruled out (" + reason(r.Cause) + "); nothing wiped"
 	case ErrReadOnly:
 		return "wipe: " + r.Disk + " is read-only"
+	case ErrReadOnlyUnreadable:
+		return "wipe: " + r.Disk + "'s ro attribute cannot be read (" + reason(r.Cause) + "); nothing wiped"
 	case ErrPull:
 		return "wipe: the installer image " + r.Image + " cannot be pulled (" + reason(r.Cause) + "); nothing wiped"
 	case ErrInUse:

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -14,6 +15,7 @@ import (
 // from the code under test.
 type layout struct {
 	tr     *tree
+	fail   map[string]error // reads that fail (faultFS)
 	cfg    *Config
 	target Target
 	boot   Boot
@@ -24,22 +26,53 @@ type layout struct {
 
 type truth struct {
 	name                 string
-	listed               bool // a disk List must list
-	serials              []string
+	listed               bool     // a disk List must list
+	serials              []string // every spelling its places hold
+	agree                bool     // its places name one serial of serialPool
 	removable, usb, ro   bool
 	usbByUdev, usbByPath bool
 	usbByPort, sdCard    bool
+	mmc                  bool
+
+	// Flags that cannot be read: their attribute is missing, fails, or
+	// holds a value the kernel never writes; or the device path fails.
+	removableUnknown, roUnknown, pathUnknown bool
+	mmcTypeUnknown, udevUnknown              bool
 }
 
-var serialPool = []string{"S1", "S2", "S3", "WD-WX12A3456789"}
+// serialPool holds the serials of the layouts. Each is one serial, spelled
+// as the kernel spells it and as udev does (udevSpelled): "s1" and "S1" are
+// two serials.
+var serialPool = []string{"S1", "S2", "S3", "WD-WX12A3456789", "WD WX12 A/3", "s1"}
+
+// udevSpelled is how udev writes each serial of serialPool in its record.
+var udevSpelled = map[string]string{"WD WX12 A/3": "WD_WX12_A_3"}
+
+// serialOf returns which serial of serialPool a place's value is.
+func serialOf(v string) string {
+	for k, u := range udevSpelled {
+		if v == u {
+			return k
+		}
+	}
+	return v
+}
+
+// udevSpelling returns s as udev writes it.
+func udevSpelling(s string) string {
+	if u, ok := udevSpelled[s]; ok {
+		return u
+	}
+	return s
+}
 
 func pick[T any](r *rand.Rand, v ...T) T { return v[r.IntN(len(v))] }
 
 // randomLayout builds layout number i.
 func randomLayout(i int) *layout {
 	r := rand.New(rand.NewPCG(uint64(i), 0x5eed))
-	l := &layout{tr: newTree(), cfg: &Config{Loop: r.IntN(2) == 0}}
-	l.cfg.Root = l.tr.fs
+	l := &layout{tr: newTree(), fail: map[string]error{}, cfg: &Config{Loop: r.IntN(2) == 0}}
+	l.cfg.Root = faultFS{l.tr.fs, l.fail}
 
 	names := []string{"sda", "sdb", "sdc", "sdd", "nvme0n1", "nvme1n1", "nvme2n1", "vda", "vdb", "mmcblk0", "loop0", "loop1", "dm-0", "zram0", "md0", "sr0"}
 	r.Shuffle(len(names), func(a, b int) { names[a], names[b] = names[b], names[a] })
@@ -68,12 +101,15 @@ func randomLayout(i int) *layout {
 		// Serials, from one or two places (rebuildTruth works out
 		// what the disk then reports).
 		var udev strings.Builder
+		s := pick(r, serialPool...)
 		for range 1 + r.IntN(2) {
 			if r.IntN(8) == 0 {
 				continue // no serial from this place
 			}
-			s := pick(r, serialPool...)
-			switch r.IntN(5) {
+			if r.IntN(4) == 0 {
+				s = pick(r, serialPool...) // mostly the places agree
+			}
+			switch r.IntN(6) {
 			case 0:
 				d.files["device/serial"] = s + strings.Repeat(" ", r.IntN(8)) + "\n"
 			case 1:
@@ -81,24 +117,67 @@ func randomLayout(i int) *layout {
 			case 2:
 				d.files["device/vpd_pg80"] = vpd80(strings.Repeat(" ", r.IntN(4)) + s)
 			case 3:
-				fmt.Fprintf(&udev, "E:ID_SERIAL_SHORT=%s\n", s)
+				fmt.Fprintf(&udev, "E:ID_SERIAL_SHORT=%s\n", udevSpelling(s))
 			case 4:
-				fmt.Fprintf(&udev, "E:ID_SCSI_SERIAL=%s\n", s)
+				fmt.Fprintf(&udev, "E:ID_SCSI_SERIAL=%s\n", udevSpelling(s))
+			case 5:
+				// scsi_id: a WWN in ID_SERIAL_SHORT, the serial in
+				// ID_SCSI_SERIAL.
+				fmt.Fprintf(&udev, "E:ID_SCSI=1\nE:ID_SERIAL_SHORT=5000c500a1b2c3d%d\nE:ID_SCSI_SERIAL=%s\n", k, udevSpelling(s))
 			}
 		}
 
-		// Flags.
-		if r.IntN(6) == 0 {
-			d.removable = "1"
-			tr.removable = true
+		// Flags, and the flags that cannot be read.
+		var missing []string
+		flag := func(attr string, set, unknown *bool) string {
+			switch x := r.IntN(64); {
+			case x < 8:
+				*set = true
+				return "1"
+			case x == 8:
+				*unknown = true
+				return pick(r, "2", "yes", " ", "01")
+			case x == 9:
+				*unknown = true
+				missing = append(missing, attr)
+			case x == 10:
+				*unknown = true
+				l.fail["sys/block/"+name+"/"+attr] = pick(r, syscall.EIO, syscall.EACCES)
+			}
+			return "0"
 		}
-		if r.IntN(10) == 0 {
-			d.ro = "1"
-			tr.ro = true
+		d.removable = flag("removable", &tr.removable, &tr.removableUnknown)
+		d.ro = flag("ro", &tr.ro, &tr.roUnknown)
+		if strings.HasPrefix(name, "mmcblk") {
+			tr.mmc = true
+			switch r.IntN(8) {
+			case 0, 1, 2:
+				d.files["device/type"] = "SD\n"
+				tr.sdCard, tr.removable = true, true
+			case 3:
+				d.files["device/type"] = "SDIO\n"
+				tr.mmcTypeUnknown = true
+			case 4:
+				tr.mmcTypeUnknown = true // no type
+			case 5:
+				d.files["device/type"] = "MMC\n"
+				l.fail["sys/block/"+name+"/device/type"] = syscall.EIO
+				tr.mmcTypeUnknown = true
+			default:
+				d.files["device/type"] = "MMC\n"
+			}
 		}
-		if strings.HasPrefix(name, "mmcblk") && r.IntN(2) == 0 {
-			d.files["device/type"] = "SD\n"
-			tr.sdCard, tr.removable = true, true
+		if r.IntN(32) == 0 {
+			l.fail["sys/block/"+name] = syscall.EIO
+			tr.pathUnknown = true
+		}
+		switch r.IntN(160) {
+		case 0:
+			l.fail["run/udev/data/b"+d.dev] = syscall.EIO
+			tr.udevUnknown = true
+		case 1:
+			l.fail["sys/block/"+name+"/dev"] = syscall.EIO
+			tr.udevUnknown = true
 		}
 		d.sysPath = fmt.Sprintf("devices/pci0000:00/0000:00:%02x.0/host%d/target%d:0:0/%d:0:0:0/block/%s", k, k, k, k, name)
 		switch r.IntN(8) {
@@ -112,9 +191,13 @@ func randomLayout(i int) *layout {
 			d.sysPath = fmt.Sprintf("devices/platform/xhci.%d/%d-2.%d/%d-2.%d:1.0/host%d/target%d:0:0/%d:0:0:0/block/%s", k, k+1, k, k+1, k, k, k, k, name)
 			tr.usbByPort = true
 		}
-		tr.usb = tr.usbByUdev || tr.usbByPath || tr.usbByPort
+		tr.usb = tr.usbByUdev || (!tr.pathUnknown && (tr.usbByPath || tr.usbByPort))
 		d.udev = udev.String()
 		l.tr.add(d)
+		sp := "sys/" + d.sysPath
+		for _, attr := range missing {
+			delete(l.tr.fs, sp+"/"+attr)
+		}
 		l.disks = append(l.disks, rebuildTruth(tr, d))
 	}
 
@@ -193,11 +276,17 @@ func randomLayout(i int) *layout {
 // written to the tree, where a later write to the same place replaced an
 // earlier one.
 func rebuildTruth(tr truth, d fakeDisk) truth {
-	var s []string
+	var s, serials []string
 	add := func(v string) {
 		v = strings.Trim(v, " \n\x00")
-		if v != "" && !slices.Contains(s, v) {
+		if v == "" {
+			return
+		}
+		if !slices.Contains(s, v) {
 			s = append(s, v)
+		}
+		if !slices.Contains(serials, serialOf(v)) {
+			serials = append(serials, serialOf(v))
 		}
 	}
 	add(d.files["device/serial"])
@@ -205,8 +294,13 @@ func rebuildTruth(tr truth, d fakeDisk) truth {
 	if v := d.files["device/vpd_pg80"]; len(v) > 4 {
 		add(v[4:])
 	}
-	// In a udev record the first value of a key counts.
-	for _, k := range []string{"E:ID_SERIAL_SHORT=", "E:ID_SCSI_SERIAL="} {
+	// In a udev record the first value of a key counts. Beside
+	// ID_SCSI_SERIAL, ID_SERIAL_SHORT is scsi_id's WWN, not a serial.
+	keys := []string{"E:ID_SERIAL_SHORT=", "E:ID_SCSI_SERIAL="}
+	if strings.Contains(d.udev, "E:ID_SCSI_SERIAL=") {
+		keys = keys[1:]
+	}
+	for _, k := range keys {
 		for line := range strings.Lines(d.udev) {
 			if v, ok := strings.CutPrefix(line, k); ok {
 				add(v)
@@ -215,6 +309,7 @@ func rebuildTruth(tr truth, d fakeDisk) truth {
 		}
 	}
 	tr.serials = s
+	tr.agree = len(serials) <= 1
 	return tr
 }
 
@@ -241,7 +336,17 @@ func (l *layout) verdict() (error, string) {
 	}
 	var reporting []truth
 	for _, d := range l.disks {
-		if d.listed && slices.Contains(d.serials, serial) {
+		if d.listed && d.udevUnknown {
+			return ErrUdevUnreadable, "" // it may be the declared disk
+		}
+	}
+	for _, d := range l.disks {
+		if d.listed && !d.agree && slices.Contains(d.serials, serial) {
+			return ErrSerialConflict, "" // it may be the declared disk
+		}
+	}
+	for _, d := range l.disks {
+		if d.listed && d.agree && slices.Contains(d.serials, serial) {
 			reporting = append(reporting, d)
 		}
 	}
@@ -258,10 +363,16 @@ func (l *layout) verdict() (error, string) {
 		return ErrWrongDisk, ""
 	case d.removable:
 		return ErrRemovable, ""
+	case d.removableUnknown || d.mmcTypeUnknown:
+		return ErrRemovableUnreadable, ""
 	case d.usb:
 		return ErrUSB, ""
+	case d.pathUnknown:
+		return ErrDevicePathUnreadable, ""
 	case d.ro:
 		return ErrReadOnly, ""
+	case d.roUnknown:
+		return ErrReadOnlyUnreadable, ""
 	}
 	return nil, d.name
 }
@@ -301,7 +412,8 @@ func TestPropertyRandomLayouts(t *testing.T) {
 	}
 	// The layouts must reach every verdict, or the property says little.
 	for _, e := range []error{ErrNoSerial, ErrNoInstallDisk, ErrBadInstallDisk, ErrNotAttested, ErrNoInstallCode,
-		ErrInstallCodeMismatch, ErrSerialNotFound, ErrSerialAmbiguous, ErrWrongDisk, ErrRemovable, ErrUSB, ErrReadOnly} {
+		ErrInstallCodeMismatch, ErrUdevUnreadable, ErrSerialConflict, ErrSerialNotFound, ErrSerialAmbiguous, ErrWrongDisk,
+		ErrRemovable, ErrRemovableUnreadable, ErrUSB, ErrDevicePathUnreadable, ErrReadOnly, ErrReadOnlyUnreadable} {
 		if refusals[e] == 0 {
 			t.Errorf("no layout was refused with %v", e)
 		}

@@ -2,6 +2,7 @@ package disksafe
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"path"
 	"strconv"
@@ -147,15 +148,17 @@ func sataDisk(name, dev, serial string) fakeDisk {
 	}
 }
 
-// nvmeDisk is an NVMe namespace: its serial on the controller, padded.
+// nvmeDisk is an NVMe namespace: its serial on the controller, padded, and
+// its own EUI-64 by its minor.
 func nvmeDisk(name, dev, serial string) fakeDisk {
+	_, minor, _ := parseDev(dev)
 	return fakeDisk{
 		name: name, dev: dev, sectors: 1000215216,
 		sysPath: "devices/pci0000:00/0000:00:1d.0/0000:3d:00.0/nvme/nvme0/" + name,
 		files: map[string]string{
 			"device/serial": serial + "       \n",
 			"device/model":  "Samsung SSD 980 1TB                     \n",
-			"wwid":          "eui.002538b231b2c3d4\n",
+			"wwid":          fmt.Sprintf("eui.002538b231b2%04x\n", 0xc3d4+minor),
 		},
 		udev: "E:ID_SERIAL_SHORT=" + serial + "\nE:ID_MODEL=Samsung SSD 980 1TB\n",
 	}

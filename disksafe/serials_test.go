@@ -1,0 +1,631 @@
+package disksafe
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/fstest"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// sasDisk is a SAS disk as scsi_id describes it: udev's ID_SERIAL_SHORT is
+// the NAA WWN from VPD page 0x83, ID_SCSI_SERIAL the serial from page 0x80.
+// Each gets its own host adapter by host, so two of one wwn are two paths.
+func sasDisk(name, dev, serial, wwn string, host int) fakeDisk {
+	h := itoa(int64(host))
+	return fakeDisk{
+		name: name, dev: dev, sectors: 23437770752,
+		sysPath: "devices/pci0000:00/0000:00:1f.0/0000:0" + h + ":00.0/host" + h + "/port-" + h + ":0/end_device-" + h + ":0/target" + h + ":0:0/" + h + ":0:0:0/block/" + name,
+		files: map[string]string{
+			"device/vpd_pg80": vpd80(serial),
+			"device/wwid":     "naa." + wwn + "\n",
+			"device/model":    "ST12000NM0027   \n",
+		},
+		udev: "E:ID_SCSI=1\nE:ID_BUS=scsi\nE:ID_SERIAL=3" + wwn + "\nE:ID_SERIAL_SHORT=" + wwn + "\n" +
+			"E:ID_WWN=0x" + wwn + "\nE:ID_SCSI_SERIAL=" + serial + "\n",
+	}
+}
+
+// withUdev returns d with its udev record replaced.
+func withUdev(d fakeDisk, udev string) fakeDisk {
+	d.udev = udev
+	return d
+}
+
+// withFile returns d with one more file (see fakeDisk.files).
+func withFile(d fakeDisk, name, data string) fakeDisk {
+	files := map[string]string{name: data}
+	for k, v := range d.files {
+		if k != name {
+			files[k] = v
+		}
+	}
+	d.files = files
+	return d
+}
+
+// multipathDevice is a dm-multipath device holding paths, as multipathd
+// names one: dm/uuid "mpath-<wwid>", and each path in its slaves.
+func multipathDevice(tr *tree, dm, wwid string, paths ...string) {
+	files := map[string]string{"dm/uuid": "mpath-" + wwid + "\n"}
+	for _, p := range paths {
+		files["slaves/"+p] = ""
+	}
+	tr.add(fakeDisk{name: dm, dev: "253:0", sectors: 100, files: files})
+}
+
+func TestCheckSerialSources(t *testing.T) {
+	const wwn = "5000c500a1b2c3d4"
+	tests := []struct {
+		name string
+		tr   *tree
+		tg   Target
+		want error  // nil: the wipe is allowed
+		text string // the refusal's text, or the disk chosen
+	}{{
+		name: "SATA: VPD page 0x80 and udev disagree",
+		tr:   newTree().add(withUdev(sataDisk("sda", "8:0", "S1"), "E:ID_BUS=ata\nE:ID_SERIAL_SHORT=S9\n")),
+		tg:   Target{Disk: "/dev/sda", Serial: "S1"},
+		want: ErrSerialConflict,
+		text: "wipe: sda reports the serial S1 in /sys/block/sda/device/vpd_pg80 but S9 in udev's ID_SERIAL_SHORT; nothing wiped",
+	}, {
+		name: "SATA: declared as udev says it",
+		tr:   newTree().add(withUdev(sataDisk("sda", "8:0", "S1"), "E:ID_BUS=ata\nE:ID_SERIAL_SHORT=S9\n")),
+		tg:   Target{Disk: "/dev/sda", Serial: "S9"},
+		want: ErrSerialConflict,
+		text: "wipe: sda reports the serial S9 in udev's ID_SERIAL_SHORT but S1 in /sys/block/sda/device/vpd_pg80; nothing wiped",
+	}, {
+		name: "NVMe: controller serial and udev disagree",
+		tr:   newTree().add(withUdev(nvmeDisk("nvme0n1", "259:0", "S64DNX0R123456"), "E:ID_SERIAL_SHORT=S64DNX0R999999\n")),
+		tg:   Target{Disk: "/dev/nvme0n1", Serial: "S64DNX0R123456"},
+		want: ErrSerialConflict,
+		text: "wipe: nvme0n1 reports the serial S64DNX0R123456 in /sys/block/nvme0n1/device/serial but S64DNX0R999999 in udev's ID_SERIAL_SHORT; nothing wiped",
+	}, {
+		name: "SAS: page 0x80 and udev's ID_SCSI_SERIAL disagree",
+		tr:   newTree().add(withFile(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2), "device/vpd_pg80", vpd80("ZA9999ZZ"))),
+		tg:   Target{Disk: "/dev/sda", Serial: "ZA1234AB"},
+		want: ErrSerialConflict,
+		text: "wipe: sda reports the serial ZA1234AB in udev's ID_SCSI_SERIAL but ZA9999ZZ in /sys/block/sda/device/vpd_pg80; nothing wiped",
+	}, {
+		name: "case counts",
+		tr:   newTree().add(withUdev(sataDisk("sda", "8:0", "s1"), "E:ID_SERIAL_SHORT=S1\n")),
+		tg:   Target{Disk: "/dev/sda", Serial: "S1"},
+		want: ErrSerialConflict,
+		text: "wipe: sda reports the serial S1 in udev's ID_SERIAL_SHORT but s1 in /sys/block/sda/device/vpd_pg80; nothing wiped",
+	}, {
+		name: "another disk that may be the declared one",
+		tr: newTree().add(sataDisk("sda", "8:0", "S1")).
+			add(withUdev(sataDisk("sdb", "8:16", "S1"), "E:ID_SERIAL_SHORT=S7\n")),
+		tg:   Target{Disk: "/dev/sda", Serial: "S1"},
+		want: ErrSerialConflict,
+		text: "wipe: sdb reports the serial S1 in /sys/block/sdb/device/vpd_pg80 but S7 in udev's ID_SERIAL_SHORT; nothing wiped",
+	}, {
+		name: "another disk that may be the declared one, and no other",
+		tr: newTree().add(sataDisk("sda", "8:0", "S2")).
+			add(withUdev(sataDisk("sdb", "8:16", "S1"), "E:ID_SERIAL_SHORT=S7\n")),
+		tg:   Target{Disk: "/dev/sdb", Serial: "S1"},
+		want: ErrSerialConflict,
+		text: "wipe: sdb reports the serial S1 in /sys/block/sdb/device/vpd_pg80 but S7 in udev's ID_SERIAL_SHORT; nothing wiped",
+	}, {
+		name: "another disk's disagreement on other serials",
+		tr: newTree().add(sataDisk("sda", "8:0", "S1")).
+			add(withUdev(sataDisk("sdb", "8:16", "S2"), "E:ID_SERIAL_SHORT=S3\n")),
+		tg:   Target{Disk: "/dev/sda", Serial: "S1"},
+		text: "sda",
+	}, {
+		name: "the declared disk disagrees on other serials, and another reports it",
+		tr: newTree().add(withUdev(sataDisk("sda", "8:0", "S2"), "E:ID_SERIAL_SHORT=S3\n")).
+			add(sataDisk("sdb", "8:16", "S1")),
+		tg:   Target{Disk: "/dev/sda", Serial: "S1"},
+		want: ErrWrongDisk,
+		text: "wipe: /dev/sda is sda, but the disk that reports S1 is sdb",
+	}, {
+		name: "the declared disk disagrees on other serials, and none reports it",
+		tr:   newTree().add(withUdev(sataDisk("sda", "8:0", "S2"), "E:ID_SERIAL_SHORT=S3\n")),
+		tg:   Target{Disk: "/dev/sda", Serial: "S1"},
+		want: ErrSerialNotFound,
+		text: "wipe: no disk reports the serial S1",
+	}, {
+		name: "blanks inside the serial, as the kernel and udev spell them",
+		tr: newTree().add(withUdev(sataDisk("sda", "8:0", "WD WX12  A34/5"),
+			"E:ID_BUS=ata\nE:ID_SERIAL_SHORT=WD_WX12_A34_5\n")),
+		tg:   Target{Disk: "/dev/sda", Serial: "WD WX12  A34/5"},
+		text: "sda",
+	}, {
+		name: "blanks inside the serial, declared as udev spells it",
+		tr: newTree().add(withUdev(sataDisk("sda", "8:0", "WD WX12  A34/5"),
+			"E:ID_BUS=ata\nE:ID_SERIAL_SHORT=WD_WX12_A34_5\n")),
+		tg:   Target{Disk: "/dev/sda", Serial: "WD_WX12_A34_5"},
+		text: "sda",
+	}, {
+		name: "NVMe serial padded in sysfs, trimmed in udev",
+		tr:   newTree().add(nvmeDisk("nvme0n1", "259:0", "S64DNX0R123456")),
+		tg:   Target{Disk: "/dev/nvme0n1", Serial: "S64DNX0R123456"},
+		text: "nvme0n1",
+	}, {
+		name: "SAS: udev's ID_SERIAL_SHORT is the WWN, not a serial",
+		tr:   newTree().add(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2)),
+		tg:   Target{Disk: "/dev/sda", Serial: "ZA1234AB"},
+		text: "sda",
+	}, {
+		name: "SAS: the WWN names no disk",
+		tr:   newTree().add(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2)),
+		tg:   Target{Disk: "/dev/sda", Serial: wwn},
+		want: ErrSerialNotFound,
+		text: "wipe: no disk reports the serial " + wwn,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := judge(t, tt.tr, tt.tg, goodBoot())
+			if tt.want == nil {
+				if err != nil || d.Name != tt.text {
+					t.Fatalf("Check = %q, %v; want %s", d.Name, err, tt.text)
+				}
+				return
+			}
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Check = %q, %v; want %v", d.Name, err, tt.want)
+			}
+			if err.Error() != tt.text {
+				t.Errorf("Check error:\n got %q\nwant %q", err.Error(), tt.text)
+			}
+		})
+	}
+}
+
+func TestListSerialAgreement(t *testing.T) {
+	tests := []struct {
+		name     string
+		disk     fakeDisk
+		agree    bool
+		serial   string
+		serials  []string
+		reported []string // serials the disk reports
+	}{
+		{"one place", fakeDisk{udev: "E:ID_SERIAL_SHORT=S1\n"}, true, "S1", []string{"S1"}, []string{"S1"}},
+		{"no place", fakeDisk{}, true, "", nil, nil},
+		{"two places alike", fakeDisk{files: map[string]string{"device/serial": " S1 \n"}, udev: "E:ID_SERIAL_SHORT=S1\n"}, true, "S1", []string{"S1"}, []string{"S1"}},
+		{"two places apart", fakeDisk{files: map[string]string{"device/serial": "S1"}, udev: "E:ID_SERIAL_SHORT=S2\n"}, false, "", []string{"S1", "S2"}, nil},
+		{"udev's spelling", fakeDisk{files: map[string]string{"device/vpd_pg80": vpd80("AB  C*D")}, udev: "E:ID_SERIAL_SHORT=AB_C_D\n"}, true, "AB  C*D", []string{"AB  C*D", "AB_C_D"}, []string{"AB  C*D", "AB_C_D"}},
+		{"not udev's spelling", fakeDisk{files: map[string]string{"device/vpd_pg80": vpd80("AB  C*D")}, udev: "E:ID_SERIAL_SHORT=AB__C_D\n"}, false, "", []string{"AB  C*D", "AB__C_D"}, nil},
+		{"a longer serial", fakeDisk{files: map[string]string{"serial": "S1"}, udev: "E:ID_SERIAL_SHORT=S1X\n"}, false, "", []string{"S1", "S1X"}, nil},
+		{"scsi_id's WWN left out", fakeDisk{udev: "E:ID_SERIAL_SHORT=5000c500a1b2c3d4\nE:ID_SCSI_SERIAL=ZA1\n"}, true, "ZA1", []string{"ZA1"}, []string{"ZA1"}},
+		{"a third place disagrees", fakeDisk{files: map[string]string{"device/serial": "S1", "serial": "S1"}, udev: "E:ID_SCSI_SERIAL=S2\n"}, false, "", []string{"S1", "S2"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.disk.name, tt.disk.dev, tt.disk.sectors = "sda", "8:0", 100
+			got, err := List(&Config{Root: newTree().add(tt.disk).fs})
+			if err != nil || len(got) != 1 {
+				t.Fatalf("List = %v, %v", got, err)
+			}
+			d := got[0]
+			if d.SerialsAgree != tt.agree || d.Serial != tt.serial || !cmp.Equal(d.Serials, tt.serials) {
+				t.Errorf("SerialsAgree %t, Serial %q, Serials %q; want %t, %q, %q", d.SerialsAgree, d.Serial, d.Serials, tt.agree, tt.serial, tt.serials)
+			}
+			for _, s := range append([]string{"S1", "S2", "ZA1", "5000c500a1b2c3d4", "AB_C_D", "AB  C*D"}, tt.serials...) {
+				if want := contains(tt.reported, s); d.reports(s) != want {
+					t.Errorf("reports(%q) = %t, want %t", s, d.reports(s), want)
+				}
+			}
+		})
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestSameSerial(t *testing.T) {
+	tests := []struct {
+		a, b string
+		same bool
+	}{
+		{"S1", "S1", true},
+		{"S1", "s1", false},
+		{"S1", "S1 ", false}, // values are trimmed before
+		{"A B", "A_B", true},
+		{"A   B", "A_B", true},
+		{"A   B", "A__B", false},
+		{"A/B", "A_B", true},
+		{"A/B", "A B", true},
+		{"A#+-.:=@_\\B", "A#+-.:=@_\\B", true},
+		{"A!B", "A?B", true}, // udev spells both A_B
+		{"A", "", false},
+		{"", "", true},
+		{"AB", "A", false},
+	}
+	for _, tt := range tests {
+		if got := sameSerial(tt.a, tt.b); got != tt.same {
+			t.Errorf("sameSerial(%q, %q) = %t, want %t", tt.a, tt.b, got, tt.same)
+		}
+		if got := sameSerial(tt.b, tt.a); got != tt.same {
+			t.Errorf("sameSerial(%q, %q) = %t, want %t", tt.b, tt.a, got, tt.same)
+		}
+	}
+}
+
+// faultFS serves a MapFS, except that opening a file or reading a link at a
+// chosen path fails with a chosen error, as a failing sysfs attribute does.
+// Paths are as the package asks for them, e.g. sys/block/sda/removable.
+type faultFS struct {
+	fstest.MapFS
+	fail map[string]error
+}
+
+func (f faultFS) Open(name string) (fs.File, error) {
+	if err := f.fail[name]; err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	return f.MapFS.Open(name)
+}
+
+func (f faultFS) ReadLink(name string) (string, error) {
+	if err := f.fail[name]; err != nil {
+		return "", &fs.PathError{Op: "readlink", Path: name, Err: err}
+	}
+	return f.MapFS.ReadLink(name)
+}
+
+func TestCheckUnreadableFlags(t *testing.T) {
+	sata := sataDisk("sda", "8:0", "S1")
+	sataDir := "sys/devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0/block/sda"
+	tests := []struct {
+		name  string
+		tr    *tree
+		fail  map[string]error
+		disk  string
+		want  error
+		cause error // what errors.Is also finds; nil: not checked
+		text  string
+	}{{
+		name: "removable: read error",
+		tr:   newTree().add(sata),
+		fail: map[string]error{"sys/block/sda/removable": syscall.EIO},
+		want: ErrRemovableUnreadable, cause: syscall.EIO,
+		text: "wipe: /dev/sda's removable attribute cannot be read (/sys/block/sda/removable: input/output error); nothing wiped",
+	}, {
+		name: "removable: neither 0 nor 1",
+		tr:   func() *tree { d := sata; d.removable = "2"; return newTree().add(d) }(),
+		want: ErrRemovableUnreadable,
+		text: `wipe: /dev/sda's removable attribute cannot be read (/sys/block/sda/removable holds "2", not 0 or 1); nothing wiped`,
+	}, {
+		name: "removable: missing",
+		tr:   func() *tree { tr := newTree().add(sata); delete(tr.fs, sataDir+"/removable"); return tr }(),
+		want: ErrRemovableUnreadable, cause: fs.ErrNotExist,
+		text: "wipe: /dev/sda's removable attribute cannot be read (/sys/block/sda/removable: file does not exist); nothing wiped",
+	}, {
+		name: "removable: empty",
+		tr:   func() *tree { tr := newTree().add(sata); tr.file(sataDir+"/removable", "\n"); return tr }(),
+		want: ErrRemovableUnreadable,
+		text: `wipe: /dev/sda's removable attribute cannot be read (/sys/block/sda/removable holds "", not 0 or 1); nothing wiped`,
+	}, {
+		name: "removable: unreadable, but an SD card",
+		tr:   newTree().add(sdCard("mmcblk0", "179:0", "0x1234abcd")),
+		fail: map[string]error{"sys/block/mmcblk0/removable": syscall.EIO},
+		disk: "/dev/mmcblk0",
+		want: ErrRemovable,
+		text: "wipe: /dev/mmcblk0 is removable",
+	}, {
+		name: "MMC type unreadable",
+		tr:   newTree().add(emmc("mmcblk1", "179:8", "0x0badf00d")),
+		fail: map[string]error{"sys/block/mmcblk1/device/type": syscall.EACCES},
+		disk: "/dev/mmcblk1",
+		want: ErrRemovableUnreadable, cause: fs.ErrPermission,
+		text: "wipe: /dev/mmcblk1's removable attribute cannot be read (/sys/block/mmcblk1/device/type: permission denied); nothing wiped",
+	}, {
+		name: "MMC type unknown",
+		tr:   newTree().add(withFile(emmc("mmcblk1", "179:8", "0x0badf00d"), "device/type", "SDIO\n")),
+		disk: "/dev/mmcblk1",
+		want: ErrRemovableUnreadable,
+		text: `wipe: /dev/mmcblk1's removable attribute cannot be read (/sys/block/mmcblk1/device/type holds "SDIO", not MMC or SD); nothing wiped`,
+	}, {
+		name: "ro: read error",
+		tr:   newTree().add(sata),
+		fail: map[string]error{"sys/block/sda/ro": syscall.EIO},
+		want: ErrReadOnlyUnreadable, cause: syscall.EIO,
+		text: "wipe: /dev/sda's ro attribute cannot be read (/sys/block/sda/ro: input/output error); nothing wiped",
+	}, {
+		name: "ro: neither 0 nor 1",
+		tr:   func() *tree { d := sata; d.ro = "yes"; return newTree().add(d) }(),
+		want: ErrReadOnlyUnreadable,
+		text: `wipe: /dev/sda's ro attribute cannot be read (/sys/block/sda/ro holds "yes", not 0 or 1); nothing wiped`,
+	}, {
+		name: "device path: read error",
+		tr:   newTree().add(sata),
+		fail: map[string]error{"sys/block/sda": syscall.EIO},
+		want: ErrDevicePathUnreadable, cause: syscall.EIO,
+		text: "wipe: /dev/sda's device path cannot be read, so USB cannot be ruled out (/sys/block/sda: input/output error); nothing wiped",
+	}, {
+		name: "device path: outside /sys",
+		tr: func() *tree {
+			tr := newTree().add(fakeDisk{name: "sda", dev: "8:0", sectors: 100, udev: "E:ID_SERIAL_SHORT=S1\n"})
+			tr.link("sys/block/sda", "../../tmp/sda")
+			for _, f := range []string{"dev", "size", "removable", "ro"} {
+				tr.fs["tmp/sda/"+f] = tr.fs["sys/devices/virtual/block/sda/"+f]
+			}
+			return tr
+		}(),
+		want: ErrDevicePathUnreadable,
+		text: `wipe: /dev/sda's device path cannot be read, so USB cannot be ruled out (/sys/block/sda links to "../../tmp/sda", outside /sys); nothing wiped`,
+	}, {
+		name: "device path: unreadable, but udev says USB",
+		tr:   newTree().add(fakeDisk{name: "sda", dev: "8:0", sectors: 100, udev: "E:ID_BUS=usb\nE:ID_SERIAL_SHORT=S1\n"}),
+		fail: map[string]error{"sys/block/sda": syscall.EIO},
+		want: ErrUSB,
+		text: "wipe: /dev/sda is on USB",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.disk == "" {
+				tt.disk = "/dev/sda"
+			}
+			tg := Target{Disk: tt.disk, Serial: "S1"}
+			if tt.disk != "/dev/sda" {
+				tg.Serial = map[string]string{"/dev/mmcblk0": "0x1234abcd", "/dev/mmcblk1": "0x0badf00d"}[tt.disk]
+			}
+			l, err := Read(tg.Disk, &Config{Root: faultFS{tt.tr.fs, tt.fail}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := Check(l, tg, goodBoot())
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Check = %q, %v; want %v", d.Name, err, tt.want)
+			}
+			if tt.cause != nil && !errors.Is(err, tt.cause) {
+				t.Errorf("errors.Is(%v, %v) = false", err, tt.cause)
+			}
+			if err.Error() != tt.text {
+				t.Errorf("Check error:\n got %q\nwant %q", err.Error(), tt.text)
+			}
+			for _, other := range []error{ErrRemovable, ErrReadOnly} {
+				if other != tt.want && errors.Is(err, other) {
+					t.Errorf("an unknown flag is reported as set: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestListUnreadableFlags(t *testing.T) {
+	// Another disk's unknown flags are listed, and block nothing.
+	tr := newTree().add(sataDisk("sda", "8:0", "S1")).add(sataDisk("sdb", "8:16", "S2"))
+	fail := map[string]error{"sys/block/sdb/removable": syscall.EIO, "sys/block/sdb/ro": syscall.EIO, "sys/block/sdb": syscall.EIO}
+	l, err := Read("/dev/sda", &Config{Root: faultFS{tr.fs, fail}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Disks) != 2 {
+		t.Fatalf("listed %d disks, want 2", len(l.Disks))
+	}
+	sdb := l.Disks[1]
+	if sdb.Removable || sdb.ReadOnly || sdb.USB || sdb.SysPath != "" {
+		t.Errorf("unknown flags of sdb are set: %+v", sdb)
+	}
+	for _, err := range []error{sdb.RemovableErr, sdb.ReadOnlyErr, sdb.SysPathErr} {
+		if !errors.Is(err, syscall.EIO) {
+			t.Errorf("sdb: %v, want EIO", err)
+		}
+	}
+	if d, err := Check(l, Target{Disk: "/dev/sda", Serial: "S1"}, goodBoot()); err != nil || d.Name != "sda" {
+		t.Errorf("Check = %q, %v; want sda", d.Name, err)
+	}
+}
+
+func TestCheckMultipathLUN(t *testing.T) {
+	const (
+		wwn  = "5000c500a1b2c3d4"
+		wwid = "35000c500a1b2c3d4"
+	)
+	tests := []struct {
+		name string
+		tr   func() *tree
+		want string
+		lun  *MultipathLUN
+	}{{
+		name: "two paths of one SAS disk",
+		tr: func() *tree {
+			return newTree().add(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2)).add(sasDisk("sdb", "8:16", "ZA1234AB", wwn, 3))
+		},
+		want: "wipe: more than one disk reports the serial ZA1234AB: sda and sdb are one multipath LUN (wwid naa." + wwn + ")",
+		lun:  &MultipathLUN{Paths: []string{"sda", "sdb"}, WWN: "naa." + wwn},
+	}, {
+		name: "two paths held by dm-multipath",
+		tr: func() *tree {
+			tr := newTree().add(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2)).add(sasDisk("sdb", "8:16", "ZA1234AB", wwn, 3))
+			multipathDevice(tr, "dm-0", wwid, "sda", "sdb")
+			return tr
+		},
+		want: "wipe: more than one disk reports the serial ZA1234AB: sda and sdb are one multipath LUN (wwid naa." + wwn + ", multipath device dm-0)",
+		lun:  &MultipathLUN{Paths: []string{"sda", "sdb"}, WWN: "naa." + wwn, Holder: "dm-0"},
+	}, {
+		name: "four paths held by dm-multipath, no WWN",
+		tr: func() *tree {
+			tr := newTree()
+			for i, n := range []string{"sda", "sdb", "sdc", "sdd"} {
+				tr.add(fakeDisk{name: n, dev: fmt.Sprintf("8:%d", 16*i), sectors: 100, udev: "E:ID_SCSI_SERIAL=LUN7\n"})
+			}
+			multipathDevice(tr, "dm-0", "3600a0b80001234", "sda", "sdb", "sdc", "sdd")
+			return tr
+		},
+		want: "wipe: more than one disk reports the serial LUN7: sda, sdb, sdc and sdd are one multipath LUN (multipath device dm-0)",
+		lun:  &MultipathLUN{Paths: []string{"sda", "sdb", "sdc", "sdd"}, Holder: "dm-0"},
+	}, {
+		name: "held by a device-mapper device that is not multipath",
+		tr: func() *tree {
+			tr := newTree().add(sataDisk("sda", "8:0", "S1"))
+			tr.add(withFile(sataDisk("sdb", "8:16", "S1"), "device/wwid", "naa.5002538e40ffffff\n"))
+			tr.add(fakeDisk{name: "dm-0", dev: "253:0", sectors: 100, files: map[string]string{"dm/uuid": "LVM-abc\n", "slaves/sda": "", "slaves/sdb": ""}})
+			return tr
+		},
+		want: "wipe: more than one disk reports the serial S1",
+	}, {
+		name: "two namespaces of one NVMe controller",
+		tr: func() *tree {
+			return newTree().add(nvmeDisk("nvme0n1", "259:0", "S64DNX0R123456")).
+				add(withFile(nvmeDisk("nvme0n2", "259:1", "S64DNX0R123456"), "wwid", "eui.002538b231b2c3d5\n"))
+		},
+		want: "wipe: more than one disk reports the serial S64DNX0R123456",
+	}, {
+		name: "a multipath LUN and another disk",
+		tr: func() *tree {
+			tr := newTree().add(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2)).add(sasDisk("sdb", "8:16", "ZA1234AB", wwn, 3))
+			return tr.add(sasDisk("sdc", "8:32", "ZA1234AB", "5000c500a1b2ffff", 4))
+		},
+		want: "wipe: more than one disk reports the serial ZA1234AB",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := tt.tr()
+			serial := strings.Fields(strings.TrimPrefix(tt.want, "wipe: more than one disk reports the serial "))[0]
+			serial = strings.TrimSuffix(serial, ":")
+			for _, disk := range []string{"/dev/sda", "/dev/sdb"} {
+				d, err := judge(t, tr, Target{Disk: disk, Serial: serial}, goodBoot())
+				if !errors.Is(err, ErrSerialAmbiguous) {
+					t.Fatalf("Check = %q, %v; want ErrSerialAmbiguous", d.Name, err)
+				}
+				if err.Error() != tt.want {
+					t.Errorf("Check error:\n got %q\nwant %q", err.Error(), tt.want)
+				}
+				var r *Refusal
+				if !errors.As(err, &r) || !cmp.Equal(r.LUN, tt.lun) {
+					t.Errorf("Refusal.LUN = %+v, want %+v", r.LUN, tt.lun)
+				}
+			}
+		})
+	}
+}
+
+func TestCheckOrderOfDiskRefusals(t *testing.T) {
+	// Everything about the disk is wrong at once; fixing one thing at a
+	// time, in the documented order, reveals the next refusal.
+	tr := newTree().add(fakeDisk{
+		name: "sda", dev: "8:0", sectors: 100, removable: "1", ro: "1",
+		files: map[string]string{"serial": "S7"},
+		udev:  "E:ID_BUS=usb\nE:ID_SERIAL_SHORT=S1\n",
+	})
+	dir := "sys/devices/virtual/block/sda/"
+	fail := map[string]error{}
+	tg := Target{Disk: "/dev/sda", Serial: "S1"}
+	steps := []struct {
+		want error
+		fix  func()
+	}{
+		{ErrSerialConflict, func() { tr.file(dir+"serial", "S1\n") }},
+		{ErrRemovable, func() { tr.file(dir+"removable", "2\n") }},
+		{ErrRemovableUnreadable, func() { tr.file(dir+"removable", "0\n") }},
+		{ErrUSB, func() {
+			tr.file("run/udev/data/b8:0", "E:ID_SERIAL_SHORT=S1\n")
+			fail["sys/block/sda"] = syscall.EIO
+		}},
+		{ErrDevicePathUnreadable, func() { delete(fail, "sys/block/sda") }},
+		{ErrReadOnly, func() { fail["sys/block/sda/ro"] = syscall.EIO }},
+		{ErrReadOnlyUnreadable, func() { delete(fail, "sys/block/sda/ro"); tr.file(dir+"ro", "0\n") }},
+	}
+	check := func() error {
+		t.Helper()
+		l, err := Read(tg.Disk, &Config{Root: faultFS{tr.fs, fail}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Check(l, tg, goodBoot())
+		return err
+	}
+	for i, s := range steps {
+		if err := check(); !errors.Is(err, s.want) {
+			t.Fatalf("step %d: got %v, want %v", i, err, s.want)
+		}
+		s.fix()
+	}
+	if err := check(); err != nil {
+		t.Fatalf("all fixed: %v", err)
+	}
+}
+
+func TestCheckUdevUnreadable(t *testing.T) {
+	two := func() *tree { return newTree().add(sataDisk("sda", "8:0", "S1")).add(sataDisk("sdb", "8:16", "S2")) }
+	tests := []struct {
+		name  string
+		tr    *tree
+		fail  map[string]error
+		want  error
+		cause error
+		text  string
+	}{{
+		name: "another disk's record fails",
+		tr:   two(),
+		fail: map[string]error{"run/udev/data/b8:16": syscall.EIO},
+		want: ErrUdevUnreadable, cause: syscall.EIO,
+		text: "wipe: sdb's udev record cannot be read (/run/udev/data/b8:16: input/output error); nothing wiped",
+	}, {
+		name: "the declared disk's record fails",
+		tr:   two(),
+		fail: map[string]error{"run/udev/data/b8:0": syscall.EACCES},
+		want: ErrUdevUnreadable, cause: fs.ErrPermission,
+		text: "wipe: sda's udev record cannot be read (/run/udev/data/b8:0: permission denied); nothing wiped",
+	}, {
+		name: "another disk's device number fails",
+		tr:   two(),
+		fail: map[string]error{"sys/block/sdb/dev": syscall.EIO},
+		want: ErrUdevUnreadable, cause: syscall.EIO,
+		text: "wipe: sdb's udev record cannot be read (its device number is unknown: /sys/block/sdb/dev: input/output error); nothing wiped",
+	}, {
+		name: "another disk's device number is garbage",
+		tr: func() *tree {
+			tr := two()
+			tr.file("sys/devices/pci0000:00/0000:00:17.0/ata2/host1/target1:0:0/1:0:0:0/block/sdb/dev", "8-16\n")
+			return tr
+		}(),
+		want: ErrUdevUnreadable,
+		text: `wipe: sdb's udev record cannot be read (its device number is unknown: /sys/block/sdb/dev holds "8-16", not major:minor); nothing wiped`,
+	}, {
+		name: "another disk has no record",
+		tr: func() *tree {
+			tr := two()
+			delete(tr.fs, "run/udev/data/b8:16")
+			return tr
+		}(),
+	}, {
+		name: "no disk has a record",
+		tr: func() *tree {
+			tr := two()
+			delete(tr.fs, "run/udev/data/b8:0")
+			delete(tr.fs, "run/udev/data/b8:16")
+			return tr
+		}(),
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tg := Target{Disk: "/dev/sda", Serial: "S1"}
+			l, err := Read(tg.Disk, &Config{Root: faultFS{tt.tr.fs, tt.fail}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := Check(l, tg, goodBoot())
+			if tt.want == nil {
+				if err != nil || d.Name != "sda" {
+					t.Fatalf("Check = %q, %v; want sda", d.Name, err)
+				}
+				return
+			}
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Check = %q, %v; want %v", d.Name, err, tt.want)
+			}
+			if tt.cause != nil && !errors.Is(err, tt.cause) {
+				t.Errorf("errors.Is(%v, %v) = false", err, tt.cause)
+			}
+			if err.Error() != tt.text {
+				t.Errorf("Check error:\n got %q\nwant %q", err.Error(), tt.text)
+			}
+		})
+	}
+}
