@@ -35,14 +35,15 @@
 //     (static address, install disk, installer image, a fresh bootstrap
 //     token), hands it to package configserve under a new install code,
 //     answers the code to HookOS, and starts Tinkerbell Workflow
-//     provision-<node>-<unix seconds>; Rufio power-cycles machines that
-//     wait.
+//     provision-<node>-<unix seconds>, which names the code by its SHA-256
+//     alone; Rufio power-cycles machines that wait.
 //
 //  6. Wipe. The Workflow's wipe-disk action runs package disksafe: it erases
 //     the install disk only when exactly one disk reports the declared
 //     serial, that disk is the declared one, it is neither removable nor on
-//     USB, and this boot passed attestation and holds an install code.
-//     Then the installer writes Talos.
+//     USB, and this boot passed attestation and holds the install code
+//     whose SHA-256 the Workflow names. Then the installer writes Talos,
+//     with that code from this boot's record.
 //
 //  7. Fetch. The installed Talos fetches its config from configserve by
 //     install code: served once, only while NetBox shows the device planned,

@@ -93,7 +93,10 @@ const (
 //     (journaled with its text);
 //   - answers the code of a run that waits for this machine (one started
 //     from desired_action, whose Rufio job booted it) while no action of
-//     that run has passed wipe-disk;
+//     that run has passed wipe-disk; the code lives only in this process's
+//     memory (the Workflow names it by its SHA-256), so a waiting run
+//     started before a restart is replaced by a new run, with a new code
+//     and config;
 //   - starts a run when desired_action is provision, when a decommissioning
 //     device has had no retirement run, or when a planned worker that never
 //     ran attests and auto-provision is on;
@@ -172,22 +175,31 @@ func (p *Provisioner) admit(ctx context.Context, c Claim) (Decision, inventory.D
 	}
 	wantRun := dev.DesiredAction == inventory.DesiredActionProvision
 
-	// A run that waits for this machine gets its code.
+	// A run that waits for this machine gets its code. Its Workflow names
+	// the code by its SHA-256 alone; a run whose code this process does not
+	// hold (fleetd restarted since it started the run, and dropped the
+	// config held under the code with it) is replaced by a new run.
+	var replaces string
 	if r := inFlight(runs, kind); r != nil && !wantRun {
-		if !r.Started() || r.CurrentAction() == "wipe-disk" {
+		if r.Started() && r.CurrentAction() != "wipe-disk" {
+			return Decision{Outcome: NoProvision, Run: r.Name(),
+				Reason: fmt.Sprintf("run %s is in flight at action %s", r.Name(), r.CurrentAction())}, dev, nil
+		}
+		code, ok := p.codeOf(r)
+		if !ok {
+			replaces = r.Name()
+		} else {
 			if from.IsValid() && r.WF.Annotations[annHookOS] != from.String() {
 				if err := p.annotate(ctx, r.Name(), annHookOS, from.String()); err != nil {
 					return Decision{}, dev, err
 				}
 			}
-			return Decision{Outcome: outcome, Run: r.Name(), Code: r.Code(),
+			return Decision{Outcome: outcome, Run: r.Name(), Code: code,
 				Reason: fmt.Sprintf("run %s waits for the machine", r.Name())}, dev, nil
 		}
-		return Decision{Outcome: NoProvision, Run: r.Name(),
-			Reason: fmt.Sprintf("run %s is in flight at action %s", r.Name(), r.CurrentAction())}, dev, nil
 	}
 
-	start := wantRun
+	start := wantRun || replaces != ""
 	var reason string
 	switch {
 	case start:
@@ -220,6 +232,9 @@ func (p *Provisioner) admit(ctx context.Context, c Claim) (Decision, inventory.D
 	}
 	if kind == RunRetire {
 		note += ", and the run wipes its install disk"
+	}
+	if replaces != "" {
+		note += fmt.Sprintf("; it replaces Workflow %s, whose install code fleetd no longer holds", replaces)
 	}
 	name, code, refusal, err := p.startRun(ctx, dev, kind, from, false, note)
 	if err != nil {
@@ -340,6 +355,7 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, kind s
 			if err := p.deleteWorkflow(ctx, r.Name()); err != nil {
 				return "", "", "", err
 			}
+			p.dropCode(r.Name())
 		}
 	}
 	addr := ""
@@ -349,8 +365,10 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, kind s
 	if err := p.newWorkflow(ctx, dev, name, kind, code, image, addr, netboot, now); err != nil {
 		return "", "", "", err
 	}
+	p.holdCode(name, code)
 	if err := p.recordStart(ctx, dev, name); err != nil {
 		// NetBox must know every run: without last_run the run would repeat.
+		p.dropCode(name)
 		if derr := p.deleteWorkflow(context.WithoutCancel(ctx), name); derr != nil {
 			err = errors.Join(err, derr)
 		}

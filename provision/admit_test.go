@@ -3,6 +3,7 @@ package provision
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 
@@ -35,20 +36,18 @@ func TestAdmitWorkerStartsRun(t *testing.T) {
 		t.Errorf("device after the run started: last_run %q, desired_action %q, MAC %s", got.LastRun, got.DesiredAction, got.MAC)
 	}
 
-	// The Workflow carries the run's values.
+	// The Workflow carries the run's values: the code's SHA-256, never the
+	// code or the config URL that carries it.
 	wf := h.workflow(run)
 	want := map[string]string{
 		ValueMAC:               "02:00:00:00:00:01",
 		ValueInstallDisk:       "/dev/nvme0n1",
 		ValueInstallDiskSerial: "DISK-node-01",
-		ValueInstallCode:       "SECRETCODE0001",
+		ValueInstallCodeSHA256: sha256Code1, // sha256sum of SECRETCODE0001
 		ValueInstallerImage:    "factory.talos.dev/metal-installer/abc:v1.13.9",
-		ValueConfigURL:         "https://fleetd.example:8443/config/SECRETCODE0001",
 	}
-	for k, v := range want {
-		if wf.Spec.HardwareMap[k] != v {
-			t.Errorf("template value %s = %q, want %q", k, wf.Spec.HardwareMap[k], v)
-		}
+	if !maps.Equal(wf.Spec.HardwareMap, want) {
+		t.Errorf("template values = %v, want %v", wf.Spec.HardwareMap, want)
 	}
 	if wf.Spec.TemplateRef != "fleet-provision" || wf.Spec.HardwareRef != "node-01" || wf.Spec.BootOptions.BootMode != "" {
 		t.Errorf("Workflow spec = %+v; want template fleet-provision, hardware node-01, no boot job (the machine is in HookOS)", wf.Spec)
@@ -407,7 +406,7 @@ func TestRetirementStarts(t *testing.T) {
 		t.Fatalf("pass = %+v", pass)
 	}
 	wf := h.workflow(run)
-	if wf.Spec.TemplateRef != "fleet-retire" || wf.Spec.HardwareMap[ValueInstallDiskSerial] != "DISK-node-01" || wf.Spec.HardwareMap[ValueInstallCode] == "" {
+	if wf.Spec.TemplateRef != "fleet-retire" || wf.Spec.HardwareMap[ValueInstallDiskSerial] != "DISK-node-01" || wf.Spec.HardwareMap[ValueInstallCodeSHA256] != sha256Code1 {
 		t.Errorf("retire Workflow spec = %+v", wf.Spec)
 	}
 	if n := len(h.secrets()); n != 0 {
@@ -419,7 +418,7 @@ func TestRetirementStarts(t *testing.T) {
 	h.wantJournal(1, journalLine{1, inventory.JournalInfo,
 		"started Workflow retire-node-01-1767225600; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code, and the run wipes its install disk"})
 	d, err := h.p.Admit(context.Background(), claimOf(dev))
-	if err != nil || d.Outcome != Retire || d.Run != run || d.Code != wf.Spec.HardwareMap[ValueInstallCode] {
+	if err != nil || d.Outcome != Retire || d.Run != run || d.Code != "SECRETCODE0001" {
 		t.Errorf("Admit = %+v, %v", d, err)
 	}
 	if pass := h.reconcile(); len(pass.Started) != 0 {
@@ -430,10 +429,9 @@ func TestRetirementStarts(t *testing.T) {
 func TestNewRefusesMissingInputs(t *testing.T) {
 	h := newHarness(t, nil)
 	for name, edit := range map[string]func(*Cluster){
-		"name":       func(c *Cluster) { c.Name = "" },
-		"endpoint":   func(c *Cluster) { c.Endpoint = "" },
-		"bundle":     func(c *Cluster) { c.Bundle = nil },
-		"config URL": func(c *Cluster) { c.ConfigURL = "https://fleetd.example/config" },
+		"name":     func(c *Cluster) { c.Name = "" },
+		"endpoint": func(c *Cluster) { c.Endpoint = "" },
+		"bundle":   func(c *Cluster) { c.Bundle = nil },
 	} {
 		c := testCluster(t)
 		edit(&c)

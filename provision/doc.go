@@ -41,6 +41,7 @@
 // seconds>, <address> the address the machine attested from in HookOS):
 //
 //	info     started Workflow <run>; the machine attested from HookOS at <address>
+//	         (a run that replaces a waiting run whose code fleetd lost adds "; it replaces Workflow <run>, whose install code fleetd no longer holds")
 //	info     started Workflow <run>; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code
 //	         (a retirement adds ", and the run wipes its install disk")
 //	warning  refused a run before rendering anything: <the switch-port check's error, e.g. on port 7, expected 5>
@@ -93,9 +94,21 @@
 // # Secrets
 //
 // Install codes, bootstrap tokens and rendered configs are secrets: no log
-// record and no journal line carries them. The code travels in the
-// Workflow's template values (install_code, config_url), which the HookOS
-// actions read, and to Configs.
+// record and no journal line carries them. The code goes to Configs and,
+// in Admit's Decision, to the attested machine alone; no Kubernetes object
+// carries it, nor the config URL that holds it. Whoever may read Workflows,
+// and any machine that asks Tinkerbell for the actions of a run's MAC, reads
+// the Workflow, so it names the code by its SHA-256 alone
+// (install_code_sha256, CodeSHA256): the HookOS actions read the code from
+// this boot's attestation record and refuse to wipe or install unless it
+// hashes to that value.
+//
+// The codes of the runs a Provisioner started live only in its memory,
+// until each run ends, as the configs under them live only in Configs. A
+// run that waits for its machine after a restart has lost both, so the
+// machine's attestation starts a new run in its place (the journal's
+// started line adds "; it replaces Workflow <run>, whose install code
+// fleetd no longer holds").
 //
 // # Bootstrap tokens
 //
@@ -129,10 +142,11 @@
 //
 // # Restarts and the loop
 //
-// provision keeps nothing a restart needs. Runs are Workflows labelled
-// app.kubernetes.io/managed-by=fleet and fleet.fleetkit.dev/device-id; each
-// pass lists them (one call) and the devices (one NetBox call). A fleetd
-// restart mid-run picks every run up from the cluster at the next pass. The
+// Runs are Workflows labelled app.kubernetes.io/managed-by=fleet and
+// fleet.fleetkit.dev/device-id; each pass lists them (one call) and the
+// devices (one NetBox call). A fleetd restart mid-run picks every run up
+// from the cluster at the next pass; only the install codes of waiting
+// runs are lost with it (see Secrets). The
 // loop polls (Config.Interval, 15 s by default) rather than watches, and
 // backs off to 5 minutes while passes fail.
 //

@@ -315,7 +315,6 @@ func testCluster(t testing.TB) Cluster {
 		Bundle:        testBundle(t),
 		ControlPlanes: true,
 		Classes:       testClasses("factory.talos.dev/metal-installer/abc:v1.13.9", "factory.talos.dev/metal-installer/def:v1.13.9"),
-		ConfigURL:     "https://fleetd.example:8443/config/{code}",
 		ExtraSANs:     []string{"api.folly.example"},
 	}
 }

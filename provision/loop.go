@@ -31,7 +31,8 @@ const maxBackoff = 5 * time.Minute
 // Run runs the loop until ctx is done: a Reconcile pass every
 // Config.Interval, backing off (doubling up to 5 minutes) while passes
 // fail. It returns ctx's error. Run keeps nothing a restart needs: each pass
-// reads the devices from NetBox and the runs from the cluster.
+// reads the devices from NetBox and the runs from the cluster (a restart
+// loses only the install codes of waiting runs, as Admit says).
 func (p *Provisioner) Run(ctx context.Context) error {
 	wait := p.cfg.Interval
 	for {
@@ -67,10 +68,12 @@ func (p *Provisioner) Reconcile(ctx context.Context) (Pass, error) {
 	if err != nil {
 		return pass, fmt.Errorf("list devices: %w", err)
 	}
+	mark := p.codeMark()
 	runs, err := p.listRuns(ctx)
 	if err != nil {
 		return pass, err
 	}
+	p.pruneCodes(mark, runs)
 	pass.Devices, pass.Runs = len(devs), len(runs)
 	byID := make(map[int64]*inventory.Device, len(devs))
 	for i := range devs {
@@ -164,6 +167,7 @@ func (p *Provisioner) watch(ctx context.Context, r *run, dev *inventory.Device, 
 		if err := p.deleteWorkflow(ctx, r.Name()); err != nil {
 			return err
 		}
+		p.dropCode(r.Name())
 		pass.Deleted = append(pass.Deleted, r.Name())
 		return nil
 	}

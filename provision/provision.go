@@ -2,6 +2,7 @@ package provision
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -64,10 +65,6 @@ type Cluster struct {
 	// them (inventory.Inventory.Classes). A device whose class is not here,
 	// or has no installer image, is refused before anything is rendered.
 	Classes map[string]inventory.Class
-	// ConfigURL is the URL the installed Talos fetches its config from, with
-	// "{code}" where the install code goes, e.g.
-	// "https://fleetd.example:8443/config/{code}".
-	ConfigURL string
 	// Gateway is the default gateway of K8S_NODE_CIDR; the zero Addr means
 	// the first address of each node's prefix.
 	Gateway netip.Addr
@@ -159,7 +156,9 @@ func (e *LacksError) Is(target error) bool { return target == ErrLacks }
 
 // Provisioner runs nodes from admission to an active node. It is safe for
 // concurrent use: Admit may run on many attestations at once beside Run.
-// It holds no state a restart needs: runs in flight live in the cluster.
+// Runs in flight live in the cluster; the install codes of the runs it
+// started live only in its memory, as the configs held under them do in
+// Configs, and a restart loses both (see Admit).
 type Provisioner struct {
 	nb      NetBox
 	kube    kubernetes.Interface
@@ -172,6 +171,15 @@ type Provisioner struct {
 	mu      sync.Mutex
 	noted   map[int64]string // the last waiting line journaled per device
 	devLock map[int64]*sync.Mutex
+	codes   map[string]heldCode // by run name: the codes of runs this process started
+	codeSeq uint64              // the last heldCode.seq given
+}
+
+// heldCode is the install code of a run this process started. seq orders
+// it against a loop pass's listing of the runs.
+type heldCode struct {
+	code string
+	seq  uint64
 }
 
 // New returns a Provisioner. nb is NetBox, kube the cluster's API (for
@@ -194,11 +202,9 @@ func New(nb NetBox, kube kubernetes.Interface, tink dynamic.Interface, configs C
 		return nil, errors.New("provision: Cluster.Endpoint is empty")
 	case cluster.Bundle == nil || cluster.Bundle.Secrets == nil || cluster.Bundle.Certs == nil || cluster.Bundle.TrustdInfo == nil || cluster.Bundle.Cluster == nil:
 		return nil, errors.New("provision: Cluster.Bundle is missing or incomplete")
-	case !strings.Contains(cluster.ConfigURL, "{code}"):
-		return nil, errors.New(`provision: Cluster.ConfigURL has no "{code}"`)
 	}
 	p := &Provisioner{nb: nb, kube: kube, tink: tink, configs: configs, cluster: cluster,
-		noted: map[int64]string{}, devLock: map[int64]*sync.Mutex{}}
+		noted: map[int64]string{}, devLock: map[int64]*sync.Mutex{}, codes: map[string]heldCode{}}
 	if cfg != nil {
 		p.cfg = *cfg
 	}
@@ -270,6 +276,59 @@ func (p *Provisioner) note(ctx context.Context, id int64, kind inventory.Journal
 	p.noted[id] = text
 	p.mu.Unlock()
 	return nil
+}
+
+// holdCode keeps the install code of run, which this process started.
+func (p *Provisioner) holdCode(run, code string) {
+	p.mu.Lock()
+	p.codeSeq++
+	p.codes[run] = heldCode{code: code, seq: p.codeSeq}
+	p.mu.Unlock()
+}
+
+// codeOf returns the install code of r when this process holds it and it
+// is the code r's Workflow names (its SHA-256, compared in constant time).
+func (p *Provisioner) codeOf(r *run) (string, bool) {
+	p.mu.Lock()
+	h, ok := p.codes[r.Name()]
+	p.mu.Unlock()
+	if !ok || subtle.ConstantTimeCompare([]byte(CodeSHA256(h.code)), []byte(r.CodeSHA256())) != 1 {
+		return "", false
+	}
+	return h.code, true
+}
+
+// dropCode forgets the install code of run.
+func (p *Provisioner) dropCode(run string) {
+	p.mu.Lock()
+	delete(p.codes, run)
+	p.mu.Unlock()
+}
+
+// codeMark returns what pruneCodes needs to spare the codes of runs
+// started after a listing: call it before listing the runs.
+func (p *Provisioner) codeMark() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.codeSeq
+}
+
+// pruneCodes forgets the codes of runs that ended, and of runs held before
+// mark that the listing does not hold (deleted).
+func (p *Provisioner) pruneCodes(mark uint64, runs []*run) {
+	live := make(map[string]bool, len(runs))
+	for _, r := range runs {
+		if !r.Terminal() {
+			live[r.Name()] = true
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for name, h := range p.codes {
+		if !live[name] && h.seq <= mark {
+			delete(p.codes, name)
+		}
+	}
 }
 
 func (p *Provisioner) forget(id int64) {

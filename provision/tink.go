@@ -2,6 +2,8 @@ package provision
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -34,15 +36,27 @@ var (
 
 // The template values (the Workflow's hardwareMap) of every fleet run.
 // The Templates fleet-provision and fleet-retire read them as
-// {{.install_disk}} and so on.
+// {{.install_disk}} and so on. None is a secret: a Workflow is readable by
+// whoever may read Workflows, and Tinkerbell hands its actions to any
+// machine that asks with the run's MAC, so the install code (and the config
+// URL, which carries it) reaches the machine only in the attestation
+// answer. The Workflow names the code by its SHA-256 (CodeSHA256), which
+// the actions compare with the code this boot received.
 const (
 	ValueMAC               = "device_1"
 	ValueInstallDisk       = "install_disk"
 	ValueInstallDiskSerial = "install_disk_serial"
-	ValueInstallCode       = wfrun.ValueInstallCode // a secret
+	ValueInstallCodeSHA256 = wfrun.ValueInstallCodeSHA256
 	ValueInstallerImage    = "installer_image"
-	ValueConfigURL         = "config_url" // carries the code: a secret
 )
+
+// CodeSHA256 returns the SHA-256 of an install code as 64 lowercase hex
+// characters: the run's ValueInstallCodeSHA256, as disksafe.CodeSHA256
+// computes it on the machine.
+func CodeSHA256(code string) string {
+	sum := sha256.Sum256([]byte(code))
+	return hex.EncodeToString(sum[:])
+}
 
 // The kinds of run, as the Workflow's name prefix and its run label say.
 const (
@@ -209,10 +223,23 @@ func (p *Provisioner) ensureHardware(ctx context.Context, dev inventory.Device) 
 }
 
 // ensureMachine creates dev's Rufio Machine at the node's address when it
-// has none; an existing Machine is left as it is.
+// has none. An existing Machine keeps its credentials and provider options,
+// but its host is set to the node's address when it names another: Rufio
+// reaches AMT at the node's address (the runbook sets it there).
 func (p *Provisioner) ensureMachine(ctx context.Context, dev inventory.Device) error {
 	c := p.tink.Resource(MachineResource).Namespace(p.cfg.Namespace)
-	if _, err := c.Get(ctx, dev.Name, metav1.GetOptions{}); err == nil {
+	host := dev.Address.Addr().String()
+	if old, err := c.Get(ctx, dev.Name, metav1.GetOptions{}); err == nil {
+		if h, _, _ := unstructured.NestedString(old.Object, "spec", "connection", "host"); h == host {
+			return nil
+		}
+		patch, err := json.Marshal(map[string]any{"spec": map[string]any{"connection": map[string]string{"host": host}}})
+		if err != nil {
+			return err
+		}
+		if _, err := c.Patch(ctx, dev.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("rufio machine %s: %w", dev.Name, err)
+		}
 		return nil
 	} else if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("rufio machine %s: %w", dev.Name, err)
@@ -224,7 +251,7 @@ func (p *Provisioner) ensureMachine(ctx context.Context, dev inventory.Device) e
 			Labels:    map[string]string{LabelManagedBy: managedBy, LabelDeviceID: strconv.FormatInt(dev.ID, 10)},
 		},
 		Spec: bmc.MachineSpec{Connection: bmc.Connection{
-			Host:          dev.Address.Addr().String(),
+			Host:          host,
 			AuthSecretRef: corev1.SecretReference{Name: p.cfg.BMCSecret, Namespace: p.cfg.Namespace},
 		}},
 	}
@@ -241,8 +268,9 @@ func (p *Provisioner) ensureMachine(ctx context.Context, dev inventory.Device) e
 	return nil
 }
 
-// newWorkflow creates the run's Workflow. netboot asks Tinkerbell to
-// power-cycle the machine into HookOS through a Rufio job first.
+// newWorkflow creates the run's Workflow, which names code by its SHA-256
+// alone. netboot asks Tinkerbell to power-cycle the machine into HookOS
+// through a Rufio job first.
 func (p *Provisioner) newWorkflow(ctx context.Context, dev inventory.Device, name, kind, code, image, hookOS string, netboot bool, now time.Time) error {
 	tpl := p.cfg.ProvisionTemplate
 	if kind == RunRetire {
@@ -252,9 +280,8 @@ func (p *Provisioner) newWorkflow(ctx context.Context, dev inventory.Device, nam
 		ValueMAC:               dev.MAC.String(),
 		ValueInstallDisk:       dev.InstallDisk,
 		ValueInstallDiskSerial: dev.InstallDiskSerial,
-		ValueInstallCode:       code,
+		ValueInstallCodeSHA256: CodeSHA256(code),
 		ValueInstallerImage:    image,
-		ValueConfigURL:         strings.ReplaceAll(p.cluster.ConfigURL, "{code}", code),
 	}
 	wf := tinkerbell.Workflow{
 		ObjectMeta: metav1.ObjectMeta{

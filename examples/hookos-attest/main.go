@@ -22,12 +22,16 @@
 //  6. records this boot's attestation: whether it passed and the install
 //     code fleetd answered, if any, and then prints "install code written".
 //     The code is a secret: it is never printed, only written to the record
-//     (mode 0600 in a tmpfs), where the wipe-disk action checks it.
+//     (mode 0600 in a tmpfs). The record is the only way the code reaches
+//     the run's actions: the Workflow carries only its SHA-256, and the
+//     wipe-disk and install actions read the code from the record and
+//     check that it hashes to that value.
 //
 // The console shows, word for word:
 //
 //	attest: PASSED
 //	attest: FAILED <verdict>        e.g. attest: FAILED pending-approval
+//	attest: FAILED                  fleetd refused the claim without a verdict
 //	attest: try N failed            try N got no verdict; after try 5 it gives up
 //	install code written            after a PASSED that answered a code
 //
@@ -71,7 +75,8 @@
 // # Exit codes
 //
 //	0  attested (attest: PASSED), with or without an install code
-//	1  fleetd refused the machine (attest: FAILED <verdict>)
+//	1  fleetd refused the machine (attest: FAILED, with a verdict or
+//	   without one)
 //	2  usage: a bad flag or setting, no fleetd URL, an unreadable CA file
 //	3  no verdict: fleetd never answered (attest: try 5 failed), or the
 //	   agent was stopped first
@@ -325,6 +330,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, m machi
 	case errors.Is(err, attest.ErrBadURL):
 		fmt.Fprintf(stderr, "hookos-attest: %v\n", err)
 		return exitUsage
+	case errors.Is(err, attest.ErrRefused):
+		// fleetd refused the claim without a verdict (attest: FAILED and
+		// its reason): recorded below as not attested, like any refusal.
 	case err != nil:
 		fmt.Fprintf(stderr, "hookos-attest: %v\n", err)
 		return exitLocal

@@ -91,14 +91,25 @@ type fleetd struct {
 	url      string
 	caFile   string
 	bindings *attesttest.Bindings
+	refusal  error // set: the binding source fails every claim with it
 	claims   chan attest.Claim
 	admit    attest.Admission
+}
+
+// source is fleetd's binding source: f.bindings, unless f.refusal is set.
+type source struct{ f *fleetd }
+
+func (s source) Binding(ctx context.Context, serial string) (attest.Binding, error) {
+	if s.f.refusal != nil {
+		return attest.Binding{}, s.f.refusal
+	}
+	return s.f.bindings.Binding(ctx, serial)
 }
 
 func newFleetd(t *testing.T) *fleetd {
 	t.Helper()
 	f := &fleetd{bindings: &attesttest.Bindings{}, claims: make(chan attest.Claim, 1), admit: attest.Admission{InstallCode: testCode}}
-	srv, err := attest.NewServer(f.bindings, &attest.Config{
+	srv, err := attest.NewServer(source{f}, &attest.Config{
 		Admit: func(_ context.Context, c attest.Claim) (attest.Admission, error) {
 			f.claims <- c
 			return f.admit, nil
@@ -275,12 +286,37 @@ func TestPendingApproval(t *testing.T) {
 	if r := a.record(t); r.Attested || r.Code != "" || r.BootID != testBootID {
 		t.Errorf("record = %v", r)
 	}
-	w, ok := f.srv.Waiting(testSerial)
-	if !ok {
-		t.Fatal("no claim waits")
+	ws := f.srv.Waiting(testSerial)
+	if len(ws) != 1 {
+		t.Fatalf("%d claims wait, want 1", len(ws))
 	}
-	if w.LLDP != nil {
+	if w := ws[0]; w.LLDP != nil {
 		t.Errorf("the claim has a port without an LLDP frame: %+v", w.LLDP)
+	}
+}
+
+// The runbook: "The console says attest: FAILED and the agent starts at
+// once": fleetd refused the claim without a verdict (two NetBox devices
+// hold the serial), so the agent says why, tries no more, and records
+// this boot as not attested.
+func TestRefusedClaim(t *testing.T) {
+	f := newFleetd(t)
+	f.approve(t)
+	reason := fmt.Sprintf("NetBox holds more than one device with serial %q", testSerial)
+	f.refusal = &attest.BindingError{Reason: reason, Err: errors.New("netbox: devices w-01 (id 3) and w-02 (id 7) both have serial")}
+	a := newAgent(t, f)
+	if err := disksafe.WriteBootRecord(a.bootDir, disksafe.BootRecord{BootID: testBootID, Attested: true, Code: testCode}); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := a.run(t)
+	if code != exitRefused {
+		t.Fatalf("exit %d, want 1\n%s%s", code, stdout, stderr)
+	}
+	if !strings.HasSuffix(stdout, "\nattest: FAILED\nattest: "+reason+"\n") || strings.Contains(stdout, "try") || strings.Contains(stdout, "w-01") {
+		t.Errorf("stdout = %q", stdout)
+	}
+	if r := a.record(t); r.Attested || r.Code != "" || r.BootID != testBootID {
+		t.Errorf("record = %v", r)
 	}
 }
 

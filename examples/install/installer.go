@@ -36,20 +36,25 @@ var placeholder = regexp.MustCompile(`\{[A-Za-z_]*\}`)
 const stopGrace = 30 * time.Second
 
 // commandInstaller runs the installer command. It implements
-// disksafe.Installer.
+// disksafe.Installer. It is not safe for concurrent use.
 type commandInstaller struct {
-	words            []string // with their placeholders
-	image, configURL string
-	env              []string // added to the action's own environment
+	words       []string // with their placeholders
+	image       string
+	urlTemplate string   // CONFIG_URL_TEMPLATE: the config URL with {code}
+	configURL   string   // urlTemplate with the code (setCode)
+	env         []string // added to the action's own environment (setCode)
 }
 
 // newCommandInstaller splits command on blanks ("" is defaultCommand) and
-// checks its placeholders, which Install fills in. The install code goes
-// into the command's environment as META key 0xb (DownloadURLCode), the
-// ${code} of Talos's talos.config= URL.
-func newCommandInstaller(command, image, configURL, code string) (*commandInstaller, error) {
+// checks its placeholders, which Install fills in. urlTemplate is fleetd's
+// config URL with {code} where the code goes, for {config_url}; "" when the
+// command names no {config_url}.
+func newCommandInstaller(command, image, urlTemplate string) (*commandInstaller, error) {
 	if strings.TrimSpace(command) == "" {
 		command = defaultCommand
+	}
+	if urlTemplate != "" && !strings.Contains(urlTemplate, "{code}") {
+		return nil, errors.New(`CONFIG_URL_TEMPLATE has no "{code}"`)
 	}
 	words := strings.Fields(command)
 	for _, w := range words {
@@ -57,19 +62,23 @@ func newCommandInstaller(command, image, configURL, code string) (*commandInstal
 			switch p {
 			case "{image}", "{disk}":
 			case "{config_url}":
-				if configURL == "" {
-					return nil, errors.New("the install command names {config_url}, and CONFIG_URL is not set")
+				if urlTemplate == "" {
+					return nil, errors.New("the install command names {config_url}, and CONFIG_URL_TEMPLATE is not set")
 				}
 			default:
 				return nil, fmt.Errorf("the install command names %s; it may name {image}, {disk} and {config_url}", p)
 			}
 		}
 	}
-	c := &commandInstaller{words: words, image: image, configURL: configURL}
-	if code != "" {
-		c.env = []string{metaEnv + "=" + meta.Values{{Key: meta.DownloadURLCode, Value: code}}.Encode(false)}
-	}
-	return c, nil
+	return &commandInstaller{words: words, image: image, urlTemplate: urlTemplate}, nil
+}
+
+// setCode gives the installer the install code of this boot's record: in
+// the command's environment as META key 0xb (DownloadURLCode), the ${code}
+// of Talos's talos.config= URL, and in {config_url}.
+func (c *commandInstaller) setCode(code string) {
+	c.env = []string{metaEnv + "=" + meta.Values{{Key: meta.DownloadURLCode, Value: code}}.Encode(false)}
+	c.configURL = strings.ReplaceAll(c.urlTemplate, "{code}", code)
 }
 
 // Install runs the command with its placeholders filled in, and hands

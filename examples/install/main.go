@@ -1,7 +1,8 @@
 // Command install is the install action of a fleet provision run: a
 // Tinkerbell action that runs in HookOS after wipe-disk and installs Talos
 // to the node's install disk with the Talos installer of the node's class,
-// but only in the boot whose wipe-disk wiped that disk.
+// but only in the boot whose wipe-disk wiped that disk, and only when that
+// boot's attestation received the run's install code.
 //
 //	install [-v]
 //
@@ -12,17 +13,38 @@
 //	                     /dev/disk/by-id/nvme-Samsung_SSD_980_1TB_S64DNX0R123456
 //	INSTALL_DISK_SERIAL  install_disk_serial (informational: wipe-disk proved
 //	                     the disk)
-//	INSTALL_CODE         the run's install code: a secret, never printed;
-//	                     required
-//	CONFIG_URL           the run's config URL, which carries the install
-//	                     code: a secret, never printed; what {config_url}
-//	                     in INSTALL_COMMAND becomes (see below); optional,
-//	                     and when set it must carry INSTALL_CODE
+//	INSTALL_CODE_SHA256  the Workflow's install_code_sha256: the SHA-256 of
+//	                     the run's install code, 64 lowercase hex
+//	                     characters; required
 //	INSTALLER_IMAGE      the Talos installer image of the node's class, which
 //	                     wipe-disk pulled in this boot; required
 //	INSTALL_COMMAND      the command that runs the installer (default below)
+//	CONFIG_URL_TEMPLATE  fleetd's config URL with {code} where the install
+//	                     code goes, e.g.
+//	                     https://fleetd.example:8443/config/{code}; not a
+//	                     secret; only for an INSTALL_COMMAND that names
+//	                     {config_url} (see below)
+//	FLEET_BOOT_DIR       where hookos-attest recorded this boot's
+//	                     attestation (default /run/fleet)
 //	FLEET_STATE_DIR      the directory the run's actions share, where
 //	                     wipe-disk recorded its wipe (default /workflow)
+//
+// # The install code
+//
+// The Workflow never carries the install code: more than this machine can
+// read it. The code reaches the machine only in fleetd's attestation
+// answer, which hookos-attest writes to this boot's record
+// (disksafe.BootRecord in FLEET_BOOT_DIR). After the wipe record's checks
+// below, install reads the code from there, and runs the installer only
+// when the record is of this boot, says it passed attestation, holds a
+// code, and that code hashes to INSTALL_CODE_SHA256 (disksafe.CheckCode,
+// compared in constant time). Otherwise it prints one of
+//
+//	install: this boot did not pass attestation; nothing installed
+//	install: this boot received no install code; nothing installed
+//	install: the Workflow's install code is not the one this boot received; nothing installed
+//
+// and exits 1, running nothing.
 //
 // # What it runs
 //
@@ -36,8 +58,8 @@
 //	  {image} install --disk {disk} --platform metal
 //
 // INSTALL_COMMAND is split on blanks, and in each word {image} becomes
-// INSTALLER_IMAGE, {disk} INSTALL_DISK and {config_url} CONFIG_URL, so a
-// value can never add a word. "--pull never" runs only the image wipe-disk
+// INSTALLER_IMAGE, {disk} INSTALL_DISK and {config_url} CONFIG_URL_TEMPLATE
+// with the record's code for {code}, so a value can never add a word. "--pull never" runs only the image wipe-disk
 // pulled: a run resumed in a new boot, whose image cache lacks it, is
 // refused before this point anyway.
 //
@@ -60,8 +82,10 @@
 // An installer that builds GRUB's kernel arguments from its own (Talos
 // installers before grubUseUKICmdline became the default in 1.12) takes
 // talos.config from --config: add "--config {config_url}" to
-// INSTALL_COMMAND for one. That puts the config URL, and so the code, among
-// the command's arguments.
+// INSTALL_COMMAND for one, and set CONFIG_URL_TEMPLATE in the Template's
+// action. That puts the config URL, and so the code, among the command's
+// arguments, where the host's other processes can read it; the default
+// command keeps it out of them.
 //
 // -v prints the installer's output as it runs, with the install code
 // replaced by "<install code>".
@@ -82,7 +106,8 @@
 // # In a Tinkerbell template
 //
 // The action needs the host's Docker socket (the installer runs beside it,
-// privileged) and the shared /workflow volume; see examples/templates:
+// privileged), hookos-attest's boot record (/run/fleet, read-only) and the
+// shared /workflow volume; see examples/templates:
 //
 //	actions:
 //	  - name: install
@@ -91,10 +116,11 @@
 //	    environment:
 //	      INSTALL_DISK: {{ .install_disk | quote }}
 //	      INSTALL_DISK_SERIAL: {{ .install_disk_serial | quote }}
-//	      INSTALL_CODE: {{ .install_code | quote }}
-//	      CONFIG_URL: {{ .config_url | quote }}
+//	      INSTALL_CODE_SHA256: {{ .install_code_sha256 | quote }}
 //	      INSTALLER_IMAGE: {{ .installer_image | quote }}
+//	      FLEET_BOOT_DIR: /run/fleet
 //	    volumes:
+//	      - /run/fleet:/run/fleet:ro
 //	      - /var/run/docker.sock:/var/run/docker.sock
 //
 // The image holds this binary and the docker CLI.
@@ -132,22 +158,24 @@ func main() {
 const usageText = `usage: install [-v]
 
 Installs Talos to the run's install disk with the installer of the node's
-class, only in the boot whose wipe-disk wiped it. Inputs, from the
-environment:
+class, only in the boot whose wipe-disk wiped it and whose attestation
+received the run's install code. Inputs, from the environment:
 
   INSTALL_DISK         install_disk (required)
   INSTALL_DISK_SERIAL  install_disk_serial
-  INSTALL_CODE         the run's install code, a secret (required)
-  CONFIG_URL           the run's config URL, a secret, for {config_url};
-                       when set it must carry INSTALL_CODE
+  INSTALL_CODE_SHA256  the SHA-256 of the run's install code (required)
   INSTALLER_IMAGE      the class's Talos installer image (required)
   INSTALL_COMMAND      the installer command; {image}, {disk} and {config_url}
                        are replaced in each word (default:
                        ` + defaultCommand + `)
+  CONFIG_URL_TEMPLATE  fleetd's config URL with {code}, for {config_url}
+  FLEET_BOOT_DIR       this boot's attestation record (default /run/fleet)
   FLEET_STATE_DIR      the run's shared directory (default /workflow)
 
-The install code reaches the installed Talos as META key 0xb, the ${code}
-of the talos.config= kernel argument the installer image must carry.
+The install code comes from this boot's attestation record, never from the
+Workflow, and must hash to INSTALL_CODE_SHA256. It reaches the installed
+Talos as META key 0xb, the ${code} of the talos.config= kernel argument the
+installer image must carry.
 
 Exit codes: 0 installed, 1 refused or the installer failed, 2 settings.
 
@@ -177,10 +205,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, root fs
 	t := disksafe.Target{
 		Disk:           getenv("INSTALL_DISK"),
 		Serial:         getenv("INSTALL_DISK_SERIAL"),
-		Code:           getenv("INSTALL_CODE"),
+		CodeSHA256:     getenv("INSTALL_CODE_SHA256"),
 		InstallerImage: getenv("INSTALLER_IMAGE"),
 	}
-	configURL := getenv("CONFIG_URL")
 	switch {
 	case t.Disk == "":
 		fmt.Fprintln(stderr, "install: no install disk is declared (INSTALL_DISK); nothing installed")
@@ -188,14 +215,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, root fs
 	case t.InstallerImage == "":
 		fmt.Fprintln(stderr, "install: no installer image is declared (INSTALLER_IMAGE); nothing installed")
 		return exitUsage
-	case t.Code == "":
-		fmt.Fprintln(stderr, "install: the Workflow carries no install code (INSTALL_CODE); nothing installed")
+	case t.CodeSHA256 == "":
+		fmt.Fprintln(stderr, "install: the Workflow carries no install_code_sha256 (INSTALL_CODE_SHA256); nothing installed")
 		return exitUsage
-	case configURL != "" && !strings.Contains(configURL, t.Code):
-		fmt.Fprintln(stderr, "install: CONFIG_URL does not carry the Workflow's install code; nothing installed")
+	case !sha256Hex(t.CodeSHA256):
+		fmt.Fprintln(stderr, "install: INSTALL_CODE_SHA256 is not 64 lowercase hex characters; nothing installed")
 		return exitUsage
 	}
-	inst, err := newCommandInstaller(getenv("INSTALL_COMMAND"), t.InstallerImage, configURL, t.Code)
+	inst, err := newCommandInstaller(getenv("INSTALL_COMMAND"), t.InstallerImage, getenv("CONFIG_URL_TEMPLATE"))
 	if err != nil {
 		fmt.Fprintf(stderr, "install: %v; nothing installed\n", err)
 		return exitUsage
@@ -215,7 +242,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, root fs
 		fmt.Fprintf(stderr, "install: %v; nothing installed\n", err)
 		return exitRefused
 	}
-	done, err := disksafe.Install(ctx, t, bootID, inst, cfg)
+	boot := disksafe.Boot{ID: bootID}
+	switch rec, err := disksafe.ReadBootRecord(getenv("FLEET_BOOT_DIR")); {
+	case err == nil:
+		boot.Record = &rec
+		t.Code = rec.Code // replaced in the installer's output
+	case !errors.Is(err, fs.ErrNotExist):
+		fmt.Fprintf(stderr, "install: %v\n", err)
+	}
+	done, err := disksafe.Install(ctx, t, bootID, codeGate{t: t, boot: boot, inst: inst}, cfg)
+	if line, ok := codeRefusal(err); ok {
+		fmt.Fprintln(stderr, line)
+		var r *disksafe.Refusal
+		if errors.As(err, &r) && r.Cause != nil && errors.Is(err, disksafe.ErrNotAttested) {
+			fmt.Fprintf(stderr, "  (%v)\n", r.Cause)
+		}
+		return exitRefused
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		// What wipe-disk recorded instead, where the line does not say.
@@ -227,4 +270,42 @@ func run(ctx context.Context, args []string, getenv func(string) string, root fs
 	}
 	fmt.Fprintln(stdout, done)
 	return exitInstalled
+}
+
+// codeGate runs the installer only in a boot whose attestation received
+// the run's install code (disksafe.CheckCode), and gives it that code.
+// disksafe.Install calls it after it judged wipe-disk's record, so a run
+// resumed in a new boot gets the runbook's line for that first.
+type codeGate struct {
+	t    disksafe.Target
+	boot disksafe.Boot
+	inst *commandInstaller
+}
+
+func (g codeGate) Install(ctx context.Context, disk string, output func(line string)) error {
+	if err := disksafe.CheckCode(g.t, g.boot); err != nil {
+		return err
+	}
+	g.inst.setCode(g.boot.Record.Code)
+	return g.inst.Install(ctx, disk, output)
+}
+
+// codeRefusal returns the line of an install that codeGate refused, and
+// whether it did.
+func codeRefusal(err error) (string, bool) {
+	switch {
+	case errors.Is(err, disksafe.ErrNotAttested):
+		return "install: this boot did not pass attestation; nothing installed", true
+	case errors.Is(err, disksafe.ErrNoInstallCode):
+		return "install: this boot received no install code; nothing installed", true
+	case errors.Is(err, disksafe.ErrInstallCodeMismatch):
+		return "install: the Workflow's install code is not the one this boot received; nothing installed", true
+	}
+	return "", false
+}
+
+// sha256Hex reports whether s has the form of install_code_sha256: 64
+// lowercase hex characters.
+func sha256Hex(s string) bool {
+	return len(s) == 64 && strings.Trim(s, "0123456789abcdef") == ""
 }

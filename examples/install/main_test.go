@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -18,20 +20,28 @@ import (
 )
 
 const (
-	bootID    = "9a0b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
-	code      = "ic-Rt5uQ2mZ8xVw3bNp7kLs"
-	configURL = "https://fleetd.example:8443/config/" + code
-	image     = "factory.talos.dev/metal-installer-secureboot/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.13.9"
+	bootID      = "9a0b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
+	code        = "ic-Rt5uQ2mZ8xVw3bNp7kLs"
+	urlTemplate = "https://fleetd.example:8443/config/{code}"
+	configURL   = "https://fleetd.example:8443/config/" + code
+	image       = "factory.talos.dev/metal-installer-secureboot/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.13.9"
 )
+
+// digest is the install_code_sha256 a Workflow carries for c.
+func digest(c string) string {
+	sum := sha256.Sum256([]byte(c))
+	return hex.EncodeToString(sum[:])
+}
 
 // root is the fake root file system the boot ID is read from.
 func root() fstest.MapFS {
 	return fstest.MapFS{"proc/sys/kernel/random/boot_id": &fstest.MapFile{Data: []byte(bootID + "\n")}}
 }
 
-// env is an install action's environment: a state directory where
-// wipe-disk recorded its wipe of /dev/sda in this boot, and a fake
-// installer script that records its arguments and environment.
+// env is an install action's environment: this boot's attestation record
+// with the run's code, a state directory where wipe-disk recorded its wipe
+// of /dev/sda in this boot, and a fake installer script that records its
+// arguments and environment.
 type env struct {
 	vars     map[string]string
 	root     fstest.MapFS
@@ -61,14 +71,24 @@ func newEnv(t *testing.T, script string) *env {
 	e.vars = map[string]string{
 		"INSTALL_DISK":        "/dev/sda",
 		"INSTALL_DISK_SERIAL": "S4EWNX0R612345A",
-		"INSTALL_CODE":        code,
-		"CONFIG_URL":          configURL,
+		"INSTALL_CODE_SHA256": digest(code),
+		"CONFIG_URL_TEMPLATE": urlTemplate,
 		"INSTALLER_IMAGE":     image,
 		"INSTALL_COMMAND":     installer + " {image} install --disk {disk} --platform metal --config {config_url}",
+		"FLEET_BOOT_DIR":      filepath.Join(dir, "fleet"),
 		"FLEET_STATE_DIR":     filepath.Join(dir, "workflow"),
 	}
+	e.booted(t, disksafe.BootRecord{BootID: bootID, Attested: true, Code: code, Time: time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)})
 	e.wiped(t, disksafe.WipeRecord{BootID: bootID, Disk: "/dev/sda", Name: "sda", Serial: "S4EWNX0R612345A", Wiped: true})
 	return e
+}
+
+// booted writes hookos-attest's record of this boot's attestation.
+func (e *env) booted(t *testing.T, r disksafe.BootRecord) {
+	t.Helper()
+	if err := disksafe.WriteBootRecord(e.vars["FLEET_BOOT_DIR"], r); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // wiped writes wipe-disk's record, in the form disksafe documents.
@@ -261,6 +281,66 @@ func TestNotWiped(t *testing.T) {
 	}
 }
 
+// The install code comes from this boot's record alone: without a record of
+// this boot that passed attestation and holds a code whose SHA-256 the
+// Workflow names, nothing is installed.
+func TestCodeRefused(t *testing.T) {
+	const (
+		notAttested = "install: this boot did not pass attestation; nothing installed\n"
+		noCode      = "install: this boot received no install code; nothing installed\n"
+		mismatch    = "install: the Workflow's install code is not the one this boot received; nothing installed\n"
+	)
+	tests := []struct {
+		name string
+		edit func(t *testing.T, e *env)
+		want string
+	}{
+		{"no record", func(t *testing.T, e *env) {
+			os.Remove(filepath.Join(e.vars["FLEET_BOOT_DIR"], disksafe.BootRecordFile))
+		},
+			notAttested + "  (the HookOS agent recorded no attestation in this boot)\n"},
+		{"a record of another boot", func(t *testing.T, e *env) {
+			e.booted(t, disksafe.BootRecord{BootID: "00000000-aaaa-bbbb-cccc-dddddddddddd", Attested: true, Code: code})
+		}, notAttested + "  (the attestation record is of another boot)\n"},
+		{"a boot that did not pass", func(t *testing.T, e *env) { e.booted(t, disksafe.BootRecord{BootID: bootID, Code: code}) },
+			notAttested + "  (the attestation record says this boot did not pass)\n"},
+		{"a malformed record", func(t *testing.T, e *env) {
+			os.WriteFile(filepath.Join(e.vars["FLEET_BOOT_DIR"], disksafe.BootRecordFile), []byte(`{"boot_id": "`+bootID+`", "install_code": "`+code+`", "attested": tr`), 0o600)
+		}, notAttested + "  (the HookOS agent recorded no attestation in this boot)\n"},
+		{"no code", func(t *testing.T, e *env) { e.booted(t, disksafe.BootRecord{BootID: bootID, Attested: true}) }, noCode},
+		{"another code", func(t *testing.T, e *env) {
+			e.booted(t, disksafe.BootRecord{BootID: bootID, Attested: true, Code: "ic-someone-elses"})
+		}, mismatch},
+		{"another run's digest", func(t *testing.T, e *env) { e.vars["INSTALL_CODE_SHA256"] = digest("ic-someone-elses") }, mismatch},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, "")
+			tt.edit(t, e)
+			exit, stdout, stderr := e.run(t)
+			if exit != exitRefused || stdout != "" || !strings.HasSuffix(stderr, tt.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q, want it to end with %q", exit, stdout, stderr, tt.want)
+			}
+			if got := e.ran(t); got != nil {
+				t.Errorf("the installer ran: %q", got)
+			}
+			if strings.Contains(stderr, "ic-someone-elses") {
+				t.Errorf("stderr holds a code: %q", stderr)
+			}
+		})
+	}
+
+	// A run resumed in a new boot, whose attestation got no code (its run
+	// was in flight), gets the runbook's line for that.
+	e := newEnv(t, "")
+	e.booted(t, disksafe.BootRecord{BootID: bootID, Attested: true})
+	os.Remove(filepath.Join(e.vars["FLEET_STATE_DIR"], disksafe.WipeRecordFile))
+	exit, _, stderr := e.run(t)
+	if want := "install: this run resumed in a new boot after wipe-disk; nothing installed; set desired_action to provision\n"; exit != exitRefused || stderr != want {
+		t.Errorf("a resumed run without a code: exit %d, stderr %q, want %q", exit, stderr, want)
+	}
+}
+
 func TestStopped(t *testing.T) {
 	e := newEnv(t, "echo started\nsleep 30 &\nwait\n")
 	ctx, cancel := context.WithCancel(t.Context())
@@ -284,11 +364,16 @@ func TestSettings(t *testing.T) {
 	}{
 		{"no disk", map[string]string{"INSTALL_DISK": ""}, "install: no install disk is declared (INSTALL_DISK); nothing installed\n"},
 		{"no image", map[string]string{"INSTALLER_IMAGE": ""}, "install: no installer image is declared (INSTALLER_IMAGE); nothing installed\n"},
-		{"no code", map[string]string{"INSTALL_CODE": ""}, "install: the Workflow carries no install code (INSTALL_CODE); nothing installed\n"},
-		{"a config URL without the code", map[string]string{"CONFIG_URL": "https://fleetd.example:8443/config/ic-other"},
-			"install: CONFIG_URL does not carry the Workflow's install code; nothing installed\n"},
-		{"{config_url} without CONFIG_URL", map[string]string{"CONFIG_URL": ""},
-			"install: the install command names {config_url}, and CONFIG_URL is not set; nothing installed\n"},
+		{"no digest", map[string]string{"INSTALL_CODE_SHA256": ""},
+			"install: the Workflow carries no install_code_sha256 (INSTALL_CODE_SHA256); nothing installed\n"},
+		{"the code in place of its digest", map[string]string{"INSTALL_CODE_SHA256": code},
+			"install: INSTALL_CODE_SHA256 is not 64 lowercase hex characters; nothing installed\n"},
+		{"a digest in upper case", map[string]string{"INSTALL_CODE_SHA256": strings.ToUpper(digest(code))},
+			"install: INSTALL_CODE_SHA256 is not 64 lowercase hex characters; nothing installed\n"},
+		{"{config_url} without CONFIG_URL_TEMPLATE", map[string]string{"CONFIG_URL_TEMPLATE": ""},
+			"install: the install command names {config_url}, and CONFIG_URL_TEMPLATE is not set; nothing installed\n"},
+		{"a config URL template without {code}", map[string]string{"CONFIG_URL_TEMPLATE": "https://fleetd.example:8443/config/"},
+			"install: CONFIG_URL_TEMPLATE has no \"{code}\"; nothing installed\n"},
 		{"an unknown placeholder", map[string]string{"INSTALL_COMMAND": "docker run {image} install --disk {disk} --serial {serial}"},
 			"install: the install command names {serial}; it may name {image}, {disk} and {config_url}; nothing installed\n"},
 	}
@@ -321,10 +406,11 @@ func TestSettings(t *testing.T) {
 }
 
 func TestDefaultCommand(t *testing.T) {
-	c, err := newCommandInstaller("", "ghcr.io/siderolabs/installer:v1.13.9", configURL, code)
+	c, err := newCommandInstaller("", "ghcr.io/siderolabs/installer:v1.13.9", "")
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.setCode(code)
 	// Run it with a program that prints its arguments in place of docker.
 	c.words[0] = "echo"
 	var got []string
@@ -338,13 +424,8 @@ func TestDefaultCommand(t *testing.T) {
 		t.Errorf("the default command is\n%q\nwant\n%q", strings.Join(got, ""), want)
 	}
 
-	// The default names no config URL.
-	if _, err := newCommandInstaller("", "ghcr.io/siderolabs/installer:v1.13.9", "", code); err != nil {
-		t.Errorf("the default command without CONFIG_URL: %v", err)
-	}
-
 	// A value is one word, whatever it holds.
-	c, err = newCommandInstaller("printf %s| {image}", "a b {disk}", "", code)
+	c, err = newCommandInstaller("printf %s| {image}", "a b {disk}", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,8 +443,8 @@ func TestHelp(t *testing.T) {
 	if exit := run(t.Context(), []string{"-help"}, func(string) string { return "" }, nil, &out, &errb); exit != 0 {
 		t.Errorf("-help exits %d", exit)
 	}
-	for _, s := range []string{"INSTALL_DISK ", "INSTALL_DISK_SERIAL", "INSTALL_CODE", "CONFIG_URL", "INSTALLER_IMAGE", "INSTALL_COMMAND",
-		"FLEET_STATE_DIR", defaultCommand, "META key 0xb", "-v"} {
+	for _, s := range []string{"INSTALL_DISK ", "INSTALL_DISK_SERIAL", "INSTALL_CODE_SHA256", "CONFIG_URL_TEMPLATE", "INSTALLER_IMAGE", "INSTALL_COMMAND",
+		"FLEET_BOOT_DIR", "FLEET_STATE_DIR", defaultCommand, "META key 0xb", "-v"} {
 		if !strings.Contains(errb.String(), s) {
 			t.Errorf("-help does not say %q:\n%s", s, errb.String())
 		}

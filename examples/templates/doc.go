@@ -23,10 +23,17 @@
 //	                     Tinkerbell agent's worker ID in HookOS
 //	install_disk         the device's install_disk
 //	install_disk_serial  the device's install_disk_serial
-//	install_code         the run's install code (a secret)
+//	install_code_sha256  the SHA-256 of the run's install code, 64
+//	                     lowercase hex characters
 //	installer_image      the Talos installer image of the node's class
-//	config_url           the run's config URL, which carries the code (a
-//	                     secret)
+//
+// No value is a secret. Whoever may read Workflows reads them, and so does
+// any machine that asks Tinkerbell for the actions of the run's MAC, so the
+// install code never travels in a Workflow, nor the config URL that
+// carries it: it reaches the machine only in fleetd's attestation answer,
+// and hookos-attest writes it to this boot's record in /run/fleet
+// (disksafe.BootRecord). wipe-disk and install read it there, and refuse
+// unless it hashes to install_code_sha256.
 //
 // Every value goes in through quote (Sprig's, which Tinkerbell's renderer
 // provides): a Go-quoted string, which YAML reads back as the same string.
@@ -50,8 +57,10 @@
 //	           (read-only) for hookos-attest's boot record, and the Docker
 //	           socket to pull.
 //	install    runs the class's Talos installer from the pulled image, only in
-//	           the boot that wiped (disksafe.Install), and gives the installed
-//	           Talos the install code in META. Volume: the Docker socket.
+//	           the boot that wiped (disksafe.Install) and received the run's
+//	           code (disksafe.CheckCode), and gives the installed Talos that
+//	           code in META. Volumes: /run/fleet (read-only) for the boot
+//	           record, and the Docker socket.
 //	next-boot  sets UEFI BootNext to the installed disk's EFI system
 //	           partition, so the reboot boots Talos rather than netbooting
 //	           HookOS. Volumes: /dev, and /sys read-write for efivarfs.
@@ -66,7 +75,8 @@
 // boot starts with it empty) at /workflow in every action, and sets
 // FLEET_STATE_DIR to it: wipe-disk records its wipe there for install, which
 // refuses a run that resumed in a new boot. FLEET_BOOT_DIR names
-// /run/fleet, where hookos-attest records the boot, for wipe-disk.
+// /run/fleet, where hookos-attest records the boot, for wipe-disk and
+// install.
 //
 // # Timeouts
 //
@@ -83,6 +93,5 @@
 //
 //	talos.config=https://fleetd.example:8443/config/${code}
 //
-// (provision's Cluster.ConfigURL with ${code} for {code}); see
-// examples/install.
+// (fleetd's FLEET_PUBLIC_URL, then /config/${code}); see examples/install.
 package templates

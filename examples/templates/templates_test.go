@@ -58,26 +58,81 @@ type action struct {
 	} `yaml:"namespaces,omitempty"`
 }
 
-// A run's values, as a provision run's Workflow carries them.
+// A run's values, as a provision run's Workflow carries them, and the
+// install code the machine's attestation received.
 const (
-	mac       = "3c:ec:ef:12:34:56"
-	disk      = "/dev/disk/by-id/nvme-Samsung_SSD_980_1TB_S64DNX0R123456"
-	serial    = "S64DNX0R123456"
-	code      = "Zx81qPw0vN3mTs6YbK2dLg"
-	image     = "factory.talos.dev/metal-installer-secureboot/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.13.9"
-	configURL = "https://fleetd.example:8443/config/{code}"
+	mac    = "3c:ec:ef:12:34:56"
+	disk   = "/dev/disk/by-id/nvme-Samsung_SSD_980_1TB_S64DNX0R123456"
+	serial = "S64DNX0R123456"
+	code   = "Zx81qPw0vN3mTs6YbK2dLg"
+	image  = "factory.talos.dev/metal-installer-secureboot/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.13.9"
 )
 
 // values is the hardwareMap provision gives a Workflow (provision's
-// newWorkflow): every Value constant, config_url with the code in it.
+// newWorkflow): every Value constant, the code by its SHA-256 alone.
 func values(mac, disk, serial, code, image string) map[string]any {
 	return map[string]any{
 		provision.ValueMAC:               mac,
 		provision.ValueInstallDisk:       disk,
 		provision.ValueInstallDiskSerial: serial,
-		provision.ValueInstallCode:       code,
+		provision.ValueInstallCodeSHA256: provision.CodeSHA256(code),
 		provision.ValueInstallerImage:    image,
-		provision.ValueConfigURL:         strings.ReplaceAll(configURL, "{code}", code),
+	}
+}
+
+// valueConstants returns the names of provision's exported Value constants.
+func valueConstants(t *testing.T) []string {
+	t.Helper()
+	file, err := parser.ParseFile(token.NewFileSet(), "../../provision/tink.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range file.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, s := range g.Specs {
+			for _, n := range s.(*ast.ValueSpec).Names {
+				if strings.HasPrefix(n.Name, "Value") && n.IsExported() {
+					names = append(names, n.Name)
+				}
+			}
+		}
+	}
+	return names
+}
+
+// The values above are every value provision sets, and the digest is the
+// one the actions compute from the boot record's code.
+func TestValuesAreProvisions(t *testing.T) {
+	if names := valueConstants(t); len(names) != len(values(mac, disk, serial, code, image)) {
+		t.Errorf("provision declares the values %q; values() holds %d", names, len(values(mac, disk, serial, code, image)))
+	}
+	if p, d := provision.CodeSHA256(code), disksafe.CodeSHA256(code); p != d {
+		t.Errorf("provision's install_code_sha256 is %s, and the actions compute %s", p, d)
+	}
+}
+
+// No Template hands an action the install code: rendered with a run's
+// values, no action's environment, command or volume holds it.
+func TestNoCodeInRender(t *testing.T) {
+	for _, r := range runs {
+		t.Run(r.name, func(t *testing.T) {
+			for _, m := range regexp.MustCompile(`\{\{ \.([a-z_0-9]+) \| quote \}\}`).FindAllStringSubmatch(dataOf(t, r.name), -1) {
+				if _, ok := values(mac, disk, serial, code, image)[m[1]]; !ok {
+					t.Errorf("the Template reads %s, which provision does not set", m[1])
+				}
+			}
+			wf, err := render(t, dataOf(t, r.name), values(mac, disk, serial, code, image))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := fmt.Sprintf("%+v", wf); strings.Contains(s, code) {
+				t.Errorf("the rendered run holds the install code: %s", s)
+			}
+		})
 	}
 }
 
@@ -218,9 +273,9 @@ func TestValues(t *testing.T) {
 					}
 				}
 			}
-			want := 6
+			want := 5
 			if r.name == RetireName {
-				want = 4 // neither the installer image nor the config URL
+				want = 4 // no installer image
 			}
 			if used != want {
 				t.Errorf("the Template reads %d of provision's values, want %d", used, want)
@@ -236,7 +291,7 @@ var actionDirs = map[string]string{"wipe-disk": "../wipe-disk", "install": "../i
 // defaults, so a Template may leave them unset.
 var optional = map[string][]string{
 	"wipe-disk": {"PULL_COMMAND"},
-	"install":   {"INSTALL_COMMAND"},
+	"install":   {"INSTALL_COMMAND", "CONFIG_URL_TEMPLATE"},
 	"next-boot": {"NEXT_BOOT_LOADER", "NEXT_BOOT_LABEL", "EFIBOOTMGR"},
 }
 
@@ -298,9 +353,8 @@ func TestEnvironment(t *testing.T) {
 	want := map[string]string{
 		"INSTALL_DISK":        disk,
 		"INSTALL_DISK_SERIAL": serial,
-		"INSTALL_CODE":        code,
+		"INSTALL_CODE_SHA256": disksafe.CodeSHA256(code),
 		"INSTALLER_IMAGE":     image,
-		"CONFIG_URL":          "https://fleetd.example:8443/config/" + code,
 		"FLEET_STATE_DIR":     disksafe.DefaultStateDir,
 		"FLEET_BOOT_DIR":      disksafe.DefaultBootDir,
 	}
@@ -369,7 +423,7 @@ func TestVolumes(t *testing.T) {
 	const docker = "/var/run/docker.sock:/var/run/docker.sock"
 	need := map[string][]string{
 		"wipe-disk": {"/dev:/dev", "/sys:/sys:ro", "/run/udev:/run/udev:ro", disksafe.DefaultBootDir + ":" + disksafe.DefaultBootDir + ":ro"},
-		"install":   {docker},
+		"install":   {docker, disksafe.DefaultBootDir + ":" + disksafe.DefaultBootDir + ":ro"},
 		"next-boot": {"/dev:/dev", "/sys:/sys"},
 		"reboot":    {docker},
 	}
@@ -400,6 +454,11 @@ func TestVolumes(t *testing.T) {
 				if dir := e["FLEET_BOOT_DIR"]; dir != "" && m[dir] == "" {
 					t.Errorf("%s: FLEET_BOOT_DIR %s is not mounted", a.Name, dir)
 				}
+				// An action that checks the code's digest reads the code
+				// from the boot record, which it may not change.
+				if _, checks := e["INSTALL_CODE_SHA256"]; checks && m[e["FLEET_BOOT_DIR"]] != disksafe.DefaultBootDir+":"+disksafe.DefaultBootDir+":ro" {
+					t.Errorf("%s checks the code's digest, and mounts the boot record as %q", a.Name, m[e["FLEET_BOOT_DIR"]])
+				}
 				if a.Name == "wipe-disk" {
 					_, pulls := e["INSTALLER_IMAGE"]
 					if _, sock := m["/var/run/docker.sock"]; pulls != sock {
@@ -415,7 +474,7 @@ func TestVolumes(t *testing.T) {
 // stays one string, and the run keeps its actions and images.
 func TestQuoting(t *testing.T) {
 	evilDisk := "/dev/sda\"\n            image: registry.evil/x:1\n            x: \""
-	evilSerial := "S1 \\ ' \" \t: # {{ .install_code }} é 漢"
+	evilSerial := "S1 \\ ' \" \t: # {{ .install_code_sha256 }} é 漢"
 	for _, r := range runs {
 		t.Run(r.name, func(t *testing.T) {
 			wf, err := render(t, dataOf(t, r.name), values(mac, evilDisk, evilSerial, code, image))

@@ -1,7 +1,8 @@
 // Command wipe-disk is the wipe-disk action of a fleet provision run: a
 // Tinkerbell action that runs in HookOS and wipes the node's install disk,
 // but only when disksafe proves it is the declared disk, this boot passed
-// attestation and holds an install code, and the installer image is pulled.
+// attestation and holds the run's install code, and the installer image is
+// pulled.
 //
 //	wipe-disk [-dry-run]
 //
@@ -11,9 +12,10 @@
 //	INSTALL_DISK         install_disk: /dev/sda, or a link such as
 //	                     /dev/disk/by-id/nvme-Samsung_SSD_980_1TB_S64DNX0R123456
 //	INSTALL_DISK_SERIAL  install_disk_serial
-//	INSTALL_CODE         the Workflow's install code (optional); when set it
-//	                     must be the code this boot received, and it is never
-//	                     printed
+//	INSTALL_CODE_SHA256  the Workflow's install_code_sha256: the SHA-256 of
+//	                     the run's install code, 64 lowercase hex characters
+//	                     (optional); when set, the code this boot received
+//	                     must hash to it (disksafe.Target.CodeSHA256)
 //	INSTALLER_IMAGE      the Talos installer image, pulled before the wipe so
 //	                     the install action finds it cached; unset for a run
 //	                     that only wipes (a retirement)
@@ -29,6 +31,13 @@
 // A missing INSTALL_DISK or INSTALL_DISK_SERIAL is refused with the
 // runbook's line, like every other refusal; nothing is ever wiped by
 // default.
+//
+// The install code itself never comes from the Workflow, which more than
+// this machine can read: it reaches the machine only in the attestation
+// answer, and hookos-attest writes it to this boot's record in
+// FLEET_BOOT_DIR. A digest that the record's code does not hash to is
+// refused with "wipe: the Workflow's install code is not the one this boot
+// received", before anything is pulled or wiped.
 //
 // -dry-run lists the disks, judges them, and prints the verdict without
 // pulling or writing anything.
@@ -46,7 +55,7 @@
 //	    environment:
 //	      INSTALL_DISK: {{ .install_disk | quote }}
 //	      INSTALL_DISK_SERIAL: {{ .install_disk_serial | quote }}
-//	      INSTALL_CODE: {{ .install_code | quote }}
+//	      INSTALL_CODE_SHA256: {{ .install_code_sha256 | quote }}
 //	      INSTALLER_IMAGE: {{ .installer_image | quote }}
 //	    volumes:
 //	      - /dev:/dev
@@ -115,7 +124,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, root fs
 	target := disksafe.Target{
 		Disk:           getenv("INSTALL_DISK"),
 		Serial:         getenv("INSTALL_DISK_SERIAL"),
-		Code:           getenv("INSTALL_CODE"),
+		CodeSHA256:     getenv("INSTALL_CODE_SHA256"),
 		InstallerImage: getenv("INSTALLER_IMAGE"),
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -15,6 +18,12 @@ import (
 )
 
 const secret = "ic-Zx81qPw0vN3mTs6Y"
+
+// sha256Hex is the install_code_sha256 a Workflow carries for code.
+func sha256Hex(code string) string {
+	sum := sha256.Sum256([]byte(code))
+	return hex.EncodeToString(sum[:])
+}
 
 // env is an action environment with an attested boot recorded in a
 // temporary directory, and a pull command that records that it ran.
@@ -45,11 +54,11 @@ func newEnv(t *testing.T) *env {
 	}
 	return &env{
 		vars: map[string]string{
-			"INSTALL_CODE":    secret,
-			"INSTALLER_IMAGE": "ghcr.io/siderolabs/installer:v1.13.9",
-			"PULL_COMMAND":    script,
-			"FLEET_BOOT_DIR":  bootDir,
-			"FLEET_STATE_DIR": filepath.Join(dir, "workflow"),
+			"INSTALL_CODE_SHA256": sha256Hex(secret),
+			"INSTALLER_IMAGE":     "ghcr.io/siderolabs/installer:v1.13.9",
+			"PULL_COMMAND":        script,
+			"FLEET_BOOT_DIR":      bootDir,
+			"FLEET_STATE_DIR":     filepath.Join(dir, "workflow"),
 		},
 		pullLog: pullLog,
 	}
@@ -88,7 +97,7 @@ func TestRefusals(t *testing.T) {
 			{"no disk", map[string]string{"INSTALL_DISK_SERIAL": "S1"}, "wipe: no install disk is declared\n"},
 			{"no disk reports the serial", map[string]string{"INSTALL_DISK": "/dev/sda", "INSTALL_DISK_SERIAL": "FLEET-NO-SUCH-SERIAL"},
 				"wipe: no disk reports the serial FLEET-NO-SUCH-SERIAL\n"},
-			{"another install code", map[string]string{"INSTALL_DISK": "/dev/sda", "INSTALL_DISK_SERIAL": "S1", "INSTALL_CODE": "ic-other"},
+			{"another install code", map[string]string{"INSTALL_DISK": "/dev/sda", "INSTALL_DISK_SERIAL": "S1", "INSTALL_CODE_SHA256": sha256Hex("ic-other")},
 				"wipe: the Workflow's install code is not the one this boot received\n"},
 			{"no boot record", map[string]string{"INSTALL_DISK": "/dev/sda", "INSTALL_DISK_SERIAL": "S1", "FLEET_BOOT_DIR": "/nonexistent/fleet"},
 				"wipe: this boot did not pass attestation\n  (the HookOS agent recorded no attestation in this boot)\n"},
@@ -181,11 +190,11 @@ func fakeEnv(t *testing.T) *env {
 	pullLog := filepath.Join(dir, "pulls")
 	return &env{
 		vars: map[string]string{
-			"INSTALL_CODE":    secret,
-			"INSTALLER_IMAGE": "ghcr.io/siderolabs/installer:v1.13.9",
-			"PULL_COMMAND":    "/nonexistent/pull",
-			"FLEET_BOOT_DIR":  bootDir,
-			"FLEET_STATE_DIR": filepath.Join(dir, "workflow"),
+			"INSTALL_CODE_SHA256": sha256Hex(secret),
+			"INSTALLER_IMAGE":     "ghcr.io/siderolabs/installer:v1.13.9",
+			"PULL_COMMAND":        "/nonexistent/pull",
+			"FLEET_BOOT_DIR":      bootDir,
+			"FLEET_STATE_DIR":     filepath.Join(dir, "workflow"),
 		},
 		pullLog: pullLog,
 		root:    fakeMachine(),
@@ -252,6 +261,36 @@ func TestDryRunRefusesFake(t *testing.T) {
 			code, stdout, stderr := e.run(t, "-dry-run")
 			if code != 1 || !strings.HasPrefix(stderr, tt.want) || !strings.HasSuffix(stdout, "wipe: dry run: nothing wiped\n") {
 				t.Errorf("exit %d\nstdout %q\nstderr %q\nwant stderr starting %q", code, stdout, stderr, tt.want)
+			}
+		})
+	}
+}
+
+// A Workflow whose install_code_sha256 is not the digest of the code this
+// boot received wipes nothing: the run is refused before the pull, and no
+// wipe is recorded. With the right digest the same run goes on to the pull.
+func TestDigestMismatchWipesNothing(t *testing.T) {
+	for _, tt := range []struct {
+		name, sum, want string
+	}{
+		{"another code's digest", sha256Hex("ic-someone-elses"), "wipe: the Workflow's install code is not the one this boot received\n"},
+		{"the code in place of its digest", secret, "wipe: the Workflow's install code is not the one this boot received\n"},
+		{"the right digest", sha256Hex(secret), "wipe: the installer image ghcr.io/siderolabs/installer:v1.13.9 cannot be pulled ("},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := fakeEnv(t)
+			e.vars["INSTALL_DISK"], e.vars["INSTALL_DISK_SERIAL"] = "/dev/sda", "S4EWNX0R612345A"
+			e.vars["INSTALL_CODE_SHA256"] = tt.sum
+			e.vars["PULL_COMMAND"] = "/nonexistent/pull"
+			code, stdout, stderr := e.run(t)
+			if code != 1 || stdout != "" || !strings.HasPrefix(stderr, tt.want) {
+				t.Errorf("exit %d\nstdout %q\nstderr %q\nwant stderr starting %q", code, stdout, stderr, tt.want)
+			}
+			if strings.Contains(stderr, tt.sum) {
+				t.Errorf("stderr names the digest: %q", stderr)
+			}
+			if _, err := disksafe.ReadWipeRecord(e.vars["FLEET_STATE_DIR"]); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("a wipe was recorded: %v", err)
 			}
 		})
 	}

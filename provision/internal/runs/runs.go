@@ -25,8 +25,10 @@ const (
 	AnnCreated    = "fleet.fleetkit.dev/created"
 )
 
-// ValueInstallCode is the template value that holds a run's install code.
-const ValueInstallCode = "install_code"
+// ValueInstallCodeSHA256 is the template value that holds the SHA-256 of a
+// run's install code, as 64 lowercase hex characters. A Workflow never
+// carries the code itself.
+const ValueInstallCodeSHA256 = "install_code_sha256"
 
 // Run is one fleet Workflow as read from the cluster.
 type Run struct {
@@ -109,8 +111,9 @@ func (r *Run) Created() time.Time {
 	return r.WF.CreationTimestamp.Time
 }
 
-// Code is the run's install code: a secret.
-func (r *Run) Code() string { return r.WF.Spec.HardwareMap[ValueInstallCode] }
+// CodeSHA256 is the SHA-256 of the run's install code as its Workflow
+// carries it (ValueInstallCodeSHA256); "" when it carries none.
+func (r *Run) CodeSHA256() string { return r.WF.Spec.HardwareMap[ValueInstallCodeSHA256] }
 
 // BootJobFailure returns the message of a failed boot (Rufio) job.
 func (r *Run) BootJobFailure() (string, bool) {

@@ -12,7 +12,7 @@ import (
 // JSON) to the code that reads runs: it must return an error or a run whose
 // every accessor works, never panic.
 func FuzzFrom(f *testing.F) {
-	f.Add(`{"apiVersion":"tinkerbell.org/v1alpha1","kind":"Workflow","metadata":{"name":"provision-node-01-1767225600","labels":{"fleet.fleetkit.dev/device-id":"1","fleet.fleetkit.dev/run":"provision"},"annotations":{"fleet.fleetkit.dev/created":"2026-01-01T00:00:00Z"}},"spec":{"hardwareMap":{"install_code":"x"}},"status":{"state":"FAILED","globalTimeout":3600,"currentState":{"actionName":"install"},"tasks":[{"name":"t","actions":[{"name":"wipe-disk","state":"SUCCESS"},{"name":"install","state":"FAILED"}]}],"conditions":[{"type":"BootJobFailed","status":"True","message":"no route"}]}}`)
+	f.Add(`{"apiVersion":"tinkerbell.org/v1alpha1","kind":"Workflow","metadata":{"name":"provision-node-01-1767225600","labels":{"fleet.fleetkit.dev/device-id":"1","fleet.fleetkit.dev/run":"provision"},"annotations":{"fleet.fleetkit.dev/created":"2026-01-01T00:00:00Z"}},"spec":{"hardwareMap":{"install_code_sha256":"2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"}},"status":{"state":"FAILED","globalTimeout":3600,"currentState":{"actionName":"install"},"tasks":[{"name":"t","actions":[{"name":"wipe-disk","state":"SUCCESS"},{"name":"install","state":"FAILED"}]}],"conditions":[{"type":"BootJobFailed","status":"True","message":"no route"}]}}`)
 	f.Add(`{"metadata":{"name":"w","labels":{"fleet.fleetkit.dev/device-id":"x"}}}`)
 	f.Add(`{"metadata":{"name":"w","labels":{"fleet.fleetkit.dev/device-id":"2"}},"status":{"tasks":[{"actions":null}],"globalExecutionStop":"2026-01-01T00:00:00Z"}}`)
 	f.Add(`{"status":"nope"}`)
@@ -37,7 +37,7 @@ func checkRun(t *testing.T, r *Run) {
 	_ = r.Terminal()
 	_ = r.Started()
 	_ = r.CurrentAction()
-	_ = r.Code()
+	_ = r.CodeSHA256()
 	_ = r.Created()
 	_, _ = r.BootJobFailure()
 	if d := r.GlobalTimeout(time.Hour); d <= 0 {
