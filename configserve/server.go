@@ -49,8 +49,9 @@ type Config struct {
 	// (Refetched, not Missing) and Put refuses to reuse it. The oldest is
 	// forgotten first. Zero: DefaultSpentCodes.
 	SpentCodes int
-	// Logger gets the Server's log lines. They never carry an install code
-	// or config bytes. Nil: no logs.
+	// Logger gets the Server's log lines: every event, a Missing one at
+	// debug level. They never carry an install code or config bytes. Nil:
+	// no logs.
 	Logger *slog.Logger
 	// Events, when set, is called once per Event, synchronously from the
 	// goroutine serving the fetch (or from a timer's goroutine for
@@ -249,8 +250,15 @@ func (s *Server) expire(d digest, e *entry) {
 // emit stamps, logs and reports ev.
 func (s *Server) emit(ev Event) {
 	ev.Time = time.Now()
+	// Anyone who reaches the Server can ask for unknown codes, as fast as
+	// they like: a Missing event is logged at debug level, and the caller,
+	// who gets every event, decides what to make of a flood of them.
 	level := slog.LevelInfo
-	if ev.Kind != Served {
+	switch ev.Kind {
+	case Served:
+	case Missing:
+		level = slog.LevelDebug
+	default:
 		level = slog.LevelWarn
 	}
 	attrs := []slog.Attr{slog.String("event", ev.Kind.String())}
