@@ -14,8 +14,10 @@ import (
 	"github.com/fleetkit/fleet/attest"
 )
 
-// waitingClaim is the approver API's answer: a pending-approval claim whose
-// EKs the TPM proved, for `fleetctl approve <serial>`.
+// waitingClaim is one claim of the approver API's answer, a JSON list of
+// every pending-approval claim of the serial, one per TPM, oldest first,
+// for `fleetctl approve <serial>`. Each TPM proved its EKs. fleetctl
+// decodes the same fields (examples/fleetctl/approve.go).
 type waitingClaim struct {
 	Serial    string       `json:"serial"`
 	MAC       string       `json:"mac"`
@@ -29,9 +31,11 @@ type waitingClaim struct {
 
 // claim answers GET /v1/claims/{serial} to approvers only: a request with
 // the approver token, or with a client certificate FLEET_APPROVER_CA
-// issued. Anyone else gets 401 and nothing about the serial. A waiting
-// claim proves nothing, because another machine can send one with this
-// serial: the operator compares it with independent evidence.
+// issued. Anyone else gets 401 and nothing about the serial. The answer is
+// the list of every claim that waits for the serial, oldest first, or 404
+// when none does. A waiting claim proves nothing, because another machine
+// can send one with this serial: the operator compares it with independent
+// evidence, and more than one claim means more than one TPM claims it.
 func (d *daemon) claim(w http.ResponseWriter, r *http.Request) {
 	who, ok := d.approver(r)
 	if !ok {
@@ -41,17 +45,21 @@ func (d *daemon) claim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	serial := r.PathValue("serial")
-	c, waiting := d.attest.Waiting(serial)
-	d.log.Info("fleet.approve", "serial", serial, "approver", who, "peer", r.RemoteAddr, "waiting", waiting)
-	if !waiting {
+	claims := d.attest.Waiting(serial)
+	d.log.Info("fleet.approve", "serial", serial, "approver", who, "peer", r.RemoteAddr, "claims", len(claims))
+	if len(claims) == 0 {
 		http.Error(w, fmt.Sprintf("no claim waits for serial %s", serial), http.StatusNotFound)
 		return
 	}
+	answer := make([]waitingClaim, len(claims))
+	for i, c := range claims {
+		answer[i] = waitingClaim{
+			Serial: c.Serial, MAC: c.MAC, Peer: c.Peer, Proven: c.Proven.UTC(), LLDP: c.LLDP,
+			EKRSA2048: c.RSA2048, EKECCP256: c.ECCP256, Text: c.String(),
+		}
+	}
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(waitingClaim{
-		Serial: c.Serial, MAC: c.MAC, Peer: c.Peer, Proven: c.Proven.UTC(), LLDP: c.LLDP,
-		EKRSA2048: c.RSA2048, EKECCP256: c.ECCP256, Text: c.String(),
-	})
+	json.NewEncoder(w).Encode(answer)
 }
 
 // approver says who asks, when the request comes from an approver.

@@ -59,12 +59,13 @@ type daemon struct {
 	ports   *lldpwait.PortConfig
 	journal *journal
 	devices *addressBook
+	asks    *askers // asks for configs fleetd does not hold, by address
 
 	approverCAs *x509.CertPool
 	now         func() time.Time
 
-	unauthoredMu   sync.Mutex
-	unauthoredSeen map[string]time.Time // serial -> when its refusal was journaled
+	refusedMu      sync.Mutex
+	refusalJournal map[string]time.Time // refusal and serial -> when it was journaled
 }
 
 func newDaemon(s settings, p parts) (*daemon, error) {
@@ -83,7 +84,8 @@ func newDaemon(s settings, p parts) (*daemon, error) {
 		s: s, log: log, nb: p.NetBox, tink: p.Tink, inv: p.Inventory, cert: p.Cert, now: now,
 		ports:          &lldpwait.PortConfig{Rules: lldpwait.DefaultRules()},
 		devices:        &addressBook{nb: p.NetBox, ttl: 30 * time.Second, now: now},
-		unauthoredSeen: map[string]time.Time{},
+		asks:           newAskers(askEvery, askPeers),
+		refusalJournal: map[string]time.Time{},
 	}
 	d.journal = newJournal(p.NetBox, log, p.Backoff)
 	if s.ApproverCA != "" {
@@ -106,6 +108,7 @@ func newDaemon(s settings, p parts) (*daemon, error) {
 	d.configs = configs
 	d.metrics = newMetrics(p.Cert.expiry, configs.Waiting)
 	d.journal.lost = d.metrics.journalLost.Inc
+	d.journal.statusLost = d.metrics.statusLost.Inc
 
 	topo := p.Inventory.Topology
 	d.prov, err = provision.New(p.NetBox, p.Kube, p.Tink, configsOf{configs}, provision.Cluster{
@@ -114,7 +117,6 @@ func newDaemon(s settings, p parts) (*daemon, error) {
 		Bundle:        p.Bundle,
 		ControlPlanes: s.ControlPlanes,
 		Classes:       p.Inventory.Classes,
-		ConfigURL:     s.PublicURL + configserve.PathPrefix + "{code}",
 	}, &provision.Config{
 		Namespace:     s.Namespace,
 		AutoProvision: s.AutoProvision,
@@ -130,16 +132,23 @@ func newDaemon(s settings, p parts) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.attest, err = attest.NewServer(bindings{p.NetBox}, &attest.Config{
-		SealingKey: s.SealingKey,
-		Admit:      d.admit,
-		Judged:     d.judged,
-		Logger:     log,
+	d.attest, err = attest.NewServer(bindings{d}, &attest.Config{
+		Admit:  d.admit,
+		Judged: d.judged,
+		Logger: log,
 	})
 	if err != nil {
 		return nil, err
 	}
 	return d, nil
+}
+
+// orDefault is v, or def when v is zero.
+func orDefault[T int | time.Duration](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
 }
 
 // clusterName is the topology's CLUSTER_NAME, or "cluster".
@@ -208,20 +217,33 @@ func (d *daemon) serve(ctx context.Context, httpsLn, metricsLn net.Listener) err
 	}
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
+	// A client has readTimeout for its TLS handshake, and readTimeout for
+	// each request, headers and body: one that trickles bytes is cut off.
+	// At most maxConns connections are served; more wait in the kernel's
+	// accept queue, so a flood of idle connections holds a slot for at most
+	// readTimeout each.
+	readTimeout, maxConns := orDefault(d.s.ReadTimeout, defaultReadTimeout), orDefault(d.s.MaxConns, defaultMaxConns)
 	hs := &http.Server{
 		Handler:           d.handler(),
 		TLSConfig:         d.tlsConfig(),
 		ConnContext:       configserve.ConnContext,
 		Protocols:         &protocols,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: readTimeout,
+		ReadTimeout:       readTimeout,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),
 	}
 	var ms *http.Server
 	errc := make(chan error, 3)
-	go func() { errc <- hs.Serve(tls.NewListener(httpsLn, hs.TLSConfig)) }()
+	go func() { errc <- hs.Serve(tls.NewListener(newCapListener(httpsLn, maxConns), hs.TLSConfig)) }()
 	if metricsLn != nil {
-		ms = &http.Server{Handler: d.metricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+		ms = &http.Server{
+			Handler:           d.metricsHandler(),
+			ReadHeaderTimeout: readTimeout,
+			ReadTimeout:       readTimeout,
+			WriteTimeout:      30 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+		}
 		go func() { errc <- ms.Serve(metricsLn) }()
 	}
 	loopCtx, stopLoop := context.WithCancel(context.WithoutCancel(ctx))

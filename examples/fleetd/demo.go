@@ -178,15 +178,20 @@ func operator(ctx context.Context, w *world, tl *timeline, machines map[string]*
 	}
 	serial := machines["w-04"].serial
 	tl.say("operator", "approve", "fleetctl approve "+serial)
-	claim, err := approveClaim(ctx, w, serial)
+	claims, err := approveClaims(ctx, w, serial)
 	if err != nil {
 		return err
 	}
-	for _, l := range strings.Split(strings.TrimSpace(claim.Text), "\n") {
-		tl.say("operator", "approve", "  "+l)
+	if len(claims) > 1 {
+		tl.say("operator", "approve", fmt.Sprintf("  more than one TPM claims serial %s: %d claims; compare each with your evidence, and approve none you cannot tie to the machine", serial, len(claims)))
 	}
-	for _, l := range strings.Split(strings.TrimSpace(inventory.ApprovalLines(claim.EKRSA2048, claim.EKECCP256)), "\n") {
-		tl.say("operator", "approve", "  "+l)
+	for _, claim := range claims {
+		for _, l := range strings.Split(strings.TrimSpace(claim.Text), "\n") {
+			tl.say("operator", "approve", "  "+l)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(inventory.ApprovalLines(claim.EKRSA2048, claim.EKECCP256)), "\n") {
+			tl.say("operator", "approve", "  "+l)
+		}
 	}
 	tl.say("operator", "approve", "  fleetctl approved nothing: compare each hash with your evidence")
 
@@ -209,10 +214,10 @@ func operator(ctx context.Context, w *world, tl *timeline, machines map[string]*
 	return nil
 }
 
-// approveClaim asks fleetd's approver API for a waiting claim, as
-// fleetctl approve does.
-func approveClaim(ctx context.Context, w *world, serial string) (waitingClaim, error) {
-	var c waitingClaim
+// approveClaims asks fleetd's approver API for the claims waiting for
+// serial, as fleetctl approve does.
+func approveClaims(ctx context.Context, w *world, serial string) ([]waitingClaim, error) {
+	var c []waitingClaim
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.url+claimsPath+serial, nil)
 	if err != nil {
 		return c, err

@@ -10,7 +10,10 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
+	"fmt"
 	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,8 +23,10 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/attest/attesttest"
 	"github.com/fleetkit/fleet/inventory"
 	"github.com/fleetkit/fleet/inventory/netboxtest"
 	"github.com/fleetkit/fleet/provision"
@@ -150,6 +155,102 @@ func TestProvisionAControlPlane(t *testing.T) {
 	f.wantNoSecrets()
 }
 
+// wantNoCodeInCluster fails when an install code a machine received, or the
+// config URL that carries it, is in any object of the Tinkerbell cluster
+// (Workflows, Hardware, Templates, Rufio Machines and Jobs), or in any
+// Secret but a bootstrap token or any ConfigMap of the node cluster.
+func (f *testFleet) wantNoCodeInCluster() {
+	f.t.Helper()
+	var codes []string
+	for _, m := range f.machines {
+		m.mu.Lock()
+		codes = append(codes, m.codes...)
+		m.mu.Unlock()
+	}
+	if len(codes) == 0 {
+		f.t.Fatal("no machine received an install code")
+	}
+	objects := map[string]any{}
+	for _, gvr := range []schema.GroupVersionResource{provision.WorkflowResource, provision.HardwareResource, provision.MachineResource, provision.JobResource} {
+		l, err := f.tink.Resource(gvr).Namespace(metav1.NamespaceAll).List(f.ctx, metav1.ListOptions{})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		for _, u := range l.Items {
+			objects[gvr.Resource+"/"+u.GetName()] = u.Object
+		}
+	}
+	for _, name := range []string{"fleet-provision", "fleet-retire"} {
+		u, err := f.tink.Resource(templateResource).Namespace("tinkerbell").Get(f.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		objects["templates/"+name] = u.Object
+	}
+	secrets, err := f.kube.CoreV1().Secrets(metav1.NamespaceAll).List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, s := range secrets.Items {
+		if s.Type != "bootstrap.kubernetes.io/token" {
+			objects["secrets/"+s.Namespace+"/"+s.Name] = s
+		}
+	}
+	cms, err := f.kube.CoreV1().ConfigMaps(metav1.NamespaceAll).List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, c := range cms.Items {
+		objects["configmaps/"+c.Namespace+"/"+c.Name] = c
+	}
+	for name, o := range objects {
+		b, err := json.Marshal(o)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		for _, c := range codes {
+			if strings.Contains(string(b), c) || strings.Contains(string(b), f.url+"/config/"+c) {
+				f.t.Errorf("%s carries an install code", name)
+			}
+		}
+	}
+}
+
+// The install code reaches only the attested machine: once a worker's run
+// (from its attestation) and a control plane's run (from desired_action,
+// through Rufio) have started, and again once both nodes are active, no
+// object in either cluster carries a code or the config URL with it.
+func TestNoInstallCodeInCluster(t *testing.T) {
+	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true}, testNode{name: "cp-02", class: "controlplane", approve: true})
+	f.startTinkerbell()
+	f.powerOn("w-01", "cp-02")
+	if res := f.attested("w-01"); res.InstallCode == "" {
+		t.Fatalf("w-01's attestation = %+v, want a code", res)
+	}
+	f.waitJournal("w-01", "started Workflow provision-w-01-")
+	f.attested("cp-02")
+	op, err := inventory.NewNetBox(f.nbsrv.URL, f.nbsrv.Token(userOperator), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := op.SetDesiredAction(f.ctx, f.devices["cp-02"].ID, inventory.DesiredActionProvision); err != nil {
+		t.Fatal(err)
+	}
+	f.waitJournal("cp-02", "started Workflow provision-cp-02-")
+	f.wait("cp-02 receives its code", func() bool {
+		m := f.machines["cp-02"]
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return len(m.codes) > 0
+	})
+	f.wantNoCodeInCluster()
+	f.wait("both nodes active", func() bool {
+		return f.status("w-01") == inventory.StatusActive && f.status("cp-02") == inventory.StatusActive
+	})
+	f.wantNoCodeInCluster()
+	f.wantNoSecrets()
+}
+
 // "The node polls its config URL and gets 503": NetBox does not answer;
 // the config stays and is served once NetBox answers.
 func TestConfigWhileNetBoxDown(t *testing.T) {
@@ -246,22 +347,126 @@ func TestWorkflowNeverStarts(t *testing.T) {
 }
 
 // "attest: FAILED with ek-binding-unauthored": another NetBox user edited
-// the binding; the machine is refused and the device's journal says why.
+// the binding, or cleared it; the machine is refused, no claim waits for
+// approval, and the device's journal says why.
 func TestBindingUnauthored(t *testing.T) {
-	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true})
-	d := f.devices["w-01"]
-	other := strings.Repeat("ab", 32) // another user's hash
-	if err := f.nbsrv.EditCustomField(userOperator, d.ID, "approved_ek_hash", other); err != nil {
+	type edit struct {
+		field string
+		value any
+	}
+	for _, tc := range []struct {
+		name  string
+		edits []edit // another user's, in order
+	}{
+		{"an edited binding", []edit{{"approved_ek_hash", strings.Repeat("ab", 32)}}},
+		{"a cleared binding", []edit{{"approved_ek_hash", nil}, {"approved_ek_hash_ecc", nil}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true})
+			d := f.devices["w-01"]
+			for _, e := range tc.edits {
+				if err := f.nbsrv.EditCustomField(userOperator, d.ID, e.field, e.value); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.powerOn("w-01")
+			if res := f.attested("w-01"); res.Verdict != attest.EKBindingUnauthored || res.InstallCode != "" {
+				t.Fatalf("attestation = %+v", res)
+			}
+			f.waitJournal("w-01", "warning: attest: FAILED ek-binding-unauthored")
+			dev, _ := f.device(f.ctx, "w-01")
+			if len(dev.MAC) != 0 || dev.AttestVerdict != "" {
+				t.Errorf("a refusal wrote the attestation: %+v", dev)
+			}
+			if c := f.d.attest.Waiting("SN-w-01"); len(c) != 0 {
+				t.Errorf("an unauthored binding's claim waits for approval: %+v", c)
+			}
+		})
+	}
+}
+
+// Two NetBox devices hold the machine's serial: fleetd refuses the claim
+// and says why (the console says attest: FAILED and the fault, and the
+// machine does not try again), the attest.verdict audit line names the
+// devices, each device's journal says so at most once per 10 minutes, and
+// nothing else is written to NetBox.
+func TestDuplicateSerial(t *testing.T) {
+	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true}, testNode{name: "w-02", class: "worker", approve: true})
+	w1, w2 := f.devices["w-01"], f.devices["w-02"]
+	// An operator gives w-02 the serial of w-01's machine.
+	if err := f.nbsrv.Update(userOperator, "/api/dcim/devices/", map[string]any{"id": w2.ID, "serial": "SN-w-01"}); err != nil {
 		t.Fatal(err)
 	}
-	f.powerOn("w-01")
-	if res := f.attested("w-01"); res.Verdict != attest.EKBindingUnauthored || res.InstallCode != "" {
-		t.Fatalf("attestation = %+v", res)
+	m := f.machines["w-01"]
+	reason := `NetBox holds more than one device with serial "SN-w-01"`
+	refused := func() {
+		t.Helper()
+		var console strings.Builder
+		backoffs := 0
+		res, err := attest.Run(f.ctx, f.url+"/attest", m.tpm, attest.Machine{Serial: m.serial, MAC: m.mac}, &attest.ClientConfig{
+			HTTPClient: m.client,
+			Backoff:    func(int) time.Duration { backoffs++; return 0 },
+			Console:    &console,
+		})
+		if !errors.Is(err, attest.ErrRefused) || res.Tries != 1 || backoffs != 0 || res.Reason != reason {
+			t.Fatalf("Run: %+v, %v after %d backoffs; want refused at once", res, err, backoffs)
+		}
+		if want := "attest: FAILED\nattest: " + reason + "\n"; console.String() != want {
+			t.Errorf("console:\n%s\nwant:\n%s", console.String(), want)
+		}
 	}
-	f.waitJournal("w-01", "warning: attest: FAILED ek-binding-unauthored")
-	dev, _ := f.device(f.ctx, "w-01")
-	if len(dev.MAC) != 0 || dev.AttestVerdict != "" {
-		t.Errorf("a refusal wrote the attestation: %+v", dev)
+	devices := fmt.Sprintf("w-01 (id %d), w-02 (id %d)", w1.ID, w2.ID)
+	line := fmt.Sprintf("warning: attest: FAILED: %s: %s; fleetd cannot tell which one's approved EK binding to judge", reason, devices)
+	journaled := func(want int) {
+		t.Helper()
+		for _, name := range []string{"w-01", "w-02"} {
+			f.wait(fmt.Sprintf("%d journal lines of %s", want, name), func() bool {
+				n := 0
+				for _, l := range f.journalOf(name) {
+					if strings.HasPrefix(l, line) {
+						n++
+					}
+				}
+				return n == want
+			})
+		}
+	}
+
+	refused()
+	journaled(1)
+	audit := f.auditLines("attest.verdict")
+	if len(audit) != 1 {
+		t.Fatalf("attest.verdict lines: %v, want 1", audit)
+	}
+	a := audit[0]
+	if a["serial"] != "SN-w-01" || a["reason"] != reason || !strings.Contains(fmt.Sprint(a["error"]), "w-01 (id") || !strings.Contains(fmt.Sprint(a["error"]), "w-02 (id") || a["verdict"] != nil {
+		t.Errorf("attest.verdict line %v, want the serial, the reason, the devices in error, and no verdict", a)
+	}
+
+	// Any machine can claim the serial: a second refusal journals nothing
+	// new, and one 10 minutes later journals again.
+	refused()
+	if err := f.d.journal.flush(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	journaled(1)
+	f.clock.advance(11 * time.Minute)
+	refused()
+	journaled(2)
+	if n := len(f.auditLines("attest.verdict")); n != 3 {
+		t.Errorf("%d attest.verdict lines for 3 refusals", n)
+	}
+	for _, name := range []string{"w-01", "w-02"} {
+		dev, err := f.device(f.ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(dev.MAC) != 0 || dev.AttestVerdict != "" || dev.Status != inventory.StatusPlanned || len(f.journalOf(name)) != 2 {
+			t.Errorf("a refusal wrote more than its journal lines on %s: %+v, journal %q", name, dev, f.journalOf(name))
+		}
+	}
+	if strings.Contains(f.metrics(), "fleet_attest_verdicts_total{") {
+		t.Error("a refused claim was counted as a verdict")
 	}
 }
 
@@ -287,11 +492,14 @@ func TestApproverAPI(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer rsp.Body.Close()
-		var wc waitingClaim
+		var wcs []waitingClaim
 		if rsp.StatusCode == http.StatusOK {
-			json.NewDecoder(rsp.Body).Decode(&wc)
+			if err := json.NewDecoder(rsp.Body).Decode(&wcs); err != nil || len(wcs) != 1 {
+				t.Fatalf("the answer is %d claims, %v; want a list of one", len(wcs), err)
+			}
+			return rsp.StatusCode, wcs[0]
 		}
-		return rsp.StatusCode, wc
+		return rsp.StatusCode, waitingClaim{}
 	}
 	if code, _ := get(f.client, ""); code != http.StatusUnauthorized {
 		t.Errorf("anonymous: %d, want 401", code)
@@ -318,6 +526,42 @@ func TestApproverAPI(t *testing.T) {
 	}
 }
 
+// Another TPM claiming a waiting machine's serial does not replace its
+// claim: the approver API answers both, the machine's first.
+func TestApproverAPIEveryTPM(t *testing.T) {
+	f := newTestFleet(t, nil, testNode{name: "w-04", class: "worker"})
+	f.powerOn("w-04")
+	if res := f.attested("w-04"); res.Verdict != attest.PendingApproval {
+		t.Fatalf("verdict %s", res.Verdict)
+	}
+	impostor, err := attesttest.NewSoftTPM(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mac := net.HardwareAddr{0x02, 0, 0, 0, 0, 0x66}
+	res, err := attest.Run(f.ctx, f.url+"/attest", impostor, attest.Machine{Serial: "SN-w-04", MAC: mac}, &attest.ClientConfig{HTTPClient: f.client})
+	if err != nil || res.Verdict != attest.PendingApproval {
+		t.Fatalf("the impostor's claim: %v, %v", res.Verdict, err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, f.url+claimsPath+"SN-w-04", nil)
+	req.Header.Set("Authorization", "Bearer "+approverToken)
+	rsp, err := f.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rsp.Body.Close()
+	var wcs []waitingClaim
+	if err := json.NewDecoder(rsp.Body).Decode(&wcs); err != nil || rsp.StatusCode != http.StatusOK {
+		t.Fatalf("%s, %v", rsp.Status, err)
+	}
+	machine, _ := attesttest.Approve(f.machines["w-04"].tpm)
+	other, _ := attesttest.Approve(impostor)
+	if len(wcs) != 2 || wcs[0].EKRSA2048 != machine.RSA2048 || wcs[0].EKECCP256 != machine.ECCP256 ||
+		wcs[1].EKRSA2048 != other.RSA2048 || wcs[1].MAC != mac.String() || !strings.Contains(wcs[1].Text, other.ECCP256) {
+		t.Errorf("claims of SN-w-04: %+v; want the machine's, then the impostor's", wcs)
+	}
+}
+
 func inventoryHash(s string) bool { return len(s) == 64 && strings.Trim(s, "0123456789abcdef") == "" }
 
 // approverCA makes a CA and a client certificate it issued.
@@ -339,20 +583,26 @@ func approverCA(t *testing.T) ([]byte, tls.Certificate) {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
-// configURL is the config URL of the device's run, from its Workflow.
+// configURL is the config URL of the device's run: fleetd's, with the
+// install code the machine's attestation received, once the run's Workflow
+// names that code by its SHA-256.
 func (f *testFleet) configURL(name string) string {
 	f.t.Helper()
+	m := f.machines[name]
 	var url string
 	f.wait(name+"'s Workflow", func() bool {
+		m.mu.Lock()
+		code := m.code
+		m.mu.Unlock()
 		l, err := f.tink.Resource(provision.WorkflowResource).Namespace("tinkerbell").List(f.ctx, metav1.ListOptions{})
-		if err != nil {
+		if err != nil || code == "" {
 			return false
 		}
 		for _, u := range l.Items {
 			hm, _, _ := unstructuredMap(u.Object, "spec", "hardwareMap")
-			if strings.HasPrefix(u.GetName(), "provision-"+name+"-") {
-				url = hm[provision.ValueConfigURL]
-				return url != ""
+			if strings.HasPrefix(u.GetName(), "provision-"+name+"-") && hm[provision.ValueInstallCodeSHA256] == provision.CodeSHA256(code) {
+				url = f.url + "/config/" + code
+				return true
 			}
 		}
 		return false

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,16 +18,24 @@ import (
 )
 
 // bindings serves attest's binding source from NetBox, in two requests
-// per attestation (the device by serial, and its changelog).
-type bindings struct{ nb *inventory.NetBox }
+// per attestation (the device by serial, and its changelog). A serial that
+// more than one device holds is refused (attest.BindingError), and
+// journaled on each of them.
+type bindings struct{ d *daemon }
 
 func (b bindings) Binding(ctx context.Context, serial string) (attest.Binding, error) {
-	bd, err := b.nb.BindingBySerial(ctx, serial)
+	bd, err := b.d.nb.BindingBySerial(ctx, serial)
+	var dup *inventory.DuplicateSerialError
 	switch {
 	case errors.Is(err, inventory.ErrNotFound):
 		return attest.Binding{}, nil // no entry names the serial: pending-approval
 	case errors.Is(err, inventory.ErrUnavailable):
 		return attest.Binding{}, fmt.Errorf("%w: %w", attest.ErrBindingUnavailable, err)
+	case errors.As(err, &dup):
+		b.d.duplicateSerial(dup)
+		// The machine is told the fault, not the devices: any machine can
+		// claim the serial.
+		return attest.Binding{}, &attest.BindingError{Reason: fmt.Sprintf("NetBox holds more than one device with serial %q", serial), Err: err}
 	case err != nil:
 		return attest.Binding{}, err
 	}
@@ -100,9 +109,46 @@ func (d *daemon) admit(ctx context.Context, c attest.Claim) (attest.Admission, e
 	return attest.Admission{NoProvision: dec.Reason}, nil
 }
 
-// unauthoredEvery bounds how often one serial's ek-binding-unauthored
-// refusal is journaled: any machine can claim the serial and be refused.
-const unauthoredEvery = 10 * time.Minute
+// refusedEvery bounds how often one serial's refusal of one kind
+// (ek-binding-unauthored, a serial more than one device holds) is
+// journaled: any machine can claim the serial and be refused.
+const refusedEvery = 10 * time.Minute
+
+// journalDue reports whether the refusal kind of serial is to be journaled
+// now, at most once per refusedEvery, and if so records that it is.
+func (d *daemon) journalDue(kind, serial string) bool {
+	now := d.now()
+	key := kind + "\x00" + serial
+	d.refusedMu.Lock()
+	defer d.refusedMu.Unlock()
+	if last, seen := d.refusalJournal[key]; seen && now.Sub(last) < refusedEvery {
+		return false
+	}
+	d.refusalJournal[key] = now
+	for k, t := range d.refusalJournal {
+		if now.Sub(t) >= refusedEvery {
+			delete(d.refusalJournal, k)
+		}
+	}
+	return true
+}
+
+// duplicateSerial journals on each device that holds the serial that the
+// claim of it was refused, at most once per refusedEvery. The error names
+// the devices, so NetBox is not asked again.
+func (d *daemon) duplicateSerial(e *inventory.DuplicateSerialError) {
+	if !d.journalDue("duplicate-serial", e.Serial) {
+		return
+	}
+	names := make([]string, len(e.Devices))
+	for i, dev := range e.Devices {
+		names[i] = dev.String()
+	}
+	text := fmt.Sprintf("attest: FAILED: NetBox holds more than one device with serial %q: %s; fleetd cannot tell which one's approved EK binding to judge, and admitted nothing. Correct the serial of each device whose machine does not report it (a device left from an earlier entry keeps its serial in NetBox), then power-cycle the machine", e.Serial, strings.Join(names, ", "))
+	for _, dev := range e.Devices {
+		d.journal.line(dev.ID, inventory.JournalWarning, text)
+	}
+}
 
 // judged counts every verdict, and journals on the device the refusal whose
 // runbook row says to read the device's journal: ek-binding-unauthored.
@@ -110,23 +156,9 @@ const unauthoredEvery = 10 * time.Minute
 // holds what the operator needs.
 func (d *daemon) judged(_ context.Context, c attest.Claim, j attest.Judgement) {
 	d.metrics.verdicts.WithLabelValues(j.Verdict.String()).Inc()
-	if j.Verdict != attest.EKBindingUnauthored {
+	if j.Verdict != attest.EKBindingUnauthored || !d.journalDue(j.Verdict.String(), c.Serial) {
 		return
 	}
-	now := d.now()
-	d.unauthoredMu.Lock()
-	last, seen := d.unauthoredSeen[c.Serial]
-	if seen && now.Sub(last) < unauthoredEvery {
-		d.unauthoredMu.Unlock()
-		return
-	}
-	d.unauthoredSeen[c.Serial] = now
-	for s, t := range d.unauthoredSeen {
-		if now.Sub(t) >= unauthoredEvery {
-			delete(d.unauthoredSeen, s)
-		}
-	}
-	d.unauthoredMu.Unlock()
 	author := d.s.BindingAuthor
 	who := "bindingAuthor " + author
 	if author == "" {
@@ -168,19 +200,16 @@ func (g gate) Planned(ctx context.Context, dev configserve.Device) (bool, error)
 
 // configEvent journals what happened to a config on its device, counts it
 // for the alerts, and takes a served device active. It returns at once:
-// NetBox is written from the journal's queue.
+// NetBox is written in the background, the status in a lane of its own
+// that no journal line can fill or delay (see journal).
 func (d *daemon) configEvent(e configserve.Event) {
 	d.metrics.configEvents.WithLabelValues(e.Kind.String()).Inc()
 	id := e.Device.ID
 	switch e.Kind {
 	case configserve.Served:
-		d.journal.do(func(ctx context.Context) error {
-			if err := d.nb.Journal(ctx, id, inventory.JournalSuccess, e.Text); err != nil {
-				return err
-			}
-			// NetBox takes the release: the node has its config.
-			return d.nb.SetStatus(ctx, id, inventory.StatusActive)
-		})
+		// NetBox takes the release: the node has its config.
+		d.journal.setStatus(id, e.Device.Name, inventory.StatusActive)
+		d.journal.line(id, inventory.JournalSuccess, e.Text)
 	case configserve.NotAcknowledged:
 		text := fmt.Sprintf("%s: the config of %s went to %s; it stays for the next fetch", e.Text, e.Run, e.Peer)
 		d.journal.line(id, inventory.JournalWarning, text)
@@ -191,51 +220,127 @@ func (d *daemon) configEvent(e configserve.Event) {
 		d.journal.line(id, inventory.JournalInfo, e.Text)
 	case configserve.Missing:
 		// The code names no device; the node asks from its own address.
-		peer, at := peerAddr(e.Peer), e.Time
-		d.journal.do(func(ctx context.Context) error {
-			dev, ok, err := d.devices.byAddress(ctx, peer)
-			if err != nil || !ok {
-				stamp(d.metrics.missing, peer.String(), at)
-				return err
-			}
-			stamp(d.metrics.missing, dev.Name, at)
-			return d.nb.Journal(ctx, dev.ID, inventory.JournalWarning, e.Text)
-		})
+		d.missing(peerAddr(e.Peer), e.Text)
 	}
 }
 
+// missing tallies an ask for a config fleetd does not hold by the address
+// it came from; anyone can send such asks, from many addresses. At most
+// once per askEvery an address's asks are looked up in NetBox: when NetBox
+// names a device at the address, they stamp FleetInstallConfigMissing's
+// metric with the device's name and make one journal line on it, which
+// counts them when they are more than one; otherwise they are counted in
+// fleet_install_config_unknown_asks_total, so no metric series is made per
+// address. An ask from an address the address book already knows as a
+// device's stamps the metric at once, so that the alert clears 30 minutes
+// after the node's last ask. Asks that askers does not track (its table of
+// addresses not known as devices' is full) are counted in
+// fleet_install_config_untracked_asks_total, and cost NetBox nothing.
+func (d *daemon) missing(peer netip.Addr, text string) {
+	now := d.now()
+	known, device := d.devices.cached(peer)
+	if device {
+		stamp(d.metrics.missing, known.Name, now)
+	}
+	tracked, queue := d.asks.ask(peer, now, device)
+	switch {
+	case !tracked:
+		d.metrics.untrackedAsks.Inc()
+		return
+	case !queue:
+		return
+	}
+	var tally *asks // taken at the job's first try
+	queued := d.journal.do(func(ctx context.Context) error {
+		if tally == nil {
+			t := d.asks.take(peer)
+			tally = &t
+		}
+		if tally.n == 0 {
+			return nil
+		}
+		dev, ok, err := d.devices.byAddress(ctx, peer)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			d.metrics.unknownAsks.Add(float64(tally.n))
+			return nil
+		}
+		stamp(d.metrics.missing, dev.Name, tally.last)
+		return d.nb.Journal(ctx, dev.ID, inventory.JournalWarning, missingLine(text, *tally))
+	})
+	if !queued {
+		d.asks.unqueued(peer)
+	}
+}
+
+// missingLine is the journal line of a tally of asks: the runbook's line,
+// and how many asks it stands for when they are more than one.
+func missingLine(text string, t asks) string {
+	if t.n <= 1 {
+		return text
+	}
+	return fmt.Sprintf("%s (asked %d times since %s)", text, t.n, t.first.UTC().Format(time.RFC3339))
+}
+
+// addressMissEvery is how long an address book that did not find an
+// address answers so before it reads NetBox again for one.
+const addressMissEvery = 10 * time.Second
+
 // addressBook finds devices by address, from a list of every device that is
-// read again when older than ttl or when an address is not in it.
+// read again when older than ttl, or when an address is not in it and the
+// list is older than addressMissEvery. Safe for concurrent use: one
+// goroutine at a time reads NetBox, and cached never waits for it.
 type addressBook struct {
 	nb  *inventory.NetBox
 	ttl time.Duration
 	now func() time.Time
 
-	mu     sync.Mutex
+	reading sync.Mutex // held while NetBox is read
+
+	mu     sync.Mutex // guards byAddr and read
 	byAddr map[netip.Addr]inventory.Device
 	read   time.Time
 }
 
+// byAddress finds the device at addr, reading NetBox when the list is too
+// old to tell.
 func (a *addressBook) byAddress(ctx context.Context, addr netip.Addr) (inventory.Device, bool, error) {
+	a.reading.Lock()
+	defer a.reading.Unlock()
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if dev, ok := a.byAddr[addr]; ok && a.now().Sub(a.read) < a.ttl {
+	dev, ok := a.byAddr[addr]
+	age, listed := a.now().Sub(a.read), a.byAddr != nil
+	a.mu.Unlock()
+	switch {
+	case listed && ok && age < a.ttl:
 		return dev, true, nil
-	}
-	if a.byAddr != nil && a.now().Sub(a.read) < time.Second {
-		return inventory.Device{}, false, nil // read just now: not there
+	case listed && !ok && age < addressMissEvery:
+		return inventory.Device{}, false, nil // read lately: not there
 	}
 	devs, err := a.nb.Devices(ctx)
 	if err != nil {
 		return inventory.Device{}, false, err
 	}
-	a.byAddr = make(map[netip.Addr]inventory.Device, len(devs))
+	byAddr := make(map[netip.Addr]inventory.Device, len(devs))
 	for _, dev := range devs {
 		if dev.Address.IsValid() {
-			a.byAddr[dev.Address.Addr()] = dev
+			byAddr[dev.Address.Addr()] = dev
 		}
 	}
-	a.read = a.now()
-	dev, ok := a.byAddr[addr]
+	a.mu.Lock()
+	a.byAddr, a.read = byAddr, a.now()
+	a.mu.Unlock()
+	dev, ok = byAddr[addr]
 	return dev, ok, nil
+}
+
+// cached finds the device at addr in the list as last read, however old.
+// It never asks NetBox, nor waits for a read.
+func (a *addressBook) cached(addr netip.Addr) (inventory.Device, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	dev, ok := a.byAddr[addr]
+	return dev, ok
 }

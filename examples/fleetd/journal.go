@@ -10,15 +10,30 @@ import (
 	"github.com/fleetkit/fleet/inventory"
 )
 
-// journal writes to NetBox from a queue, so that a fetch or an attestation
-// never waits for NetBox's journal. A job that fails because NetBox did
-// not answer is tried again, up to journalTries times; a job that still
-// fails, or that finds the queue full, is logged and counted.
+// journal writes to NetBox in the background, so that a fetch or an
+// attestation never waits for NetBox, in two lanes:
+//
+//   - Journal lines, and the look-ups some of them need, go through a queue
+//     of journalQueue jobs. A job that fails because NetBox did not answer
+//     is tried again, up to journalTries times; a job that still fails, or
+//     that finds the queue full, is logged and counted (lost).
+//   - Device statuses go through a lane of their own that holds the latest
+//     status wanted for each device: it is bounded by the number of
+//     devices, so it is never full, and no journal line delays or drops a
+//     status. A status NetBox did not take because it did not answer is
+//     tried again, with backoff (at most statusBackoffMax apart), until
+//     NetBox takes it or fleetd shuts down. A status NetBox refuses, or one
+//     still unwritten when close gives up, is logged with its device, for
+//     the operator to set by hand, and counted (statusLost).
+//
+// Its methods are safe for concurrent use; lost and statusLost are set
+// before the first job.
 type journal struct {
-	nb      *inventory.NetBox
-	log     *slog.Logger
-	backoff func(try int) time.Duration
-	lost    func()
+	nb         *inventory.NetBox
+	log        *slog.Logger
+	backoff    func(try int) time.Duration
+	lost       func()
+	statusLost func()
 
 	jobs chan func(context.Context) error
 	done chan struct{}
@@ -27,11 +42,25 @@ type journal struct {
 
 	mu     sync.Mutex // guards closed, and sends on jobs against close
 	closed bool
+
+	smu      sync.Mutex // guards wanted, order and sclosed
+	wanted   map[int64]wantedStatus
+	order    []int64 // the devices of wanted, oldest first
+	sclosed  bool
+	wake     chan struct{} // one slot: the status lane has work, or closed
+	statuses chan struct{} // closed when the status lane stops
+}
+
+// wantedStatus is a status wanted for a device.
+type wantedStatus struct {
+	device string // its name, for the log
+	status inventory.Status
 }
 
 const (
-	journalQueue = 4096
-	journalTries = 5
+	journalQueue     = 4096
+	journalTries     = 5
+	statusBackoffMax = 30 * time.Second
 )
 
 func newJournal(nb *inventory.NetBox, log *slog.Logger, backoff func(int) time.Duration) *journal {
@@ -40,12 +69,17 @@ func newJournal(nb *inventory.NetBox, log *slog.Logger, backoff func(int) time.D
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	j := &journal{
-		nb: nb, log: log, backoff: backoff, lost: func() {},
-		jobs: make(chan func(context.Context) error, journalQueue),
-		done: make(chan struct{}),
-		ctx:  ctx, stop: stop,
+		nb: nb, log: log, backoff: backoff, lost: func() {}, statusLost: func() {},
+		jobs:     make(chan func(context.Context) error, journalQueue),
+		done:     make(chan struct{}),
+		ctx:      ctx,
+		stop:     stop,
+		wanted:   map[int64]wantedStatus{},
+		wake:     make(chan struct{}, 1),
+		statuses: make(chan struct{}),
 	}
 	go j.work()
+	go j.workStatuses()
 	return j
 }
 
@@ -54,21 +88,24 @@ func (j *journal) line(id int64, kind inventory.JournalKind, text string) {
 	j.do(func(ctx context.Context) error { return j.nb.Journal(ctx, id, kind, text) })
 }
 
-// do queues a job that writes to NetBox. After close the job is lost, and
-// logged as such.
-func (j *journal) do(job func(context.Context) error) {
+// do queues a job that writes journal lines to NetBox, and reports whether
+// it did. A job that finds the queue full, or that comes after close, is
+// lost, and logged as such. Device statuses go through setStatus.
+func (j *journal) do(job func(context.Context) error) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
 		j.lost()
 		j.log.Error("fleetd: a NetBox write came after shutdown and is lost")
-		return
+		return false
 	}
 	select {
 	case j.jobs <- job:
+		return true
 	default:
 		j.lost()
 		j.log.Error("fleetd: the journal queue is full; a NetBox write is lost")
+		return false
 	}
 }
 
@@ -95,7 +132,89 @@ func (j *journal) work() {
 	}
 }
 
-// close writes what is queued, until ctx ends, and stops the queue.
+// setStatus has NetBox set device id's status to s, in the status lane:
+// it replaces a status wanted for the device and not yet written. A status
+// set after close is lost, and logged with its device.
+func (j *journal) setStatus(id int64, device string, s inventory.Status) {
+	j.smu.Lock()
+	if j.sclosed {
+		j.smu.Unlock()
+		j.statusLost()
+		j.log.Error("fleetd: a device status came after shutdown, and NetBox does not hold it; set it by hand",
+			"device_id", id, "device", device, "status", string(s))
+		return
+	}
+	if _, ok := j.wanted[id]; !ok {
+		j.order = append(j.order, id)
+	}
+	j.wanted[id] = wantedStatus{device: device, status: s}
+	j.smu.Unlock()
+	j.signal()
+}
+
+// signal wakes the status lane.
+func (j *journal) signal() {
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+}
+
+// workStatuses writes the wanted statuses, oldest device first, until
+// close and the lane is empty.
+func (j *journal) workStatuses() {
+	defer close(j.statuses)
+	for {
+		j.smu.Lock()
+		for len(j.order) == 0 {
+			if j.sclosed {
+				j.smu.Unlock()
+				return
+			}
+			j.smu.Unlock()
+			<-j.wake
+			j.smu.Lock()
+		}
+		id := j.order[0]
+		w := j.wanted[id]
+		j.smu.Unlock()
+
+		err := j.writeStatus(id, w.status)
+
+		j.smu.Lock()
+		if j.wanted[id] == w { // else a newer status waits: write it next
+			delete(j.wanted, id)
+			j.order = j.order[1:]
+		}
+		j.smu.Unlock()
+		if err != nil {
+			j.statusLost()
+			j.log.Error("fleetd: NetBox did not take a device status; set it by hand",
+				"device_id", id, "device", w.device, "status", string(w.status), "error", err.Error())
+		}
+	}
+}
+
+// writeStatus sets device id's status, trying again while NetBox does not
+// answer, until close gives up.
+func (j *journal) writeStatus(id int64, s inventory.Status) error {
+	for try := 1; ; try++ {
+		ctx, cancel := context.WithTimeout(j.ctx, 30*time.Second)
+		err := j.nb.SetStatus(ctx, id, s)
+		cancel()
+		if err == nil || !errors.Is(err, inventory.ErrUnavailable) || j.ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-time.After(min(j.backoff(try), statusBackoffMax)):
+		case <-j.ctx.Done():
+			return err
+		}
+	}
+}
+
+// close writes what is queued and wanted, until ctx ends, and stops both
+// lanes. What is still unwritten then is lost, and logged.
 func (j *journal) close(ctx context.Context) {
 	j.mu.Lock()
 	if j.closed {
@@ -105,16 +224,23 @@ func (j *journal) close(ctx context.Context) {
 	j.closed = true
 	close(j.jobs)
 	j.mu.Unlock()
-	select {
-	case <-j.done:
-	case <-ctx.Done():
-		j.stop()
-		<-j.done
+	j.smu.Lock()
+	j.sclosed = true
+	j.smu.Unlock()
+	j.signal()
+	for _, done := range []chan struct{}{j.done, j.statuses} {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			j.stop()
+			<-done
+		}
 	}
 	j.stop()
 }
 
-// flush waits until every job queued so far is done (tests and the demo).
+// flush waits until every journal job queued so far is done (tests and the
+// demo); it does not wait for the status lane.
 func (j *journal) flush(ctx context.Context) error {
 	done := make(chan struct{})
 	j.do(func(context.Context) error { close(done); return nil })

@@ -26,6 +26,7 @@ import (
 
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/attesttest"
+	"github.com/fleetkit/fleet/configserve"
 	"github.com/fleetkit/fleet/provision"
 )
 
@@ -121,19 +122,26 @@ func (m *simMachine) state() (res attest.Result, attested, inHookOS, installed b
 	return m.result, m.attested, m.inHookOS, m.installed, m.fetched
 }
 
-// holds reports whether this boot's attestation received code.
-func (m *simMachine) holds(code string) bool {
+// holds reports whether this boot's attestation received the code whose
+// SHA-256 a Workflow names (as the actions check the boot record), and
+// returns that code.
+func (m *simMachine) holds(sum string) (string, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.inHookOS && code != "" && m.code == code
+	if !m.inHookOS || m.code == "" || sum != provision.CodeSHA256(m.code) {
+		return "", false
+	}
+	return m.code, true
 }
 
 // bootInstalled reboots the machine into its installed Talos, which fetches
-// its config from the URL the install wrote as talos.config=.
-func (m *simMachine) bootInstalled(ctx context.Context, configURL string) {
+// its config from the URL of its talos.config= kernel argument, with the
+// code the install wrote to META.
+func (m *simMachine) bootInstalled(ctx context.Context, code string) {
 	m.mu.Lock()
 	m.inHookOS, m.installed, m.code = false, true, ""
 	m.mu.Unlock()
+	configURL := m.w.settings.PublicURL + configserve.PathPrefix + code
 	for try := 1; try <= 20; try++ {
 		status, n, err := fetch(ctx, m.client, configURL)
 		if err == nil {
@@ -198,9 +206,10 @@ func (l *lineWriter) Write(p []byte) (int, error) {
 
 // tinkSim plays Tinkerbell's agent and Rufio for simulated machines: it
 // power-cycles a machine whose Workflow asks to netboot (as Rufio's job
-// does), and runs each Workflow's actions on the machine that holds its
-// install code, reporting their states as the agent does. After the reboot
-// action the machine boots its installed Talos.
+// does), and runs each Workflow's actions on the machine whose boot record
+// holds the install code the Workflow names by its SHA-256, reporting their
+// states as the agent does. After the reboot action the machine boots its
+// installed Talos.
 type tinkSim struct {
 	w        *world
 	ns       string
@@ -246,10 +255,10 @@ func (t *tinkSim) run(ctx context.Context) {
 			}
 			t.mu.Lock()
 			busy := t.running[wf.Name]
-			if !busy && m.holds(wf.Spec.HardwareMap[provision.ValueInstallCode]) {
+			if code, ok := m.holds(wf.Spec.HardwareMap[provision.ValueInstallCodeSHA256]); !busy && ok {
 				t.running[wf.Name] = true
 				busy = true
-				go t.actions(ctx, wf.Name, m, wf.Spec.HardwareMap[provision.ValueConfigURL])
+				go t.actions(ctx, wf.Name, m, code)
 			}
 			t.mu.Unlock()
 		}
@@ -284,8 +293,9 @@ func (t *tinkSim) netboot(ctx context.Context, wf string, m *simMachine) {
 	m.powerCycle()
 }
 
-// actions runs the Workflow's actions on m, one after another.
-func (t *tinkSim) actions(ctx context.Context, name string, m *simMachine, configURL string) {
+// actions runs the Workflow's actions on m, one after another; code is
+// the install code of m's boot record.
+func (t *tinkSim) actions(ctx context.Context, name string, m *simMachine, code string) {
 	states := make([]tinkerbell.WorkflowState, len(demoActions))
 	for i := range states {
 		states[i] = tinkerbell.WorkflowStatePending
@@ -312,7 +322,7 @@ func (t *tinkSim) actions(ctx context.Context, name string, m *simMachine, confi
 	if err := t.report(ctx, name, tinkerbell.WorkflowStateSuccess, "reboot", states); err != nil {
 		return
 	}
-	m.bootInstalled(ctx, configURL)
+	m.bootInstalled(ctx, code)
 }
 
 // report writes a Workflow's status as Tinkerbell does.

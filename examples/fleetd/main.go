@@ -10,7 +10,7 @@
 //
 //	POST /attest/claim, /attest/proof   the attestation protocol (package attest)
 //	GET  /config/<install code>         the Talos config, once (package configserve)
-//	GET  /v1/claims/<serial>            a waiting claim, to approvers only
+//	GET  /v1/claims/<serial>            every waiting claim (one per TPM), to approvers only
 //
 // and a plain HTTP listener (FLEET_METRICS_LISTEN) serves /metrics for
 // Prometheus and /healthz. The alert rules in alerts/fleet.rules.yaml fire
@@ -22,6 +22,17 @@
 // flight from the cluster after a restart. SIGINT or SIGTERM shuts it down
 // gracefully; configs waiting to be fetched are dropped, by design: they
 // hold secrets.
+//
+// NetBox is written in the background, so that no fetch or attestation
+// waits for it: a device's status (active once its node has its config) in
+// a lane of its own, which holds the latest status wanted per device and
+// which no journal line can fill; journal lines in a queue that, when
+// full, drops them (counted in fleet_journal_lines_lost_total, and
+// logged). Asks for a config fleetd does not hold, which anyone can send,
+// are looked up and journaled at most once a minute per address, on the
+// device NetBox names at the address, in a line that counts them; asks
+// from other addresses are only counted, and never make a metric series
+// of their own.
 //
 // Exit codes: 0 after a clean shutdown (and a demo whose every machine
 // ended as expected), 1 on a failure, 2 on bad settings.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +24,11 @@ type metrics struct {
 	refetched    *prometheus.GaugeVec
 	bootedHookOS *prometheus.GaugeVec
 	journalLost  prometheus.Counter
+	// Asks for a config fleetd does not hold from addresses NetBox names
+	// no device at, and from addresses fleetd did not track (askers).
+	unknownAsks   prometheus.Counter
+	untrackedAsks prometheus.Counter
+	statusLost    prometheus.Counter // device statuses NetBox does not hold
 }
 
 // newMetrics registers fleetd's metrics. certExpiry returns the NotAfter of
@@ -45,7 +51,7 @@ func newMetrics(certExpiry func() time.Time, waiting func() int) *metrics {
 		}, []string{"event"}),
 		missing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fleet_install_config_missing_last_timestamp_seconds",
-			Help: "When a node last asked for its Talos config while fleetd held none for it, by node (its name, or its address when NetBox names none).",
+			Help: "When a node last asked for its Talos config while fleetd held none for it, by node: the device NetBox names at the asking address (asks from other addresses count in fleet_install_config_unknown_asks_total).",
 		}, []string{"node"}),
 		refetched: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fleet_install_config_refetched_last_timestamp_seconds",
@@ -61,15 +67,7 @@ func newMetrics(certExpiry func() time.Time, waiting func() int) *metrics {
 		}),
 	}
 	m.reg.MustRegister(m.verdicts, m.admissions, m.configEvents, m.missing, m.refetched, m.bootedHookOS, m.journalLost,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "fleetd_tls_certificate_expiry_timestamp_seconds",
-			Help: "NotAfter of the certificate fleetd serves HTTPS with (EnrollmentNameNotServed fires when it lapses).",
-		}, func() float64 {
-			if t := certExpiry(); !t.IsZero() {
-				return float64(t.Unix())
-			}
-			return 0
-		}),
+		certExpiryCollector{notAfter: certExpiry},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fleet_install_configs_waiting",
 			Help: "Rendered Talos configs waiting in memory to be fetched.",
@@ -77,7 +75,38 @@ func newMetrics(certExpiry func() time.Time, waiting func() int) *metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	m.unknownAsks = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fleet_install_config_unknown_asks_total",
+		Help: "Asks for a Talos config fleetd does not hold, from addresses NetBox names no device at.",
+	})
+	m.untrackedAsks = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fleet_install_config_untracked_asks_total",
+		Help: fmt.Sprintf("Asks for a Talos config fleetd does not hold that fleetd neither looked up nor journaled: they came from an address not known as a device's while fleetd tracked %d such addresses, as many as it tracks at once.", askPeers),
+	})
+	m.statusLost = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fleet_device_status_writes_lost_total",
+		Help: "Device statuses fleetd did not get NetBox to take: NetBox refused them, or fleetd shut down first. Each is logged with its device.",
+	})
+	m.reg.MustRegister(m.unknownAsks, m.untrackedAsks, m.statusLost)
 	return m
+}
+
+// certExpiryCollector exports fleetd_tls_certificate_expiry_timestamp_seconds:
+// the NotAfter of the certificate fleetd serves, and no sample while it
+// holds none. EnrollmentNameNotServed fires on "<= time()": a zero would
+// fire it for a certificate that has not loaded yet, and fleetd serves no
+// HTTPS without one (up and absent() cover that).
+type certExpiryCollector struct{ notAfter func() time.Time }
+
+var certExpiryDesc = prometheus.NewDesc("fleetd_tls_certificate_expiry_timestamp_seconds",
+	"NotAfter of the certificate fleetd serves HTTPS with (EnrollmentNameNotServed fires when it lapses); no sample before one is loaded.", nil, nil)
+
+func (c certExpiryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- certExpiryDesc }
+
+func (c certExpiryCollector) Collect(ch chan<- prometheus.Metric) {
+	if t := c.notAfter(); !t.IsZero() {
+		ch <- prometheus.MustNewConstMetric(certExpiryDesc, prometheus.GaugeValue, float64(t.Unix()))
+	}
 }
 
 func stamp(g *prometheus.GaugeVec, node string, t time.Time) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -17,6 +16,12 @@ type settings struct {
 	TLSCert       string // FLEET_TLS_CERT
 	TLSKey        string // FLEET_TLS_KEY
 	PublicURL     string // FLEET_PUBLIC_URL
+
+	// ReadTimeout bounds the time a client has to send a whole request,
+	// headers and body (FLEET_READ_TIMEOUT); MaxConns the connections
+	// served at once (FLEET_MAX_CONNECTIONS). Zero: the defaults.
+	ReadTimeout time.Duration
+	MaxConns    int
 
 	ConfigTTL     time.Duration // FLEET_CONFIG_TTL
 	AutoProvision bool          // FLEET_AUTO_PROVISION
@@ -38,8 +43,13 @@ type settings struct {
 	ApproverToken string // FLEET_APPROVER_TOKEN
 	ApproverCA    string // FLEET_APPROVER_CA
 
-	SealingKey []byte // FLEET_SEALING_KEY
 }
+
+// Defaults of the settings that bound what a client may hold.
+const (
+	defaultReadTimeout = 10 * time.Second
+	defaultMaxConns    = 4096
+)
 
 // envHelp documents every setting; -help prints it.
 const envHelp = `Environment:
@@ -49,10 +59,14 @@ const envHelp = `Environment:
   FLEET_TLS_KEY           PEM private key of FLEET_TLS_CERT (required)
   FLEET_PUBLIC_URL        https URL nodes reach fleetd at, e.g. https://fleetd.example:8443 (required);
                           the Talos config URL is FLEET_PUBLIC_URL/config/<install code>
+  FLEET_READ_TIMEOUT      how long a client has to send a whole request, its headers and its body,
+                          on either listener (default 10s); a slower one is cut off
+  FLEET_MAX_CONNECTIONS   HTTPS connections served at once (default 4096); more wait to be accepted
   FLEET_CONFIG_TTL        how long a rendered config waits to be fetched (default 1h); a node's
                           bootstrap token expires FLEET_CONFIG_TTL + 4h after its render
-  FLEET_AUTO_PROVISION    true: a planned worker provisions at its first attestation;
-                          false (default): every run waits for desired_action=provision
+  FLEET_AUTO_PROVISION    true (default): a planned worker provisions at its first attestation;
+                          false: every run waits for desired_action=provision (control planes
+                          always wait for it)
   FLEET_CONTROL_PLANES    true: control planes may be provisioned (homelab.fleetd.controlPlanes);
                           false (default): a control plane is refused before anything is wiped
   FLEET_SECRETS_BUNDLE    the cluster's Talos secrets bundle, secrets.yaml (required; control planes
@@ -71,8 +85,9 @@ const envHelp = `Environment:
   FLEET_APPROVER_TOKEN    bearer token of approvers for GET /v1/claims/<serial>
   FLEET_APPROVER_CA       PEM CA whose client certificates are approvers
                           (with neither set, the waiting-claims API answers nobody)
-  FLEET_SEALING_KEY       64 hex characters: the key that seals attestation sessions, the same for
-                          every replica (unset: a random key per process)
+  FLEET_SEALING_KEY       refused while fleetd keeps spent attestation sessions in memory: another
+                          fleetd with the key would accept a proof again; each fleetd seals its
+                          sessions with a random key of its own
 `
 
 // readSettings reads fleetd's settings; every problem is reported at once.
@@ -91,8 +106,8 @@ func readSettings(getenv func(string) string) (settings, error) {
 		}
 		return v
 	}
-	boolean := func(name string) bool {
-		v := str(name, "false")
+	boolean := func(name string, def bool) bool {
+		v := str(name, strconv.FormatBool(def))
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q is not true or false", name, v))
@@ -105,8 +120,8 @@ func readSettings(getenv func(string) string) (settings, error) {
 		TLSCert:              required("FLEET_TLS_CERT"),
 		TLSKey:               required("FLEET_TLS_KEY"),
 		PublicURL:            required("FLEET_PUBLIC_URL"),
-		AutoProvision:        boolean("FLEET_AUTO_PROVISION"),
-		ControlPlanes:        boolean("FLEET_CONTROL_PLANES"),
+		AutoProvision:        boolean("FLEET_AUTO_PROVISION", true),
+		ControlPlanes:        boolean("FLEET_CONTROL_PLANES", false),
 		SecretsBundle:        required("FLEET_SECRETS_BUNDLE"),
 		NodesFile:            required("FLEET_NODES"),
 		Topology:             str("FLEET_TOPOLOGY", ""),
@@ -120,6 +135,22 @@ func readSettings(getenv func(string) string) (settings, error) {
 		ApproverToken:        str("FLEET_APPROVER_TOKEN", ""),
 		ApproverCA:           str("FLEET_APPROVER_CA", ""),
 	}
+	positive := func(name, def string) time.Duration {
+		v := str(name, def)
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q is not a positive duration such as %s", name, v, def))
+		}
+		return d
+	}
+	s.ReadTimeout = positive("FLEET_READ_TIMEOUT", defaultReadTimeout.String())
+	if v := str("FLEET_MAX_CONNECTIONS", strconv.Itoa(defaultMaxConns)); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("FLEET_MAX_CONNECTIONS=%q is not a positive number", v))
+		}
+		s.MaxConns = n
+	}
 	ttl := str("FLEET_CONFIG_TTL", "1h")
 	d, err := time.ParseDuration(ttl)
 	if err != nil || d <= 0 {
@@ -132,12 +163,10 @@ func readSettings(getenv func(string) string) (settings, error) {
 		}
 		s.PublicURL = strings.TrimSuffix(s.PublicURL, "/")
 	}
-	if k := str("FLEET_SEALING_KEY", ""); k != "" {
-		key, err := hex.DecodeString(k)
-		if err != nil || len(key) != 32 {
-			errs = append(errs, errors.New("FLEET_SEALING_KEY is not 64 hex characters"))
-		}
-		s.SealingKey = key
+	if str("FLEET_SEALING_KEY", "") != "" {
+		// attest.ErrSealingKeyWithoutSpent: a shared key needs a shared
+		// record of spent sessions, which fleetd does not keep.
+		errs = append(errs, errors.New("FLEET_SEALING_KEY is refused: fleetd records spent attestation sessions in its own memory, so another fleetd holding the key (a replica, or this one after a restart) would accept a proof again and answer its install code; unset it, and run one fleetd"))
 	}
 	if len(s.ApproverToken) > 0 && len(s.ApproverToken) < 16 {
 		errs = append(errs, errors.New("FLEET_APPROVER_TOKEN is shorter than 16 characters"))

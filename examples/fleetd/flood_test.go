@@ -1,0 +1,337 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fleetkit/fleet/configserve"
+	"github.com/fleetkit/fleet/inventory"
+	"github.com/fleetkit/fleet/inventory/netboxtest"
+)
+
+// A flood of asks for configs fleetd does not hold, from thousands of
+// addresses, while NetBox is so slow that fleetd's requests time out: the
+// node that then fetches its config, while NetBox answers slowly, is
+// journaled and taken active once NetBox heals, its own vain asks are
+// journaled on its device as lines that count them, the metric series stay
+// few, and the flood costs NetBox a bounded number of requests.
+func TestConfigAskFlood(t *testing.T) {
+	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true})
+	// provision's loop reads every device each pass; this test counts what
+	// the flood costs NetBox, so the loop makes its first pass alone.
+	f.parts.LoopInterval = time.Hour
+	if err := f.restart(); err != nil {
+		t.Fatal(err)
+	}
+	f.powerOn("w-01")
+	f.attested("w-01")
+	url := f.configURL("w-01")
+	f.waitJournal("w-01", "started Workflow provision-w-01-")
+	node := f.machines["w-01"].client
+	ask := func() {
+		t.Helper()
+		status, _, err := fetch(f.ctx, node, f.url+configserve.PathPrefix+configserve.NewCode())
+		if err != nil || status != http.StatusNotFound {
+			t.Fatalf("a fetch of an unknown code from the node = %d, %v; want 404", status, err)
+		}
+	}
+	// The node asks once with a code that is not its own: fleetd reads
+	// NetBox's devices, and journals the ask on the node's device.
+	const missingText = "warning: the node asked for its Talos config, and fleetd holds none for it"
+	ask()
+	f.waitJournal("w-01", missingText)
+	f.clock.advance(30 * time.Second)
+
+	f.nbsrv.ResetRequests()
+	f.nbsrv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: time.Minute})
+
+	// 40,000 asks with codes fleetd never made, from 8,000 addresses that
+	// are no device's, straight into fleetd's HTTPS handler.
+	const asks, peers, workers = 40000, 8000, 4
+	h := f.d.handler()
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	var bad sync.Map
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < asks; i += workers {
+				p := i % peers
+				req := httptest.NewRequest(http.MethodGet, configserve.PathPrefix+configserve.NewCode(), nil)
+				req.RemoteAddr = fmt.Sprintf("10.77.%d.%d:%d", p/250, p%250+1, 40000+i%20000)
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				if rec.Code != http.StatusNotFound {
+					bad.Store(rec.Code, true)
+				}
+			}
+		})
+	}
+	// Meanwhile the node asks again and again, over HTTPS from its own
+	// address: each ask stamps the alert's metric, though fleetd journals
+	// none of them before a minute has passed.
+	const nodeAsks = 100
+	asked := f.clock.Now().Unix()
+	for range nodeAsks {
+		ask()
+	}
+	if got := metricValue(f.metrics(), `fleet_install_config_missing_last_timestamp_seconds{node="w-01"}`); got < float64(asked) {
+		t.Errorf("w-01's missing-config metric is %v, before its last ask at %d", got, asked)
+	}
+	wg.Wait()
+	bad.Range(func(k, _ any) bool { t.Errorf("a flood ask was answered %v, want 404", k); return true })
+	t.Logf("%d asks from %d addresses in %v", asks, peers, time.Since(t0))
+
+	// The node fetches its config while NetBox answers, slowly.
+	f.nbsrv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: 500 * time.Millisecond})
+	status, n, err := fetch(f.ctx, node, url)
+	if err != nil || status != http.StatusOK || n == 0 {
+		t.Fatalf("the node's fetch = %d (%d bytes), %v; want its config", status, n, err)
+	}
+	f.nbsrv.Inject(netboxtest.Fault{Kind: netboxtest.Healthy})
+	f.waitJournal("w-01", "success: fleetd served the config of provision-w-01-")
+	f.wait("w-01 active", func() bool { return f.status("w-01") == inventory.StatusActive })
+
+	// The node's vain asks during the flood wait for the minute after its
+	// first one; then its next ask journals them all in one line that
+	// counts them, the runbook's words first.
+	f.clock.advance(time.Minute + time.Second)
+	ask()
+	var lines []string
+	counted := 0
+	counts := regexp.MustCompile(`^ \(asked (\d+) times since [0-9TZ:-]+\)$`)
+	f.wait("the node's asks journaled", func() bool {
+		lines, counted = nil, 0
+		for _, l := range f.journalOf("w-01") {
+			rest, ok := strings.CutPrefix(l, missingText)
+			if !ok {
+				continue
+			}
+			lines = append(lines, l)
+			switch m := counts.FindStringSubmatch(rest); {
+			case rest == "":
+				counted++
+			case m != nil:
+				k, _ := strconv.Atoi(m[1])
+				counted += k
+			default:
+				t.Fatalf("journal line %q", l)
+			}
+		}
+		return counted == nodeAsks+2
+	})
+	if len(lines) != 2 || !strings.HasPrefix(lines[1], fmt.Sprintf("%s (asked %d times since ", missingText, nodeAsks+1)) {
+		t.Errorf("the node's %d asks made the journal lines\n%s", nodeAsks+2, strings.Join(lines, "\n"))
+	}
+	if all, others := f.d.asks.tracked(); others > askPeers || all > others+1 {
+		t.Errorf("%d addresses tracked, %d of them not devices'", all, others)
+	}
+
+	// The metrics: the alert's gauge names the node alone, and the series
+	// stay few whatever the number of asking addresses.
+	m := f.metrics()
+	if got := grep(m, "fleet_install_config_missing_last_timestamp_seconds{"); !strings.HasPrefix(got, `fleet_install_config_missing_last_timestamp_seconds{node="w-01"} `) || strings.Count(got, "\n") != 0 {
+		t.Errorf("missing-config series:\n%s", got)
+	}
+	series := 0
+	for _, l := range strings.Split(m, "\n") {
+		if strings.HasPrefix(l, "fleet") {
+			series++
+		}
+	}
+	if series > 40 {
+		t.Errorf("%d fleet series after the flood:\n%s", series, grep(m, "fleet"))
+	}
+	unknown := metricValue(m, "fleet_install_config_unknown_asks_total")
+	untracked := metricValue(m, "fleet_install_config_untracked_asks_total")
+	if untracked == 0 || unknown+untracked > asks {
+		t.Errorf("unknown asks %v, untracked %v: want some untracked, and no more than %d in all", unknown, untracked, asks)
+	}
+	if lost := metricValue(m, "fleet_journal_lines_lost_total"); lost != 0 {
+		t.Errorf("%v journal lines lost", lost)
+	}
+
+	// What the flood cost NetBox: the address book's reads (two requests
+	// each, at most one read in 10 s for addresses it does not know, a try
+	// that timed out included), the node's line of asks, and the fetch's
+	// gate, line and status.
+	var reqs []string
+	for _, r := range f.nbsrv.Requests() {
+		if r.User == userFleetd {
+			reqs = append(reqs, r.Method+" "+r.URI)
+		}
+	}
+	t.Logf("%d NetBox requests by fleetd", len(reqs))
+	if len(reqs) > 30 {
+		t.Errorf("%d NetBox requests:\n%s", len(reqs), strings.Join(reqs, "\n"))
+	}
+}
+
+// A served config takes its device active while the journal's queue is
+// full: the status does not wait behind journal lines, and is not dropped
+// with them.
+func TestServedWhileJournalFull(t *testing.T) {
+	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true})
+	f.powerOn("w-01")
+	f.attested("w-01")
+	url := f.configURL("w-01")
+	f.waitJournal("w-01", "started Workflow provision-w-01-")
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	f.d.journal.do(func(context.Context) error { <-release; return nil })
+	for range journalQueue + 1 {
+		f.d.journal.do(func(context.Context) error { return nil })
+	}
+	status, n, err := fetch(f.ctx, f.machines["w-01"].client, url)
+	if err != nil || status != http.StatusOK || n == 0 {
+		t.Fatalf("the node's fetch = %d (%d bytes), %v; want its config", status, n, err)
+	}
+	f.wait("w-01 active", func() bool { return f.status("w-01") == inventory.StatusActive })
+	if lost := metricValue(f.metrics(), "fleet_journal_lines_lost_total"); lost != 2 {
+		t.Errorf("%v journal lines lost, want 2: the one beyond the full queue, and the served line", lost)
+	}
+}
+
+// metricValue is the value of a series, name and labels as a scrape
+// writes them; 0 when absent.
+func metricValue(scrape, name string) float64 {
+	for _, l := range strings.Split(scrape, "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}
+
+// The table of asking addresses stays within its bound: an address beyond
+// it is not tracked until idle addresses are swept, unless it is a
+// device's; an address with a job waiting is never swept; and one address
+// queues at most one job a minute, whose tally counts the asks in between.
+func TestAskersBounded(t *testing.T) {
+	a := newAskers(time.Minute, 4)
+	t0 := time.Unix(1_800_000_000, 0)
+	addr := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}) }
+	for i := range 10 {
+		if tracked, queue := a.ask(addr(i), t0, false); tracked != (i < 4) || queue != (i < 4) {
+			t.Errorf("ask %d: tracked %v, queue %v", i, tracked, queue)
+		}
+	}
+	for range 5 {
+		if tracked, queue := a.ask(addr(0), t0.Add(10*time.Second), false); !tracked || queue {
+			t.Errorf("an ask within the minute: tracked %v, queue %v; want tracked alone", tracked, queue)
+		}
+	}
+	if got := a.take(addr(0)); got.n != 6 || !got.first.Equal(t0) || !got.last.Equal(t0.Add(10*time.Second)) {
+		t.Errorf("tally %+v, want 6 asks from t0 to t0+10s", got)
+	}
+	if _, queue := a.ask(addr(0), t0.Add(50*time.Second), false); queue {
+		t.Error("an ask 50 s after the last job queued another")
+	}
+	if _, queue := a.ask(addr(0), t0.Add(time.Minute), false); !queue {
+		t.Error("an ask a minute after the last job queued none")
+	}
+	// Every tracked address has a job waiting: none is swept, and only a
+	// device's address is tracked beyond the bound.
+	if tracked, _ := a.ask(addr(20), t0.Add(2*time.Minute), false); tracked {
+		t.Error("a fifth address was tracked while four had jobs waiting")
+	}
+	if tracked, queue := a.ask(addr(30), t0.Add(2*time.Minute), true); !tracked || !queue {
+		t.Errorf("a device's address beyond the bound: tracked %v, queue %v", tracked, queue)
+	}
+	a.take(addr(30))
+	for i := range 4 {
+		a.take(addr(i))
+	}
+	if tracked, _ := a.ask(addr(20), t0.Add(2*time.Minute+500*time.Millisecond), false); tracked {
+		t.Error("the table was swept twice within a second")
+	}
+	if tracked, queue := a.ask(addr(20), t0.Add(2*time.Minute+time.Second), false); !tracked || !queue {
+		t.Errorf("after the idle addresses' sweep: tracked %v, queue %v", tracked, queue)
+	}
+	if all, others := a.tracked(); all != 2 || others != 1 {
+		t.Errorf("%d addresses tracked after the sweep (%d not devices'), want the device's and the new one", all, others)
+	}
+	// A job the queue refused leaves its tally for the next one.
+	a.unqueued(addr(20))
+	a.ask(addr(20), t0.Add(2*time.Minute+2*time.Second), false)
+	if _, queue := a.ask(addr(20), t0.Add(3*time.Minute+time.Second), false); !queue {
+		t.Error("no job queued a minute after a refused one")
+	}
+	if got := a.take(addr(20)); got.n != 3 {
+		t.Errorf("tally %+v, want the 3 asks since the refused job", got)
+	}
+}
+
+// Device statuses have a lane of their own: while the journal's queue is
+// full and NetBox is down, a status wanted again and again is held once
+// per device, and NetBox takes the latest once it answers.
+func TestStatusLane(t *testing.T) {
+	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker"}, testNode{name: "w-02", class: "worker"})
+	j := newJournal(f.nb, slog.New(slog.DiscardHandler), func(int) time.Duration { return 10 * time.Millisecond })
+	release := make(chan struct{})
+	j.do(func(context.Context) error { <-release; return nil })
+	for j.do(func(context.Context) error { return nil }) {
+	}
+	f.nbsrv.Inject(netboxtest.Fault{Kind: netboxtest.Down})
+	w1, w2 := f.devices["w-01"].ID, f.devices["w-02"].ID
+	for range 1000 {
+		j.setStatus(w1, "w-01", inventory.StatusOffline)
+		j.setStatus(w1, "w-01", inventory.StatusActive)
+		j.setStatus(w2, "w-02", inventory.StatusActive)
+	}
+	j.smu.Lock()
+	held := len(j.order)
+	j.smu.Unlock()
+	if held > 2 {
+		t.Errorf("the status lane holds %d statuses for 2 devices", held)
+	}
+	f.nbsrv.Inject(netboxtest.Fault{Kind: netboxtest.Healthy})
+	f.wait("w-01 and w-02 active", func() bool {
+		return f.status("w-01") == inventory.StatusActive && f.status("w-02") == inventory.StatusActive
+	})
+	close(release)
+	j.close(f.ctx)
+}
+
+// A status NetBox has not taken when fleetd shuts down, or one wanted
+// after, is logged with its device for the operator, and counted.
+func TestStatusLostAtShutdown(t *testing.T) {
+	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker"})
+	var logs lockedBuffer
+	j := newJournal(f.nb, slog.New(slog.NewJSONHandler(&logs, nil)), func(int) time.Duration { return 10 * time.Millisecond })
+	var lost atomic.Int32
+	j.statusLost = func() { lost.Add(1) }
+	f.nbsrv.Inject(netboxtest.Fault{Kind: netboxtest.Down})
+	id := f.devices["w-01"].ID
+	j.setStatus(id, "w-01", inventory.StatusActive)
+	ctx, cancel := context.WithTimeout(f.ctx, 300*time.Millisecond)
+	defer cancel()
+	j.close(ctx)
+	j.setStatus(id, "w-01", inventory.StatusActive)
+	if n := lost.Load(); n != 2 {
+		t.Errorf("%d statuses counted lost, want 2", n)
+	}
+	for _, want := range []string{
+		fmt.Sprintf(`"msg":"fleetd: NetBox did not take a device status; set it by hand","device_id":%d,"device":"w-01","status":"active"`, id),
+		fmt.Sprintf(`"msg":"fleetd: a device status came after shutdown, and NetBox does not hold it; set it by hand","device_id":%d,"device":"w-01","status":"active"`, id),
+	} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log lacks %s:\n%s", want, logs.String())
+		}
+	}
+	f.nbsrv.Inject(netboxtest.Fault{Kind: netboxtest.Healthy})
+	if got := f.status("w-01"); got != inventory.StatusPlanned {
+		t.Errorf("w-01 is %s", got)
+	}
+}
