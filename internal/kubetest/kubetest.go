@@ -1,0 +1,269 @@
+package kubetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fleetkit/fleet/internal/testenv"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Env is the running control plane of a test binary. Its methods are safe
+// for concurrent use. It lives until Run stops it when the tests end.
+type Env struct {
+	host       string // https://127.0.0.1:<port>
+	caData     []byte // PEM of kube-apiserver's self-signed serving certificate
+	adminToken string
+	kubeconfig string
+	admin      kubernetes.Interface
+}
+
+// errUnavailable wraps every reason the control plane could not be built or
+// started.
+var errUnavailable = errors.New("the test control plane (kube-apiserver and etcd) is unavailable")
+
+var (
+	mainRuns atomic.Bool // set by Run
+
+	once     sync.Once
+	shared   *Env
+	startErr error
+	timings  string
+	plane    *controlPlane // the processes and directory, for stop
+	planeMu  sync.Mutex
+	stopOnce sync.Once
+)
+
+// Run runs the tests of m and then stops the control plane, if a test
+// started one. It returns m.Run's exit code, or 1 when stopping failed. Call
+// it from the package's TestMain:
+//
+//	func TestMain(m *testing.M) { os.Exit(kubetest.Run(m)) }
+func Run(m *testing.M) int {
+	mainRuns.Store(true)
+	code := m.Run()
+	t0 := time.Now()
+	err := stop()
+	if testing.Verbose() && shared != nil {
+		fmt.Printf("kubetest: stopped the control plane in %v\n", round(time.Since(t0)))
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kubetest: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
+
+// Start returns the control plane of this test binary, starting it on the
+// first call (see the package doc). It ends t when the control plane cannot
+// run: a skip with the reason by hand, a failure with
+// FLEET_REQUIRE_INTEGRATION=1 (internal/testenv). It fails t at once when the
+// package's TestMain does not run the tests through Run.
+func Start(t testing.TB) *Env {
+	t.Helper()
+	if !mainRuns.Load() {
+		t.Fatal("kubetest.Start needs the package's TestMain to run the tests through kubetest.Run, which stops the control plane when they end: func TestMain(m *testing.M) { os.Exit(kubetest.Run(m)) }")
+	}
+	testenv.Short(t)
+	first := false
+	once.Do(func() {
+		first = true
+		shared, startErr = start(context.Background(), t.Logf)
+	})
+	if startErr != nil {
+		testenv.Unavailable(t, "%v", startErr)
+	}
+	if first {
+		t.Logf("kubetest: %s", timings)
+	}
+	return shared
+}
+
+// start builds or finds the binaries and starts the control plane. logf
+// reports progress of the slow steps.
+func start(ctx context.Context, logf func(string, ...any)) (*Env, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errUnavailable, err)
+	}
+	t0 := time.Now()
+	bins, err := findBinaries(ctx, root, logf)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errUnavailable, err)
+	}
+	tBuild := time.Since(t0)
+
+	cp, err := startControlPlane(ctx, bins)
+	planeMu.Lock()
+	plane = cp
+	planeMu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errUnavailable, err)
+	}
+	env := &Env{
+		host:       cp.host,
+		caData:     cp.caData,
+		adminToken: cp.adminToken,
+	}
+	env.admin, err = kubernetes.NewForConfig(env.Config())
+	if err != nil {
+		return nil, fmt.Errorf("%w: admin client: %w", errUnavailable, err)
+	}
+	env.kubeconfig = filepath.Join(cp.dir, "kubeconfig")
+	if err := writeKubeconfig(env.kubeconfig, env.host, env.caData, env.adminToken); err != nil {
+		return nil, fmt.Errorf("%w: %w", errUnavailable, err)
+	}
+
+	t1 := time.Now()
+	crdDir := filepath.Join(root, filepath.FromSlash(CRDDir))
+	n, establishedAt, err := applyCRDs(ctx, env.Config(), crdDir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: CRDs of %s: %w", errUnavailable, crdDir, err)
+	}
+	tCRDs := time.Since(t1)
+	// kube-apiserver sleeps crdSettle in every create of a custom resource
+	// whose CRD's Established lastTransitionTime (to the second) is less
+	// than crdSettle ago; wait that out here, once, rather than in every
+	// create of the first tests.
+	settle := time.Until(establishedAt.Add(crdSettle))
+	time.Sleep(settle)
+
+	timings = fmt.Sprintf("binaries %v (go tool -n), etcd ready %v, kube-apiserver ready %v, %d CRDs applied and established %v, then %v until creates are not delayed; total %v",
+		round(tBuild), round(cp.etcdReady), round(cp.apiserverReady), n, round(tCRDs), round(max(settle, 0)), round(time.Since(t0)))
+	return env, nil
+}
+
+// crdSettle is both how long after a CRD became Established
+// kube-apiserver delays creates of its custom resources, and the delay
+// (apiextensions-apiserver's crdHandler, for HA apiservers to catch up).
+const crdSettle = 2 * time.Second
+
+func round(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
+
+// stop stops the control plane if one was started. It runs once.
+func stop() error {
+	var err error
+	stopOnce.Do(func() {
+		planeMu.Lock()
+		cp := plane
+		planeMu.Unlock()
+		if cp != nil {
+			err = cp.stop()
+		}
+	})
+	return err
+}
+
+// Host returns kube-apiserver's URL, https://127.0.0.1:<port>.
+func (e *Env) Host() string { return e.host }
+
+// Config returns a new rest.Config of the admin identity (group
+// system:masters), without client-side rate limiting. The caller may change
+// it.
+func (e *Env) Config() *rest.Config { return e.ConfigFor(e.adminToken) }
+
+// ConfigFor returns a new rest.Config that authenticates with the bearer
+// token token (a bootstrap token "<id>.<secret>", a ServiceAccount token, or
+// anything a test wants refused), without client-side rate limiting. The
+// caller may change it.
+func (e *Env) ConfigFor(token string) *rest.Config {
+	return &rest.Config{
+		Host:            e.host,
+		BearerToken:     token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: append([]byte(nil), e.caData...)},
+		QPS:             -1, // no client-side rate limiter
+		Timeout:         30 * time.Second,
+	}
+}
+
+// Kubeconfig returns the path of a kubeconfig file of the admin identity,
+// for programs a test runs. It lives as long as the control plane; do not
+// change it.
+func (e *Env) Kubeconfig() string { return e.kubeconfig }
+
+// Admin returns a clientset of the admin identity.
+func (e *Env) Admin() kubernetes.Interface { return e.admin }
+
+// Namespace creates a namespace for t alone, named after the test with a
+// random suffix, and returns its name. It is not deleted when t ends: no
+// namespace controller runs to empty it, and the whole store goes when the
+// control plane stops.
+func (e *Env) Namespace(t testing.TB) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: namespacePrefix(t.Name())}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got, err := e.admin.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create a namespace for %s: %v", t.Name(), err)
+	}
+	return got.Name
+}
+
+var notLabel = regexp.MustCompile(`[^a-z0-9]+`)
+
+// namespacePrefix turns a test name into the start of a DNS label (at most
+// 40 characters, ending in "-"), leaving room for the random suffix.
+func namespacePrefix(testName string) string {
+	s := notLabel.ReplaceAllString(strings.ToLower(testName), "-")
+	s = strings.Trim(s, "-")
+	if len(s) > 39 {
+		s = strings.TrimRight(s[:39], "-")
+	}
+	if s == "" {
+		s = "test"
+	}
+	return s + "-"
+}
+
+// ServiceAccountToken returns a token of ServiceAccount name in namespace,
+// creating the ServiceAccount if it does not exist, through TokenRequest (an
+// hour long). The token has only what RBAC grants the ServiceAccount.
+func (e *Env) ServiceAccountToken(t testing.TB, namespace, name string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
+	if _, err := e.admin.CoreV1().ServiceAccounts(namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create ServiceAccount %s/%s: %v", namespace, name, err)
+	}
+	hour := int64(3600)
+	tr, err := e.admin.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &hour},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("request a token of ServiceAccount %s/%s: %v", namespace, name, err)
+	}
+	return tr.Status.Token
+}
+
+// writeKubeconfig writes a kubeconfig of the admin identity to path.
+func writeKubeconfig(path, host string, caData []byte, token string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["kubetest"] = &clientcmdapi.Cluster{Server: host, CertificateAuthorityData: caData}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["kubetest"] = &clientcmdapi.Context{Cluster: "kubetest", AuthInfo: "admin", Namespace: "default"}
+	cfg.CurrentContext = "kubetest"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return fmt.Errorf("write kubeconfig %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,380 @@
+package kubetest
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+func TestMain(m *testing.M) { os.Exit(Run(m)) }
+
+var (
+	workflows = schema.GroupVersionResource{Group: "tinkerbell.org", Version: "v1alpha1", Resource: "workflows"}
+	templates = schema.GroupVersionResource{Group: "tinkerbell.org", Version: "v1alpha1", Resource: "templates"}
+	bmcJobs   = schema.GroupVersionResource{Group: "bmc.tinkerbell.org", Version: "v1alpha1", Resource: "jobs"}
+)
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func dynamicFor(t *testing.T, cfg *rest.Config) dynamic.Interface {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dyn
+}
+
+func clientsetFor(t *testing.T, cfg *rest.Config) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// Every CRD of examples/deploy/crds is served and Established: the seven
+// kinds of Tinkerbell's v1alpha1 API.
+func TestIntegrationCRDsEstablished(t *testing.T) {
+	env := Start(t)
+	ctx := ctxFor(t)
+	list, err := dynamicFor(t, env.Config()).Resource(crdResource).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, crd := range list.Items {
+		if !established(&crd) {
+			t.Errorf("CRD %s is not Established", crd.GetName())
+		}
+		got = append(got, crd.GetName())
+	}
+	want := []string{
+		"hardware.tinkerbell.org", "jobs.bmc.tinkerbell.org", "machines.bmc.tinkerbell.org",
+		"tasks.bmc.tinkerbell.org", "templates.tinkerbell.org", "workflowrulesets.tinkerbell.org",
+		"workflows.tinkerbell.org",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("CRDs (-want +got):\n%s", diff)
+	}
+
+	// Start waited out the delay kube-apiserver puts on creates of a
+	// just-established CRD's resources (2 s).
+	ns := env.Namespace(t)
+	tmpl := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "tinkerbell.org/v1alpha1",
+		"kind":       "Template",
+		"metadata":   map[string]any{"name": "fleet-provision"},
+		"spec":       map[string]any{"data": "version: \"0.1\"\n"},
+	}}
+	t0 := time.Now()
+	if _, err := dynamicFor(t, env.Config()).Resource(templates).Namespace(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create Template: %v", err)
+	}
+	if d := time.Since(t0); d > crdSettle/2 {
+		t.Errorf("the first create of a Template took %v: kube-apiserver still delayed it as just established", d)
+	}
+}
+
+// A Workflow made from tinkerbell's Go type, created through the dynamic
+// client, reads back the same: the CRD's schema keeps every field fleet
+// sets.
+func TestIntegrationWorkflowRoundTrip(t *testing.T) {
+	env := Start(t)
+	ctx := ctxFor(t)
+	ns := env.Namespace(t)
+	wf := &tinkerbell.Workflow{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "tinkerbell.org/v1alpha1", Kind: "Workflow"},
+		ObjectMeta: metav1.ObjectMeta{Name: "provision-node-1-1700000000", Namespace: ns, Labels: map[string]string{"fleet.example/node": "node-1"}},
+		Spec: tinkerbell.WorkflowSpec{
+			TemplateRef: "fleet-provision",
+			HardwareRef: "node-1",
+			HardwareMap: map[string]string{"device_1": "3c:ec:ef:00:00:01"},
+			BootOptions: tinkerbell.BootOptions{ToggleAllowNetboot: true, BootMode: "netboot"},
+		},
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := dynamicFor(t, env.Config()).Resource(workflows).Namespace(ns)
+	if _, err := client.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create Workflow: %v", err)
+	}
+	back, err := client.Get(ctx, wf.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get Workflow: %v", err)
+	}
+	var got tinkerbell.Workflow
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(back.Object, &got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(wf.Spec, got.Spec); diff != "" {
+		t.Errorf("Workflow spec read back (-created +read):\n%s", diff)
+	}
+	if diff := cmp.Diff(wf.Labels, got.Labels); diff != "" {
+		t.Errorf("Workflow labels read back (-created +read):\n%s", diff)
+	}
+	if got.UID == "" || got.ResourceVersion == "" {
+		t.Errorf("Workflow read back without uid or resourceVersion: %+v", got.ObjectMeta)
+	}
+}
+
+// The CRD's OpenAPI schema is enforced: a bmc Job with no task is refused
+// with 422 Invalid, naming spec.tasks.
+func TestIntegrationSchemaEnforced(t *testing.T) {
+	env := Start(t)
+	ctx := ctxFor(t)
+	ns := env.Namespace(t)
+	job := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "bmc.tinkerbell.org/v1alpha1",
+		"kind":       "Job",
+		"metadata":   map[string]any{"name": "power-off-node-1", "namespace": ns},
+		"spec": map[string]any{
+			"machineRef": map[string]any{"name": "node-1", "namespace": ns},
+			"tasks":      []any{},
+		},
+	}}
+	_, err := dynamicFor(t, env.Config()).Resource(bmcJobs).Namespace(ns).Create(ctx, job, metav1.CreateOptions{})
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("create a bmc Job with tasks: []: got %v, want 422 Invalid", err)
+	}
+	if code := apierrors.ReasonForError(err); code != metav1.StatusReasonInvalid || !strings.Contains(err.Error(), "spec.tasks") {
+		t.Errorf("refusal %q (reason %s) does not name spec.tasks", err, code)
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Code != http.StatusUnprocessableEntity {
+		t.Errorf("refusal %v: want HTTP 422", err)
+	}
+}
+
+// An update that carries a resourceVersion another update replaced is
+// refused with 409 Conflict.
+func TestIntegrationStaleUpdateConflicts(t *testing.T) {
+	env := Start(t)
+	ctx := ctxFor(t)
+	ns := env.Namespace(t)
+	client := dynamicFor(t, env.Config()).Resource(workflows).Namespace(ns)
+	created, err := client.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "tinkerbell.org/v1alpha1",
+		"kind":       "Workflow",
+		"metadata":   map[string]any{"name": "wf"},
+		"spec":       map[string]any{"templateRef": "fleet-provision", "hardwareRef": "node-1"},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := created.DeepCopy()
+	first.SetLabels(map[string]string{"step": "first"})
+	if _, err := client.Update(ctx, first, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("first update: %v", err)
+	}
+	stale := created.DeepCopy()
+	stale.SetLabels(map[string]string{"step": "stale"})
+	_, err = client.Update(ctx, stale, metav1.UpdateOptions{})
+	if !apierrors.IsConflict(err) {
+		t.Fatalf("update with resourceVersion %s after another update: got %v, want 409 Conflict", created.GetResourceVersion(), err)
+	}
+	now, err := client.Get(ctx, "wf", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := now.GetLabels()["step"]; got != "first" {
+		t.Errorf("label step = %q after the refused update, want first", got)
+	}
+}
+
+// A ServiceAccount that no Role names authenticates, but RBAC refuses it
+// with 403 Forbidden; bound to a Role that allows listing Workflows, the
+// same token lists them.
+func TestIntegrationServiceAccountWithoutRoleForbidden(t *testing.T) {
+	env := Start(t)
+	ctx := ctxFor(t)
+	ns := env.Namespace(t)
+	token := env.ServiceAccountToken(t, ns, "no-role")
+	cfg := env.ConfigFor(token)
+
+	review, err := clientsetFor(t, cfg).AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("the ServiceAccount's token does not authenticate: %v", err)
+	}
+	if got, want := review.Status.UserInfo.Username, "system:serviceaccount:"+ns+":no-role"; got != want {
+		t.Errorf("the token authenticates as %q, want %q", got, want)
+	}
+
+	wfs := dynamicFor(t, cfg).Resource(workflows).Namespace(ns)
+	_, err = wfs.List(ctx, metav1.ListOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("list Workflows as a ServiceAccount with no Role: got %v, want 403 Forbidden", err)
+	}
+
+	admin := env.Admin()
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "list-workflows"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"tinkerbell.org"}, Resources: []string{"workflows"}, Verbs: []string{"list"}}},
+	}
+	if _, err := admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "list-workflows"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "list-workflows"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "no-role", Namespace: ns}},
+	}
+	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The authorizer learns of the binding through a watch: moments.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err = wfs.List(ctx, metav1.ListOptions{})
+		if err == nil {
+			break
+		}
+		if !apierrors.IsForbidden(err) || time.Now().After(deadline) {
+			t.Fatalf("list Workflows once a Role allows it: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A bootstrap token Secret in kube-system authenticates its token as
+// system:bootstrap:<id>, and stops authenticating once its expiration has
+// passed.
+func TestIntegrationBootstrapTokenAuthenticatesUntilExpiry(t *testing.T) {
+	env := Start(t)
+	ctx := ctxFor(t)
+	id, secret := randomTokenPart(6), randomTokenPart(16)
+	expiry := time.Now().Add(4 * time.Second).Truncate(time.Second)
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-" + id, Namespace: "kube-system"},
+		Type:       corev1.SecretTypeBootstrapToken,
+		StringData: map[string]string{
+			"token-id":                       id,
+			"token-secret":                   secret,
+			"usage-bootstrap-authentication": "true",
+			"expiration":                     expiry.UTC().Format(time.RFC3339),
+		},
+	}
+	if _, err := env.Admin().CoreV1().Secrets("kube-system").Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	reviews := clientsetFor(t, env.ConfigFor(id+"."+secret)).AuthenticationV1().SelfSubjectReviews()
+	review := func() (*authenticationv1.SelfSubjectReview, error) {
+		return reviews.Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	}
+
+	// The authenticator reads Secrets through a watch: it may take moments
+	// to see the new one.
+	var got *authenticationv1.SelfSubjectReview
+	var err error
+	for {
+		got, err = review()
+		if err == nil || !apierrors.IsUnauthorized(err) || time.Now().After(expiry) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("bootstrap token %s before its expiration %s: %v", id, expiry.Format(time.RFC3339), err)
+	}
+	if want := "system:bootstrap:" + id; got.Status.UserInfo.Username != want {
+		t.Errorf("bootstrap token authenticates as %q, want %q", got.Status.UserInfo.Username, want)
+	}
+	if groups := got.Status.UserInfo.Groups; !slices.Contains(groups, "system:bootstrappers") {
+		t.Errorf("bootstrap token groups %v lack system:bootstrappers", groups)
+	}
+
+	// kube-apiserver keeps a successful token authentication for 10 s
+	// (its token success cache): the expired token is refused at most
+	// that long after its expiration.
+	time.Sleep(time.Until(expiry))
+	deadline := expiry.Add(15 * time.Second)
+	for {
+		_, err = review()
+		if apierrors.IsUnauthorized(err) {
+			t.Logf("refused %v after its expiration", time.Since(expiry).Round(10*time.Millisecond))
+			return
+		}
+		if err != nil {
+			t.Fatalf("expired bootstrap token: got %v, want 401 Unauthorized", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bootstrap token %s still authenticates %v after its expiration %s", id, time.Since(expiry).Round(time.Second), expiry.Format(time.RFC3339))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Each test's namespace is its own.
+func TestIntegrationNamespacesAreSeparate(t *testing.T) {
+	env := Start(t)
+	a, b := env.Namespace(t), env.Namespace(t)
+	if a == b {
+		t.Fatalf("two calls of Namespace gave %s twice", a)
+	}
+	if !strings.HasPrefix(a, "testintegrationnamespacesareseparate-") {
+		t.Errorf("namespace %q is not named after the test", a)
+	}
+}
+
+// The kubeconfig file names the admin identity and the server's CA.
+func TestIntegrationKubeconfig(t *testing.T) {
+	env := Start(t)
+	cfg, err := clientcmd.BuildConfigFromFlags("", env.Kubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clientsetFor(t, cfg).CoreV1().Namespaces().Get(ctxFor(t), "kube-system", metav1.GetOptions{}); err != nil {
+		t.Fatalf("get namespace kube-system with %s: %v", env.Kubeconfig(), err)
+	}
+}
+
+func TestNamespacePrefix(t *testing.T) {
+	for name, want := range map[string]string{
+		"TestA/sub_case#01":              "testa-sub-case-01-",
+		"Test" + strings.Repeat("X", 60): "test" + strings.Repeat("x", 35) + "-",
+		"///":                            "test-",
+		"TestAB/" + strings.Repeat("y", 31) + "/z": "testab-" + strings.Repeat("y", 31) + "-",
+	} {
+		got := namespacePrefix(name)
+		if got != want {
+			t.Errorf("namespacePrefix(%q) = %q, want %q", name, got, want)
+		}
+		if len(got) > 40 {
+			t.Errorf("namespacePrefix(%q) is %d characters, want at most 40", name, len(got))
+		}
+	}
+}
+
+// randomTokenPart returns n random characters of [a-z0-9] (n at most 26),
+// as bootstrap token ids and secrets are made of.
+func randomTokenPart(n int) string {
+	return strings.ToLower(rand.Text())[:n]
+}
