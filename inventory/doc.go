@@ -76,9 +76,13 @@
 // it, built on go-netbox v4.3.0. fleetd reads devices (DeviceBySerial,
 // Device, Devices, DevicesWithDesiredAction), records attestations
 // (RecordAttestation: the MAC as a MAC address object made its interface's
-// primary MAC, then the attested_* fields and attest_verdict), sets status,
-// desired_action and last_run, journals on devices, and reads a serial's
-// binding in two requests (BindingBySerial): the changelog must show
+// primary MAC, then the attested_* fields and attest_verdict; or RecordMAC
+// or RecordDeviceMAC, then UpdateDevice, which writes the attestation,
+// last_run and desired_action in one request), sets status, desired_action
+// and last_run, journals on devices (Journal, and JournalEntries with
+// NetBox's bulk create), and reads a serial's binding in two requests
+// (BindingBySerial; DeviceBinding returns the device it read too, so that
+// an admission does not read it again): the changelog must show
 // NetBoxConfig.BindingAuthor making the last write of each approved_ek_*
 // field that holds a value, and no other user's write of either field
 // since, else the binding is unauthored (ek-binding-unauthored). That holds
@@ -105,5 +109,10 @@
 //
 // Load, Parse and ParseTopology are safe to call from many goroutines; an
 // Inventory is never changed after they return it. A NetBox client is safe
-// for concurrent use.
+// for concurrent use, and concurrent calls of Journal, RecordMAC,
+// RecordDeviceMAC and the interface reads of DeviceBySerial and Device
+// share requests: a call that finds none of its kind in flight is sent at
+// once, and those that come meanwhile go together in the next (bulk
+// creates and updates, lists of several devices), so that a boot storm of
+// many machines costs a few requests for them.
 package inventory

@@ -65,8 +65,9 @@ type NetBoxConfig struct {
 	// default MAX_PAGE_SIZE; a NetBox that allows less answers less, and
 	// the client reads on.
 	PageSize int
-	// BulkSize is how many objects one bulk write of Apply carries. 0
-	// means 100.
+	// BulkSize is how many objects one bulk write carries: Apply's, and
+	// those of concurrent calls that share a request (journal entries, MAC
+	// objects and primary MACs). 0 means 100.
 	BulkSize int
 
 	// Logger receives a debug line per request (method, path and query,
@@ -135,7 +136,15 @@ const (
 // # Concurrency
 //
 // A NetBox is safe for concurrent use; each method makes its requests in
-// turn. Apply must not run concurrently with another Apply.
+// turn. Concurrent calls of Journal, RecordMAC, RecordDeviceMAC and the
+// interface reads (DeviceBySerial, Device) share requests, as a database
+// commits a group: a call that finds no request of its kind in flight is
+// sent at once, alone, and the calls that come while one is in flight go
+// together in the next, in one bulk create, bulk update or list of several
+// devices (at most BulkSize, or 100 interfaces). When NetBox refuses such
+// a request whole, each call of it is sent again alone, so that only the
+// call NetBox refuses gets the refusal. Apply must not run concurrently
+// with another Apply.
 type NetBox struct {
 	base  string // without a trailing slash
 	token string
@@ -145,6 +154,11 @@ type NetBox struct {
 	log   *slog.Logger
 
 	portPrefix, portSuffix string // PortName around its %d
+
+	// Concurrent calls of these share requests (see batcher).
+	ifaces   *batcher[int64, *nbInterface]
+	macs     *batcher[macRecord, *nbInterface]
+	journals *batcher[JournalEntry, struct{}]
 }
 
 // NewNetBox returns a client of the NetBox at baseURL (e.g.
@@ -211,6 +225,9 @@ func NewNetBox(baseURL, token string, cfg *NetBoxConfig) (*NetBox, error) {
 	api.AddDefaultHeader("Authorization", "Token "+token)
 	api.AddDefaultHeader("Accept-Language", "en-US")
 	nb.api = netbox.NewAPIClient(api)
+	nb.ifaces = newBatcher(ifaceBatch, nb.readIfaces)
+	nb.macs = newBatcher(c.BulkSize, nb.recordMACs)
+	nb.journals = newBatcher(c.BulkSize, nb.journalBatch)
 	return nb, nil
 }
 

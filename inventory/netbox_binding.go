@@ -41,9 +41,20 @@ type Binding struct {
 // (errors.Is finds ErrDuplicateSerial) naming them all, and no changelog
 // is read.
 func (nb *NetBox) BindingBySerial(ctx context.Context, serial string) (Binding, error) {
+	_, b, err := nb.DeviceBinding(ctx, serial)
+	return b, err
+}
+
+// DeviceBinding returns the binding of serial's device as BindingBySerial
+// does, in its requests, and the device as it read it: the Device that
+// DeviceBySerial returns, but without what the device's interface holds
+// (MAC and SwitchPort are zero; WithInterface reads them). A caller that
+// admits the machine after judging its binding need not read the device
+// again.
+func (nb *NetBox) DeviceBinding(ctx context.Context, serial string) (Device, Binding, error) {
 	d, err := nb.deviceBySerial(ctx, serial)
 	if err != nil {
-		return Binding{}, err
+		return Device{}, Binding{}, err
 	}
 	b := Binding{
 		ID:                d.ID,
@@ -53,7 +64,10 @@ func (nb *NetBox) BindingBySerial(ctx context.Context, serial string) (Binding, 
 		ApprovedEKHashECC: string(d.CustomFields.ApprovedEKHashECC),
 	}
 	b.Authored, err = nb.authored(ctx, b.ID, b.ApprovedEKHash, b.ApprovedEKHashECC)
-	return b, err
+	if err != nil {
+		return Device{}, b, err
+	}
+	return nb.view(d, nil), b, nil
 }
 
 // BindingAuthored reports whether NetBox's changelog shows the configured

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -86,8 +87,50 @@ func (nb *NetBox) Device(ctx context.Context, id int64) (Device, error) {
 }
 
 // iface returns the device's interface named Interface, nil when it has
-// none.
+// none: one request, which concurrent calls share (readIfaces).
 func (nb *NetBox) iface(ctx context.Context, device int64) (*nbInterface, error) {
+	return nb.ifaces.do(ctx, device)
+}
+
+// ifaceBatch bounds the devices of one interface read, and so its URL.
+const ifaceBatch = 100
+
+// readIfaces reads the interfaces named Interface of devices in one list
+// request (?device_id=A&device_id=B...). NetBox refuses the whole list when
+// one device does not exist; each device is then read alone, so that only
+// its caller gets ErrNotFound.
+func (nb *NetBox) readIfaces(ctx context.Context, devices []int64) ([]*nbInterface, []error) {
+	if len(devices) == 1 {
+		return each(ctx, devices, nb.readIface)
+	}
+	q := url.Values{"name": {nb.cfg.Interface}}
+	asked := make(map[int64]bool, len(devices))
+	for _, id := range devices {
+		if !asked[id] {
+			asked[id] = true
+			q.Add("device_id", strconv.FormatInt(id, 10))
+		}
+	}
+	got, err := list[nbInterface](ctx, nb, "/api/dcim/interfaces/", q)
+	if unknownChoice(err, "device_id") {
+		return each(ctx, devices, nb.readIface)
+	}
+	outs := make([]*nbInterface, len(devices))
+	if err != nil {
+		return outs, all(len(devices), err)
+	}
+	byDevice := make(map[int64]*nbInterface, len(got))
+	for i := range got {
+		byDevice[got[i].Device.ID] = &got[i]
+	}
+	for i, id := range devices {
+		outs[i] = byDevice[id]
+	}
+	return outs, make([]error, len(devices))
+}
+
+// readIface reads one device's interface named Interface.
+func (nb *NetBox) readIface(ctx context.Context, device int64) (*nbInterface, error) {
 	q := url.Values{"device_id": {strconv.FormatInt(device, 10)}, "name": {nb.cfg.Interface}}
 	var p page[nbInterface]
 	if err := nb.do(ctx, http.MethodGet, "/api/dcim/interfaces/", q, nil, &p); err != nil {
@@ -234,74 +277,384 @@ func (nb *NetBox) SetLastRun(ctx context.Context, id int64, run string) error {
 	return nb.setFields(ctx, id, map[string]any{cfLastRun: run})
 }
 
-// Journal adds a journal entry of the given kind to device id (one
-// request). The text must not be empty.
-func (nb *NetBox) Journal(ctx context.Context, id int64, kind JournalKind, text string) error {
-	k, err := netbox.NewJournalEntryKindValueFromValue(string(kind))
-	if err != nil {
-		return fmt.Errorf("netbox: %q is not a journal entry kind", kind)
-	}
-	if strings.TrimSpace(text) == "" {
-		return errors.New("netbox: a journal entry needs text")
-	}
-	req := netbox.NewWritableJournalEntryRequest(typeDevice, id, text)
-	req.Kind = k
-	what := "POST /api/extras/journal-entries/"
-	ctx, cancel := nb.withTimeout(ctx)
-	defer cancel()
-	_, rsp, err := nb.api.ExtrasAPI.ExtrasJournalEntriesCreate(ctx).WritableJournalEntryRequest(*req).Execute()
-	return apiError(what, rsp, err)
+// Update is one write of fleet's fields of a device, which UpdateDevice
+// makes in one request. A nil field is left as it is.
+type Update struct {
+	// Attestation, when not nil, sets attested_ek_hash,
+	// attested_ek_hash_ecc, attested_switch_port, attested_at and
+	// attest_verdict from it. Its MAC is not written: RecordMAC writes it,
+	// and must come first, so that a device whose verdict says attested
+	// holds its MAC.
+	Attestation *Attestation
+	// LastRun, when not nil, sets last_run; "" clears it.
+	LastRun *string
+	// DesiredAction, when not nil, sets desired_action; "" clears it.
+	DesiredAction *string
 }
 
-// RecordAttestation records what an attestation of device id proved: the
-// MAC as a MAC address object on the device's interface, made its primary
-// MAC (unless it already is), then the attested_* fields and
-// attest_verdict, in that order, so a device whose verdict says attested
-// holds its MAC. Two to four requests; writing the same attestation again
-// changes nothing but attested_at. A device without its interface is
-// ErrNotFound: its nodes file entry has not been applied.
-func (nb *NetBox) RecordAttestation(ctx context.Context, id int64, a Attestation) error {
-	if len(a.MAC) > 0 {
-		if err := nb.recordMAC(ctx, id, a.MAC.String()); err != nil {
-			return err
+// UpdateDevice writes u to device id in one request (a PATCH of its custom
+// fields); an Update that sets nothing sends nothing.
+func (nb *NetBox) UpdateDevice(ctx context.Context, id int64, u Update) error {
+	fields := map[string]any{}
+	if a := u.Attestation; a != nil {
+		fields[cfAttestedEKHash] = a.EKHash
+		fields[cfAttestedEKHashECC] = a.EKHashECC
+		fields[cfAttestedSwitchPort] = nil
+		fields[cfAttestedAt] = nil
+		fields[cfAttestVerdict] = a.Verdict
+		if a.SwitchPort > 0 {
+			fields[cfAttestedSwitchPort] = a.SwitchPort
+		}
+		if !a.At.IsZero() {
+			fields[cfAttestedAt] = a.At.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)
 		}
 	}
-	fields := map[string]any{
-		cfAttestedEKHash:     a.EKHash,
-		cfAttestedEKHashECC:  a.EKHashECC,
-		cfAttestedSwitchPort: nil,
-		cfAttestedAt:         nil,
-		cfAttestVerdict:      a.Verdict,
+	if u.LastRun != nil {
+		fields[cfLastRun] = *u.LastRun
 	}
-	if a.SwitchPort > 0 {
-		fields[cfAttestedSwitchPort] = a.SwitchPort
+	if u.DesiredAction != nil {
+		fields[cfDesiredAction] = *u.DesiredAction
 	}
-	if !a.At.IsZero() {
-		fields[cfAttestedAt] = a.At.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)
+	if len(fields) == 0 {
+		return nil
 	}
 	return nb.setFields(ctx, id, fields)
 }
 
-func (nb *NetBox) recordMAC(ctx context.Context, device int64, mac string) error {
-	i, err := nb.iface(ctx, device)
-	if err != nil {
+// JournalEntry is one line of a device's journal.
+type JournalEntry struct {
+	Device int64 // NetBox's device ID
+	Kind   JournalKind
+	Text   string // must not be empty
+}
+
+// Journal adds a journal entry of the given kind to device id. The text
+// must not be empty. It costs one request, which concurrent calls share:
+// entries that wait while another is sent go together in one bulk create
+// (as JournalEntries), BulkSize a request.
+func (nb *NetBox) Journal(ctx context.Context, id int64, kind JournalKind, text string) error {
+	e := JournalEntry{Device: id, Kind: kind, Text: text}
+	if _, err := journalRequest(e); err != nil {
 		return err
 	}
-	if i == nil {
-		return fmt.Errorf("netbox: device %d has no interface %s to hold its MAC: apply its entry in the nodes file: %w", device, nb.cfg.Interface, ErrNotFound)
+	_, err := nb.journals.do(ctx, e)
+	return err
+}
+
+// JournalEntries adds entries to their devices' journals, in their order,
+// with NetBox's bulk create (POST /api/extras/journal-entries/ with a
+// list): one request per BulkSize entries, each taken whole or not at all,
+// and a lone entry as Journal sends it. It returns how many entries, from
+// the first, NetBox holds; entries[written:] are not written. An entry
+// without text or of an unknown kind is refused before any request.
+func (nb *NetBox) JournalEntries(ctx context.Context, entries []JournalEntry) (written int, err error) {
+	reqs := make([]any, len(entries))
+	for i, e := range entries {
+		r, err := journalRequest(e)
+		if err != nil {
+			return 0, fmt.Errorf("journal entry %d of %d: %w", i+1, len(entries), err)
+		}
+		reqs[i] = r
+	}
+	for start := 0; start < len(reqs); start += nb.cfg.BulkSize {
+		chunk := reqs[start:min(start+nb.cfg.BulkSize, len(reqs))]
+		if len(chunk) == 1 {
+			if _, err := nb.journalOne(ctx, entries[start]); err != nil {
+				return written, err
+			}
+			written++
+			continue
+		}
+		const what = "POST /api/extras/journal-entries/"
+		var out []struct {
+			ID int64 `json:"id"`
+		}
+		if err := nb.do(ctx, http.MethodPost, "/api/extras/journal-entries/", nil, chunk, &out); err != nil {
+			return written, err
+		}
+		if len(out) != len(chunk) {
+			return written, fmt.Errorf("netbox: %s: %d entries answered for %d written", what, len(out), len(chunk))
+		}
+		written += len(chunk)
+	}
+	return written, nil
+}
+
+// journalRequest checks e and makes its request.
+func journalRequest(e JournalEntry) (*netbox.WritableJournalEntryRequest, error) {
+	k, err := netbox.NewJournalEntryKindValueFromValue(string(e.Kind))
+	if err != nil {
+		return nil, fmt.Errorf("netbox: %q is not a journal entry kind", e.Kind)
+	}
+	if strings.TrimSpace(e.Text) == "" {
+		return nil, errors.New("netbox: a journal entry needs text")
+	}
+	req := netbox.NewWritableJournalEntryRequest(typeDevice, e.Device, e.Text)
+	req.Kind = k
+	return req, nil
+}
+
+// journalOne adds one journal entry (one request).
+func (nb *NetBox) journalOne(ctx context.Context, e JournalEntry) (struct{}, error) {
+	req, err := journalRequest(e)
+	if err != nil {
+		return struct{}{}, err
+	}
+	what := "POST /api/extras/journal-entries/"
+	ctx, cancel := nb.withTimeout(ctx)
+	defer cancel()
+	_, rsp, err := nb.api.ExtrasAPI.ExtrasJournalEntriesCreate(ctx).WritableJournalEntryRequest(*req).Execute()
+	return struct{}{}, apiError(what, rsp, err)
+}
+
+// journalBatch writes the entries of concurrent Journal calls in one bulk
+// create. When NetBox refuses it (one entry names a device it does not
+// have), each entry is sent alone, so that only its caller gets the
+// refusal.
+func (nb *NetBox) journalBatch(ctx context.Context, es []JournalEntry) ([]struct{}, []error) {
+	if len(es) == 1 {
+		return each(ctx, es, nb.journalOne)
+	}
+	_, err := nb.JournalEntries(ctx, es)
+	var re *refusedError
+	if errors.As(err, &re) {
+		return each(ctx, es, nb.journalOne)
+	}
+	return make([]struct{}, len(es)), all(len(es), err)
+}
+
+// RecordAttestation records what an attestation of device id proved: the
+// MAC as RecordMAC records it, then the attested_* fields and
+// attest_verdict (UpdateDevice), in that order, so a device whose verdict
+// says attested holds its MAC. Two to four requests; writing the same
+// attestation again changes nothing but attested_at. A device without its
+// interface is ErrNotFound: its nodes file entry has not been applied.
+func (nb *NetBox) RecordAttestation(ctx context.Context, id int64, a Attestation) error {
+	if len(a.MAC) > 0 {
+		if err := nb.RecordMAC(ctx, id, a.MAC); err != nil {
+			return err
+		}
+	}
+	return nb.UpdateDevice(ctx, id, Update{Attestation: &a})
+}
+
+// RecordMAC makes mac the primary MAC of device id's interface: it reads
+// the interface (one request), and unless mac already is its primary MAC,
+// creates mac as a MAC address object assigned to it (unless it has one)
+// and makes that its primary MAC: one to three requests, the last two only
+// when the MAC is new to the device. Concurrent calls share requests: the
+// interfaces of a batch are read in one request, their new MAC objects
+// made in one bulk create, and their primary MACs set in one bulk update,
+// BulkSize devices a batch. A device without its interface is ErrNotFound:
+// its nodes file entry has not been applied.
+func (nb *NetBox) RecordMAC(ctx context.Context, id int64, mac net.HardwareAddr) error {
+	if len(mac) == 0 {
+		return errors.New("netbox: no MAC to record")
+	}
+	_, err := nb.macs.do(ctx, macRecord{device: id, mac: mac.String()})
+	return err
+}
+
+// RecordDeviceMAC records mac on device d.ID as RecordMAC does, in the
+// same requests, and returns d with what its interface holds then: its MAC
+// and SwitchPort. A nil mac records nothing: d's interface is only read
+// (one request, which concurrent calls share too). A caller that read d
+// without its interface (DeviceBinding) thus completes it.
+func (nb *NetBox) RecordDeviceMAC(ctx context.Context, d Device, mac net.HardwareAddr) (Device, error) {
+	r := macRecord{device: d.ID}
+	if len(mac) > 0 {
+		r.mac = mac.String()
+	}
+	i, err := nb.macs.do(ctx, r)
+	if err != nil {
+		return Device{}, err
+	}
+	nb.viewInterface(&d, i)
+	return d, nil
+}
+
+// macRecord is one RecordMAC call; mac "" only reads the interface.
+type macRecord struct {
+	device int64
+	mac    string
+}
+
+// noInterface is the error of a device without its interface.
+func (nb *NetBox) noInterface(device int64) error {
+	return fmt.Errorf("netbox: device %d has no interface %s to hold its MAC: apply its entry in the nodes file: %w", device, nb.cfg.Interface, ErrNotFound)
+}
+
+// macOf returns the ID of the interface's MAC object of mac, 0 when it
+// has none, and whether mac already is the interface's primary MAC (or is
+// "": none to record).
+func macOf(i *nbInterface, mac string) (id int64, primary bool) {
+	if mac == "" {
+		return 0, true
 	}
 	if i.PrimaryMAC != nil && sameMAC(i.PrimaryMAC.MACAddress, mac) {
-		return nil
+		return i.PrimaryMAC.ID, true
 	}
-	var macID int64
 	for _, m := range i.MACAddresses {
 		if sameMAC(m.MACAddress, mac) {
-			macID = m.ID
+			id = m.ID
 		}
+	}
+	return id, false
+}
+
+// recordMACs records the MACs of concurrent RecordMAC calls: one read of
+// their interfaces, one bulk create of the MAC objects they lack, one bulk
+// update of their primary MACs. Each caller gets its interface as it is
+// then. A step NetBox refuses as a whole is done again for each device
+// alone, so that only the caller whose write NetBox refuses gets the
+// refusal. A device asked for twice is recorded alone, after the others.
+func (nb *NetBox) recordMACs(ctx context.Context, recs []macRecord) ([]*nbInterface, []error) {
+	outs, errs := make([]*nbInterface, len(recs)), make([]error, len(recs))
+	if len(recs) == 1 {
+		return each(ctx, recs, nb.recordMAC)
+	}
+	seen := map[int64]bool{}
+	var first, again []int
+	var devices []int64
+	for i, r := range recs {
+		if seen[r.device] {
+			again = append(again, i)
+			continue
+		}
+		seen[r.device] = true
+		first = append(first, i)
+		devices = append(devices, r.device)
+	}
+	defer func() {
+		for _, i := range again {
+			outs[i], errs[i] = nb.recordMAC(ctx, recs[i])
+		}
+	}()
+	type work struct {
+		i     int
+		iface *nbInterface
+		macID int64
+	}
+	var pending []*work
+	ifaces, ierrs := nb.readIfaces(ctx, devices)
+	for k, i := range first {
+		switch {
+		case ierrs[k] != nil:
+			errs[i] = ierrs[k]
+			continue
+		case ifaces[k] == nil:
+			if recs[i].mac != "" {
+				errs[i] = nb.noInterface(recs[i].device)
+			}
+			continue
+		}
+		outs[i] = ifaces[k]
+		id, primary := macOf(ifaces[k], recs[i].mac)
+		if !primary {
+			pending = append(pending, &work{i: i, iface: ifaces[k], macID: id})
+		}
+	}
+	// alone does what is left of pending one device at a time, after NetBox
+	// refused a bulk step; when it did not answer, each caller gets that.
+	alone := func(err error) ([]*nbInterface, []error) {
+		for _, w := range pending {
+			if errors.Is(err, ErrUnavailable) {
+				errs[w.i] = err
+			} else {
+				outs[w.i], errs[w.i] = nb.recordMAC(ctx, recs[w.i])
+			}
+		}
+		return outs, errs
+	}
+	var creates []any
+	var made []*work
+	for _, w := range pending {
+		if w.macID != 0 {
+			continue
+		}
+		req := netbox.NewMACAddressRequest(recs[w.i].mac)
+		req.SetAssignedObjectType(typeInterface)
+		req.SetAssignedObjectId(w.iface.ID)
+		creates = append(creates, req)
+		made = append(made, w)
+	}
+	if len(creates) > 0 {
+		var out []nbMAC
+		err := nb.do(ctx, http.MethodPost, "/api/dcim/mac-addresses/", nil, creates, &out)
+		if err == nil && len(out) != len(creates) {
+			err = fmt.Errorf("netbox: POST /api/dcim/mac-addresses/: %d objects answered for %d written", len(out), len(creates))
+		}
+		if err != nil {
+			return alone(err)
+		}
+		for k, w := range made {
+			w.macID = out[k].ID
+		}
+	}
+	var patches []any
+	for _, w := range pending {
+		dev, err := ref32(w.iface.Device.ID)
+		if err != nil {
+			return alone(err)
+		}
+		typ, err := netbox.NewInterfaceTypeValueFromValue(w.iface.Type.Value)
+		if err != nil {
+			return alone(fmt.Errorf("netbox: interface %d has type %q: %w", w.iface.ID, w.iface.Type.Value, err))
+		}
+		m32, err := ref32(w.macID)
+		if err != nil {
+			return alone(err)
+		}
+		// NetBox's schema for a bulk update item requires device, name and
+		// type: it carries the interface's own.
+		req := netbox.NewInterfaceRequest(netbox.Int32AsBriefInterfaceRequestDevice(dev), w.iface.Name, *typ)
+		req.SetPrimaryMacAddress(netbox.Int32AsInterfaceRequestPrimaryMacAddress(m32))
+		req.AdditionalProperties = map[string]any{"id": w.iface.ID}
+		patches = append(patches, req)
+	}
+	if len(patches) > 0 {
+		var out []struct {
+			ID int64 `json:"id"`
+		}
+		if err := nb.do(ctx, http.MethodPatch, "/api/dcim/interfaces/", nil, patches, &out); err != nil {
+			return alone(err)
+		}
+	}
+	for _, w := range pending {
+		outs[w.i] = withPrimary(w.iface, w.macID, recs[w.i].mac)
+	}
+	return outs, errs
+}
+
+// withPrimary returns a copy of i whose primary MAC is the MAC object id
+// of mac, as NetBox holds it after the write.
+func withPrimary(i *nbInterface, id int64, mac string) *nbInterface {
+	c := *i
+	c.PrimaryMAC = &nbMAC{ID: id, MACAddress: mac}
+	return &c
+}
+
+// recordMAC records one device's MAC, in one to three requests, and
+// returns its interface as it is then (nil when it has none and mac is "").
+func (nb *NetBox) recordMAC(ctx context.Context, r macRecord) (*nbInterface, error) {
+	device, mac := r.device, r.mac
+	i, err := nb.readIface(ctx, device)
+	if err != nil {
+		return nil, err
+	}
+	if i == nil {
+		if mac == "" {
+			return nil, nil
+		}
+		return nil, nb.noInterface(device)
+	}
+	macID, primary := macOf(i, mac)
+	if primary {
+		return i, nil
 	}
 	ifaceID, err := id32(i.ID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if macID == 0 {
 		req := netbox.NewMACAddressRequest(mac)
@@ -312,13 +665,13 @@ func (nb *NetBox) recordMAC(ctx context.Context, device int64, mac string) error
 		created, rsp, err := nb.api.DcimAPI.DcimMacAddressesCreate(cctx).MACAddressRequest(*req).Execute()
 		cancel()
 		if err := apiError(what, rsp, err); err != nil {
-			return err
+			return nil, err
 		}
 		macID = int64(created.Id)
 	}
 	m32, err := id32(macID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req := netbox.NewPatchedWritableInterfaceRequest()
 	req.SetPrimaryMacAddress(netbox.Int32AsInterfaceRequestPrimaryMacAddress(&m32))
@@ -326,7 +679,10 @@ func (nb *NetBox) recordMAC(ctx context.Context, device int64, mac string) error
 	cctx, cancel := nb.withTimeout(ctx)
 	defer cancel()
 	_, rsp, err := nb.api.DcimAPI.DcimInterfacesPartialUpdate(cctx, ifaceID).PatchedWritableInterfaceRequest(*req).Execute()
-	return apiError(what, rsp, err)
+	if err := apiError(what, rsp, err); err != nil {
+		return nil, err
+	}
+	return withPrimary(i, macID, mac), nil
 }
 
 // sameMAC compares MACs in any notation NetBox or net.HardwareAddr writes.

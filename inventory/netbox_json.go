@@ -133,8 +133,9 @@ type nbMAC struct {
 }
 
 type nbPeer struct {
-	ID     int64  `json:"id"`
-	Name   string `json:"name"`
+	ID     int64    `json:"id"`
+	Name   string   `json:"name"`
+	Type   nbChoice `json:"type"`
 	Device struct {
 		ID   int64   `json:"id"`
 		Name *string `json:"name"`
@@ -142,8 +143,9 @@ type nbPeer struct {
 }
 
 type nbInterface struct {
-	ID     int64  `json:"id"`
-	Name   string `json:"name"`
+	ID     int64    `json:"id"`
+	Name   string   `json:"name"`
+	Type   nbChoice `json:"type"`
 	Device struct {
 		ID   int64   `json:"id"`
 		Name *string `json:"name"`
@@ -222,15 +224,23 @@ func (nb *NetBox) view(d *nbDevice, i *nbInterface) Device {
 			v.AttestedAt = t
 		}
 	}
-	if i != nil {
-		v.SwitchPort = nb.switchPort(i)
-		if i.PrimaryMAC != nil {
-			if mac, err := net.ParseMAC(i.PrimaryMAC.MACAddress); err == nil {
-				v.MAC = mac
-			}
+	nb.viewInterface(&v, i)
+	return v
+}
+
+// viewInterface sets what the device's interface i holds on v: its MAC and
+// SwitchPort, zero when i is nil.
+func (nb *NetBox) viewInterface(v *Device, i *nbInterface) {
+	v.MAC, v.SwitchPort = nil, 0
+	if i == nil {
+		return
+	}
+	v.SwitchPort = nb.switchPort(i)
+	if i.PrimaryMAC != nil {
+		if mac, err := net.ParseMAC(i.PrimaryMAC.MACAddress); err == nil {
+			v.MAC = mac
 		}
 	}
-	return v
 }
 
 // nbChange is one changelog record of a device.

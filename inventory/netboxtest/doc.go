@@ -20,8 +20,10 @@
 //     netboxtest does not know is answered 400, where NetBox would ignore
 //     it, so a client's typo cannot go unnoticed;
 //   - bulk create (a list body on POST) and bulk update (a list of objects
-//     with IDs on PATCH), each request one transaction as in NetBox: when one
-//     object is refused nothing is written;
+//     with IDs on PATCH) of the writable kinds above, each request one transaction
+//     as in NetBox: when one object is refused nothing is written. fleet's
+//     client sends them for Apply, for journal entries and MAC addresses
+//     (bulk create) and for interfaces' primary MACs (bulk update);
 //   - NetBox's rules that matter to fleet: a device's name is unique per
 //     site, an IP address is unique in the global table
 //     (ENFORCE_GLOBAL_UNIQUE), a primary IPv4 must be assigned to one of the

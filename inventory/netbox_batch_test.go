@@ -1,0 +1,329 @@
+package inventory
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetkit/fleet/inventory/netboxtest"
+)
+
+// generatedFleet applies n generated workers to a schema-checked NetBox and
+// returns it, fleetd's client and the devices.
+func generatedFleet(t *testing.T, n int) (*netboxtest.Server, *NetBox, []Device) {
+	t.Helper()
+	srv := fleetNetBox(t, true)
+	inv, err := Parse("nodes.yaml", []byte(generatedNodes(n)), wideTopology)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied(t, client(t, srv, userTerraform, nil), inv)
+	nb := client(t, srv, userFleetd, nil)
+	devs, err := nb.Devices(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(devs) != n {
+		t.Fatalf("%d devices, want %d", len(devs), n)
+	}
+	return srv, nb, devs
+}
+
+// requestsBy counts srv's requests by method and path.
+func requestsBy(srv *netboxtest.Server) map[string]int {
+	n := map[string]int{}
+	for _, r := range srv.Requests() {
+		path, _, _ := strings.Cut(r.URI, "?")
+		n[r.Method+" "+path]++
+	}
+	return n
+}
+
+// concurrently runs f(i) for i in [0, n) at once and waits for them all.
+func concurrently(n int, f func(i int)) {
+	var start, done sync.WaitGroup
+	start.Add(1)
+	for i := range n {
+		done.Go(func() {
+			start.Wait()
+			f(i)
+		})
+	}
+	start.Done()
+	done.Wait()
+}
+
+// TestRecordDeviceMACBatched: the MACs of 40 machines recorded at once cost
+// at most two batches of three requests (the first call may go alone, the
+// others wait for it and go together): the interfaces read in one list, the MAC objects
+// made in one bulk create, the primary MACs set in one bulk update, each
+// checked against NetBox's schema. A repeat reads the interface and writes
+// nothing.
+func TestRecordDeviceMACBatched(t *testing.T) {
+	const n = 40
+	srv, nb, devs := generatedFleet(t, n)
+	macOf := func(i int) net.HardwareAddr { return net.HardwareAddr{0x58, 0x47, 0xca, 0, byte(i >> 8), byte(i)} }
+	// Every request answers late, so the calls that come while the first
+	// is sent all wait for it.
+	srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: 100 * time.Millisecond})
+	srv.ResetRequests()
+	got := make([]Device, n)
+	errs := make([]error, n)
+	concurrently(n, func(i int) {
+		held := devs[i]
+		held.MAC, held.SwitchPort = nil, 0
+		got[i], errs[i] = nb.RecordDeviceMAC(t.Context(), held, macOf(i))
+	})
+	srv.Inject(netboxtest.Fault{})
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("%s: %v", devs[i].Name, err)
+		}
+	}
+	by := requestsBy(srv)
+	var patches int
+	for k, v := range by {
+		if strings.HasPrefix(k, "PATCH /api/dcim/interfaces/") {
+			patches += v
+		}
+	}
+	batches := by["GET /api/dcim/interfaces/"]
+	if batches < 1 || batches > 2 || by["POST /api/dcim/mac-addresses/"] != batches || patches != batches || srv.RequestCount() != 3*batches {
+		t.Errorf("recording %d new MACs at once took %d requests, want at most 6 (at most 2 batches of interfaces, MAC objects, primary MACs): %v", n, srv.RequestCount(), by)
+	}
+	for i := range n {
+		fresh, err := nb.Device(t.Context(), devs[i].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := devs[i]
+		want.MAC = macOf(i)
+		if diff := cmp.Diff(want, fresh, deviceCmp); diff != "" {
+			t.Errorf("%s in NetBox (-want +got):\n%s", devs[i].Name, diff)
+		}
+		if diff := cmp.Diff(want, got[i], deviceCmp); diff != "" {
+			t.Errorf("%s as RecordDeviceMAC returned it (-want +got):\n%s", devs[i].Name, diff)
+		}
+	}
+
+	// A second attestation of a machine reads its interface, and writes
+	// no MAC object and no primary MAC again.
+	srv.ResetRequests()
+	again, err := nb.RecordDeviceMAC(t.Context(), devs[3], macOf(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.RequestCount(); n != 1 || again.MAC.String() != macOf(3).String() || again.SwitchPort != devs[3].SwitchPort {
+		t.Errorf("a repeat: %d requests (want 1, the interface), MAC %s, port %d: %v", n, again.MAC, again.SwitchPort, srv.Requests())
+	}
+}
+
+// TestRecordMACBatchRefused: when NetBox refuses a batch as a whole (one
+// device of it has no interface), each device is recorded alone, and only
+// the caller of the device NetBox cannot record gets the error.
+func TestRecordMACBatchRefused(t *testing.T) {
+	srv, nb, devs := generatedFleet(t, 6)
+	var bare struct{ ID int64 }
+	if code := raw(t, srv, srv.Token(userAlice), "POST", "/api/dcim/devices/", map[string]any{
+		"name": "bare", "device_type": 1, "role": 1, "site": 1,
+	}, &bare); code != 201 {
+		t.Fatalf("POST device: %d", code)
+	}
+	ids := []int64{bare.ID, 99999}
+	for _, d := range devs {
+		ids = append(ids, d.ID)
+	}
+	srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: 50 * time.Millisecond})
+	errs := make([]error, len(ids))
+	concurrently(len(ids), func(i int) {
+		errs[i] = nb.RecordMAC(t.Context(), ids[i], net.HardwareAddr{2, 0, 0, 0, 0, byte(i)})
+	})
+	srv.Inject(netboxtest.Fault{})
+	for i, err := range errs {
+		if i < 2 {
+			if !errors.Is(err, ErrNotFound) {
+				t.Errorf("device %d: %v, want ErrNotFound", ids[i], err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("device %d: %v", ids[i], err)
+		}
+	}
+	for i, d := range devs {
+		got, err := nb.Device(t.Context(), d.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := (net.HardwareAddr{2, 0, 0, 0, 0, byte(i + 2)}); got.MAC.String() != want.String() {
+			t.Errorf("%s: MAC %s, want %s", d.Name, got.MAC, want)
+		}
+	}
+}
+
+// TestJournalBatched: 40 journal lines written at once cost at most two
+// requests, the first line perhaps alone and the rest in one bulk create checked against
+// NetBox's schema, and each line lands on its device; a line NetBox
+// refuses fails alone.
+func TestJournalBatched(t *testing.T) {
+	const n = 40
+	srv, nb, devs := generatedFleet(t, n)
+	srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: 100 * time.Millisecond})
+	srv.ResetRequests()
+	errs := make([]error, n+1)
+	concurrently(n+1, func(i int) {
+		if i == n { // a device NetBox does not have
+			errs[i] = nb.Journal(t.Context(), 99999, JournalInfo, "nowhere")
+			return
+		}
+		errs[i] = nb.Journal(t.Context(), devs[i].ID, JournalSuccess, fmt.Sprintf("line of %s", devs[i].Name))
+	})
+	srv.Inject(netboxtest.Fault{})
+	for i, err := range errs[:n] {
+		if err != nil {
+			t.Errorf("%s: %v", devs[i].Name, err)
+		}
+	}
+	if errs[n] == nil {
+		t.Error("a line on a device NetBox does not have was taken")
+	}
+	// The refused batch is written again line by line: at most the first
+	// line, the refused bulk create, and one request per line of it.
+	if c := srv.RequestCount(); c > n+3 {
+		t.Errorf("%d requests for %d lines", c, n+1)
+	}
+	for i, d := range devs {
+		var p struct {
+			Count   int
+			Results []struct {
+				Comments string
+				Kind     struct{ Value string }
+			}
+		}
+		raw(t, srv, srv.Token(userAlice), "GET", "/api/extras/journal-entries/?assigned_object_type=dcim.device&assigned_object_id="+strconv.FormatInt(d.ID, 10), nil, &p)
+		if p.Count != 1 || p.Results[0].Comments != fmt.Sprintf("line of %s", devs[i].Name) || p.Results[0].Kind.Value != "success" {
+			t.Errorf("%s's journal: %+v", d.Name, p)
+		}
+	}
+
+	// Without a refusal, the same storm costs at most two requests.
+	srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: 100 * time.Millisecond})
+	srv.ResetRequests()
+	concurrently(n, func(i int) {
+		if err := nb.Journal(t.Context(), devs[i].ID, JournalInfo, "again"); err != nil {
+			t.Error(err)
+		}
+	})
+	srv.Inject(netboxtest.Fault{})
+	if c := srv.RequestCount(); c > 2 {
+		t.Errorf("%d lines at once took %d requests, want at most 2: %v", n, c, requestsBy(srv))
+	}
+}
+
+// TestJournalEntries writes lines in order with bulk creates, BulkSize a
+// request, and says how many NetBox holds when it stops.
+func TestJournalEntries(t *testing.T) {
+	srv, _, devs := generatedFleet(t, 3)
+	nb := client(t, srv, userFleetd, &NetBoxConfig{Site: "folly", Switch: "usw", BindingAuthor: userTerraform, BulkSize: 2})
+	var lines []JournalEntry
+	for i := range 5 {
+		lines = append(lines, JournalEntry{Device: devs[i%3].ID, Kind: JournalInfo, Text: fmt.Sprintf("line %d", i)})
+	}
+	srv.ResetRequests()
+	n, err := nb.JournalEntries(t.Context(), lines)
+	if err != nil || n != 5 {
+		t.Fatalf("JournalEntries: %d written, %v", n, err)
+	}
+	if c := srv.RequestCount(); c != 3 {
+		t.Errorf("5 lines, 2 a request: %d requests, want 3", c)
+	}
+	var p struct {
+		Results []struct{ Comments string }
+	}
+	raw(t, srv, srv.Token(userAlice), "GET", "/api/extras/journal-entries/?assigned_object_type=dcim.device&assigned_object_id="+strconv.FormatInt(devs[0].ID, 10), nil, &p)
+	if len(p.Results) != 2 || p.Results[0].Comments != "line 0" || p.Results[1].Comments != "line 3" {
+		t.Errorf("%s's journal: %+v", devs[0].Name, p.Results)
+	}
+
+	// NetBox stops answering after the first request: 2 written.
+	srv.Inject(netboxtest.Fault{Kind: netboxtest.Failing, After: 1})
+	n, err = nb.JournalEntries(t.Context(), lines)
+	srv.Inject(netboxtest.Fault{})
+	if n != 2 || !errors.Is(err, ErrUnavailable) {
+		t.Errorf("NetBox failing after one request: %d written, %v; want 2, ErrUnavailable", n, err)
+	}
+	if _, err := nb.JournalEntries(t.Context(), []JournalEntry{{Device: devs[0].ID, Kind: JournalInfo, Text: " "}}); err == nil {
+		t.Error("a line without text was taken")
+	}
+}
+
+// TestDeviceBindingAndUpdate: DeviceBinding reads the device and its
+// changelog (2 requests) and returns the device DeviceBySerial returns but
+// for its interface's MAC and port, which RecordDeviceMAC completes;
+// UpdateDevice writes the attestation, last_run and desired_action in one
+// request.
+func TestDeviceBindingAndUpdate(t *testing.T) {
+	srv, nb, devs := appliedFleet(t)
+	ctx := t.Context()
+	w1 := devs["w-01"]
+	srv.ResetRequests()
+	dev, b, err := nb.DeviceBinding(ctx, w1.Serial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := srv.RequestCount(); c != 2 {
+		t.Errorf("DeviceBinding took %d requests, want 2", c)
+	}
+	if !b.Authored || b.ID != w1.ID || b.ApprovedEKHash != w1.ApprovedEKHash {
+		t.Errorf("binding %+v", b)
+	}
+	want := w1
+	want.MAC, want.SwitchPort = nil, 0
+	if diff := cmp.Diff(want, dev, deviceCmp); diff != "" {
+		t.Errorf("DeviceBinding's device (-want +got):\n%s", diff)
+	}
+	full, err := nb.RecordDeviceMAC(ctx, dev, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(w1, full, deviceCmp); diff != "" {
+		t.Errorf("completed by RecordDeviceMAC (-want +got):\n%s", diff)
+	}
+
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	run, none := "provision-w-01-1796119200", ""
+	if err := nb.SetDesiredAction(ctx, w1.ID, DesiredActionProvision); err != nil {
+		t.Fatal(err)
+	}
+	srv.ResetRequests()
+	if err := nb.UpdateDevice(ctx, w1.ID, Update{
+		Attestation:   &Attestation{EKHash: hashC, SwitchPort: 7, At: at, Verdict: "attested"},
+		LastRun:       &run,
+		DesiredAction: &none,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if c := srv.RequestCount(); c != 1 {
+		t.Errorf("UpdateDevice took %d requests, want 1", c)
+	}
+	got, err := nb.Device(ctx, w1.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = w1
+	want.AttestedEKHash, want.AttestedSwitchPort, want.AttestedAt, want.AttestVerdict, want.LastRun = hashC, 7, at, "attested", run
+	if diff := cmp.Diff(want, got, deviceCmp); diff != "" {
+		t.Errorf("after UpdateDevice (-want +got):\n%s", diff)
+	}
+	srv.ResetRequests()
+	if err := nb.UpdateDevice(ctx, w1.ID, Update{}); err != nil || srv.RequestCount() != 0 {
+		t.Errorf("an empty Update: %v, %d requests", err, srv.RequestCount())
+	}
+}
