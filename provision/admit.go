@@ -1,6 +1,7 @@
 package provision
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,11 @@ type Claim struct {
 	// From is the address the machine attested from in HookOS; the journal
 	// lines of the run name it. The zero Addr: the device's address.
 	From netip.Addr
+	// Device is the device NetBox holds for Serial, as the caller just read
+	// it with its interface (fleetd hands over the device its binding
+	// lookup read, so that NetBox is not asked twice). Nil, or a device of
+	// another serial: Admit reads it (DeviceBySerial).
+	Device *inventory.Device
 }
 
 // Outcome is what Admit decided. The zero value is invalid.
@@ -88,7 +94,9 @@ const (
 
 // Admit decides what happens to a machine that passed attestation from
 // HookOS, and starts its run when one is due. It records the attestation
-// on the device, then:
+// on the device (the MAC first, when the device does not hold it yet; the
+// attested_* fields and attest_verdict in one write at the end, together
+// with the last_run and desired_action of the run it starts), and:
 //   - refuses any run when c.CheckPort refuses the claimed switch port
 //     (journaled with its text);
 //   - answers the code of a run that waits for this machine (one started
@@ -127,17 +135,50 @@ func (p *Provisioner) Admit(ctx context.Context, c Claim) (Decision, error) {
 }
 
 func (p *Provisioner) admit(ctx context.Context, c Claim) (Decision, inventory.Device, error) {
-	dev, err := p.nb.DeviceBySerial(ctx, c.Serial)
-	if err != nil {
-		return Decision{}, inventory.Device{}, fmt.Errorf("device of serial %s: %w", c.Serial, err)
-	}
-	if err := p.nb.RecordAttestation(ctx, dev.ID, c.Attestation); err != nil {
-		return Decision{}, dev, fmt.Errorf("record %s's attestation: %w", dev.Name, err)
+	var dev inventory.Device
+	if c.Device != nil && c.Device.Serial == c.Serial && c.Device.ID != 0 {
+		dev = *c.Device
+	} else {
+		var err error
+		if dev, err = p.nb.DeviceBySerial(ctx, c.Serial); err != nil {
+			return Decision{}, inventory.Device{}, fmt.Errorf("device of serial %s: %w", c.Serial, err)
+		}
 	}
 	a := c.Attestation
-	if len(a.MAC) > 0 {
+	if len(a.MAC) > 0 && !bytes.Equal(dev.MAC, a.MAC) {
+		if err := p.nb.RecordMAC(ctx, dev.ID, a.MAC); err != nil {
+			return Decision{}, dev, fmt.Errorf("record %s's attestation: %w", dev.Name, err)
+		}
 		dev.MAC = a.MAC
 	}
+	rec := &record{u: inventory.Update{Attestation: &a}}
+	d, err := p.decide(ctx, c, dev, rec)
+	if !rec.done {
+		// The attestation is recorded whatever the decision, even when the
+		// run did not start.
+		if werr := p.nb.UpdateDevice(ctx, dev.ID, rec.u); werr != nil {
+			werr = fmt.Errorf("record %s's attestation: %w", dev.Name, werr)
+			if err == nil {
+				return Decision{}, dev, werr
+			}
+			err = errors.Join(err, werr)
+		}
+	}
+	return d, dev, err
+}
+
+// record is the one write of an admission's fields: what the attestation
+// proved, and the last_run and desired_action of the run it starts.
+type record struct {
+	u    inventory.Update
+	done bool // written
+}
+
+// decide is Admit's decision on dev, which holds the attestation's MAC.
+// The attestation's fields wait in rec: startRun writes them with the run's
+// last_run, and Admit writes them when no run started.
+func (p *Provisioner) decide(ctx context.Context, c Claim, dev inventory.Device, rec *record) (Decision, error) {
+	a := c.Attestation
 	dev.AttestedSwitchPort, dev.AttestedAt, dev.AttestVerdict = a.SwitchPort, a.At, a.Verdict
 	dev.AttestedEKHash, dev.AttestedEKHashECC = a.EKHash, a.EKHashECC
 
@@ -156,14 +197,14 @@ func (p *Provisioner) admit(ctx context.Context, c Claim) (Decision, inventory.D
 	if portErr != nil {
 		text := refusedText(portErr)
 		if err := p.nb.Journal(ctx, dev.ID, inventory.JournalWarning, text); err != nil {
-			return Decision{}, dev, err
+			return Decision{}, err
 		}
-		return Decision{Outcome: Refused, Reason: portErr.Error()}, dev, nil
+		return Decision{Outcome: Refused, Reason: portErr.Error()}, nil
 	}
 
 	runs, err := p.runsOf(ctx, dev.ID)
 	if err != nil {
-		return Decision{}, dev, err
+		return Decision{}, err
 	}
 	kind := RunProvision
 	if dev.Status == inventory.StatusDecommissioning {
@@ -183,7 +224,7 @@ func (p *Provisioner) admit(ctx context.Context, c Claim) (Decision, inventory.D
 	if r := inFlight(runs, kind); r != nil && !wantRun {
 		if r.Started() && r.CurrentAction() != "wipe-disk" {
 			return Decision{Outcome: NoProvision, Run: r.Name(),
-				Reason: fmt.Sprintf("run %s is in flight at action %s", r.Name(), r.CurrentAction())}, dev, nil
+				Reason: fmt.Sprintf("run %s is in flight at action %s", r.Name(), r.CurrentAction())}, nil
 		}
 		code, ok := p.codeOf(r)
 		if !ok {
@@ -191,11 +232,11 @@ func (p *Provisioner) admit(ctx context.Context, c Claim) (Decision, inventory.D
 		} else {
 			if from.IsValid() && r.WF.Annotations[annHookOS] != from.String() {
 				if err := p.annotate(ctx, r.Name(), annHookOS, from.String()); err != nil {
-					return Decision{}, dev, err
+					return Decision{}, err
 				}
 			}
 			return Decision{Outcome: outcome, Run: r.Name(), Code: code,
-				Reason: fmt.Sprintf("run %s waits for the machine", r.Name())}, dev, nil
+				Reason: fmt.Sprintf("run %s waits for the machine", r.Name())}, nil
 		}
 	}
 
@@ -212,7 +253,7 @@ func (p *Provisioner) admit(ctx context.Context, c Claim) (Decision, inventory.D
 	case dev.LastRun != "":
 		reason = lastRunReason(dev.LastRun)
 		if err := p.bootedHookOSAfter(ctx, dev, runs); err != nil {
-			return Decision{}, dev, err
+			return Decision{}, err
 		}
 	case p.cluster.controlPlane(dev):
 		reason = reasonControlPlane
@@ -224,7 +265,7 @@ func (p *Provisioner) admit(ctx context.Context, c Claim) (Decision, inventory.D
 		start = true
 	}
 	if !start {
-		return Decision{Outcome: NoProvision, Reason: reason}, dev, nil
+		return Decision{Outcome: NoProvision, Reason: reason}, nil
 	}
 	note := "the machine attested from HookOS"
 	if from.IsValid() {
@@ -236,14 +277,14 @@ func (p *Provisioner) admit(ctx context.Context, c Claim) (Decision, inventory.D
 	if replaces != "" {
 		note += fmt.Sprintf("; it replaces Workflow %s, whose install code fleetd no longer holds", replaces)
 	}
-	name, code, refusal, err := p.startRun(ctx, dev, kind, from, false, note)
+	name, code, refusal, err := p.startRecorded(ctx, dev, kind, from, false, note, rec)
 	if err != nil {
-		return Decision{}, dev, err
+		return Decision{}, err
 	}
 	if refusal != "" {
-		return Decision{Outcome: Refused, Reason: refusal}, dev, nil
+		return Decision{Outcome: Refused, Reason: refusal}, nil
 	}
-	return Decision{Outcome: outcome, Run: name, Code: code, Reason: "run " + name + " started"}, dev, nil
+	return Decision{Outcome: outcome, Run: name, Code: code, Reason: "run " + name + " started"}, nil
 }
 
 func lastRunReason(run string) string {
@@ -295,6 +336,13 @@ func (p *Provisioner) bootedHookOSAfter(ctx context.Context, dev inventory.Devic
 // created; an error means the run did not start and no code may be
 // answered.
 func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, kind string, hookOS netip.Addr, netboot bool, note string) (name, code, refusal string, err error) {
+	return p.startRecorded(ctx, dev, kind, hookOS, netboot, note, nil)
+}
+
+// startRecorded is startRun, whose write of the run's last_run (and the
+// clearing of desired_action) carries what rec holds, when rec is not nil:
+// Admit's attestation.
+func (p *Provisioner) startRecorded(ctx context.Context, dev inventory.Device, kind string, hookOS netip.Addr, netboot bool, note string, rec *record) (name, code, refusal string, err error) {
 	if lacks := lacking(dev); len(lacks) > 0 {
 		f := joinAnd(lacks)
 		if dev.DesiredAction != inventory.DesiredActionProvision {
@@ -366,7 +414,7 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, kind s
 		return "", "", "", err
 	}
 	p.holdCode(name, code)
-	if err := p.recordStart(ctx, dev, name); err != nil {
+	if err := p.recordStart(ctx, dev, name, rec); err != nil {
 		// NetBox must know every run: without last_run the run would repeat.
 		p.dropCode(name)
 		if derr := p.deleteWorkflow(context.WithoutCancel(ctx), name); derr != nil {
@@ -375,20 +423,30 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, kind s
 		return "", "", "", err
 	}
 	p.forget(dev.ID)
-	if err := p.nb.Journal(ctx, dev.ID, inventory.JournalInfo, fmt.Sprintf("started Workflow %s; %s", name, note)); err != nil {
+	text := fmt.Sprintf("started Workflow %s; %s", name, note)
+	if p.cfg.JournalLater != nil {
+		p.cfg.JournalLater(dev.ID, inventory.JournalInfo, text)
+	} else if err := p.nb.Journal(ctx, dev.ID, inventory.JournalInfo, text); err != nil {
 		p.log.Warn("fleet.journal", "node", dev.Name, "run", name, "error", err.Error())
 	}
 	return name, code, "", nil
 }
 
-func (p *Provisioner) recordStart(ctx context.Context, dev inventory.Device, name string) error {
-	if err := p.nb.SetLastRun(ctx, dev.ID, name); err != nil {
+func (p *Provisioner) recordStart(ctx context.Context, dev inventory.Device, name string, rec *record) error {
+	var u inventory.Update
+	if rec != nil {
+		u = rec.u
+	}
+	u.LastRun = &name
+	if dev.DesiredAction != "" {
+		clear := ""
+		u.DesiredAction = &clear
+	}
+	if err := p.nb.UpdateDevice(ctx, dev.ID, u); err != nil {
 		return fmt.Errorf("record %s as %s's last run: %w", name, dev.Name, err)
 	}
-	if dev.DesiredAction != "" {
-		if err := p.nb.SetDesiredAction(ctx, dev.ID, ""); err != nil {
-			return fmt.Errorf("clear %s's desired_action: %w", dev.Name, err)
-		}
+	if rec != nil {
+		rec.done = true
 	}
 	return nil
 }

@@ -9,7 +9,12 @@
 // kubernetes.Interface for bootstrap token Secrets, a dynamic.Interface for
 // Tinkerbell's Workflow and Hardware and Rufio's Machine and Job objects,
 // typed with github.com/tinkerbell/tinkerbell/api), and hands rendered
-// configs to Configs (configserve in fleetd) under install codes.
+// configs to Configs (configserve in fleetd) under install codes. An
+// admission costs NetBox one write of the device's fields (the attestation,
+// with the last_run of the run it starts), the MAC's writes only when the
+// device does not hold the claimed MAC yet, and a started run's journal
+// line, which Config.JournalLater may queue; it reads nothing when the
+// caller hands it the device (Claim.Device).
 //
 // # Two ways a run starts
 //

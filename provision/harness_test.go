@@ -19,7 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	dynfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/fleetkit/fleet/inventory"
@@ -111,10 +113,22 @@ func (nb *memNetBox) update(id int64, f func(*inventory.Device)) error {
 	return nil
 }
 
-func (nb *memNetBox) RecordAttestation(_ context.Context, id int64, a inventory.Attestation) error {
+func (nb *memNetBox) RecordMAC(_ context.Context, id int64, mac net.HardwareAddr) error {
+	return nb.update(id, func(d *inventory.Device) { d.MAC = mac })
+}
+
+func (nb *memNetBox) UpdateDevice(_ context.Context, id int64, u inventory.Update) error {
 	return nb.update(id, func(d *inventory.Device) {
-		d.MAC, d.AttestedEKHash, d.AttestedEKHashECC = a.MAC, a.EKHash, a.EKHashECC
-		d.AttestedSwitchPort, d.AttestedAt, d.AttestVerdict = a.SwitchPort, a.At, a.Verdict
+		if a := u.Attestation; a != nil {
+			d.AttestedEKHash, d.AttestedEKHashECC = a.EKHash, a.EKHashECC
+			d.AttestedSwitchPort, d.AttestedAt, d.AttestVerdict = a.SwitchPort, a.At, a.Verdict
+		}
+		if u.LastRun != nil {
+			d.LastRun = *u.LastRun
+		}
+		if u.DesiredAction != nil {
+			d.DesiredAction = *u.DesiredAction
+		}
 	})
 }
 
@@ -369,8 +383,11 @@ func portCheck(claimed int) func(declared int) error {
 type harness struct {
 	t       testing.TB
 	nb      *memNetBox
-	kube    *kubefake.Clientset
-	tink    *dynfake.FakeDynamicClient
+	kube    *kubefake.Clientset        // nil on the real apiserver (newRealHarness)
+	tink    *dynfake.FakeDynamicClient // nil on the real apiserver
+	kubeAPI kubernetes.Interface       // kube, or the real apiserver's
+	tinkAPI dynamic.Interface          // tink, or the real apiserver's
+	ns      string                     // Config.Namespace
 	configs *memConfigs
 	clock   *clock
 	audit   *auditLog
@@ -398,12 +415,23 @@ func newHarness(t testing.TB, edit func(*Cluster, *Config), devs ...inventory.De
 		nb:      newMemNetBox(devs...),
 		kube:    kubefake.NewClientset(),
 		tink:    newTinkClient(),
+		ns:      "tinkerbell",
 		configs: &memConfigs{},
 		clock:   &clock{t: t0},
 		audit:   &auditLog{},
 		cluster: testCluster(t),
 	}
+	h.kubeAPI, h.tinkAPI = h.kube, h.tink
+	h.setConfig(edit)
+	return h
+}
+
+// setConfig sets the Config every harness starts from, lets edit tune it
+// and the Cluster, and starts the Provisioner.
+func (h *harness) setConfig(edit func(*Cluster, *Config)) {
+	h.t.Helper()
 	h.cfg = Config{
+		Namespace:     h.ns,
 		AutoProvision: true,
 		ConfigTTL:     time.Hour,
 		PortCheck: func(declared, recorded int) error {
@@ -423,14 +451,13 @@ func newHarness(t testing.TB, edit func(*Cluster, *Config), devs ...inventory.De
 		edit(&h.cluster, &h.cfg)
 	}
 	h.restart()
-	return h
 }
 
 // restart replaces the Provisioner with a new one over the same NetBox
 // and cluster, as a fleetd restart does.
 func (h *harness) restart() {
 	h.t.Helper()
-	p, err := New(h.nb, h.kube, h.tink, h.configs, h.cluster, &h.cfg)
+	p, err := New(h.nb, h.kubeAPI, h.tinkAPI, h.configs, h.cluster, &h.cfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -448,7 +475,7 @@ func (h *harness) reconcile() Pass {
 
 func (h *harness) workflows() []tinkerbell.Workflow {
 	h.t.Helper()
-	l, err := h.tink.Resource(WorkflowResource).Namespace("tinkerbell").List(context.Background(), metav1.ListOptions{})
+	l, err := h.tinkAPI.Resource(WorkflowResource).Namespace(h.ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -465,7 +492,7 @@ func (h *harness) workflows() []tinkerbell.Workflow {
 
 func (h *harness) workflow(name string) tinkerbell.Workflow {
 	h.t.Helper()
-	u, err := h.tink.Resource(WorkflowResource).Namespace("tinkerbell").Get(context.Background(), name, metav1.GetOptions{})
+	u, err := h.tinkAPI.Resource(WorkflowResource).Namespace(h.ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -476,7 +503,9 @@ func (h *harness) workflow(name string) tinkerbell.Workflow {
 	return wf
 }
 
-// setStatus plays Tinkerbell: it sets a Workflow's status.
+// setStatus plays Tinkerbell: it sets a Workflow's status, through the
+// status subresource as Tinkerbell must (an Update of the Workflow leaves
+// its status as it was on the real apiserver).
 func (h *harness) setStatus(name string, f func(*tinkerbell.WorkflowStatus)) {
 	h.t.Helper()
 	wf := h.workflow(name)
@@ -485,14 +514,14 @@ func (h *harness) setStatus(name string, f func(*tinkerbell.WorkflowStatus)) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if _, err := h.tink.Resource(WorkflowResource).Namespace("tinkerbell").Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {
+	if _, err := h.tinkAPI.Resource(WorkflowResource).Namespace(h.ns).UpdateStatus(context.Background(), u, metav1.UpdateOptions{}); err != nil {
 		h.t.Fatal(err)
 	}
 }
 
 func (h *harness) secrets() []corev1.Secret {
 	h.t.Helper()
-	l, err := h.kube.CoreV1().Secrets("kube-system").List(context.Background(), metav1.ListOptions{})
+	l, err := h.kubeAPI.CoreV1().Secrets("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + managedBy})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -501,7 +530,7 @@ func (h *harness) secrets() []corev1.Secret {
 
 func (h *harness) count(gvr schema.GroupVersionResource) int {
 	h.t.Helper()
-	l, err := h.tink.Resource(gvr).Namespace("tinkerbell").List(context.Background(), metav1.ListOptions{})
+	l, err := h.tinkAPI.Resource(gvr).Namespace(h.ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		h.t.Fatal(err)
 	}

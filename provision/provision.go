@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"strings"
 	"sync"
@@ -20,11 +21,15 @@ import (
 
 // NetBox is what provision needs of NetBox: inventory's client has these
 // methods. Every method takes a context and returns an error that wraps
-// inventory.ErrUnavailable when NetBox did not answer.
+// inventory.ErrUnavailable when NetBox did not answer. Admit writes an
+// attestation with RecordMAC (only when the device does not hold the
+// claimed MAC yet) and one UpdateDevice, which carries the last_run and
+// desired_action of the run it starts.
 type NetBox interface {
 	DeviceBySerial(ctx context.Context, serial string) (inventory.Device, error)
 	Devices(ctx context.Context) ([]inventory.Device, error)
-	RecordAttestation(ctx context.Context, id int64, a inventory.Attestation) error
+	RecordMAC(ctx context.Context, id int64, mac net.HardwareAddr) error
+	UpdateDevice(ctx context.Context, id int64, u inventory.Update) error
 	SetDesiredAction(ctx context.Context, id int64, action string) error
 	SetLastRun(ctx context.Context, id int64, run string) error
 	Journal(ctx context.Context, id int64, kind inventory.JournalKind, text string) error
@@ -114,6 +119,12 @@ type Config struct {
 	// line, when a node attests from HookOS after its run succeeded (for
 	// FleetNodeBootedHookOSAfterInstall). nil: not called.
 	BootedHookOSAfterInstall func(node string)
+	// JournalLater, when set, takes the journal lines that nothing waits
+	// for (the line of a run that started) to write in the background:
+	// fleetd queues them and writes what is queued with one bulk create.
+	// It must not block. nil: they are written at once (NetBox.Journal),
+	// and a failure is logged (fleet.journal).
+	JournalLater func(id int64, kind inventory.JournalKind, text string)
 	// Logger receives the audit lines (attest.install, fleet.render) and
 	// the loop's errors. nil: silent.
 	Logger *slog.Logger

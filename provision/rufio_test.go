@@ -15,7 +15,7 @@ import (
 // machine reads the Rufio Machine of a node.
 func (h *harness) machine(name string) bmc.Machine {
 	h.t.Helper()
-	u, err := h.tink.Resource(MachineResource).Namespace("tinkerbell").Get(context.Background(), name, metav1.GetOptions{})
+	u, err := h.tinkAPI.Resource(MachineResource).Namespace(h.ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/fleetkit/fleet/inventory"
 	wfrun "github.com/fleetkit/fleet/provision/internal/runs"
@@ -200,22 +201,29 @@ func netmask(p netip.Prefix) string {
 }
 
 // ensureHardware creates dev's Hardware, or replaces its spec with NetBox's
-// facts.
+// facts. Others write the Hardware too (Tinkerbell toggles its netboot
+// flags): when the Hardware changed between the read and the write (a
+// conflict), or another writer created it first, it reads the Hardware
+// again and writes once more, a few times at most.
 func (p *Provisioner) ensureHardware(ctx context.Context, dev inventory.Device) error {
 	hw := p.hardware(dev)
-	u, err := toUnstructured(&hw, tinkerbell.GroupVersion.WithKind("Hardware"))
-	if err != nil {
-		return err
-	}
 	c := p.tink.Resource(HardwareResource).Namespace(p.cfg.Namespace)
-	old, err := c.Get(ctx, dev.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = c.Create(ctx, u, metav1.CreateOptions{})
-	case err == nil:
-		u.SetResourceVersion(old.GetResourceVersion())
-		_, err = c.Update(ctx, u, metav1.UpdateOptions{})
-	}
+	raced := func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }
+	err := retry.OnError(retry.DefaultRetry, raced, func() error {
+		u, err := toUnstructured(&hw, tinkerbell.GroupVersion.WithKind("Hardware"))
+		if err != nil {
+			return err
+		}
+		old, err := c.Get(ctx, dev.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = c.Create(ctx, u, metav1.CreateOptions{})
+		case err == nil:
+			u.SetResourceVersion(old.GetResourceVersion())
+			_, err = c.Update(ctx, u, metav1.UpdateOptions{})
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("hardware %s: %w", dev.Name, err)
 	}
