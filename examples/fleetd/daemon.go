@@ -60,6 +60,7 @@ type daemon struct {
 	journal *journal
 	devices *addressBook
 	asks    *askers // asks for configs fleetd does not hold, by address
+	bound   boundDevices
 
 	approverCAs *x509.CertPool
 	now         func() time.Time
@@ -126,6 +127,7 @@ func newDaemon(s settings, p parts) (*daemon, error) {
 			return lldpwait.CheckRecorded(recorded, declared)
 		},
 		BootedHookOSAfterInstall: func(node string) { stamp(d.metrics.bootedHookOS, node, d.now()) },
+		JournalLater:             d.journal.line,
 		Logger:                   log,
 		Now:                      p.Now,
 	})
@@ -209,6 +211,11 @@ func (d *daemon) serve(ctx context.Context, httpsLn, metricsLn net.Listener) err
 		httpsLn.Close()
 		if metricsLn != nil {
 			metricsLn.Close()
+		}
+		d.configs.Close()
+		d.journal.close(context.WithoutCancel(ctx))
+		if ctx.Err() != nil {
+			return nil // stopped while starting: a clean stop
 		}
 		return err
 	}

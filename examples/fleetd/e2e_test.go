@@ -79,7 +79,7 @@ func TestProvisionANode(t *testing.T) {
 	f.startTinkerbell()
 	for _, name := range []string{"fleet-provision", "fleet-retire"} {
 		f.wait("Template "+name, func() bool {
-			_, err := f.tink.Resource(templateResource).Namespace("tinkerbell").Get(f.ctx, name, metav1.GetOptions{})
+			_, err := f.tink.Resource(templateResource).Namespace(f.settings.Namespace).Get(f.ctx, name, metav1.GetOptions{})
 			return err == nil
 		})
 	}
@@ -111,9 +111,23 @@ func TestProvisionANode(t *testing.T) {
 	if v := f.auditLines("attest.verdict")[0]; v["verdict"] != "attested" || v["serial"] != "SN-w-01" {
 		t.Errorf("attest.verdict = %v", v)
 	}
-	secretsList, err := f.kube.CoreV1().Secrets("kube-system").List(f.ctx, metav1.ListOptions{})
-	if err != nil || len(secretsList.Items) != 1 || secretsList.Items[0].Type != "bootstrap.kubernetes.io/token" {
-		t.Errorf("bootstrap token Secrets: %v %v", secretsList, err)
+	// kube-system is the tests' to share: this run's token is the one its
+	// description names.
+	secretsList, err := f.kube.CoreV1().Secrets("kube-system").List(f.ctx, metav1.ListOptions{LabelSelector: provision.LabelManagedBy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tokens []string
+	for _, s := range secretsList.Items {
+		if strings.HasSuffix(string(s.Data["description"]), " for "+d.LastRun) {
+			tokens = append(tokens, s.Name)
+			if s.Type != "bootstrap.kubernetes.io/token" {
+				t.Errorf("Secret %s is of type %s", s.Name, s.Type)
+			}
+		}
+	}
+	if len(tokens) != 1 {
+		t.Errorf("bootstrap token Secrets of %s: %v, want one", d.LastRun, tokens)
 	}
 	if !strings.Contains(f.metrics(), `fleet_attest_verdicts_total{verdict="attested"} 1`) {
 		t.Error("the verdict is not counted")
@@ -181,7 +195,7 @@ func (f *testFleet) wantNoCodeInCluster() {
 		}
 	}
 	for _, name := range []string{"fleet-provision", "fleet-retire"} {
-		u, err := f.tink.Resource(templateResource).Namespace("tinkerbell").Get(f.ctx, name, metav1.GetOptions{})
+		u, err := f.tink.Resource(templateResource).Namespace(f.settings.Namespace).Get(f.ctx, name, metav1.GetOptions{})
 		if err != nil {
 			f.t.Fatal(err)
 		}
@@ -341,7 +355,7 @@ func TestWorkflowNeverStarts(t *testing.T) {
 	run := strings.TrimPrefix(strings.SplitN(f.waitJournal("w-01", "started Workflow "), ";", 2)[0], "info: started Workflow ")
 	f.clock.advance(3 * time.Hour)
 	f.waitJournal("w-01", "Workflow "+run+" never reported its first action within its global timeout")
-	if _, err := f.tink.Resource(provision.WorkflowResource).Namespace("tinkerbell").Get(f.ctx, run, metav1.GetOptions{}); err == nil {
+	if _, err := f.tink.Resource(provision.WorkflowResource).Namespace(f.settings.Namespace).Get(f.ctx, run, metav1.GetOptions{}); err == nil {
 		t.Errorf("Workflow %s still exists", run)
 	}
 }
@@ -594,7 +608,7 @@ func (f *testFleet) configURL(name string) string {
 		m.mu.Lock()
 		code := m.code
 		m.mu.Unlock()
-		l, err := f.tink.Resource(provision.WorkflowResource).Namespace("tinkerbell").List(f.ctx, metav1.ListOptions{})
+		l, err := f.tink.Resource(provision.WorkflowResource).Namespace(f.settings.Namespace).List(f.ctx, metav1.ListOptions{})
 		if err != nil || code == "" {
 			return false
 		}

@@ -18,13 +18,14 @@ import (
 )
 
 // bindings serves attest's binding source from NetBox, in two requests
-// per attestation (the device by serial, and its changelog). A serial that
-// more than one device holds is refused (attest.BindingError), and
-// journaled on each of them.
+// per attestation (the device by serial, and its changelog). The device it
+// read waits in boundDevices for the admission of the machine's proof. A
+// serial that more than one device holds is refused (attest.BindingError),
+// and journaled on each of them.
 type bindings struct{ d *daemon }
 
 func (b bindings) Binding(ctx context.Context, serial string) (attest.Binding, error) {
-	bd, err := b.d.nb.BindingBySerial(ctx, serial)
+	dev, bd, err := b.d.nb.DeviceBinding(ctx, serial)
 	var dup *inventory.DuplicateSerialError
 	switch {
 	case errors.Is(err, inventory.ErrNotFound):
@@ -39,7 +40,62 @@ func (b bindings) Binding(ctx context.Context, serial string) (attest.Binding, e
 	case err != nil:
 		return attest.Binding{}, err
 	}
+	b.d.bound.put(serial, dev, b.d.now())
 	return attest.Binding{Found: true, RSA2048: bd.ApprovedEKHash, ECCP256: bd.ApprovedEKHashECC, Authored: bd.Authored}, nil
+}
+
+// boundFresh is how long the device a binding lookup read may stand for
+// NetBox's at the admission of the proof that follows; a proof that comes
+// later has the device read again.
+const boundFresh = 10 * time.Second
+
+// boundDevices holds, by serial, the device the last binding lookup of the
+// serial read, until the admission of a proof of the serial takes it or
+// it is older than boundFresh: so that an attestation reads the device
+// once. Any machine can claim a serial, but what it holds is NetBox's
+// device of the serial, read for the claim. The zero value is ready; safe
+// for concurrent use.
+type boundDevices struct {
+	mu    sync.Mutex
+	devs  map[string]boundDevice
+	swept time.Time
+}
+
+type boundDevice struct {
+	dev  inventory.Device
+	read time.Time
+}
+
+// put holds dev, read at now, for serial's next admission.
+func (b *boundDevices) put(serial string, dev inventory.Device, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.devs == nil {
+		b.devs = map[string]boundDevice{}
+	}
+	b.devs[serial] = boundDevice{dev: dev, read: now}
+	if now.Sub(b.swept) < boundFresh {
+		return
+	}
+	b.swept = now
+	for s, e := range b.devs {
+		if now.Sub(e.read) >= boundFresh {
+			delete(b.devs, s)
+		}
+	}
+}
+
+// take returns, once, the device held for serial when it was read less
+// than boundFresh before now.
+func (b *boundDevices) take(serial string, now time.Time) (inventory.Device, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, ok := b.devs[serial]
+	delete(b.devs, serial)
+	if !ok || now.Sub(e.read) >= boundFresh || now.Before(e.read) {
+		return inventory.Device{}, false
+	}
+	return e.dev, true
 }
 
 // neighbor turns the switch port a claim carried into lldpwait's
@@ -82,6 +138,17 @@ func (d *daemon) admit(ctx context.Context, c attest.Claim) (attest.Admission, e
 	if err != nil {
 		return attest.Admission{}, fmt.Errorf("claimed MAC %q: %w", c.MAC, err)
 	}
+	// The device the claim's binding lookup read, completed by its
+	// interface as it is once the claimed MAC is recorded on it (provision
+	// records the MAC first too). When none is held, or that fails,
+	// provision reads the device and records the MAC itself, and reports
+	// what fails.
+	var dev *inventory.Device
+	if held, ok := d.bound.take(c.Serial, d.now()); ok {
+		if full, err := d.nb.RecordDeviceMAC(ctx, held, mac); err == nil {
+			dev = &full
+		}
+	}
 	dec, err := d.prov.Admit(ctx, provision.Claim{
 		Serial: c.Serial,
 		Attestation: inventory.Attestation{
@@ -94,6 +161,7 @@ func (d *daemon) admit(ctx context.Context, c attest.Claim) (attest.Admission, e
 		},
 		From:      peerAddr(c.Peer),
 		CheckPort: func(declared int) error { return lldpwait.Check(n, declared, d.ports) },
+		Device:    dev,
 	})
 	if err != nil {
 		d.metrics.admissions.WithLabelValues("error").Inc()

@@ -14,9 +14,15 @@ import (
 // attestation never waits for NetBox, in two lanes:
 //
 //   - Journal lines, and the look-ups some of them need, go through a queue
-//     of journalQueue jobs. A job that fails because NetBox did not answer
-//     is tried again, up to journalTries times; a job that still fails, or
-//     that finds the queue full, is logged and counted (lost).
+//     of journalQueue jobs. Lines queued one after another are written
+//     together, up to journalBatch in one bulk create
+//     (inventory.NetBox.JournalEntries), in their order: a line waits up
+//     to journalLinger for others to join it. A job or a batch
+//     that fails because NetBox did not answer is tried again, up to
+//     journalTries times; a batch NetBox refuses is written again line by
+//     line, so that only the line it refuses is lost. A line or job that
+//     still fails, or that finds the queue full, is logged and counted
+//     (lost), each line of a batch on its own.
 //   - Device statuses go through a lane of their own that holds the latest
 //     status wanted for each device: it is bounded by the number of
 //     devices, so it is never full, and no journal line delays or drops a
@@ -35,7 +41,7 @@ type journal struct {
 	lost       func()
 	statusLost func()
 
-	jobs chan func(context.Context) error
+	jobs chan journalJob
 	done chan struct{}
 	ctx  context.Context
 	stop context.CancelFunc
@@ -51,6 +57,13 @@ type journal struct {
 	statuses chan struct{} // closed when the status lane stops
 }
 
+// journalJob is a queued journal line, or a job (fn) that writes lines
+// itself.
+type journalJob struct {
+	line inventory.JournalEntry
+	fn   func(context.Context) error
+}
+
 // wantedStatus is a status wanted for a device.
 type wantedStatus struct {
 	device string // its name, for the log
@@ -59,6 +72,8 @@ type wantedStatus struct {
 
 const (
 	journalQueue     = 4096
+	journalBatch     = 100
+	journalLinger    = 200 * time.Millisecond
 	journalTries     = 5
 	statusBackoffMax = 30 * time.Second
 )
@@ -70,7 +85,7 @@ func newJournal(nb *inventory.NetBox, log *slog.Logger, backoff func(int) time.D
 	ctx, stop := context.WithCancel(context.Background())
 	j := &journal{
 		nb: nb, log: log, backoff: backoff, lost: func() {}, statusLost: func() {},
-		jobs:     make(chan func(context.Context) error, journalQueue),
+		jobs:     make(chan journalJob, journalQueue),
 		done:     make(chan struct{}),
 		ctx:      ctx,
 		stop:     stop,
@@ -83,15 +98,19 @@ func newJournal(nb *inventory.NetBox, log *slog.Logger, backoff func(int) time.D
 	return j
 }
 
-// line queues one journal entry on device id.
+// line queues one journal entry on device id. It never blocks.
 func (j *journal) line(id int64, kind inventory.JournalKind, text string) {
-	j.do(func(ctx context.Context) error { return j.nb.Journal(ctx, id, kind, text) })
+	j.queue(journalJob{line: inventory.JournalEntry{Device: id, Kind: kind, Text: text}})
 }
 
 // do queues a job that writes journal lines to NetBox, and reports whether
 // it did. A job that finds the queue full, or that comes after close, is
 // lost, and logged as such. Device statuses go through setStatus.
 func (j *journal) do(job func(context.Context) error) bool {
+	return j.queue(journalJob{fn: job})
+}
+
+func (j *journal) queue(job journalJob) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
@@ -111,23 +130,97 @@ func (j *journal) do(job func(context.Context) error) bool {
 
 func (j *journal) work() {
 	defer close(j.done)
-	for job := range j.jobs {
-		for try := 1; ; try++ {
-			ctx, cancel := context.WithTimeout(j.ctx, 30*time.Second)
-			err := job(ctx)
-			cancel()
-			if err == nil {
-				break
+	var next *journalJob // taken from the queue, after a batch of lines
+	for {
+		var job journalJob
+		if next != nil {
+			job, next = *next, nil
+		} else {
+			var ok bool
+			if job, ok = <-j.jobs; !ok {
+				return
 			}
-			if !errors.Is(err, inventory.ErrUnavailable) || try == journalTries || j.ctx.Err() != nil {
+		}
+		if job.fn != nil {
+			j.run(job.fn)
+			continue
+		}
+		lines := []inventory.JournalEntry{job.line}
+		linger := time.NewTimer(journalLinger)
+	batch:
+		for len(lines) < journalBatch {
+			select {
+			case more, ok := <-j.jobs:
+				if !ok {
+					break batch
+				}
+				if more.fn != nil {
+					next = &more
+					break batch
+				}
+				lines = append(lines, more.line)
+			case <-linger.C:
+				break batch
+			case <-j.ctx.Done():
+				break batch
+			}
+		}
+		linger.Stop()
+		j.writeLines(lines)
+	}
+}
+
+// run does one job, trying again while NetBox does not answer, up to
+// journalTries times.
+func (j *journal) run(job func(context.Context) error) {
+	for try := 1; ; try++ {
+		ctx, cancel := context.WithTimeout(j.ctx, 30*time.Second)
+		err := job(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, inventory.ErrUnavailable) || try == journalTries || j.ctx.Err() != nil {
+			j.lost()
+			j.log.Error("fleetd: a NetBox write is lost", "error", err.Error())
+			return
+		}
+		select {
+		case <-time.After(j.backoff(try)):
+		case <-j.ctx.Done():
+		}
+	}
+}
+
+// writeLines writes lines, in order, in bulk creates, trying again what
+// NetBox did not take while it does not answer, up to journalTries times.
+// Lines NetBox refuses are written again one by one, so that only the line
+// it refuses is lost.
+func (j *journal) writeLines(lines []inventory.JournalEntry) {
+	for try := 1; ; try++ {
+		ctx, cancel := context.WithTimeout(j.ctx, 30*time.Second)
+		n, err := j.nb.JournalEntries(ctx, lines)
+		cancel()
+		lines = lines[n:]
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, inventory.ErrUnavailable) && len(lines) > 1 {
+			for _, l := range lines {
+				j.run(func(ctx context.Context) error { return j.nb.Journal(ctx, l.Device, l.Kind, l.Text) })
+			}
+			return
+		}
+		if !errors.Is(err, inventory.ErrUnavailable) || try == journalTries || j.ctx.Err() != nil {
+			for range lines {
 				j.lost()
 				j.log.Error("fleetd: a NetBox write is lost", "error", err.Error())
-				break
 			}
-			select {
-			case <-time.After(j.backoff(try)):
-			case <-j.ctx.Done():
-			}
+			return
+		}
+		select {
+		case <-time.After(j.backoff(try)):
+		case <-j.ctx.Done():
 		}
 	}
 }

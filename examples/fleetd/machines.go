@@ -8,7 +8,6 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,7 +17,9 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/bmc"
@@ -210,6 +211,13 @@ func (l *lineWriter) Write(p []byte) (int, error) {
 // holds the install code the Workflow names by its SHA-256, reporting their
 // states as the agent does. After the reboot action the machine boots its
 // installed Talos.
+//
+// It writes what Tinkerbell and Rufio write, the way they write it, so
+// that a real kube-apiserver takes it: a Job that its CRD's schema admits,
+// and the status of Workflows and Jobs through their status subresource
+// (UpdateStatus), with the resourceVersion it read. An error of the
+// cluster is said on the timeline, and the object is tried again at the
+// next poll.
 type tinkSim struct {
 	w        *world
 	ns       string
@@ -250,7 +258,7 @@ func (t *tinkSim) run(ctx context.Context) {
 				continue
 			}
 			if wf.Spec.BootOptions.BootMode == tinkerbell.BootModeNetboot && !t.jobDone(ctx, wf.Name) {
-				t.netboot(ctx, wf.Name, m)
+				t.netboot(ctx, wf, m)
 				continue
 			}
 			t.mu.Lock()
@@ -265,31 +273,76 @@ func (t *tinkSim) run(ctx context.Context) {
 	}
 }
 
-// jobDone reports whether the Workflow's Rufio job exists.
+// jobDone reports whether the Workflow's Rufio job completed.
 func (t *tinkSim) jobDone(ctx context.Context, wf string) bool {
-	_, err := t.w.tink.Resource(provision.JobResource).Namespace(t.ns).Get(ctx, "netboot-"+wf, metav1.GetOptions{})
-	return err == nil
+	u, err := t.w.tink.Resource(provision.JobResource).Namespace(t.ns).Get(ctx, "netboot-"+wf, metav1.GetOptions{})
+	if err != nil {
+		return false
+	}
+	var job bmc.Job
+	if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &job) != nil {
+		return false
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Type == bmc.JobCompleted && c.Status == bmc.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }
 
-// netboot plays Tinkerbell and Rufio: a Job netboot-<workflow> that sets
-// the machine to netboot and power-cycles it.
-func (t *tinkSim) netboot(ctx context.Context, wf string, m *simMachine) {
+// netboot plays Tinkerbell and Rufio: Tinkerbell creates a Job
+// netboot-<workflow> for the Machine its Hardware's bmcRef names, which
+// sets the machine to netboot once and power-cycles it; Rufio runs it and
+// writes the Job's status Completed. A Job that exists already (a poll
+// after a failed status write) is run again.
+func (t *tinkSim) netboot(ctx context.Context, wf tinkerbell.Workflow, m *simMachine) {
+	name := "netboot-" + wf.Name
+	hw, err := t.w.tink.Resource(provision.HardwareResource).Namespace(t.ns).Get(ctx, wf.Spec.HardwareRef, metav1.GetOptions{})
+	if err != nil {
+		t.say(m.name, "tink", fmt.Sprintf("Workflow %s: read its Hardware: %v", wf.Name, err))
+		return
+	}
+	machine, _, _ := unstructured.NestedString(hw.Object, "spec", "bmcRef", "name")
+	if machine == "" {
+		t.say(m.name, "tink", fmt.Sprintf("Workflow %s: Hardware %s names no BMC", wf.Name, wf.Spec.HardwareRef))
+		return
+	}
+	off, on := bmc.PowerHardOff, bmc.PowerOn
 	job := bmc.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: bmc.GroupVersion.String(), Kind: "Job"},
-		ObjectMeta: metav1.ObjectMeta{Name: "netboot-" + wf, Namespace: t.ns},
-		Status: bmc.JobStatus{Conditions: []bmc.JobCondition{{
-			Type: bmc.JobCompleted, Status: bmc.ConditionTrue,
-		}}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: t.ns},
+		Spec: bmc.JobSpec{
+			MachineRef: bmc.MachineRef{Name: machine, Namespace: t.ns},
+			Tasks: []bmc.Action{
+				{PowerAction: &off},
+				{OneTimeBootDeviceAction: &bmc.OneTimeBootDeviceAction{Devices: []bmc.BootDevice{bmc.PXE}, EFIBoot: true}},
+				{PowerAction: &on},
+			},
+		},
 	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&job)
 	if err != nil {
 		return
 	}
-	u := newUnstructured(obj)
-	if _, err := t.w.tink.Resource(provision.JobResource).Namespace(t.ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+	jobs := t.w.tink.Resource(provision.JobResource).Namespace(t.ns)
+	u, err := jobs.Create(ctx, newUnstructured(obj), metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		u, err = jobs.Get(ctx, name, metav1.GetOptions{})
+	}
+	if err != nil {
+		t.say(m.name, "tink", fmt.Sprintf("create job %s: %v", name, err))
 		return
 	}
-	t.say(m.name, "rufio", fmt.Sprintf("job netboot-%s: PXE next, power cycle", wf))
+	completed := []any{map[string]any{"type": string(bmc.JobCompleted), "status": string(bmc.ConditionTrue)}}
+	if err := unstructured.SetNestedSlice(u.Object, completed, "status", "conditions"); err != nil {
+		return
+	}
+	if _, err := jobs.UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.say(m.name, "rufio", fmt.Sprintf("job %s: write its status: %v", name, err))
+		return
+	}
+	t.say(m.name, "rufio", fmt.Sprintf("job %s: PXE next, power cycle", name))
 	m.powerCycle()
 }
 
@@ -303,6 +356,7 @@ func (t *tinkSim) actions(ctx context.Context, name string, m *simMachine, code 
 	for i, a := range demoActions {
 		states[i] = tinkerbell.WorkflowStateRunning
 		if err := t.report(ctx, name, tinkerbell.WorkflowStateRunning, a, states); err != nil {
+			t.say(m.name, "agent", fmt.Sprintf("%s: %v", a, err))
 			return
 		}
 		select {
@@ -320,18 +374,22 @@ func (t *tinkSim) actions(ctx context.Context, name string, m *simMachine, code 
 		t.say(m.name, "agent", fmt.Sprintf("%s SUCCESS", a))
 	}
 	if err := t.report(ctx, name, tinkerbell.WorkflowStateSuccess, "reboot", states); err != nil {
+		t.say(m.name, "agent", err.Error())
 		return
 	}
 	m.bootInstalled(ctx, code)
 }
 
-// report writes a Workflow's status as Tinkerbell does.
+// report writes a Workflow's status as Tinkerbell does: through the status
+// subresource, from the Workflow as last read, read again after a
+// conflict (fleetd annotates Workflows while they run).
 func (t *tinkSim) report(ctx context.Context, name string, state tinkerbell.WorkflowState, current string, states []tinkerbell.WorkflowState) error {
 	res := t.w.tink.Resource(provision.WorkflowResource).Namespace(t.ns)
+	var err error
 	for try := 0; try < 5; try++ {
-		u, err := res.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
+		var u *unstructured.Unstructured
+		if u, err = res.Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("workflow %s: %w", name, err)
 		}
 		var wf tinkerbell.Workflow
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &wf); err != nil {
@@ -349,11 +407,14 @@ func (t *tinkSim) report(ctx context.Context, name string, state tinkerbell.Work
 		if err != nil {
 			return err
 		}
-		if _, err = res.Update(ctx, newUnstructured(obj), metav1.UpdateOptions{}); err == nil {
+		if _, err = res.UpdateStatus(ctx, newUnstructured(obj), metav1.UpdateOptions{}); err == nil {
 			return nil
 		}
+		if !apierrors.IsConflict(err) {
+			break
+		}
 	}
-	return errors.New("workflow status not written")
+	return fmt.Errorf("workflow %s: write its status: %w", name, err)
 }
 
 // demoKeys reads the demo TPMs' EKs: serial -> RSA and ECC private keys.

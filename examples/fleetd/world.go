@@ -22,7 +22,9 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	dynfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/fleetkit/fleet/inventory"
@@ -31,16 +33,17 @@ import (
 )
 
 // A world is a whole fleet in one process, for the demo and the end-to-end
-// tests: an in-process NetBox holding the nodes file, fake Kubernetes
-// clusters for Tinkerbell and for the nodes, and a fleetd serving HTTPS on
-// loopback.
+// tests: an in-process NetBox holding the nodes file, the Kubernetes
+// clusters of Tinkerbell and of the nodes (the clients its config names:
+// a real kube-apiserver in the end-to-end tests; client-go's fakes in the
+// demo, which has none), and a fleetd serving HTTPS on loopback.
 type world struct {
 	nbsrv *netboxtest.Server
 	admin *inventory.NetBox // the binding author's client: applies the nodes file
 	nb    *inventory.NetBox // fleetd's client
 	inv   *inventory.Inventory
-	kube  *kubefake.Clientset
-	tink  *dynfake.FakeDynamicClient
+	kube  kubernetes.Interface // the nodes' cluster: bootstrap token Secrets
+	tink  dynamic.Interface    // Tinkerbell's cluster: Workflows, Hardware, Templates, Rufio's objects
 
 	settings settings
 	parts    parts
@@ -50,8 +53,9 @@ type world struct {
 	audit    *lockedBuffer
 	devices  map[string]inventory.Device // by name, as applied
 
-	stop context.CancelFunc
-	done chan error
+	stop   context.CancelFunc
+	done   chan error // what serve returned; nil once halt read it
+	served error
 }
 
 // worldConfig tunes a world.
@@ -60,6 +64,11 @@ type worldConfig struct {
 	Validate        netboxtest.Reporter // schema checks of the in-process NetBox; nil: none
 	Edit            func(*settings)     // changes fleetd's settings before it starts
 	Bundle          *secrets.Bundle     // nil: a new one
+	// The clusters fleetd talks to; nil: client-go's fakes, which enforce
+	// no schema, RBAC or status subresource (the demo's, which runs with no
+	// kube-apiserver). Tinkerbell's namespace is the settings' Namespace.
+	Kube kubernetes.Interface
+	Tink dynamic.Interface
 }
 
 // The NetBox users of a world.
@@ -128,13 +137,18 @@ func newWorldWith(ctx context.Context, wc worldConfig, now func() time.Time) (*w
 		return nil, err
 	}
 
-	w.kube = kubefake.NewClientset()
-	w.tink = dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		provision.WorkflowResource: "WorkflowList",
-		provision.HardwareResource: "HardwareList",
-		provision.MachineResource:  "MachineList",
-		provision.JobResource:      "JobList",
-	})
+	w.kube, w.tink = wc.Kube, wc.Tink
+	if w.kube == nil {
+		w.kube = kubefake.NewClientset()
+	}
+	if w.tink == nil {
+		w.tink = dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+			provision.WorkflowResource: "WorkflowList",
+			provision.HardwareResource: "HardwareList",
+			provision.MachineResource:  "MachineList",
+			provision.JobResource:      "JobList",
+		})
+	}
 	bundle := wc.Bundle
 	if bundle == nil {
 		if bundle, err = newBundle(); err != nil {
@@ -183,8 +197,22 @@ func newWorldWith(ctx context.Context, wc worldConfig, now func() time.Time) (*w
 // start serves fleetd on ln.
 func (w *world) start(ln net.Listener) {
 	ctx, stop := context.WithCancel(context.Background())
-	w.stop, w.done = stop, make(chan error, 1)
+	w.stop, w.done, w.served = stop, make(chan error, 1), nil
 	go func() { w.done <- w.d.serve(ctx, ln, nil) }()
+}
+
+// halt stops fleetd and returns what serve returned, nil when it stopped
+// before it served (its Templates' create was cancelled): a reboot may come
+// at any time. Later calls return the same.
+func (w *world) halt() error {
+	w.stop()
+	if w.done != nil {
+		w.served, w.done = <-w.done, nil
+		if errors.Is(w.served, context.Canceled) {
+			w.served = nil
+		}
+	}
+	return w.served
 }
 
 // restart stops fleetd and starts a new one on the same address, as a
@@ -192,8 +220,7 @@ func (w *world) start(ln net.Listener) {
 // the cluster.
 func (w *world) restart() error {
 	addr := w.url[len("https://"):]
-	w.stop()
-	if err := <-w.done; err != nil {
+	if err := w.halt(); err != nil {
 		return err
 	}
 	d, err := newDaemon(w.settings, w.parts)
@@ -211,8 +238,7 @@ func (w *world) restart() error {
 
 // close stops fleetd and NetBox.
 func (w *world) close() error {
-	w.stop()
-	err := <-w.done
+	err := w.halt()
 	w.nbsrv.Close()
 	return err
 }

@@ -14,9 +14,12 @@ import (
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/attesttest"
+	"github.com/fleetkit/fleet/internal/kubetest"
 	"github.com/fleetkit/fleet/inventory/netboxtest"
 )
 
@@ -47,6 +50,11 @@ type testNode struct {
 // testFleet is a world whose nodes live on loopback addresses
 // (K8S_NODE_CIDR 127.0.0.0/8), so that a simulated node's installed Talos
 // fetches its config from its own address, as a real node does.
+//
+// newTestFleet's clusters are the test binary's real kube-apiserver
+// (internal/kubetest): Tinkerbell's objects in a namespace of the test's
+// own (TINKERBELL_NAMESPACE), bootstrap token Secrets in kube-system, which
+// the tests share. newTestFleetWith's are client-go's fakes.
 type testFleet struct {
 	*world
 	t        testing.TB
@@ -75,14 +83,41 @@ func (c *testClock) advance(d time.Duration) {
 	c.off += d
 }
 
+// newTestFleet is a fleet on the real kube-apiserver, whose NetBox checks
+// every request against its schema. It skips t when the control plane
+// cannot run (a failure with FLEET_REQUIRE_INTEGRATION=1).
 func newTestFleet(t *testing.T, edit func(*settings), nodes ...testNode) *testFleet {
 	t.Helper()
-	return newTestFleetWith(t, t, edit, nodes...)
+	env := kubetest.Start(t)
+	ns := env.Namespace(t)
+	kube, err := kubernetes.NewForConfig(env.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tink, err := dynamic.NewForConfig(env.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	withNamespace := func(s *settings) {
+		s.Namespace = ns
+		if edit != nil {
+			edit(s)
+		}
+	}
+	return newFleet(t, worldConfig{Validate: t, Edit: withNamespace, Kube: kube, Tink: tink}, nodes...)
 }
 
-// newTestFleetWith is newTestFleet for any test or benchmark; validate
-// receives NetBox schema mismatches (nil: no schema check).
+// newTestFleetWith is a fleet on client-go's fakes, for any test or
+// benchmark; validate receives NetBox schema mismatches (nil: no schema
+// check).
 func newTestFleetWith(t testing.TB, validate netboxtest.Reporter, edit func(*settings), nodes ...testNode) *testFleet {
+	t.Helper()
+	return newFleet(t, worldConfig{Validate: validate, Edit: edit}, nodes...)
+}
+
+// newFleet makes a fleet of nodes from wc, whose Nodes, Topology and
+// Bundle it fills in.
+func newFleet(t testing.TB, wc worldConfig, nodes ...testNode) *testFleet {
 	t.Helper()
 	dir := t.TempDir()
 	tpms := map[string]*attesttest.SoftTPM{}
@@ -135,7 +170,8 @@ nodes:
 
 	clock := &testClock{}
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := newWorldWith(ctx, worldConfig{Nodes: nodesFile, Topology: topo, Validate: validate, Edit: edit, Bundle: testBundle(t)}, clock.Now)
+	wc.Nodes, wc.Topology, wc.Bundle = nodesFile, topo, testBundle(t)
+	w, err := newWorldWith(ctx, wc, clock.Now)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
