@@ -170,20 +170,16 @@ func (j *journal) work() {
 	}
 }
 
-// run does one job, trying again while NetBox does not answer, up to
-// journalTries times.
-func (j *journal) run(job func(context.Context) error) {
+// try calls write until it succeeds, fails other than by NetBox not
+// answering, has failed journalTries times, or the journal stops; it
+// returns write's last error.
+func (j *journal) try(write func(context.Context) error) error {
 	for try := 1; ; try++ {
 		ctx, cancel := context.WithTimeout(j.ctx, 30*time.Second)
-		err := job(ctx)
+		err := write(ctx)
 		cancel()
-		if err == nil {
-			return
-		}
-		if !errors.Is(err, inventory.ErrUnavailable) || try == journalTries || j.ctx.Err() != nil {
-			j.lost()
-			j.log.Error("fleetd: a NetBox write is lost", "error", err.Error())
-			return
+		if err == nil || !errors.Is(err, inventory.ErrUnavailable) || try == journalTries || j.ctx.Err() != nil {
+			return err
 		}
 		select {
 		case <-time.After(j.backoff(try)):
@@ -192,36 +188,40 @@ func (j *journal) run(job func(context.Context) error) {
 	}
 }
 
+// lose counts and logs n writes NetBox did not take.
+func (j *journal) lose(n int, err error) {
+	for range n {
+		j.lost()
+		j.log.Error("fleetd: a NetBox write is lost", "error", err.Error())
+	}
+}
+
+// run does one job, trying again while NetBox does not answer, up to
+// journalTries times.
+func (j *journal) run(job func(context.Context) error) {
+	if err := j.try(job); err != nil {
+		j.lose(1, err)
+	}
+}
+
 // writeLines writes lines, in order, in bulk creates, trying again what
 // NetBox did not take while it does not answer, up to journalTries times.
 // Lines NetBox refuses are written again one by one, so that only the line
 // it refuses is lost.
 func (j *journal) writeLines(lines []inventory.JournalEntry) {
-	for try := 1; ; try++ {
-		ctx, cancel := context.WithTimeout(j.ctx, 30*time.Second)
+	err := j.try(func(ctx context.Context) error {
 		n, err := j.nb.JournalEntries(ctx, lines)
-		cancel()
 		lines = lines[n:]
-		if err == nil {
-			return
+		return err
+	})
+	switch {
+	case err == nil:
+	case !errors.Is(err, inventory.ErrUnavailable) && len(lines) > 1:
+		for _, l := range lines {
+			j.run(func(ctx context.Context) error { return j.nb.Journal(ctx, l.Device, l.Kind, l.Text) })
 		}
-		if !errors.Is(err, inventory.ErrUnavailable) && len(lines) > 1 {
-			for _, l := range lines {
-				j.run(func(ctx context.Context) error { return j.nb.Journal(ctx, l.Device, l.Kind, l.Text) })
-			}
-			return
-		}
-		if !errors.Is(err, inventory.ErrUnavailable) || try == journalTries || j.ctx.Err() != nil {
-			for range lines {
-				j.lost()
-				j.log.Error("fleetd: a NetBox write is lost", "error", err.Error())
-			}
-			return
-		}
-		select {
-		case <-time.After(j.backoff(try)):
-		case <-j.ctx.Done():
-		}
+	default:
+		j.lose(len(lines), err)
 	}
 }
 
