@@ -32,16 +32,12 @@ func BenchmarkJudge256OnDisk(b *testing.B) {
 	if err != nil || len(l.Disks) != 256 {
 		b.Fatalf("Read: %d disks, %v", len(l.Disks), err)
 	}
-	if _, err := Check(l, tg, boot); err != nil {
+	if _, err := check(l, tg, boot); err != nil {
 		b.Fatal(err)
 	}
 	cpu := startCPU()
 	for b.Loop() {
-		l, err := Read(tg.Disk, cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := Check(l, tg, boot); err != nil {
+		if _, _, err := Check(tg, boot, cfg); err != nil {
 			b.Fatal(err)
 		}
 	}

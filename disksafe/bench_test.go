@@ -201,7 +201,7 @@ func TestBigMachine(t *testing.T) {
 		if len(l.Disks) != 256 {
 			t.Fatalf("listed %d disks, want 256", len(l.Disks))
 		}
-		d, err := Check(l, tg, goodBoot())
+		d, err := check(l, tg, goodBoot())
 		if err != nil || "/dev/"+d.Name != tg.Disk {
 			t.Fatalf("Check = %v, %v; want %s", d.Name, err, tg.Disk)
 		}
@@ -225,11 +225,7 @@ func BenchmarkJudge256(b *testing.B) {
 	boot := goodBoot()
 	cpu := startCPU()
 	for b.Loop() {
-		l, err := Read(tg.Disk, cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := Check(l, tg, boot); err != nil {
+		if _, _, err := Check(tg, boot, cfg); err != nil {
 			b.Fatal(err)
 		}
 	}

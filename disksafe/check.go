@@ -10,8 +10,8 @@ import (
 )
 
 // Target is what a run declares: the Workflow's install_disk and
-// install_disk_serial, the SHA-256 of the install code it is for, and its
-// installer image. The zero Target wipes nothing: Check refuses it.
+// install_disk_serial, and the SHA-256 of the install code it is for. The
+// zero Target wipes nothing: Check refuses it.
 type Target struct {
 	// Disk is install_disk as written: /dev/sda, or a link such as
 	// /dev/disk/by-id/nvme-Samsung_SSD_980_S64DNX0R123456.
@@ -26,15 +26,11 @@ type Target struct {
 	// alone. The Workflow never carries the code itself.
 	CodeSHA256 string
 	// Code is the install code, read from this boot's record
-	// (BootRecord.Code), never from the Workflow; Install replaces it by
-	// "<install code>" in the installer's output. When set, Check refuses
+	// (BootRecord.Code), never from the Workflow; "" when the caller
+	// does not hold it. When set, Check refuses
 	// with ErrInstallCodeMismatch unless it is the record's code. A
 	// secret: never printed, logged or part of an error.
 	Code string
-	// InstallerImage is the Talos installer image Wipe pulls before it
-	// wipes; "" for a run that installs nothing after the wipe (a
-	// retirement), which pulls nothing.
-	InstallerImage string
 }
 
 // CodeSHA256 returns the SHA-256 of an install code as 64 lowercase hex
@@ -51,7 +47,7 @@ func (t Target) String() string {
 	if t.Code != "" {
 		code = "set"
 	}
-	return fmt.Sprintf("install_disk=%s install_disk_serial=%s install_code=%s installer_image=%s", t.Disk, t.Serial, code, t.InstallerImage)
+	return fmt.Sprintf("install_disk=%s install_disk_serial=%s install_code=%s", t.Disk, t.Serial, code)
 }
 
 // GoString is String, so %#v does not print the install code either.
@@ -66,8 +62,9 @@ type Boot struct {
 	Record *BootRecord
 }
 
-// Check judges whether the Layout's declared install disk may be wiped for t
-// in boot b, and returns the disk to wipe, or a *Refusal. It judges, in this
+// Check judges whether the disk t declares may be wiped in boot b: it
+// reads the machine's disks once (Read of t.Disk, through cfg), and returns
+// what it read and the disk to wipe, or a *Refusal. It judges, in this
 // order, and the first that holds is the refusal (errors.Is finds the
 // sentinel):
 //
@@ -80,16 +77,55 @@ type Boot struct {
 //  6. ErrInstallCodeMismatch: t.CodeSHA256 is set and is not the SHA-256
 //     of the record's code, or t.Code is set and is not the record's code
 //     (each compared in constant time).
+//  7. to 17.: the disks, as Judge judges them for t.Serial.
+//
+// Steps 4 to 6 are CheckCode. A refusal's text is the runbook's line
+// without an operation (Refusal.Op is ""): the caller names its own, as
+// the wipe-disk action prints "wipe: " before it. The Layout is returned
+// whenever the disks could be read, refused or not; an error that is no
+// *Refusal is a failure to read them (List). Check writes nothing.
+func Check(t Target, b Boot, cfg *Config) (Layout, Disk, error) {
+	l, err := Read(t.Disk, cfg)
+	if err != nil {
+		return Layout{}, Disk{}, err
+	}
+	d, err := check(l, t, b)
+	return l, d, err
+}
+
+// check is Check of a Layout read for t.Disk.
+func check(l Layout, t Target, b Boot) (Disk, error) {
+	serial := strings.TrimSpace(t.Serial)
+	if r := judgeDeclared(t.Disk, serial); r != nil {
+		return Disk{}, r
+	}
+	if r := judgeCode(t, b); r != nil {
+		r.Disk, r.Serial = t.Disk, serial
+		return Disk{}, r
+	}
+	return judgeDisks(l, serial)
+}
+
+// Judge judges, with nothing but what l holds, whether the disk l was Read
+// for (l.InstallDisk) is the one disk that reports serial and may be
+// wiped, and returns it, or a *Refusal without an operation (Refusal.Op is
+// ""). It judges, in this order, and the first that holds is the refusal
+// (errors.Is finds the sentinel):
+//
+//  1. ErrNoSerial: serial is blank (surrounding blanks are ignored).
+//  2. ErrNoInstallDisk: l.InstallDisk is empty.
+//  3. ErrBadInstallDisk: l.InstallDisk is not an absolute path under /dev.
 //  7. ErrUdevUnreadable: a disk's udev record cannot be read, so it may
-//     be the disk that reports t.Serial.
+//     be the disk that reports the serial.
 //  8. ErrSerialConflict: a disk whose places disagree on its serial has
-//     one that says t.Serial, so it may be the disk that reports it.
+//     one that says the serial, so it may be the disk that reports it.
 //     Another disk's disagreement is no refusal.
-//  9. ErrSerialNotFound: no disk reports t.Serial.
+//  9. ErrSerialNotFound: no disk reports the serial.
 //  10. ErrSerialAmbiguous: more than one disk reports it (Refusal.LUN
 //     says when they are the paths of one multipath logical unit).
-//  11. ErrWrongDisk: t.Disk resolves (l.InstallDiskName) to another kernel
-//     name than the disk that reports the serial, or to none ("missing").
+//  11. ErrWrongDisk: l.InstallDisk resolves (l.InstallDiskName) to another
+//     kernel name than the disk that reports the serial, or to none
+//     ("missing").
 //  12. ErrRemovable: that disk is removable.
 //  13. ErrRemovableUnreadable: its removable flag is unknown.
 //  14. ErrUSB: that disk is on USB.
@@ -98,32 +134,36 @@ type Boot struct {
 //  16. ErrReadOnly: that disk is read-only.
 //  17. ErrReadOnlyUnreadable: its ro flag is unknown.
 //
-// A disk reports a serial only when every place that reports one for it
-// agrees (see Disk.Serials and SerialSource).
-//
-// The Layout must be Read for t.Disk; one read for another path is refused
-// with a plain error. Check reads nothing and writes nothing.
-func Check(l Layout, t Target, b Boot) (Disk, error) {
-	serial := strings.TrimSpace(t.Serial)
-	switch {
-	case serial == "":
-		return Disk{}, &Refusal{Err: ErrNoSerial, Disk: t.Disk}
-	case t.Disk == "":
-		return Disk{}, &Refusal{Err: ErrNoInstallDisk, Serial: serial}
-	case !underDev(t.Disk):
-		return Disk{}, &Refusal{Err: ErrBadInstallDisk, Disk: t.Disk, Serial: serial}
-	}
-	if r := judgeCode(t, b); r != nil {
-		r.Disk, r.Serial = t.Disk, serial
+// (Steps 4 to 6, this boot's attestation, are Check's.) A disk reports a
+// serial only when every place that reports one for it agrees (see
+// Disk.Serials and SerialSource). Judge reads and writes nothing, so any
+// Layout, such as one built by hand, can be judged.
+func Judge(l Layout, serial string) (Disk, error) {
+	serial = strings.TrimSpace(serial)
+	if r := judgeDeclared(l.InstallDisk, serial); r != nil {
 		return Disk{}, r
 	}
-	if l.InstallDisk != t.Disk {
-		return Disk{}, fmt.Errorf("disksafe: the layout was read for %q, not for %q", l.InstallDisk, t.Disk)
-	}
+	return judgeDisks(l, serial)
+}
 
+// judgeDeclared judges what a run declares: steps 1 to 3 of Check.
+func judgeDeclared(disk, serial string) *Refusal {
+	switch {
+	case serial == "":
+		return &Refusal{Err: ErrNoSerial, Disk: disk}
+	case disk == "":
+		return &Refusal{Err: ErrNoInstallDisk, Serial: serial}
+	case !underDev(disk):
+		return &Refusal{Err: ErrBadInstallDisk, Disk: disk, Serial: serial}
+	}
+	return nil
+}
+
+// judgeDisks judges l's disks for serial: steps 7 to 17 of Check.
+func judgeDisks(l Layout, serial string) (Disk, error) {
 	for i := range l.Disks {
 		if d := &l.Disks[i]; d.UdevErr != nil {
-			return Disk{}, &Refusal{Err: ErrUdevUnreadable, Disk: t.Disk, Serial: serial, Other: d.Name, Cause: d.UdevErr}
+			return Disk{}, &Refusal{Err: ErrUdevUnreadable, Disk: l.InstallDisk, Serial: serial, Other: d.Name, Cause: d.UdevErr}
 		}
 	}
 	var found []*Disk
@@ -131,7 +171,7 @@ func Check(l Layout, t Target, b Boot) (Disk, error) {
 		d := &l.Disks[i]
 		if d.mayReport(serial) {
 			a, b, _ := d.disagreement(serial)
-			return Disk{}, &Refusal{Err: ErrSerialConflict, Disk: t.Disk, Serial: serial, Other: d.Name, Said: []SerialSource{a, b}}
+			return Disk{}, &Refusal{Err: ErrSerialConflict, Disk: l.InstallDisk, Serial: serial, Other: d.Name, Said: []SerialSource{a, b}}
 		}
 		if d.reports(serial) {
 			found = append(found, d)
@@ -139,10 +179,10 @@ func Check(l Layout, t Target, b Boot) (Disk, error) {
 	}
 	switch len(found) {
 	case 0:
-		return Disk{}, &Refusal{Err: ErrSerialNotFound, Disk: t.Disk, Serial: serial}
+		return Disk{}, &Refusal{Err: ErrSerialNotFound, Disk: l.InstallDisk, Serial: serial}
 	case 1:
 	default:
-		return Disk{}, &Refusal{Err: ErrSerialAmbiguous, Disk: t.Disk, Serial: serial, LUN: oneLUN(found)}
+		return Disk{}, &Refusal{Err: ErrSerialAmbiguous, Disk: l.InstallDisk, Serial: serial, LUN: oneLUN(found)}
 	}
 	d := *found[0]
 	name := l.InstallDiskName
@@ -150,21 +190,21 @@ func Check(l Layout, t Target, b Boot) (Disk, error) {
 		name = missingName
 	}
 	if l.InstallDiskName != d.Name {
-		return Disk{}, &Refusal{Err: ErrWrongDisk, Disk: t.Disk, Name: name, Serial: serial, Other: d.Name}
+		return Disk{}, &Refusal{Err: ErrWrongDisk, Disk: l.InstallDisk, Name: name, Serial: serial, Other: d.Name}
 	}
 	switch {
 	case d.Removable:
-		return Disk{}, &Refusal{Err: ErrRemovable, Disk: t.Disk, Name: name, Serial: serial}
+		return Disk{}, &Refusal{Err: ErrRemovable, Disk: l.InstallDisk, Name: name, Serial: serial}
 	case d.RemovableErr != nil:
-		return Disk{}, &Refusal{Err: ErrRemovableUnreadable, Disk: t.Disk, Name: name, Serial: serial, Cause: d.RemovableErr}
+		return Disk{}, &Refusal{Err: ErrRemovableUnreadable, Disk: l.InstallDisk, Name: name, Serial: serial, Cause: d.RemovableErr}
 	case d.USB:
-		return Disk{}, &Refusal{Err: ErrUSB, Disk: t.Disk, Name: name, Serial: serial}
+		return Disk{}, &Refusal{Err: ErrUSB, Disk: l.InstallDisk, Name: name, Serial: serial}
 	case d.SysPathErr != nil:
-		return Disk{}, &Refusal{Err: ErrDevicePathUnreadable, Disk: t.Disk, Name: name, Serial: serial, Cause: d.SysPathErr}
+		return Disk{}, &Refusal{Err: ErrDevicePathUnreadable, Disk: l.InstallDisk, Name: name, Serial: serial, Cause: d.SysPathErr}
 	case d.ReadOnly:
-		return Disk{}, &Refusal{Err: ErrReadOnly, Disk: t.Disk, Name: name, Serial: serial}
+		return Disk{}, &Refusal{Err: ErrReadOnly, Disk: l.InstallDisk, Name: name, Serial: serial}
 	case d.ReadOnlyErr != nil:
-		return Disk{}, &Refusal{Err: ErrReadOnlyUnreadable, Disk: t.Disk, Name: name, Serial: serial, Cause: d.ReadOnlyErr}
+		return Disk{}, &Refusal{Err: ErrReadOnlyUnreadable, Disk: l.InstallDisk, Name: name, Serial: serial, Cause: d.ReadOnlyErr}
 	}
 	return d, nil
 }

@@ -13,14 +13,32 @@ func goodBoot() Boot {
 	return Boot{ID: testBootID, Record: &BootRecord{BootID: testBootID, Attested: true, Code: testCode}}
 }
 
-// judge reads tr and checks t in boot b, as Wipe does before it opens.
+// judge checks t in boot b against tr's disks (Check), and also judges
+// the Layout Check read (Judge): the two must agree on the disk, and on
+// every refusal that is not of the boot.
 func judge(t *testing.T, tr *tree, tg Target, b Boot) (Disk, error) {
 	t.Helper()
-	l, err := Read(tg.Disk, &Config{Root: tr.fs, Loop: true})
-	if err != nil {
-		t.Fatalf("Read: %v", err)
+	return judgeWith(t, &Config{Root: tr.fs, Loop: true}, tg, b)
+}
+
+// judgeWith is judge with cfg.
+func judgeWith(t *testing.T, cfg *Config, tg Target, b Boot) (Disk, error) {
+	t.Helper()
+	l, d, err := Check(tg, b, cfg)
+	if err != nil && !errors.As(err, new(*Refusal)) {
+		t.Fatalf("Check: %v", err)
 	}
-	return Check(l, tg, b)
+	if l.InstallDisk != tg.Disk {
+		t.Fatalf("Check read the layout of %q, not of %q", l.InstallDisk, tg.Disk)
+	}
+	if errors.Is(err, ErrNotAttested) || errors.Is(err, ErrNoInstallCode) || errors.Is(err, ErrInstallCodeMismatch) {
+		return d, err
+	}
+	jd, jerr := Judge(l, tg.Serial)
+	if jd.Name != d.Name || fmt.Sprint(jerr) != fmt.Sprint(err) {
+		t.Errorf("Judge = %q, %v; Check = %q, %v", jd.Name, jerr, d.Name, err)
+	}
+	return d, err
 }
 
 func TestCheckWipes(t *testing.T) {
@@ -97,138 +115,138 @@ func TestCheckRefusals(t *testing.T) {
 	}{{
 		name: "no serial declared",
 		tr:   two, tg: Target{Disk: "/dev/sda"}, boot: goodBoot(),
-		want: ErrNoSerial, text: "wipe: no install disk serial is declared",
+		want: ErrNoSerial, text: "no install disk serial is declared",
 	}, {
 		name: "blank serial declared",
 		tr:   two, tg: Target{Disk: "/dev/sda", Serial: " \t"}, boot: goodBoot(),
-		want: ErrNoSerial, text: "wipe: no install disk serial is declared",
+		want: ErrNoSerial, text: "no install disk serial is declared",
 	}, {
 		name: "zero target",
 		tr:   two, boot: goodBoot(),
-		want: ErrNoSerial, text: "wipe: no install disk serial is declared",
+		want: ErrNoSerial, text: "no install disk serial is declared",
 	}, {
 		name: "no disk declared",
 		tr:   two, tg: Target{Serial: "S1"}, boot: goodBoot(),
-		want: ErrNoInstallDisk, text: "wipe: no install disk is declared",
+		want: ErrNoInstallDisk, text: "no install disk is declared",
 	}, {
 		name: "disk not under /dev",
 		tr:   two, tg: Target{Disk: "sda", Serial: "S1"}, boot: goodBoot(),
-		want: ErrBadInstallDisk, text: "wipe: the install disk sda is not a path under /dev",
+		want: ErrBadInstallDisk, text: "the install disk sda is not a path under /dev",
 	}, {
 		name: "no boot record",
 		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S1"}, boot: Boot{ID: testBootID},
-		want: ErrNotAttested, text: "wipe: this boot did not pass attestation",
+		want: ErrNotAttested, text: "this boot did not pass attestation",
 	}, {
 		name: "zero boot",
 		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S1"},
-		want: ErrNotAttested, text: "wipe: this boot did not pass attestation",
+		want: ErrNotAttested, text: "this boot did not pass attestation",
 	}, {
 		name: "record of another boot",
 		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S1"}, boot: otherBoot,
-		want: ErrNotAttested, text: "wipe: this boot did not pass attestation",
+		want: ErrNotAttested, text: "this boot did not pass attestation",
 	}, {
 		name: "this boot's ID unknown",
 		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S1"}, boot: noID,
-		want: ErrNotAttested, text: "wipe: this boot did not pass attestation",
+		want: ErrNotAttested, text: "this boot did not pass attestation",
 	}, {
 		name: "attestation failed",
 		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S1"}, boot: failed,
-		want: ErrNotAttested, text: "wipe: this boot did not pass attestation",
+		want: ErrNotAttested, text: "this boot did not pass attestation",
 	}, {
 		name: "no install code",
 		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S1"}, boot: noCode,
-		want: ErrNoInstallCode, text: "wipe: no install code",
+		want: ErrNoInstallCode, text: "no install code",
 	}, {
 		name: "Workflow's code is another",
 		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S1", Code: "ic-someone-elses"}, boot: goodBoot(),
-		want: ErrInstallCodeMismatch, text: "wipe: the Workflow's install code is not the one this boot received",
+		want: ErrInstallCodeMismatch, text: "the Workflow's install code is not the one this boot received",
 	}, {
 		name: "no disk reports the serial",
 		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S9"}, boot: goodBoot(),
-		want: ErrSerialNotFound, text: "wipe: no disk reports the serial S9",
+		want: ErrSerialNotFound, text: "no disk reports the serial S9",
 	}, {
 		name: "serial differs in case",
 		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "s1"}, boot: goodBoot(),
-		want: ErrSerialNotFound, text: "wipe: no disk reports the serial s1",
+		want: ErrSerialNotFound, text: "no disk reports the serial s1",
 	}, {
 		name: "no disks at all",
 		tr:   newTree(), tg: Target{Disk: "/dev/sda", Serial: "S1"}, boot: goodBoot(),
-		want: ErrSerialNotFound, text: "wipe: no disk reports the serial S1",
+		want: ErrSerialNotFound, text: "no disk reports the serial S1",
 	}, {
 		name: "two disks with one serial",
 		tr:   newTree().add(sataDisk("sda", "8:0", "S1")).add(nvmeDisk("nvme0n1", "259:0", "S1")),
 		tg:   Target{Disk: "/dev/sda", Serial: "S1"}, boot: goodBoot(),
-		want: ErrSerialAmbiguous, text: "wipe: more than one disk reports the serial S1",
+		want: ErrSerialAmbiguous, text: "more than one disk reports the serial S1",
 	}, {
 		name: "two disks with one serial in different places",
 		tr: newTree().add(sataDisk("sda", "8:0", "S1")).
 			add(fakeDisk{name: "sdb", dev: "8:16", sectors: 100, udev: "E:ID_SCSI_SERIAL=S1\n"}),
 		tg: Target{Disk: "/dev/sda", Serial: "S1"}, boot: goodBoot(),
-		want: ErrSerialAmbiguous, text: "wipe: more than one disk reports the serial S1",
+		want: ErrSerialAmbiguous, text: "more than one disk reports the serial S1",
 	}, {
 		name: "two namespaces of one NVMe controller",
 		tr:   newTree().add(nvmeDisk("nvme0n1", "259:0", "S64DNX0R123456")).add(nvmeDisk("nvme0n2", "259:1", "S64DNX0R123456")),
 		tg:   Target{Disk: "/dev/nvme0n1", Serial: "S64DNX0R123456"}, boot: goodBoot(),
-		want: ErrSerialAmbiguous, text: "wipe: more than one disk reports the serial S64DNX0R123456",
+		want: ErrSerialAmbiguous, text: "more than one disk reports the serial S64DNX0R123456",
 	}, {
 		name: "a USB disk reports the serial too",
 		tr:   newTree().add(sataDisk("sda", "8:0", "S1")).add(usbDisk("sdb", "8:16", "S1")),
 		tg:   Target{Disk: "/dev/sda", Serial: "S1"}, boot: goodBoot(),
-		want: ErrSerialAmbiguous, text: "wipe: more than one disk reports the serial S1",
+		want: ErrSerialAmbiguous, text: "more than one disk reports the serial S1",
 	}, {
 		name: "slots swapped",
 		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S2"}, boot: goodBoot(),
-		want: ErrWrongDisk, text: "wipe: /dev/sda is sda, but the disk that reports S2 is sdb",
+		want: ErrWrongDisk, text: "/dev/sda is sda, but the disk that reports S2 is sdb",
 	}, {
 		name: "by-id link to the wrong disk",
 		tr:   withLink(newTree().add(sataDisk("sda", "8:0", "S1")).add(sataDisk("sdb", "8:16", "S2")), "dev/disk/by-id/ata-S1", "../../sdb"),
 		tg:   Target{Disk: "/dev/disk/by-id/ata-S1", Serial: "S1"}, boot: goodBoot(),
-		want: ErrWrongDisk, text: "wipe: /dev/disk/by-id/ata-S1 is sdb, but the disk that reports S1 is sda",
+		want: ErrWrongDisk, text: "/dev/disk/by-id/ata-S1 is sdb, but the disk that reports S1 is sda",
 	}, {
 		name: "declared disk missing",
 		tr:   newTree().add(sataDisk("sda", "8:0", "S1")),
 		tg:   Target{Disk: "/dev/sdb", Serial: "S1"}, boot: goodBoot(),
-		want: ErrWrongDisk, text: "wipe: /dev/sdb is missing, but the disk that reports S1 is sda",
+		want: ErrWrongDisk, text: "/dev/sdb is missing, but the disk that reports S1 is sda",
 	}, {
 		name: "dangling by-id link",
 		tr:   withLink(newTree().add(sataDisk("sda", "8:0", "S1")), "dev/disk/by-id/ata-S1", "../../sdq"),
 		tg:   Target{Disk: "/dev/disk/by-id/ata-S1", Serial: "S1"}, boot: goodBoot(),
-		want: ErrWrongDisk, text: "wipe: /dev/disk/by-id/ata-S1 is missing, but the disk that reports S1 is sda",
+		want: ErrWrongDisk, text: "/dev/disk/by-id/ata-S1 is missing, but the disk that reports S1 is sda",
 	}, {
 		name: "declared a partition of the disk",
 		tr:   newTree().add(fakeDisk{name: "sda", dev: "8:0", sectors: 100, udev: "E:ID_SERIAL_SHORT=S1\n", parts: []fakePart{{"sda1", "8:1", 2048, 50}}}),
 		tg:   Target{Disk: "/dev/sda1", Serial: "S1"}, boot: goodBoot(),
-		want: ErrWrongDisk, text: "wipe: /dev/sda1 is sda1, but the disk that reports S1 is sda",
+		want: ErrWrongDisk, text: "/dev/sda1 is sda1, but the disk that reports S1 is sda",
 	}, {
 		name: "a USB stick took the declared name",
 		tr:   newTree().add(usbStick("sda", "8:0", "USB1")).add(sataDisk("sdb", "8:16", "S1")),
 		tg:   Target{Disk: "/dev/sda", Serial: "S1"}, boot: goodBoot(),
-		want: ErrWrongDisk, text: "wipe: /dev/sda is sda, but the disk that reports S1 is sdb",
+		want: ErrWrongDisk, text: "/dev/sda is sda, but the disk that reports S1 is sdb",
 	}, {
 		name: "USB stick",
 		tr:   newTree().add(sataDisk("sda", "8:0", "S1")).add(usbStick("sdb", "8:16", "USB1")),
 		tg:   Target{Disk: "/dev/sdb", Serial: "USB1"}, boot: goodBoot(),
-		want: ErrRemovable, text: "wipe: /dev/sdb is removable",
+		want: ErrRemovable, text: "/dev/sdb is removable",
 	}, {
 		name: "SD card reader",
 		tr:   newTree().add(sdReader("sdc", "8:32", "000000000819")),
 		tg:   Target{Disk: "/dev/sdc", Serial: "000000000819"}, boot: goodBoot(),
-		want: ErrRemovable, text: "wipe: /dev/sdc is removable",
+		want: ErrRemovable, text: "/dev/sdc is removable",
 	}, {
 		name: "SD card",
 		tr:   newTree().add(sdCard("mmcblk0", "179:0", "0x1234abcd")),
 		tg:   Target{Disk: "/dev/mmcblk0", Serial: "0x1234abcd"}, boot: goodBoot(),
-		want: ErrRemovable, text: "wipe: /dev/mmcblk0 is removable",
+		want: ErrRemovable, text: "/dev/mmcblk0 is removable",
 	}, {
 		name: "USB hard disk, by its device path",
 		tr:   newTree().add(usbDisk("sdb", "8:16", "WD-1")),
 		tg:   Target{Disk: "/dev/sdb", Serial: "WD-1"}, boot: goodBoot(),
-		want: ErrUSB, text: "wipe: /dev/sdb is on USB",
+		want: ErrUSB, text: "/dev/sdb is on USB",
 	}, {
 		name: "USB hard disk, by udev alone",
 		tr:   newTree().add(fakeDisk{name: "sdb", dev: "8:16", sectors: 100, udev: "E:ID_BUS=usb\nE:ID_SERIAL_SHORT=WD-1\n"}),
 		tg:   Target{Disk: "/dev/sdb", Serial: "WD-1"}, boot: goodBoot(),
-		want: ErrUSB, text: "wipe: /dev/sdb is on USB",
+		want: ErrUSB, text: "/dev/sdb is on USB",
 	}, {
 		name: "USB, by a USB device in its path",
 		tr: newTree().add(fakeDisk{
@@ -236,26 +254,21 @@ func TestCheckRefusals(t *testing.T) {
 			sysPath: "devices/platform/xhci-hcd.0.auto/3-1.4/3-1.4:1.0/host7/target7:0:0/7:0:0:0/block/sdb",
 		}),
 		tg: Target{Disk: "/dev/sdb", Serial: "WD-1"}, boot: goodBoot(),
-		want: ErrUSB, text: "wipe: /dev/sdb is on USB",
+		want: ErrUSB, text: "/dev/sdb is on USB",
 	}, {
 		name: "read-only",
 		tr:   newTree().add(fakeDisk{name: "sda", dev: "8:0", sectors: 100, ro: "1", udev: "E:ID_SERIAL_SHORT=S1\n"}),
 		tg:   Target{Disk: "/dev/sda", Serial: "S1"}, boot: goodBoot(),
-		want: ErrReadOnly, text: "wipe: /dev/sda is read-only",
+		want: ErrReadOnly, text: "/dev/sda is read-only",
 	}, {
 		name: "loop device not asked for",
 		tr:   newTree().add(loopDisk("loop0", "7:0", "L0")),
 		tg:   Target{Disk: "/dev/loop0", Serial: "L0"}, boot: goodBoot(),
-		want: ErrSerialNotFound, text: "wipe: no disk reports the serial L0",
+		want: ErrSerialNotFound, text: "no disk reports the serial L0",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := &Config{Root: tt.tr.fs}
-			l, err := Read(tt.tg.Disk, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, err := Check(l, tt.tg, tt.boot)
+			d, err := judgeWith(t, &Config{Root: tt.tr.fs}, tt.tg, tt.boot)
 			if err == nil {
 				t.Fatalf("Check chose %s, want refusal %q", d.Name, tt.text)
 			}
@@ -294,7 +307,7 @@ func TestCheckOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = Check(l, tg, b)
+		_, err = check(l, tg, b)
 		return err
 	}
 	steps := []struct {
@@ -342,7 +355,7 @@ func TestCheckLayoutOfAnotherDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := Check(l, Target{Disk: "/dev/sda", Serial: "S1"}, goodBoot())
+	d, err := check(l, Target{Disk: "/dev/sda", Serial: "S1"}, goodBoot())
 	if err == nil {
 		t.Fatalf("Check of a layout read for another path chose %s", d.Name)
 	}
@@ -365,7 +378,7 @@ func TestNotAttestedCause(t *testing.T) {
 }
 
 func TestTargetStringHidesCode(t *testing.T) {
-	tg := Target{Disk: "/dev/sda", Serial: "S1", Code: testCode, InstallerImage: "ghcr.io/siderolabs/installer:v1.13.9"}
+	tg := Target{Disk: "/dev/sda", Serial: "S1", Code: testCode}
 	r := BootRecord{BootID: testBootID, Attested: true, Code: testCode}
 	for _, s := range []string{
 		fmt.Sprint(tg), fmt.Sprintf("%v %+v %#v %s", tg, tg, tg, tg),
@@ -376,7 +389,7 @@ func TestTargetStringHidesCode(t *testing.T) {
 			t.Errorf("%q shows the install code", s)
 		}
 	}
-	if want := "install_disk=/dev/sda install_disk_serial=S1 install_code=set installer_image=ghcr.io/siderolabs/installer:v1.13.9"; tg.String() != want {
+	if want := "install_disk=/dev/sda install_disk_serial=S1 install_code=set"; tg.String() != want {
 		t.Errorf("String = %q, want %q", tg.String(), want)
 	}
 }

@@ -47,7 +47,7 @@ func TestCheckCodeSHA256(t *testing.T) {
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("Check = %v, %v; want %v", d.Name, err, tt.want)
 			}
-			if tt.want == ErrInstallCodeMismatch && err.Error() != "wipe: the Workflow's install code is not the one this boot received" {
+			if tt.want == ErrInstallCodeMismatch && err.Error() != "the Workflow's install code is not the one this boot received" {
 				t.Errorf("text %q", err)
 			}
 			if s := fmt.Sprintf("%v %+v %#v", err, err, err); strings.Contains(s, testCode) {

@@ -23,13 +23,9 @@ const (
 
 	// DefaultDevDir is where Wipe opens a disk by its kernel name.
 	DefaultDevDir = "/dev"
-
-	// DefaultInstallerLines is how many of the installer's last output
-	// lines a failed Install repeats.
-	DefaultInstallerLines = 20
 )
 
-// Config holds the optional inputs of List, Read, Wipe and Install. A nil
+// Config holds the optional inputs of List, Read, Check, Wipe and CheckWiped. A nil
 // *Config means every default below. A Config must not change while a call
 // that uses it runs; it may be shared by concurrent calls.
 type Config struct {
@@ -40,8 +36,7 @@ type Config struct {
 	// fs.ReadLinkFS (os.DirFS does, and so does fstest.MapFS): without it
 	// no /dev/disk/by-id link resolves and no sysfs device path is known,
 	// so Check refuses every disk (ErrDevicePathUnreadable).
-	// nil: the machine's root, read as os.DirFS("/") reads it (on Linux
-	// with fewer system calls per file).
+	// nil: the machine's root, read as os.DirFS("/") reads it.
 	Root fs.FS
 
 	// DevDir is the directory, in the operating system's own file system,
@@ -51,7 +46,7 @@ type Config struct {
 	DevDir string
 
 	// StateDir is the directory, shared by the run's actions, where Wipe
-	// records this boot's wipe and Install reads that record. "":
+	// records this boot's wipe and CheckWiped reads that record. "":
 	// DefaultStateDir.
 	StateDir string
 
@@ -59,10 +54,6 @@ type Config struct {
 	// loop device can be judged and wiped like a disk (as in tests). false:
 	// loop devices are never listed, so never wiped.
 	Loop bool
-
-	// InstallerLines is how many of the installer's last output lines a
-	// failed Install repeats. 0: DefaultInstallerLines.
-	InstallerLines int
 
 	// Logger receives what the package notices on the way (a discard the
 	// device does not support, an unreadable sysfs attribute). It never
@@ -92,13 +83,6 @@ func (c *Config) stateDir() string {
 }
 
 func (c *Config) loop() bool { return c != nil && c.Loop }
-
-func (c *Config) installerLines() int {
-	if c == nil || c.InstallerLines <= 0 {
-		return DefaultInstallerLines
-	}
-	return c.InstallerLines
-}
 
 func (c *Config) logger() *slog.Logger {
 	if c == nil || c.Logger == nil {

@@ -1,20 +1,37 @@
 // Package disksafe finds a node's declared install disk by its serial and
-// wipes it only when it is provably that disk; it also judges the install
-// step that follows the wipe.
+// wipes it only when it is provably that disk, in a boot that passed
+// attestation and holds the run's install code.
 //
 // A run declares install_disk (a /dev path, such as /dev/sda or
-// /dev/disk/by-id/nvme-X) and install_disk_serial. Check wipes nothing on
-// its own: it returns the one disk to wipe, or a refusal whose text is the
-// runbook's line. Wipe judges again, pulls the installer image, opens the
-// disk exclusively, erases its signatures and records the wipe. Install runs
-// the installer only in the boot that wiped.
+// /dev/disk/by-id/nvme-X) and install_disk_serial (a Target). The package
+// does three things with it:
+//
+//   - Judge judges a Layout (the machine's disks as Read saw them, and the
+//     kernel name install_disk resolves to) for a serial, and returns the
+//     one disk to wipe or a refusal. It is pure: it reads nothing, so a
+//     Layout written by hand is judged the same.
+//   - Check reads the disks once, for the Target's install_disk, and adds
+//     the attested-boot gate (CheckCode) to Judge: this boot's record must
+//     say it passed attestation and hold the install code whose SHA-256 the
+//     Workflow carries.
+//   - Wipe judges as Check does, opens the disk exclusively, judges again
+//     with it open, records the wipe for the install step, and erases every
+//     partition table and file system signature on it.
+//
+// The install action's guard, CheckWiped, refuses an install unless this
+// boot's wipe-disk wiped that disk. Pulling the installer image and running
+// the installer are the actions' own (examples/wipe-disk,
+// examples/install). ReadGPT reads a GUID partition table, within bounds
+// that keep every partition it accepts inside the disk.
 //
 // # Safety
 //
 // Nothing defaults to wiping. The zero Target, a nil Boot record, an empty
 // serial or disk: each is a refusal. Check judges in this order, and the
-// first that holds is the answer (each is an *Refusal; errors.Is finds the
-// sentinel):
+// first that holds is the answer (each is a *Refusal; errors.Is finds the
+// sentinel). The lines are the runbook's, as the wipe-disk action prints
+// them: Wipe's refusals begin "wipe: " (Refusal.Op); Judge's, Check's and
+// CheckCode's carry no operation, and the caller prints its own.
 //
 //	ErrNoSerial             wipe: no install disk serial is declared
 //	ErrNoInstallDisk        wipe: no install disk is declared
@@ -34,111 +51,64 @@
 //	ErrReadOnly             wipe: <disk> is read-only
 //	ErrReadOnlyUnreadable   wipe: <disk>'s ro attribute cannot be read (<reason>); nothing wiped
 //
-// In these lines <disk> is install_disk as the Workflow writes it,
-// <name> the kernel name it resolves to through /dev links (sdb, nvme1n1,
-// or sda1 for a partition; "missing" when it resolves to no block device),
-// <serial> the declared serial, and <other> the kernel name of the one disk
-// that reports it (ErrWrongDisk) or may report it (ErrSerialConflict,
-// ErrUdevUnreadable); <place> and <place2> are two places of that disk
-// that disagree (such as /sys/block/sdb/device/vpd_pg80 and udev's
-// ID_SERIAL_SHORT), and <serial2> what the second says. When the disks that
-// report the serial are the paths of one multipath logical unit (they
-// share a WWN, or one dm-multipath device holds them), the
-// ErrSerialAmbiguous line goes on to say so: "...: sda and sdb are one
-// multipath LUN (wwid <wwn>, multipath device dm-0)". On success Wipe
-// returns
+// <disk> is install_disk as the Workflow writes it, <name> the kernel name
+// it resolves to through /dev links ("missing" when none), <serial> the
+// declared serial, <other> the kernel name of the disk that reports (or may
+// report) it, and <place>/<serial2> what two disagreeing places of that disk
+// say. When the disks that report the serial are the paths of one
+// multipath logical unit, the ErrSerialAmbiguous line says so. On success
+// Wipe returns
 //
 //	wipe: <disk> reports the serial <serial>
 //
-// A disk's serial is known only when every place the kernel or udev
-// exposes one for it agrees (see Disk.Sources and SerialSource: udev's
-// spelling of blanks and odd characters as "_" is no disagreement, a case
-// or any other difference is). A disk reports a serial when its places
-// agree and one of them holds exactly that serial, so two disks that report
-// it in different places are still two, and the wipe is refused. A disk
-// whose places disagree reports no serial; while one of them says the
-// declared serial, it may be the declared disk, and the wipe is refused
-// with ErrSerialConflict, naming two of them. Another disk's disagreement
-// over other serials refuses nothing. A disk without a udev record has
-// nothing from udev; one whose record exists and cannot be read, or whose
-// device number is unknown so its record cannot be found, may report any
-// serial, and refuses every wipe while it is listed (ErrUdevUnreadable).
+// A disk reports a serial only when every place the kernel or udev exposes
+// one for it agrees (Disk.Sources): udev's "_" for blanks and odd
+// characters is no disagreement, any other difference is. A disk whose
+// places disagree reports no serial, and while one of them says the
+// declared serial, the wipe is refused (ErrSerialConflict). A disk whose
+// udev record exists and cannot be read may report any serial, and refuses
+// every wipe (ErrUdevUnreadable). A flag that cannot be read is unknown,
+// never set, and refuses with its own line.
 //
-// Past the judgement, Wipe refuses with ErrPull ("wipe: the installer image
-// <image> cannot be pulled (<reason>); nothing wiped") before it touches the
-// disk, with ErrInUse when the kernel refuses an exclusive open (mounted,
-// or held by RAID, LVM or swap), with ErrChanged when the device it opened
-// is not the one it judged, and with ErrRecord when it cannot record the
-// wipe. Once it writes, a failure is ErrWipeFailed. Wipe lists what it
-// erases.
+// Past the judgement Wipe refuses, with nothing wiped, a disk the kernel
+// will not open exclusively (ErrInUse: mounted, or held by RAID, LVM or
+// swap), a device that is not the one judged (ErrChanged), and a wipe it
+// cannot record (ErrRecord). Once it writes, a failure is ErrWipeFailed.
 //
 // # This boot's attestation
 //
 // The HookOS agent writes a BootRecord (WriteBootRecord) after each
-// attestation: this boot's ID (/proc/sys/kernel/random/boot_id), whether
-// the boot passed, and the install code fleetd answered. It lives in
-// DefaultBootDir (/run/fleet, a tmpfs, empty at each boot), mode 0600. The
-// wipe-disk action reads it (ReadBootRecord) and passes it to Check as a
-// Boot with this boot's ID (BootID). A missing record, a record of another
-// boot, or one that did not pass is ErrNotAttested; a pass without a code
-// is ErrNoInstallCode. The record is the only place the code reaches the
-// machine: a Workflow is readable by more than the machine it runs on, so
-// it carries only the code's SHA-256 (install_code_sha256, Target.CodeSHA256,
-// as CodeSHA256 computes it). When the Workflow carries one, the record's
-// code must hash to it (compared in constant time), or the wipe is refused
-// with ErrInstallCodeMismatch; a Workflow without one relies on the record
-// alone. The install action judges the same with CheckCode before it runs
-// the installer, and takes the code it gives the installed Talos from the
-// record (Target.Code). Install codes are secrets: no error, String, log
-// line or GoString of this package holds one.
+// attestation: this boot's ID (BootID), whether it passed, and the install
+// code fleetd answered, in DefaultBootDir (a tmpfs, empty at each boot),
+// mode 0600. A Workflow carries only the code's SHA-256 (CodeSHA256,
+// Target.CodeSHA256), never the code. Install codes are secrets: no error,
+// String, GoString or log line of this package holds one.
 //
 // # Resumed runs
 //
-// Wipe records, in the directory the run's actions share (DefaultStateDir,
-// /workflow, which the Template binds to the HookOS host's RAM-backed
-// /run/fleet-workflow in every action), this boot's ID, the disk and
-// whether the wipe finished (WipeRecord). Install refuses to run the
-// installer unless that record is of this boot and says the same disk was
-// wiped: a run that resumed at install in a new boot (whose RAM-backed
-// /workflow is empty) is refused with ErrResumedRun,
+// Wipe records this boot's ID, the disk and whether the wipe finished
+// (WipeRecord) in the directory the run's actions share (DefaultStateDir).
+// CheckWiped refuses an install unless that record is of this boot and of
+// the same disk, wiped to the end; a run resumed at install in a new boot
+// is refused with ErrResumedRun:
 //
 //	install: this run resumed in a new boot after wipe-disk; nothing installed; set desired_action to provision
 //
-// A failing installer's last lines come back, each prefixed "install: ",
-// then "install: the installer failed; the lines above are its last
-// output" (InstallerError). Success is "install: installed Talos to
-// <disk>".
-//
 // # Which disks are listed
 //
-// List reads /sys/block (whole disks only) and lists sd*, vd*, xvd*, hd*,
-// nvme<N>n<M> and mmcblk<N>; loop devices only with Config.Loop, and then
-// only those with a backing file. Partitions, ram, zram, dm, md, sr, nbd and
-// other kinds are never listed, nor hidden NVMe multipath paths, nor MMC
-// boot and RPMB areas. A disk is on USB when its sysfs device path runs
-// through a USB bus (a USB root hub or a USB device among its parents) or
-// udev says ID_BUS=usb, and removable when the kernel
-// says so or it is an SD card (MMC type SD). A flag that cannot be read, or
-// whose attribute holds a value the kernel never writes, is unknown, not
-// set: Check refuses the disk with its own line (ErrRemovableUnreadable,
-// ErrDevicePathUnreadable, ErrReadOnlyUnreadable), never with the line of
-// a set flag. Each disk also names the dm-multipath device that holds it,
-// if any (Disk.Multipath), read from /sys/block/dm-N/slaves.
+// List lists whole disks only: sd*, vd*, xvd*, hd*, nvme<N>n<M> and
+// mmcblk<N>, and loop devices with a backing file only when Config.Loop is
+// set. Partitions, ram, zram, dm, md, sr, nbd, hidden NVMe paths and MMC
+// boot areas are never listed, so never wiped.
 //
 // # Privileges and platforms
 //
-// Listing and judging read sysfs, /run/udev/data and /dev through an fs.FS
-// (Config.Root) and need no privileges; they work on any GOOS against a
-// given tree. Wipe needs root (an exclusive open of a block device and its
-// ioctls) and is implemented on Linux only: elsewhere it returns
-// ErrUnsupported after the judgement, wiping nothing.
-//
-// # In a Tinkerbell action
-//
-// The action container needs the host's /dev, /sys, /run/udev (the udev
-// database, read-only), /run/fleet (the boot record, read-only) and the
-// directory the run's actions share at /workflow. See examples/wipe-disk
-// and examples/templates.
+// Listing and judging read sysfs, the udev database and /dev through an
+// fs.FS (Config.Root), need no privileges, and work on any GOOS against a
+// given tree. Wipe needs root and is implemented on Linux only: elsewhere
+// it returns ErrUnsupported after the judgement, wiping nothing. The
+// action's container needs the host's /dev, /sys, /run/udev, /run/fleet
+// and the run's shared /workflow (see examples/wipe-disk).
 //
 // # Use
 //
@@ -149,8 +119,8 @@
 //		boot.Record = &rec
 //	}
 //	// sum is the Workflow's install_code_sha256
-//	t := disksafe.Target{Disk: "/dev/sda", Serial: "S3Z9NB0K123456A", CodeSHA256: sum, InstallerImage: img}
-//	w, err := disksafe.Wipe(ctx, t, boot, puller, nil)
+//	t := disksafe.Target{Disk: "/dev/sda", Serial: "S3Z9NB0K123456A", CodeSHA256: sum}
+//	w, err := disksafe.Wipe(ctx, t, boot, nil)
 //	if err != nil {
 //		fmt.Println(err) // the runbook's line
 //		os.Exit(1)

@@ -12,7 +12,11 @@ import (
 func TestRefusalTexts(t *testing.T) {
 	cause := errors.New("the reason\nover two lines")
 	r := func(sentinel error) *Refusal {
-		return &Refusal{Err: sentinel, Disk: "/dev/sdb", Name: "sdb", Serial: "S1", Other: "sda", Image: "img:v1", Cause: cause,
+		op := "wipe"
+		if sentinel == ErrResumedRun || sentinel == ErrNotWiped {
+			op = "install"
+		}
+		return &Refusal{Op: op, Err: sentinel, Disk: "/dev/sdb", Name: "sdb", Serial: "S1", Other: "sda", Cause: cause,
 			Said: []SerialSource{{"/sys/block/sda/device/vpd_pg80", "S1"}, {"udev's ID_SERIAL_SHORT", "S2"}}}
 	}
 	tests := map[error]string{
@@ -33,7 +37,6 @@ func TestRefusalTexts(t *testing.T) {
 		ErrDevicePathUnreadable: "wipe: /dev/sdb's device path cannot be read, so USB cannot be ruled out (the reason; over two lines); nothing wiped",
 		ErrReadOnly:             "wipe: /dev/sdb is read-only",
 		ErrReadOnlyUnreadable:   "wipe: /dev/sdb's ro attribute cannot be read (the reason; over two lines); nothing wiped",
-		ErrPull:                 "wipe: the installer image img:v1 cannot be pulled (the reason; over two lines); nothing wiped",
 		ErrOpen:                 "wipe: /dev/sdb cannot be opened (the reason; over two lines); nothing wiped",
 		ErrRecord:               "wipe: the wipe cannot be recorded (the reason; over two lines); nothing wiped",
 		ErrInUse:                "wipe: /dev/sdb is in use (the reason; over two lines); nothing wiped",
@@ -51,15 +54,29 @@ func TestRefusalTexts(t *testing.T) {
 			t.Errorf("errors.Is does not find %v and the cause in %v", sentinel, err)
 		}
 	}
-	lun := &Refusal{Err: ErrSerialAmbiguous, Serial: "S1", LUN: &MultipathLUN{Paths: []string{"sda", "sdb", "sdc"}, WWN: "naa.600a0b80001234"}}
+	lun := &Refusal{Op: "wipe", Err: ErrSerialAmbiguous, Serial: "S1", LUN: &MultipathLUN{Paths: []string{"sda", "sdb", "sdc"}, WWN: "naa.600a0b80001234"}}
 	if got, want := lun.Error(), "wipe: more than one disk reports the serial S1: sda, sdb and sdc are one multipath LUN (wwid naa.600a0b80001234)"; got != want {
 		t.Errorf("ErrSerialAmbiguous of a multipath LUN:\n got %q\nwant %q", got, want)
 	}
-	if got := (&Refusal{Err: ErrPull, Image: "img:v1"}).Error(); got != "wipe: the installer image img:v1 cannot be pulled (no reason given); nothing wiped" {
+	if got := (&Refusal{Op: "wipe", Err: ErrOpen, Disk: "/dev/sdb"}).Error(); got != "wipe: /dev/sdb cannot be opened (no reason given); nothing wiped" {
 		t.Errorf("without a cause: %q", got)
 	}
 	long := &Refusal{Err: ErrOpen, Disk: "/dev/sdb", Cause: errors.New(strings.Repeat("é", 1000))}
 	if got := long.Error(); len(got) > 400 || !utf8.ValidString(got) {
 		t.Errorf("a long reason is not cut cleanly: %d bytes, %q", len(got), got)
+	}
+}
+
+// TestRefusalOp checks that a refusal's text begins with the operation that
+// refused, and with none when no operation is named.
+func TestRefusalOp(t *testing.T) {
+	for op, want := range map[string]string{
+		"":        "no disk reports the serial S1",
+		"wipe":    "wipe: no disk reports the serial S1",
+		"install": "install: no disk reports the serial S1",
+	} {
+		if got := (&Refusal{Op: op, Err: ErrSerialNotFound, Serial: "S1"}).Error(); got != want {
+			t.Errorf("Op %q: %q, want %q", op, got, want)
+		}
 	}
 }

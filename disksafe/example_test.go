@@ -53,33 +53,49 @@ func ExampleCheck() {
 		{Disk: "/dev/nvme0n1", Serial: "S64DNX0R000000"},
 		{Disk: "/dev/nvme0n1"},
 	} {
-		l, err := disksafe.Read(t.Disk, cfg)
-		if err != nil {
-			fmt.Println(err)
-			return
-		}
-		d, err := disksafe.Check(l, t, boot)
+		_, d, err := disksafe.Check(t, boot, cfg)
 		switch {
 		case errors.Is(err, disksafe.ErrWrongDisk):
-			fmt.Println(err, "(wrong disk)")
+			fmt.Println("check:", err, "(wrong disk)")
 		case err != nil:
-			fmt.Println(err)
+			fmt.Println("check:", err)
 		default:
 			fmt.Println("would wipe", d.Name, "of", d.Size>>30, "GiB")
 		}
 	}
 	// Output:
 	// would wipe nvme0n1 of 476 GiB
-	// wipe: /dev/sda is sda, but the disk that reports S64DNX0R123456 is nvme0n1 (wrong disk)
-	// wipe: /dev/sda is removable
-	// wipe: no disk reports the serial S64DNX0R000000
-	// wipe: no install disk serial is declared
+	// check: /dev/sda is sda, but the disk that reports S64DNX0R123456 is nvme0n1 (wrong disk)
+	// check: /dev/sda is removable
+	// check: no disk reports the serial S64DNX0R000000
+	// check: no install disk serial is declared
+}
+
+// Judge needs no machine: a Layout written by hand is judged as one Read.
+func ExampleJudge() {
+	l := disksafe.Layout{
+		Disks: []disksafe.Disk{
+			{Name: "sda", Dev: "8:0", SysPath: "/sys/devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0/block/sda",
+				Serial: "S5Y2NX0R123456", Serials: []string{"S5Y2NX0R123456"}, SerialsAgree: true,
+				Sources: []disksafe.SerialSource{{Where: "/sys/block/sda/device/vpd_pg80", Serial: "S5Y2NX0R123456"}}},
+			{Name: "sdb", Dev: "8:16", SysPath: "/sys/devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0/block/sdb",
+				USB: true, Serial: "USB1", Serials: []string{"USB1"}, SerialsAgree: true,
+				Sources: []disksafe.SerialSource{{Where: "udev's ID_SERIAL_SHORT", Serial: "USB1"}}},
+		},
+		InstallDisk:     "/dev/sda",
+		InstallDiskName: "sda",
+	}
+	d, err := disksafe.Judge(l, "S5Y2NX0R123456")
+	fmt.Println(d.Name, err)
+	_, err = disksafe.Judge(l, "USB1")
+	fmt.Println(err)
+	// Output:
+	// sda <nil>
+	// /dev/sda is sda, but the disk that reports USB1 is sdb
 }
 
 func ExampleWiped() {
 	fmt.Println(disksafe.Wiped{Disk: "/dev/sda", Name: "sda", Serial: "S5Y2NX0R123456"})
-	fmt.Println(disksafe.Installed{Disk: "/dev/sda"})
 	// Output:
 	// wipe: /dev/sda reports the serial S5Y2NX0R123456
-	// install: installed Talos to /dev/sda
 }

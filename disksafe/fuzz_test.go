@@ -92,7 +92,7 @@ func FuzzDisks(f *testing.F) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, err := Check(l, tg, goodBoot())
+				got, err := check(l, tg, goodBoot())
 				if err != nil {
 					continue
 				}

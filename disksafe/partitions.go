@@ -1,17 +1,15 @@
 package disksafe
 
 import (
-	"bytes"
 	"encoding/binary"
-	"hash/crc32"
 	"io"
 )
 
 // partitionTables returns the partitions a disk's own tables name: the MBR's
 // primary entries and the logical partitions of its extended partition, and
-// the entries of the primary and the backup GPT. A GPT counts only when its
-// header and entry array pass their CRC32s, so a damaged or random table
-// names nothing. Every extent lies inside [0, size). ss is the logical
+// the entries of the primary and the backup GPT. A GPT counts only when it
+// passes every check of ReadGPT (CRC32s and bounds), so a damaged or random
+// table names nothing. Every extent lies inside [0, size). ss is the logical
 // sector size; GPTs are also looked for with 512- and 4096-byte sectors.
 func partitionTables(r io.ReaderAt, size, ss int64) []extent {
 	if size <= 0 {
@@ -94,58 +92,17 @@ func mbrPartitions(r io.ReaderAt, size, ss int64, add func(off, n int64)) {
 	}
 }
 
-var gptSignature = []byte("EFI PART")
-
 // gptPartitions adds the partitions of the primary GPT (LBA 1) and of the
-// backup GPT (last LBA) for sector size ss.
+// backup GPT (last LBA) for sector size ss, each only when it passes every
+// check of ReadGPT.
 func gptPartitions(r io.ReaderAt, size, ss int64, add func(off, n int64)) {
-	last := size/ss - 1
-	if last < 2 {
-		return
-	}
-	for _, lba := range []int64{1, last} {
-		hdr := make([]byte, ss)
-		if _, err := r.ReadAt(hdr, lba*ss); err != nil || !bytes.Equal(hdr[:8], gptSignature) {
+	for _, lba := range []int64{1, size/ss - 1} {
+		g, err := readGPT(r, size, ss, lba)
+		if err != nil {
 			continue
 		}
-		hsize := int64(binary.LittleEndian.Uint32(hdr[12:]))
-		if hsize < 92 || hsize > ss {
-			continue
-		}
-		want := binary.LittleEndian.Uint32(hdr[16:])
-		h := bytes.Clone(hdr[:hsize])
-		clear(h[16:20])
-		if crc32.ChecksumIEEE(h) != want {
-			continue
-		}
-		entriesLBA := int64(binary.LittleEndian.Uint64(hdr[72:]))
-		count := int64(binary.LittleEndian.Uint32(hdr[80:]))
-		esize := int64(binary.LittleEndian.Uint32(hdr[84:]))
-		if esize < 128 || esize > 4096 || esize%8 != 0 || count == 0 || count > 4096 {
-			continue
-		}
-		if entriesLBA < 0 || entriesLBA > last || (count*esize) > (last-entriesLBA+1)*ss {
-			continue
-		}
-		arr := make([]byte, count*esize)
-		if _, err := r.ReadAt(arr, entriesLBA*ss); err != nil {
-			continue
-		}
-		if crc32.ChecksumIEEE(arr) != binary.LittleEndian.Uint32(hdr[88:]) {
-			continue
-		}
-		var zero [16]byte
-		for i := range count {
-			e := arr[i*esize:]
-			if bytes.Equal(e[:16], zero[:]) {
-				continue
-			}
-			first := binary.LittleEndian.Uint64(e[32:])
-			lastLBA := binary.LittleEndian.Uint64(e[40:])
-			if first > lastLBA || lastLBA > uint64(last) {
-				continue
-			}
-			add(int64(first)*ss, int64(lastLBA-first+1)*ss)
+		for _, p := range g.Partitions {
+			add(p.FirstLBA*ss, (p.LastLBA-p.FirstLBA+1)*ss)
 		}
 	}
 }

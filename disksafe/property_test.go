@@ -387,7 +387,7 @@ func TestPropertyRandomLayouts(t *testing.T) {
 		if err != nil {
 			t.Fatalf("layout %d: Read: %v", i, err)
 		}
-		got, err := Check(rl, l.target, l.boot)
+		got, err := check(rl, l.target, l.boot)
 		wantErr, wantDisk := l.verdict()
 		if err == nil {
 			wipes++

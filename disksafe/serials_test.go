@@ -71,45 +71,45 @@ func TestCheckSerialSources(t *testing.T) {
 		tr:   newTree().add(withUdev(sataDisk("sda", "8:0", "S1"), "E:ID_BUS=ata\nE:ID_SERIAL_SHORT=S9\n")),
 		tg:   Target{Disk: "/dev/sda", Serial: "S1"},
 		want: ErrSerialConflict,
-		text: "wipe: sda reports the serial S1 in /sys/block/sda/device/vpd_pg80 but S9 in udev's ID_SERIAL_SHORT; nothing wiped",
+		text: "sda reports the serial S1 in /sys/block/sda/device/vpd_pg80 but S9 in udev's ID_SERIAL_SHORT; nothing wiped",
 	}, {
 		name: "SATA: declared as udev says it",
 		tr:   newTree().add(withUdev(sataDisk("sda", "8:0", "S1"), "E:ID_BUS=ata\nE:ID_SERIAL_SHORT=S9\n")),
 		tg:   Target{Disk: "/dev/sda", Serial: "S9"},
 		want: ErrSerialConflict,
-		text: "wipe: sda reports the serial S9 in udev's ID_SERIAL_SHORT but S1 in /sys/block/sda/device/vpd_pg80; nothing wiped",
+		text: "sda reports the serial S9 in udev's ID_SERIAL_SHORT but S1 in /sys/block/sda/device/vpd_pg80; nothing wiped",
 	}, {
 		name: "NVMe: controller serial and udev disagree",
 		tr:   newTree().add(withUdev(nvmeDisk("nvme0n1", "259:0", "S64DNX0R123456"), "E:ID_SERIAL_SHORT=S64DNX0R999999\n")),
 		tg:   Target{Disk: "/dev/nvme0n1", Serial: "S64DNX0R123456"},
 		want: ErrSerialConflict,
-		text: "wipe: nvme0n1 reports the serial S64DNX0R123456 in /sys/block/nvme0n1/device/serial but S64DNX0R999999 in udev's ID_SERIAL_SHORT; nothing wiped",
+		text: "nvme0n1 reports the serial S64DNX0R123456 in /sys/block/nvme0n1/device/serial but S64DNX0R999999 in udev's ID_SERIAL_SHORT; nothing wiped",
 	}, {
 		name: "SAS: page 0x80 and udev's ID_SCSI_SERIAL disagree",
 		tr:   newTree().add(withFile(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2), "device/vpd_pg80", vpd80("ZA9999ZZ"))),
 		tg:   Target{Disk: "/dev/sda", Serial: "ZA1234AB"},
 		want: ErrSerialConflict,
-		text: "wipe: sda reports the serial ZA1234AB in udev's ID_SCSI_SERIAL but ZA9999ZZ in /sys/block/sda/device/vpd_pg80; nothing wiped",
+		text: "sda reports the serial ZA1234AB in udev's ID_SCSI_SERIAL but ZA9999ZZ in /sys/block/sda/device/vpd_pg80; nothing wiped",
 	}, {
 		name: "case counts",
 		tr:   newTree().add(withUdev(sataDisk("sda", "8:0", "s1"), "E:ID_SERIAL_SHORT=S1\n")),
 		tg:   Target{Disk: "/dev/sda", Serial: "S1"},
 		want: ErrSerialConflict,
-		text: "wipe: sda reports the serial S1 in udev's ID_SERIAL_SHORT but s1 in /sys/block/sda/device/vpd_pg80; nothing wiped",
+		text: "sda reports the serial S1 in udev's ID_SERIAL_SHORT but s1 in /sys/block/sda/device/vpd_pg80; nothing wiped",
 	}, {
 		name: "another disk that may be the declared one",
 		tr: newTree().add(sataDisk("sda", "8:0", "S1")).
 			add(withUdev(sataDisk("sdb", "8:16", "S1"), "E:ID_SERIAL_SHORT=S7\n")),
 		tg:   Target{Disk: "/dev/sda", Serial: "S1"},
 		want: ErrSerialConflict,
-		text: "wipe: sdb reports the serial S1 in /sys/block/sdb/device/vpd_pg80 but S7 in udev's ID_SERIAL_SHORT; nothing wiped",
+		text: "sdb reports the serial S1 in /sys/block/sdb/device/vpd_pg80 but S7 in udev's ID_SERIAL_SHORT; nothing wiped",
 	}, {
 		name: "another disk that may be the declared one, and no other",
 		tr: newTree().add(sataDisk("sda", "8:0", "S2")).
 			add(withUdev(sataDisk("sdb", "8:16", "S1"), "E:ID_SERIAL_SHORT=S7\n")),
 		tg:   Target{Disk: "/dev/sdb", Serial: "S1"},
 		want: ErrSerialConflict,
-		text: "wipe: sdb reports the serial S1 in /sys/block/sdb/device/vpd_pg80 but S7 in udev's ID_SERIAL_SHORT; nothing wiped",
+		text: "sdb reports the serial S1 in /sys/block/sdb/device/vpd_pg80 but S7 in udev's ID_SERIAL_SHORT; nothing wiped",
 	}, {
 		name: "another disk's disagreement on other serials",
 		tr: newTree().add(sataDisk("sda", "8:0", "S1")).
@@ -122,13 +122,13 @@ func TestCheckSerialSources(t *testing.T) {
 			add(sataDisk("sdb", "8:16", "S1")),
 		tg:   Target{Disk: "/dev/sda", Serial: "S1"},
 		want: ErrWrongDisk,
-		text: "wipe: /dev/sda is sda, but the disk that reports S1 is sdb",
+		text: "/dev/sda is sda, but the disk that reports S1 is sdb",
 	}, {
 		name: "the declared disk disagrees on other serials, and none reports it",
 		tr:   newTree().add(withUdev(sataDisk("sda", "8:0", "S2"), "E:ID_SERIAL_SHORT=S3\n")),
 		tg:   Target{Disk: "/dev/sda", Serial: "S1"},
 		want: ErrSerialNotFound,
-		text: "wipe: no disk reports the serial S1",
+		text: "no disk reports the serial S1",
 	}, {
 		name: "blanks inside the serial, as the kernel and udev spell them",
 		tr: newTree().add(withUdev(sataDisk("sda", "8:0", "WD WX12  A34/5"),
@@ -156,7 +156,7 @@ func TestCheckSerialSources(t *testing.T) {
 		tr:   newTree().add(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2)),
 		tg:   Target{Disk: "/dev/sda", Serial: wwn},
 		want: ErrSerialNotFound,
-		text: "wipe: no disk reports the serial " + wwn,
+		text: "no disk reports the serial " + wwn,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -292,59 +292,59 @@ func TestCheckUnreadableFlags(t *testing.T) {
 		tr:   newTree().add(sata),
 		fail: map[string]error{"sys/block/sda/removable": syscall.EIO},
 		want: ErrRemovableUnreadable, cause: syscall.EIO,
-		text: "wipe: /dev/sda's removable attribute cannot be read (/sys/block/sda/removable: input/output error); nothing wiped",
+		text: "/dev/sda's removable attribute cannot be read (/sys/block/sda/removable: input/output error); nothing wiped",
 	}, {
 		name: "removable: neither 0 nor 1",
 		tr:   func() *tree { d := sata; d.removable = "2"; return newTree().add(d) }(),
 		want: ErrRemovableUnreadable,
-		text: `wipe: /dev/sda's removable attribute cannot be read (/sys/block/sda/removable holds "2", not 0 or 1); nothing wiped`,
+		text: `/dev/sda's removable attribute cannot be read (/sys/block/sda/removable holds "2", not 0 or 1); nothing wiped`,
 	}, {
 		name: "removable: missing",
 		tr:   func() *tree { tr := newTree().add(sata); delete(tr.fs, sataDir+"/removable"); return tr }(),
 		want: ErrRemovableUnreadable, cause: fs.ErrNotExist,
-		text: "wipe: /dev/sda's removable attribute cannot be read (/sys/block/sda/removable: file does not exist); nothing wiped",
+		text: "/dev/sda's removable attribute cannot be read (/sys/block/sda/removable: file does not exist); nothing wiped",
 	}, {
 		name: "removable: empty",
 		tr:   func() *tree { tr := newTree().add(sata); tr.file(sataDir+"/removable", "\n"); return tr }(),
 		want: ErrRemovableUnreadable,
-		text: `wipe: /dev/sda's removable attribute cannot be read (/sys/block/sda/removable holds "", not 0 or 1); nothing wiped`,
+		text: `/dev/sda's removable attribute cannot be read (/sys/block/sda/removable holds "", not 0 or 1); nothing wiped`,
 	}, {
 		name: "removable: unreadable, but an SD card",
 		tr:   newTree().add(sdCard("mmcblk0", "179:0", "0x1234abcd")),
 		fail: map[string]error{"sys/block/mmcblk0/removable": syscall.EIO},
 		disk: "/dev/mmcblk0",
 		want: ErrRemovable,
-		text: "wipe: /dev/mmcblk0 is removable",
+		text: "/dev/mmcblk0 is removable",
 	}, {
 		name: "MMC type unreadable",
 		tr:   newTree().add(emmc("mmcblk1", "179:8", "0x0badf00d")),
 		fail: map[string]error{"sys/block/mmcblk1/device/type": syscall.EACCES},
 		disk: "/dev/mmcblk1",
 		want: ErrRemovableUnreadable, cause: fs.ErrPermission,
-		text: "wipe: /dev/mmcblk1's removable attribute cannot be read (/sys/block/mmcblk1/device/type: permission denied); nothing wiped",
+		text: "/dev/mmcblk1's removable attribute cannot be read (/sys/block/mmcblk1/device/type: permission denied); nothing wiped",
 	}, {
 		name: "MMC type unknown",
 		tr:   newTree().add(withFile(emmc("mmcblk1", "179:8", "0x0badf00d"), "device/type", "SDIO\n")),
 		disk: "/dev/mmcblk1",
 		want: ErrRemovableUnreadable,
-		text: `wipe: /dev/mmcblk1's removable attribute cannot be read (/sys/block/mmcblk1/device/type holds "SDIO", not MMC or SD); nothing wiped`,
+		text: `/dev/mmcblk1's removable attribute cannot be read (/sys/block/mmcblk1/device/type holds "SDIO", not MMC or SD); nothing wiped`,
 	}, {
 		name: "ro: read error",
 		tr:   newTree().add(sata),
 		fail: map[string]error{"sys/block/sda/ro": syscall.EIO},
 		want: ErrReadOnlyUnreadable, cause: syscall.EIO,
-		text: "wipe: /dev/sda's ro attribute cannot be read (/sys/block/sda/ro: input/output error); nothing wiped",
+		text: "/dev/sda's ro attribute cannot be read (/sys/block/sda/ro: input/output error); nothing wiped",
 	}, {
 		name: "ro: neither 0 nor 1",
 		tr:   func() *tree { d := sata; d.ro = "yes"; return newTree().add(d) }(),
 		want: ErrReadOnlyUnreadable,
-		text: `wipe: /dev/sda's ro attribute cannot be read (/sys/block/sda/ro holds "yes", not 0 or 1); nothing wiped`,
+		text: `/dev/sda's ro attribute cannot be read (/sys/block/sda/ro holds "yes", not 0 or 1); nothing wiped`,
 	}, {
 		name: "device path: read error",
 		tr:   newTree().add(sata),
 		fail: map[string]error{"sys/block/sda": syscall.EIO},
 		want: ErrDevicePathUnreadable, cause: syscall.EIO,
-		text: "wipe: /dev/sda's device path cannot be read, so USB cannot be ruled out (/sys/block/sda: input/output error); nothing wiped",
+		text: "/dev/sda's device path cannot be read, so USB cannot be ruled out (/sys/block/sda: input/output error); nothing wiped",
 	}, {
 		name: "device path: outside /sys",
 		tr: func() *tree {
@@ -356,13 +356,13 @@ func TestCheckUnreadableFlags(t *testing.T) {
 			return tr
 		}(),
 		want: ErrDevicePathUnreadable,
-		text: `wipe: /dev/sda's device path cannot be read, so USB cannot be ruled out (/sys/block/sda links to "../../tmp/sda", outside /sys); nothing wiped`,
+		text: `/dev/sda's device path cannot be read, so USB cannot be ruled out (/sys/block/sda links to "../../tmp/sda", outside /sys); nothing wiped`,
 	}, {
 		name: "device path: unreadable, but udev says USB",
 		tr:   newTree().add(fakeDisk{name: "sda", dev: "8:0", sectors: 100, udev: "E:ID_BUS=usb\nE:ID_SERIAL_SHORT=S1\n"}),
 		fail: map[string]error{"sys/block/sda": syscall.EIO},
 		want: ErrUSB,
-		text: "wipe: /dev/sda is on USB",
+		text: "/dev/sda is on USB",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -377,7 +377,7 @@ func TestCheckUnreadableFlags(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d, err := Check(l, tg, goodBoot())
+			d, err := check(l, tg, goodBoot())
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("Check = %q, %v; want %v", d.Name, err, tt.want)
 			}
@@ -416,7 +416,7 @@ func TestListUnreadableFlags(t *testing.T) {
 			t.Errorf("sdb: %v, want EIO", err)
 		}
 	}
-	if d, err := Check(l, Target{Disk: "/dev/sda", Serial: "S1"}, goodBoot()); err != nil || d.Name != "sda" {
+	if d, err := check(l, Target{Disk: "/dev/sda", Serial: "S1"}, goodBoot()); err != nil || d.Name != "sda" {
 		t.Errorf("Check = %q, %v; want sda", d.Name, err)
 	}
 }
@@ -436,7 +436,7 @@ func TestCheckMultipathLUN(t *testing.T) {
 		tr: func() *tree {
 			return newTree().add(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2)).add(sasDisk("sdb", "8:16", "ZA1234AB", wwn, 3))
 		},
-		want: "wipe: more than one disk reports the serial ZA1234AB: sda and sdb are one multipath LUN (wwid naa." + wwn + ")",
+		want: "more than one disk reports the serial ZA1234AB: sda and sdb are one multipath LUN (wwid naa." + wwn + ")",
 		lun:  &MultipathLUN{Paths: []string{"sda", "sdb"}, WWN: "naa." + wwn},
 	}, {
 		name: "two paths held by dm-multipath",
@@ -445,7 +445,7 @@ func TestCheckMultipathLUN(t *testing.T) {
 			multipathDevice(tr, "dm-0", wwid, "sda", "sdb")
 			return tr
 		},
-		want: "wipe: more than one disk reports the serial ZA1234AB: sda and sdb are one multipath LUN (wwid naa." + wwn + ", multipath device dm-0)",
+		want: "more than one disk reports the serial ZA1234AB: sda and sdb are one multipath LUN (wwid naa." + wwn + ", multipath device dm-0)",
 		lun:  &MultipathLUN{Paths: []string{"sda", "sdb"}, WWN: "naa." + wwn, Holder: "dm-0"},
 	}, {
 		name: "four paths held by dm-multipath, no WWN",
@@ -457,7 +457,7 @@ func TestCheckMultipathLUN(t *testing.T) {
 			multipathDevice(tr, "dm-0", "3600a0b80001234", "sda", "sdb", "sdc", "sdd")
 			return tr
 		},
-		want: "wipe: more than one disk reports the serial LUN7: sda, sdb, sdc and sdd are one multipath LUN (multipath device dm-0)",
+		want: "more than one disk reports the serial LUN7: sda, sdb, sdc and sdd are one multipath LUN (multipath device dm-0)",
 		lun:  &MultipathLUN{Paths: []string{"sda", "sdb", "sdc", "sdd"}, Holder: "dm-0"},
 	}, {
 		name: "held by a device-mapper device that is not multipath",
@@ -467,26 +467,26 @@ func TestCheckMultipathLUN(t *testing.T) {
 			tr.add(fakeDisk{name: "dm-0", dev: "253:0", sectors: 100, files: map[string]string{"dm/uuid": "LVM-abc\n", "slaves/sda": "", "slaves/sdb": ""}})
 			return tr
 		},
-		want: "wipe: more than one disk reports the serial S1",
+		want: "more than one disk reports the serial S1",
 	}, {
 		name: "two namespaces of one NVMe controller",
 		tr: func() *tree {
 			return newTree().add(nvmeDisk("nvme0n1", "259:0", "S64DNX0R123456")).
 				add(withFile(nvmeDisk("nvme0n2", "259:1", "S64DNX0R123456"), "wwid", "eui.002538b231b2c3d5\n"))
 		},
-		want: "wipe: more than one disk reports the serial S64DNX0R123456",
+		want: "more than one disk reports the serial S64DNX0R123456",
 	}, {
 		name: "a multipath LUN and another disk",
 		tr: func() *tree {
 			tr := newTree().add(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2)).add(sasDisk("sdb", "8:16", "ZA1234AB", wwn, 3))
 			return tr.add(sasDisk("sdc", "8:32", "ZA1234AB", "5000c500a1b2ffff", 4))
 		},
-		want: "wipe: more than one disk reports the serial ZA1234AB",
+		want: "more than one disk reports the serial ZA1234AB",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tr := tt.tr()
-			serial := strings.Fields(strings.TrimPrefix(tt.want, "wipe: more than one disk reports the serial "))[0]
+			serial := strings.Fields(strings.TrimPrefix(tt.want, "more than one disk reports the serial "))[0]
 			serial = strings.TrimSuffix(serial, ":")
 			for _, disk := range []string{"/dev/sda", "/dev/sdb"} {
 				d, err := judge(t, tr, Target{Disk: disk, Serial: serial}, goodBoot())
@@ -537,7 +537,7 @@ func TestCheckOrderOfDiskRefusals(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = Check(l, tg, goodBoot())
+		_, err = check(l, tg, goodBoot())
 		return err
 	}
 	for i, s := range steps {
@@ -565,19 +565,19 @@ func TestCheckUdevUnreadable(t *testing.T) {
 		tr:   two(),
 		fail: map[string]error{"run/udev/data/b8:16": syscall.EIO},
 		want: ErrUdevUnreadable, cause: syscall.EIO,
-		text: "wipe: sdb's udev record cannot be read (/run/udev/data/b8:16: input/output error); nothing wiped",
+		text: "sdb's udev record cannot be read (/run/udev/data/b8:16: input/output error); nothing wiped",
 	}, {
 		name: "the declared disk's record fails",
 		tr:   two(),
 		fail: map[string]error{"run/udev/data/b8:0": syscall.EACCES},
 		want: ErrUdevUnreadable, cause: fs.ErrPermission,
-		text: "wipe: sda's udev record cannot be read (/run/udev/data/b8:0: permission denied); nothing wiped",
+		text: "sda's udev record cannot be read (/run/udev/data/b8:0: permission denied); nothing wiped",
 	}, {
 		name: "another disk's device number fails",
 		tr:   two(),
 		fail: map[string]error{"sys/block/sdb/dev": syscall.EIO},
 		want: ErrUdevUnreadable, cause: syscall.EIO,
-		text: "wipe: sdb's udev record cannot be read (its device number is unknown: /sys/block/sdb/dev: input/output error); nothing wiped",
+		text: "sdb's udev record cannot be read (its device number is unknown: /sys/block/sdb/dev: input/output error); nothing wiped",
 	}, {
 		name: "another disk's device number is garbage",
 		tr: func() *tree {
@@ -586,7 +586,7 @@ func TestCheckUdevUnreadable(t *testing.T) {
 			return tr
 		}(),
 		want: ErrUdevUnreadable,
-		text: `wipe: sdb's udev record cannot be read (its device number is unknown: /sys/block/sdb/dev holds "8-16", not major:minor); nothing wiped`,
+		text: `sdb's udev record cannot be read (its device number is unknown: /sys/block/sdb/dev holds "8-16", not major:minor); nothing wiped`,
 	}, {
 		name: "another disk has no record",
 		tr: func() *tree {
@@ -610,7 +610,7 @@ func TestCheckUdevUnreadable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d, err := Check(l, tg, goodBoot())
+			d, err := check(l, tg, goodBoot())
 			if tt.want == nil {
 				if err != nil || d.Name != "sda" {
 					t.Fatalf("Check = %q, %v; want sda", d.Name, err)

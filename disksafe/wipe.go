@@ -13,16 +13,6 @@ import (
 	"time"
 )
 
-// Puller pulls a container image into the image cache the run's later
-// actions start from, so that the install action finds the installer
-// without a registry. Pull returns once the image is in the cache, or with
-// the reason it is not (one line, for the refusal's "(<reason>)"). Wipe
-// calls it at most once, from the goroutine that called Wipe, and gives it
-// Wipe's context.
-type Puller interface {
-	Pull(ctx context.Context, image string) error
-}
-
 // Wiped is a finished wipe. It is a value.
 type Wiped struct {
 	Disk   string // install_disk as declared
@@ -37,7 +27,7 @@ func (w Wiped) String() string { return "wipe: " + w.Disk + " reports the serial
 // (DefaultStateDir unless told otherwise).
 const WipeRecordFile = "fleet-wipe-disk.json"
 
-// WipeRecord is wipe-disk's record of its wipe, which Install reads: the file
+// WipeRecord is wipe-disk's record of its wipe, which CheckWiped reads: the file
 // WipeRecordFile, a JSON object
 //
 //	{"boot_id": "...", "install_disk": "/dev/sda", "name": "sda",
@@ -71,90 +61,44 @@ func ReadWipeRecord(dir string) (WipeRecord, error) {
 // Wipe wipes the disk t declares, once it has proven that disk is the one to
 // wipe, and returns the runbook's success line as a Wiped. In order:
 //
-//  1. It reads the disks (Read) and judges them (Check); a refusal ends it
-//     with Check's *Refusal.
-//  2. When t.InstallerImage is set, it pulls the image with p; a failure
-//     ends it with ErrPull ("...cannot be pulled (<reason>); nothing
-//     wiped"). p may be nil only when t.InstallerImage is "".
-//  3. It reads and judges the disks again, right before opening: any
-//     refusal now ends it, and so does a disk that is not the same kernel
-//     name and device number as in step 1 (ErrChanged).
-//  4. It opens DevDir/<kernel name> exclusively (O_EXCL): a disk that is
+//  1. It judges (Check); a refusal ends it.
+//  2. It opens DevDir/<kernel name> exclusively (O_EXCL): a disk that is
 //     mounted, or whose partition is, or that RAID, LVM, swap or another
 //     program holds, is refused (ErrInUse). What it opened must be a block
 //     device with the judged device number and size (ErrChanged), and a
-//     third judgement, with the device open, must choose it again.
-//  5. It records this boot's ID in StateDir (WipeRecord) for Install; a
-//     failure ends it with ErrRecord, nothing wiped.
-//  6. It reads the disk's partitions from its MBR, its primary and backup
-//     GPT and the kernel's view in sysfs, discards the whole disk where the
-//     device supports it (a device that does not is no error), and then
-//     writes zeros over the first and last 8 MiB of the disk and of each
-//     partition, and over the btrfs superblock mirrors at 64 MiB and 256 GiB
-//     of each. That erases the protective MBR, the primary GPT (LBA 1-33)
-//     and the backup GPT (the last 33 sectors), ext2/3/4 (1 KiB), xfs (0),
-//     btrfs (64 KiB), vfat (0), swap (page size - 10), iso9660 (32 KiB),
-//     LUKS (0, and LUKS2's secondary header at 16 KiB to 4 MiB), md RAID
-//     0.90 (end - 64 KiB, aligned), 1.0 (end - 8 KiB), 1.1 (0) and 1.2 (4
-//     KiB), LVM (label in sectors 0-3), ZFS (labels in the first and last
-//     512 KiB) and bcache (4 KiB). It flushes (fsync), asks the kernel to reread the partition
-//     table (a refusal is no error), closes the disk, and records the wipe
-//     as finished. A failure here is ErrWipeFailed: the disk may be partly
+//     second judgement, with the device open, must choose it again, by
+//     the same kernel name and device number (ErrChanged).
+//  3. It records this boot's ID in StateDir (WipeRecord) for the install
+//     action's guard (CheckWiped); a failure ends it with ErrRecord,
+//     nothing wiped.
+//  4. It erases every signature that names a partition table, a file
+//     system, RAID, LVM, LUKS, ZFS or bcache on the disk and on each
+//     partition it finds (in the MBR, both GPTs and sysfs), flushes, asks
+//     the kernel to reread the partition table, and records the wipe as
+//     finished. A failure here is ErrWipeFailed: the disk may be partly
 //     wiped.
 //
-// The context ends the pull, and stops the wipe between writes; the one
-// discard call, which a large SSD may take seconds to finish, runs to its
-// end.
-// Wipe needs root (CAP_SYS_ADMIN for the exclusive open and the ioctls).
-// It is implemented on Linux only; elsewhere it returns ErrUnsupported
-// after the judgement, with nothing wiped.
-func Wipe(ctx context.Context, t Target, b Boot, p Puller, cfg *Config) (Wiped, error) {
+// Every error it returns begins "wipe: ": its refusals are *Refusal with Op
+// "wipe". The context stops the wipe between writes. Wipe needs root
+// (CAP_SYS_ADMIN for the exclusive open and the ioctls). It is implemented
+// on Linux only; elsewhere it returns ErrUnsupported after the judgement,
+// with nothing wiped.
+func Wipe(ctx context.Context, t Target, b Boot, cfg *Config) (Wiped, error) {
 	log := cfg.logger()
 	judge := func() (Disk, error) {
-		l, err := Read(t.Disk, cfg)
-		if err != nil {
-			return Disk{}, err
+		_, d, err := Check(t, b, cfg)
+		if r, ok := err.(*Refusal); ok {
+			r.Op = "wipe"
 		}
-		return Check(l, t, b)
+		return d, err
 	}
 	d, err := judge()
 	if err != nil {
 		return Wiped{}, err
 	}
 	serial := strings.TrimSpace(t.Serial)
-
-	if t.InstallerImage != "" {
-		var err error
-		if p == nil {
-			err = errors.New("no puller is configured")
-		} else {
-			err = p.Pull(ctx, t.InstallerImage)
-		}
-		if err == nil {
-			err = ctx.Err()
-		}
-		if err != nil {
-			return Wiped{}, &Refusal{Err: ErrPull, Disk: t.Disk, Name: d.Name, Serial: serial, Image: t.InstallerImage, Cause: err}
-		}
-		log.Info("disksafe: pulled the installer image", "image", t.InstallerImage)
-	}
 	if err := ctx.Err(); err != nil {
 		return Wiped{}, fmt.Errorf("wipe: %s: %w; nothing wiped", t.Disk, err)
-	}
-
-	same := func(again Disk) error {
-		if again.Name != d.Name || again.Dev != d.Dev {
-			return &Refusal{Err: ErrChanged, Disk: t.Disk, Name: d.Name, Serial: serial,
-				Cause: fmt.Errorf("it was %s (%s) and is now %s (%s)", d.Name, d.Dev, again.Name, again.Dev)}
-		}
-		return nil
-	}
-	again, err := judge()
-	if err != nil {
-		return Wiped{}, err
-	}
-	if err := same(again); err != nil {
-		return Wiped{}, err
 	}
 
 	devPath := filepath.Join(cfg.devDir(), d.Name)
@@ -168,23 +112,24 @@ func Wipe(ctx context.Context, t Target, b Boot, p Puller, cfg *Config) (Wiped, 
 			dev.Close()
 		}
 	}()
-	again, err = judge()
+	again, err := judge()
 	if err != nil {
 		return Wiped{}, err
 	}
-	if err := same(again); err != nil {
-		return Wiped{}, err
+	if again.Name != d.Name || again.Dev != d.Dev {
+		return Wiped{}, &Refusal{Op: "wipe", Err: ErrChanged, Disk: t.Disk, Name: d.Name, Serial: serial,
+			Cause: fmt.Errorf("it was %s (%s) and is now %s (%s)", d.Name, d.Dev, again.Name, again.Dev)}
 	}
 	parts := sysPartitions(cfg.root(), d.Name)
 
 	rec := WipeRecord{BootID: b.ID, Disk: t.Disk, Name: d.Name, Serial: serial, Time: time.Now().UTC()}
 	if err := writeJSON(cfg.stateDir(), WipeRecordFile, rec); err != nil {
-		return Wiped{}, &Refusal{Err: ErrRecord, Disk: t.Disk, Name: d.Name, Serial: serial, Cause: err}
+		return Wiped{}, &Refusal{Op: "wipe", Err: ErrRecord, Disk: t.Disk, Name: d.Name, Serial: serial, Cause: err}
 	}
 	log.Info("disksafe: wiping", "disk", t.Disk, "name", d.Name, "dev", d.Dev, "serial", serial, "size", d.Size)
 
 	failed := func(err error) (Wiped, error) {
-		return Wiped{}, &Refusal{Err: ErrWipeFailed, Disk: t.Disk, Name: d.Name, Serial: serial, Cause: err}
+		return Wiped{}, &Refusal{Op: "wipe", Err: ErrWipeFailed, Disk: t.Disk, Name: d.Name, Serial: serial, Cause: err}
 	}
 	if err := erase(ctx, dev, parts, log); err != nil {
 		return failed(err)
@@ -203,14 +148,14 @@ func Wipe(ctx context.Context, t Target, b Boot, p Puller, cfg *Config) (Wiped, 
 
 // openRefusal turns an openDevice error into the Refusal Wipe returns.
 func openRefusal(t Target, d Disk, serial string, err error) error {
-	r := &Refusal{Err: ErrOpen, Disk: t.Disk, Name: d.Name, Serial: serial, Cause: err}
+	r := &Refusal{Op: "wipe", Err: ErrOpen, Disk: t.Disk, Name: d.Name, Serial: serial, Cause: err}
 	switch {
 	case errors.Is(err, errDeviceBusy):
 		r.Err = ErrInUse
 	case errors.Is(err, errDeviceChanged):
 		r.Err = ErrChanged
 	case errors.Is(err, ErrUnsupported):
-		return fmt.Errorf("%w; nothing wiped", ErrUnsupported)
+		return fmt.Errorf("wipe: %w; nothing wiped", ErrUnsupported)
 	}
 	return r
 }
@@ -241,10 +186,21 @@ type extent struct{ off, n int64 }
 
 func (e extent) end() int64 { return e.off + e.n }
 
+// What erase zeroes, and why that is enough: the first and last eraseEdge
+// bytes of the disk and of each partition, and the btrfs superblock mirrors
+// at 64 MiB and 256 GiB of each. That erases the protective MBR, the
+// primary GPT (LBA 1-33) and the backup GPT (the last 33 sectors), and the
+// signatures of ext2/3/4 (at 1 KiB), xfs (0), btrfs (64 KiB), vfat (0),
+// swap (page size - 10), iso9660 (32 KiB), LUKS (0, and LUKS2's secondary
+// header at 16 KiB to 4 MiB), md RAID 0.90 (end - 64 KiB, aligned), 1.0
+// (end - 8 KiB), 1.1 (0) and 1.2 (4 KiB), LVM (its label in sectors 0-3),
+// ZFS (labels in the first and last 512 KiB) and bcache (4 KiB). The
+// partitions are the kernel's (sysfs) and those the disk's MBR and primary
+// and backup GPTs name, read before the first write.
 const (
 	// eraseEdge is how much is zeroed at the start and at the end of the
 	// disk and of each partition: past the largest LUKS2 secondary header
-	// (at 4 MiB) and every other signature listed at Wipe.
+	// (at 4 MiB) and every other signature above.
 	eraseEdge = 8 << 20
 	// btrfsMirror is the size zeroed at each btrfs superblock mirror.
 	btrfsMirror = 64 << 10
@@ -336,6 +292,8 @@ func erase(ctx context.Context, dev device, sysParts []extent, log interface {
 	// Discard first: after a discard a device may read back zeros, the
 	// old data or anything else, so the zeros written after it are what
 	// any later reader of the signature regions sees.
+	// The one discard call, which a large SSD may take seconds to finish,
+	// runs to its end whatever ctx says.
 	switch err := dev.Discard(0, size); {
 	case err == nil:
 		log.Debug("disksafe: discarded the whole disk", "bytes", size)

@@ -2,7 +2,6 @@ package disksafe
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
@@ -167,13 +166,6 @@ func nodeDir(t *testing.T, tmp string) string {
 	return dir
 }
 
-type testPuller struct{ pulls []string }
-
-func (p *testPuller) Pull(_ context.Context, image string) error {
-	p.pulls = append(p.pulls, image)
-	return nil
-}
-
 func TestIntegrationLoopWipe(t *testing.T) {
 	testenv.Short(t)
 	needLoopTools(t)
@@ -212,7 +204,7 @@ func TestIntegrationLoopWipe(t *testing.T) {
 	boot := Boot{ID: id, Record: &BootRecord{BootID: id, Attested: true, Code: testCode}}
 	state := filepath.Join(tmp, "workflow")
 	cfg := &Config{Loop: true, StateDir: state, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))}
-	target := Target{Disk: a.path, Serial: serialA, Code: testCode, InstallerImage: testImage}
+	target := Target{Disk: a.path, Serial: serialA, Code: testCode}
 
 	sumA, sumB := digest(t, a), digest(t, b)
 
@@ -225,7 +217,7 @@ func TestIntegrationLoopWipe(t *testing.T) {
 		}
 		c := *cfg
 		c.DevDir = devDir
-		_, err := Wipe(t.Context(), target, boot, &testPuller{}, &c)
+		_, err := Wipe(t.Context(), target, boot, &c)
 		if !errors.Is(err, ErrChanged) {
 			t.Fatalf("Wipe = %v, want ErrChanged", err)
 		}
@@ -239,7 +231,7 @@ func TestIntegrationLoopWipe(t *testing.T) {
 	t.Run("the wipe cannot be recorded", func(t *testing.T) {
 		c := *cfg
 		c.StateDir = filepath.Join(tmp, "a.img", "workflow") // below a regular file
-		_, err := Wipe(t.Context(), target, boot, &testPuller{}, &c)
+		_, err := Wipe(t.Context(), target, boot, &c)
 		if !errors.Is(err, ErrRecord) {
 			t.Fatalf("Wipe = %v, want ErrRecord", err)
 		}
@@ -253,7 +245,7 @@ func TestIntegrationLoopWipe(t *testing.T) {
 		os.MkdirAll(mnt, 0o755)
 		run(t, "", "mount", "-t", "ext4", c.path, mnt)
 		defer run(t, "", "umount", mnt)
-		_, err := Wipe(t.Context(), Target{Disk: c.path, Serial: serialC, Code: testCode}, boot, nil, cfg)
+		_, err := Wipe(t.Context(), Target{Disk: c.path, Serial: serialC, Code: testCode}, boot, cfg)
 		if !errors.Is(err, ErrInUse) {
 			t.Fatalf("Wipe of a mounted device = %v, want ErrInUse", err)
 		}
@@ -273,16 +265,12 @@ func TestIntegrationLoopWipe(t *testing.T) {
 		t.Fatalf("a refused wipe left a record: %v", err)
 	}
 
-	p := &testPuller{}
-	w, err := Wipe(t.Context(), target, boot, p, cfg)
+	w, err := Wipe(t.Context(), target, boot, cfg)
 	if err != nil {
 		t.Fatalf("Wipe: %v", err)
 	}
 	if want := "wipe: " + a.path + " reports the serial " + serialA; w.String() != want {
 		t.Errorf("Wipe = %q, want %q", w, want)
-	}
-	if len(p.pulls) != 1 || p.pulls[0] != testImage {
-		t.Errorf("pulls = %q", p.pulls)
 	}
 	if got := probe(t, a, 0); got != "" {
 		t.Errorf("blkid -p finds after the wipe: %s", got)
@@ -314,12 +302,11 @@ func TestIntegrationLoopWipe(t *testing.T) {
 	}
 
 	// The install step of the same run, in this boot and in another.
-	inst := &scriptedInstaller{stdout: []string{"installing"}}
-	if got, err := Install(t.Context(), target, id, inst, cfg); err != nil || got.String() != "install: installed Talos to "+a.path {
-		t.Errorf("Install = %q, %v", got, err)
+	if err := CheckWiped(target.Disk, id, cfg); err != nil {
+		t.Errorf("CheckWiped = %v", err)
 	}
-	if _, err := Install(t.Context(), target, "00000000-0000-4000-8000-000000000000", inst, cfg); !errors.Is(err, ErrResumedRun) {
-		t.Errorf("Install in another boot = %v, want ErrResumedRun", err)
+	if err := CheckWiped(target.Disk, "00000000-0000-4000-8000-000000000000", cfg); !errors.Is(err, ErrResumedRun) {
+		t.Errorf("CheckWiped in another boot = %v, want ErrResumedRun", err)
 	}
 }
 
@@ -361,7 +348,7 @@ func BenchmarkWipeLoop1GiB(b *testing.B) {
 		b.StopTimer()
 		fill()
 		b.StartTimer()
-		if _, err := Wipe(b.Context(), target, boot, nil, cfg); err != nil {
+		if _, err := Wipe(b.Context(), target, boot, cfg); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -377,23 +377,6 @@ func TestPartitionTablesBadGPT(t *testing.T) {
 	}
 }
 
-// recordingPuller records its pulls and can fail or change the world.
-type recordingPuller struct {
-	pulls  []string
-	err    error
-	during func()
-}
-
-func (p *recordingPuller) Pull(ctx context.Context, image string) error {
-	p.pulls = append(p.pulls, image)
-	if p.during != nil {
-		p.during()
-	}
-	return p.err
-}
-
-const testImage = "ghcr.io/siderolabs/installer:v1.13.9"
-
 // wipeFixture is a fake machine for Wipe: a tree whose sda reports S1, and
 // a device directory holding a regular file as sda, so nothing can be
 // wiped for real.
@@ -423,83 +406,23 @@ func assertUntouched(t *testing.T, cfg *Config, file string) {
 	}
 }
 
-func TestWipeRefusalPullsNothing(t *testing.T) {
+func TestWipeRefusalWipesNothing(t *testing.T) {
 	_, cfg, file := wipeFixture(t)
-	p := &recordingPuller{}
-	_, err := Wipe(t.Context(), Target{Disk: "/dev/sda", Serial: "S2", InstallerImage: testImage}, goodBoot(), p, cfg)
+	_, err := Wipe(t.Context(), Target{Disk: "/dev/sda", Serial: "S2"}, goodBoot(), cfg)
 	if !errors.Is(err, ErrWrongDisk) {
 		t.Fatalf("Wipe = %v, want ErrWrongDisk", err)
 	}
-	if len(p.pulls) != 0 {
-		t.Errorf("a refused wipe pulled %q", p.pulls)
+	if want := "wipe: /dev/sda is sda, but the disk that reports S2 is sdb"; err.Error() != want {
+		t.Errorf("Wipe error %q, want %q", err, want)
 	}
 	assertUntouched(t, cfg, file)
-}
-
-func TestWipePullFails(t *testing.T) {
-	_, cfg, file := wipeFixture(t)
-	p := &recordingPuller{err: errors.New("Error response from daemon: manifest for ghcr.io/siderolabs/installer:v1.13.9 not found: manifest unknown\n")}
-	_, err := Wipe(t.Context(), Target{Disk: "/dev/sda", Serial: "S1", InstallerImage: testImage}, goodBoot(), p, cfg)
-	want := "wipe: the installer image ghcr.io/siderolabs/installer:v1.13.9 cannot be pulled (Error response from daemon: manifest for ghcr.io/siderolabs/installer:v1.13.9 not found: manifest unknown); nothing wiped"
-	if err == nil || err.Error() != want {
-		t.Fatalf("Wipe = %v\nwant %s", err, want)
-	}
-	if !errors.Is(err, ErrPull) || !errors.Is(err, p.err) {
-		t.Errorf("errors.Is does not find ErrPull and the puller's error in %v", err)
-	}
-	if !cmp.Equal(p.pulls, []string{testImage}) {
-		t.Errorf("pulls = %q", p.pulls)
-	}
-	assertUntouched(t, cfg, file)
-}
-
-func TestWipeNoPuller(t *testing.T) {
-	_, cfg, file := wipeFixture(t)
-	_, err := Wipe(t.Context(), Target{Disk: "/dev/sda", Serial: "S1", InstallerImage: testImage}, goodBoot(), nil, cfg)
-	want := "wipe: the installer image ghcr.io/siderolabs/installer:v1.13.9 cannot be pulled (no puller is configured); nothing wiped"
-	if err == nil || err.Error() != want || !errors.Is(err, ErrPull) {
-		t.Fatalf("Wipe = %v, want %s", err, want)
-	}
-	assertUntouched(t, cfg, file)
-}
-
-func TestWipeRechecksAfterPull(t *testing.T) {
-	tests := []struct {
-		name   string
-		change func(tr *tree)
-		want   error
-	}{
-		{"another disk now reports the serial", func(tr *tree) { tr.add(usbStick("sdc", "8:32", "S1")) }, ErrSerialAmbiguous},
-		{"the disk is gone", func(tr *tree) {
-			delete(tr.fs, "sys/block/sda")
-			delete(tr.fs, "sys/class/block/sda")
-		}, ErrSerialNotFound},
-		{"the disk now says removable", func(tr *tree) {
-			tr.file("sys/devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0/block/sda/removable", "1\n")
-		}, ErrRemovable},
-		{"the disk has another device number", func(tr *tree) {
-			tr.file("sys/devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0/block/sda/dev", "8:64\n")
-			tr.file("run/udev/data/b8:64", "E:ID_SERIAL_SHORT=S1\n")
-		}, ErrChanged},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tr, cfg, file := wipeFixture(t)
-			p := &recordingPuller{during: func() { tt.change(tr) }}
-			_, err := Wipe(t.Context(), Target{Disk: "/dev/sda", Serial: "S1", InstallerImage: testImage}, goodBoot(), p, cfg)
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("Wipe = %v, want %v", err, tt.want)
-			}
-			assertUntouched(t, cfg, file)
-		})
-	}
 }
 
 func TestWipeContextEndsBeforeOpen(t *testing.T) {
 	_, cfg, file := wipeFixture(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	_, err := Wipe(ctx, Target{Disk: "/dev/sda", Serial: "S1"}, goodBoot(), nil, cfg)
+	_, err := Wipe(ctx, Target{Disk: "/dev/sda", Serial: "S1"}, goodBoot(), cfg)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Wipe = %v, want context.Canceled", err)
 	}
@@ -509,7 +432,7 @@ func TestWipeContextEndsBeforeOpen(t *testing.T) {
 func TestWipeOpensOnlyTheJudgedBlockDevice(t *testing.T) {
 	// DevDir/sda is a regular file, not the block device 8:0 sysfs names.
 	_, cfg, file := wipeFixture(t)
-	_, err := Wipe(t.Context(), Target{Disk: "/dev/sda", Serial: "S1"}, goodBoot(), nil, cfg)
+	_, err := Wipe(t.Context(), Target{Disk: "/dev/sda", Serial: "S1"}, goodBoot(), cfg)
 	if runtime.GOOS != "linux" {
 		if !errors.Is(err, ErrUnsupported) {
 			t.Fatalf("Wipe = %v, want ErrUnsupported", err)
@@ -527,7 +450,7 @@ func TestWipeOpensOnlyTheJudgedBlockDevice(t *testing.T) {
 func TestWipeMissingDeviceNode(t *testing.T) {
 	_, cfg, file := wipeFixture(t)
 	os.Remove(file)
-	_, err := Wipe(t.Context(), Target{Disk: "/dev/sda", Serial: "S1"}, goodBoot(), nil, cfg)
+	_, err := Wipe(t.Context(), Target{Disk: "/dev/sda", Serial: "S1"}, goodBoot(), cfg)
 	if runtime.GOOS == "linux" {
 		want := "wipe: /dev/sda cannot be opened (open " + file + ": no such file or directory); nothing wiped"
 		if !errors.Is(err, ErrOpen) || !errors.Is(err, fs.ErrNotExist) || err.Error() != want {

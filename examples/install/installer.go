@@ -35,8 +35,8 @@ var placeholder = regexp.MustCompile(`\{[A-Za-z_]*\}`)
 // stopped, before it is killed.
 const stopGrace = 30 * time.Second
 
-// commandInstaller runs the installer command. It implements
-// disksafe.Installer. It is not safe for concurrent use.
+// commandInstaller runs the installer command. It is an installer. It is
+// not safe for concurrent use.
 type commandInstaller struct {
 	words       []string // with their placeholders
 	image       string

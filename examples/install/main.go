@@ -93,8 +93,8 @@
 // # Output and exit codes
 //
 // On success it prints "install: installed Talos to <disk>" and exits 0.
-// Without a wipe of this disk recorded in this boot (disksafe.Install) it
-// prints the runbook's line
+// Without a wipe of this disk recorded in this boot (disksafe.CheckWiped)
+// it prints the runbook's line
 //
 //	install: this run resumed in a new boot after wipe-disk; nothing installed; set desired_action to provision
 //
@@ -129,30 +129,25 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/fleetkit/fleet/disksafe"
+	"github.com/fleetkit/fleet/examples/internal/action"
 )
 
 const (
-	exitInstalled = 0
-	exitRefused   = 1
-	exitUsage     = 2
+	exitInstalled = action.ExitOK
+	exitRefused   = action.ExitFailed
+	exitUsage     = action.ExitUsage
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Getenv, nil, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	action.Main(func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+		return run(ctx, args, getenv, nil, stdout, stderr)
+	})
 }
 
 const usageText = `usage: install [-v]
@@ -184,35 +179,27 @@ Exit codes: 0 installed, 1 refused or the installer failed, 2 settings.
 // run is the action; getenv reads its environment. root is the file system
 // the boot ID is read from (disksafe.Config.Root); nil is the machine's.
 func run(ctx context.Context, args []string, getenv func(string) string, root fs.FS, stdout, stderr io.Writer) int {
-	fl := flag.NewFlagSet("install", flag.ContinueOnError)
-	fl.SetOutput(stderr)
+	fl := action.Flags("install", stderr)
 	fl.Usage = func() {
 		fmt.Fprint(stderr, usageText)
 		fl.PrintDefaults()
 	}
 	verbose := fl.Bool("v", false, "print the installer's output as it runs (the install code replaced)")
-	if err := fl.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitUsage
-	}
-	if fl.NArg() != 0 {
-		fmt.Fprintf(stderr, "install: unexpected arguments %q\n", fl.Args())
-		return exitUsage
+	if exit, ok := action.Parse(fl, args); !ok {
+		return exit
 	}
 
 	t := disksafe.Target{
-		Disk:           getenv("INSTALL_DISK"),
-		Serial:         getenv("INSTALL_DISK_SERIAL"),
-		CodeSHA256:     getenv("INSTALL_CODE_SHA256"),
-		InstallerImage: getenv("INSTALLER_IMAGE"),
+		Disk:       getenv("INSTALL_DISK"),
+		Serial:     getenv("INSTALL_DISK_SERIAL"),
+		CodeSHA256: getenv("INSTALL_CODE_SHA256"),
 	}
+	image := getenv("INSTALLER_IMAGE")
 	switch {
 	case t.Disk == "":
 		fmt.Fprintln(stderr, "install: no install disk is declared (INSTALL_DISK); nothing installed")
 		return exitUsage
-	case t.InstallerImage == "":
+	case image == "":
 		fmt.Fprintln(stderr, "install: no installer image is declared (INSTALLER_IMAGE); nothing installed")
 		return exitUsage
 	case t.CodeSHA256 == "":
@@ -222,21 +209,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, root fs
 		fmt.Fprintln(stderr, "install: INSTALL_CODE_SHA256 is not 64 lowercase hex characters; nothing installed")
 		return exitUsage
 	}
-	inst, err := newCommandInstaller(getenv("INSTALL_COMMAND"), t.InstallerImage, getenv("CONFIG_URL_TEMPLATE"))
+	inst, err := newCommandInstaller(getenv("INSTALL_COMMAND"), image, getenv("CONFIG_URL_TEMPLATE"))
 	if err != nil {
 		fmt.Fprintf(stderr, "install: %v; nothing installed\n", err)
 		return exitUsage
 	}
 
-	level := slog.LevelInfo
-	if *verbose {
-		level = slog.LevelDebug
-	}
-	cfg := &disksafe.Config{
-		Root:     root,
-		StateDir: getenv("FLEET_STATE_DIR"),
-		Logger:   slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
-	}
+	log := action.Logger(stderr, *verbose)
+	cfg := &disksafe.Config{Root: root, StateDir: getenv("FLEET_STATE_DIR"), Logger: log}
 	bootID, err := disksafe.BootID(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "install: %v; nothing installed\n", err)
@@ -246,62 +226,44 @@ func run(ctx context.Context, args []string, getenv func(string) string, root fs
 	switch rec, err := disksafe.ReadBootRecord(getenv("FLEET_BOOT_DIR")); {
 	case err == nil:
 		boot.Record = &rec
-		t.Code = rec.Code // replaced in the installer's output
 	case !errors.Is(err, fs.ErrNotExist):
 		fmt.Fprintf(stderr, "install: %v\n", err)
 	}
-	done, err := disksafe.Install(ctx, t, bootID, codeGate{t: t, boot: boot, inst: inst}, cfg)
-	if line, ok := codeRefusal(err); ok {
-		fmt.Fprintln(stderr, line)
-		var r *disksafe.Refusal
-		if errors.As(err, &r) && r.Cause != nil && errors.Is(err, disksafe.ErrNotAttested) {
-			fmt.Fprintf(stderr, "  (%v)\n", r.Cause)
-		}
-		return exitRefused
-	}
-	if err != nil {
+
+	// wipe-disk's record first, so that a run resumed in a new boot gets
+	// the runbook's line for that.
+	if err := disksafe.CheckWiped(t.Disk, bootID, cfg); err != nil {
 		fmt.Fprintln(stderr, err)
-		// What wipe-disk recorded instead, where the line does not say.
-		var r *disksafe.Refusal
-		if errors.As(err, &r) && r.Cause != nil && errors.Is(err, disksafe.ErrNotWiped) {
-			fmt.Fprintf(stderr, "  (%v)\n", r.Cause)
-		}
+		action.Cause(stderr, err, disksafe.ErrNotWiped)
 		return exitRefused
 	}
-	fmt.Fprintln(stdout, done)
+	if err := disksafe.CheckCode(t, boot); err != nil {
+		fmt.Fprintln(stderr, codeRefusal(err))
+		action.Cause(stderr, err, disksafe.ErrNotAttested)
+		return exitRefused
+	}
+	inst.setCode(boot.Record.Code)
+	if err := runInstaller(ctx, inst, t.Disk, boot.Record.Code, defaultInstallerLines, log); err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitRefused
+	}
+	fmt.Fprintln(stdout, installed(t.Disk))
 	return exitInstalled
 }
 
-// codeGate runs the installer only in a boot whose attestation received
-// the run's install code (disksafe.CheckCode), and gives it that code.
-// disksafe.Install calls it after it judged wipe-disk's record, so a run
-// resumed in a new boot gets the runbook's line for that first.
-type codeGate struct {
-	t    disksafe.Target
-	boot disksafe.Boot
-	inst *commandInstaller
-}
+// installed is the runbook's line of a finished install.
+func installed(disk string) string { return "install: installed Talos to " + disk }
 
-func (g codeGate) Install(ctx context.Context, disk string, output func(line string)) error {
-	if err := disksafe.CheckCode(g.t, g.boot); err != nil {
-		return err
-	}
-	g.inst.setCode(g.boot.Record.Code)
-	return g.inst.Install(ctx, disk, output)
-}
-
-// codeRefusal returns the line of an install that codeGate refused, and
-// whether it did.
-func codeRefusal(err error) (string, bool) {
+// codeRefusal returns the line of an install that disksafe.CheckCode
+// refused.
+func codeRefusal(err error) string {
 	switch {
-	case errors.Is(err, disksafe.ErrNotAttested):
-		return "install: this boot did not pass attestation; nothing installed", true
 	case errors.Is(err, disksafe.ErrNoInstallCode):
-		return "install: this boot received no install code; nothing installed", true
+		return "install: this boot received no install code; nothing installed"
 	case errors.Is(err, disksafe.ErrInstallCodeMismatch):
-		return "install: the Workflow's install code is not the one this boot received; nothing installed", true
+		return "install: the Workflow's install code is not the one this boot received; nothing installed"
 	}
-	return "", false
+	return "install: this boot did not pass attestation; nothing installed"
 }
 
 // sha256Hex reports whether s has the form of install_code_sha256: 64

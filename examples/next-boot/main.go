@@ -9,8 +9,10 @@
 // that loads the installed Talos's boot loader from the EFI system
 // partition of the install disk:
 //
-//  1. it reads the install disk's GPT (the one install just wrote) and
-//     finds its one EFI system partition, by number and unique GUID;
+//  1. it reads the install disk's primary GPT (the one install just wrote;
+//     disksafe.ReadGPT, which accepts only a table whose CRCs check and
+//     whose partitions lie inside the disk) and finds its one EFI system
+//     partition, by number and unique GUID;
 //  2. it reads the boot entries (efibootmgr -v) and picks an active one
 //     whose device path is HD(<number>,GPT,<GUID>,...) followed by the
 //     loader (NEXT_BOOT_LOADER, compared without case, as FAT names are),
@@ -81,24 +83,22 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 
 	"github.com/fleetkit/fleet/disksafe"
+	"github.com/fleetkit/fleet/examples/internal/action"
 )
 
 const (
-	exitDone   = 0
-	exitFailed = 1
-	exitUsage  = 2
+	exitDone   = action.ExitOK
+	exitFailed = action.ExitFailed
+	exitUsage  = action.ExitUsage
 )
 
 // defaultLabel labels the boot entry next-boot creates, and marks the ones
@@ -106,10 +106,9 @@ const (
 const defaultLabel = "Talos (fleet)"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Getenv, system{}, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	action.Main(func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+		return run(ctx, args, getenv, system{}, stdout, stderr)
+	})
 }
 
 // system is next-boot's view of the machine. A zero field is the real
@@ -152,18 +151,10 @@ func defaultLoader() string {
 
 // run is the action; getenv reads its environment.
 func run(ctx context.Context, args []string, getenv func(string) string, sys system, stdout, stderr io.Writer) int {
-	fl := flag.NewFlagSet("next-boot", flag.ContinueOnError)
-	fl.SetOutput(stderr)
+	fl := action.Flags("next-boot", stderr)
 	fl.Usage = func() { fmt.Fprintf(stderr, usageText, defaultLoader(), defaultLabel) }
-	if err := fl.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitUsage
-	}
-	if fl.NArg() != 0 {
-		fmt.Fprintf(stderr, "next-boot: unexpected arguments %q\n", fl.Args())
-		return exitUsage
+	if exit, ok := action.Parse(fl, args); !ok {
+		return exit
 	}
 	disk := getenv("INSTALL_DISK")
 	if disk == "" {
@@ -217,7 +208,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, sys sys
 		fmt.Fprintf(stderr, "next-boot: %v\n", err)
 		return exitFailed
 	}
-	part, err := findESP(f)
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		f.Close()
+		fmt.Fprintf(stderr, "next-boot: %s (%s): %v\n", disk, name, err)
+		return exitFailed
+	}
+	part, err := findESP(f, size)
 	f.Close()
 	if err != nil {
 		fmt.Fprintf(stderr, "next-boot: %s (%s): %v\n", disk, name, err)

@@ -57,7 +57,7 @@
 //	           (read-only) for hookos-attest's boot record, and the Docker
 //	           socket to pull.
 //	install    runs the class's Talos installer from the pulled image, only in
-//	           the boot that wiped (disksafe.Install) and received the run's
+//	           the boot that wiped (disksafe.CheckWiped) and received the run's
 //	           code (disksafe.CheckCode), and gives the installed Talos that
 //	           code in META. Volumes: /run/fleet (read-only) for the boot
 //	           record, and the Docker socket.

@@ -39,6 +39,11 @@
 // refused with "wipe: the Workflow's install code is not the one this boot
 // received", before anything is pulled or wiped.
 //
+// It judges the disks (disksafe.Check), then pulls INSTALLER_IMAGE, and
+// only then wipes (disksafe.Wipe, which judges again, with the disk open):
+// nothing is pulled for a refused disk, and a disk is wiped only when the
+// install action will find its installer.
+//
 // -dry-run lists the disks, judges them, and prints the verdict without
 // pulling or writing anything.
 //
@@ -83,69 +88,72 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/fleetkit/fleet/disksafe"
+	"github.com/fleetkit/fleet/examples/internal/action"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Getenv, nil, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	action.Main(func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+		return run(ctx, args, getenv, nil, stdout, stderr)
+	})
 }
 
 // run is the action; getenv reads its environment. root is the file system
 // the disks, /dev links and boot ID are read from (disksafe.Config.Root);
 // nil is the machine's own.
 func run(ctx context.Context, args []string, getenv func(string) string, root fs.FS, stdout, stderr io.Writer) int {
-	fl := flag.NewFlagSet("wipe-disk", flag.ContinueOnError)
-	fl.SetOutput(stderr)
+	fl := action.Flags("wipe-disk", stderr)
 	dryRun := fl.Bool("dry-run", false, "judge the disks and print the verdict; pull and write nothing")
-	if err := fl.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fl.NArg() != 0 {
-		fmt.Fprintf(stderr, "wipe-disk: unexpected arguments %q\n", fl.Args())
-		return 2
+	if exit, ok := action.Parse(fl, args); !ok {
+		return exit
 	}
 
 	target := disksafe.Target{
-		Disk:           getenv("INSTALL_DISK"),
-		Serial:         getenv("INSTALL_DISK_SERIAL"),
-		CodeSHA256:     getenv("INSTALL_CODE_SHA256"),
-		InstallerImage: getenv("INSTALLER_IMAGE"),
+		Disk:       getenv("INSTALL_DISK"),
+		Serial:     getenv("INSTALL_DISK_SERIAL"),
+		CodeSHA256: getenv("INSTALL_CODE_SHA256"),
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cfg := &disksafe.Config{Root: root, StateDir: getenv("FLEET_STATE_DIR"), Logger: log}
+	cfg := &disksafe.Config{Root: root, StateDir: getenv("FLEET_STATE_DIR"), Logger: action.Logger(stderr, false)}
 
 	boot, err := thisBoot(getenv("FLEET_BOOT_DIR"), cfg, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return 1
+		return action.ExitFailed
 	}
 
 	if *dryRun {
 		return dry(target, boot, cfg, stdout, stderr)
 	}
-	w, err := disksafe.Wipe(ctx, target, boot, newCommandPuller(getenv("PULL_COMMAND")), cfg)
+	w, err := wipe(ctx, target, getenv("INSTALLER_IMAGE"), boot, newCommandPuller(getenv("PULL_COMMAND")), cfg)
 	if err != nil {
 		refused(stderr, err)
-		return 1
+		return action.ExitFailed
 	}
 	fmt.Fprintln(stdout, w)
-	return 0
+	return action.ExitOK
+}
+
+// wipe judges the disks for t in boot b, pulls image with p when image is
+// set, and wipes. Every error it returns begins "wipe: ".
+func wipe(ctx context.Context, t disksafe.Target, image string, b disksafe.Boot, p puller, cfg *disksafe.Config) (disksafe.Wiped, error) {
+	if _, _, err := disksafe.Check(t, b, cfg); err != nil {
+		return disksafe.Wiped{}, fmt.Errorf("wipe: %w", err)
+	}
+	if image != "" {
+		if err := pull(ctx, p, image); err != nil {
+			return disksafe.Wiped{}, err
+		}
+		if cfg.Logger != nil {
+			cfg.Logger.Info("wipe-disk: pulled the installer image", "image", image)
+		}
+	}
+	return disksafe.Wipe(ctx, t, b, cfg)
 }
 
 // thisBoot reads this boot's ID and the HookOS agent's record of its
@@ -169,31 +177,28 @@ func thisBoot(dir string, cfg *disksafe.Config, stderr io.Writer) (disksafe.Boot
 
 // dry judges the disks without pulling or writing.
 func dry(t disksafe.Target, b disksafe.Boot, cfg *disksafe.Config, stdout, stderr io.Writer) int {
-	l, err := disksafe.Read(t.Disk, cfg)
-	if err != nil {
+	l, d, err := disksafe.Check(t, b, cfg)
+	var r *disksafe.Refusal
+	if err != nil && !errors.As(err, &r) {
 		fmt.Fprintf(stderr, "wipe-disk: %v\n", err)
-		return 1
+		return action.ExitFailed
 	}
 	printDisks(stdout, l)
-	d, err := disksafe.Check(l, t, b)
 	if err != nil {
-		refused(stderr, err)
+		refused(stderr, fmt.Errorf("wipe: %w", err))
 		fmt.Fprintln(stdout, "wipe: dry run: nothing wiped")
-		return 1
+		return action.ExitFailed
 	}
 	fmt.Fprintln(stdout, disksafe.Wiped{Disk: t.Disk, Name: d.Name, Serial: strings.TrimSpace(t.Serial)})
 	fmt.Fprintln(stdout, "wipe: dry run: nothing wiped")
-	return 0
+	return action.ExitOK
 }
 
 // refused prints a refusal: the runbook's line, and what lies under it
 // when the line does not already say.
 func refused(w io.Writer, err error) {
 	fmt.Fprintln(w, err)
-	var r *disksafe.Refusal
-	if errors.As(err, &r) && r.Cause != nil && errors.Is(err, disksafe.ErrNotAttested) {
-		fmt.Fprintf(w, "  (%v)\n", r.Cause)
-	}
+	action.Cause(w, err, disksafe.ErrNotAttested)
 }
 
 // printDisks prints the disks as a table, for the operator who reads the

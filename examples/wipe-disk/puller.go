@@ -7,14 +7,59 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+
+	"github.com/fleetkit/fleet/examples/internal/action"
 )
 
 // defaultPullCommand pulls through the host's Docker daemon, whose image
 // cache the install action's container starts from.
 const defaultPullCommand = "docker pull"
 
+// puller pulls a container image into the image cache the run's later
+// actions start from, so that the install action finds the installer
+// without a registry. Pull returns once the image is in the cache, or with
+// the reason it is not.
+type puller interface {
+	Pull(ctx context.Context, image string) error
+}
+
+// errPull: the installer image could not be pulled, so nothing was wiped.
+var errPull = errors.New("wipe: the installer image cannot be pulled; nothing wiped")
+
+// pullError is the runbook's line for an image that cannot be pulled:
+// "wipe: the installer image <image> cannot be pulled (<reason>); nothing
+// wiped". errors.Is finds errPull and the puller's error.
+type pullError struct {
+	image string
+	err   error
+}
+
+func (e *pullError) Error() string {
+	return "wipe: the installer image " + e.image + " cannot be pulled (" + action.OneLine(e.err.Error(), 300) + "); nothing wiped"
+}
+
+func (e *pullError) Unwrap() []error { return []error{errPull, e.err} }
+
+// pull pulls image with p, and returns a *pullError when it cannot, or
+// when ctx ended.
+func pull(ctx context.Context, p puller, image string) error {
+	var err error
+	if p == nil {
+		err = errors.New("no puller is configured")
+	} else {
+		err = p.Pull(ctx, image)
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return &pullError{image: image, err: err}
+	}
+	return nil
+}
+
 // commandPuller pulls an image by running a command with the image as its
-// last argument. It implements disksafe.Puller.
+// last argument.
 type commandPuller struct {
 	argv []string
 }

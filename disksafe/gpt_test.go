@@ -1,0 +1,155 @@
+package disksafe
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"io"
+	"strings"
+	"testing"
+)
+
+// linuxType is the Linux file system partition type writeGPTN writes.
+var linuxType = GUID{0xaf, 0x3d, 0xc6, 0x0f, 0x83, 0x84, 0x72, 0x47, 0x8e, 0x79, 0x3d, 0x69, 0xd8, 0x47, 0x7d, 0xe4}
+
+// gptImage is a 1 MiB disk of 512-byte sectors with a primary and backup
+// GPT of 128 entries holding parts.
+func gptImage(t testing.TB, parts []gptEntry) []byte {
+	img := &memDisk{b: make([]byte, 1<<20)}
+	writeGPTN(t, img, int64(len(img.b)), parts, 128)
+	return img.b
+}
+
+// rehash recomputes the primary header's CRC after a test changed it.
+func rehash(img []byte) {
+	h := img[512 : 512+92]
+	binary.LittleEndian.PutUint32(h[16:], 0)
+	binary.LittleEndian.PutUint32(h[16:], crc32.ChecksumIEEE(h))
+}
+
+func TestReadGPT(t *testing.T) {
+	img := gptImage(t, []gptEntry{{34, 1000}, {1001, 2000}})
+	g, err := ReadGPT(bytes.NewReader(img), int64(len(img)), 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Partition{
+		{Index: 1, Type: linuxType, FirstLBA: 34, LastLBA: 1000},
+		{Index: 2, Type: linuxType, FirstLBA: 1001, LastLBA: 2000},
+	}
+	want[0].ID[0], want[1].ID[0] = 1, 2
+	if g.SectorSize != 512 || len(g.Partitions) != 2 || g.Partitions[0] != want[0] || g.Partitions[1] != want[1] {
+		t.Errorf("ReadGPT = %+v, want %+v", g, want)
+	}
+	if got := linuxType.String(); got != "0fc63daf-8483-4772-8e79-3d69d8477de4" {
+		t.Errorf("GUID.String = %s", got)
+	}
+	if got := ESPType.String(); got != "c12a7328-f81f-11d2-ba4b-00a0c93ec93b" {
+		t.Errorf("ESPType = %s", got)
+	}
+	// The backup, at the last LBA, reads the same.
+	b, err := readGPT(bytes.NewReader(img), int64(len(img)), 512, int64(len(img))/512-1)
+	if err != nil || len(b.Partitions) != 2 || b.Partitions[1] != want[1] {
+		t.Errorf("the backup GPT = %+v, %v", b, err)
+	}
+}
+
+func TestReadGPTRefuses(t *testing.T) {
+	good := gptImage(t, []gptEntry{{34, 1000}})
+	change := func(f func(img []byte)) []byte {
+		b := bytes.Clone(good)
+		f(b)
+		return b
+	}
+	header := func(off int, v uint64, n int) []byte {
+		return change(func(img []byte) {
+			h := img[512:]
+			if n == 8 {
+				binary.LittleEndian.PutUint64(h[off:], v)
+			} else {
+				binary.LittleEndian.PutUint32(h[off:], uint32(v))
+			}
+			rehash(img)
+		})
+	}
+	tests := []struct {
+		name string
+		img  []byte
+		ss   int64
+		want string
+	}{
+		{"zeros", make([]byte, 1<<20), 512, "no GUID partition table"},
+		{"a short disk", []byte("EFI"), 512, "no GUID partition table"},
+		{"an odd sector size", good, 1000, "no GUID partition table: 1000-byte sectors"},
+		{"a changed header", change(func(img []byte) { img[512+40] ^= 0xff }), 512, "the header's CRC does not check"},
+		{"a changed entry", change(func(img []byte) { img[2*512+40] ^= 0xff }), 512, "the entries' CRC does not check"},
+		{"a header that names another LBA", header(24, 7, 8), 512, "the header at LBA 1 says it is at LBA 7"},
+		{"a header larger than its sector", header(12, 600, 4), 512, "header size 600"},
+		{"no entries", header(80, 0, 4), 512, "0 entries of 128 bytes at LBA 2"},
+		{"entries of 100 bytes", header(84, 100, 4), 512, "128 entries of 100 bytes at LBA 2"},
+		{"entries over the header", header(72, 1, 8), 512, "128 entries of 128 bytes at LBA 1"},
+		{"entries past the end", header(72, 1<<40, 8), 512, "128 entries of 128 bytes at LBA 1099511627776"},
+		{"a huge entry array", header(80, 1<<30, 4), 512, "1073741824 entries of 128 bytes at LBA 2"},
+		{"more than 1 MiB of entries", func() []byte {
+			img := &memDisk{b: make([]byte, 4<<20)}
+			writeGPTN(t, img, int64(len(img.b)), []gptEntry{{34, 1000}}, 128)
+			binary.LittleEndian.PutUint32(img.b[512+80:], 257)
+			binary.LittleEndian.PutUint32(img.b[512+84:], 4096)
+			rehash(img.b)
+			return img.b
+		}(), 512, "257 entries of 4096 bytes at LBA 2"},
+		{"a partition past the end", gptImage(t, []gptEntry{{34, 4096}}), 512, "partition 1 (LBA 34 to 4096) lies outside a disk of 2048 sectors"},
+		{"a partition that ends before it starts", gptImage(t, []gptEntry{{100, 99}}), 512, "partition 1 (LBA 100 to 99) lies outside"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, err := ReadGPT(bytes.NewReader(tt.img), int64(len(tt.img)), tt.ss)
+			if !errors.Is(err, ErrNoGPT) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("ReadGPT = %+v, %v; want ErrNoGPT saying %q", g, err, tt.want)
+			}
+		})
+	}
+	if _, err := ReadGPT(bytes.NewReader(good[:4096]), int64(len(good)), 512); err == nil || errors.Is(err, ErrNoGPT) || !errors.Is(err, io.EOF) {
+		t.Errorf("ReadGPT of a disk shorter than it says = %v, want the read's error", err)
+	}
+}
+
+// FuzzReadGPT feeds arbitrary disk images and sector sizes to the GPT
+// reader, its primary and its backup: it must not panic, and every table it
+// accepts names only partitions that lie inside the disk. Its corpus holds
+// the images of the partition table reader's and next-boot's tests.
+func FuzzReadGPT(f *testing.F) {
+	f.Add(gptImage(f, []gptEntry{{34, 1000}, {1001, 2000}}), int64(512))
+	img := &memDisk{b: make([]byte, 8<<10)}
+	writeGPTN(f, img, int64(len(img.b)), []gptEntry{{3, 6}, {7, 12}}, 4)
+	f.Add(img.b, int64(512))
+	f.Add([]byte("EFI PART"), int64(4096))
+	f.Fuzz(func(t *testing.T, b []byte, ss int64) {
+		size := int64(len(b))
+		lbas := []int64{1}
+		if ss > 0 {
+			lbas = append(lbas, size/ss-1)
+		}
+		for _, lba := range lbas {
+			g, err := readGPT(bytes.NewReader(b), size, ss, lba)
+			if err != nil {
+				if !errors.Is(err, ErrNoGPT) && !strings.HasPrefix(err.Error(), "read the GPT ") {
+					t.Fatalf("readGPT at LBA %d: %v is neither ErrNoGPT nor a read's error", lba, err)
+				}
+				continue
+			}
+			if g.SectorSize != ss {
+				t.Fatalf("SectorSize %d, read with %d", g.SectorSize, ss)
+			}
+			for i, p := range g.Partitions {
+				if p.Index < 1 || (i > 0 && p.Index <= g.Partitions[i-1].Index) || p.Type == (GUID{}) {
+					t.Fatalf("partition %+v after %+v", p, g.Partitions[:i])
+				}
+				if p.FirstLBA < 0 || p.FirstLBA > p.LastLBA || p.LastLBA >= size/ss {
+					t.Fatalf("partition %+v lies outside a disk of %d bytes in %d-byte sectors", p, size, ss)
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/fleetkit/fleet/disksafe"
+)
+
+const testImage = "ghcr.io/siderolabs/installer:v1.13.9"
+
+// recordingPuller records its pulls and can fail or change the machine.
+type recordingPuller struct {
+	pulls  []string
+	err    error
+	during func()
+}
+
+func (p *recordingPuller) Pull(ctx context.Context, image string) error {
+	p.pulls = append(p.pulls, image)
+	if p.during != nil {
+		p.during()
+	}
+	return p.err
+}
+
+// wipeFixture is fakeMachine for wipe, with an attested boot and a device
+// directory that holds a regular file as sda, so nothing can be wiped for
+// real.
+func wipeFixture(t *testing.T) (fstest.MapFS, disksafe.Boot, *disksafe.Config, string) {
+	t.Helper()
+	root := fakeMachine()
+	devDir := t.TempDir()
+	file := filepath.Join(devDir, "sda")
+	if err := os.WriteFile(file, bytes.Repeat([]byte("precious "), 4096), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	boot := disksafe.Boot{ID: fakeBootID, Record: &disksafe.BootRecord{BootID: fakeBootID, Attested: true, Code: secret}}
+	cfg := &disksafe.Config{Root: root, DevDir: devDir, StateDir: filepath.Join(t.TempDir(), "workflow")}
+	return root, boot, cfg, file
+}
+
+// assertUntouched checks that sda's device file holds what wipeFixture
+// wrote, and that nothing wrote the state directory.
+func assertUntouched(t *testing.T, cfg *disksafe.Config, file string) {
+	t.Helper()
+	if b, err := os.ReadFile(file); err != nil || !bytes.Equal(b, bytes.Repeat([]byte("precious "), 4096)) {
+		t.Errorf("the device file changed (%v)", err)
+	}
+	if _, err := os.Stat(cfg.StateDir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the state directory was written: %v", err)
+	}
+}
+
+var sda = disksafe.Target{Disk: "/dev/sda", Serial: "S4EWNX0R612345A"}
+
+func TestWipeRefusalPullsNothing(t *testing.T) {
+	_, boot, cfg, file := wipeFixture(t)
+	p := &recordingPuller{}
+	_, err := wipe(t.Context(), disksafe.Target{Disk: "/dev/sda", Serial: "4C530001230815117283"}, testImage, boot, p, cfg)
+	if !errors.Is(err, disksafe.ErrWrongDisk) {
+		t.Fatalf("wipe = %v, want ErrWrongDisk", err)
+	}
+	if len(p.pulls) != 0 {
+		t.Errorf("a refused wipe pulled %q", p.pulls)
+	}
+	assertUntouched(t, cfg, file)
+}
+
+func TestWipePullFails(t *testing.T) {
+	_, boot, cfg, file := wipeFixture(t)
+	p := &recordingPuller{err: errors.New("Error response from daemon: manifest for ghcr.io/siderolabs/installer:v1.13.9 not found: manifest unknown\n")}
+	_, err := wipe(t.Context(), sda, testImage, boot, p, cfg)
+	want := "wipe: the installer image ghcr.io/siderolabs/installer:v1.13.9 cannot be pulled (Error response from daemon: manifest for ghcr.io/siderolabs/installer:v1.13.9 not found: manifest unknown); nothing wiped"
+	if err == nil || err.Error() != want {
+		t.Fatalf("wipe = %v\nwant %s", err, want)
+	}
+	if !errors.Is(err, errPull) || !errors.Is(err, p.err) {
+		t.Errorf("errors.Is does not find errPull and the puller's error in %v", err)
+	}
+	if !slices.Equal(p.pulls, []string{testImage}) {
+		t.Errorf("pulls = %q", p.pulls)
+	}
+	assertUntouched(t, cfg, file)
+}
+
+func TestWipeNoPuller(t *testing.T) {
+	_, boot, cfg, file := wipeFixture(t)
+	_, err := wipe(t.Context(), sda, testImage, boot, nil, cfg)
+	want := "wipe: the installer image ghcr.io/siderolabs/installer:v1.13.9 cannot be pulled (no puller is configured); nothing wiped"
+	if err == nil || err.Error() != want || !errors.Is(err, errPull) {
+		t.Fatalf("wipe = %v, want %s", err, want)
+	}
+	assertUntouched(t, cfg, file)
+}
+
+// TestWipeRechecksAfterPull changes the machine while the image is pulled:
+// the wipe judges the disks again, and refuses.
+func TestWipeRechecksAfterPull(t *testing.T) {
+	sata := "sys/devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0"
+	tests := []struct {
+		name   string
+		change func(root fstest.MapFS)
+		want   error
+	}{
+		{"another disk now reports the serial", func(root fstest.MapFS) {
+			root["run/udev/data/b8:16"] = &fstest.MapFile{Data: []byte("E:ID_BUS=usb\nE:ID_SERIAL_SHORT=S4EWNX0R612345A\n")}
+		}, disksafe.ErrSerialAmbiguous},
+		{"the disk is gone", func(root fstest.MapFS) {
+			delete(root, "sys/block/sda")
+			delete(root, "sys/class/block/sda")
+		}, disksafe.ErrSerialNotFound},
+		{"the disk now says removable", func(root fstest.MapFS) {
+			root[sata+"/block/sda/removable"] = &fstest.MapFile{Data: []byte("1\n")}
+		}, disksafe.ErrRemovable},
+		{"the disk has another device number", func(root fstest.MapFS) {
+			root[sata+"/block/sda/dev"] = &fstest.MapFile{Data: []byte("8:64\n")}
+			root["run/udev/data/b8:64"] = root["run/udev/data/b8:0"]
+		}, disksafe.ErrChanged},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root, boot, cfg, file := wipeFixture(t)
+			p := &recordingPuller{during: func() { tt.change(root) }}
+			_, err := wipe(t.Context(), sda, testImage, boot, p, cfg)
+			if !errors.Is(err, tt.want) || !strings.HasPrefix(err.Error(), "wipe: ") {
+				t.Fatalf("wipe = %v, want %v", err, tt.want)
+			}
+			assertUntouched(t, cfg, file)
+		})
+	}
+}
+
+// TestRunbookLines runs the action on the fake machine into each wipe line
+// the runbook quotes, and checks that it prints that line word for word.
+func TestRunbookLines(t *testing.T) {
+	stick := func(root fstest.MapFS) {
+		usb := "sys/devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0/block/sdb"
+		root[usb+"/removable"] = &fstest.MapFile{Data: []byte("0\n")}
+	}
+	for _, tt := range []struct {
+		name     string
+		disk     string
+		serial   string
+		boot     *disksafe.BootRecord
+		machine  func(fstest.MapFS)
+		pull     string // PULL_COMMAND
+		dry      bool
+		want     string // the runbook's line, as printed
+		onStdout bool
+	}{
+		{name: "success", disk: "/dev/sda", serial: "S4EWNX0R612345A", dry: true, onStdout: true,
+			want: "wipe: /dev/sda reports the serial S4EWNX0R612345A\n"},
+		{name: "no disk reports the serial", disk: "/dev/sda", serial: "S9",
+			want: "wipe: no disk reports the serial S9\n"},
+		{name: "another disk reports the serial", disk: "/dev/sdb", serial: "S4EWNX0R612345A",
+			want: "wipe: /dev/sdb is sdb, but the disk that reports S4EWNX0R612345A is sda\n"},
+		{name: "removable", disk: "/dev/sdb", serial: "4C530001230815117283",
+			want: "wipe: /dev/sdb is removable\n"},
+		{name: "on USB", disk: "/dev/sdb", serial: "4C530001230815117283", machine: stick,
+			want: "wipe: /dev/sdb is on USB\n"},
+		{name: "two disks report the serial", disk: "/dev/sda", serial: "S4EWNX0R612345A", machine: func(root fstest.MapFS) {
+			root["run/udev/data/b8:16"] = &fstest.MapFile{Data: []byte("E:ID_BUS=usb\nE:ID_SERIAL_SHORT=S4EWNX0R612345A\n")}
+		}, want: "wipe: more than one disk reports the serial S4EWNX0R612345A\n"},
+		{name: "no serial", disk: "/dev/sda",
+			want: "wipe: no install disk serial is declared\n"},
+		{name: "not attested", disk: "/dev/sda", serial: "S4EWNX0R612345A", boot: &disksafe.BootRecord{BootID: fakeBootID},
+			want: "wipe: this boot did not pass attestation\n"},
+		{name: "no install code", disk: "/dev/sda", serial: "S4EWNX0R612345A", boot: &disksafe.BootRecord{BootID: fakeBootID, Attested: true},
+			want: "wipe: no install code\n"},
+		{name: "the image cannot be pulled", disk: "/dev/sda", serial: "S4EWNX0R612345A", pull: "/nonexistent/pull",
+			want: "wipe: the installer image ghcr.io/siderolabs/installer:v1.13.9 cannot be pulled (/nonexistent/pull: fork/exec /nonexistent/pull: no such file or directory); nothing wiped\n"},
+	} {
+		for _, dry := range []bool{false, true} {
+			if tt.onStdout && !dry || tt.pull != "" && dry {
+				continue
+			}
+			name := tt.name
+			var args []string
+			if dry {
+				name, args = name+" -dry-run", []string{"-dry-run"}
+			}
+			t.Run(name, func(t *testing.T) {
+				e := fakeEnv(t)
+				root := e.root.(fstest.MapFS)
+				if tt.machine != nil {
+					tt.machine(root)
+				}
+				if tt.boot != nil {
+					if err := disksafe.WriteBootRecord(e.vars["FLEET_BOOT_DIR"], *tt.boot); err != nil {
+						t.Fatal(err)
+					}
+					e.vars["INSTALL_CODE_SHA256"] = ""
+				}
+				e.vars["INSTALL_DISK"], e.vars["INSTALL_DISK_SERIAL"] = tt.disk, tt.serial
+				if tt.pull != "" {
+					e.vars["PULL_COMMAND"] = tt.pull
+				}
+				_, stdout, stderr := e.run(t, args...)
+				out := stderr
+				if tt.onStdout {
+					out = stdout
+				}
+				if !strings.HasPrefix(out, tt.want) && !strings.Contains(out, "\n"+tt.want) {
+					t.Errorf("output lacks the runbook's line %q:\nstdout %q\nstderr %q", tt.want, stdout, stderr)
+				}
+			})
+		}
+	}
+}
