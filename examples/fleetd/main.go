@@ -172,11 +172,32 @@ func partsFrom(s settings, log *slog.Logger) (parts, error) {
 	return p, err
 }
 
+// Client-side rate limits of fleetd's Kubernetes clients. client-go's
+// defaults (5 requests per second, bursts of 10) would hold a boot storm
+// to under one machine per second: each admission makes about 8 requests
+// (Hardware and bmc Machine, read and created; the bootstrap token's
+// Secret; the Workflow, and lists of the device's Workflows; the Template
+// is created once and shared). These limits leave the pace to
+// the kube-apiserver, whose API Priority and Fairness answers 429 with
+// Retry-After when it is saturated, which client-go honours.
+const (
+	kubeQPS   = 3000
+	kubeBurst = 6000
+)
+
 // kubeconfig loads a kubeconfig file, or the in-cluster configuration when
-// path is "".
+// path is "", with fleetd's client-side rate limits (kubeQPS, kubeBurst).
 func kubeconfig(path string) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
 	if path == "" {
-		return rest.InClusterConfig()
+		cfg, err = rest.InClusterConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", path)
 	}
-	return clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = kubeQPS, kubeBurst
+	return cfg, nil
 }

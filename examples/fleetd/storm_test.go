@@ -1,20 +1,30 @@
 package main
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/rsa"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/attesttest"
+	"github.com/fleetkit/fleet/internal/kubetest"
 	"github.com/fleetkit/fleet/inventory"
 	"github.com/fleetkit/fleet/inventory/netboxtest"
 )
@@ -24,6 +34,12 @@ import (
 // attestation still proves an RSA EK too, without 0.1 s of key generation
 // per machine.
 func stormFleet(tb testing.TB, n int) *testFleet {
+	tb.Helper()
+	return newTestFleetWith(tb, nil, func(s *settings) { s.ConfigTTL = time.Hour }, stormNodes(tb, n)...)
+}
+
+// stormNodes are stormFleet's n workers.
+func stormNodes(tb testing.TB, n int) []testNode {
 	tb.Helper()
 	var rsaKeys []*rsa.PrivateKey
 	for range 8 {
@@ -41,19 +57,135 @@ func stormFleet(tb testing.TB, n int) *testFleet {
 		}
 		nodes[i] = testNode{name: fmt.Sprintf("w-%04d", i), class: "worker", approve: true, eccOnly: true, tpm: tpm}
 	}
-	return newTestFleetWith(tb, nil, func(s *settings) { s.ConfigTTL = time.Hour }, nodes...)
+	return nodes
+}
+
+// stormFleetOnAPIServer is stormFleet on internal/kubetest's real
+// kube-apiserver and etcd, in a namespace of its own, with Kubernetes
+// clients made as fleetd makes them (kubeconfig, its client-side rate
+// limits included). calls counts their requests by verb and resource.
+func stormFleetOnAPIServer(tb testing.TB, n int, calls *kubeCalls) *testFleet {
+	tb.Helper()
+	env := kubetest.Start(tb)
+	ns := env.Namespace(tb)
+	cfg, err := kubeconfig(env.Kubeconfig())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg.Wrap(calls.wrap)
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tink, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	edit := func(s *settings) { s.ConfigTTL, s.Namespace = time.Hour, ns }
+	return newFleet(tb, worldConfig{Edit: edit, Kube: kube, Tink: tink}, stormNodes(tb, n)...)
+}
+
+// kubeCalls counts Kubernetes API requests by method and resource.
+type kubeCalls struct {
+	mu sync.Mutex
+	by map[string]int
+}
+
+func (c *kubeCalls) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+		res := r.URL.Path
+		if i := slices.Index(parts, "namespaces"); i >= 0 && i+2 < len(parts) {
+			res = parts[i+2]
+		}
+		c.mu.Lock()
+		if c.by == nil {
+			c.by = map[string]int{}
+		}
+		c.by[r.Method+" "+res]++
+		c.mu.Unlock()
+		return rt.RoundTrip(r)
+	})
+}
+
+// reset returns the counts so far and starts again from zero.
+func (c *kubeCalls) reset() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	by := c.by
+	c.by = nil
+	return by
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// selfCPU is the CPU time (user and system) of this process so far:
+// fleetd, its NetBox, the simulated machines and client-go's fakes.
+func selfCPU(tb testing.TB) time.Duration {
+	tb.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// childCPU is the CPU time (user and system) of this process's children so
+// far, by command name: the kube-apiserver and etcd kubetest started (etcd
+// runs as "server", the name go tool gives its binary).
+func childCPU(tb testing.TB) map[string]time.Duration {
+	tb.Helper()
+	const tick = 100 // USER_HZ, the unit of /proc/<pid>/stat's times
+	out := map[string]time.Duration{}
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		tb.Skipf("no /proc to read the control plane's CPU from: %v", err)
+	}
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ... utime(14) stime(15)
+		i := bytes.LastIndexByte(b, ')')
+		j := bytes.IndexByte(b, '(')
+		if i < 0 || j < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+2:]))
+		if len(f) < 13 || f[1] != strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		out[string(b[j+1:i])] += time.Duration(ut+st) * time.Second / tick
+	}
+	return out
 }
 
 // storm attests every machine of f at once, attest to install code, and
-// returns each machine's latency.
+// returns each machine's latency; it fails tb if a machine got no code.
 func storm(tb testing.TB, f *testFleet) []time.Duration {
 	tb.Helper()
+	lat, failed := stormAll(f)
+	if len(failed) > 0 {
+		tb.Fatalf("%d machines got no install code; the first: %s", len(failed), failed[0])
+	}
+	return lat
+}
+
+// stormAll attests every machine of f at once, attest to install code, and
+// returns each machine's latency, sorted, and what the machines that got no
+// code were told.
+func stormAll(f *testFleet) (lat []time.Duration, failed []string) {
 	names := make([]string, 0, len(f.machines))
 	for n := range f.machines {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	lat := make([]time.Duration, len(names))
+	lat = make([]time.Duration, len(names))
 	var start, done sync.WaitGroup
 	start.Add(1)
 	for i, n := range names {
@@ -71,11 +203,11 @@ func storm(tb testing.TB, f *testFleet) []time.Duration {
 	for _, n := range names {
 		res, ok, _, _, _ := f.machines[n].state()
 		if !ok || res.Verdict != attest.Attested || res.InstallCode == "" {
-			tb.Fatalf("%s: %+v (attested %v)", n, res, ok)
+			failed = append(failed, fmt.Sprintf("%s: %+v (attested %v)", n, res, ok))
 		}
 	}
 	slices.Sort(lat)
-	return lat
+	return lat, failed
 }
 
 // TestFleetdStorm runs a small storm through the whole fleetd: every
@@ -198,26 +330,73 @@ func journalLines(t *testing.T, f *testFleet, prefix string) int {
 
 // BenchmarkFleetdStorm: 1,000 machines attest at once through the whole
 // fleetd (attest, provision's render, token and Workflow, configserve,
-// NetBox), attest to install code, over loopback HTTPS.
+// NetBox), attest to install code, over loopback HTTPS: on client-go's
+// fakes, then on internal/kubetest's real kube-apiserver and etcd, in each
+// round, so that both share the same load of the machine. Metrics carry
+// the prefix fakes- or apiserver-, and include the test process's CPU per
+// machine (fleetd, NetBox, the machines, the fakes); the apiserver round
+// also reports its Kubernetes requests per machine and the CPU kube-apiserver
+// and etcd spent per machine. A machine that gets no code fails the
+// benchmark after its round's figures are logged. FLEET_STORM_MACHINES sets
+// another count.
 func BenchmarkFleetdStorm(b *testing.B) {
-	const n = 1000
-	for b.Loop() {
-		b.StopTimer()
-		f := stormFleet(b, n)
-		f.nbsrv.ResetRequests()
-		b.StartTimer()
-		t0 := time.Now()
-		lat := storm(b, f)
-		wall := time.Since(t0)
-		b.StopTimer()
-		b.ReportMetric(float64(n)/wall.Seconds(), "machines/s")
-		b.ReportMetric(float64(lat[n/2].Milliseconds()), "p50-ms")
-		b.ReportMetric(float64(lat[n*99/100].Milliseconds()), "p99-ms")
-		if err := f.d.journal.flush(f.ctx); err != nil {
-			b.Fatal(err)
+	n := 1000
+	if v := os.Getenv("FLEET_STORM_MACHINES"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			b.Fatalf("FLEET_STORM_MACHINES=%q is not a positive number", v)
 		}
-		b.ReportMetric(float64(f.nbsrv.RequestCount())/n, "netbox-requests/machine")
-		b.StartTimer()
+	}
+	var calls kubeCalls
+	for b.Loop() {
+		for _, kind := range []string{"fakes", "apiserver"} {
+			b.StopTimer()
+			var f *testFleet
+			if kind == "fakes" {
+				f = stormFleet(b, n)
+			} else {
+				f = stormFleetOnAPIServer(b, n, &calls)
+			}
+			f.nbsrv.ResetRequests()
+			calls.reset()
+			cpu0, self0 := childCPU(b), selfCPU(b)
+			b.StartTimer()
+			t0 := time.Now()
+			lat, failed := stormAll(f)
+			wall := time.Since(t0)
+			b.StopTimer()
+			b.Logf("%s: %d machines in %v, %.1f machines/s, p50 %v, p99 %v; %d got no install code",
+				kind, n, wall.Round(time.Millisecond), float64(n)/wall.Seconds(), lat[n/2].Round(time.Millisecond), lat[n*99/100].Round(time.Millisecond), len(failed))
+			if len(failed) > 0 {
+				b.Errorf("%s: %d machines got no install code; the first: %s", kind, len(failed), failed[0])
+			}
+			cpu1, self1 := childCPU(b), selfCPU(b)
+			b.ReportMetric(float64((self1-self0).Microseconds())/1000/float64(n), kind+"-test-process-cpu-ms/machine")
+			by := calls.reset()
+			b.ReportMetric(float64(n)/wall.Seconds(), kind+"-machines/s")
+			b.ReportMetric(float64(lat[n/2].Milliseconds()), kind+"-p50-ms")
+			b.ReportMetric(float64(lat[n*99/100].Milliseconds()), kind+"-p99-ms")
+			if err := f.d.journal.flush(f.ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(f.nbsrv.RequestCount())/float64(n), kind+"-netbox-requests/machine")
+			if kind == "apiserver" {
+				var total int
+				for _, c := range by {
+					total += c
+				}
+				b.ReportMetric(float64(total)/float64(n), "apiserver-kube-requests/machine")
+				spent := map[string]time.Duration{}
+				var all time.Duration
+				for name, d := range cpu1 {
+					spent[name] = d - cpu0[name]
+					all += spent[name]
+				}
+				b.ReportMetric(float64(all.Microseconds())/1000/float64(n), "apiserver-control-plane-cpu-ms/machine")
+				b.Logf("apiserver: Kubernetes requests %v; CPU of the control plane's processes %v", by, spent)
+			}
+			b.StartTimer()
+		}
 	}
 }
 
