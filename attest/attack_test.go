@@ -223,14 +223,7 @@ func TestExpiredSessionRefused(t *testing.T) {
 		}
 		challenge := func() wireChallenge {
 			status, b := do("claim", mustJSON(t, claimOf(t, tpm, "S1")))
-			if status != http.StatusOK {
-				t.Fatalf("claim: %d %s", status, b)
-			}
-			var ch wireChallenge
-			if err := json.Unmarshal(b, &ch); err != nil {
-				t.Fatal(err)
-			}
-			return ch
+			return challengeOf(t, status, b)
 		}
 		late := activate(t, tpm, challenge())
 		time.Sleep(attest.DefaultSessionTTL)

@@ -1,17 +1,12 @@
 package attest_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/fleetkit/fleet/attest"
 )
@@ -36,58 +31,12 @@ func (b *failingBindings) Calls() int {
 	return b.calls
 }
 
-// failingFleet is a server under test whose binding source fails with err,
-// mounted as newFleet mounts one; it counts admissions and judgements.
-type failingFleet struct {
-	src      *failingBindings
-	ts       *httptest.Server
-	url      string
-	logs     *syncBuffer
-	mu       sync.Mutex
-	admitted int
-	judged   int
-}
-
-func newFailingFleet(t *testing.T, err error) *failingFleet {
+// newFailingFleet mounts a server under test whose binding source fails
+// with err.
+func newFailingFleet(t *testing.T, err error) (*fleet, *failingBindings) {
 	t.Helper()
-	f := &failingFleet{src: &failingBindings{err: err}, logs: &syncBuffer{}}
-	srv, nerr := attest.NewServer(f.src, &attest.Config{
-		Logger: slog.New(slog.NewTextHandler(f.logs, nil)),
-		Admit: func(context.Context, attest.Claim) (attest.Admission, error) {
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			f.admitted++
-			return attest.Admission{InstallCode: "code-Zq81-secret"}, nil
-		},
-		Judged: func(context.Context, attest.Claim, attest.Judgement) {
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			f.judged++
-		},
-	})
-	if nerr != nil {
-		t.Fatal(nerr)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/v1/attest/", http.StripPrefix("/v1/attest", srv))
-	f.ts = httptest.NewTLSServer(mux)
-	t.Cleanup(f.ts.Close)
-	f.url = f.ts.URL + "/v1/attest"
-	return f
-}
-
-// run attests tpm as serial with the default 5 tries, and returns what
-// Run returned, the console, and the backoffs Run waited.
-func (f *failingFleet) run(t *testing.T, tpm attest.TPM, serial string) (attest.Result, string, int, error) {
-	t.Helper()
-	var console bytes.Buffer
-	backoffs := 0
-	res, err := attest.Run(context.Background(), f.url, tpm, attest.Machine{Serial: serial, MAC: testMAC}, &attest.ClientConfig{
-		HTTPClient: f.ts.Client(),
-		Backoff:    func(int) time.Duration { backoffs++; return 0 },
-		Console:    &console,
-	})
-	return res, console.String(), backoffs, err
+	src := &failingBindings{err: err}
+	return newFleetWith(t, src, nil), src
 }
 
 // The runbook: "The console says attest: FAILED and the agent starts at
@@ -99,8 +48,9 @@ func TestBindingErrorRefusesClaim(t *testing.T) {
 	const reason = `NetBox holds more than one device with serial "S1"`
 	cause := errors.New(`netbox: devices w-01 (id 3) and w-02 (id 7) both have serial "S1"`)
 	// The source may wrap its BindingError.
-	f := newFailingFleet(t, fmt.Errorf("binding of S1: %w", &attest.BindingError{Reason: reason, Err: cause}))
-	res, console, backoffs, err := f.run(t, quickTPM(t, 0), "S1")
+	f, src := newFailingFleet(t, fmt.Errorf("binding of S1: %w", &attest.BindingError{Reason: reason, Err: cause}))
+	res, console, err := f.run(t, quickTPM(t, 0), "S1", nil)
+	backoffs := f.backoffs.Load()
 
 	if !errors.Is(err, attest.ErrRefused) || errors.Is(err, attest.ErrNoVerdict) {
 		t.Fatalf("Run: %v, want ErrRefused", err)
@@ -114,12 +64,10 @@ func TestBindingErrorRefusesClaim(t *testing.T) {
 	if want := "attest: FAILED\nattest: " + reason + "\n"; console != want {
 		t.Errorf("console:\n%s\nwant:\n%s", console, want)
 	}
-	if backoffs != 0 || f.src.Calls() != 1 {
-		t.Errorf("the client tried again: %d backoffs, %d binding reads", backoffs, f.src.Calls())
+	if backoffs != 0 || src.Calls() != 1 {
+		t.Errorf("the client tried again: %d backoffs, %d binding reads", backoffs, src.Calls())
 	}
-	f.mu.Lock()
-	admitted, judged := f.admitted, f.judged
-	f.mu.Unlock()
+	admitted, judged := len(f.hook.calls()), len(f.judgements())
 	if admitted != 0 || judged != 0 {
 		t.Errorf("a refused claim was admitted %d times, judged %d times", admitted, judged)
 	}
@@ -156,8 +104,9 @@ func TestBindingSourceErrorsLogged(t *testing.T) {
 		{"failed", errors.New("netbox: GET /api/dcim/devices/: answered 400: role: unknown choice"), 500, "the binding could not be read"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFailingFleet(t, tc.err)
-			res, console, backoffs, err := f.run(t, quickTPM(t, 0), "S1")
+			f, _ := newFailingFleet(t, tc.err)
+			res, console, err := f.run(t, quickTPM(t, 0), "S1", nil)
+			backoffs := f.backoffs.Load()
 			if !errors.Is(err, attest.ErrNoVerdict) || errors.Is(err, attest.ErrRefused) || res.Tries != attest.DefaultTries || backoffs != attest.DefaultTries-1 {
 				t.Fatalf("Run: %+v %v after %d backoffs, want no verdict after %d tries", res, err, backoffs, attest.DefaultTries)
 			}

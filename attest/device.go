@@ -328,35 +328,41 @@ func trimDER(b []byte) []byte {
 	return b
 }
 
-// akTemplate is an ECC P-256 restricted signing key (ECDSA, SHA-256) that
-// go-attestation's server checks accept.
-var akTemplate = tpm2.TPMTPublic{
-	Type:    tpm2.TPMAlgECC,
-	NameAlg: tpm2.TPMAlgSHA256,
-	ObjectAttributes: tpm2.TPMAObject{
-		FixedTPM:            true,
-		FixedParent:         true,
-		SensitiveDataOrigin: true,
-		UserWithAuth:        true,
-		NoDA:                true,
-		Restricted:          true,
-		SignEncrypt:         true,
-	},
-	Parameters: tpm2.NewTPMUPublicParms(tpm2.TPMAlgECC, &tpm2.TPMSECCParms{
-		Symmetric: tpm2.TPMTSymDefObject{Algorithm: tpm2.TPMAlgNull},
-		Scheme: tpm2.TPMTECCScheme{
-			Scheme: tpm2.TPMAlgECDSA,
-			Details: tpm2.NewTPMUAsymScheme(tpm2.TPMAlgECDSA, &tpm2.TPMSSigSchemeECDSA{
-				HashAlg: tpm2.TPMAlgSHA256,
-			}),
+// AKTemplate returns the template Device creates its attestation key (AK)
+// from: an ECC P-256 restricted signing key (ECDSA, SHA-256) that
+// go-attestation's server checks accept, with a unique field of two
+// 32-byte zero coordinates. The public area a TPM returns for the AK is
+// this template with the key's point as its unique field; its hash is the
+// AK's name.
+func AKTemplate() tpm2.TPMTPublic {
+	return tpm2.TPMTPublic{
+		Type:    tpm2.TPMAlgECC,
+		NameAlg: tpm2.TPMAlgSHA256,
+		ObjectAttributes: tpm2.TPMAObject{
+			FixedTPM:            true,
+			FixedParent:         true,
+			SensitiveDataOrigin: true,
+			UserWithAuth:        true,
+			NoDA:                true,
+			Restricted:          true,
+			SignEncrypt:         true,
 		},
-		CurveID: tpm2.TPMECCNistP256,
-		KDF:     tpm2.TPMTKDFScheme{Scheme: tpm2.TPMAlgNull},
-	}),
-	Unique: tpm2.NewTPMUPublicID(tpm2.TPMAlgECC, &tpm2.TPMSECCPoint{
-		X: tpm2.TPM2BECCParameter{Buffer: make([]byte, 32)},
-		Y: tpm2.TPM2BECCParameter{Buffer: make([]byte, 32)},
-	}),
+		Parameters: tpm2.NewTPMUPublicParms(tpm2.TPMAlgECC, &tpm2.TPMSECCParms{
+			Symmetric: tpm2.TPMTSymDefObject{Algorithm: tpm2.TPMAlgNull},
+			Scheme: tpm2.TPMTECCScheme{
+				Scheme: tpm2.TPMAlgECDSA,
+				Details: tpm2.NewTPMUAsymScheme(tpm2.TPMAlgECDSA, &tpm2.TPMSSigSchemeECDSA{
+					HashAlg: tpm2.TPMAlgSHA256,
+				}),
+			},
+			CurveID: tpm2.TPMECCNistP256,
+			KDF:     tpm2.TPMTKDFScheme{Scheme: tpm2.TPMAlgNull},
+		}),
+		Unique: tpm2.NewTPMUPublicID(tpm2.TPMAlgECC, &tpm2.TPMSECCPoint{
+			X: tpm2.TPM2BECCParameter{Buffer: make([]byte, 32)},
+			Y: tpm2.TPM2BECCParameter{Buffer: make([]byte, 32)},
+		}),
+	}
 }
 
 // AK creates the attestation key on first use (a primary key in the
@@ -373,7 +379,7 @@ func (d *Device) AK() (AKParameters, error) {
 	}
 	create := tpm2.CreatePrimary{
 		PrimaryHandle: tpm2.TPMRHEndorsement,
-		InPublic:      tpm2.New2B(akTemplate),
+		InPublic:      tpm2.New2B(AKTemplate()),
 	}
 	rsp, err := create.Execute(d.tpm)
 	if err != nil && len(d.loaded) > 0 {

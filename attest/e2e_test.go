@@ -3,6 +3,7 @@
 package attest_test
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -159,7 +160,7 @@ func TestVerdictsSimulator(t *testing.T) {
 					t.Fatalf("the admission hook was called %d times, want 1", len(calls))
 				}
 				c := calls[0]
-				if c.Serial != serial || c.MAC != testMAC.String() || c.LLDP == nil || *c.LLDP != *lldp {
+				if c.Serial != serial || !bytes.Equal(c.MAC, testMAC) || c.LLDP == nil || *c.LLDP != *lldp {
 					t.Errorf("the hook got claim %+v", c)
 				}
 				if c.RSA2048 != tpmA.RSA2048 || c.ECCP256 != tpmA.ECCP256 {

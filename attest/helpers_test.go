@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,6 +84,8 @@ type fleet struct {
 
 	judgedMu sync.Mutex
 	judged   []attest.Judgement // what Config.Judged was called with
+
+	backoffs atomic.Int64 // how often run's clients backed off
 }
 
 func (f *fleet) judgements() []attest.Judgement {
@@ -91,9 +94,20 @@ func (f *fleet) judgements() []attest.Judgement {
 	return append([]attest.Judgement(nil), f.judged...)
 }
 
+// newFleet mounts a server under test whose bindings are f.bindings.
 func newFleet(t testing.TB, cfg *attest.Config) *fleet {
 	t.Helper()
-	f := &fleet{logs: &syncBuffer{}, bindings: &attesttest.Bindings{}, hook: &hook{adm: attest.Admission{InstallCode: "code-Zq81-secret"}}}
+	b := &attesttest.Bindings{}
+	f := newFleetWith(t, b, cfg)
+	f.bindings = b
+	return f
+}
+
+// newFleetWith mounts a server under test that reads bindings from src,
+// with cfg's settings and the fleet's log, admission hook and judgements.
+func newFleetWith(t testing.TB, src attest.Bindings, cfg *attest.Config) *fleet {
+	t.Helper()
+	f := &fleet{logs: &syncBuffer{}, hook: &hook{adm: attest.Admission{InstallCode: "code-Zq81-secret"}}}
 	var c attest.Config
 	if cfg != nil {
 		c = *cfg
@@ -109,7 +123,7 @@ func newFleet(t testing.TB, cfg *attest.Config) *fleet {
 			f.judged = append(f.judged, j)
 		}
 	}
-	srv, err := attest.NewServer(f.bindings, &c)
+	srv, err := attest.NewServer(src, &c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +143,7 @@ func (f *fleet) run(t testing.TB, tpm attest.TPM, serial string, lldp *attest.LL
 	var console bytes.Buffer
 	res, err := attest.Run(context.Background(), f.url, tpm, attest.Machine{Serial: serial, MAC: testMAC, LLDP: lldp}, &attest.ClientConfig{
 		HTTPClient: f.ts.Client(),
-		Backoff:    func(int) time.Duration { return 0 },
+		Backoff:    func(int) time.Duration { f.backoffs.Add(1); return 0 },
 		Console:    &console,
 	})
 	return res, console.String(), err
@@ -233,6 +247,12 @@ func mustJSON(t testing.TB, v any) []byte {
 func (f *fleet) challenge(t testing.TB, tpm attest.TPM, serial string) wireChallenge {
 	t.Helper()
 	status, b := f.post(t, "claim", mustJSON(t, claimOf(t, tpm, serial)))
+	return challengeOf(t, status, b)
+}
+
+// challengeOf decodes the answer to a claim, which must be a challenge.
+func challengeOf(t testing.TB, status int, b []byte) wireChallenge {
+	t.Helper()
 	if status != http.StatusOK {
 		t.Fatalf("claim: %d %s", status, b)
 	}

@@ -159,7 +159,7 @@ func clip(s string) string {
 // claim is a decoded, checked claim.
 type claim struct {
 	serial string
-	mac    string
+	mac    net.HardwareAddr
 	lldp   *LLDP
 	eks    []presentedEK
 	ak     AKParameters
@@ -300,13 +300,13 @@ func checkSerial(s string) error {
 	return nil
 }
 
-// parseMAC accepts an EUI-48 and returns it lowercase, colon-separated.
-func parseMAC(s string) (string, error) {
+// parseMAC accepts an EUI-48.
+func parseMAC(s string) (net.HardwareAddr, error) {
 	hw, err := net.ParseMAC(s)
 	if err != nil || len(hw) != 6 {
-		return "", malformed("the MAC %q is not an EUI-48", clip(s))
+		return nil, malformed("the MAC %q is not an EUI-48", clip(s))
 	}
-	return hw.String(), nil
+	return hw, nil
 }
 
 func checkLLDP(l *LLDP) error {

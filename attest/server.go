@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"path"
 	"sync"
@@ -85,10 +86,24 @@ type Config struct {
 	// a BindingError refused has no verdict, and no call: the binding
 	// source saw its fault first. Nil: nothing is called.
 	Judged func(ctx context.Context, c Claim, j Judgement)
-	// Logger receives the audit line attest.verdict of every verdict and
-	// of every claim a BindingError refused, and attest.refused for every
-	// other refused request, with the binding source's error where there
-	// is one. Nil: silent.
+	// Logger receives the audit lines. Nil: silent.
+	//
+	// attest.verdict, one per verdict: serial, verdict, reason, the
+	// refused EK hash of an ek-hash-mismatch (refused_ek_hash), the
+	// approved hash of each EK an ek-missing did not see presented
+	// (missing_ek_rsa2048, missing_ek_eccp256), the peer address, and the
+	// hashes of the EKs the TPM proved (ek_rsa2048, ek_eccp256).
+	//
+	// attest.verdict without a verdict, for a claim a BindingError
+	// refused: serial, reason, the cause (error) and peer.
+	//
+	// attest.refused, for each other request refused: a malformed or
+	// oversized body; a replayed, expired, changed or wrong proof; a
+	// binding source that did not answer or failed, with its error.
+	//
+	// No activation secret, session, sealing key or install code appears
+	// in a line; the admission hook's error is answered as
+	// ReasonAdmissionFailed, never in its own words.
 	Logger *slog.Logger
 }
 
@@ -134,8 +149,8 @@ type SpentSessions interface {
 type Claim struct {
 	// Serial is the SMBIOS serial the machine claimed.
 	Serial string
-	// MAC is the machine's MAC, lowercase and colon-separated.
-	MAC string
+	// MAC is the machine's MAC, an EUI-48.
+	MAC net.HardwareAddr
 	// LLDP is the switch port the machine learned, nil when no frame came.
 	LLDP *LLDP
 	// RSA2048 and ECCP256 are the hashes (EKHash) of the EKs the TPM
@@ -228,7 +243,8 @@ func (s *Server) Waiting(serial string) []Claim {
 	return s.waiting.get(serial, time.Now())
 }
 
-// ServeHTTP answers POST .../claim and POST .../proof.
+// ServeHTTP answers POST .../claim and POST .../proof. A body larger than
+// Config.MaxBody is answered 413, a malformed one 400.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := path.Base(r.URL.Path)
 	if op != "claim" && op != "proof" {

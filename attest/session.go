@@ -7,6 +7,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"net"
 	"time"
 )
 
@@ -19,7 +21,7 @@ type session struct {
 	id      [16]byte
 	expires time.Time
 	serial  string
-	mac     string
+	mac     net.HardwareAddr
 	lldp    *LLDP
 	// per kind (index RSA2048, ECCP256): presented EK hash and the
 	// activation secret of its challenge.
@@ -90,7 +92,7 @@ func (ss *session) marshal() []byte {
 	b = append(b, ss.id[:]...)
 	b = binary.BigEndian.AppendUint64(b, uint64(ss.expires.UnixNano()))
 	b = appendString(b, ss.serial)
-	b = appendString(b, ss.mac)
+	b = appendString(b, ss.mac.String())
 	if ss.lldp == nil {
 		b = append(b, 0)
 	} else {
@@ -169,7 +171,13 @@ func unmarshalSession(b []byte) (*session, error) {
 		ss.expires = time.Unix(0, int64(binary.BigEndian.Uint64(v)))
 	}
 	ss.serial = r.string()
-	ss.mac = r.string()
+	if mac := r.string(); mac != "" {
+		hw, err := net.ParseMAC(mac)
+		if err != nil {
+			return nil, fmt.Errorf("the session's MAC: %w", err)
+		}
+		ss.mac = hw
+	}
 	if r.byte() == 1 {
 		l := &LLDP{ChassisIDSubtype: r.byte(), PortIDSubtype: r.byte()}
 		l.ChassisID = r.string()

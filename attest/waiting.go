@@ -53,10 +53,7 @@ func newWaitingStore(ttl time.Duration, max, perSerial int) *waitingStore {
 
 // put keeps c, proven at now, making room as the store's doc says.
 func (w *waitingStore) put(c Claim, now time.Time) {
-	if c.LLDP != nil {
-		l := *c.LLDP
-		c.LLDP = &l
-	}
+	c = c.clone()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.prune(now)
@@ -151,21 +148,76 @@ func (w *waitingStore) get(serial string, now time.Time) []Claim {
 		if !now.Before(we.expires) {
 			continue
 		}
-		c := we.claim
-		if c.LLDP != nil {
-			l := *c.LLDP
-			c.LLDP = &l
-		}
-		out = append(out, c)
+		out = append(out, we.claim.clone())
 	}
 	return out
+}
+
+// clone returns c with its own copies of the MAC and the switch port.
+func (c Claim) clone() Claim {
+	c.MAC = slices.Clone(c.MAC)
+	if c.LLDP != nil {
+		l := *c.LLDP
+		c.LLDP = &l
+	}
+	return c
+}
+
+// WaitingClaim is a waiting claim (Server.Waiting) in the wire format of
+// an approver API: the JSON object a composer's HTTP handler answers for
+// each claim, and what its clients decode. The JSON field names are
+// stable:
+//
+//	serial      the SMBIOS serial
+//	mac         the MAC, lowercase and colon-separated
+//	peer        the address the proof came from
+//	proven      when the server accepted the proof (RFC 3339, UTC)
+//	lldp        the switch port (LLDP's fields), or null
+//	ek_rsa2048  the hash (EKHash) of the proven RSA-2048 EK, or ""
+//	ek_eccp256  the hash of the proven ECC P-256 EK, or ""
+//	text        the claim for an operator (Claim.String)
+type WaitingClaim struct {
+	Serial  string    `json:"serial"`
+	MAC     string    `json:"mac"`
+	Peer    string    `json:"peer"`
+	Proven  time.Time `json:"proven"`
+	LLDP    *LLDP     `json:"lldp"`
+	RSA2048 string    `json:"ek_rsa2048"`
+	ECCP256 string    `json:"ek_eccp256"`
+	Text    string    `json:"text"`
+}
+
+// Wire returns c in the approver API's wire format, with its text.
+func (c Claim) Wire() WaitingClaim {
+	w := WaitingClaim{
+		Serial: c.Serial, MAC: c.MAC.String(), Peer: c.Peer, Proven: c.Proven.UTC(),
+		RSA2048: c.RSA2048, ECCP256: c.ECCP256,
+	}
+	if c.LLDP != nil {
+		l := *c.LLDP
+		w.LLDP = &l
+	}
+	w.Text = w.format()
+	return w
+}
+
+// String returns the claim's text for an operator: Text, or when that is
+// empty the text Claim.String gives for the claim's fields.
+func (c WaitingClaim) String() string {
+	if c.Text != "" {
+		return c.Text
+	}
+	return c.format()
 }
 
 // String prints the claim for an operator, one fact a line: the serial,
 // MAC, peer and time; the switch port; each proven EK hash. It approves
 // nothing: a waiting claim proves nothing, because another machine can send
 // one with this serial.
-func (c Claim) String() string {
+func (c Claim) String() string { return c.Wire().Text }
+
+// format prints the claim as Claim.String does.
+func (c WaitingClaim) format() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "serial %s, MAC %s, from %s at %s\n", c.Serial, c.MAC, c.Peer, c.Proven.UTC().Format(time.RFC3339))
 	if l := c.LLDP; l != nil {

@@ -1,8 +1,12 @@
 package attest
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -17,13 +21,16 @@ var waitT0 = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 func tpmClaim(serial string, tpm int, at time.Duration) Claim {
 	return Claim{
 		Serial:  serial,
-		MAC:     "52:54:00:00:00:01",
+		MAC:     net.HardwareAddr{0x52, 0x54, 0, 0, 0, 1},
 		RSA2048: fmt.Sprintf("%064x", tpm),
 		ECCP256: fmt.Sprintf("%064x", tpm+1<<32),
 		Peer:    "10.0.0.5:41234",
 		Proven:  waitT0.Add(at),
 	}
 }
+
+// sameClaim reports whether a and b hold the same facts.
+func sameClaim(a, b Claim) bool { return reflect.DeepEqual(a, b) }
 
 // tpmsOf returns the TPM numbers of claims, in their order.
 func tpmsOf(t *testing.T, claims []Claim) []int {
@@ -75,7 +82,7 @@ func TestWaitingSecondTPMDoesNotReplace(t *testing.T) {
 	if !slices.Equal(tpmsOf(t, got), []int{1, 2}) {
 		t.Fatalf("S's claims come from TPMs %v, want 1 then 2", tpmsOf(t, got))
 	}
-	if got[0] != tpmClaim("S", 1, 0) || got[1] != tpmClaim("S", 2, time.Minute) {
+	if !slices.EqualFunc(got, []Claim{tpmClaim("S", 1, 0), tpmClaim("S", 2, time.Minute)}, sameClaim) {
 		t.Errorf("claims %+v", got)
 	}
 	if w.get("other", waitT0) != nil {
@@ -90,12 +97,12 @@ func TestWaitingSameTPMRefreshes(t *testing.T) {
 	w.put(tpmClaim("S", 1, 0), waitT0)
 	w.put(tpmClaim("S", 2, time.Minute), waitT0.Add(time.Minute))
 	again := tpmClaim("S", 1, 30*time.Minute)
-	again.MAC = "52:54:00:00:00:99"
+	again.MAC = net.HardwareAddr{0x52, 0x54, 0, 0, 0, 0x99}
 	lldp := &LLDP{PortID: "Port 7"}
 	again.LLDP = lldp
 	w.put(again, again.Proven)
 	got := w.get("S", waitT0.Add(31*time.Minute))
-	if !slices.Equal(tpmsOf(t, got), []int{2, 1}) || got[1].MAC != again.MAC {
+	if !slices.Equal(tpmsOf(t, got), []int{2, 1}) || !bytes.Equal(got[1].MAC, again.MAC) {
 		t.Fatalf("after TPM 1 claimed again: TPMs %v, %+v; want 2, then 1 with its new MAC", tpmsOf(t, got), got)
 	}
 	if checkCounts(t, w) != 2 {
@@ -345,7 +352,7 @@ func TestWaitingRule(t *testing.T) {
 			now = now.Add(time.Duration(r.IntN(3000)) * time.Millisecond)
 			serial := fmt.Sprint("S", r.IntN(serials))
 			if r.IntN(4) == 0 {
-				if got, want := w.get(serial, now), m.get(serial, now); !slices.Equal(got, want) {
+				if got, want := w.get(serial, now), m.get(serial, now); !slices.EqualFunc(got, want, sameClaim) {
 					t.Fatalf("seed %d step %d: get(%s) = TPMs %v, want %v", seed, step, serial, tpmsOf(t, got), tpmsOf(t, want))
 				}
 				continue
@@ -358,7 +365,7 @@ func TestWaitingRule(t *testing.T) {
 			for e := w.order.Front(); e != nil; e = e.Next() {
 				have = append(have, e.Value.(*waitingEntry).claim)
 			}
-			if !slices.Equal(have, m.claims) {
+			if !slices.EqualFunc(have, m.claims, sameClaim) {
 				t.Fatalf("seed %d step %d (max %d, per serial %d): after a claim of %s by TPM %d the store holds\n%v\nwant\n%v",
 					seed, step, max, perSerial, serial, tpmsOf(t, []Claim{c})[0], summary(have), summary(m.claims))
 			}
@@ -397,7 +404,7 @@ func TestWaitingConcurrent(t *testing.T) {
 }
 
 func TestClaimString(t *testing.T) {
-	c := Claim{Serial: "FLK-0001", MAC: "52:54:00:12:34:56", Peer: "10.0.0.5:41234",
+	c := Claim{Serial: "FLK-0001", MAC: net.HardwareAddr{0x52, 0x54, 0, 0x12, 0x34, 0x56}, Peer: "10.0.0.5:41234",
 		Proven: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC), RSA2048: strings.Repeat("a", 64),
 		LLDP: &LLDP{SystemName: "usw-pro-24", ChassisID: "74:83:c2:00:00:01", PortID: "Port 7", PortDescription: "node port"}}
 	want := "serial FLK-0001, MAC 52:54:00:12:34:56, from 10.0.0.5:41234 at 2026-12-02T12:00:00Z\n" +
@@ -425,5 +432,49 @@ func BenchmarkWaitingFlood(b *testing.B) {
 	}
 	for i := 0; b.Loop(); i++ {
 		w.put(claims[i%len(claims)], waitT0)
+	}
+}
+
+// The approver API's wire format: the field names and the MAC as text.
+func TestWaitingClaimWire(t *testing.T) {
+	c := Claim{Serial: "FLK-0001", MAC: net.HardwareAddr{0x52, 0x54, 0, 0x12, 0x34, 0x56}, Peer: "10.0.0.5:41234",
+		Proven: time.Date(2026, 12, 2, 13, 0, 0, 0, time.FixedZone("CET", 3600)), RSA2048: strings.Repeat("a", 64),
+		LLDP: &LLDP{ChassisIDSubtype: 4, ChassisID: "74:83:c2:00:00:01", PortIDSubtype: 7, PortID: "Port 7"}}
+	got, err := json.Marshal(c.Wire())
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := json.Marshal(c.String())
+	want := `{"serial":"FLK-0001","mac":"52:54:00:12:34:56","peer":"10.0.0.5:41234","proven":"2026-12-02T12:00:00Z",` +
+		`"lldp":{"chassis_id_subtype":4,"chassis_id":"74:83:c2:00:00:01","port_id_subtype":7,"port_id":"Port 7"},` +
+		`"ek_rsa2048":"` + strings.Repeat("a", 64) + `","ek_eccp256":"","text":` + string(text) + `}`
+	if string(got) != want {
+		t.Fatalf("wire:\n%s\nwant:\n%s", got, want)
+	}
+	var back WaitingClaim
+	if err := json.Unmarshal(got, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.String() != c.String() {
+		t.Errorf("decoded text %q, want %q", back.String(), c.String())
+	}
+	back.Text = ""
+	if back.String() != c.String() {
+		t.Errorf("text made from the fields %q, want %q", back.String(), c.String())
+	}
+}
+
+// A waiting claim's MAC and switch port are the store's own: changing what
+// went in or came out changes nothing kept.
+func TestWaitingClaimsAreCopies(t *testing.T) {
+	w := newWaitingStore(time.Hour, 1024, 8)
+	c := tpmClaim("S", 1, 0)
+	c.LLDP = &LLDP{PortID: "Port 7"}
+	w.put(c, waitT0)
+	c.MAC[5], c.LLDP.PortID = 0xff, "Port 9"
+	got := w.get("S", waitT0)
+	got[0].MAC[4], got[0].LLDP.PortID = 0xee, "Port 8"
+	if again := w.get("S", waitT0); again[0].MAC.String() != "52:54:00:00:00:01" || again[0].LLDP.PortID != "Port 7" {
+		t.Errorf("the store holds MAC %s, port %q; want 52:54:00:00:00:01, Port 7", again[0].MAC, again[0].LLDP.PortID)
 	}
 }

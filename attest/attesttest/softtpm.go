@@ -127,37 +127,15 @@ func (s *SoftTPM) Activations() int {
 	return s.acts
 }
 
-// akTemplate is the AK's public area, as attest.Device creates it: an ECC
-// P-256 restricted signing key, ECDSA with SHA-256.
-func akTemplate(x, y []byte) tpm2.TPMTPublic {
-	return tpm2.TPMTPublic{
-		Type:    tpm2.TPMAlgECC,
-		NameAlg: tpm2.TPMAlgSHA256,
-		ObjectAttributes: tpm2.TPMAObject{
-			FixedTPM:            true,
-			FixedParent:         true,
-			SensitiveDataOrigin: true,
-			UserWithAuth:        true,
-			NoDA:                true,
-			Restricted:          true,
-			SignEncrypt:         true,
-		},
-		Parameters: tpm2.NewTPMUPublicParms(tpm2.TPMAlgECC, &tpm2.TPMSECCParms{
-			Symmetric: tpm2.TPMTSymDefObject{Algorithm: tpm2.TPMAlgNull},
-			Scheme: tpm2.TPMTECCScheme{
-				Scheme: tpm2.TPMAlgECDSA,
-				Details: tpm2.NewTPMUAsymScheme(tpm2.TPMAlgECDSA, &tpm2.TPMSSigSchemeECDSA{
-					HashAlg: tpm2.TPMAlgSHA256,
-				}),
-			},
-			CurveID: tpm2.TPMECCNistP256,
-			KDF:     tpm2.TPMTKDFScheme{Scheme: tpm2.TPMAlgNull},
-		}),
-		Unique: tpm2.NewTPMUPublicID(tpm2.TPMAlgECC, &tpm2.TPMSECCPoint{
-			X: tpm2.TPM2BECCParameter{Buffer: x},
-			Y: tpm2.TPM2BECCParameter{Buffer: y},
-		}),
-	}
+// akPublic is the AK's public area, as a TPM returns it for attest.Device's
+// template: the template with the key's point (x, y) as its unique field.
+func akPublic(x, y []byte) tpm2.TPMTPublic {
+	pub := attest.AKTemplate()
+	pub.Unique = tpm2.NewTPMUPublicID(tpm2.TPMAlgECC, &tpm2.TPMSECCPoint{
+		X: tpm2.TPM2BECCParameter{Buffer: x},
+		Y: tpm2.TPM2BECCParameter{Buffer: y},
+	})
+	return pub
 }
 
 // certifyAK builds what TPM2_CreatePrimary and TPM2_CertifyCreation give a
@@ -166,7 +144,7 @@ func akTemplate(x, y []byte) tpm2.TPMTPublic {
 func (s *SoftTPM) certifyAK() error {
 	x := s.ak.X.FillBytes(make([]byte, 32))
 	y := s.ak.Y.FillBytes(make([]byte, 32))
-	pub := tpm2.Marshal(akTemplate(x, y))
+	pub := tpm2.Marshal(akPublic(x, y))
 	digest := sha256.Sum256(pub)
 	s.akName = append([]byte{0x00, 0x0b}, digest[:]...) // TPM_ALG_SHA256
 	parent := binary.BigEndian.AppendUint32(nil, uint32(tpm2.TPMRHEndorsement))

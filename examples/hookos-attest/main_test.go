@@ -226,7 +226,7 @@ func TestPassedWithCode(t *testing.T) {
 		t.Errorf("record file: %v, %v", fi.Mode(), err)
 	}
 	c := <-f.claims
-	if c.Serial != testSerial || c.MAC != testMAC {
+	if c.Serial != testSerial || c.MAC.String() != testMAC {
 		t.Errorf("claim of %s %s", c.Serial, c.MAC)
 	}
 	if c.LLDP == nil || c.LLDP.PortID != "Port 5" || c.LLDP.ChassisID != "74:83:c2:01:02:03" || c.LLDP.SystemName != "usw-pro-24" ||
@@ -512,7 +512,7 @@ func TestSettings(t *testing.T) {
 	if code != exitAttested || a.waited != "eth1" || a.wait != 5*time.Second {
 		t.Fatalf("exit %d, waited on %q for %v, stderr %q", code, a.waited, a.wait, stderr)
 	}
-	if c := <-f.claims; c.MAC != "3c:ec:ef:12:34:57" {
+	if c := <-f.claims; c.MAC.String() != "3c:ec:ef:12:34:57" {
 		t.Errorf("claimed MAC %s, want eth1's", c.MAC)
 	}
 
