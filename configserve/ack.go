@@ -8,6 +8,34 @@ import (
 	"time"
 )
 
+// How the Server knows an answer arrived.
+//
+// The acknowledgement is the peer's kernel's, not its application's: a
+// kernel acknowledges every byte that reaches it, read or not. A client
+// that reads half an answer and closes the connection spends the code all
+// the same if its kernel had received the whole answer, as it has a config
+// of a few kilobytes, which fits in its receive buffer; only an answer
+// that had not all arrived goes unacknowledged, and its config stays. A
+// node that loses the config after its kernel received it (a power loss
+// before Talos writes it to STATE) has spent its code too: its next fetch
+// gets 410 and the event Refetched, and a new run renders a new code.
+//
+// After the last byte of the answer is written and flushed, the Server
+// queries the TCP socket under the connection (through *tls.Conn's
+// NetConn) for its outgoing queue, SIOCOUTQ: bytes written but not yet
+// acknowledged by the peer. Zero means the peer's kernel holds the whole
+// answer. The polling schedule is in ack_linux.go; over a link with a 40 ms
+// round trip the check ends about one round trip after the last write,
+// after three queries, and on loopback mostly after the first.
+//
+// The peer's kernel acknowledges at once on a new connection, and when the
+// client closes the connection: the answer that carries a config says
+// Connection: close, and a client closes once it has read it. On a
+// connection that stays open, a kernel may hold its acknowledgement back
+// for its delayed-ACK timer (40 ms or more on Linux); the check then lasts
+// that long. HTTP/2 would share the connection between answers, which is
+// why ConfigureServer makes the http.Server speak HTTP/1.1 only.
+
 // errAckUnsupported: this platform cannot tell whether the peer
 // acknowledged an answer (see ack_others.go).
 var errAckUnsupported = errors.New("configserve: checking the peer's acknowledgement is not implemented on this platform")

@@ -45,7 +45,13 @@ func benchServer(b *testing.B, srv *Server, tlsOn bool) *httptest.Server {
 		})
 	}
 	ts := httptest.NewUnstartedServer(h)
-	ts.Config.ConnContext = ConnContext
+	if srv != nil {
+		if err := srv.ConfigureServer(ts.Config); err != nil {
+			b.Fatal(err)
+		}
+	} else {
+		ts.Config.ConnContext = connContext
+	}
 	if tlsOn {
 		// An ECDSA P-256 certificate, as ACME issues, rather than
 		// httptest's RSA one.
@@ -99,7 +105,7 @@ func putCodes(b *testing.B, srv *Server, n int) []string {
 	config := makeConfig(benchConfigSize)
 	for i := range codes {
 		codes[i] = NewCode()
-		if err := srv.Put(codes[i], Device{ID: int64(i + 1)}, "provision-bench-"+strconv.Itoa(i), bytes.Clone(config)); err != nil {
+		if err := srv.Put(codes[i], bytes.Clone(config), Device{ID: int64(i + 1)}, "provision-bench-"+strconv.Itoa(i)); err != nil {
 			b.Fatal(err)
 		}
 	}

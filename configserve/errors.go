@@ -22,6 +22,14 @@ var (
 	ErrClosed = errors.New("configserve: the server is closed")
 	// ErrNoGate: New was given a nil Gate.
 	ErrNoGate = errors.New("configserve: no gate: the server cannot tell whether a device is planned")
-	// ErrInvalidConfig: New was given a Config with a negative field.
+	// ErrInvalidConfig: New was given a Config with a negative field, or
+	// ConfigureServer no http.Server.
 	ErrInvalidConfig = errors.New("configserve: invalid config")
+	// ErrNotConfigured: Put came before Server.ConfigureServer set up the
+	// http.Server that serves the Server: no fetch could get the config.
+	ErrNotConfigured = errors.New("configserve: no http.Server is set up to serve the configs: call Server.ConfigureServer before Put")
+	// ErrHTTP2: ConfigureServer was given an http.Server that asks for
+	// HTTP/2. An answer that carries a config must own its connection,
+	// which only HTTP/1.1 gives it.
+	ErrHTTP2 = errors.New("configserve: the http.Server asks for HTTP/2; configs are served over HTTP/1.1 only")
 )

@@ -48,15 +48,35 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
 
-// The runbook's words.
-const (
-	textNotAcknowledged = "the peer did not acknowledge all of it"
-	textRefetched       = "the node asked again for the Talos config fleetd served it"
-	textMissing         = "the node asked for its Talos config, and fleetd holds none for it"
-)
+// textNotAcknowledged is the text of a NotAcknowledged event.
+const textNotAcknowledged = "the peer did not acknowledge all of it"
 
-func textServed(run string) string  { return "fleetd served the config of " + run }
-func textExpired(run string) string { return "the Talos config of " + run + " expired unread" }
+// texts are the words of a Server's events and answers that name the
+// service (Config.Name) or what its Gate asks (Config.GateName).
+type texts struct {
+	name, gateName string
+	refetched      string // event Refetched
+	missing        string // event Missing
+	closed         string // answer 503 after Close
+	gateDown       string // answer 503 when the Gate fails
+	cannotCheck    string // answer 500 when delivery cannot be checked
+}
+
+func newTexts(name, gateName string) texts {
+	return texts{
+		name:        name,
+		gateName:    gateName,
+		refetched:   "the node asked again for the Talos config " + name + " served it",
+		missing:     "the node asked for its Talos config, and " + name + " holds none for it",
+		closed:      name + " is shutting down",
+		gateDown:    gateName + " did not answer; try again",
+		cannotCheck: name + " cannot check delivery",
+	}
+}
+
+func (t texts) served(run string) string { return t.name + " served the config of " + run }
+
+func (t texts) expired(run string) string { return "the Talos config of " + run + " expired unread" }
 
 // An Event is what the Server reports to Config.Events, for the caller to
 // journal on the device and to count for the runbook's alerts. No event
@@ -71,11 +91,12 @@ type Event struct {
 	// Expired. For NotAcknowledged it matters: a peer that is not the
 	// node may hold the code, so a journal line should show it.
 	Peer string
-	// Text is the runbook's line:
-	//   Served:          fleetd served the config of <run>
+	// Text says what happened, for a journal line; <Name> is Config.Name
+	// (with Name "fleetd", these are the runbook's lines):
+	//   Served:          <Name> served the config of <run>
 	//   NotAcknowledged: the peer did not acknowledge all of it
-	//   Refetched:       the node asked again for the Talos config fleetd served it
-	//   Missing:         the node asked for its Talos config, and fleetd holds none for it
+	//   Refetched:       the node asked again for the Talos config <Name> served it
+	//   Missing:         the node asked for its Talos config, and <Name> holds none for it
 	//   Expired:         the Talos config of <run> expired unread
 	Text string
 	// Time is when it happened.

@@ -22,22 +22,24 @@ func (g netboxGate) Planned(_ context.Context, d configserve.Device) (bool, erro
 func Example() {
 	events := make(chan configserve.Event, 8)
 	srv, err := configserve.New(netboxGate{17: "planned"}, &configserve.Config{
-		TTL:    30 * time.Minute, // FLEET_CONFIG_TTL
-		Events: func(ev configserve.Event) { events <- ev },
+		TTL:      30 * time.Minute, // FLEET_CONFIG_TTL
+		Name:     "fleetd",         // the runbook's lines name fleetd
+		GateName: "NetBox",
+		Events:   func(ev configserve.Event) { events <- ev },
 	})
 	if err != nil {
 		panic(err)
 	}
 	defer srv.Close()
 
-	// fleetd's HTTPS server: the Server at PathPrefix, ConnContext set,
-	// HTTP/1.1 only.
+	// fleetd's HTTPS server: the Server at PathPrefix, set up by
+	// ConfigureServer (connections recorded, HTTP/1.1 only).
 	mux := http.NewServeMux()
 	mux.Handle(configserve.PathPrefix, srv)
 	ts := httptest.NewUnstartedServer(mux)
-	ts.Config.ConnContext = configserve.ConnContext
-	ts.Config.Protocols = new(http.Protocols)
-	ts.Config.Protocols.SetHTTP1(true)
+	if err := srv.ConfigureServer(ts.Config); err != nil {
+		panic(err)
+	}
 	ts.StartTLS()
 	defer ts.Close()
 
@@ -45,7 +47,7 @@ func Example() {
 	// boots with talos.config=https://<fleetd>/config/<code>.
 	code := configserve.NewCode()
 	node := configserve.Device{ID: 17, Name: "node-01"}
-	if err := srv.Put(code, node, "provision-node-01-1767225600", []byte("version: v1alpha1\n")); err != nil {
+	if err := srv.Put(code, []byte("version: v1alpha1\n"), node, "provision-node-01-1767225600"); err != nil {
 		panic(err)
 	}
 

@@ -86,10 +86,13 @@ func FuzzHandler(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer srv.Close()
+		if err := srv.ConfigureServer(&http.Server{}); err != nil {
+			t.Fatal(err)
+		}
 		code, spent := NewCode(), NewCode()
 		config := makeConfig(2000)
 		orig := bytes.Clone(config)
-		if err := srv.Put(code, node01, run01, config); err != nil {
+		if err := srv.Put(code, config, node01, run01); err != nil {
 			t.Fatal(err)
 		}
 		srv.spent.add(digestOf(spent), spentEntry{device: node01, run: "provision-node-01-1"})
@@ -111,7 +114,7 @@ func FuzzHandler(f *testing.F) {
 		if hname != "" {
 			req.Header[hname] = []string{hval}
 		}
-		req = req.WithContext(ConnContext(context.Background(), conn))
+		req = req.WithContext(connContext(context.Background(), conn))
 		w := httptest.NewRecorder()
 		srv.ServeHTTP(w, req)
 

@@ -2,6 +2,7 @@ package configserve
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -135,8 +136,8 @@ type harnessOpts struct {
 	cfg           Config // Logger and Events are set by the harness
 	tls           bool
 	sndbuf        int  // server-side SO_SNDBUF for every connection; 0: the kernel's
-	noConnContext bool // leave http.Server.ConnContext unset
-	http2         bool
+	noConnContext bool // unset http.Server.ConnContext after ConfigureServer
+	http2         bool // enable HTTP/2 after ConfigureServer
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -149,6 +150,9 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		evCh:    make(chan Event, 4096),
 	}
 	cfg := o.cfg
+	// fleetd's names, which make the runbook's lines.
+	cfg.Name = cmp.Or(cfg.Name, "fleetd")
+	cfg.GateName = cmp.Or(cfg.GateName, "NetBox")
 	cfg.Logger = slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg.Events = func(ev Event) {
 		h.evMu.Lock()
@@ -162,20 +166,26 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	}
 	h.srv = srv
 	h.ts = httptest.NewUnstartedServer(srv)
-	if !o.noConnContext {
-		sndbuf := o.sndbuf
+	if sndbuf := o.sndbuf; sndbuf > 0 {
 		h.ts.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-			if sndbuf > 0 {
-				if tc, ok := innermost(c).(*net.TCPConn); ok {
-					if err := tc.SetWriteBuffer(sndbuf); err != nil {
-						t.Errorf("SO_SNDBUF: %v", err)
-					}
+			if tc, ok := innermost(c).(*net.TCPConn); ok {
+				if err := tc.SetWriteBuffer(sndbuf); err != nil {
+					t.Errorf("SO_SNDBUF: %v", err)
 				}
 			}
-			return ConnContext(ctx, c)
+			return ctx
 		}
 	}
-	h.ts.EnableHTTP2 = o.http2
+	if err := srv.ConfigureServer(h.ts.Config); err != nil {
+		t.Fatal(err)
+	}
+	if o.noConnContext {
+		h.ts.Config.ConnContext = nil
+	}
+	if o.http2 {
+		h.ts.Config.Protocols = nil
+		h.ts.EnableHTTP2 = true
+	}
 	if o.tls {
 		h.ts.StartTLS()
 	} else {
@@ -202,7 +212,7 @@ func (h *harness) put(n int, dev Device, run string) (code string, config, orig 
 	orig = bytes.Clone(config)
 	h.secrets.add(code)
 	h.secrets.add(tagOf(config))
-	if err := h.srv.Put(code, dev, run, config); err != nil {
+	if err := h.srv.Put(code, config, dev, run); err != nil {
 		h.t.Fatal(err)
 	}
 	return code, config, orig

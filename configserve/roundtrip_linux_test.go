@@ -280,7 +280,9 @@ func serveOverLink(t testing.TB, l *delayLink, n, size int) *ackLog {
 	ts := httptest.NewUnstartedServer(srv)
 	ts.Listener.Close()
 	ts.Listener = l.listen(t)
-	ts.Config.ConnContext = ConnContext
+	if err := srv.ConfigureServer(ts.Config); err != nil {
+		t.Fatal(err)
+	}
 	ts.Start()
 	defer ts.Close()
 	c := &http.Client{Transport: &http.Transport{DialContext: l.dial}}
@@ -288,7 +290,7 @@ func serveOverLink(t testing.TB, l *delayLink, n, size int) *ackLog {
 	config := makeConfig(size)
 	for range n {
 		code := NewCode()
-		if err := srv.Put(code, node01, run01, bytes.Clone(config)); err != nil {
+		if err := srv.Put(code, bytes.Clone(config), node01, run01); err != nil {
 			t.Fatal(err)
 		}
 		resp, err := c.Get(ts.URL + PathPrefix + code)

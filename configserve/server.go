@@ -1,12 +1,14 @@
 package configserve
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,16 +20,20 @@ const (
 	DefaultTTL          = time.Hour
 	DefaultWriteTimeout = 30 * time.Second
 	DefaultSpentCodes   = 4096
+	DefaultContentType  = "application/yaml"
+	DefaultName         = "the config server"
+	DefaultGateName     = "the inventory"
 )
 
 // PathPrefix is the path under which the Server answers: a node fetches
 // PathPrefix + code.
 const PathPrefix = "/config/"
 
-// A Gate answers whether NetBox shows a device planned. The Server asks it
-// before every answer that would carry a config, with the fetch's context.
-// An error means NetBox did not answer: the fetch gets 503 and the config
-// stays. Planned is called from many goroutines at once.
+// A Gate answers whether the inventory (NetBox, for fleetd) shows a device
+// planned. The Server asks it before every answer that would carry a
+// config, with the fetch's context. An error means the inventory did not
+// answer: the fetch gets 503 and the config stays. Planned is called from
+// many goroutines at once.
 type Gate interface {
 	Planned(ctx context.Context, device Device) (bool, error)
 }
@@ -49,6 +55,17 @@ type Config struct {
 	// (Refetched, not Missing) and Put refuses to reuse it. The oldest is
 	// forgotten first. Zero: DefaultSpentCodes.
 	SpentCodes int
+	// ContentType is the Content-Type of an answer that carries a config.
+	// Empty: DefaultContentType.
+	ContentType string
+	// Name is how answers and event texts name the service that holds the
+	// configs, as in "<Name> served the config of <run>" (fleetd: "fleetd",
+	// which makes the runbook's lines). Empty: DefaultName.
+	Name string
+	// GateName is how answers and log lines name what the Gate asks, as in
+	// "<GateName> did not answer; try again" (fleetd: "NetBox"). Empty:
+	// DefaultGateName.
+	GateName string
 	// Logger gets the Server's log lines: every event, a Missing one at
 	// debug level. They never carry an install code or config bytes. Nil:
 	// no logs.
@@ -62,8 +79,8 @@ type Config struct {
 
 // A Server holds rendered Talos configs in memory, each under its install
 // code until its TTL, and serves each once over HTTP (it is an
-// http.Handler; see the package documentation for the URL, statuses and the
-// http.Server settings it needs).
+// http.Handler at PathPrefix; ServeHTTP lists its statuses, and
+// ConfigureServer sets up the http.Server that serves it).
 //
 // A Server is safe for concurrent use. Close drops every config it holds and
 // stops its timers; a Server that is not closed keeps a timer per waiting
@@ -72,13 +89,16 @@ type Server struct {
 	gate         Gate
 	ttl          time.Duration
 	writeTimeout time.Duration
+	contentType  string
+	text         texts
 	log          *slog.Logger
 	events       func(Event)
 
-	mu     sync.Mutex
-	held   map[digest]*entry
-	spent  spentSet
-	closed bool
+	mu         sync.Mutex
+	held       map[digest]*entry
+	spent      spentSet
+	closed     bool
+	configured bool // ConfigureServer was called
 }
 
 // entry is one waiting config. Its fields are guarded by Server.mu.
@@ -99,6 +119,9 @@ type entry struct {
 // New returns a Server that asks gate whether a device is planned before it
 // serves the device's config. cfg may be nil for the defaults. New returns
 // ErrNoGate for a nil gate and ErrInvalidConfig for a negative field.
+//
+// The Server holds no config until ConfigureServer has set up the
+// http.Server that serves it.
 func New(gate Gate, cfg *Config) (*Server, error) {
 	if gate == nil {
 		return nil, ErrNoGate
@@ -111,27 +134,20 @@ func New(gate Gate, cfg *Config) (*Server, error) {
 		return nil, fmt.Errorf("%w: TTL %v, WriteTimeout %v and SpentCodes %d may not be negative",
 			ErrInvalidConfig, c.TTL, c.WriteTimeout, c.SpentCodes)
 	}
-	if c.TTL == 0 {
-		c.TTL = DefaultTTL
-	}
-	if c.WriteTimeout == 0 {
-		c.WriteTimeout = DefaultWriteTimeout
-	}
-	if c.SpentCodes == 0 {
-		c.SpentCodes = DefaultSpentCodes
-	}
 	log := c.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
 		gate:         gate,
-		ttl:          c.TTL,
-		writeTimeout: c.WriteTimeout,
+		ttl:          cmp.Or(c.TTL, DefaultTTL),
+		writeTimeout: cmp.Or(c.WriteTimeout, DefaultWriteTimeout),
+		contentType:  cmp.Or(c.ContentType, DefaultContentType),
+		text:         newTexts(cmp.Or(c.Name, DefaultName), cmp.Or(c.GateName, DefaultGateName)),
 		log:          log,
 		events:       c.Events,
 		held:         make(map[digest]*entry),
-		spent:        newSpentSet(c.SpentCodes),
+		spent:        newSpentSet(cmp.Or(c.SpentCodes, DefaultSpentCodes)),
 	}
 	if !ackSupported {
 		log.Warn("configserve: on this platform an answer counts as served once it is written; the peer's acknowledgement is not checked")
@@ -141,15 +157,18 @@ func New(gate Gate, cfg *Config) (*Server, error) {
 
 // Put holds config under code for the Server's TTL, for the device it
 // belongs to and the run that rendered it (e.g. the Workflow name
-// provision-node-01-1767225600, which events name).
+// provision-node-01-1767225600, which events name). The code comes first,
+// as the key the config is held under.
 //
 // Put takes ownership of config: the Server zeroes it when it is served,
 // expires, or is dropped, so the caller must neither change nor keep using
 // it. When Put returns an error, config stays the caller's.
 //
 // Errors: ErrInvalidCode, ErrNoConfig, ErrNoDevice, ErrNoRun, ErrCodeInUse,
-// ErrCodeSpent, ErrClosed. None carries the code.
-func (s *Server) Put(code string, device Device, run string, config []byte) error {
+// ErrCodeSpent, ErrClosed, and ErrNotConfigured before ConfigureServer was
+// called: a config no fetch could get is refused before it is held. None
+// carries the code.
+func (s *Server) Put(code string, config []byte, device Device, run string) error {
 	switch {
 	case !ValidCode(code):
 		return ErrInvalidCode
@@ -163,13 +182,14 @@ func (s *Server) Put(code string, device Device, run string, config []byte) erro
 	d := digestOf(code)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	switch _, spent := s.spent.get(d); {
+	case s.closed:
 		return ErrClosed
-	}
-	if _, ok := s.held[d]; ok {
+	case !s.configured:
+		return ErrNotConfigured
+	case s.held[d] != nil:
 		return ErrCodeInUse
-	}
-	if _, ok := s.spent.get(d); ok {
+	case spent:
 		return ErrCodeSpent
 	}
 	e := &entry{config: config, device: device, run: run, expires: time.Now().Add(s.ttl)}
@@ -244,7 +264,7 @@ func (s *Server) expire(d digest, e *entry) {
 	}
 	s.removeLocked(d, e)
 	s.mu.Unlock()
-	s.emit(Event{Kind: Expired, Device: e.device, Run: e.run, Text: textExpired(e.run)})
+	s.emit(Event{Kind: Expired, Device: e.device, Run: e.run, Text: s.text.expired(e.run)})
 }
 
 // emit stamps, logs and reports ev.
@@ -280,20 +300,101 @@ func deviceAttrs(d Device, run string) slog.Attr {
 
 type connKey struct{}
 
-// ConnContext records c in the connection's context so that the Server can
-// check, on the TCP socket under it, that the peer acknowledged an answer.
-// Set it as the http.Server's ConnContext, or call it from yours:
-//
-//	hs := &http.Server{Handler: mux, ConnContext: configserve.ConnContext}
-//
-// c may be a *tls.Conn or anything else whose NetConn method leads to a
-// *net.TCPConn.
-func ConnContext(ctx context.Context, c net.Conn) context.Context {
+// connContext records c in the connection's context, so that the Server
+// can check, on the TCP socket under it, that the peer acknowledged an
+// answer.
+func connContext(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, connKey{}, c)
 }
 
-// ServeHTTP answers GET PathPrefix+code. See the package documentation for
-// every status.
+// ConfigureServer sets up hs to serve s, wherever hs's handler mounts s:
+//
+//   - hs.ConnContext records each connection for s, after calling the
+//     ConnContext hs had, if any: the Server checks on the connection's TCP
+//     socket that the peer's kernel acknowledged every byte of an answer
+//     (c may be a *tls.Conn or anything else whose NetConn method leads to
+//     a *net.TCPConn);
+//   - hs speaks HTTP/1.1 only (hs.Protocols), so that an answer owns its
+//     connection.
+//
+// Call it once per http.Server, after setting hs's other fields and before
+// hs serves. Until it has been called, Put refuses every config
+// (ErrNotConfigured), so a Server without it fails when the first config
+// comes, not when a node fetches. It returns ErrHTTP2, and changes nothing,
+// when hs asks for HTTP/2: in hs.Protocols, an "h2" entry in
+// hs.TLSNextProto, or "h2" in hs.TLSConfig.NextProtos. It returns ErrClosed
+// after Close.
+//
+// A fetch served by an http.Server whose ConnContext or protocols were
+// changed after ConfigureServer gets 500 or 505, and the config stays.
+func (s *Server) ConfigureServer(hs *http.Server) error {
+	switch {
+	case hs == nil:
+		return fmt.Errorf("%w: no http.Server", ErrInvalidConfig)
+	case hs.Protocols != nil && (hs.Protocols.HTTP2() || hs.Protocols.UnencryptedHTTP2()):
+		return fmt.Errorf("%w: http.Server.Protocols enables it", ErrHTTP2)
+	case hs.TLSNextProto[http2Proto] != nil:
+		return fmt.Errorf("%w: http.Server.TLSNextProto holds %q", ErrHTTP2, http2Proto)
+	case hs.TLSConfig != nil && slices.Contains(hs.TLSConfig.NextProtos, http2Proto):
+		return fmt.Errorf("%w: http.Server.TLSConfig.NextProtos holds %q", ErrHTTP2, http2Proto)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if hs.Protocols == nil {
+		hs.Protocols = new(http.Protocols)
+	}
+	hs.Protocols.SetHTTP1(true)
+	prev := hs.ConnContext
+	hs.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		if prev != nil {
+			ctx = prev(ctx, c)
+		}
+		return connContext(ctx, c)
+	}
+	s.configured = true
+	return nil
+}
+
+// http2Proto is HTTP/2's ALPN protocol ID over TLS.
+const http2Proto = "h2"
+
+// ServeHTTP answers GET PathPrefix+code:
+//
+//   - 200 and the config, with Connection: close (one config per
+//     connection), when the Server holds a config under the code and the
+//     Gate says the device is planned. The config counts as served only
+//     when the peer's kernel acknowledged every byte of the answer before
+//     Config.WriteTimeout passed: then the code is spent, the config is
+//     zeroed and dropped, and the event is Served. Otherwise the connection
+//     is reset (so the kernel sends no more of it), the config stays for
+//     the next fetch, and the event is NotAcknowledged, with the peer's
+//     address.
+//   - 503 with Retry-After: 5, and the config stays, when the Gate fails.
+//   - 409 Conflict, and the config stays, when the Gate says the device is
+//     not planned.
+//   - 503 with Retry-After: 1, without the config, while another fetch of
+//     the same code is being answered (or its Gate question is out): at
+//     most one answer carrying a config is in flight at a time. If that
+//     answer is not acknowledged, a later try gets the config.
+//   - 404 when the Server holds no config under the code: it was never put,
+//     the process restarted, or the TTL passed (the config was dropped,
+//     with the event Expired). The event is Missing, with the peer's
+//     address and no device: an unknown code names none.
+//   - 410 Gone when the code's config was served: no config is served
+//     twice. The event is Refetched, naming the device and run, since the
+//     Server remembers the last Config.SpentCodes served codes by their
+//     SHA-256, without their configs.
+//   - 400 for a last path element that is not an install code, 404 for any
+//     other path, 405 for a method other than GET; no event.
+//   - 500 when the connection was not recorded (ConnContext was replaced
+//     after ConfigureServer), and 505 for HTTP/2: the config stays, and the
+//     Server logs an error that says what to set.
+//   - 503 after Close.
+//
+// The query and headers (Range included) are ignored.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	code, ok := strings.CutPrefix(r.URL.Path, PathPrefix)
 	if !ok || code == "" || strings.Contains(code, "/") {
@@ -311,79 +412,118 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d := digestOf(code)
 	peer := r.RemoteAddr
-
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		answer(w, http.StatusServiceUnavailable, "fleetd is shutting down")
-		return
+	f := s.claim(d, time.Now())
+	if e := f.expired; e != nil {
+		s.emit(Event{Kind: Expired, Device: e.device, Run: e.run, Text: s.text.expired(e.run)})
 	}
-	e := s.held[d]
-	if e != nil && !time.Now().Before(e.expires) && !e.busy {
-		// The timer has not run yet; expire it here.
-		s.removeLocked(d, e)
-		s.mu.Unlock()
-		s.emit(Event{Kind: Expired, Device: e.device, Run: e.run, Text: textExpired(e.run)})
-		s.mu.Lock()
-		e = nil
-	}
-	if e == nil {
-		sp, spent := s.spent.get(d)
-		s.mu.Unlock()
-		if spent {
-			s.emit(Event{Kind: Refetched, Device: sp.device, Run: sp.run, Peer: peer, Text: textRefetched})
-			answer(w, http.StatusGone, "this install code was served; a code serves once")
-			return
-		}
-		s.emit(Event{Kind: Missing, Peer: peer, Text: textMissing})
+	switch f.found {
+	case foundClosed:
+		answer(w, http.StatusServiceUnavailable, s.text.closed)
+	case foundSpent:
+		s.emit(Event{Kind: Refetched, Device: f.spent.device, Run: f.spent.run, Peer: peer, Text: s.text.refetched})
+		answer(w, http.StatusGone, "this install code was served; a code serves once")
+	case foundNone:
+		s.emit(Event{Kind: Missing, Peer: peer, Text: s.text.missing})
 		answer(w, http.StatusNotFound, "no config for this install code")
-		return
-	}
-	if e.busy {
-		s.mu.Unlock()
+	case foundBusy:
 		w.Header().Set("Retry-After", "1")
 		answer(w, http.StatusServiceUnavailable, "another fetch is answering with this config; try again")
-		return
+	case foundOwned:
+		s.serveOwned(w, r, d, f.owned)
 	}
-	e.busy = true
-	s.mu.Unlock()
+}
 
+// found says what a fetch's code stands for.
+type found int
+
+const (
+	foundClosed found = iota + 1 // the Server is closed
+	foundSpent                   // the code's config was served
+	foundNone                    // no config is held under the code
+	foundBusy                    // another fetch owns the config
+	foundOwned                   // the fetch owns the config now
+)
+
+// fetch is what claim decided for one fetch under the lock, for
+// ServeHTTP to act on outside it.
+type fetch struct {
+	found   found
+	owned   *entry     // foundOwned: the entry, busy until release
+	spent   spentEntry // foundSpent: whose config the code served
+	expired *entry     // an entry whose TTL claim found passed; it is gone
+}
+
+// claim looks the code's digest up, in one critical section: a config
+// whose TTL passed before its timer ran is expired here, and a config no
+// other fetch owns becomes the fetch's own (busy) until release.
+func (s *Server) claim(d digest, now time.Time) (f fetch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fetch{found: foundClosed}
+	}
+	e := s.held[d]
+	if e != nil && !now.Before(e.expires) && !e.busy {
+		// The timer has not run yet; expire it here.
+		s.removeLocked(d, e)
+		f.expired, e = e, nil
+	}
+	switch {
+	case e == nil:
+		f.found = foundNone
+		if sp, ok := s.spent.get(d); ok {
+			f.found, f.spent = foundSpent, sp
+		}
+	case e.busy:
+		f.found = foundBusy
+	default:
+		e.busy = true
+		f.found, f.owned = foundOwned, e
+	}
+	return f
+}
+
+// serveOwned answers a fetch that owns e: it asks the Gate, checks that
+// the connection can tell an acknowledged answer, writes the config and
+// waits for the acknowledgement, and releases e however that ends.
+func (s *Server) serveOwned(w http.ResponseWriter, r *http.Request, d digest, e *entry) {
+	peer := r.RemoteAddr
 	var out outcome
 	defer func() { s.release(d, e, out) }()
 
 	planned, err := s.gate.Planned(r.Context(), e.device)
 	if err != nil {
-		s.log.Warn("configserve: NetBox did not answer whether the device is planned; the config stays",
+		s.log.Warn("configserve: "+s.text.gateName+" did not answer whether the device is planned; the config stays",
 			deviceAttrs(e.device, e.run), slog.String("peer", peer), slog.Any("error", err))
 		w.Header().Set("Retry-After", "5")
-		answer(w, http.StatusServiceUnavailable, "NetBox did not answer; try again")
+		answer(w, http.StatusServiceUnavailable, s.text.gateDown)
 		return
 	}
 	if !planned {
-		s.log.Warn("configserve: NetBox does not show the device planned; the config stays",
+		s.log.Warn("configserve: "+s.text.gateName+" does not show the device planned; the config stays",
 			deviceAttrs(e.device, e.run), slog.String("peer", peer))
 		answer(w, http.StatusConflict, "the device is not planned")
 		return
 	}
 
 	if r.ProtoMajor != 1 {
-		s.log.Error("configserve: a fetch came over HTTP/2; the server must speak HTTP/1.1 only (see the package documentation)",
+		s.log.Error("configserve: a fetch came over HTTP/2; the server must speak HTTP/1.1 only (call Server.ConfigureServer last)",
 			deviceAttrs(e.device, e.run), slog.String("peer", peer))
 		answer(w, http.StatusHTTPVersionNotSupported, "use HTTP/1.1")
 		return
 	}
 	conn, _ := r.Context().Value(connKey{}).(net.Conn)
 	if conn == nil {
-		s.log.Error("configserve: the http.Server's ConnContext does not call configserve.ConnContext, so no answer can be checked",
+		s.log.Error("configserve: the http.Server's ConnContext does not record the connection, so no answer can be checked: call Server.ConfigureServer after setting ConnContext",
 			deviceAttrs(e.device, e.run), slog.String("peer", peer))
-		answer(w, http.StatusInternalServerError, "fleetd cannot check delivery")
+		answer(w, http.StatusInternalServerError, s.text.cannotCheck)
 		return
 	}
 	sock, err := tcpSocket(conn)
 	if err != nil {
 		s.log.Error("configserve: cannot check delivery on this connection",
 			deviceAttrs(e.device, e.run), slog.String("peer", peer), slog.Any("error", err))
-		answer(w, http.StatusInternalServerError, "fleetd cannot check delivery")
+		answer(w, http.StatusInternalServerError, s.text.cannotCheck)
 		return
 	}
 
@@ -442,15 +582,16 @@ func (s *Server) release(d digest, e *entry, out outcome) {
 	}
 	switch {
 	case out.served:
-		s.emit(Event{Kind: Served, Device: e.device, Run: e.run, Text: textServed(e.run)})
+		s.emit(Event{Kind: Served, Device: e.device, Run: e.run, Text: s.text.served(e.run)})
 	case expired:
-		s.emit(Event{Kind: Expired, Device: e.device, Run: e.run, Text: textExpired(e.run)})
+		s.emit(Event{Kind: Expired, Device: e.device, Run: e.run, Text: s.text.expired(e.run)})
 	}
 }
 
 // write sends config as the whole answer and waits until the peer's kernel
 // acknowledged its last byte, or deadline. Until then, a close of the
-// connection resets it.
+// connection resets it (see socket.resetOnClose). The write deadline is
+// lifted once the answer is acknowledged.
 func (s *Server) write(w http.ResponseWriter, conn net.Conn, sock socket, config []byte, deadline time.Time) (ackResult, error) {
 	if err := sock.resetOnClose(); err != nil {
 		return ackResult{}, err
@@ -459,7 +600,7 @@ func (s *Server) write(w http.ResponseWriter, conn net.Conn, sock socket, config
 		return ackResult{}, err
 	}
 	h := w.Header()
-	h.Set("Content-Type", "application/yaml")
+	h.Set("Content-Type", s.contentType)
 	h.Set("Content-Length", strconv.Itoa(len(config)))
 	h.Set("Cache-Control", "no-store")
 	// One config per connection: a client closes the connection once it

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -75,7 +77,7 @@ func TestServeOnceOverTLS(t *testing.T) {
 	if d := cmp.Diff(want, ev, ignoreTime); d != "" {
 		t.Errorf("refetch event (-want +got):\n%s", d)
 	}
-	if err := h.srv.Put(code, node01, run01, makeConfig(100)); !errors.Is(err, ErrCodeSpent) {
+	if err := h.srv.Put(code, makeConfig(100), node01, run01); !errors.Is(err, ErrCodeSpent) {
 		t.Errorf("Put of a spent code: %v, want ErrCodeSpent", err)
 	}
 	if !strings.Contains(h.logs.String(), "node-01") {
@@ -480,9 +482,12 @@ func TestTTL(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer srv.Close()
+		if err := srv.ConfigureServer(&http.Server{}); err != nil {
+			t.Fatal(err)
+		}
 		code := NewCode()
 		config := makeConfig(1000)
-		if err := srv.Put(code, node01, run01, config); err != nil {
+		if err := srv.Put(code, config, node01, run01); err != nil {
 			t.Fatal(err)
 		}
 		fetch := func() int {
@@ -507,7 +512,7 @@ func TestTTL(t *testing.T) {
 		defer mu.Unlock()
 		want := []Event{
 			{Kind: Expired, Device: node01, Run: run01, Text: "the Talos config of provision-node-01-1767225600 expired unread"},
-			{Kind: Missing, Peer: "192.0.2.1:1234", Text: textMissing},
+			{Kind: Missing, Peer: "192.0.2.1:1234", Text: "the node asked for its Talos config, and the config server holds none for it"},
 		}
 		if d := cmp.Diff(want, events, ignoreTime); d != "" {
 			t.Errorf("events (-want +got):\n%s", d)
@@ -529,9 +534,12 @@ func TestTTLPassesDuringFetch(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer srv.Close()
+		if err := srv.ConfigureServer(&http.Server{}); err != nil {
+			t.Fatal(err)
+		}
 		code := NewCode()
 		config := makeConfig(1000)
-		srv.Put(code, node01, run01, config)
+		srv.Put(code, config, node01, run01)
 		w := httptest.NewRecorder()
 		srv.ServeHTTP(w, httptest.NewRequest("GET", PathPrefix+code, nil))
 		if w.Code != http.StatusConflict {
@@ -597,7 +605,7 @@ func TestDropAndClose(t *testing.T) {
 	if !zeroed(config2) || h.srv.Waiting() != 0 {
 		t.Error("Close kept a config")
 	}
-	if err := h.srv.Put(NewCode(), node01, run01, makeConfig(100)); !errors.Is(err, ErrClosed) {
+	if err := h.srv.Put(NewCode(), makeConfig(100), node01, run01); !errors.Is(err, ErrClosed) {
 		t.Errorf("Put after Close: %v, want ErrClosed", err)
 	}
 	if r := h.get(c, code2); r.status != http.StatusServiceUnavailable {
@@ -614,8 +622,14 @@ func TestPutErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
+	if err := srv.Put(NewCode(), []byte("x"), node01, run01); !errors.Is(err, ErrNotConfigured) {
+		t.Errorf("Put before ConfigureServer: %v, want ErrNotConfigured", err)
+	}
+	if err := srv.ConfigureServer(&http.Server{}); err != nil {
+		t.Fatal(err)
+	}
 	held := NewCode()
-	if err := srv.Put(held, node01, run01, []byte("x")); err != nil {
+	if err := srv.Put(held, []byte("x"), node01, run01); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -635,7 +649,7 @@ func TestPutErrors(t *testing.T) {
 		{"device by ID only", NewCode(), Device{ID: 3}, run01, []byte("x"), nil},
 		{"device by name only", NewCode(), Device{Name: "n"}, run01, []byte("x"), nil},
 	} {
-		err := srv.Put(tc.code, tc.dev, tc.run, tc.config)
+		err := srv.Put(tc.code, tc.config, tc.dev, tc.run)
 		if d := cmp.Diff(tc.want, err, cmpopts.EquateErrors()); d != "" {
 			t.Errorf("%s (-want +got):\n%s", tc.name, d)
 		}
@@ -687,5 +701,104 @@ func TestKindString(t *testing.T) {
 	want := []string{"Kind(0)", "served", "not-acknowledged", "refetched", "missing", "expired", "Kind(99)"}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
+	}
+}
+
+// ConfigureServer records connections after the http.Server's own
+// ConnContext, makes it speak HTTP/1.1 only, and refuses one that asks for
+// HTTP/2, changing nothing.
+func TestConfigureServer(t *testing.T) {
+	srv, err := New(&testGate{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+
+	type own struct{}
+	hs := &http.Server{ConnContext: func(ctx context.Context, _ net.Conn) context.Context {
+		return context.WithValue(ctx, own{}, true)
+	}}
+	if err := srv.ConfigureServer(hs); err != nil {
+		t.Fatal(err)
+	}
+	if hs.Protocols == nil || !hs.Protocols.HTTP1() || hs.Protocols.HTTP2() || hs.Protocols.UnencryptedHTTP2() {
+		t.Errorf("protocols %v, want HTTP/1 only", hs.Protocols)
+	}
+	c1, c2 := net.Pipe()
+	defer c1.Close()
+	defer c2.Close()
+	ctx := hs.ConnContext(context.Background(), c1)
+	if ctx.Value(own{}) != true || ctx.Value(connKey{}) != c1 {
+		t.Error("ConnContext does not carry both the server's own value and the connection")
+	}
+
+	h2 := new(http.Protocols)
+	h2.SetHTTP1(true)
+	h2.SetHTTP2(true)
+	for name, hs := range map[string]*http.Server{
+		"Protocols":            {Protocols: h2},
+		"TLSNextProto":         {TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){"h2": func(*http.Server, *tls.Conn, http.Handler) {}}},
+		"TLSConfig.NextProtos": {TLSConfig: &tls.Config{NextProtos: []string{"h2", "http/1.1"}}},
+	} {
+		if err := srv.ConfigureServer(hs); !errors.Is(err, ErrHTTP2) {
+			t.Errorf("%s: %v, want ErrHTTP2", name, err)
+		}
+		if hs.ConnContext != nil {
+			t.Errorf("%s: a refused http.Server was changed", name)
+		}
+	}
+	if err := srv.ConfigureServer(nil); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("nil: %v, want ErrInvalidConfig", err)
+	}
+	srv.Close()
+	if err := srv.ConfigureServer(&http.Server{}); !errors.Is(err, ErrClosed) {
+		t.Errorf("after Close: %v, want ErrClosed", err)
+	}
+}
+
+// The caller names the service and its inventory in answers and events,
+// and sets the config's Content-Type; the defaults name neither fleetd nor
+// NetBox.
+func TestCallerTexts(t *testing.T) {
+	h := newHarness(t, harnessOpts{cfg: Config{Name: "provisiond", GateName: "Nautobot", ContentType: "text/x-talos"}})
+	c := h.client()
+	code, _, _ := h.put(4096, node01, run01)
+	h.gate.set(false, errors.New("dial tcp: connection refused"))
+	if r := h.get(c, code); r.status != http.StatusServiceUnavailable || string(r.body) != "Nautobot did not answer; try again\n" {
+		t.Errorf("gate down: %d %q", r.status, r.body)
+	}
+	h.gate.set(true, nil)
+	r := h.get(c, code)
+	if got := r.header.Get("Content-Type"); r.status != 200 || got != "text/x-talos" {
+		t.Errorf("%d with Content-Type %q, want 200 with text/x-talos", r.status, got)
+	}
+	if ev := h.waitEvent(); ev.Text != "provisiond served the config of "+run01 {
+		t.Errorf("served: %q", ev.Text)
+	}
+	h.get(c, code)
+	if ev := h.waitEvent(); ev.Text != "the node asked again for the Talos config provisiond served it" {
+		t.Errorf("refetched: %q", ev.Text)
+	}
+	h.get(c, NewCode())
+	if ev := h.waitEvent(); ev.Text != "the node asked for its Talos config, and provisiond holds none for it" {
+		t.Errorf("missing: %q", ev.Text)
+	}
+	h.srv.Close()
+	if r := h.get(c, code); string(r.body) != "provisiond is shutting down\n" {
+		t.Errorf("closed: %d %q", r.status, r.body)
+	}
+
+	s, err := New(&testGate{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, text := range []string{s.contentType, s.text.served(run01), s.text.refetched, s.text.missing, s.text.closed, s.text.gateDown, s.text.cannotCheck} {
+		if strings.Contains(text, "fleetd") || strings.Contains(text, "NetBox") {
+			t.Errorf("a default text names fleetd or NetBox: %q", text)
+		}
+	}
+	if s.contentType != "application/yaml" {
+		t.Errorf("default Content-Type %q", s.contentType)
 	}
 }

@@ -175,7 +175,9 @@ func TestIntegrationUnacknowledgedRealSizeConfig(t *testing.T) {
 	ts := httptest.NewUnstartedServer(srv)
 	ts.Listener.Close()
 	ts.Listener = l.listen(t)
-	ts.Config.ConnContext = ConnContext
+	if err := srv.ConfigureServer(ts.Config); err != nil {
+		t.Fatal(err)
+	}
 	ts.Start()
 	t.Cleanup(func() {
 		ts.Close()
@@ -198,7 +200,7 @@ func TestIntegrationUnacknowledgedRealSizeConfig(t *testing.T) {
 	code := NewCode()
 	config := makeConfig(realConfigSize)
 	orig := bytes.Clone(config)
-	if err := srv.Put(code, node01, run01, config); err != nil {
+	if err := srv.Put(code, config, node01, run01); err != nil {
 		t.Fatal(err)
 	}
 
@@ -336,7 +338,7 @@ func TestHalfReadOfRealSizeConfigSpendsCode(t *testing.T) {
 	tc.SetLinger(0)
 	tc.Close()
 
-	want := Event{Kind: Served, Device: node01, Run: run01, Text: textServed(run01)}
+	want := Event{Kind: Served, Device: node01, Run: run01, Text: h.srv.text.served(run01)}
 	if d := cmp.Diff(want, h.waitEvent(), ignoreTime); d != "" {
 		t.Fatalf("event (-want +got):\n%s", d)
 	}
@@ -344,7 +346,7 @@ func TestHalfReadOfRealSizeConfigSpendsCode(t *testing.T) {
 	if r := h.get(c2, code); r.status != http.StatusGone {
 		t.Fatalf("next fetch: %d, want 410", r.status)
 	}
-	if ev := h.waitEvent(); ev.Kind != Refetched || ev.Text != textRefetched {
+	if ev := h.waitEvent(); ev.Kind != Refetched || ev.Text != h.srv.text.refetched {
 		t.Errorf("event %v (%q), want refetched", ev.Kind, ev.Text)
 	}
 }

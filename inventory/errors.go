@@ -20,6 +20,9 @@ var (
 	// a lookup asked for, so no one of them is the machine's. The error is a
 	// *DuplicateSerialError, which names the serial and the devices.
 	ErrDuplicateSerial = errors.New("netbox holds more than one device with the serial")
+	// ErrJournalLost: a JournalQueue could not queue a write: its queue was
+	// full, or it was closed.
+	ErrJournalLost = errors.New("inventory: the journal queue is full or closed; the write is lost")
 )
 
 // DeviceRef names one NetBox device.

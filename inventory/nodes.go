@@ -13,6 +13,43 @@ import (
 // Inventory is a checked nodes file with its cluster topology. It is a
 // value: nothing in it changes after Load or Parse returns, and it is safe
 // to read from many goroutines.
+//
+// A nodes file has three mappings: models, classes and nodes.
+//
+//	models:
+//	  ms-01:                      # a key of the hardware inventory
+//	    manufacturer: Minisforum  # required: NetBox manufacturer
+//	    name: MS-01               # required: NetBox device type
+//	    disk: /dev/nvme0n1        # optional: install disk of its nodes
+//	classes:
+//	  controlplane:               # a Talos class
+//	    type: controlplane        # required: controlplane or worker
+//	    installer_image: factory.talos.dev/installer/<schematic>:v1.13.9  # required, pinned by tag or digest
+//	  worker:
+//	    type: worker
+//	    installer_image: factory.talos.dev/installer/<schematic>:v1.13.9
+//	nodes:
+//	  w-01:                       # host name: a DNS label
+//	    model: ms-01              # required: a key under models
+//	    serial: MS01-2407-0021    # required: the SMBIOS serial
+//	    class: worker             # required: a key under classes
+//	    switch_port: 5            # required: the switch port it stays on
+//	    address: 10.40.0.21       # required: its static address, in K8S_NODE_CIDR
+//	    bmc: amt                  # required: amt, ipmi, redfish or none
+//	    disk: /dev/nvme0n1        # the install disk; required unless the model names one
+//	    disk_serial: S6B0NL0W412345A   # the install disk's serial; a run waits until it is declared
+//	    approved_ek_rsa2048: 1b5bbe2e96054f7bc34ebe7ba9a4a9eac5611c6879285ceff6094fa556af485c
+//	    approved_ek_eccp256: 8fcef54df4c28620c6043ddab91157dcff92bc0d571c008d267674d1228c42fc
+//
+// The approved_ek_* fields hold the approved EK binding: the SHA-256 of each
+// EK public key's DER SubjectPublicKeyInfo, as 64 lowercase hex characters,
+// from independent evidence (a receiving scan, or the supplier's
+// authenticated record). An entry without them attests as
+// pending-approval; ApprovalLines formats the two lines for a waiting
+// claim, and printing them approves nothing.
+//
+// Anchors, aliases and merge keys (<<) work as YAML defines them, so common
+// fields can be shared.
 type Inventory struct {
 	Nodes    []Node           // in the order the file declares them
 	Models   map[string]Model // by key
@@ -105,6 +142,25 @@ var (
 // topologyPath and checks them together. When either is wrong it returns a
 // Problems holding every problem in both files (errors.Is finds
 // ErrInvalid); an unreadable file is an ordinary error.
+//
+// Load refuses:
+//
+//   - an unknown model or class;
+//   - an address, switch port, serial, disk serial or approved EK that another
+//     node holds (both nodes and both places are named);
+//   - an approved EK hash that is not 64 lowercase hex characters;
+//   - an address that is malformed, carries a prefix length, or lies outside
+//     K8S_NODE_CIDR (or is its network or broadcast address);
+//   - a missing required field, an empty value, an unknown field (a typo
+//     such as disk_seral is named, with the field it resembles), a field
+//     given twice;
+//   - a host name given twice or that is not a DNS label;
+//   - a model or class lacking its required fields, an unpinned installer
+//     image;
+//   - a file that is not YAML, or a topology without a valid K8S_NODE_CIDR
+//     and an API_SERVER_IP inside it.
+//
+// A bad file never panics.
 func Load(nodesPath, topologyPath string) (*Inventory, error) {
 	topoData, err := readFile(topologyPath)
 	if err != nil {
@@ -244,28 +300,12 @@ func resolve(n *yaml.Node) *yaml.Node {
 }
 
 // pairs calls fn for each key and value of the mapping m, with merge keys
-// (<<) expanded, reporting unknown keys (known nil allows any key) and keys
-// given twice.
+// (<<) expanded by a mergeWalk, reporting unknown keys (known nil allows
+// any key) and keys given twice.
 //
 // In a section (models, classes, nodes) entry names the kind of its
 // entries, so that a name declared twice is reported against that entry.
 func (c *checker) pairs(m *yaml.Node, subject string, known []string, entry string, fn func(k, v *yaml.Node)) {
-	// A key given in the mapping itself overrides the same key merged in
-	// with <<, wherever the merge key stands; of merged mappings the first
-	// wins.
-	seen := newKeyIndex(len(m.Content) / 2)
-	var explicit *keyIndex // keys given in m itself, when m merges others
-	for i := 0; i < len(m.Content); i += 2 {
-		if isMergeKey(m.Content[i]) {
-			explicit = newKeyIndex(len(m.Content) / 2)
-			for j := 0; j < len(m.Content); j += 2 {
-				if k := m.Content[j]; !isMergeKey(k) {
-					explicit.put(k.Value, k)
-				}
-			}
-			break
-		}
-	}
 	use := func(k, v *yaml.Node) {
 		if known != nil && !contains(known, k.Value) {
 			c.at(k, subject, "unknown field %q%s", k.Value, suggest(k.Value, known))
@@ -273,47 +313,20 @@ func (c *checker) pairs(m *yaml.Node, subject string, known []string, entry stri
 		}
 		fn(k, v)
 	}
-	var merge func(v *yaml.Node, depth int)
-	merge = func(v *yaml.Node, depth int) {
-		switch {
-		case depth > 8:
-			c.at(v, subject, "merge keys (<<) nest too deep")
-		case v.Kind == yaml.MappingNode:
-			for i := 0; i+1 < len(v.Content); i += 2 {
-				k, mv := v.Content[i], resolve(v.Content[i+1])
-				if isMergeKey(k) {
-					merge(mv, depth+1)
-					continue
-				}
-				if k.Kind != yaml.ScalarNode || explicit.get(k.Value) != nil || seen.get(k.Value) != nil {
-					continue
-				}
-				seen.put(k.Value, k)
-				use(k, mv)
-			}
-		case v.Kind == yaml.SequenceNode && depth == 0:
-			for _, e := range v.Content {
-				if e = resolve(e); e.Kind == yaml.MappingNode {
-					merge(e, depth+1)
-				} else {
-					c.at(e, subject, "a merge key (<<) takes mappings, not %s", describeKind(e))
-				}
-			}
-		default:
-			c.at(v, subject, "a merge key (<<) takes a mapping, not %s", describeKind(v))
-		}
-	}
+	w := &mergeWalk{c: c, subject: subject, seen: newKeyIndex(len(m.Content) / 2), explicit: explicitKeys(m)}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], resolve(m.Content[i+1])
 		if isMergeKey(k) {
-			merge(v, 0)
+			for _, kv := range w.keys(v) {
+				use(kv[0], kv[1])
+			}
 			continue
 		}
 		if k.Kind != yaml.ScalarNode || isNull(k) {
 			c.at(k, subject, "a key must be a name, not %s", describeKind(k))
 			continue
 		}
-		if prev := seen.get(k.Value); prev != nil {
+		if prev := w.seen.get(k.Value); prev != nil {
 			if entry != "" {
 				c.at(k, entry+" "+k.Value, "declared twice; first at %s", c.where(prev))
 			} else {
@@ -321,8 +334,78 @@ func (c *checker) pairs(m *yaml.Node, subject string, known []string, entry stri
 			}
 			continue
 		}
-		seen.put(k.Value, k)
+		w.seen.put(k.Value, k)
 		use(k, v)
+	}
+}
+
+// explicitKeys indexes the keys given in the mapping m itself, when m
+// merges others in with <<; an empty index when it merges none.
+func explicitKeys(m *yaml.Node) keyIndex {
+	for i := 0; i < len(m.Content); i += 2 {
+		if isMergeKey(m.Content[i]) {
+			explicit := newKeyIndex(len(m.Content) / 2)
+			for j := 0; j < len(m.Content); j += 2 {
+				if k := m.Content[j]; !isMergeKey(k) {
+					explicit.put(k.Value, k)
+				}
+			}
+			return explicit
+		}
+	}
+	return keyIndex{}
+}
+
+// mergeWalk finds the keys one mapping merges in with <<, for
+// checker.pairs. A key given in the mapping itself overrides the same key
+// merged in, wherever the merge key stands; of merged mappings the first
+// wins.
+type mergeWalk struct {
+	c        *checker
+	subject  string
+	seen     keyIndex        // keys pairs handed on, or reported
+	explicit keyIndex        // keys given in the mapping itself; empty when it merges none
+	found    [][2]*yaml.Node // keys and values the current merge key brings
+}
+
+// keys returns, in order, the keys and values that v, the value of a merge
+// key, brings and no key before it or in the mapping itself has brought,
+// and marks them seen.
+func (w *mergeWalk) keys(v *yaml.Node) [][2]*yaml.Node {
+	w.found = w.found[:0]
+	w.merge(v, 0)
+	return w.found
+}
+
+// merge walks v: a mapping, or at the top a sequence of mappings, whose
+// own merge keys nest up to 8 deep.
+func (w *mergeWalk) merge(v *yaml.Node, depth int) {
+	switch {
+	case depth > 8:
+		w.c.at(v, w.subject, "merge keys (<<) nest too deep")
+	case v.Kind == yaml.MappingNode:
+		for i := 0; i+1 < len(v.Content); i += 2 {
+			k, mv := v.Content[i], resolve(v.Content[i+1])
+			if isMergeKey(k) {
+				w.merge(mv, depth+1)
+				continue
+			}
+			if k.Kind != yaml.ScalarNode || w.explicit.get(k.Value) != nil || w.seen.get(k.Value) != nil {
+				continue
+			}
+			w.seen.put(k.Value, k)
+			w.found = append(w.found, [2]*yaml.Node{k, mv})
+		}
+	case v.Kind == yaml.SequenceNode && depth == 0:
+		for _, e := range v.Content {
+			if e = resolve(e); e.Kind == yaml.MappingNode {
+				w.merge(e, depth+1)
+			} else {
+				w.c.at(e, w.subject, "a merge key (<<) takes mappings, not %s", describeKind(e))
+			}
+		}
+	default:
+		w.c.at(v, w.subject, "a merge key (<<) takes a mapping, not %s", describeKind(v))
 	}
 }
 
@@ -333,11 +416,11 @@ type keyIndex struct {
 	big   map[string]*yaml.Node
 }
 
-func newKeyIndex(n int) *keyIndex {
+func newKeyIndex(n int) keyIndex {
 	if n > 32 {
-		return &keyIndex{big: make(map[string]*yaml.Node, n)}
+		return keyIndex{big: make(map[string]*yaml.Node, n)}
 	}
-	return &keyIndex{small: make([]*yaml.Node, 0, n)}
+	return keyIndex{small: make([]*yaml.Node, 0, n)}
 }
 
 func (ki *keyIndex) get(k string) *yaml.Node {

@@ -514,123 +514,189 @@ func (f *nbDeviceFields) get(name string) string {
 	return ""
 }
 
-// devices plans each node's device, interface, address and cable.
+// devices plans each node's device, interface, address and cable, in the
+// nodes file's order, lists the devices no node names, and then finds the
+// switch ports the new cables need.
 func (pl *planner) devices(ctx context.Context) error {
-	nb, w := pl.nb, pl.w
-	byName := map[string]*nbDevice{}
-	bySerial := map[string][]*nbDevice{}
-	for i := range pl.devs {
-		d := &pl.devs[i]
-		byName[strings.ToLower(d.name())] = d
-		if d.Serial != "" {
-			bySerial[d.Serial] = append(bySerial[d.Serial], d)
-		}
-	}
-	ifaces := map[int64]*nbInterface{}
-	for i := range pl.ifaces {
-		ifaces[pl.ifaces[i].Device.ID] = &pl.ifaces[i]
-	}
-	ipsByHost := map[netip.Addr][]*nbIP{}
-	for i := range pl.ips {
-		p, err := netip.ParsePrefix(pl.ips[i].Address)
-		if err != nil {
-			continue
-		}
-		ipsByHost[p.Addr()] = append(ipsByHost[p.Addr()], &pl.ips[i])
-	}
-	listed := map[string]bool{}
-	moving := map[int64]bool{} // node interfaces whose cable Apply deletes
-	var ports []int            // switch ports to cable
+	idx := newDeviceIndex(pl.devs, pl.ifaces, pl.ips)
+	var cables cablePlan
 	for _, n := range pl.inv.Nodes {
-		listed[strings.ToLower(n.Name)] = true
-		d := byName[strings.ToLower(n.Name)]
-		nw := &nodeWork{node: n, address: pl.inv.Prefix(n)}
-		w.nodes = append(w.nodes, nw)
-		for _, other := range bySerial[n.Serial] {
-			if other != d {
-				pl.conflict("node %s: serial %s is the serial of NetBox device %s (%d): rename that device to %s, or correct the serial", n.Name, n.Serial, other.name(), other.ID, n.Name)
-			}
-		}
-		ch := Change{Kind: "device", Name: n.Name}
-		var ifc *nbInterface
-		if d == nil {
-			nw.create = true
-			ch.Action = ActionCreate
-			ch.Fields = append(ch.Fields,
-				FieldChange{Name: "device_type", New: n.Model},
-				FieldChange{Name: "role", New: nb.cfg.Role},
-				FieldChange{Name: "site", New: nb.cfg.Site},
-				FieldChange{Name: "status", New: string(StatusPlanned)},
-				FieldChange{Name: "serial", New: n.Serial})
-			nw.fields = map[string]any{}
-			for _, kv := range declared(n) {
-				if kv[1] != "" {
-					nw.fields[kv[0]] = kv[1]
-					ch.Fields = append(ch.Fields, FieldChange{Name: kv[0], New: kv[1]})
-				}
-			}
-		} else {
-			nw.devID, nw.typeID, nw.roleID, nw.siteID = d.ID, d.DeviceType.ID, d.Role.ID, d.Site.ID
-			ch.Action = ActionUpdate
-			if d.name() != n.Name {
-				nw.name = &n.Name
-				ch.Fields = append(ch.Fields, FieldChange{Name: "name", Old: d.name(), New: n.Name})
-			}
-			if d.DeviceType.Slug != n.Model {
-				nw.setType = true
-				ch.Fields = append(ch.Fields, FieldChange{Name: "device_type", Old: d.DeviceType.Slug, New: n.Model})
-			}
-			if d.Serial != n.Serial {
-				nw.serial = &n.Serial
-				ch.Fields = append(ch.Fields, FieldChange{Name: "serial", Old: d.Serial, New: n.Serial})
-			}
-			for _, kv := range declared(n) {
-				if old := d.CustomFields.get(kv[0]); old != kv[1] {
-					if nw.fields == nil {
-						nw.fields = map[string]any{}
-					}
-					nw.fields[kv[0]] = kv[1]
-					ch.Fields = append(ch.Fields, FieldChange{Name: kv[0], Old: old, New: kv[1]})
-				}
-			}
-			nw.update = nw.name != nil || nw.setType || nw.serial != nil || len(nw.fields) > 0
-			ifc = ifaces[d.ID]
-		}
-		if ifc == nil {
-			nw.newIface = true
-			ch.Fields = append(ch.Fields, FieldChange{Name: "interface", New: nb.cfg.Interface})
-		} else {
-			nw.ifaceID = ifc.ID
-		}
-		pl.address(nw, d, ifc, ipsByHost, &ch)
-		want := nb.PortName(n.SwitchPort)
-		switch port, ok := nb.peerPort(ifc); {
-		case ifc != nil && ifc.Cable != nil && ok && port == n.SwitchPort:
-		case ifc != nil && ifc.Cable != nil:
-			nw.uncable, nw.cable = ifc.Cable.ID, true
-			moving[ifc.ID] = true
-			ch.Fields = append(ch.Fields, FieldChange{Name: "cable", Old: pl.farEnd(ifc), New: nb.cfg.Switch + " " + want})
-		default:
-			nw.cable = true
-			ch.Fields = append(ch.Fields, FieldChange{Name: "cable", New: nb.cfg.Switch + " " + want})
-		}
-		if nw.cable {
-			ports = append(ports, n.SwitchPort)
-		}
+		nw, ch := pl.node(n, idx, &cables)
+		pl.w.nodes = append(pl.w.nodes, nw)
 		if len(ch.Fields) > 0 {
 			pl.plan.Changes = append(pl.plan.Changes, ch)
 		}
 	}
-	for i := range pl.devs {
-		if name := pl.devs[i].name(); !listed[strings.ToLower(name)] {
-			pl.plan.Unlisted = append(pl.plan.Unlisted, name)
-		}
-	}
-	slices.Sort(pl.plan.Unlisted)
-	if len(ports) > 0 && len(pl.sw) > 0 {
-		return pl.switchPorts(ctx, ports, moving)
+	pl.plan.Unlisted = idx.unlisted(pl.inv.Nodes)
+	if len(cables.ports) > 0 && len(pl.sw) > 0 {
+		return pl.switchPorts(ctx, cables.ports, cables.moving)
 	}
 	return nil
+}
+
+// deviceIndex finds what Plan read of NetBox by the keys a node names,
+// built once per plan.
+type deviceIndex struct {
+	devs     []nbDevice
+	byName   map[string]*nbDevice   // by lower-case name
+	bySerial map[string][]*nbDevice // devices with a serial, by serial
+	ifaces   map[int64]*nbInterface // the node interface, by device ID
+	ips      map[netip.Addr][]*nbIP // address objects, by host address
+}
+
+func newDeviceIndex(devs []nbDevice, ifaces []nbInterface, ips []nbIP) *deviceIndex {
+	idx := &deviceIndex{
+		devs:     devs,
+		byName:   make(map[string]*nbDevice, len(devs)),
+		bySerial: make(map[string][]*nbDevice, len(devs)),
+		ifaces:   make(map[int64]*nbInterface, len(ifaces)),
+		ips:      make(map[netip.Addr][]*nbIP, len(ips)),
+	}
+	for i := range devs {
+		d := &devs[i]
+		idx.byName[strings.ToLower(d.name())] = d
+		if d.Serial != "" {
+			idx.bySerial[d.Serial] = append(idx.bySerial[d.Serial], d)
+		}
+	}
+	for i := range ifaces {
+		idx.ifaces[ifaces[i].Device.ID] = &ifaces[i]
+	}
+	for i := range ips {
+		p, err := netip.ParsePrefix(ips[i].Address)
+		if err != nil {
+			continue
+		}
+		idx.ips[p.Addr()] = append(idx.ips[p.Addr()], &ips[i])
+	}
+	return idx
+}
+
+// unlisted returns, sorted, the names of the devices no node names.
+func (idx *deviceIndex) unlisted(nodes []Node) []string {
+	listed := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		listed[strings.ToLower(n.Name)] = true
+	}
+	var names []string
+	for i := range idx.devs {
+		if name := idx.devs[i].name(); !listed[strings.ToLower(name)] {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// cablePlan gathers, across nodes, what the cables to make need of the
+// switch.
+type cablePlan struct {
+	ports  []int          // switch ports to cable
+	moving map[int64]bool // node interfaces whose cable Apply deletes
+}
+
+// node diffs one node against the device of its name: the work Apply does
+// for it, and the Change Plan shows (no fields: nothing to do).
+func (pl *planner) node(n Node, idx *deviceIndex, cables *cablePlan) (*nodeWork, Change) {
+	d := idx.byName[strings.ToLower(n.Name)]
+	nw := &nodeWork{node: n, address: pl.inv.Prefix(n)}
+	for _, other := range idx.bySerial[n.Serial] {
+		if other != d {
+			pl.conflict("node %s: serial %s is the serial of NetBox device %s (%d): rename that device to %s, or correct the serial", n.Name, n.Serial, other.name(), other.ID, n.Name)
+		}
+	}
+	ch := Change{Kind: "device", Name: n.Name}
+	var ifc *nbInterface
+	if d == nil {
+		pl.newDevice(nw, &ch)
+	} else {
+		pl.deviceFields(nw, d, &ch)
+		ifc = idx.ifaces[d.ID]
+	}
+	if ifc == nil {
+		nw.newIface = true
+		ch.Fields = append(ch.Fields, FieldChange{Name: "interface", New: pl.nb.cfg.Interface})
+	} else {
+		nw.ifaceID = ifc.ID
+	}
+	pl.address(nw, d, ifc, idx.ips, &ch)
+	pl.cable(nw, ifc, &ch, cables)
+	return nw, ch
+}
+
+// newDevice plans the device of a node NetBox lacks: every field.
+func (pl *planner) newDevice(nw *nodeWork, ch *Change) {
+	n, cfg := nw.node, pl.nb.cfg
+	nw.create = true
+	ch.Action = ActionCreate
+	ch.Fields = append(ch.Fields,
+		FieldChange{Name: "device_type", New: n.Model},
+		FieldChange{Name: "role", New: cfg.Role},
+		FieldChange{Name: "site", New: cfg.Site},
+		FieldChange{Name: "status", New: string(StatusPlanned)},
+		FieldChange{Name: "serial", New: n.Serial})
+	nw.fields = map[string]any{}
+	for _, kv := range declared(n) {
+		if kv[1] != "" {
+			nw.fields[kv[0]] = kv[1]
+			ch.Fields = append(ch.Fields, FieldChange{Name: kv[0], New: kv[1]})
+		}
+	}
+}
+
+// deviceFields plans the update of a node's device d: the fields that
+// differ from the nodes file.
+func (pl *planner) deviceFields(nw *nodeWork, d *nbDevice, ch *Change) {
+	n := &nw.node
+	nw.devID, nw.typeID, nw.roleID, nw.siteID = d.ID, d.DeviceType.ID, d.Role.ID, d.Site.ID
+	ch.Action = ActionUpdate
+	if d.name() != n.Name {
+		nw.name = &n.Name
+		ch.Fields = append(ch.Fields, FieldChange{Name: "name", Old: d.name(), New: n.Name})
+	}
+	if d.DeviceType.Slug != n.Model {
+		nw.setType = true
+		ch.Fields = append(ch.Fields, FieldChange{Name: "device_type", Old: d.DeviceType.Slug, New: n.Model})
+	}
+	if d.Serial != n.Serial {
+		nw.serial = &n.Serial
+		ch.Fields = append(ch.Fields, FieldChange{Name: "serial", Old: d.Serial, New: n.Serial})
+	}
+	for _, kv := range declared(*n) {
+		if old := d.CustomFields.get(kv[0]); old != kv[1] {
+			if nw.fields == nil {
+				nw.fields = map[string]any{}
+			}
+			nw.fields[kv[0]] = kv[1]
+			ch.Fields = append(ch.Fields, FieldChange{Name: kv[0], Old: old, New: kv[1]})
+		}
+	}
+	nw.update = nw.name != nil || nw.setType || nw.serial != nil || len(nw.fields) > 0
+}
+
+// cable plans the cable from the node's interface ifc (nil: not yet made)
+// to its switch port: kept when it runs there, else made, after the
+// deletion of a cable that runs elsewhere.
+func (pl *planner) cable(nw *nodeWork, ifc *nbInterface, ch *Change, cables *cablePlan) {
+	nb, n := pl.nb, &nw.node
+	port, ok := nb.peerPort(ifc)
+	if ifc != nil && ifc.Cable != nil && ok && port == n.SwitchPort {
+		return
+	}
+	want := nb.cfg.Switch + " " + nb.PortName(n.SwitchPort)
+	switch {
+	case ifc != nil && ifc.Cable != nil:
+		nw.uncable = ifc.Cable.ID
+		if cables.moving == nil {
+			cables.moving = map[int64]bool{}
+		}
+		cables.moving[ifc.ID] = true
+		ch.Fields = append(ch.Fields, FieldChange{Name: "cable", Old: pl.farEnd(ifc), New: want})
+	default:
+		ch.Fields = append(ch.Fields, FieldChange{Name: "cable", New: want})
+	}
+	nw.cable = true
+	cables.ports = append(cables.ports, n.SwitchPort)
 }
 
 // farEnd describes where an interface's cable runs.
