@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"strings"
 	"time"
@@ -80,7 +81,76 @@ type Decision struct {
 	// Code is the install code to answer the HookOS client: set only for
 	// Provision and Retire. It is a secret: never log it.
 	Code string
+	// Refusal says why the run was refused, for the Refused outcome of a
+	// nil error; nil otherwise.
+	Refusal *RefusalError
 }
+
+// RefusalError is a run refused before anything was rendered: no token,
+// no config, no code, no Workflow. Its Error is the Decision's Reason, and
+// Journal the line the device's NetBox journal holds, word for word as the
+// runbook quotes it. errors.Is and errors.As find its Cause.
+type RefusalError struct {
+	// Node is the host name of the device whose run was refused.
+	Node string
+	// Cause is why: the switch-port check's error; a *LacksError
+	// (ErrLacks); ErrNodeName; an error wrapping ErrClass;
+	// ErrControlPlanesOff; or ErrNoBundleKeys.
+	Cause error
+
+	reason  string
+	journal string
+}
+
+func (e *RefusalError) Error() string { return e.reason }
+
+// Unwrap returns the Cause.
+func (e *RefusalError) Unwrap() error { return e.Cause }
+
+// Journal returns the journal line of the refusal.
+func (e *RefusalError) Journal() string { return e.journal }
+
+// ErrNodeName: the device's host name cannot name a Workflow (it is not a
+// DNS-1123 label).
+var ErrNodeName = errors.New("the node name cannot name a Workflow")
+
+// refusedBeforeRendering is the start of the journal line of a refusal by
+// the switch-port check, the node's name or its class.
+const refusedBeforeRendering = "refused a run before rendering anything: "
+
+// refusal is the refusal of dev's run for cause, with the journal line
+// refusedBeforeRendering and cause's text; reason "" means the line.
+func refusal(node string, cause error, reason string) *RefusalError {
+	line := refusedBeforeRendering + cause.Error()
+	if reason == "" {
+		reason = line
+	}
+	return &RefusalError{Node: node, Cause: cause, reason: reason, journal: line}
+}
+
+// waitsRefusal is the refusal of a run whose device waits with
+// desired_action=provision for what cause names: its journal line is line,
+// then that desired_action stays provision; reason "" means the line.
+func waitsRefusal(node string, cause error, reason, line string) *RefusalError {
+	line += ", and desired_action stays provision"
+	if reason == "" {
+		reason = line
+	}
+	return &RefusalError{Node: node, Cause: cause, reason: reason, journal: line}
+}
+
+// nodeNameError refuses a host name that cannot name a Workflow.
+// errors.Is finds ErrNodeName.
+type nodeNameError struct {
+	name string
+	errs []string // validation.IsDNS1123Label's
+}
+
+func (e *nodeNameError) Error() string {
+	return fmt.Sprintf("the node name %q cannot name a Workflow: %s", e.name, strings.Join(e.errs, "; "))
+}
+
+func (e *nodeNameError) Is(target error) bool { return target == ErrNodeName }
 
 // errNoPortCheck refuses a claim that came without a switch-port check.
 var errNoPortCheck = errors.New("no switch-port check was given for the claim")
@@ -113,25 +183,68 @@ const (
 //     last run succeeded is journaled, once per run, as having booted HookOS
 //     after it.
 //
-// Every call ends in one attest.install audit line. An error means no code
-// may be answered: errors.Is finds inventory.ErrUnavailable (NetBox did not
-// answer), ErrBootstrapToken, or another cause of a run that did not start.
+// An admission costs NetBox one write of the device's fields (the
+// attestation, with the last_run of the run it starts), the MAC's writes
+// only when the device does not hold the claimed MAC yet, and a started
+// run's journal line, which Config.JournalLater may queue; it reads nothing
+// when the caller hands it the device (Claim.Device).
+//
+// It writes these lines to the device's NetBox journal, word for word
+// (<run> is provision-<node>-<unix seconds> or retire-<node>-<unix
+// seconds>, <address> the address the machine attested from in HookOS):
+//
+//	info     started Workflow <run>; the machine attested from HookOS at <address>
+//	         (a retirement adds ", and the run wipes its install disk"; a run that replaces a waiting
+//	         run whose code fleetd lost adds "; it replaces Workflow <run>, whose install code fleetd no longer holds")
+//	warning  refused a run before rendering anything: <the switch-port check's error, e.g. on port 7, expected 5>
+//	warning  <node> lacks install_disk_serial: the run waits for install_disk_serial, and desired_action stays provision
+//	         (the fields are MAC, install_disk and install_disk_serial, joined with ", " and " and ")
+//	warning  <node> is a control plane, and fleetd runs without control-plane support (homelab.fleetd.controlPlanes): no run starts, nothing is wiped, and desired_action stays provision
+//	warning  <node> is a control plane, and fleetd holds no secrets bundle with the cluster's CA keys: no run starts, nothing is wiped, and desired_action stays provision
+//	warning  the node booted HookOS and attested after Workflow <run> succeeded: fix its boot order so the disk comes before PXE, then set desired_action to provision
+//
+// A refusal's line is written once per process while it stays the same.
+// The booted-HookOS line is written once per run (the Workflow is
+// annotated), and then Config.BootedHookOSAfterInstall is called.
+//
+// Every call ends in one slog record with the message attest.install and
+// the attributes serial, outcome ("provision", "retire", "no provision",
+// "refused"), reason, node, device and run, and error when it failed. The
+// reason of "no provision" is one of:
+//
+//	last run <run> is not repeated; set desired_action to provision
+//	a control plane waits for desired_action=provision
+//	auto-provision is off
+//	the device is <status>, not planned
+//	run <run> is in flight at action <action>
+//
+// Every render writes a fleet.render record with node, device, run, class,
+// and bytes and token_expires, or error. When the bootstrap token cannot be
+// created, both records carry the error
+// "create <node>'s bootstrap token: <cause>".
+//
+// An error means no code may be answered: errors.Is finds
+// inventory.ErrUnavailable (NetBox did not answer), ErrBootstrapToken, or
+// another cause of a run that did not start.
 func (p *Provisioner) Admit(ctx context.Context, c Claim) (Decision, error) {
 	d, dev, err := p.admit(ctx, c)
-	attrs := []any{"serial", c.Serial, "outcome", d.Outcome.String(), "reason", d.Reason}
+	outcome, level := d.Outcome, slog.LevelInfo
+	if err != nil {
+		outcome, level = Refused, slog.LevelError
+	}
+	attrs := []slog.Attr{slog.String("serial", c.Serial), slog.String("outcome", outcome.String()), slog.String("reason", d.Reason)}
 	if dev.ID != 0 {
-		attrs = append(attrs, "node", dev.Name, "device", dev.ID)
+		attrs = append(attrs, slog.String("node", dev.Name), slog.Int64("device", dev.ID))
 	}
 	if d.Run != "" {
-		attrs = append(attrs, "run", d.Run)
+		attrs = append(attrs, slog.String("run", d.Run))
 	}
 	if err != nil {
-		attrs[3] = Refused.String()
-		p.log.Error("attest.install", append(attrs, "error", err.Error())...)
-		return Decision{Outcome: Refused, Reason: err.Error()}, err
+		attrs = append(attrs, slog.String("error", err.Error()))
+		d = Decision{Outcome: Refused, Reason: err.Error()}
 	}
-	p.log.Info("attest.install", attrs...)
-	return d, nil
+	p.log.LogAttrs(ctx, level, "attest.install", attrs...)
+	return d, err
 }
 
 func (p *Provisioner) admit(ctx context.Context, c Claim) (Decision, inventory.Device, error) {
@@ -195,21 +308,18 @@ func (p *Provisioner) decide(ctx context.Context, c Claim, dev inventory.Device,
 		portErr = c.CheckPort(dev.SwitchPort)
 	}
 	if portErr != nil {
-		text := refusedText(portErr)
-		if err := p.nb.Journal(ctx, dev.ID, inventory.JournalWarning, text); err != nil {
+		ref := refusal(dev.Name, portErr, portErr.Error())
+		if err := p.nb.Journal(ctx, dev.ID, inventory.JournalWarning, ref.Journal()); err != nil {
 			return Decision{}, err
 		}
-		return Decision{Outcome: Refused, Reason: portErr.Error()}, nil
+		return refused(ref), nil
 	}
 
 	runs, err := p.runsOf(ctx, dev.ID)
 	if err != nil {
 		return Decision{}, err
 	}
-	kind := RunProvision
-	if dev.Status == inventory.StatusDecommissioning {
-		kind = RunRetire
-	}
+	kind := runKind(dev)
 	outcome := Provision
 	if kind == RunRetire {
 		outcome = Retire
@@ -240,33 +350,66 @@ func (p *Provisioner) decide(ctx context.Context, c Claim, dev inventory.Device,
 		}
 	}
 
-	start := wantRun || replaces != ""
-	var reason string
+	if !wantRun && replaces == "" {
+		reason, err := p.noRunReason(ctx, dev, kind, runs)
+		if err != nil || reason != "" {
+			return Decision{Outcome: NoProvision, Reason: reason}, err
+		}
+	}
+	name, code, err := p.startRun(ctx, dev, runStart{
+		kind: kind, hookOS: from, note: admittedNote(from, kind, replaces), rec: rec,
+	})
+	var ref *RefusalError
 	switch {
-	case start:
+	case errors.As(err, &ref):
+		return refused(ref), nil
+	case err != nil:
+		return Decision{}, err
+	}
+	return Decision{Outcome: outcome, Run: name, Code: code, Reason: "run " + name + " started"}, nil
+}
+
+// refused is the decision of a refused run.
+func refused(ref *RefusalError) Decision {
+	return Decision{Outcome: Refused, Reason: ref.Error(), Refusal: ref}
+}
+
+// runKind is the kind of run dev gets: a retirement when it is
+// decommissioning.
+func runKind(dev inventory.Device) RunKind {
+	if dev.Status == inventory.StatusDecommissioning {
+		return RunRetire
+	}
+	return RunProvision
+}
+
+// noRunReason says why an attestation starts no run of kind for dev, which
+// does not ask for one with desired_action and has none waiting; "" means
+// a run starts: a retirement that has not run, or a planned worker that
+// never ran while auto-provision is on. A node whose last run succeeded is
+// journaled, once per run, as having booted HookOS after it.
+func (p *Provisioner) noRunReason(ctx context.Context, dev inventory.Device, kind RunKind, runs []*run) (string, error) {
+	switch {
 	case kind == RunRetire:
-		if strings.HasPrefix(dev.LastRun, RunRetire+"-") {
-			reason = lastRunReason(dev.LastRun)
-		} else {
-			start = true
+		if strings.HasPrefix(dev.LastRun, string(RunRetire)+"-") {
+			return lastRunReason(dev.LastRun), nil
 		}
+		return "", nil
 	case dev.LastRun != "":
-		reason = lastRunReason(dev.LastRun)
-		if err := p.bootedHookOSAfter(ctx, dev, runs); err != nil {
-			return Decision{}, err
-		}
+		return lastRunReason(dev.LastRun), p.bootedHookOSAfter(ctx, dev, runs)
 	case p.cluster.controlPlane(dev):
-		reason = reasonControlPlane
+		return reasonControlPlane, nil
 	case dev.Status != inventory.StatusPlanned:
-		reason = fmt.Sprintf("the device is %s, not planned", dev.Status)
+		return fmt.Sprintf("the device is %s, not planned", dev.Status), nil
 	case !p.cfg.AutoProvision:
-		reason = reasonAutoOff
-	default:
-		start = true
+		return reasonAutoOff, nil
 	}
-	if !start {
-		return Decision{Outcome: NoProvision, Reason: reason}, nil
-	}
+	return "", nil
+}
+
+// admittedNote is the end of the started line of a run that an attestation
+// from HookOS at from starts.
+func admittedNote(from netip.Addr, kind RunKind, replaces string) string {
 	note := "the machine attested from HookOS"
 	if from.IsValid() {
 		note += " at " + from.String()
@@ -277,28 +420,17 @@ func (p *Provisioner) decide(ctx context.Context, c Claim, dev inventory.Device,
 	if replaces != "" {
 		note += fmt.Sprintf("; it replaces Workflow %s, whose install code fleetd no longer holds", replaces)
 	}
-	name, code, refusal, err := p.startRecorded(ctx, dev, kind, from, false, note, rec)
-	if err != nil {
-		return Decision{}, err
-	}
-	if refusal != "" {
-		return Decision{Outcome: Refused, Reason: refusal}, nil
-	}
-	return Decision{Outcome: outcome, Run: name, Code: code, Reason: "run " + name + " started"}, nil
+	return note
 }
 
 func lastRunReason(run string) string {
 	return fmt.Sprintf("last run %s is not repeated; set desired_action to provision", run)
 }
 
-func refusedText(err error) string {
-	return "refused a run before rendering anything: " + err.Error()
-}
-
 // inFlight returns dev's newest run of kind that has not ended.
-func inFlight(runs []*run, kind string) *run {
+func inFlight(runs []*run, kind RunKind) *run {
 	for _, r := range runs {
-		if r.Kind == kind && !r.Terminal() {
+		if kindOf(r) == kind && !r.Terminal() {
 			return r
 		}
 	}
@@ -312,14 +444,14 @@ func (p *Provisioner) bootedHookOSAfter(ctx context.Context, dev inventory.Devic
 		if r.Name() != dev.LastRun {
 			continue
 		}
-		if r.Kind != RunProvision || r.WF.Status.State != "SUCCESS" || r.WF.Annotations[annBootedHookOS] != "" {
+		if kindOf(r) != RunProvision || r.WF.Status.State != "SUCCESS" || r.WF.Annotations[annBootedHookOS] != "" {
 			return nil
 		}
 		text := fmt.Sprintf("the node booted HookOS and attested after Workflow %s succeeded: fix its boot order so the disk comes before PXE, then set desired_action to provision", r.Name())
 		if err := p.nb.Journal(ctx, dev.ID, inventory.JournalWarning, text); err != nil {
 			return err
 		}
-		if err := p.annotate(ctx, r.Name(), annBootedHookOS, p.now().UTC().Format(time.RFC3339)); err != nil {
+		if err := p.annotate(ctx, r.Name(), annBootedHookOS, time.Now().UTC().Format(time.RFC3339)); err != nil {
 			return err
 		}
 		if p.cfg.BootedHookOSAfterInstall != nil {
@@ -330,53 +462,42 @@ func (p *Provisioner) bootedHookOSAfter(ctx context.Context, dev inventory.Devic
 	return nil
 }
 
-// startRun checks, renders and starts a run of kind for dev. The caller
-// holds dev's lock. A refusal (a missing field, the class, a control plane
-// fleetd cannot install) is journaled and returned as refusal with nothing
-// created; an error means the run did not start and no code may be
-// answered.
-func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, kind string, hookOS netip.Addr, netboot bool, note string) (name, code, refusal string, err error) {
-	return p.startRecorded(ctx, dev, kind, hookOS, netboot, note, nil)
+// runStart is what starts a run besides its device.
+type runStart struct {
+	kind RunKind
+	// hookOS is the address the machine attests from in HookOS; the zero
+	// Addr: unknown.
+	hookOS netip.Addr
+	// netboot asks Tinkerbell to power-cycle the machine into HookOS with
+	// a Rufio job first: a run started without a fresh claim.
+	netboot bool
+	// note ends the journal line of the started run.
+	note string
+	// rec, when set, is Admit's attestation: the write of the run's
+	// last_run (and the clearing of desired_action) carries it.
+	rec *record
 }
 
-// startRecorded is startRun, whose write of the run's last_run (and the
-// clearing of desired_action) carries what rec holds, when rec is not nil:
-// Admit's attestation.
-func (p *Provisioner) startRecorded(ctx context.Context, dev inventory.Device, kind string, hookOS netip.Addr, netboot bool, note string, rec *record) (name, code, refusal string, err error) {
-	if lacks := lacking(dev); len(lacks) > 0 {
-		f := joinAnd(lacks)
-		if dev.DesiredAction != inventory.DesiredActionProvision {
-			if err := p.nb.SetDesiredAction(ctx, dev.ID, inventory.DesiredActionProvision); err != nil {
-				return "", "", "", err
-			}
-		}
-		text := fmt.Sprintf("%s lacks %s: the run waits for %s, and desired_action stays provision", dev.Name, f, f)
-		if err := p.note(ctx, dev.ID, inventory.JournalWarning, text); err != nil {
-			return "", "", "", err
-		}
-		return "", "", (&LacksError{Node: dev.Name, Fields: lacks}).Error(), nil
-	}
-	if errs := validation.IsDNS1123Label(dev.Name); len(errs) > 0 {
-		text := fmt.Sprintf("refused a run before rendering anything: the node name %q cannot name a Workflow: %s", dev.Name, strings.Join(errs, "; "))
-		return "", "", text, p.note(ctx, dev.ID, inventory.JournalWarning, text)
+// startRun checks, renders and starts a run for dev. The caller holds
+// dev's lock. A refusal (a missing field, the node's name, the class, a
+// control plane fleetd cannot install) is journaled and returned as a
+// *RefusalError with nothing created; any error means the run did not
+// start and no code may be answered.
+func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, o runStart) (name, code string, err error) {
+	if err := p.refuseRun(ctx, dev, o.kind); err != nil {
+		return "", "", err
 	}
 	image := p.cluster.Classes[dev.Class].InstallerImage
-	if kind == RunProvision {
-		if refusal, err := p.refuseClass(ctx, dev); refusal != "" || err != nil {
-			return "", "", refusal, err
-		}
-	}
-
-	now := p.now()
-	name = fmt.Sprintf("%s-%s-%d", kind, dev.Name, now.Unix())
+	now := time.Now()
+	name = fmt.Sprintf("%s-%s-%d", o.kind, dev.Name, now.Unix())
 	code, err = p.configs.NewCode()
 	if err != nil {
-		return "", "", "", fmt.Errorf("install code for %s: %w", name, err)
+		return "", "", fmt.Errorf("install code for %s: %w", name, err)
 	}
-	if kind == RunProvision {
+	if o.kind == RunProvision {
 		var secret string
 		if secret, err = p.render(ctx, dev, name, code, now); err != nil {
-			return "", "", "", err
+			return "", "", err
 		}
 		// A run that does not start leaves no token behind.
 		defer func() {
@@ -387,49 +508,103 @@ func (p *Provisioner) startRecorded(ctx context.Context, dev inventory.Device, k
 	}
 	if hasBMC(dev) {
 		if err := p.ensureMachine(ctx, dev); err != nil {
-			return "", "", "", err
+			return "", "", err
 		}
 	}
 	if err := p.ensureHardware(ctx, dev); err != nil {
-		return "", "", "", err
+		return "", "", err
 	}
 	// A new run replaces any run of the device that has not ended.
 	old, err := p.runsOf(ctx, dev.ID)
 	if err != nil {
-		return "", "", "", err
+		return "", "", err
 	}
 	for _, r := range old {
 		if !r.Terminal() {
 			if err := p.deleteWorkflow(ctx, r.Name()); err != nil {
-				return "", "", "", err
+				return "", "", err
 			}
 			p.dropCode(r.Name())
 		}
 	}
 	addr := ""
-	if hookOS.IsValid() {
-		addr = hookOS.String()
+	if o.hookOS.IsValid() {
+		addr = o.hookOS.String()
 	}
-	if err := p.newWorkflow(ctx, dev, name, kind, code, image, addr, netboot, now); err != nil {
-		return "", "", "", err
+	if err := p.newWorkflow(ctx, dev, name, o.kind, code, image, addr, o.netboot, now); err != nil {
+		return "", "", err
 	}
 	p.holdCode(name, code)
-	if err := p.recordStart(ctx, dev, name, rec); err != nil {
+	if err := p.recordStart(ctx, dev, name, o.rec); err != nil {
 		// NetBox must know every run: without last_run the run would repeat.
 		p.dropCode(name)
 		if derr := p.deleteWorkflow(context.WithoutCancel(ctx), name); derr != nil {
 			err = errors.Join(err, derr)
 		}
-		return "", "", "", err
+		return "", "", err
 	}
 	p.forget(dev.ID)
-	text := fmt.Sprintf("started Workflow %s; %s", name, note)
+	text := fmt.Sprintf("started Workflow %s; %s", name, o.note)
 	if p.cfg.JournalLater != nil {
 		p.cfg.JournalLater(dev.ID, inventory.JournalInfo, text)
 	} else if err := p.nb.Journal(ctx, dev.ID, inventory.JournalInfo, text); err != nil {
 		p.log.Warn("fleet.journal", "node", dev.Name, "run", name, "error", err.Error())
 	}
-	return name, code, "", nil
+	return name, code, nil
+}
+
+// refuseRun refuses, before anything is rendered or wiped, a run of kind
+// that dev cannot have: a missing field, a name that cannot name a
+// Workflow, or (for a provision run) a class fleetd cannot install. It
+// journals the refusal (once while the line stays the same), sets
+// desired_action to provision where the device waits for a fix, and
+// returns it as a *RefusalError.
+func (p *Provisioner) refuseRun(ctx context.Context, dev inventory.Device, kind RunKind) error {
+	ref, waits := p.refusalOf(dev, kind)
+	if ref == nil {
+		return nil
+	}
+	if waits && dev.DesiredAction != inventory.DesiredActionProvision {
+		if err := p.nb.SetDesiredAction(ctx, dev.ID, inventory.DesiredActionProvision); err != nil {
+			return err
+		}
+	}
+	if err := p.note(ctx, dev.ID, inventory.JournalWarning, ref.Journal()); err != nil {
+		return err
+	}
+	return ref
+}
+
+// refusalOf judges whether dev can have a run of kind; waits says that the
+// device keeps desired_action=provision until it is fixed.
+func (p *Provisioner) refusalOf(dev inventory.Device, kind RunKind) (ref *RefusalError, waits bool) {
+	if lacks := lacking(dev); len(lacks) > 0 {
+		f := joinAnd(lacks)
+		cause := &LacksError{Node: dev.Name, Fields: lacks}
+		return waitsRefusal(dev.Name, cause, cause.Error(), fmt.Sprintf("%s lacks %s: the run waits for %s", dev.Name, f, f)), true
+	}
+	if errs := validation.IsDNS1123Label(dev.Name); len(errs) > 0 {
+		return refusal(dev.Name, &nodeNameError{name: dev.Name, errs: errs}, ""), false
+	}
+	if kind != RunProvision {
+		return nil, false
+	}
+	if _, _, err := p.cluster.class(dev); err != nil {
+		return refusal(dev.Name, err, ""), true
+	}
+	for _, cp := range []struct {
+		refused bool
+		cause   error
+	}{
+		{!p.cluster.ControlPlanes, ErrControlPlanesOff},
+		{!bundleHasKeys(p.cluster.Bundle), ErrNoBundleKeys},
+	} {
+		if cp.refused && p.cluster.controlPlane(dev) {
+			line := fmt.Sprintf("%s is a control plane, and %v: no run starts, nothing is wiped", dev.Name, cp.cause)
+			return waitsRefusal(dev.Name, cp.cause, "", line), true
+		}
+	}
+	return nil, false
 }
 
 func (p *Provisioner) recordStart(ctx context.Context, dev inventory.Device, name string, rec *record) error {
@@ -451,31 +626,6 @@ func (p *Provisioner) recordStart(ctx context.Context, dev inventory.Device, nam
 	return nil
 }
 
-// refuseClass refuses, before anything is rendered or wiped, a device whose
-// class fleetd cannot install.
-func (p *Provisioner) refuseClass(ctx context.Context, dev inventory.Device) (string, error) {
-	var text string
-	if _, _, err := p.cluster.class(dev); err != nil {
-		text = fmt.Sprintf("refused a run before rendering anything: %v", err)
-	} else if p.cluster.controlPlane(dev) && !p.cluster.ControlPlanes {
-		text = fmt.Sprintf("%s is a control plane, and %v: no run starts, nothing is wiped, and desired_action stays provision", dev.Name, ErrControlPlanesOff)
-	} else if p.cluster.controlPlane(dev) && !bundleHasKeys(p.cluster.Bundle) {
-		text = fmt.Sprintf("%s is a control plane, and %v: no run starts, nothing is wiped, and desired_action stays provision", dev.Name, ErrNoBundleKeys)
-	}
-	if text == "" {
-		return "", nil
-	}
-	if dev.DesiredAction != inventory.DesiredActionProvision {
-		if err := p.nb.SetDesiredAction(ctx, dev.ID, inventory.DesiredActionProvision); err != nil {
-			return "", err
-		}
-	}
-	if err := p.note(ctx, dev.ID, inventory.JournalWarning, text); err != nil {
-		return "", err
-	}
-	return text, nil
-}
-
 // render creates dev's bootstrap token, renders its config and hands it to
 // Configs under code. It writes the fleet.render audit line.
 func (p *Provisioner) render(ctx context.Context, dev inventory.Device, name, code string, now time.Time) (secret string, err error) {
@@ -493,7 +643,7 @@ func (p *Provisioner) render(ctx context.Context, dev inventory.Device, name, co
 		if err != nil {
 			return fail(fmt.Errorf("control planes for %s's certificate SANs: %w", dev.Name, err))
 		}
-		sans = ControlPlaneSANs(append(all, dev), p.cluster.Classes, p.cluster.ExtraSANs)
+		sans = inventory.ControlPlaneSANs(append(all, dev), p.cluster.Classes, p.cluster.ExtraSANs)
 	}
 	token, secret, expires, err := p.bootstrapToken(ctx, dev, name, now)
 	if err != nil {

@@ -3,6 +3,7 @@ package provision
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 
 	"github.com/fleetkit/fleet/inventory"
 )
@@ -12,59 +13,61 @@ import (
 // last_run in one write: two NetBox calls with the run's journal line, and
 // one when nothing starts.
 func TestAdmitHandedDeviceWritesOnce(t *testing.T) {
-	dev := worker(1, "node-01")
-	ran := worker(2, "node-02")
-	ran.LastRun = "provision-node-02-1767000000"
-	h := newHarness(t, nil, dev, ran)
-	for _, tc := range []struct {
-		dev   inventory.Device
-		calls int
-		run   string
-	}{
-		{dev, 2, "provision-node-01-1767225600"}, // the fields with last_run, the journal line
-		{ran, 1, ran.LastRun},                    // the fields alone
-	} {
-		c := claimOf(tc.dev)
-		handed := tc.dev
-		handed.MAC = c.Attestation.MAC
-		c.Device = &handed
+	synctest.Test(t, func(t *testing.T) {
+		dev := worker(1, "node-01")
+		ran := worker(2, "node-02")
+		ran.LastRun = "provision-node-02-1767000000"
+		h := newHarness(t, nil, dev, ran)
+		for _, tc := range []struct {
+			dev   inventory.Device
+			calls int
+			run   string
+		}{
+			{dev, 2, "provision-node-01-946684800"}, // the fields with last_run, the journal line
+			{ran, 1, ran.LastRun},                   // the fields alone
+		} {
+			c := claimOf(tc.dev)
+			handed := tc.dev
+			handed.MAC = c.Attestation.MAC
+			c.Device = &handed
+			h.nb.mu.Lock()
+			h.nb.calls = 0
+			h.nb.mu.Unlock()
+			if _, err := h.p.Admit(context.Background(), c); err != nil {
+				t.Fatal(err)
+			}
+			h.nb.mu.Lock()
+			calls := h.nb.calls
+			h.nb.mu.Unlock()
+			if calls != tc.calls {
+				t.Errorf("%s: %d NetBox calls, want %d", tc.dev.Name, calls, tc.calls)
+			}
+			got := h.nb.dev(tc.dev.ID)
+			if got.AttestVerdict != "attested" || !got.AttestedAt.Equal(t0) || got.LastRun != tc.run {
+				t.Errorf("%s after Admit: verdict %q, at %v, last_run %q", tc.dev.Name, got.AttestVerdict, got.AttestedAt, got.LastRun)
+			}
+		}
+
+		// A device handed for another serial is not taken: Admit reads the
+		// claim's own, whose run waits for the machine.
+		c := claimOf(dev)
+		other := ran
+		c.Device = &other
 		h.nb.mu.Lock()
-		h.nb.calls = 0
+		before := len(h.nb.journal)
 		h.nb.mu.Unlock()
-		if _, err := h.p.Admit(context.Background(), c); err != nil {
+		d, err := h.p.Admit(context.Background(), c)
+		if err != nil {
 			t.Fatal(err)
 		}
+		if d.Outcome != Provision || d.Run != "provision-node-01-946684800" {
+			t.Errorf("Admit of node-01 handed node-02: %+v, want node-01's waiting run", d)
+		}
 		h.nb.mu.Lock()
-		calls := h.nb.calls
+		after := len(h.nb.journal)
 		h.nb.mu.Unlock()
-		if calls != tc.calls {
-			t.Errorf("%s: %d NetBox calls, want %d", tc.dev.Name, calls, tc.calls)
+		if after != before {
+			t.Errorf("%d journal lines written", after-before)
 		}
-		got := h.nb.dev(tc.dev.ID)
-		if got.AttestVerdict != "attested" || !got.AttestedAt.Equal(t0) || got.LastRun != tc.run {
-			t.Errorf("%s after Admit: verdict %q, at %v, last_run %q", tc.dev.Name, got.AttestVerdict, got.AttestedAt, got.LastRun)
-		}
-	}
-
-	// A device handed for another serial is not taken: Admit reads the
-	// claim's own, whose run waits for the machine.
-	c := claimOf(dev)
-	other := ran
-	c.Device = &other
-	h.nb.mu.Lock()
-	before := len(h.nb.journal)
-	h.nb.mu.Unlock()
-	d, err := h.p.Admit(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d.Outcome != Provision || d.Run != "provision-node-01-1767225600" {
-		t.Errorf("Admit of node-01 handed node-02: %+v, want node-01's waiting run", d)
-	}
-	h.nb.mu.Lock()
-	after := len(h.nb.journal)
-	h.nb.mu.Unlock()
-	if after != before {
-		t.Errorf("%d journal lines written", after-before)
-	}
+	})
 }

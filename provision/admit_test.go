@@ -6,6 +6,7 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"testing/synctest"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
@@ -19,100 +20,102 @@ import (
 // Plug a machine in: a planned worker attests from HookOS, and its run
 // starts with a rendered config held under a fresh code.
 func TestAdmitWorkerStartsRun(t *testing.T) {
-	dev := worker(1, "node-01")
-	h := newHarness(t, nil, dev)
-	d, err := h.p.Admit(context.Background(), claimOf(dev))
-	if err != nil {
-		t.Fatal(err)
-	}
-	const run = "provision-node-01-1767225600"
-	if d.Outcome != Provision || d.Run != run || d.Code != "SECRETCODE0001" {
-		t.Fatalf("Admit = %+v, want a provision run %s with code SECRETCODE0001", d, run)
-	}
-	h.wantJournal(1, journalLine{1, inventory.JournalInfo,
-		"started Workflow provision-node-01-1767225600; the machine attested from HookOS at 10.0.0.21"})
-	got := h.nb.dev(1)
-	if got.LastRun != run || got.DesiredAction != "" || got.MAC.String() != "02:00:00:00:00:01" {
-		t.Errorf("device after the run started: last_run %q, desired_action %q, MAC %s", got.LastRun, got.DesiredAction, got.MAC)
-	}
-
-	// The Workflow carries the run's values: the code's SHA-256, never the
-	// code or the config URL that carries it.
-	wf := h.workflow(run)
-	want := map[string]string{
-		ValueMAC:               "02:00:00:00:00:01",
-		ValueInstallDisk:       "/dev/nvme0n1",
-		ValueInstallDiskSerial: "DISK-node-01",
-		ValueInstallCodeSHA256: sha256Code1, // sha256sum of SECRETCODE0001
-		ValueInstallerImage:    "factory.talos.dev/metal-installer/abc:v1.13.9",
-	}
-	if !maps.Equal(wf.Spec.HardwareMap, want) {
-		t.Errorf("template values = %v, want %v", wf.Spec.HardwareMap, want)
-	}
-	if wf.Spec.TemplateRef != "fleet-provision" || wf.Spec.HardwareRef != "node-01" || wf.Spec.BootOptions.BootMode != "" {
-		t.Errorf("Workflow spec = %+v; want template fleet-provision, hardware node-01, no boot job (the machine is in HookOS)", wf.Spec)
-	}
-	if wf.Labels[LabelDeviceID] != "1" || wf.Labels[LabelRunKind] != RunProvision {
-		t.Errorf("Workflow labels = %v", wf.Labels)
-	}
-
-	// The Hardware holds NetBox's facts.
-	hw, err := h.tink.Resource(HardwareResource).Namespace("tinkerbell").Get(context.Background(), "node-01", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var hard tinkerbell.Hardware
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(hw.Object, &hard); err != nil {
-		t.Fatal(err)
-	}
-	dhcp := hard.Spec.Interfaces[0].DHCP
-	if dhcp.MAC != "02:00:00:00:00:01" || dhcp.IP.Address != "10.0.0.21" || dhcp.IP.Netmask != "255.255.255.0" || dhcp.IP.Gateway != "10.0.0.1" || hard.Spec.Disks[0].Device != "/dev/nvme0n1" {
-		t.Errorf("Hardware = %+v / %+v", dhcp, dhcp.IP)
-	}
-	if hard.Spec.BMCRef == nil || hard.Spec.BMCRef.Name != "node-01" {
-		t.Errorf("Hardware's BMC ref = %+v, want the Rufio Machine node-01", hard.Spec.BMCRef)
-	}
-
-	// The token's Secret expires TTL + 4 h after the render, and the held
-	// config carries that token.
-	secrets := h.secrets()
-	if len(secrets) != 1 {
-		t.Fatalf("%d Secrets, want one bootstrap token", len(secrets))
-	}
-	s := secrets[0]
-	id, sec := string(s.Data["token-id"]), string(s.Data["token-secret"])
-	if s.Name != "bootstrap-token-"+id || s.Type != "bootstrap.kubernetes.io/token" {
-		t.Errorf("Secret %s of type %s", s.Name, s.Type)
-	}
-	if exp := string(s.Data["expiration"]); exp != "2026-01-01T05:00:00Z" {
-		t.Errorf("expiration = %s, want render time + 1 h TTL + 4 h", exp)
-	}
-	for k, v := range map[string]string{"usage-bootstrap-authentication": "true", "usage-bootstrap-signing": "true", "auth-extra-groups": "system:bootstrappers:nodes"} {
-		if string(s.Data[k]) != v {
-			t.Errorf("Secret %s = %q, want %q", k, s.Data[k], v)
+	synctest.Test(t, func(t *testing.T) {
+		dev := worker(1, "node-01")
+		h := newHarness(t, nil, dev)
+		d, err := h.p.Admit(context.Background(), claimOf(dev))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	held := h.configs.held["SECRETCODE0001"]
-	if held.node != "node-01" || held.run != run {
-		t.Fatalf("held config: node %q run %q", held.node, held.run)
-	}
-	cfg, err := configloader.NewFromBytes(held.config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := Check(cfg, attested(dev), id+"."+sec, want[ValueInstallerImage]); err != nil {
-		t.Error(err)
-	}
+		const run = "provision-node-01-946684800"
+		if d.Outcome != Provision || d.Run != run || d.Code != "SECRETCODE0001" {
+			t.Fatalf("Admit = %+v, want a provision run %s with code SECRETCODE0001", d, run)
+		}
+		h.wantJournal(1, journalLine{1, inventory.JournalInfo,
+			"started Workflow provision-node-01-946684800; the machine attested from HookOS at 10.0.0.21"})
+		got := h.nb.dev(1)
+		if got.LastRun != run || got.DesiredAction != "" || got.MAC.String() != "02:00:00:00:00:01" {
+			t.Errorf("device after the run started: last_run %q, desired_action %q, MAC %s", got.LastRun, got.DesiredAction, got.MAC)
+		}
 
-	// The audit line, and no secret in any log or journal line.
-	recs := h.audit.records("attest.install")
-	if len(recs) != 1 || recs[0].Attrs["outcome"] != "provision" || recs[0].Attrs["run"] != run || recs[0].Attrs["node"] != "node-01" {
-		t.Errorf("attest.install lines = %v", recs)
-	}
-	if r := h.audit.records("fleet.render"); len(r) != 1 || r[0].Attrs["token_expires"] != "2026-01-01T05:00:00Z" {
-		t.Errorf("fleet.render lines = %v", r)
-	}
-	h.wantNoSecretsLogged()
+		// The Workflow carries the run's values: the code's SHA-256, never the
+		// code or the config URL that carries it.
+		wf := h.workflow(run)
+		want := map[string]string{
+			ValueMAC:               "02:00:00:00:00:01",
+			ValueInstallDisk:       "/dev/nvme0n1",
+			ValueInstallDiskSerial: "DISK-node-01",
+			ValueInstallCodeSHA256: sha256Code1, // sha256sum of SECRETCODE0001
+			ValueInstallerImage:    "factory.talos.dev/metal-installer/abc:v1.13.9",
+		}
+		if !maps.Equal(wf.Spec.HardwareMap, want) {
+			t.Errorf("template values = %v, want %v", wf.Spec.HardwareMap, want)
+		}
+		if wf.Spec.TemplateRef != "fleet-provision" || wf.Spec.HardwareRef != "node-01" || wf.Spec.BootOptions.BootMode != "" {
+			t.Errorf("Workflow spec = %+v; want template fleet-provision, hardware node-01, no boot job (the machine is in HookOS)", wf.Spec)
+		}
+		if wf.Labels[LabelDeviceID] != "1" || wf.Labels[LabelRunKind] != string(RunProvision) {
+			t.Errorf("Workflow labels = %v", wf.Labels)
+		}
+
+		// The Hardware holds NetBox's facts.
+		hw, err := h.tink.Resource(HardwareResource).Namespace("tinkerbell").Get(context.Background(), "node-01", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hard tinkerbell.Hardware
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(hw.Object, &hard); err != nil {
+			t.Fatal(err)
+		}
+		dhcp := hard.Spec.Interfaces[0].DHCP
+		if dhcp.MAC != "02:00:00:00:00:01" || dhcp.IP.Address != "10.0.0.21" || dhcp.IP.Netmask != "255.255.255.0" || dhcp.IP.Gateway != "10.0.0.1" || hard.Spec.Disks[0].Device != "/dev/nvme0n1" {
+			t.Errorf("Hardware = %+v / %+v", dhcp, dhcp.IP)
+		}
+		if hard.Spec.BMCRef == nil || hard.Spec.BMCRef.Name != "node-01" {
+			t.Errorf("Hardware's BMC ref = %+v, want the Rufio Machine node-01", hard.Spec.BMCRef)
+		}
+
+		// The token's Secret expires TTL + 4 h after the render, and the held
+		// config carries that token.
+		secrets := h.secrets()
+		if len(secrets) != 1 {
+			t.Fatalf("%d Secrets, want one bootstrap token", len(secrets))
+		}
+		s := secrets[0]
+		id, sec := string(s.Data["token-id"]), string(s.Data["token-secret"])
+		if s.Name != "bootstrap-token-"+id || s.Type != "bootstrap.kubernetes.io/token" {
+			t.Errorf("Secret %s of type %s", s.Name, s.Type)
+		}
+		if exp := string(s.Data["expiration"]); exp != "2000-01-01T05:00:00Z" {
+			t.Errorf("expiration = %s, want render time + 1 h TTL + 4 h", exp)
+		}
+		for k, v := range map[string]string{"usage-bootstrap-authentication": "true", "usage-bootstrap-signing": "true", "auth-extra-groups": "system:bootstrappers:nodes"} {
+			if string(s.Data[k]) != v {
+				t.Errorf("Secret %s = %q, want %q", k, s.Data[k], v)
+			}
+		}
+		held := h.configs.held["SECRETCODE0001"]
+		if held.node != "node-01" || held.run != run {
+			t.Fatalf("held config: node %q run %q", held.node, held.run)
+		}
+		cfg, err := configloader.NewFromBytes(held.config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Check(cfg, attested(dev), id+"."+sec, want[ValueInstallerImage]); err != nil {
+			t.Error(err)
+		}
+
+		// The audit line, and no secret in any log or journal line.
+		recs := h.audit.records("attest.install")
+		if len(recs) != 1 || recs[0].Attrs["outcome"] != "provision" || recs[0].Attrs["run"] != run || recs[0].Attrs["node"] != "node-01" {
+			t.Errorf("attest.install lines = %v", recs)
+		}
+		if r := h.audit.records("fleet.render"); len(r) != 1 || r[0].Attrs["token_expires"] != "2000-01-01T05:00:00Z" {
+			t.Errorf("fleet.render lines = %v", r)
+		}
+		h.wantNoSecretsLogged()
+	})
 }
 
 // "The journal says on port N, expected M": the run is refused before
@@ -120,26 +123,28 @@ func TestAdmitWorkerStartsRun(t *testing.T) {
 func TestAdmitWrongSwitchPort(t *testing.T) {
 	for _, portErr := range []string{"on port 7, expected 1", "attested no switch port"} {
 		t.Run(portErr, func(t *testing.T) {
-			dev := worker(1, "node-01")
-			h := newHarness(t, nil, dev)
-			c := claimOf(dev)
-			c.CheckPort = func(int) error { return errors.New(portErr) }
-			d, err := h.p.Admit(context.Background(), c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d.Outcome != Refused || d.Code != "" || d.Reason != portErr {
-				t.Errorf("Admit = %+v, want refused with no code", d)
-			}
-			h.wantJournal(1, journalLine{1, inventory.JournalWarning, "refused a run before rendering anything: " + portErr})
-			h.wantNothingCreated()
-			if r := h.audit.records("attest.install"); len(r) != 1 || r[0].Attrs["outcome"] != "refused" || r[0].Attrs["reason"] != portErr {
-				t.Errorf("attest.install = %v", r)
-			}
-			// The attestation itself is recorded.
-			if got := h.nb.dev(1); got.AttestVerdict != "attested" || len(got.MAC) == 0 {
-				t.Errorf("attestation not recorded: %+v", got)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				dev := worker(1, "node-01")
+				h := newHarness(t, nil, dev)
+				c := claimOf(dev)
+				c.CheckPort = func(int) error { return errors.New(portErr) }
+				d, err := h.p.Admit(context.Background(), c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Outcome != Refused || d.Code != "" || d.Reason != portErr {
+					t.Errorf("Admit = %+v, want refused with no code", d)
+				}
+				h.wantJournal(1, journalLine{1, inventory.JournalWarning, "refused a run before rendering anything: " + portErr})
+				h.wantNothingCreated()
+				if r := h.audit.records("attest.install"); len(r) != 1 || r[0].Attrs["outcome"] != "refused" || r[0].Attrs["reason"] != portErr {
+					t.Errorf("attest.install = %v", r)
+				}
+				// The attestation itself is recorded.
+				if got := h.nb.dev(1); got.AttestVerdict != "attested" || len(got.MAC) == 0 {
+					t.Errorf("attestation not recorded: %+v", got)
+				}
+			})
 		})
 	}
 }
@@ -148,88 +153,94 @@ func TestAdmitWrongSwitchPort(t *testing.T) {
 // set": the run waits for the field, once journaled, and starts when
 // NetBox holds it.
 func TestAdmitLacksField(t *testing.T) {
-	dev := worker(1, "node-01")
-	dev.InstallDiskSerial = ""
-	h := newHarness(t, nil, dev)
-	d, err := h.p.Admit(context.Background(), claimOf(dev))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d.Outcome != Refused || d.Code != "" || d.Reason != "node-01 lacks install_disk_serial" {
-		t.Errorf("Admit = %+v", d)
-	}
-	const line = "node-01 lacks install_disk_serial: the run waits for install_disk_serial, and desired_action stays provision"
-	h.wantJournal(1, journalLine{1, inventory.JournalWarning, line})
-	if got := h.nb.dev(1); got.DesiredAction != inventory.DesiredActionProvision {
-		t.Errorf("desired_action = %q, want provision", got.DesiredAction)
-	}
-	h.wantNothingCreated()
+	synctest.Test(t, func(t *testing.T) {
+		dev := worker(1, "node-01")
+		dev.InstallDiskSerial = ""
+		h := newHarness(t, nil, dev)
+		d, err := h.p.Admit(context.Background(), claimOf(dev))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Outcome != Refused || d.Code != "" || d.Reason != "node-01 lacks install_disk_serial" {
+			t.Errorf("Admit = %+v", d)
+		}
+		const line = "node-01 lacks install_disk_serial: the run waits for install_disk_serial, and desired_action stays provision"
+		h.wantJournal(1, journalLine{1, inventory.JournalWarning, line})
+		if got := h.nb.dev(1); got.DesiredAction != inventory.DesiredActionProvision {
+			t.Errorf("desired_action = %q, want provision", got.DesiredAction)
+		}
+		h.wantNothingCreated()
 
-	// The loop sees desired_action, still lacking the field: no new line.
-	h.reconcile()
-	h.wantJournal(1, journalLine{1, inventory.JournalWarning, line})
-	h.wantNothingCreated()
+		// The loop sees desired_action, still lacking the field: no new line.
+		h.reconcile()
+		h.wantJournal(1, journalLine{1, inventory.JournalWarning, line})
+		h.wantNothingCreated()
 
-	// terraform applies the entry; the loop starts the run through Rufio.
-	h.nb.set(1, func(d *inventory.Device) { d.InstallDiskSerial = "DISK-node-01" })
-	pass := h.reconcile()
-	if len(pass.Started) != 1 || pass.Started[0] != "provision-node-01-1767225600" {
-		t.Fatalf("pass started %v", pass.Started)
-	}
-	if got := h.nb.dev(1); got.DesiredAction != "" {
-		t.Errorf("desired_action = %q after the run started", got.DesiredAction)
-	}
+		// terraform applies the entry; the loop starts the run through Rufio.
+		h.nb.set(1, func(d *inventory.Device) { d.InstallDiskSerial = "DISK-node-01" })
+		pass := h.reconcile()
+		if len(pass.Started) != 1 || pass.Started[0] != "provision-node-01-946684800" {
+			t.Fatalf("pass started %v", pass.Started)
+		}
+		if got := h.nb.dev(1); got.DesiredAction != "" {
+			t.Errorf("desired_action = %q after the run started", got.DesiredAction)
+		}
+	})
 }
 
 func TestAdmitLacksEveryField(t *testing.T) {
-	dev := worker(1, "node-01")
-	dev.InstallDisk, dev.InstallDiskSerial = "", ""
-	h := newHarness(t, nil, dev)
-	// The loop, before any attestation: no MAC either.
-	h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
-	h.reconcile()
-	h.wantJournal(1, journalLine{1, inventory.JournalWarning,
-		"node-01 lacks MAC, install_disk and install_disk_serial: the run waits for MAC, install_disk and install_disk_serial, and desired_action stays provision"})
-	h.wantNothingCreated()
+	synctest.Test(t, func(t *testing.T) {
+		dev := worker(1, "node-01")
+		dev.InstallDisk, dev.InstallDiskSerial = "", ""
+		h := newHarness(t, nil, dev)
+		// The loop, before any attestation: no MAC either.
+		h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
+		h.reconcile()
+		h.wantJournal(1, journalLine{1, inventory.JournalWarning,
+			"node-01 lacks MAC, install_disk and install_disk_serial: the run waits for MAC, install_disk and install_disk_serial, and desired_action stays provision"})
+		h.wantNothingCreated()
+	})
 }
 
 // "The attest.install or fleet.render audit line says create <node>'s
 // bootstrap token": no code is answered and nothing is created that could
 // wipe.
 func TestAdmitBootstrapTokenFails(t *testing.T) {
-	dev := worker(1, "node-01")
-	h := newHarness(t, nil, dev)
-	h.kube.PrependReactor("create", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, errors.New(`Unauthorized`)
+	synctest.Test(t, func(t *testing.T) {
+		dev := worker(1, "node-01")
+		h := newHarness(t, nil, dev)
+		h.kube.PrependReactor("create", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, errors.New(`Unauthorized`)
+		})
+		d, err := h.p.Admit(context.Background(), claimOf(dev))
+		if !errors.Is(err, ErrBootstrapToken) {
+			t.Fatalf("Admit error = %v, want ErrBootstrapToken", err)
+		}
+		if d.Code != "" {
+			t.Error("a code was answered")
+		}
+		const text = "create node-01's bootstrap token: Unauthorized"
+		if err.Error() != text {
+			t.Errorf("error = %q, want %q", err, text)
+		}
+		r := h.audit.records("fleet.render")
+		if len(r) != 1 || r[0].Attrs["error"] != text {
+			t.Errorf("fleet.render = %v", r)
+		}
+		a := h.audit.records("attest.install")
+		if len(a) != 1 || a[0].Attrs["error"] != text || a[0].Attrs["outcome"] != "refused" {
+			t.Errorf("attest.install = %v", a)
+		}
+		h.wantNothingCreated()
+		if got := h.nb.dev(1); got.LastRun != "" {
+			t.Errorf("last_run = %q after a failed render", got.LastRun)
+		}
+		// The next attestation, once the API answers, starts the run.
+		h.kube.ReactionChain = h.kube.ReactionChain[1:]
+		if d, err := h.p.Admit(context.Background(), claimOf(dev)); err != nil || d.Outcome != Provision {
+			t.Fatalf("second Admit = %+v, %v", d, err)
+		}
 	})
-	d, err := h.p.Admit(context.Background(), claimOf(dev))
-	if !errors.Is(err, ErrBootstrapToken) {
-		t.Fatalf("Admit error = %v, want ErrBootstrapToken", err)
-	}
-	if d.Code != "" {
-		t.Error("a code was answered")
-	}
-	const text = "create node-01's bootstrap token: Unauthorized"
-	if err.Error() != text {
-		t.Errorf("error = %q, want %q", err, text)
-	}
-	r := h.audit.records("fleet.render")
-	if len(r) != 1 || r[0].Attrs["error"] != text {
-		t.Errorf("fleet.render = %v", r)
-	}
-	a := h.audit.records("attest.install")
-	if len(a) != 1 || a[0].Attrs["error"] != text || a[0].Attrs["outcome"] != "refused" {
-		t.Errorf("attest.install = %v", a)
-	}
-	h.wantNothingCreated()
-	if got := h.nb.dev(1); got.LastRun != "" {
-		t.Errorf("last_run = %q after a failed render", got.LastRun)
-	}
-	// The next attestation, once the API answers, starts the run.
-	h.kube.ReactionChain = h.kube.ReactionChain[1:]
-	if d, err := h.p.Admit(context.Background(), claimOf(dev)); err != nil || d.Outcome != Provision {
-		t.Fatalf("second Admit = %+v, %v", d, err)
-	}
 }
 
 // "The audit line says no provision": a last run the owner has not
@@ -251,20 +262,22 @@ func TestAdmitNoProvision(t *testing.T) {
 		{"auto-provision off", plain, false, "auto-provision is off"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, func(_ *Cluster, c *Config) { c.AutoProvision = tc.auto }, tc.dev)
-			d, err := h.p.Admit(context.Background(), claimOf(tc.dev))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d.Outcome != NoProvision || d.Reason != tc.reason || d.Code != "" {
-				t.Errorf("Admit = %+v, want no provision: %s", d, tc.reason)
-			}
-			r := h.audit.records("attest.install")
-			if len(r) != 1 || r[0].Attrs["outcome"] != "no provision" || r[0].Attrs["reason"] != tc.reason {
-				t.Errorf("attest.install = %v", r)
-			}
-			h.wantNothingCreated()
-			h.wantJournal(tc.dev.ID)
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t, func(_ *Cluster, c *Config) { c.AutoProvision = tc.auto }, tc.dev)
+				d, err := h.p.Admit(context.Background(), claimOf(tc.dev))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Outcome != NoProvision || d.Reason != tc.reason || d.Code != "" {
+					t.Errorf("Admit = %+v, want no provision: %s", d, tc.reason)
+				}
+				r := h.audit.records("attest.install")
+				if len(r) != 1 || r[0].Attrs["outcome"] != "no provision" || r[0].Attrs["reason"] != tc.reason {
+					t.Errorf("attest.install = %v", r)
+				}
+				h.wantNothingCreated()
+				h.wantJournal(tc.dev.ID)
+			})
 		})
 	}
 }
@@ -272,26 +285,28 @@ func TestAdmitNoProvision(t *testing.T) {
 // Setting desired_action=provision repeats a last run at the next
 // attestation.
 func TestAdmitDesiredActionRepeatsRun(t *testing.T) {
-	dev := attested(worker(1, "node-01"))
-	dev.BMC = "none"
-	dev.LastRun = "provision-node-01-1767000000"
-	dev.DesiredAction = inventory.DesiredActionProvision
-	h := newHarness(t, func(_ *Cluster, c *Config) { c.AutoProvision = false }, dev)
-	// Without a BMC the loop only notes that the run waits.
-	h.reconcile()
-	h.reconcile()
-	h.wantJournal(1, journalLine{1, inventory.JournalInfo, "node-01 has no BMC: the run waits for the machine to attest from HookOS; power-cycle it by hand"})
-	h.wantNothingCreated()
-	d, err := h.p.Admit(context.Background(), claimOf(dev))
-	if err != nil || d.Outcome != Provision || d.Code == "" {
-		t.Fatalf("Admit = %+v, %v", d, err)
-	}
-	if got := h.nb.dev(1); got.DesiredAction != "" || got.LastRun != d.Run {
-		t.Errorf("device: desired_action %q, last_run %q", got.DesiredAction, got.LastRun)
-	}
-	if n := h.count(MachineResource); n != 0 {
-		t.Errorf("%d Rufio Machines for a device without a BMC", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		dev := attested(worker(1, "node-01"))
+		dev.BMC = "none"
+		dev.LastRun = "provision-node-01-1767000000"
+		dev.DesiredAction = inventory.DesiredActionProvision
+		h := newHarness(t, func(_ *Cluster, c *Config) { c.AutoProvision = false }, dev)
+		// Without a BMC the loop only notes that the run waits.
+		h.reconcile()
+		h.reconcile()
+		h.wantJournal(1, journalLine{1, inventory.JournalInfo, "node-01 has no BMC: the run waits for the machine to attest from HookOS; power-cycle it by hand"})
+		h.wantNothingCreated()
+		d, err := h.p.Admit(context.Background(), claimOf(dev))
+		if err != nil || d.Outcome != Provision || d.Code == "" {
+			t.Fatalf("Admit = %+v, %v", d, err)
+		}
+		if got := h.nb.dev(1); got.DesiredAction != "" || got.LastRun != d.Run {
+			t.Errorf("device: desired_action %q, last_run %q", got.DesiredAction, got.LastRun)
+		}
+		if n := h.count(MachineResource); n != 0 {
+			t.Errorf("%d Rufio Machines for a device without a BMC", n)
+		}
+	})
 }
 
 // The runbook's spore failure mode ("wipes the disk and installs
@@ -309,24 +324,26 @@ func TestControlPlaneRefused(t *testing.T) {
 			"cp-01 is a control plane, and fleetd holds no secrets bundle with the cluster's CA keys: no run starts, nothing is wiped, and desired_action stays provision"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cp := worker(1, "cp-01")
-			cp.Class = ClassControlPlane
-			cp.DesiredAction = inventory.DesiredActionProvision
-			h := newHarness(t, tc.edit, cp)
-			d, err := h.p.Admit(context.Background(), claimOf(cp))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d.Outcome != Refused || d.Code != "" || d.Reason != tc.line {
-				t.Errorf("Admit = %+v", d)
-			}
-			// The loop does not start it either, nor journal it twice.
-			h.reconcile()
-			h.wantJournal(1, journalLine{1, inventory.JournalWarning, tc.line})
-			h.wantNothingCreated()
-			if got := h.nb.dev(1); got.DesiredAction != inventory.DesiredActionProvision {
-				t.Errorf("desired_action = %q, want it kept", got.DesiredAction)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				cp := worker(1, "cp-01")
+				cp.Class = ClassControlPlane
+				cp.DesiredAction = inventory.DesiredActionProvision
+				h := newHarness(t, tc.edit, cp)
+				d, err := h.p.Admit(context.Background(), claimOf(cp))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Outcome != Refused || d.Code != "" || d.Reason != tc.line {
+					t.Errorf("Admit = %+v", d)
+				}
+				// The loop does not start it either, nor journal it twice.
+				h.reconcile()
+				h.wantJournal(1, journalLine{1, inventory.JournalWarning, tc.line})
+				h.wantNothingCreated()
+				if got := h.nb.dev(1); got.DesiredAction != inventory.DesiredActionProvision {
+					t.Errorf("desired_action = %q, want it kept", got.DesiredAction)
+				}
+			})
 		})
 	}
 }
@@ -336,194 +353,208 @@ func TestControlPlaneRefused(t *testing.T) {
 // attestation receives the run's code. The rendered SANs include every
 // control plane.
 func TestControlPlaneRunFromDesiredAction(t *testing.T) {
-	cp1 := attested(worker(1, "cp-01"))
-	cp1.Class, cp1.Status = ClassControlPlane, inventory.StatusActive
-	cp1.LastRun = "provision-cp-01-1767000000"
-	cp2 := attested(worker(2, "cp-02"))
-	cp2.Class = ClassControlPlane
-	cp2.DesiredAction = inventory.DesiredActionProvision
-	h := newHarness(t, nil, cp1, cp2)
-	pass := h.reconcile()
-	const run = "provision-cp-02-1767225600"
-	if len(pass.Started) != 1 || pass.Started[0] != run {
-		t.Fatalf("pass = %+v", pass)
-	}
-	wf := h.workflow(run)
-	if wf.Spec.BootOptions.BootMode != tinkerbell.BootModeNetboot {
-		t.Errorf("boot mode = %q, want netboot (Tinkerbell's Rufio job power-cycles the machine)", wf.Spec.BootOptions.BootMode)
-	}
-	if n := h.count(MachineResource); n != 1 {
-		t.Errorf("%d Rufio Machines, want one for cp-02", n)
-	}
-	h.wantJournal(2, journalLine{2, inventory.JournalInfo,
-		"started Workflow provision-cp-02-1767225600; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"})
-	if got := h.nb.dev(2); got.DesiredAction != "" || got.LastRun != run {
-		t.Errorf("device: desired_action %q, last_run %q", got.DesiredAction, got.LastRun)
-	}
-	cfg, err := configloader.NewFromBytes(h.configs.held["SECRETCODE0001"].config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sans := cfg.RawV1Alpha1().ClusterConfig.APIServerConfig.CertSANs
-	for _, want := range []string{"10.0.0.21", "10.0.0.22", "api.folly.example"} {
-		if !contains(sans, want) {
-			t.Errorf("API server SANs %v lack %s", sans, want)
+	synctest.Test(t, func(t *testing.T) {
+		cp1 := attested(worker(1, "cp-01"))
+		cp1.Class, cp1.Status = ClassControlPlane, inventory.StatusActive
+		cp1.LastRun = "provision-cp-01-1767000000"
+		cp2 := attested(worker(2, "cp-02"))
+		cp2.Class = ClassControlPlane
+		cp2.DesiredAction = inventory.DesiredActionProvision
+		h := newHarness(t, nil, cp1, cp2)
+		pass := h.reconcile()
+		const run = "provision-cp-02-946684800"
+		if len(pass.Started) != 1 || pass.Started[0] != run {
+			t.Fatalf("pass = %+v", pass)
 		}
-	}
-	// Another pass starts nothing more.
-	if pass := h.reconcile(); len(pass.Started) != 0 {
-		t.Errorf("second pass started %v", pass.Started)
-	}
+		wf := h.workflow(run)
+		if wf.Spec.BootOptions.BootMode != tinkerbell.BootModeNetboot {
+			t.Errorf("boot mode = %q, want netboot (Tinkerbell's Rufio job power-cycles the machine)", wf.Spec.BootOptions.BootMode)
+		}
+		if n := h.count(MachineResource); n != 1 {
+			t.Errorf("%d Rufio Machines, want one for cp-02", n)
+		}
+		h.wantJournal(2, journalLine{2, inventory.JournalInfo,
+			"started Workflow provision-cp-02-946684800; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"})
+		if got := h.nb.dev(2); got.DesiredAction != "" || got.LastRun != run {
+			t.Errorf("device: desired_action %q, last_run %q", got.DesiredAction, got.LastRun)
+		}
+		cfg, err := configloader.NewFromBytes(h.configs.held["SECRETCODE0001"].config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sans := cfg.RawV1Alpha1().ClusterConfig.APIServerConfig.CertSANs
+		for _, want := range []string{"10.0.0.21", "10.0.0.22", "api.folly.example"} {
+			if !contains(sans, want) {
+				t.Errorf("API server SANs %v lack %s", sans, want)
+			}
+		}
+		// Another pass starts nothing more.
+		if pass := h.reconcile(); len(pass.Started) != 0 {
+			t.Errorf("second pass started %v", pass.Started)
+		}
 
-	// Rufio booted it into HookOS: the attestation gets the run's code.
-	c := claimOf(cp2)
-	c.From = mustAddr("10.0.0.99")
-	d, err := h.p.Admit(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d.Outcome != Provision || d.Run != run || d.Code != "SECRETCODE0001" {
-		t.Errorf("Admit = %+v, want the waiting run's code", d)
-	}
-	if got := h.workflow(run).Annotations[annHookOS]; got != "10.0.0.99" {
-		t.Errorf("HookOS address = %q", got)
-	}
-	if n := len(h.secrets()); n != 1 {
-		t.Errorf("%d tokens, want one (no second render)", n)
-	}
-	h.wantNoSecretsLogged()
+		// Rufio booted it into HookOS: the attestation gets the run's code.
+		c := claimOf(cp2)
+		c.From = mustAddr("10.0.0.99")
+		d, err := h.p.Admit(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Outcome != Provision || d.Run != run || d.Code != "SECRETCODE0001" {
+			t.Errorf("Admit = %+v, want the waiting run's code", d)
+		}
+		if got := h.workflow(run).Annotations[annHookOS]; got != "10.0.0.99" {
+			t.Errorf("HookOS address = %q", got)
+		}
+		if n := len(h.secrets()); n != 1 {
+			t.Errorf("%d tokens, want one (no second render)", n)
+		}
+		h.wantNoSecretsLogged()
+	})
 }
 
 // Retirement starts on its own for a decommissioning device with a BMC.
 func TestRetirementStarts(t *testing.T) {
-	dev := attested(worker(1, "node-01"))
-	dev.Status = inventory.StatusDecommissioning
-	dev.LastRun = "provision-node-01-1767000000"
-	h := newHarness(t, nil, dev)
-	pass := h.reconcile()
-	const run = "retire-node-01-1767225600"
-	if len(pass.Started) != 1 || pass.Started[0] != run {
-		t.Fatalf("pass = %+v", pass)
-	}
-	wf := h.workflow(run)
-	if wf.Spec.TemplateRef != "fleet-retire" || wf.Spec.HardwareMap[ValueInstallDiskSerial] != "DISK-node-01" || wf.Spec.HardwareMap[ValueInstallCodeSHA256] != sha256Code1 {
-		t.Errorf("retire Workflow spec = %+v", wf.Spec)
-	}
-	if n := len(h.secrets()); n != 0 {
-		t.Errorf("a retirement created %d bootstrap tokens", n)
-	}
-	if n := h.configs.count(); n != 0 {
-		t.Errorf("a retirement held %d configs", n)
-	}
-	h.wantJournal(1, journalLine{1, inventory.JournalInfo,
-		"started Workflow retire-node-01-1767225600; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code, and the run wipes its install disk"})
-	d, err := h.p.Admit(context.Background(), claimOf(dev))
-	if err != nil || d.Outcome != Retire || d.Run != run || d.Code != "SECRETCODE0001" {
-		t.Errorf("Admit = %+v, %v", d, err)
-	}
-	if pass := h.reconcile(); len(pass.Started) != 0 {
-		t.Errorf("second pass started %v", pass.Started)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		dev := attested(worker(1, "node-01"))
+		dev.Status = inventory.StatusDecommissioning
+		dev.LastRun = "provision-node-01-1767000000"
+		h := newHarness(t, nil, dev)
+		pass := h.reconcile()
+		const run = "retire-node-01-946684800"
+		if len(pass.Started) != 1 || pass.Started[0] != run {
+			t.Fatalf("pass = %+v", pass)
+		}
+		wf := h.workflow(run)
+		if wf.Spec.TemplateRef != "fleet-retire" || wf.Spec.HardwareMap[ValueInstallDiskSerial] != "DISK-node-01" || wf.Spec.HardwareMap[ValueInstallCodeSHA256] != sha256Code1 {
+			t.Errorf("retire Workflow spec = %+v", wf.Spec)
+		}
+		if n := len(h.secrets()); n != 0 {
+			t.Errorf("a retirement created %d bootstrap tokens", n)
+		}
+		if n := h.configs.count(); n != 0 {
+			t.Errorf("a retirement held %d configs", n)
+		}
+		h.wantJournal(1, journalLine{1, inventory.JournalInfo,
+			"started Workflow retire-node-01-946684800; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code, and the run wipes its install disk"})
+		d, err := h.p.Admit(context.Background(), claimOf(dev))
+		if err != nil || d.Outcome != Retire || d.Run != run || d.Code != "SECRETCODE0001" {
+			t.Errorf("Admit = %+v, %v", d, err)
+		}
+		if pass := h.reconcile(); len(pass.Started) != 0 {
+			t.Errorf("second pass started %v", pass.Started)
+		}
+	})
 }
 
 func TestNewRefusesMissingInputs(t *testing.T) {
-	h := newHarness(t, nil)
-	for name, edit := range map[string]func(*Cluster){
-		"name":     func(c *Cluster) { c.Name = "" },
-		"endpoint": func(c *Cluster) { c.Endpoint = "" },
-		"bundle":   func(c *Cluster) { c.Bundle = nil },
-	} {
-		c := testCluster(t)
-		edit(&c)
-		if _, err := New(h.nb, h.kube, h.tink, h.configs, c, nil); err == nil {
-			t.Errorf("New without %s gave no error", name)
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, nil)
+		for name, edit := range map[string]func(*Cluster){
+			"name":     func(c *Cluster) { c.Name = "" },
+			"endpoint": func(c *Cluster) { c.Endpoint = "" },
+			"bundle":   func(c *Cluster) { c.Bundle = nil },
+		} {
+			c := testCluster(t)
+			edit(&c)
+			if _, err := New(h.deps(), c, nil); err == nil {
+				t.Errorf("New without %s gave no error", name)
+			}
 		}
-	}
-	if _, err := New(nil, h.kube, h.tink, h.configs, testCluster(t), nil); err == nil {
-		t.Error("New without NetBox gave no error")
-	}
+		if _, err := New(Deps{Kube: h.kube, Tink: h.tink, Configs: h.configs}, testCluster(t), nil); err == nil {
+			t.Error("New without NetBox gave no error")
+		}
+	})
 }
 
 // NetBox down: Admit answers an error that matches inventory.ErrUnavailable
 // and starts nothing.
 func TestAdmitNetBoxDown(t *testing.T) {
-	dev := worker(1, "node-01")
-	h := newHarness(t, nil, dev)
-	h.nb.down = true
-	_, err := h.p.Admit(context.Background(), claimOf(dev))
-	if !errors.Is(err, inventory.ErrUnavailable) {
-		t.Fatalf("Admit error = %v, want ErrUnavailable", err)
-	}
-	h.wantNothingCreated()
-	if _, err := h.p.Reconcile(context.Background()); !errors.Is(err, inventory.ErrUnavailable) {
-		t.Errorf("Reconcile error = %v", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		dev := worker(1, "node-01")
+		h := newHarness(t, nil, dev)
+		h.nb.down = true
+		_, err := h.p.Admit(context.Background(), claimOf(dev))
+		if !errors.Is(err, inventory.ErrUnavailable) {
+			t.Fatalf("Admit error = %v, want ErrUnavailable", err)
+		}
+		h.wantNothingCreated()
+		if _, err := h.p.Reconcile(context.Background()); !errors.Is(err, inventory.ErrUnavailable) {
+			t.Errorf("Reconcile error = %v", err)
+		}
+	})
 }
 
 // A config that cannot be held starts no run.
 func TestAdmitHoldFails(t *testing.T) {
-	dev := worker(1, "node-01")
-	h := newHarness(t, nil, dev)
-	h.configs.fail = errors.New("configserve closed")
-	_, err := h.p.Admit(context.Background(), claimOf(dev))
-	if err == nil || !strings.Contains(err.Error(), "configserve closed") {
-		t.Fatalf("Admit error = %v", err)
-	}
-	if n := h.count(WorkflowResource); n != 0 {
-		t.Errorf("%d Workflows after a failed hold", n)
-	}
-	if h.nb.dev(1).LastRun != "" {
-		t.Error("last_run set after a failed hold")
-	}
-	if n := len(h.secrets()); n != 0 {
-		t.Errorf("%d bootstrap tokens left by a run that did not start", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		dev := worker(1, "node-01")
+		h := newHarness(t, nil, dev)
+		h.configs.fail = errors.New("configserve closed")
+		_, err := h.p.Admit(context.Background(), claimOf(dev))
+		if err == nil || !strings.Contains(err.Error(), "configserve closed") {
+			t.Fatalf("Admit error = %v", err)
+		}
+		if n := h.count(WorkflowResource); n != 0 {
+			t.Errorf("%d Workflows after a failed hold", n)
+		}
+		if h.nb.dev(1).LastRun != "" {
+			t.Error("last_run set after a failed hold")
+		}
+		if n := len(h.secrets()); n != 0 {
+			t.Errorf("%d bootstrap tokens left by a run that did not start", n)
+		}
+	})
 }
 
 // Kubernetes API errors after the render: no code, no run, no token left.
 func TestAdmitWorkflowCreateFails(t *testing.T) {
-	dev := worker(1, "node-01")
-	h := newHarness(t, nil, dev)
-	h.tink.PrependReactor("create", "workflows", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, errors.New("the server is currently unable to handle the request")
+	synctest.Test(t, func(t *testing.T) {
+		dev := worker(1, "node-01")
+		h := newHarness(t, nil, dev)
+		h.tink.PrependReactor("create", "workflows", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, errors.New("the server is currently unable to handle the request")
+		})
+		d, err := h.p.Admit(context.Background(), claimOf(dev))
+		if err == nil || d.Code != "" {
+			t.Fatalf("Admit = %+v, %v; want an error and no code", d, err)
+		}
+		if n := len(h.secrets()); n != 0 {
+			t.Errorf("%d bootstrap tokens left by a run that did not start", n)
+		}
+		if n := h.count(WorkflowResource); n != 0 {
+			t.Errorf("%d Workflows", n)
+		}
+		if got := h.nb.dev(1); got.LastRun != "" {
+			t.Errorf("last_run = %q", got.LastRun)
+		}
+		h.wantJournal(1)
 	})
-	d, err := h.p.Admit(context.Background(), claimOf(dev))
-	if err == nil || d.Code != "" {
-		t.Fatalf("Admit = %+v, %v; want an error and no code", d, err)
-	}
-	if n := len(h.secrets()); n != 0 {
-		t.Errorf("%d bootstrap tokens left by a run that did not start", n)
-	}
-	if n := h.count(WorkflowResource); n != 0 {
-		t.Errorf("%d Workflows", n)
-	}
-	if got := h.nb.dev(1); got.LastRun != "" {
-		t.Errorf("last_run = %q", got.LastRun)
-	}
-	h.wantJournal(1)
 }
 
 // NetBox fails to take the run's start: the Workflow is deleted again, so
 // no run exists that NetBox does not know.
 func TestAdmitRecordStartFails(t *testing.T) {
-	dev := worker(1, "node-01")
-	h := newHarness(t, nil, dev)
-	h.tink.PrependReactor("create", "workflows", func(k8stesting.Action) (bool, runtime.Object, error) {
-		h.nb.mu.Lock()
-		h.nb.down = true // NetBox goes away right after the Workflow is created
-		h.nb.mu.Unlock()
-		return false, nil, nil
+	synctest.Test(t, func(t *testing.T) {
+		dev := worker(1, "node-01")
+		h := newHarness(t, nil, dev)
+		h.tink.PrependReactor("create", "workflows", func(k8stesting.Action) (bool, runtime.Object, error) {
+			h.nb.mu.Lock()
+			h.nb.down = true // NetBox goes away right after the Workflow is created
+			h.nb.mu.Unlock()
+			return false, nil, nil
+		})
+		d, err := h.p.Admit(context.Background(), claimOf(dev))
+		if !errors.Is(err, inventory.ErrUnavailable) || d.Code != "" {
+			t.Fatalf("Admit = %+v, %v; want ErrUnavailable and no code", d, err)
+		}
+		if n := h.count(WorkflowResource); n != 0 {
+			t.Errorf("%d Workflows left", n)
+		}
+		if n := len(h.secrets()); n != 0 {
+			t.Errorf("%d bootstrap tokens left", n)
+		}
 	})
-	d, err := h.p.Admit(context.Background(), claimOf(dev))
-	if !errors.Is(err, inventory.ErrUnavailable) || d.Code != "" {
-		t.Fatalf("Admit = %+v, %v; want ErrUnavailable and no code", d, err)
-	}
-	if n := h.count(WorkflowResource); n != 0 {
-		t.Errorf("%d Workflows left", n)
-	}
-	if n := len(h.secrets()); n != 0 {
-		t.Errorf("%d bootstrap tokens left", n)
-	}
 }
 
 func contains(s []string, v string) bool {
@@ -537,16 +568,18 @@ func contains(s []string, v string) bool {
 
 // A claim without a switch-port check never starts a run.
 func TestAdmitWithoutPortCheck(t *testing.T) {
-	dev := worker(1, "node-01")
-	h := newHarness(t, nil, dev)
-	c := claimOf(dev)
-	c.CheckPort = nil
-	d, err := h.p.Admit(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d.Outcome != Refused || d.Code != "" {
-		t.Errorf("Admit = %+v, want refused with no code", d)
-	}
-	h.wantNothingCreated()
+	synctest.Test(t, func(t *testing.T) {
+		dev := worker(1, "node-01")
+		h := newHarness(t, nil, dev)
+		c := claimOf(dev)
+		c.CheckPort = nil
+		d, err := h.p.Admit(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Outcome != Refused || d.Code != "" {
+			t.Errorf("Admit = %+v, want refused with no code", d)
+		}
+		h.wantNothingCreated()
+	})
 }

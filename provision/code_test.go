@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
@@ -20,9 +21,11 @@ import (
 const sha256Code1 = "e5b2fe226b0e2473c4b62fe5722319f92ab98b16b2f0abbfbc60033139e67957"
 
 func TestCodeSHA256(t *testing.T) {
-	if got := CodeSHA256("SECRETCODE0001"); got != sha256Code1 {
-		t.Errorf("CodeSHA256 = %s, want %s", got, sha256Code1)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		if got := CodeSHA256("SECRETCODE0001"); got != sha256Code1 {
+			t.Errorf("CodeSHA256 = %s, want %s", got, sha256Code1)
+		}
+	})
 }
 
 // wantNoCodeInCluster fails when an install code the harness handed out,
@@ -78,134 +81,142 @@ func (h *harness) wantNoCodeInCluster() {
 // it: a worker's run from its attestation, a control plane's run from
 // desired_action, and a retirement.
 func TestNoCodeInCluster(t *testing.T) {
-	w := worker(1, "node-01")
-	cp := attested(worker(2, "cp-02"))
-	cp.Class = ClassControlPlane
-	cp.DesiredAction = inventory.DesiredActionProvision
-	old := attested(worker(3, "node-03"))
-	old.Status, old.LastRun = inventory.StatusDecommissioning, "provision-node-03-1767000000"
-	h := newHarness(t, nil, w, cp, old)
+	synctest.Test(t, func(t *testing.T) {
+		w := worker(1, "node-01")
+		cp := attested(worker(2, "cp-02"))
+		cp.Class = ClassControlPlane
+		cp.DesiredAction = inventory.DesiredActionProvision
+		old := attested(worker(3, "node-03"))
+		old.Status, old.LastRun = inventory.StatusDecommissioning, "provision-node-03-1767000000"
+		h := newHarness(t, nil, w, cp, old)
 
-	d, err := h.p.Admit(context.Background(), claimOf(w))
-	if err != nil || d.Outcome != Provision || d.Code == "" {
-		t.Fatalf("Admit = %+v, %v", d, err)
-	}
-	if pass := h.reconcile(); len(pass.Started) != 2 {
-		t.Fatalf("pass = %+v, want the control plane's run and the retirement", pass)
-	}
-	for _, dev := range []inventory.Device{cp, old} {
-		d, err := h.p.Admit(context.Background(), claimOf(dev))
-		if err != nil || d.Code == "" {
-			t.Fatalf("Admit of %s = %+v, %v", dev.Name, d, err)
+		d, err := h.p.Admit(context.Background(), claimOf(w))
+		if err != nil || d.Outcome != Provision || d.Code == "" {
+			t.Fatalf("Admit = %+v, %v", d, err)
 		}
-		wf := h.workflow(d.Run)
-		if got := wf.Spec.HardwareMap[ValueInstallCodeSHA256]; got != CodeSHA256(d.Code) {
-			t.Errorf("%s: install_code_sha256 = %q, want the SHA-256 of the answered code", d.Run, got)
+		if pass := h.reconcile(); len(pass.Started) != 2 {
+			t.Fatalf("pass = %+v, want the control plane's run and the retirement", pass)
 		}
-	}
-	if n := len(h.secrets()); n != 2 {
-		t.Errorf("%d bootstrap tokens, want 2", n)
-	}
-	h.wantNoCodeInCluster()
-	h.wantNoSecretsLogged()
+		for _, dev := range []inventory.Device{cp, old} {
+			d, err := h.p.Admit(context.Background(), claimOf(dev))
+			if err != nil || d.Code == "" {
+				t.Fatalf("Admit of %s = %+v, %v", dev.Name, d, err)
+			}
+			wf := h.workflow(d.Run)
+			if got := wf.Spec.HardwareMap[ValueInstallCodeSHA256]; got != CodeSHA256(d.Code) {
+				t.Errorf("%s: install_code_sha256 = %q, want the SHA-256 of the answered code", d.Run, got)
+			}
+		}
+		if n := len(h.secrets()); n != 2 {
+			t.Errorf("%d bootstrap tokens, want 2", n)
+		}
+		h.wantNoCodeInCluster()
+		h.wantNoSecretsLogged()
+	})
 }
 
 // The code of a run that waits for its machine lives only in memory: after
 // a restart the machine's attestation gets a new run, with a new code and
 // config, in place of the old one.
 func TestAdmitAfterRestartReplacesWaitingRun(t *testing.T) {
-	dev := attested(worker(1, "node-01"))
-	dev.DesiredAction = inventory.DesiredActionProvision
-	h := newHarness(t, nil, dev)
-	if pass := h.reconcile(); len(pass.Started) != 1 || pass.Started[0] != run1 {
-		t.Fatalf("pass = %+v", pass)
-	}
-	h.restart()
-	h.clock.Advance(time.Minute)
-	d, err := h.p.Admit(context.Background(), claimOf(dev))
-	const run2 = "provision-node-01-1767225660"
-	if err != nil || d.Outcome != Provision || d.Run != run2 || d.Code != "SECRETCODE0002" {
-		t.Fatalf("Admit after a restart = %+v, %v; want a new run %s with a new code", d, err, run2)
-	}
-	if _, err := h.tink.Resource(WorkflowResource).Namespace("tinkerbell").Get(context.Background(), run1, metav1.GetOptions{}); err == nil {
-		t.Errorf("the old run %s still exists", run1)
-	}
-	if wf := h.workflow(run2); wf.Spec.BootOptions.BootMode != "" || wf.Spec.HardwareMap[ValueInstallCodeSHA256] != CodeSHA256("SECRETCODE0002") {
-		t.Errorf("the new run's spec = %+v", wf.Spec)
-	}
-	if got := h.nb.dev(1); got.LastRun != run2 || got.DesiredAction != "" {
-		t.Errorf("device: last_run %q, desired_action %q", got.LastRun, got.DesiredAction)
-	}
-	h.wantJournal(1,
-		journalLine{1, inventory.JournalInfo, "started Workflow provision-node-01-1767225600; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"},
-		journalLine{1, inventory.JournalInfo, "started Workflow provision-node-01-1767225660; the machine attested from HookOS at 10.0.0.21; it replaces Workflow provision-node-01-1767225600, whose install code fleetd no longer holds"})
-	// The machine's next boot before any action gets the same code.
-	again, err := h.p.Admit(context.Background(), claimOf(dev))
-	if err != nil || again.Run != run2 || again.Code != d.Code {
-		t.Errorf("a second attestation = %+v, %v; want run %s's code again", again, err, run2)
-	}
-	h.wantNoCodeInCluster()
-	h.wantNoSecretsLogged()
+	synctest.Test(t, func(t *testing.T) {
+		dev := attested(worker(1, "node-01"))
+		dev.DesiredAction = inventory.DesiredActionProvision
+		h := newHarness(t, nil, dev)
+		if pass := h.reconcile(); len(pass.Started) != 1 || pass.Started[0] != run1 {
+			t.Fatalf("pass = %+v", pass)
+		}
+		h.restart()
+		time.Sleep(time.Minute)
+		d, err := h.p.Admit(context.Background(), claimOf(dev))
+		const run2 = "provision-node-01-946684860"
+		if err != nil || d.Outcome != Provision || d.Run != run2 || d.Code != "SECRETCODE0002" {
+			t.Fatalf("Admit after a restart = %+v, %v; want a new run %s with a new code", d, err, run2)
+		}
+		if _, err := h.tink.Resource(WorkflowResource).Namespace("tinkerbell").Get(context.Background(), run1, metav1.GetOptions{}); err == nil {
+			t.Errorf("the old run %s still exists", run1)
+		}
+		if wf := h.workflow(run2); wf.Spec.BootOptions.BootMode != "" || wf.Spec.HardwareMap[ValueInstallCodeSHA256] != CodeSHA256("SECRETCODE0002") {
+			t.Errorf("the new run's spec = %+v", wf.Spec)
+		}
+		if got := h.nb.dev(1); got.LastRun != run2 || got.DesiredAction != "" {
+			t.Errorf("device: last_run %q, desired_action %q", got.LastRun, got.DesiredAction)
+		}
+		h.wantJournal(1,
+			journalLine{1, inventory.JournalInfo, "started Workflow provision-node-01-946684800; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"},
+			journalLine{1, inventory.JournalInfo, "started Workflow provision-node-01-946684860; the machine attested from HookOS at 10.0.0.21; it replaces Workflow provision-node-01-946684800, whose install code fleetd no longer holds"})
+		// The machine's next boot before any action gets the same code.
+		again, err := h.p.Admit(context.Background(), claimOf(dev))
+		if err != nil || again.Run != run2 || again.Code != d.Code {
+			t.Errorf("a second attestation = %+v, %v; want run %s's code again", again, err, run2)
+		}
+		h.wantNoCodeInCluster()
+		h.wantNoSecretsLogged()
+	})
 }
 
 // A Workflow whose digest is not the one of the code fleetd holds (it was
 // edited) gets no code: the machine's attestation starts a new run.
 func TestAdmitRefusesEditedDigest(t *testing.T) {
-	dev := attested(worker(1, "node-01"))
-	dev.DesiredAction = inventory.DesiredActionProvision
-	h := newHarness(t, nil, dev)
-	h.reconcile()
-	res := h.tink.Resource(WorkflowResource).Namespace("tinkerbell")
-	u, err := res.Get(context.Background(), run1, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wf tinkerbell.Workflow
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &wf); err != nil {
-		t.Fatal(err)
-	}
-	wf.Spec.HardwareMap[ValueInstallCodeSHA256] = CodeSHA256("a code someone else chose")
-	if _, err := res.Update(context.Background(), unstructuredOf(t, &wf, tinkerbell.GroupVersion.WithKind("Workflow")), metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	h.clock.Advance(time.Minute)
-	d, err := h.p.Admit(context.Background(), claimOf(dev))
-	if err != nil || d.Code == "SECRETCODE0001" || d.Run == run1 || d.Code != "SECRETCODE0002" {
-		t.Errorf("Admit = %+v, %v; want a new run, not the edited run's code", d, err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		dev := attested(worker(1, "node-01"))
+		dev.DesiredAction = inventory.DesiredActionProvision
+		h := newHarness(t, nil, dev)
+		h.reconcile()
+		res := h.tink.Resource(WorkflowResource).Namespace("tinkerbell")
+		u, err := res.Get(context.Background(), run1, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wf tinkerbell.Workflow
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &wf); err != nil {
+			t.Fatal(err)
+		}
+		wf.Spec.HardwareMap[ValueInstallCodeSHA256] = CodeSHA256("a code someone else chose")
+		if _, err := res.Update(context.Background(), unstructuredOf(t, &wf, tinkerbell.GroupVersion.WithKind("Workflow")), metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		d, err := h.p.Admit(context.Background(), claimOf(dev))
+		if err != nil || d.Code == "SECRETCODE0001" || d.Run == run1 || d.Code != "SECRETCODE0002" {
+			t.Errorf("Admit = %+v, %v; want a new run, not the edited run's code", d, err)
+		}
+	})
 }
 
 // The loop forgets the code of a run once it ended or is deleted.
 func TestCodesForgotten(t *testing.T) {
-	devA, devB := worker(1, "node-01"), worker(2, "node-02")
-	h := newHarness(t, nil, devA, devB)
-	for _, d := range []inventory.Device{devA, devB} {
-		if _, err := h.p.Admit(context.Background(), claimOf(d)); err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		devA, devB := worker(1, "node-01"), worker(2, "node-02")
+		h := newHarness(t, nil, devA, devB)
+		for _, d := range []inventory.Device{devA, devB} {
+			if _, err := h.p.Admit(context.Background(), claimOf(d)); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	held := func() int {
-		h.p.mu.Lock()
-		defer h.p.mu.Unlock()
-		return len(h.p.codes)
-	}
-	h.reconcile()
-	if n := held(); n != 2 {
-		t.Fatalf("%d codes held while the runs wait, want 2", n)
-	}
-	h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-		s.State = tinkerbell.WorkflowStateSuccess
-		s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "SUCCESS", "next-boot": "SUCCESS", "reboot": "SUCCESS"})
+		held := func() int {
+			h.p.mu.Lock()
+			defer h.p.mu.Unlock()
+			return len(h.p.codes)
+		}
+		h.reconcile()
+		if n := held(); n != 2 {
+			t.Fatalf("%d codes held while the runs wait, want 2", n)
+		}
+		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+			s.State = tinkerbell.WorkflowStateSuccess
+			s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "SUCCESS", "next-boot": "SUCCESS", "reboot": "SUCCESS"})
+		})
+		h.reconcile()
+		if n := held(); n != 1 {
+			t.Errorf("%d codes held after node-01's run ended, want 1", n)
+		}
+		time.Sleep(3 * time.Hour) // node-02's run never reports: past the 2 h default
+		if pass := h.reconcile(); len(pass.Deleted) != 1 {
+			t.Fatalf("pass = %+v", pass)
+		}
+		if n := held(); n != 0 {
+			t.Errorf("%d codes held after node-02's run was deleted, want 0", n)
+		}
 	})
-	h.reconcile()
-	if n := held(); n != 1 {
-		t.Errorf("%d codes held after node-01's run ended, want 1", n)
-	}
-	h.clock.Advance(3 * time.Hour) // node-02's run never reports: past the 2 h default
-	if pass := h.reconcile(); len(pass.Deleted) != 1 {
-		t.Fatalf("pass = %+v", pass)
-	}
-	if n := held(); n != 0 {
-		t.Errorf("%d codes held after node-02's run was deleted, want 0", n)
-	}
 }

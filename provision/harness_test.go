@@ -189,7 +189,7 @@ func (c *memConfigs) NewCode() (string, error) {
 	return fmt.Sprintf("SECRETCODE%04d", c.n), nil
 }
 
-func (c *memConfigs) Hold(_ context.Context, code string, config []byte, node inventory.Device, run string) error {
+func (c *memConfigs) Hold(_ context.Context, code string, config []byte, device inventory.Device, run string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fail != nil {
@@ -198,7 +198,7 @@ func (c *memConfigs) Hold(_ context.Context, code string, config []byte, node in
 	if c.held == nil {
 		c.held = map[string]heldConfig{}
 	}
-	c.held[code] = heldConfig{slices.Clone(config), node.Name, run}
+	c.held[code] = heldConfig{slices.Clone(config), device.Name, run}
 	return nil
 }
 
@@ -206,24 +206,6 @@ func (c *memConfigs) count() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.held)
-}
-
-// clock is a manual clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }
 
 // auditLog records slog records as message plus attributes.
@@ -306,7 +288,9 @@ func workerBundle(t testing.TB) *secrets.Bundle {
 	return &b
 }
 
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) // unix 1767225600
+// t0 is when a synctest bubble starts (unix 946684800): the time of the
+// tests that run in one, on fakes.
+var t0 = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // The Talos classes of the tests: the nodes file's classes, by name.
 const (
@@ -389,7 +373,6 @@ type harness struct {
 	tinkAPI dynamic.Interface          // tink, or the real apiserver's
 	ns      string                     // Config.Namespace
 	configs *memConfigs
-	clock   *clock
 	audit   *auditLog
 	cluster Cluster
 	cfg     Config
@@ -407,7 +390,8 @@ func newTinkClient() *dynfake.FakeDynamicClient {
 }
 
 // newHarness builds a Provisioner over fakes; edit tunes its Cluster and
-// Config first.
+// Config first. A test that reads the time the runs are named by, or waits
+// for a timeout, runs in a synctest bubble, where the clock starts at t0.
 func newHarness(t testing.TB, edit func(*Cluster, *Config), devs ...inventory.Device) *harness {
 	t.Helper()
 	h := &harness{
@@ -417,7 +401,6 @@ func newHarness(t testing.TB, edit func(*Cluster, *Config), devs ...inventory.De
 		tink:    newTinkClient(),
 		ns:      "tinkerbell",
 		configs: &memConfigs{},
-		clock:   &clock{t: t0},
 		audit:   &auditLog{},
 		cluster: testCluster(t),
 	}
@@ -445,7 +428,6 @@ func (h *harness) setConfig(edit func(*Cluster, *Config)) {
 		},
 		BootedHookOSAfterInstall: func(node string) { h.booted = append(h.booted, node) },
 		Logger:                   slog.New(h.audit),
-		Now:                      h.clock.Now,
 	}
 	if edit != nil {
 		edit(&h.cluster, &h.cfg)
@@ -457,11 +439,16 @@ func (h *harness) setConfig(edit func(*Cluster, *Config)) {
 // and cluster, as a fleetd restart does.
 func (h *harness) restart() {
 	h.t.Helper()
-	p, err := New(h.nb, h.kubeAPI, h.tinkAPI, h.configs, h.cluster, &h.cfg)
+	p, err := New(h.deps(), h.cluster, &h.cfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	h.p = p
+}
+
+// deps are the harness's NetBox, clusters and Configs.
+func (h *harness) deps() Deps {
+	return Deps{NetBox: h.nb, Kube: h.kubeAPI, Tink: h.tinkAPI, Configs: h.configs}
 }
 
 func (h *harness) reconcile() Pass {

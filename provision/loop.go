@@ -30,9 +30,12 @@ const maxBackoff = 5 * time.Minute
 
 // Run runs the loop until ctx is done: a Reconcile pass every
 // Config.Interval, backing off (doubling up to 5 minutes) while passes
-// fail. It returns ctx's error. Run keeps nothing a restart needs: each pass
-// reads the devices from NetBox and the runs from the cluster (a restart
-// loses only the install codes of waiting runs, as Admit says).
+// fail. It polls rather than watches. It returns ctx's error. Run keeps
+// nothing a restart needs: runs are Workflows labelled
+// app.kubernetes.io/managed-by=fleet and fleet.fleetkit.dev/device-id, and
+// each pass reads the devices from NetBox and the runs from the cluster, so
+// a restart mid-run picks every run up at the next pass (it loses only the
+// install codes of waiting runs, as Admit says).
 func (p *Provisioner) Run(ctx context.Context) error {
 	wait := p.cfg.Interval
 	for {
@@ -62,6 +65,31 @@ func (p *Provisioner) Run(ctx context.Context) error {
 // asks for. A pass costs 2 API calls plus one or two per change. Errors of
 // single devices or runs do not stop the pass; they are joined in the
 // returned error.
+//
+// A pass writes these lines to the device's NetBox journal, word for word
+// (<run> and <address> as Admit says; the action an ended line names is the
+// one that failed or timed out, since the Workflow's own message says only
+// "action completed", and its output is in HookOS's journal on the
+// Tinkerbell host under the address the line gives):
+//
+//	info     started Workflow <run>; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code
+//	         (a retirement adds ", and the run wipes its install disk")
+//	info     <node> has no BMC: the run waits for the machine to attest from HookOS; power-cycle it by hand
+//	success  Workflow <run> ended SUCCESS            (a retirement adds ": the install disk is wiped")
+//	warning  Workflow <run> ended FAILED at action <action>; read its output with journalctl -t hookos HOOKOS_HOST=<address>
+//	warning  Workflow <run> ended TIMEOUT at action <action>; read its output with journalctl -t hookos HOOKOS_HOST=<address>
+//	danger   the same for a retirement, followed by "; the disk may not be wiped, so the node may still hold its data and its identity, and the device stays decommissioning"
+//	warning  Workflow <run> never reported its first action within its global timeout (<timeout>); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision
+//	info     Workflow <run> passed its global timeout while <install|next-boot|reboot> was current; the node is active, so it has its config, and nothing else is done
+//	warning  the Rufio job netboot-<run> of Workflow <run> failed to power the machine: <Rufio's message>; set AMT's address to <node address>, or power the machine on by hand
+//
+// and the refusals Admit lists. A line a waiting device repeats on every
+// pass (lacking, refused, no BMC) is written once per process. Ended lines
+// are written once per run: the Workflow is annotated afterwards, so a
+// restart does not repeat them. After a failed Rufio job desired_action is
+// set to provision again, so that a machine powered on by hand gets a run
+// at its attestation; the loop power-cycles it again only after
+// Config.PowerRetry.
 func (p *Provisioner) Reconcile(ctx context.Context) (Pass, error) {
 	var pass Pass
 	devs, err := p.nb.Devices(ctx)
@@ -106,8 +134,8 @@ func (p *Provisioner) Reconcile(ctx context.Context) (Pass, error) {
 
 // watch journals what became of one run not yet reported.
 func (p *Provisioner) watch(ctx context.Context, r *run, dev *inventory.Device, pass *Pass) error {
-	now := p.now()
-	retire := r.Kind == RunRetire
+	now := time.Now()
+	retire := kindOf(r) == RunRetire
 	if msg, failed := r.BootJobFailure(); failed {
 		job, msg := p.bootJobMessage(ctx, r, msg)
 		if msg == "" {
@@ -221,7 +249,7 @@ func (p *Provisioner) due(ctx context.Context, dev *inventory.Device, runs []*ru
 	kind := RunProvision
 	if dev.Status == inventory.StatusDecommissioning {
 		kind = RunRetire
-		if !want && !strings.HasPrefix(dev.LastRun, RunRetire+"-") && inFlight(runs, RunRetire) == nil {
+		if !want && !strings.HasPrefix(dev.LastRun, string(RunRetire)+"-") && inFlight(runs, RunRetire) == nil {
 			want = true
 		}
 	}
@@ -235,21 +263,21 @@ func (p *Provisioner) due(ctx context.Context, dev *inventory.Device, runs []*ru
 	if r := inFlight(runs, kind); r != nil && r.WF.Name == dev.LastRun && dev.DesiredAction == "" {
 		return nil
 	}
-	if len(runs) > 0 && runs[0].Reported() == "boot-job-failed" && p.now().Before(runs[0].Created().Add(p.cfg.PowerRetry)) {
+	if len(runs) > 0 && runs[0].Reported() == "boot-job-failed" && time.Now().Before(runs[0].Created().Add(p.cfg.PowerRetry)) {
 		return nil // the Rufio line is journaled; a machine powered on by hand attests
 	}
 	if lacks := lacking(*dev); len(lacks) > 0 || !hasBMC(*dev) {
 		if len(lacks) == 0 {
 			return p.note(ctx, dev.ID, inventory.JournalInfo, fmt.Sprintf("%s has no BMC: the run waits for the machine to attest from HookOS; power-cycle it by hand", dev.Name))
 		}
-		_, _, _, err := p.startRun(ctx, *dev, kind, netip.Addr{}, true, "")
-		return err
+		_, _, err := p.startRun(ctx, *dev, runStart{kind: kind, netboot: true})
+		return ignoreRefusal(err)
 	}
 	if p.cfg.PortCheck == nil {
 		return p.note(ctx, dev.ID, inventory.JournalInfo, fmt.Sprintf("%s waits for an attestation from HookOS: fleetd has no switch-port check for a run without a fresh claim; power-cycle the machine", dev.Name))
 	}
 	if err := p.cfg.PortCheck(dev.SwitchPort, dev.AttestedSwitchPort); err != nil {
-		return p.note(ctx, dev.ID, inventory.JournalWarning, refusedText(err))
+		return p.note(ctx, dev.ID, inventory.JournalWarning, refusal(dev.Name, err, "").Journal())
 	}
 	note := "Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"
 	if kind == RunRetire {
@@ -259,14 +287,24 @@ func (p *Provisioner) due(ctx context.Context, dev *inventory.Device, runs []*ru
 	if dev.Address.IsValid() {
 		hookOS = dev.Address.Addr()
 	}
-	name, _, _, err := p.startRun(ctx, *dev, kind, hookOS, true, note)
+	name, _, err := p.startRun(ctx, *dev, runStart{kind: kind, hookOS: hookOS, netboot: true, note: note})
 	if err != nil {
-		return err
+		return ignoreRefusal(err)
 	}
 	if name != "" {
 		pass.Started = append(pass.Started, name)
 	}
 	return nil
+}
+
+// ignoreRefusal is err, or nil for a refusal: the loop journaled it, and
+// the device waits.
+func ignoreRefusal(err error) error {
+	var ref *RefusalError
+	if errors.As(err, &ref) {
+		return nil
+	}
+	return err
 }
 
 func addrOf(dev *inventory.Device) string {

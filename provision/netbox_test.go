@@ -8,7 +8,9 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
@@ -73,7 +75,7 @@ func newNetBoxHarness(t *testing.T) *netboxHarness {
 	h := newHarness(t, func(c *Cluster, _ *Config) {
 		c.Classes = testClasses("factory.talos.dev/installer/abc:v1.13.9", "factory.talos.dev/installer/def:v1.13.9")
 	})
-	p, err := New(client, h.kube, h.tink, h.configs, h.cluster, &h.cfg)
+	p, err := New(Deps{NetBox: client, Kube: h.kube, Tink: h.tink, Configs: h.configs}, h.cluster, &h.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,11 +163,11 @@ func TestNetBoxWorkerRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const run = "provision-w-01-1767225600"
-	if d.Outcome != Provision || d.Run != run || d.Code == "" {
+	run := d.Run
+	if d.Outcome != Provision || !isRunName(run, "provision-w-01-") || d.Code == "" {
 		t.Fatalf("Admit = %+v", d)
 	}
-	started := journalLine{id, inventory.JournalInfo, "started Workflow provision-w-01-1767225600; the machine attested from HookOS at 10.40.0.21"}
+	started := journalLine{id, inventory.JournalInfo, "started Workflow " + run + "; the machine attested from HookOS at 10.40.0.21"}
 	h.wantNetBoxJournal("w-01", started)
 	dev := h.device("w-01")
 	if dev.LastRun != run || dev.DesiredAction != "" || dev.MAC.String() != macOf(id).String() || dev.AttestedSwitchPort != 5 {
@@ -188,10 +190,10 @@ func TestNetBoxWorkerRun(t *testing.T) {
 		s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "FAILED"})
 	})
 	h.reconcile()
-	h.p, _ = New(h.client, h.kube, h.tink, h.configs, h.cluster, &h.cfg) // a restart
+	h.p, _ = New(Deps{NetBox: h.client, Kube: h.kube, Tink: h.tink, Configs: h.configs}, h.cluster, &h.cfg) // a restart
 	h.reconcile()
 	h.wantNetBoxJournal("w-01", started, journalLine{id, inventory.JournalWarning,
-		"Workflow provision-w-01-1767225600 ended FAILED at action wipe-disk; read its output with journalctl -t hookos HOOKOS_HOST=10.40.0.21"})
+		"Workflow " + run + " ended FAILED at action wipe-disk; read its output with journalctl -t hookos HOOKOS_HOST=10.40.0.21"})
 }
 
 // "desired_action stays set" over NetBox: a device without
@@ -250,14 +252,15 @@ func TestNetBoxControlPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	pass := h.reconcile()
-	if !slices.Equal(pass.Started, []string{"provision-cp-02-1767225600"}) {
+	if len(pass.Started) != 1 || !isRunName(pass.Started[0], "provision-cp-02-") {
 		t.Fatalf("pass = %+v", pass)
 	}
-	if got := h.device("cp-02"); got.DesiredAction != "" || got.LastRun != "provision-cp-02-1767225600" {
+	run := pass.Started[0]
+	if got := h.device("cp-02"); got.DesiredAction != "" || got.LastRun != run {
 		t.Errorf("device = desired_action %q last_run %q", got.DesiredAction, got.LastRun)
 	}
 	h.wantNetBoxJournal("cp-02", journalLine{id, inventory.JournalInfo,
-		"started Workflow provision-cp-02-1767225600; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"})
+		"started Workflow " + run + "; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"})
 	cfg, err := configloader.NewFromBytes(h.configs.held["SECRETCODE0001"].config)
 	if err != nil {
 		t.Fatal(err)
@@ -287,6 +290,17 @@ func TestNetBoxDown(t *testing.T) {
 	if _, err := h.p.Reconcile(t.Context()); !errors.Is(err, inventory.ErrUnavailable) {
 		t.Errorf("Reconcile error = %v", err)
 	}
+}
+
+// isRunName reports whether name is prefix followed by the unix seconds of
+// a time within the last minute: the name of a run started on real time.
+func isRunName(name, prefix string) bool {
+	secs, err := strconv.ParseInt(strings.TrimPrefix(name, prefix), 10, 64)
+	if err != nil || !strings.HasPrefix(name, prefix) {
+		return false
+	}
+	age := time.Since(time.Unix(secs, 0))
+	return age >= 0 && age < time.Minute
 }
 
 func splitLines(s string) []string {

@@ -40,10 +40,25 @@ type NetBox interface {
 type Configs interface {
 	// NewCode returns a fresh install code. The code is a secret.
 	NewCode() (string, error)
-	// Hold keeps config for the node under code until it is served or
-	// expires. provision calls Hold before it creates the run's Workflow
-	// and before any code is answered; an error stops the run.
-	Hold(ctx context.Context, code string, config []byte, node inventory.Device, run string) error
+	// Hold keeps config for device under code, for run, until it is served
+	// or expires: the arguments in configserve.Server.Put's order. provision
+	// calls Hold before it creates the run's Workflow and before any code
+	// is answered; an error stops the run.
+	Hold(ctx context.Context, code string, config []byte, device inventory.Device, run string) error
+}
+
+// Deps are the parts a Provisioner drives. Every field is required.
+type Deps struct {
+	// NetBox holds the devices: inventory's client.
+	NetBox NetBox
+	// Kube is the API of the cluster the nodes join, where the bootstrap
+	// token Secrets go.
+	Kube kubernetes.Interface
+	// Tink is a dynamic client of the cluster that holds Tinkerbell's and
+	// Rufio's objects (often the same cluster).
+	Tink dynamic.Interface
+	// Configs is where rendered configs go, under their install codes.
+	Configs Configs
 }
 
 // Cluster holds the facts of the cluster every node joins. All fields
@@ -128,8 +143,6 @@ type Config struct {
 	// Logger receives the audit lines (attest.install, fleet.render) and
 	// the loop's errors. nil: silent.
 	Logger *slog.Logger
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
 }
 
 // Errors that callers match with errors.Is.
@@ -193,19 +206,17 @@ type heldCode struct {
 	seq  uint64
 }
 
-// New returns a Provisioner. nb is NetBox, kube the cluster's API (for
-// bootstrap tokens), tink a dynamic client of the cluster that holds
-// Tinkerbell's and Rufio's objects (often the same cluster), configs where
-// rendered configs go. cfg may be nil.
-func New(nb NetBox, kube kubernetes.Interface, tink dynamic.Interface, configs Configs, cluster Cluster, cfg *Config) (*Provisioner, error) {
+// New returns a Provisioner that drives deps for cluster. cfg may be nil.
+// It reports the first missing part of deps or required fact of cluster.
+func New(deps Deps, cluster Cluster, cfg *Config) (*Provisioner, error) {
 	switch {
-	case nb == nil:
+	case deps.NetBox == nil:
 		return nil, errors.New("provision: no NetBox")
-	case kube == nil:
+	case deps.Kube == nil:
 		return nil, errors.New("provision: no Kubernetes client")
-	case tink == nil:
+	case deps.Tink == nil:
 		return nil, errors.New("provision: no Tinkerbell client")
-	case configs == nil:
+	case deps.Configs == nil:
 		return nil, errors.New("provision: no Configs")
 	case cluster.Name == "":
 		return nil, errors.New("provision: Cluster.Name is empty")
@@ -214,7 +225,7 @@ func New(nb NetBox, kube kubernetes.Interface, tink dynamic.Interface, configs C
 	case cluster.Bundle == nil || cluster.Bundle.Secrets == nil || cluster.Bundle.Certs == nil || cluster.Bundle.TrustdInfo == nil || cluster.Bundle.Cluster == nil:
 		return nil, errors.New("provision: Cluster.Bundle is missing or incomplete")
 	}
-	p := &Provisioner{nb: nb, kube: kube, tink: tink, configs: configs, cluster: cluster,
+	p := &Provisioner{nb: deps.NetBox, kube: deps.Kube, tink: deps.Tink, configs: deps.Configs, cluster: cluster,
 		noted: map[int64]string{}, devLock: map[int64]*sync.Mutex{}, codes: map[string]heldCode{}}
 	if cfg != nil {
 		p.cfg = *cfg
@@ -244,17 +255,12 @@ func New(nb NetBox, kube kubernetes.Interface, tink dynamic.Interface, configs C
 	if c.Interval == 0 {
 		c.Interval = 15 * time.Second
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
 	p.log = c.Logger
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
 	return p, nil
 }
-
-func (p *Provisioner) now() time.Time { return p.cfg.Now() }
 
 // lockDevice serialises the run decisions of one device between Admit and
 // the loop.

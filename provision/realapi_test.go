@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -58,7 +59,6 @@ func newRealHarness(t *testing.T, edit func(*Cluster, *Config), devs ...inventor
 		tinkAPI: dyn,
 		ns:      env.Namespace(t),
 		configs: &memConfigs{},
-		clock:   &clock{t: t0},
 		audit:   &auditLog{},
 		cluster: testCluster(t),
 	}
@@ -67,16 +67,29 @@ func newRealHarness(t *testing.T, edit func(*Cluster, *Config), devs ...inventor
 }
 
 // startRealWorker is startWorker on the real apiserver: node-01's run
-// starts through its attestation.
-func startRealWorker(t *testing.T) *harness {
+// starts through its attestation, on real time. It returns the run's name
+// and its started line.
+func startRealWorker(t *testing.T) (h *harness, run string, started journalLine) {
 	t.Helper()
 	dev := worker(1, "node-01")
-	h := newRealHarness(t, nil, dev)
+	h = newRealHarness(t, nil, dev)
 	d, err := h.p.Admit(context.Background(), claimOf(dev))
-	if err != nil || d.Run != run1 {
+	if err != nil || !isRunName(d.Run, "provision-node-01-") {
 		t.Fatalf("Admit = %+v, %v", d, err)
 	}
-	return h
+	return h, d.Run, journalLine{1, inventory.JournalInfo, "started Workflow " + d.Run + "; the machine attested from HookOS at 10.0.0.21"}
+}
+
+// runTime is the time a run is named by: its render time, to the second.
+func runTime(run string) time.Time {
+	secs, _ := strconv.ParseInt(run[strings.LastIndexByte(run, '-')+1:], 10, 64)
+	return time.Unix(secs, 0).UTC()
+}
+
+// sleepPast sleeps until the second after the one run is named by, so that
+// a run started next gets another name.
+func sleepPast(run string) {
+	time.Sleep(time.Until(runTime(run).Add(time.Second)))
 }
 
 // get reads one object of the harness's namespace into obj.
@@ -110,13 +123,13 @@ func (h *harness) heldToken(code string) (id, token string) {
 // schema: the Workflow with its template values and labels, the Hardware
 // with NetBox's facts, the Rufio Machine, and the bootstrap token Secret.
 func TestAPIServerAdmitWorkerStartsRun(t *testing.T) {
-	h := startRealWorker(t)
+	h, run1, started1 := startRealWorker(t)
 	var wf tinkerbell.Workflow
 	h.get(WorkflowResource, run1, &wf)
 	if wf.Spec.TemplateRef != "fleet-provision" || wf.Spec.HardwareRef != "node-01" || wf.Spec.BootOptions.BootMode != "" {
 		t.Errorf("Workflow spec = %+v", wf.Spec)
 	}
-	if wf.Spec.HardwareMap[ValueInstallCodeSHA256] != sha256Code1 || wf.Labels[LabelDeviceID] != "1" || wf.Labels[LabelRunKind] != RunProvision {
+	if wf.Spec.HardwareMap[ValueInstallCodeSHA256] != sha256Code1 || wf.Labels[LabelDeviceID] != "1" || wf.Labels[LabelRunKind] != string(RunProvision) {
 		t.Errorf("Workflow values %v, labels %v", wf.Spec.HardwareMap, wf.Labels)
 	}
 	var hw tinkerbell.Hardware
@@ -136,7 +149,7 @@ func TestAPIServerAdmitWorkerStartsRun(t *testing.T) {
 		t.Fatalf("%d token Secrets, want one", len(secrets))
 	}
 	id, _ := h.heldToken("SECRETCODE0001")
-	if s := secrets[0]; s.Name != "bootstrap-token-"+id || s.Type != tokenSecretType || string(s.Data["expiration"]) != "2026-01-01T05:00:00Z" {
+	if s := secrets[0]; s.Name != "bootstrap-token-"+id || s.Type != tokenSecretType || string(s.Data["expiration"]) != runTime(run1).Add(time.Hour+TokenGrace).Format(time.RFC3339) {
 		t.Errorf("Secret %s of type %s expires %s", s.Name, s.Type, s.Data["expiration"])
 	}
 	h.wantJournal(1, started1)
@@ -147,7 +160,7 @@ func TestAPIServerAdmitWorkerStartsRun(t *testing.T) {
 // make, in the same namespace, and a fleet Workflow of another namespace
 // are not fleet's runs.
 func TestAPIServerListByLabel(t *testing.T) {
-	h := startRealWorker(t)
+	h, run1, _ := startRealWorker(t)
 	ctx := context.Background()
 	foreign := tinkerbell.Workflow{
 		ObjectMeta: metav1.ObjectMeta{Name: "by-hand", Namespace: h.ns, Labels: map[string]string{LabelDeviceID: "1"}},
@@ -160,7 +173,7 @@ func TestAPIServerListByLabel(t *testing.T) {
 	other := kubetest.Start(t).Namespace(t)
 	elsewhere := tinkerbell.Workflow{
 		ObjectMeta: metav1.ObjectMeta{Name: "provision-node-09-1", Namespace: other,
-			Labels: map[string]string{LabelManagedBy: managedBy, LabelDeviceID: "1", LabelRunKind: RunProvision}},
+			Labels: map[string]string{LabelManagedBy: managedBy, LabelDeviceID: "1", LabelRunKind: string(RunProvision)}},
 		Spec: tinkerbell.WorkflowSpec{TemplateRef: "fleet-provision", HardwareRef: "node-09"},
 	}
 	if _, err := h.tinkAPI.Resource(WorkflowResource).Namespace(other).Create(ctx,
@@ -179,15 +192,16 @@ func TestAPIServerListByLabel(t *testing.T) {
 	}
 	// A new run of the device replaces fleet's run, and leaves the rest.
 	h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
-	h.clock.Advance(time.Minute)
-	if d, err := h.p.Admit(ctx, claimOf(h.nb.dev(1))); err != nil || d.Run != "provision-node-01-1767225660" {
+	sleepPast(run1)
+	d, err := h.p.Admit(ctx, claimOf(h.nb.dev(1)))
+	if err != nil || d.Run == run1 || !isRunName(d.Run, "provision-node-01-") {
 		t.Fatalf("Admit = %+v, %v", d, err)
 	}
 	var names []string
 	for _, wf := range h.workflows() {
 		names = append(names, wf.Name)
 	}
-	if want := []string{"by-hand", "provision-node-01-1767225660"}; !slices.Equal(names, want) {
+	if want := []string{"by-hand", d.Run}; !slices.Equal(names, want) {
 		t.Errorf("Workflows = %v, want %v", names, want)
 	}
 }
@@ -196,7 +210,7 @@ func TestAPIServerListByLabel(t *testing.T) {
 // provision reads it there and journals the end once, marking the Workflow
 // with a patch that leaves the status as Tinkerbell wrote it.
 func TestAPIServerWorkflowStatus(t *testing.T) {
-	h := startRealWorker(t)
+	h, run1, started1 := startRealWorker(t)
 	// On the real CRD, an update of the Workflow itself drops a status.
 	var wf tinkerbell.Workflow
 	h.get(WorkflowResource, run1, &wf)
@@ -220,7 +234,7 @@ func TestAPIServerWorkflowStatus(t *testing.T) {
 	h.restart()
 	h.reconcile()
 	h.wantJournal(1, started1, journalLine{1, inventory.JournalWarning,
-		"Workflow provision-node-01-1767225600 ended FAILED at action install; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21"})
+		"Workflow " + run1 + " ended FAILED at action install; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21"})
 	got := h.workflow(run1)
 	if got.Status.State != tinkerbell.WorkflowStateFailed || got.Annotations[annReported] != string(tinkerbell.WorkflowStateFailed) {
 		t.Errorf("Workflow after the end was journaled: state %s, annotations %v", got.Status.State, got.Annotations)
@@ -228,19 +242,20 @@ func TestAPIServerWorkflowStatus(t *testing.T) {
 }
 
 // "never reported its first action within its global timeout": the
-// Workflow is deleted from the server, once, and not before the timeout.
+// Workflow is deleted from the server, once, and not before the timeout
+// (a few seconds, on real time).
 func TestAPIServerNeverReportedDeleted(t *testing.T) {
-	h := startRealWorker(t)
+	h, run1, started1 := startRealWorker(t)
+	const timeout = 5 * time.Second
 	h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
 		s.State = tinkerbell.WorkflowStatePending
-		s.GlobalTimeout = 3600
+		s.GlobalTimeout = int64(timeout / time.Second)
 		s.Tasks = actions(nil)
 	})
-	h.clock.Advance(59 * time.Minute)
 	if pass := h.reconcile(); len(pass.Deleted) != 0 {
 		t.Fatalf("deleted %v before the global timeout", pass.Deleted)
 	}
-	h.clock.Advance(2 * time.Minute)
+	time.Sleep(time.Until(h.workflowCreated(run1).Add(timeout + time.Second)))
 	if pass := h.reconcile(); !slices.Equal(pass.Deleted, []string{run1}) {
 		t.Fatalf("deleted %v", pass.Deleted)
 	}
@@ -250,7 +265,7 @@ func TestAPIServerNeverReportedDeleted(t *testing.T) {
 	}
 	h.reconcile()
 	h.wantJournal(1, started1, journalLine{1, inventory.JournalWarning,
-		"Workflow provision-node-01-1767225600 never reported its first action within its global timeout (1h0m0s); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision"})
+		"Workflow " + run1 + " never reported its first action within its global timeout (5s); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision"})
 }
 
 // A fleetd restart mid-run: a new Provisioner over the same cluster picks
@@ -258,12 +273,18 @@ func TestAPIServerNeverReportedDeleted(t *testing.T) {
 // that never reported.
 func TestAPIServerRestartResumes(t *testing.T) {
 	devA, devB := worker(1, "node-01"), worker(2, "node-02")
-	h := newRealHarness(t, nil, devA, devB)
+	const timeout = 3 * time.Second // node-02's run never reports
+	h := newRealHarness(t, func(_ *Cluster, c *Config) { c.GlobalTimeout = timeout }, devA, devB)
+	var runs []string
 	for _, d := range []inventory.Device{devA, devB} {
-		if _, err := h.p.Admit(context.Background(), claimOf(d)); err != nil {
+		got, err := h.p.Admit(context.Background(), claimOf(d))
+		if err != nil {
 			t.Fatal(err)
 		}
+		runs = append(runs, got.Run)
 	}
+	run1, run2 := runs[0], runs[1]
+	started1 := journalLine{1, inventory.JournalInfo, "started Workflow " + run1 + "; the machine attested from HookOS at 10.0.0.21"}
 	h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
 		s.State = tinkerbell.WorkflowStateRunning
 		s.CurrentState = &tinkerbell.CurrentState{ActionName: "install"}
@@ -275,9 +296,9 @@ func TestAPIServerRestartResumes(t *testing.T) {
 		s.State = tinkerbell.WorkflowStateFailed
 		s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "FAILED"})
 	})
-	h.clock.Advance(3 * time.Hour)
+	time.Sleep(time.Until(h.workflowCreated(run2).Add(timeout + time.Second)))
 	pass := h.reconcile()
-	if !slices.Equal(pass.Ended, []string{run1}) || !slices.Equal(pass.Deleted, []string{"provision-node-02-1767225600"}) {
+	if !slices.Equal(pass.Ended, []string{run1}) || !slices.Equal(pass.Deleted, []string{run2}) {
 		t.Errorf("pass after restart = %+v", pass)
 	}
 	h.restart()
@@ -285,7 +306,7 @@ func TestAPIServerRestartResumes(t *testing.T) {
 		t.Errorf("pass after a second restart = %+v", pass)
 	}
 	h.wantJournal(1, started1, journalLine{1, inventory.JournalWarning,
-		"Workflow provision-node-01-1767225600 ended FAILED at action install; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21"})
+		"Workflow " + run1 + " ended FAILED at action install; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21"})
 	if n := len(h.nb.lines()); n != 4 {
 		t.Errorf("%d journal lines, want 4: %+v", n, h.nb.lines())
 	}
@@ -333,7 +354,7 @@ func (r interposedGet) Get(ctx context.Context, name string, opts metav1.GetOpti
 // update with a real 409, and provision reads it again and writes NetBox's
 // facts, so the run starts.
 func TestAPIServerHardwareConflict(t *testing.T) {
-	h := startRealWorker(t)
+	h, run1, _ := startRealWorker(t)
 	ctx := context.Background()
 	real := h.tinkAPI
 	var writes int
@@ -361,9 +382,9 @@ func TestAPIServerHardwareConflict(t *testing.T) {
 	}}
 	h.restart()
 	h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
-	h.clock.Advance(time.Minute)
+	sleepPast(run1)
 	d, err := h.p.Admit(ctx, claimOf(h.nb.dev(1)))
-	if err != nil || d.Run != "provision-node-01-1767225660" {
+	if err != nil || d.Run == run1 || !isRunName(d.Run, "provision-node-01-") {
 		t.Fatalf("Admit after a concurrent write of the Hardware = %+v, %v", d, err)
 	}
 	if writes != 1 {
@@ -407,7 +428,7 @@ func TestAPIServerHardwareCreatedMeanwhile(t *testing.T) {
 		})
 	}}
 	h.restart()
-	if d, err := h.p.Admit(ctx, claimOf(dev)); err != nil || d.Run != run1 {
+	if d, err := h.p.Admit(ctx, claimOf(dev)); err != nil || !isRunName(d.Run, "provision-node-01-") {
 		t.Fatalf("Admit after a concurrent create of the Hardware = %+v, %v", d, err)
 	}
 	if created != 1 {
@@ -429,13 +450,14 @@ func TestAPIServerRetirement(t *testing.T) {
 			dev := attested(worker(1, "node-01"))
 			dev.Status = inventory.StatusDecommissioning
 			h := newRealHarness(t, nil, dev)
-			const run = "retire-node-01-1767225600"
-			if pass := h.reconcile(); !slices.Equal(pass.Started, []string{run}) {
+			pass := h.reconcile()
+			if len(pass.Started) != 1 || !isRunName(pass.Started[0], "retire-node-01-") {
 				t.Fatalf("pass = %+v", pass)
 			}
+			run := pass.Started[0]
 			var wf tinkerbell.Workflow
 			h.get(WorkflowResource, run, &wf)
-			if wf.Spec.TemplateRef != "fleet-retire" || wf.Spec.BootOptions.BootMode != tinkerbell.BootModeNetboot || wf.Labels[LabelRunKind] != RunRetire {
+			if wf.Spec.TemplateRef != "fleet-retire" || wf.Spec.BootOptions.BootMode != tinkerbell.BootModeNetboot || wf.Labels[LabelRunKind] != string(RunRetire) {
 				t.Errorf("Workflow spec %+v, labels %v", wf.Spec, wf.Labels)
 			}
 			if n := len(h.secrets()); n != 0 {
@@ -447,12 +469,12 @@ func TestAPIServerRetirement(t *testing.T) {
 			})
 			h.reconcile()
 			h.reconcile()
-			ended := journalLine{1, inventory.JournalSuccess, "Workflow retire-node-01-1767225600 ended SUCCESS: the install disk is wiped"}
+			ended := journalLine{1, inventory.JournalSuccess, "Workflow " + run + " ended SUCCESS: the install disk is wiped"}
 			if state == tinkerbell.WorkflowStateFailed {
-				ended = journalLine{1, inventory.JournalDanger, "Workflow retire-node-01-1767225600 ended FAILED at action wipe-disk; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21; the disk may not be wiped, so the node may still hold its data and its identity, and the device stays decommissioning"}
+				ended = journalLine{1, inventory.JournalDanger, "Workflow " + run + " ended FAILED at action wipe-disk; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21; the disk may not be wiped, so the node may still hold its data and its identity, and the device stays decommissioning"}
 			}
 			h.wantJournal(1,
-				journalLine{1, inventory.JournalInfo, "started Workflow retire-node-01-1767225600; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code, and the run wipes its install disk"},
+				journalLine{1, inventory.JournalInfo, "started Workflow " + run + "; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code, and the run wipes its install disk"},
 				ended)
 		})
 	}
@@ -508,9 +530,11 @@ func TestAPIServerRufioJobFails(t *testing.T) {
 	dev := attested(worker(1, "node-01"))
 	dev.DesiredAction = inventory.DesiredActionProvision
 	h := newRealHarness(t, nil, dev)
-	if pass := h.reconcile(); len(pass.Started) != 1 {
+	pass := h.reconcile()
+	if len(pass.Started) != 1 {
 		t.Fatalf("pass = %+v", pass)
 	}
+	run1 := pass.Started[0]
 	ctx := context.Background()
 	on := bmc.PowerOn
 	job := bmc.Job{
@@ -541,8 +565,8 @@ func TestAPIServerRufioJobFails(t *testing.T) {
 		t.Errorf("pass = %+v", pass)
 	}
 	h.wantJournal(1,
-		journalLine{1, inventory.JournalInfo, "started Workflow provision-node-01-1767225600; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"},
-		journalLine{1, inventory.JournalWarning, "the Rufio job netboot-provision-node-01-1767225600 of Workflow provision-node-01-1767225600 failed to power the machine: dial tcp 10.0.0.21:16992: connect: no route to host; set AMT's address to 10.0.0.21, or power the machine on by hand"})
+		journalLine{1, inventory.JournalInfo, "started Workflow " + run1 + "; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"},
+		journalLine{1, inventory.JournalWarning, "the Rufio job netboot-" + run1 + " of Workflow " + run1 + " failed to power the machine: dial tcp 10.0.0.21:16992: connect: no route to host; set AMT's address to 10.0.0.21, or power the machine on by hand"})
 	if got := h.nb.dev(1); got.DesiredAction != inventory.DesiredActionProvision {
 		t.Errorf("desired_action = %q, want provision again", got.DesiredAction)
 	}
@@ -604,21 +628,20 @@ func TestAPIServerBootstrapTokenForbidden(t *testing.T) {
 // kube-apiserver (--enable-bootstrap-token-auth) as system:bootstrap:<id>,
 // in the groups a kubelet's first certificate request needs, and stops
 // authenticating at its expiration: the runbook's kubelet Unauthorized
-// row. provision's clock puts the render ConfigTTL + TokenGrace minus a
-// few seconds in the past, so the Secret it writes expires within seconds.
+// row. The test renders as if ConfigTTL + TokenGrace minus a few seconds
+// had passed since, so the Secret it writes expires within seconds.
 func TestAPIServerBootstrapTokenAuthenticates(t *testing.T) {
 	t.Parallel() // it waits for the expiry; it lists no Secrets of other tests
 	const ahead = 6 * time.Second
-	dev := worker(1, "node-01")
-	h := newRealHarness(t, func(_ *Cluster, c *Config) {
-		c.Now = func() time.Time { return time.Now().Add(-c.ConfigTTL - TokenGrace + ahead) }
-	}, dev)
+	dev := attested(worker(1, "node-01"))
+	h := newRealHarness(t, nil, dev)
 	ctx := context.Background()
-	d, err := h.p.Admit(ctx, claimOf(dev))
-	if err != nil || d.Code == "" {
-		t.Fatalf("Admit = %+v, %v", d, err)
+	const code = "SECRETCODE0001"
+	rendered := time.Now().Add(-h.cfg.ConfigTTL - TokenGrace + ahead)
+	if _, err := h.p.render(ctx, dev, "provision-node-01-1", code, rendered); err != nil {
+		t.Fatalf("render: %v", err)
 	}
-	id, token := h.heldToken(d.Code)
+	id, token := h.heldToken(code)
 	s, err := h.kubeAPI.CoreV1().Secrets("kube-system").Get(ctx, "bootstrap-token-"+id, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -665,4 +688,15 @@ func TestAPIServerBootstrapTokenAuthenticates(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// workflowCreated is when provision created the Workflow name, as its
+// annotation says (to the second): what a run's timeouts count from.
+func (h *harness) workflowCreated(name string) time.Time {
+	h.t.Helper()
+	at, err := time.Parse(time.RFC3339, h.workflow(name).Annotations[annCreated])
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return at
 }

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
-	"slices"
-	"strings"
 
 	"github.com/siderolabs/talos/pkg/machinery/cel"
 	"github.com/siderolabs/talos/pkg/machinery/cel/celenv"
@@ -25,24 +23,8 @@ import (
 
 // controlPlane reports whether dev's class is a control plane class.
 func (c Cluster) controlPlane(dev inventory.Device) bool {
-	return isControlPlane(dev, c.Classes)
-}
-
-func isControlPlane(dev inventory.Device, classes map[string]inventory.Class) bool {
-	cl, ok := classes[dev.Class]
+	cl, ok := c.Classes[dev.Class]
 	return ok && cl.Type == inventory.ControlPlane
-}
-
-// ControlPlanes returns the devices whose class is a control plane class
-// and that hold an address, in the order given.
-func ControlPlanes(devices []inventory.Device, classes map[string]inventory.Class) []inventory.Device {
-	var out []inventory.Device
-	for _, d := range devices {
-		if isControlPlane(d, classes) && d.Address.IsValid() {
-			out = append(out, d)
-		}
-	}
-	return out
 }
 
 // LinkName is the name of the link alias a rendered config gives the
@@ -63,7 +45,7 @@ func (metalMode) InContainer() bool     { return false }
 // Render renders dev's Talos machine config for its class: its static
 // address on the interface with its MAC, its install disk by serial, the
 // class's installer image, and token as cluster.token. For a control plane,
-// sans (every control plane's address, see ControlPlaneSANs) become the API
+// sans (every control plane's address, see inventory.ControlPlaneSANs) become the API
 // server's and the machine's certificate SANs, and the bundle must hold its
 // CA keys. The config passed machinery's validation and fleet's own checks
 // (a well-formed token, an installer image, the install disk by serial
@@ -145,7 +127,9 @@ func (c Cluster) Render(dev inventory.Device, token string, sans []string) ([]by
 }
 
 // nodeDocuments replaces the generated hostname document with the node's
-// name and adds its link alias and static address.
+// name and adds its static address: a LinkAliasConfig named LinkName that
+// matches the NetBox MAC by CEL (mac(link.permanent_addr) == "..."), and a
+// LinkConfig LinkName with the address and a default route.
 func (c Cluster) nodeDocuments(in []talosconfig.Document, dev inventory.Device) ([]talosconfig.Document, error) {
 	docs := make([]talosconfig.Document, 0, len(in)+3)
 	for _, d := range in {
@@ -288,32 +272,4 @@ func bundleHasKeys(b *secrets.Bundle) bool {
 		c.K8sAggregator != nil && ok(c.K8sAggregator.Crt, c.K8sAggregator.Key) &&
 		c.OS != nil && ok(c.OS.Crt, c.OS.Key) &&
 		c.K8sServiceAccount != nil && len(c.K8sServiceAccount.Key) > 0
-}
-
-// ControlPlaneSANs returns the API server certificate SANs a control plane
-// gets: the address of every control plane in devices (whatever its status,
-// so a node that joins or leaves keeps a valid certificate), then extra, in
-// order, without duplicates.
-func ControlPlaneSANs(devices []inventory.Device, classes map[string]inventory.Class, extra []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	add := func(s string) {
-		s = strings.TrimSpace(s)
-		if s != "" && !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	var addrs []netip.Addr
-	for _, d := range ControlPlanes(devices, classes) {
-		addrs = append(addrs, d.Address.Addr())
-	}
-	slices.SortFunc(addrs, netip.Addr.Compare)
-	for _, a := range addrs {
-		add(a.String())
-	}
-	for _, e := range extra {
-		add(e)
-	}
-	return out
 }

@@ -3,6 +3,7 @@ package provision
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/bmc"
 	corev1 "k8s.io/api/core/v1"
@@ -29,55 +30,59 @@ func (h *harness) machine(name string) bmc.Machine {
 // Rufio reaches the node's AMT at the node's address: the Machine a run
 // creates names it, with the BMC credentials' Secret and AMT's scheme.
 func TestRufioMachineAtNodeAddress(t *testing.T) {
-	dev := attested(worker(1, "node-01"))
-	dev.BMC = "amt"
-	dev.DesiredAction = inventory.DesiredActionProvision
-	h := newHarness(t, nil, dev)
-	if pass := h.reconcile(); len(pass.Started) != 1 {
-		t.Fatalf("pass = %+v", pass)
-	}
-	m := h.machine("node-01")
-	if got, want := m.Spec.Connection.Host, dev.Address.Addr().String(); got != want {
-		t.Errorf("Machine host = %q, want the node's address %q", got, want)
-	}
-	if got := m.Spec.Connection.AuthSecretRef; got != (corev1.SecretReference{Name: "bmc-auth", Namespace: "tinkerbell"}) {
-		t.Errorf("Machine credentials = %+v", got)
-	}
-	if o := m.Spec.Connection.ProviderOptions; o == nil || o.IntelAMT == nil || o.IntelAMT.HostScheme != "http" {
-		t.Errorf("Machine provider options = %+v, want Intel AMT over http", o)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		dev := attested(worker(1, "node-01"))
+		dev.BMC = "amt"
+		dev.DesiredAction = inventory.DesiredActionProvision
+		h := newHarness(t, nil, dev)
+		if pass := h.reconcile(); len(pass.Started) != 1 {
+			t.Fatalf("pass = %+v", pass)
+		}
+		m := h.machine("node-01")
+		if got, want := m.Spec.Connection.Host, dev.Address.Addr().String(); got != want {
+			t.Errorf("Machine host = %q, want the node's address %q", got, want)
+		}
+		if got := m.Spec.Connection.AuthSecretRef; got != (corev1.SecretReference{Name: "bmc-auth", Namespace: "tinkerbell"}) {
+			t.Errorf("Machine credentials = %+v", got)
+		}
+		if o := m.Spec.Connection.ProviderOptions; o == nil || o.IntelAMT == nil || o.IntelAMT.HostScheme != "http" {
+			t.Errorf("Machine provider options = %+v, want Intel AMT over http", o)
+		}
+	})
 }
 
 // A Machine that names another host (the node's address changed, or it
 // was made by hand) is pointed at the node's address before a run relies
 // on it; its credentials stay as they were.
 func TestRufioMachineHostCorrected(t *testing.T) {
-	dev := attested(worker(1, "node-01"))
-	dev.BMC = "amt"
-	dev.DesiredAction = inventory.DesiredActionProvision
-	h := newHarness(t, nil, dev)
-	old := bmc.Machine{
-		ObjectMeta: metav1.ObjectMeta{Name: "node-01", Namespace: "tinkerbell"},
-		Spec: bmc.MachineSpec{Connection: bmc.Connection{
-			Host:          "192.0.2.77",
-			AuthSecretRef: corev1.SecretReference{Name: "amt-node-01", Namespace: "tinkerbell"},
-		}},
-	}
-	u, err := toUnstructured(&old, bmc.GroupVersion.WithKind("Machine"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.tink.Resource(MachineResource).Namespace("tinkerbell").Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if pass := h.reconcile(); len(pass.Started) != 1 {
-		t.Fatalf("pass = %+v", pass)
-	}
-	m := h.machine("node-01")
-	if got, want := m.Spec.Connection.Host, dev.Address.Addr().String(); got != want {
-		t.Errorf("Machine host = %q, want the node's address %q", got, want)
-	}
-	if got := m.Spec.Connection.AuthSecretRef.Name; got != "amt-node-01" {
-		t.Errorf("Machine credentials = %q, want the operator's kept", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		dev := attested(worker(1, "node-01"))
+		dev.BMC = "amt"
+		dev.DesiredAction = inventory.DesiredActionProvision
+		h := newHarness(t, nil, dev)
+		old := bmc.Machine{
+			ObjectMeta: metav1.ObjectMeta{Name: "node-01", Namespace: "tinkerbell"},
+			Spec: bmc.MachineSpec{Connection: bmc.Connection{
+				Host:          "192.0.2.77",
+				AuthSecretRef: corev1.SecretReference{Name: "amt-node-01", Namespace: "tinkerbell"},
+			}},
+		}
+		u, err := toUnstructured(&old, bmc.GroupVersion.WithKind("Machine"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.tink.Resource(MachineResource).Namespace("tinkerbell").Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if pass := h.reconcile(); len(pass.Started) != 1 {
+			t.Fatalf("pass = %+v", pass)
+		}
+		m := h.machine("node-01")
+		if got, want := m.Spec.Connection.Host, dev.Address.Addr().String(); got != want {
+			t.Errorf("Machine host = %q, want the node's address %q", got, want)
+		}
+		if got := m.Spec.Connection.AuthSecretRef.Name; got != "amt-node-01" {
+			t.Errorf("Machine credentials = %q, want the operator's kept", got)
+		}
+	})
 }

@@ -59,11 +59,21 @@ func CodeSHA256(code string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// The kinds of run, as the Workflow's name prefix and its run label say.
+// RunKind is the kind of a run, as its Workflow's name prefix and its run
+// label (LabelRunKind) say. The zero value is invalid.
+type RunKind string
+
+// The kinds of run.
 const (
-	RunProvision = "provision"
-	RunRetire    = "retire"
+	// RunProvision installs Talos: Workflow provision-<node>-<unix seconds>.
+	RunProvision RunKind = "provision"
+	// RunRetire wipes a decommissioning device's install disk: Workflow
+	// retire-<node>-<unix seconds>.
+	RunRetire RunKind = "retire"
 )
+
+// kindOf is the kind of r, as its run label says.
+func kindOf(r *run) RunKind { return RunKind(r.Kind) }
 
 // run is one fleet Workflow as read from the cluster.
 type run = wfrun.Run
@@ -279,7 +289,7 @@ func (p *Provisioner) ensureMachine(ctx context.Context, dev inventory.Device) e
 // newWorkflow creates the run's Workflow, which names code by its SHA-256
 // alone. netboot asks Tinkerbell to power-cycle the machine into HookOS
 // through a Rufio job first.
-func (p *Provisioner) newWorkflow(ctx context.Context, dev inventory.Device, name, kind, code, image, hookOS string, netboot bool, now time.Time) error {
+func (p *Provisioner) newWorkflow(ctx context.Context, dev inventory.Device, name string, kind RunKind, code, image, hookOS string, netboot bool, now time.Time) error {
 	tpl := p.cfg.ProvisionTemplate
 	if kind == RunRetire {
 		tpl = p.cfg.RetireTemplate
@@ -298,7 +308,7 @@ func (p *Provisioner) newWorkflow(ctx context.Context, dev inventory.Device, nam
 			Labels: map[string]string{
 				LabelManagedBy: managedBy,
 				LabelDeviceID:  strconv.FormatInt(dev.ID, 10),
-				LabelRunKind:   kind,
+				LabelRunKind:   string(kind),
 			},
 			Annotations: map[string]string{annNode: dev.Name, annCreated: now.UTC().Format(time.RFC3339)},
 		},

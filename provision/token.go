@@ -60,9 +60,12 @@ func randomToken(n int) (string, error) {
 	return string(out), nil
 }
 
-// bootstrapToken creates dev's bootstrap token in the cluster as a
-// bootstrap.kubernetes.io/token Secret that expires ConfigTTL + TokenGrace
-// after now, and returns the token (a secret) and its expiry. The error
+// bootstrapToken creates dev's bootstrap token in the cluster as a Secret
+// bootstrap-token-<id> in kube-system of type bootstrap.kubernetes.io/token,
+// with usage-bootstrap-authentication and usage-bootstrap-signing,
+// auth-extra-groups system:bootstrappers:nodes, and an expiration (RFC
+// 3339) ConfigTTL (FLEET_CONFIG_TTL) + TokenGrace after now, and returns
+// the token (a secret, the config's cluster.token) and its expiry. The error
 // reads "create <node>'s bootstrap token: <cause>" and wraps
 // ErrBootstrapToken.
 func (p *Provisioner) bootstrapToken(ctx context.Context, dev inventory.Device, run string, now time.Time) (token, secretName string, expires time.Time, err error) {

@@ -14,9 +14,9 @@ import (
 	"github.com/fleetkit/fleet/inventory"
 )
 
-const run1 = "provision-node-01-1767225600"
+const run1 = "provision-node-01-946684800"
 
-var started1 = journalLine{1, inventory.JournalInfo, "started Workflow provision-node-01-1767225600; the machine attested from HookOS at 10.0.0.21"}
+var started1 = journalLine{1, inventory.JournalInfo, "started Workflow provision-node-01-946684800; the machine attested from HookOS at 10.0.0.21"}
 
 // startWorker starts node-01's run through its attestation.
 func startWorker(t *testing.T, edit func(*inventory.Device)) *harness {
@@ -47,17 +47,19 @@ func actions(states map[string]tinkerbell.WorkflowState) []tinkerbell.Task {
 
 // The run ends SUCCESS: one success line, however many passes.
 func TestWatchSuccess(t *testing.T) {
-	h := startWorker(t, nil)
-	h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-		s.State = tinkerbell.WorkflowStateSuccess
-		s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "SUCCESS", "next-boot": "SUCCESS", "reboot": "SUCCESS"})
+	synctest.Test(t, func(t *testing.T) {
+		h := startWorker(t, nil)
+		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+			s.State = tinkerbell.WorkflowStateSuccess
+			s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "SUCCESS", "next-boot": "SUCCESS", "reboot": "SUCCESS"})
+		})
+		pass := h.reconcile()
+		h.reconcile()
+		if !slices.Equal(pass.Ended, []string{run1}) {
+			t.Errorf("ended %v", pass.Ended)
+		}
+		h.wantJournal(1, started1, journalLine{1, inventory.JournalSuccess, "Workflow provision-node-01-946684800 ended SUCCESS"})
 	})
-	pass := h.reconcile()
-	h.reconcile()
-	if !slices.Equal(pass.Ended, []string{run1}) {
-		t.Errorf("ended %v", pass.Ended)
-	}
-	h.wantJournal(1, started1, journalLine{1, inventory.JournalSuccess, "Workflow provision-node-01-1767225600 ended SUCCESS"})
 }
 
 // "The journal says a Workflow ended FAILED or ended TIMEOUT and names an
@@ -69,27 +71,29 @@ func TestWatchEndedFailedOrTimeout(t *testing.T) {
 		line   string
 	}{
 		{tinkerbell.WorkflowStateFailed, "wipe-disk",
-			"Workflow provision-node-01-1767225600 ended FAILED at action wipe-disk; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21"},
+			"Workflow provision-node-01-946684800 ended FAILED at action wipe-disk; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21"},
 		{tinkerbell.WorkflowStateTimeout, "install",
-			"Workflow provision-node-01-1767225600 ended TIMEOUT at action install; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21"},
+			"Workflow provision-node-01-946684800 ended TIMEOUT at action install; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21"},
 	} {
 		t.Run(string(tc.state), func(t *testing.T) {
-			h := startWorker(t, nil)
-			h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-				s.State = tc.state
-				s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", tc.action: tc.state})
-				// Tinkerbell's own message says only this.
-				s.Conditions = []tinkerbell.WorkflowCondition{{Type: "ActionComplete", Status: "True", Message: "action completed"}}
+			synctest.Test(t, func(t *testing.T) {
+				h := startWorker(t, nil)
+				h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+					s.State = tc.state
+					s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", tc.action: tc.state})
+					// Tinkerbell's own message says only this.
+					s.Conditions = []tinkerbell.WorkflowCondition{{Type: "ActionComplete", Status: "True", Message: "action completed"}}
+				})
+				h.reconcile()
+				h.reconcile()
+				h.wantJournal(1, started1, journalLine{1, inventory.JournalWarning, tc.line})
+				if n := h.count(WorkflowResource); n != 1 {
+					t.Errorf("%d Workflows, want the ended one kept", n)
+				}
+				if got := h.nb.dev(1); got.Status != inventory.StatusPlanned || got.DesiredAction != "" {
+					t.Errorf("device changed: %+v", got)
+				}
 			})
-			h.reconcile()
-			h.reconcile()
-			h.wantJournal(1, started1, journalLine{1, inventory.JournalWarning, tc.line})
-			if n := h.count(WorkflowResource); n != 1 {
-				t.Errorf("%d Workflows, want the ended one kept", n)
-			}
-			if got := h.nb.dev(1); got.Status != inventory.StatusPlanned || got.DesiredAction != "" {
-				t.Errorf("device changed: %+v", got)
-			}
 		})
 	}
 }
@@ -98,42 +102,46 @@ func TestWatchEndedFailedOrTimeout(t *testing.T) {
 // global timeout": fleetd deletes it, once the timeout passed and not
 // before.
 func TestWatchNeverReported(t *testing.T) {
-	h := startWorker(t, nil)
-	h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-		s.State = tinkerbell.WorkflowStatePending
-		s.GlobalTimeout = 3600
-		s.Tasks = actions(nil)
+	synctest.Test(t, func(t *testing.T) {
+		h := startWorker(t, nil)
+		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+			s.State = tinkerbell.WorkflowStatePending
+			s.GlobalTimeout = 3600
+			s.Tasks = actions(nil)
+		})
+		time.Sleep(59 * time.Minute)
+		if pass := h.reconcile(); len(pass.Deleted) != 0 {
+			t.Fatalf("deleted %v before the global timeout", pass.Deleted)
+		}
+		time.Sleep(2 * time.Minute)
+		pass := h.reconcile()
+		if !slices.Equal(pass.Deleted, []string{run1}) {
+			t.Fatalf("deleted %v", pass.Deleted)
+		}
+		if n := h.count(WorkflowResource); n != 0 {
+			t.Errorf("%d Workflows left", n)
+		}
+		h.reconcile()
+		h.wantJournal(1, started1, journalLine{1, inventory.JournalWarning,
+			"Workflow provision-node-01-946684800 never reported its first action within its global timeout (1h0m0s); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision"})
 	})
-	h.clock.Advance(59 * time.Minute)
-	if pass := h.reconcile(); len(pass.Deleted) != 0 {
-		t.Fatalf("deleted %v before the global timeout", pass.Deleted)
-	}
-	h.clock.Advance(2 * time.Minute)
-	pass := h.reconcile()
-	if !slices.Equal(pass.Deleted, []string{run1}) {
-		t.Fatalf("deleted %v", pass.Deleted)
-	}
-	if n := h.count(WorkflowResource); n != 0 {
-		t.Errorf("%d Workflows left", n)
-	}
-	h.reconcile()
-	h.wantJournal(1, started1, journalLine{1, inventory.JournalWarning,
-		"Workflow provision-node-01-1767225600 never reported its first action within its global timeout (1h0m0s); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision"})
 }
 
 // A run that reported an action is never deleted for the global timeout.
 func TestWatchStartedRunNotDeleted(t *testing.T) {
-	h := startWorker(t, nil)
-	h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-		s.State = tinkerbell.WorkflowStateRunning
-		s.CurrentState = &tinkerbell.CurrentState{ActionName: "wipe-disk", State: tinkerbell.WorkflowStateRunning}
-		s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "RUNNING"})
+	synctest.Test(t, func(t *testing.T) {
+		h := startWorker(t, nil)
+		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+			s.State = tinkerbell.WorkflowStateRunning
+			s.CurrentState = &tinkerbell.CurrentState{ActionName: "wipe-disk", State: tinkerbell.WorkflowStateRunning}
+			s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "RUNNING"})
+		})
+		time.Sleep(10 * time.Hour)
+		if pass := h.reconcile(); len(pass.Deleted)+len(pass.Ended) != 0 {
+			t.Errorf("pass = %+v", pass)
+		}
+		h.wantJournal(1, started1)
 	})
-	h.clock.Advance(10 * time.Hour)
-	if pass := h.reconcile(); len(pass.Deleted)+len(pass.Ended) != 0 {
-		t.Errorf("pass = %+v", pass)
-	}
-	h.wantJournal(1, started1)
 }
 
 // "The node is active, and the journal says its Workflow passed its global
@@ -150,26 +158,28 @@ func TestWatchPassedGlobalTimeoutActive(t *testing.T) {
 		{"TIMEOUT at reboot", "reboot", tinkerbell.WorkflowStateTimeout},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := startWorker(t, nil)
-			stop := metav1.NewTime(t0.Add(time.Hour))
-			h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-				s.State = tc.state
-				s.GlobalExecutionStop = &stop
-				s.CurrentState = &tinkerbell.CurrentState{ActionName: tc.action, State: tinkerbell.WorkflowStateRunning}
-				s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "SUCCESS", tc.action: "RUNNING"})
+			synctest.Test(t, func(t *testing.T) {
+				h := startWorker(t, nil)
+				stop := metav1.NewTime(t0.Add(time.Hour))
+				h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+					s.State = tc.state
+					s.GlobalExecutionStop = &stop
+					s.CurrentState = &tinkerbell.CurrentState{ActionName: tc.action, State: tinkerbell.WorkflowStateRunning}
+					s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "SUCCESS", tc.action: "RUNNING"})
+				})
+				h.nb.set(1, func(d *inventory.Device) { d.Status = inventory.StatusActive })
+				time.Sleep(2 * time.Hour)
+				h.reconcile()
+				h.reconcile()
+				h.wantJournal(1, started1, journalLine{1, inventory.JournalInfo,
+					"Workflow provision-node-01-946684800 passed its global timeout while " + tc.action + " was current; the node is active, so it has its config, and nothing else is done"})
+				if n := h.count(WorkflowResource); n != 1 {
+					t.Errorf("%d Workflows, want it kept", n)
+				}
+				if got := h.nb.dev(1); got.Status != inventory.StatusActive || got.DesiredAction != "" {
+					t.Errorf("device changed: %+v", got)
+				}
 			})
-			h.nb.set(1, func(d *inventory.Device) { d.Status = inventory.StatusActive })
-			h.clock.Advance(2 * time.Hour)
-			h.reconcile()
-			h.reconcile()
-			h.wantJournal(1, started1, journalLine{1, inventory.JournalInfo,
-				"Workflow provision-node-01-1767225600 passed its global timeout while " + tc.action + " was current; the node is active, so it has its config, and nothing else is done"})
-			if n := h.count(WorkflowResource); n != 1 {
-				t.Errorf("%d Workflows, want it kept", n)
-			}
-			if got := h.nb.dev(1); got.Status != inventory.StatusActive || got.DesiredAction != "" {
-				t.Errorf("device changed: %+v", got)
-			}
 		})
 	}
 }
@@ -177,75 +187,81 @@ func TestWatchPassedGlobalTimeoutActive(t *testing.T) {
 // A RUNNING run past its stop on a node that is not active yet is left to
 // Tinkerbell, which ends it TIMEOUT.
 func TestWatchPastStopNotActive(t *testing.T) {
-	h := startWorker(t, nil)
-	stop := metav1.NewTime(t0.Add(time.Hour))
-	h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-		s.State = tinkerbell.WorkflowStateRunning
-		s.GlobalExecutionStop = &stop
-		s.CurrentState = &tinkerbell.CurrentState{ActionName: "install"}
+	synctest.Test(t, func(t *testing.T) {
+		h := startWorker(t, nil)
+		stop := metav1.NewTime(t0.Add(time.Hour))
+		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+			s.State = tinkerbell.WorkflowStateRunning
+			s.GlobalExecutionStop = &stop
+			s.CurrentState = &tinkerbell.CurrentState{ActionName: "install"}
+		})
+		time.Sleep(2 * time.Hour)
+		if pass := h.reconcile(); len(pass.Ended) != 0 {
+			t.Errorf("ended %v", pass.Ended)
+		}
+		h.wantJournal(1, started1)
 	})
-	h.clock.Advance(2 * time.Hour)
-	if pass := h.reconcile(); len(pass.Ended) != 0 {
-		t.Errorf("ended %v", pass.Ended)
-	}
-	h.wantJournal(1, started1)
 }
 
 // "FleetNodeBootedHookOSAfterInstall fires, and the journal says the node
 // booted HookOS and attested after Workflow": once per run.
 func TestBootedHookOSAfterSuccess(t *testing.T) {
-	h := startWorker(t, nil)
-	h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) { s.State = tinkerbell.WorkflowStateSuccess })
-	h.reconcile()
-	dev := h.nb.dev(1)
-	for range 3 {
-		d, err := h.p.Admit(context.Background(), claimOf(dev))
-		if err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		h := startWorker(t, nil)
+		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) { s.State = tinkerbell.WorkflowStateSuccess })
+		h.reconcile()
+		dev := h.nb.dev(1)
+		for range 3 {
+			d, err := h.p.Admit(context.Background(), claimOf(dev))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Outcome != NoProvision || d.Code != "" {
+				t.Errorf("Admit = %+v", d)
+			}
+		}
+		h.wantJournal(1, started1,
+			journalLine{1, inventory.JournalSuccess, "Workflow provision-node-01-946684800 ended SUCCESS"},
+			journalLine{1, inventory.JournalWarning, "the node booted HookOS and attested after Workflow provision-node-01-946684800 succeeded: fix its boot order so the disk comes before PXE, then set desired_action to provision"})
+		if !slices.Equal(h.booted, []string{"node-01"}) {
+			t.Errorf("metric hook called for %v, want once for node-01", h.booted)
+		}
+		// After a restart it is still once per run.
+		h.restart()
+		if _, err := h.p.Admit(context.Background(), claimOf(dev)); err != nil {
 			t.Fatal(err)
 		}
-		if d.Outcome != NoProvision || d.Code != "" {
-			t.Errorf("Admit = %+v", d)
+		if len(h.booted) != 1 {
+			t.Errorf("metric hook called %d times after a restart", len(h.booted))
 		}
-	}
-	h.wantJournal(1, started1,
-		journalLine{1, inventory.JournalSuccess, "Workflow provision-node-01-1767225600 ended SUCCESS"},
-		journalLine{1, inventory.JournalWarning, "the node booted HookOS and attested after Workflow provision-node-01-1767225600 succeeded: fix its boot order so the disk comes before PXE, then set desired_action to provision"})
-	if !slices.Equal(h.booted, []string{"node-01"}) {
-		t.Errorf("metric hook called for %v, want once for node-01", h.booted)
-	}
-	// After a restart it is still once per run.
-	h.restart()
-	if _, err := h.p.Admit(context.Background(), claimOf(dev)); err != nil {
-		t.Fatal(err)
-	}
-	if len(h.booted) != 1 {
-		t.Errorf("metric hook called %d times after a restart", len(h.booted))
-	}
+	})
 }
 
 // A HookOS reboot before the run's first action gets the same code again;
 // after wipe-disk it gets none.
 func TestAdmitInFlightRun(t *testing.T) {
-	h := startWorker(t, nil)
-	dev := h.nb.dev(1)
-	d, err := h.p.Admit(context.Background(), claimOf(dev))
-	if err != nil || d.Outcome != Provision || d.Code != "SECRETCODE0001" || d.Run != run1 {
-		t.Fatalf("Admit before any action = %+v, %v", d, err)
-	}
-	h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-		s.State = tinkerbell.WorkflowStateRunning
-		s.CurrentState = &tinkerbell.CurrentState{ActionName: "install"}
+	synctest.Test(t, func(t *testing.T) {
+		h := startWorker(t, nil)
+		dev := h.nb.dev(1)
+		d, err := h.p.Admit(context.Background(), claimOf(dev))
+		if err != nil || d.Outcome != Provision || d.Code != "SECRETCODE0001" || d.Run != run1 {
+			t.Fatalf("Admit before any action = %+v, %v", d, err)
+		}
+		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+			s.State = tinkerbell.WorkflowStateRunning
+			s.CurrentState = &tinkerbell.CurrentState{ActionName: "install"}
+		})
+		d, err = h.p.Admit(context.Background(), claimOf(dev))
+		if err != nil || d.Outcome != NoProvision || d.Code != "" {
+			t.Fatalf("Admit during install = %+v, %v", d, err)
+		}
+		if d.Reason != "run provision-node-01-946684800 is in flight at action install" {
+			t.Errorf("reason = %q", d.Reason)
+		}
+		if n := len(h.secrets()); n != 1 {
+			t.Errorf("%d tokens, want 1", n)
+		}
 	})
-	d, err = h.p.Admit(context.Background(), claimOf(dev))
-	if err != nil || d.Outcome != NoProvision || d.Code != "" {
-		t.Fatalf("Admit during install = %+v, %v", d, err)
-	}
-	if d.Reason != "run provision-node-01-1767225600 is in flight at action install" {
-		t.Errorf("reason = %q", d.Reason)
-	}
-	if n := len(h.secrets()); n != 1 {
-		t.Errorf("%d tokens, want 1", n)
-	}
 }
 
 // rufioFails starts node-01's run from desired_action and has its Rufio job
@@ -276,8 +292,8 @@ func rufioFails(t *testing.T) (*harness, inventory.Device) {
 	}
 	h.reconcile()
 	h.wantJournal(1,
-		journalLine{1, inventory.JournalInfo, "started Workflow provision-node-01-1767225600; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"},
-		journalLine{1, inventory.JournalWarning, "the Rufio job netboot-provision-node-01-1767225600 of Workflow provision-node-01-1767225600 failed to power the machine: dial tcp 10.0.0.21:16992: connect: no route to host; set AMT's address to 10.0.0.21, or power the machine on by hand"})
+		journalLine{1, inventory.JournalInfo, "started Workflow provision-node-01-946684800; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"},
+		journalLine{1, inventory.JournalWarning, "the Rufio job netboot-provision-node-01-946684800 of Workflow provision-node-01-946684800 failed to power the machine: dial tcp 10.0.0.21:16992: connect: no route to host; set AMT's address to 10.0.0.21, or power the machine on by hand"})
 	if got := h.nb.dev(1); got.DesiredAction != inventory.DesiredActionProvision {
 		t.Errorf("desired_action = %q, want provision again", got.DesiredAction)
 	}
@@ -288,29 +304,33 @@ func rufioFails(t *testing.T) (*harness, inventory.Device) {
 // the job's message and the address AMT must answer at; desired_action is
 // set again so that a machine powered on by hand gets a run.
 func TestRufioJobFailsPowerOnByHand(t *testing.T) {
-	h, dev := rufioFails(t)
-	h.clock.Advance(time.Minute)
-	d, err := h.p.Admit(context.Background(), claimOf(dev))
-	if err != nil || d.Outcome != Provision || d.Run != "provision-node-01-1767225660" || d.Code != "SECRETCODE0002" {
-		t.Fatalf("Admit = %+v, %v", d, err)
-	}
-	if got := h.nb.dev(1); got.DesiredAction != "" {
-		t.Errorf("desired_action = %q after the run started", got.DesiredAction)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h, dev := rufioFails(t)
+		time.Sleep(time.Minute)
+		d, err := h.p.Admit(context.Background(), claimOf(dev))
+		if err != nil || d.Outcome != Provision || d.Run != "provision-node-01-946684860" || d.Code != "SECRETCODE0002" {
+			t.Fatalf("Admit = %+v, %v", d, err)
+		}
+		if got := h.nb.dev(1); got.DesiredAction != "" {
+			t.Errorf("desired_action = %q after the run started", got.DesiredAction)
+		}
+	})
 }
 
 // The loop power-cycles the machine again only after PowerRetry.
 func TestRufioJobFailsRetry(t *testing.T) {
-	h, _ := rufioFails(t)
-	h.clock.Advance(29 * time.Minute)
-	if pass := h.reconcile(); len(pass.Started) != 0 {
-		t.Errorf("started %v before PowerRetry", pass.Started)
-	}
-	h.restart() // the wait survives a restart: it is read from the cluster
-	h.clock.Advance(2 * time.Minute)
-	if pass := h.reconcile(); !slices.Equal(pass.Started, []string{"provision-node-01-1767227460"}) {
-		t.Errorf("started %v after PowerRetry", pass.Started)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h, _ := rufioFails(t)
+		time.Sleep(29 * time.Minute)
+		if pass := h.reconcile(); len(pass.Started) != 0 {
+			t.Errorf("started %v before PowerRetry", pass.Started)
+		}
+		h.restart() // the wait survives a restart: it is read from the cluster
+		time.Sleep(2 * time.Minute)
+		if pass := h.reconcile(); !slices.Equal(pass.Started, []string{"provision-node-01-946686660"}) {
+			t.Errorf("started %v after PowerRetry", pass.Started)
+		}
+	})
 }
 
 // Retirement: "A retirement that ended this way is a danger line", and the
@@ -318,106 +338,114 @@ func TestRufioJobFailsRetry(t *testing.T) {
 func TestRetirementEndsDanger(t *testing.T) {
 	for _, state := range []tinkerbell.WorkflowState{tinkerbell.WorkflowStateFailed, tinkerbell.WorkflowStateTimeout} {
 		t.Run(string(state), func(t *testing.T) {
-			dev := attested(worker(1, "node-01"))
-			dev.Status = inventory.StatusDecommissioning
-			h := newHarness(t, nil, dev)
-			h.reconcile()
-			const run = "retire-node-01-1767225600"
-			h.setStatus(run, func(s *tinkerbell.WorkflowStatus) {
-				s.State = state
-				s.Tasks = []tinkerbell.Task{{Actions: []tinkerbell.Action{{Name: "wipe-disk", State: state}}}}
+			synctest.Test(t, func(t *testing.T) {
+				dev := attested(worker(1, "node-01"))
+				dev.Status = inventory.StatusDecommissioning
+				h := newHarness(t, nil, dev)
+				h.reconcile()
+				const run = "retire-node-01-946684800"
+				h.setStatus(run, func(s *tinkerbell.WorkflowStatus) {
+					s.State = state
+					s.Tasks = []tinkerbell.Task{{Actions: []tinkerbell.Action{{Name: "wipe-disk", State: state}}}}
+				})
+				h.reconcile()
+				h.reconcile()
+				h.wantJournal(1,
+					journalLine{1, inventory.JournalInfo, "started Workflow retire-node-01-946684800; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code, and the run wipes its install disk"},
+					journalLine{1, inventory.JournalDanger, "Workflow retire-node-01-946684800 ended " + string(state) + " at action wipe-disk; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21; the disk may not be wiped, so the node may still hold its data and its identity, and the device stays decommissioning"})
+				if got := h.nb.dev(1); got.Status != inventory.StatusDecommissioning {
+					t.Errorf("status = %s, want decommissioning", got.Status)
+				}
+				// No new retirement starts by itself; desired_action=provision asks for one.
+				if pass := h.reconcile(); len(pass.Started) != 0 {
+					t.Errorf("started %v", pass.Started)
+				}
+				time.Sleep(time.Minute)
+				h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
+				if pass := h.reconcile(); !slices.Equal(pass.Started, []string{"retire-node-01-946684860"}) {
+					t.Errorf("started %v", pass.Started)
+				}
 			})
-			h.reconcile()
-			h.reconcile()
-			h.wantJournal(1,
-				journalLine{1, inventory.JournalInfo, "started Workflow retire-node-01-1767225600; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code, and the run wipes its install disk"},
-				journalLine{1, inventory.JournalDanger, "Workflow retire-node-01-1767225600 ended " + string(state) + " at action wipe-disk; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21; the disk may not be wiped, so the node may still hold its data and its identity, and the device stays decommissioning"})
-			if got := h.nb.dev(1); got.Status != inventory.StatusDecommissioning {
-				t.Errorf("status = %s, want decommissioning", got.Status)
-			}
-			// No new retirement starts by itself; desired_action=provision asks for one.
-			if pass := h.reconcile(); len(pass.Started) != 0 {
-				t.Errorf("started %v", pass.Started)
-			}
-			h.clock.Advance(time.Minute)
-			h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
-			if pass := h.reconcile(); !slices.Equal(pass.Started, []string{"retire-node-01-1767225660"}) {
-				t.Errorf("started %v", pass.Started)
-			}
 		})
 	}
 }
 
 func TestRetirementSuccess(t *testing.T) {
-	dev := attested(worker(1, "node-01"))
-	dev.Status = inventory.StatusDecommissioning
-	h := newHarness(t, nil, dev)
-	h.reconcile()
-	h.setStatus("retire-node-01-1767225600", func(s *tinkerbell.WorkflowStatus) { s.State = tinkerbell.WorkflowStateSuccess })
-	h.reconcile()
-	lines := h.nb.lines()
-	if last := lines[len(lines)-1]; last != (journalLine{1, inventory.JournalSuccess, "Workflow retire-node-01-1767225600 ended SUCCESS: the install disk is wiped"}) {
-		t.Errorf("last line = %+v", last)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		dev := attested(worker(1, "node-01"))
+		dev.Status = inventory.StatusDecommissioning
+		h := newHarness(t, nil, dev)
+		h.reconcile()
+		h.setStatus("retire-node-01-946684800", func(s *tinkerbell.WorkflowStatus) { s.State = tinkerbell.WorkflowStateSuccess })
+		h.reconcile()
+		lines := h.nb.lines()
+		if last := lines[len(lines)-1]; last != (journalLine{1, inventory.JournalSuccess, "Workflow retire-node-01-946684800 ended SUCCESS: the install disk is wiped"}) {
+			t.Errorf("last line = %+v", last)
+		}
+	})
 }
 
 // A fleetd restart mid-run: the new process picks the run up from the
 // cluster, journals its end once, and deletes a stalled run on time.
 func TestRestartResumesWatching(t *testing.T) {
-	devA := worker(1, "node-01")
-	devB := worker(2, "node-02")
-	h := newHarness(t, nil, devA, devB)
-	for _, d := range []inventory.Device{devA, devB} {
-		if _, err := h.p.Admit(context.Background(), claimOf(d)); err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		devA := worker(1, "node-01")
+		devB := worker(2, "node-02")
+		h := newHarness(t, nil, devA, devB)
+		for _, d := range []inventory.Device{devA, devB} {
+			if _, err := h.p.Admit(context.Background(), claimOf(d)); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-		s.State = tinkerbell.WorkflowStateRunning
-		s.CurrentState = &tinkerbell.CurrentState{ActionName: "install"}
-	})
-	h.reconcile()
+		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+			s.State = tinkerbell.WorkflowStateRunning
+			s.CurrentState = &tinkerbell.CurrentState{ActionName: "install"}
+		})
+		h.reconcile()
 
-	h.restart() // nothing in memory survives
-	h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-		s.State = tinkerbell.WorkflowStateFailed
-		s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "FAILED"})
+		h.restart() // nothing in memory survives
+		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+			s.State = tinkerbell.WorkflowStateFailed
+			s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "FAILED"})
+		})
+		time.Sleep(3 * time.Hour) // node-02's run never reported: past the 2 h default
+		pass := h.reconcile()
+		if !slices.Equal(pass.Ended, []string{run1}) || !slices.Equal(pass.Deleted, []string{"provision-node-02-946684800"}) {
+			t.Errorf("pass after restart = %+v", pass)
+		}
+		h.restart()
+		h.reconcile()
+		h.wantJournal(1, started1, journalLine{1, inventory.JournalWarning,
+			"Workflow provision-node-01-946684800 ended FAILED at action install; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21"})
+		if n := len(h.nb.lines()); n != 4 {
+			t.Errorf("%d journal lines, want 4: %+v", n, h.nb.lines())
+		}
 	})
-	h.clock.Advance(3 * time.Hour) // node-02's run never reported: past the 2 h default
-	pass := h.reconcile()
-	if !slices.Equal(pass.Ended, []string{run1}) || !slices.Equal(pass.Deleted, []string{"provision-node-02-1767225600"}) {
-		t.Errorf("pass after restart = %+v", pass)
-	}
-	h.restart()
-	h.reconcile()
-	h.wantJournal(1, started1, journalLine{1, inventory.JournalWarning,
-		"Workflow provision-node-01-1767225600 ended FAILED at action install; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21"})
-	if n := len(h.nb.lines()); n != 4 {
-		t.Errorf("%d journal lines, want 4: %+v", n, h.nb.lines())
-	}
 }
 
 // A new run from desired_action replaces a run of the device that has not
 // ended.
 func TestNewRunReplacesStalledRun(t *testing.T) {
-	h := startWorker(t, func(d *inventory.Device) { d.BMC = "none" })
-	h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
-	h.clock.Advance(time.Minute)
-	d, err := h.p.Admit(context.Background(), claimOf(h.nb.dev(1)))
-	if err != nil || d.Run != "provision-node-01-1767225660" {
-		t.Fatalf("Admit = %+v, %v", d, err)
-	}
-	wfs := h.workflows()
-	if len(wfs) != 1 || wfs[0].Name != d.Run {
-		t.Errorf("Workflows = %d, want only the new run", len(wfs))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h := startWorker(t, func(d *inventory.Device) { d.BMC = "none" })
+		h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
+		time.Sleep(time.Minute)
+		d, err := h.p.Admit(context.Background(), claimOf(h.nb.dev(1)))
+		if err != nil || d.Run != "provision-node-01-946684860" {
+			t.Fatalf("Admit = %+v, %v", d, err)
+		}
+		wfs := h.workflows()
+		if len(wfs) != 1 || wfs[0].Name != d.Run {
+			t.Errorf("Workflows = %d, want only the new run", len(wfs))
+		}
+	})
 }
 
 // The loop backs off while NetBox does not answer, and returns to its
 // interval once it does.
 func TestRunBacksOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, func(_ *Cluster, c *Config) { c.Now = nil }, worker(1, "node-01"))
+		h := newHarness(t, nil, worker(1, "node-01"))
 		h.nb.down = true
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
@@ -475,21 +503,23 @@ func TestLoopRecordedPortRefused(t *testing.T) {
 		{7, "refused a run before rendering anything: on port 7, expected 1"},
 	} {
 		t.Run(tc.line, func(t *testing.T) {
-			dev := attested(worker(1, "node-01"))
-			dev.AttestedSwitchPort = tc.recorded
-			dev.DesiredAction = inventory.DesiredActionProvision
-			h := newHarness(t, nil, dev)
-			h.reconcile()
-			h.reconcile()
-			h.wantJournal(1, journalLine{1, inventory.JournalWarning, tc.line})
-			h.wantNothingCreated()
-			if got := h.nb.dev(1); got.DesiredAction != inventory.DesiredActionProvision {
-				t.Errorf("desired_action = %q, want it kept", got.DesiredAction)
-			}
-			// A fresh claim on the right port starts the run.
-			if d, err := h.p.Admit(context.Background(), claimOf(dev)); err != nil || d.Outcome != Provision {
-				t.Errorf("Admit = %+v, %v", d, err)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				dev := attested(worker(1, "node-01"))
+				dev.AttestedSwitchPort = tc.recorded
+				dev.DesiredAction = inventory.DesiredActionProvision
+				h := newHarness(t, nil, dev)
+				h.reconcile()
+				h.reconcile()
+				h.wantJournal(1, journalLine{1, inventory.JournalWarning, tc.line})
+				h.wantNothingCreated()
+				if got := h.nb.dev(1); got.DesiredAction != inventory.DesiredActionProvision {
+					t.Errorf("desired_action = %q, want it kept", got.DesiredAction)
+				}
+				// A fresh claim on the right port starts the run.
+				if d, err := h.p.Admit(context.Background(), claimOf(dev)); err != nil || d.Outcome != Provision {
+					t.Errorf("Admit = %+v, %v", d, err)
+				}
+			})
 		})
 	}
 }
@@ -497,11 +527,13 @@ func TestLoopRecordedPortRefused(t *testing.T) {
 // Without a port check for runs from desired_action, the loop starts none:
 // the run waits for an attestation.
 func TestLoopWithoutPortCheck(t *testing.T) {
-	dev := attested(worker(1, "node-01"))
-	dev.DesiredAction = inventory.DesiredActionProvision
-	h := newHarness(t, func(_ *Cluster, c *Config) { c.PortCheck = nil }, dev)
-	h.reconcile()
-	h.wantJournal(1, journalLine{1, inventory.JournalInfo,
-		"node-01 waits for an attestation from HookOS: fleetd has no switch-port check for a run without a fresh claim; power-cycle the machine"})
-	h.wantNothingCreated()
+	synctest.Test(t, func(t *testing.T) {
+		dev := attested(worker(1, "node-01"))
+		dev.DesiredAction = inventory.DesiredActionProvision
+		h := newHarness(t, func(_ *Cluster, c *Config) { c.PortCheck = nil }, dev)
+		h.reconcile()
+		h.wantJournal(1, journalLine{1, inventory.JournalInfo,
+			"node-01 waits for an attestation from HookOS: fleetd has no switch-port check for a run without a fresh claim; power-cycle the machine"})
+		h.wantNothingCreated()
+	})
 }

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/signal"
 	"strings"
 	"time"
 
@@ -36,60 +35,31 @@ const maxClaimAnswer = 1 << 20
 // serial.
 var errNoClaim = errors.New("no claim waits for the serial")
 
-// waitingClaim is one claim of fleetd's answer to GET /v1/claims/{serial}:
-// a JSON list of every claim waiting for the serial, one per TPM, oldest
-// first. fleetd encodes the same fields (examples/fleetd/approver.go).
-type waitingClaim struct {
-	Serial  string       `json:"serial"`
-	MAC     string       `json:"mac"`
-	Peer    string       `json:"peer"`
-	Proven  time.Time    `json:"proven"`
-	LLDP    *attest.LLDP `json:"lldp"`
-	RSA2048 string       `json:"ek_rsa2048"`
-	ECCP256 string       `json:"ek_eccp256"`
-	// Text is attest.Claim.String(): the claim for an operator, one fact
-	// a line.
-	Text string `json:"text"`
-}
-
-// approveCmd runs fleetctl approve SERIAL.
-func approveCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("approve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// approveFlags defines the flags of fleetctl approve SERIAL and returns
+// its body.
+func approveFlags(fs *flag.FlagSet) func(*call) int {
 	timeout := fs.Duration("timeout", 30*time.Second, "how long the request to fleetd may take")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fleetctl approve [-timeout DURATION] SERIAL")
-		fmt.Fprintln(stderr, "FLEETD_URL names fleetd (https://...); FLEET_APPROVER_TOKEN is an approver token, or")
-		fmt.Fprintln(stderr, "FLEETD_CERT and FLEETD_KEY an approver's client certificate; FLEETD_CA is fleetd's CA (PEM).")
-		fs.PrintDefaults()
+	return func(c *call) int {
+		serial := c.args[0]
+		if serial == "" {
+			return c.usage()
+		}
+		a, err := approverFromEnv(*timeout)
+		if err != nil {
+			return c.fail(2, err)
+		}
+		ctx, stop := c.context()
+		defer stop()
+		claims, err := a.claims(ctx, serial)
+		switch {
+		case errors.Is(err, errNoClaim):
+			fmt.Fprintf(c.stdout, "no claim waits for serial %s\n", termsafe.Quote(serial))
+			return 1
+		case err != nil:
+			return c.fail(2, err)
+		}
+		return printClaims(c.stdout, serial, claims)
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() != 1 || fs.Arg(0) == "" {
-		fs.Usage()
-		return 2
-	}
-	serial := fs.Arg(0)
-	fail := func(format string, args ...any) int {
-		fmt.Fprintf(stderr, "fleetctl approve: %s\n", fmt.Sprintf(format, args...))
-		return 2
-	}
-	c, err := approverFromEnv(*timeout)
-	if err != nil {
-		return fail("%v", err)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	claims, err := c.claims(ctx, serial)
-	switch {
-	case errors.Is(err, errNoClaim):
-		fmt.Fprintf(stdout, "no claim waits for serial %s\n", termsafe.Quote(serial))
-		return 1
-	case err != nil:
-		return fail("%v", err)
-	}
-	return printClaims(stdout, serial, claims)
 }
 
 // printClaims prints the claims of serial and each one's approval lines,
@@ -98,7 +68,7 @@ func approveCmd(args []string, stdout, stderr io.Writer) int {
 // means more than one TPM claims the serial: a plain line says so first,
 // and each claim is followed by its own lines, so that none is read as
 // another's.
-func printClaims(w io.Writer, serial string, claims []waitingClaim) int {
+func printClaims(w io.Writer, serial string, claims []attest.WaitingClaim) int {
 	code := 0
 	if len(claims) > 1 {
 		fmt.Fprintf(w, "more than one TPM claims serial %s: %d claims; compare each with your evidence, and approve none you cannot tie to the machine\n",
@@ -110,11 +80,7 @@ func printClaims(w io.Writer, serial string, claims []waitingClaim) int {
 		if len(claims) > 1 {
 			fmt.Fprintf(w, "\nclaim %d of %d:\n", i+1, len(claims))
 		}
-		text := claim.Text
-		if text == "" {
-			text = attest.Claim{Serial: claim.Serial, MAC: claim.MAC, LLDP: claim.LLDP, RSA2048: claim.RSA2048,
-				ECCP256: claim.ECCP256, Peer: claim.Peer, Proven: claim.Proven}.String()
-		}
+		text := claim.String()
 		fmt.Fprint(w, termsafe.Text(text))
 		if !strings.HasSuffix(text, "\n") {
 			fmt.Fprintln(w)
@@ -204,7 +170,7 @@ func approverFromEnv(timeout time.Duration) (*approver, error) {
 
 // claims fetches every claim waiting for serial, oldest first. errors.Is
 // finds errNoClaim when none waits.
-func (a *approver) claims(ctx context.Context, serial string) ([]waitingClaim, error) {
+func (a *approver) claims(ctx context.Context, serial string) ([]attest.WaitingClaim, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base+"/v1/claims/"+url.PathEscape(serial), nil)
 	if err != nil {
 		return nil, err
@@ -244,8 +210,8 @@ func (a *approver) claims(ctx context.Context, serial string) ([]waitingClaim, e
 // decodeClaims decodes fleetd's answer for serial: a JSON list of claims,
 // each of serial, with well-formed EK hashes. errors.Is finds errNoClaim
 // for an empty list.
-func decodeClaims(serial string, body []byte) ([]waitingClaim, error) {
-	var claims []waitingClaim
+func decodeClaims(serial string, body []byte) ([]attest.WaitingClaim, error) {
+	var claims []attest.WaitingClaim
 	if err := json.Unmarshal(body, &claims); err != nil {
 		return nil, fmt.Errorf("something that is not a list of claims: %v", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"io"
 	"log"
 	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -135,7 +136,7 @@ func claimJSON(c attest.Claim) map[string]any {
 		lldp = c.LLDP
 	}
 	return map[string]any{
-		"serial": c.Serial, "mac": c.MAC, "peer": c.Peer, "proven": c.Proven.Format(time.RFC3339),
+		"serial": c.Serial, "mac": c.MAC.String(), "peer": c.Peer, "proven": c.Proven.Format(time.RFC3339),
 		"lldp": lldp, "ek_rsa2048": c.RSA2048, "ek_eccp256": c.ECCP256, "text": c.String(),
 	}
 }
@@ -144,7 +145,7 @@ func claimJSON(c attest.Claim) map[string]any {
 func exampleClaim(serial string) attest.Claim {
 	return attest.Claim{
 		Serial: serial,
-		MAC:    "58:47:ca:70:12:34",
+		MAC:    net.HardwareAddr{0x58, 0x47, 0xca, 0x70, 0x12, 0x34},
 		LLDP: &attest.LLDP{ChassisIDSubtype: 4, ChassisID: "74:ac:b9:11:22:33", PortIDSubtype: 7, PortID: "Port 10",
 			PortDescription: "w-05", SystemName: "usw"},
 		RSA2048: rsaHash,
@@ -159,7 +160,7 @@ func exampleClaim(serial string) attest.Claim {
 func impostorClaim(serial string) attest.Claim {
 	return attest.Claim{
 		Serial: serial,
-		MAC:    "02:00:00:00:00:66",
+		MAC:    net.HardwareAddr{0x02, 0, 0, 0, 0, 0x66},
 		LLDP: &attest.LLDP{ChassisIDSubtype: 4, ChassisID: "74:ac:b9:11:22:33", PortIDSubtype: 7, PortID: "Port 22",
 			PortDescription: "free", SystemName: "usw"},
 		RSA2048: otherRSAHash,

@@ -11,42 +11,48 @@ import (
 	"github.com/fleetkit/fleet/inventory"
 )
 
-func check(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// checkFlags defines fleetctl check's flags and returns its body: it
+// validates the nodes file and prints its problems or a summary.
+func checkFlags(fs *flag.FlagSet) func(*call) int {
 	topology := fs.String("topology", "", "the cluster topology `FILE` (default: cluster-topology.json beside NODES_FILE or in ../config/)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fleetctl check [-topology FILE] NODES_FILE")
-		fs.PrintDefaults()
+	return func(c *call) int {
+		nodesPath := c.args[0]
+		inv, _, code := c.loadInventory(nodesPath, *topology, c.stdout, "")
+		if code != 0 {
+			return code
+		}
+		fmt.Fprintf(c.stdout, "%s: ok: %s\n", nodesPath, summary(inv))
+		return 0
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return 2
-	}
-	nodesPath := fs.Arg(0)
-	topoPath, err := topologyPath(*topology, nodesPath)
+}
+
+// loadInventory loads the nodes file and its topology (the flag's, or one
+// found as topologyPath finds it). A nodes file with problems is reported
+// on w as fleetctl check reports it, each problem a line, then a count
+// followed by "; nothing was <undone>" unless undone is empty, and exits
+// 1; any other error exits 2. code is 0 when the inventory loaded.
+func (c *call) loadInventory(nodesPath, topology string, w io.Writer, undone string) (inv *inventory.Inventory, topoPath string, code int) {
+	topoPath, err := topologyPath(topology, nodesPath)
 	if err != nil {
-		fmt.Fprintf(stderr, "fleetctl check: %v\n", err)
-		return 2
+		return nil, "", c.fail(2, err)
 	}
-	inv, err := inventory.Load(nodesPath, topoPath)
+	inv, err = inventory.Load(nodesPath, topoPath)
 	var problems inventory.Problems
 	switch {
 	case errors.As(err, &problems):
 		for _, p := range problems {
-			fmt.Fprintln(stdout, p)
+			fmt.Fprintln(w, p)
 		}
-		fmt.Fprintf(stdout, "%s: %d %s\n", nodesPath, len(problems), plural(len(problems), "problem", "problems"))
-		return 1
+		tail := ""
+		if undone != "" {
+			tail = "; nothing was " + undone
+		}
+		fmt.Fprintf(w, "%s: %d %s%s\n", nodesPath, len(problems), plural(len(problems), "problem", "problems"), tail)
+		return nil, "", 1
 	case err != nil:
-		fmt.Fprintf(stderr, "fleetctl check: %v\n", err)
-		return 2
+		return nil, "", c.fail(2, err)
 	}
-	fmt.Fprintf(stdout, "%s: ok: %s\n", nodesPath, summary(inv))
-	return 0
+	return inv, topoPath, 0
 }
 
 // topologyPath returns the topology file to read: the flag's, or the one

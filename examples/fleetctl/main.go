@@ -58,7 +58,7 @@
 // render-class-inputs prints the class inputs of the next control plane: a
 // Talos machine config patch whose API server and machine certificate SANs
 // hold every control plane's address in NetBox, then each -san, in the
-// stable form provision.RenderClassInputs documents, to be committed for
+// stable form inventory.RenderClassInputs documents, to be committed for
 // the Talos root. The nodes file (-nodes, its topology found as check finds
 // it) says which classes are control planes. No control plane with an
 // address in NetBox exits 1.
@@ -73,9 +73,12 @@
 package main
 
 import (
+	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 )
 
 func main() {
@@ -92,6 +95,36 @@ const usage = `usage:
 Run fleetctl COMMAND -h for a command's flags and environment.
 `
 
+// netBoxEnvHelp is the usage line of the commands that reach NetBox.
+const netBoxEnvHelp = "NETBOX_URL and NETBOX_TOKEN name the NetBox and its API token."
+
+// command is one fleetctl command: its usage, its flags and its body.
+type command struct {
+	name  string
+	usage string   // the usage line, after "usage: "
+	help  []string // lines the usage prints before the flags: the environment it reads
+	nargs int      // how many arguments follow the flags
+	// flags defines the command's flags on fs and returns its body, which
+	// runs once the flags parsed and returns the exit code.
+	flags func(fs *flag.FlagSet) func(c *call) int
+}
+
+// commands are fleetctl's commands.
+var commands = []command{
+	{name: "check", usage: "fleetctl check [-topology FILE] NODES_FILE", nargs: 1, flags: checkFlags},
+	{name: "plan", usage: "fleetctl plan [-nodes FILE] [-topology FILE] [-site SLUG] [-switch NAME] [flags]", help: []string{netBoxEnvHelp},
+		flags: func(fs *flag.FlagSet) func(*call) int { return planFlags(fs, false) }},
+	{name: "apply", usage: "fleetctl apply [-nodes FILE] [-topology FILE] [-site SLUG] [-switch NAME] [flags]", help: []string{netBoxEnvHelp},
+		flags: func(fs *flag.FlagSet) func(*call) int { return planFlags(fs, true) }},
+	{name: "status", usage: "fleetctl status [-role SLUG] [-timeout DURATION]", help: []string{netBoxEnvHelp}, flags: statusFlags},
+	{name: "approve", usage: "fleetctl approve [-timeout DURATION] SERIAL", nargs: 1, flags: approveFlags, help: []string{
+		"FLEETD_URL names fleetd (https://...); FLEET_APPROVER_TOKEN is an approver token, or",
+		"FLEETD_CERT and FLEETD_KEY an approver's client certificate; FLEETD_CA is fleetd's CA (PEM).",
+	}},
+	{name: "render-class-inputs", usage: "fleetctl render-class-inputs [-nodes FILE] [-topology FILE] [-san SAN]... [-role SLUG] [-timeout DURATION]",
+		help: []string{netBoxEnvHelp}, flags: classInputsFlags},
+}
+
 // run runs one fleetctl command and returns its exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -99,22 +132,63 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch args[0] {
-	case "check":
-		return check(args[1:], stdout, stderr)
-	case "plan":
-		return planCmd("plan", false, args[1:], stdout, stderr)
-	case "apply":
-		return planCmd("apply", true, args[1:], stdout, stderr)
-	case "status":
-		return statusCmd(args[1:], stdout, stderr)
-	case "approve":
-		return approveCmd(args[1:], stdout, stderr)
-	case "render-class-inputs":
-		return classInputsCmd(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
+	for i := range commands {
+		if commands[i].name == args[0] {
+			return commands[i].run(args[1:], stdout, stderr)
+		}
+	}
 	fmt.Fprintf(stderr, "fleetctl: unknown command %q\n%s", args[0], usage)
 	return 2
+}
+
+// run parses the command's flags and runs its body. A flag that does not
+// parse, or another count of arguments, exits 2 with the usage.
+func (cmd *command) run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	body := cmd.flags(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: "+cmd.usage)
+		for _, l := range cmd.help {
+			fmt.Fprintln(stderr, l)
+		}
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != cmd.nargs {
+		fs.Usage()
+		return 2
+	}
+	return body(&call{name: cmd.name, fs: fs, args: fs.Args(), stdout: stdout, stderr: stderr})
+}
+
+// call is one run of a command: its arguments and where it writes.
+type call struct {
+	name           string
+	fs             *flag.FlagSet
+	args           []string // the arguments after the flags
+	stdout, stderr io.Writer
+}
+
+// fail says err on stderr as "fleetctl NAME: err" and returns code.
+func (c *call) fail(code int, err error) int {
+	fmt.Fprintf(c.stderr, "fleetctl %s: %v\n", c.name, err)
+	return code
+}
+
+// usage prints the command's usage and returns the usage exit code, 2.
+func (c *call) usage() int {
+	c.fs.Usage()
+	return 2
+}
+
+// context is the context of the command's requests: done at an interrupt.
+func (c *call) context() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt)
 }

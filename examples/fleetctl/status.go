@@ -2,13 +2,11 @@ package main
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -18,38 +16,36 @@ import (
 	"github.com/fleetkit/fleet/inventory"
 )
 
-// statusCmd runs fleetctl status: a table of fleet's devices in NetBox.
-func statusCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// statusFlags defines fleetctl status's flags and returns its body: a
+// table of fleet's devices in NetBox.
+func statusFlags(fs *flag.FlagSet) func(*call) int {
 	role := fs.String("role", inventory.DefaultRole, "the `SLUG` of the device role of fleet's devices")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long one NetBox request may take")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fleetctl status [-role SLUG] [-timeout DURATION]")
-		fmt.Fprintln(stderr, "NETBOX_URL and NETBOX_TOKEN name the NetBox and its API token.")
-		fs.PrintDefaults()
+	return func(c *call) int {
+		devs, code := c.devices(*role, *timeout)
+		if code != 0 {
+			return code
+		}
+		writeStatus(c.stdout, devs, *role)
+		return 0
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() != 0 {
-		fs.Usage()
-		return 2
-	}
-	nb, err := netBoxFromEnv(&inventory.NetBoxConfig{Role: *role, Timeout: *timeout})
+}
+
+// devices reads fleet's devices (of role) from the NetBox that NETBOX_URL
+// and NETBOX_TOKEN name. code is 0 when it read them, and 2 when the
+// environment names no NetBox or NetBox did not answer.
+func (c *call) devices(role string, timeout time.Duration) (devs []inventory.Device, code int) {
+	nb, err := netBoxFromEnv(&inventory.NetBoxConfig{Role: role, Timeout: timeout})
 	if err != nil {
-		fmt.Fprintf(stderr, "fleetctl status: %v\n", err)
-		return 2
+		return nil, c.fail(2, err)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := c.context()
 	defer stop()
-	devs, err := nb.Devices(ctx)
+	devs, err = nb.Devices(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "fleetctl status: %v\n", err)
-		return 2
+		return nil, c.fail(2, err)
 	}
-	writeStatus(stdout, devs, *role)
-	return 0
+	return devs, 0
 }
 
 // writeStatus prints devices as an aligned table sorted by host name,
@@ -85,12 +81,22 @@ func writeStatus(w io.Writer, devs []inventory.Device, role string) {
 	fmt.Fprintf(w, "\n%d %s: %s\n", len(devs), plural(len(devs), "device", "devices"), strings.Join(parts, ", "))
 }
 
+// netBoxEnv reads NETBOX_URL and NETBOX_TOKEN, which name the NetBox and
+// its API token; it is an error when either is unset.
+func netBoxEnv() (url, token string, err error) {
+	url, token = os.Getenv("NETBOX_URL"), os.Getenv("NETBOX_TOKEN")
+	if url == "" || token == "" {
+		return "", "", errors.New("set NETBOX_URL to the NetBox (e.g. https://netbox.example) and NETBOX_TOKEN to an API token")
+	}
+	return url, token, nil
+}
+
 // netBoxFromEnv returns a client of the NetBox that NETBOX_URL and
 // NETBOX_TOKEN name, as plan and apply reach it.
 func netBoxFromEnv(cfg *inventory.NetBoxConfig) (*inventory.NetBox, error) {
-	url, token := os.Getenv("NETBOX_URL"), os.Getenv("NETBOX_TOKEN")
-	if url == "" || token == "" {
-		return nil, errors.New("set NETBOX_URL to the NetBox (e.g. https://netbox.example) and NETBOX_TOKEN to an API token")
+	url, token, err := netBoxEnv()
+	if err != nil {
+		return nil, err
 	}
 	return inventory.NewNetBox(url, token, cfg)
 }

@@ -9,31 +9,15 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/fleetkit/fleet/attest"
 )
 
-// waitingClaim is one claim of the approver API's answer, a JSON list of
-// every pending-approval claim of the serial, one per TPM, oldest first,
-// for `fleetctl approve <serial>`. Each TPM proved its EKs. fleetctl
-// decodes the same fields (examples/fleetctl/approve.go).
-type waitingClaim struct {
-	Serial    string       `json:"serial"`
-	MAC       string       `json:"mac"`
-	Peer      string       `json:"peer"`
-	Proven    time.Time    `json:"proven"`
-	LLDP      *attest.LLDP `json:"lldp"`
-	EKRSA2048 string       `json:"ek_rsa2048"`
-	EKECCP256 string       `json:"ek_eccp256"`
-	Text      string       `json:"text"`
-}
-
 // claim answers GET /v1/claims/{serial} to approvers only: a request with
 // the approver token, or with a client certificate FLEET_APPROVER_CA
 // issued. Anyone else gets 401 and nothing about the serial. The answer is
-// the list of every claim that waits for the serial, oldest first, or 404
-// when none does. A waiting claim proves nothing, because another machine
+// the list of every claim that waits for the serial, oldest first, one per
+// TPM, each in attest.WaitingClaim's wire format, or 404 when none does. A waiting claim proves nothing, because another machine
 // can send one with this serial: the operator compares it with independent
 // evidence, and more than one claim means more than one TPM claims it.
 func (d *daemon) claim(w http.ResponseWriter, r *http.Request) {
@@ -51,12 +35,9 @@ func (d *daemon) claim(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("no claim waits for serial %s", serial), http.StatusNotFound)
 		return
 	}
-	answer := make([]waitingClaim, len(claims))
+	answer := make([]attest.WaitingClaim, len(claims))
 	for i, c := range claims {
-		answer[i] = waitingClaim{
-			Serial: c.Serial, MAC: c.MAC, Peer: c.Peer, Proven: c.Proven.UTC(), LLDP: c.LLDP,
-			EKRSA2048: c.RSA2048, EKECCP256: c.ECCP256, Text: c.String(),
-		}
+		answer[i] = c.Wire()
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(answer)

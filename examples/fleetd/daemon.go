@@ -36,10 +36,11 @@ type parts struct {
 	Logger    *slog.Logger // audit lines, as JSON
 
 	// Tuning for the demo and tests; zero means production defaults.
-	LoopInterval time.Duration
-	WriteTimeout time.Duration
-	Now          func() time.Time
-	Backoff      func(int) time.Duration // journal retries
+	LoopInterval  time.Duration
+	GlobalTimeout time.Duration // provision.Config.GlobalTimeout
+	WriteTimeout  time.Duration
+	Now           func() time.Time        // fleetd's own clock; provision runs on time.Now
+	Backoff       func(int) time.Duration // journal retries
 }
 
 // daemon is one fleetd: the attestation server, the config service, the
@@ -100,6 +101,8 @@ func newDaemon(s settings, p parts) (*daemon, error) {
 	configs, err := configserve.New(gate{p.NetBox}, &configserve.Config{
 		TTL:          s.ConfigTTL,
 		WriteTimeout: p.WriteTimeout,
+		Name:         "fleetd", // the runbook's lines
+		GateName:     "NetBox",
 		Logger:       log,
 		Events:       d.configEvent,
 	})
@@ -112,7 +115,7 @@ func newDaemon(s settings, p parts) (*daemon, error) {
 	d.journal.statusLost = d.metrics.statusLost.Inc
 
 	topo := p.Inventory.Topology
-	d.prov, err = provision.New(p.NetBox, p.Kube, p.Tink, configsOf{configs}, provision.Cluster{
+	d.prov, err = provision.New(provision.Deps{NetBox: p.NetBox, Kube: p.Kube, Tink: p.Tink, Configs: configsOf{configs}}, provision.Cluster{
 		Name:          clusterName(p.Inventory),
 		Endpoint:      "https://" + net.JoinHostPort(topo.APIServerIP.String(), "6443"),
 		Bundle:        p.Bundle,
@@ -123,13 +126,13 @@ func newDaemon(s settings, p parts) (*daemon, error) {
 		AutoProvision: s.AutoProvision,
 		ConfigTTL:     s.ConfigTTL,
 		Interval:      p.LoopInterval,
+		GlobalTimeout: p.GlobalTimeout,
 		PortCheck: func(declared, recorded int) error {
 			return lldpwait.CheckRecorded(recorded, declared)
 		},
 		BootedHookOSAfterInstall: func(node string) { stamp(d.metrics.bootedHookOS, node, d.now()) },
 		JournalLater:             d.journal.line,
 		Logger:                   log,
-		Now:                      p.Now,
 	})
 	if err != nil {
 		return nil, err
@@ -222,8 +225,6 @@ func (d *daemon) serve(ctx context.Context, httpsLn, metricsLn net.Listener) err
 	for _, name := range created {
 		d.log.Info("fleetd: created Template", "namespace", d.s.Namespace, "template", name)
 	}
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
 	// A client has readTimeout for its TLS handshake, and readTimeout for
 	// each request, headers and body: one that trickles bytes is cut off.
 	// At most maxConns connections are served; more wait in the kernel's
@@ -233,12 +234,20 @@ func (d *daemon) serve(ctx context.Context, httpsLn, metricsLn net.Listener) err
 	hs := &http.Server{
 		Handler:           d.handler(),
 		TLSConfig:         d.tlsConfig(),
-		ConnContext:       configserve.ConnContext,
-		Protocols:         &protocols,
 		ReadHeaderTimeout: readTimeout,
 		ReadTimeout:       readTimeout,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),
+	}
+	// HTTP/1.1 only, each connection recorded for the config service.
+	if err := d.configs.ConfigureServer(hs); err != nil {
+		httpsLn.Close()
+		if metricsLn != nil {
+			metricsLn.Close()
+		}
+		d.configs.Close()
+		d.journal.close(context.WithoutCancel(ctx))
+		return err
 	}
 	var ms *http.Server
 	errc := make(chan error, 3)

@@ -189,7 +189,7 @@ func operator(ctx context.Context, w *world, tl *timeline, machines map[string]*
 		for _, l := range strings.Split(strings.TrimSpace(claim.Text), "\n") {
 			tl.say("operator", "approve", "  "+l)
 		}
-		for _, l := range strings.Split(strings.TrimSpace(inventory.ApprovalLines(claim.EKRSA2048, claim.EKECCP256)), "\n") {
+		for _, l := range strings.Split(strings.TrimSpace(inventory.ApprovalLines(claim.RSA2048, claim.ECCP256)), "\n") {
 			tl.say("operator", "approve", "  "+l)
 		}
 	}
@@ -216,8 +216,8 @@ func operator(ctx context.Context, w *world, tl *timeline, machines map[string]*
 
 // approveClaims asks fleetd's approver API for the claims waiting for
 // serial, as fleetctl approve does.
-func approveClaims(ctx context.Context, w *world, serial string) ([]waitingClaim, error) {
-	var c []waitingClaim
+func approveClaims(ctx context.Context, w *world, serial string) ([]attest.WaitingClaim, error) {
+	var c []attest.WaitingClaim
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.url+claimsPath+serial, nil)
 	if err != nil {
 		return c, err

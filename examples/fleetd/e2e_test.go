@@ -351,10 +351,14 @@ func TestRestartMidRun(t *testing.T) {
 // global timeout": fleetd deletes it.
 func TestWorkflowNeverStarts(t *testing.T) {
 	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true})
+	// The run's global timeout passes a few seconds after it starts.
+	f.parts.GlobalTimeout = 3 * time.Second
+	if err := f.restart(); err != nil {
+		t.Fatal(err)
+	}
 	f.powerOn("w-01")
 	f.attested("w-01")
 	run := strings.TrimPrefix(strings.SplitN(f.waitJournal("w-01", "started Workflow "), ";", 2)[0], "info: started Workflow ")
-	f.clock.advance(3 * time.Hour)
 	f.waitJournal("w-01", "Workflow "+run+" never reported its first action within its global timeout")
 	// fleetd journals the line, then deletes the Workflow.
 	f.wait("Workflow "+run+" deleted", func() bool {
@@ -498,7 +502,7 @@ func TestApproverAPI(t *testing.T) {
 	if res := f.attested("w-04"); res.Verdict != attest.PendingApproval {
 		t.Fatalf("verdict %s", res.Verdict)
 	}
-	get := func(c *http.Client, token string) (int, waitingClaim) {
+	get := func(c *http.Client, token string) (int, attest.WaitingClaim) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, f.url+claimsPath+"SN-w-04", nil)
 		if token != "" {
@@ -509,14 +513,14 @@ func TestApproverAPI(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer rsp.Body.Close()
-		var wcs []waitingClaim
+		var wcs []attest.WaitingClaim
 		if rsp.StatusCode == http.StatusOK {
 			if err := json.NewDecoder(rsp.Body).Decode(&wcs); err != nil || len(wcs) != 1 {
 				t.Fatalf("the answer is %d claims, %v; want a list of one", len(wcs), err)
 			}
 			return rsp.StatusCode, wcs[0]
 		}
-		return rsp.StatusCode, waitingClaim{}
+		return rsp.StatusCode, attest.WaitingClaim{}
 	}
 	if code, _ := get(f.client, ""); code != http.StatusUnauthorized {
 		t.Errorf("anonymous: %d, want 401", code)
@@ -525,7 +529,7 @@ func TestApproverAPI(t *testing.T) {
 		t.Errorf("wrong token: %d, want 401", code)
 	}
 	code, wc := get(f.client, approverToken)
-	if code != http.StatusOK || wc.Serial != "SN-w-04" || !inventoryHash(wc.EKRSA2048) || !inventoryHash(wc.EKECCP256) || !strings.Contains(wc.Text, wc.EKRSA2048) {
+	if code != http.StatusOK || wc.Serial != "SN-w-04" || !inventoryHash(wc.RSA2048) || !inventoryHash(wc.ECCP256) || !strings.Contains(wc.Text, wc.RSA2048) {
 		t.Errorf("approver token: %d %+v", code, wc)
 	}
 	tr := f.client.Transport.(*http.Transport).Clone()
@@ -567,14 +571,14 @@ func TestApproverAPIEveryTPM(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rsp.Body.Close()
-	var wcs []waitingClaim
+	var wcs []attest.WaitingClaim
 	if err := json.NewDecoder(rsp.Body).Decode(&wcs); err != nil || rsp.StatusCode != http.StatusOK {
 		t.Fatalf("%s, %v", rsp.Status, err)
 	}
 	machine, _ := attesttest.Approve(f.machines["w-04"].tpm)
 	other, _ := attesttest.Approve(impostor)
-	if len(wcs) != 2 || wcs[0].EKRSA2048 != machine.RSA2048 || wcs[0].EKECCP256 != machine.ECCP256 ||
-		wcs[1].EKRSA2048 != other.RSA2048 || wcs[1].MAC != mac.String() || !strings.Contains(wcs[1].Text, other.ECCP256) {
+	if len(wcs) != 2 || wcs[0].RSA2048 != machine.RSA2048 || wcs[0].ECCP256 != machine.ECCP256 ||
+		wcs[1].RSA2048 != other.RSA2048 || wcs[1].MAC != mac.String() || !strings.Contains(wcs[1].Text, other.ECCP256) {
 		t.Errorf("claims of SN-w-04: %+v; want the machine's, then the impostor's", wcs)
 	}
 }

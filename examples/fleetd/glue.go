@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"strings"
 	"sync"
@@ -134,10 +133,7 @@ func (d *daemon) admit(ctx context.Context, c attest.Claim) (attest.Admission, e
 			port = p
 		}
 	}
-	mac, err := net.ParseMAC(c.MAC)
-	if err != nil {
-		return attest.Admission{}, fmt.Errorf("claimed MAC %q: %w", c.MAC, err)
-	}
+	mac := c.MAC
 	// The device the claim's binding lookup read, completed by its
 	// interface as it is once the claimed MAC is recorded on it (provision
 	// records the MAC first too). When none is held, or that fails,
@@ -249,7 +245,7 @@ type configsOf struct{ srv *configserve.Server }
 func (c configsOf) NewCode() (string, error) { return configserve.NewCode(), nil }
 
 func (c configsOf) Hold(_ context.Context, code string, config []byte, dev inventory.Device, run string) error {
-	return c.srv.Put(code, configserve.Device{ID: dev.ID, Name: dev.Name}, run, config)
+	return c.srv.Put(code, config, configserve.Device{ID: dev.ID, Name: dev.Name}, run)
 }
 
 // gate tells the config service whether NetBox shows a device planned.

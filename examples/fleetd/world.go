@@ -69,6 +69,11 @@ type worldConfig struct {
 	// kube-apiserver). Tinkerbell's namespace is the settings' Namespace.
 	Kube kubernetes.Interface
 	Tink dynamic.Interface
+	// The clients fleetd itself uses, when they differ from Kube and Tink
+	// (which the simulated Tinkerbell and the tests use): e.g. ones that
+	// carry only fleetd's ServiceAccount token. nil: Kube and Tink.
+	FleetdKube kubernetes.Interface
+	FleetdTink dynamic.Interface
 }
 
 // The NetBox users of a world.
@@ -84,7 +89,7 @@ func newWorld(ctx context.Context, wc worldConfig) (*world, error) {
 	return newWorldWith(ctx, wc, nil)
 }
 
-// newWorldWith is newWorld with provision's clock now (nil: time.Now).
+// newWorldWith is newWorld with fleetd's clock now (nil: time.Now).
 func newWorldWith(ctx context.Context, wc worldConfig, now func() time.Time) (*world, error) {
 	inv, err := inventory.Load(wc.Nodes, wc.Topology)
 	if err != nil {
@@ -176,8 +181,15 @@ func newWorldWith(ctx context.Context, wc worldConfig, now func() time.Time) (*w
 	if wc.Edit != nil {
 		wc.Edit(&w.settings)
 	}
+	fleetdKube, fleetdTink := w.kube, w.tink
+	if wc.FleetdKube != nil {
+		fleetdKube = wc.FleetdKube
+	}
+	if wc.FleetdTink != nil {
+		fleetdTink = wc.FleetdTink
+	}
 	w.parts = parts{
-		NetBox: w.nb, Kube: w.kube, Tink: w.tink, Inventory: inv, Bundle: bundle, Cert: cert,
+		NetBox: w.nb, Kube: fleetdKube, Tink: fleetdTink, Inventory: inv, Bundle: bundle, Cert: cert,
 		Logger:       slog.New(slog.NewJSONHandler(w.audit, nil)),
 		LoopInterval: 100 * time.Millisecond,
 		Now:          now,

@@ -1,0 +1,76 @@
+package provision
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+
+	"github.com/fleetkit/fleet/inventory"
+)
+
+// Every refusal comes back as a *RefusalError in Decision.Refusal: its
+// Error is the Reason, Journal the line the device's journal holds, and
+// errors.Is finds its cause.
+func TestAdmitRefusalTyped(t *testing.T) {
+	errPort := errors.New("on port 7, expected 1")
+	for _, tc := range []struct {
+		name  string
+		edit  func(*Cluster, *Config)
+		dev   func(*inventory.Device)
+		port  error
+		cause error
+	}{
+		{name: "switch port", port: errPort, cause: errPort},
+		{name: "lacks a field", dev: func(d *inventory.Device) { d.InstallDiskSerial = "" }, cause: ErrLacks},
+		{name: "node name", dev: func(d *inventory.Device) { d.Name = "Node_01" }, cause: ErrNodeName},
+		{name: "unknown class", dev: func(d *inventory.Device) { d.Class = "gpu" }, cause: ErrClass},
+		{name: "control planes off", edit: func(c *Cluster, _ *Config) { c.ControlPlanes = false },
+			dev: func(d *inventory.Device) {
+				d.Class = ClassControlPlane
+				d.DesiredAction = inventory.DesiredActionProvision
+			}, cause: ErrControlPlanesOff},
+		{name: "no CA keys", edit: func(c *Cluster, _ *Config) { c.Bundle = workerBundle(t) },
+			dev: func(d *inventory.Device) {
+				d.Class = ClassControlPlane
+				d.DesiredAction = inventory.DesiredActionProvision
+			}, cause: ErrNoBundleKeys},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				dev := worker(1, "node-01")
+				if tc.dev != nil {
+					tc.dev(&dev)
+				}
+				h := newHarness(t, tc.edit, dev)
+				c := claimOf(dev)
+				if tc.port != nil {
+					c.CheckPort = func(int) error { return tc.port }
+				}
+				d, err := h.p.Admit(context.Background(), c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ref := d.Refusal
+				if d.Outcome != Refused || ref == nil {
+					t.Fatalf("Admit = %+v, want a refusal", d)
+				}
+				if !errors.Is(ref, tc.cause) || ref.Node != dev.Name || ref.Error() != d.Reason {
+					t.Errorf("Refusal = %#v (%v), want cause %v, node %s, reason %q", ref, ref, tc.cause, dev.Name, d.Reason)
+				}
+				lines := h.nb.lines()
+				if len(lines) != 1 || lines[0].Text != ref.Journal() {
+					t.Errorf("journal %+v, want the refusal's line %q", lines, ref.Journal())
+				}
+				h.wantNothingCreated()
+			})
+		})
+	}
+	synctest.Test(t, func(t *testing.T) {
+		dev := worker(1, "node-01")
+		h := newHarness(t, nil, dev)
+		if d, err := h.p.Admit(context.Background(), claimOf(dev)); err != nil || d.Refusal != nil {
+			t.Errorf("a started run: %+v, %v; want no refusal", d, err)
+		}
+	})
+}
