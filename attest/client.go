@@ -239,6 +239,7 @@ func (cl *client) claimBody() ([]byte, error) {
 		Serial:  cl.m.Serial,
 		MAC:     cl.m.MAC.String(),
 		LLDP:    cl.m.LLDP,
+		//lint:ignore S1016 the wire message names its fields apart from the public type, so either can change alone
 		AK: akMsg{
 			Public:            ak.Public,
 			CreateData:        ak.CreateData,

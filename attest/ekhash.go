@@ -152,7 +152,12 @@ var spkiPrefixes = sync.OnceValue(func() struct{ rsa, p256 []byte } {
 		panic(err)
 	}
 	c := elliptic.P256().Params()
-	e, err := x509.MarshalPKIXPublicKey(&ecdsa.PublicKey{Curve: elliptic.P256(), X: c.Gx, Y: c.Gy})
+	g := append(append([]byte{4}, c.Gx.FillBytes(make([]byte, 32))...), c.Gy.FillBytes(make([]byte, 32))...)
+	gen, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), g)
+	if err != nil {
+		panic(err)
+	}
+	e, err := x509.MarshalPKIXPublicKey(gen)
 	if err != nil {
 		panic(err)
 	}

@@ -315,34 +315,34 @@ func rebuildTruth(tr truth, d fakeDisk) truth {
 
 // verdict is what the runbook's rules say about a layout: the refusal, or
 // nil and the disk to wipe.
-func (l *layout) verdict() (error, string) {
+func (l *layout) verdict() (string, error) {
 	serial := strings.TrimSpace(l.target.Serial)
 	switch {
 	case serial == "":
-		return ErrNoSerial, ""
+		return "", ErrNoSerial
 	case l.target.Disk == "":
-		return ErrNoInstallDisk, ""
+		return "", ErrNoInstallDisk
 	case !strings.HasPrefix(l.target.Disk, "/dev/"):
-		return ErrBadInstallDisk, ""
+		return "", ErrBadInstallDisk
 	}
 	b := l.boot
 	switch {
 	case b.Record == nil || b.ID == "" || b.Record.BootID != b.ID || !b.Record.Attested:
-		return ErrNotAttested, ""
+		return "", ErrNotAttested
 	case b.Record.Code == "":
-		return ErrNoInstallCode, ""
+		return "", ErrNoInstallCode
 	case l.target.Code != "" && l.target.Code != b.Record.Code:
-		return ErrInstallCodeMismatch, ""
+		return "", ErrInstallCodeMismatch
 	}
 	var reporting []truth
 	for _, d := range l.disks {
 		if d.listed && d.udevUnknown {
-			return ErrUdevUnreadable, "" // it may be the declared disk
+			return "", ErrUdevUnreadable // it may be the declared disk
 		}
 	}
 	for _, d := range l.disks {
 		if d.listed && !d.agree && slices.Contains(d.serials, serial) {
-			return ErrSerialConflict, "" // it may be the declared disk
+			return "", ErrSerialConflict // it may be the declared disk
 		}
 	}
 	for _, d := range l.disks {
@@ -352,29 +352,29 @@ func (l *layout) verdict() (error, string) {
 	}
 	switch len(reporting) {
 	case 0:
-		return ErrSerialNotFound, ""
+		return "", ErrSerialNotFound
 	case 1:
 	default:
-		return ErrSerialAmbiguous, ""
+		return "", ErrSerialAmbiguous
 	}
 	d := reporting[0]
 	switch {
 	case d.name != l.declared:
-		return ErrWrongDisk, ""
+		return "", ErrWrongDisk
 	case d.removable:
-		return ErrRemovable, ""
+		return "", ErrRemovable
 	case d.removableUnknown || d.mmcTypeUnknown:
-		return ErrRemovableUnreadable, ""
+		return "", ErrRemovableUnreadable
 	case d.usb:
-		return ErrUSB, ""
+		return "", ErrUSB
 	case d.pathUnknown:
-		return ErrDevicePathUnreadable, ""
+		return "", ErrDevicePathUnreadable
 	case d.ro:
-		return ErrReadOnly, ""
+		return "", ErrReadOnly
 	case d.roUnknown:
-		return ErrReadOnlyUnreadable, ""
+		return "", ErrReadOnlyUnreadable
 	}
-	return nil, d.name
+	return d.name, nil
 }
 
 func TestPropertyRandomLayouts(t *testing.T) {
@@ -388,7 +388,7 @@ func TestPropertyRandomLayouts(t *testing.T) {
 			t.Fatalf("layout %d: Read: %v", i, err)
 		}
 		got, err := check(rl, l.target, l.boot)
-		wantErr, wantDisk := l.verdict()
+		wantDisk, wantErr := l.verdict()
 		if err == nil {
 			wipes++
 			if wantErr != nil {

@@ -124,6 +124,7 @@ func parseTLVs(n *Neighbor, pdu []byte) error {
 		switch typ {
 		case tlvEnd:
 			if length != 0 {
+				//lint:ignore ST1005 "End Of LLDPDU" is the TLV's name in IEEE 802.1AB
 				return fmt.Errorf("End Of LLDPDU TLV at offset %d has length %d, want 0", start, length)
 			}
 			return nil // what follows is padding

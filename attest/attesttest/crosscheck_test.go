@@ -106,7 +106,7 @@ func loadEK(t *testing.T, tpm transport.TPM, priv any) tpm2.AuthHandle {
 				X: tpm2.TPM2BECCParameter{Buffer: k.X.FillBytes(make([]byte, 32))},
 				Y: tpm2.TPM2BECCParameter{Buffer: k.Y.FillBytes(make([]byte, 32))}})}
 		sens = tpm2.TPMTSensitive{SensitiveType: tpm2.TPMAlgECC, SeedValue: seed,
-			Sensitive: tpm2.NewTPMUSensitiveComposite(tpm2.TPMAlgECC, &tpm2.TPM2BECCParameter{Buffer: k.D.FillBytes(make([]byte, 32))})}
+			Sensitive: tpm2.NewTPMUSensitiveComposite(tpm2.TPMAlgECC, &tpm2.TPM2BECCParameter{Buffer: mustBytes(k.Bytes())})}
 	}
 	// Import it in the clear under a storage key, then load it.
 	srk, err := tpm2.CreatePrimary{PrimaryHandle: tpm2.TPMRHOwner, InPublic: tpm2.New2B(tpm2.ECCSRKTemplate)}.Execute(tpm)
@@ -243,4 +243,12 @@ func TestSameChallengeMathAsSimulator(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mustBytes returns b, and panics on err: for keys a test has just made.
+func mustBytes(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

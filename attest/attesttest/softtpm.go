@@ -265,8 +265,11 @@ func (s *SoftTPM) eccSeed(encSecret []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: ECDH: %w", ErrBadChallenge, err)
 	}
-	ekX := s.eccPub.X.FillBytes(make([]byte, 32))
-	return kdfe(z, "IDENTITY", point[1:33], ekX, 256), nil
+	ek, err := s.eccPub.Bytes()
+	if err != nil {
+		return nil, fmt.Errorf("%w: the ECC EK: %w", ErrBadChallenge, err)
+	}
+	return kdfe(z, "IDENTITY", point[1:33], ek[1:33], 256), nil
 }
 
 // unwrap checks the credential's integrity HMAC against the AK's name and
@@ -289,6 +292,7 @@ func (s *SoftTPM) unwrap(akName, cred, seed []byte) ([]byte, error) {
 		return nil, err
 	}
 	plain := make([]byte, len(encIdentity))
+	//lint:ignore SA1019 TPM 2.0 Part 1 §24 encrypts a credential with AES-CFB; the HMAC beside it is its integrity
 	cipher.NewCFBDecrypter(block, make([]byte, aes.BlockSize)).XORKeyStream(plain, encIdentity)
 	secret, rest, err := take2B(plain)
 	if err != nil || len(rest) != 0 {

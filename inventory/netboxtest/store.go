@@ -33,8 +33,6 @@ func (t *table[T]) all(fn func(id int64, v *T) bool) {
 	}
 }
 
-func (t *table[T]) len() int { return len(t.byID) }
-
 // compact drops deleted IDs from ids once they are many.
 func (t *table[T]) compact() {
 	if len(t.ids) > 64 && len(t.ids) > 2*len(t.byID) {
