@@ -33,7 +33,7 @@ func TestReplayedProofRefused(t *testing.T) {
 	if n := len(f.hook.calls()); n != 1 {
 		t.Errorf("the admission hook was called %d times, want 1", n)
 	}
-	if n := len(f.logs.lines("attest.verdict")); n != 1 {
+	if n := len(f.logs.Lines("attest.verdict")); n != 1 {
 		t.Errorf("%d verdict lines, want 1", n)
 	}
 }

@@ -72,7 +72,7 @@ func TestBindingErrorRefusesClaim(t *testing.T) {
 		t.Errorf("a refused claim was admitted %d times, judged %d times", admitted, judged)
 	}
 
-	verdicts := f.logs.lines("attest.verdict")
+	verdicts := f.logs.Lines("attest.verdict")
 	if len(verdicts) != 1 {
 		t.Fatalf("attest.verdict lines: %q, want 1", verdicts)
 	}
@@ -85,7 +85,7 @@ func TestBindingErrorRefusesClaim(t *testing.T) {
 	if strings.Contains(line, "verdict=") {
 		t.Errorf("attest.verdict line %q names a verdict; the claim got none", line)
 	}
-	if refused := f.logs.lines("attest.refused"); len(refused) != 0 {
+	if refused := f.logs.Lines("attest.refused"); len(refused) != 0 {
 		t.Errorf("attest.refused lines %q for a claim audited as attest.verdict", refused)
 	}
 }
@@ -114,7 +114,7 @@ func TestBindingSourceErrorsLogged(t *testing.T) {
 			if !strings.HasPrefix(console, wantTry) || strings.Contains(console, "netbox") {
 				t.Errorf("console:\n%s\nwant it to start:\n%s", console, wantTry)
 			}
-			refused := f.logs.lines("attest.refused")
+			refused := f.logs.Lines("attest.refused")
 			if len(refused) != attest.DefaultTries {
 				t.Fatalf("attest.refused lines: %q, want %d", refused, attest.DefaultTries)
 			}
@@ -123,7 +123,7 @@ func TestBindingSourceErrorsLogged(t *testing.T) {
 					t.Errorf("attest.refused line %q lacks %s", refused[0], want)
 				}
 			}
-			if v := f.logs.lines("attest.verdict"); len(v) != 0 {
+			if v := f.logs.Lines("attest.verdict"); len(v) != 0 {
 				t.Errorf("attest.verdict lines %q for a claim tried again", v)
 			}
 		})

@@ -252,7 +252,7 @@ func TestNoSecretInLogs(t *testing.T) {
 	}
 	add(p.Session)
 	logs := f.logs.String()
-	if len(f.logs.lines("attest.verdict")) != 3 || len(f.logs.lines("attest.refused")) != 2 {
+	if len(f.logs.Lines("attest.verdict")) != 3 || len(f.logs.Lines("attest.refused")) != 2 {
 		t.Fatalf("unexpected log lines:\n%s", logs)
 	}
 	if len(secrets) < 14 {

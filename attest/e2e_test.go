@@ -117,7 +117,7 @@ func TestVerdictsSimulator(t *testing.T) {
 			if js := f.judgements(); len(js) != 1 || js[0].Verdict != tc.verdict || js[0].RefusedHash != tc.refused {
 				t.Errorf("Config.Judged got %+v, want one %s judgement refusing %q", js, tc.verdict, tc.refused)
 			}
-			audit := f.logs.lines("attest.verdict")
+			audit := f.logs.Lines("attest.verdict")
 			if len(audit) != 1 {
 				t.Fatalf("audit lines %q, want one", audit)
 			}

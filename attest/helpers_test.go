@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,36 +19,8 @@ import (
 
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/attesttest"
+	"github.com/fleetkit/fleet/internal/syncbuf"
 )
-
-// syncBuffer collects log output from concurrent handlers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// lines returns the log lines whose message is msg.
-func (s *syncBuffer) lines(msg string) []string {
-	var out []string
-	for _, l := range strings.Split(s.String(), "\n") {
-		if strings.Contains(l, "msg="+msg+" ") || strings.HasSuffix(l, "msg="+msg) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
 
 // hook is an admission hook that records its calls.
 type hook struct {
@@ -78,7 +49,7 @@ type fleet struct {
 	srv      *attest.Server
 	ts       *httptest.Server
 	url      string
-	logs     *syncBuffer
+	logs     *syncbuf.Buffer
 	bindings *attesttest.Bindings
 	hook     *hook
 
@@ -107,7 +78,7 @@ func newFleet(t testing.TB, cfg *attest.Config) *fleet {
 // with cfg's settings and the fleet's log, admission hook and judgements.
 func newFleetWith(t testing.TB, src attest.Bindings, cfg *attest.Config) *fleet {
 	t.Helper()
-	f := &fleet{logs: &syncBuffer{}, hook: &hook{adm: attest.Admission{InstallCode: "code-Zq81-secret"}}}
+	f := &fleet{logs: &syncbuf.Buffer{}, hook: &hook{adm: attest.Admission{InstallCode: "code-Zq81-secret"}}}
 	var c attest.Config
 	if cfg != nil {
 		c = *cfg

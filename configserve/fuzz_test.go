@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/fleetkit/fleet/internal/syncbuf"
 )
 
 // fuzzConn is one loopback TCP connection per fuzzing process, whose far
@@ -68,7 +70,7 @@ func FuzzHandler(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		logs := &syncBuffer{}
+		logs := &syncbuf.Buffer{}
 		var events []Event
 		gate := &testGate{}
 		switch gateMode % 3 {

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fleetkit/fleet/internal/syncbuf"
 )
 
 // testGate is a Gate whose answer the test sets.
@@ -67,24 +69,6 @@ func (g *testGate) callCount() int {
 	return g.calls
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // secrets collects what must never appear in a log line or an event.
 type secrets struct {
 	mu   sync.Mutex
@@ -124,7 +108,7 @@ type harness struct {
 	srv     *Server
 	ts      *httptest.Server
 	gate    *testGate
-	logs    *syncBuffer
+	logs    *syncbuf.Buffer
 	secrets *secrets
 
 	evMu   sync.Mutex
@@ -145,7 +129,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	h := &harness{
 		t:       t,
 		gate:    &testGate{planned: true},
-		logs:    &syncBuffer{},
+		logs:    &syncbuf.Buffer{},
 		secrets: &secrets{},
 		evCh:    make(chan Event, 4096),
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/fleetkit/fleet/internal/syncbuf"
 	"github.com/fleetkit/fleet/internal/testenv"
 )
 
@@ -163,7 +164,7 @@ func TestIntegrationUnacknowledgedRealSizeConfig(t *testing.T) {
 	const writeTimeout = 500 * time.Millisecond
 	gate := &heldGate{asked: make(chan struct{}, 1), release: make(chan struct{})}
 	events := make(chan Event, 16)
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	srv, err := New(gate, &Config{
 		WriteTimeout: writeTimeout,
 		Logger:       slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),

@@ -13,13 +13,13 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
+	"github.com/fleetkit/fleet/internal/syncbuf"
 	"github.com/fleetkit/fleet/internal/testenv"
 	"github.com/mdlayher/packet"
 	"golang.org/x/sys/unix"
@@ -233,7 +233,7 @@ func startLLDPD(tb testing.TB, p *vethPair) *lldpd {
 		"-p", filepath.Join(dir, "pid"), // not /run/lldpd.pid
 		"-I", p.switchIf,
 		"-O", conf)
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("start lldpd: %v", err)
@@ -263,23 +263,6 @@ func (d *lldpd) configure(tb testing.TB, args ...string) {
 	if err != nil {
 		tb.Fatalf("lldpcli %s: %v: %s", strings.Join(args, " "), err, out)
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // waitFor calls Wait until a neighbour satisfies ok, for up to limit.

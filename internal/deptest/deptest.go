@@ -26,6 +26,39 @@ func Check(t *testing.T, pkg string, banned []string) {
 	}
 }
 
+// Heavy are the module paths of the systems fleet talks to, which the
+// packages that run on a node (attest, lldpwait, disksafe, configserve)
+// must never link: Kubernetes, Talos, Tinkerbell and NetBox.
+var Heavy = []string{
+	"k8s.io",
+	"sigs.k8s.io",
+	"github.com/siderolabs",
+	"github.com/tinkerbell",
+	"github.com/netbox-community",
+}
+
+// packages are fleet's packages, each of which does one job.
+var packages = []string{"attest", "configserve", "disksafe", "inventory", "lldpwait", "provision"}
+
+// CheckLeaf fails t when pkg, one of fleet's packages (or a package below
+// one), depends on Heavy, on one of fleet's other packages, or on any of
+// extra.
+func CheckLeaf(t *testing.T, pkg string, extra ...string) {
+	t.Helper()
+	Check(t, pkg, leafBanned(pkg, extra))
+}
+
+func leafBanned(pkg string, extra []string) []string {
+	const module = "github.com/fleetkit/fleet/"
+	banned := append(append([]string(nil), Heavy...), extra...)
+	for _, p := range packages {
+		if own := module + p; pkg != own && !strings.HasPrefix(pkg, own+"/") {
+			banned = append(banned, own)
+		}
+	}
+	return banned
+}
+
 // Violations returns the entries of deps that banned rules out: equal to a
 // banned path, or below it.
 func Violations(deps, banned []string) []string {

@@ -32,3 +32,16 @@ func TestDepsUnknownPackage(t *testing.T) {
 		t.Fatal("Deps of a missing package gave no error")
 	}
 }
+
+func TestLeafBanned(t *testing.T) {
+	got := leafBanned("github.com/fleetkit/fleet/attest/attesttest", []string{"golang.org/x/crypto"})
+	for _, want := range []string{"k8s.io", "github.com/netbox-community", "golang.org/x/crypto",
+		"github.com/fleetkit/fleet/inventory", "github.com/fleetkit/fleet/provision"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("leafBanned misses %s", want)
+		}
+	}
+	if slices.Contains(got, "github.com/fleetkit/fleet/attest") {
+		t.Error("leafBanned bans attesttest's own package, attest")
+	}
+}
