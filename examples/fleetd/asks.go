@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/fleetkit/fleet/inventory"
 )
 
 // Bounds of the asks for configs fleetd does not hold (configserve's
@@ -17,7 +19,7 @@ const (
 	// fleet_install_config_untracked_asks_total, and nothing else is done
 	// with them. It is a quarter of the journal's queue, so that the
 	// look-ups of such addresses can never fill it.
-	askPeers = journalQueue / 4
+	askPeers = inventory.DefaultJournalQueueSize / 4
 )
 
 // askers tallies the asks for configs fleetd does not hold, by the address

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -47,30 +46,28 @@ type parts struct {
 // provisioner and the approver API over one HTTPS listener, metrics over
 // another.
 type daemon struct {
-	s       settings
-	log     *slog.Logger
-	nb      *inventory.NetBox
-	tink    dynamic.Interface
-	inv     *inventory.Inventory
-	attest  *attest.Server
-	configs *configserve.Server
-	prov    *provision.Provisioner
-	metrics *metrics
-	cert    *certReloader
-	ports   *lldpwait.PortConfig
-	journal *journal
-	devices *addressBook
-	asks    *askers // asks for configs fleetd does not hold, by address
-	bound   boundDevices
+	s        settings
+	log      *slog.Logger
+	nb       *inventory.NetBox
+	tink     dynamic.Interface
+	inv      *inventory.Inventory
+	attest   *attest.Server
+	configs  *configserve.Server
+	prov     *provision.Provisioner
+	metrics  *metrics
+	cert     *certReloader
+	ports    *lldpwait.PortConfig
+	journal  *inventory.JournalQueue
+	devices  *inventory.AddressBook
+	refusals *inventory.RefusalJournal
+	asks     *askers // asks for configs fleetd does not hold, by address
+	bound    boundDevices
 
 	approverCAs *x509.CertPool
 	now         func() time.Time
-
-	refusedMu      sync.Mutex
-	refusalJournal map[string]time.Time // refusal and serial -> when it was journaled
 }
 
-func newDaemon(s settings, p parts) (*daemon, error) {
+func newDaemon(s settings, p parts) (_ *daemon, err error) {
 	if p.NetBox == nil || p.Kube == nil || p.Tink == nil || p.Inventory == nil || p.Bundle == nil || p.Cert == nil {
 		return nil, errors.New("fleetd: a part is missing")
 	}
@@ -84,12 +81,10 @@ func newDaemon(s settings, p parts) (*daemon, error) {
 	}
 	d := &daemon{
 		s: s, log: log, nb: p.NetBox, tink: p.Tink, inv: p.Inventory, cert: p.Cert, now: now,
-		ports:          &lldpwait.PortConfig{Rules: lldpwait.DefaultRules()},
-		devices:        &addressBook{nb: p.NetBox, ttl: 30 * time.Second, now: now},
-		asks:           newAskers(askEvery, askPeers),
-		refusalJournal: map[string]time.Time{},
+		ports:   &lldpwait.PortConfig{Rules: lldpwait.DefaultRules()},
+		devices: inventory.NewAddressBook(p.NetBox, nil),
+		asks:    newAskers(askEvery, askPeers),
 	}
-	d.journal = newJournal(p.NetBox, log, p.Backoff)
 	if s.ApproverCA != "" {
 		pool, err := loadCAs(s.ApproverCA)
 		if err != nil {
@@ -111,8 +106,20 @@ func newDaemon(s settings, p parts) (*daemon, error) {
 	}
 	d.configs = configs
 	d.metrics = newMetrics(p.Cert.expiry, configs.Waiting)
-	d.journal.lost = d.metrics.journalLost.Inc
-	d.journal.statusLost = d.metrics.statusLost.Inc
+	d.journal = inventory.NewJournalQueue(p.NetBox, &inventory.JournalQueueConfig{
+		Backoff:    p.Backoff,
+		Logger:     log,
+		Lost:       d.metrics.journalLost.Inc,
+		StatusLost: d.metrics.statusLost.Inc,
+	})
+	d.refusals = inventory.NewRefusalJournal(p.NetBox, d.journal, &inventory.RefusalJournalConfig{Name: "fleetd"})
+	// A daemon that cannot be built stops what it started.
+	defer func() {
+		if err != nil {
+			configs.Close()
+			d.journal.Close(context.Background())
+		}
+	}()
 
 	topo := p.Inventory.Topology
 	d.prov, err = provision.New(provision.Deps{NetBox: p.NetBox, Kube: p.Kube, Tink: p.Tink, Configs: configsOf{configs}}, provision.Cluster{
@@ -131,7 +138,7 @@ func newDaemon(s settings, p parts) (*daemon, error) {
 			return lldpwait.CheckRecorded(recorded, declared)
 		},
 		BootedHookOSAfterInstall: func(node string) { stamp(d.metrics.bootedHookOS, node, d.now()) },
-		JournalLater:             d.journal.line,
+		JournalLater:             d.journal.Line,
 		Logger:                   log,
 	})
 	if err != nil {
@@ -216,7 +223,7 @@ func (d *daemon) serve(ctx context.Context, httpsLn, metricsLn net.Listener) err
 			metricsLn.Close()
 		}
 		d.configs.Close()
-		d.journal.close(context.WithoutCancel(ctx))
+		d.journal.Close(context.WithoutCancel(ctx))
 		if ctx.Err() != nil {
 			return nil // stopped while starting: a clean stop
 		}
@@ -246,7 +253,7 @@ func (d *daemon) serve(ctx context.Context, httpsLn, metricsLn net.Listener) err
 			metricsLn.Close()
 		}
 		d.configs.Close()
-		d.journal.close(context.WithoutCancel(ctx))
+		d.journal.Close(context.WithoutCancel(ctx))
 		return err
 	}
 	var ms *http.Server
@@ -287,7 +294,7 @@ func (d *daemon) serve(ctx context.Context, httpsLn, metricsLn net.Listener) err
 	stopLoop()
 	<-loopDone
 	d.configs.Close()
-	d.journal.close(shutCtx)
+	d.journal.Close(shutCtx)
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}

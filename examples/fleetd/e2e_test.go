@@ -467,7 +467,7 @@ func TestDuplicateSerial(t *testing.T) {
 	// Any machine can claim the serial: a second refusal journals nothing
 	// new, and one 10 minutes later journals again.
 	refused()
-	if err := f.d.journal.flush(f.ctx); err != nil {
+	if err := f.d.journal.Flush(f.ctx); err != nil {
 		t.Fatal(err)
 	}
 	journaled(1)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"strings"
 	"sync"
 	"time"
 
@@ -32,7 +31,7 @@ func (b bindings) Binding(ctx context.Context, serial string) (attest.Binding, e
 	case errors.Is(err, inventory.ErrUnavailable):
 		return attest.Binding{}, fmt.Errorf("%w: %w", attest.ErrBindingUnavailable, err)
 	case errors.As(err, &dup):
-		b.d.duplicateSerial(dup)
+		b.d.refusals.DuplicateSerial(dup, b.d.now())
 		// The machine is told the fault, not the devices: any machine can
 		// claim the serial.
 		return attest.Binding{}, &attest.BindingError{Reason: fmt.Sprintf("NetBox holds more than one device with serial %q", serial), Err: err}
@@ -173,70 +172,15 @@ func (d *daemon) admit(ctx context.Context, c attest.Claim) (attest.Admission, e
 	return attest.Admission{NoProvision: dec.Reason}, nil
 }
 
-// refusedEvery bounds how often one serial's refusal of one kind
-// (ek-binding-unauthored, a serial more than one device holds) is
-// journaled: any machine can claim the serial and be refused.
-const refusedEvery = 10 * time.Minute
-
-// journalDue reports whether the refusal kind of serial is to be journaled
-// now, at most once per refusedEvery, and if so records that it is.
-func (d *daemon) journalDue(kind, serial string) bool {
-	now := d.now()
-	key := kind + "\x00" + serial
-	d.refusedMu.Lock()
-	defer d.refusedMu.Unlock()
-	if last, seen := d.refusalJournal[key]; seen && now.Sub(last) < refusedEvery {
-		return false
-	}
-	d.refusalJournal[key] = now
-	for k, t := range d.refusalJournal {
-		if now.Sub(t) >= refusedEvery {
-			delete(d.refusalJournal, k)
-		}
-	}
-	return true
-}
-
-// duplicateSerial journals on each device that holds the serial that the
-// claim of it was refused, at most once per refusedEvery. The error names
-// the devices, so NetBox is not asked again.
-func (d *daemon) duplicateSerial(e *inventory.DuplicateSerialError) {
-	if !d.journalDue("duplicate-serial", e.Serial) {
-		return
-	}
-	names := make([]string, len(e.Devices))
-	for i, dev := range e.Devices {
-		names[i] = dev.String()
-	}
-	text := fmt.Sprintf("attest: FAILED: NetBox holds more than one device with serial %q: %s; fleetd cannot tell which one's approved EK binding to judge, and admitted nothing. Correct the serial of each device whose machine does not report it (a device left from an earlier entry keeps its serial in NetBox), then power-cycle the machine", e.Serial, strings.Join(names, ", "))
-	for _, dev := range e.Devices {
-		d.journal.line(dev.ID, inventory.JournalWarning, text)
-	}
-}
-
 // judged counts every verdict, and journals on the device the refusal whose
 // runbook row says to read the device's journal: ek-binding-unauthored.
 // Other refusals write nothing to NetBox; their attest.verdict audit line
 // holds what the operator needs.
 func (d *daemon) judged(_ context.Context, c attest.Claim, j attest.Judgement) {
 	d.metrics.verdicts.WithLabelValues(j.Verdict.String()).Inc()
-	if j.Verdict != attest.EKBindingUnauthored || !d.journalDue(j.Verdict.String(), c.Serial) {
-		return
+	if j.Verdict == attest.EKBindingUnauthored {
+		d.refusals.Unauthored(c.Serial, d.now())
 	}
-	author := d.s.BindingAuthor
-	who := "bindingAuthor " + author
-	if author == "" {
-		who = "the binding author (bindingAuthor is unset)"
-	}
-	text := fmt.Sprintf("attest: FAILED ek-binding-unauthored: NetBox's changelog does not show %s writing the approved EK binding; another user edited it, or the changelog lost the record, and fleetd admitted nothing. Restore the binding from git: remove the lines, apply, add them back and apply", who)
-	serial := c.Serial
-	d.journal.do(func(ctx context.Context) error {
-		dev, err := d.nb.DeviceBySerial(ctx, serial)
-		if err != nil {
-			return err
-		}
-		return d.nb.Journal(ctx, dev.ID, inventory.JournalWarning, text)
-	})
 }
 
 // configsOf hands provision's rendered configs to the config service.
@@ -265,23 +209,23 @@ func (g gate) Planned(ctx context.Context, dev configserve.Device) (bool, error)
 // configEvent journals what happened to a config on its device, counts it
 // for the alerts, and takes a served device active. It returns at once:
 // NetBox is written in the background, the status in a lane of its own
-// that no journal line can fill or delay (see journal).
+// that no journal line can fill or delay (see inventory.JournalQueue).
 func (d *daemon) configEvent(e configserve.Event) {
 	d.metrics.configEvents.WithLabelValues(e.Kind.String()).Inc()
 	id := e.Device.ID
 	switch e.Kind {
 	case configserve.Served:
 		// NetBox takes the release: the node has its config.
-		d.journal.setStatus(id, e.Device.Name, inventory.StatusActive)
-		d.journal.line(id, inventory.JournalSuccess, e.Text)
+		d.journal.SetStatus(id, e.Device.Name, inventory.StatusActive)
+		d.journal.Line(id, inventory.JournalSuccess, e.Text)
 	case configserve.NotAcknowledged:
 		text := fmt.Sprintf("%s: the config of %s went to %s; it stays for the next fetch", e.Text, e.Run, e.Peer)
-		d.journal.line(id, inventory.JournalWarning, text)
+		d.journal.Line(id, inventory.JournalWarning, text)
 	case configserve.Refetched:
 		stamp(d.metrics.refetched, e.Device.Name, e.Time)
-		d.journal.line(id, inventory.JournalWarning, e.Text)
+		d.journal.Line(id, inventory.JournalWarning, e.Text)
 	case configserve.Expired:
-		d.journal.line(id, inventory.JournalInfo, e.Text)
+		d.journal.Line(id, inventory.JournalInfo, e.Text)
 	case configserve.Missing:
 		// The code names no device; the node asks from its own address.
 		d.missing(peerAddr(e.Peer), e.Text)
@@ -302,7 +246,7 @@ func (d *daemon) configEvent(e configserve.Event) {
 // fleet_install_config_untracked_asks_total, and cost NetBox nothing.
 func (d *daemon) missing(peer netip.Addr, text string) {
 	now := d.now()
-	known, device := d.devices.cached(peer)
+	known, device := d.devices.Cached(peer)
 	if device {
 		stamp(d.metrics.missing, known.Name, now)
 	}
@@ -315,7 +259,7 @@ func (d *daemon) missing(peer netip.Addr, text string) {
 		return
 	}
 	var tally *asks // taken at the job's first try
-	queued := d.journal.do(func(ctx context.Context) error {
+	queued := d.journal.Do(func(ctx context.Context) error {
 		if tally == nil {
 			t := d.asks.take(peer)
 			tally = &t
@@ -323,7 +267,7 @@ func (d *daemon) missing(peer netip.Addr, text string) {
 		if tally.n == 0 {
 			return nil
 		}
-		dev, ok, err := d.devices.byAddress(ctx, peer)
+		dev, ok, err := d.devices.ByAddress(ctx, peer, d.now())
 		if err != nil {
 			return err
 		}
@@ -346,65 +290,4 @@ func missingLine(text string, t asks) string {
 		return text
 	}
 	return fmt.Sprintf("%s (asked %d times since %s)", text, t.n, t.first.UTC().Format(time.RFC3339))
-}
-
-// addressMissEvery is how long an address book that did not find an
-// address answers so before it reads NetBox again for one.
-const addressMissEvery = 10 * time.Second
-
-// addressBook finds devices by address, from a list of every device that is
-// read again when older than ttl, or when an address is not in it and the
-// list is older than addressMissEvery. Safe for concurrent use: one
-// goroutine at a time reads NetBox, and cached never waits for it.
-type addressBook struct {
-	nb  *inventory.NetBox
-	ttl time.Duration
-	now func() time.Time
-
-	reading sync.Mutex // held while NetBox is read
-
-	mu     sync.Mutex // guards byAddr and read
-	byAddr map[netip.Addr]inventory.Device
-	read   time.Time
-}
-
-// byAddress finds the device at addr, reading NetBox when the list is too
-// old to tell.
-func (a *addressBook) byAddress(ctx context.Context, addr netip.Addr) (inventory.Device, bool, error) {
-	a.reading.Lock()
-	defer a.reading.Unlock()
-	a.mu.Lock()
-	dev, ok := a.byAddr[addr]
-	age, listed := a.now().Sub(a.read), a.byAddr != nil
-	a.mu.Unlock()
-	switch {
-	case listed && ok && age < a.ttl:
-		return dev, true, nil
-	case listed && !ok && age < addressMissEvery:
-		return inventory.Device{}, false, nil // read lately: not there
-	}
-	devs, err := a.nb.Devices(ctx)
-	if err != nil {
-		return inventory.Device{}, false, err
-	}
-	byAddr := make(map[netip.Addr]inventory.Device, len(devs))
-	for _, dev := range devs {
-		if dev.Address.IsValid() {
-			byAddr[dev.Address.Addr()] = dev
-		}
-	}
-	a.mu.Lock()
-	a.byAddr, a.read = byAddr, a.now()
-	a.mu.Unlock()
-	dev, ok = byAddr[addr]
-	return dev, ok, nil
-}
-
-// cached finds the device at addr in the list as last read, however old.
-// It never asks NetBox, nor waits for a read.
-func (a *addressBook) cached(addr netip.Addr) (inventory.Device, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	dev, ok := a.byAddr[addr]
-	return dev, ok
 }

@@ -23,9 +23,9 @@
 // gracefully; configs waiting to be fetched are dropped, by design: they
 // hold secrets.
 //
-// NetBox is written in the background, so that no fetch or attestation
-// waits for it: a device's status (active once its node has its config) in
-// a lane of its own, which holds the latest status wanted per device and
+// NetBox is written in the background (inventory.JournalQueue), so that
+// no fetch or attestation waits for it: a device's status (active once its
+// node has its config) in a lane of its own, which holds the latest status wanted per device and
 // which no journal line can fill; journal lines in a queue that, when
 // full, drops them (counted in fleet_journal_lines_lost_total, and
 // logged). Asks for a config fleetd does not hold, which anyone can send,

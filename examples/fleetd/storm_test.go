@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -14,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -25,7 +23,6 @@ import (
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/attesttest"
 	"github.com/fleetkit/fleet/internal/kubetest"
-	"github.com/fleetkit/fleet/inventory"
 	"github.com/fleetkit/fleet/inventory/netboxtest"
 )
 
@@ -222,7 +219,7 @@ func TestFleetdStorm(t *testing.T) {
 	f := stormFleet(t, n)
 	f.nbsrv.ResetRequests()
 	lat := storm(t, f)
-	if err := f.d.journal.flush(f.ctx); err != nil {
+	if err := f.d.journal.Flush(f.ctx); err != nil {
 		t.Fatal(err)
 	}
 	by := requestsBy(f.nbsrv)
@@ -260,7 +257,7 @@ func TestFleetdAttestationRequests(t *testing.T) {
 		if res, ok, _, _, _ := m.state(); !ok || res.Verdict != attest.Attested {
 			t.Fatalf("%s attestation: %+v", what, res)
 		}
-		if err := f.d.journal.flush(f.ctx); err != nil {
+		if err := f.d.journal.Flush(f.ctx); err != nil {
 			t.Fatal(err)
 		}
 		return requestsBy(f.nbsrv)
@@ -376,7 +373,7 @@ func BenchmarkFleetdStorm(b *testing.B) {
 			b.ReportMetric(float64(n)/wall.Seconds(), kind+"-machines/s")
 			b.ReportMetric(float64(lat[n/2].Milliseconds()), kind+"-p50-ms")
 			b.ReportMetric(float64(lat[n*99/100].Milliseconds()), kind+"-p99-ms")
-			if err := f.d.journal.flush(f.ctx); err != nil {
+			if err := f.d.journal.Flush(f.ctx); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportMetric(float64(f.nbsrv.RequestCount())/float64(n), kind+"-netbox-requests/machine")
@@ -397,89 +394,5 @@ func BenchmarkFleetdStorm(b *testing.B) {
 			}
 			b.StartTimer()
 		}
-	}
-}
-
-// TestJournalQueueBatches: lines queued together go to NetBox in bulk
-// creates of journalBatch, in their order; a batch NetBox refuses (one line
-// names a device it does not have) is written again line by line, so only
-// that line is lost; a batch NetBox did not answer is tried again.
-func TestJournalQueueBatches(t *testing.T) {
-	f := stormFleet(t, 3)
-	names := []string{"w-0000", "w-0001", "w-0002"}
-	ids := make([]int64, 0, 3)
-	for _, name := range names {
-		ids = append(ids, f.devices[name].ID)
-	}
-	j := newJournal(f.nb, slog.New(slog.DiscardHandler), func(int) time.Duration { return 100 * time.Millisecond })
-	var lost atomic.Int32
-	j.lost = func() { lost.Add(1) }
-	defer j.close(f.ctx)
-	linesOf := func(name string) []string {
-		entries, err := f.journal(f.ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, e := range entries {
-			if e.Device == name && strings.HasPrefix(e.Text, "queued ") {
-				out = append(out, e.Text)
-			}
-		}
-		return out
-	}
-
-	f.nbsrv.ResetRequests()
-	const n = 150
-	for i := range n {
-		j.line(ids[i%3], inventory.JournalInfo, fmt.Sprintf("queued %03d", i))
-	}
-	if err := j.flush(f.ctx); err != nil {
-		t.Fatal(err)
-	}
-	if c := requestsBy(f.nbsrv); c["POST /api/extras/journal-entries/"] != 2 || len(c) != 1 {
-		t.Errorf("%d queued lines took %v, want 2 requests (bulk creates of %d)", n, c, journalBatch)
-	}
-	var want []string
-	for i := 0; i < n; i += 3 {
-		want = append(want, fmt.Sprintf("queued %03d", i))
-	}
-	if got := linesOf(names[0]); !slices.Equal(got, want) {
-		t.Errorf("w-0000's journal: %q, want %q", got, want)
-	}
-
-	// One line on a device NetBox does not have: only it is lost.
-	for i := range 10 {
-		id := ids[1]
-		if i == 4 {
-			id = 99999
-		}
-		j.line(id, inventory.JournalInfo, fmt.Sprintf("queued again %d", i))
-	}
-	if err := j.flush(f.ctx); err != nil {
-		t.Fatal(err)
-	}
-	if l := lost.Load(); l != 1 {
-		t.Errorf("%d lines lost, want 1", l)
-	}
-	if got := len(linesOf(names[1])); got != n/3+9 {
-		t.Errorf("w-0001 holds %d queued lines, want %d", got, n/3+9)
-	}
-
-	// NetBox answers 503 for a while: the batch is tried again, whole.
-	f.nbsrv.Inject(netboxtest.Fault{Kind: netboxtest.Failing})
-	for i := range 5 {
-		j.line(ids[2], inventory.JournalInfo, fmt.Sprintf("queued late %d", i))
-	}
-	time.Sleep(journalLinger + 150*time.Millisecond)
-	f.nbsrv.Inject(netboxtest.Fault{})
-	if err := j.flush(f.ctx); err != nil {
-		t.Fatal(err)
-	}
-	if l := lost.Load(); l != 1 {
-		t.Errorf("%d lines lost after NetBox healed, want 1", l)
-	}
-	if got := len(linesOf(names[2])); got != n/3+5 {
-		t.Errorf("w-0002 holds %d queued lines, want %d", got, n/3+5)
 	}
 }
