@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"bytes"
@@ -72,14 +72,14 @@ func TestReadSettingsAutoProvision(t *testing.T) {
 
 func TestRunUsage(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := run(context.Background(), []string{"-help"}, env(nil), &out, &errb); code != 0 || !strings.Contains(errb.String(), "FLEET_CONFIG_TTL") {
+	if code := Main(context.Background(), []string{"-help"}, env(nil), &out, &errb); code != 0 || !strings.Contains(errb.String(), "FLEET_CONFIG_TTL") {
 		t.Errorf("-help: exit %d, %q", code, errb.String())
 	}
 	errb.Reset()
-	if code := run(context.Background(), nil, env(nil), &out, &errb); code != 2 || !strings.Contains(errb.String(), "NETBOX_URL is required") {
+	if code := Main(context.Background(), nil, env(nil), &out, &errb); code != 2 || !strings.Contains(errb.String(), "NETBOX_URL is required") {
 		t.Errorf("no settings: exit %d, %q", code, errb.String())
 	}
-	if code := run(context.Background(), []string{"extra"}, env(nil), &out, &errb); code != 2 {
+	if code := Main(context.Background(), []string{"extra"}, env(nil), &out, &errb); code != 2 {
 		t.Errorf("an argument: exit %d", code)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -23,15 +23,15 @@ import (
 	"github.com/fleetkit/fleet/provision"
 )
 
-// parts are what fleetd composes: made from the settings by main, or in
-// process by the demo and the tests.
-type parts struct {
+// Parts are what fleetd composes: made from the settings by Main, or in
+// process by package sim, for the demo and the tests.
+type Parts struct {
 	NetBox    *inventory.NetBox
 	Kube      kubernetes.Interface // the cluster nodes join: bootstrap tokens
 	Tink      dynamic.Interface    // Tinkerbell's and Rufio's objects
 	Inventory *inventory.Inventory // the nodes file: classes, topology
 	Bundle    *secrets.Bundle
-	Cert      *certReloader
+	Cert      *CertReloader
 	Logger    *slog.Logger // audit lines, as JSON
 
 	// Tuning for the demo and tests; zero means production defaults.
@@ -42,11 +42,11 @@ type parts struct {
 	Backoff       func(int) time.Duration // journal retries
 }
 
-// daemon is one fleetd: the attestation server, the config service, the
+// A Daemon is one fleetd: the attestation server, the config service, the
 // provisioner and the approver API over one HTTPS listener, metrics over
 // another.
-type daemon struct {
-	s        settings
+type Daemon struct {
+	s        Settings
 	log      *slog.Logger
 	nb       *inventory.NetBox
 	tink     dynamic.Interface
@@ -55,7 +55,7 @@ type daemon struct {
 	configs  *configserve.Server
 	prov     *provision.Provisioner
 	metrics  *metrics
-	cert     *certReloader
+	cert     *CertReloader
 	ports    *lldpwait.PortConfig
 	journal  *inventory.JournalQueue
 	devices  *inventory.AddressBook
@@ -67,7 +67,8 @@ type daemon struct {
 	now         func() time.Time
 }
 
-func newDaemon(s settings, p parts) (_ *daemon, err error) {
+// New makes a fleetd from its settings and parts; Serve runs it.
+func New(s Settings, p Parts) (_ *Daemon, err error) {
 	if p.NetBox == nil || p.Kube == nil || p.Tink == nil || p.Inventory == nil || p.Bundle == nil || p.Cert == nil {
 		return nil, errors.New("fleetd: a part is missing")
 	}
@@ -79,11 +80,11 @@ func newDaemon(s settings, p parts) (_ *daemon, err error) {
 	if now == nil {
 		now = time.Now
 	}
-	d := &daemon{
+	d := &Daemon{
 		s: s, log: log, nb: p.NetBox, tink: p.Tink, inv: p.Inventory, cert: p.Cert, now: now,
 		ports:   &lldpwait.PortConfig{Rules: lldpwait.DefaultRules()},
 		devices: inventory.NewAddressBook(p.NetBox, nil),
-		asks:    newAskers(askEvery, askPeers),
+		asks:    newAskers(askEvery, AskPeers),
 	}
 	if s.ApproverCA != "" {
 		pool, err := loadCAs(s.ApproverCA)
@@ -174,20 +175,20 @@ func clusterName(inv *inventory.Inventory) string {
 // Paths of the HTTPS listener.
 const (
 	attestPath = "/attest/"
-	claimsPath = "/v1/claims/"
+	ClaimsPath = "/v1/claims/" // the approver API: GET ClaimsPath+serial
 )
 
 // handler is the HTTPS listener's handler.
-func (d *daemon) handler() http.Handler {
+func (d *Daemon) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(attestPath, d.attest)
 	mux.Handle(configserve.PathPrefix, d.configs)
-	mux.HandleFunc("GET "+claimsPath+"{serial}", d.claim)
+	mux.HandleFunc("GET "+ClaimsPath+"{serial}", d.claim)
 	return mux
 }
 
-// metricsHandler serves /metrics and /healthz.
-func (d *daemon) metricsHandler() http.Handler {
+// MetricsHandler serves /metrics and /healthz.
+func (d *Daemon) MetricsHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -198,7 +199,7 @@ func (d *daemon) metricsHandler() http.Handler {
 // config service counts a config served only when the node's kernel
 // acknowledged every byte of its own connection), and approvers' client
 // certificates verified when one is presented.
-func (d *daemon) tlsConfig() *tls.Config {
+func (d *Daemon) tlsConfig() *tls.Config {
 	c := &tls.Config{
 		MinVersion:     tls.VersionTLS12,
 		GetCertificate: d.cert.getCertificate,
@@ -211,11 +212,11 @@ func (d *daemon) tlsConfig() *tls.Config {
 	return c
 }
 
-// serve runs fleetd on the listeners until ctx ends, then shuts down
+// Serve runs fleetd on the listeners until ctx ends, then shuts down
 // gracefully: no new requests, those in flight finish (up to 30 s), the
 // provisioner's loop stops, waiting configs are dropped, and queued journal
 // lines are written. metricsLn may be nil.
-func (d *daemon) serve(ctx context.Context, httpsLn, metricsLn net.Listener) error {
+func (d *Daemon) Serve(ctx context.Context, httpsLn, metricsLn net.Listener) error {
 	created, err := ensureTemplates(ctx, d.tink, d.s.Namespace)
 	if err != nil {
 		httpsLn.Close()
@@ -261,7 +262,7 @@ func (d *daemon) serve(ctx context.Context, httpsLn, metricsLn net.Listener) err
 	go func() { errc <- hs.Serve(tls.NewListener(newCapListener(httpsLn, maxConns), hs.TLSConfig)) }()
 	if metricsLn != nil {
 		ms = &http.Server{
-			Handler:           d.metricsHandler(),
+			Handler:           d.MetricsHandler(),
 			ReadHeaderTimeout: readTimeout,
 			ReadTimeout:       readTimeout,
 			WriteTimeout:      30 * time.Second,
@@ -300,3 +301,17 @@ func (d *daemon) serve(ctx context.Context, httpsLn, metricsLn net.Listener) err
 	}
 	return err
 }
+
+// Handler is the HTTPS listener's handler: the attestation protocol, the
+// config service and the approver API.
+func (d *Daemon) Handler() http.Handler { return d.handler() }
+
+// Attest is fleetd's attestation server.
+func (d *Daemon) Attest() *attest.Server { return d.attest }
+
+// Journal is the queue of fleetd's writes to NetBox.
+func (d *Daemon) Journal() *inventory.JournalQueue { return d.journal }
+
+// TrackedAsks is the number of addresses tracked for asks of configs fleetd
+// does not hold, and of those, the number not known as a device's.
+func (d *Daemon) TrackedAsks() (all, others int) { return d.asks.tracked() }

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"fmt"
@@ -81,7 +81,7 @@ func newMetrics(certExpiry func() time.Time, waiting func() int) *metrics {
 	})
 	m.untrackedAsks = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fleet_install_config_untracked_asks_total",
-		Help: fmt.Sprintf("Asks for a Talos config fleetd does not hold that fleetd neither looked up nor journaled: they came from an address not known as a device's while fleetd tracked %d such addresses, as many as it tracks at once.", askPeers),
+		Help: fmt.Sprintf("Asks for a Talos config fleetd does not hold that fleetd neither looked up nor journaled: they came from an address not known as a device's while fleetd tracked %d such addresses, as many as it tracks at once.", AskPeers),
 	})
 	m.statusLost = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fleet_device_status_writes_lost_total",

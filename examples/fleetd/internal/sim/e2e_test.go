@@ -1,4 +1,4 @@
-package main
+package sim
 
 import (
 	"context"
@@ -31,6 +31,8 @@ import (
 	"github.com/fleetkit/fleet/inventory"
 	"github.com/fleetkit/fleet/inventory/netboxtest"
 	"github.com/fleetkit/fleet/provision"
+
+	"github.com/fleetkit/fleet/examples/fleetd/internal/daemon"
 )
 
 // wantNoSecrets fails when an install code a machine received appears in
@@ -80,7 +82,7 @@ func TestProvisionANode(t *testing.T) {
 	f.startTinkerbell()
 	for _, name := range []string{"fleet-provision", "fleet-retire"} {
 		f.wait("Template "+name, func() bool {
-			_, err := f.tink.Resource(templateResource).Namespace(f.settings.Namespace).Get(f.ctx, name, metav1.GetOptions{})
+			_, err := f.tink.Resource(daemon.TemplateResource).Namespace(f.settings.Namespace).Get(f.ctx, name, metav1.GetOptions{})
 			return err == nil
 		})
 	}
@@ -196,7 +198,7 @@ func (f *testFleet) wantNoCodeInCluster() {
 		}
 	}
 	for _, name := range []string{"fleet-provision", "fleet-retire"} {
-		u, err := f.tink.Resource(templateResource).Namespace(f.settings.Namespace).Get(f.ctx, name, metav1.GetOptions{})
+		u, err := f.tink.Resource(daemon.TemplateResource).Namespace(f.settings.Namespace).Get(f.ctx, name, metav1.GetOptions{})
 		if err != nil {
 			f.t.Fatal(err)
 		}
@@ -399,7 +401,7 @@ func TestBindingUnauthored(t *testing.T) {
 			if len(dev.MAC) != 0 || dev.AttestVerdict != "" {
 				t.Errorf("a refusal wrote the attestation: %+v", dev)
 			}
-			if c := f.d.attest.Waiting("SN-w-01"); len(c) != 0 {
+			if c := f.d.Attest().Waiting("SN-w-01"); len(c) != 0 {
 				t.Errorf("an unauthored binding's claim waits for approval: %+v", c)
 			}
 		})
@@ -467,7 +469,7 @@ func TestDuplicateSerial(t *testing.T) {
 	// Any machine can claim the serial: a second refusal journals nothing
 	// new, and one 10 minutes later journals again.
 	refused()
-	if err := f.d.journal.Flush(f.ctx); err != nil {
+	if err := f.d.Journal().Flush(f.ctx); err != nil {
 		t.Fatal(err)
 	}
 	journaled(1)
@@ -497,14 +499,14 @@ func TestApproverAPI(t *testing.T) {
 	caPEM, clientCert := approverCA(t)
 	caFile := filepath.Join(dir, "approvers.pem")
 	os.WriteFile(caFile, caPEM, 0o644)
-	f := newTestFleet(t, func(s *settings) { s.ApproverCA = caFile }, testNode{name: "w-04", class: "worker"})
+	f := newTestFleet(t, func(s *daemon.Settings) { s.ApproverCA = caFile }, testNode{name: "w-04", class: "worker"})
 	f.powerOn("w-04")
 	if res := f.attested("w-04"); res.Verdict != attest.PendingApproval {
 		t.Fatalf("verdict %s", res.Verdict)
 	}
 	get := func(c *http.Client, token string) (int, attest.WaitingClaim) {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, f.url+claimsPath+"SN-w-04", nil)
+		req, _ := http.NewRequest(http.MethodGet, f.url+daemon.ClaimsPath+"SN-w-04", nil)
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
@@ -537,7 +539,7 @@ func TestApproverAPI(t *testing.T) {
 	if code, wc := get(&http.Client{Transport: tr}, ""); code != http.StatusOK || wc.Serial != "SN-w-04" {
 		t.Errorf("approver certificate: %d", code)
 	}
-	req, _ := http.NewRequest(http.MethodGet, f.url+claimsPath+"SN-none", nil)
+	req, _ := http.NewRequest(http.MethodGet, f.url+daemon.ClaimsPath+"SN-none", nil)
 	req.Header.Set("Authorization", "Bearer "+approverToken)
 	if rsp, err := f.client.Do(req); err != nil || rsp.StatusCode != http.StatusNotFound {
 		t.Errorf("unknown serial: %v %v", rsp, err)
@@ -564,7 +566,7 @@ func TestApproverAPIEveryTPM(t *testing.T) {
 	if err != nil || res.Verdict != attest.PendingApproval {
 		t.Fatalf("the impostor's claim: %v, %v", res.Verdict, err)
 	}
-	req, _ := http.NewRequest(http.MethodGet, f.url+claimsPath+"SN-w-04", nil)
+	req, _ := http.NewRequest(http.MethodGet, f.url+daemon.ClaimsPath+"SN-w-04", nil)
 	req.Header.Set("Authorization", "Bearer "+approverToken)
 	rsp, err := f.client.Do(req)
 	if err != nil {
@@ -667,7 +669,7 @@ func grep(s, sub string) string {
 // as expected.
 func TestDemo(t *testing.T) {
 	var out strings.Builder
-	ok, err := demo(context.Background(), "../..", &out)
+	ok, err := demo(context.Background(), "../../../..", &out)
 	if err != nil || !ok {
 		t.Fatalf("demo = %v, %v\n%s", ok, err, out.String())
 	}

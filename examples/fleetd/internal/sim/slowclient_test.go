@@ -1,4 +1,4 @@
-package main
+package sim
 
 import (
 	"crypto/tls"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/fleetkit/fleet/configserve"
+
+	"github.com/fleetkit/fleet/examples/fleetd/internal/daemon"
 )
 
 // A client that trickles its request, headers or body, on any endpoint, is
@@ -17,7 +19,7 @@ import (
 // finishes its TLS handshake.
 func TestSlowClientsCutOff(t *testing.T) {
 	const timeout = time.Second
-	f := newTestFleet(t, func(s *settings) { s.ReadTimeout = timeout }, testNode{name: "w-01", class: "worker", approve: true})
+	f := newTestFleet(t, func(s *daemon.Settings) { s.ReadTimeout = timeout }, testNode{name: "w-01", class: "worker", approve: true})
 	addr := strings.TrimPrefix(f.url, "https://")
 	tlsConf := f.client.Transport.(*http.Transport).TLSClientConfig.Clone()
 	tlsConf.ServerName = "127.0.0.1"
@@ -80,7 +82,7 @@ func TestSlowClientsCutOff(t *testing.T) {
 // timeout; the client after them waits, and is served then.
 func TestConnectionsCapped(t *testing.T) {
 	const timeout, slots = 2 * time.Second, 4
-	f := newTestFleet(t, func(s *settings) { s.ReadTimeout, s.MaxConns = timeout, slots }, testNode{name: "w-01", class: "worker", approve: true})
+	f := newTestFleet(t, func(s *daemon.Settings) { s.ReadTimeout, s.MaxConns = timeout, slots }, testNode{name: "w-01", class: "worker", approve: true})
 	addr := strings.TrimPrefix(f.url, "https://")
 	for range slots {
 		c, err := net.Dial("tcp", addr)

@@ -1,4 +1,4 @@
-package main
+package sim
 
 import (
 	"context"
@@ -15,10 +15,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/inventory"
+
+	"github.com/fleetkit/fleet/examples/fleetd/internal/daemon"
 )
 
 // The demo's files, relative to the module's root: the example inventory,
@@ -38,20 +38,20 @@ type demoCase struct {
 	check   func(ctx context.Context, w *world, m *simMachine) (bool, string, error)
 }
 
-// runDemo runs the runbook end to end in process: "Declare the node"
+// RunDemo runs the runbook end to end in process: "Declare the node"
 // applies examples/testdata/nodes.yaml to an in-process NetBox, then
 // simulated machines boot HookOS and attest over HTTPS to a real fleetd,
 // whose Workflows a simulated Tinkerbell agent runs. It prints a timeline
 // and a final table, and exits 0 when every machine ended as expected.
-func runDemo(ctx context.Context, stdout, stderr io.Writer) int {
+func RunDemo(ctx context.Context, stdout, stderr io.Writer) int {
 	root, err := moduleRoot()
 	if err != nil {
-		fmt.Fprintf(stderr, "fleetd -demo: %v\n", err)
+		fmt.Fprintf(stderr, "demo: %v\n", err)
 		return 1
 	}
 	ok, err := demo(ctx, root, stdout)
 	if err != nil {
-		fmt.Fprintf(stderr, "fleetd -demo: %v\n", err)
+		fmt.Fprintf(stderr, "demo: %v\n", err)
 		return 1
 	}
 	if !ok {
@@ -218,7 +218,7 @@ func operator(ctx context.Context, w *world, tl *timeline, machines map[string]*
 // serial, as fleetctl approve does.
 func approveClaims(ctx context.Context, w *world, serial string) ([]attest.WaitingClaim, error) {
 	var c []attest.WaitingClaim
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.url+claimsPath+serial, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.url+daemon.ClaimsPath+serial, nil)
 	if err != nil {
 		return c, err
 	}
@@ -229,7 +229,7 @@ func approveClaims(ctx context.Context, w *world, serial string) ([]attest.Waiti
 	}
 	defer rsp.Body.Close()
 	if rsp.StatusCode != http.StatusOK {
-		return c, fmt.Errorf("GET %s%s: %s", claimsPath, serial, rsp.Status)
+		return c, fmt.Errorf("GET %s%s: %s", daemon.ClaimsPath, serial, rsp.Status)
 	}
 	err = json.NewDecoder(rsp.Body).Decode(&c)
 	return c, err
@@ -345,8 +345,4 @@ func table(ctx context.Context, out io.Writer, w *world, cases []demoCase, machi
 		fmt.Fprintln(out, "some machines did not end as expected")
 	}
 	return all, nil
-}
-
-func newUnstructured(obj map[string]any) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: obj}
 }

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"errors"
@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// settings is fleetd's configuration, read from the environment.
-type settings struct {
+// Settings is fleetd's configuration, read from the environment.
+type Settings struct {
 	Listen        string // FLEET_LISTEN
 	MetricsListen string // FLEET_METRICS_LISTEN
 	TLSCert       string // FLEET_TLS_CERT
@@ -91,7 +91,7 @@ const envHelp = `Environment:
 `
 
 // readSettings reads fleetd's settings; every problem is reported at once.
-func readSettings(getenv func(string) string) (settings, error) {
+func readSettings(getenv func(string) string) (Settings, error) {
 	var errs []error
 	str := func(name, def string) string {
 		if v := strings.TrimSpace(getenv(name)); v != "" {
@@ -114,7 +114,7 @@ func readSettings(getenv func(string) string) (settings, error) {
 		}
 		return b
 	}
-	s := settings{
+	s := Settings{
 		Listen:               str("FLEET_LISTEN", ":8443"),
 		MetricsListen:        str("FLEET_METRICS_LISTEN", ":9464"),
 		TLSCert:              required("FLEET_TLS_CERT"),

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"net/netip"
@@ -14,12 +14,12 @@ const (
 	// askEvery is the least time between two journal lines (and two
 	// NetBox look-ups) for the asks of one address.
 	askEvery = time.Minute
-	// askPeers is how many addresses that are not known as devices' fleetd
+	// AskPeers is how many addresses that are not known as devices' fleetd
 	// tracks at once; the asks of a further one are counted in
 	// fleet_install_config_untracked_asks_total, and nothing else is done
 	// with them. It is a quarter of the journal's queue, so that the
 	// look-ups of such addresses can never fill it.
-	askPeers = inventory.DefaultJournalQueueSize / 4
+	AskPeers = inventory.DefaultJournalQueueSize / 4
 )
 
 // askers tallies the asks for configs fleetd does not hold, by the address

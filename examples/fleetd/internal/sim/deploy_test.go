@@ -1,4 +1,4 @@
-package main
+package sim
 
 import (
 	"bytes"
@@ -35,10 +35,12 @@ import (
 	"github.com/fleetkit/fleet/internal/testenv"
 	"github.com/fleetkit/fleet/inventory"
 	"github.com/fleetkit/fleet/provision"
+
+	"github.com/fleetkit/fleet/examples/fleetd/internal/daemon"
 )
 
 // deployDir is examples/deploy, from this package's directory.
-const deployDir = "../deploy"
+const deployDir = "../../../deploy"
 
 // wantRole is the Role of examples/deploy: every rule a Kubernetes call of
 // fleetd needs in Tinkerbell's namespace, and no other.
@@ -74,7 +76,7 @@ func kustomize(t *testing.T, dir string) []*unstructured.Unstructured {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(t.Context(), goCmd, "-C", filepath.Join("..", "..", "tools", "kustomize"), "run", ".", abs)
+	cmd := exec.CommandContext(t.Context(), goCmd, "-C", filepath.Join("..", "..", "..", "..", "tools", "kustomize"), "run", ".", abs)
 	cmd.Env = append(os.Environ(), "GOWORK=off")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -243,7 +245,7 @@ func (d *deployed) fleet(t *testing.T, nodes ...testNode) *testFleet {
 		t.Fatal(err)
 	}
 	return newFleet(t, worldConfig{
-		Validate: t, Edit: func(s *settings) { s.Namespace = d.ns },
+		Validate: t, Edit: func(s *daemon.Settings) { s.Namespace = d.ns },
 		Kube: d.env.Admin(), Tink: admin,
 		FleetdKube: d.kube, FleetdTink: d.tink,
 	}, nodes...)
@@ -347,7 +349,7 @@ type koConfig struct {
 // main package of this module that builds without cgo, as ko builds it, and
 // the Deployment of examples/deploy runs the image ko builds of fleetd.
 func TestKoConfig(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", ".ko.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "..", ".ko.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 
@@ -14,7 +15,8 @@ import (
 	"github.com/fleetkit/fleet/examples/templates"
 )
 
-var templateResource = tinkerbell.GroupVersion.WithResource("templates")
+// TemplateResource is Tinkerbell's Template resource.
+var TemplateResource = tinkerbell.GroupVersion.WithResource("templates")
 
 // ensureTemplates creates the Templates fleet's Workflows name in ns when
 // they are missing. A Template that exists is left as it is: an operator
@@ -26,7 +28,7 @@ func ensureTemplates(ctx context.Context, tink dynamic.Interface, ns string) (cr
 		if err != nil {
 			return created, err
 		}
-		_, err = tink.Resource(templateResource).Namespace(ns).Create(ctx, newUnstructured(obj), metav1.CreateOptions{})
+		_, err = tink.Resource(TemplateResource).Namespace(ns).Create(ctx, newUnstructured(obj), metav1.CreateOptions{})
 		switch {
 		case apierrors.IsAlreadyExists(err):
 		case err != nil:
@@ -36,4 +38,8 @@ func ensureTemplates(ctx context.Context, tink dynamic.Interface, ns string) (cr
 		}
 	}
 	return created, nil
+}
+
+func newUnstructured(obj map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: obj}
 }

@@ -1,4 +1,4 @@
-package main
+package sim
 
 import (
 	"context"
@@ -21,6 +21,8 @@ import (
 	"github.com/fleetkit/fleet/attest/attesttest"
 	"github.com/fleetkit/fleet/internal/kubetest"
 	"github.com/fleetkit/fleet/inventory/netboxtest"
+
+	"github.com/fleetkit/fleet/examples/fleetd/internal/daemon"
 )
 
 var (
@@ -86,7 +88,7 @@ func (c *testClock) advance(d time.Duration) {
 // newTestFleet is a fleet on the real kube-apiserver, whose NetBox checks
 // every request against its schema. It skips t when the control plane
 // cannot run (a failure with FLEET_REQUIRE_INTEGRATION=1).
-func newTestFleet(t *testing.T, edit func(*settings), nodes ...testNode) *testFleet {
+func newTestFleet(t *testing.T, edit func(*daemon.Settings), nodes ...testNode) *testFleet {
 	t.Helper()
 	env := kubetest.Start(t)
 	ns := env.Namespace(t)
@@ -98,7 +100,7 @@ func newTestFleet(t *testing.T, edit func(*settings), nodes ...testNode) *testFl
 	if err != nil {
 		t.Fatal(err)
 	}
-	withNamespace := func(s *settings) {
+	withNamespace := func(s *daemon.Settings) {
 		s.Namespace = ns
 		if edit != nil {
 			edit(s)
@@ -110,7 +112,7 @@ func newTestFleet(t *testing.T, edit func(*settings), nodes ...testNode) *testFl
 // newTestFleetWith is a fleet on client-go's fakes, for any test or
 // benchmark; validate receives NetBox schema mismatches (nil: no schema
 // check).
-func newTestFleetWith(t testing.TB, validate netboxtest.Reporter, edit func(*settings), nodes ...testNode) *testFleet {
+func newTestFleetWith(t testing.TB, validate netboxtest.Reporter, edit func(*daemon.Settings), nodes ...testNode) *testFleet {
 	t.Helper()
 	return newFleet(t, worldConfig{Validate: validate, Edit: edit}, nodes...)
 }
@@ -282,6 +284,6 @@ func (f *testFleet) waitJournal(name, text string) string {
 func (f *testFleet) metrics() string {
 	f.t.Helper()
 	rec := httptest.NewRecorder()
-	f.d.metricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	f.d.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	return rec.Body.String()
 }

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"crypto/subtle"
@@ -20,7 +20,7 @@ import (
 // TPM, each in attest.WaitingClaim's wire format, or 404 when none does. A waiting claim proves nothing, because another machine
 // can send one with this serial: the operator compares it with independent
 // evidence, and more than one claim means more than one TPM claims it.
-func (d *daemon) claim(w http.ResponseWriter, r *http.Request) {
+func (d *Daemon) claim(w http.ResponseWriter, r *http.Request) {
 	who, ok := d.approver(r)
 	if !ok {
 		d.log.Warn("fleet.approve", "serial", r.PathValue("serial"), "refused", "not an approver", "peer", r.RemoteAddr)
@@ -44,7 +44,7 @@ func (d *daemon) claim(w http.ResponseWriter, r *http.Request) {
 }
 
 // approver says who asks, when the request comes from an approver.
-func (d *daemon) approver(r *http.Request) (string, bool) {
+func (d *Daemon) approver(r *http.Request) (string, bool) {
 	if d.approverCAs != nil && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
 		return "certificate " + r.TLS.VerifiedChains[0][0].Subject.String(), true
 	}

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 // read waits in boundDevices for the admission of the machine's proof. A
 // serial that more than one device holds is refused (attest.BindingError),
 // and journaled on each of them.
-type bindings struct{ d *daemon }
+type bindings struct{ d *Daemon }
 
 func (b bindings) Binding(ctx context.Context, serial string) (attest.Binding, error) {
 	dev, bd, err := b.d.nb.DeviceBinding(ctx, serial)
@@ -124,7 +124,7 @@ func peerAddr(remote string) netip.Addr {
 // admit is attest's admission hook: provision decides what the attested
 // machine gets, after the switch port it claimed is checked against the one
 // its entry declares.
-func (d *daemon) admit(ctx context.Context, c attest.Claim) (attest.Admission, error) {
+func (d *Daemon) admit(ctx context.Context, c attest.Claim) (attest.Admission, error) {
 	n := neighbor(c.LLDP)
 	port := 0
 	if n != nil {
@@ -176,7 +176,7 @@ func (d *daemon) admit(ctx context.Context, c attest.Claim) (attest.Admission, e
 // runbook row says to read the device's journal: ek-binding-unauthored.
 // Other refusals write nothing to NetBox; their attest.verdict audit line
 // holds what the operator needs.
-func (d *daemon) judged(_ context.Context, c attest.Claim, j attest.Judgement) {
+func (d *Daemon) judged(_ context.Context, c attest.Claim, j attest.Judgement) {
 	d.metrics.verdicts.WithLabelValues(j.Verdict.String()).Inc()
 	if j.Verdict == attest.EKBindingUnauthored {
 		d.refusals.Unauthored(c.Serial, d.now())
@@ -188,8 +188,8 @@ type configsOf struct{ srv *configserve.Server }
 
 func (c configsOf) NewCode() (string, error) { return configserve.NewCode(), nil }
 
-func (c configsOf) Hold(_ context.Context, code string, config []byte, dev inventory.Device, run string) error {
-	return c.srv.Put(code, config, configserve.Device{ID: dev.ID, Name: dev.Name}, run)
+func (c configsOf) Hold(_ context.Context, code string, config []byte, dev inventory.Device, Main string) error {
+	return c.srv.Put(code, config, configserve.Device{ID: dev.ID, Name: dev.Name}, Main)
 }
 
 // gate tells the config service whether NetBox shows a device planned.
@@ -210,7 +210,7 @@ func (g gate) Planned(ctx context.Context, dev configserve.Device) (bool, error)
 // for the alerts, and takes a served device active. It returns at once:
 // NetBox is written in the background, the status in a lane of its own
 // that no journal line can fill or delay (see inventory.JournalQueue).
-func (d *daemon) configEvent(e configserve.Event) {
+func (d *Daemon) configEvent(e configserve.Event) {
 	d.metrics.configEvents.WithLabelValues(e.Kind.String()).Inc()
 	id := e.Device.ID
 	switch e.Kind {
@@ -244,7 +244,7 @@ func (d *daemon) configEvent(e configserve.Event) {
 // after the node's last ask. Asks that askers does not track (its table of
 // addresses not known as devices' is full) are counted in
 // fleet_install_config_untracked_asks_total, and cost NetBox nothing.
-func (d *daemon) missing(peer netip.Addr, text string) {
+func (d *Daemon) missing(peer netip.Addr, text string) {
 	now := d.now()
 	known, device := d.devices.Cached(peer)
 	if device {

@@ -1,16 +1,18 @@
-package main
+package sim
 
 import (
 	"context"
 	"net"
 	"testing"
+
+	"github.com/fleetkit/fleet/examples/fleetd/internal/daemon"
 )
 
 // A fleetd told to stop while it starts (before its Templates exist) stops
 // cleanly, as after a SIGTERM at any other time.
 func TestServeStoppedWhileStarting(t *testing.T) {
 	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true})
-	d, err := newDaemon(f.settings, f.parts)
+	d, err := daemon.New(f.settings, f.parts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,7 +22,7 @@ func TestServeStoppedWhileStarting(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := d.serve(ctx, ln, nil); err != nil {
+	if err := d.Serve(ctx, ln, nil); err != nil {
 		t.Errorf("serve stopped while starting: %v, want a clean stop", err)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package sim
 
 import (
 	"bytes"
@@ -24,6 +24,8 @@ import (
 	"github.com/fleetkit/fleet/attest/attesttest"
 	"github.com/fleetkit/fleet/internal/kubetest"
 	"github.com/fleetkit/fleet/inventory/netboxtest"
+
+	"github.com/fleetkit/fleet/examples/fleetd/internal/daemon"
 )
 
 // stormFleet is a fleet of n workers whose entries approve their ECC EK;
@@ -32,7 +34,7 @@ import (
 // per machine.
 func stormFleet(tb testing.TB, n int) *testFleet {
 	tb.Helper()
-	return newTestFleetWith(tb, nil, func(s *settings) { s.ConfigTTL = time.Hour }, stormNodes(tb, n)...)
+	return newTestFleetWith(tb, nil, func(s *daemon.Settings) { s.ConfigTTL = time.Hour }, stormNodes(tb, n)...)
 }
 
 // stormNodes are stormFleet's n workers.
@@ -65,7 +67,7 @@ func stormFleetOnAPIServer(tb testing.TB, n int, calls *kubeCalls) *testFleet {
 	tb.Helper()
 	env := kubetest.Start(tb)
 	ns := env.Namespace(tb)
-	cfg, err := kubeconfig(env.Kubeconfig())
+	cfg, err := daemon.Kubeconfig(env.Kubeconfig())
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -78,7 +80,7 @@ func stormFleetOnAPIServer(tb testing.TB, n int, calls *kubeCalls) *testFleet {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	edit := func(s *settings) { s.ConfigTTL, s.Namespace = time.Hour, ns }
+	edit := func(s *daemon.Settings) { s.ConfigTTL, s.Namespace = time.Hour, ns }
 	return newFleet(tb, worldConfig{Edit: edit, Kube: kube, Tink: tink}, stormNodes(tb, n)...)
 }
 
@@ -219,7 +221,7 @@ func TestFleetdStorm(t *testing.T) {
 	f := stormFleet(t, n)
 	f.nbsrv.ResetRequests()
 	lat := storm(t, f)
-	if err := f.d.journal.Flush(f.ctx); err != nil {
+	if err := f.d.Journal().Flush(f.ctx); err != nil {
 		t.Fatal(err)
 	}
 	by := requestsBy(f.nbsrv)
@@ -257,7 +259,7 @@ func TestFleetdAttestationRequests(t *testing.T) {
 		if res, ok, _, _, _ := m.state(); !ok || res.Verdict != attest.Attested {
 			t.Fatalf("%s attestation: %+v", what, res)
 		}
-		if err := f.d.journal.Flush(f.ctx); err != nil {
+		if err := f.d.Journal().Flush(f.ctx); err != nil {
 			t.Fatal(err)
 		}
 		return requestsBy(f.nbsrv)
@@ -373,7 +375,7 @@ func BenchmarkFleetdStorm(b *testing.B) {
 			b.ReportMetric(float64(n)/wall.Seconds(), kind+"-machines/s")
 			b.ReportMetric(float64(lat[n/2].Milliseconds()), kind+"-p50-ms")
 			b.ReportMetric(float64(lat[n*99/100].Milliseconds()), kind+"-p99-ms")
-			if err := f.d.journal.Flush(f.ctx); err != nil {
+			if err := f.d.Journal().Flush(f.ctx); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportMetric(float64(f.nbsrv.RequestCount())/float64(n), kind+"-netbox-requests/machine")

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"crypto/tls"
@@ -10,11 +10,11 @@ import (
 	"time"
 )
 
-// certReloader serves the certificate at certFile and keyFile, and reads it
+// A CertReloader serves the certificate at certFile and keyFile, and reads it
 // again when either file changes (as an ACME client renews it), checking at
 // most every recheck. A renewal that does not load leaves the old
 // certificate in use and is logged.
-type certReloader struct {
+type CertReloader struct {
 	certFile, keyFile string
 	recheck           time.Duration
 	logf              func(msg string, args ...any)
@@ -26,25 +26,25 @@ type certReloader struct {
 	checkedAt time.Time
 }
 
-func newCertReloader(certFile, keyFile string, logf func(string, ...any)) (*certReloader, error) {
-	r := &certReloader{certFile: certFile, keyFile: keyFile, recheck: 30 * time.Second, logf: logf}
+func newCertReloader(certFile, keyFile string, logf func(string, ...any)) (*CertReloader, error) {
+	r := &CertReloader{certFile: certFile, keyFile: keyFile, recheck: 30 * time.Second, logf: logf}
 	if err := r.load(); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-// staticCert serves one certificate that never changes (the demo's).
-func staticCert(c tls.Certificate) (*certReloader, error) {
+// StaticCert serves one certificate that never changes (the demo's).
+func StaticCert(c tls.Certificate) (*CertReloader, error) {
 	leaf, err := x509.ParseCertificate(c.Certificate[0])
 	if err != nil {
 		return nil, err
 	}
 	c.Leaf = leaf
-	return &certReloader{cert: &c, notAfter: leaf.NotAfter}, nil
+	return &CertReloader{cert: &c, notAfter: leaf.NotAfter}, nil
 }
 
-func (r *certReloader) load() error {
+func (r *CertReloader) load() error {
 	st, err := os.Stat(r.certFile)
 	if err != nil {
 		return err
@@ -71,7 +71,7 @@ func (r *certReloader) load() error {
 }
 
 // getCertificate is tls.Config.GetCertificate.
-func (r *certReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+func (r *CertReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	r.mu.Lock()
 	due := r.certFile != "" && time.Since(r.checkedAt) >= r.recheck
 	if due {
@@ -92,7 +92,7 @@ func (r *certReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, e
 }
 
 // expiry returns the NotAfter of the certificate in use.
-func (r *certReloader) expiry() time.Time {
+func (r *CertReloader) expiry() time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.notAfter

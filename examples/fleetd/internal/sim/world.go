@@ -1,4 +1,4 @@
-package main
+package sim
 
 import (
 	"context"
@@ -30,6 +30,8 @@ import (
 	"github.com/fleetkit/fleet/inventory"
 	"github.com/fleetkit/fleet/inventory/netboxtest"
 	"github.com/fleetkit/fleet/provision"
+
+	"github.com/fleetkit/fleet/examples/fleetd/internal/daemon"
 )
 
 // A world is a whole fleet in one process, for the demo and the end-to-end
@@ -45,9 +47,9 @@ type world struct {
 	kube  kubernetes.Interface // the nodes' cluster: bootstrap token Secrets
 	tink  dynamic.Interface    // Tinkerbell's cluster: Workflows, Hardware, Templates, Rufio's objects
 
-	settings settings
-	parts    parts
-	d        *daemon
+	settings daemon.Settings
+	parts    daemon.Parts
+	d        *daemon.Daemon
 	url      string       // https://127.0.0.1:port
 	client   *http.Client // trusts fleetd's certificate
 	audit    *lockedBuffer
@@ -60,10 +62,10 @@ type world struct {
 
 // worldConfig tunes a world.
 type worldConfig struct {
-	Nodes, Topology string              // the nodes file and topology
-	Validate        netboxtest.Reporter // schema checks of the in-process NetBox; nil: none
-	Edit            func(*settings)     // changes fleetd's settings before it starts
-	Bundle          *secrets.Bundle     // nil: a new one
+	Nodes, Topology string                 // the nodes file and topology
+	Validate        netboxtest.Reporter    // schema checks of the in-process NetBox; nil: none
+	Edit            func(*daemon.Settings) // changes fleetd's settings before it starts
+	Bundle          *secrets.Bundle        // nil: a new one
 	// The clusters fleetd talks to; nil: client-go's fakes, which enforce
 	// no schema, RBAC or status subresource (the demo's, which runs with no
 	// kube-apiserver). Tinkerbell's namespace is the settings' Namespace.
@@ -169,7 +171,7 @@ func newWorldWith(ctx context.Context, wc worldConfig, now func() time.Time) (*w
 		return nil, err
 	}
 	w.url = "https://" + ln.Addr().String()
-	w.settings = settings{
+	w.settings = daemon.Settings{
 		PublicURL:     w.url,
 		ConfigTTL:     time.Hour,
 		AutoProvision: true,
@@ -188,14 +190,14 @@ func newWorldWith(ctx context.Context, wc worldConfig, now func() time.Time) (*w
 	if wc.FleetdTink != nil {
 		fleetdTink = wc.FleetdTink
 	}
-	w.parts = parts{
+	w.parts = daemon.Parts{
 		NetBox: w.nb, Kube: fleetdKube, Tink: fleetdTink, Inventory: inv, Bundle: bundle, Cert: cert,
 		Logger:       slog.New(slog.NewJSONHandler(w.audit, nil)),
 		LoopInterval: 100 * time.Millisecond,
 		Now:          now,
 		Backoff:      func(int) time.Duration { return 50 * time.Millisecond },
 	}
-	w.d, err = newDaemon(w.settings, w.parts)
+	w.d, err = daemon.New(w.settings, w.parts)
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -210,7 +212,7 @@ func newWorldWith(ctx context.Context, wc worldConfig, now func() time.Time) (*w
 func (w *world) start(ln net.Listener) {
 	ctx, stop := context.WithCancel(context.Background())
 	w.stop, w.done, w.served = stop, make(chan error, 1), nil
-	go func() { w.done <- w.d.serve(ctx, ln, nil) }()
+	go func() { w.done <- w.d.Serve(ctx, ln, nil) }()
 }
 
 // halt stops fleetd and returns what serve returned, nil when it stopped
@@ -235,7 +237,7 @@ func (w *world) restart() error {
 	if err := w.halt(); err != nil {
 		return err
 	}
-	d, err := newDaemon(w.settings, w.parts)
+	d, err := daemon.New(w.settings, w.parts)
 	if err != nil {
 		return err
 	}
@@ -322,7 +324,7 @@ func newBundle() (*secrets.Bundle, error) {
 
 // selfSigned makes fleetd's certificate for 127.0.0.1, and the pool that
 // trusts it.
-func selfSigned() (*certReloader, *x509.CertPool, error) {
+func selfSigned() (*daemon.CertReloader, *x509.CertPool, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
@@ -349,7 +351,7 @@ func selfSigned() (*certReloader, *x509.CertPool, error) {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(leaf)
-	r, err := staticCert(tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key})
+	r, err := daemon.StaticCert(tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key})
 	return r, pool, err
 }
 

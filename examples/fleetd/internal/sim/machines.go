@@ -1,4 +1,4 @@
-package main
+package sim
 
 import (
 	"bytes"
@@ -326,7 +326,7 @@ func (t *tinkSim) netboot(ctx context.Context, wf tinkerbell.Workflow, m *simMac
 		return
 	}
 	jobs := t.w.tink.Resource(provision.JobResource).Namespace(t.ns)
-	u, err := jobs.Create(ctx, newUnstructured(obj), metav1.CreateOptions{})
+	u, err := jobs.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		u, err = jobs.Get(ctx, name, metav1.GetOptions{})
 	}
@@ -407,7 +407,7 @@ func (t *tinkSim) report(ctx context.Context, name string, state tinkerbell.Work
 		if err != nil {
 			return err
 		}
-		if _, err = res.UpdateStatus(ctx, newUnstructured(obj), metav1.UpdateOptions{}); err == nil {
+		if _, err = res.UpdateStatus(ctx, &unstructured.Unstructured{Object: obj}, metav1.UpdateOptions{}); err == nil {
 			return nil
 		}
 		if !apierrors.IsConflict(err) {

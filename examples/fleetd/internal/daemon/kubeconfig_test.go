@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"os"
@@ -33,7 +33,7 @@ current-context: x
 	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := kubeconfig(path)
+	cfg, err := Kubeconfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ current-context: x
 	if cfg.Host != "https://127.0.0.1:6443" || cfg.BearerToken != "t" {
 		t.Errorf("host %q, token %q: not the kubeconfig's", cfg.Host, cfg.BearerToken)
 	}
-	if _, err := kubeconfig(filepath.Join(t.TempDir(), "missing")); err == nil {
+	if _, err := Kubeconfig(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Error("a missing kubeconfig file loaded")
 	}
 }
