@@ -357,7 +357,7 @@ func (p *Provisioner) decide(ctx context.Context, c Claim, dev inventory.Device,
 		}
 	}
 	name, code, err := p.startRun(ctx, dev, runStart{
-		kind: kind, hookOS: from, note: admittedNote(from, kind, replaces), rec: rec,
+		kind: kind, hookOS: from, note: admittedNote(from, kind, replaces), rec: rec, runs: &runs,
 	})
 	var ref *RefusalError
 	switch {
@@ -476,6 +476,9 @@ type runStart struct {
 	// rec, when set, is Admit's attestation: the write of the run's
 	// last_run (and the clearing of desired_action) carries it.
 	rec *record
+	// runs, when set, are the device's runs as the caller read them under
+	// the device's lock; nil: startRun reads them.
+	runs *[]*run
 }
 
 // startRun checks, renders and starts a run for dev. The caller holds
@@ -514,18 +517,8 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, o runS
 	if err := p.ensureHardware(ctx, dev); err != nil {
 		return "", "", err
 	}
-	// A new run replaces any run of the device that has not ended.
-	old, err := p.runsOf(ctx, dev.ID)
-	if err != nil {
+	if err := p.endRuns(ctx, dev.ID, o.runs); err != nil {
 		return "", "", err
-	}
-	for _, r := range old {
-		if !r.Terminal() {
-			if err := p.deleteWorkflow(ctx, r.Name()); err != nil {
-				return "", "", err
-			}
-			p.dropCode(r.Name())
-		}
 	}
 	addr := ""
 	if o.hookOS.IsValid() {

@@ -397,47 +397,97 @@ func TestAPIServerHardwareConflict(t *testing.T) {
 	}
 }
 
-// A Hardware that another writer created after provision found none (a
-// second fleetd replica, or an operator): the server refuses provision's
-// create as AlreadyExists, and provision reads it and writes NetBox's facts
-// over it, so the run starts.
-func TestAPIServerHardwareCreatedMeanwhile(t *testing.T) {
+// A Hardware that another writer made first (a second fleetd replica, or
+// an operator) and then deleted just after provision read it: provision's
+// create is refused as AlreadyExists, its update of what it read finds
+// nothing (NotFound), and it creates once more with NetBox's facts, so the
+// run starts.
+func TestAPIServerHardwareDeletedMeanwhile(t *testing.T) {
 	dev := worker(1, "node-01")
 	h := newRealHarness(t, nil, dev)
 	ctx := context.Background()
 	real := h.tinkAPI
-	var created int
+	other := tinkerbell.Hardware{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-01", Namespace: h.ns},
+		Spec: tinkerbell.HardwareSpec{Interfaces: []tinkerbell.Interface{{
+			DHCP: &tinkerbell.DHCP{MAC: "02:00:00:00:00:99", Hostname: "node-01"},
+		}}},
+	}
+	c := real.Resource(HardwareResource).Namespace(h.ns)
+	if _, err := c.Create(ctx, unstructuredOf(t, &other, tinkerbell.GroupVersion.WithKind("Hardware")), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var deleted int
 	var once sync.Once
 	h.tinkAPI = interposed{Interface: real, gvr: HardwareResource, then: func(getErr error) {
-		if !apierrors.IsNotFound(getErr) {
+		if getErr != nil {
 			return
 		}
 		once.Do(func() {
-			other := tinkerbell.Hardware{
-				ObjectMeta: metav1.ObjectMeta{Name: "node-01", Namespace: h.ns},
-				Spec: tinkerbell.HardwareSpec{Interfaces: []tinkerbell.Interface{{
-					DHCP: &tinkerbell.DHCP{MAC: "02:00:00:00:00:99", Hostname: "node-01"},
-				}}},
-			}
-			if _, err := real.Resource(HardwareResource).Namespace(h.ns).Create(ctx,
-				unstructuredOf(t, &other, tinkerbell.GroupVersion.WithKind("Hardware")), metav1.CreateOptions{}); err != nil {
+			if err := c.Delete(ctx, "node-01", metav1.DeleteOptions{}); err != nil {
 				t.Error(err)
 				return
 			}
-			created++
+			deleted++
 		})
 	}}
 	h.restart()
 	if d, err := h.p.Admit(ctx, claimOf(dev)); err != nil || !isRunName(d.Run, "provision-node-01-") {
-		t.Fatalf("Admit after a concurrent create of the Hardware = %+v, %v", d, err)
+		t.Fatalf("Admit after a concurrent delete of the Hardware = %+v, %v", d, err)
 	}
-	if created != 1 {
-		t.Fatalf("the concurrent writer created %d Hardware objects, want 1", created)
+	if deleted != 1 {
+		t.Fatalf("the concurrent writer deleted %d Hardware objects, want 1", deleted)
 	}
 	var hw tinkerbell.Hardware
 	h.get(HardwareResource, "node-01", &hw)
 	if mac := hw.Spec.Interfaces[0].DHCP.MAC; mac != "02:00:00:00:00:01" || hw.Labels[LabelDeviceID] != "1" {
-		t.Errorf("Hardware MAC %s, labels %v; want NetBox's facts written over the other writer's", mac, hw.Labels)
+		t.Errorf("Hardware MAC %s, labels %v; want NetBox's facts", mac, hw.Labels)
+	}
+}
+
+// A Workflow that Tinkerbell reports ended after fleet read it, and before
+// fleet replaces the run: the stale read does not delete it (the server
+// answers the delete's preconditions with a conflict), the runs are read
+// again, and the ended run stays for the loop to record.
+func TestAPIServerEndedRunNotDeleted(t *testing.T) {
+	h, run1, _ := startRealWorker(t)
+	ctx := context.Background()
+	runs, err := h.p.runsOf(ctx, 1)
+	if err != nil || len(runs) != 1 || runs[0].Name() != run1 {
+		t.Fatalf("runsOf = %v, %v", runs, err)
+	}
+	c := h.tinkAPI.Resource(WorkflowResource).Namespace(h.ns)
+	u, err := c.Get(ctx, run1, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(u.Object, string(tinkerbell.WorkflowStateSuccess), "status", "state"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.p.endRuns(ctx, 1, &runs); err != nil {
+		t.Fatalf("endRuns on a stale read: %v", err)
+	}
+	if _, err := c.Get(ctx, run1, metav1.GetOptions{}); err != nil {
+		t.Errorf("the run that ended after the read: %v; want it kept", err)
+	}
+	// Read afresh, a run that has not ended is deleted.
+	sleepPast(run1)
+	h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
+	d, err := h.p.Admit(ctx, claimOf(h.nb.dev(1)))
+	if err != nil || d.Run == run1 {
+		t.Fatalf("Admit = %+v, %v", d, err)
+	}
+	if err := h.p.endRuns(ctx, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(ctx, d.Run, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("run %s (not ended) after endRuns: %v; want it deleted", d.Run, err)
+	}
+	if _, err := c.Get(ctx, run1, metav1.GetOptions{}); err != nil {
+		t.Errorf("the ended run %s after endRuns: %v; want it kept", run1, err)
 	}
 }
 

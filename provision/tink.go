@@ -141,6 +141,44 @@ func (p *Provisioner) annotate(ctx context.Context, name, key, value string) err
 	return nil
 }
 
+// endRuns deletes the device's runs that have not ended, for a new run
+// that replaces them. runs, when set, are the device's runs as the caller
+// read them under its lock (nothing in this process started a run since);
+// nil: they are read here. A run is deleted only as it was read: a
+// Workflow that changed since (Tinkerbell reported its end meanwhile) is
+// kept from the stale read, and the runs are read again and judged anew.
+func (p *Provisioner) endRuns(ctx context.Context, id int64, runs *[]*run) error {
+	return retry.OnError(retry.DefaultRetry, apierrors.IsConflict, func() error {
+		var list []*run
+		if runs != nil {
+			list, runs = *runs, nil
+		} else {
+			var err error
+			if list, err = p.runsOf(ctx, id); err != nil {
+				return err
+			}
+		}
+		for _, r := range list {
+			if r.Terminal() {
+				continue
+			}
+			var as metav1.Preconditions
+			if r.WF.UID != "" {
+				as.UID = &r.WF.UID
+			}
+			if r.WF.ResourceVersion != "" {
+				as.ResourceVersion = &r.WF.ResourceVersion
+			}
+			err := p.tink.Resource(WorkflowResource).Namespace(p.cfg.Namespace).Delete(ctx, r.Name(), metav1.DeleteOptions{Preconditions: &as})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete workflow %s: %w", r.Name(), err)
+			}
+			p.dropCode(r.Name())
+		}
+		return nil
+	})
+}
+
 func (p *Provisioner) deleteWorkflow(ctx context.Context, name string) error {
 	err := p.tink.Resource(WorkflowResource).Namespace(p.cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -211,27 +249,29 @@ func netmask(p netip.Prefix) string {
 }
 
 // ensureHardware creates dev's Hardware, or replaces its spec with NetBox's
-// facts. Others write the Hardware too (Tinkerbell toggles its netboot
-// flags): when the Hardware changed between the read and the write (a
-// conflict), or another writer created it first, it reads the Hardware
-// again and writes once more, a few times at most.
+// facts. It creates first, since a node's first run is the common case:
+// one request. Others write the Hardware too (Tinkerbell toggles its
+// netboot flags): when it exists, it is read and updated, and when it
+// changed between the read and the write (a conflict) or went away, it is
+// written once more, a few times at most.
 func (p *Provisioner) ensureHardware(ctx context.Context, dev inventory.Device) error {
 	hw := p.hardware(dev)
 	c := p.tink.Resource(HardwareResource).Namespace(p.cfg.Namespace)
-	raced := func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }
+	raced := func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsNotFound(err) }
 	err := retry.OnError(retry.DefaultRetry, raced, func() error {
 		u, err := toUnstructured(&hw, tinkerbell.GroupVersion.WithKind("Hardware"))
 		if err != nil {
 			return err
 		}
-		old, err := c.Get(ctx, dev.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			_, err = c.Create(ctx, u, metav1.CreateOptions{})
-		case err == nil:
-			u.SetResourceVersion(old.GetResourceVersion())
-			_, err = c.Update(ctx, u, metav1.UpdateOptions{})
+		if _, err = c.Create(ctx, u, metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+			return err
 		}
+		old, err := c.Get(ctx, dev.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		u.SetResourceVersion(old.GetResourceVersion())
+		_, err = c.Update(ctx, u, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
@@ -243,25 +283,11 @@ func (p *Provisioner) ensureHardware(ctx context.Context, dev inventory.Device) 
 // ensureMachine creates dev's Rufio Machine at the node's address when it
 // has none. An existing Machine keeps its credentials and provider options,
 // but its host is set to the node's address when it names another: Rufio
-// reaches AMT at the node's address (the runbook sets it there).
+// reaches AMT at the node's address (the runbook sets it there). Like
+// ensureHardware it creates first: one request for a node's first run.
 func (p *Provisioner) ensureMachine(ctx context.Context, dev inventory.Device) error {
 	c := p.tink.Resource(MachineResource).Namespace(p.cfg.Namespace)
 	host := dev.Address.Addr().String()
-	if old, err := c.Get(ctx, dev.Name, metav1.GetOptions{}); err == nil {
-		if h, _, _ := unstructured.NestedString(old.Object, "spec", "connection", "host"); h == host {
-			return nil
-		}
-		patch, err := json.Marshal(map[string]any{"spec": map[string]any{"connection": map[string]string{"host": host}}})
-		if err != nil {
-			return err
-		}
-		if _, err := c.Patch(ctx, dev.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			return fmt.Errorf("rufio machine %s: %w", dev.Name, err)
-		}
-		return nil
-	} else if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("rufio machine %s: %w", dev.Name, err)
-	}
 	m := bmc.Machine{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      dev.Name,
@@ -280,7 +306,25 @@ func (p *Provisioner) ensureMachine(ctx context.Context, dev inventory.Device) e
 	if err != nil {
 		return err
 	}
-	if _, err := c.Create(ctx, u, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	_, err = c.Create(ctx, u, metav1.CreateOptions{})
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("rufio machine %s: %w", dev.Name, err)
+	}
+	old, err := c.Get(ctx, dev.Name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("rufio machine %s: %w", dev.Name, err)
+	}
+	if h, _, _ := unstructured.NestedString(old.Object, "spec", "connection", "host"); h == host {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"connection": map[string]string{"host": host}}})
+	if err != nil {
+		return err
+	}
+	if _, err := c.Patch(ctx, dev.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("rufio machine %s: %w", dev.Name, err)
 	}
 	return nil
