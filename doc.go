@@ -59,7 +59,9 @@
 //     plan/apply). inventory/netboxtest is an in-process NetBox for tests.
 //   - lldpwait: wait for the switch's LLDP frame, name and check the port.
 //   - attest: EK-bound admission by TPM credential activation, client and
-//     server. attest/attesttest gives tests real and software TPMs.
+//     server. attest/attesttest gives tests real and software TPMs;
+//     attest/spentlease shares spent sessions between replicas as
+//     Kubernetes Leases.
 //   - provision: Talos configs, bootstrap tokens, Tinkerbell Workflows and
 //     Rufio jobs, and the watch of every run.
 //   - disksafe: find the declared install disk by serial and wipe it only

@@ -1,0 +1,224 @@
+package spentlease_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/attest/attesttest"
+	"github.com/fleetkit/fleet/attest/spentlease"
+	"github.com/fleetkit/fleet/internal/deptest"
+	"github.com/fleetkit/fleet/internal/kubetest"
+)
+
+func TestMain(m *testing.M) { os.Exit(kubetest.Run(m)) }
+
+func TestDeps(t *testing.T) {
+	// Only client-go's typed Leases client: no Tinkerbell, Talos or NetBox.
+	deptest.Check(t, "github.com/fleetkit/fleet/attest/spentlease", []string{
+		"github.com/siderolabs", "github.com/tinkerbell", "github.com/netbox-community",
+		"k8s.io/client-go/dynamic", "github.com/fleetkit/fleet/provision", "github.com/fleetkit/fleet/inventory",
+	})
+}
+
+// replicas are n Stores on one namespace of the test API server, as n
+// fleetd replicas make them.
+func replicas(t *testing.T, n int) (kubernetes.Interface, string, []*spentlease.Store) {
+	t.Helper()
+	env := kubetest.Start(t)
+	ns := env.Namespace(t)
+	cs, err := kubernetes.NewForConfig(env.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stores []*spentlease.Store
+	for i := range n {
+		s, err := spentlease.New(cs.CoordinationV1(), ns, fmt.Sprintf("fleetd-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores = append(stores, s)
+	}
+	return cs, ns, stores
+}
+
+// A session is spent once across replicas, however many of them try it at
+// once.
+func TestSpendOnceAcrossReplicas(t *testing.T) {
+	cs, ns, stores := replicas(t, 3)
+	ctx := context.Background()
+	expires := time.Now().Add(time.Minute)
+	var fresh atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 30 {
+		wg.Go(func() {
+			ok, err := stores[i%3].Spend(ctx, "session-1", expires)
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				fresh.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := fresh.Load(); n != 1 {
+		t.Fatalf("30 spends of one session across 3 replicas: %d fresh, want 1", n)
+	}
+	if ok, err := stores[0].Spend(ctx, "session-2", expires); !ok || err != nil {
+		t.Errorf("another session: fresh %v, %v; want fresh", ok, err)
+	}
+	l, err := cs.CoordinationV1().Leases(ns).Get(ctx, spentlease.Name("session-1"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Labels[spentlease.LabelSpent] != "true" || l.Spec.HolderIdentity == nil || !strings.HasPrefix(*l.Spec.HolderIdentity, "fleetd-") {
+		t.Errorf("Lease %s: labels %v, holder %v", l.Name, l.Labels, l.Spec.HolderIdentity)
+	}
+	if end := l.Spec.AcquireTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second); end.Before(expires) || end.After(expires.Add(2*time.Second)) {
+		t.Errorf("Lease ends %v, want the session's expiry %v (rounded up to a second)", end, expires)
+	}
+	if strings.Contains(l.Name, "session") {
+		t.Errorf("Lease name %q holds the session id", l.Name)
+	}
+}
+
+// Collect deletes only Leases whose session expired more than Grace ago,
+// and the API server unreachable is an error, not a fresh session.
+func TestCollect(t *testing.T) {
+	cs, ns, stores := replicas(t, 2)
+	ctx := context.Background()
+	now := time.Now()
+	for i, exp := range []time.Time{now.Add(time.Second), now.Add(time.Hour)} {
+		if ok, err := stores[i].Spend(ctx, fmt.Sprint("s", i), exp); !ok || err != nil {
+			t.Fatalf("Spend s%d: %v, %v", i, ok, err)
+		}
+	}
+	if n, err := stores[1].Collect(ctx, now.Add(time.Minute)); n != 0 || err != nil {
+		t.Errorf("Collect within Grace of s0's expiry: %d, %v; want 0", n, err)
+	}
+	if n, err := stores[1].Collect(ctx, now.Add(spentlease.Grace+time.Minute)); n != 1 || err != nil {
+		t.Errorf("Collect after s0's expiry and Grace: %d, %v; want 1", n, err)
+	}
+	l, err := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(l.Items) != 1 || l.Items[0].Name != spentlease.Name("s1") {
+		t.Fatalf("Leases after Collect: %v, %v; want s1's only", l, err)
+	}
+	if ok, err := stores[0].Spend(ctx, "s1", now.Add(time.Hour)); ok || err != nil {
+		t.Errorf("s1 after Collect: fresh %v, %v; want spent", ok, err)
+	}
+
+	down, err := kubernetes.NewForConfig(kubetest.Start(t).ConfigFor("no-such-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := spentlease.New(down.CoordinationV1(), ns, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.Spend(ctx, "s2", now.Add(time.Hour)); ok || err == nil {
+		t.Errorf("Spend refused by the API server: %v, %v; want an error and not fresh", ok, err)
+	}
+}
+
+// recorder keeps the body of the last request to a path ending in suffix.
+type recorder struct {
+	next   http.RoundTripper
+	suffix string
+	mu     sync.Mutex
+	url    string
+	body   []byte
+}
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(req.URL.Path, r.suffix) && req.Body != nil {
+		b, err := io.ReadAll(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		r.mu.Lock()
+		r.url, r.body = req.URL.String(), b
+		r.mu.Unlock()
+		req.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	return r.next.RoundTrip(req)
+}
+
+// Two attestation servers that share a SealingKey and a Store each on the
+// same Leases: a machine attests at one, and its proof replayed to the
+// other (and to the first) is refused.
+func TestReplayToReplicaRefused(t *testing.T) {
+	_, ns, _ := replicas(t, 0)
+	cs, err := kubernetes.NewForConfig(kubetest.Start(t).Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpm, err := attesttest.NewSoftTPM(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binding, err := attesttest.Approve(tpm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := bytes.Repeat([]byte{5}, 32)
+	var admitted atomic.Int32
+	var urls []string
+	var clients []*http.Client
+	for i := range 2 {
+		store, err := spentlease.New(cs.CoordinationV1(), ns, fmt.Sprint("fleetd-", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bindings := &attesttest.Bindings{}
+		bindings.Set("S1", binding)
+		srv, err := attest.NewServer(bindings, &attest.Config{SealingKey: key, Spent: store,
+			Admit: func(context.Context, attest.Claim) (attest.Admission, error) {
+				admitted.Add(1)
+				return attest.Admission{InstallCode: "code-1"}, nil
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := httptest.NewTLSServer(srv)
+		t.Cleanup(ts.Close)
+		urls, clients = append(urls, ts.URL), append(clients, ts.Client())
+	}
+	rec := &recorder{next: clients[0].Transport, suffix: "/proof"}
+	res, err := attest.Run(context.Background(), urls[0], tpm, attest.Machine{Serial: "S1", MAC: []byte{2, 0, 0, 0, 0, 1}},
+		&attest.ClientConfig{HTTPClient: &http.Client{Transport: rec}, Console: io.Discard})
+	if err != nil || res.InstallCode != "code-1" {
+		t.Fatalf("attest at replica 0: %+v, %v", res, err)
+	}
+	if rec.body == nil {
+		t.Fatal("no proof was recorded")
+	}
+	for i, u := range urls {
+		replay := strings.Replace(rec.url, urls[0], u, 1)
+		rsp, err := clients[i].Post(replay, "application/json", bytes.NewReader(rec.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(rsp.Body)
+		rsp.Body.Close()
+		if rsp.StatusCode != http.StatusConflict || strings.Contains(string(body), "code-1") {
+			t.Errorf("proof replayed to replica %d: %d %s; want 409 and no code", i, rsp.StatusCode, body)
+		}
+	}
+	if n := admitted.Load(); n != 1 {
+		t.Errorf("admitted %d times, want 1", n)
+	}
+}
