@@ -222,3 +222,41 @@ func TestReplayToReplicaRefused(t *testing.T) {
 		t.Errorf("admitted %d times, want 1", n)
 	}
 }
+
+// BenchmarkSpend: the latency one attestation gains from its spent session
+// on the test API server: one Lease create per op, from one goroutine and
+// from 8 at once.
+func BenchmarkSpend(b *testing.B) {
+	env := kubetest.Start(b)
+	ns := env.Namespace(b)
+	cs, err := kubernetes.NewForConfig(env.Config())
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := spentlease.New(cs.CoordinationV1(), ns, "fleetd-0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	expires := time.Now().Add(time.Minute)
+	var n atomic.Int64
+	spend := func(b *testing.B) {
+		ok, err := s.Spend(ctx, fmt.Sprint("session-", n.Add(1)), expires)
+		if !ok || err != nil {
+			b.Errorf("Spend: %v, %v", ok, err)
+		}
+	}
+	b.Run("serial", func(b *testing.B) {
+		for b.Loop() {
+			spend(b)
+		}
+	})
+	b.Run("parallel8", func(b *testing.B) {
+		b.SetParallelism(4) // 4 x GOMAXPROCS=2
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				spend(b)
+			}
+		})
+	})
+}
