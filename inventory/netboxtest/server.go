@@ -156,6 +156,13 @@ func (s *Server) Close() {
 	s.hs.Close()
 }
 
+// Handler is the handler the server's URL serves, for a client that calls
+// it in memory, without a connection: e.g. through an http.RoundTripper in
+// a testing/synctest bubble, where waiting on a socket would keep the
+// bubble's clock from moving. The faults that cut the connection (Down,
+// Cut) need a ResponseWriter that implements http.Hijacker.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
+
 // Inject sets the fault for the requests that follow; Fault{} heals.
 func (s *Server) Inject(f Fault) {
 	s.faultMu.Lock()

@@ -24,7 +24,8 @@ import (
 )
 
 // Parts are what fleetd composes: made from the settings by Main, or in
-// process by package sim, for the demo and the tests.
+// process by package sim, for the demo and the tests. Every part but Logger
+// is required.
 type Parts struct {
 	NetBox    *inventory.NetBox
 	Kube      kubernetes.Interface // the cluster nodes join: bootstrap tokens
@@ -32,14 +33,7 @@ type Parts struct {
 	Inventory *inventory.Inventory // the nodes file: classes, topology
 	Bundle    *secrets.Bundle
 	Cert      *CertReloader
-	Logger    *slog.Logger // audit lines, as JSON
-
-	// Tuning for the demo and tests; zero means production defaults.
-	LoopInterval  time.Duration
-	GlobalTimeout time.Duration // provision.Config.GlobalTimeout
-	WriteTimeout  time.Duration
-	Now           func() time.Time        // fleetd's own clock; provision runs on time.Now
-	Backoff       func(int) time.Duration // journal retries
+	Logger    *slog.Logger // audit lines, as JSON; nil: none
 }
 
 // A Daemon is one fleetd: the attestation server, the config service, the
@@ -64,7 +58,6 @@ type Daemon struct {
 	bound    boundDevices
 
 	approverCAs *x509.CertPool
-	now         func() time.Time
 }
 
 // New makes a fleetd from its settings and parts; Serve runs it.
@@ -76,12 +69,8 @@ func New(s Settings, p Parts) (_ *Daemon, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	now := p.Now
-	if now == nil {
-		now = time.Now
-	}
 	d := &Daemon{
-		s: s, log: log, nb: p.NetBox, tink: p.Tink, inv: p.Inventory, cert: p.Cert, now: now,
+		s: s, log: log, nb: p.NetBox, tink: p.Tink, inv: p.Inventory, cert: p.Cert,
 		ports:   &lldpwait.PortConfig{Rules: lldpwait.DefaultRules()},
 		devices: inventory.NewAddressBook(p.NetBox, nil),
 		asks:    newAskers(askEvery, AskPeers),
@@ -96,7 +85,7 @@ func New(s Settings, p Parts) (_ *Daemon, err error) {
 
 	configs, err := configserve.New(gate{p.NetBox}, &configserve.Config{
 		TTL:          s.ConfigTTL,
-		WriteTimeout: p.WriteTimeout,
+		WriteTimeout: s.ConfigWriteTimeout,
 		Name:         "fleetd", // the runbook's lines
 		GateName:     "NetBox",
 		Logger:       log,
@@ -108,7 +97,6 @@ func New(s Settings, p Parts) (_ *Daemon, err error) {
 	d.configs = configs
 	d.metrics = newMetrics(p.Cert.expiry, configs.Waiting)
 	d.journal = inventory.NewJournalQueue(p.NetBox, &inventory.JournalQueueConfig{
-		Backoff:    p.Backoff,
 		Logger:     log,
 		Lost:       d.metrics.journalLost.Inc,
 		StatusLost: d.metrics.statusLost.Inc,
@@ -117,8 +105,7 @@ func New(s Settings, p Parts) (_ *Daemon, err error) {
 	// A daemon that cannot be built stops what it started.
 	defer func() {
 		if err != nil {
-			configs.Close()
-			d.journal.Close(context.Background())
+			d.release(context.Background())
 		}
 	}()
 
@@ -133,12 +120,12 @@ func New(s Settings, p Parts) (_ *Daemon, err error) {
 		Namespace:     s.Namespace,
 		AutoProvision: s.AutoProvision,
 		ConfigTTL:     s.ConfigTTL,
-		Interval:      p.LoopInterval,
-		GlobalTimeout: p.GlobalTimeout,
+		Interval:      s.PollInterval,
+		GlobalTimeout: s.RunTimeout,
 		PortCheck: func(declared, recorded int) error {
 			return lldpwait.CheckRecorded(recorded, declared)
 		},
-		BootedHookOSAfterInstall: func(node string) { stamp(d.metrics.bootedHookOS, node, d.now()) },
+		BootedHookOSAfterInstall: func(node string) { stamp(d.metrics.bootedHookOS, node, time.Now()) },
 		JournalLater:             d.journal.Line,
 		Logger:                   log,
 	})
@@ -223,8 +210,7 @@ func (d *Daemon) Serve(ctx context.Context, httpsLn, metricsLn net.Listener) err
 		if metricsLn != nil {
 			metricsLn.Close()
 		}
-		d.configs.Close()
-		d.journal.Close(context.WithoutCancel(ctx))
+		d.release(context.WithoutCancel(ctx))
 		if ctx.Err() != nil {
 			return nil // stopped while starting: a clean stop
 		}
@@ -253,8 +239,7 @@ func (d *Daemon) Serve(ctx context.Context, httpsLn, metricsLn net.Listener) err
 		if metricsLn != nil {
 			metricsLn.Close()
 		}
-		d.configs.Close()
-		d.journal.Close(context.WithoutCancel(ctx))
+		d.release(context.WithoutCancel(ctx))
 		return err
 	}
 	var ms *http.Server
@@ -294,12 +279,18 @@ func (d *Daemon) Serve(ctx context.Context, httpsLn, metricsLn net.Listener) err
 	}
 	stopLoop()
 	<-loopDone
-	d.configs.Close()
-	d.journal.Close(shutCtx)
+	d.release(shutCtx)
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
 	return err
+}
+
+// release stops what New started: it drops the waiting configs, and
+// writes the queued journal lines until ctx ends.
+func (d *Daemon) release(ctx context.Context) {
+	d.configs.Close()
+	d.journal.Close(ctx)
 }
 
 // Handler is the HTTPS listener's handler: the attestation protocol, the

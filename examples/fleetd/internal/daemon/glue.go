@@ -31,14 +31,14 @@ func (b bindings) Binding(ctx context.Context, serial string) (attest.Binding, e
 	case errors.Is(err, inventory.ErrUnavailable):
 		return attest.Binding{}, fmt.Errorf("%w: %w", attest.ErrBindingUnavailable, err)
 	case errors.As(err, &dup):
-		b.d.refusals.DuplicateSerial(dup, b.d.now())
+		b.d.refusals.DuplicateSerial(dup, time.Now())
 		// The machine is told the fault, not the devices: any machine can
 		// claim the serial.
 		return attest.Binding{}, &attest.BindingError{Reason: fmt.Sprintf("NetBox holds more than one device with serial %q", serial), Err: err}
 	case err != nil:
 		return attest.Binding{}, err
 	}
-	b.d.bound.put(serial, dev, b.d.now())
+	b.d.bound.put(serial, dev, time.Now())
 	return attest.Binding{Found: true, RSA2048: bd.ApprovedEKHash, ECCP256: bd.ApprovedEKHashECC, Authored: bd.Authored}, nil
 }
 
@@ -139,7 +139,7 @@ func (d *Daemon) admit(ctx context.Context, c attest.Claim) (attest.Admission, e
 	// provision reads the device and records the MAC itself, and reports
 	// what fails.
 	var dev *inventory.Device
-	if held, ok := d.bound.take(c.Serial, d.now()); ok {
+	if held, ok := d.bound.take(c.Serial, time.Now()); ok {
 		if full, err := d.nb.RecordDeviceMAC(ctx, held, mac); err == nil {
 			dev = &full
 		}
@@ -179,7 +179,7 @@ func (d *Daemon) admit(ctx context.Context, c attest.Claim) (attest.Admission, e
 func (d *Daemon) judged(_ context.Context, c attest.Claim, j attest.Judgement) {
 	d.metrics.verdicts.WithLabelValues(j.Verdict.String()).Inc()
 	if j.Verdict == attest.EKBindingUnauthored {
-		d.refusals.Unauthored(c.Serial, d.now())
+		d.refusals.Unauthored(c.Serial, time.Now())
 	}
 }
 
@@ -245,7 +245,7 @@ func (d *Daemon) configEvent(e configserve.Event) {
 // addresses not known as devices' is full) are counted in
 // fleet_install_config_untracked_asks_total, and cost NetBox nothing.
 func (d *Daemon) missing(peer netip.Addr, text string) {
-	now := d.now()
+	now := time.Now()
 	known, device := d.devices.Cached(peer)
 	if device {
 		stamp(d.metrics.missing, known.Name, now)
@@ -267,7 +267,7 @@ func (d *Daemon) missing(peer netip.Addr, text string) {
 		if tally.n == 0 {
 			return nil
 		}
-		dev, ok, err := d.devices.ByAddress(ctx, peer, d.now())
+		dev, ok, err := d.devices.ByAddress(ctx, peer, time.Now())
 		if err != nil {
 			return err
 		}

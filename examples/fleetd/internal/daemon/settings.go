@@ -23,10 +23,23 @@ type Settings struct {
 	ReadTimeout time.Duration
 	MaxConns    int
 
-	ConfigTTL     time.Duration // FLEET_CONFIG_TTL
-	AutoProvision bool          // FLEET_AUTO_PROVISION
-	ControlPlanes bool          // FLEET_CONTROL_PLANES
-	SecretsBundle string        // FLEET_SECRETS_BUNDLE
+	ConfigTTL time.Duration // FLEET_CONFIG_TTL
+	// ConfigWriteTimeout bounds one answer that carries a config, from its
+	// first byte until the node's kernel acknowledged its last
+	// (FLEET_CONFIG_WRITE_TIMEOUT; configserve.Config.WriteTimeout). Zero:
+	// 30 s.
+	ConfigWriteTimeout time.Duration
+	// PollInterval is how often fleetd reads its runs' Workflows and the
+	// devices that want an action (FLEET_POLL_INTERVAL;
+	// provision.Config.Interval). Zero: 15 s.
+	PollInterval time.Duration
+	// RunTimeout is a run's global timeout while its Workflow reports none
+	// (FLEET_RUN_TIMEOUT; provision.Config.GlobalTimeout). Zero: 2 h.
+	RunTimeout time.Duration
+
+	AutoProvision bool   // FLEET_AUTO_PROVISION
+	ControlPlanes bool   // FLEET_CONTROL_PLANES
+	SecretsBundle string // FLEET_SECRETS_BUNDLE
 
 	NodesFile string // FLEET_NODES
 	Topology  string // FLEET_TOPOLOGY
@@ -64,6 +77,14 @@ const envHelp = `Environment:
   FLEET_MAX_CONNECTIONS   HTTPS connections served at once (default 4096); more wait to be accepted
   FLEET_CONFIG_TTL        how long a rendered config waits to be fetched (default 1h); a node's
                           bootstrap token expires FLEET_CONFIG_TTL + 4h after its render
+  FLEET_CONFIG_WRITE_TIMEOUT
+                          how long the answer that carries a config may take, from its first byte
+                          until the node acknowledged its last (default 30s); a slower one is cut
+                          off, and the config stays for the node's next fetch
+  FLEET_POLL_INTERVAL     how often fleetd reads its runs' Workflows and the devices whose
+                          desired_action is set (default 15s)
+  FLEET_RUN_TIMEOUT       a run's global timeout while its Workflow reports none (default 2h): a
+                          Workflow that never reported its first action within it is deleted
   FLEET_AUTO_PROVISION    true (default): a planned worker provisions at its first attestation;
                           false: every run waits for desired_action=provision (control planes
                           always wait for it)
@@ -144,6 +165,10 @@ func readSettings(getenv func(string) string) (Settings, error) {
 		return d
 	}
 	s.ReadTimeout = positive("FLEET_READ_TIMEOUT", defaultReadTimeout.String())
+	// The defaults are configserve's and provision's own.
+	s.ConfigWriteTimeout = positive("FLEET_CONFIG_WRITE_TIMEOUT", "30s")
+	s.PollInterval = positive("FLEET_POLL_INTERVAL", "15s")
+	s.RunTimeout = positive("FLEET_RUN_TIMEOUT", "2h")
 	if v := str("FLEET_MAX_CONNECTIONS", strconv.Itoa(defaultMaxConns)); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fleetkit/fleet/configserve"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -70,10 +72,52 @@ func TestReadSettingsAutoProvision(t *testing.T) {
 	}
 }
 
+// The run and config service timings are the operator's: unset, they are
+// configserve's and provision's defaults; set, they must be positive
+// durations, and a bad one is named.
+func TestReadSettingsTimings(t *testing.T) {
+	base := map[string]string{
+		"FLEET_TLS_CERT": "c.pem", "FLEET_TLS_KEY": "k.pem", "FLEET_PUBLIC_URL": "https://fleetd.example:8443",
+		"FLEET_SECRETS_BUNDLE": "secrets.yaml", "FLEET_NODES": "nodes.yaml",
+		"NETBOX_URL": "https://netbox.example", "NETBOX_TOKEN": "t",
+	}
+	s, err := readSettings(env(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.PollInterval != 15*time.Second || s.RunTimeout != 2*time.Hour || s.ConfigWriteTimeout != configserve.DefaultWriteTimeout {
+		t.Errorf("defaults: poll %v, run timeout %v, config write timeout %v; want 15s, 2h, %v", s.PollInterval, s.RunTimeout, s.ConfigWriteTimeout, configserve.DefaultWriteTimeout)
+	}
+	m := maps.Clone(base)
+	m["FLEET_POLL_INTERVAL"], m["FLEET_RUN_TIMEOUT"], m["FLEET_CONFIG_WRITE_TIMEOUT"] = "5s", "90m", "1m"
+	if s, err = readSettings(env(m)); err != nil {
+		t.Fatal(err)
+	}
+	if s.PollInterval != 5*time.Second || s.RunTimeout != 90*time.Minute || s.ConfigWriteTimeout != time.Minute {
+		t.Errorf("set: poll %v, run timeout %v, config write timeout %v; want 5s, 1h30m, 1m", s.PollInterval, s.RunTimeout, s.ConfigWriteTimeout)
+	}
+	m["FLEET_POLL_INTERVAL"], m["FLEET_RUN_TIMEOUT"], m["FLEET_CONFIG_WRITE_TIMEOUT"] = "0s", "-1h", "soon"
+	_, err = readSettings(env(m))
+	for _, want := range []string{
+		`FLEET_POLL_INTERVAL="0s" is not a positive duration such as 15s`,
+		`FLEET_RUN_TIMEOUT="-1h" is not a positive duration such as 2h`,
+		`FLEET_CONFIG_WRITE_TIMEOUT="soon" is not a positive duration such as 30s`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("the error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
 func TestRunUsage(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := Main(context.Background(), []string{"-help"}, env(nil), &out, &errb); code != 0 || !strings.Contains(errb.String(), "FLEET_CONFIG_TTL") {
 		t.Errorf("-help: exit %d, %q", code, errb.String())
+	}
+	for _, name := range []string{"FLEET_POLL_INTERVAL", "FLEET_RUN_TIMEOUT", "FLEET_CONFIG_WRITE_TIMEOUT"} {
+		if !strings.Contains(errb.String(), name) {
+			t.Errorf("-help does not list %s", name)
+		}
 	}
 	errb.Reset()
 	if code := Main(context.Background(), nil, env(nil), &out, &errb); code != 2 || !strings.Contains(errb.String(), "NETBOX_URL is required") {

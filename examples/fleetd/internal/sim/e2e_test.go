@@ -352,12 +352,8 @@ func TestRestartMidRun(t *testing.T) {
 // "The journal says a Workflow never reported its first action within its
 // global timeout": fleetd deletes it.
 func TestWorkflowNeverStarts(t *testing.T) {
-	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true})
 	// The run's global timeout passes a few seconds after it starts.
-	f.parts.GlobalTimeout = 3 * time.Second
-	if err := f.restart(); err != nil {
-		t.Fatal(err)
-	}
+	f := newTestFleet(t, func(s *daemon.Settings) { s.RunTimeout = 3 * time.Second }, testNode{name: "w-01", class: "worker", approve: true})
 	f.powerOn("w-01")
 	f.attested("w-01")
 	run := strings.TrimPrefix(strings.SplitN(f.waitJournal("w-01", "started Workflow "), ";", 2)[0], "info: started Workflow ")
@@ -411,8 +407,10 @@ func TestBindingUnauthored(t *testing.T) {
 // Two NetBox devices hold the machine's serial: fleetd refuses the claim
 // and says why (the console says attest: FAILED and the fault, and the
 // machine does not try again), the attest.verdict audit line names the
-// devices, each device's journal says so at most once per 10 minutes, and
-// nothing else is written to NetBox.
+// devices, each device's journal says so once for two refusals in a row,
+// and nothing else is written to NetBox. (That a refusal 10 minutes later
+// journals again is TestDuplicateSerialJournalEvery's, in package daemon,
+// on a clock a test can move.)
 func TestDuplicateSerial(t *testing.T) {
 	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true}, testNode{name: "w-02", class: "worker", approve: true})
 	w1, w2 := f.devices["w-01"], f.devices["w-02"]
@@ -467,24 +465,21 @@ func TestDuplicateSerial(t *testing.T) {
 	}
 
 	// Any machine can claim the serial: a second refusal journals nothing
-	// new, and one 10 minutes later journals again.
+	// new.
 	refused()
 	if err := f.d.Journal().Flush(f.ctx); err != nil {
 		t.Fatal(err)
 	}
 	journaled(1)
-	f.clock.advance(11 * time.Minute)
-	refused()
-	journaled(2)
-	if n := len(f.auditLines("attest.verdict")); n != 3 {
-		t.Errorf("%d attest.verdict lines for 3 refusals", n)
+	if n := len(f.auditLines("attest.verdict")); n != 2 {
+		t.Errorf("%d attest.verdict lines for 2 refusals", n)
 	}
 	for _, name := range []string{"w-01", "w-02"} {
 		dev, err := f.device(f.ctx, name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(dev.MAC) != 0 || dev.AttestVerdict != "" || dev.Status != inventory.StatusPlanned || len(f.journalOf(name)) != 2 {
+		if len(dev.MAC) != 0 || dev.AttestVerdict != "" || dev.Status != inventory.StatusPlanned || len(f.journalOf(name)) != 1 {
 			t.Errorf("a refusal wrote more than its journal lines on %s: %+v, journal %q", name, dev, f.journalOf(name))
 		}
 	}

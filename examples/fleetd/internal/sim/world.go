@@ -88,11 +88,6 @@ const (
 )
 
 func newWorld(ctx context.Context, wc worldConfig) (*world, error) {
-	return newWorldWith(ctx, wc, nil)
-}
-
-// newWorldWith is newWorld with fleetd's clock now (nil: time.Now).
-func newWorldWith(ctx context.Context, wc worldConfig, now func() time.Time) (*world, error) {
 	inv, err := inventory.Load(wc.Nodes, wc.Topology)
 	if err != nil {
 		return nil, err
@@ -179,6 +174,9 @@ func newWorldWith(ctx context.Context, wc worldConfig, now func() time.Time) (*w
 		BindingAuthor: userTerraform,
 		Namespace:     "tinkerbell",
 		ApproverToken: approverToken,
+		// The simulated Tinkerbell agent reports an action every 60 ms:
+		// fleetd reads the runs' Workflows about as often.
+		PollInterval: 100 * time.Millisecond,
 	}
 	if wc.Edit != nil {
 		wc.Edit(&w.settings)
@@ -192,10 +190,7 @@ func newWorldWith(ctx context.Context, wc worldConfig, now func() time.Time) (*w
 	}
 	w.parts = daemon.Parts{
 		NetBox: w.nb, Kube: fleetdKube, Tink: fleetdTink, Inventory: inv, Bundle: bundle, Cert: cert,
-		Logger:       slog.New(slog.NewJSONHandler(w.audit, nil)),
-		LoopInterval: 100 * time.Millisecond,
-		Now:          now,
-		Backoff:      func(int) time.Duration { return 50 * time.Millisecond },
+		Logger: slog.New(slog.NewJSONHandler(w.audit, nil)),
 	}
 	w.d, err = daemon.New(w.settings, w.parts)
 	if err != nil {

@@ -62,27 +62,8 @@ type testFleet struct {
 	t        testing.TB
 	machines map[string]*simMachine
 	sim      *tinkSim
-	clock    *testClock
 	ctx      context.Context
 	wg       *sync.WaitGroup
-}
-
-// testClock is real time plus an offset a test moves forward.
-type testClock struct {
-	mu  sync.Mutex
-	off time.Duration
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.off)
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.off += d
 }
 
 // newTestFleet is a fleet on the real kube-apiserver, whose NetBox checks
@@ -170,15 +151,14 @@ nodes:
 	nodesFile := write("nodes.yaml", sb.String())
 	topo := write("cluster-topology.json", `{"CLUSTER_NAME": "folly", "K8S_NODE_CIDR": "127.0.0.0/8", "API_SERVER_IP": "127.0.0.10"}`)
 
-	clock := &testClock{}
 	ctx, cancel := context.WithCancel(context.Background())
 	wc.Nodes, wc.Topology, wc.Bundle = nodesFile, topo, testBundle(t)
-	w, err := newWorldWith(ctx, wc, clock.Now)
+	w, err := newWorld(ctx, wc)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
 	}
-	f := &testFleet{world: w, t: t, machines: map[string]*simMachine{}, clock: clock, ctx: ctx}
+	f := &testFleet{world: w, t: t, machines: map[string]*simMachine{}, ctx: ctx}
 	say := func(who, source, text string) { t.Logf("%-6s %-8s %s", who, source, text) }
 	f.sim = &tinkSim{w: w, ns: w.settings.Namespace, machines: map[string]*simMachine{}, say: say, failAt: map[string]string{}}
 	for i, n := range nodes {

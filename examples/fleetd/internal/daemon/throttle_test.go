@@ -1,0 +1,438 @@
+package daemon
+
+import (
+	"cmp"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/attest/attesttest"
+	"github.com/fleetkit/fleet/configserve"
+	"github.com/fleetkit/fleet/internal/syncbuf"
+	"github.com/fleetkit/fleet/inventory"
+	"github.com/fleetkit/fleet/inventory/netboxtest"
+	"github.com/fleetkit/fleet/provision"
+)
+
+// memTransport serves each request with a handler, in memory: no socket is
+// involved, so in a testing/synctest bubble every wait is on the bubble's
+// clock, which then moves as soon as the bubble is idle.
+type memTransport struct {
+	h      http.Handler
+	remote string // the RemoteAddr the handler sees
+}
+
+func (m memTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	// The request as a server reads it: its body once, and no client fields.
+	var body io.Reader = http.NoBody
+	if req.Body != nil {
+		defer req.Body.Close()
+		body = req.Body
+	}
+	r := httptest.NewRequestWithContext(req.Context(), req.Method, req.URL.RequestURI(), body)
+	r.Header = req.Header.Clone()
+	r.Host = cmp.Or(req.Host, req.URL.Host)
+	r.ContentLength = req.ContentLength
+	r.RemoteAddr = m.remote
+	rec := httptest.NewRecorder()
+	m.h.ServeHTTP(rec, r)
+	rsp := rec.Result()
+	rsp.Request = req
+	return rsp, nil
+}
+
+// memClient is an HTTP client whose requests h serves in memory, as if
+// they came from remote.
+func memClient(h http.Handler, remote string) *http.Client {
+	return &http.Client{Transport: memTransport{h: h, remote: remote}}
+}
+
+// The NetBox users of a memWorld.
+const (
+	memAuthor   = "terraform" // applies the nodes file: the binding author
+	memFleetd   = "fleetd"
+	memOperator = "operator"
+	memSwitch   = "usw-pro-24"
+)
+
+// A memWorld is what a fleetd made by New needs, in process: a NetBox
+// (netboxtest) holding the devices of a nodes file, and the nodes file.
+// Its NetBox server is made outside any synctest bubble (its listener
+// would keep a bubble's clock still); the tests call its handler alone.
+type memWorld struct {
+	nbsrv   *netboxtest.Server
+	inv     *inventory.Inventory
+	devices map[string]inventory.Device // by name
+}
+
+// nodeAddr is the address of the i'th worker of a memWorld.
+func nodeAddr(i int) string { return fmt.Sprintf("10.0.0.%d", 21+i) }
+
+// newMemWorld applies a nodes file of workers with these names (serial
+// SN-<name>, at nodeAddr) to a new NetBox.
+func newMemWorld(t *testing.T, names ...string) *memWorld {
+	t.Helper()
+	var sb strings.Builder
+	sb.WriteString(`models:
+  box:
+    manufacturer: Minisforum
+    name: MS-01
+    disk: /dev/nvme0n1
+classes:
+  worker:
+    type: worker
+    installer_image: factory.talos.dev/installer/w:v1.13.9
+nodes:
+`)
+	for i, n := range names {
+		fmt.Fprintf(&sb, "  %s:\n    model: box\n    serial: SN-%s\n    class: worker\n    switch_port: %d\n    address: %s\n    bmc: amt\n    disk_serial: DS-%s\n",
+			n, n, i+1, nodeAddr(i), n)
+	}
+	dir := t.TempDir()
+	nodes, topo := filepath.Join(dir, "nodes.yaml"), filepath.Join(dir, "cluster-topology.json")
+	if err := os.WriteFile(nodes, []byte(sb.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(topo, []byte(`{"CLUSTER_NAME": "folly", "K8S_NODE_CIDR": "10.0.0.0/24", "API_SERVER_IP": "10.0.0.10"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := inventory.Load(nodes, topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &memWorld{
+		nbsrv: netboxtest.New(&netboxtest.Config{Validate: t, Users: []string{memAuthor, memFleetd, memOperator}}),
+		inv:   inv,
+	}
+	t.Cleanup(w.nbsrv.Close)
+	if _, err := w.nbsrv.AddSite("folly"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.nbsrv.AddSwitch(netboxtest.Switch{Site: "folly", Name: memSwitch, Ports: 24}); err != nil {
+		t.Fatal(err)
+	}
+	admin := w.netBox(t, memAuthor, "folly")
+	ctx := context.Background()
+	plan, err := admin.Plan(ctx, inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Apply(ctx, plan); err != nil {
+		t.Fatal(err)
+	}
+	devs, err := admin.Devices(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.devices = map[string]inventory.Device{}
+	for _, d := range devs {
+		w.devices[d.Name] = d
+	}
+	return w
+}
+
+// netBox is a client of the world's NetBox as user, over its handler.
+func (w *memWorld) netBox(t *testing.T, user, site string) *inventory.NetBox {
+	t.Helper()
+	nb, err := inventory.NewNetBox(w.nbsrv.URL, w.nbsrv.Token(user), &inventory.NetBoxConfig{
+		BindingAuthor: memAuthor, Site: site, Switch: memSwitch,
+		HTTPClient: memClient(w.nbsrv.Handler(), "127.0.0.1:40000"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nb
+}
+
+var (
+	memBundleOnce sync.Once
+	memBundle     *secrets.Bundle
+	memBundleErr  error
+)
+
+// fleetd makes a fleetd with New, on the world's NetBox and client-go's
+// fakes, and stops it when t ends. Called in a bubble, its clock and its
+// goroutines are the bubble's.
+func (w *memWorld) fleetd(t *testing.T) (*Daemon, *syncbuf.Buffer) {
+	t.Helper()
+	memBundleOnce.Do(func() { memBundle, memBundleErr = secrets.NewBundle(secrets.NewClock(), config.TalosVersionCurrent) })
+	if memBundleErr != nil {
+		t.Fatal(memBundleErr)
+	}
+	cert := selfSigned(t)
+	tink := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		provision.WorkflowResource: "WorkflowList",
+		provision.HardwareResource: "HardwareList",
+		provision.MachineResource:  "MachineList",
+		provision.JobResource:      "JobList",
+	})
+	audit := &syncbuf.Buffer{}
+	d, err := New(Settings{
+		ConfigTTL: time.Hour, AutoProvision: true, BindingAuthor: memAuthor, Namespace: "tinkerbell",
+	}, Parts{
+		NetBox: w.netBox(t, memFleetd, ""), Kube: kubefake.NewClientset(), Tink: tink,
+		Inventory: w.inv, Bundle: memBundle, Cert: cert,
+		Logger: slog.New(slog.NewJSONHandler(audit, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.release(context.Background()) })
+	return d, audit
+}
+
+// journal returns the journal lines of the device, "kind: text" each, in
+// the order NetBox holds them.
+func (w *memWorld) journal(t *testing.T, name string) []string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/api/extras/journal-entries/?limit=1000&assigned_object_id=%d", w.nbsrv.URL, w.devices[name].ID), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Token "+w.nbsrv.Token(memOperator))
+	rsp, err := memClient(w.nbsrv.Handler(), "127.0.0.1:40000").Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rsp.Body.Close()
+	var page struct {
+		Results []struct {
+			Kind struct {
+				Value string `json:"value"`
+			} `json:"kind"`
+			Comments string `json:"comments"`
+		} `json:"results"`
+	}
+	if err := json.NewDecoder(rsp.Body).Decode(&page); err != nil || rsp.StatusCode != http.StatusOK {
+		t.Fatalf("reading the journal of %s: %s, %v", name, rsp.Status, err)
+	}
+	var out []string
+	for _, r := range page.Results {
+		out = append(out, r.Kind.Value+": "+r.Comments)
+	}
+	return out
+}
+
+// fleetdRequests returns the requests fleetd made of NetBox since the last
+// ResetRequests, "METHOD URI" each.
+func (w *memWorld) fleetdRequests() []string {
+	var out []string
+	for _, r := range w.nbsrv.Requests() {
+		if r.User == memFleetd {
+			out = append(out, r.Method+" "+r.URI)
+		}
+	}
+	return out
+}
+
+// flush waits until fleetd's queued NetBox writes are done.
+func flush(t *testing.T, d *Daemon) {
+	t.Helper()
+	if err := d.Journal().Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// metricValue is the value of a series of fleetd's metrics, name and labels
+// as a scrape writes them; 0 when absent.
+func metricValue(t *testing.T, d *Daemon, series string) float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	d.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, l := range strings.Split(rec.Body.String(), "\n") {
+		if v, ok := strings.CutPrefix(l, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
+// selfSigned is a certificate for fleetd: the requests it serves in memory
+// never use it, but New requires one.
+func selfSigned(t *testing.T) *CertReloader {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "fleetd.test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		DNSNames: []string{"fleetd.test"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := StaticCert(tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// Two NetBox devices hold a machine's serial, and any machine can claim
+// it: each device's journal says so once per 10 minutes, however often
+// the claim is refused, and again once 10 minutes have passed.
+func TestDuplicateSerialJournalEvery(t *testing.T) {
+	w := newMemWorld(t, "w-01", "w-02")
+	// An operator gives w-02 the serial of w-01's machine.
+	if err := w.nbsrv.Update(memOperator, "/api/dcim/devices/", map[string]any{"id": w.devices["w-02"].ID, "serial": "SN-w-01"}); err != nil {
+		t.Fatal(err)
+	}
+	tpm, err := attesttest.NewSoftTPM(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		d, audit := w.fleetd(t)
+		machine := memClient(d.Handler(), nodeAddr(0)+":40000")
+		refused := func() {
+			t.Helper()
+			_, err := attest.Run(context.Background(), "https://fleetd.test/attest", tpm,
+				attest.Machine{Serial: "SN-w-01", MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}},
+				&attest.ClientConfig{HTTPClient: machine, Console: &strings.Builder{}})
+			if !errors.Is(err, attest.ErrRefused) {
+				t.Fatalf("Run: %v, want refused", err)
+			}
+			flush(t, d)
+		}
+		line := fmt.Sprintf(`warning: attest: FAILED: NetBox holds more than one device with serial "SN-w-01": w-01 (id %d), w-02 (id %d); fleetd cannot tell which one's approved EK binding to judge`,
+			w.devices["w-01"].ID, w.devices["w-02"].ID)
+		journaled := func(when string, want int) {
+			t.Helper()
+			for _, name := range []string{"w-01", "w-02"} {
+				n := 0
+				for _, l := range w.journal(t, name) {
+					if strings.HasPrefix(l, line) {
+						n++
+					}
+				}
+				if n != want {
+					t.Errorf("%s: %d journal lines of the refusal on %s, want %d:\n%s", when, n, name, want, strings.Join(w.journal(t, name), "\n"))
+				}
+			}
+		}
+
+		first := time.Now()
+		refused()
+		journaled("after the first refusal", 1)
+		refused()
+		journaled("after a second refusal at once", 1)
+		time.Sleep(time.Until(first.Add(10*time.Minute - time.Second)))
+		refused()
+		journaled("after a refusal 10 minutes less a second after the first", 1)
+		time.Sleep(time.Second)
+		refused()
+		journaled("after a refusal 10 minutes after the first", 2)
+		if n := strings.Count(audit.String(), `"msg":"attest.verdict"`); n != 4 {
+			t.Errorf("%d attest.verdict lines for 4 refusals", n)
+		}
+	})
+}
+
+// A node that asks for a config fleetd does not hold (after a reboot of
+// fleetd, or a lost code) asks again and again: the first ask is
+// journaled on its device, each later one stamps the alert's metric at
+// once, and its asks in the minute after a journaled one wait; the first
+// ask a minute or more after it journals them in one line that counts
+// them. Asks from addresses that are no device's, meanwhile, cost NetBox
+// one read of its devices, and no journal line.
+func TestMissingConfigAsksJournalEvery(t *testing.T) {
+	w := newMemWorld(t, "w-01")
+	synctest.Test(t, func(t *testing.T) {
+		d, _ := w.fleetd(t)
+		node := memClient(d.Handler(), nodeAddr(0)+":40000")
+		ask := func(c *http.Client) {
+			t.Helper()
+			rsp, err := c.Get("https://fleetd.test" + configserve.PathPrefix + configserve.NewCode())
+			if err != nil {
+				t.Fatal(err)
+			}
+			rsp.Body.Close()
+			if rsp.StatusCode != http.StatusNotFound {
+				t.Fatalf("a fetch of an unknown code = %s, want 404", rsp.Status)
+			}
+		}
+		const missing = "warning: the node asked for its Talos config, and fleetd holds none for it"
+		lines := func(when string, want ...string) {
+			t.Helper()
+			flush(t, d)
+			got := w.journal(t, "w-01")
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("%s: the journal of w-01 is\n%s\nwant\n%s", when, strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		}
+		const stamp = `fleet_install_config_missing_last_timestamp_seconds{node="w-01"}`
+
+		first := time.Now()
+		ask(node)
+		lines("after the first ask", missing)
+		if got := metricValue(t, d, stamp); got != float64(first.Unix()) {
+			t.Errorf("the missing-config metric is %v after the first ask, want %d", got, first.Unix())
+		}
+
+		time.Sleep(30 * time.Second)
+		w.nbsrv.ResetRequests()
+		since := time.Now()
+		const nodeAsks, others = 100, 50
+		for i := range nodeAsks {
+			ask(node)
+			if i < others {
+				ask(memClient(d.Handler(), fmt.Sprintf("10.77.0.%d:40000", i+1)))
+			}
+		}
+		if got := metricValue(t, d, stamp); got != float64(since.Unix()) {
+			t.Errorf("the missing-config metric is %v after the asks at %d", got, since.Unix())
+		}
+		lines("30 s after the first ask", missing)
+		if got := metricValue(t, d, "fleet_install_config_unknown_asks_total"); got != others {
+			t.Errorf("%v asks counted from addresses that are no device's, want %d", got, others)
+		}
+		reqs := w.fleetdRequests()
+		if len(reqs) != 2 || !strings.HasPrefix(reqs[0], "GET /api/dcim/devices/") || !strings.HasPrefix(reqs[1], "GET /api/dcim/interfaces/") {
+			t.Errorf("the asks cost NetBox\n%s\nwant one read of the devices", strings.Join(reqs, "\n"))
+		}
+
+		time.Sleep(time.Until(first.Add(time.Minute - time.Second)))
+		ask(node)
+		lines("a minute less a second after the first ask", missing)
+		time.Sleep(time.Second)
+		ask(node)
+		counted := fmt.Sprintf("%s (asked %d times since %s)", missing, nodeAsks+2, since.UTC().Format(time.RFC3339))
+		lines("a minute after the first ask", missing, counted)
+	})
+}
