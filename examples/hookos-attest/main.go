@@ -53,10 +53,23 @@
 //	-lldp-wait  FLEET_LLDP_WAIT  how long to wait for the switch's LLDP frame
 //	                             (default 35s); 0 claims no switch port without
 //	                             listening
-//	-tpm        FLEET_TPM        the TPM device (default /dev/tpmrm0)
+//	-tpm        FLEET_TPM        the TPM device (default /dev/tpmrm0), or the
+//	                             unix socket of a TPM server (see below)
 //	-boot-dir   FLEET_BOOT_DIR   where this boot's attestation is recorded
 //	                             (default /run/fleet); the wipe-disk action
 //	                             reads the same directory
+//
+// # A TPM server
+//
+// When -tpm names a unix socket rather than a device, the agent connects to
+// it and speaks the TPM's command stream there: a software TPM such as swtpm
+// started with
+//
+//	swtpm socket --tpm2 --tpmstate dir=DIR --server type=unixio,path=SOCKET --flags not-need-init,startup-clear
+//
+// stands for the machine's TPM, as in a test machine without a TPM device.
+// The server must already be started up (startup-clear): the agent sends no
+// TPM2_Startup and uses no control channel.
 //
 // # The boot interface
 //
@@ -102,7 +115,8 @@
 // It runs as root in HookOS: the TPM device, the SMBIOS serial and the raw
 // LLDP socket need it. Listening for LLDP and opening a TPM device work on
 // Linux only; elsewhere the program builds, listens for nothing (claiming no
-// port) and fails to open the TPM, exiting 4.
+// port) and fails to open a TPM device, exiting 4; a TPM server's socket
+// opens there too.
 package main
 
 import (
@@ -159,7 +173,8 @@ type machine struct {
 	// kernel command line, routes) and /sys (interfaces, SMBIOS) are read.
 	// nil: os.DirFS("/").
 	root fs.FS
-	// openTPM opens the TPM device at path. nil: attest.OpenTPM.
+	// openTPM opens the TPM at path, a device or a TPM server's unix
+	// socket. nil: openTPM.
 	openTPM func(path string) (tpmDevice, error)
 	// waitLLDP waits on ifname for the switch's frame. nil: lldpwait.Wait.
 	waitLLDP func(ctx context.Context, ifname string, cfg *lldpwait.Config) (*lldpwait.Neighbor, error)
@@ -174,7 +189,7 @@ func (m machine) withDefaults() machine {
 		m.root = os.DirFS("/")
 	}
 	if m.openTPM == nil {
-		m.openTPM = func(path string) (tpmDevice, error) { return attest.OpenTPM(path) }
+		m.openTPM = openTPM
 	}
 	if m.waitLLDP == nil {
 		m.waitLLDP = lldpwait.Wait
@@ -225,7 +240,7 @@ never answered), 4 this machine cannot attest or record it.
 	fl.StringVar(&s.url, "url", getenv("FLEETD_URL"), "fleetd's attest `URL`, https only, e.g. https://fleetd.example:8443/attest [FLEETD_URL]")
 	fl.StringVar(&s.ca, "ca", getenv("FLEETD_CA"), "PEM `file` of the CA that signed fleetd's certificate; empty: the system's roots [FLEETD_CA]")
 	fl.StringVar(&s.ifname, "interface", getenv("FLEET_INTERFACE"), "the boot `interface`; empty: chosen as below [FLEET_INTERFACE]")
-	fl.StringVar(&s.tpm, "tpm", or("FLEET_TPM", attest.DefaultDevice), "the TPM `device` [FLEET_TPM]")
+	fl.StringVar(&s.tpm, "tpm", or("FLEET_TPM", attest.DefaultDevice), "the TPM `device`, or a TPM server's unix socket [FLEET_TPM]")
 	fl.StringVar(&s.bootDir, "boot-dir", or("FLEET_BOOT_DIR", disksafe.DefaultBootDir), "`directory` of this boot's attestation record, read by wipe-disk [FLEET_BOOT_DIR]")
 	wait := defaultLLDPWait
 	if v := getenv("FLEET_LLDP_WAIT"); v != "" {

@@ -27,6 +27,11 @@
 //	FLEET_STATE_DIR      the directory the run's actions share, where the wipe
 //	                     is recorded for the install action (default
 //	                     /workflow, where the Template binds it)
+//	FLEET_LOOP_DEVICES   "true": file-backed loop devices count as disks
+//	                     (disksafe.Config.Loop), for a test machine whose
+//	                     disks are loop devices; unset or "false" (as in
+//	                     fleet's Templates): loop devices are never listed,
+//	                     so never wiped
 //
 // A missing INSTALL_DISK or INSTALL_DISK_SERIAL is refused with the
 // runbook's line, like every other refusal; nothing is ever wiped by
@@ -92,6 +97,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/fleetkit/fleet/disksafe"
@@ -119,7 +125,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, root fs
 		Serial:     getenv("INSTALL_DISK_SERIAL"),
 		CodeSHA256: getenv("INSTALL_CODE_SHA256"),
 	}
-	cfg := &disksafe.Config{Root: root, StateDir: getenv("FLEET_STATE_DIR"), Logger: action.Logger(stderr, false)}
+	loop := false
+	if v := getenv("FLEET_LOOP_DEVICES"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			fmt.Fprintf(stderr, "wipe-disk: FLEET_LOOP_DEVICES=%q is not true or false; nothing wiped\n", v)
+			return action.ExitUsage
+		}
+		loop = b
+	}
+	cfg := &disksafe.Config{Root: root, StateDir: getenv("FLEET_STATE_DIR"), Loop: loop, Logger: action.Logger(stderr, false)}
 
 	boot, err := thisBoot(getenv("FLEET_BOOT_DIR"), cfg, stderr)
 	if err != nil {

@@ -341,3 +341,48 @@ func TestCommandPuller(t *testing.T) {
 		t.Errorf("default command = %q", got)
 	}
 }
+
+// withLoopDisk adds to fakeMachine a file-backed loop device, loop3, that
+// reports the serial LOOP-0001 in udev.
+func withLoopDisk(m fstest.MapFS) fstest.MapFS {
+	file := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s), Mode: 0o444} }
+	link := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s), Mode: fs.ModeSymlink | 0o777} }
+	loop := "devices/virtual/block/loop3"
+	m["sys/block/loop3"] = link("../" + loop)
+	m["sys/class/block/loop3"] = link("../../" + loop)
+	m["sys/"+loop+"/dev"] = file("7:3\n")
+	m["sys/"+loop+"/size"] = file("131072\n")
+	m["sys/"+loop+"/removable"] = file("0\n")
+	m["sys/"+loop+"/ro"] = file("0\n")
+	m["sys/"+loop+"/loop/backing_file"] = file("/var/lib/fleet-test/disk.img\n")
+	m["run/udev/data/b7:3"] = file("E:ID_SERIAL_SHORT=LOOP-0001\nE:ID_SERIAL=LOOP-0001\n")
+	m["dev/loop3"] = &fstest.MapFile{Mode: fs.ModeDevice | 0o660}
+	return m
+}
+
+// FLEET_LOOP_DEVICES=true makes a file-backed loop device a disk the action
+// judges; without it, a loop device is never listed, so never wiped.
+func TestLoopDevices(t *testing.T) {
+	tests := []struct {
+		loop        string
+		code        int
+		out, errOut string
+	}{
+		{"", 1, "wipe: dry run: nothing wiped\n", "wipe: no disk reports the serial LOOP-0001\n"},
+		{"false", 1, "wipe: dry run: nothing wiped\n", "wipe: no disk reports the serial LOOP-0001\n"},
+		{"true", 0, "wipe: /dev/loop3 reports the serial LOOP-0001\nwipe: dry run: nothing wiped\n", ""},
+		{"yes please", 2, "", "wipe-disk: FLEET_LOOP_DEVICES=\"yes please\" is not true or false; nothing wiped\n"},
+	}
+	for _, tt := range tests {
+		t.Run("FLEET_LOOP_DEVICES="+tt.loop, func(t *testing.T) {
+			e := fakeEnv(t)
+			e.root = withLoopDisk(fakeMachine())
+			e.vars["INSTALL_DISK"], e.vars["INSTALL_DISK_SERIAL"] = "/dev/loop3", "LOOP-0001"
+			e.vars["FLEET_LOOP_DEVICES"] = tt.loop
+			code, stdout, stderr := e.run(t, "-dry-run")
+			if code != tt.code || !strings.HasSuffix(stdout, tt.out) || !strings.HasPrefix(stderr, tt.errOut) {
+				t.Errorf("exit %d\nstdout %q\nstderr %q\nwant exit %d, stdout ending %q, stderr starting %q", code, stdout, stderr, tt.code, tt.out, tt.errOut)
+			}
+		})
+	}
+}

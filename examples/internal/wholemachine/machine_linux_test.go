@@ -1,0 +1,492 @@
+package wholemachine
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/attest/attesttest"
+	"github.com/fleetkit/fleet/internal/syncbuf"
+	"github.com/fleetkit/fleet/internal/testenv"
+)
+
+// tools are the programs the machine is made with.
+type tools struct {
+	ip, lldpd, lldpcli, swtpm, swtpmSetup, swtpmLocalCA, losetup, sfdisk string
+}
+
+// needTools ends t unless it runs as root with every program the machine
+// needs.
+func needTools(t *testing.T) tools {
+	t.Helper()
+	testenv.Short(t)
+	testenv.Root(t, "network namespaces, mount namespaces, loop devices")
+	return tools{
+		ip:           testenv.Command(t, "ip", "iproute2"),
+		lldpd:        testenv.Command(t, "lldpd", "lldpd"),
+		lldpcli:      testenv.Command(t, "lldpcli", "lldpd"),
+		swtpm:        testenv.Command(t, "swtpm", "swtpm"),
+		swtpmSetup:   testenv.Command(t, "swtpm_setup", "swtpm-tools"),
+		swtpmLocalCA: testenv.Command(t, "swtpm_localca", "swtpm-tools"),
+		losetup:      testenv.Command(t, "losetup", "mount"),
+		sfdisk:       testenv.Command(t, "sfdisk", "fdisk"),
+	}
+}
+
+// machineConfig is what a machine is made of.
+type machineConfig struct {
+	serial     string // its SMBIOS serial
+	diskSerial string // its install disk's serial
+	port       int    // the switch port it is plugged into, as lldpd names it "Port N"
+	diskSize   int64
+}
+
+// A machine is a bare-metal machine of real parts (see the package doc).
+type machine struct {
+	t      *testing.T
+	tl     tools
+	cfg    machineConfig
+	dir    string // its own parts: run, firmware, sysclass, bin, tpm
+	swNS   string // the switch's network namespace
+	mNS    string // the machine's
+	uplink string // the address of the test's end of the switch's uplink
+	addr   string // the machine's address: the node's
+	subnet string // their /24
+	mac    net.HardwareAddr
+	tpm    string // swtpm's socket
+
+	install, decoy loopDev
+}
+
+// loopDev is a file-backed loop device.
+type loopDev struct {
+	path string // /dev/loopN
+	dev  string // major:minor
+}
+
+var seq atomic.Int32
+
+// newMachine builds a machine: its network, switch, TPM, disks, SMBIOS
+// serial and firmware. Everything is removed, stopped or detached when t
+// ends, whether it passed or not.
+func newMachine(t *testing.T, tl tools, cfg machineConfig) *machine {
+	t.Helper()
+	n := int(seq.Add(1))
+	m := &machine{t: t, tl: tl, cfg: cfg, dir: t.TempDir()}
+	for _, d := range []string{"run/udev/data", "run/fleet", "run/fleet-workflow", "firmware/efi/efivars", "sysclass/dmi/id", "bin", "tpm"} {
+		if err := os.MkdirAll(filepath.Join(m.dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	net := (os.Getpid()*7 + n) % 200
+	m.subnet = fmt.Sprintf("10.213.%d.0/24", net)
+	m.uplink = fmt.Sprintf("10.213.%d.1", net)
+	m.addr = fmt.Sprintf("10.213.%d.21", net)
+	m.network(n)
+	m.startLLDPD()
+	m.startTPM()
+	m.disks()
+	m.firmware()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for role := range roles {
+		if err := os.Symlink(self, filepath.Join(m.dir, "bin", role)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m
+}
+
+func (m *machine) ipRun(args ...string) string {
+	m.t.Helper()
+	out, err := exec.Command(m.tl.ip, args...).CombinedOutput()
+	if err != nil {
+		m.t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// network makes the switch and machine namespaces, the machine's eth0
+// plugged into the switch's port swp, and the switch's bridge from swp to
+// its uplink, whose other end is in the test's namespace.
+func (m *machine) network(n int) {
+	id := fmt.Sprintf("%d-%d", os.Getpid(), n)
+	m.swNS, m.mNS = "wm-switch-"+id, "wm-machine-"+id
+	for _, ns := range []string{m.swNS, m.mNS} {
+		m.ipRun("netns", "add", ns)
+		m.t.Cleanup(func() {
+			if out, err := exec.Command(m.tl.ip, "netns", "del", ns).CombinedOutput(); err != nil {
+				m.t.Errorf("remove network namespace %s: %v: %s", ns, err, out)
+			}
+		})
+	}
+	up := fmt.Sprintf("wm%d", (os.Getpid()%10000)*100+n%100)
+	m.ipRun("link", "add", "swp", "netns", m.swNS, "type", "veth", "peer", "name", "eth0", "netns", m.mNS)
+	// The test's end goes with the switch's namespace.
+	m.ipRun("link", "add", up, "type", "veth", "peer", "name", "uplink", "netns", m.swNS)
+	m.ipRun("-n", m.swNS, "link", "add", "br0", "type", "bridge")
+	for _, l := range []string{"swp", "uplink"} {
+		m.ipRun("-n", m.swNS, "link", "set", l, "master", "br0")
+		m.ipRun("-n", m.swNS, "link", "set", l, "up")
+	}
+	m.ipRun("-n", m.swNS, "link", "set", "br0", "up")
+	m.ipRun("-n", m.mNS, "link", "set", "lo", "up")
+	m.ipRun("-n", m.mNS, "addr", "add", m.addr+"/24", "dev", "eth0")
+	m.ipRun("-n", m.mNS, "link", "set", "eth0", "up")
+	m.ipRun("addr", "add", m.uplink+"/24", "dev", up)
+	m.ipRun("link", "set", up, "up")
+	out := m.ipRun("-n", m.mNS, "-br", "link", "show", "dev", "eth0")
+	f := strings.Fields(out)
+	if len(f) < 3 {
+		m.t.Fatalf("ip link show eth0: %q", out)
+	}
+	mac, err := net.ParseMAC(f[2])
+	if err != nil {
+		m.t.Fatalf("eth0's MAC: %v (%q)", err, out)
+	}
+	m.mac = mac
+}
+
+// startLLDPD starts lldpd in the switch's namespace, sending every second
+// on swp, which it names by a locally assigned port ID "Port N", as UniFi
+// switches do. Only the process the test started is stopped.
+func (m *machine) startLLDPD() {
+	t := m.t
+	// lldpd runs the lldpcli that reads its configuration as its own
+	// unprivileged user (_lldpd), which must reach the control socket: a
+	// directory of t.TempDir's is closed to it.
+	dir, err := os.MkdirTemp("", "wholemachine-lldpd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	port := fmt.Sprintf("Port %d", m.cfg.port)
+	conf := filepath.Join(dir, "lldpd.conf")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf("configure lldp tx-interval 1\nconfigure system hostname %s\nconfigure ports swp lldp portidsubtype local %q description %q\n", switchName, port, port)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(m.tl.ip, "netns", "exec", m.swNS, m.tl.lldpd,
+		"-d", "-u", filepath.Join(dir, "ctl"), "-p", filepath.Join(dir, "pid"), "-I", "swp", "-O", conf)
+	var out syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start lldpd: %v", err)
+	}
+	stopProcess(t, "lldpd", cmd, &out)
+}
+
+// stopProcess stops cmd (SIGTERM, then SIGKILL after 5 s) when t ends, and
+// logs its output if t failed.
+func stopProcess(t *testing.T, name string, cmd *exec.Cmd, out *syncbuf.Buffer) {
+	pid := cmd.Process.Pid
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			<-done
+			t.Errorf("%s (PID %d) did not stop on SIGTERM; killed", name, pid)
+		}
+		if t.Failed() && out != nil {
+			t.Logf("%s (PID %d) output:\n%s", name, pid, out.String())
+		}
+	})
+}
+
+// startTPM manufactures a TPM with EK certificates (swtpm_setup, with a
+// local CA of the test's own) and serves it on a unix socket.
+func (m *machine) startTPM() {
+	t := m.t
+	dir := filepath.Join(m.dir, "tpm")
+	state, ca := filepath.Join(dir, "state"), filepath.Join(dir, "ca")
+	for _, d := range []string{state, ca} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	localca := write("swtpm-localca.conf", fmt.Sprintf("statedir = %s\nsigningkey = %s/signkey.pem\nissuercert = %s/issuercert.pem\ncertserial = %s/certserial\n", ca, ca, ca, ca))
+	options := write("swtpm-localca.options", "--platform-manufacturer fleet\n--platform-version 2.1\n--platform-model wholemachine\n")
+	conf := write("swtpm_setup.conf", fmt.Sprintf("create_certs_tool = %s\ncreate_certs_tool_config = %s\ncreate_certs_tool_options = %s\nactive_pcr_banks = sha256\n",
+		m.tl.swtpmLocalCA, localca, options))
+	if out, err := exec.Command(m.tl.swtpmSetup, "--tpm2", "--tpmstate", state, "--config", conf,
+		"--create-ek-cert", "--create-platform-cert", "--lock-nvram", "--overwrite").CombinedOutput(); err != nil {
+		t.Fatalf("swtpm_setup: %v\n%s", err, out)
+	}
+	m.tpm = filepath.Join(dir, "swtpm.sock")
+	cmd := exec.Command(m.tl.swtpm, "socket", "--tpm2", "--tpmstate", "dir="+state,
+		"--server", "type=unixio,path="+m.tpm, "--flags", "not-need-init,startup-clear")
+	var out syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start swtpm: %v", err)
+	}
+	stopProcess(t, "swtpm", cmd, &out)
+	if err := eventually(t.Context(), 10*time.Second, func() bool {
+		fi, err := os.Stat(m.tpm)
+		return err == nil && fi.Mode()&os.ModeSocket != 0
+	}); err != nil {
+		t.Fatalf("swtpm does not listen on %s: %s", m.tpm, out.String())
+	}
+}
+
+// approvedEKs reads the TPM's EK hashes, as the receiving scan the runbook
+// asks for would.
+func (m *machine) approvedEKs() attest.Binding {
+	m.t.Helper()
+	conn, err := net.Dial("unix", m.tpm)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	dev := attest.OpenChannel(conn)
+	defer dev.Close()
+	b, err := attesttest.Approve(dev)
+	if err != nil {
+		m.t.Fatalf("read swtpm's EKs: %v", err)
+	}
+	return b
+}
+
+// disks attaches the install disk, which holds an old install (a GPT over
+// random bytes), and the decoy, random bytes; each reports its serial in
+// the machine's udev database.
+func (m *machine) disks() {
+	t := m.t
+	attach := func(name string) loopDev {
+		p := filepath.Join(m.dir, name)
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.CopyN(f, rand.Reader, m.cfg.diskSize); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		out, err := exec.Command(m.tl.losetup, "-f", "--show", p).CombinedOutput()
+		if err != nil {
+			t.Fatalf("losetup -f --show %s: %v: %s", p, err, out)
+		}
+		dev := strings.TrimSpace(string(out))
+		t.Cleanup(func() {
+			if out, err := exec.Command(m.tl.losetup, "-d", dev).CombinedOutput(); err != nil {
+				t.Errorf("losetup -d %s: %v\n%s", dev, err, out)
+			}
+		})
+		num, err := os.ReadFile("/sys/block/" + filepath.Base(dev) + "/dev")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return loopDev{path: dev, dev: strings.TrimSpace(string(num))}
+	}
+	m.install = attach("install.img")
+	m.decoy = attach("decoy.img")
+	sf := exec.Command(m.tl.sfdisk, "-q", "--no-reread", "--no-tell-kernel", m.install.path)
+	sf.Stdin = strings.NewReader("label: gpt\nstart=2048, size=65536, type=linux\n")
+	if out, err := sf.CombinedOutput(); err != nil {
+		t.Fatalf("sfdisk %s: %v: %s", m.install.path, err, out)
+	}
+	m.setSerial(m.install, m.cfg.diskSerial)
+	m.setSerial(m.decoy, "DECOY-"+m.cfg.diskSerial)
+}
+
+// setSerial writes the udev database record that gives d its serial in the
+// machine.
+func (m *machine) setSerial(d loopDev, serial string) {
+	m.t.Helper()
+	rec := filepath.Join(m.dir, "run/udev/data", "b"+d.dev)
+	if err := os.WriteFile(rec, []byte("E:ID_SERIAL_SHORT="+serial+"\nE:ID_SERIAL="+serial+"\n"), 0o644); err != nil {
+		m.t.Fatal(err)
+	}
+}
+
+// digest returns the SHA-256 of the whole of d.
+func digest(t *testing.T, d loopDev) [32]byte {
+	t.Helper()
+	f, err := os.Open(d.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	return [32]byte(h.Sum(nil))
+}
+
+// firmware writes the machine's SMBIOS serial and its UEFI boot manager: a
+// network boot entry of eth0, Boot0001, first in BootOrder and current.
+func (m *machine) firmware() {
+	m.t.Helper()
+	if err := os.WriteFile(filepath.Join(m.dir, "sysclass/dmi/id/product_serial"), []byte(m.cfg.serial+"\n"), 0o444); err != nil {
+		m.t.Fatal(err)
+	}
+	nv := m.nvram()
+	for _, err := range []error{
+		nv.set("Boot0001", loadOption("UEFI: PXE IPv4 Intel(R) Ethernet Controller", macNode(m.mac))),
+		nv.setU16s("BootOrder", []uint16{1}),
+		nv.setU16s("BootCurrent", []uint16{1}),
+	} {
+		if err != nil {
+			m.t.Fatal(err)
+		}
+	}
+}
+
+func (m *machine) nvram() nvram { return nvram{dir: filepath.Join(m.dir, "firmware/efi/efivars")} }
+
+// bootNext returns the entry BootNext names, as the firmware reads it at
+// the next boot, and BootOrder.
+func (m *machine) bootNext() (num uint16, label, path string, order []uint16) {
+	m.t.Helper()
+	nv := m.nvram()
+	next, err := nv.u16s("BootNext")
+	if err != nil || len(next) != 1 {
+		m.t.Fatalf("BootNext: %v, %v", next, err)
+	}
+	data, err := nv.get(fmt.Sprintf("Boot%04X", next[0]))
+	if err != nil {
+		m.t.Fatalf("the entry BootNext names: %v", err)
+	}
+	_, label, path, err = parseLoadOption(data)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	order, err = nv.u16s("BootOrder")
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	return next[0], label, path, order
+}
+
+// result is what a program run in the machine did.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// run runs a program in the machine (see machine-enter), with env added
+// to a PATH that finds the machine's docker and efibootmgr, and logs what
+// it printed.
+func (m *machine) run(ctx context.Context, env map[string]string, prog string, args ...string) result {
+	m.t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, m.tl.ip, append([]string{"netns", "exec", m.mNS, filepath.Join(m.dir, "bin", "machine-enter"), m.dir, prog}, args...)...)
+	cmd.Env = []string{"PATH=" + filepath.Join(m.dir, "bin") + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := result{stdout: stdout.String(), stderr: stderr.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		m.t.Fatalf("run %s in the machine: %v", filepath.Base(prog), err)
+	}
+	m.t.Logf("machine: %s exited %d\nstdout:\n%sstderr:\n%s", filepath.Base(prog), r.code, indent(r.stdout), indent(r.stderr))
+	return r
+}
+
+func indent(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "  " + strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "\n  ") + "\n"
+}
+
+// dialer dials from the machine's network namespace: the sockets it makes
+// are the machine's, from the node's address.
+func (m *machine) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var c net.Conn
+	err := inNetns(m.mNS, func() error {
+		var err error
+		c, err = (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, network, addr)
+		return err
+	})
+	return c, err
+}
+
+// inNetns runs fn on an OS thread that has entered the named network
+// namespace. Sockets fn opens stay in that namespace after it returns. If
+// the thread cannot return to its namespace, it stays locked and the
+// runtime ends it with its goroutine.
+func inNetns(ns string, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		target, err := os.Open(filepath.Join("/run/netns", ns))
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("setns %s: %w", ns, err)
+			return
+		}
+		ferr := fn()
+		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("setns back from %s: %w", ns, err)
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+// freePort returns a port free on addr.
+func freePort(t *testing.T, addr string) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
