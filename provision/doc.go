@@ -42,6 +42,15 @@
 // Provisioner's memory, so a restart loses those of waiting runs, and the
 // machine's next attestation starts a new run in place of its waiting one.
 //
+// # Replicas
+//
+// Several replicas may admit machines at once; the loop runs on one of
+// them at a time: RunLeader runs it while this replica holds a Lease
+// (client-go's leader election), and a new leader's first pass reads every
+// run from the cluster. A replica's install codes are its own: a machine
+// whose waiting run another replica started, and that replica has gone,
+// gets a new run at its next attestation.
+//
 // # Use
 //
 //	p, err := provision.New(provision.Deps{NetBox: nb, Kube: kube, Tink: dyn, Configs: configs},

@@ -1,0 +1,148 @@
+package provision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Defaults of a Leader.
+const (
+	DefaultLeaseName     = "fleet-provision"
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
+)
+
+// Leader is the Lease that elects the one replica whose loop runs, when
+// several replicas of one Provisioner's composer share a cluster. Each
+// replica admits machines; only the leader runs the loop (RunLeader).
+type Leader struct {
+	// Leases reaches the Lease: a clientset's CoordinationV1(). It needs
+	// leases get, create and update on Name in Config.Namespace.
+	Leases coordinationclient.LeasesGetter
+	// Name is the Lease's name. "": DefaultLeaseName.
+	Name string
+	// Identity names this replica in the Lease (e.g. its pod's name). It
+	// must differ between replicas; required.
+	Identity string
+	// LeaseDuration is how long the others wait, after the leader last
+	// renewed the Lease, before one takes it: the longest a replica that
+	// died unannounced leaves the loop unrun. RenewDeadline is how long
+	// the leader goes on trying to renew before it stops its loop, and
+	// RetryPeriod how often each replica tries. Zero: the Default values.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// Elected, when set, is called with true when this replica starts
+	// leading (before its loop's first pass) and false when it stops.
+	Elected func(leading bool)
+}
+
+// ErrNoIdentity is RunLeader's error for a Leader without an Identity.
+var ErrNoIdentity = errors.New("provision: a leader election needs this replica's identity")
+
+// RunLeader runs the loop (Run) while this replica holds l's Lease, until
+// ctx is done, and returns ctx's error. A replica that loses the Lease
+// (it could not renew it within RenewDeadline) stops its loop at once, and
+// then tries to win it again. A new leader's first pass reads every run
+// from the cluster, as after a restart: nothing the loop needs lives in
+// one replica. When ctx ends while this replica leads, its loop stops
+// first, and then it hands the Lease back, so that another replica leads
+// within RetryPeriod rather than LeaseDuration; a replica that dies
+// unannounced is replaced after LeaseDuration.
+func (p *Provisioner) RunLeader(ctx context.Context, l Leader) error {
+	if l.Identity == "" {
+		return ErrNoIdentity
+	}
+	if l.Leases == nil {
+		return errors.New("provision: a leader election needs a Leases client")
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: p.cfg.Namespace, Name: cmpOr(l.Name, DefaultLeaseName)},
+		Client:     l.Leases,
+		LockConfig: resourcelock.ResourceLockConfig{Identity: l.Identity},
+	}
+	var loop sync.WaitGroup
+	elected := func(leading bool) {
+		if l.Elected != nil {
+			l.Elected(leading)
+		}
+	}
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:          lock,
+		Name:          lock.LeaseMeta.Name,
+		LeaseDuration: cmpOr(l.LeaseDuration, DefaultLeaseDuration),
+		RenewDeadline: cmpOr(l.RenewDeadline, DefaultRenewDeadline),
+		RetryPeriod:   cmpOr(l.RetryPeriod, DefaultRetryPeriod),
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(lead context.Context) {
+				loop.Add(1)
+				defer loop.Done()
+				elected(true)
+				p.log.Info("fleet.leader", "identity", l.Identity, "leading", true)
+				if err := p.Run(lead); err != nil && !errors.Is(err, context.Canceled) {
+					p.log.Warn("fleet.leader", "identity", l.Identity, "error", err.Error())
+				}
+			},
+			OnStoppedLeading: func() {},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("provision: leader election: %w", err)
+	}
+	for ctx.Err() == nil {
+		le.Run(ctx)
+		// The loop stops before the Lease is handed on or campaigned for.
+		loop.Wait()
+		if le.IsLeader() || lockHeldBy(lock, l.Identity) {
+			elected(false)
+			p.log.Info("fleet.leader", "identity", l.Identity, "leading", false)
+			if ctx.Err() != nil {
+				release(lock, l.Identity)
+			}
+		}
+	}
+	return ctx.Err()
+}
+
+// lockHeldBy reports whether the Lease, as last read or written, names
+// identity.
+func lockHeldBy(lock *resourcelock.LeaseLock, identity string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rec, _, err := lock.Get(ctx)
+	return err == nil && rec.HolderIdentity == identity
+}
+
+// release hands the Lease back when identity still holds it: another
+// replica takes it at its next try.
+func release(lock *resourcelock.LeaseLock, identity string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rec, _, err := lock.Get(ctx)
+	if err != nil || rec.HolderIdentity != identity {
+		return
+	}
+	now := metav1.NewTime(time.Now())
+	_ = lock.Update(ctx, resourcelock.LeaderElectionRecord{
+		LeaderTransitions:    rec.LeaderTransitions,
+		LeaseDurationSeconds: 1,
+		RenewTime:            now,
+		AcquireTime:          now,
+	})
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}

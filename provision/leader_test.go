@@ -1,0 +1,249 @@
+package provision
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+
+	"github.com/fleetkit/fleet/internal/kubetest"
+	"github.com/fleetkit/fleet/inventory"
+)
+
+// cuttable is a Leases client that a test can cut off the API server, as
+// a replica that died or lost its network looks to the others.
+type cuttable struct {
+	coordinationclient.LeasesGetter
+	cut *atomic.Bool
+}
+
+var errCut = errors.New("the replica is cut off")
+
+func (c cuttable) Leases(ns string) coordinationclient.LeaseInterface {
+	return cutLeases{c.LeasesGetter.Leases(ns), c.cut}
+}
+
+type cutLeases struct {
+	coordinationclient.LeaseInterface
+	cut *atomic.Bool
+}
+
+func (c cutLeases) Get(ctx context.Context, name string, o metav1.GetOptions) (*coordinationv1.Lease, error) {
+	if c.cut.Load() {
+		return nil, errCut
+	}
+	return c.LeaseInterface.Get(ctx, name, o)
+}
+
+func (c cutLeases) Create(ctx context.Context, l *coordinationv1.Lease, o metav1.CreateOptions) (*coordinationv1.Lease, error) {
+	if c.cut.Load() {
+		return nil, errCut
+	}
+	return c.LeaseInterface.Create(ctx, l, o)
+}
+
+func (c cutLeases) Update(ctx context.Context, l *coordinationv1.Lease, o metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	if c.cut.Load() {
+		return nil, errCut
+	}
+	return c.LeaseInterface.Update(ctx, l, o)
+}
+
+// replica is one of several Provisioners over one NetBox and cluster, as
+// fleetd's replicas are, running RunLeader.
+type replica struct {
+	id     string
+	p      *Provisioner
+	stop   context.CancelFunc
+	done   chan struct{} // closed when RunLeader returned err
+	err    error
+	cut    atomic.Bool
+	events *leaderEvents
+}
+
+// leaderEvents records who started and stopped leading, in order.
+type leaderEvents struct {
+	mu  sync.Mutex
+	got []leaderEvent
+}
+
+type leaderEvent struct {
+	id      string
+	leading bool
+	at      time.Time
+}
+
+func (e *leaderEvents) add(id string, leading bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.got = append(e.got, leaderEvent{id, leading, time.Now()})
+}
+
+// leaders returns the replicas that lead now, by the events so far, and
+// when the last of them started.
+func (e *leaderEvents) leaders() ([]string, time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var now []string
+	var since time.Time
+	for _, ev := range e.got {
+		if ev.leading {
+			now, since = append(now, ev.id), ev.at
+		} else {
+			now = slices.DeleteFunc(now, func(id string) bool { return id == ev.id })
+		}
+	}
+	return now, since
+}
+
+// waitLeader waits until exactly one replica other than not leads, and
+// returns it with the time it started.
+func waitLeader(t *testing.T, e *leaderEvents, within time.Duration, not string) (string, time.Time) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if l, at := e.leaders(); len(l) == 1 && l[0] != not {
+			return l[0], at
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	l, _ := e.leaders()
+	t.Fatalf("no single new leader within %v: leading %v", within, l)
+	return "", time.Time{}
+}
+
+// Three replicas elect one leader on a real Lease; only its loop runs (an
+// ended run is journaled once); it hands the Lease on when it stops, and a
+// replica cut off from the API server stops its loop within RenewDeadline
+// and is replaced after LeaseDuration. Each new leader takes up the runs
+// another replica started.
+func TestAPIServerLeaderElection(t *testing.T) {
+	h := newRealHarness(t, func(_ *Cluster, c *Config) { c.Interval = 100 * time.Millisecond },
+		worker(1, "node-01"), worker(2, "node-02"), worker(3, "node-03"))
+	cs, err := kubernetes.NewForConfig(kubetest.Start(t).Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lease, renew, retry = 2 * time.Second, 1 * time.Second, 100 * time.Millisecond
+	events := &leaderEvents{}
+	replicas := map[string]*replica{}
+	for _, id := range []string{"fleetd-0", "fleetd-1", "fleetd-2"} {
+		p, err := New(h.deps(), h.cluster, &h.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &replica{id: id, p: p, done: make(chan struct{}), events: events}
+		ctx, stop := context.WithCancel(context.Background())
+		r.stop = stop
+		go func() {
+			defer close(r.done)
+			r.err = p.RunLeader(ctx, Leader{
+				Leases: cuttable{cs.CoordinationV1(), &r.cut}, Identity: id,
+				LeaseDuration: lease, RenewDeadline: renew, RetryPeriod: retry,
+				Elected: func(leading bool) { events.add(id, leading) },
+			})
+		}()
+		replicas[id] = r
+		t.Cleanup(func() { stop(); <-r.done })
+	}
+	first, _ := waitLeader(t, events, 10*time.Second, "")
+	time.Sleep(3 * lease)
+	if l, _ := events.leaders(); !slices.Equal(l, []string{first}) {
+		t.Fatalf("leading after %v: %v, want %s alone", 3*lease, l, first)
+	}
+
+	// A machine attests at another replica; the leader's loop journals its
+	// run's end, once.
+	other := "fleetd-1"
+	if first == other {
+		other = "fleetd-2"
+	}
+	endRun := func(admitAt *replica, id int64) string {
+		t.Helper()
+		d, err := admitAt.p.Admit(context.Background(), claimOf(h.nb.dev(id)))
+		if err != nil || d.Run == "" {
+			t.Fatalf("Admit at %s = %+v, %v", admitAt.id, d, err)
+		}
+		h.setStatus(d.Run, func(s *tinkerbell.WorkflowStatus) { s.State = tinkerbell.WorkflowStateSuccess })
+		line := "Workflow " + d.Run + " ended SUCCESS"
+		deadline := time.Now().Add(10 * time.Second)
+		for n := 0; n == 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			n = journaled(h, id, line)
+		}
+		time.Sleep(5 * 100 * time.Millisecond) // five more passes of every loop that runs
+		if n := journaled(h, id, line); n != 1 {
+			t.Fatalf("%q journaled %d times, want once", line, n)
+		}
+		return d.Run
+	}
+	endRun(replicas[other], 1)
+
+	// The leader stops (a rollout): its loop stops, and it hands the Lease
+	// on at once.
+	stopped := time.Now()
+	replicas[first].stop()
+	<-replicas[first].done
+	if err := replicas[first].err; !errors.Is(err, context.Canceled) {
+		t.Errorf("RunLeader after its context ended: %v", err)
+	}
+	second, at := waitLeader(t, events, lease, first)
+	handover := at.Sub(stopped)
+	if handover >= lease {
+		t.Errorf("the Lease went on %v after the leader stopped, want within LeaseDuration %v", handover, lease)
+	}
+	endRun(replicas[other], 2)
+
+	// The new leader is cut off from the API server: it stops its loop
+	// within RenewDeadline, and the last replica leads after LeaseDuration.
+	cut := time.Now()
+	replicas[second].cut.Store(true)
+	third, at := waitLeader(t, events, 3*lease, second)
+	failover := at.Sub(cut)
+	var stoppedAt time.Time
+	events.mu.Lock()
+	for _, ev := range events.got {
+		if ev.id == second && !ev.leading && ev.at.After(cut) {
+			stoppedAt = ev.at
+		}
+	}
+	events.mu.Unlock()
+	if stoppedAt.IsZero() || stoppedAt.Sub(cut) > renew+2*retry || !stoppedAt.Before(at) {
+		t.Errorf("the cut-off leader stopped its loop at %v after the cut (the next leader at %v), want within RenewDeadline %v and before the next leader", stoppedAt.Sub(cut), failover, renew)
+	}
+	if failover < lease-renew || failover > lease+renew+retry*5 {
+		t.Errorf("failover took %v, want about LeaseDuration %v", failover, lease)
+	}
+	if third == first {
+		t.Fatalf("the stopped replica %s leads again", first)
+	}
+	endRun(replicas[third], 3)
+	t.Logf("handover on stop %v; failover after a cut %v (the cut-off leader stopped after %v)", handover.Round(time.Millisecond), failover.Round(time.Millisecond), stoppedAt.Sub(cut).Round(time.Millisecond))
+}
+
+// journaled counts the journal lines of device id that begin with line.
+func journaled(h *harness, id int64, line string) int {
+	n := 0
+	for _, l := range h.nb.lines() {
+		if l.ID == id && strings.HasPrefix(l.Text, line) && l.Kind == inventory.JournalSuccess {
+			n++
+		}
+	}
+	return n
+}
+
+func TestRunLeaderNeedsIdentity(t *testing.T) {
+	h := newHarness(t, nil)
+	if err := h.p.RunLeader(context.Background(), Leader{}); !errors.Is(err, ErrNoIdentity) {
+		t.Errorf("RunLeader without an identity: %v, want ErrNoIdentity", err)
+	}
+}
