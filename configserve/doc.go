@@ -25,8 +25,22 @@
 //   - A config waits only in memory, for Config.TTL: a restart drops every
 //     waiting config, by design, since they hold secrets.
 //   - Each fetch's outcome is an Event (Served, NotAcknowledged, Refetched,
-//     Missing, Expired) for the caller to journal and count; its Text names
-//     the service by Config.Name. ServeHTTP lists every status.
+//     Missing, Expired, Lost) for the caller to journal and count; its Text
+//     names the service by Config.Name. ServeHTTP lists every status.
+//
+// # Replicas
+//
+// Servers in several replicas of one service behind one address each hold
+// the configs rendered in their own replica, and a fetch may reach any of
+// them. A Server that holds no config under a fetch's code borrows it
+// (Config.Borrow) from the Server that does, which lends it for that one
+// fetch (Server.Lend): the borrower answers and waits for the node's
+// acknowledgement as for a config of its own, and settles the loan
+// (Loan.Settle). Only the lender holds, spends and reports the config, so
+// each is served at most once across the replicas. A loan not settled by
+// its deadline (the borrower died mid-answer) is dropped, served or not,
+// and reported Lost: the node's next fetch is Missing, as when the
+// lender's replica dies.
 //
 // # Secrets
 //

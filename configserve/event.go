@@ -29,6 +29,10 @@ const (
 	Missing
 	// Expired: a config waited unread for the TTL and was dropped.
 	Expired
+	// Lost: a config lent to another Server (Lend) for a fetch was not
+	// settled by the loan's deadline, and was dropped, served or not, so
+	// that it is never served twice.
+	Lost
 )
 
 var kindNames = [...]string{
@@ -37,10 +41,11 @@ var kindNames = [...]string{
 	Refetched:       "refetched",
 	Missing:         "missing",
 	Expired:         "expired",
+	Lost:            "lost",
 }
 
 // String returns the kind's name, fit for a metric label: "served",
-// "not-acknowledged", "refetched", "missing" or "expired".
+// "not-acknowledged", "refetched", "missing", "expired" or "lost".
 func (k Kind) String() string {
 	if k > 0 && int(k) < len(kindNames) {
 		return kindNames[k]
@@ -60,23 +65,29 @@ type texts struct {
 	closed         string // answer 503 after Close
 	gateDown       string // answer 503 when the Gate fails
 	cannotCheck    string // answer 500 when delivery cannot be checked
+	borrowFailed   string // answer 503 when Config.Borrow fails
 }
 
 func newTexts(name, gateName string) texts {
 	return texts{
-		name:        name,
-		gateName:    gateName,
-		refetched:   "the node asked again for the Talos config " + name + " served it",
-		missing:     "the node asked for its Talos config, and " + name + " holds none for it",
-		closed:      name + " is shutting down",
-		gateDown:    gateName + " did not answer; try again",
-		cannotCheck: name + " cannot check delivery",
+		name:         name,
+		gateName:     gateName,
+		refetched:    "the node asked again for the Talos config " + name + " served it",
+		missing:      "the node asked for its Talos config, and " + name + " holds none for it",
+		closed:       name + " is shutting down",
+		gateDown:     gateName + " did not answer; try again",
+		cannotCheck:  name + " cannot check delivery",
+		borrowFailed: name + " could not reach the replica that holds configs; try again",
 	}
 }
 
 func (t texts) served(run string) string { return t.name + " served the config of " + run }
 
 func (t texts) expired(run string) string { return "the Talos config of " + run + " expired unread" }
+
+func (t texts) lost(run string) string {
+	return "the Talos config of " + run + " was lent for a fetch that never reported back; it was dropped, so that it is never served twice"
+}
 
 // An Event is what the Server reports to Config.Events, for the caller to
 // journal on the device and to count for the runbook's alerts. No event

@@ -70,6 +70,14 @@ type Config struct {
 	// debug level. They never carry an install code or config bytes. Nil:
 	// no logs.
 	Logger *slog.Logger
+	// Borrow, when set, is asked for the config of a fetch whose code this
+	// Server holds no config under and did not serve: it finds the Server
+	// (of another replica) that holds it, has it Lend the config, and
+	// returns the Loan (NewLoan) or Lend's error (see Server.Lend and the
+	// errors there; any other error answers 503). It is called with the
+	// fetch's context and the code, which it must keep secret. Nil: such a
+	// fetch is Missing.
+	Borrow func(ctx context.Context, code string) (*Loan, error)
 	// Events, when set, is called once per Event, synchronously from the
 	// goroutine serving the fetch (or from a timer's goroutine for
 	// Expired), and from many goroutines at once. It should return
@@ -93,6 +101,7 @@ type Server struct {
 	text         texts
 	log          *slog.Logger
 	events       func(Event)
+	borrow       func(ctx context.Context, code string) (*Loan, error)
 
 	mu         sync.Mutex
 	held       map[digest]*entry
@@ -146,6 +155,7 @@ func New(gate Gate, cfg *Config) (*Server, error) {
 		text:         newTexts(cmp.Or(c.Name, DefaultName), cmp.Or(c.GateName, DefaultGateName)),
 		log:          log,
 		events:       c.Events,
+		borrow:       c.Borrow,
 		held:         make(map[digest]*entry),
 		spent:        newSpentSet(cmp.Or(c.SpentCodes, DefaultSpentCodes)),
 	}
@@ -423,6 +433,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.emit(Event{Kind: Refetched, Device: f.spent.device, Run: f.spent.run, Peer: peer, Text: s.text.refetched})
 		answer(w, http.StatusGone, "this install code was served; a code serves once")
 	case foundNone:
+		if s.borrow != nil {
+			s.serveBorrowed(w, r, code)
+			return
+		}
 		s.emit(Event{Kind: Missing, Peer: peer, Text: s.text.missing})
 		answer(w, http.StatusNotFound, "no config for this install code")
 	case foundBusy:
@@ -506,43 +520,52 @@ func (s *Server) serveOwned(w http.ResponseWriter, r *http.Request, d digest, e 
 		return
 	}
 
+	out.served, out.notAcknowledgedBy = s.deliver(w, r, e.config, e.device, e.run)
+}
+
+// deliver answers a fetch with config, of device's run: it checks that the
+// connection can tell an acknowledged answer, writes the config and waits
+// for the acknowledgement. served says the peer's kernel acknowledged
+// every byte; notAcknowledgedBy names the peer when an answer was written
+// but not acknowledged.
+func (s *Server) deliver(w http.ResponseWriter, r *http.Request, config []byte, device Device, run string) (served bool, notAcknowledgedBy string) {
+	peer := r.RemoteAddr
 	if r.ProtoMajor != 1 {
 		s.log.Error("configserve: a fetch came over HTTP/2; the server must speak HTTP/1.1 only (call Server.ConfigureServer last)",
-			deviceAttrs(e.device, e.run), slog.String("peer", peer))
+			deviceAttrs(device, run), slog.String("peer", peer))
 		answer(w, http.StatusHTTPVersionNotSupported, "use HTTP/1.1")
-		return
+		return false, ""
 	}
 	conn, _ := r.Context().Value(connKey{}).(net.Conn)
 	if conn == nil {
 		s.log.Error("configserve: the http.Server's ConnContext does not record the connection, so no answer can be checked: call Server.ConfigureServer after setting ConnContext",
-			deviceAttrs(e.device, e.run), slog.String("peer", peer))
+			deviceAttrs(device, run), slog.String("peer", peer))
 		answer(w, http.StatusInternalServerError, s.text.cannotCheck)
-		return
+		return false, ""
 	}
 	sock, err := tcpSocket(conn)
 	if err != nil {
 		s.log.Error("configserve: cannot check delivery on this connection",
-			deviceAttrs(e.device, e.run), slog.String("peer", peer), slog.Any("error", err))
+			deviceAttrs(device, run), slog.String("peer", peer), slog.Any("error", err))
 		answer(w, http.StatusInternalServerError, s.text.cannotCheck)
-		return
+		return false, ""
 	}
 
 	start := time.Now()
-	res, err := s.write(w, conn, sock, e.config, start.Add(s.writeTimeout))
+	res, err := s.write(w, conn, sock, config, start.Add(s.writeTimeout))
 	if err != nil {
 		sock.abort()
 		s.log.Warn("configserve: the answer did not arrive whole; the connection was reset and the config stays",
-			deviceAttrs(e.device, e.run), slog.String("peer", peer), slog.Any("error", err),
+			deviceAttrs(device, run), slog.String("peer", peer), slog.Any("error", err),
 			slog.Int("unacknowledged", res.unacked), slog.Int("polls", res.polls), slog.Duration("elapsed", time.Since(start)))
-		out.notAcknowledgedBy = peer
-		return
+		return false, peer
 	}
-	out.served = true
 	if s.log.Enabled(r.Context(), slog.LevelDebug) {
 		s.log.Debug("configserve: the peer acknowledged every byte",
-			deviceAttrs(e.device, e.run), slog.String("peer", peer),
+			deviceAttrs(device, run), slog.String("peer", peer),
 			slog.Int("polls", res.polls), slog.Duration("ack_wait", res.wait), slog.Duration("elapsed", time.Since(start)))
 	}
+	return true, ""
 }
 
 // outcome is how a fetch that owned a config ended.

@@ -697,8 +697,8 @@ func TestNewCode(t *testing.T) {
 }
 
 func TestKindString(t *testing.T) {
-	got := []string{Kind(0).String(), Served.String(), NotAcknowledged.String(), Refetched.String(), Missing.String(), Expired.String(), Kind(99).String()}
-	want := []string{"Kind(0)", "served", "not-acknowledged", "refetched", "missing", "expired", "Kind(99)"}
+	got := []string{Kind(0).String(), Served.String(), NotAcknowledged.String(), Refetched.String(), Missing.String(), Expired.String(), Lost.String(), Kind(99).String()}
+	want := []string{"Kind(0)", "served", "not-acknowledged", "refetched", "missing", "expired", "lost", "Kind(99)"}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
 	}

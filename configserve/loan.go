@@ -1,0 +1,190 @@
+package configserve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Errors of Lend, which a Config.Borrow returns (wrapped or carried as the
+// caller likes, as long as errors.Is and errors.As find them) to tell the
+// borrowing Server how to answer.
+var (
+	// ErrNotHeld: the Server holds no config under the code and does not
+	// remember serving one. The borrower answers 404 (Missing).
+	ErrNotHeld = errors.New("configserve: no config is held under the install code")
+	// ErrBusy: another fetch or loan owns the config. The borrower answers
+	// 503 with Retry-After: 1.
+	ErrBusy = errors.New("configserve: another fetch is answering with the config")
+	// ErrGateDown: the Gate did not answer. The borrower answers 503 with
+	// Retry-After: 5.
+	ErrGateDown = errors.New("configserve: the gate did not answer whether the device is planned")
+	// ErrNotPlanned: the Gate says the device is not planned. The borrower
+	// answers 409.
+	ErrNotPlanned = errors.New("configserve: the device is not planned")
+)
+
+// A SpentError is Lend's error for a code whose config was served: the
+// borrower answers 410 (Refetched) and names the device and run.
+type SpentError struct {
+	Device Device
+	Run    string
+}
+
+func (e *SpentError) Error() string {
+	return fmt.Sprintf("configserve: the install code of %s (%s) was served; a code serves once", e.Run, e.Device)
+}
+
+// Is makes errors.Is(err, ErrCodeSpent) true for a *SpentError.
+func (e *SpentError) Is(target error) bool { return target == ErrCodeSpent }
+
+// DefaultLoanGrace is how long past its write timeout a lender waits for
+// a loan's Settle.
+const DefaultLoanGrace = 30 * time.Second
+
+// A Loan is one config lent for one fetch: made by the lender's Lend, or
+// by NewLoan on the borrower's side from what the lender sent.
+type Loan struct {
+	// Config is a copy of the config. The borrower zeroes it when the
+	// fetch ends.
+	Config []byte
+	// Device and Run are those the config was put with.
+	Device Device
+	Run    string
+	// Deadline is when the lender stops waiting for Settle and drops the
+	// config (Lost).
+	Deadline time.Time
+
+	once   sync.Once
+	settle func(served bool, peer string)
+}
+
+// NewLoan makes the Loan a Config.Borrow returns from what a lender's Lend
+// gave: settle carries the outcome to the lender's Loan.Settle, and is
+// called once.
+func NewLoan(config []byte, device Device, run string, deadline time.Time, settle func(served bool, peer string)) *Loan {
+	return &Loan{Config: config, Device: device, Run: run, Deadline: deadline, settle: settle}
+}
+
+// Settle ends the loan: served says that the peer's kernel acknowledged
+// every byte of the answer; peer is the fetching node's address, for the
+// NotAcknowledged event. Only the first call counts.
+func (l *Loan) Settle(served bool, peer string) {
+	l.once.Do(func() {
+		if l.settle != nil {
+			l.settle(served, peer)
+		}
+	})
+}
+
+// Lend lends the config held under code for one fetch that reached
+// another Server, after asking the Gate, as a fetch does. Until the loan
+// is settled or its Deadline passes, no other fetch or loan gets the
+// config. Errors: ErrInvalidCode, ErrClosed, ErrNotHeld, *SpentError,
+// ErrBusy, ErrGateDown (wrapping the Gate's error), ErrNotPlanned. Lend
+// reports no event for them: the borrower does, as for a fetch of its own.
+func (s *Server) Lend(ctx context.Context, code string) (*Loan, error) {
+	if !ValidCode(code) {
+		return nil, ErrInvalidCode
+	}
+	d := digestOf(code)
+	f := s.claim(d, time.Now())
+	if e := f.expired; e != nil {
+		s.emit(Event{Kind: Expired, Device: e.device, Run: e.run, Text: s.text.expired(e.run)})
+	}
+	switch f.found {
+	case foundClosed:
+		return nil, ErrClosed
+	case foundSpent:
+		return nil, &SpentError{Device: f.spent.device, Run: f.spent.run}
+	case foundNone:
+		return nil, ErrNotHeld
+	case foundBusy:
+		return nil, ErrBusy
+	}
+	e := f.owned
+	planned, err := s.gate.Planned(ctx, e.device)
+	switch {
+	case err != nil:
+		s.release(d, e, outcome{})
+		return nil, fmt.Errorf("%w: %w", ErrGateDown, err)
+	case !planned:
+		s.release(d, e, outcome{})
+		return nil, ErrNotPlanned
+	}
+	s.mu.Lock()
+	cfg := append([]byte(nil), e.config...)
+	s.mu.Unlock()
+	l := &Loan{Config: cfg, Device: e.device, Run: e.run, Deadline: time.Now().Add(s.writeTimeout + DefaultLoanGrace)}
+	var lost *time.Timer
+	l.settle = func(served bool, peer string) {
+		lost.Stop()
+		out := outcome{served: served}
+		if !served {
+			out.notAcknowledgedBy = peer
+		}
+		s.release(d, e, out)
+	}
+	lost = time.AfterFunc(time.Until(l.Deadline), func() { l.once.Do(func() { s.lose(d, e) }) })
+	return l, nil
+}
+
+// lose drops the config of a loan that was not settled by its deadline:
+// the borrower may have served it, so it is never served again.
+func (s *Server) lose(d digest, e *entry) {
+	s.mu.Lock()
+	e.busy = false
+	if s.held[d] == e {
+		delete(s.held, d)
+		e.timer.Stop()
+	}
+	clear(e.config)
+	e.config = nil
+	closed := s.closed
+	s.mu.Unlock()
+	if !closed {
+		s.emit(Event{Kind: Lost, Device: e.device, Run: e.run, Text: s.text.lost(e.run)})
+	}
+}
+
+// serveBorrowed answers a fetch for a code this Server holds no config
+// under, with the config Config.Borrow finds for it elsewhere.
+func (s *Server) serveBorrowed(w http.ResponseWriter, r *http.Request, code string) {
+	peer := r.RemoteAddr
+	l, err := s.borrow(r.Context(), code)
+	var spent *SpentError
+	switch {
+	case err == nil:
+	case errors.As(err, &spent):
+		s.emit(Event{Kind: Refetched, Device: spent.Device, Run: spent.Run, Peer: peer, Text: s.text.refetched})
+		answer(w, http.StatusGone, "this install code was served; a code serves once")
+		return
+	case errors.Is(err, ErrNotHeld):
+		s.emit(Event{Kind: Missing, Peer: peer, Text: s.text.missing})
+		answer(w, http.StatusNotFound, "no config for this install code")
+		return
+	case errors.Is(err, ErrBusy):
+		w.Header().Set("Retry-After", "1")
+		answer(w, http.StatusServiceUnavailable, "another fetch is answering with this config; try again")
+		return
+	case errors.Is(err, ErrNotPlanned):
+		answer(w, http.StatusConflict, "the device is not planned")
+		return
+	case errors.Is(err, ErrGateDown):
+		w.Header().Set("Retry-After", "5")
+		answer(w, http.StatusServiceUnavailable, s.text.gateDown)
+		return
+	default:
+		s.log.Warn("configserve: could not borrow the config from the server that may hold it", slog.String("peer", peer), slog.Any("error", err))
+		w.Header().Set("Retry-After", "5")
+		answer(w, http.StatusServiceUnavailable, s.text.borrowFailed)
+		return
+	}
+	defer clear(l.Config)
+	served, notAcknowledgedBy := s.deliver(w, r, l.Config, l.Device, l.Run)
+	l.Settle(served, notAcknowledgedBy)
+}

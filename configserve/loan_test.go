@@ -1,0 +1,250 @@
+package configserve
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// replicas are two harnesses: a holds the configs, and b borrows them
+// from a, as two replicas of fleetd behind one address do. The loan
+// crosses between them as bytes, as over a network; borrowErr, when set,
+// is what b's Borrow answers instead.
+type replicas struct {
+	a, b      *harness
+	mu        sync.Mutex
+	borrowErr error
+	borrows   int
+}
+
+func newReplicas(t *testing.T, bcfg Config) *replicas {
+	t.Helper()
+	r := &replicas{a: newHarness(t, harnessOpts{})}
+	bcfg.Borrow = func(ctx context.Context, code string) (*Loan, error) {
+		r.mu.Lock()
+		r.borrows++
+		err := r.borrowErr
+		r.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		l, err := r.a.srv.Lend(ctx, code)
+		if err != nil {
+			return nil, err
+		}
+		return NewLoan(bytes.Clone(l.Config), l.Device, l.Run, l.Deadline, l.Settle), nil
+	}
+	r.b = newHarness(t, harnessOpts{cfg: bcfg})
+	return r
+}
+
+// A fetch that reaches the replica without the config gets it from the
+// replica that holds it, once: the holder reports it served, and every
+// later fetch, at either replica, is told it was served (410).
+func TestBorrowedConfigServedOnce(t *testing.T) {
+	r := newReplicas(t, Config{})
+	code, _, orig := r.a.put(4096, node01, run01)
+	got := r.b.get(r.b.client(), code)
+	if got.status != http.StatusOK || !bytes.Equal(got.body, orig) {
+		t.Fatalf("fetch at the borrower: %d with %d bytes, want 200 and the config", got.status, len(got.body))
+	}
+	ev := r.a.waitEvent()
+	if d := cmp.Diff(Event{Kind: Served, Device: node01, Run: run01, Text: "fleetd served the config of " + run01}, ev, ignoreTime); d != "" {
+		t.Errorf("the holder's event (-want +got):\n%s", d)
+	}
+	if n := r.a.srv.Waiting(); n != 0 {
+		t.Errorf("the holder still holds %d configs", n)
+	}
+	for name, h := range map[string]*harness{"borrower": r.b, "holder": r.a} {
+		if got := h.get(h.client(), code); got.status != http.StatusGone {
+			t.Errorf("a second fetch at the %s: %d, want 410", name, got.status)
+		}
+		if ev := h.waitEvent(); ev.Kind != Refetched || ev.Run != run01 || ev.Device != node01 {
+			t.Errorf("the %s's event for a second fetch: %+v, want refetched naming the run", name, ev)
+		}
+	}
+	r.b.noEvent(100 * time.Millisecond)
+}
+
+// 100 fetches of one code, half at each replica, at once: one answer
+// carries the config.
+func TestBorrowedConfigConcurrentFetches(t *testing.T) {
+	r := newReplicas(t, Config{})
+	code, _, orig := r.a.put(64<<10, node01, run01)
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	var wg sync.WaitGroup
+	for i := range 100 {
+		h := r.a
+		if i%2 == 1 {
+			h = r.b
+		}
+		wg.Go(func() {
+			resp, err := h.client().Get(h.url(code))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && !bytes.Equal(body, orig) {
+				t.Errorf("a 200 with %d bytes, not the config", len(body))
+			}
+			mu.Lock()
+			statuses[resp.StatusCode]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if statuses[http.StatusOK] != 1 || statuses[http.StatusOK]+statuses[http.StatusGone]+statuses[http.StatusServiceUnavailable] != 100 {
+		t.Errorf("statuses %v: want one 200, and 410 or 503 for the rest", statuses)
+	}
+	served := 0
+	for _, ev := range r.a.allEvents() {
+		if ev.Kind == Served {
+			served++
+		}
+	}
+	for _, ev := range r.b.allEvents() {
+		if ev.Kind == Served {
+			t.Errorf("the borrower reported %v: only the holder reports a config served", ev.Kind)
+		}
+	}
+	if served != 1 {
+		t.Errorf("the holder reported %d served events, want 1", served)
+	}
+}
+
+// Unknown codes, a device not planned, the holder's gate down, and the
+// holder unreachable: the borrower answers as for a config of its own,
+// and the config stays with its holder.
+func TestBorrowRefusals(t *testing.T) {
+	r := newReplicas(t, Config{})
+	if got := r.b.get(r.b.client(), NewCode()); got.status != http.StatusNotFound {
+		t.Errorf("an unknown code at the borrower: %d, want 404", got.status)
+	}
+	if ev := r.b.waitEvent(); ev.Kind != Missing {
+		t.Errorf("event %v, want missing", ev.Kind)
+	}
+
+	code, _, orig := r.a.put(512, node01, run01)
+	r.a.gate.set(false, nil)
+	if got := r.b.get(r.b.client(), code); got.status != http.StatusConflict {
+		t.Errorf("a device not planned: %d, want 409", got.status)
+	}
+	r.a.gate.set(false, errors.New("NetBox is down"))
+	if got := r.b.get(r.b.client(), code); got.status != http.StatusServiceUnavailable || got.header.Get("Retry-After") != "5" {
+		t.Errorf("the holder's gate down: %d, Retry-After %q; want 503, 5", got.status, got.header.Get("Retry-After"))
+	}
+	r.mu.Lock()
+	r.borrowErr = errors.New("dial tcp 10.0.0.2:8443: connection refused")
+	r.mu.Unlock()
+	got := r.b.get(r.b.client(), code)
+	if got.status != http.StatusServiceUnavailable || !bytes.Contains(got.body, []byte("could not reach the replica")) {
+		t.Errorf("the holder unreachable: %d %q, want 503", got.status, got.body)
+	}
+	r.mu.Lock()
+	r.borrowErr = nil
+	r.mu.Unlock()
+	r.a.gate.set(true, nil)
+	if got := r.b.get(r.b.client(), code); got.status != http.StatusOK || !bytes.Equal(got.body, orig) {
+		t.Errorf("after every refusal: %d, want 200 and the config", got.status)
+	}
+}
+
+// A borrowed answer the node does not acknowledge: the holder keeps the
+// config and reports it not acknowledged by the node, and a later fetch
+// gets it.
+func TestBorrowedNotAcknowledged(t *testing.T) {
+	r := newReplicas(t, Config{WriteTimeout: 500 * time.Millisecond})
+	code, _, orig := r.a.put(1<<20, node01, run01)
+	c, tc := r.b.rawConn(16 << 10)
+	sendGet(t, c, code)
+	ev := r.a.waitEvent()
+	if ev.Kind != NotAcknowledged || ev.Peer != tc.LocalAddr().String() || ev.Run != run01 {
+		t.Fatalf("the holder's event %+v, want not-acknowledged by %s", ev, tc.LocalAddr())
+	}
+	if n := r.a.srv.Waiting(); n != 1 {
+		t.Fatalf("the holder holds %d configs, want the config kept", n)
+	}
+	if got := r.b.get(r.b.client(), code); got.status != http.StatusOK || !bytes.Equal(got.body, orig) {
+		t.Errorf("the next fetch: %d, want 200 and the config", got.status)
+	}
+}
+
+// A loan whose borrower never settles it (its replica died mid-answer):
+// after the deadline the holder drops the config, reported Lost, so that
+// it is never served again; while the loan is out, no one else gets it.
+func TestLoanNeverSettled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var events []Event
+		srv, err := New(&testGate{planned: true}, &Config{WriteTimeout: time.Second, Events: func(ev Event) { events = append(events, ev) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		if err := srv.ConfigureServer(&http.Server{}); err != nil {
+			t.Fatal(err)
+		}
+		code := NewCode()
+		if err := srv.Put(code, makeConfig(128), node01, run01); err != nil {
+			t.Fatal(err)
+		}
+		l, err := srv.Lend(context.Background(), code)
+		if err != nil || len(l.Config) != 128 || l.Run != run01 || l.Deadline.Sub(time.Now()) != time.Second+DefaultLoanGrace {
+			t.Fatalf("Lend = %+v, %v", l, err)
+		}
+		if _, err := srv.Lend(context.Background(), code); !errors.Is(err, ErrBusy) {
+			t.Errorf("a second Lend while the loan is out: %v, want ErrBusy", err)
+		}
+		time.Sleep(time.Until(l.Deadline) + time.Millisecond)
+		synctest.Wait()
+		want := []Event{{Kind: Lost, Device: node01, Run: run01, Text: "the Talos config of " + run01 + " was lent for a fetch that never reported back; it was dropped, so that it is never served twice"}}
+		if d := cmp.Diff(want, events, ignoreTime); d != "" {
+			t.Errorf("events (-want +got):\n%s", d)
+		}
+		if _, err := srv.Lend(context.Background(), code); !errors.Is(err, ErrNotHeld) {
+			t.Errorf("Lend after the loan was lost: %v, want ErrNotHeld", err)
+		}
+		l.Settle(true, "") // too late: changes nothing
+		if n := srv.Waiting(); n != 0 || len(events) != 1 {
+			t.Errorf("after a late Settle: %d held, events %v", n, events)
+		}
+
+		// Settled in time, the loan's timer is stopped.
+		code2 := NewCode()
+		if err := srv.Put(code2, makeConfig(128), node01, run01); err != nil {
+			t.Fatal(err)
+		}
+		l2, err := srv.Lend(context.Background(), code2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l2.Settle(false, "")
+		time.Sleep(2 * DefaultLoanGrace)
+		synctest.Wait()
+		if n := srv.Waiting(); n != 1 || len(events) != 1 {
+			t.Errorf("a loan settled unserved: %d held (want 1), events %v", n, events)
+		}
+		var spent *SpentError
+		l3, err := srv.Lend(context.Background(), code2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l3.Settle(true, "")
+		if _, err := srv.Lend(context.Background(), code2); !errors.As(err, &spent) || !errors.Is(err, ErrCodeSpent) || spent.Run != run01 {
+			t.Errorf("Lend of a served code: %v, want a *SpentError naming %s", err, run01)
+		}
+		if _, err := srv.Lend(context.Background(), "not-a-code"); !errors.Is(err, ErrInvalidCode) {
+			t.Errorf("Lend of a bad code: %v", err)
+		}
+	})
+}
