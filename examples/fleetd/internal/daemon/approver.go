@@ -30,14 +30,22 @@ func (d *Daemon) claim(w http.ResponseWriter, r *http.Request) {
 	}
 	serial := r.PathValue("serial")
 	claims := d.attest.Waiting(serial)
-	d.log.Info("fleet.approve", "serial", serial, "approver", who, "peer", r.RemoteAddr, "claims", len(claims))
-	if len(claims) == 0 {
-		http.Error(w, fmt.Sprintf("no claim waits for serial %s", serial), http.StatusNotFound)
-		return
-	}
 	answer := make([]attest.WaitingClaim, len(claims))
 	for i, c := range claims {
 		answer[i] = c.Wire()
+	}
+	if d.peers != nil {
+		// Each replica holds the claims whose proofs reached it.
+		others, missed := d.peerClaims(r.Context(), serial)
+		answer = append(answer, others...)
+		if len(missed) > 0 {
+			w.Header().Set("Fleet-Replicas-Unanswered", strings.Join(missed, ","))
+		}
+	}
+	d.log.Info("fleet.approve", "serial", serial, "approver", who, "peer", r.RemoteAddr, "claims", len(answer))
+	if len(answer) == 0 {
+		http.Error(w, fmt.Sprintf("no claim waits for serial %s", serial), http.StatusNotFound)
+		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(answer)

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -9,14 +10,17 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/attest/spentlease"
 	"github.com/fleetkit/fleet/configserve"
 	"github.com/fleetkit/fleet/inventory"
 	"github.com/fleetkit/fleet/lldpwait"
@@ -34,6 +38,10 @@ type Parts struct {
 	Bundle    *secrets.Bundle
 	Cert      *CertReloader
 	Logger    *slog.Logger // audit lines, as JSON; nil: none
+	// Leases reaches Leases in Tinkerbell's cluster: the leader's Lease
+	// and the spent attestation sessions of replicas. Required with
+	// Settings.Replica, unused without it.
+	Leases coordinationclient.LeasesGetter
 }
 
 // A Daemon is one fleetd: the attestation server, the config service, the
@@ -58,12 +66,21 @@ type Daemon struct {
 	bound    boundDevices
 
 	approverCAs *x509.CertPool
+
+	// Replicas (Settings.Replica): the other replicas, the Leases, and
+	// the spent sessions the leader collects.
+	peers  *peers
+	leases coordinationclient.LeasesGetter
+	spent  *spentlease.Store
 }
 
 // New makes a fleetd from its settings and parts; Serve runs it.
 func New(s Settings, p Parts) (_ *Daemon, err error) {
 	if p.NetBox == nil || p.Kube == nil || p.Tink == nil || p.Inventory == nil || p.Bundle == nil || p.Cert == nil {
 		return nil, errors.New("fleetd: a part is missing")
+	}
+	if s.Replica != "" && p.Leases == nil {
+		return nil, errors.New("fleetd: a replica needs a Leases client")
 	}
 	log := p.Logger
 	if log == nil {
@@ -74,6 +91,20 @@ func New(s Settings, p Parts) (_ *Daemon, err error) {
 		ports:   &lldpwait.PortConfig{Rules: lldpwait.DefaultRules()},
 		devices: inventory.NewAddressBook(p.NetBox, nil),
 		asks:    newAskers(askEvery, AskPeers),
+	}
+	var borrow func(context.Context, string) (*configserve.Loan, error)
+	attestCfg := &attest.Config{Admit: d.admit, Judged: d.judged, Logger: log}
+	if s.Replica != "" {
+		d.leases = p.Leases
+		d.peers = newPeers(s.Replica, s.Peers, s.SealingKey, func() *tls.Certificate {
+			c, _ := p.Cert.getCertificate(nil)
+			return leafOf(c)
+		})
+		borrow = d.borrow
+		if d.spent, err = spentlease.New(p.Leases, cmp.Or(s.Namespace, "tinkerbell"), s.Replica); err != nil {
+			return nil, err
+		}
+		attestCfg.SealingKey, attestCfg.Spent = s.SealingKey, d.spent
 	}
 	if s.ApproverCA != "" {
 		pool, err := loadCAs(s.ApproverCA)
@@ -90,6 +121,7 @@ func New(s Settings, p Parts) (_ *Daemon, err error) {
 		GateName:     "NetBox",
 		Logger:       log,
 		Events:       d.configEvent,
+		Borrow:       borrow,
 	})
 	if err != nil {
 		return nil, err
@@ -132,11 +164,7 @@ func New(s Settings, p Parts) (_ *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	d.attest, err = attest.NewServer(bindings{d}, &attest.Config{
-		Admit:  d.admit,
-		Judged: d.judged,
-		Logger: log,
-	})
+	d.attest, err = attest.NewServer(bindings{d}, attestCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -171,6 +199,11 @@ func (d *Daemon) handler() http.Handler {
 	mux.Handle(attestPath, d.attest)
 	mux.Handle(configserve.PathPrefix, d.configs)
 	mux.HandleFunc("GET "+ClaimsPath+"{serial}", d.claim)
+	if d.peers != nil {
+		mux.HandleFunc("POST "+lendPath, d.peersOnly(d.handleLend))
+		mux.HandleFunc("POST "+settlePath, d.peersOnly(d.handleSettle))
+		mux.HandleFunc("GET "+claimsPeer+"{serial}", d.peersOnly(d.handlePeerClaims))
+	}
 	return mux
 }
 
@@ -259,7 +292,7 @@ func (d *Daemon) Serve(ctx context.Context, httpsLn, metricsLn net.Listener) err
 	loopDone := make(chan struct{})
 	go func() {
 		defer close(loopDone)
-		if err := d.prov.Run(loopCtx); err != nil && !errors.Is(err, context.Canceled) {
+		if err := d.runLoop(loopCtx); err != nil && !errors.Is(err, context.Canceled) {
 			d.log.Error("fleetd: the provision loop stopped", "error", err.Error())
 		}
 	}()
@@ -284,6 +317,58 @@ func (d *Daemon) Serve(ctx context.Context, httpsLn, metricsLn net.Listener) err
 		err = nil
 	}
 	return err
+}
+
+// runLoop runs the provision loop: alone, or, for a replica, while it
+// holds the Lease, collecting spent sessions meanwhile.
+func (d *Daemon) runLoop(ctx context.Context) error {
+	if d.peers == nil {
+		return d.prov.Run(ctx)
+	}
+	var stopCollect context.CancelFunc
+	var collecting sync.WaitGroup
+	defer collecting.Wait()
+	return d.prov.RunLeader(ctx, provision.Leader{
+		Leases:   d.leases,
+		Identity: d.s.Replica,
+		Elected: func(leading bool) {
+			if leading {
+				d.metrics.leader.Set(1)
+				var cctx context.Context
+				cctx, stopCollect = context.WithCancel(ctx)
+				collecting.Go(func() { d.collectSpent(cctx) })
+				return
+			}
+			d.metrics.leader.Set(0)
+			if stopCollect != nil {
+				stopCollect()
+				collecting.Wait()
+			}
+		},
+	})
+}
+
+// collectEvery is how often the leader deletes the Leases of expired
+// attestation sessions.
+const collectEvery = time.Minute
+
+// collectSpent deletes expired spent sessions every collectEvery until ctx
+// ends.
+func (d *Daemon) collectSpent(ctx context.Context) {
+	t := time.NewTicker(collectEvery)
+	defer t.Stop()
+	for {
+		if n, err := d.spent.Collect(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			d.log.Warn("fleetd: collecting spent attestation sessions", "error", err.Error())
+		} else if n > 0 {
+			d.log.Debug("fleetd: collected spent attestation sessions", "deleted", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // release stops what New started: it drops the waiting configs, and

@@ -113,6 +113,11 @@ func partsFrom(s Settings, log *slog.Logger) (Parts, error) {
 	if p.Tink, err = dynamic.NewForConfig(tinkCfg); err != nil {
 		return p, err
 	}
+	tinkTyped, err := kubernetes.NewForConfig(tinkCfg)
+	if err != nil {
+		return p, err
+	}
+	p.Leases = tinkTyped.CoordinationV1()
 	clusterCfg, err := Kubeconfig(s.ClusterKubeconfig)
 	if err != nil {
 		return p, fmt.Errorf("CLUSTER_KUBECONFIG: %w", err)
@@ -126,10 +131,11 @@ func partsFrom(s Settings, log *slog.Logger) (Parts, error) {
 
 // Client-side rate limits of fleetd's Kubernetes clients. client-go's
 // defaults (5 requests per second, bursts of 10) would hold a boot storm
-// to under one machine per second: each admission makes about 8 requests
-// (Hardware and bmc Machine, read and created; the bootstrap token's
-// Secret; the Workflow, and lists of the device's Workflows; the Template
-// is created once and shared). These limits leave the pace to
+// to under one machine per second: each admission of a new machine makes 5
+// requests (Hardware and bmc Machine created, the bootstrap token's
+// Secret, a list of the device's Workflows, the Workflow; the Template is
+// created once and shared), and a replica's attestation one more (its
+// spent session's Lease). These limits leave the pace to
 // the kube-apiserver, whose API Priority and Fairness answers 429 with
 // Retry-After when it is saturated, which client-go honours.
 const (

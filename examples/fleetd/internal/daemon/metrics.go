@@ -29,6 +29,7 @@ type metrics struct {
 	unknownAsks   prometheus.Counter
 	untrackedAsks prometheus.Counter
 	statusLost    prometheus.Counter // device statuses NetBox does not hold
+	leader        prometheus.Gauge   // 1 while this replica runs the provision loop
 }
 
 // newMetrics registers fleetd's metrics. certExpiry returns the NotAfter of
@@ -47,7 +48,7 @@ func newMetrics(certExpiry func() time.Time, waiting func() int) *metrics {
 		}, []string{"outcome"}),
 		configEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleet_install_config_events_total",
-			Help: "Events of the Talos config service, by event (served, not-acknowledged, refetched, missing, expired).",
+			Help: "Events of the Talos config service, by event (served, not-acknowledged, refetched, missing, expired, lost).",
 		}, []string{"event"}),
 		missing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fleet_install_config_missing_last_timestamp_seconds",
@@ -87,7 +88,11 @@ func newMetrics(certExpiry func() time.Time, waiting func() int) *metrics {
 		Name: "fleet_device_status_writes_lost_total",
 		Help: "Device statuses fleetd did not get NetBox to take: NetBox refused them, or fleetd shut down first. Each is logged with its device.",
 	})
-	m.reg.MustRegister(m.unknownAsks, m.untrackedAsks, m.statusLost)
+	m.leader = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fleet_provision_leader",
+		Help: "1 while this replica holds the Lease fleet-provision and runs the provision loop; 0 otherwise (a fleetd that runs alone runs its loop without a Lease).",
+	})
+	m.reg.MustRegister(m.unknownAsks, m.untrackedAsks, m.statusLost, m.leader)
 	return m
 }
 

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -56,6 +57,14 @@ type Settings struct {
 	ApproverToken string // FLEET_APPROVER_TOKEN
 	ApproverCA    string // FLEET_APPROVER_CA
 
+	// Replica names this replica among several (FLEET_REPLICA); "": fleetd
+	// runs alone. Peers are every replica, this one included
+	// (FLEET_PEERS), and SealingKey the 32-byte key they all seal
+	// attestation sessions with (FLEET_SEALING_KEY): both are required
+	// with a Replica, and refused without one.
+	Replica    string
+	Peers      []Peer
+	SealingKey []byte
 }
 
 // Defaults of the settings that bound what a client may hold.
@@ -106,9 +115,16 @@ const envHelp = `Environment:
   FLEET_APPROVER_TOKEN    bearer token of approvers for GET /v1/claims/<serial>
   FLEET_APPROVER_CA       PEM CA whose client certificates are approvers
                           (with neither set, the waiting-claims API answers nobody)
-  FLEET_SEALING_KEY       refused while fleetd keeps spent attestation sessions in memory: another
-                          fleetd with the key would accept a proof again; each fleetd seals its
-                          sessions with a random key of its own
+  FLEET_REPLICA           this replica's name (the pod's), when fleetd runs as several replicas behind
+                          one address; unset: one fleetd. With it, the provision loop runs on the
+                          replica holding the Lease fleet-provision, spent attestation sessions are
+                          Leases, and a config is fetched through any replica from the one that holds it
+  FLEET_PEERS             every replica as NAME=URL, comma-separated, this one included, e.g.
+                          fleetd-0=https://fleetd-0.fleetd-peers:8443,fleetd-1=https://...; the replicas
+                          reach each other there (required with FLEET_REPLICA)
+  FLEET_SEALING_KEY       64 hex characters (32 bytes) every replica seals attestation sessions with
+                          (required with FLEET_REPLICA, refused without it: one fleetd keeps its
+                          spent sessions in memory and seals with a random key of its own)
 `
 
 // readSettings reads fleetd's settings; every problem is reported at once.
@@ -188,13 +204,54 @@ func readSettings(getenv func(string) string) (Settings, error) {
 		}
 		s.PublicURL = strings.TrimSuffix(s.PublicURL, "/")
 	}
-	if str("FLEET_SEALING_KEY", "") != "" {
-		// attest.ErrSealingKeyWithoutSpent: a shared key needs a shared
-		// record of spent sessions, which fleetd does not keep.
-		errs = append(errs, errors.New("FLEET_SEALING_KEY is refused: fleetd records spent attestation sessions in its own memory, so another fleetd holding the key (a replica, or this one after a restart) would accept a proof again and answer its install code; unset it, and run one fleetd"))
+	s.Replica = str("FLEET_REPLICA", "")
+	peers, key := str("FLEET_PEERS", ""), str("FLEET_SEALING_KEY", "")
+	if s.Replica == "" {
+		if key != "" {
+			// attest.ErrSealingKeyWithoutSpent: a shared key needs a shared
+			// record of spent sessions, which one fleetd keeps in memory.
+			errs = append(errs, errors.New("FLEET_SEALING_KEY is refused without FLEET_REPLICA: one fleetd records spent attestation sessions in its own memory, so another fleetd holding the key (a replica, or this one after a restart) would accept a proof again and answer its install code; unset it, or run replicas (FLEET_REPLICA, FLEET_PEERS)"))
+		}
+		if peers != "" {
+			errs = append(errs, errors.New("FLEET_PEERS is refused without FLEET_REPLICA, which names this replica among them"))
+		}
+	} else {
+		var err error
+		if s.Peers, err = parsePeers(peers, s.Replica); err != nil {
+			errs = append(errs, err)
+		}
+		if s.SealingKey, err = hex.DecodeString(key); err != nil || len(s.SealingKey) != 32 {
+			errs = append(errs, errors.New("FLEET_SEALING_KEY must be 64 hex characters (32 bytes), the same in every replica"))
+		}
 	}
 	if len(s.ApproverToken) > 0 && len(s.ApproverToken) < 16 {
 		errs = append(errs, errors.New("FLEET_APPROVER_TOKEN is shorter than 16 characters"))
 	}
 	return s, errors.Join(errs...)
+}
+
+// parsePeers reads FLEET_PEERS: NAME=URL pairs, comma-separated, that
+// name self.
+func parsePeers(v, self string) ([]Peer, error) {
+	if v == "" {
+		return nil, errors.New("FLEET_PEERS is required with FLEET_REPLICA: every replica as NAME=URL, comma-separated")
+	}
+	var peers []Peer
+	seen := map[string]bool{}
+	for _, item := range strings.Split(v, ",") {
+		name, raw, ok := strings.Cut(strings.TrimSpace(item), "=")
+		u, err := url.Parse(raw)
+		if !ok || name == "" || err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return nil, fmt.Errorf("FLEET_PEERS: %q is not NAME=URL with an https URL without a path, such as fleetd-0=https://fleetd-0.fleetd-peers:8443", item)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("FLEET_PEERS names replica %s twice", name)
+		}
+		seen[name] = true
+		peers = append(peers, Peer{Name: name, URL: strings.TrimSuffix(raw, "/")})
+	}
+	if !seen[self] {
+		return nil, fmt.Errorf("FLEET_PEERS does not name this replica, %s (FLEET_REPLICA)", self)
+	}
+	return peers, nil
 }

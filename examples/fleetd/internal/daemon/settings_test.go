@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,12 +64,49 @@ func TestReadSettingsAutoProvision(t *testing.T) {
 			t.Errorf("FLEET_AUTO_PROVISION=%q: AutoProvision %v, ControlPlanes %v; want %v, false", v, s.AutoProvision, s.ControlPlanes, want)
 		}
 	}
-	// A valid key is refused as well: fleetd has no shared record of spent
-	// sessions for replicas that share it.
+	// A valid key is refused as well without FLEET_REPLICA: one fleetd has
+	// no shared record of spent sessions for others that share the key.
 	m := maps.Clone(base)
 	m["FLEET_SEALING_KEY"] = strings.Repeat("ab", 32)
 	if _, err := readSettings(env(m)); err == nil || !strings.Contains(err.Error(), "FLEET_SEALING_KEY is refused") {
 		t.Errorf("a 64-hex-character FLEET_SEALING_KEY: %v, want it refused", err)
+	}
+}
+
+// Replicas: FLEET_REPLICA needs FLEET_PEERS naming it and a 32-byte
+// FLEET_SEALING_KEY; FLEET_PEERS without FLEET_REPLICA is refused.
+func TestReadSettingsReplicas(t *testing.T) {
+	base := map[string]string{
+		"FLEET_TLS_CERT": "c.pem", "FLEET_TLS_KEY": "k.pem", "FLEET_PUBLIC_URL": "https://fleetd.example:8443",
+		"FLEET_SECRETS_BUNDLE": "s.yaml", "FLEET_NODES": "n.yaml", "NETBOX_URL": "https://nb", "NETBOX_TOKEN": "t",
+		"FLEET_REPLICA":     "fleetd-1",
+		"FLEET_PEERS":       "fleetd-0=https://fleetd-0.fleetd-peers:8443, fleetd-1=https://fleetd-1.fleetd-peers:8443/",
+		"FLEET_SEALING_KEY": strings.Repeat("ab", 32),
+	}
+	s, err := readSettings(env(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Peer{{"fleetd-0", "https://fleetd-0.fleetd-peers:8443"}, {"fleetd-1", "https://fleetd-1.fleetd-peers:8443"}}
+	if s.Replica != "fleetd-1" || !slices.Equal(s.Peers, want) || len(s.SealingKey) != 32 || s.SealingKey[0] != 0xab {
+		t.Errorf("replica settings: %q %v %x", s.Replica, s.Peers, s.SealingKey)
+	}
+	for _, c := range []struct {
+		name, value, want string
+	}{
+		{"FLEET_PEERS", "", "FLEET_PEERS is required with FLEET_REPLICA"},
+		{"FLEET_PEERS", "fleetd-0=https://fleetd-0:8443", "FLEET_PEERS does not name this replica, fleetd-1"},
+		{"FLEET_PEERS", "fleetd-1=http://fleetd-1:8443", `"fleetd-1=http://fleetd-1:8443" is not NAME=URL`},
+		{"FLEET_PEERS", "fleetd-1=https://a:1,fleetd-1=https://b:1", "names replica fleetd-1 twice"},
+		{"FLEET_SEALING_KEY", "", "FLEET_SEALING_KEY must be 64 hex characters"},
+		{"FLEET_SEALING_KEY", strings.Repeat("ab", 16), "FLEET_SEALING_KEY must be 64 hex characters"},
+		{"FLEET_REPLICA", "", "FLEET_PEERS is refused without FLEET_REPLICA"},
+	} {
+		m := maps.Clone(base)
+		m[c.name] = c.value
+		if _, err := readSettings(env(m)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s=%q: %v, want %q", c.name, c.value, err, c.want)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.yaml.in/yaml/v3"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,6 +33,7 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/attest/spentlease"
 	"github.com/fleetkit/fleet/internal/kubetest"
 	"github.com/fleetkit/fleet/internal/testenv"
 	"github.com/fleetkit/fleet/inventory"
@@ -55,6 +58,10 @@ var wantRole = []rbacv1.PolicyRule{
 	{APIGroups: []string{"bmc.tinkerbell.org"}, Resources: []string{"machines"}, Verbs: []string{"get", "create", "patch"}},
 	// bootJobMessage reads why Tinkerbell's netboot Job failed.
 	{APIGroups: []string{"bmc.tinkerbell.org"}, Resources: []string{"jobs"}, Verbs: []string{"get"}},
+	// Replicas: spentlease's Spend creates, Collect lists and deletes; the
+	// leader election creates fleet-provision, and reads and renews it.
+	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"list", "create", "delete"}},
+	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"fleet-provision"}, Verbs: []string{"get", "update"}},
 }
 
 // wantTokenRole is the Role of examples/deploy/cluster in kube-system of the
@@ -244,10 +251,21 @@ func (d *deployed) fleet(t *testing.T, nodes ...testNode) *testFleet {
 	if err != nil {
 		t.Fatal(err)
 	}
+	leases, err := kubernetes.NewForConfig(d.tinkConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := make([]byte, 32)
+	rand.Read(key)
+	// fleetd runs as the StatefulSet runs it, a replica, alone here: its
+	// Leases (the leader's, the spent sessions') carry the token too.
 	return newFleet(t, worldConfig{
-		Validate: t, Edit: func(s *daemon.Settings) { s.Namespace = d.ns },
+		Validate: t, Edit: func(s *daemon.Settings) {
+			s.Namespace, s.Replica, s.SealingKey = d.ns, "fleetd-0", key
+			s.Peers = []daemon.Peer{{Name: "fleetd-0", URL: s.PublicURL}}
+		},
 		Kube: d.env.Admin(), Tink: admin,
-		FleetdKube: d.kube, FleetdTink: d.tink,
+		FleetdKube: d.kube, FleetdTink: d.tink, Leases: leases.CoordinationV1(),
 	}, nodes...)
 }
 
@@ -275,6 +293,15 @@ func TestIntegrationDeploy(t *testing.T) {
 	f.waitJournal("w-01", "started Workflow provision-w-01-")
 	f.waitJournal("w-01", "ended SUCCESS")
 	f.wait("w-01 active", func() bool { return f.status("w-01") == inventory.StatusActive })
+	// The loop that saw the run end ran under the Lease, and the session
+	// was spent as a Lease: both with the ServiceAccount's token.
+	lease, err := d.env.Admin().CoordinationV1().Leases(d.ns).Get(t.Context(), provision.DefaultLeaseName, metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != "fleetd-0" {
+		t.Errorf("Lease %s: %v, %v; want it held by fleetd-0", provision.DefaultLeaseName, lease, err)
+	}
+	if l, err := d.env.Admin().CoordinationV1().Leases(d.ns).List(t.Context(), metav1.ListOptions{LabelSelector: spentlease.LabelSpent + "=true"}); err != nil || len(l.Items) == 0 {
+		t.Errorf("spent session Leases: %v, %v; want w-01's", l, err)
+	}
 
 	ctx := t.Context()
 	other := d.env.Namespace(t)
@@ -285,6 +312,8 @@ func TestIntegrationDeploy(t *testing.T) {
 	refused["delete Hardware"] = d.tink.Resource(provision.HardwareResource).Namespace(d.ns).Delete(ctx, "w-01", metav1.DeleteOptions{})
 	_, refused["list Workflows in another namespace"] = d.tink.Resource(provision.WorkflowResource).Namespace(other).List(ctx, metav1.ListOptions{})
 	_, refused["list Workflows in every namespace"] = d.tink.Resource(provision.WorkflowResource).Namespace(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	_, refused["update a Lease other than fleet-provision"] = kubernetes.NewForConfigOrDie(d.tinkConfig).CoordinationV1().Leases(d.ns).Update(ctx,
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "not-fleetds"}}, metav1.UpdateOptions{})
 	_, refused["list Secrets of kube-system in the nodes' cluster"] = d.kube.CoreV1().Secrets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
 	_, refused["create a Secret outside kube-system in the nodes' cluster"] = d.kube.CoreV1().Secrets(d.ns).Create(ctx,
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "not-fleetds"}}, metav1.CreateOptions{})
@@ -347,7 +376,7 @@ type koConfig struct {
 
 // .ko.yaml builds fleetd and the actions: every package it names is a
 // main package of this module that builds without cgo, as ko builds it, and
-// the Deployment of examples/deploy runs the image ko builds of fleetd.
+// the StatefulSet of examples/deploy runs the image ko builds of fleetd.
 func TestKoConfig(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("..", "..", "..", "..", ".ko.yaml"))
 	if err != nil {
@@ -392,12 +421,12 @@ func TestKoConfig(t *testing.T) {
 			t.Errorf("%s is not a main package: go list says\n%s", p, out)
 		}
 	}
-	deployment, err := os.ReadFile(filepath.Join(deployDir, "deployment.yaml"))
+	sts, err := os.ReadFile(filepath.Join(deployDir, "statefulset.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(deployment), "image: ko://"+module+"examples/fleetd\n") {
-		t.Errorf("%s/deployment.yaml does not run ko://%sexamples/fleetd", deployDir, module)
+	if !strings.Contains(string(sts), "image: ko://"+module+"examples/fleetd\n") {
+		t.Errorf("%s/statefulset.yaml does not run ko://%sexamples/fleetd", deployDir, module)
 	}
 }
 

@@ -92,16 +92,8 @@ func (m *simMachine) run(ctx context.Context) {
 // hookOS is one boot of HookOS: the switch's LLDP frame, then the
 // attestation, as examples/hookos-attest does it.
 func (m *simMachine) hookOS(ctx context.Context) {
-	var lldp *attest.LLDP
-	if m.port != 0 {
-		lldp = &attest.LLDP{
-			ChassisIDSubtype: 4, ChassisID: "74:83:c2:aa:bb:01",
-			PortIDSubtype: 7, PortID: fmt.Sprintf("Port %d", m.port),
-			PortDescription: fmt.Sprintf("Port %d", m.port), SystemName: demoSwitch,
-		}
-	}
 	console := &lineWriter{emit: func(l string) { m.say(m.name, "console", l) }}
-	res, err := attest.Run(ctx, m.w.url+"/attest", m.tpm, attest.Machine{Serial: m.serial, MAC: m.mac, LLDP: lldp}, &attest.ClientConfig{
+	res, err := attest.Run(ctx, m.w.url+"/attest", m.tpm, m.claim(), &attest.ClientConfig{
 		HTTPClient: m.client,
 		Backoff:    func(int) time.Duration { return 100 * time.Millisecond },
 		Console:    console,
@@ -114,6 +106,20 @@ func (m *simMachine) hookOS(ctx context.Context) {
 		m.codes = append(m.codes, res.InstallCode)
 		m.say(m.name, "console", "install code written")
 	}
+}
+
+// claim is what the machine claims: its serial, MAC, and the switch port
+// the switch's LLDP frame names, when it sends one.
+func (m *simMachine) claim() attest.Machine {
+	c := attest.Machine{Serial: m.serial, MAC: m.mac}
+	if m.port != 0 {
+		c.LLDP = &attest.LLDP{
+			ChassisIDSubtype: 4, ChassisID: "74:83:c2:aa:bb:01",
+			PortIDSubtype: 7, PortID: fmt.Sprintf("Port %d", m.port),
+			PortDescription: fmt.Sprintf("Port %d", m.port), SystemName: demoSwitch,
+		}
+	}
+	return c
 }
 
 // state returns what the machine knows.

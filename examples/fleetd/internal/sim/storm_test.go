@@ -327,6 +327,22 @@ func journalLines(t *testing.T, f *testFleet, prefix string) int {
 	return lines
 }
 
+// raiseFileLimit makes room for n machines' connections in this process,
+// both ends of each and NetBox's: about 4 descriptors a machine. Raising
+// the hard limit needs root; without it the benchmark runs with what it
+// has, and a machine that cannot connect fails it.
+func raiseFileLimit(tb testing.TB, n int) {
+	want := uint64(4*n + 4096)
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil || l.Cur >= want {
+		return
+	}
+	l.Cur, l.Max = want, max(want, l.Max)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		tb.Logf("open files limit: %v; %d machines may need %d", err, n, want)
+	}
+}
+
 // BenchmarkFleetdStorm: 1,000 machines attest at once through the whole
 // fleetd (attest, provision's render, token and Workflow, configserve,
 // NetBox), attest to install code, over loopback HTTPS: on client-go's
@@ -346,6 +362,7 @@ func BenchmarkFleetdStorm(b *testing.B) {
 			b.Fatalf("FLEET_STORM_MACHINES=%q is not a positive number", v)
 		}
 	}
+	raiseFileLimit(b, n)
 	var calls kubeCalls
 	for b.Loop() {
 		for _, kind := range []string{"fakes", "apiserver"} {

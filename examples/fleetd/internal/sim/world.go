@@ -26,6 +26,7 @@ import (
 	dynfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/fleetkit/fleet/inventory"
 	"github.com/fleetkit/fleet/inventory/netboxtest"
@@ -76,6 +77,9 @@ type worldConfig struct {
 	// carry only fleetd's ServiceAccount token. nil: Kube and Tink.
 	FleetdKube kubernetes.Interface
 	FleetdTink dynamic.Interface
+	// Leases reaches Tinkerbell's cluster's Leases, for fleetd's replicas
+	// (daemon.Parts.Leases); nil: none.
+	Leases coordinationclient.LeasesGetter
 }
 
 // The NetBox users of a world.
@@ -190,7 +194,7 @@ func newWorld(ctx context.Context, wc worldConfig) (*world, error) {
 	}
 	w.parts = daemon.Parts{
 		NetBox: w.nb, Kube: fleetdKube, Tink: fleetdTink, Inventory: inv, Bundle: bundle, Cert: cert,
-		Logger: slog.New(slog.NewJSONHandler(w.audit, nil)),
+		Logger: slog.New(slog.NewJSONHandler(w.audit, nil)), Leases: wc.Leases,
 	}
 	w.d, err = daemon.New(w.settings, w.parts)
 	if err != nil {

@@ -1,0 +1,340 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/configserve"
+)
+
+// Replicas. fleetd runs as several replicas behind one address when
+// FLEET_REPLICA names this one and FLEET_PEERS lists them all. A claim, its
+// proof, a config fetch and an approver's question may each reach any
+// replica:
+//
+//   - sessions are sealed with FLEET_SEALING_KEY, which every replica
+//     holds, and spent sessions are Leases every replica sees
+//     (attest/spentlease), so a proof is accepted once across replicas;
+//   - a config stays in the memory of the replica that rendered it; a
+//     fetch that reaches another replica borrows it from its holder over
+//     the peers' API (configserve's Lend and Borrow), so it is served once;
+//   - an approver's GET /v1/claims/<serial> gathers the waiting claims of
+//     every replica;
+//   - the provision loop runs on the replica that holds the Lease
+//     fleet-provision (provision.RunLeader).
+//
+// The peers' API is on the HTTPS listener, under peersPath. A peer is
+// trusted when it presents the certificate this replica serves (the
+// replicas share it) and the peers' token, derived from the sealing key.
+
+// Paths of the peers' API.
+const (
+	peersPath  = "/v1/peers/"
+	lendPath   = peersPath + "lend"
+	settlePath = peersPath + "settle"
+	claimsPeer = peersPath + "claims/" // + serial
+)
+
+// A Peer is one replica of fleetd: its name (FLEET_REPLICA) and the https
+// URL other replicas reach it at.
+type Peer struct {
+	Name string
+	URL  string
+}
+
+// peers is this replica's view of the others, and the loans it made.
+type peers struct {
+	self   string
+	others []Peer
+	token  string // the bearer token of the peers' API
+	client *http.Client
+
+	mu    sync.Mutex
+	loans map[string]*configserve.Loan
+}
+
+// peersToken derives the peers' bearer token from the sealing key.
+func peersToken(key []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("fleetd peers"))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// newPeers makes this replica's view of its peers. serving returns the
+// certificate this replica serves: a peer must present the same one.
+func newPeers(self string, all []Peer, key []byte, serving func() *tls.Certificate) *peers {
+	p := &peers{self: self, token: peersToken(key), loans: map[string]*configserve.Loan{}}
+	for _, peer := range all {
+		if peer.Name != self {
+			p.others = append(p.others, peer)
+		}
+	}
+	tr := &http.Transport{
+		TLSClientConfig: &tls.Config{
+			MinVersion: tls.VersionTLS12,
+			// The chain is checked by VerifyConnection: the peer's leaf
+			// must be the certificate this replica serves.
+			InsecureSkipVerify: true,
+			VerifyConnection: func(cs tls.ConnectionState) error {
+				own := serving()
+				if len(cs.PeerCertificates) == 0 || own == nil || own.Leaf == nil {
+					return errors.New("fleetd: a peer presented no certificate")
+				}
+				if !bytes.Equal(cs.PeerCertificates[0].RawSubjectPublicKeyInfo, own.Leaf.RawSubjectPublicKeyInfo) {
+					return fmt.Errorf("fleetd: the peer's certificate (%s) is not the one this replica serves", cs.PeerCertificates[0].Subject)
+				}
+				return nil
+			},
+		},
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	p.client = &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	return p
+}
+
+// authorized reports whether r carries the peers' token.
+func (p *peers) authorized(r *http.Request) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(p.token)) == 1
+}
+
+// lendRequest and its answers are the peers' API's wire types.
+type lendRequest struct {
+	Code string `json:"code"`
+}
+
+type lendAnswer struct {
+	Loan       string    `json:"loan,omitempty"`
+	Config     []byte    `json:"config,omitempty"`
+	DeviceID   int64     `json:"device_id,omitempty"`
+	DeviceName string    `json:"device_name,omitempty"`
+	Run        string    `json:"run,omitempty"`
+	Deadline   time.Time `json:"deadline,omitzero"`
+	// Error, on a refusal: not-held, spent (with the device and run),
+	// busy, gate-down or not-planned.
+	Error string `json:"error,omitempty"`
+}
+
+type settleRequest struct {
+	Loan   string `json:"loan"`
+	Served bool   `json:"served"`
+	Peer   string `json:"peer,omitempty"`
+}
+
+// Refusals of a lend, as the wire names them.
+var lendErrors = map[string]error{
+	"not-held":    configserve.ErrNotHeld,
+	"busy":        configserve.ErrBusy,
+	"gate-down":   configserve.ErrGateDown,
+	"not-planned": configserve.ErrNotPlanned,
+}
+
+// maxPeerBody bounds a peers' API request and answer body.
+const maxPeerBody = 1 << 20
+
+// handleLend lends a config this replica holds to the peer that asks.
+func (d *Daemon) handleLend(w http.ResponseWriter, r *http.Request) {
+	var req lendRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, maxPeerBody)).Decode(&req); err != nil || !configserve.ValidCode(req.Code) {
+		http.Error(w, "a lend names an install code", http.StatusBadRequest)
+		return
+	}
+	l, err := d.configs.Lend(r.Context(), req.Code)
+	var ans lendAnswer
+	status := http.StatusOK
+	var spent *configserve.SpentError
+	switch {
+	case err == nil:
+		id := rand.Text()
+		d.peers.mu.Lock()
+		d.peers.loans[id] = l
+		d.peers.mu.Unlock()
+		time.AfterFunc(time.Until(l.Deadline)+time.Second, func() {
+			d.peers.mu.Lock()
+			delete(d.peers.loans, id)
+			d.peers.mu.Unlock()
+		})
+		ans = lendAnswer{Loan: id, Config: l.Config, DeviceID: l.Device.ID, DeviceName: l.Device.Name, Run: l.Run, Deadline: l.Deadline}
+	case errors.As(err, &spent):
+		status, ans = http.StatusGone, lendAnswer{Error: "spent", DeviceID: spent.Device.ID, DeviceName: spent.Device.Name, Run: spent.Run}
+	case errors.Is(err, configserve.ErrNotHeld):
+		status, ans.Error = http.StatusNotFound, "not-held"
+	case errors.Is(err, configserve.ErrBusy):
+		status, ans.Error = http.StatusServiceUnavailable, "busy"
+	case errors.Is(err, configserve.ErrGateDown):
+		status, ans.Error = http.StatusServiceUnavailable, "gate-down"
+	case errors.Is(err, configserve.ErrNotPlanned):
+		status, ans.Error = http.StatusConflict, "not-planned"
+	default:
+		status, ans.Error = http.StatusServiceUnavailable, "closed"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(ans)
+	clear(ans.Config)
+}
+
+// handleSettle ends a loan this replica made.
+func (d *Daemon) handleSettle(w http.ResponseWriter, r *http.Request) {
+	var req settleRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, maxPeerBody)).Decode(&req); err != nil || req.Loan == "" {
+		http.Error(w, "a settle names a loan", http.StatusBadRequest)
+		return
+	}
+	d.peers.mu.Lock()
+	l, ok := d.peers.loans[req.Loan]
+	delete(d.peers.loans, req.Loan)
+	d.peers.mu.Unlock()
+	if !ok {
+		http.Error(w, "no such loan", http.StatusNotFound)
+		return
+	}
+	l.Settle(req.Served, req.Peer)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// handlePeerClaims answers this replica's own waiting claims of a serial.
+func (d *Daemon) handlePeerClaims(w http.ResponseWriter, r *http.Request) {
+	claims := d.attest.Waiting(r.PathValue("serial"))
+	answer := make([]attest.WaitingClaim, len(claims))
+	for i, c := range claims {
+		answer[i] = c.Wire()
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(answer)
+}
+
+// peersOnly guards the peers' API.
+func (d *Daemon) peersOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if d.peers == nil || !d.peers.authorized(r) {
+			d.log.Warn("fleetd: refused a peers' API request", "path", r.URL.Path, "peer", r.RemoteAddr)
+			http.Error(w, "replicas only", http.StatusUnauthorized)
+			return
+		}
+		h(w, r)
+	}
+}
+
+// do sends one request of the peers' API to peer and decodes the answer
+// into out (when not nil); it returns the answer's status.
+func (p *peers) do(ctx context.Context, peer Peer, method, path string, in, out any) (int, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return 0, err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, peer.URL+path, body)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	rsp, err := p.client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("replica %s: %w", peer.Name, err)
+	}
+	defer rsp.Body.Close()
+	if out != nil && strings.HasPrefix(rsp.Header.Get("Content-Type"), "application/json") {
+		if err := json.NewDecoder(io.LimitReader(rsp.Body, maxPeerBody)).Decode(out); err != nil {
+			return rsp.StatusCode, fmt.Errorf("replica %s: %s: %w", peer.Name, rsp.Status, err)
+		}
+	}
+	return rsp.StatusCode, nil
+}
+
+// borrow is configserve.Config.Borrow: it asks each other replica to lend
+// the config of code, and returns the first loan, or the refusal of the
+// replica that holds the config, or ErrNotHeld when every replica answered
+// that it holds none. A replica that did not answer makes it an error
+// (the fetch gets 503 and tries again), since it may hold the config.
+func (d *Daemon) borrow(ctx context.Context, code string) (*configserve.Loan, error) {
+	var unreachable []error
+	for _, peer := range d.peers.others {
+		var ans lendAnswer
+		status, err := d.peers.do(ctx, peer, http.MethodPost, lendPath, lendRequest{Code: code}, &ans)
+		switch {
+		case err != nil:
+			unreachable = append(unreachable, err)
+			continue
+		case status == http.StatusOK && ans.Loan != "":
+			return configserve.NewLoan(ans.Config, configserve.Device{ID: ans.DeviceID, Name: ans.DeviceName}, ans.Run, ans.Deadline,
+				func(served bool, node string) {
+					// The holder settles only with this answer; it drops a
+					// loan it never hears of at its deadline.
+					ctx, cancel := context.WithDeadline(context.Background(), ans.Deadline)
+					defer cancel()
+					if _, err := d.peers.do(ctx, peer, http.MethodPost, settlePath, settleRequest{Loan: ans.Loan, Served: served, Peer: node}, nil); err != nil {
+						d.log.Warn("fleetd: could not settle a borrowed config with its replica", "replica", peer.Name, "run", ans.Run, "error", err.Error())
+					}
+				}), nil
+		case ans.Error == "spent":
+			return nil, &configserve.SpentError{Device: configserve.Device{ID: ans.DeviceID, Name: ans.DeviceName}, Run: ans.Run}
+		case ans.Error == "not-held":
+			continue
+		case lendErrors[ans.Error] != nil:
+			return nil, lendErrors[ans.Error]
+		default:
+			unreachable = append(unreachable, fmt.Errorf("replica %s: answered %d %q", peer.Name, status, ans.Error))
+		}
+	}
+	if len(unreachable) > 0 {
+		return nil, errors.Join(unreachable...)
+	}
+	return nil, configserve.ErrNotHeld
+}
+
+// peerClaims gathers the waiting claims of serial that the other replicas
+// hold, and the names of the replicas that did not answer.
+func (d *Daemon) peerClaims(ctx context.Context, serial string) ([]attest.WaitingClaim, []string) {
+	var all []attest.WaitingClaim
+	var missed []string
+	for _, peer := range d.peers.others {
+		var claims []attest.WaitingClaim
+		status, err := d.peers.do(ctx, peer, http.MethodGet, claimsPeer+url.PathEscape(serial), nil, &claims)
+		if err != nil || status != http.StatusOK {
+			d.log.Warn("fleet.approve", "serial", serial, "replica", peer.Name, "refused", "the replica did not answer", "status", status, "error", fmt.Sprint(err))
+			missed = append(missed, peer.Name)
+			continue
+		}
+		all = append(all, claims...)
+	}
+	return all, missed
+}
+
+// leafOf parses c's leaf when the tls package left it unparsed.
+func leafOf(c *tls.Certificate) *tls.Certificate {
+	if c == nil || c.Leaf != nil || len(c.Certificate) == 0 {
+		return c
+	}
+	if leaf, err := x509.ParseCertificate(c.Certificate[0]); err == nil {
+		cc := *c
+		cc.Leaf = leaf
+		return &cc
+	}
+	return c
+}

@@ -1,0 +1,249 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/attest/spentlease"
+	"github.com/fleetkit/fleet/configserve"
+	"github.com/fleetkit/fleet/internal/kubetest"
+
+	"github.com/fleetkit/fleet/examples/fleetd/internal/daemon"
+)
+
+// replicaSet is a fleet whose fleetd runs as three replicas on the real
+// kube-apiserver, sharing NetBox, the clusters, the certificate and the
+// sealing key: the world's fleetd is fleetd-0.
+type replicaSet struct {
+	*testFleet
+	ds   []*daemon.Daemon // by replica
+	urls []string
+	kube kubernetes.Interface
+	ns   string
+}
+
+func newReplicaSet(t *testing.T, nodes ...testNode) *replicaSet {
+	t.Helper()
+	env := kubetest.Start(t)
+	ns := env.Namespace(t)
+	kube, err := kubernetes.NewForConfig(env.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tink, err := dynamic.NewForConfig(env.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lns []net.Listener
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+	}
+	key := make([]byte, 32)
+	rand.Read(key)
+	edit := func(s *daemon.Settings) {
+		s.Namespace, s.Replica, s.SealingKey = ns, "fleetd-0", key
+		s.Peers = []daemon.Peer{{Name: "fleetd-0", URL: s.PublicURL}}
+		for i, ln := range lns {
+			s.Peers = append(s.Peers, daemon.Peer{Name: fmt.Sprint("fleetd-", i+1), URL: "https://" + ln.Addr().String()})
+		}
+	}
+	f := newFleet(t, worldConfig{Validate: t, Edit: edit, Kube: kube, Tink: tink, Leases: kube.CoordinationV1()}, nodes...)
+	r := &replicaSet{testFleet: f, ds: []*daemon.Daemon{f.d}, urls: []string{f.url}, kube: kube, ns: ns}
+	for i, ln := range lns {
+		s := f.settings
+		s.Replica = fmt.Sprint("fleetd-", i+1)
+		d, err := daemon.New(s, f.parts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- d.Serve(ctx, ln, nil) }()
+		t.Cleanup(func() {
+			stop()
+			if err := <-done; err != nil {
+				t.Errorf("replica %s: %v", s.Replica, err)
+			}
+		})
+		r.ds = append(r.ds, d)
+		r.urls = append(r.urls, "https://"+ln.Addr().String())
+	}
+	return r
+}
+
+// balancer is a client of the node at addr whose every request opens a
+// new connection to the next replica in turn: a load balancer that spreads
+// a claim and its proof over two replicas.
+func (r *replicaSet) balancer(addr string) *http.Client {
+	tr := r.client.Transport.(*http.Transport).Clone()
+	tr.DisableKeepAlives = true
+	var next atomic.Int32
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(addr)}}
+	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		u := r.urls[int(next.Add(1)-1)%len(r.urls)]
+		return d.DialContext(ctx, network, strings.TrimPrefix(u, "https://"))
+	}
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
+
+// leaders returns the replicas whose metrics say they run the loop.
+func (r *replicaSet) leaders() []int {
+	var l []int
+	for i, d := range r.ds {
+		rec := httptest.NewRecorder()
+		d.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		if metricValue(rec.Body.String(), "fleet_provision_leader") == 1 {
+			l = append(l, i)
+		}
+	}
+	return l
+}
+
+// proofRecorder keeps the last proof a client sent.
+type proofRecorder struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	body []byte
+}
+
+func (p *proofRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(req.URL.Path, "/proof") && req.Body != nil {
+		b, err := io.ReadAll(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		p.mu.Lock()
+		p.body = b
+		p.mu.Unlock()
+		req.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	return p.next.RoundTrip(req)
+}
+
+// Three replicas behind one address: one runs the loop; a claim and its
+// proof on two replicas attest; the proof replayed to each replica is
+// refused; the config, held by the replica that rendered it, is fetched
+// through another and served once; an approver asking any replica sees a
+// claim that waits on another; an unknown code is unknown everywhere.
+func TestReplicas(t *testing.T) {
+	r := newReplicaSet(t, testNode{name: "w-01", class: "worker", approve: true}, testNode{name: "w-02", class: "worker"})
+	r.wait("one replica leads", func() bool { return len(r.leaders()) == 1 })
+	time.Sleep(time.Second)
+	if l := r.leaders(); len(l) != 1 {
+		t.Fatalf("replicas leading: %v, want one", l)
+	}
+
+	m := r.machines["w-01"]
+	lb := r.balancer(nodeAddr(0))
+	rec := &proofRecorder{next: lb.Transport}
+	var console strings.Builder
+	res, err := attest.Run(r.ctx, r.url+"/attest", m.tpm, m.claim(),
+		&attest.ClientConfig{HTTPClient: &http.Client{Transport: rec, Timeout: 30 * time.Second}, Console: &console})
+	if err != nil || res.InstallCode == "" {
+		t.Fatalf("w-01 through the balancer: %+v, %v\n%s", res, err, console.String())
+	}
+	leases, err := r.kube.CoordinationV1().Leases(r.ns).List(r.ctx, metav1.ListOptions{LabelSelector: spentlease.LabelSpent + "=true"})
+	if err != nil || len(leases.Items) != 1 {
+		t.Errorf("spent session Leases: %v, %v; want the one session's", leases, err)
+	}
+	for i, u := range r.urls {
+		rsp, err := r.client.Post(u+"/attest/proof", "application/json", bytes.NewReader(rec.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(rsp.Body)
+		rsp.Body.Close()
+		if rsp.StatusCode != http.StatusConflict || bytes.Contains(body, []byte(res.InstallCode)) {
+			t.Errorf("the proof replayed to fleetd-%d: %d %s; want 409 and no code", i, rsp.StatusCode, body)
+		}
+	}
+
+	// The node fetches its config through the balancer until one answer
+	// carries it; then every replica says it was served.
+	var served int
+	for try := 0; try < len(r.urls); try++ {
+		status, n, err := fetch(r.ctx, lb, r.url+configserve.PathPrefix+res.InstallCode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status == http.StatusOK && n > 0 {
+			served++
+		} else if status != http.StatusGone {
+			t.Errorf("fetch %d through the balancer: %d", try, status)
+		}
+	}
+	if served != 1 {
+		t.Errorf("%d fetches through the balancer got the config, want 1", served)
+	}
+	for i, u := range r.urls {
+		if status, _, err := fetch(r.ctx, boundClient(r.world, nodeAddr(0)), u+configserve.PathPrefix+res.InstallCode); err != nil || status != http.StatusGone {
+			t.Errorf("a fetch at fleetd-%d after the config was served: %d, %v; want 410", i, status, err)
+		}
+	}
+	line := r.waitJournal("w-01", "fleetd served the config of ")
+	n := 0
+	for _, l := range r.journalOf("w-01") {
+		if l == line {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%q journaled %d times, want once", line, n)
+	}
+	if status, _, err := fetch(r.ctx, lb, r.url+configserve.PathPrefix+configserve.NewCode()); err != nil || status != http.StatusNotFound {
+		t.Errorf("an unknown code through the balancer: %d, %v; want 404", status, err)
+	}
+
+	// w-02's EKs are not approved: its claim waits on the replica its
+	// proof reached, and an approver asking any replica sees it.
+	m2 := r.machines["w-02"]
+	if res, _ := attest.Run(r.ctx, r.url+"/attest", m2.tpm, m2.claim(),
+		&attest.ClientConfig{HTTPClient: r.balancer(nodeAddr(1)), Console: io.Discard}); res.Verdict != attest.PendingApproval {
+		t.Fatalf("w-02: verdict %q, want pending-approval", res.Verdict)
+	}
+	for i, u := range r.urls {
+		req, _ := http.NewRequest(http.MethodGet, u+daemon.ClaimsPath+m2.serial, nil)
+		req.Header.Set("Authorization", "Bearer "+approverToken)
+		rsp, err := r.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var claims []attest.WaitingClaim
+		err = json.NewDecoder(rsp.Body).Decode(&claims)
+		rsp.Body.Close()
+		if rsp.StatusCode != http.StatusOK || err != nil || len(claims) != 1 || rsp.Header.Get("Fleet-Replicas-Unanswered") != "" {
+			t.Errorf("claims of %s at fleetd-%d: %d %v, %v; want the one waiting claim", m2.serial, i, rsp.StatusCode, claims, err)
+		}
+	}
+
+	// The peers' API answers replicas only.
+	rsp, err := r.client.Post(r.urls[1]+"/v1/peers/lend", "application/json", strings.NewReader(`{"code":"`+res.InstallCode+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsp.Body.Close()
+	if rsp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a lend without the peers' token: %d, want 401", rsp.StatusCode)
+	}
+}
