@@ -338,6 +338,9 @@ func (p *Provisioner) decide(ctx context.Context, c Claim, dev inventory.Device,
 		}
 		code, ok := p.codeOf(r)
 		if !ok {
+			code, ok = p.peerCodeOf(ctx, r)
+		}
+		if !ok {
 			replaces = r.Name()
 		} else {
 			if from.IsValid() && r.WF.Annotations[annHookOS] != from.String() {

@@ -220,3 +220,45 @@ func TestCodesForgotten(t *testing.T) {
 		}
 	})
 }
+
+// Replicas: a run another replica started waits for its machine, whose
+// attestation reaches this one. With PeerCode, the machine gets the run's
+// code from the replica that holds it, and the run is not replaced; a code
+// the peer answers that is not the run's is never answered.
+func TestAdmitGetsPeerCode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dev := attested(worker(1, "node-01"))
+		dev.DesiredAction = inventory.DesiredActionProvision
+		h := newHarness(t, nil, dev)
+		if pass := h.reconcile(); len(pass.Started) != 1 || pass.Started[0] != run1 {
+			t.Fatalf("pass = %+v", pass)
+		}
+		holder := h.p
+		held, ok := holder.HeldCode(run1)
+		if !ok {
+			t.Fatal("the replica that started the run holds no code")
+		}
+		answer := func(_ context.Context, run string) (string, bool) { return holder.HeldCode(run) }
+		cfg := h.cfg
+		cfg.PeerCode = func(ctx context.Context, run string) (string, bool) { return answer(ctx, run) }
+		other, err := New(h.deps(), h.cluster, &cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := other.Admit(context.Background(), claimOf(dev))
+		if err != nil || d.Run != run1 || d.Code != held {
+			t.Fatalf("Admit at another replica = %+v, %v; want run %s and the holder's code", d, err, run1)
+		}
+		if n := h.count(WorkflowResource); n != 1 {
+			t.Errorf("%d Workflows, want the one run", n)
+		}
+
+		answer = func(context.Context, string) (string, bool) { return "SECRETCODE9999", true }
+		time.Sleep(time.Minute)
+		d, err = other.Admit(context.Background(), claimOf(dev))
+		if err != nil || d.Run == run1 || d.Code == "SECRETCODE9999" || d.Code == held {
+			t.Errorf("Admit with a peer's code that is not the run's = %+v, %v; want a new run with a new code", d, err)
+		}
+		h.wantNoSecretsLogged()
+	})
+}

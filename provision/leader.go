@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -70,11 +71,18 @@ func (p *Provisioner) RunLeader(ctx context.Context, l Leader) error {
 		LockConfig: resourcelock.ResourceLockConfig{Identity: l.Identity},
 	}
 	var loop sync.WaitGroup
-	elected := func(leading bool) {
+	var leading atomic.Bool
+	elected := func(on bool) {
+		leading.Store(on)
 		if l.Elected != nil {
-			l.Elected(leading)
+			l.Elected(on)
 		}
 	}
+	// A follower runs no loop, but forgets the codes of its runs that
+	// ended, as the loop's passes do.
+	var follow sync.WaitGroup
+	defer follow.Wait()
+	follow.Go(func() { p.pruneWhile(ctx, func() bool { return !leading.Load() }) })
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:          lock,
 		Name:          lock.LeaseMeta.Name,
@@ -110,6 +118,27 @@ func (p *Provisioner) RunLeader(ctx context.Context, l Leader) error {
 		}
 	}
 	return ctx.Err()
+}
+
+// pruneWhile forgets, every Config.Interval while cond holds, the install
+// codes of runs that ended or were deleted, until ctx ends.
+func (p *Provisioner) pruneWhile(ctx context.Context, cond func() bool) {
+	t := time.NewTicker(p.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !cond() {
+			continue
+		}
+		mark := p.codeMark()
+		if runs, err := p.listRuns(ctx); err == nil {
+			p.pruneCodes(mark, runs)
+		}
+	}
 }
 
 // lockHeldBy reports whether the Lease, as last read or written, names

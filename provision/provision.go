@@ -140,6 +140,13 @@ type Config struct {
 	// It must not block. nil: they are written at once (NetBox.Journal),
 	// and a failure is logged (fleet.journal).
 	JournalLater func(id int64, kind inventory.JournalKind, text string)
+	// PeerCode, when set, is asked for the install code of a run that
+	// waits for its machine when this Provisioner does not hold the code:
+	// another replica started the run and holds it (its HeldCode). The
+	// code it answers is answered to the machine only when it is the one
+	// the run's Workflow names. nil, or no answer: the machine's
+	// attestation starts a new run in place of the waiting one.
+	PeerCode func(ctx context.Context, run string) (string, bool)
 	// Logger receives the audit lines (attest.install, fleet.render) and
 	// the loop's errors. nil: silent.
 	Logger *slog.Logger
@@ -313,6 +320,29 @@ func (p *Provisioner) codeOf(r *run) (string, bool) {
 		return "", false
 	}
 	return h.code, true
+}
+
+// HeldCode returns the install code of run when this Provisioner started
+// the run and it has not ended: what a replica's Config.PeerCode asks the
+// others for. The code is a secret.
+func (p *Provisioner) HeldCode(run string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h, ok := p.codes[run]
+	return h.code, ok
+}
+
+// peerCodeOf returns the install code of r that another replica holds
+// (Config.PeerCode), when it is the code r's Workflow names.
+func (p *Provisioner) peerCodeOf(ctx context.Context, r *run) (string, bool) {
+	if p.cfg.PeerCode == nil {
+		return "", false
+	}
+	code, ok := p.cfg.PeerCode(ctx, r.Name())
+	if !ok || subtle.ConstantTimeCompare([]byte(CodeSHA256(code)), []byte(r.CodeSHA256())) != 1 {
+		return "", false
+	}
+	return code, true
 }
 
 // dropCode forgets the install code of run.

@@ -93,6 +93,7 @@ func New(s Settings, p Parts) (_ *Daemon, err error) {
 		asks:    newAskers(askEvery, AskPeers),
 	}
 	var borrow func(context.Context, string) (*configserve.Loan, error)
+	var peerCode func(context.Context, string) (string, bool)
 	attestCfg := &attest.Config{Admit: d.admit, Judged: d.judged, Logger: log}
 	if s.Replica != "" {
 		d.leases = p.Leases
@@ -100,7 +101,7 @@ func New(s Settings, p Parts) (_ *Daemon, err error) {
 			c, _ := p.Cert.getCertificate(nil)
 			return leafOf(c)
 		})
-		borrow = d.borrow
+		borrow, peerCode = d.borrow, d.peerCode
 		if d.spent, err = spentlease.New(p.Leases, cmp.Or(s.Namespace, "tinkerbell"), s.Replica); err != nil {
 			return nil, err
 		}
@@ -142,6 +143,14 @@ func New(s Settings, p Parts) (_ *Daemon, err error) {
 	}()
 
 	topo := p.Inventory.Topology
+	// One fleetd queues a started run's journal line, to write it with
+	// others in one request. A replica writes it before the install code
+	// is answered: a replica killed with the line still queued would lose
+	// it, while the run it names goes on under another replica's loop.
+	journalLater := d.journal.Line
+	if s.Replica != "" {
+		journalLater = nil
+	}
 	d.prov, err = provision.New(provision.Deps{NetBox: p.NetBox, Kube: p.Kube, Tink: p.Tink, Configs: configsOf{configs}}, provision.Cluster{
 		Name:          clusterName(p.Inventory),
 		Endpoint:      "https://" + net.JoinHostPort(topo.APIServerIP.String(), "6443"),
@@ -158,7 +167,8 @@ func New(s Settings, p Parts) (_ *Daemon, err error) {
 			return lldpwait.CheckRecorded(recorded, declared)
 		},
 		BootedHookOSAfterInstall: func(node string) { stamp(d.metrics.bootedHookOS, node, time.Now()) },
-		JournalLater:             d.journal.Line,
+		JournalLater:             journalLater,
+		PeerCode:                 peerCode,
 		Logger:                   log,
 	})
 	if err != nil {
@@ -203,6 +213,7 @@ func (d *Daemon) handler() http.Handler {
 		mux.HandleFunc("POST "+lendPath, d.peersOnly(d.handleLend))
 		mux.HandleFunc("POST "+settlePath, d.peersOnly(d.handleSettle))
 		mux.HandleFunc("GET "+claimsPeer+"{serial}", d.peersOnly(d.handlePeerClaims))
+		mux.HandleFunc("POST "+codePath, d.peersOnly(d.handleCode))
 	}
 	return mux
 }

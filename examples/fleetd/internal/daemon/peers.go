@@ -35,6 +35,12 @@ import (
 //   - a config stays in the memory of the replica that rendered it; a
 //     fetch that reaches another replica borrows it from its holder over
 //     the peers' API (configserve's Lend and Borrow), so it is served once;
+//   - a started run's journal line is written to NetBox before its
+//     install code is answered, not queued with others, so a replica
+//     killed after it answered leaves no run without its line;
+//   - a machine whose waiting run another replica started gets that run's
+//     install code from it (provision's Config.PeerCode), so the run is not
+//     replaced;
 //   - an approver's GET /v1/claims/<serial> gathers the waiting claims of
 //     every replica;
 //   - the provision loop runs on the replica that holds the Lease
@@ -50,6 +56,7 @@ const (
 	lendPath   = peersPath + "lend"
 	settlePath = peersPath + "settle"
 	claimsPeer = peersPath + "claims/" // + serial
+	codePath   = peersPath + "code"
 )
 
 // A Peer is one replica of fleetd: its name (FLEET_REPLICA) and the https
@@ -210,6 +217,47 @@ func (d *Daemon) handleSettle(w http.ResponseWriter, r *http.Request) {
 	}
 	l.Settle(req.Served, req.Peer)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// codeRequest and codeAnswer ask a replica for the install code of a run
+// it started (provision.Provisioner.HeldCode).
+type codeRequest struct {
+	Run string `json:"run"`
+}
+
+type codeAnswer struct {
+	Code string `json:"code"`
+}
+
+// handleCode answers the install code of a run this replica started, for
+// the machine whose attestation reached another replica.
+func (d *Daemon) handleCode(w http.ResponseWriter, r *http.Request) {
+	var req codeRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, maxPeerBody)).Decode(&req); err != nil || req.Run == "" {
+		http.Error(w, "a code request names a run", http.StatusBadRequest)
+		return
+	}
+	code, ok := d.prov.HeldCode(req.Run)
+	if !ok {
+		http.Error(w, "no code held for the run", http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	json.NewEncoder(w).Encode(codeAnswer{Code: code})
+}
+
+// peerCode is provision.Config.PeerCode: the install code of run from the
+// replica that started it.
+func (d *Daemon) peerCode(ctx context.Context, run string) (string, bool) {
+	for _, peer := range d.peers.others {
+		var ans codeAnswer
+		status, err := d.peers.do(ctx, peer, http.MethodPost, codePath, codeRequest{Run: run}, &ans)
+		if err == nil && status == http.StatusOK && ans.Code != "" {
+			return ans.Code, true
+		}
+	}
+	return "", false
 }
 
 // handlePeerClaims answers this replica's own waiting claims of a serial.

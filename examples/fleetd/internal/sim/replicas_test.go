@@ -24,6 +24,8 @@ import (
 	"github.com/fleetkit/fleet/attest/spentlease"
 	"github.com/fleetkit/fleet/configserve"
 	"github.com/fleetkit/fleet/internal/kubetest"
+	"github.com/fleetkit/fleet/inventory"
+	"github.com/fleetkit/fleet/provision"
 
 	"github.com/fleetkit/fleet/examples/fleetd/internal/daemon"
 )
@@ -147,7 +149,8 @@ func (p *proofRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 // through another and served once; an approver asking any replica sees a
 // claim that waits on another; an unknown code is unknown everywhere.
 func TestReplicas(t *testing.T) {
-	r := newReplicaSet(t, testNode{name: "w-01", class: "worker", approve: true}, testNode{name: "w-02", class: "worker"})
+	r := newReplicaSet(t, testNode{name: "w-01", class: "worker", approve: true}, testNode{name: "w-02", class: "worker"},
+		testNode{name: "cp-03", class: "controlplane", approve: true})
 	r.wait("one replica leads", func() bool { return len(r.leaders()) == 1 })
 	time.Sleep(time.Second)
 	if l := r.leaders(); len(l) != 1 {
@@ -235,6 +238,54 @@ func TestReplicas(t *testing.T) {
 		if rsp.StatusCode != http.StatusOK || err != nil || len(claims) != 1 || rsp.Header.Get("Fleet-Replicas-Unanswered") != "" {
 			t.Errorf("claims of %s at fleetd-%d: %d %v, %v; want the one waiting claim", m2.serial, i, rsp.StatusCode, claims, err)
 		}
+	}
+
+	// A control plane waits for the operator, who asks for its run: the
+	// leader's loop starts it, and cp-03's attestation at another replica
+	// gets that run's code from the leader: the run is not replaced.
+	m3 := r.machines["cp-03"]
+	cp := func(url string) attest.Result {
+		t.Helper()
+		res, err := attest.Run(r.ctx, url+"/attest", m3.tpm, m3.claim(),
+			&attest.ClientConfig{HTTPClient: boundClient(r.world, nodeAddr(2)), Console: io.Discard})
+		if err != nil {
+			t.Fatalf("cp-03 at %s: %+v, %v", url, res, err)
+		}
+		return res
+	}
+	if res := cp(r.urls[0]); res.InstallCode != "" {
+		t.Fatalf("cp-03 before the operator asked: %+v, want no code", res)
+	}
+	op, err := inventory.NewNetBox(r.nbsrv.URL, r.nbsrv.Token(userOperator), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := op.SetDesiredAction(r.ctx, r.devices["cp-03"].ID, inventory.DesiredActionProvision); err != nil {
+		t.Fatal(err)
+	}
+	const startedBy = "; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"
+	started := r.waitJournal("cp-03", startedBy)
+	_, run3, _ := strings.Cut(strings.TrimSuffix(started, startedBy), "started Workflow ")
+	wfs := r.tink.Resource(provision.WorkflowResource).Namespace(r.ns)
+	before, err := wfs.Get(r.ctx, run3, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := r.leaders()
+	if len(l) != 1 {
+		t.Fatalf("replicas leading: %v", l)
+	}
+	res3 := cp(r.urls[(l[0]+1)%len(r.urls)])
+	if res3.InstallCode == "" || res3.Reason != "install code issued" {
+		t.Errorf("cp-03 at a replica that did not start its run: %+v; want run %s's code", res3, run3)
+	}
+	list, err := wfs.List(r.ctx, metav1.ListOptions{
+		LabelSelector: fmt.Sprintf("%s=%d", provision.LabelDeviceID, r.devices["cp-03"].ID)})
+	if err != nil || len(list.Items) != 1 || list.Items[0].GetUID() != before.GetUID() {
+		t.Errorf("cp-03's Workflows after its attestation: %d, %v; want %s (uid %s) alone, not replaced", len(list.Items), err, run3, before.GetUID())
+	}
+	if status, n, err := fetch(r.ctx, lb, r.url+configserve.PathPrefix+res3.InstallCode); err != nil || status != http.StatusOK || n == 0 {
+		t.Errorf("cp-03's config through the balancer: %d, %d bytes, %v; want it served", status, n, err)
 	}
 
 	// The peers' API answers replicas only.
