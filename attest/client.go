@@ -36,6 +36,16 @@ type ClientConfig struct {
 	// Console receives the console lines, word for word (see Run). Nil:
 	// they are dropped.
 	Console io.Writer
+	// EventLog returns the UEFI event log (TCG crypto-agile format) that
+	// describes the boot the TPM measured; Run calls it once, and sends
+	// the log with the quote when the TPM is a Quoter. nil bytes: no log,
+	// and the server knows no Secure Boot state. A log over MaxEventLog
+	// is not sent. An error fails the try. Nil: for a *Device that
+	// OpenTPM opened, the log at DefaultEventLog (none when the file does
+	// not exist); for any other TPM (a command channel, a simulator, a
+	// software TPM), none, as the platform's log does not describe its
+	// PCRs.
+	EventLog func() ([]byte, error)
 }
 
 // Machine is what the client claims besides its TPM's keys.
@@ -89,7 +99,9 @@ func (e *refusedError) Error() string { return "fleetd refused the claim: " + e.
 // Run attests the machine to the server at serverURL (the prefix fleetd
 // mounts the Server at, e.g. "https://fleetd:8443/attest"), and returns the
 // verdict. It reads the TPM's EKs and AK, claims, activates each challenge
-// with the TPM, and sends the proof. A try that fails (fleetd unreachable or
+// with the TPM, and sends the proof; when the TPM is a Quoter, the proof
+// carries its quote of PCRs 0-7 over the session's nonce and the event log
+// (ClientConfig.EventLog). A try that fails (fleetd unreachable or
 // answering an error, a TPM error, a refused proof) is tried again with a
 // new session, up to Tries times, with Backoff between tries.
 //
@@ -145,6 +157,12 @@ func Run(ctx context.Context, serverURL string, tpm TPM, m Machine, cfg *ClientC
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = 30 * time.Second
 	}
+	if c.EventLog == nil {
+		c.EventLog = noEventLog
+		if d, ok := tpm.(*Device); ok && d.platform {
+			c.EventLog = func() ([]byte, error) { return readEventLog(DefaultEventLog) }
+		}
+	}
 	console := c.Console
 	if console == nil {
 		console = io.Discard
@@ -193,6 +211,8 @@ func Run(ctx context.Context, serverURL string, tpm TPM, m Machine, cfg *ClientC
 	return Result{Tries: c.Tries}, fmt.Errorf("%w: try %d failed: %w", ErrNoVerdict, c.Tries, last)
 }
 
+func noEventLog() ([]byte, error) { return nil, nil }
+
 func defaultBackoff(try int) time.Duration {
 	d := time.Second << min(try-1, 5)
 	return min(d, 30*time.Second)
@@ -218,6 +238,43 @@ type client struct {
 	tpm TPM
 	m   Machine
 	msg []byte // the claim, once built
+
+	log     []byte // the event log, once read
+	logRead bool
+}
+
+// eventLog reads the event log once: it does not change between tries.
+func (cl *client) eventLog() ([]byte, error) {
+	if cl.logRead {
+		return cl.log, nil
+	}
+	log, err := cl.cfg.EventLog()
+	if err != nil {
+		return nil, fmt.Errorf("read the event log: %w", err)
+	}
+	if len(log) > MaxEventLog {
+		log = nil
+	}
+	cl.log, cl.logRead = log, true
+	return log, nil
+}
+
+// quote quotes the PCRs over the session's nonce when the TPM can, with
+// the event log; nil when it cannot.
+func (cl *client) quote(session []byte) (*quoteMsg, error) {
+	q, ok := cl.tpm.(Quoter)
+	if !ok {
+		return nil, nil
+	}
+	log, err := cl.eventLog()
+	if err != nil {
+		return nil, err
+	}
+	qt, err := q.Quote(QuoteNonce(session))
+	if err != nil {
+		return nil, fmt.Errorf("quote the PCRs: %w", err)
+	}
+	return &quoteMsg{Quote: qt.Quote, Signature: qt.Signature, PCRs: qt.PCRs, EventLog: log}, nil
 }
 
 // claimBody builds the claim once: the EKs and the AK do not change
@@ -293,6 +350,9 @@ func (cl *client) try(ctx context.Context) (Result, error) {
 			return Result{}, fmt.Errorf("activate the %s challenge: %w", kind, err)
 		}
 		p.Secrets = append(p.Secrets, secretEnt{Kind: kind.String(), Secret: secret})
+	}
+	if p.Quote, err = cl.quote(ch.Session); err != nil {
+		return Result{}, err
 	}
 	pb, err := json.Marshal(p)
 	if err != nil {

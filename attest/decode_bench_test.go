@@ -2,6 +2,7 @@ package attest
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -24,5 +25,34 @@ func BenchmarkDecodeProof(b *testing.B) {
 		if _, err := decodeProof(data); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkDecodeProofQuote decodes a proof with a quote and an event log
+// of logBytes bytes, the size of attesttest.SecureBootLog's and of a
+// typical firmware's.
+func BenchmarkDecodeProofQuote(b *testing.B) {
+	for _, logBytes := range []int{4 << 10, 48 << 10} {
+		b.Run(strconv.Itoa(logBytes>>10)+"KiB", func(b *testing.B) {
+			m := proofMsg{
+				Session: make([]byte, 400),
+				Secrets: []secretEnt{{Kind: "rsa2048", Secret: make([]byte, secretLen)}, {Kind: "eccp256", Secret: make([]byte, secretLen)}},
+				Quote:   &quoteMsg{Quote: make([]byte, 129), Signature: make([]byte, 72), EventLog: make([]byte, logBytes)},
+			}
+			for range QuotedPCRs {
+				m.Quote.PCRs = append(m.Quote.PCRs, make([]byte, pcrDigestLen))
+			}
+			data, err := json.Marshal(m)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := decodeProof(data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -39,8 +39,9 @@ var ErrTPM = errors.New("attest: the TPM failed")
 // ECC P-256, with the NV template nonce where the TPM has one), reads their
 // certificates from NV, creates an ECC P-256 attestation key as a primary
 // key in the endorsement hierarchy, and activates credentials with the EK
-// policy (PolicySecret on the endorsement hierarchy). It writes nothing to
-// the TPM's NV: no key is persisted.
+// policy (PolicySecret on the endorsement hierarchy), and quotes PCRs 0-7
+// of the SHA-256 bank with the AK (Quoter). It writes nothing to the TPM's
+// NV: no key is persisted.
 //
 // At most three objects are loaded at once (the AK and the two EKs), which
 // fits the reference simulator. A Device is safe for concurrent use, one
@@ -53,6 +54,9 @@ type Device struct {
 	loaded map[KeyKind]loadedKey
 	ak     *loadedKey
 	akp    AKParameters
+	// platform marks the machine's own TPM (OpenTPM), whose PCRs the
+	// platform's event log describes.
+	platform bool
 }
 
 type loadedKey struct {
@@ -488,3 +492,46 @@ func unsize(b []byte) ([]byte, error) {
 	}
 	return b[2:], nil
 }
+
+// quotedSelection selects PCRs 0 to 7 of the SHA-256 bank.
+var quotedSelection = tpm2.TPMLPCRSelection{PCRSelections: []tpm2.TPMSPCRSelection{{
+	Hash:      tpm2.TPMAlgSHA256,
+	PCRSelect: tpm2.PCClientCompatible.PCRs(0, 1, 2, 3, 4, 5, 6, 7),
+}}}
+
+// Quote signs PCRs 0-7 of the SHA-256 bank with the AK over nonce
+// (TPM2_Quote) and reads their values (TPM2_PCR_Read). Call AK first.
+// Errors wrap ErrTPM.
+func (d *Device) Quote(nonce []byte) (Quote, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return Quote{}, errClosed
+	}
+	if d.ak == nil {
+		return Quote{}, fmt.Errorf("%w: no AK: call AK first", ErrTPM)
+	}
+	rsp, err := tpm2.Quote{
+		SignHandle:     tpm2.AuthHandle{Handle: d.ak.handle, Name: d.ak.name, Auth: tpm2.PasswordAuth(nil)},
+		QualifyingData: tpm2.TPM2BData{Buffer: nonce},
+		InScheme:       tpm2.TPMTSigScheme{Scheme: tpm2.TPMAlgNull},
+		PCRSelect:      quotedSelection,
+	}.Execute(d.tpm)
+	if err != nil {
+		return Quote{}, fmt.Errorf("%w: quote the PCRs: %w", ErrTPM, err)
+	}
+	read, err := tpm2.PCRRead{PCRSelectionIn: quotedSelection}.Execute(d.tpm)
+	if err != nil {
+		return Quote{}, fmt.Errorf("%w: read the PCRs: %w", ErrTPM, err)
+	}
+	if len(read.PCRValues.Digests) != QuotedPCRs {
+		return Quote{}, fmt.Errorf("%w: the TPM read %d of PCRs 0-7 of the SHA-256 bank", ErrTPM, len(read.PCRValues.Digests))
+	}
+	q := Quote{Quote: bytes.Clone(rsp.Quoted.Bytes()), Signature: tpm2.Marshal(rsp.Signature)}
+	for _, v := range read.PCRValues.Digests {
+		q.PCRs = append(q.PCRs, bytes.Clone(v.Buffer))
+	}
+	return q, nil
+}
+
+var _ Quoter = (*Device)(nil)

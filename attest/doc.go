@@ -19,13 +19,21 @@
 //     parameters. The server checks the AK, asks Bindings once, and answers
 //     one challenge per EK, bound to the AK's name, with the session sealed
 //     under its key.
-//  2. proof: the secrets the TPM decrypted, with the sealed session. The
-//     server accepts each session once, judges, and on attested asks the
-//     caller's admission hook for an install code. It answers the verdict,
-//     its reason and the code.
+//  2. proof: the secrets the TPM decrypted, with the sealed session, and,
+//     from a TPM that is a Quoter, a quote of PCRs 0-7 (SHA-256) by the AK
+//     over a nonce derived from the session (QuoteNonce), with the UEFI
+//     event log. The server accepts each session once, verifies the quote
+//     (go-attestation), judges, and on attested asks the caller's
+//     admission hook for an install code. It answers the verdict, its
+//     reason and the code.
 //
 // A TPM decrypts a challenge only with its EK and for an AK of the name it
 // names, so a correct secret proves that one TPM holds the EK and the AK.
+// A quote that verifies, with a log that replays to it, proves the boot
+// that TPM measured: Claim.Boot holds its Secure Boot state, keys and PCR
+// 7 (nil for a proof without a quote). A quote that does not verify, or a
+// log that does not replay, refuses the attestation without a verdict
+// (the Reason* constants).
 // Replicas that share a SealingKey must share the record of spent sessions
 // (Config.Spent). Refusals never call the admission hook; no secret,
 // session, key or install code is ever logged or printed.

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-tpm/tpm2"
 )
 
 func seedClaim(t testing.TB) []byte {
@@ -90,6 +92,11 @@ func FuzzDecodeProof(f *testing.F) {
 	f.Add([]byte(`{"session":"","secrets":[]}`))
 	f.Add([]byte(`{"session":"AAAA","secrets":[{"kind":"x","secret":"AA=="}]}`))
 	f.Add([]byte(`nul`))
+	pcrs := `"` + strings.Repeat("A", 43) + `=",`
+	pcrs = `[` + strings.Repeat(pcrs, 7) + `"` + strings.Repeat("A", 43) + `="]`
+	f.Add([]byte(`{"session":"AAAA","secrets":[{"kind":"eccp256","secret":"` + secret + `"}],"quote":{"quote":"AAAA","signature":"AAAA","pcrs":` + pcrs + `,"event_log":"AAAA"}}`))
+	f.Add([]byte(`{"session":"AAAA","secrets":[{"kind":"eccp256","secret":"` + secret + `"}],"quote":{"quote":"AAAA","signature":"AAAA","pcrs":["AAAA"]}}`))
+	f.Add([]byte(`{"session":"AAAA","secrets":[{"kind":"eccp256","secret":"` + secret + `"}],"quote":null}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := decodeProof(data)
 		if err != nil {
@@ -109,6 +116,22 @@ func FuzzDecodeProof(f *testing.F) {
 				t.Fatalf("accepted a %s secret of %d bytes", k, len(s))
 			}
 		}
+		if q := p.quote; q != nil {
+			if len(q.Quote) == 0 || len(q.Quote) > maxQuote || len(q.Signature) == 0 || len(q.Signature) > maxQuoteSig ||
+				len(q.EventLog) > MaxEventLog || len(q.PCRs) != QuotedPCRs {
+				t.Fatalf("accepted a quote of %d bytes, a signature of %d, a log of %d, %d PCRs", len(q.Quote), len(q.Signature), len(q.EventLog), len(q.PCRs))
+			}
+			for i, d := range q.PCRs {
+				if len(d) != pcrDigestLen {
+					t.Fatalf("accepted PCR %d of %d bytes", i, len(d))
+				}
+			}
+			// Whatever decodes is checked without a panic, and is never
+			// signed by an AK that made no quote.
+			if _, err := verifyQuote(fuzzAK, QuoteNonce(p.session), q); err == nil {
+				t.Fatal("a fuzzed quote verified")
+			}
+		}
 		// Whatever decodes never opens as a session of another key.
 		sl, _ := newSealer(make([]byte, 32))
 		if _, err := sl.open(p.session); err == nil {
@@ -116,6 +139,20 @@ func FuzzDecodeProof(f *testing.F) {
 		}
 	})
 }
+
+// fuzzAK is the TPMT_PUBLIC of an AK that signed nothing.
+var fuzzAK = func() []byte {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	pub := AKTemplate()
+	pub.Unique = tpm2.NewTPMUPublicID(tpm2.TPMAlgECC, &tpm2.TPMSECCPoint{
+		X: tpm2.TPM2BECCParameter{Buffer: k.X.FillBytes(make([]byte, 32))},
+		Y: tpm2.TPM2BECCParameter{Buffer: k.Y.FillBytes(make([]byte, 32))},
+	})
+	return tpm2.Marshal(pub)
+}()
 
 // The session encoding round-trips, and a sealed session opens only
 // unchanged.
@@ -125,7 +162,7 @@ func TestSessionRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	ss := &session{expires: time.Unix(1_800_000_000, 5), serial: "S1", mac: net.HardwareAddr{0x52, 0x54, 0, 0x12, 0x34, 0x56}, lldp: &LLDP{ChassisIDSubtype: 4, ChassisID: "c", PortIDSubtype: 5, PortID: "p", PortDescription: "d", SystemName: "n"},
-		binding: Binding{Found: true, Authored: true, RSA2048: "r", ECCP256: "e"}}
+		binding: Binding{Found: true, Authored: true, RSA2048: "r", ECCP256: "e"}, akPublic: []byte{1, 2, 3}}
 	ss.hash[ECCP256] = strings.Repeat("a", 64)
 	ss.secret[ECCP256][3] = 9
 	rand.Read(ss.id[:])
@@ -137,7 +174,7 @@ func TestSessionRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.serial != ss.serial || !bytes.Equal(got.mac, ss.mac) || *got.lldp != *ss.lldp || got.binding != ss.binding || got.hash != ss.hash || got.secret != ss.secret || got.id != ss.id || !got.expires.Equal(ss.expires) {
+	if got.serial != ss.serial || !bytes.Equal(got.mac, ss.mac) || *got.lldp != *ss.lldp || got.binding != ss.binding || got.hash != ss.hash || got.secret != ss.secret || got.id != ss.id || !got.expires.Equal(ss.expires) || !bytes.Equal(got.akPublic, ss.akPublic) {
 		t.Fatalf("round trip: %+v, want %+v", got, ss)
 	}
 	plain := ss.marshal()
@@ -196,5 +233,23 @@ func TestParseEK(t *testing.T) {
 	long := append([]byte{0x30, 0x81, der[1]}, der[2:]...)
 	if _, _, err := parseEK(long); err == nil {
 		t.Error("a non-canonical encoding of a P-256 key parses")
+	}
+}
+
+// A session sealed in format 1, before quotes, still opens: without an AK.
+func TestSessionFormat1(t *testing.T) {
+	ss := &session{expires: time.Unix(1_800_000_000, 0), serial: "S1", mac: net.HardwareAddr{0x52, 0x54, 0, 0x12, 0x34, 0x56}, akPublic: []byte{7}}
+	ss.hash[RSA2048] = strings.Repeat("b", 64)
+	plain := ss.marshal()
+	v1 := append([]byte{1}, plain[1:len(plain)-3]...) // no AK: its 2-byte size and 1 byte
+	got, err := unmarshalSession(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.akPublic != nil || got.serial != "S1" || got.hash != ss.hash {
+		t.Fatalf("format 1: %+v", got)
+	}
+	if _, err := unmarshalSession(append([]byte{3}, plain[1:]...)); err == nil {
+		t.Fatal("format 3 decodes")
 	}
 }

@@ -175,6 +175,14 @@ type wireSecret struct {
 type wireProof struct {
 	Session []byte       `json:"session"`
 	Secrets []wireSecret `json:"secrets"`
+	Quote   *wireQuote   `json:"quote,omitempty"`
+}
+
+type wireQuote struct {
+	Quote     []byte   `json:"quote"`
+	Signature []byte   `json:"signature"`
+	PCRs      [][]byte `json:"pcrs"`
+	EventLog  []byte   `json:"event_log,omitempty"`
 }
 
 type wireResult struct {

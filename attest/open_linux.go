@@ -7,8 +7,9 @@ import (
 
 // OpenTPM opens the TPM character device at path ("" means DefaultDevice,
 // the kernel's resource manager /dev/tpmrm0) and returns a Device over it.
-// It needs read and write access to the device (root in HookOS). Errors
-// wrap ErrTPM.
+// It needs read and write access to the device (root in HookOS). Run
+// sends the platform's event log (DefaultEventLog) with this Device's
+// quote. Errors wrap ErrTPM.
 func OpenTPM(path string) (*Device, error) {
 	if path == "" {
 		path = DefaultDevice
@@ -17,5 +18,7 @@ func OpenTPM(path string) (*Device, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: open %s: %w", ErrTPM, path, err)
 	}
-	return OpenChannel(f), nil
+	d := OpenChannel(f)
+	d.platform = true
+	return d, nil
 }

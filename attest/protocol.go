@@ -21,6 +21,13 @@ import (
 // Byte strings are base64 (encoding/json's []byte). Unknown fields are
 // ignored; a body that is not one JSON object, or that has data after it,
 // is refused.
+//
+// A proof may carry a quote (quoteMsg): PCRs 0-7 of the SHA-256 bank,
+// signed by the AK the challenges were bound to, over the nonce
+// SHA-256("fleet attest quote nonce v1\x00" || session), where session is
+// the sealed session of the challenge, and the UEFI event log or none. A
+// proof without one is judged as before, and a server that does not know
+// the field ignores it, so the protocol version stays 1.
 
 // protocolVersion is the version a claim carries.
 const protocolVersion = 1
@@ -35,6 +42,9 @@ const (
 	maxAKField    = 1024
 	maxSession    = 2048
 	secretLen     = 32
+	maxQuote      = 1024 // TPMS_ATTEST of a quote over one bank
+	maxQuoteSig   = 1024 // TPMT_SIGNATURE, RSA-4096 included
+	pcrDigestLen  = 32   // SHA-256
 )
 
 type claimMsg struct {
@@ -73,6 +83,17 @@ type challengeEnt struct {
 type proofMsg struct {
 	Session []byte      `json:"session"`
 	Secrets []secretEnt `json:"secrets"`
+	Quote   *quoteMsg   `json:"quote,omitempty"`
+}
+
+type quoteMsg struct {
+	// Quote is the TPMS_ATTEST, Signature the AK's TPMT_SIGNATURE over it.
+	Quote     []byte `json:"quote"`
+	Signature []byte `json:"signature"`
+	// PCRs are the SHA-256 digests of PCRs 0-7, in order.
+	PCRs [][]byte `json:"pcrs"`
+	// EventLog is the UEFI event log; none when the machine has none.
+	EventLog []byte `json:"event_log,omitempty"`
 }
 
 type secretEnt struct {
@@ -248,10 +269,13 @@ func decodeClaim(data []byte) (*claim, error) {
 type proof struct {
 	session []byte
 	secrets map[KeyKind][]byte
+	quote   *quoteMsg // nil: none
 }
 
-// decodeProof decodes and checks a proof: a session and one secret of 32
-// bytes per EK kind. Errors wrap errMalformed.
+// decodeProof decodes and checks a proof: a session, one secret of 32
+// bytes per EK kind, and a quote or none: a quote and a signature of at
+// most 1,024 bytes each, eight SHA-256 PCR digests, and an event log of at
+// most MaxEventLog bytes. Errors wrap errMalformed.
 func decodeProof(data []byte) (*proof, error) {
 	var m proofMsg
 	if err := decodeJSON(data, &m); err != nil {
@@ -276,6 +300,26 @@ func decodeProof(data []byte) (*proof, error) {
 			return nil, malformed("the %s secret has %d bytes, want %d", kind, len(s.Secret), secretLen)
 		}
 		p.secrets[kind] = s.Secret
+	}
+	if q := m.Quote; q != nil {
+		if len(q.Quote) == 0 || len(q.Quote) > maxQuote {
+			return nil, malformed("the quote has %d bytes", len(q.Quote))
+		}
+		if len(q.Signature) == 0 || len(q.Signature) > maxQuoteSig {
+			return nil, malformed("the quote's signature has %d bytes", len(q.Signature))
+		}
+		if len(q.PCRs) != QuotedPCRs {
+			return nil, malformed("the quote carries %d PCR values, want %d", len(q.PCRs), QuotedPCRs)
+		}
+		for i, d := range q.PCRs {
+			if len(d) != pcrDigestLen {
+				return nil, malformed("PCR %d's value has %d bytes, want %d", i, len(d), pcrDigestLen)
+			}
+		}
+		if len(q.EventLog) > MaxEventLog {
+			return nil, malformed("the event log has %d bytes, over %d", len(q.EventLog), MaxEventLog)
+		}
+		p.quote = q
 	}
 	return p, nil
 }

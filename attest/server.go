@@ -24,6 +24,7 @@ import (
 const (
 	DefaultSessionTTL          = 60 * time.Second
 	DefaultMaxBody             = 64 << 10
+	DefaultMaxProofBody        = 1 << 20
 	DefaultWaitingTTL          = 24 * time.Hour
 	DefaultMaxWaiting          = 1024
 	DefaultMaxWaitingPerSerial = 8
@@ -40,8 +41,10 @@ type Config struct {
 	// SessionTTL is how long a client has, from its claim, to send its
 	// proof. Zero: DefaultSessionTTL (60 s).
 	SessionTTL time.Duration
-	// MaxBody is the largest request body accepted; a larger one is
-	// answered 413. Zero: DefaultMaxBody (64 KiB).
+	// MaxBody is the largest request body accepted, claim or proof; a
+	// larger one is answered 413. Zero: DefaultMaxBody (64 KiB) for a
+	// claim, and DefaultMaxProofBody (1 MiB) for a proof, which carries
+	// the event log (at most MaxEventLog bytes, base64).
 	MaxBody int64
 	// Admit is called for each attested proof and returns the install code
 	// (or no provision, with its reason). Nil: no code is answered, with
@@ -91,11 +94,15 @@ type Config struct {
 	// attest.verdict, one per verdict: serial, verdict, reason, the
 	// refused EK hash of an ek-hash-mismatch (refused_ek_hash), the
 	// approved hash of each EK an ek-missing did not see presented
-	// (missing_ek_rsa2048, missing_ek_eccp256), the peer address, and the
-	// hashes of the EKs the TPM proved (ek_rsa2048, ek_eccp256).
+	// (missing_ek_rsa2048, missing_ek_eccp256), the peer address, the
+	// hashes of the EKs the TPM proved (ek_rsa2048, ek_eccp256), and the
+	// Secure Boot state (secure_boot: on, off, unknown, or unquoted for a
+	// proof without a quote), with, for a quote, the quoted PCR 7 digest
+	// (pcr7, hex) and, when unknown, why (secure_boot_unknown).
 	//
 	// attest.verdict without a verdict, for a claim a BindingError
-	// refused: serial, reason, the cause (error) and peer.
+	// refused, or a proof whose quote does not verify (the Reason*
+	// constants of quotes): serial, reason, the cause (error) and peer.
 	//
 	// attest.refused, for each other request refused: a malformed or
 	// oversized body; a replayed, expired, changed or wrong proof; a
@@ -161,6 +168,11 @@ type Claim struct {
 	Peer string
 	// Proven is when the server accepted the proof.
 	Proven time.Time
+	// Boot is the measured boot the TPM quoted with the AK, nil when the
+	// proof carried no quote (a TPM that is no Quoter, or an older
+	// client). The server shares it between the hooks and the waiting
+	// claims: read it, never change it.
+	Boot *BootState
 }
 
 // Server is the fleetd side of the protocol: an http.Handler that answers
@@ -174,6 +186,7 @@ type Server struct {
 	sealer   *sealer
 	ttl      time.Duration
 	maxBody  int64
+	maxProof int64
 	admit    AdmitFunc
 	judged   func(context.Context, Claim, Judgement)
 	spent    SpentSessions
@@ -211,6 +224,7 @@ func NewServer(bindings Bindings, cfg *Config) (*Server, error) {
 		sealer:   sl,
 		ttl:      orDefault(c.SessionTTL, DefaultSessionTTL),
 		maxBody:  orDefault(c.MaxBody, DefaultMaxBody),
+		maxProof: orDefault(c.MaxBody, DefaultMaxProofBody),
 		admit:    c.Admit,
 		judged:   c.Judged,
 		spent:    c.Spent,
@@ -244,7 +258,7 @@ func (s *Server) Waiting(serial string) []Claim {
 }
 
 // ServeHTTP answers POST .../claim and POST .../proof. A body larger than
-// Config.MaxBody is answered 413, a malformed one 400.
+// Config.MaxBody (or its defaults) is answered 413, a malformed one 400.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := path.Base(r.URL.Path)
 	if op != "claim" && op != "proof" {
@@ -256,11 +270,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "use POST")
 		return
 	}
-	body, err := readBody(w, r, s.maxBody)
+	limit := s.maxBody
+	if op == "proof" {
+		limit = s.maxProof
+	}
+	body, err := readBody(w, r, limit)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			s.refuse(w, r, "", http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes", s.maxBody))
+			s.refuse(w, r, "", http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes", limit))
 			return
 		}
 		s.refuse(w, r, "", http.StatusBadRequest, "the body could not be read")
@@ -383,7 +401,10 @@ func (s *Server) challenge(ctx context.Context, c *claim) (*challengeMsg, *refus
 		serial:  c.serial,
 		mac:     c.mac,
 		lldp:    c.lldp,
-		binding: Binding{Found: b.Found, Authored: b.Authored, RSA2048: clipHash(b.RSA2048), ECCP256: clipHash(b.ECCP256)},
+		// Sealed with the session, so that the proof's quote is checked
+		// with the AK this claim's challenges are bound to.
+		akPublic: c.ak.Public,
+		binding:  Binding{Found: b.Found, Authored: b.Authored, RSA2048: clipHash(b.RSA2048), ECCP256: clipHash(b.ECCP256)},
 	}
 	// One read of randomness for the session id and every secret.
 	var rnd [16 + 2*secretLen]byte
@@ -487,6 +508,24 @@ func (s *Server) serveProof(w http.ResponseWriter, r *http.Request, body []byte)
 		s.refuse(w, r, ss.serial, http.StatusConflict, "the session was already proven")
 		return
 	}
+	var boot *BootState
+	if p.quote != nil {
+		if ss.akPublic == nil {
+			s.refuse(w, r, ss.serial, http.StatusForbidden, "the session names no AK to check the quote with")
+			return
+		}
+		boot, err = verifyQuote(ss.akPublic, QuoteNonce(p.session), p.quote)
+		if err != nil {
+			// A machine whose quote does not verify sends evidence its TPM
+			// did not make: no verdict, whatever its EKs.
+			var qe *quoteError
+			if !errors.As(err, &qe) {
+				qe = &quoteError{reason: ReasonQuoteMalformed, cause: err}
+			}
+			s.refuseFor(w, r, ss.serial, &refusal{status: http.StatusForbidden, reason: qe.reason, cause: qe.cause, final: true})
+			return
+		}
+	}
 	c := Claim{
 		Serial:  ss.serial,
 		MAC:     ss.mac,
@@ -495,6 +534,7 @@ func (s *Server) serveProof(w http.ResponseWriter, r *http.Request, body []byte)
 		ECCP256: proven.ECCP256,
 		Peer:    r.RemoteAddr,
 		Proven:  now,
+		Boot:    boot,
 	}
 	j := Judge(ss.binding, proven)
 	res := resultMsg{Verdict: j.Verdict.String(), Reason: j.Reason}
@@ -504,7 +544,7 @@ func (s *Server) serveProof(w http.ResponseWriter, r *http.Request, body []byte)
 	case Attested:
 		res.Reason, res.InstallCode = s.admitted(r.Context(), c)
 	}
-	attrs := make([]slog.Attr, 0, 9)
+	attrs := make([]slog.Attr, 0, 12)
 	attrs = append(attrs,
 		slog.String("serial", c.Serial),
 		slog.String("verdict", res.Verdict),
@@ -530,6 +570,14 @@ func (s *Server) serveProof(w http.ResponseWriter, r *http.Request, body []byte)
 	}
 	if c.ECCP256 != "" {
 		attrs = append(attrs, slog.String("ek_eccp256", c.ECCP256))
+	}
+	if boot == nil {
+		attrs = append(attrs, slog.String("secure_boot", "unquoted"))
+	} else {
+		attrs = append(attrs, slog.String("secure_boot", boot.SecureBoot.String()), slog.String("pcr7", boot.PCR7()))
+		if boot.Unknown != "" {
+			attrs = append(attrs, slog.String("secure_boot_unknown", boot.Unknown))
+		}
 	}
 	level := slog.LevelInfo
 	if j.Verdict != Attested && j.Verdict != PendingApproval {

@@ -1,6 +1,7 @@
 package attest
 
 import (
+	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
@@ -28,9 +29,14 @@ type session struct {
 	hash    [3]string
 	secret  [3][secretLen]byte
 	binding Binding
+	// akPublic is the checked AK's TPMT_PUBLIC, which a proof's quote must
+	// verify with; nil in a session of format 1, sealed before quotes.
+	akPublic []byte
 }
 
-const sessionFormat = 1
+// sessionFormat is the format marshal writes; unmarshalSession reads it
+// and format 1 (the same without the AK).
+const sessionFormat = 2
 
 // sessionAAD binds a sealed blob to its use.
 var sessionAAD = []byte("fleet attest session v1")
@@ -87,7 +93,7 @@ func (ss *session) idString() string { return hex.EncodeToString(ss.id[:]) }
 // marshal encodes the session compactly: a format byte, the id, the expiry,
 // then length-prefixed strings and flags.
 func (ss *session) marshal() []byte {
-	b := make([]byte, 0, 256)
+	b := make([]byte, 0, 384)
 	b = append(b, sessionFormat)
 	b = append(b, ss.id[:]...)
 	b = binary.BigEndian.AppendUint64(b, uint64(ss.expires.UnixNano()))
@@ -112,6 +118,8 @@ func (ss *session) marshal() []byte {
 	b = append(b, flag(ss.binding.Found), flag(ss.binding.Authored))
 	b = appendString(b, ss.binding.RSA2048)
 	b = appendString(b, ss.binding.ECCP256)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(ss.akPublic)))
+	b = append(b, ss.akPublic...)
 	return b
 }
 
@@ -162,7 +170,8 @@ func (r *reader) string() string {
 
 func unmarshalSession(b []byte) (*session, error) {
 	r := &reader{b: b}
-	if r.byte() != sessionFormat {
+	format := r.byte()
+	if format != 1 && format != sessionFormat {
 		return nil, errors.New("unknown session format")
 	}
 	ss := &session{}
@@ -196,6 +205,11 @@ func unmarshalSession(b []byte) (*session, error) {
 	ss.binding.Authored = r.byte() == 1
 	ss.binding.RSA2048 = r.string()
 	ss.binding.ECCP256 = r.string()
+	if format >= 2 {
+		if v := r.next(2); v != nil {
+			ss.akPublic = bytes.Clone(r.next(int(binary.BigEndian.Uint16(v))))
+		}
+	}
 	if r.err != nil {
 		return nil, r.err
 	}

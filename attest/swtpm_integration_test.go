@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/attest/attesttest"
 	"github.com/fleetkit/fleet/internal/testenv"
 )
 
@@ -21,37 +22,7 @@ import (
 // swtpm manufactured with EK certificates by swtpm_setup, reached over TCP
 // as HookOS reaches a TPM: through a command channel.
 func TestIntegrationSWTPM(t *testing.T) {
-	testenv.Short(t)
-	swtpm := testenv.Command(t, "swtpm", "swtpm")
-	setup := testenv.Command(t, "swtpm_setup", "swtpm-tools")
-	testenv.Command(t, "swtpm_localca", "swtpm-tools")
-
-	dir := t.TempDir()
-	state := filepath.Join(dir, "state")
-	ca := filepath.Join(dir, "ca")
-	for _, d := range []string{state, ca} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// A local CA of the test's own, instead of the machine's.
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	localca := write("swtpm-localca.conf", fmt.Sprintf("statedir = %s\nsigningkey = %s/signkey.pem\nissuercert = %s/issuercert.pem\ncertserial = %s/certserial\n", ca, ca, ca, ca))
-	options := write("swtpm-localca.options", "--platform-manufacturer fleet\n--platform-version 2.1\n--platform-model test\n")
-	conf := write("swtpm_setup.conf", fmt.Sprintf("create_certs_tool = %s\ncreate_certs_tool_config = %s\ncreate_certs_tool_options = %s\nactive_pcr_banks = sha256\n",
-		filepath.Join(filepath.Dir(setup), "swtpm_localca"), localca, options))
-	out, err := exec.Command(setup, "--tpm2", "--tpmstate", state, "--config", conf,
-		"--create-ek-cert", "--create-platform-cert", "--lock-nvram", "--overwrite").CombinedOutput()
-	if err != nil {
-		t.Fatalf("swtpm_setup: %v\n%s", err, out)
-	}
-
+	swtpm, state := setupSWTPM(t)
 	conn := startSWTPM(t, swtpm, state)
 	dev := attest.OpenChannel(conn)
 	t.Cleanup(func() { dev.Close() })
@@ -85,6 +56,44 @@ func TestIntegrationSWTPM(t *testing.T) {
 	if console != "attest: PASSED\n" || res.Verdict != attest.Attested || res.InstallCode == "" {
 		t.Fatalf("console %q, result %+v", console, res)
 	}
+}
+
+// setupSWTPM manufactures a swtpm state with EK certificates and a
+// SHA-256 PCR bank, and returns the swtpm command and the state's
+// directory.
+func setupSWTPM(t *testing.T) (swtpm, state string) {
+	t.Helper()
+	testenv.Short(t)
+	swtpm = testenv.Command(t, "swtpm", "swtpm")
+	setup := testenv.Command(t, "swtpm_setup", "swtpm-tools")
+	testenv.Command(t, "swtpm_localca", "swtpm-tools")
+
+	dir := t.TempDir()
+	state = filepath.Join(dir, "state")
+	ca := filepath.Join(dir, "ca")
+	for _, d := range []string{state, ca} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A local CA of the test's own, instead of the machine's.
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	localca := write("swtpm-localca.conf", fmt.Sprintf("statedir = %s\nsigningkey = %s/signkey.pem\nissuercert = %s/issuercert.pem\ncertserial = %s/certserial\n", ca, ca, ca, ca))
+	options := write("swtpm-localca.options", "--platform-manufacturer fleet\n--platform-version 2.1\n--platform-model test\n")
+	conf := write("swtpm_setup.conf", fmt.Sprintf("create_certs_tool = %s\ncreate_certs_tool_config = %s\ncreate_certs_tool_options = %s\nactive_pcr_banks = sha256\n",
+		filepath.Join(filepath.Dir(setup), "swtpm_localca"), localca, options))
+	out, err := exec.Command(setup, "--tpm2", "--tpmstate", state, "--config", conf,
+		"--create-ek-cert", "--create-platform-cert", "--lock-nvram", "--overwrite").CombinedOutput()
+	if err != nil {
+		t.Fatalf("swtpm_setup: %v\n%s", err, out)
+	}
+	return swtpm, state
 }
 
 // startSWTPM starts swtpm on a free pair of loopback ports, dials its
@@ -151,4 +160,21 @@ func freePortPair(t *testing.T) int {
 	}
 	t.Fatal("no free pair of ports")
 	return 0
+}
+
+// TestIntegrationSWTPMQuote quotes swtpm's PCRs after a synthetic boot
+// extended into them, with Secure Boot on and off, and refuses quotes
+// that do not verify (testQuote). Each case starts swtpm anew on one
+// manufactured state: startup-clear resets its PCRs.
+func TestIntegrationSWTPMQuote(t *testing.T) {
+	swtpm, state := setupSWTPM(t)
+	testQuote(t, func(t *testing.T, boot *attesttest.BootLog) quoter {
+		conn := startSWTPM(t, swtpm, state)
+		if err := boot.ExtendInto(attesttest.Channel(conn)); err != nil {
+			t.Fatal(err)
+		}
+		dev := attest.OpenChannel(conn)
+		t.Cleanup(func() { dev.Close() })
+		return dev
+	})
 }

@@ -11,6 +11,11 @@
 // math, for load tests: a thousand of them attest at once where the
 // simulator runs one. Its tests cross-check it against the simulator.
 //
+// BootLog builds a synthetic UEFI event log (SecureBootLog: Secure Boot on
+// or off, with PK, KEK, db, dbx and the boot loader's authority) and
+// extends it into a TPM's PCRs (ExtendInto, NewMeasuredSimulatorDevice,
+// SoftTPM.Measure), so that quotes cover it.
+//
 // Bindings is an in-memory binding source that counts its calls.
 //
 // None of this proves anything about a machine: it is for tests and demos.

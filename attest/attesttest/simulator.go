@@ -76,3 +76,21 @@ func NewSimulatorDevice(tb testing.TB, seed int64) *attest.Device {
 	tb.Cleanup(func() { _ = d.Close() })
 	return d
 }
+
+// NewMeasuredSimulatorDevice is NewSimulatorDevice with boot's events
+// extended into the simulator's PCRs first, as firmware extends them
+// before the OS runs.
+func NewMeasuredSimulatorDevice(tb testing.TB, seed int64, boot *BootLog) *attest.Device {
+	tb.Helper()
+	sim, err := OpenSimulator(seed)
+	if err != nil {
+		tb.Fatalf("attesttest: start the TPM simulator: %v", err)
+	}
+	if err := boot.ExtendInto(Channel(sim)); err != nil {
+		sim.Close()
+		tb.Fatalf("attesttest: measure the boot: %v", err)
+	}
+	d := attest.OpenChannel(sim)
+	tb.Cleanup(func() { _ = d.Close() })
+	return d
+}

@@ -29,10 +29,13 @@ import (
 // ECDH with KDFe for the seed, KDFa, the HMAC integrity check, AES-128-CFB),
 // refusing a challenge that names another AK as a TPM does. Its AK
 // parameters are those a TPM's TPM2_CertifyCreation produces, and pass
-// go-attestation's checks. It is no TPM: its keys live in memory, and it
+// go-attestation's checks. It holds PCRs 0-7 of a SHA-256 bank, all zero
+// until Measure extends a boot log into them, and quotes them with its AK
+// as TPM2_Quote does. It is no TPM: its keys live in memory, and it
 // proves nothing about a machine.
 //
-// A SoftTPM implements attest.TPM and is safe for concurrent use.
+// A SoftTPM implements attest.TPM and attest.Quoter and is safe for
+// concurrent use.
 type SoftTPM struct {
 	rsaEK  *rsa.PrivateKey
 	eccEK  *ecdh.PrivateKey
@@ -42,6 +45,7 @@ type SoftTPM struct {
 	akp    attest.AKParameters
 	mu     sync.Mutex
 	acts   int
+	pcrs   [quotedPCRs][sha256Size]byte // the SHA-256 bank of PCRs 0-7
 }
 
 // SoftConfig chooses a SoftTPM's keys. A nil *SoftConfig gives a TPM with
@@ -364,4 +368,83 @@ func take2B(b []byte) (v, rest []byte, err error) {
 	return b[2 : 2+n], b[2+n:], nil
 }
 
-var _ attest.TPM = (*SoftTPM)(nil)
+// Measure extends every event of l into the PCRs, as firmware does while
+// it boots.
+func (s *SoftTPM) Measure(l *BootLog) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range l.events {
+		h := sha256.New()
+		h.Write(s.pcrs[e.pcr][:])
+		h.Write(e.digest[:])
+		h.Sum(s.pcrs[e.pcr][:0])
+	}
+}
+
+// quoteSelection selects PCRs 0-7 of the SHA-256 bank.
+var quoteSelection = tpm2.TPMLPCRSelection{PCRSelections: []tpm2.TPMSPCRSelection{{
+	Hash:      tpm2.TPMAlgSHA256,
+	PCRSelect: tpm2.PCClientCompatible.PCRs(0, 1, 2, 3, 4, 5, 6, 7),
+}}}
+
+// Quote signs PCRs 0-7 with the AK over nonce, as TPM2_Quote does: a
+// TPMS_ATTEST of a quote whose PCR digest is the SHA-256 of the PCRs'
+// values, signed with ECDSA over its SHA-256.
+func (s *SoftTPM) Quote(nonce []byte) (attest.Quote, error) {
+	s.mu.Lock()
+	pcrs := s.pcrs
+	s.mu.Unlock()
+	return s.quote(s.ak, nonce, pcrs)
+}
+
+// QuoteWith is Quote signed with key instead of the AK, though the quote
+// still names the AK as its signer: a test's way to show that a quote
+// signed by another key does not verify.
+func (s *SoftTPM) QuoteWith(key *ecdsa.PrivateKey, nonce []byte) (attest.Quote, error) {
+	s.mu.Lock()
+	pcrs := s.pcrs
+	s.mu.Unlock()
+	return s.quote(key, nonce, pcrs)
+}
+
+func (s *SoftTPM) quote(key *ecdsa.PrivateKey, nonce []byte, pcrs [quotedPCRs][sha256Size]byte) (attest.Quote, error) {
+	if len(nonce) > 64 {
+		return attest.Quote{}, errors.New("attesttest: a quote nonce over 64 bytes")
+	}
+	digest := sha256.New()
+	q := attest.Quote{PCRs: make([][]byte, quotedPCRs)}
+	for i := range pcrs {
+		q.PCRs[i] = bytes.Clone(pcrs[i][:])
+		digest.Write(pcrs[i][:])
+	}
+	q.Quote = tpm2.Marshal(tpm2.TPMSAttest{
+		Magic:           tpm2.TPMGeneratedValue,
+		Type:            tpm2.TPMSTAttestQuote,
+		QualifiedSigner: tpm2.TPM2BName{Buffer: s.akName},
+		ExtraData:       tpm2.TPM2BData{Buffer: nonce},
+		ClockInfo:       tpm2.TPMSClockInfo{Safe: true},
+		Attested: tpm2.NewTPMUAttest(tpm2.TPMSTAttestQuote, &tpm2.TPMSQuoteInfo{
+			PCRSelect: quoteSelection,
+			PCRDigest: tpm2.TPM2BDigest{Buffer: digest.Sum(nil)},
+		}),
+	})
+	h := sha256.Sum256(q.Quote)
+	r, ss, err := ecdsa.Sign(rand.Reader, key, h[:])
+	if err != nil {
+		return attest.Quote{}, err
+	}
+	q.Signature = tpm2.Marshal(tpm2.TPMTSignature{
+		SigAlg: tpm2.TPMAlgECDSA,
+		Signature: tpm2.NewTPMUSignature(tpm2.TPMAlgECDSA, &tpm2.TPMSSignatureECC{
+			Hash:       tpm2.TPMAlgSHA256,
+			SignatureR: tpm2.TPM2BECCParameter{Buffer: r.FillBytes(make([]byte, 32))},
+			SignatureS: tpm2.TPM2BECCParameter{Buffer: ss.FillBytes(make([]byte, 32))},
+		}),
+	})
+	return q, nil
+}
+
+var (
+	_ attest.TPM    = (*SoftTPM)(nil)
+	_ attest.Quoter = (*SoftTPM)(nil)
+)

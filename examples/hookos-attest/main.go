@@ -4,7 +4,7 @@
 // runbook's console lines, and records this boot's attestation and install
 // code where the run's actions read it.
 //
-//	hookos-attest [-url URL] [-ca FILE] [-interface NAME] [-lldp-wait D] [-tpm PATH] [-boot-dir DIR]
+//	hookos-attest [-url URL] [-ca FILE] [-interface NAME] [-lldp-wait D] [-tpm PATH] [-event-log FILE] [-boot-dir DIR]
 //
 // In order, it:
 //
@@ -18,7 +18,8 @@
 //  4. reads the SMBIOS serial (/sys/class/dmi/id/product_serial) and opens
 //     the TPM;
 //  5. attests (attest.Run) to fleetd over HTTPS, printing the console lines
-//     below;
+//     below; the proof carries the TPM's quote of PCRs 0-7 and the UEFI
+//     event log, from which fleetd reads the Secure Boot state;
 //  6. records this boot's attestation: whether it passed and the install
 //     code fleetd answered, if any, and then prints "install code written".
 //     The code is a secret: it is never printed, only written to the record
@@ -55,6 +56,10 @@
 //	                             listening
 //	-tpm        FLEET_TPM        the TPM device (default /dev/tpmrm0), or the
 //	                             unix socket of a TPM server (see below)
+//	-event-log  FLEET_EVENT_LOG  the UEFI event log sent with the TPM's quote
+//	                             (an absolute path); default: the firmware's,
+//	                             /sys/kernel/security/tpm0/binary_bios_measurements,
+//	                             with a TPM device, and none with a TPM server
 //	-boot-dir   FLEET_BOOT_DIR   where this boot's attestation is recorded
 //	                             (default /run/fleet); the wipe-disk action
 //	                             reads the same directory
@@ -69,7 +74,9 @@
 //
 // stands for the machine's TPM, as in a test machine without a TPM device.
 // The server must already be started up (startup-clear): the agent sends no
-// TPM2_Startup and uses no control channel.
+// TPM2_Startup and uses no control channel. The firmware's event log does
+// not describe such a TPM's PCRs, so none is sent unless -event-log names
+// the log of the boot measured into it.
 //
 // # The boot interface
 //
@@ -132,6 +139,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path"
 	"strings"
 	"syscall"
 	"time"
@@ -203,10 +211,11 @@ func (m machine) withDefaults() machine {
 // settings are the agent's flags and environment.
 type settings struct {
 	url, ca, ifname, tpm, bootDir string
+	eventLog                      string // "": attest's default
 	lldpWait                      time.Duration
 }
 
-const usageText = `usage: hookos-attest [-url URL] [-ca FILE] [-interface NAME] [-lldp-wait D] [-tpm PATH] [-boot-dir DIR]
+const usageText = `usage: hookos-attest [-url URL] [-ca FILE] [-interface NAME] [-lldp-wait D] [-tpm PATH] [-event-log FILE] [-boot-dir DIR]
 
 Attests this machine's TPM to fleetd from HookOS and records this boot's
 attestation and install code for the run's actions. Each flag's environment
@@ -241,6 +250,7 @@ never answered), 4 this machine cannot attest or record it.
 	fl.StringVar(&s.ca, "ca", getenv("FLEETD_CA"), "PEM `file` of the CA that signed fleetd's certificate; empty: the system's roots [FLEETD_CA]")
 	fl.StringVar(&s.ifname, "interface", getenv("FLEET_INTERFACE"), "the boot `interface`; empty: chosen as below [FLEET_INTERFACE]")
 	fl.StringVar(&s.tpm, "tpm", or("FLEET_TPM", attest.DefaultDevice), "the TPM `device`, or a TPM server's unix socket [FLEET_TPM]")
+	fl.StringVar(&s.eventLog, "event-log", getenv("FLEET_EVENT_LOG"), "the UEFI event log `file` sent with the TPM's quote, an absolute path; empty: the firmware's with a TPM device, none with a TPM server [FLEET_EVENT_LOG]")
 	fl.StringVar(&s.bootDir, "boot-dir", or("FLEET_BOOT_DIR", disksafe.DefaultBootDir), "`directory` of this boot's attestation record, read by wipe-disk [FLEET_BOOT_DIR]")
 	wait := defaultLLDPWait
 	if v := getenv("FLEET_LLDP_WAIT"); v != "" {
@@ -268,6 +278,10 @@ never answered), 4 this machine cannot attest or record it.
 	}
 	if !strings.HasPrefix(s.url, "https://") {
 		fmt.Fprintf(stderr, "hookos-attest: the fleetd URL %q is not an https URL\n", s.url)
+		return s, exitUsage, false
+	}
+	if s.eventLog != "" && !strings.HasPrefix(s.eventLog, "/") {
+		fmt.Fprintf(stderr, "hookos-attest: the event log %q is not an absolute path\n", s.eventLog)
 		return s, exitUsage, false
 	}
 	if s.lldpWait < 0 {
@@ -336,8 +350,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, m machi
 	}
 	defer tpm.Close()
 
-	res, err := attest.Run(ctx, s.url, tpm, attest.Machine{Serial: serial, MAC: mac, LLDP: port},
-		&attest.ClientConfig{HTTPClient: client, Backoff: m.backoff, Console: stdout})
+	cfg := &attest.ClientConfig{HTTPClient: client, Backoff: m.backoff, Console: stdout}
+	if s.eventLog != "" {
+		// Read from the machine's root, where the path is absolute.
+		name := strings.TrimPrefix(path.Clean(s.eventLog), "/")
+		cfg.EventLog = func() ([]byte, error) { return fs.ReadFile(m.root, name) }
+	}
+	res, err := attest.Run(ctx, s.url, tpm, attest.Machine{Serial: serial, MAC: mac, LLDP: port}, cfg)
 	switch {
 	case errors.Is(err, attest.ErrNoVerdict), ctx.Err() != nil:
 		fmt.Fprintf(stderr, "hookos-attest: %v\n", err)

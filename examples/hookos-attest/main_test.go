@@ -577,7 +577,7 @@ func TestHelp(t *testing.T) {
 	if code := run(t.Context(), []string{"-help"}, func(string) string { return "" }, machine{}, &out, &errb); code != 0 {
 		t.Errorf("-help exits %d", code)
 	}
-	for _, s := range []string{"FLEETD_URL", "FLEETD_CA", "FLEET_INTERFACE", "FLEET_LLDP_WAIT", "FLEET_TPM", "FLEET_BOOT_DIR",
+	for _, s := range []string{"FLEETD_URL", "FLEETD_CA", "FLEET_INTERFACE", "FLEET_LLDP_WAIT", "FLEET_TPM", "FLEET_EVENT_LOG", "FLEET_BOOT_DIR",
 		"-lldp-wait", "(default 35s)", "/dev/tpmrm0", "/run/fleet", "hw_addr=", "Exit codes: 0 attested"} {
 		if !strings.Contains(errb.String(), s) {
 			t.Errorf("-help does not say %q:\n%s", s, errb.String())

@@ -1,0 +1,335 @@
+package attesttest
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"time"
+	"unicode/utf16"
+
+	"github.com/google/go-tpm/tpm2"
+	"github.com/google/go-tpm/tpm2/transport"
+)
+
+// Event types of the TCG PC Client platform firmware profile that a
+// BootLog writes.
+const (
+	EvNoAction                   uint32 = 0x00000003
+	EvSeparator                  uint32 = 0x00000004
+	EvSCRTMVersion               uint32 = 0x00000008
+	EvEFIVariableDriverConfig    uint32 = 0x80000001
+	EvEFIBootServicesApplication uint32 = 0x80000003
+	EvEFIVariableAuthority       uint32 = 0x800000e0
+	algSHA256                    uint16 = 0x000b
+	sha256Size                          = 32
+	quotedPCRs                          = 8
+	efiGlobalVariable                   = "8be4df61-93ca-11d2-aa0d-00e098032b8c"
+	efiImageSecurityDatabase            = "d719b2cb-3d3a-4596-a3bc-dad00e67656f"
+	efiCertX509                         = "a5c059a1-94e4-4aa7-87b5-ab155c2bf072"
+	efiCertSHA256                       = "c1c41626-504c-4092-aca9-41f936934328"
+	ownerGUID                           = "77fa9abd-0359-4d32-bd60-28f4e78f784b"
+)
+
+// BootLog is a synthetic UEFI event log in the TCG crypto-agile format
+// with SHA-256 digests, as firmware leaves it at
+// /sys/kernel/security/tpm0/binary_bios_measurements, and the PCR values
+// its events give when extended from zero. A test extends its events into
+// a TPM (ExtendInto, SoftTPM.Measure) so that a quote covers them. A
+// BootLog is not safe for concurrent use while events are added.
+type BootLog struct {
+	log    []byte
+	events []measured
+	pcrs   [quotedPCRs][sha256Size]byte
+}
+
+type measured struct {
+	pcr    int
+	digest [sha256Size]byte
+}
+
+// NewBootLog returns a log that holds only its Spec ID header event (one
+// bank, SHA-256).
+func NewBootLog() *BootLog {
+	spec := []byte("Spec ID Event03\x00")
+	spec = binary.LittleEndian.AppendUint32(spec, 0) // platform class
+	spec = append(spec, 0, 2, 0, 2)                  // version 2.0, errata 0, UINTN of 8 bytes
+	spec = binary.LittleEndian.AppendUint32(spec, 1) // one algorithm
+	spec = binary.LittleEndian.AppendUint16(spec, algSHA256)
+	spec = binary.LittleEndian.AppendUint16(spec, sha256Size)
+	spec = append(spec, 0) // no vendor information
+	// The header event is in the SHA-1 format: PCR, type, a SHA-1 digest.
+	l := &BootLog{}
+	l.log = binary.LittleEndian.AppendUint32(l.log, 0)
+	l.log = binary.LittleEndian.AppendUint32(l.log, EvNoAction)
+	l.log = append(l.log, make([]byte, 20)...)
+	l.log = binary.LittleEndian.AppendUint32(l.log, uint32(len(spec)))
+	l.log = append(l.log, spec...)
+	return l
+}
+
+// Add appends an event of typ measured into pcr (0-7) whose digest is the
+// SHA-256 of data, as firmware measures variables and separators.
+func (l *BootLog) Add(pcr int, typ uint32, data []byte) {
+	l.AddDigest(pcr, typ, sha256.Sum256(data), data)
+}
+
+// AddDigest appends an event of typ measured into pcr (0-7) with digest,
+// and data as its event data (for an image, a description of it).
+func (l *BootLog) AddDigest(pcr int, typ uint32, digest [sha256Size]byte, data []byte) {
+	if pcr < 0 || pcr >= quotedPCRs {
+		panic(fmt.Sprintf("attesttest: PCR %d is not one of the quoted PCRs 0-7", pcr))
+	}
+	l.log = binary.LittleEndian.AppendUint32(l.log, uint32(pcr))
+	l.log = binary.LittleEndian.AppendUint32(l.log, typ)
+	l.log = binary.LittleEndian.AppendUint32(l.log, 1)
+	l.log = binary.LittleEndian.AppendUint16(l.log, algSHA256)
+	l.log = append(l.log, digest[:]...)
+	l.log = binary.LittleEndian.AppendUint32(l.log, uint32(len(data)))
+	l.log = append(l.log, data...)
+	l.events = append(l.events, measured{pcr: pcr, digest: digest})
+	h := sha256.New()
+	h.Write(l.pcrs[pcr][:])
+	h.Write(digest[:])
+	h.Sum(l.pcrs[pcr][:0])
+}
+
+// Bytes returns the log as the kernel exposes it.
+func (l *BootLog) Bytes() []byte { return append([]byte(nil), l.log...) }
+
+// PCRs returns the values of PCRs 0-7 once every event is extended into
+// PCRs that start at zero.
+func (l *BootLog) PCRs() [][]byte {
+	out := make([][]byte, quotedPCRs)
+	for i := range out {
+		out[i] = append([]byte(nil), l.pcrs[i][:]...)
+	}
+	return out
+}
+
+// ExtendInto extends every event's digest into the SHA-256 bank of t's
+// PCRs (TPM2_PCR_Extend), in the log's order.
+func (l *BootLog) ExtendInto(t transport.TPM) error {
+	for _, e := range l.events {
+		_, err := tpm2.PCRExtend{
+			PCRHandle: tpm2.AuthHandle{Handle: tpm2.TPMHandle(e.pcr), Auth: tpm2.PasswordAuth(nil)},
+			Digests: tpm2.TPMLDigestValues{Digests: []tpm2.TPMTHA{
+				{HashAlg: tpm2.TPMAlgSHA256, Digest: e.digest[:]},
+			}},
+		}.Execute(t)
+		if err != nil {
+			return fmt.Errorf("attesttest: extend PCR %d: %w", e.pcr, err)
+		}
+	}
+	return nil
+}
+
+// SecureBootConfig describes the boot a SecureBootLog measures.
+type SecureBootConfig struct {
+	// Enabled is the SecureBoot variable: 1 when true, 0 when false.
+	Enabled bool
+	// PK, KEK and DB are the DER certificates of the Secure Boot
+	// variables. Nil: one generated certificate each, with the subjects
+	// "CN=attesttest PK", "CN=attesttest KEK" and "CN=attesttest db".
+	PK, KEK, DB []byte
+	// DBX are the SHA-256 hashes of dbx. Nil: one, of "attesttest dbx".
+	DBX [][sha256Size]byte
+	// BootLoader is the boot loader's image, whose digest goes into PCR
+	// 4. Nil: "attesttest boot loader".
+	BootLoader []byte
+}
+
+// SecureBootLog returns the log of a UEFI boot as go-attestation's
+// ParseSecurebootState reads it: the firmware version into PCR 0; the
+// SecureBoot, PK, KEK, db and dbx variables into PCR 7
+// (EV_EFI_VARIABLE_DRIVER_CONFIG); a separator into each of PCRs 0-7; then,
+// when Secure Boot is enabled, the db certificate that verified the boot
+// loader (EV_EFI_VARIABLE_AUTHORITY) into PCR 7; and the boot loader's image
+// into PCR 4.
+func SecureBootLog(c *SecureBootConfig) (*BootLog, error) {
+	var cfg SecureBootConfig
+	if c != nil {
+		cfg = *c
+	}
+	for _, k := range []struct {
+		der  *[]byte
+		name string
+	}{{&cfg.PK, "PK"}, {&cfg.KEK, "KEK"}, {&cfg.DB, "db"}} {
+		if *k.der != nil {
+			continue
+		}
+		der, err := Certificate("attesttest " + k.name)
+		if err != nil {
+			return nil, err
+		}
+		*k.der = der
+	}
+	if cfg.DBX == nil {
+		cfg.DBX = [][sha256Size]byte{sha256.Sum256([]byte("attesttest dbx"))}
+	}
+	if cfg.BootLoader == nil {
+		cfg.BootLoader = []byte("attesttest boot loader")
+	}
+	l := NewBootLog()
+	l.Add(0, EvSCRTMVersion, utf16z("attesttest firmware 1.0"))
+	sb := byte(0)
+	if cfg.Enabled {
+		sb = 1
+	}
+	l.Add(7, EvEFIVariableDriverConfig, variableData(efiGlobalVariable, "SecureBoot", []byte{sb}))
+	l.Add(7, EvEFIVariableDriverConfig, variableData(efiGlobalVariable, "PK", certList(cfg.PK)))
+	l.Add(7, EvEFIVariableDriverConfig, variableData(efiGlobalVariable, "KEK", certList(cfg.KEK)))
+	l.Add(7, EvEFIVariableDriverConfig, variableData(efiImageSecurityDatabase, "db", certList(cfg.DB)))
+	l.Add(7, EvEFIVariableDriverConfig, variableData(efiImageSecurityDatabase, "dbx", hashList(cfg.DBX)))
+	for pcr := 0; pcr < quotedPCRs; pcr++ {
+		l.Add(pcr, EvSeparator, []byte{0, 0, 0, 0})
+	}
+	if cfg.Enabled {
+		sig := append(guid(ownerGUID), cfg.DB...)
+		l.Add(7, EvEFIVariableAuthority, variableData(efiImageSecurityDatabase, "db", sig))
+	}
+	l.AddDigest(4, EvEFIBootServicesApplication, sha256.Sum256(cfg.BootLoader), make([]byte, 32))
+	return l, nil
+}
+
+// Certificate returns a new self-signed ECDSA P-256 certificate (DER) with
+// subject CN=cn, as a stand-in for a Secure Boot key.
+func Certificate(cn string) ([]byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: cn},
+		NotBefore:             time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC),
+		NotAfter:              time.Date(2050, 1, 1, 0, 0, 0, 0, time.UTC),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+	}
+	return x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+}
+
+// variableData is a UEFI_VARIABLE_DATA: the vendor GUID, the name's length
+// in UTF-16 units, the data's length, the name (UTF-16LE, no terminator)
+// and the data.
+func variableData(vendor, name string, data []byte) []byte {
+	u := utf16.Encode([]rune(name))
+	b := guid(vendor)
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(u)))
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(data)))
+	for _, c := range u {
+		b = binary.LittleEndian.AppendUint16(b, c)
+	}
+	return append(b, data...)
+}
+
+// certList is an EFI_SIGNATURE_LIST of one X.509 certificate.
+func certList(der []byte) []byte {
+	return signatureList(efiCertX509, [][]byte{der})
+}
+
+// hashList is an EFI_SIGNATURE_LIST of SHA-256 hashes.
+func hashList(hashes [][sha256Size]byte) []byte {
+	var entries [][]byte
+	for _, h := range hashes {
+		entries = append(entries, h[:])
+	}
+	return signatureList(efiCertSHA256, entries)
+}
+
+// signatureList is an EFI_SIGNATURE_LIST of entries of one size, each an
+// EFI_SIGNATURE_DATA (owner GUID, data).
+func signatureList(typ string, entries [][]byte) []byte {
+	if len(entries) == 0 {
+		return nil
+	}
+	size := 16 + len(entries[0])
+	b := guid(typ)
+	b = binary.LittleEndian.AppendUint32(b, uint32(28+size*len(entries)))
+	b = binary.LittleEndian.AppendUint32(b, 0)
+	b = binary.LittleEndian.AppendUint32(b, uint32(size))
+	for _, e := range entries {
+		b = append(b, guid(ownerGUID)...)
+		b = append(b, e...)
+	}
+	return b
+}
+
+// guid encodes an EFI_GUID written as text: its first three fields little
+// endian, the last eight bytes as written.
+func guid(s string) []byte {
+	var raw [16]byte
+	j := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == '-' {
+			continue
+		}
+		var v byte
+		for _, c := range s[i : i+2] {
+			v <<= 4
+			switch {
+			case c >= '0' && c <= '9':
+				v |= byte(c - '0')
+			default:
+				v |= byte(c-'a') + 10
+			}
+		}
+		raw[j] = v
+		j++
+		i++
+	}
+	b := binary.LittleEndian.AppendUint32(nil, binary.BigEndian.Uint32(raw[0:4]))
+	b = binary.LittleEndian.AppendUint16(b, binary.BigEndian.Uint16(raw[4:6]))
+	b = binary.LittleEndian.AppendUint16(b, binary.BigEndian.Uint16(raw[6:8]))
+	return append(b, raw[8:]...)
+}
+
+// utf16z is s in UTF-16LE with a terminating zero, as firmware writes
+// version strings.
+func utf16z(s string) []byte {
+	var b []byte
+	for _, c := range utf16.Encode([]rune(s)) {
+		b = binary.LittleEndian.AppendUint16(b, c)
+	}
+	return append(b, 0, 0)
+}
+
+// Channel returns a go-tpm transport over a TPM command stream (a swtpm
+// socket, a simulator) that reads each response whole, by the size in its
+// header, however the stream splits it. It does not close rw.
+func Channel(rw io.ReadWriter) transport.TPM { return channel{rw} }
+
+type channel struct{ rw io.ReadWriter }
+
+func (c channel) Send(cmd []byte) ([]byte, error) {
+	if _, err := c.rw.Write(cmd); err != nil {
+		return nil, err
+	}
+	hdr := make([]byte, 10)
+	if _, err := io.ReadFull(c.rw, hdr); err != nil {
+		return nil, err
+	}
+	size := int(binary.BigEndian.Uint32(hdr[2:6]))
+	if size < len(hdr) || size > 1<<16 {
+		return nil, errors.New("attesttest: a TPM response of impossible size")
+	}
+	rsp := make([]byte, size)
+	copy(rsp, hdr)
+	if _, err := io.ReadFull(c.rw, rsp[len(hdr):]); err != nil {
+		return nil, err
+	}
+	return rsp, nil
+}

@@ -1,0 +1,107 @@
+package attest_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/attest/attesttest"
+	goattest "github.com/google/go-attestation/attest"
+)
+
+// FuzzQuoteEventLog sends fuzzed event logs with quotes that verify: the
+// software TPM's PCRs hold the log's own SHA-256 digests, as
+// go-attestation reads them unverified (Events), so that the replay and
+// the Secure Boot state are reached. The server answers 200 with a boot
+// state that holds together, or refuses the log as not replaying; it
+// never fails otherwise.
+func FuzzQuoteEventLog(f *testing.F) {
+	on, off, _ := secureBootLogs(f)
+	f.Add(on.Bytes())
+	f.Add(off.Bytes())
+	f.Add(attesttest.NewBootLog().Bytes())
+	f.Add([]byte{})
+	bindings := &attesttest.Bindings{}
+	var boot *attest.BootState
+	srv, err := attest.NewServer(bindings, &attest.Config{
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Admit: func(_ context.Context, c attest.Claim) (attest.Admission, error) {
+			boot = c.Boot
+			return attest.Admission{}, nil
+		},
+	})
+	if err != nil {
+		f.Fatal(err)
+	}
+	post := func(t *testing.T, op string, body []byte) (int, []byte) {
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/attest/"+op, bytes.NewReader(body)))
+		return rec.Code, rec.Body.Bytes()
+	}
+	f.Fuzz(func(t *testing.T, log []byte) {
+		tpm := softTPM(t, &attesttest.SoftConfig{NoRSA: true})
+		bindings.Set("S1", approve(t, tpm))
+		if el, err := goattest.ParseEventLog(log); err == nil {
+			measured := attesttest.NewBootLog()
+			for _, e := range el.Events(goattest.HashSHA256) {
+				if e.Index >= 0 && e.Index < attest.QuotedPCRs && len(e.Digest) == 32 {
+					measured.AddDigest(e.Index, uint32(e.Type), [32]byte(e.Digest), nil)
+				}
+			}
+			tpm.Measure(measured)
+		}
+		status, b := post(t, "claim", mustJSON(t, claimOf(t, tpm, "S1")))
+		ch := challengeOf(t, status, b)
+		p := activate(t, tpm, ch)
+		p.Quote = quoteOf(t, tpm, ch.Session, log)
+		status, b = post(t, "proof", mustJSON(t, p))
+		var r wireResult
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatalf("%d %q", status, b)
+		}
+		switch {
+		case status == http.StatusForbidden && r.Error == attest.ReasonEventLogReplay:
+		case status == http.StatusOK && r.Verdict == "attested":
+			checkBoot(t, boot)
+		default:
+			t.Fatalf("%d %+v", status, r)
+		}
+	})
+}
+
+// checkBoot checks that a boot state holds together.
+func checkBoot(t *testing.T, b *attest.BootState) {
+	t.Helper()
+	if b == nil {
+		t.Fatal("a quote verified without a boot state")
+	}
+	for i, d := range b.PCRs {
+		if len(d) != 32 {
+			t.Fatalf("PCR %d has %d bytes", i, len(d))
+		}
+	}
+	switch b.SecureBoot {
+	case attest.SecureBootOn:
+		if len(b.PK.Certificates)+len(b.PK.Hashes) == 0 || len(b.KEK.Certificates)+len(b.KEK.Hashes) == 0 ||
+			len(b.DB.Certificates)+len(b.DB.Hashes) == 0 {
+			t.Fatalf("Secure Boot on without keys: %+v", b)
+		}
+		fallthrough
+	case attest.SecureBootOff:
+		if b.Unknown != "" {
+			t.Fatalf("Secure Boot %v, unknown because %q", b.SecureBoot, b.Unknown)
+		}
+	case attest.SecureBootUnknown:
+		if b.Unknown == "" || len(b.PK.Certificates)+len(b.DB.Certificates)+len(b.BootLoaderAuthority) != 0 {
+			t.Fatalf("Secure Boot unknown: %+v", b)
+		}
+	default:
+		t.Fatalf("Secure Boot %v", b.SecureBoot)
+	}
+}

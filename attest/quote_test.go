@@ -1,0 +1,360 @@
+package attest_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/attest/attesttest"
+)
+
+// quoter is a TPM that quotes.
+type quoter interface {
+	attest.TPM
+	attest.Quoter
+}
+
+// measuredTPM returns a TPM whose PCRs hold boot's measurements.
+type measuredTPM func(t *testing.T, boot *attesttest.BootLog) quoter
+
+func softMeasured(t *testing.T, boot *attesttest.BootLog) quoter {
+	tpm := quickTPM(t, 0)
+	tpm.Measure(boot)
+	return tpm
+}
+
+// runLog attests tpm with log as its event log.
+func (f *fleet) runLog(t testing.TB, tpm attest.TPM, serial string, log []byte) (attest.Result, string, error) {
+	t.Helper()
+	var console bytes.Buffer
+	res, err := attest.Run(context.Background(), f.url, tpm, attest.Machine{Serial: serial, MAC: testMAC}, &attest.ClientConfig{
+		HTTPClient: f.ts.Client(),
+		Backoff:    func(int) time.Duration { f.backoffs.Add(1); return 0 },
+		Console:    &console,
+		EventLog:   func() ([]byte, error) { return log, nil },
+	})
+	return res, console.String(), err
+}
+
+// secureBootLogs returns a log of a boot with Secure Boot on, one with it
+// off, and the on log's db certificate.
+func secureBootLogs(t testing.TB) (on, off *attesttest.BootLog, db []byte) {
+	t.Helper()
+	db, err := attesttest.Certificate("attesttest db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	on, err = attesttest.SecureBootLog(&attesttest.SecureBootConfig{Enabled: true, DB: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, err = attesttest.SecureBootLog(&attesttest.SecureBootConfig{DB: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return on, off, db
+}
+
+func fingerprint(der []byte) string {
+	sum := sha256.Sum256(der)
+	return hex.EncodeToString(sum[:])
+}
+
+func TestQuoteSoftTPM(t *testing.T) { testQuote(t, softMeasured) }
+
+// testQuote attests TPMs that measured a boot with Secure Boot on and
+// off, and refuses quotes that do not verify, each with its reason.
+func testQuote(t *testing.T, measured measuredTPM) {
+	on, off, db := secureBootLogs(t)
+	dbx := sha256.Sum256([]byte("attesttest dbx"))
+
+	t.Run("secure boot on", func(t *testing.T) {
+		f := newFleet(t, nil)
+		tpm := measured(t, on)
+		f.bindings.Set("S1", approve(t, tpm))
+		res, console, err := f.runLog(t, tpm, "S1", on.Bytes())
+		if err != nil || res.Verdict != attest.Attested || console != "attest: PASSED\n" {
+			t.Fatalf("Run: %+v %v\n%s", res, err, console)
+		}
+		calls := f.hook.calls()
+		if len(calls) != 1 || calls[0].Boot == nil {
+			t.Fatalf("admitted %+v, want one claim with its boot", calls)
+		}
+		b := calls[0].Boot
+		if b.SecureBoot != attest.SecureBootOn || b.Unknown != "" {
+			t.Errorf("Secure Boot %v (%q), want on", b.SecureBoot, b.Unknown)
+		}
+		if want := hex.EncodeToString(on.PCRs()[7]); b.PCR7() != want {
+			t.Errorf("PCR 7 %s, want %s", b.PCR7(), want)
+		}
+		if len(b.PK.Certificates) != 1 || b.PK.Certificates[0].Subject != "CN=attesttest PK" ||
+			len(b.KEK.Certificates) != 1 || b.KEK.Certificates[0].Subject != "CN=attesttest KEK" {
+			t.Errorf("PK %+v, KEK %+v", b.PK, b.KEK)
+		}
+		if len(b.DB.Certificates) != 1 || b.DB.Certificates[0].SHA256 != fingerprint(db) {
+			t.Errorf("db %+v, want the certificate %s", b.DB, fingerprint(db))
+		}
+		if len(b.DBX.Hashes) != 1 || b.DBX.Hashes[0] != hex.EncodeToString(dbx[:]) {
+			t.Errorf("dbx %+v", b.DBX)
+		}
+		if len(b.BootLoaderAuthority) != 1 || b.BootLoaderAuthority[0].SHA256 != fingerprint(db) ||
+			b.BootLoaderAuthority[0].Subject != "CN=attesttest db" {
+			t.Errorf("boot loader authority %+v, want the db certificate", b.BootLoaderAuthority)
+		}
+		line := f.logs.Lines("attest.verdict")
+		if len(line) != 1 || !strings.Contains(line[0], "verdict=attested") ||
+			!strings.Contains(line[0], "secure_boot=on pcr7="+b.PCR7()) {
+			t.Errorf("attest.verdict %q, want secure_boot=on and PCR 7", line)
+		}
+	})
+
+	t.Run("secure boot off", func(t *testing.T) {
+		f := newFleet(t, nil)
+		tpm := measured(t, off)
+		f.bindings.Set("S1", approve(t, tpm))
+		res, console, err := f.runLog(t, tpm, "S1", off.Bytes())
+		if err != nil || res.Verdict != attest.Attested {
+			t.Fatalf("Run: %+v %v\n%s", res, err, console)
+		}
+		b := f.hook.calls()[0].Boot
+		if b == nil || b.SecureBoot != attest.SecureBootOff || len(b.BootLoaderAuthority) != 0 {
+			t.Fatalf("boot %+v, want Secure Boot off and no authority", b)
+		}
+		if len(b.DB.Certificates) != 1 || b.PCR7() != hex.EncodeToString(off.PCRs()[7]) {
+			t.Errorf("db %+v, PCR 7 %s", b.DB, b.PCR7())
+		}
+		if line := f.logs.Lines("attest.verdict"); len(line) != 1 || !strings.Contains(line[0], "secure_boot=off pcr7="+b.PCR7()) {
+			t.Errorf("attest.verdict %q, want secure_boot=off and PCR 7", line)
+		}
+	})
+
+	t.Run("no event log", func(t *testing.T) {
+		f := newFleet(t, nil)
+		tpm := measured(t, on)
+		f.bindings.Set("S1", approve(t, tpm))
+		if res, console, err := f.runLog(t, tpm, "S1", nil); err != nil || res.Verdict != attest.Attested {
+			t.Fatalf("Run: %+v %v\n%s", res, err, console)
+		}
+		b := f.hook.calls()[0].Boot
+		if b == nil || b.SecureBoot != attest.SecureBootUnknown || b.Unknown != "the machine sent no event log" {
+			t.Fatalf("boot %+v, want unknown: no event log", b)
+		}
+		if line := f.logs.Lines("attest.verdict"); len(line) != 1 ||
+			!strings.Contains(line[0], `secure_boot=unknown pcr7=`+b.PCR7()+` secure_boot_unknown="the machine sent no event log"`) {
+			t.Errorf("attest.verdict %q", line)
+		}
+	})
+
+	// The boot measured with Secure Boot on, the log sent of a boot with
+	// it off: the log lies about the PCRs.
+	t.Run("log does not replay", func(t *testing.T) {
+		f := newFleet(t, nil)
+		tpm := measured(t, on)
+		f.bindings.Set("S1", approve(t, tpm))
+		res, console, err := f.runLog(t, tpm, "S1", off.Bytes())
+		checkQuoteRefused(t, f, res, console, err, attest.ReasonEventLogReplay)
+	})
+
+	// Quotes built by hand: an earlier session's, another AK's, changed
+	// values, a changed signature.
+	for _, tc := range []struct {
+		name   string
+		reason string
+		forge  func(t *testing.T, f *fleet, tpm quoter, ch wireChallenge, q *wireQuote)
+	}{
+		{"nonce of an earlier session", attest.ReasonQuoteNonce, func(t *testing.T, f *fleet, tpm quoter, _ wireChallenge, q *wireQuote) {
+			// The earlier session attested with its quote; the quote
+			// comes again with a new session.
+			early := f.challenge(t, tpm, "S1")
+			p := activate(t, tpm, early)
+			p.Quote = quoteOf(t, tpm, early.Session, on.Bytes())
+			if status, r := f.prove(t, p); status != http.StatusOK || r.Verdict != "attested" {
+				t.Fatalf("the earlier session: %d %+v", status, r)
+			}
+			*q = *p.Quote
+		}},
+		{"another AK", attest.ReasonQuoteSigner, func(t *testing.T, _ *fleet, _ quoter, ch wireChallenge, q *wireQuote) {
+			other := quickTPM(t, 1)
+			other.Measure(on)
+			*q = *quoteOf(t, other, ch.Session, on.Bytes())
+		}},
+		{"another key named as the AK", attest.ReasonQuoteSigner, func(t *testing.T, _ *fleet, _ quoter, ch wireChallenge, q *wireQuote) {
+			key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+			if err != nil {
+				t.Fatal(err)
+			}
+			soft := quickTPM(t, 0)
+			soft.Measure(on)
+			forged, err := soft.QuoteWith(key, attest.QuoteNonce(ch.Session))
+			if err != nil {
+				t.Fatal(err)
+			}
+			q.Quote, q.Signature = forged.Quote, forged.Signature
+		}},
+		{"signature changed", attest.ReasonQuoteSigner, func(_ *testing.T, _ *fleet, _ quoter, _ wireChallenge, q *wireQuote) {
+			q.Signature[len(q.Signature)-1] ^= 1
+		}},
+		{"PCR value changed", attest.ReasonQuoteValues, func(_ *testing.T, _ *fleet, _ quoter, _ wireChallenge, q *wireQuote) {
+			q.PCRs[7] = bytes.Clone(q.PCRs[7])
+			q.PCRs[7][0] ^= 1
+		}},
+		{"log of another boot", attest.ReasonEventLogReplay, func(_ *testing.T, _ *fleet, _ quoter, _ wireChallenge, q *wireQuote) {
+			q.EventLog = off.Bytes()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFleet(t, nil)
+			tpm := measured(t, on)
+			f.bindings.Set("S1", approve(t, tpm))
+			ch := f.challenge(t, tpm, "S1")
+			p := activate(t, tpm, ch)
+			p.Quote = quoteOf(t, tpm, ch.Session, on.Bytes())
+			tc.forge(t, f, tpm, ch, p.Quote)
+			admitted := len(f.hook.calls())
+			status, r := f.prove(t, p)
+			if status != http.StatusForbidden || r.Error != tc.reason || r.Verdict != "" {
+				t.Fatalf("proof: %d %+v, want 403 %q", status, r, tc.reason)
+			}
+			if n := len(f.hook.calls()); n != admitted {
+				t.Errorf("a forged quote was admitted")
+			}
+			lines := f.logs.Lines("attest.verdict")
+			last := lines[len(lines)-1]
+			if !strings.Contains(last, `reason="`+tc.reason+`"`) || strings.Contains(last, "verdict=") {
+				t.Errorf("attest.verdict %q, want the reason %q and no verdict", last, tc.reason)
+			}
+		})
+	}
+}
+
+// quoteOf is tpm's quote over session's nonce, with log.
+func quoteOf(t testing.TB, tpm attest.Quoter, session, log []byte) *wireQuote {
+	t.Helper()
+	q, err := tpm.Quote(attest.QuoteNonce(session))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &wireQuote{Quote: q.Quote, Signature: q.Signature, PCRs: q.PCRs, EventLog: log}
+}
+
+// checkQuoteRefused checks a Run refused for its quote: no verdict, the
+// reason on the console once, no second try, no admission, and the audit
+// line attest.verdict with the reason and no verdict.
+func checkQuoteRefused(t *testing.T, f *fleet, res attest.Result, console string, err error, reason string) {
+	t.Helper()
+	if !errors.Is(err, attest.ErrRefused) || res.Reason != reason || res.Tries != 1 {
+		t.Fatalf("Run: %+v %v, want ErrRefused %q", res, err, reason)
+	}
+	if want := "attest: FAILED\nattest: " + reason + "\n"; console != want {
+		t.Errorf("console:\n%s\nwant:\n%s", console, want)
+	}
+	if n := len(f.hook.calls()); n != 0 || f.backoffs.Load() != 0 {
+		t.Errorf("admitted %d times, backed off %d times", n, f.backoffs.Load())
+	}
+	lines := f.logs.Lines("attest.verdict")
+	if len(lines) != 1 || !strings.Contains(lines[0], `reason="`+reason+`"`) || strings.Contains(lines[0], "verdict=") ||
+		!strings.Contains(lines[0], "level=WARN") {
+		t.Errorf("attest.verdict %q, want the reason %q and no verdict", lines, reason)
+	}
+}
+
+// tpmOnly hides a TPM's Quote: a TPM that cannot quote.
+type tpmOnly struct{ attest.TPM }
+
+// A TPM that cannot quote attests as before: the claim has no boot, and
+// the audit line says unquoted.
+func TestNoQuoteAttests(t *testing.T) {
+	f := newFleet(t, nil)
+	tpm := quickTPM(t, 0)
+	f.bindings.Set("S1", approve(t, tpm))
+	res, console, err := f.runLog(t, tpmOnly{tpm}, "S1", []byte("never sent"))
+	if err != nil || res.Verdict != attest.Attested || console != "attest: PASSED\n" {
+		t.Fatalf("Run: %+v %v\n%s", res, err, console)
+	}
+	if c := f.hook.calls(); len(c) != 1 || c[0].Boot != nil {
+		t.Fatalf("admitted %+v, want a claim without a boot", c)
+	}
+	if line := f.logs.Lines("attest.verdict"); len(line) != 1 || !strings.Contains(line[0], "secure_boot=unquoted") || strings.Contains(line[0], "pcr7") {
+		t.Errorf("attest.verdict %q, want secure_boot=unquoted", line)
+	}
+}
+
+// The client reads the event log once per Run, fails a try whose log
+// cannot be read, and sends no log larger than MaxEventLog.
+func TestClientEventLog(t *testing.T) {
+	f := newFleet(t, nil)
+	tpm := quickTPM(t, 0)
+	f.bindings.Set("S1", approve(t, tpm))
+	reads := 0
+	var console bytes.Buffer
+	res, err := attest.Run(context.Background(), f.url, tpm, attest.Machine{Serial: "S1", MAC: testMAC}, &attest.ClientConfig{
+		HTTPClient: f.ts.Client(), Tries: 2, Backoff: func(int) time.Duration { return 0 }, Console: &console,
+		EventLog: func() ([]byte, error) { reads++; return nil, errors.New("permission denied") },
+	})
+	if !errors.Is(err, attest.ErrNoVerdict) || !strings.Contains(console.String(), "attest: read the event log: permission denied") {
+		t.Fatalf("Run with an unreadable log: %+v %v\n%s", res, err, console.String())
+	}
+	res, _, err = f.runLog(t, tpm, "S1", make([]byte, attest.MaxEventLog+1))
+	if err != nil || res.Verdict != attest.Attested {
+		t.Fatalf("Run with a log too large: %+v %v", res, err)
+	}
+	if b := f.hook.calls()[0].Boot; b == nil || b.Unknown != "the machine sent no event log" {
+		t.Errorf("boot %+v, want no event log", b)
+	}
+}
+
+// Quotes of the wrong shape are answered 400, a proof over
+// DefaultMaxProofBody 413, before any session is opened; a claim keeps
+// DefaultMaxBody.
+func TestMalformedQuotesRefused(t *testing.T) {
+	f := newFleet(t, nil)
+	tpm := quickTPM(t, 0)
+	f.bindings.Set("S1", approve(t, tpm))
+	ch := f.challenge(t, tpm, "S1")
+	good := quoteOf(t, tpm, ch.Session, nil)
+	proof := func(fn func(q *wireQuote)) []byte {
+		p := activate(t, tpm, ch)
+		q := *good
+		q.PCRs = append([][]byte(nil), good.PCRs...)
+		fn(&q)
+		p.Quote = &q
+		return mustJSON(t, p)
+	}
+	for name, tc := range map[string]struct {
+		body   []byte
+		status int
+	}{
+		"seven PCRs":        {proof(func(q *wireQuote) { q.PCRs = q.PCRs[:7] }), 400},
+		"a SHA-1 PCR":       {proof(func(q *wireQuote) { q.PCRs[3] = make([]byte, 20) }), 400},
+		"no quote":          {proof(func(q *wireQuote) { q.Quote = nil }), 400},
+		"no signature":      {proof(func(q *wireQuote) { q.Signature = nil }), 400},
+		"a quote too long":  {proof(func(q *wireQuote) { q.Quote = make([]byte, 1025) }), 400},
+		"a log too long":    {proof(func(q *wireQuote) { q.EventLog = make([]byte, attest.MaxEventLog+1) }), 400},
+		"a proof too large": {proof(func(q *wireQuote) { q.EventLog = make([]byte, attest.DefaultMaxProofBody) }), 413},
+		"a claim too large": {bytes.Repeat([]byte(" "), attest.DefaultMaxBody+1), 413},
+	} {
+		op := "proof"
+		if strings.HasPrefix(name, "a claim") {
+			op = "claim"
+		}
+		if status, b := f.post(t, op, tc.body); status != tc.status {
+			t.Errorf("%s: %d %s, want %d", name, status, b, tc.status)
+		}
+	}
+	// The session was never spent: its proof with the quote attests.
+	p := activate(t, tpm, ch)
+	p.Quote = good
+	if status, r := f.prove(t, p); status != http.StatusOK || r.Verdict != "attested" {
+		t.Fatalf("the good proof: %d %+v", status, r)
+	}
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"testing"
+	"testing/fstest"
+
+	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/attest/attesttest"
+)
+
+// -event-log names the log of the boot measured into the TPM: fleetd reads
+// its Secure Boot state. Without it, a TPM that is no device sends none.
+func TestEventLog(t *testing.T) {
+	boot, err := attesttest.SecureBootLog(&attesttest.SecureBootConfig{Enabled: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpm, err := attesttest.NewSoftTPM(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpm.Measure(boot)
+	f := newFleetd(t)
+	b, err := attesttest.Approve(tpm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.bindings.Set(testSerial, b)
+	a := newAgent(t, f)
+	a.tpm = &closer{SoftTPM: tpm}
+	a.m.root.(fstest.MapFS)["run/boot/eventlog"] = &fstest.MapFile{Data: boot.Bytes(), Mode: 0o444}
+
+	a.env["FLEET_EVENT_LOG"] = "/run/boot/eventlog"
+	if code, stdout, stderr := a.run(t); code != exitAttested {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	if c := <-f.claims; c.Boot == nil || c.Boot.SecureBoot != attest.SecureBootOn {
+		t.Errorf("boot %+v, want Secure Boot on", c.Boot)
+	}
+
+	delete(a.env, "FLEET_EVENT_LOG")
+	if code, stdout, stderr := a.run(t); code != exitAttested {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	if c := <-f.claims; c.Boot == nil || c.Boot.SecureBoot != attest.SecureBootUnknown || c.Boot.Unknown != "the machine sent no event log" {
+		t.Errorf("boot %+v, want no event log", c.Boot)
+	}
+
+	// A relative path is a usage error.
+	if code, _, stderr := a.run(t, "-event-log", "eventlog"); code != exitUsage {
+		t.Errorf("-event-log eventlog: exit %d, %q", code, stderr)
+	}
+}
