@@ -3,11 +3,8 @@ package attest_test
 import (
 	"bytes"
 	"crypto/x509"
-	"fmt"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strconv"
 	"testing"
@@ -64,36 +61,7 @@ func TestIntegrationSWTPM(t *testing.T) {
 func setupSWTPM(t *testing.T) (swtpm, state string) {
 	t.Helper()
 	testenv.Short(t)
-	swtpm = testenv.Command(t, "swtpm", "swtpm")
-	setup := testenv.Command(t, "swtpm_setup", "swtpm-tools")
-	testenv.Command(t, "swtpm_localca", "swtpm-tools")
-
-	dir := t.TempDir()
-	state = filepath.Join(dir, "state")
-	ca := filepath.Join(dir, "ca")
-	for _, d := range []string{state, ca} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// A local CA of the test's own, instead of the machine's.
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	localca := write("swtpm-localca.conf", fmt.Sprintf("statedir = %s\nsigningkey = %s/signkey.pem\nissuercert = %s/issuercert.pem\ncertserial = %s/certserial\n", ca, ca, ca, ca))
-	options := write("swtpm-localca.options", "--platform-manufacturer fleet\n--platform-version 2.1\n--platform-model test\n")
-	conf := write("swtpm_setup.conf", fmt.Sprintf("create_certs_tool = %s\ncreate_certs_tool_config = %s\ncreate_certs_tool_options = %s\nactive_pcr_banks = sha256\n",
-		filepath.Join(filepath.Dir(setup), "swtpm_localca"), localca, options))
-	out, err := exec.Command(setup, "--tpm2", "--tpmstate", state, "--config", conf,
-		"--create-ek-cert", "--create-platform-cert", "--lock-nvram", "--overwrite").CombinedOutput()
-	if err != nil {
-		t.Fatalf("swtpm_setup: %v\n%s", err, out)
-	}
-	return swtpm, state
+	return testenv.ManufactureTPM(t, t.TempDir())
 }
 
 // startSWTPM starts swtpm on a free pair of loopback ports, dials its

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -109,49 +108,11 @@ func (p *vethPair) hostRX(tb testing.TB) uint64 {
 	return rx
 }
 
-// inNetns runs fn on an OS thread that has entered the named network
-// namespace. Sockets fn opens stay in that namespace after it returns. If
-// the thread cannot return to its namespace, it stays locked and the
-// runtime ends it with its goroutine.
-func inNetns(ns string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		target, err := os.Open(filepath.Join("/run/netns", ns))
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("setns %s: %w", ns, err)
-			return
-		}
-		ferr := fn()
-		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns back from %s: %w", ns, err)
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
-
 // listen opens a Listener on the host end.
 func (p *vethPair) listen(tb testing.TB, cfg *Config) *Listener {
 	tb.Helper()
 	var l *Listener
-	err := inNetns(p.nsHost, func() (err error) {
+	err := testenv.InNetns(p.nsHost, func() (err error) {
 		l, err = Listen(p.hostIf, cfg)
 		return err
 	})
@@ -167,7 +128,7 @@ func (p *vethPair) listen(tb testing.TB, cfg *Config) *Listener {
 func (p *vethPair) sender(tb testing.TB, ns, ifname string) *packet.Conn {
 	tb.Helper()
 	var c *packet.Conn
-	err := inNetns(ns, func() error {
+	err := testenv.InNetns(ns, func() error {
 		ifi, err := net.InterfaceByName(ifname)
 		if err != nil {
 			return err
@@ -514,7 +475,7 @@ func TestIntegrationWaitFunction(t *testing.T) {
 		}
 	}()
 	var n *Neighbor
-	err := inNetns(p.nsHost, func() (err error) {
+	err := testenv.InNetns(p.nsHost, func() (err error) {
 		n, err = Wait(t.Context(), p.hostIf, &Config{Wait: 2 * time.Second})
 		return err
 	})
@@ -558,7 +519,7 @@ func latency(tb testing.TB, count int) (fromSend, fromArrival []time.Duration) {
 		}
 		return time.Unix(ts.Unix()), nil
 	}
-	_, _ = stamp() // the first call turns receive timestamps on
+	_, _ = stamp() // the first call turns receive timestamps on (see below)
 	frame := unifiFrame("Port 5")
 
 	type done struct {
@@ -566,7 +527,16 @@ func latency(tb testing.TB, count int) (fromSend, fromArrival []time.Duration) {
 		port int
 		err  error
 	}
-	for i := range count + 1 { // the first round warms up
+	// The first call turned receive timestamps on, but the kernel enables
+	// them for the interface's packets a little later (a deferred static
+	// key): until then a frame carries no stamp, and SIOCGSTAMPNS answers
+	// the time of the call. Rounds warm up until a stamp precedes Wait's
+	// return, 50 at most.
+	warm := false
+	for i := 0; len(fromSend) < count; i++ {
+		if !warm && i >= 50 {
+			tb.Fatalf("no frame of 50 carried a receive timestamp before Wait returned it")
+		}
 		ch := make(chan done, 1)
 		go func() {
 			n, err := l.Wait(tb.Context())
@@ -588,7 +558,8 @@ func latency(tb testing.TB, count int) (fromSend, fromArrival []time.Duration) {
 		if err != nil {
 			tb.Fatalf("SIOCGSTAMPNS: %v", err)
 		}
-		if i == 0 {
+		if !warm {
+			warm = !arrived.After(d.at)
 			continue
 		}
 		fromSend = append(fromSend, d.at.Sub(sent))

@@ -12,14 +12,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/attesttest"
@@ -223,29 +220,9 @@ func stopProcess(t *testing.T, name string, cmd *exec.Cmd, out *syncbuf.Buffer) 
 func (m *machine) startTPM() {
 	t := m.t
 	dir := filepath.Join(m.dir, "tpm")
-	state, ca := filepath.Join(dir, "state"), filepath.Join(dir, "ca")
-	for _, d := range []string{state, ca} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	localca := write("swtpm-localca.conf", fmt.Sprintf("statedir = %s\nsigningkey = %s/signkey.pem\nissuercert = %s/issuercert.pem\ncertserial = %s/certserial\n", ca, ca, ca, ca))
-	options := write("swtpm-localca.options", "--platform-manufacturer fleet\n--platform-version 2.1\n--platform-model wholemachine\n")
-	conf := write("swtpm_setup.conf", fmt.Sprintf("create_certs_tool = %s\ncreate_certs_tool_config = %s\ncreate_certs_tool_options = %s\nactive_pcr_banks = sha256\n",
-		m.tl.swtpmLocalCA, localca, options))
-	if out, err := exec.Command(m.tl.swtpmSetup, "--tpm2", "--tpmstate", state, "--config", conf,
-		"--create-ek-cert", "--create-platform-cert", "--lock-nvram", "--overwrite").CombinedOutput(); err != nil {
-		t.Fatalf("swtpm_setup: %v\n%s", err, out)
-	}
+	swtpm, state := testenv.ManufactureTPM(t, dir)
 	m.tpm = filepath.Join(dir, "swtpm.sock")
-	cmd := exec.Command(m.tl.swtpm, "socket", "--tpm2", "--tpmstate", "dir="+state,
+	cmd := exec.Command(swtpm, "socket", "--tpm2", "--tpmstate", "dir="+state,
 		"--server", "type=unixio,path="+m.tpm, "--flags", "not-need-init,startup-clear")
 	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -434,50 +411,12 @@ func indent(s string) string {
 // are the machine's, from the node's address.
 func (m *machine) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	var c net.Conn
-	err := inNetns(m.mNS, func() error {
+	err := testenv.InNetns(m.mNS, func() error {
 		var err error
 		c, err = (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, network, addr)
 		return err
 	})
 	return c, err
-}
-
-// inNetns runs fn on an OS thread that has entered the named network
-// namespace. Sockets fn opens stay in that namespace after it returns. If
-// the thread cannot return to its namespace, it stays locked and the
-// runtime ends it with its goroutine.
-func inNetns(ns string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		target, err := os.Open(filepath.Join("/run/netns", ns))
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("setns %s: %w", ns, err)
-			return
-		}
-		ferr := fn()
-		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns back from %s: %w", ns, err)
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
 }
 
 // freePort returns a port free on addr.
