@@ -199,7 +199,7 @@ func TestLoanNeverSettled(t *testing.T) {
 			t.Fatal(err)
 		}
 		l, err := srv.Lend(context.Background(), code)
-		if err != nil || len(l.Config) != 128 || l.Run != run01 || l.Deadline.Sub(time.Now()) != time.Second+DefaultLoanGrace {
+		if err != nil || len(l.Config) != 128 || l.Run != run01 || time.Until(l.Deadline) != time.Second+DefaultLoanGrace {
 			t.Fatalf("Lend = %+v, %v", l, err)
 		}
 		if _, err := srv.Lend(context.Background(), code); !errors.Is(err, ErrBusy) {
