@@ -67,6 +67,8 @@ type Device struct {
 	AttestedSwitchPort int       // attested_switch_port; 0: none recorded
 	AttestedAt         time.Time // attested_at; zero: never
 	AttestVerdict      string    // attest_verdict, e.g. "attested"
+	AttestedSecureBoot string    // attested_secure_boot: on, off, unknown or unquoted; "": never recorded
+	AttestedPCR7       string    // attested_pcr7: the quoted PCR 7, 64 lowercase hex; "" when not quoted
 
 	DesiredAction string // desired_action; "" when unset
 	LastRun       string // last_run: the name of the device's last Workflow
@@ -85,4 +87,21 @@ type Attestation struct {
 	SwitchPort int              // attested_switch_port; 0: the claim carried none
 	At         time.Time        // attested_at
 	Verdict    string           // attest_verdict, e.g. "attested"
+
+	// SecureBoot is attested_secure_boot, the Secure Boot state of the
+	// boot the TPM quoted: SecureBootOn, SecureBootOff, SecureBootUnknown
+	// (the quote verified, but its event log does not tell the state), or
+	// SecureBootUnquoted (the proof carried no quote). "" clears the field.
+	SecureBoot string
+	// PCR7 is attested_pcr7, the quoted PCR 7 (SHA-256 bank) as 64
+	// lowercase hex characters; "" when the proof carried no quote.
+	PCR7 string
 }
+
+// The values of Attestation.SecureBoot and Device.AttestedSecureBoot.
+const (
+	SecureBootOn       = "on"
+	SecureBootOff      = "off"
+	SecureBootUnknown  = "unknown"
+	SecureBootUnquoted = "unquoted"
+)

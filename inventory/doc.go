@@ -13,8 +13,9 @@
 // so that a plan fails before anything reaches NetBox. Problems come back as
 // a Problems error (errors.Is finds ErrInvalid); a bad file never panics.
 // Its classes say which devices are control planes (ControlPlanes,
-// ControlPlaneSANs), and RenderClassInputs renders from them the class
-// inputs of the next control plane for the Talos root.
+// ControlPlaneSANs) and which require Secure Boot (secure_boot: required,
+// Class.RequireSecureBoot), and RenderClassInputs renders from them the
+// class inputs of the next control plane for the Talos root.
 //
 // # NetBox
 //

@@ -15,6 +15,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("nodes:\n  a: &x {model: m}\n  b: *x\n  c:\n    <<: [*x, *x]\n"))
 	f.Add([]byte("models: [1]\nclasses: 5\nnodes: ~\n"))
 	f.Add([]byte("a: 'b''c'\n\"d\": e # f\n"))
+	f.Add([]byte(strings.Replace(header, "    type: worker\n", "    type: worker\n    secure_boot: required\n", 1) + node("w-01")))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		inv, err := Parse("nodes.yaml", data, testTopology)
 		if (inv == nil) == (err == nil) {

@@ -116,10 +116,16 @@ const (
 //	attested_switch_port   integer   switch port of the claim    (fleetd)
 //	attested_at            datetime  time of the attestation     (fleetd)
 //	attest_verdict         text      e.g. attested               (fleetd)
+//	attested_secure_boot   text      on, off, unknown, unquoted  (fleetd)
+//	attested_pcr7          text      quoted PCR 7 (SHA-256)      (fleetd)
 //	desired_action         text      provision, or unset         (operator, fleetd)
 //	last_run               text      last Workflow's name        (fleetd)
 //
-// EK hash fields carry the validation regex ^[0-9a-f]{64}$. The device has
+// EK hash fields and attested_pcr7 carry the validation regex
+// ^[0-9a-f]{64}$. attested_secure_boot is the Secure Boot state of the
+// boot the TPM quoted at the last attestation: on, off, unknown (the quote
+// verified, but the event log does not tell the state), or unquoted (the
+// proof carried no quote). The device has
 // one interface, named Interface, which holds the node's MAC (a
 // dcim.macaddress object assigned to it and set as its primary MAC), its
 // address (an ipam.ipaddress with K8S_NODE_CIDR's prefix length, assigned

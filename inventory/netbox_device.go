@@ -281,8 +281,8 @@ func (nb *NetBox) SetLastRun(ctx context.Context, id int64, run string) error {
 // makes in one request. A nil field is left as it is.
 type Update struct {
 	// Attestation, when not nil, sets attested_ek_hash,
-	// attested_ek_hash_ecc, attested_switch_port, attested_at and
-	// attest_verdict from it. Its MAC is not written: RecordMAC writes it,
+	// attested_ek_hash_ecc, attested_switch_port, attested_at,
+	// attest_verdict, attested_secure_boot and attested_pcr7 from it. Its MAC is not written: RecordMAC writes it,
 	// and must come first, so that a device whose verdict says attested
 	// holds its MAC.
 	Attestation *Attestation
@@ -302,6 +302,14 @@ func (nb *NetBox) UpdateDevice(ctx context.Context, id int64, u Update) error {
 		fields[cfAttestedSwitchPort] = nil
 		fields[cfAttestedAt] = nil
 		fields[cfAttestVerdict] = a.Verdict
+		fields[cfAttestedSecureBoot] = nil
+		fields[cfAttestedPCR7] = nil
+		if a.SecureBoot != "" {
+			fields[cfAttestedSecureBoot] = a.SecureBoot
+		}
+		if a.PCR7 != "" {
+			fields[cfAttestedPCR7] = a.PCR7
+		}
 		if a.SwitchPort > 0 {
 			fields[cfAttestedSwitchPort] = a.SwitchPort
 		}

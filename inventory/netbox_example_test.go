@@ -80,7 +80,7 @@ nodes:
 	}
 	fmt.Printf("%s: %s, %s, port %d, MAC %s, %s\n", d.Name, d.Status, d.Address, d.SwitchPort, d.MAC, d.AttestVerdict)
 	// Output:
-	// plan: 17 to add, 0 to change
+	// plan: 19 to add, 0 to change
 	// binding of w-01: 1b5bbe2e... authored true
 	// w-01: planned, 10.40.0.21/24, port 5, MAC 58:47:ca:71:0a:01, attested
 }

@@ -26,6 +26,8 @@ const (
 	cfAttestedSwitchPort = "attested_switch_port"
 	cfAttestedAt         = "attested_at"
 	cfAttestVerdict      = "attest_verdict"
+	cfAttestedSecureBoot = "attested_secure_boot"
+	cfAttestedPCR7       = "attested_pcr7"
 	cfDesiredAction      = "desired_action"
 	cfLastRun            = "last_run"
 )
@@ -96,6 +98,8 @@ type nbDeviceFields struct {
 	AttestedSwitchPort cfInt  `json:"attested_switch_port"`
 	AttestedAt         cfText `json:"attested_at"`
 	AttestVerdict      cfText `json:"attest_verdict"`
+	AttestedSecureBoot cfText `json:"attested_secure_boot"`
+	AttestedPCR7       cfText `json:"attested_pcr7"`
 	DesiredAction      cfText `json:"desired_action"`
 	LastRun            cfText `json:"last_run"`
 }
@@ -211,6 +215,8 @@ func (nb *NetBox) view(d *nbDevice, i *nbInterface) Device {
 		AttestedEKHashECC:  string(cf.AttestedEKHashECC),
 		AttestedSwitchPort: int(cf.AttestedSwitchPort),
 		AttestVerdict:      string(cf.AttestVerdict),
+		AttestedSecureBoot: string(cf.AttestedSecureBoot),
+		AttestedPCR7:       string(cf.AttestedPCR7),
 		DesiredAction:      string(cf.DesiredAction),
 		LastRun:            string(cf.LastRun),
 	}

@@ -124,6 +124,38 @@ func TestDeviceBySerialAmbiguous(t *testing.T) {
 	}
 }
 
+// The proven boot goes beside the attested_* fields: attested_secure_boot
+// and attested_pcr7, each cleared by an attestation that carries none.
+func TestRecordAttestationBoot(t *testing.T) {
+	_, nb, devs := appliedFleet(t)
+	ctx := t.Context()
+	w1 := devs["w-01"]
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	mac, _ := net.ParseMAC("58:47:ca:71:0a:01")
+	for _, a := range []Attestation{
+		{MAC: mac, EKHash: hashC, At: at, Verdict: "attested", SecureBoot: SecureBootOff, PCR7: hashB},
+		{MAC: mac, EKHash: hashC, At: at, Verdict: "attested", SecureBoot: SecureBootOn, PCR7: hashA},
+		{MAC: mac, EKHash: hashC, At: at, Verdict: "attested", SecureBoot: SecureBootUnquoted},
+		{MAC: mac, EKHash: hashC, At: at, Verdict: "attested"},
+	} {
+		if err := nb.RecordAttestation(ctx, w1.ID, a); err != nil {
+			t.Fatal(err)
+		}
+		got, err := nb.Device(ctx, w1.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.AttestedSecureBoot != a.SecureBoot || got.AttestedPCR7 != a.PCR7 || got.AttestVerdict != "attested" {
+			t.Errorf("after recording secure boot %q, pcr7 %q: the device holds %q, %q, verdict %q", a.SecureBoot, a.PCR7, got.AttestedSecureBoot, got.AttestedPCR7, got.AttestVerdict)
+		}
+	}
+	// NetBox holds attested_pcr7 to 64 lowercase hex characters.
+	err := nb.RecordAttestation(ctx, w1.ID, Attestation{MAC: mac, Verdict: "attested", SecureBoot: SecureBootOn, PCR7: "PCR7"})
+	if err == nil {
+		t.Error("NetBox took an attested_pcr7 that is not 64 lowercase hex characters")
+	}
+}
+
 func TestRecordAttestation(t *testing.T) {
 	srv, nb, devs := appliedFleet(t)
 	ctx := t.Context()

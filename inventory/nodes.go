@@ -28,6 +28,7 @@ import (
 //	  worker:
 //	    type: worker
 //	    installer_image: factory.talos.dev/installer/<schematic>:v1.13.9
+//	    secure_boot: required     # optional: required, or optional (the default)
 //	nodes:
 //	  w-01:                       # host name: a DNS label
 //	    model: ms-01              # required: a key under models
@@ -47,6 +48,12 @@ import (
 // authenticated record). An entry without them attests as
 // pending-approval; ApprovalLines formats the two lines for a waiting
 // claim, and printing them approves nothing.
+//
+// A class with secure_boot: required admits its machines only when the
+// TPM's quote proves a boot with Secure Boot on: a machine of the class
+// whose proven boot is off, unknown, or not quoted at all is attested but
+// gets no install code (see package provision). secure_boot: optional, or
+// no secure_boot, admits its machines whatever their boot.
 //
 // Anchors, aliases and merge keys (<<) work as YAML defines them, so common
 // fields can be shared.
@@ -106,7 +113,18 @@ type Class struct {
 	Name           string
 	Type           MachineType
 	InstallerImage string // the Talos installer image its nodes install
+	// RequireSecureBoot is secure_boot: required: a machine of the class
+	// gets an install code only when the TPM's quote proves a boot with
+	// Secure Boot on. false (secure_boot: optional, or absent): its
+	// machines are admitted whatever their boot.
+	RequireSecureBoot bool
 }
+
+// The values of a class's secure_boot.
+const (
+	SecureBootRequired = "required"
+	SecureBootOptional = "optional"
+)
 
 // MachineType is the Talos machine type of a class. The zero value is
 // invalid.
@@ -134,7 +152,7 @@ const (
 var (
 	topKeys   = []string{"models", "classes", "nodes"}
 	modelKeys = []string{"manufacturer", "name", "disk"}
-	classKeys = []string{"type", "installer_image"}
+	classKeys = []string{"type", "installer_image", "secure_boot"}
 	nodeKeys  = []string{"model", "serial", "class", "switch_port", "address", "bmc", "disk", "disk_serial", "approved_ek_rsa2048", "approved_ek_eccp256"}
 )
 
@@ -156,7 +174,7 @@ var (
 //     given twice;
 //   - a host name given twice or that is not a DNS label;
 //   - a model or class lacking its required fields, an unpinned installer
-//     image;
+//     image, a secure_boot that is neither required nor optional;
 //   - a file that is not YAML, or a topology without a valid K8S_NODE_CIDR
 //     and an API_SERVER_IP inside it.
 //
@@ -535,9 +553,17 @@ func (c *checker) class(inv *Inventory, key, v *yaml.Node) {
 				return
 			}
 			cl.InstallerImage = s
+		case "secure_boot":
+			switch s {
+			case SecureBootRequired:
+				cl.RequireSecureBoot = true
+			case SecureBootOptional:
+			default:
+				c.at(fv, subject, "secure_boot %q is neither %s nor %s", s, SecureBootRequired, SecureBootOptional)
+			}
 		}
 	})
-	c.require(key, subject, map[string]bool{"type": cl.Type != "", "installer_image": cl.InstallerImage != ""}, v, classKeys)
+	c.require(key, subject, map[string]bool{"type": cl.Type != "", "installer_image": cl.InstallerImage != ""}, v, classKeys[:2])
 	inv.Classes[cl.Name] = cl
 }
 

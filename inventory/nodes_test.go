@@ -361,3 +361,61 @@ func TestApprovalLines(t *testing.T) {
 		t.Errorf("pasted lines parse as %q, %q", n.ApprovedEKRSA2048, n.ApprovedEKECCP256)
 	}
 }
+
+// A class's secure_boot is required or optional; absent is optional.
+func TestParseSecureBoot(t *testing.T) {
+	classes := func(worker, cp string) string {
+		return strings.NewReplacer(
+			"    installer_image: factory.talos.dev/installer/abc:v1.13.9\n",
+			"    installer_image: factory.talos.dev/installer/abc:v1.13.9\n"+worker,
+			`installer_image: "factory.talos.dev/installer/abc:v1.13.9"}`,
+			`installer_image: "factory.talos.dev/installer/abc:v1.13.9"`+cp+"}",
+		).Replace(header) + node("w-01")
+	}
+	for _, tc := range []struct {
+		name           string
+		src            string
+		worker, cplane bool
+	}{
+		{"absent", classes("", ""), false, false},
+		{"required", classes("    secure_boot: required\n", ", secure_boot: required"), true, true},
+		{"optional", classes("    secure_boot: optional\n", ", secure_boot: optional"), false, false},
+		{"one class requires it", classes("    secure_boot: required\n", ""), true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inv, err := Parse("nodes.yaml", []byte(tc.src), testTopology)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := inv.Classes["worker"].RequireSecureBoot; got != tc.worker {
+				t.Errorf("worker RequireSecureBoot = %v, want %v", got, tc.worker)
+			}
+			if got := inv.Classes["controlplane"].RequireSecureBoot; got != tc.cplane {
+				t.Errorf("controlplane RequireSecureBoot = %v, want %v", got, tc.cplane)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name, worker string
+		want         []string
+	}{
+		{"bad value", "    secure_boot: on\n",
+			[]string{`nodes.yaml:9:18: class worker: secure_boot "on" is neither required nor optional`}},
+		{"typo", "    secure_boot: requried\n",
+			[]string{`nodes.yaml:9:18: class worker: secure_boot "requried" is neither required nor optional`}},
+		{"empty", "    secure_boot:\n",
+			[]string{`nodes.yaml:9:17: class worker: secure_boot is empty`}},
+		{"misspelt key", "    secureboot: required\n",
+			[]string{`nodes.yaml:9:5: class worker: unknown field "secureboot" (did you mean "secure_boot"?)`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("nodes.yaml", []byte(classes(tc.worker, "")), testTopology)
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Parse error = %v, want one that is ErrInvalid", err)
+			}
+			if diff := cmp.Diff(tc.want, strings.Split(err.Error(), "\n")); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -90,6 +90,8 @@ var deviceFields = []fieldDef{
 	{cfAttestedSwitchPort, "integer", "Attested switch port", ""},
 	{cfAttestedAt, "datetime", "Attested at", ""},
 	{cfAttestVerdict, "text", "Attestation verdict", ""},
+	{cfAttestedSecureBoot, "text", "Attested Secure Boot", ""},
+	{cfAttestedPCR7, "text", "Attested PCR 7", ekHashRegex},
 	{cfDesiredAction, "text", "Desired action", ""},
 	{cfLastRun, "text", "Last run", ""},
 }

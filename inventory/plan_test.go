@@ -21,8 +21,8 @@ func TestPlanApplyRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if add, change := p.Counts(); add != 21 || change != 0 {
-		t.Errorf("the first plan adds %d and changes %d, want 21 and 0:\n%s", add, change, p)
+	if add, change := p.Counts(); add != 23 || change != 0 {
+		t.Errorf("the first plan adds %d and changes %d, want 23 and 0:\n%s", add, change, p)
 	}
 	text := p.String()
 	for _, want := range []string{
@@ -32,7 +32,7 @@ func TestPlanApplyRoundTrip(t *testing.T) {
 		"      + status       = \"planned\"\n",
 		"      + cable                = \"usw Port 1\"\n",
 		"      + primary_ip4         = \"10.40.0.21/24\"\n",
-		"Plan: 21 to add, 0 to change.\n",
+		"Plan: 23 to add, 0 to change.\n",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the plan lacks %q:\n%s", want, text)

@@ -20,8 +20,15 @@ type Claim struct {
 	// Serial is the SMBIOS serial the machine claimed.
 	Serial string
 	// Attestation is what the attestation proved; Admit records it on the
-	// device first.
+	// device first. Its SecureBoot is the proven boot a class that
+	// requires Secure Boot (inventory.Class.RequireSecureBoot) is judged
+	// by: only inventory.SecureBootOn gets such a machine an install code;
+	// "" counts as a proof without a quote.
 	Attestation inventory.Attestation
+	// SecureBootUnknown says why Attestation.SecureBoot is
+	// inventory.SecureBootUnknown (e.g. "the machine sent no event log"),
+	// for the reason of a machine its class's policy refuses; "" otherwise.
+	SecureBootUnknown string
 	// CheckPort judges the switch port the claim carried against the
 	// device's declared one (fleetd wires lldpwait's check: "on port N,
 	// expected M", "attested no switch port"). Admit calls it with the
@@ -160,7 +167,44 @@ var errNoPortCheck = errors.New("no switch-port check was given for the claim")
 const (
 	reasonControlPlane = "a control plane waits for desired_action=provision"
 	reasonAutoOff      = "auto-provision is off"
+	reasonBootOff      = "Secure Boot is off"
+	reasonBootUnknown  = "Secure Boot is unknown"
+	reasonBootUnquoted = "the TPM sent no quote of its boot"
 )
+
+// secureBootReason says why the boot c proved does not meet the Secure
+// Boot policy of dev's class, for a provision run; "" when it does, or
+// the class requires nothing.
+func (p *Provisioner) secureBootReason(dev inventory.Device, c Claim) string {
+	if !p.cluster.Classes[dev.Class].RequireSecureBoot {
+		return ""
+	}
+	switch sb := c.Attestation.SecureBoot; sb {
+	case inventory.SecureBootOn:
+		return ""
+	case inventory.SecureBootOff:
+		return reasonBootOff
+	case inventory.SecureBootUnknown:
+		if c.SecureBootUnknown != "" {
+			return reasonBootUnknown + ": " + c.SecureBootUnknown
+		}
+		return reasonBootUnknown
+	case inventory.SecureBootUnquoted, "":
+		return reasonBootUnquoted
+	default:
+		return "Secure Boot is " + sb
+	}
+}
+
+// bootRefused journals, at every attestation it refuses, why a machine's
+// proven boot gets it no install code, and answers no provision with that
+// reason.
+func (p *Provisioner) bootRefused(ctx context.Context, dev inventory.Device, reason string) (Decision, error) {
+	if err := p.nb.Journal(ctx, dev.ID, inventory.JournalWarning, "no provision: "+reason); err != nil {
+		return Decision{}, err
+	}
+	return Decision{Outcome: NoProvision, Reason: reason}, nil
+}
 
 // Admit decides what happens to a machine that passed attestation from
 // HookOS, and starts its run when one is due. It records the attestation
@@ -181,7 +225,14 @@ const (
 //   - otherwise answers no provision, with the reason: a last run the owner
 //     has not repeated, a control plane, or auto-provision off. A node whose
 //     last run succeeded is journaled, once per run, as having booted HookOS
-//     after it.
+//     after it;
+//   - and, where a provision run's code would be answered (a waiting run's,
+//     or a run it would start), answers no provision instead when the
+//     device's class requires Secure Boot (inventory.Class.RequireSecureBoot)
+//     and the boot the TPM quoted is not Secure Boot on: nothing is
+//     rendered, and a waiting run keeps waiting for a boot that passes. A
+//     retirement is not held to the policy: it renders no secret, and it
+//     wipes the disk.
 //
 // An admission costs NetBox one write of the device's fields (the
 // attestation, with the last_run of the run it starts), the MAC's writes
@@ -202,8 +253,12 @@ const (
 //	warning  <node> is a control plane, and fleetd runs without control-plane support (homelab.fleetd.controlPlanes): no run starts, nothing is wiped, and desired_action stays provision
 //	warning  <node> is a control plane, and fleetd holds no secrets bundle with the cluster's CA keys: no run starts, nothing is wiped, and desired_action stays provision
 //	warning  the node booted HookOS and attested after Workflow <run> succeeded: fix its boot order so the disk comes before PXE, then set desired_action to provision
+//	warning  no provision: Secure Boot is off
+//	         (or: Secure Boot is unknown: <why>; the TPM sent no quote of its boot)
 //
-// A refusal's line is written once per process while it stays the same.
+// A refusal's line is written once per process while it stays the same;
+// the switch-port line and a Secure Boot line at every attestation they
+// refuse.
 // The booted-HookOS line is written once per run (the Workflow is
 // annotated), and then Config.BootedHookOSAfterInstall is called.
 //
@@ -217,6 +272,9 @@ const (
 //	auto-provision is off
 //	the device is <status>, not planned
 //	run <run> is in flight at action <action>
+//	Secure Boot is off
+//	Secure Boot is unknown: <why, e.g. the machine sent no event log>
+//	the TPM sent no quote of its boot
 //
 // Every render writes a fleet.render record with node, device, run, class,
 // and bytes and token_expires, or error. When the bootstrap token cannot be
@@ -294,6 +352,7 @@ func (p *Provisioner) decide(ctx context.Context, c Claim, dev inventory.Device,
 	a := c.Attestation
 	dev.AttestedSwitchPort, dev.AttestedAt, dev.AttestVerdict = a.SwitchPort, a.At, a.Verdict
 	dev.AttestedEKHash, dev.AttestedEKHashECC = a.EKHash, a.EKHashECC
+	dev.AttestedSecureBoot, dev.AttestedPCR7 = a.SecureBoot, a.PCR7
 
 	from := c.From
 	if !from.IsValid() && dev.Address.IsValid() {
@@ -325,6 +384,12 @@ func (p *Provisioner) decide(ctx context.Context, c Claim, dev inventory.Device,
 		outcome = Retire
 	}
 	wantRun := dev.DesiredAction == inventory.DesiredActionProvision
+	// The class's Secure Boot policy gates every install code of a
+	// provision run; a retirement renders no secret and wipes the disk.
+	bootReason := ""
+	if kind == RunProvision {
+		bootReason = p.secureBootReason(dev, c)
+	}
 
 	// A run that waits for this machine gets its code. Its Workflow names
 	// the code by its SHA-256 alone; a run whose code this process does not
@@ -335,6 +400,9 @@ func (p *Provisioner) decide(ctx context.Context, c Claim, dev inventory.Device,
 		if r.Started() && r.CurrentAction() != "wipe-disk" {
 			return Decision{Outcome: NoProvision, Run: r.Name(),
 				Reason: fmt.Sprintf("run %s is in flight at action %s", r.Name(), r.CurrentAction())}, nil
+		}
+		if bootReason != "" {
+			return p.bootRefused(ctx, dev, bootReason)
 		}
 		code, ok := p.codeOf(r)
 		if !ok {
@@ -358,6 +426,9 @@ func (p *Provisioner) decide(ctx context.Context, c Claim, dev inventory.Device,
 		if err != nil || reason != "" {
 			return Decision{Outcome: NoProvision, Reason: reason}, err
 		}
+	}
+	if bootReason != "" {
+		return p.bootRefused(ctx, dev, bootReason)
 	}
 	name, code, err := p.startRun(ctx, dev, runStart{
 		kind: kind, hookOS: from, note: admittedNote(from, kind, replaces), rec: rec, runs: &runs,

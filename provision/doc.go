@@ -28,6 +28,19 @@
 // finds ErrLacks, ErrNodeName, ErrClass, ErrControlPlanesOff or
 // ErrNoBundleKeys), and the device's journal holds the runbook's line.
 //
+// # Secure Boot
+//
+// A class that requires Secure Boot (inventory.Class.RequireSecureBoot,
+// the nodes file's secure_boot: required) gets an install code only for a
+// boot the TPM quoted with Secure Boot on (Claim.Attestation.SecureBoot).
+// Any other machine of the class is attested, and its boot recorded, but
+// Admit answers NoProvision before anything is rendered, with the reason
+// "Secure Boot is off", "Secure Boot is unknown: <why>" or "the TPM sent
+// no quote of its boot", which the attest.install audit line carries and
+// the device's journal holds, at every such attestation, as the warning
+// "no provision: <reason>". A run that waits for the machine keeps
+// waiting; a retirement is not held to the policy.
+//
 // # What operators see
 //
 // The NetBox journal lines (Admit and Reconcile list them), the

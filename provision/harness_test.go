@@ -122,6 +122,7 @@ func (nb *memNetBox) UpdateDevice(_ context.Context, id int64, u inventory.Updat
 		if a := u.Attestation; a != nil {
 			d.AttestedEKHash, d.AttestedEKHashECC = a.EKHash, a.EKHashECC
 			d.AttestedSwitchPort, d.AttestedAt, d.AttestVerdict = a.SwitchPort, a.At, a.Verdict
+			d.AttestedSecureBoot, d.AttestedPCR7 = a.SecureBoot, a.PCR7
 		}
 		if u.LastRun != nil {
 			d.LastRun = *u.LastRun

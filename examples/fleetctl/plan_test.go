@@ -61,7 +61,7 @@ func TestPlanApplyGolden(t *testing.T) {
 	if code := run(append([]string{"apply"}, args...), &stdout, &stderr); code != 0 {
 		t.Fatalf("apply: exit %d\n%s%s", code, stdout.String(), stderr.String())
 	}
-	if !strings.HasSuffix(stdout.String(), "\nApply complete: 30 added, 0 changed.\n") {
+	if !strings.HasSuffix(stdout.String(), "\nApply complete: 32 added, 0 changed.\n") {
 		t.Errorf("apply printed:\n%s", stdout.String())
 	}
 

@@ -144,6 +144,7 @@ func (d *Daemon) admit(ctx context.Context, c attest.Claim) (attest.Admission, e
 			dev = &full
 		}
 	}
+	sb, pcr7, unknown := provenBoot(c.Boot)
 	dec, err := d.prov.Admit(ctx, provision.Claim{
 		Serial: c.Serial,
 		Attestation: inventory.Attestation{
@@ -153,10 +154,13 @@ func (d *Daemon) admit(ctx context.Context, c attest.Claim) (attest.Admission, e
 			SwitchPort: port,
 			At:         c.Proven,
 			Verdict:    attest.Attested.String(),
+			SecureBoot: sb,
+			PCR7:       pcr7,
 		},
-		From:      peerAddr(c.Peer),
-		CheckPort: func(declared int) error { return lldpwait.Check(n, declared, d.ports) },
-		Device:    dev,
+		SecureBootUnknown: unknown,
+		From:              peerAddr(c.Peer),
+		CheckPort:         func(declared int) error { return lldpwait.Check(n, declared, d.ports) },
+		Device:            dev,
 	})
 	if err != nil {
 		d.metrics.admissions.WithLabelValues("error").Inc()
@@ -170,6 +174,25 @@ func (d *Daemon) admit(ctx context.Context, c attest.Claim) (attest.Admission, e
 		return attest.Admission{NoProvision: "refused: " + dec.Reason}, nil
 	}
 	return attest.Admission{NoProvision: dec.Reason}, nil
+}
+
+// provenBoot turns the boot a TPM quoted into what NetBox records and
+// provision's Secure Boot policy reads: the state (on, off, unknown, or
+// unquoted for a proof without a quote), the quoted PCR 7 as hex, and why
+// the state is unknown.
+func provenBoot(b *attest.BootState) (secureBoot, pcr7, unknown string) {
+	if b == nil {
+		return inventory.SecureBootUnquoted, "", ""
+	}
+	switch b.SecureBoot {
+	case attest.SecureBootOn:
+		secureBoot = inventory.SecureBootOn
+	case attest.SecureBootOff:
+		secureBoot = inventory.SecureBootOff
+	default:
+		secureBoot, unknown = inventory.SecureBootUnknown, b.Unknown
+	}
+	return secureBoot, b.PCR7(), unknown
 }
 
 // judged counts every verdict, and journals on the device the refusal whose

@@ -44,6 +44,12 @@ type simMachine struct {
 	port   int // the switch port it is plugged into; 0: the switch sends no LLDP
 	say    func(who, source, text string)
 	client *http.Client // how it reaches fleetd: world's, or one bound to its address
+	// fetchTries is how many times its installed Talos fetches its config
+	// while fleetd answers neither the config nor 404 or 410; 0: 20.
+	fetchTries int
+	// eventLog is the UEFI event log HookOS sends with its TPM's quote
+	// (a test measures the same log into the SoftTPM); nil: none.
+	eventLog []byte
 
 	power chan struct{} // a power cycle (by hand, or Rufio's job)
 
@@ -97,6 +103,7 @@ func (m *simMachine) hookOS(ctx context.Context) {
 		HTTPClient: m.client,
 		Backoff:    func(int) time.Duration { return 100 * time.Millisecond },
 		Console:    console,
+		EventLog:   func() ([]byte, error) { return m.eventLog, nil },
 	})
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -149,7 +156,11 @@ func (m *simMachine) bootInstalled(ctx context.Context, code string) {
 	m.inHookOS, m.installed, m.code = false, true, ""
 	m.mu.Unlock()
 	configURL := m.w.settings.PublicURL + configserve.PathPrefix + code
-	for try := 1; try <= 20; try++ {
+	tries := m.fetchTries
+	if tries == 0 {
+		tries = 20
+	}
+	for try := 1; try <= tries; try++ {
 		status, n, err := fetch(ctx, m.client, configURL)
 		if err == nil {
 			m.mu.Lock()
@@ -231,6 +242,8 @@ type tinkSim struct {
 	say      func(who, source, text string)
 	// failAt makes the named run's action fail, for tests.
 	failAt map[string]string
+	// every is how often it reads the Workflows; 0: every 50 ms.
+	every time.Duration
 
 	mu      sync.Mutex
 	running map[string]bool
@@ -240,11 +253,15 @@ var demoActions = []string{"wipe-disk", "install", "next-boot", "reboot"}
 
 func (t *tinkSim) run(ctx context.Context) {
 	t.running = map[string]bool{}
+	every := t.every
+	if every == 0 {
+		every = 50 * time.Millisecond
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(every):
 		}
 		list, err := t.w.tink.Resource(provision.WorkflowResource).Namespace(t.ns).List(ctx, metav1.ListOptions{})
 		if err != nil {

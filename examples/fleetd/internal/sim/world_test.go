@@ -117,6 +117,10 @@ classes:
   worker:
     type: worker
     installer_image: factory.talos.dev/installer/w:v1.13.9
+  secure-worker:
+    type: worker
+    installer_image: factory.talos.dev/installer/w:v1.13.9
+    secure_boot: required
 nodes:
 `)
 	for i, n := range nodes {

@@ -1,0 +1,133 @@
+package sim
+
+import (
+	"encoding/hex"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/attest/attesttest"
+	"github.com/fleetkit/fleet/inventory"
+	"github.com/fleetkit/fleet/provision"
+)
+
+// measuredTPM is a SoftTPM whose PCRs hold a UEFI boot with Secure Boot on
+// or off, and the event log of that boot, which HookOS sends.
+func measuredTPM(t *testing.T, secureBoot bool) (*attesttest.SoftTPM, *attesttest.BootLog) {
+	t.Helper()
+	tpm, err := attesttest.NewSoftTPM(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := attesttest.SecureBootLog(&attesttest.SecureBootConfig{Enabled: secureBoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpm.Measure(log)
+	return tpm, log
+}
+
+// A class with secure_boot: required: a machine whose quoted boot has
+// Secure Boot off attests, and NetBox records its boot, but it gets no
+// install code; the console, the device's journal and the attest.install
+// audit line say why, and nothing is rendered. A machine of the class
+// whose boot has Secure Boot on provisions.
+func TestSecureBootRequired(t *testing.T) {
+	offTPM, offLog := measuredTPM(t, false)
+	onTPM, onLog := measuredTPM(t, true)
+	f := newTestFleet(t, nil,
+		testNode{name: "w-01", class: "secure-worker", approve: true, tpm: offTPM},
+		testNode{name: "w-02", class: "secure-worker", approve: true, tpm: onTPM})
+	f.machines["w-01"].eventLog = offLog.Bytes()
+	f.machines["w-02"].eventLog = onLog.Bytes()
+	var mu sync.Mutex
+	consoles := map[string][]string{}
+	for _, m := range f.machines {
+		say := m.say
+		m.say = func(who, source, text string) {
+			if source == "console" {
+				mu.Lock()
+				consoles[who] = append(consoles[who], text)
+				mu.Unlock()
+			}
+			say(who, source, text)
+		}
+	}
+	f.startTinkerbell()
+	f.powerOn("w-01", "w-02")
+
+	res := f.attested("w-01")
+	if res.Verdict != attest.Attested || res.InstallCode != "" || res.Reason != "no provision: Secure Boot is off" {
+		t.Fatalf("w-01's attestation = %+v, want attested with no code: no provision: Secure Boot is off", res)
+	}
+	mu.Lock()
+	console := slices.Clone(consoles["w-01"])
+	mu.Unlock()
+	if want := []string{"attest: PASSED", "attest: no provision: Secure Boot is off"}; !slices.Equal(console, want) {
+		t.Errorf("w-01's console = %q, want %q", console, want)
+	}
+	f.waitJournal("w-01", "warning: no provision: Secure Boot is off")
+	var install map[string]any
+	for _, l := range f.auditLines("attest.install") {
+		if l["serial"] == "SN-w-01" {
+			install = l
+		}
+	}
+	if install["outcome"] != "no provision" || install["reason"] != "Secure Boot is off" || install["node"] != "w-01" {
+		t.Errorf("w-01's attest.install = %v", install)
+	}
+	for _, l := range f.auditLines("attest.verdict") {
+		if l["serial"] == "SN-w-01" && (l["secure_boot"] != "off" || l["pcr7"] != hex.EncodeToString(offLog.PCRs()[7])) {
+			t.Errorf("w-01's attest.verdict = %v", l)
+		}
+	}
+	d, err := f.device(f.ctx, "w-01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.AttestVerdict != "attested" || d.AttestedSecureBoot != inventory.SecureBootOff || d.AttestedPCR7 != hex.EncodeToString(offLog.PCRs()[7]) || d.LastRun != "" {
+		t.Errorf("NetBox holds w-01 with verdict %q, attested_secure_boot %q, attested_pcr7 %q, last_run %q", d.AttestVerdict, d.AttestedSecureBoot, d.AttestedPCR7, d.LastRun)
+	}
+
+	// The machine with Secure Boot on provisions.
+	if res := f.attested("w-02"); res.Verdict != attest.Attested || res.InstallCode == "" {
+		t.Fatalf("w-02's attestation = %+v, want attested with a code", res)
+	}
+	f.waitJournal("w-02", "started Workflow provision-w-02-")
+	f.wait("w-02 active", func() bool { return f.status("w-02") == inventory.StatusActive })
+	d2, err := f.device(f.ctx, "w-02")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d2.AttestedSecureBoot != inventory.SecureBootOn || d2.AttestedPCR7 != hex.EncodeToString(onLog.PCRs()[7]) {
+		t.Errorf("NetBox holds w-02 with attested_secure_boot %q, attested_pcr7 %q", d2.AttestedSecureBoot, d2.AttestedPCR7)
+	}
+
+	// Nothing was rendered for w-01: no Workflow, no bootstrap token.
+	wfs, err := f.tink.Resource(provision.WorkflowResource).Namespace(f.settings.Namespace).List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, wf := range wfs.Items {
+		if strings.HasPrefix(wf.GetName(), "provision-w-01-") {
+			t.Errorf("Workflow %s exists for w-01", wf.GetName())
+		}
+	}
+	renders := 0
+	for _, l := range f.auditLines("fleet.render") {
+		if l["node"] == "w-01" {
+			renders++
+		}
+	}
+	if renders != 0 {
+		t.Errorf("%d renders for w-01, want none", renders)
+	}
+	if lines := f.journalOf("w-01"); len(lines) != 1 {
+		t.Errorf("w-01's journal = %q, want the one line", lines)
+	}
+	f.wantNoSecrets()
+}
