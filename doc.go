@@ -19,17 +19,21 @@
 //
 //  3. Attest. Package attest's client, in HookOS, reads both EKs, makes an
 //     attestation key and claims the serial, MAC and switch port to
-//     fleetd. attest's server, in fleetd, proves the machine holds every EK
-//     it presented by TPM credential activation, then judges the binding:
-//     attested, pending-approval, ek-hash-mismatch, ek-missing or
-//     ek-binding-unauthored. The console shows attest: PASSED or
-//     attest: FAILED.
+//     fleetd, and quotes PCRs 0-7 with the UEFI event log. attest's
+//     server, in fleetd, proves the machine holds every EK it presented by
+//     TPM credential activation, checks the quote and replays the log,
+//     then judges the binding: attested, pending-approval,
+//     ek-hash-mismatch, ek-missing or ek-binding-unauthored. The console
+//     shows attest: PASSED or attest: FAILED.
 //
 //  4. Admit. fleetd records the MAC and what was attested on the NetBox
 //     device, checks the switch port (lldpwait: "on port N, expected M"),
 //     and package provision decides: provision now (a worker, with
 //     auto-provision on), or wait for desired_action=provision (a control
-//     plane, auto-provision off, or a last run not repeated).
+//     plane, auto-provision off, or a last run not repeated). A class may
+//     require Secure Boot (secure_boot: required): its machines get an
+//     install code only when the boot their TPM quoted, with the event
+//     log replayed, had Secure Boot on.
 //
 //  5. Provision. Package provision renders the node's Talos machine config
 //     (static address, install disk, installer image, a fresh bootstrap
