@@ -601,6 +601,14 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, o runS
 	if err := p.newWorkflow(ctx, dev, name, o.kind, code, image, addr, o.netboot, now); err != nil {
 		return "", "", err
 	}
+	if p.cfg.Shared {
+		if err := p.giveWay(ctx, dev, name); err != nil {
+			if derr := p.deleteWorkflow(context.WithoutCancel(ctx), name); derr != nil {
+				err = errors.Join(err, derr)
+			}
+			return "", "", err
+		}
+	}
 	p.holdCode(name, code)
 	if err := p.recordStart(ctx, dev, name, o.rec); err != nil {
 		// NetBox must know every run: without last_run the run would repeat.

@@ -61,8 +61,10 @@
 // them at a time: RunLeader runs it while this replica holds a Lease
 // (client-go's leader election), and a new leader's first pass reads every
 // run from the cluster. A replica's install codes are its own: a machine
-// whose waiting run another replica started, and that replica has gone,
-// gets a new run at its next attestation.
+// whose waiting run another replica started gets that run's code from it
+// (Config.PeerCode), or, when that replica has gone, a new run. With
+// Config.Shared, of two runs of one device that two replicas start at
+// once, the later gives way (ErrRunRaced).
 //
 // # Use
 //

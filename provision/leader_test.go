@@ -3,6 +3,7 @@ package provision
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +14,9 @@ import (
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
@@ -245,5 +249,97 @@ func TestRunLeaderNeedsIdentity(t *testing.T) {
 	h := newHarness(t, nil)
 	if err := h.p.RunLeader(context.Background(), Leader{}); !errors.Is(err, ErrNoIdentity) {
 		t.Errorf("RunLeader without an identity: %v, want ErrNoIdentity", err)
+	}
+}
+
+// beforeCreate is a dynamic client whose first Workflow create runs first
+// once: another replica that starts a run of the same device just before.
+type beforeCreate struct {
+	dynamic.Interface
+	once  *sync.Once
+	first func()
+}
+
+func (c beforeCreate) Resource(gvr schema.GroupVersionResource) dynamic.NamespaceableResourceInterface {
+	r := c.Interface.Resource(gvr)
+	if gvr != WorkflowResource {
+		return r
+	}
+	return beforeCreateResource{r, c.once, c.first}
+}
+
+type beforeCreateResource struct {
+	dynamic.NamespaceableResourceInterface
+	once  *sync.Once
+	first func()
+}
+
+func (r beforeCreateResource) Namespace(ns string) dynamic.ResourceInterface {
+	return beforeCreateNS{r.NamespaceableResourceInterface.Namespace(ns), r.once, r.first}
+}
+
+type beforeCreateNS struct {
+	dynamic.ResourceInterface
+	once  *sync.Once
+	first func()
+}
+
+func (r beforeCreateNS) Create(ctx context.Context, u *unstructured.Unstructured, o metav1.CreateOptions, sub ...string) (*unstructured.Unstructured, error) {
+	r.once.Do(r.first)
+	return r.ResourceInterface.Create(ctx, u, o, sub...)
+}
+
+// Two replicas start a run of one device at once (each holds only its own
+// lock): at once (b's run, rendered first, finds its name taken) and a
+// second apart (b's run, named for an earlier second, is created after
+// a's):
+// the later run gives way, its start failed with ErrRunRaced and nothing
+// of it left, and the machine's next attestation at that replica gets the
+// earlier run's code from the replica that holds it.
+func TestAPIServerRacedRunGivesWay(t *testing.T) {
+	for _, apart := range []bool{false, true} {
+		t.Run(fmt.Sprint("apart=", apart), func(t *testing.T) {
+			dev := worker(1, "node-01")
+			h := newRealHarness(t, func(_ *Cluster, c *Config) { c.Shared = true }, dev)
+			ctx := context.Background()
+			a := h.p
+			var aRun Decision
+			cfg := h.cfg
+			cfg.PeerCode = func(_ context.Context, run string) (string, bool) { return a.HeldCode(run) }
+			deps := h.deps()
+			deps.Tink = beforeCreate{Interface: h.tinkAPI, once: &sync.Once{}, first: func() {
+				if apart {
+					// b rendered its run in this second: a's is named
+					// for the next, and created first.
+					sleepPast(fmt.Sprintf("provision-node-01-%d", time.Now().Unix()))
+				}
+				var err error
+				if aRun, err = a.Admit(ctx, claimOf(dev)); err != nil || aRun.Run == "" {
+					t.Errorf("the other replica's Admit = %+v, %v", aRun, err)
+				}
+			}}
+			b, err := New(deps, h.cluster, &cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d, err := b.Admit(ctx, claimOf(dev)); !errors.Is(err, ErrRunRaced) || d.Code != "" {
+				t.Fatalf("Admit racing another replica's = %+v, %v; want ErrRunRaced and no code", d, err)
+			}
+			wfs := h.workflows()
+			if len(wfs) != 1 || wfs[0].Name != aRun.Run {
+				var names []string
+				for _, wf := range wfs {
+					names = append(names, wf.Name)
+				}
+				t.Fatalf("Workflows after the race: %v, want %s alone", names, aRun.Run)
+			}
+			if n := len(h.secrets()); n != 1 {
+				t.Errorf("%d bootstrap token Secrets, want the earlier run's alone", n)
+			}
+			d, err := b.Admit(ctx, claimOf(dev))
+			if err != nil || d.Run != aRun.Run || d.Code != aRun.Code {
+				t.Errorf("the machine's next attestation = %+v, %v; want run %s's code", d, err, aRun.Run)
+			}
+		})
 	}
 }

@@ -147,6 +147,16 @@ type Config struct {
 	// the run's Workflow names. nil, or no answer: the machine's
 	// attestation starts a new run in place of the waiting one.
 	PeerCode func(ctx context.Context, run string) (string, bool)
+	// Shared says that other Provisioners (replicas) start runs in the
+	// same namespace at the same time, each with a lock of its own on a
+	// device: after it creates a run's Workflow, a Provisioner reads the
+	// device's runs again (one more request), and when another run that
+	// has not ended was created before its own, its run gives way: its
+	// Workflow is deleted and the start fails with ErrRunRaced, so that
+	// the machine's next attestation gets the earlier run's code
+	// (PeerCode). Creation order is the API server's: the Workflows'
+	// resourceVersions.
+	Shared bool
 	// Logger receives the audit lines (attest.install, fleet.render) and
 	// the loop's errors. nil: silent.
 	Logger *slog.Logger

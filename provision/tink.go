@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -177,6 +178,37 @@ func (p *Provisioner) endRuns(ctx context.Context, id int64, runs *[]*run) error
 		}
 		return nil
 	})
+}
+
+// ErrRunRaced is the error of a run that gave way to a run of the same
+// device another Provisioner created at the same time (Config.Shared).
+var ErrRunRaced = errors.New("provision: another replica started a run of the device at the same time")
+
+// giveWay reads dev's runs after the Workflow of run was created, and
+// returns ErrRunRaced when another run that has not ended was created
+// before it, or in the same second: the API server stamps creation to the
+// second, so two runs of one second both give way, and the next try finds
+// neither.
+func (p *Provisioner) giveWay(ctx context.Context, dev inventory.Device, run string) error {
+	runs, err := p.runsOf(ctx, dev.ID)
+	if err != nil {
+		return err
+	}
+	var own *wfrun.Run
+	for _, r := range runs {
+		if r.Name() == run {
+			own = r
+		}
+	}
+	if own == nil {
+		return fmt.Errorf("workflow %s: created, and then not listed", run)
+	}
+	for _, r := range runs {
+		if r != own && !r.Terminal() && r.WF.DeletionTimestamp == nil && !r.WF.CreationTimestamp.After(own.WF.CreationTimestamp.Time) {
+			return fmt.Errorf("%w: %s, with %s", ErrRunRaced, r.Name(), run)
+		}
+	}
+	return nil
 }
 
 func (p *Provisioner) deleteWorkflow(ctx context.Context, name string) error {
@@ -373,6 +405,11 @@ func (p *Provisioner) newWorkflow(ctx context.Context, dev inventory.Device, nam
 		return err
 	}
 	if _, err := p.tink.Resource(WorkflowResource).Namespace(p.cfg.Namespace).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			// Another replica started a run of the device in the same
+			// second: its run stands.
+			err = fmt.Errorf("%w: %w", ErrRunRaced, err)
+		}
 		return fmt.Errorf("create workflow %s: %w", name, err)
 	}
 	return nil

@@ -169,6 +169,7 @@ func New(s Settings, p Parts) (_ *Daemon, err error) {
 		BootedHookOSAfterInstall: func(node string) { stamp(d.metrics.bootedHookOS, node, time.Now()) },
 		JournalLater:             journalLater,
 		PeerCode:                 peerCode,
+		Shared:                   s.Replica != "",
 		Logger:                   log,
 	})
 	if err != nil {
