@@ -354,7 +354,7 @@ func (cl *client) try(ctx context.Context) (Result, error) {
 	if p.Quote, err = cl.quote(ch.Session); err != nil {
 		return Result{}, err
 	}
-	pb, err := json.Marshal(p)
+	pb, err := encodeProof(p)
 	if err != nil {
 		return Result{}, err
 	}

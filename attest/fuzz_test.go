@@ -94,7 +94,8 @@ func FuzzDecodeProof(f *testing.F) {
 	f.Add([]byte(`nul`))
 	pcrs := `"` + strings.Repeat("A", 43) + `=",`
 	pcrs = `[` + strings.Repeat(pcrs, 7) + `"` + strings.Repeat("A", 43) + `="]`
-	f.Add([]byte(`{"session":"AAAA","secrets":[{"kind":"eccp256","secret":"` + secret + `"}],"quote":{"quote":"AAAA","signature":"AAAA","pcrs":` + pcrs + `,"event_log":"AAAA"}}`))
+	f.Add([]byte(`{"session":"AAAA","secrets":[{"kind":"eccp256","secret":"` + secret + `"}],"quote":{"quote":"AAAA","signature":"AAAA","pcrs":` + pcrs + `,"event_log_bytes":4}}` + "\x03\x00\x00\x00"))
+	f.Add([]byte(`{"session":"AAAA","secrets":[{"kind":"eccp256","secret":"` + secret + `"}],"quote":{"quote":"AAAA","signature":"AAAA","pcrs":` + pcrs + `,"event_log_bytes":5}}` + "\x03\x00\x00\x00"))
 	f.Add([]byte(`{"session":"AAAA","secrets":[{"kind":"eccp256","secret":"` + secret + `"}],"quote":{"quote":"AAAA","signature":"AAAA","pcrs":["AAAA"]}}`))
 	f.Add([]byte(`{"session":"AAAA","secrets":[{"kind":"eccp256","secret":"` + secret + `"}],"quote":null}`))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -182,7 +182,23 @@ type wireQuote struct {
 	Quote     []byte   `json:"quote"`
 	Signature []byte   `json:"signature"`
 	PCRs      [][]byte `json:"pcrs"`
-	EventLog  []byte   `json:"event_log,omitempty"`
+	// EventLog follows the proof's JSON object (proofBody), its length in
+	// EventLogBytes.
+	EventLogBytes int    `json:"event_log_bytes,omitempty"`
+	EventLog      []byte `json:"-"`
+}
+
+// proofBody is p as a client sends it: its JSON object, then its quote's
+// event log.
+func proofBody(t testing.TB, p wireProof) []byte {
+	t.Helper()
+	var log []byte
+	if p.Quote != nil {
+		q := *p.Quote
+		q.EventLogBytes, log = len(q.EventLog), q.EventLog
+		p.Quote = &q
+	}
+	return append(mustJSON(t, p), log...)
 }
 
 type wireResult struct {
@@ -262,7 +278,7 @@ func activate(t testing.TB, tpm attest.TPM, ch wireChallenge) wireProof {
 
 func (f *fleet) prove(t testing.TB, p wireProof) (int, wireResult) {
 	t.Helper()
-	status, b := f.post(t, "proof", mustJSON(t, p))
+	status, b := f.post(t, "proof", proofBody(t, p))
 	var r wireResult
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatalf("proof answer %q: %v", b, err)

@@ -1,6 +1,7 @@
 package attest
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,7 +21,10 @@ import (
 //
 // Byte strings are base64 (encoding/json's []byte). Unknown fields are
 // ignored; a body that is not one JSON object, or that has data after it,
-// is refused.
+// is refused, but for a proof's event log: a proof whose quote has
+// event_log_bytes N is followed, right after its JSON object, by the N raw
+// bytes of the log (tens of KiB, which base64 in JSON would make the
+// costliest part of the server's work).
 //
 // A proof may carry a quote (quoteMsg): PCRs 0-7 of the SHA-256 bank,
 // signed by the AK the challenges were bound to, over the nonce
@@ -92,8 +96,11 @@ type quoteMsg struct {
 	Signature []byte `json:"signature"`
 	// PCRs are the SHA-256 digests of PCRs 0-7, in order.
 	PCRs [][]byte `json:"pcrs"`
-	// EventLog is the UEFI event log; none when the machine has none.
-	EventLog []byte `json:"event_log,omitempty"`
+	// EventLogBytes is the length of the UEFI event log, which follows the
+	// proof's JSON object in the body as raw bytes (EventLog); 0: the
+	// machine sent none.
+	EventLogBytes int    `json:"event_log_bytes,omitempty"`
+	EventLog      []byte `json:"-"`
 }
 
 type secretEnt struct {
@@ -278,8 +285,22 @@ type proof struct {
 // most MaxEventLog bytes. Errors wrap errMalformed.
 func decodeProof(data []byte) (*proof, error) {
 	var m proofMsg
-	if err := decodeJSON(data, &m); err != nil {
-		return nil, err
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&m); err != nil {
+		return nil, malformed("not a JSON message: %v", jsonErr(err))
+	}
+	rest := data[dec.InputOffset():]
+	if q := m.Quote; q != nil && q.EventLogBytes != 0 {
+		if q.EventLogBytes < 0 || q.EventLogBytes > MaxEventLog {
+			return nil, malformed("the event log has %d bytes, over %d", q.EventLogBytes, MaxEventLog)
+		}
+		if len(rest) != q.EventLogBytes {
+			return nil, malformed("the event log has %d bytes after the proof, want %d", len(rest), q.EventLogBytes)
+		}
+		q.EventLog, rest = rest, nil
+	}
+	if len(bytes.TrimLeft(rest, " \t\r\n")) != 0 {
+		return nil, malformed("not a JSON message: data after the proof")
 	}
 	if len(m.Session) == 0 || len(m.Session) > maxSession {
 		return nil, malformed("the session has %d bytes", len(m.Session))
@@ -315,9 +336,6 @@ func decodeProof(data []byte) (*proof, error) {
 			if len(d) != pcrDigestLen {
 				return nil, malformed("PCR %d's value has %d bytes, want %d", i, len(d), pcrDigestLen)
 			}
-		}
-		if len(q.EventLog) > MaxEventLog {
-			return nil, malformed("the event log has %d bytes, over %d", len(q.EventLog), MaxEventLog)
 		}
 		p.quote = q
 	}
@@ -372,4 +390,20 @@ func checkLLDP(l *LLDP) error {
 		}
 	}
 	return nil
+}
+
+// encodeProof is the body of a proof: its JSON object, and then the raw
+// bytes of the quote's event log, if any.
+func encodeProof(m proofMsg) ([]byte, error) {
+	var log []byte
+	if m.Quote != nil {
+		q := *m.Quote
+		q.EventLogBytes, log = len(q.EventLog), q.EventLog
+		m.Quote = &q
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, log...), nil
 }

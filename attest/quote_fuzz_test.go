@@ -60,7 +60,7 @@ func FuzzQuoteEventLog(f *testing.F) {
 		ch := challengeOf(t, status, b)
 		p := activate(t, tpm, ch)
 		p.Quote = quoteOf(t, tpm, ch.Session, log)
-		status, b = post(t, "proof", mustJSON(t, p))
+		status, b = post(t, "proof", proofBody(t, p))
 		var r wireResult
 		if err := json.Unmarshal(b, &r); err != nil {
 			t.Fatalf("%d %q", status, b)

@@ -328,7 +328,7 @@ func TestMalformedQuotesRefused(t *testing.T) {
 		q.PCRs = append([][]byte(nil), good.PCRs...)
 		fn(&q)
 		p.Quote = &q
-		return mustJSON(t, p)
+		return proofBody(t, p)
 	}
 	for name, tc := range map[string]struct {
 		body   []byte

@@ -44,7 +44,7 @@ type Config struct {
 	// MaxBody is the largest request body accepted, claim or proof; a
 	// larger one is answered 413. Zero: DefaultMaxBody (64 KiB) for a
 	// claim, and DefaultMaxProofBody (1 MiB) for a proof, which carries
-	// the event log (at most MaxEventLog bytes, base64).
+	// the event log (at most MaxEventLog raw bytes after the JSON object).
 	MaxBody int64
 	// Admit is called for each attested proof and returns the install code
 	// (or no provision, with its reason). Nil: no code is answered, with
