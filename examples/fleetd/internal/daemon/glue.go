@@ -232,13 +232,18 @@ func (g gate) Planned(ctx context.Context, dev configserve.Device) (bool, error)
 // configEvent journals what happened to a config on its device, counts it
 // for the alerts, and takes a served device active. It returns at once:
 // NetBox is written in the background, the status in a lane of its own
-// that no journal line can fill or delay (see inventory.JournalQueue).
+// that no journal line can fill or delay (see inventory.JournalQueue);
+// only a replica writes a served config's status and line before it
+// returns (servedNow).
 func (d *Daemon) configEvent(e configserve.Event) {
 	d.metrics.configEvents.WithLabelValues(e.Kind.String()).Inc()
 	id := e.Device.ID
 	switch e.Kind {
 	case configserve.Served:
 		// NetBox takes the release: the node has its config.
+		if d.peers != nil && d.servedNow(id, e.Text) {
+			return
+		}
 		d.journal.SetStatus(id, e.Device.Name, inventory.StatusActive)
 		d.journal.Line(id, inventory.JournalSuccess, e.Text)
 	case configserve.NotAcknowledged:
@@ -253,6 +258,28 @@ func (d *Daemon) configEvent(e configserve.Event) {
 		// The code names no device; the node asks from its own address.
 		d.missing(peerAddr(e.Peer), e.Text)
 	}
+}
+
+// servedWriteTimeout bounds a replica's writes of a served config's status
+// and journal line.
+const servedWriteTimeout = 5 * time.Second
+
+// servedNow writes a served config's status (active) and journal line to
+// NetBox at once, as a replica does: queued, the line would wait up to the
+// queue's linger for others, and a replica killed meanwhile would lose it
+// while the node boots with its config. It reports whether NetBox took the
+// status; a line NetBox does not take goes to the queue. false: the caller
+// queues both, as one fleetd does.
+func (d *Daemon) servedNow(id int64, text string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), servedWriteTimeout)
+	defer cancel()
+	if err := d.nb.SetStatus(ctx, id, inventory.StatusActive); err != nil {
+		return false
+	}
+	if err := d.nb.Journal(ctx, id, inventory.JournalSuccess, text); err != nil {
+		d.journal.Line(id, inventory.JournalSuccess, text)
+	}
+	return true
 }
 
 // missing tallies an ask for a config fleetd does not hold by the address

@@ -36,8 +36,10 @@ import (
 //     fetch that reaches another replica borrows it from its holder over
 //     the peers' API (configserve's Lend and Borrow), so it is served once;
 //   - a started run's journal line is written to NetBox before its
-//     install code is answered, not queued with others, so a replica
-//     killed after it answered leaves no run without its line;
+//     install code is answered, and a served config's status and line as
+//     soon as the node acknowledged it, not queued with others, so that a
+//     replica killed after it answered or served loses neither (but for
+//     the few milliseconds of those writes);
 //   - a machine whose waiting run another replica started gets that run's
 //     install code from it (provision's Config.PeerCode), so the run is not
 //     replaced;

@@ -1,0 +1,680 @@
+package sim
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/fleetkit/fleet/attest/attesttest"
+	"github.com/fleetkit/fleet/configserve"
+	"github.com/fleetkit/fleet/internal/kubetest"
+	"github.com/fleetkit/fleet/internal/testenv"
+	"github.com/fleetkit/fleet/inventory"
+	"github.com/fleetkit/fleet/inventory/netboxtest"
+)
+
+// buildFleetd builds fleetd with go build into dir, and returns its path.
+func buildFleetd(tb testing.TB, dir string) string {
+	tb.Helper()
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		testenv.Unavailable(tb, "cannot build fleetd: go env GOMOD: %v", err)
+	}
+	t0 := time.Now()
+	cmd := exec.Command("go", "build", "-o", dir+"/", "./examples/fleetd")
+	cmd.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("go build ./examples/fleetd: %v\n%s", err, out)
+	}
+	tb.Logf("built fleetd in %v", time.Since(t0).Round(10*time.Millisecond))
+	return filepath.Join(dir, "fleetd")
+}
+
+// A replicaProc is one fleetd process, configured by its environment.
+type replicaProc struct {
+	name    string
+	addr    string // its HTTPS listener, 127.0.0.1:port
+	metrics string // its metrics listener, 127.0.0.1:port
+	bin     string
+	env     []string
+	log     *lockedBuffer
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan error // what Wait returned; nil while it does not run
+	kill bool       // the test killed it
+}
+
+// start runs the process and waits until it serves HTTPS (after it made
+// its Templates).
+func (r *replicaProc) start(tb testing.TB) {
+	tb.Helper()
+	cmd := exec.Command(r.bin)
+	cmd.Env, cmd.Stdout, cmd.Stderr = r.env, r.log, r.log
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("start %s: %v", r.name, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	r.mu.Lock()
+	r.cmd, r.done, r.kill = cmd, done, false
+	r.mu.Unlock()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case err := <-done:
+			done <- err
+			tb.Fatalf("%s exited at start: %v\n%s", r.name, err, r.log.String())
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", r.addr, time.Second); err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s does not listen on %s after 60 s:\n%s", r.name, r.addr, r.log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// sigkill kills the process at once, as a node's failure does.
+func (r *replicaProc) sigkill(tb testing.TB) {
+	tb.Helper()
+	r.mu.Lock()
+	cmd, done := r.cmd, r.done
+	r.kill = true
+	r.mu.Unlock()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		tb.Fatalf("SIGKILL %s: %v", r.name, err)
+	}
+	done <- <-done
+}
+
+// stop ends the process with SIGTERM, as Kubernetes does, and reports an
+// unclean exit; a process the test killed is only waited for.
+func (r *replicaProc) stop(tb testing.TB) {
+	r.mu.Lock()
+	cmd, done, killed := r.cmd, r.done, r.kill
+	r.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	if killed {
+		<-done
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if err != nil {
+			tb.Errorf("%s exited with %v", r.name, err)
+		}
+	case <-time.After(40 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		tb.Errorf("%s (PID %d) did not stop within 40 s of SIGTERM; killed", r.name, cmd.Process.Pid)
+	}
+}
+
+// leading reports whether the process's metrics say it runs the provision
+// loop (fleet_provision_leader 1).
+func (r *replicaProc) leading(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.metrics+"/metrics", nil)
+	if err != nil {
+		return false
+	}
+	rsp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer rsp.Body.Close()
+	b, err := io.ReadAll(rsp.Body)
+	return err == nil && metricValue(string(b), "fleet_provision_leader") == 1
+}
+
+// freeAddr is a free port of 127.0.0.1, for a process to listen on.
+func freeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// A balancer is a TCP load balancer: each connection it accepts goes to
+// the next backend in turn, and to the one after it when that one does not
+// take the connection. It dials each backend from the client's own
+// address, as a balancer that keeps the source address does, so fleetd
+// sees the node's address.
+type balancer struct {
+	ln       net.Listener
+	backends []string
+	next     atomic.Uint64
+	refused  atomic.Int64 // dials a backend refused
+	wg       sync.WaitGroup
+
+	mu     sync.Mutex
+	conns  map[net.Conn]bool
+	closed bool
+}
+
+func newBalancer(tb testing.TB, backends []string) *balancer {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b := &balancer{ln: ln, backends: backends, conns: map[net.Conn]bool{}}
+	b.wg.Go(b.serve)
+	tb.Cleanup(b.close)
+	return b
+}
+
+func (b *balancer) url() string { return "https://" + b.ln.Addr().String() }
+
+func (b *balancer) serve() {
+	for {
+		c, err := b.ln.Accept()
+		if err != nil {
+			return
+		}
+		b.wg.Go(func() { b.proxy(c) })
+	}
+}
+
+// track records c for close; it reports false once the balancer closed.
+func (b *balancer) track(c net.Conn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.conns[c] = true
+	return true
+}
+
+func (b *balancer) untrack(c net.Conn) {
+	b.mu.Lock()
+	delete(b.conns, c)
+	b.mu.Unlock()
+	c.Close()
+}
+
+func (b *balancer) proxy(c net.Conn) {
+	if !b.track(c) {
+		c.Close()
+		return
+	}
+	defer b.untrack(c)
+	ip := c.RemoteAddr().(*net.TCPAddr).IP
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}, Timeout: 5 * time.Second}
+	first := b.next.Add(1) - 1
+	var up net.Conn
+	for i := range uint64(len(b.backends)) {
+		var err error
+		if up, err = d.Dial("tcp", b.backends[(first+i)%uint64(len(b.backends))]); err == nil {
+			break
+		}
+		b.refused.Add(1)
+	}
+	if up == nil || !b.track(up) {
+		if up != nil {
+			up.Close()
+		}
+		return
+	}
+	defer b.untrack(up)
+	done := make(chan struct{}, 2)
+	go func() { io.Copy(up, c); done <- struct{}{} }()
+	go func() { io.Copy(c, up); done <- struct{}{} }()
+	<-done
+}
+
+func (b *balancer) close() {
+	b.ln.Close()
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.closed = true
+	for c := range b.conns {
+		c.Close()
+	}
+	b.mu.Unlock()
+	b.wg.Wait()
+}
+
+// A procFleet is a fleet whose fleetd runs as processes (one alone, or
+// replicas) on the test binary's kube-apiserver, behind a balancer that
+// every machine reaches them through, with its keep-alives off so that
+// each request may reach another process.
+type procFleet struct {
+	*testFleet
+	replicas []*replicaProc
+	lb       *balancer
+	calls    *kubeCalls // the test process's own Kubernetes requests
+	env      *kubetest.Env
+	fetches  *fetchLog
+	close    func() // stops the processes, the machines and NetBox; t's Cleanup calls it
+}
+
+// procFleetConfig says how many fleetd processes run, and how.
+type procFleetConfig struct {
+	replicas int  // fleetd processes; 1 with alone runs fleetd without FLEET_REPLICA
+	alone    bool // one fleetd, not a replica
+	poll     time.Duration
+	bin      string // the built fleetd; "": built for the fleet
+}
+
+// newProcFleet seeds NetBox with the nodes as Terraform does, and runs
+// fleetd's processes against it and the test binary's kube-apiserver, in
+// a namespace of t's own, until t ends.
+func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFleet {
+	tb.Helper()
+	testenv.Short(tb)
+	env := kubetest.Start(tb)
+	bin := pc.bin
+	if bin == "" {
+		bin = buildFleetd(tb, tb.TempDir())
+	}
+	ns := env.Namespace(tb)
+	raiseFileLimit(tb, len(nodes))
+	calls := &kubeCalls{}
+	cfg := env.Config()
+	cfg.QPS, cfg.Burst = 3000, 6000
+	cfg.Wrap(calls.wrap)
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tink, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dir := tb.TempDir()
+	nodesFile, topoFile, tpms := writeInventory(tb, dir, nodes)
+	inv, err := inventory.Load(nodesFile, topoFile)
+	if err != nil {
+		tb.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &world{inv: inv, kube: kube, tink: tink, audit: &lockedBuffer{}}
+	w.nbsrv = netboxtest.New(&netboxtest.Config{Users: []string{userTerraform, userFleetd, userOperator}})
+	site := inv.Topology.Name
+	if _, err := w.nbsrv.AddSite(site); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := w.nbsrv.AddSwitch(netboxtest.Switch{Site: site, Name: demoSwitch, Ports: max(24, len(nodes))}); err != nil {
+		tb.Fatal(err)
+	}
+	if w.admin, err = inventory.NewNetBox(w.nbsrv.URL, w.nbsrv.Token(userTerraform), &inventory.NetBoxConfig{
+		BindingAuthor: userTerraform, Site: site, Switch: demoSwitch,
+	}); err != nil {
+		tb.Fatal(err)
+	}
+	plan, err := w.admin.Plan(ctx, inv)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := w.admin.Apply(ctx, plan); err != nil {
+		tb.Fatal(err)
+	}
+	devs, err := w.admin.Devices(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w.devices = map[string]inventory.Device{}
+	for _, d := range devs {
+		w.devices[d.Name] = d
+	}
+
+	certFile, keyFile, pool := writeCert(tb, dir)
+	bundleFile := filepath.Join(dir, "secrets.yaml")
+	b, err := yaml.Marshal(testBundle(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(bundleFile, b, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	key := make([]byte, 32)
+	rand.Read(key)
+	procs := make([]*replicaProc, pc.replicas)
+	var peers, backends []string
+	for i := range procs {
+		procs[i] = &replicaProc{name: fmt.Sprint("fleetd-", i), addr: freeAddr(tb), metrics: freeAddr(tb), bin: bin, log: &lockedBuffer{}}
+		peers = append(peers, procs[i].name+"=https://"+procs[i].addr)
+		backends = append(backends, procs[i].addr)
+	}
+	lb := newBalancer(tb, backends)
+	poll := pc.poll
+	if poll == 0 {
+		poll = 200 * time.Millisecond
+	}
+	for _, p := range procs {
+		settings := map[string]string{
+			"FLEET_LISTEN":          p.addr,
+			"FLEET_METRICS_LISTEN":  p.metrics,
+			"FLEET_TLS_CERT":        certFile,
+			"FLEET_TLS_KEY":         keyFile,
+			"FLEET_PUBLIC_URL":      lb.url(),
+			"FLEET_SECRETS_BUNDLE":  bundleFile,
+			"FLEET_NODES":           nodesFile,
+			"FLEET_TOPOLOGY":        topoFile,
+			"NETBOX_URL":            w.nbsrv.URL,
+			"NETBOX_TOKEN":          w.nbsrv.Token(userFleetd),
+			"FLEET_BINDING_AUTHOR":  userTerraform,
+			"NETBOX_SWITCH":         demoSwitch,
+			"TINKERBELL_KUBECONFIG": env.Kubeconfig(),
+			"CLUSTER_KUBECONFIG":    env.Kubeconfig(),
+			"TINKERBELL_NAMESPACE":  ns,
+			"FLEET_POLL_INTERVAL":   poll.String(),
+			"FLEET_CONFIG_TTL":      "1h",
+		}
+		if !pc.alone {
+			settings["FLEET_REPLICA"] = p.name
+			settings["FLEET_PEERS"] = strings.Join(peers, ",")
+			settings["FLEET_SEALING_KEY"] = hex.EncodeToString(key)
+		}
+		p.env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
+		for k, v := range settings {
+			p.env = append(p.env, k+"="+v)
+		}
+	}
+
+	w.url = lb.url()
+	w.settings.PublicURL, w.settings.Namespace = lb.url(), ns
+	w.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 30 * time.Second}
+	f := &testFleet{world: w, t: tb, machines: map[string]*simMachine{}, ctx: ctx}
+	quiet := func(string, string, string) {}
+	f.sim = &tinkSim{w: w, ns: ns, machines: map[string]*simMachine{}, say: quiet, failAt: map[string]string{}, every: 250 * time.Millisecond}
+	pf := &procFleet{testFleet: f, replicas: procs, lb: lb, calls: calls, env: env, fetches: &fetchLog{whole: map[string]int{}}}
+	for i, n := range nodes {
+		m := newSimMachine(w, n.name, "SN-"+n.name, tpms[n.name], i+1, quiet)
+		c := boundClient(w, nodeAddr(i))
+		tr := c.Transport.(*http.Transport)
+		tr.DisableKeepAlives = true
+		c.Transport = pf.fetches.wrap(tr)
+		m.client = c
+		// The installed Talos asks for its config until it gets an answer.
+		m.fetchTries = 1500
+		f.machines[n.name] = m
+		f.sim.machines[m.mac.String()] = m
+	}
+	var wg sync.WaitGroup
+	f.wg = &wg
+	var once sync.Once
+	pf.close = func() {
+		once.Do(func() {
+			cancel()
+			wg.Wait()
+			var stop sync.WaitGroup
+			for _, p := range procs {
+				stop.Go(func() { p.stop(tb) })
+			}
+			stop.Wait()
+			if tb.Failed() {
+				for _, p := range procs {
+					tb.Logf("%s's log (last 4 KB):\n%s", p.name, tail(p.log.String(), 4096))
+				}
+			}
+			lb.close()
+			w.nbsrv.Close()
+		})
+	}
+	tb.Cleanup(pf.close)
+	var start sync.WaitGroup
+	for _, p := range procs {
+		start.Go(func() { p.start(tb) })
+	}
+	start.Wait()
+	return pf
+}
+
+// tail is the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
+
+// writeInventory writes the nodes file of nodes and the cluster topology
+// (nodes on loopback addresses, from nodeAddr), and returns the machines'
+// TPMs by node name.
+func writeInventory(tb testing.TB, dir string, nodes []testNode) (nodesFile, topoFile string, tpms map[string]*attesttest.SoftTPM) {
+	tb.Helper()
+	tpms = map[string]*attesttest.SoftTPM{}
+	var sb strings.Builder
+	sb.WriteString("models:\n  box:\n    manufacturer: Minisforum\n    name: MS-01\n    disk: /dev/nvme0n1\n" +
+		"classes:\n  worker:\n    type: worker\n    installer_image: factory.talos.dev/installer/w:v1.13.9\nnodes:\n")
+	for i, n := range nodes {
+		tpm := n.tpm
+		if tpm == nil {
+			var err error
+			if tpm, err = attesttest.NewSoftTPM(nil); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		tpms[n.name] = tpm
+		fmt.Fprintf(&sb, "  %s:\n    model: box\n    serial: SN-%s\n    class: %s\n    switch_port: %d\n    address: %s\n    bmc: amt\n    disk_serial: DS-%s\n",
+			n.name, n.name, n.class, i+1, nodeAddr(i), n.name)
+		if n.approve {
+			b, err := attesttest.Approve(tpm)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			if !n.eccOnly {
+				fmt.Fprintf(&sb, "    approved_ek_rsa2048: %s\n", b.RSA2048)
+			}
+			fmt.Fprintf(&sb, "    approved_ek_eccp256: %s\n", b.ECCP256)
+		}
+	}
+	nodesFile, topoFile = filepath.Join(dir, "nodes.yaml"), filepath.Join(dir, "cluster-topology.json")
+	if err := os.WriteFile(nodesFile, []byte(sb.String()), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(topoFile, []byte(`{"CLUSTER_NAME": "folly", "K8S_NODE_CIDR": "127.0.0.0/8", "API_SERVER_IP": "127.0.0.10"}`), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return nodesFile, topoFile, tpms
+}
+
+// writeCert writes the replicas' shared certificate for 127.0.0.1 (its
+// own CA) and key, and returns the pool that trusts it.
+func writeCert(tb testing.TB, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	tb.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "fleetd.replicas"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "fleetd.crt"), filepath.Join(dir, "fleetd.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	pool = x509.NewCertPool()
+	pool.AddCert(leaf)
+	return certFile, keyFile, pool
+}
+
+// fetchLog counts, by install code, the config fetches whose answer was
+// 200 and carried a whole body.
+type fetchLog struct {
+	mu    sync.Mutex
+	whole map[string]int
+}
+
+func (l *fetchLog) wrap(next http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		rsp, err := next.RoundTrip(r)
+		code, ok := strings.CutPrefix(r.URL.Path, configserve.PathPrefix)
+		if err != nil || !ok || rsp.StatusCode != http.StatusOK {
+			return rsp, err
+		}
+		rsp.Body = &eofBody{ReadCloser: rsp.Body, eof: func() {
+			l.mu.Lock()
+			l.whole[code]++
+			l.mu.Unlock()
+		}}
+		return rsp, nil
+	})
+}
+
+// eofBody calls eof once when its body is read to its end without error.
+type eofBody struct {
+	io.ReadCloser
+	eof  func()
+	once sync.Once
+}
+
+func (b *eofBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.once.Do(b.eof)
+	}
+	return n, err
+}
+
+// leaders returns the processes whose metrics say they run the loop.
+func (pf *procFleet) leaders() []int {
+	var l []int
+	for i, p := range pf.replicas {
+		if p.leading(pf.ctx) {
+			l = append(l, i)
+		}
+	}
+	return l
+}
+
+// waitFor polls cond every 50 ms for up to limit.
+func (pf *procFleet) waitFor(what string, limit time.Duration, cond func() bool) {
+	pf.t.Helper()
+	if err := eventually(pf.ctx, limit, func() (bool, error) { return cond(), nil }); err != nil {
+		pf.t.Fatalf("%s: not within %v", what, limit)
+	}
+}
+
+// apiserverWrites reads kube-apiserver's own count of write requests
+// (create, update, patch, delete) by resource, from its /metrics.
+func apiserverWrites(tb testing.TB, kube kubernetes.Interface) map[string]float64 {
+	tb.Helper()
+	raw, err := kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		tb.Fatalf("kube-apiserver's metrics: %v", err)
+	}
+	out := map[string]float64{}
+	for _, l := range strings.Split(string(raw), "\n") {
+		rest, ok := strings.CutPrefix(l, "apiserver_request_total{")
+		if !ok {
+			continue
+		}
+		labels, value, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		var verb, resource string
+		for _, kv := range strings.Split(labels, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			v = strings.Trim(v, `"`)
+			switch k {
+			case "verb":
+				verb = v
+			case "resource":
+				resource = v
+			}
+		}
+		switch verb {
+		case "POST", "PUT", "PATCH", "DELETE", "APPLY":
+			n, _ := strconv.ParseFloat(value, 64)
+			out[resource] += n
+		}
+	}
+	return out
+}
+
+// fleetdWrites is the writes kube-apiserver counted between before and
+// after, less those the test process made itself (calls, counted by
+// method and resource), by resource.
+func fleetdWrites(before, after map[string]float64, own map[string]int) (map[string]float64, float64) {
+	by := map[string]float64{}
+	var total float64
+	for res, n := range after {
+		by[res] = n - before[res]
+	}
+	for k, n := range own {
+		method, res, _ := strings.Cut(k, " ")
+		switch method {
+		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+			// A status subresource's path ends in "status": its resource
+			// is the one before it, which kubeCalls names.
+			by[res] -= float64(n)
+		}
+	}
+	for res, n := range by {
+		if n <= 0 {
+			delete(by, res)
+			continue
+		}
+		total += n
+	}
+	return by, total
+}
