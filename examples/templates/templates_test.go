@@ -290,7 +290,7 @@ var actionDirs = map[string]string{"wipe-disk": "../wipe-disk", "install": "../i
 // optional are the variables an action reads that have documented
 // defaults, so a Template may leave them unset.
 var optional = map[string][]string{
-	"wipe-disk": {"PULL_COMMAND"},
+	"wipe-disk": {"PULL_COMMAND", "FLEET_LOOP_DEVICES"},
 	"install":   {"INSTALL_COMMAND", "CONFIG_URL_TEMPLATE"},
 	"next-boot": {"NEXT_BOOT_LOADER", "NEXT_BOOT_LABEL", "EFIBOOTMGR"},
 }
