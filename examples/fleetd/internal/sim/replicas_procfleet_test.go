@@ -30,7 +30,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/fleetkit/fleet/attest/attesttest"
 	"github.com/fleetkit/fleet/configserve"
 	"github.com/fleetkit/fleet/internal/kubetest"
 	"github.com/fleetkit/fleet/internal/testenv"
@@ -470,47 +469,6 @@ func tail(s string, n int) string {
 		return s
 	}
 	return s[len(s)-n:]
-}
-
-// writeInventory writes the nodes file of nodes and the cluster topology
-// (nodes on loopback addresses, from nodeAddr), and returns the machines'
-// TPMs by node name.
-func writeInventory(tb testing.TB, dir string, nodes []testNode) (nodesFile, topoFile string, tpms map[string]*attesttest.SoftTPM) {
-	tb.Helper()
-	tpms = map[string]*attesttest.SoftTPM{}
-	var sb strings.Builder
-	sb.WriteString("models:\n  box:\n    manufacturer: Minisforum\n    name: MS-01\n    disk: /dev/nvme0n1\n" +
-		"classes:\n  worker:\n    type: worker\n    installer_image: factory.talos.dev/installer/w:v1.13.9\nnodes:\n")
-	for i, n := range nodes {
-		tpm := n.tpm
-		if tpm == nil {
-			var err error
-			if tpm, err = attesttest.NewSoftTPM(nil); err != nil {
-				tb.Fatal(err)
-			}
-		}
-		tpms[n.name] = tpm
-		fmt.Fprintf(&sb, "  %s:\n    model: box\n    serial: SN-%s\n    class: %s\n    switch_port: %d\n    address: %s\n    bmc: amt\n    disk_serial: DS-%s\n",
-			n.name, n.name, n.class, i+1, nodeAddr(i), n.name)
-		if n.approve {
-			b, err := attesttest.Approve(tpm)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			if !n.eccOnly {
-				fmt.Fprintf(&sb, "    approved_ek_rsa2048: %s\n", b.RSA2048)
-			}
-			fmt.Fprintf(&sb, "    approved_ek_eccp256: %s\n", b.ECCP256)
-		}
-	}
-	nodesFile, topoFile = filepath.Join(dir, "nodes.yaml"), filepath.Join(dir, "cluster-topology.json")
-	if err := os.WriteFile(nodesFile, []byte(sb.String()), 0o644); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.WriteFile(topoFile, []byte(`{"CLUSTER_NAME": "folly", "K8S_NODE_CIDR": "127.0.0.0/8", "API_SERVER_IP": "127.0.0.10"}`), 0o644); err != nil {
-		tb.Fatal(err)
-	}
-	return nodesFile, topoFile, tpms
 }
 
 // writeCert writes the replicas' shared certificate for 127.0.0.1 (its

@@ -102,58 +102,7 @@ func newTestFleetWith(t testing.TB, validate netboxtest.Reporter, edit func(*dae
 // Bundle it fills in.
 func newFleet(t testing.TB, wc worldConfig, nodes ...testNode) *testFleet {
 	t.Helper()
-	dir := t.TempDir()
-	tpms := map[string]*attesttest.SoftTPM{}
-	var sb strings.Builder
-	sb.WriteString(`models:
-  box:
-    manufacturer: Minisforum
-    name: MS-01
-    disk: /dev/nvme0n1
-classes:
-  controlplane:
-    type: controlplane
-    installer_image: factory.talos.dev/installer/cp:v1.13.9
-  worker:
-    type: worker
-    installer_image: factory.talos.dev/installer/w:v1.13.9
-  secure-worker:
-    type: worker
-    installer_image: factory.talos.dev/installer/w:v1.13.9
-    secure_boot: required
-nodes:
-`)
-	for i, n := range nodes {
-		tpm := n.tpm
-		if tpm == nil {
-			var err error
-			if tpm, err = attesttest.NewSoftTPM(nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-		tpms[n.name] = tpm
-		fmt.Fprintf(&sb, "  %s:\n    model: box\n    serial: SN-%s\n    class: %s\n    switch_port: %d\n    address: %s\n    bmc: amt\n    disk_serial: DS-%s\n",
-			n.name, n.name, n.class, i+1, nodeAddr(i), n.name)
-		if n.approve {
-			b, err := attesttest.Approve(tpm)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !n.eccOnly {
-				fmt.Fprintf(&sb, "    approved_ek_rsa2048: %s\n", b.RSA2048)
-			}
-			fmt.Fprintf(&sb, "    approved_ek_eccp256: %s\n", b.ECCP256)
-		}
-	}
-	write := func(name, data string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	nodesFile := write("nodes.yaml", sb.String())
-	topo := write("cluster-topology.json", `{"CLUSTER_NAME": "folly", "K8S_NODE_CIDR": "127.0.0.0/8", "API_SERVER_IP": "127.0.0.10"}`)
+	nodesFile, topo, tpms := writeInventory(t, t.TempDir(), nodes)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	wc.Nodes, wc.Topology, wc.Bundle = nodesFile, topo, testBundle(t)
@@ -181,6 +130,67 @@ nodes:
 	})
 	f.wg = &wg
 	return f
+}
+
+// writeInventory writes the nodes file of nodes (classes controlplane,
+// worker and secure-worker; nodes on loopback addresses, from nodeAddr)
+// and the cluster topology into dir, and returns the machines' TPMs by
+// node name.
+func writeInventory(tb testing.TB, dir string, nodes []testNode) (nodesFile, topoFile string, tpms map[string]*attesttest.SoftTPM) {
+	tb.Helper()
+	tpms = map[string]*attesttest.SoftTPM{}
+	var sb strings.Builder
+	sb.WriteString(`models:
+  box:
+    manufacturer: Minisforum
+    name: MS-01
+    disk: /dev/nvme0n1
+classes:
+  controlplane:
+    type: controlplane
+    installer_image: factory.talos.dev/installer/cp:v1.13.9
+  worker:
+    type: worker
+    installer_image: factory.talos.dev/installer/w:v1.13.9
+  secure-worker:
+    type: worker
+    installer_image: factory.talos.dev/installer/w:v1.13.9
+    secure_boot: required
+nodes:
+`)
+	for i, n := range nodes {
+		tpm := n.tpm
+		if tpm == nil {
+			var err error
+			if tpm, err = attesttest.NewSoftTPM(nil); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		tpms[n.name] = tpm
+		fmt.Fprintf(&sb, "  %s:\n    model: box\n    serial: SN-%s\n    class: %s\n    switch_port: %d\n    address: %s\n    bmc: amt\n    disk_serial: DS-%s\n",
+			n.name, n.name, n.class, i+1, nodeAddr(i), n.name)
+		if n.approve {
+			b, err := attesttest.Approve(tpm)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			if !n.eccOnly {
+				fmt.Fprintf(&sb, "    approved_ek_rsa2048: %s\n", b.RSA2048)
+			}
+			fmt.Fprintf(&sb, "    approved_ek_eccp256: %s\n", b.ECCP256)
+		}
+	}
+	write := func(name, data string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+		return p
+	}
+	nodesFile = write("nodes.yaml", sb.String())
+	topoFile = write("cluster-topology.json", `{"CLUSTER_NAME": "folly", "K8S_NODE_CIDR": "127.0.0.0/8", "API_SERVER_IP": "127.0.0.10"}`)
+
+	return nodesFile, topoFile, tpms
 }
 
 // nodeAddr is the address of the i'th node of a test inventory: on
