@@ -2,15 +2,8 @@ package wholemachine
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -29,6 +22,7 @@ import (
 
 	"github.com/fleetkit/fleet/internal/kubetest"
 	"github.com/fleetkit/fleet/internal/syncbuf"
+	"github.com/fleetkit/fleet/internal/testcert"
 	"github.com/fleetkit/fleet/inventory"
 	"github.com/fleetkit/fleet/inventory/netboxtest"
 )
@@ -174,7 +168,14 @@ func startFleet(t *testing.T, env *kubetest.Env, fc fleetConfig) *fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	certFile, keyFile := selfSigned(t, dir, host)
+	cert, err := testcert.New(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile, err := cert.WriteFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	f.caFile = certFile
 	f.publicURL = "https://" + fc.listen
 	bundle := filepath.Join(dir, "secrets.yaml")
@@ -248,42 +249,6 @@ func startFleet(t *testing.T, env *kubetest.Env, fc fleetConfig) *fleet {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return f
-}
-
-// selfSigned writes fleetd's certificate for host, its own CA, and its key.
-func selfSigned(t *testing.T, dir, host string) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "fleetd.wholemachine"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		IPAddresses:           []net.IP{net.ParseIP(host)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "fleetd.crt"), filepath.Join(dir, "fleetd.key")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile
 }
 
 // device reads a device from NetBox.

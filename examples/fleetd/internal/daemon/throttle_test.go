@@ -3,18 +3,11 @@ package daemon
 import (
 	"cmp"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -38,6 +31,7 @@ import (
 	"github.com/fleetkit/fleet/attest/attesttest"
 	"github.com/fleetkit/fleet/configserve"
 	"github.com/fleetkit/fleet/internal/syncbuf"
+	"github.com/fleetkit/fleet/internal/testcert"
 	"github.com/fleetkit/fleet/inventory"
 	"github.com/fleetkit/fleet/inventory/netboxtest"
 	"github.com/fleetkit/fleet/provision"
@@ -188,7 +182,14 @@ func (w *memWorld) fleetd(t *testing.T) (*Daemon, *syncbuf.Buffer) {
 	if memBundleErr != nil {
 		t.Fatal(memBundleErr)
 	}
-	cert := selfSigned(t)
+	tc, err := testcert.New("fleetd.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := StaticCert(tc.TLS)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tink := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		provision.WorkflowResource: "WorkflowList",
 		provision.HardwareResource: "HardwareList",
@@ -278,30 +279,6 @@ func metricValue(t *testing.T, d *Daemon, series string) float64 {
 		}
 	}
 	return 0
-}
-
-// selfSigned is a certificate for fleetd: the requests it serves in memory
-// never use it, but New requires one.
-func selfSigned(t *testing.T) *CertReloader {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "fleetd.test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		DNSNames: []string{"fleetd.test"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := StaticCert(tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
 }
 
 // Two NetBox devices hold a machine's serial, and any machine can claim

@@ -2,17 +2,11 @@ package sim
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -32,6 +26,7 @@ import (
 
 	"github.com/fleetkit/fleet/configserve"
 	"github.com/fleetkit/fleet/internal/kubetest"
+	"github.com/fleetkit/fleet/internal/testcert"
 	"github.com/fleetkit/fleet/internal/testenv"
 	"github.com/fleetkit/fleet/inventory"
 	"github.com/fleetkit/fleet/inventory/netboxtest"
@@ -360,7 +355,15 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 		w.devices[d.Name] = d
 	}
 
-	certFile, keyFile, pool := writeCert(tb, dir)
+	cert, err := testcert.New("127.0.0.1")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	certFile, keyFile, err := cert.WriteFiles(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pool := cert.Pool
 	bundleFile := filepath.Join(dir, "secrets.yaml")
 	b, err := yaml.Marshal(testBundle(tb))
 	if err != nil {
@@ -469,49 +472,6 @@ func tail(s string, n int) string {
 		return s
 	}
 	return s[len(s)-n:]
-}
-
-// writeCert writes the replicas' shared certificate for 127.0.0.1 (its
-// own CA) and key, and returns the pool that trusts it.
-func writeCert(tb testing.TB, dir string) (certFile, keyFile string, pool *x509.CertPool) {
-	tb.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "fleetd.replicas"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "fleetd.crt"), filepath.Join(dir, "fleetd.key")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	pool = x509.NewCertPool()
-	pool.AddCert(leaf)
-	return certFile, keyFile, pool
 }
 
 // fetchLog counts, by install code, the config fetches whose answer was

@@ -2,16 +2,11 @@ package sim
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"sort"
@@ -28,6 +23,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
+	"github.com/fleetkit/fleet/internal/testcert"
 	"github.com/fleetkit/fleet/inventory"
 	"github.com/fleetkit/fleet/inventory/netboxtest"
 	"github.com/fleetkit/fleet/provision"
@@ -161,10 +157,15 @@ func newWorld(ctx context.Context, wc worldConfig) (*world, error) {
 			return nil, err
 		}
 	}
-	cert, pool, err := selfSigned()
+	tc, err := testcert.New("fleetd.demo", "127.0.0.1")
 	if err != nil {
 		return nil, err
 	}
+	cert, err := daemon.StaticCert(tc.TLS)
+	if err != nil {
+		return nil, err
+	}
+	pool := tc.Pool
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -319,39 +320,6 @@ func (w *world) journal(ctx context.Context) ([]journalEntry, error) {
 // second of CPU: an RSA key).
 func newBundle() (*secrets.Bundle, error) {
 	return secrets.NewBundle(secrets.NewClock(), config.TalosVersionCurrent)
-}
-
-// selfSigned makes fleetd's certificate for 127.0.0.1, and the pool that
-// trusts it.
-func selfSigned() (*daemon.CertReloader, *x509.CertPool, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "fleetd.demo"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		DNSNames:              []string{"fleetd.demo"},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, nil, err
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, nil, err
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(leaf)
-	r, err := daemon.StaticCert(tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key})
-	return r, pool, err
 }
 
 // lockedBuffer is an io.Writer many goroutines share.
