@@ -199,22 +199,7 @@ func startLLDPD(tb testing.TB, p *vethPair) *lldpd {
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("start lldpd: %v", err)
 	}
-	pid := cmd.Process.Pid
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	tb.Cleanup(func() {
-		_ = syscall.Kill(pid, syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			<-done
-			tb.Errorf("lldpd (PID %d) did not stop on SIGTERM; killed", pid)
-		}
-		if tb.Failed() {
-			tb.Logf("lldpd (PID %d) output:\n%s", pid, out.String())
-		}
-	})
+	testenv.StopAtCleanup(tb, "lldpd", cmd, &out)
 	return d
 }
 

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -191,28 +190,7 @@ func (m *machine) startLLDPD() {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start lldpd: %v", err)
 	}
-	stopProcess(t, "lldpd", cmd, &out)
-}
-
-// stopProcess stops cmd (SIGTERM, then SIGKILL after 5 s) when t ends, and
-// logs its output if t failed.
-func stopProcess(t *testing.T, name string, cmd *exec.Cmd, out *syncbuf.Buffer) {
-	pid := cmd.Process.Pid
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(pid, syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			<-done
-			t.Errorf("%s (PID %d) did not stop on SIGTERM; killed", name, pid)
-		}
-		if t.Failed() && out != nil {
-			t.Logf("%s (PID %d) output:\n%s", name, pid, out.String())
-		}
-	})
+	testenv.StopAtCleanup(t, "lldpd", cmd, &out)
 }
 
 // startTPM manufactures a TPM with EK certificates (swtpm_setup, with a
@@ -229,7 +207,7 @@ func (m *machine) startTPM() {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start swtpm: %v", err)
 	}
-	stopProcess(t, "swtpm", cmd, &out)
+	testenv.StopAtCleanup(t, "swtpm", cmd, &out)
 	if err := eventually(t.Context(), 10*time.Second, func() bool {
 		fi, err := os.Stat(m.tpm)
 		return err == nil && fi.Mode()&os.ModeSocket != 0

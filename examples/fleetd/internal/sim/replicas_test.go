@@ -17,13 +17,11 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/spentlease"
 	"github.com/fleetkit/fleet/configserve"
-	"github.com/fleetkit/fleet/internal/kubetest"
 	"github.com/fleetkit/fleet/inventory"
 	"github.com/fleetkit/fleet/provision"
 
@@ -43,16 +41,6 @@ type replicaSet struct {
 
 func newReplicaSet(t *testing.T, nodes ...testNode) *replicaSet {
 	t.Helper()
-	env := kubetest.Start(t)
-	ns := env.Namespace(t)
-	kube, err := kubernetes.NewForConfig(env.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tink, err := dynamic.NewForConfig(env.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
 	var lns []net.Listener
 	for range 2 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -64,14 +52,14 @@ func newReplicaSet(t *testing.T, nodes ...testNode) *replicaSet {
 	key := make([]byte, 32)
 	rand.Read(key)
 	edit := func(s *daemon.Settings) {
-		s.Namespace, s.Replica, s.SealingKey = ns, "fleetd-0", key
+		s.Replica, s.SealingKey = "fleetd-0", key
 		s.Peers = []daemon.Peer{{Name: "fleetd-0", URL: s.PublicURL}}
 		for i, ln := range lns {
 			s.Peers = append(s.Peers, daemon.Peer{Name: fmt.Sprint("fleetd-", i+1), URL: "https://" + ln.Addr().String()})
 		}
 	}
-	f := newFleet(t, worldConfig{Validate: t, Edit: edit, Kube: kube, Tink: tink, Leases: kube.CoordinationV1()}, nodes...)
-	r := &replicaSet{testFleet: f, ds: []*daemon.Daemon{f.d}, urls: []string{f.url}, kube: kube, ns: ns}
+	f := newTestFleet(t, edit, nodes...)
+	r := &replicaSet{testFleet: f, ds: []*daemon.Daemon{f.d}, urls: []string{f.url}, kube: f.kube, ns: f.settings.Namespace}
 	for i, ln := range lns {
 		s := f.settings
 		s.Replica = fmt.Sprint("fleetd-", i+1)

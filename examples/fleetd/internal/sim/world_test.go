@@ -66,8 +66,9 @@ type testFleet struct {
 	wg       *sync.WaitGroup
 }
 
-// newTestFleet is a fleet on the real kube-apiserver, whose NetBox checks
-// every request against its schema. It skips t when the control plane
+// newTestFleet is a fleet on the real kube-apiserver (its Leases too, for
+// fleetd's replicas), whose NetBox checks every request against its
+// schema. It skips t when the control plane
 // cannot run (a failure with FLEET_REQUIRE_INTEGRATION=1).
 func newTestFleet(t *testing.T, edit func(*daemon.Settings), nodes ...testNode) *testFleet {
 	t.Helper()
@@ -87,7 +88,7 @@ func newTestFleet(t *testing.T, edit func(*daemon.Settings), nodes ...testNode) 
 			edit(s)
 		}
 	}
-	return newFleet(t, worldConfig{Validate: t, Edit: withNamespace, Kube: kube, Tink: tink}, nodes...)
+	return newFleet(t, worldConfig{Validate: t, Edit: withNamespace, Kube: kube, Tink: tink, Leases: kube.CoordinationV1()}, nodes...)
 }
 
 // newTestFleetWith is a fleet on client-go's fakes, for any test or
