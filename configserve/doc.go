@@ -35,12 +35,14 @@
 // them. A Server that holds no config under a fetch's code borrows it
 // (Config.Borrow) from the Server that does, which lends it for that one
 // fetch (Server.Lend): the borrower answers and waits for the node's
-// acknowledgement as for a config of its own, and settles the loan
-// (Loan.Settle). Only the lender holds, spends and reports the config, so
-// each is served at most once across the replicas. A loan not settled by
-// its deadline (the borrower died mid-answer) is dropped, served or not,
-// and reported Lost: the node's next fetch is Missing, as when the
-// lender's replica dies.
+// acknowledgement as for a config of its own, reports the outcome
+// (Served or NotAcknowledged, from the borrower: it saw the answer, and it
+// is the one still alive if the lender's replica dies meanwhile), then
+// settles the loan (Loan.Settle). Only the lender holds and spends the
+// config, so each is served at most once across the replicas. A loan not
+// settled by its deadline (the borrower died mid-answer) is dropped,
+// served or not, and reported Lost by the lender: the node's next fetch is
+// Missing, as when the lender's replica dies.
 //
 // # Secrets
 //

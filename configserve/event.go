@@ -31,7 +31,9 @@ const (
 	Expired
 	// Lost: a config lent to another Server (Lend) for a fetch was not
 	// settled by the loan's deadline, and was dropped, served or not, so
-	// that it is never served twice.
+	// that it is never served twice. The lender reports it; a loan
+	// settled in time is reported by the borrower, Served or
+	// NotAcknowledged, with Borrowed set.
 	Lost
 )
 
@@ -109,7 +111,12 @@ type Event struct {
 	//   Refetched:       the node asked again for the Talos config <Name> served it
 	//   Missing:         the node asked for its Talos config, and <Name> holds none for it
 	//   Expired:         the Talos config of <run> expired unread
+	//   Lost:            the Talos config of <run> was lent for a fetch that never reported back; ...
 	Text string
+	// Borrowed: the fetch was answered with a config this Server borrowed
+	// (Config.Borrow); the lender spends its code or keeps it, and
+	// reports nothing of it but Lost.
+	Borrowed bool
 	// Time is when it happened.
 	Time time.Time
 }

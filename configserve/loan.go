@@ -71,8 +71,11 @@ func NewLoan(config []byte, device Device, run string, deadline time.Time, settl
 }
 
 // Settle ends the loan: served says that the peer's kernel acknowledged
-// every byte of the answer; peer is the fetching node's address, for the
-// NotAcknowledged event. Only the first call counts.
+// every byte of the answer (the lender spends the code), otherwise the
+// config waits again at the lender; peer is the fetching node's address
+// when an answer was written but not acknowledged. The borrower reports
+// the outcome; the lender reports nothing of a settled loan. Only the
+// first call counts.
 func (l *Loan) Settle(served bool, peer string) {
 	l.once.Do(func() {
 		if l.settle != nil {
@@ -123,11 +126,8 @@ func (s *Server) Lend(ctx context.Context, code string) (*Loan, error) {
 	var lost *time.Timer
 	l.settle = func(served bool, peer string) {
 		lost.Stop()
-		out := outcome{served: served}
-		if !served {
-			out.notAcknowledgedBy = peer
-		}
-		s.release(d, e, out)
+		// The borrower reported the answer (Served or NotAcknowledged).
+		s.release(d, e, outcome{served: served, reported: true})
 	}
 	lost = time.AfterFunc(time.Until(l.Deadline), func() { l.once.Do(func() { s.lose(d, e) }) })
 	return l, nil
@@ -155,7 +155,12 @@ func (s *Server) lose(d digest, e *entry) {
 // under, with the config Config.Borrow finds for it elsewhere.
 func (s *Server) serveBorrowed(w http.ResponseWriter, r *http.Request, code string) {
 	peer := r.RemoteAddr
-	l, err := s.borrow(r.Context(), code)
+	// A node that gives up while the lend is on its way must not cancel
+	// it: a lender that lent, and whose answer then went unread, would
+	// keep the config lent until the loan's deadline, and drop it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.writeTimeout)
+	l, err := s.borrow(ctx, code)
+	cancel()
 	var spent *SpentError
 	switch {
 	case err == nil:
@@ -185,6 +190,20 @@ func (s *Server) serveBorrowed(w http.ResponseWriter, r *http.Request, code stri
 		return
 	}
 	defer clear(l.Config)
+	if r.Context().Err() != nil {
+		// The node left while the config was being borrowed: nothing was
+		// written, and the config waits again at its lender.
+		l.Settle(false, "")
+		return
+	}
 	served, notAcknowledgedBy := s.deliver(w, r, l.Config, l.Device, l.Run)
+	// Reported before the loan is settled: a borrower that dies between
+	// the two leaves its report, and the lender reports the loan Lost.
+	if notAcknowledgedBy != "" {
+		s.emit(Event{Kind: NotAcknowledged, Device: l.Device, Run: l.Run, Peer: notAcknowledgedBy, Text: textNotAcknowledged, Borrowed: true})
+	}
+	if served {
+		s.emit(Event{Kind: Served, Device: l.Device, Run: l.Run, Text: s.text.served(l.Run), Borrowed: true})
+	}
 	l.Settle(served, notAcknowledgedBy)
 }

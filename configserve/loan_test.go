@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -23,11 +24,12 @@ type replicas struct {
 	mu        sync.Mutex
 	borrowErr error
 	borrows   int
+	settled   chan bool // each loan's outcome, once the holder settled it
 }
 
 func newReplicas(t *testing.T, bcfg Config) *replicas {
 	t.Helper()
-	r := &replicas{a: newHarness(t, harnessOpts{})}
+	r := &replicas{a: newHarness(t, harnessOpts{}), settled: make(chan bool, 100)}
 	bcfg.Borrow = func(ctx context.Context, code string) (*Loan, error) {
 		r.mu.Lock()
 		r.borrows++
@@ -40,15 +42,32 @@ func newReplicas(t *testing.T, bcfg Config) *replicas {
 		if err != nil {
 			return nil, err
 		}
-		return NewLoan(bytes.Clone(l.Config), l.Device, l.Run, l.Deadline, l.Settle), nil
+		return NewLoan(bytes.Clone(l.Config), l.Device, l.Run, l.Deadline, func(served bool, peer string) {
+			l.Settle(served, peer)
+			r.settled <- served
+		}), nil
 	}
 	r.b = newHarness(t, harnessOpts{cfg: bcfg})
 	return r
 }
 
+// waitSettled returns the outcome of the next loan the holder settled,
+// failing t after 10 s.
+func (r *replicas) waitSettled(t *testing.T) bool {
+	t.Helper()
+	select {
+	case served := <-r.settled:
+		return served
+	case <-time.After(10 * time.Second):
+		t.Fatal("no loan settled within 10 s")
+		return false
+	}
+}
+
 // A fetch that reaches the replica without the config gets it from the
-// replica that holds it, once: the holder reports it served, and every
-// later fetch, at either replica, is told it was served (410).
+// replica that holds it, once: the borrower reports it served (Borrowed),
+// the holder reports nothing, and every later fetch, at either replica, is
+// told it was served (410).
 func TestBorrowedConfigServedOnce(t *testing.T) {
 	r := newReplicas(t, Config{})
 	code, _, orig := r.a.put(4096, node01, run01)
@@ -56,13 +75,17 @@ func TestBorrowedConfigServedOnce(t *testing.T) {
 	if got.status != http.StatusOK || !bytes.Equal(got.body, orig) {
 		t.Fatalf("fetch at the borrower: %d with %d bytes, want 200 and the config", got.status, len(got.body))
 	}
-	ev := r.a.waitEvent()
-	if d := cmp.Diff(Event{Kind: Served, Device: node01, Run: run01, Text: "fleetd served the config of " + run01}, ev, ignoreTime); d != "" {
-		t.Errorf("the holder's event (-want +got):\n%s", d)
+	ev := r.b.waitEvent()
+	if d := cmp.Diff(Event{Kind: Served, Device: node01, Run: run01, Text: "fleetd served the config of " + run01, Borrowed: true}, ev, ignoreTime); d != "" {
+		t.Errorf("the borrower's event (-want +got):\n%s", d)
+	}
+	if !r.waitSettled(t) {
+		t.Error("the loan was settled unserved")
 	}
 	if n := r.a.srv.Waiting(); n != 0 {
 		t.Errorf("the holder still holds %d configs", n)
 	}
+	r.a.noEvent(100 * time.Millisecond)
 	for name, h := range map[string]*harness{"borrower": r.b, "holder": r.a} {
 		if got := h.get(h.client(), code); got.status != http.StatusGone {
 			t.Errorf("a second fetch at the %s: %d, want 410", name, got.status)
@@ -71,6 +94,7 @@ func TestBorrowedConfigServedOnce(t *testing.T) {
 			t.Errorf("the %s's event for a second fetch: %+v, want refetched naming the run", name, ev)
 		}
 	}
+	r.a.noEvent(100 * time.Millisecond)
 	r.b.noEvent(100 * time.Millisecond)
 }
 
@@ -108,18 +132,18 @@ func TestBorrowedConfigConcurrentFetches(t *testing.T) {
 		t.Errorf("statuses %v: want one 200, and 410 or 503 for the rest", statuses)
 	}
 	served := 0
-	for _, ev := range r.a.allEvents() {
-		if ev.Kind == Served {
-			served++
-		}
-	}
-	for _, ev := range r.b.allEvents() {
-		if ev.Kind == Served {
-			t.Errorf("the borrower reported %v: only the holder reports a config served", ev.Kind)
+	for name, h := range map[string]*harness{"holder": r.a, "borrower": r.b} {
+		for _, ev := range h.allEvents() {
+			if ev.Kind == Served {
+				served++
+				if ev.Borrowed != (h == r.b) {
+					t.Errorf("the %s reported served with Borrowed %v", name, ev.Borrowed)
+				}
+			}
 		}
 	}
 	if served != 1 {
-		t.Errorf("the holder reported %d served events, want 1", served)
+		t.Errorf("the replicas reported %d served events, want 1", served)
 	}
 }
 
@@ -160,18 +184,22 @@ func TestBorrowRefusals(t *testing.T) {
 	}
 }
 
-// A borrowed answer the node does not acknowledge: the holder keeps the
-// config and reports it not acknowledged by the node, and a later fetch
-// gets it.
+// A borrowed answer the node does not acknowledge: the borrower reports it
+// not acknowledged by the node, the holder keeps the config and reports
+// nothing, and a later fetch gets it.
 func TestBorrowedNotAcknowledged(t *testing.T) {
 	r := newReplicas(t, Config{WriteTimeout: 500 * time.Millisecond})
 	code, _, orig := r.a.put(1<<20, node01, run01)
 	c, tc := r.b.rawConn(16 << 10)
 	sendGet(t, c, code)
-	ev := r.a.waitEvent()
-	if ev.Kind != NotAcknowledged || ev.Peer != tc.LocalAddr().String() || ev.Run != run01 {
-		t.Fatalf("the holder's event %+v, want not-acknowledged by %s", ev, tc.LocalAddr())
+	ev := r.b.waitEvent()
+	if ev.Kind != NotAcknowledged || ev.Peer != tc.LocalAddr().String() || ev.Run != run01 || !ev.Borrowed {
+		t.Fatalf("the borrower's event %+v, want not-acknowledged by %s, borrowed", ev, tc.LocalAddr())
 	}
+	if r.waitSettled(t) {
+		t.Error("the loan was settled served")
+	}
+	r.a.noEvent(100 * time.Millisecond)
 	if n := r.a.srv.Waiting(); n != 1 {
 		t.Fatalf("the holder holds %d configs, want the config kept", n)
 	}
@@ -247,4 +275,64 @@ func TestLoanNeverSettled(t *testing.T) {
 			t.Errorf("Lend of a bad code: %v", err)
 		}
 	})
+}
+
+// The holder's replica dies while its config is lent: the borrower, which
+// saw the node acknowledge the answer, reports it served, though its
+// Settle reaches no one.
+func TestBorrowedServedLenderGone(t *testing.T) {
+	orig, code := makeConfig(2048), NewCode()
+	var settles atomic.Int32
+	b := newHarness(t, harnessOpts{cfg: Config{Borrow: func(ctx context.Context, code string) (*Loan, error) {
+		return NewLoan(bytes.Clone(orig), node01, run01, time.Now().Add(time.Minute), func(bool, string) { settles.Add(1) }), nil
+	}}})
+	b.secrets.add(tagOf(orig))
+	b.secrets.add(code)
+	if got := b.get(b.client(), code); got.status != http.StatusOK || !bytes.Equal(got.body, orig) {
+		t.Fatalf("fetch at the borrower: %d with %d bytes, want 200 and the config", got.status, len(got.body))
+	}
+	ev := b.waitEvent()
+	if d := cmp.Diff(Event{Kind: Served, Device: node01, Run: run01, Text: "fleetd served the config of " + run01, Borrowed: true}, ev, ignoreTime); d != "" {
+		t.Errorf("the borrower's event (-want +got):\n%s", d)
+	}
+	b.noEvent(100 * time.Millisecond)
+	if n := settles.Load(); n != 1 {
+		t.Errorf("Settle called %d times, want 1", n)
+	}
+}
+
+// A node that leaves while its config is being borrowed does not cut the
+// lend short (a lender whose answer went unread would keep the config
+// lent until the loan's deadline): the loan that comes back is settled
+// unserved at once, nothing is written, and nothing is reported.
+func TestBorrowOutlivesTheNode(t *testing.T) {
+	orig, code := makeConfig(512), NewCode()
+	started, release := make(chan struct{}), make(chan struct{})
+	borrowErr, settled := make(chan error, 1), make(chan bool, 1)
+	b := newHarness(t, harnessOpts{cfg: Config{Borrow: func(ctx context.Context, code string) (*Loan, error) {
+		close(started)
+		<-release
+		borrowErr <- ctx.Err()
+		return NewLoan(bytes.Clone(orig), node01, run01, time.Now().Add(time.Minute), func(served bool, _ string) { settled <- served }), nil
+	}}})
+	b.secrets.add(tagOf(orig))
+	b.secrets.add(code)
+	c, _ := b.rawConn(64 << 10)
+	sendGet(t, c, code)
+	<-started
+	c.Close()
+	time.Sleep(300 * time.Millisecond) // the server reads the close
+	close(release)
+	if err := <-borrowErr; err != nil {
+		t.Errorf("Borrow's context, after the node left: %v, want not done", err)
+	}
+	select {
+	case served := <-settled:
+		if served {
+			t.Error("the loan was settled served")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the loan was not settled")
+	}
+	b.noEvent(200 * time.Millisecond)
 }

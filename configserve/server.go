@@ -75,8 +75,12 @@ type Config struct {
 	// (of another replica) that holds it, has it Lend the config, and
 	// returns the Loan (NewLoan) or Lend's error (see Server.Lend and the
 	// errors there; any other error answers 503). It is called with the
-	// fetch's context and the code, which it must keep secret. Nil: such a
-	// fetch is Missing.
+	// code, which it must keep secret, and a context that carries the
+	// fetch's values but is not canceled when the node leaves (a lend
+	// cut short could leave the config lent, unread, until the loan's
+	// deadline); it ends after WriteTimeout. A loan that comes back for a
+	// node that left is settled unserved at once. Nil: such a fetch is
+	// Missing.
 	Borrow func(ctx context.Context, code string) (*Loan, error)
 	// Events, when set, is called once per Event, synchronously from the
 	// goroutine serving the fetch (or from a timer's goroutine for
@@ -572,6 +576,9 @@ func (s *Server) deliver(w http.ResponseWriter, r *http.Request, config []byte, 
 type outcome struct {
 	served            bool
 	notAcknowledgedBy string // the peer, when an answer was not acknowledged
+	// reported: the fetch's Server (a borrower) reported Served or
+	// NotAcknowledged itself.
+	reported bool
 }
 
 // release ends a fetch's ownership of e: served spends the code and zeroes
@@ -604,6 +611,7 @@ func (s *Server) release(d digest, e *entry, out outcome) {
 		s.emit(Event{Kind: NotAcknowledged, Device: e.device, Run: e.run, Peer: out.notAcknowledgedBy, Text: textNotAcknowledged})
 	}
 	switch {
+	case out.served && out.reported:
 	case out.served:
 		s.emit(Event{Kind: Served, Device: e.device, Run: e.run, Text: s.text.served(e.run)})
 	case expired:
