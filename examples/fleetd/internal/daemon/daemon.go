@@ -97,7 +97,7 @@ func New(s Settings, p Parts) (_ *Daemon, err error) {
 	attestCfg := &attest.Config{Admit: d.admit, Judged: d.judged, Logger: log}
 	if s.Replica != "" {
 		d.leases = p.Leases
-		d.peers = newPeers(s.Replica, s.Peers, s.SealingKey, func() *tls.Certificate {
+		d.peers = newPeers(s.Replica, s.Peers, s.SealingKey, log, func() *tls.Certificate {
 			c, _ := p.Cert.getCertificate(nil)
 			return leafOf(c)
 		})

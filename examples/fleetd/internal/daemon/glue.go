@@ -230,7 +230,8 @@ func (g gate) Planned(ctx context.Context, dev configserve.Device) (bool, error)
 }
 
 // configEvent journals what happened to a config on its device, counts it
-// for the alerts, and takes a served device active. It returns at once:
+// for the alerts, and takes a served device active; a replica that
+// answered with a borrowed config does so as for its own. It returns at once:
 // NetBox is written in the background, the status in a lane of its own
 // that no journal line can fill or delay (see inventory.JournalQueue);
 // only a replica writes a served config's status and line before it
@@ -254,6 +255,11 @@ func (d *Daemon) configEvent(e configserve.Event) {
 		d.journal.Line(id, inventory.JournalWarning, e.Text)
 	case configserve.Expired:
 		d.journal.Line(id, inventory.JournalInfo, e.Text)
+	case configserve.Lost:
+		// A replica borrowed the config and never settled: it died
+		// mid-answer, or after the node had it (then it journaled the
+		// served line itself, unless it died first).
+		d.journal.Line(id, inventory.JournalWarning, e.Text)
 	case configserve.Missing:
 		// The code names no device; the node asks from its own address.
 		d.missing(peerAddr(e.Peer), e.Text)

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -74,6 +75,7 @@ type peers struct {
 	others []Peer
 	token  string // the bearer token of the peers' API
 	client *http.Client
+	log    *slog.Logger
 
 	mu    sync.Mutex
 	loans map[string]*configserve.Loan
@@ -88,8 +90,8 @@ func peersToken(key []byte) string {
 
 // newPeers makes this replica's view of its peers. serving returns the
 // certificate this replica serves: a peer must present the same one.
-func newPeers(self string, all []Peer, key []byte, serving func() *tls.Certificate) *peers {
-	p := &peers{self: self, token: peersToken(key), loans: map[string]*configserve.Loan{}}
+func newPeers(self string, all []Peer, key []byte, log *slog.Logger, serving func() *tls.Certificate) *peers {
+	p := &peers{self: self, token: peersToken(key), log: log, loans: map[string]*configserve.Loan{}}
 	for _, peer := range all {
 		if peer.Name != self {
 			p.others = append(p.others, peer)
@@ -250,13 +252,22 @@ func (d *Daemon) handleCode(w http.ResponseWriter, r *http.Request) {
 }
 
 // peerCode is provision.Config.PeerCode: the install code of run from the
-// replica that started it.
+// replica that started it, asking every other replica at once.
 func (d *Daemon) peerCode(ctx context.Context, run string) (string, bool) {
+	codes := make(chan string, len(d.peers.others))
 	for _, peer := range d.peers.others {
-		var ans codeAnswer
-		status, err := d.peers.do(ctx, peer, http.MethodPost, codePath, codeRequest{Run: run}, &ans)
-		if err == nil && status == http.StatusOK && ans.Code != "" {
-			return ans.Code, true
+		go func() {
+			var ans codeAnswer
+			status, err := d.peers.do(ctx, peer, http.MethodPost, codePath, codeRequest{Run: run}, &ans)
+			if err != nil || status != http.StatusOK {
+				ans.Code = ""
+			}
+			codes <- ans.Code
+		}()
+	}
+	for range d.peers.others {
+		if code := <-codes; code != "" {
+			return code, true
 		}
 	}
 	return "", false
@@ -317,40 +328,61 @@ func (p *peers) do(ctx context.Context, peer Peer, method, path string, in, out 
 	return rsp.StatusCode, nil
 }
 
-// borrow is configserve.Config.Borrow: it asks each other replica to lend
-// the config of code, and returns the first loan, or the refusal of the
-// replica that holds the config, or ErrNotHeld when every replica answered
-// that it holds none. A replica that did not answer makes it an error
-// (the fetch gets 503 and tries again), since it may hold the config.
+// borrow is configserve.Config.Borrow: it asks every other replica at
+// once to lend the config of code, and returns the first loan, or the
+// refusal of the replica that holds the config, or ErrNotHeld when every
+// replica answered that it holds none. A replica that did not answer makes
+// it an error (the fetch gets 503 and tries again), since it may hold the
+// config; a replica that hangs delays only fetches of codes no replica
+// that answers holds.
 func (d *Daemon) borrow(ctx context.Context, code string) (*configserve.Loan, error) {
-	var unreachable []error
+	type result struct {
+		peer Peer
+		ans  lendAnswer
+		code int
+		err  error
+	}
+	results := make(chan result, len(d.peers.others))
 	for _, peer := range d.peers.others {
-		var ans lendAnswer
-		status, err := d.peers.do(ctx, peer, http.MethodPost, lendPath, lendRequest{Code: code}, &ans)
-		switch {
-		case err != nil:
-			unreachable = append(unreachable, err)
+		go func() {
+			r := result{peer: peer}
+			r.code, r.err = d.peers.do(ctx, peer, http.MethodPost, lendPath, lendRequest{Code: code}, &r.ans)
+			results <- r
+		}()
+	}
+	var unreachable []error
+	for left := len(d.peers.others); left > 0; left-- {
+		r := <-results
+		var loan *configserve.Loan
+		var err error
+		switch ans := r.ans; {
+		case r.err != nil:
+			unreachable = append(unreachable, r.err)
 			continue
-		case status == http.StatusOK && ans.Loan != "":
-			return configserve.NewLoan(ans.Config, configserve.Device{ID: ans.DeviceID, Name: ans.DeviceName}, ans.Run, ans.Deadline,
-				func(served bool, node string) {
-					// The holder settles only with this answer; it drops a
-					// loan it never hears of at its deadline.
-					ctx, cancel := context.WithDeadline(context.Background(), ans.Deadline)
-					defer cancel()
-					if _, err := d.peers.do(ctx, peer, http.MethodPost, settlePath, settleRequest{Loan: ans.Loan, Served: served, Peer: node}, nil); err != nil {
-						d.log.Warn("fleetd: could not settle a borrowed config with its replica", "replica", peer.Name, "run", ans.Run, "error", err.Error())
-					}
-				}), nil
+		case r.code == http.StatusOK && ans.Loan != "":
+			loan = d.peers.loan(r.peer, ans)
 		case ans.Error == "spent":
-			return nil, &configserve.SpentError{Device: configserve.Device{ID: ans.DeviceID, Name: ans.DeviceName}, Run: ans.Run}
+			err = &configserve.SpentError{Device: configserve.Device{ID: ans.DeviceID, Name: ans.DeviceName}, Run: ans.Run}
 		case ans.Error == "not-held":
 			continue
 		case lendErrors[ans.Error] != nil:
-			return nil, lendErrors[ans.Error]
+			err = lendErrors[ans.Error]
 		default:
-			unreachable = append(unreachable, fmt.Errorf("replica %s: answered %d %q", peer.Name, status, ans.Error))
+			unreachable = append(unreachable, fmt.Errorf("replica %s: answered %d %q", r.peer.Name, r.code, ans.Error))
+			continue
 		}
+		// Only the holder answers more than not-held; should another
+		// replica lend too, its loan is handed back unserved.
+		if left > 1 {
+			go func() {
+				for range left - 1 {
+					if late := <-results; late.err == nil && late.ans.Loan != "" {
+						d.peers.loan(late.peer, late.ans).Settle(false, "")
+					}
+				}
+			}()
+		}
+		return loan, err
 	}
 	if len(unreachable) > 0 {
 		return nil, errors.Join(unreachable...)
@@ -358,20 +390,49 @@ func (d *Daemon) borrow(ctx context.Context, code string) (*configserve.Loan, er
 	return nil, configserve.ErrNotHeld
 }
 
+// loan makes the Loan of a peer's lend answer: its Settle tells the peer.
+func (p *peers) loan(peer Peer, ans lendAnswer) *configserve.Loan {
+	return configserve.NewLoan(ans.Config, configserve.Device{ID: ans.DeviceID, Name: ans.DeviceName}, ans.Run, ans.Deadline,
+		func(served bool, node string) {
+			// The holder settles only with this answer; it drops a loan it
+			// never hears of at its deadline.
+			ctx, cancel := context.WithDeadline(context.Background(), ans.Deadline)
+			defer cancel()
+			if _, err := p.do(ctx, peer, http.MethodPost, settlePath, settleRequest{Loan: ans.Loan, Served: served, Peer: node}, nil); err != nil {
+				p.log.Warn("fleetd: could not settle a borrowed config with its replica", "replica", peer.Name, "run", ans.Run, "error", err.Error())
+			}
+		})
+}
+
 // peerClaims gathers the waiting claims of serial that the other replicas
-// hold, and the names of the replicas that did not answer.
+// hold, asking them at once, and the names of the replicas that did not
+// answer.
 func (d *Daemon) peerClaims(ctx context.Context, serial string) ([]attest.WaitingClaim, []string) {
+	type result struct {
+		peer   Peer
+		claims []attest.WaitingClaim
+		status int
+		err    error
+	}
+	results := make([]result, len(d.peers.others))
+	var wg sync.WaitGroup
+	for i, peer := range d.peers.others {
+		wg.Go(func() {
+			r := &results[i]
+			r.peer = peer
+			r.status, r.err = d.peers.do(ctx, peer, http.MethodGet, claimsPeer+url.PathEscape(serial), nil, &r.claims)
+		})
+	}
+	wg.Wait()
 	var all []attest.WaitingClaim
 	var missed []string
-	for _, peer := range d.peers.others {
-		var claims []attest.WaitingClaim
-		status, err := d.peers.do(ctx, peer, http.MethodGet, claimsPeer+url.PathEscape(serial), nil, &claims)
-		if err != nil || status != http.StatusOK {
-			d.log.Warn("fleet.approve", "serial", serial, "replica", peer.Name, "refused", "the replica did not answer", "status", status, "error", fmt.Sprint(err))
-			missed = append(missed, peer.Name)
+	for _, r := range results {
+		if r.err != nil || r.status != http.StatusOK {
+			d.log.Warn("fleet.approve", "serial", serial, "replica", r.peer.Name, "refused", "the replica did not answer", "status", r.status, "error", fmt.Sprint(r.err))
+			missed = append(missed, r.peer.Name)
 			continue
 		}
-		all = append(all, claims...)
+		all = append(all, r.claims...)
 	}
 	return all, missed
 }

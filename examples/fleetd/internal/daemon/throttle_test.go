@@ -413,3 +413,43 @@ func TestMissingConfigAsksJournalEvery(t *testing.T) {
 		lines("a minute after the first ask", missing, counted)
 	})
 }
+
+// A replica lends a config for a fetch at another replica, which never
+// settles the loan (it died mid-answer): once the loan's deadline passes,
+// the lender drops the config and journals it on the device, and never
+// lends it again.
+func TestLostLoanJournaled(t *testing.T) {
+	w := newMemWorld(t, "w-01")
+	synctest.Test(t, func(t *testing.T) {
+		d, _ := w.fleetd(t)
+		if err := d.configs.ConfigureServer(&http.Server{}); err != nil {
+			t.Fatal(err)
+		}
+		dev := w.devices["w-01"]
+		const run = "provision-w-01-1767225600"
+		code := configserve.NewCode()
+		if err := d.configs.Put(code, []byte("machine: {}\n"), configserve.Device{ID: dev.ID, Name: dev.Name}, run); err != nil {
+			t.Fatal(err)
+		}
+		l, err := d.configs.Lend(context.Background(), code)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(l.Deadline) - time.Second)
+		synctest.Wait()
+		flush(t, d)
+		if got := w.journal(t, "w-01"); len(got) != 0 {
+			t.Errorf("a second before the loan's deadline, w-01's journal holds %q", got)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		flush(t, d)
+		want := "warning: the Talos config of " + run + " was lent for a fetch that never reported back; it was dropped, so that it is never served twice"
+		if got := w.journal(t, "w-01"); len(got) != 1 || got[0] != want {
+			t.Errorf("after the loan's deadline, w-01's journal holds %q, want %q", got, want)
+		}
+		if _, err := d.configs.Lend(context.Background(), code); !errors.Is(err, configserve.ErrNotHeld) {
+			t.Errorf("Lend after the loan was lost: %v, want ErrNotHeld", err)
+		}
+	})
+}
