@@ -120,7 +120,9 @@ const defaultReplicaMachines = 200
 // journal lost nothing (every run a Workflow or a device names has its
 // started line, every ended run its ended SUCCESS line, every served
 // config its served line, each once, but the end of the one run the
-// killed leader may have journaled without annotating its Workflow); and
+// killed leader may have journaled without annotating its Workflow, and
+// the served line of a config the killed replica was answering as it
+// died, which its node read whole through it just before); and
 // a proof the replicas accepted, replayed to each of them, is refused
 // with 409.
 func TestIntegrationReplicas(t *testing.T) {
@@ -169,22 +171,11 @@ func TestIntegrationReplicas(t *testing.T) {
 	pf.startTinkerbell()
 	pf.powerOn(names...)
 
-	// Mid-storm, while machines are admitted and others fetch their
-	// configs, the leader dies.
 	served := func() int {
 		pf.fetches.mu.Lock()
 		defer pf.fetches.mu.Unlock()
 		return len(pf.fetches.whole)
 	}
-	pf.waitFor("a third of the machines admitted, a tenth served", 5*time.Minute, func() bool { return admitted() >= n/3 && served() >= n/10 })
-	l := pf.leaders()
-	if len(l) != 1 {
-		t.Fatalf("replicas leading at the kill: %v, want one", l)
-	}
-	killed := pf.replicas[l[0]]
-	atKill := admitted()
-	killedAt := time.Now()
-	killed.sigkill(t)
 	ended := func() int {
 		n := 0
 		for _, lines := range pf.journalIndex().byDevice {
@@ -196,32 +187,51 @@ func TestIntegrationReplicas(t *testing.T) {
 		}
 		return n
 	}
-	endedAtKill := ended()
-	t.Logf("%v after the storm began: SIGKILL %s, the leader, with %d of %d machines admitted, %d configs served and %d ended lines journaled",
-		killedAt.Sub(start).Round(time.Millisecond), killed.name, atKill, n, served(), endedAtKill)
-
-	var elected, resumed time.Time
-	pf.waitFor("a new leader", time.Minute, func() bool {
-		for _, p := range pf.replicas {
-			if p != killed && p.leading(ctx) {
-				elected = time.Now()
+	// killLeader kills the leader with SIGKILL once ready, waits for
+	// another replica to lead and journal a run's end, and brings the
+	// killed one back, with nothing in its memory, as its StatefulSet's
+	// pod comes back.
+	killLeader := func(when string, ready func() bool) killAt {
+		pf.waitFor(when, 5*time.Minute, ready)
+		l := pf.leaders()
+		if len(l) != 1 {
+			t.Fatalf("replicas leading at the kill: %v, want one", l)
+		}
+		killed := pf.replicas[l[0]]
+		atKill, endedAtKill := admitted(), ended()
+		killed.sigkill(t)
+		kill := killAt{replica: l[0], at: time.Now()}
+		t.Logf("%v after the storm began, %s: SIGKILL %s, the leader, with %d of %d machines admitted, %d configs served and %d ended lines journaled",
+			kill.at.Sub(start).Round(time.Millisecond), when, killed.name, atKill, n, served(), endedAtKill)
+		var elected, resumed time.Time
+		pf.waitFor("a new leader", time.Minute, func() bool {
+			for _, p := range pf.replicas {
+				if p != killed && p.leading(ctx) {
+					elected = time.Now()
+					return true
+				}
+			}
+			return false
+		})
+		pf.waitFor("the new leader's first ended line", 2*time.Minute, func() bool {
+			if ended() > endedAtKill {
+				resumed = time.Now()
 				return true
 			}
-		}
-		return false
-	})
-	pf.waitFor("the new leader's first ended line", time.Minute, func() bool {
-		if ended() > endedAtKill {
-			resumed = time.Now()
-			return true
-		}
-		time.Sleep(200 * time.Millisecond)
-		return false
-	})
-	t.Logf("failover: a new leader %v after the kill; its first ended line journaled %v after the kill",
-		elected.Sub(killedAt).Round(time.Millisecond), resumed.Sub(killedAt).Round(time.Millisecond))
-	// The StatefulSet brings the pod back, with nothing in its memory.
-	killed.start(t)
+			time.Sleep(200 * time.Millisecond)
+			return false
+		})
+		t.Logf("failover: a new leader %v after the kill; its first ended line journaled %v after the kill",
+			elected.Sub(kill.at).Round(time.Millisecond), resumed.Sub(kill.at).Round(time.Millisecond))
+		killed.start(t)
+		return kill
+	}
+	// The leader dies twice: while machines are admitted, and while
+	// machines fetch their configs.
+	kills := []killAt{
+		killLeader("a third of the machines admitted", func() bool { return admitted() >= n/3 }),
+		killLeader("a tenth of the configs served", func() bool { return served() >= n/10 }),
+	}
 
 	// The operator: a node that asks in vain for its config gets a new run
 	// (FleetInstallConfigMissing), and so does a run that never reported
@@ -307,7 +317,7 @@ func TestIntegrationReplicas(t *testing.T) {
 	if err := pf.checkCodesAndConfigs(); err != nil {
 		t.Error(err)
 	}
-	pf.checkJournal(devs)
+	pf.checkJournal(devs, kills)
 
 	// Each machine's first code, from the storm's start.
 	var lat []time.Duration
@@ -396,12 +406,29 @@ func (pf *procFleet) checkCodesAndConfigs() error {
 	return errors.Join(errs...)
 }
 
+// killAt is the SIGKILL of a replica: which one, and when it was dead.
+type killAt struct {
+	replica int
+	at      time.Time
+}
+
+// servedLineWindow is how long before a SIGKILL a node may have read its
+// config whole from the killed replica while that replica had not yet
+// written the served line: the node's acknowledgement, then the status
+// and the line, each a NetBox write of at most 5 s together
+// (servedWriteTimeout in fleetd), and the queue's linger for a line
+// NetBox refused at once.
+const servedLineWindow = 6 * time.Second
+
 // checkJournal checks that NetBox's journal lost nothing, and repeated
 // nothing: every run a Workflow or a device's last_run names has one
 // started line; every ended run has its started line, and one ended line
 // (two for at most one run, the one the killed leader was journaling);
-// every served config one served line, the last run's included.
-func (pf *procFleet) checkJournal(devs []inventory.Device) {
+// every served config one served line, the last run's included, but a
+// config whose answer the killed replica was finishing when it died: the
+// node read it whole through a connection to that replica at most
+// servedLineWindow before the kill.
+func (pf *procFleet) checkJournal(devs []inventory.Device, kills []killAt) {
 	t := pf.t
 	t.Helper()
 	ix := pf.journalIndex()
@@ -457,20 +484,18 @@ func (pf *procFleet) checkJournal(devs []inventory.Device) {
 	} else if len(endedTwice) == 1 {
 		t.Logf("the killed leader journaled a run's end and did not live to annotate its Workflow; the new leader journaled it again: %s", endedTwice[0])
 	}
-	var servedLost []string
 	for _, d := range devs {
-		if ix.count(d.Name, "fleetd served the config of "+d.LastRun) != 1 {
-			servedLost = append(servedLost, fmt.Sprintf("%s: the served line of its last run %s", d.Name, d.LastRun))
+		if ix.count(d.Name, "fleetd served the config of "+d.LastRun) == 1 {
+			continue
 		}
-	}
-	// A replica killed while it answers a config (its own, or one it
-	// borrowed and had not settled) takes the served line with it, while
-	// the node has its config: one such line is the kill's, and is
-	// logged; more are lost lines.
-	if len(servedLost) == 1 {
-		t.Logf("the kill took one served line with it (the replica was answering that config): %s", servedLost[0])
-	} else {
-		missing = append(missing, servedLost...)
+		// A replica killed between the node's acknowledgement and NetBox's
+		// answer to its writes takes the line with it, while the node has
+		// its config.
+		if why, ok := pf.servedAtKill(d.Name, kills); ok {
+			t.Logf("a kill took %s's served line with it: %s", d.Name, why)
+			continue
+		}
+		missing = append(missing, fmt.Sprintf("%s: the served line of its last run %s", d.Name, d.LastRun))
 	}
 	slices.Sort(missing)
 	slices.Sort(twice)
@@ -480,6 +505,35 @@ func (pf *procFleet) checkJournal(devs []inventory.Device) {
 	if len(twice) > 0 {
 		t.Errorf("NetBox's journal repeated %d lines: %v", len(twice), twice[:min(len(twice), 20)])
 	}
+}
+
+// servedAtKill reports whether node's last whole config came through a
+// connection to the killed replica at most servedLineWindow before it was
+// dead, and says when.
+func (pf *procFleet) servedAtKill(node string, kills []killAt) (string, bool) {
+	m := pf.machines[node]
+	m.mu.Lock()
+	codes := slices.Clone(m.codes)
+	m.mu.Unlock()
+	pf.fetches.mu.Lock()
+	var last wholeFetch
+	for _, c := range codes {
+		if f, ok := pf.fetches.last[c]; ok && f.at.After(last.at) {
+			last = f
+		}
+	}
+	pf.fetches.mu.Unlock()
+	if last.at.IsZero() {
+		return "", false
+	}
+	replica, ok := pf.lb.route(last.from)
+	for _, kill := range kills {
+		before := kill.at.Sub(last.at)
+		if ok && replica == kill.replica && before <= servedLineWindow && before >= -time.Second {
+			return fmt.Sprintf("it read its config whole from %s %v before it was dead", pf.replicas[replica].name, before.Round(time.Millisecond)), true
+		}
+	}
+	return "", false
 }
 
 // BenchmarkFleetdReplicas: FLEET_REPLICAS_MACHINES machines (default

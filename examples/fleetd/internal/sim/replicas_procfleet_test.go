@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -181,6 +182,7 @@ type balancer struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]bool
 	closed bool
+	routes map[string]int // a client's address (ip:port) -> the backend its connection reached
 }
 
 func newBalancer(tb testing.TB, backends []string) *balancer {
@@ -189,7 +191,7 @@ func newBalancer(tb testing.TB, backends []string) *balancer {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	b := &balancer{ln: ln, backends: backends, conns: map[net.Conn]bool{}}
+	b := &balancer{ln: ln, backends: backends, conns: map[net.Conn]bool{}, routes: map[string]int{}}
 	b.wg.Go(b.serve)
 	tb.Cleanup(b.close)
 	return b
@@ -236,8 +238,12 @@ func (b *balancer) proxy(c net.Conn) {
 	first := b.next.Add(1) - 1
 	var up net.Conn
 	for i := range uint64(len(b.backends)) {
+		backend := int((first + i) % uint64(len(b.backends)))
 		var err error
-		if up, err = d.Dial("tcp", b.backends[(first+i)%uint64(len(b.backends))]); err == nil {
+		if up, err = d.Dial("tcp", b.backends[backend]); err == nil {
+			b.mu.Lock()
+			b.routes[c.RemoteAddr().String()] = backend
+			b.mu.Unlock()
 			break
 		}
 		b.refused.Add(1)
@@ -253,6 +259,15 @@ func (b *balancer) proxy(c net.Conn) {
 	go func() { io.Copy(up, c); done <- struct{}{} }()
 	go func() { io.Copy(c, up); done <- struct{}{} }()
 	<-done
+}
+
+// route returns the backend that the connection from client (ip:port)
+// reached.
+func (b *balancer) route(client string) (int, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i, ok := b.routes[client]
+	return i, ok
 }
 
 func (b *balancer) close() {
@@ -423,7 +438,7 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 	f := &testFleet{world: w, t: tb, machines: map[string]*simMachine{}, ctx: ctx}
 	quiet := func(string, string, string) {}
 	f.sim = &tinkSim{w: w, ns: ns, machines: map[string]*simMachine{}, say: quiet, failAt: map[string]string{}, every: 250 * time.Millisecond}
-	pf := &procFleet{testFleet: f, replicas: procs, lb: lb, calls: calls, env: env, fetches: &fetchLog{whole: map[string]int{}}}
+	pf := &procFleet{testFleet: f, replicas: procs, lb: lb, calls: calls, env: env, fetches: &fetchLog{whole: map[string]int{}, last: map[string]wholeFetch{}}}
 	for i, n := range nodes {
 		m := newSimMachine(w, n.name, "SN-"+n.name, tpms[n.name], i+1, quiet)
 		c := boundClient(w, nodeAddr(i))
@@ -475,22 +490,38 @@ func tail(s string, n int) string {
 }
 
 // fetchLog counts, by install code, the config fetches whose answer was
-// 200 and carried a whole body.
+// 200 and carried a whole body, and keeps the last of them.
 type fetchLog struct {
 	mu    sync.Mutex
 	whole map[string]int
+	last  map[string]wholeFetch
+}
+
+// A wholeFetch is a fetch whose answer carried a whole config: when the
+// body's end was read, and the address its connection came from.
+type wholeFetch struct {
+	at   time.Time
+	from string
 }
 
 func (l *fetchLog) wrap(next http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		rsp, err := next.RoundTrip(r)
 		code, ok := strings.CutPrefix(r.URL.Path, configserve.PathPrefix)
-		if err != nil || !ok || rsp.StatusCode != http.StatusOK {
+		if !ok {
+			return next.RoundTrip(r)
+		}
+		var from string
+		r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
+			GotConn: func(ci httptrace.GotConnInfo) { from = ci.Conn.LocalAddr().String() },
+		}))
+		rsp, err := next.RoundTrip(r)
+		if err != nil || rsp.StatusCode != http.StatusOK {
 			return rsp, err
 		}
 		rsp.Body = &eofBody{ReadCloser: rsp.Body, eof: func() {
 			l.mu.Lock()
 			l.whole[code]++
+			l.last[code] = wholeFetch{at: time.Now(), from: from}
 			l.mu.Unlock()
 		}}
 		return rsp, nil
