@@ -349,6 +349,37 @@ func (nb *NetBox) Journal(ctx context.Context, id int64, kind JournalKind, text 
 	return err
 }
 
+// JournalHas reports whether device id's journal holds an entry of kind
+// whose text is exactly text: what a writer that may have written the
+// entry before it was stopped asks before writing it again. It costs one
+// request, NetBox's search (q) of the device's entries of that kind, and
+// reads the first page (PageSize entries) of those whose text contains
+// text.
+func (nb *NetBox) JournalHas(ctx context.Context, id int64, kind JournalKind, text string) (bool, error) {
+	if _, err := journalRequest(JournalEntry{Device: id, Kind: kind, Text: text}); err != nil {
+		return false, err
+	}
+	q := url.Values{
+		"assigned_object_type": {typeDevice},
+		"assigned_object_id":   {strconv.FormatInt(id, 10)},
+		"kind":                 {string(kind)},
+		"q":                    {text},
+		"limit":                {strconv.Itoa(nb.cfg.PageSize)},
+	}
+	var p page[struct {
+		Comments string `json:"comments"`
+	}]
+	if err := nb.do(ctx, http.MethodGet, "/api/extras/journal-entries/", q, nil, &p); err != nil {
+		return false, err
+	}
+	for _, e := range p.Results {
+		if e.Comments == text {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // JournalEntries adds entries to their devices' journals, in their order,
 // with NetBox's bulk create (POST /api/extras/journal-entries/ with a
 // list): one request per BulkSize entries, each taken whole or not at all,

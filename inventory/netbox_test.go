@@ -320,6 +320,51 @@ func TestJournal(t *testing.T) {
 	}
 }
 
+// JournalHas finds an entry by its exact text and kind on its device
+// only: not a longer text that contains it, another kind, or another
+// device's entry.
+func TestJournalHas(t *testing.T) {
+	_, nb, devs := appliedFleet(t)
+	ctx := t.Context()
+	w1, w2 := devs["w-01"].ID, devs["w-02"].ID
+	const line = "Workflow provision-w-01-1767225600 ended SUCCESS"
+	has := func(id int64, kind JournalKind, text string) bool {
+		t.Helper()
+		ok, err := nb.JournalHas(ctx, id, kind, text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if has(w1, JournalSuccess, line) {
+		t.Fatal("an empty journal has the line")
+	}
+	for _, e := range []JournalEntry{
+		{w1, JournalSuccess, line + ": the install disk is wiped"},
+		{w1, JournalInfo, line},
+		{w2, JournalSuccess, line},
+	} {
+		if err := nb.Journal(ctx, e.Device, e.Kind, e.Text); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if has(w1, JournalSuccess, line) {
+		t.Error("JournalHas found the line in a longer one, another kind's or another device's")
+	}
+	if err := nb.Journal(ctx, w1, JournalSuccess, line); err != nil {
+		t.Fatal(err)
+	}
+	if !has(w1, JournalSuccess, line) {
+		t.Error("JournalHas did not find the line once written")
+	}
+	if has(w1, JournalSuccess, strings.ToUpper(line)) {
+		t.Error("JournalHas matched the line in another case")
+	}
+	if _, err := nb.JournalHas(ctx, w1, JournalKind("loud"), line); err == nil {
+		t.Error("JournalHas of an unknown kind succeeded")
+	}
+}
+
 func TestNewNetBoxRefuses(t *testing.T) {
 	for _, c := range []struct {
 		url, token string

@@ -1277,6 +1277,11 @@ func journalKind() *kind {
 			"assigned_object_type": strFilter(func(s *store, id int64) string { return j(s, id).objectType }),
 			"assigned_object_id":   idFilter(func(s *store, id int64) int64 { return j(s, id).objectID }),
 			"kind":                 strFilter(func(s *store, id int64) string { return j(s, id).kind }),
+			// NetBox's search of journal entries: comments__icontains.
+			"q": func(s *store, id int64, vals []string) (bool, error) {
+				c := strings.ToLower(j(s, id).comments)
+				return anyOf(vals, func(x string) bool { return strings.Contains(c, strings.ToLower(x)) }), nil
+			},
 		},
 		render: (*renderer).journalEntry,
 		write: func(t *tx, id int64, in *input) (int64, error) {
