@@ -34,6 +34,8 @@ type memNetBox struct {
 	journal []journalLine
 	calls   int
 	down    bool // every call answers inventory.ErrUnavailable
+
+	journalReads int // JournalHas calls
 }
 
 type journalLine struct {
@@ -149,6 +151,18 @@ func (nb *memNetBox) Journal(_ context.Context, id int64, kind inventory.Journal
 	}
 	nb.journal = append(nb.journal, journalLine{id, kind, text})
 	return nil
+}
+
+// JournalHas makes memNetBox a JournalReader. Its reads are counted in
+// journalReads, not calls.
+func (nb *memNetBox) JournalHas(_ context.Context, id int64, kind inventory.JournalKind, text string) (bool, error) {
+	nb.mu.Lock()
+	defer nb.mu.Unlock()
+	nb.journalReads++
+	if nb.down {
+		return false, fmt.Errorf("GET /api/extras/journal-entries/: %w", inventory.ErrUnavailable)
+	}
+	return slices.Contains(nb.journal, journalLine{id, kind, text}), nil
 }
 
 func (nb *memNetBox) dev(id int64) inventory.Device {

@@ -20,6 +20,8 @@ type Pass struct {
 	Started []string // Workflows started from desired_action or retirement
 	Ended   []string // Workflows whose end (or lost reports) was journaled
 	Deleted []string // Workflows deleted: they never reported their first action
+
+	recheck bool // ask NetBox before journaling a run's end (Provisioner.recheck)
 }
 
 // The actions during which a run's last reports may be lost while the node
@@ -37,6 +39,9 @@ const maxBackoff = 5 * time.Minute
 // a restart mid-run picks every run up at the next pass (it loses only the
 // install codes of waiting runs, as Admit says).
 func (p *Provisioner) Run(ctx context.Context) error {
+	// Another process may have led meanwhile, and stopped between a line
+	// and its mark.
+	p.recheck.Store(true)
 	wait := p.cfg.Interval
 	for {
 		if _, err := p.Reconcile(ctx); err != nil {
@@ -85,13 +90,17 @@ func (p *Provisioner) Run(ctx context.Context) error {
 //
 // and the refusals Admit lists. A line a waiting device repeats on every
 // pass (lacking, refused, no BMC) is written once per process. Ended lines
-// are written once per run: the Workflow is annotated afterwards, so a
-// restart does not repeat them. After a failed Rufio job desired_action is
+// (and the Rufio and never-reported lines) are written once per run: the
+// Workflow is annotated afterwards (or deleted), so a restart does not
+// repeat them, and a line whose annotation failed is not written again;
+// the first passes after New or Run ask NetBox (JournalReader) before
+// writing one, since a process stopped, or a leader replaced, between the
+// line and the annotation leaves the annotation undone. After a failed Rufio job desired_action is
 // set to provision again, so that a machine powered on by hand gets a run
 // at its attestation; the loop power-cycles it again only after
 // Config.PowerRetry.
 func (p *Provisioner) Reconcile(ctx context.Context) (Pass, error) {
-	var pass Pass
+	pass := Pass{recheck: p.recheck.Load()}
 	devs, err := p.nb.Devices(ctx)
 	if err != nil {
 		return pass, fmt.Errorf("list devices: %w", err)
@@ -129,7 +138,51 @@ func (p *Provisioner) Reconcile(ctx context.Context) (Pass, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", dev.Name, err))
 		}
 	}
+	if len(errs) == 0 && pass.recheck {
+		p.recheck.Store(false)
+	}
 	return pass, errors.Join(errs...)
+}
+
+// journalEnd journals the line that ends run r's watch (its end, its
+// failed power-on, or its deletion) once: not when this process journaled
+// it already and the mark that follows failed, nor, on a pass that
+// rechecks, when NetBox's journal holds it. ended (the mark, or the
+// deletion, done) forgets it.
+func (p *Provisioner) journalEnd(ctx context.Context, r *run, dev *inventory.Device, kind inventory.JournalKind, text string, pass *Pass) error {
+	p.mu.Lock()
+	done := p.journaled[r.Name()]
+	p.mu.Unlock()
+	if done {
+		return nil
+	}
+	if jr, ok := p.nb.(JournalReader); ok && pass.recheck {
+		has, err := jr.JournalHas(ctx, dev.ID, kind, text)
+		if err != nil {
+			return err
+		}
+		if has {
+			p.log.Info("fleet.loop", "run", r.Name(), "journaled", "already", "text", text)
+			done = true
+		}
+	}
+	if !done {
+		if err := p.nb.Journal(ctx, dev.ID, kind, text); err != nil {
+			return err
+		}
+	}
+	p.mu.Lock()
+	p.journaled[r.Name()] = true
+	p.mu.Unlock()
+	return nil
+}
+
+// endDone forgets that run's end was journaled, once it is marked or the
+// run deleted.
+func (p *Provisioner) endDone(run string) {
+	p.mu.Lock()
+	delete(p.journaled, run)
+	p.mu.Unlock()
 }
 
 // watch journals what became of one run not yet reported.
@@ -143,7 +196,7 @@ func (p *Provisioner) watch(ctx context.Context, r *run, dev *inventory.Device, 
 		}
 		text := fmt.Sprintf("the Rufio job %s of Workflow %s failed to power the machine: %s; set AMT's address to %s, or power the machine on by hand",
 			job, r.Name(), msg, addrOf(dev))
-		if err := p.nb.Journal(ctx, dev.ID, inventory.JournalWarning, text); err != nil {
+		if err := p.journalEnd(ctx, r, dev, inventory.JournalWarning, text, pass); err != nil {
 			return err
 		}
 		// A machine powered on by hand attests and gets a new run.
@@ -189,12 +242,13 @@ func (p *Provisioner) watch(ctx context.Context, r *run, dev *inventory.Device, 
 			kind = inventory.JournalDanger
 			text = fmt.Sprintf("Workflow %s never reported its first action within its global timeout (%s); fleetd deleted it%s", r.Name(), timeout, dangerTail)
 		}
-		if err := p.nb.Journal(ctx, dev.ID, kind, text); err != nil {
+		if err := p.journalEnd(ctx, r, dev, kind, text, pass); err != nil {
 			return err
 		}
 		if err := p.deleteWorkflow(ctx, r.Name()); err != nil {
 			return err
 		}
+		p.endDone(r.Name())
 		p.dropCode(r.Name())
 		pass.Deleted = append(pass.Deleted, r.Name())
 		return nil
@@ -222,7 +276,7 @@ func passedText(r *run, action string) string {
 // ended journals a run's end and marks the Workflow so that no later pass,
 // in this process or after a restart, journals it again.
 func (p *Provisioner) ended(ctx context.Context, r *run, dev *inventory.Device, kind inventory.JournalKind, text, mark string, pass *Pass) error {
-	if err := p.nb.Journal(ctx, dev.ID, kind, text); err != nil {
+	if err := p.journalEnd(ctx, r, dev, kind, text, pass); err != nil {
 		return err
 	}
 	pass.Ended = append(pass.Ended, r.Name())
@@ -234,6 +288,7 @@ func (p *Provisioner) mark(ctx context.Context, r *run, mark string) error {
 	if err := p.annotate(ctx, r.Name(), annReported, mark); err != nil {
 		return err
 	}
+	p.endDone(r.Name())
 	if r.WF.Annotations == nil {
 		r.WF.Annotations = map[string]string{}
 	}

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
@@ -33,6 +34,18 @@ type NetBox interface {
 	SetDesiredAction(ctx context.Context, id int64, action string) error
 	SetLastRun(ctx context.Context, id int64, run string) error
 	Journal(ctx context.Context, id int64, kind inventory.JournalKind, text string) error
+}
+
+// A JournalReader is a NetBox that can tell whether a device's journal
+// holds a line (inventory's client is one). The loop journals a run's end,
+// then marks its Workflow; a process stopped between the two, or a leader
+// that lost its Lease there, leaves the mark to the next pass. With a
+// JournalReader, a Provisioner's first passes (after New, and whenever Run
+// starts, until one pass ends without an error) ask NetBox before they
+// journal a run's end, so that no end is journaled twice; without one,
+// such a line may be written twice.
+type JournalReader interface {
+	JournalHas(ctx context.Context, id int64, kind inventory.JournalKind, text string) (bool, error)
 }
 
 // Configs is where rendered configs go: fleetd wires configserve here.
@@ -214,6 +227,13 @@ type Provisioner struct {
 	devLock map[int64]*sync.Mutex
 	codes   map[string]heldCode // by run name: the codes of runs this process started
 	codeSeq uint64              // the last heldCode.seq given
+	// journaled: the runs whose end this process journaled and has not
+	// marked on the Workflow yet (the mark failed); the next pass marks
+	// them without journaling again.
+	journaled map[string]bool
+	// recheck: passes ask NetBox (JournalReader) before they journal a
+	// run's end, until one ends without an error.
+	recheck atomic.Bool
 }
 
 // heldCode is the install code of a run this process started. seq orders
@@ -243,7 +263,8 @@ func New(deps Deps, cluster Cluster, cfg *Config) (*Provisioner, error) {
 		return nil, errors.New("provision: Cluster.Bundle is missing or incomplete")
 	}
 	p := &Provisioner{nb: deps.NetBox, kube: deps.Kube, tink: deps.Tink, configs: deps.Configs, cluster: cluster,
-		noted: map[int64]string{}, devLock: map[int64]*sync.Mutex{}, codes: map[string]heldCode{}}
+		noted: map[int64]string{}, devLock: map[int64]*sync.Mutex{}, codes: map[string]heldCode{}, journaled: map[string]bool{}}
+	p.recheck.Store(true)
 	if cfg != nil {
 		p.cfg = *cfg
 	}

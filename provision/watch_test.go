@@ -2,7 +2,9 @@ package provision
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,6 +12,8 @@ import (
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/bmc"
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/fleetkit/fleet/inventory"
 )
@@ -535,5 +539,83 @@ func TestLoopWithoutPortCheck(t *testing.T) {
 		h.wantJournal(1, journalLine{1, inventory.JournalInfo,
 			"node-01 waits for an attestation from HookOS: fleetd has no switch-port check for a run without a fresh claim; power-cycle the machine"})
 		h.wantNothingCreated()
+	})
+}
+
+// A run's end is journaled, then its Workflow is annotated: when the
+// annotation fails, the next pass annotates it without journaling the
+// end again (and, past the first clean pass, without asking NetBox).
+func TestEndJournaledOnceWhenTheMarkFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startWorker(t, nil)
+		h.reconcile() // clean: later passes do not ask NetBox
+		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+			s.State = tinkerbell.WorkflowStateFailed
+			s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "FAILED"})
+		})
+		var fail atomic.Bool
+		fail.Store(true)
+		h.tink.PrependReactor("patch", "workflows", func(k8stesting.Action) (bool, runtime.Object, error) {
+			if fail.Load() {
+				return true, nil, errors.New("the server is currently unable to handle the request")
+			}
+			return false, nil, nil
+		})
+		if _, err := h.p.Reconcile(context.Background()); err == nil {
+			t.Fatal("a pass whose annotation failed reported no error")
+		}
+		fail.Store(false)
+		pass := h.reconcile()
+		h.reconcile()
+		if !slices.Equal(pass.Ended, []string{run1}) {
+			t.Errorf("the pass after the failed annotation ended %v, want %s", pass.Ended, run1)
+		}
+		if h.nb.journalReads != 0 {
+			t.Errorf("NetBox's journal read %d times after a clean pass", h.nb.journalReads)
+		}
+		h.wantJournal(1, started1, journalLine{1, inventory.JournalWarning,
+			"Workflow " + run1 + " ended FAILED at action wipe-disk; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21"})
+	})
+}
+
+// A process that journaled a run's end and was stopped (or lost its
+// leadership) before it annotated the Workflow: the next Provisioner's
+// first pass finds the line in NetBox's journal and only annotates the
+// Workflow; a line not in the journal it writes.
+func TestEndJournaledOnceAfterTakeover(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, nil, worker(1, "node-01"), worker(2, "node-02"))
+		for _, id := range []int64{1, 2} {
+			if _, err := h.p.Admit(context.Background(), claimOf(h.nb.dev(id))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		run2 := "provision-node-02-946684800"
+		for _, r := range []string{run1, run2} {
+			h.setStatus(r, func(s *tinkerbell.WorkflowStatus) {
+				s.State = tinkerbell.WorkflowStateSuccess
+				s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "SUCCESS", "next-boot": "SUCCESS", "reboot": "SUCCESS"})
+			})
+		}
+		// The previous leader journaled run1's end and died.
+		ended1 := journalLine{1, inventory.JournalSuccess, "Workflow " + run1 + " ended SUCCESS"}
+		if err := h.nb.Journal(context.Background(), 1, ended1.Kind, ended1.Text); err != nil {
+			t.Fatal(err)
+		}
+		h.restart()
+		pass := h.reconcile()
+		slices.Sort(pass.Ended)
+		if !slices.Equal(pass.Ended, []string{run1, run2}) {
+			t.Errorf("ended %v, want both runs", pass.Ended)
+		}
+		h.reconcile()
+		h.wantJournal(1, started1, ended1)
+		h.wantJournal(2, journalLine{2, inventory.JournalInfo, "started Workflow " + run2 + "; the machine attested from HookOS at 10.0.0.22"},
+			journalLine{2, inventory.JournalSuccess, "Workflow " + run2 + " ended SUCCESS"})
+		for _, wf := range h.workflows() {
+			if wf.Annotations[annReported] == "" {
+				t.Errorf("%s is not marked reported", wf.Name)
+			}
+		}
 	})
 }
