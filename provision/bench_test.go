@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetkit/fleet/inventory"
 )
@@ -41,6 +42,14 @@ func BenchmarkRenderControlPlane(b *testing.B) {
 // (state), reported or not.
 func fleet1000(b *testing.B, n int, state tinkerbell.WorkflowState, reported bool) *harness {
 	b.Helper()
+	devs := activeDevices(n)
+	h := newHarness(b, nil, devs...)
+	endedRuns(b, h, devs, state, reported)
+	return h
+}
+
+// activeDevices are n active workers that attested.
+func activeDevices(n int) []inventory.Device {
 	var devs []inventory.Device
 	for i := 1; i <= n; i++ {
 		d := attested(worker(int64(i), fmt.Sprintf("node-%04d", i)))
@@ -49,7 +58,13 @@ func fleet1000(b *testing.B, n int, state tinkerbell.WorkflowState, reported boo
 		d.LastRun = fmt.Sprintf("provision-%s-1767225600", d.Name)
 		devs = append(devs, d)
 	}
-	h := newHarness(b, nil, devs...)
+	return devs
+}
+
+// endedRuns creates each device's last run, ended in state, its end
+// reported or not.
+func endedRuns(b *testing.B, h *harness, devs []inventory.Device, state tinkerbell.WorkflowState, reported bool) {
+	b.Helper()
 	for _, d := range devs {
 		if err := h.p.newWorkflow(context.Background(), d, d.LastRun, RunProvision, "SECRETCODE", "img", d.Address.Addr().String(), false, t0); err != nil {
 			b.Fatal(err)
@@ -64,7 +79,6 @@ func fleet1000(b *testing.B, n int, state tinkerbell.WorkflowState, reported boo
 			}
 		}
 	}
-	return h
 }
 
 type apiCalls struct{ netbox, kube int }
@@ -116,4 +130,35 @@ func BenchmarkReconcileAllEnded1000(b *testing.B) {
 	}
 	b.ReportMetric(float64(netbox)/float64(b.N), "netbox-calls/pass")
 	b.ReportMetric(float64(kube)/float64(b.N), "kube-calls/pass")
+}
+
+// BenchmarkReconcileAllEndedRealAPI is the pass in which 300 runs ended at
+// once, on the real kube-apiserver: each end is journaled (on an in-memory
+// NetBox) and annotated with a request of its own. It reports the pass's
+// wall time per ended run.
+func BenchmarkReconcileAllEndedRealAPI(b *testing.B) {
+	const n = 300
+	devs := activeDevices(n)
+	h := newRealHarness(b, nil, devs...)
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		for _, d := range devs {
+			h.tinkAPI.Resource(WorkflowResource).Namespace(h.ns).Delete(context.Background(), d.LastRun, metav1.DeleteOptions{})
+		}
+		h.restart()
+		endedRuns(b, h, devs, tinkerbell.WorkflowStateFailed, false)
+		h.p.recheck.Store(false)
+		b.StartTimer()
+		start := time.Now()
+		pass, err := h.p.Reconcile(context.Background())
+		total += time.Since(start)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(pass.Ended) != n {
+			b.Fatalf("ended %d", len(pass.Ended))
+		}
+	}
+	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N*n), "ms/ended-run")
 }

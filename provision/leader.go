@@ -79,7 +79,8 @@ func (p *Provisioner) RunLeader(ctx context.Context, l Leader) error {
 		}
 	}
 	// A follower runs no loop, but forgets the codes of its runs that
-	// ended, as the loop's passes do.
+	// ended, as the loop's passes do, though less often: each time costs a
+	// list of every run, and the codes only take memory.
 	var follow sync.WaitGroup
 	defer follow.Wait()
 	follow.Go(func() { p.pruneWhile(ctx, func() bool { return !leading.Load() }) })
@@ -120,10 +121,14 @@ func (p *Provisioner) RunLeader(ctx context.Context, l Leader) error {
 	return ctx.Err()
 }
 
-// pruneWhile forgets, every Config.Interval while cond holds, the install
-// codes of runs that ended or were deleted, until ctx ends.
+// followerPrune is the least time between a follower's prunes.
+const followerPrune = time.Minute
+
+// pruneWhile forgets, every Config.Interval but at most once a minute
+// while cond holds, the install codes of runs that ended or were deleted,
+// until ctx ends.
 func (p *Provisioner) pruneWhile(ctx context.Context, cond func() bool) {
-	t := time.NewTicker(p.cfg.Interval)
+	t := time.NewTicker(max(p.cfg.Interval, followerPrune))
 	defer t.Stop()
 	for {
 		select {

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
@@ -17,9 +19,9 @@ import (
 type Pass struct {
 	Devices int      // devices NetBox listed
 	Runs    int      // fleet Workflows the cluster listed
-	Started []string // Workflows started from desired_action or retirement
-	Ended   []string // Workflows whose end (or lost reports) was journaled
-	Deleted []string // Workflows deleted: they never reported their first action
+	Started []string // Workflows started from desired_action or retirement, by name
+	Ended   []string // Workflows whose end (or lost reports) was journaled, by name
+	Deleted []string // Workflows deleted (they never reported their first action), by name
 
 	recheck bool // ask NetBox before journaling a run's end (Provisioner.recheck)
 }
@@ -29,6 +31,9 @@ type Pass struct {
 var lateActions = map[string]bool{"install": true, "next-boot": true, "reboot": true}
 
 const maxBackoff = 5 * time.Minute
+
+// passWorkers is how many devices a Reconcile pass works on at once.
+const passWorkers = 16
 
 // Run runs the loop until ctx is done: a Reconcile pass every
 // Config.Interval, backing off (doubling up to 5 minutes) while passes
@@ -67,8 +72,9 @@ func (p *Provisioner) Run(ctx context.Context) error {
 // fleet Workflow from the cluster (one call each), journals the runs that
 // ended, deletes runs that never reported their first action within their
 // global timeout, and starts the runs that desired_action or a retirement
-// asks for. A pass costs 2 API calls plus one or two per change. Errors of
-// single devices or runs do not stop the pass; they are joined in the
+// asks for. A pass costs 2 API calls plus one or two per change, and works
+// on up to 16 devices at once (a device's runs one after another). Errors
+// of single devices or runs do not stop the pass; they are joined in the
 // returned error.
 //
 // A pass writes these lines to the device's NetBox journal, word for word
@@ -118,30 +124,72 @@ func (p *Provisioner) Reconcile(ctx context.Context) (Pass, error) {
 	}
 	sortNewest(runs)
 	runsOf := map[int64][]*run{}
-	var errs []error
 	for _, r := range runs {
 		runsOf[r.DeviceID] = append(runsOf[r.DeviceID], r)
-		if r.Reported() != "" {
-			continue
-		}
-		dev, ok := byID[r.DeviceID]
-		if !ok {
-			continue
-		}
-		if err := p.watch(ctx, r, dev, &pass); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", r.Name(), err))
-		}
+	}
+	// Devices are worked on at once, passWorkers at a time: a pass in
+	// which hundreds of runs ended, or hundreds of runs are asked for,
+	// waits on NetBox and the cluster for each, and concurrent journal
+	// lines share NetBox requests. A device's runs are watched one after
+	// another, newest first, then its due run started.
+	var mu sync.Mutex
+	var errs []error
+	work := make(chan *inventory.Device)
+	var wg sync.WaitGroup
+	for range min(passWorkers, len(devs)) {
+		wg.Go(func() {
+			for dev := range work {
+				part := Pass{recheck: pass.recheck}
+				var failed []error
+				for _, r := range runsOf[dev.ID] {
+					if r.Reported() != "" {
+						continue
+					}
+					if err := p.watch(ctx, r, dev, &part); err != nil {
+						failed = append(failed, fmt.Errorf("%s: %w", r.Name(), err))
+					}
+				}
+				if err := p.due(ctx, dev, runsOf[dev.ID], &part); err != nil {
+					failed = append(failed, fmt.Errorf("%s: %w", dev.Name, err))
+				}
+				mu.Lock()
+				pass.Started = append(pass.Started, part.Started...)
+				pass.Ended = append(pass.Ended, part.Ended...)
+				pass.Deleted = append(pass.Deleted, part.Deleted...)
+				errs = append(errs, failed...)
+				mu.Unlock()
+			}
+		})
 	}
 	for i := range devs {
-		dev := &devs[i]
-		if err := p.due(ctx, dev, runsOf[dev.ID], &pass); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", dev.Name, err))
+		if dev := &devs[i]; busy(dev, runsOf[dev.ID]) {
+			work <- dev
 		}
 	}
+	close(work)
+	wg.Wait()
+	slices.Sort(pass.Started)
+	slices.Sort(pass.Ended)
+	slices.Sort(pass.Deleted)
 	if len(errs) == 0 && pass.recheck {
 		p.recheck.Store(false)
 	}
 	return pass, errors.Join(errs...)
+}
+
+// busy reports whether a pass has anything to do for dev: a run whose end
+// is not reported, or a run that desired_action or a retirement may ask
+// for (due).
+func busy(dev *inventory.Device, runs []*run) bool {
+	if dev.DesiredAction == inventory.DesiredActionProvision || dev.Status == inventory.StatusDecommissioning {
+		return true
+	}
+	for _, r := range runs {
+		if r.Reported() == "" {
+			return true
+		}
+	}
+	return false
 }
 
 // journalEnd journals the line that ends run r's watch (its end, its

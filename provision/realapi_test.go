@@ -37,7 +37,7 @@ func TestMain(m *testing.M) { os.Exit(kubetest.Run(m)) }
 // Secrets in kube-system, which every test shares. It deletes the fleet
 // token Secrets earlier tests left there, so that h.secrets() holds this
 // test's alone: a test that calls it must not run in parallel.
-func newRealHarness(t *testing.T, edit func(*Cluster, *Config), devs ...inventory.Device) *harness {
+func newRealHarness(t testing.TB, edit func(*Cluster, *Config), devs ...inventory.Device) *harness {
 	t.Helper()
 	env := kubetest.Start(t)
 	kube, err := kubernetes.NewForConfig(env.Config())
