@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/spentlease"
 	"github.com/fleetkit/fleet/configserve"
@@ -64,6 +66,9 @@ type Daemon struct {
 	refusals *inventory.RefusalJournal
 	asks     *askers // asks for configs fleetd does not hold, by address
 	bound    boundDevices
+	// admitting lets Settings.MaxAdmissions admissions run at once, the
+	// others waiting first come, first served.
+	admitting *semaphore.Weighted
 
 	approverCAs *x509.CertPool
 
@@ -91,6 +96,8 @@ func New(s Settings, p Parts) (_ *Daemon, err error) {
 		ports:   &lldpwait.PortConfig{Rules: lldpwait.DefaultRules()},
 		devices: inventory.NewAddressBook(p.NetBox, nil),
 		asks:    newAskers(askEvery, AskPeers),
+
+		admitting: semaphore.NewWeighted(int64(orDefault(s.MaxAdmissions, defaultMaxAdmissions))),
 	}
 	var borrow func(context.Context, string) (*configserve.Loan, error)
 	var peerCode func(context.Context, string) (string, bool)

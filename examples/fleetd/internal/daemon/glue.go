@@ -125,6 +125,17 @@ func peerAddr(remote string) netip.Addr {
 // machine gets, after the switch port it claimed is checked against the one
 // its entry declares.
 func (d *Daemon) admit(ctx context.Context, c attest.Claim) (attest.Admission, error) {
+	// Admissions past MaxAdmissions wait their turn: under a storm of
+	// machines, those running finish well inside the machines' timeouts
+	// rather than all slowing down together, and a machine that gives up
+	// while it waits costs nothing more.
+	if err := d.admitting.Acquire(ctx, 1); err != nil {
+		d.metrics.admissions.WithLabelValues("abandoned").Inc()
+		d.log.Warn("attest.install", "serial", c.Serial, "outcome", "abandoned",
+			"reason", "the machine left while its admission waited its turn", "error", err.Error())
+		return attest.Admission{}, err
+	}
+	defer d.admitting.Release(1)
 	n := neighbor(c.LLDP)
 	port := 0
 	if n != nil {

@@ -44,7 +44,7 @@ func newMetrics(certExpiry func() time.Time, waiting func() int) *metrics {
 		}, []string{"verdict"}),
 		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleet_admissions_total",
-			Help: "Admission decisions for attested machines, by outcome (provision, retire, no provision, refused, error).",
+			Help: "Admission decisions for attested machines, by outcome (provision, retire, no provision, refused, error, abandoned: the machine left while its admission waited its turn).",
 		}, []string{"outcome"}),
 		configEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleet_install_config_events_total",

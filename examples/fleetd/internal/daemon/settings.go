@@ -23,6 +23,9 @@ type Settings struct {
 	// served at once (FLEET_MAX_CONNECTIONS). Zero: the defaults.
 	ReadTimeout time.Duration
 	MaxConns    int
+	// MaxAdmissions is how many attested machines are admitted at once
+	// (FLEET_MAX_ADMISSIONS); more wait their turn. Zero: the default.
+	MaxAdmissions int
 
 	ConfigTTL time.Duration // FLEET_CONFIG_TTL
 	// ConfigWriteTimeout bounds one answer that carries a config, from its
@@ -71,6 +74,9 @@ type Settings struct {
 const (
 	defaultReadTimeout = 10 * time.Second
 	defaultMaxConns    = 4096
+	// defaultMaxAdmissions: an admission makes about ten NetBox and
+	// Kubernetes requests, most of its time spent waiting on them.
+	defaultMaxAdmissions = 16
 )
 
 // envHelp documents every setting; -help prints it.
@@ -84,6 +90,8 @@ const envHelp = `Environment:
   FLEET_READ_TIMEOUT      how long a client has to send a whole request, its headers and its body,
                           on either listener (default 10s); a slower one is cut off
   FLEET_MAX_CONNECTIONS   HTTPS connections served at once (default 4096); more wait to be accepted
+  FLEET_MAX_ADMISSIONS    attested machines admitted at once (default 16); more wait their turn, first
+                          come, first served, and a machine that gives up meanwhile leaves the queue
   FLEET_CONFIG_TTL        how long a rendered config waits to be fetched (default 1h); a node's
                           bootstrap token expires FLEET_CONFIG_TTL + 4h after its render
   FLEET_CONFIG_WRITE_TIMEOUT
@@ -191,6 +199,13 @@ func readSettings(getenv func(string) string) (Settings, error) {
 			errs = append(errs, fmt.Errorf("FLEET_MAX_CONNECTIONS=%q is not a positive number", v))
 		}
 		s.MaxConns = n
+	}
+	if v := str("FLEET_MAX_ADMISSIONS", strconv.Itoa(defaultMaxAdmissions)); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("FLEET_MAX_ADMISSIONS=%q is not a positive number", v))
+		}
+		s.MaxAdmissions = n
 	}
 	ttl := str("FLEET_CONFIG_TTL", "1h")
 	d, err := time.ParseDuration(ttl)

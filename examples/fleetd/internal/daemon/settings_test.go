@@ -123,23 +123,25 @@ func TestReadSettingsTimings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.PollInterval != 15*time.Second || s.RunTimeout != 2*time.Hour || s.ConfigWriteTimeout != configserve.DefaultWriteTimeout {
-		t.Errorf("defaults: poll %v, run timeout %v, config write timeout %v; want 15s, 2h, %v", s.PollInterval, s.RunTimeout, s.ConfigWriteTimeout, configserve.DefaultWriteTimeout)
+	if s.PollInterval != 15*time.Second || s.RunTimeout != 2*time.Hour || s.ConfigWriteTimeout != configserve.DefaultWriteTimeout || s.MaxAdmissions != 16 {
+		t.Errorf("defaults: poll %v, run timeout %v, config write timeout %v, admissions %d; want 15s, 2h, %v, 16",
+			s.PollInterval, s.RunTimeout, s.ConfigWriteTimeout, s.MaxAdmissions, configserve.DefaultWriteTimeout)
 	}
 	m := maps.Clone(base)
-	m["FLEET_POLL_INTERVAL"], m["FLEET_RUN_TIMEOUT"], m["FLEET_CONFIG_WRITE_TIMEOUT"] = "5s", "90m", "1m"
+	m["FLEET_POLL_INTERVAL"], m["FLEET_RUN_TIMEOUT"], m["FLEET_CONFIG_WRITE_TIMEOUT"], m["FLEET_MAX_ADMISSIONS"] = "5s", "90m", "1m", "4"
 	if s, err = readSettings(env(m)); err != nil {
 		t.Fatal(err)
 	}
-	if s.PollInterval != 5*time.Second || s.RunTimeout != 90*time.Minute || s.ConfigWriteTimeout != time.Minute {
-		t.Errorf("set: poll %v, run timeout %v, config write timeout %v; want 5s, 1h30m, 1m", s.PollInterval, s.RunTimeout, s.ConfigWriteTimeout)
+	if s.PollInterval != 5*time.Second || s.RunTimeout != 90*time.Minute || s.ConfigWriteTimeout != time.Minute || s.MaxAdmissions != 4 {
+		t.Errorf("set: poll %v, run timeout %v, config write timeout %v, admissions %d; want 5s, 1h30m, 1m, 4", s.PollInterval, s.RunTimeout, s.ConfigWriteTimeout, s.MaxAdmissions)
 	}
-	m["FLEET_POLL_INTERVAL"], m["FLEET_RUN_TIMEOUT"], m["FLEET_CONFIG_WRITE_TIMEOUT"] = "0s", "-1h", "soon"
+	m["FLEET_POLL_INTERVAL"], m["FLEET_RUN_TIMEOUT"], m["FLEET_CONFIG_WRITE_TIMEOUT"], m["FLEET_MAX_ADMISSIONS"] = "0s", "-1h", "soon", "0"
 	_, err = readSettings(env(m))
 	for _, want := range []string{
 		`FLEET_POLL_INTERVAL="0s" is not a positive duration such as 15s`,
 		`FLEET_RUN_TIMEOUT="-1h" is not a positive duration such as 2h`,
 		`FLEET_CONFIG_WRITE_TIMEOUT="soon" is not a positive duration such as 30s`,
+		`FLEET_MAX_ADMISSIONS="0" is not a positive number`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("the error lacks %q:\n%v", want, err)
@@ -152,7 +154,7 @@ func TestRunUsage(t *testing.T) {
 	if code := Main(context.Background(), []string{"-help"}, env(nil), &out, &errb); code != 0 || !strings.Contains(errb.String(), "FLEET_CONFIG_TTL") {
 		t.Errorf("-help: exit %d, %q", code, errb.String())
 	}
-	for _, name := range []string{"FLEET_POLL_INTERVAL", "FLEET_RUN_TIMEOUT", "FLEET_CONFIG_WRITE_TIMEOUT"} {
+	for _, name := range []string{"FLEET_POLL_INTERVAL", "FLEET_RUN_TIMEOUT", "FLEET_CONFIG_WRITE_TIMEOUT", "FLEET_MAX_ADMISSIONS"} {
 		if !strings.Contains(errb.String(), name) {
 			t.Errorf("-help does not list %s", name)
 		}

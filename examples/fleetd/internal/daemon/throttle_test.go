@@ -176,7 +176,7 @@ var (
 // fleetd makes a fleetd with New, on the world's NetBox and client-go's
 // fakes, and stops it when t ends. Called in a bubble, its clock and its
 // goroutines are the bubble's.
-func (w *memWorld) fleetd(t *testing.T) (*Daemon, *syncbuf.Buffer) {
+func (w *memWorld) fleetd(t *testing.T, edit ...func(*Settings)) (*Daemon, *syncbuf.Buffer) {
 	t.Helper()
 	memBundleOnce.Do(func() { memBundle, memBundleErr = secrets.NewBundle(secrets.NewClock(), config.TalosVersionCurrent) })
 	if memBundleErr != nil {
@@ -197,9 +197,11 @@ func (w *memWorld) fleetd(t *testing.T) (*Daemon, *syncbuf.Buffer) {
 		provision.JobResource:      "JobList",
 	})
 	audit := &syncbuf.Buffer{}
-	d, err := New(Settings{
-		ConfigTTL: time.Hour, AutoProvision: true, BindingAuthor: memAuthor, Namespace: "tinkerbell",
-	}, Parts{
+	settings := Settings{ConfigTTL: time.Hour, AutoProvision: true, BindingAuthor: memAuthor, Namespace: "tinkerbell"}
+	for _, e := range edit {
+		e(&settings)
+	}
+	d, err := New(settings, Parts{
 		NetBox: w.netBox(t, memFleetd, ""), Kube: kubefake.NewClientset(), Tink: tink,
 		Inventory: w.inv, Bundle: memBundle, Cert: cert,
 		Logger: slog.New(slog.NewJSONHandler(audit, nil)),
@@ -450,6 +452,54 @@ func TestLostLoanJournaled(t *testing.T) {
 		}
 		if _, err := d.configs.Lend(context.Background(), code); !errors.Is(err, configserve.ErrNotHeld) {
 			t.Errorf("Lend after the loan was lost: %v, want ErrNotHeld", err)
+		}
+	})
+}
+
+// Admissions past FLEET_MAX_ADMISSIONS wait their turn: a machine that
+// gives up while it waits costs NetBox nothing and is counted abandoned,
+// and a waiting admission runs as soon as a running one ends.
+func TestAdmissionsWaitTheirTurn(t *testing.T) {
+	w := newMemWorld(t, "w-01")
+	synctest.Test(t, func(t *testing.T) {
+		d, audit := w.fleetd(t, func(s *Settings) { s.MaxAdmissions = 2 })
+		ctx := context.Background()
+		claim := attest.Claim{Serial: "SN-w-01", MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, Peer: nodeAddr(0) + ":40000", Proven: time.Now()}
+		if err := d.admitting.Acquire(ctx, 2); err != nil { // two admissions run
+			t.Fatal(err)
+		}
+		w.nbsrv.ResetRequests()
+		gaveUp, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_, err := d.admit(gaveUp, claim)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("an admission whose machine gave up while it waited: %v", err)
+		}
+		if reqs := w.fleetdRequests(); len(reqs) != 0 {
+			t.Errorf("an abandoned admission cost NetBox %q", reqs)
+		}
+		if got := metricValue(t, d, `fleet_admissions_total{outcome="abandoned"}`); got != 1 {
+			t.Errorf("abandoned admissions counted: %v, want 1", got)
+		}
+		if !strings.Contains(audit.String(), `"msg":"attest.install","serial":"SN-w-01","outcome":"abandoned"`) {
+			t.Errorf("no attest.install line for the abandoned admission:\n%s", audit)
+		}
+
+		done := make(chan error, 1)
+		go func() {
+			_, err := d.admit(ctx, claim)
+			done <- err
+		}()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("an admission ran while two others did: %v", err)
+		default:
+		}
+		d.admitting.Release(1)
+		<-done
+		if reqs := w.fleetdRequests(); len(reqs) == 0 {
+			t.Error("the admission that waited its turn made no NetBox request")
 		}
 	})
 }
