@@ -143,6 +143,7 @@ func TestIntegrationReplicas(t *testing.T) {
 	var mu sync.Mutex
 	admittedAt := map[string]time.Time{}
 	noVerdict := map[string]bool{}
+	noCode := map[string]bool{} // passed, and got no code: the admission failed
 	gaveUp := fmt.Sprintf("attest: try %d failed", attest.DefaultTries)
 	for _, name := range names {
 		pf.machines[name].say = func(who, _, text string) {
@@ -156,6 +157,10 @@ func TestIntegrationReplicas(t *testing.T) {
 			case text == gaveUp:
 				mu.Lock()
 				noVerdict[who] = true
+				mu.Unlock()
+			case text == "attest: "+attest.ReasonAdmissionFailed:
+				mu.Lock()
+				noCode[who] = true
 				mu.Unlock()
 			}
 		}
@@ -238,8 +243,10 @@ func TestIntegrationReplicas(t *testing.T) {
 
 	// The operator, from the start: a node that asks in vain for its
 	// config gets a new run (FleetInstallConfigMissing), and so does a run
-	// that never reported its first action; a machine whose attestation
-	// got no verdict (every try failed) is power-cycled.
+	// that never reported its first action, and a machine whose
+	// attestation passed with no install code ("Read the attest.install
+	// audit line, then set desired_action again"); a machine whose
+	// attestation got no verdict (every try failed) is power-cycled.
 	retried := map[string]string{} // node -> the run it was retried after
 	var retries, cycles int
 	allAdmitted := false
@@ -263,6 +270,13 @@ func TestIntegrationReplicas(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
+			ix := pf.journalIndex()
+			for _, name := range waiting[:min(len(waiting), 5)] {
+				m := pf.machines[name]
+				res, attested, inHookOS, installed, fetched := m.state()
+				t.Logf("%s: %+v; attested %v (%q), in HookOS %v, installed %v, fetched %d; journal:\n\t%s", name, deviceNamed(devs, name),
+					attested, res.Reason, inHookOS, installed, fetched, strings.Join(ix.byDevice[name], "\n\t"))
+			}
 			t.Fatalf("after %v, %d of %d machines admitted, %d nodes not active (%v), %d of %d kills done",
 				time.Since(start).Round(time.Second), admitted(), n, len(waiting), waiting[:min(len(waiting), 20)], len(kills), len(plan))
 		}
@@ -273,12 +287,20 @@ func TestIntegrationReplicas(t *testing.T) {
 		}
 		for _, name := range waiting {
 			mu.Lock()
-			cycle := noVerdict[name]
+			cycle, again := noVerdict[name], noCode[name]
 			delete(noVerdict, name)
+			delete(noCode, name)
 			mu.Unlock()
 			if cycle {
 				cycles++
 				pf.machines[name].powerCycle()
+				continue
+			}
+			if again && byName[name].DesiredAction == "" {
+				if err := op.SetDesiredAction(ctx, byName[name].ID, inventory.DesiredActionProvision); err != nil {
+					t.Fatal(err)
+				}
+				retries++
 				continue
 			}
 			run := byName[name].LastRun
@@ -411,6 +433,16 @@ func (pf *procFleet) checkCodesAndConfigs() error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// deviceNamed returns the device named name among devs.
+func deviceNamed(devs []inventory.Device, name string) inventory.Device {
+	for _, d := range devs {
+		if d.Name == name {
+			return d
+		}
+	}
+	return inventory.Device{}
 }
 
 // killAt is the SIGKILL of a replica: which one, and when it was dead.
