@@ -35,7 +35,10 @@ import (
 //     (attest/spentlease), so a proof is accepted once across replicas;
 //   - a config stays in the memory of the replica that rendered it; a
 //     fetch that reaches another replica borrows it from its holder over
-//     the peers' API (configserve's Lend and Borrow), so it is served once;
+//     the peers' API (configserve's Lend and Borrow), so it is served once,
+//     and the replica that answered journals it (a holder that dies
+//     meanwhile takes no line with it); a loan never settled (its
+//     borrower died) is dropped and journaled by the holder;
 //   - a started run's journal line is written to NetBox before its
 //     install code is answered, and a served config's status and line as
 //     soon as the node acknowledged it, not queued with others, so that a
