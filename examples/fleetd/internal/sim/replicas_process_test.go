@@ -101,13 +101,13 @@ func (pf *procFleet) sortedNames() []string {
 
 // defaultReplicaMachines is TestIntegrationReplicas's machine count;
 // FLEET_REPLICAS_MACHINES sets another.
-const defaultReplicaMachines = 200
+const defaultReplicaMachines = 1000
 
 // TestIntegrationReplicas: three fleetd processes, built with go build,
 // on the real kube-apiserver and NetBox (netboxtest), behind one balancer
 // that spreads connections round-robin over them, so that a machine's
 // claim, proof and config fetch each may reach another replica. Every
-// machine (FLEET_REPLICAS_MACHINES, default 200) boots at once, and the
+// machine (FLEET_REPLICAS_MACHINES, default 1,000) boots at once, and the
 // simulated Tinkerbell runs their Workflows. The leader is killed with
 // SIGKILL twice: once a third of the machines have their code, and once a
 // tenth have their config; each time it comes back once another replica

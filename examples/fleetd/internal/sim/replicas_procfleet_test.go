@@ -421,6 +421,10 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 			"FLEET_POLL_INTERVAL":   poll.String(),
 			"FLEET_CONFIG_TTL":      "1h",
 		}
+		// To measure another admission limit.
+		if v := os.Getenv("FLEET_MAX_ADMISSIONS"); v != "" {
+			settings["FLEET_MAX_ADMISSIONS"] = v
+		}
 		if !pc.alone {
 			settings["FLEET_REPLICA"] = p.name
 			settings["FLEET_PEERS"] = strings.Join(peers, ",")
