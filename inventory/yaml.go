@@ -194,6 +194,11 @@ func (s *blockScanner) pair(m *openMap, lineNo, indent int, rest string) bool {
 	return true
 }
 
+// maxKey is the longest key, quotes included, that the scanner takes:
+// YAML allows an implicit key up to 1024 characters, and yaml.v3 refuses
+// a longer one, so the scanner leaves keys near that length to it.
+const maxKey = 1000
+
 // scanKey scans a mapping key and its colon, returning the key node and the
 // length consumed through the colon.
 func (s *blockScanner) scanKey(b string) (*yaml.Node, int, bool) {
@@ -203,7 +208,7 @@ func (s *blockScanner) scanKey(b string) (*yaml.Node, int, bool) {
 	switch b[0] {
 	case '"', '\'':
 		text, n, ok := scanQuoted(b)
-		if !ok || n >= len(b) || b[n] != ':' {
+		if !ok || n >= len(b) || b[n] != ':' || n > maxKey {
 			return nil, 0, false
 		}
 		return s.quoted(b[0], text), n + 1, true
@@ -216,7 +221,7 @@ func (s *blockScanner) scanKey(b string) (*yaml.Node, int, bool) {
 		case ':':
 			if i+1 == len(b) || b[i+1] == ' ' {
 				k := b[:i]
-				if k == "" || strings.HasSuffix(k, " ") {
+				if k == "" || strings.HasSuffix(k, " ") || len(k) > maxKey {
 					return nil, 0, false
 				}
 				return s.node(yaml.ScalarNode, "", k, 0, 0), i + 1, true

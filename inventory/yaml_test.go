@@ -74,6 +74,9 @@ func TestScannerMatchesYAML(t *testing.T) {
 		{"", false},
 		{"a: 'open\n", false},
 		{"a: é\n", false},
+		{strings.Repeat("k", 1000) + ": v\n", true},
+		{"0:\n " + strings.Repeat("8", 1030) + ": v\n", false},
+		{"'" + strings.Repeat("q", 1030) + "': v\n", false},
 	} {
 		if got := checkSameTree(t, []byte(tc.in)); got != tc.scanned {
 			t.Errorf("scanBlockYAML(%q) accepted = %v, want %v", tc.in, got, tc.scanned)
