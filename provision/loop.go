@@ -117,6 +117,7 @@ func (p *Provisioner) Reconcile(ctx context.Context) (Pass, error) {
 		return pass, err
 	}
 	p.pruneCodes(mark, runs)
+	p.pruneJournaled(runs)
 	pass.Devices, pass.Runs = len(devs), len(runs)
 	byID := make(map[int64]*inventory.Device, len(devs))
 	for i := range devs {
@@ -223,6 +224,25 @@ func (p *Provisioner) journalEnd(ctx context.Context, r *run, dev *inventory.Dev
 	p.journaled[r.Name()] = true
 	p.mu.Unlock()
 	return nil
+}
+
+// pruneJournaled forgets the journaled ends of runs the listing does not
+// hold (deleted before they were marked).
+func (p *Provisioner) pruneJournaled(runs []*run) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.journaled) == 0 {
+		return
+	}
+	listed := make(map[string]bool, len(runs))
+	for _, r := range runs {
+		listed[r.Name()] = true
+	}
+	for name := range p.journaled {
+		if !listed[name] {
+			delete(p.journaled, name)
+		}
+	}
 }
 
 // endDone forgets that run's end was journaled, once it is marked or the

@@ -567,6 +567,9 @@ func TestEndJournaledOnceWhenTheMarkFails(t *testing.T) {
 		fail.Store(false)
 		pass := h.reconcile()
 		h.reconcile()
+		if n := len(h.p.journaled); n != 0 {
+			t.Errorf("%d runs left remembered as journaled once marked", n)
+		}
 		if !slices.Equal(pass.Ended, []string{run1}) {
 			t.Errorf("the pass after the failed annotation ended %v, want %s", pass.Ended, run1)
 		}
@@ -616,6 +619,34 @@ func TestEndJournaledOnceAfterTakeover(t *testing.T) {
 			if wf.Annotations[annReported] == "" {
 				t.Errorf("%s is not marked reported", wf.Name)
 			}
+		}
+	})
+}
+
+// A run whose end was journaled, whose mark failed, and which was then
+// deleted is forgotten at the next pass.
+func TestJournaledEndOfDeletedRunForgotten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startWorker(t, nil)
+		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+			s.State = tinkerbell.WorkflowStateSuccess
+			s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "SUCCESS", "next-boot": "SUCCESS", "reboot": "SUCCESS"})
+		})
+		h.tink.PrependReactor("patch", "workflows", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, errors.New("the server is currently unable to handle the request")
+		})
+		if _, err := h.p.Reconcile(context.Background()); err == nil {
+			t.Fatal("a pass whose annotation failed reported no error")
+		}
+		if !h.p.journaled[run1] {
+			t.Fatalf("%s not remembered as journaled after its mark failed", run1)
+		}
+		if err := h.tinkAPI.Resource(WorkflowResource).Namespace(h.ns).Delete(context.Background(), run1, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		h.reconcile()
+		if n := len(h.p.journaled); n != 0 {
+			t.Errorf("%d deleted runs still remembered as journaled", n)
 		}
 	})
 }
