@@ -49,14 +49,18 @@ func actions(states map[string]tinkerbell.WorkflowState) []tinkerbell.Task {
 	return []tinkerbell.Task{{Name: "provision", Actions: acts}}
 }
 
+// succeeded makes a Workflow's status that of a run whose every action
+// succeeded.
+func succeeded(s *tinkerbell.WorkflowStatus) {
+	s.State = tinkerbell.WorkflowStateSuccess
+	s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "SUCCESS", "next-boot": "SUCCESS", "reboot": "SUCCESS"})
+}
+
 // The run ends SUCCESS: one success line, however many passes.
 func TestWatchSuccess(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := startWorker(t, nil)
-		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-			s.State = tinkerbell.WorkflowStateSuccess
-			s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "SUCCESS", "next-boot": "SUCCESS", "reboot": "SUCCESS"})
-		})
+		h.setStatus(run1, succeeded)
 		pass := h.reconcile()
 		h.reconcile()
 		if !slices.Equal(pass.Ended, []string{run1}) {
@@ -595,10 +599,7 @@ func TestEndJournaledOnceAfterTakeover(t *testing.T) {
 		}
 		run2 := "provision-node-02-946684800"
 		for _, r := range []string{run1, run2} {
-			h.setStatus(r, func(s *tinkerbell.WorkflowStatus) {
-				s.State = tinkerbell.WorkflowStateSuccess
-				s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "SUCCESS", "next-boot": "SUCCESS", "reboot": "SUCCESS"})
-			})
+			h.setStatus(r, succeeded)
 		}
 		// The previous leader journaled run1's end and died.
 		ended1 := journalLine{1, inventory.JournalSuccess, "Workflow " + run1 + " ended SUCCESS"}
@@ -628,10 +629,7 @@ func TestEndJournaledOnceAfterTakeover(t *testing.T) {
 func TestJournaledEndOfDeletedRunForgotten(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := startWorker(t, nil)
-		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-			s.State = tinkerbell.WorkflowStateSuccess
-			s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "SUCCESS", "next-boot": "SUCCESS", "reboot": "SUCCESS"})
-		})
+		h.setStatus(run1, succeeded)
 		h.tink.PrependReactor("patch", "workflows", func(k8stesting.Action) (bool, runtime.Object, error) {
 			return true, nil, errors.New("the server is currently unable to handle the request")
 		})
