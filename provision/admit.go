@@ -622,8 +622,14 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, o runS
 	text := fmt.Sprintf("started Workflow %s; %s", name, o.note)
 	if p.cfg.JournalLater != nil {
 		p.cfg.JournalLater(dev.ID, inventory.JournalInfo, text)
-	} else if err := p.nb.Journal(ctx, dev.ID, inventory.JournalInfo, text); err != nil {
-		p.log.Warn("fleet.journal", "node", dev.Name, "run", name, "error", err.Error())
+	} else {
+		// The run exists and NetBox names it: its line is written even
+		// when the caller's context has ended.
+		jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBackTimeout)
+		defer cancel()
+		if err := p.nb.Journal(jctx, dev.ID, inventory.JournalInfo, text); err != nil {
+			p.log.Warn("fleet.journal", "node", dev.Name, "run", name, "error", err.Error())
+		}
 	}
 	return name, code, nil
 }
@@ -693,13 +699,32 @@ func (p *Provisioner) recordStart(ctx context.Context, dev inventory.Device, nam
 		u.DesiredAction = &clear
 	}
 	if err := p.nb.UpdateDevice(ctx, dev.ID, u); err != nil {
-		return fmt.Errorf("record %s as %s's last run: %w", name, dev.Name, err)
+		// The write may have landed though its answer did not come (the
+		// context ended, or the answer was lost): NetBox then names the
+		// run, which must exist.
+		if !p.lastRunIs(ctx, dev, name) {
+			return fmt.Errorf("record %s as %s's last run: %w", name, dev.Name, err)
+		}
+		p.log.Warn("fleet.journal", "node", dev.Name, "run", name, "error", err.Error(), "recorded", "NetBox holds the run as last_run")
 	}
 	if rec != nil {
 		rec.done = true
 	}
 	return nil
 }
+
+// lastRunIs reads dev back from NetBox, on a context of its own, and
+// reports whether its last_run is run.
+func (p *Provisioner) lastRunIs(ctx context.Context, dev inventory.Device, run string) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBackTimeout)
+	defer cancel()
+	got, err := p.nb.DeviceBySerial(ctx, dev.Serial)
+	return err == nil && got.ID == dev.ID && got.LastRun == run
+}
+
+// readBackTimeout bounds the writes and reads a run's start completes after
+// its caller's context ended.
+const readBackTimeout = 10 * time.Second
 
 // render creates dev's bootstrap token, renders its config and hands it to
 // Configs under code. It writes the fleet.render audit line.

@@ -583,3 +583,27 @@ func TestAdmitWithoutPortCheck(t *testing.T) {
 		h.wantNothingCreated()
 	})
 }
+
+// NetBox takes the write of a run's last_run, but its answer does not come
+// back (the attestation's context ended, or the answer was lost): the run
+// started, so its Workflow stays, its started line is written and its code
+// answered, rather than a Workflow deleted that NetBox names as last_run,
+// which would leave the machine refused ("last run ... is not repeated").
+func TestAdmitLastRunWrittenAnswerLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dev := worker(1, "node-01")
+		h := newHarness(t, nil, dev)
+		h.nb.lostAnswers = 1
+		d, err := h.p.Admit(context.Background(), claimOf(dev))
+		if err != nil || d.Run != run1 || d.Code == "" {
+			t.Fatalf("Admit = %+v, %v; want run %s with its code", d, err, run1)
+		}
+		if n := h.count(WorkflowResource); n != 1 {
+			t.Errorf("%d Workflows, want the run's", n)
+		}
+		if got := h.nb.dev(1); got.LastRun != run1 {
+			t.Errorf("last_run = %q", got.LastRun)
+		}
+		h.wantJournal(1, started1)
+	})
+}

@@ -36,6 +36,9 @@ type memNetBox struct {
 	down    bool // every call answers inventory.ErrUnavailable
 
 	journalReads int // JournalHas calls
+	// lostAnswers: the next UpdateDevice calls write, then answer as if
+	// NetBox had not (its answer lost, or the caller's context ended).
+	lostAnswers int
 }
 
 type journalLine struct {
@@ -119,7 +122,15 @@ func (nb *memNetBox) RecordMAC(_ context.Context, id int64, mac net.HardwareAddr
 	return nb.update(id, func(d *inventory.Device) { d.MAC = mac })
 }
 
-func (nb *memNetBox) UpdateDevice(_ context.Context, id int64, u inventory.Update) error {
+func (nb *memNetBox) UpdateDevice(_ context.Context, id int64, u inventory.Update) (err error) {
+	defer func() {
+		nb.mu.Lock()
+		defer nb.mu.Unlock()
+		if nb.lostAnswers > 0 {
+			nb.lostAnswers--
+			err = fmt.Errorf("PATCH /api/dcim/devices/%d/: %w", id, context.Canceled)
+		}
+	}()
 	return nb.update(id, func(d *inventory.Device) {
 		if a := u.Attestation; a != nil {
 			d.AttestedEKHash, d.AttestedEKHashECC = a.EKHash, a.EKHashECC
