@@ -136,6 +136,12 @@ func (d *Daemon) admit(ctx context.Context, c attest.Claim) (attest.Admission, e
 		return attest.Admission{}, err
 	}
 	defer d.admitting.Release(1)
+	// Begun, an admission runs to its end even if the machine gives up:
+	// cut short, it could leave a run half started (NetBox naming a run
+	// whose Workflow was then deleted). The machine's next attestation
+	// gets the run it started.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), admitTimeout)
+	defer cancel()
 	n := neighbor(c.LLDP)
 	port := 0
 	if n != nil {
@@ -276,6 +282,9 @@ func (d *Daemon) configEvent(e configserve.Event) {
 		d.missing(peerAddr(e.Peer), e.Text)
 	}
 }
+
+// admitTimeout bounds an admission once begun.
+const admitTimeout = time.Minute
 
 // servedWriteTimeout bounds a replica's writes of a served config's status
 // and journal line.
