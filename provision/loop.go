@@ -179,18 +179,16 @@ func (p *Provisioner) Reconcile(ctx context.Context) (Pass, error) {
 }
 
 // busy reports whether a pass has anything to do for dev: a run whose end
-// is not reported, or a run that desired_action or a retirement may ask
-// for (due).
+// is not reported, or a run that desired_action or a retirement asks for
+// (due). A device with neither costs the pass nothing.
 func busy(dev *inventory.Device, runs []*run) bool {
-	if dev.DesiredAction == inventory.DesiredActionProvision || dev.Status == inventory.StatusDecommissioning {
-		return true
-	}
 	for _, r := range runs {
 		if r.Reported() == "" {
 			return true
 		}
 	}
-	return false
+	_, want := wanted(dev, runs)
+	return want
 }
 
 // journalEnd journals the line that ends run r's watch (its end, its
@@ -364,18 +362,25 @@ func (p *Provisioner) mark(ctx context.Context, r *run, mark string) error {
 	return nil
 }
 
+// wanted reports whether dev asks for a run, and of which kind:
+// desired_action=provision, or a decommissioning device that has had no
+// retirement run.
+func wanted(dev *inventory.Device, runs []*run) (RunKind, bool) {
+	want := dev.DesiredAction == inventory.DesiredActionProvision
+	if dev.Status != inventory.StatusDecommissioning {
+		return RunProvision, want
+	}
+	if !want && !strings.HasPrefix(dev.LastRun, string(RunRetire)+"-") && inFlight(runs, RunRetire) == nil {
+		want = true
+	}
+	return RunRetire, want
+}
+
 // due starts the run a device asks for, if it can start without a fresh
 // claim: desired_action=provision, or a decommissioning device that has had
 // no retirement run.
 func (p *Provisioner) due(ctx context.Context, dev *inventory.Device, runs []*run, pass *Pass) error {
-	want := dev.DesiredAction == inventory.DesiredActionProvision
-	kind := RunProvision
-	if dev.Status == inventory.StatusDecommissioning {
-		kind = RunRetire
-		if !want && !strings.HasPrefix(dev.LastRun, string(RunRetire)+"-") && inFlight(runs, RunRetire) == nil {
-			want = true
-		}
-	}
+	kind, want := wanted(dev, runs)
 	if !want {
 		return nil
 	}

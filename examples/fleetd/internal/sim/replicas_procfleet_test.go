@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/fleetkit/fleet/configserve"
@@ -324,14 +323,7 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 	cfg := env.Config()
 	cfg.QPS, cfg.Burst = 3000, 6000
 	cfg.Wrap(calls.wrap)
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tink, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	kube, tink := kubeClients(tb, cfg)
 	dir := tb.TempDir()
 	nodesFile, topoFile, tpms := writeInventory(tb, dir, nodes)
 	inv, err := inventory.Load(nodesFile, topoFile)

@@ -17,9 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/attesttest"
 	"github.com/fleetkit/fleet/internal/kubetest"
@@ -72,14 +69,7 @@ func stormFleetOnAPIServer(tb testing.TB, n int, calls *kubeCalls) *testFleet {
 		tb.Fatal(err)
 	}
 	cfg.Wrap(calls.wrap)
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tink, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	kube, tink := kubeClients(tb, cfg)
 	edit := func(s *daemon.Settings) { s.ConfigTTL, s.Namespace = time.Hour, ns }
 	return newFleet(tb, worldConfig{Edit: edit, Kube: kube, Tink: tink}, stormNodes(tb, n)...)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/attesttest"
@@ -66,6 +67,21 @@ type testFleet struct {
 	wg       *sync.WaitGroup
 }
 
+// kubeClients are the typed and dynamic clients of the API server cfg
+// reaches.
+func kubeClients(tb testing.TB, cfg *rest.Config) (kubernetes.Interface, dynamic.Interface) {
+	tb.Helper()
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tink, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return kube, tink
+}
+
 // newTestFleet is a fleet on the real kube-apiserver (its Leases too, for
 // fleetd's replicas), whose NetBox checks every request against its
 // schema. It skips t when the control plane
@@ -74,14 +90,7 @@ func newTestFleet(t *testing.T, edit func(*daemon.Settings), nodes ...testNode) 
 	t.Helper()
 	env := kubetest.Start(t)
 	ns := env.Namespace(t)
-	kube, err := kubernetes.NewForConfig(env.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tink, err := dynamic.NewForConfig(env.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
+	kube, tink := kubeClients(t, env.Config())
 	withNamespace := func(s *daemon.Settings) {
 		s.Namespace = ns
 		if edit != nil {
