@@ -20,7 +20,9 @@
 //     served only when the peer's kernel acknowledged every byte of it
 //     (Linux; elsewhere, once every byte was written, and New logs a
 //     warning). An answer that does not arrive whole leaves the config for
-//     the next fetch; at most one answer carrying a config is in flight.
+//     the next fetch; at most one answer carrying a config is in flight,
+//     and a fetch that meets one waits for its outcome (Config.BusyWait),
+//     so that a node asking again right after it was served hears 410.
 //   - A config is served only while the Gate says its device is planned.
 //   - A config waits only in memory, for Config.TTL: a restart drops every
 //     waiting config, by design, since they hold secrets.

@@ -122,6 +122,9 @@ type harnessOpts struct {
 	sndbuf        int  // server-side SO_SNDBUF for every connection; 0: the kernel's
 	noConnContext bool // unset http.Server.ConnContext after ConfigureServer
 	http2         bool // enable HTTP/2 after ConfigureServer
+	// eventDelay: each event returns this long after it came, as fleetd's
+	// does while it writes a served config's status and line to NetBox.
+	eventDelay time.Duration
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -143,6 +146,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		h.events = append(h.events, ev)
 		h.evMu.Unlock()
 		h.evCh <- ev
+		time.Sleep(o.eventDelay)
 	}
 	srv, err := New(h.gate, &cfg)
 	if err != nil {

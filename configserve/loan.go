@@ -17,8 +17,9 @@ var (
 	// ErrNotHeld: the Server holds no config under the code and does not
 	// remember serving one. The borrower answers 404 (Missing).
 	ErrNotHeld = errors.New("configserve: no config is held under the install code")
-	// ErrBusy: another fetch or loan owns the config. The borrower answers
-	// 503 with Retry-After: 1.
+	// ErrBusy: another fetch or loan owned the config for as long as Lend
+	// waited for its outcome (Config.BusyWait). The borrower answers 503
+	// with Retry-After: 1.
 	ErrBusy = errors.New("configserve: another fetch is answering with the config")
 	// ErrGateDown: the Gate did not answer. The borrower answers 503 with
 	// Retry-After: 5.
@@ -85,7 +86,9 @@ func (l *Loan) Settle(served bool, peer string) {
 }
 
 // Lend lends the config held under code for one fetch that reached
-// another Server, after asking the Gate, as a fetch does. Until the loan
+// another Server, after asking the Gate, as a fetch does; while another
+// fetch or loan owns the config, it waits for that one's outcome as a
+// fetch does (Config.BusyWait), or until ctx ends. Until the loan
 // is settled or its Deadline passes, no other fetch or loan gets the
 // config. Errors: ErrInvalidCode, ErrClosed, ErrNotHeld, *SpentError,
 // ErrBusy, ErrGateDown (wrapping the Gate's error), ErrNotPlanned. Lend
@@ -95,10 +98,7 @@ func (s *Server) Lend(ctx context.Context, code string) (*Loan, error) {
 		return nil, ErrInvalidCode
 	}
 	d := digestOf(code)
-	f := s.claim(d, time.Now())
-	if e := f.expired; e != nil {
-		s.emit(Event{Kind: Expired, Device: e.device, Run: e.run, Text: s.text.expired(e.run)})
-	}
+	f := s.await(ctx, d)
 	switch f.found {
 	case foundClosed:
 		return nil, ErrClosed
@@ -138,6 +138,7 @@ func (s *Server) Lend(ctx context.Context, code string) (*Loan, error) {
 func (s *Server) lose(d digest, e *entry) {
 	s.mu.Lock()
 	e.busy = false
+	close(e.freed)
 	if s.held[d] == e {
 		delete(s.held, d)
 		e.timer.Stop()

@@ -20,6 +20,7 @@ const (
 	DefaultTTL          = time.Hour
 	DefaultWriteTimeout = 30 * time.Second
 	DefaultSpentCodes   = 4096
+	DefaultBusyWait     = 5 * time.Second
 	DefaultContentType  = "application/yaml"
 	DefaultName         = "the config server"
 	DefaultGateName     = "the inventory"
@@ -49,6 +50,15 @@ type Config struct {
 	// that runs over does not count as served; its connection is reset
 	// and the config stays. Zero: DefaultWriteTimeout.
 	WriteTimeout time.Duration
+	// BusyWait is how long a fetch (or a Lend) that finds another answer
+	// carrying its config in flight waits for that answer's outcome: when
+	// it ends, the fetch is answered by it (410 once the config was
+	// served, the config itself when the other answer did not arrive),
+	// so that a node that asks again in the moment between its kernel's
+	// acknowledgement and the Server's release hears 410, not "try
+	// again". A fetch still waiting at BusyWait gets 503 with
+	// Retry-After: 1. Zero: DefaultBusyWait; negative: no wait.
+	BusyWait time.Duration
 	// SpentCodes is how many served codes the Server remembers, by their
 	// SHA-256 digest with the device and run but without the config, so
 	// that a fetch with a spent code is told apart from an unknown one
@@ -101,6 +111,7 @@ type Server struct {
 	gate         Gate
 	ttl          time.Duration
 	writeTimeout time.Duration
+	busyWait     time.Duration
 	contentType  string
 	text         texts
 	log          *slog.Logger
@@ -124,6 +135,9 @@ type entry struct {
 	// busy: one fetch owns the entry (asking the gate, or answering). No
 	// other fetch gets the config meanwhile.
 	busy bool
+	// freed is closed when the fetch or loan that owns the entry ends;
+	// a new one is made each time the entry becomes busy.
+	freed chan struct{}
 	// dropped: Drop or Close let go of the entry while it was busy; the
 	// owning fetch zeroes the config when it ends.
 	dropped bool
@@ -155,6 +169,7 @@ func New(gate Gate, cfg *Config) (*Server, error) {
 		gate:         gate,
 		ttl:          cmp.Or(c.TTL, DefaultTTL),
 		writeTimeout: cmp.Or(c.WriteTimeout, DefaultWriteTimeout),
+		busyWait:     cmp.Or(c.BusyWait, DefaultBusyWait),
 		contentType:  cmp.Or(c.ContentType, DefaultContentType),
 		text:         newTexts(cmp.Or(c.Name, DefaultName), cmp.Or(c.GateName, DefaultGateName)),
 		log:          log,
@@ -389,10 +404,14 @@ const http2Proto = "h2"
 //   - 503 with Retry-After: 5, and the config stays, when the Gate fails.
 //   - 409 Conflict, and the config stays, when the Gate says the device is
 //     not planned.
-//   - 503 with Retry-After: 1, without the config, while another fetch of
-//     the same code is being answered (or its Gate question is out): at
-//     most one answer carrying a config is in flight at a time. If that
-//     answer is not acknowledged, a later try gets the config.
+//   - At most one answer carrying a config is in flight at a time: a fetch
+//     that comes while another fetch of the same code is being answered
+//     (or its Gate question is out, or the config is lent to another
+//     replica) waits for that answer's outcome, up to Config.BusyWait, and
+//     is then answered as if it came after it: 410 once the config was
+//     served, the config when that answer was not acknowledged. Still in
+//     flight at BusyWait: 503 with Retry-After: 1, without the config; try
+//     again.
 //   - 404 when the Server holds no config under the code: it was never put,
 //     the process restarted, or the TTL passed (the config was dropped,
 //     with the event Expired). The event is Missing, with the peer's
@@ -426,10 +445,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d := digestOf(code)
 	peer := r.RemoteAddr
-	f := s.claim(d, time.Now())
-	if e := f.expired; e != nil {
-		s.emit(Event{Kind: Expired, Device: e.device, Run: e.run, Text: s.text.expired(e.run)})
-	}
+	f := s.await(r.Context(), d)
 	switch f.found {
 	case foundClosed:
 		answer(w, http.StatusServiceUnavailable, s.text.closed)
@@ -466,9 +482,43 @@ const (
 // ServeHTTP to act on outside it.
 type fetch struct {
 	found   found
-	owned   *entry     // foundOwned: the entry, busy until release
-	spent   spentEntry // foundSpent: whose config the code served
-	expired *entry     // an entry whose TTL claim found passed; it is gone
+	owned   *entry        // foundOwned: the entry, busy until release
+	spent   spentEntry    // foundSpent: whose config the code served
+	freed   chan struct{} // foundBusy: closed when the owner lets go
+	expired *entry        // an entry whose TTL claim found passed; it is gone
+}
+
+// await claims the code's digest as claim does, and reports an entry
+// claim found expired. While another answer carrying the config is in
+// flight, it waits up to BusyWait for that answer's outcome, or until ctx
+// ends, and claims again: a fetch that comes in the moment between a
+// node's acknowledgement and the release of its config then hears that
+// the code was served (410), and one that comes while an answer goes
+// unacknowledged gets the config. It returns foundBusy when the wait ran
+// out.
+func (s *Server) await(ctx context.Context, d digest) fetch {
+	var timeout <-chan time.Time
+	for {
+		f := s.claim(d, time.Now())
+		if e := f.expired; e != nil {
+			s.emit(Event{Kind: Expired, Device: e.device, Run: e.run, Text: s.text.expired(e.run)})
+		}
+		if f.found != foundBusy || s.busyWait < 0 {
+			return f
+		}
+		if timeout == nil {
+			t := time.NewTimer(s.busyWait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-f.freed:
+		case <-timeout:
+			return f
+		case <-ctx.Done():
+			return f
+		}
+	}
 }
 
 // claim looks the code's digest up, in one critical section: a config
@@ -493,9 +543,9 @@ func (s *Server) claim(d digest, now time.Time) (f fetch) {
 			f.found, f.spent = foundSpent, sp
 		}
 	case e.busy:
-		f.found = foundBusy
+		f.found, f.freed = foundBusy, e.freed
 	default:
-		e.busy = true
+		e.busy, e.freed = true, make(chan struct{})
 		f.found, f.owned = foundOwned, e
 	}
 	return f
@@ -588,6 +638,7 @@ type outcome struct {
 func (s *Server) release(d digest, e *entry, out outcome) {
 	s.mu.Lock()
 	e.busy = false
+	close(e.freed)
 	held := s.held[d] == e
 	expired := false
 	switch {

@@ -125,7 +125,9 @@ func TestServedAnswerClosesConnection(t *testing.T) {
 }
 
 func TestConcurrentFetchesServeOnce(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
+	// Fetches that meet the answer in flight get 503 at once, rather
+	// than wait for its outcome (TestFetchWaitsForTheAnswerInFlight).
+	h := newHarness(t, harnessOpts{cfg: Config{BusyWait: -1}})
 	// The gate holds the first fetch until 50 others met it in flight.
 	hold := make(chan struct{})
 	h.gate.hold = hold

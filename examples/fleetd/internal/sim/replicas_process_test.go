@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -117,7 +118,8 @@ const defaultReplicaMachines = 1000
 // FleetInstallConfigMissing row says; a machine whose attestation got no
 // verdict is power-cycled. Then every machine ends active; no install code
 // was answered twice; no config was served twice (each code's config came
-// whole at most once, and a further fetch gets 410 or 404); NetBox's
+// whole at most once, and a further fetch gets 410 or 404, once a loan
+// the killed replica held is settled or lost); NetBox's
 // journal lost nothing (every run a Workflow or a device names has its
 // started line, every ended run its ended SUCCESS line, every served
 // config its served line, each once, but the served line of a config the
@@ -423,7 +425,7 @@ func (pf *procFleet) checkCodesAndConfigs() error {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			status, _, err := fetch(pf.ctx, pf.machines[name].client, pf.url+configserve.PathPrefix+c)
+			status, err := furtherFetch(pf.ctx, pf.machines[name].client, pf.url+configserve.PathPrefix+c)
 			if err != nil || status != http.StatusGone && status != http.StatusNotFound {
 				emu.Lock()
 				errs = append(errs, fmt.Errorf("a further fetch of %s's config: %d, %v; want 410 or 404", name, status, err))
@@ -433,6 +435,22 @@ func (pf *procFleet) checkCodesAndConfigs() error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// furtherFetch fetches a config that was served, or that a killed replica
+// was answering, as a node that asks again does: told to try again (503),
+// it does, every second, until the loan a killed borrower held is lost
+// (the lender waits configserve.DefaultLoanGrace past the write timeout
+// for its outcome, then drops the config). It returns the last answer.
+func furtherFetch(ctx context.Context, c *http.Client, url string) (int, error) {
+	deadline := time.Now().Add(configserve.DefaultWriteTimeout + configserve.DefaultLoanGrace + 10*time.Second)
+	for {
+		status, _, err := fetch(ctx, c, url)
+		if err != nil || status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			return status, err
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // deviceNamed returns the device named name among devs.

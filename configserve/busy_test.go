@@ -1,0 +1,135 @@
+package configserve
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// A fetch that comes while another fetch of its code is being answered
+// waits for that answer's outcome and is answered as if it came after it:
+// 410 once the config was served.
+func TestFetchWaitsForTheAnswerInFlight(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	hold := make(chan struct{})
+	h.gate.hold = hold
+	code, _, orig := h.put(4096, node01, run01)
+	first := make(chan reply, 1)
+	go func() { first <- h.get(h.client(), code) }()
+	waitUntil(t, "the first fetch asks the gate", func() bool { return h.gate.callCount() == 1 })
+	second := make(chan reply, 1)
+	go func() { second <- h.get(h.client(), code) }()
+	select {
+	case got := <-second:
+		t.Fatalf("a fetch while the first is in flight was answered %d at once; want it to wait for the outcome", got.status)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(hold)
+	if got := <-first; got.status != http.StatusOK || !bytes.Equal(got.body, orig) {
+		t.Fatalf("the first fetch: %d, want 200 and the config", got.status)
+	}
+	if got := <-second; got.status != http.StatusGone {
+		t.Errorf("the fetch that waited: %d %q, want 410", got.status, got.body)
+	}
+	if g := h.gate.callCount(); g != 1 {
+		t.Errorf("the gate was asked %d times, want once", g)
+	}
+}
+
+// A fetch that waits for an answer that is not acknowledged gets the
+// config itself.
+func TestFetchWaitsAndGetsTheUnacknowledgedConfig(t *testing.T) {
+	h := newHarness(t, harnessOpts{cfg: Config{WriteTimeout: 500 * time.Millisecond}})
+	code, _, orig := h.put(1<<20, node01, run01)
+	c, _ := h.rawConn(16 << 10)
+	sendGet(t, c, code) // never read: the answer cannot arrive whole
+	waitUntil(t, "the stuck answer asks the gate", func() bool { return h.gate.callCount() == 1 })
+	got := h.get(h.client(), code)
+	if got.status != http.StatusOK || !bytes.Equal(got.body, orig) {
+		t.Errorf("the fetch that waited: %d with %d bytes, want 200 and the config", got.status, len(got.body))
+	}
+	kinds := []Kind{h.waitEvent().Kind, h.waitEvent().Kind}
+	if kinds[0] != NotAcknowledged || kinds[1] != Served {
+		t.Errorf("events %v, want not-acknowledged then served", kinds)
+	}
+}
+
+// A fetch still waiting at BusyWait hears "try again" (503, Retry-After:
+// 1) without the config, and a node that leaves while it waits costs
+// nothing; the answer in flight is unaffected.
+func TestFetchWaitRunsOut(t *testing.T) {
+	h := newHarness(t, harnessOpts{cfg: Config{BusyWait: 300 * time.Millisecond}})
+	hold := make(chan struct{})
+	h.gate.hold = hold
+	code, _, orig := h.put(4096, node01, run01)
+	first := make(chan reply, 1)
+	go func() { first <- h.get(h.client(), code) }()
+	waitUntil(t, "the first fetch asks the gate", func() bool { return h.gate.callCount() == 1 })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.url(code), nil)
+	if _, err := h.client().Do(req); err == nil {
+		t.Error("a fetch whose node left while it waited got an answer")
+	}
+	cancel()
+
+	start := time.Now()
+	got := h.get(h.client(), code)
+	if got.status != http.StatusServiceUnavailable || got.header.Get("Retry-After") != "1" || bytes.Contains(got.body, orig[:64]) {
+		t.Errorf("a fetch whose wait ran out: %d, Retry-After %q; want 503, 1, without the config", got.status, got.header.Get("Retry-After"))
+	}
+	if waited := time.Since(start); waited < 300*time.Millisecond {
+		t.Errorf("answered after %v, before BusyWait", waited)
+	}
+	close(hold)
+	if got := <-first; got.status != http.StatusOK || !bytes.Equal(got.body, orig) {
+		t.Errorf("the answer in flight: %d, want 200 and the config", got.status)
+	}
+}
+
+// Three replicas behind one address, a node fetching its config through
+// each in turn, 200 times over, the first try at each replica in turn:
+// one answer carries the config, and every later one says it was served
+// (410), even while the replica that answered still writes its outcome
+// down (20 ms, as fleetd's NetBox writes) before it settles the loan.
+func TestServedOnceThenGoneAtEveryReplica(t *testing.T) {
+	a := newHarness(t, harnessOpts{})
+	borrow := func(ctx context.Context, code string) (*Loan, error) {
+		l, err := a.srv.Lend(ctx, code)
+		if err != nil {
+			return nil, err
+		}
+		return NewLoan(bytes.Clone(l.Config), l.Device, l.Run, l.Deadline, l.Settle), nil
+	}
+	opts := harnessOpts{cfg: Config{Borrow: borrow}, eventDelay: 20 * time.Millisecond}
+	ring := []*harness{a, newHarness(t, opts), newHarness(t, opts)}
+	clients := []*http.Client{ring[0].client(), ring[1].client(), ring[2].client()}
+	for i := range 200 {
+		code, _, orig := a.put(4096, node01, run01)
+		var got []int
+		for try := range len(ring) {
+			h := ring[(i+try)%len(ring)]
+			r := h.get(clients[(i+try)%len(ring)], code)
+			if r.status == http.StatusOK && !bytes.Equal(r.body, orig) {
+				t.Fatalf("sequence %d: a 200 that is not the config", i)
+			}
+			got = append(got, r.status)
+		}
+		if want := []int{200, 410, 410}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("sequence %d (first try at replica %d): statuses %v, want %v", i, i%len(ring), got, want)
+		}
+	}
+}
+
+// waitUntil polls cond every 5 ms, failing t after 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10 s", what)
+		}
+	}
+}
