@@ -380,12 +380,32 @@ func wanted(dev *inventory.Device, runs []*run) (RunKind, bool) {
 // claim: desired_action=provision, or a decommissioning device that has had
 // no retirement run.
 func (p *Provisioner) due(ctx context.Context, dev *inventory.Device, runs []*run, pass *Pass) error {
-	kind, want := wanted(dev, runs)
-	if !want {
+	if _, want := wanted(dev, runs); !want {
 		return nil
 	}
 	unlock := p.lockDevice(dev.ID)
 	defer unlock()
+
+	// The pass's listing predates the lock: a machine admitted since (by
+	// this process or another replica) may have a run that just got its
+	// install code, which a run started from the old listing would
+	// delete, mid-wipe perhaps. Read the device and its runs again, and
+	// decide again.
+	fresh, err := p.nb.Device(ctx, dev.ID)
+	switch {
+	case errors.Is(err, inventory.ErrNotFound):
+		return nil // deleted since
+	case err != nil:
+		return err
+	}
+	if runs, err = p.runsOf(ctx, dev.ID); err != nil {
+		return err
+	}
+	*dev = fresh
+	kind, want := wanted(dev, runs)
+	if !want {
+		return nil
+	}
 
 	// A run started from this request waits for its machine.
 	if r := inFlight(runs, kind); r != nil && r.WF.Name == dev.LastRun && dev.DesiredAction == "" {
@@ -398,7 +418,7 @@ func (p *Provisioner) due(ctx context.Context, dev *inventory.Device, runs []*ru
 		if len(lacks) == 0 {
 			return p.note(ctx, dev.ID, inventory.JournalInfo, fmt.Sprintf("%s has no BMC: the run waits for the machine to attest from HookOS; power-cycle it by hand", dev.Name))
 		}
-		_, _, err := p.startRun(ctx, *dev, runStart{kind: kind, netboot: true})
+		_, _, err := p.startRun(ctx, *dev, runStart{kind: kind, netboot: true, runs: &runs})
 		return ignoreRefusal(err)
 	}
 	if p.cfg.PortCheck == nil {
@@ -415,7 +435,7 @@ func (p *Provisioner) due(ctx context.Context, dev *inventory.Device, runs []*ru
 	if dev.Address.IsValid() {
 		hookOS = dev.Address.Addr()
 	}
-	name, _, err := p.startRun(ctx, *dev, runStart{kind: kind, hookOS: hookOS, netboot: true, note: note})
+	name, _, err := p.startRun(ctx, *dev, runStart{kind: kind, hookOS: hookOS, netboot: true, note: note, runs: &runs})
 	if err != nil {
 		return ignoreRefusal(err)
 	}

@@ -28,6 +28,7 @@ import (
 // desired_action of the run it starts.
 type NetBox interface {
 	DeviceBySerial(ctx context.Context, serial string) (inventory.Device, error)
+	Device(ctx context.Context, id int64) (inventory.Device, error)
 	Devices(ctx context.Context) ([]inventory.Device, error)
 	RecordMAC(ctx context.Context, id int64, mac net.HardwareAddr) error
 	UpdateDevice(ctx context.Context, id int64, u inventory.Update) error
