@@ -35,7 +35,12 @@
 // log that does not replay, refuses the attestation without a verdict
 // (the Reason* constants).
 // Replicas that share a SealingKey must share the record of spent sessions
-// (Config.Spent). Refusals never call the admission hook; no secret,
+// (Config.Spent). Only a proof whose verdict is attested is recorded as
+// spent: any TPM, a software one too, can prove its own EKs under any
+// serial, so a record per refused or waiting proof would grow with a
+// flood; such a proof replayed changes nothing. Waiting claims are bounded
+// per serial, per source address and in all (Config.MaxWaiting...).
+// Refusals never call the admission hook; no secret,
 // session, key or install code is ever logged or printed.
 //
 // A pending-approval claim whose EKs were proven waits (Server.Waiting), one

@@ -28,6 +28,7 @@ const (
 	DefaultWaitingTTL          = 24 * time.Hour
 	DefaultMaxWaiting          = 1024
 	DefaultMaxWaitingPerSerial = 8
+	DefaultMaxWaitingPerPeer   = 64
 )
 
 // Config tunes a Server. A nil *Config means every default.
@@ -81,6 +82,13 @@ type Config struct {
 	// and the oldest of the rest goes. So a flood under one serial evicts
 	// only that serial's newer claims, and never its oldest.
 	MaxWaitingPerSerial int
+	// MaxWaitingPerPeer bounds the waiting claims whose proofs came from
+	// one source address (the host of http.Request.RemoteAddr), whatever
+	// serials they name: a machine that floods claims under serials no
+	// entry names (any TPM, a software one too, proves its own EKs) holds
+	// at most this many, and evicts only its own, by the rule of
+	// MaxWaitingPerSerial. Zero: DefaultMaxWaitingPerPeer (64).
+	MaxWaitingPerPeer int
 	// Judged, when set, is called once for every verdict, after the
 	// admission hook and the audit line, with the proven claim and the
 	// judgement (fleetd counts verdicts and journals the refusals an
@@ -228,7 +236,7 @@ func NewServer(bindings Bindings, cfg *Config) (*Server, error) {
 		admit:    c.Admit,
 		judged:   c.Judged,
 		spent:    c.Spent,
-		waiting:  newWaitingStore(orDefault(c.WaitingTTL, DefaultWaitingTTL), orDefault(c.MaxWaiting, DefaultMaxWaiting), orDefault(c.MaxWaitingPerSerial, DefaultMaxWaitingPerSerial)),
+		waiting:  newWaitingStore(orDefault(c.WaitingTTL, DefaultWaitingTTL), orDefault(c.MaxWaiting, DefaultMaxWaiting), orDefault(c.MaxWaitingPerSerial, DefaultMaxWaitingPerSerial), orDefault(c.MaxWaitingPerPeer, DefaultMaxWaitingPerPeer)),
 		log:      c.Logger,
 	}
 	if s.spent == nil {
@@ -499,14 +507,22 @@ func (s *Server) serveProof(w http.ResponseWriter, r *http.Request, body []byte)
 		return
 	}
 	proven.RSA2048, proven.ECCP256 = ss.hash[RSA2048], ss.hash[ECCP256]
-	fresh, err := s.spent.Spend(r.Context(), ss.idString(), ss.expires)
-	if err != nil {
-		s.refuse(w, r, ss.serial, http.StatusServiceUnavailable, "the session could not be recorded")
-		return
-	}
-	if !fresh {
-		s.refuse(w, r, ss.serial, http.StatusConflict, "the session was already proven")
-		return
+	// The verdict comes from the sealed binding and the proven hashes
+	// alone. Only a proof that can admit is recorded as spent (once
+	// across replicas): any TPM, a software one too, proves its own EKs
+	// under any serial, and a record per such proof would grow without
+	// bound; a refused or waiting proof replayed changes nothing.
+	j := Judge(ss.binding, proven)
+	if j.Verdict == Attested {
+		fresh, err := s.spent.Spend(r.Context(), ss.idString(), ss.expires)
+		if err != nil {
+			s.refuse(w, r, ss.serial, http.StatusServiceUnavailable, "the session could not be recorded")
+			return
+		}
+		if !fresh {
+			s.refuse(w, r, ss.serial, http.StatusConflict, "the session was already proven")
+			return
+		}
 	}
 	var boot *BootState
 	if p.quote != nil {
@@ -536,7 +552,6 @@ func (s *Server) serveProof(w http.ResponseWriter, r *http.Request, body []byte)
 		Proven:  now,
 		Boot:    boot,
 	}
-	j := Judge(ss.binding, proven)
 	res := resultMsg{Verdict: j.Verdict.String(), Reason: j.Reason}
 	switch j.Verdict {
 	case PendingApproval:

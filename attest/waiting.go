@@ -3,6 +3,7 @@ package attest
 import (
 	"container/list"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -20,24 +21,38 @@ import (
 // serial's own claims when the serial holds perSerial of them, and to the
 // claims of the serials that hold the most (taken together) when the store
 // holds max: of those m claims, oldest first, the first m/2 (rounded down)
-// stay, and the oldest of the rest goes. See Config.MaxWaiting.
+// stay, and the oldest of the rest goes. See Config.MaxWaiting. The same
+// rule bounds the claims proven from one source address to perPeer, over
+// every serial they name (Config.MaxWaitingPerPeer).
 type waitingStore struct {
 	mu        sync.Mutex
 	ttl       time.Duration
 	max       int        // claims in all
 	perSerial int        // claims of one serial
+	perPeer   int        // claims proven from one address
 	order     *list.List // of *waitingEntry, oldest first
 	serials   map[string]*serialClaims
-	holding   []int // [k]: how many serials hold k claims (k > 0)
+	peers     map[string]*serialClaims // by source address
+	holding   []int                    // [k]: how many serials hold k claims (k > 0)
 }
 
-// serialClaims are one serial's claims, oldest first.
+// serialClaims are one serial's (or one source address's) claims, oldest
+// first.
 type serialClaims struct{ claims []*list.Element }
 
 type waitingEntry struct {
 	claim   Claim
 	expires time.Time
 	of      *serialClaims // its serial's
+	from    *serialClaims // its source address's
+}
+
+// peerKey is the source address of a claim's proof, without its port.
+func peerKey(c Claim) string {
+	if ap, err := netip.ParseAddrPort(c.Peer); err == nil {
+		return ap.Addr().Unmap().String()
+	}
+	return c.Peer
 }
 
 // sameTPM reports whether a and b come from one TPM: the same proven EK
@@ -45,10 +60,10 @@ type waitingEntry struct {
 // EKs can present them.
 func sameTPM(a, b Claim) bool { return a.RSA2048 == b.RSA2048 && a.ECCP256 == b.ECCP256 }
 
-func newWaitingStore(ttl time.Duration, max, perSerial int) *waitingStore {
+func newWaitingStore(ttl time.Duration, max, perSerial, perPeer int) *waitingStore {
 	perSerial = min(perSerial, max)
-	return &waitingStore{ttl: ttl, max: max, perSerial: perSerial, order: list.New(),
-		serials: map[string]*serialClaims{}, holding: make([]int, perSerial+1)}
+	return &waitingStore{ttl: ttl, max: max, perSerial: perSerial, perPeer: perPeer, order: list.New(),
+		serials: map[string]*serialClaims{}, peers: map[string]*serialClaims{}, holding: make([]int, perSerial+1)}
 }
 
 // put keeps c, proven at now, making room as the store's doc says.
@@ -68,6 +83,10 @@ func (w *waitingStore) put(c Claim, now time.Time) {
 	if own := w.serials[c.Serial]; own != nil && len(own.claims) >= w.perSerial {
 		w.remove(own.claims[len(own.claims)/2])
 	}
+	peer := peerKey(c)
+	if from := w.peers[peer]; from != nil && len(from.claims) >= w.perPeer {
+		w.remove(from.claims[len(from.claims)/2])
+	}
 	if w.order.Len() >= w.max {
 		w.remove(w.victim())
 	}
@@ -76,7 +95,14 @@ func (w *waitingStore) put(c Claim, now time.Time) {
 		own = &serialClaims{}
 		w.serials[c.Serial] = own
 	}
-	own.claims = append(own.claims, w.order.PushBack(&waitingEntry{claim: c, expires: c.Proven.Add(w.ttl), of: own}))
+	from := w.peers[peer]
+	if from == nil {
+		from = &serialClaims{}
+		w.peers[peer] = from
+	}
+	e := w.order.PushBack(&waitingEntry{claim: c, expires: c.Proven.Add(w.ttl), of: own, from: from})
+	own.claims = append(own.claims, e)
+	from.claims = append(from.claims, e)
 	w.hold(len(own.claims)-1, len(own.claims))
 }
 
@@ -120,6 +146,11 @@ func (w *waitingStore) remove(e *list.Element) {
 	w.hold(len(own.claims)+1, len(own.claims))
 	if len(own.claims) == 0 {
 		delete(w.serials, we.claim.Serial)
+	}
+	from := we.from
+	from.claims = slices.DeleteFunc(from.claims, func(o *list.Element) bool { return o == e })
+	if len(from.claims) == 0 {
+		delete(w.peers, peerKey(we.claim))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net"
 	"reflect"
@@ -13,6 +14,10 @@ import (
 	"testing"
 	"time"
 )
+
+// noPeerBound leaves the claims of one source address unbounded: the
+// tests of the other rules prove every claim from one address.
+const noPeerBound = math.MaxInt
 
 var waitT0 = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 
@@ -75,7 +80,7 @@ func checkCounts(t *testing.T, w *waitingStore) int {
 // A second TPM's claim under a serial waits beside the first, which it
 // neither replaces nor hides.
 func TestWaitingSecondTPMDoesNotReplace(t *testing.T) {
-	w := newWaitingStore(time.Hour, 1024, 8)
+	w := newWaitingStore(time.Hour, 1024, 8, noPeerBound)
 	w.put(tpmClaim("S", 1, 0), waitT0)
 	w.put(tpmClaim("S", 2, time.Minute), waitT0.Add(time.Minute))
 	got := w.get("S", waitT0.Add(2*time.Minute))
@@ -93,7 +98,7 @@ func TestWaitingSecondTPMDoesNotReplace(t *testing.T) {
 // The same TPM claiming again replaces its own claim, which becomes the
 // newest and waits the TTL from its new proof.
 func TestWaitingSameTPMRefreshes(t *testing.T) {
-	w := newWaitingStore(time.Hour, 1024, 8)
+	w := newWaitingStore(time.Hour, 1024, 8, noPeerBound)
 	w.put(tpmClaim("S", 1, 0), waitT0)
 	w.put(tpmClaim("S", 2, time.Minute), waitT0.Add(time.Minute))
 	again := tpmClaim("S", 1, 30*time.Minute)
@@ -130,7 +135,7 @@ func TestWaitingSameTPMRefreshes(t *testing.T) {
 // Claims expire WaitingTTL after their proof, and an expired claim is
 // never answered, even before it is pruned.
 func TestWaitingExpiry(t *testing.T) {
-	w := newWaitingStore(time.Hour, 1024, 8)
+	w := newWaitingStore(time.Hour, 1024, 8, noPeerBound)
 	w.put(tpmClaim("A", 1, 0), waitT0)
 	w.put(tpmClaim("B", 2, 10*time.Minute), waitT0.Add(10*time.Minute))
 	if got := w.get("A", waitT0.Add(time.Hour-time.Nanosecond)); len(got) != 1 {
@@ -153,7 +158,7 @@ func TestWaitingExpiry(t *testing.T) {
 		t.Error("C is gone before its TTL")
 	}
 	// Expired claims make room before any claim is evicted.
-	w = newWaitingStore(time.Hour, 4, 8)
+	w = newWaitingStore(time.Hour, 4, 8, noPeerBound)
 	for i := range 4 {
 		w.put(tpmClaim(fmt.Sprint("E", i), i, 0), waitT0)
 	}
@@ -167,7 +172,7 @@ func TestWaitingExpiry(t *testing.T) {
 // one serial evicts only that serial's newer claims, and never its older
 // half.
 func TestWaitingPerSerialBound(t *testing.T) {
-	w := newWaitingStore(time.Hour, 1024, 8)
+	w := newWaitingStore(time.Hour, 1024, 8, noPeerBound)
 	w.put(tpmClaim("OTHER", 1000, 0), waitT0)
 	for i := range 100 {
 		w.put(tpmClaim("S", i, time.Duration(i)*time.Second), waitT0.Add(time.Duration(i)*time.Second))
@@ -183,7 +188,7 @@ func TestWaitingPerSerialBound(t *testing.T) {
 		t.Errorf("the store holds %d claims, want 9", n)
 	}
 	// The bound is at most MaxWaiting.
-	if w := newWaitingStore(time.Hour, 4, 8); w.perSerial != 4 {
+	if w := newWaitingStore(time.Hour, 4, 8, noPeerBound); w.perSerial != 4 {
 		t.Errorf("per serial %d with MaxWaiting 4", w.perSerial)
 	}
 }
@@ -193,7 +198,7 @@ func TestWaitingPerSerialBound(t *testing.T) {
 // store was full outlives exactly MaxWaiting - MaxWaiting/2 - 1 of them.
 func TestWaitingFloodUnderOtherSerials(t *testing.T) {
 	const n = DefaultMaxWaiting
-	w := newWaitingStore(DefaultWaitingTTL, n, DefaultMaxWaitingPerSerial)
+	w := newWaitingStore(DefaultWaitingTTL, n, DefaultMaxWaitingPerSerial, noPeerBound)
 	at := time.Duration(0)
 	put := func(serial string, tpm int) {
 		at += time.Millisecond
@@ -249,7 +254,7 @@ func TestWaitingFloodUnderOtherSerials(t *testing.T) {
 // store, stays while another serial holds more than one.
 func TestWaitingFullStoreEvictsFromTheLargest(t *testing.T) {
 	const n = 16
-	w := newWaitingStore(time.Hour, n, 8)
+	w := newWaitingStore(time.Hour, n, 8, noPeerBound)
 	at := time.Duration(0)
 	put := func(serial string, tpm int) {
 		at += time.Millisecond
@@ -344,7 +349,7 @@ func TestWaitingRule(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 1))
 		max, perSerial := 1+r.IntN(12), 1+r.IntN(5)
 		ttl := time.Duration(20+r.IntN(200)) * time.Second
-		w := newWaitingStore(ttl, max, perSerial)
+		w := newWaitingStore(ttl, max, perSerial, noPeerBound)
 		m := &waitModel{ttl: ttl, max: max, perSerial: min(perSerial, max)}
 		serials := 1 + r.IntN(8)
 		now := waitT0
@@ -383,7 +388,7 @@ func summary(cs []Claim) string {
 
 // Puts and gets from many goroutines keep the bounds (run with -race).
 func TestWaitingConcurrent(t *testing.T) {
-	w := newWaitingStore(time.Hour, 64, 4)
+	w := newWaitingStore(time.Hour, 64, 4, noPeerBound)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
@@ -422,7 +427,7 @@ func TestClaimString(t *testing.T) {
 // BenchmarkWaitingFlood is a claim under a new serial into a full store of
 // the default bounds, every serial holding one claim: the costliest put.
 func BenchmarkWaitingFlood(b *testing.B) {
-	w := newWaitingStore(DefaultWaitingTTL, DefaultMaxWaiting, DefaultMaxWaitingPerSerial)
+	w := newWaitingStore(DefaultWaitingTTL, DefaultMaxWaiting, DefaultMaxWaitingPerSerial, noPeerBound)
 	claims := make([]Claim, 4096)
 	for i := range claims {
 		claims[i] = tpmClaim(fmt.Sprint("FLOOD-", i), i, 0)
@@ -467,7 +472,7 @@ func TestWaitingClaimWire(t *testing.T) {
 // A waiting claim's MAC and switch port are the store's own: changing what
 // went in or came out changes nothing kept.
 func TestWaitingClaimsAreCopies(t *testing.T) {
-	w := newWaitingStore(time.Hour, 1024, 8)
+	w := newWaitingStore(time.Hour, 1024, 8, noPeerBound)
 	c := tpmClaim("S", 1, 0)
 	c.LLDP = &LLDP{PortID: "Port 7"}
 	w.put(c, waitT0)
@@ -476,5 +481,36 @@ func TestWaitingClaimsAreCopies(t *testing.T) {
 	got[0].MAC[4], got[0].LLDP.PortID = 0xee, "Port 8"
 	if again := w.get("S", waitT0); again[0].MAC.String() != "52:54:00:00:00:01" || again[0].LLDP.PortID != "Port 7" {
 		t.Errorf("the store holds MAC %s, port %q; want 52:54:00:00:00:01, Port 7", again[0].MAC, again[0].LLDP.PortID)
+	}
+}
+
+// One address proving claims under 1,000 serials holds at most perPeer of
+// them, the oldest half of its first perPeer among them, wherever its
+// ports; a claim from another address is never evicted by that flood.
+func TestWaitingBoundPerSourceAddress(t *testing.T) {
+	w := newWaitingStore(time.Hour, 1024, 8, 16)
+	other := tpmClaim("LEGIT", 9999, 0)
+	other.Peer = "10.0.0.9:5000"
+	w.put(other, waitT0)
+	for i := range 1000 {
+		c := tpmClaim(fmt.Sprintf("FLOOD-%04d", i), i, time.Duration(i)*time.Millisecond)
+		c.Peer = fmt.Sprintf("10.0.0.66:%d", 1024+i)
+		w.put(c, waitT0.Add(time.Duration(i)*time.Millisecond))
+	}
+	checkCounts(t, w)
+	if got := w.get("LEGIT", waitT0.Add(time.Second)); len(got) != 1 {
+		t.Errorf("the other address's claim: %d waiting, want 1", len(got))
+	}
+	var flood []int
+	for i := range 1000 {
+		if len(w.get(fmt.Sprintf("FLOOD-%04d", i), waitT0.Add(time.Second))) > 0 {
+			flood = append(flood, i)
+		}
+	}
+	if len(flood) != 16 || !slices.Equal(flood[:8], []int{0, 1, 2, 3, 4, 5, 6, 7}) || flood[15] != 999 {
+		t.Errorf("the flood's claims that wait: %v; want 16, its first 8 and its last among them", flood)
+	}
+	if n := len(w.peers["10.0.0.66"].claims); n != 16 {
+		t.Errorf("the flood's address holds %d claims in its index, want 16", n)
 	}
 }

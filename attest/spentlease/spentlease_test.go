@@ -260,3 +260,107 @@ func BenchmarkSpend(b *testing.B) {
 		})
 	})
 }
+
+// A software TPM floods two replicas with proofs under serials no entry
+// names (any TPM proves its own EKs): 1,000 proofs leave no Lease, since
+// only a proof whose verdict can admit is recorded, and at most
+// 64 waiting claims from its address. A
+// machine that attests meanwhile spends its session once: its proof
+// replayed to each replica gets 409.
+func TestUnknownSerialFloodLeavesNoLeases(t *testing.T) {
+	cs, ns, stores := replicas(t, 2)
+	flood, err := attesttest.NewSoftTPM(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpm, err := attesttest.NewSoftTPM(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binding, err := attesttest.Approve(tpm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := bytes.Repeat([]byte{7}, 32)
+	var urls []string
+	var clients []*http.Client
+	var servers []*attest.Server
+	for _, store := range stores {
+		bindings := &attesttest.Bindings{}
+		bindings.Set("S1", binding)
+		srv, err := attest.NewServer(bindings, &attest.Config{SealingKey: key, Spent: store,
+			Admit: func(context.Context, attest.Claim) (attest.Admission, error) {
+				return attest.Admission{InstallCode: "code-1"}, nil
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := httptest.NewTLSServer(srv)
+		t.Cleanup(ts.Close)
+		urls, clients, servers = append(urls, ts.URL), append(clients, ts.Client()), append(servers, srv)
+	}
+	const n = 1000
+	var wg sync.WaitGroup
+	var verdicts sync.Map
+	sem := make(chan struct{}, 8)
+	for i := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			res, err := attest.Run(context.Background(), urls[i%2], flood, attest.Machine{Serial: fmt.Sprintf("FLOOD-%04d", i), MAC: []byte{2, 0, 0, 0, 0, 2}},
+				&attest.ClientConfig{HTTPClient: clients[i%2], Console: io.Discard})
+			if err != nil && res.Verdict == 0 {
+				t.Errorf("flood proof %d: %v", i, err)
+				return
+			}
+			v, _ := verdicts.LoadOrStore(res.Verdict, new(atomic.Int32))
+			v.(*atomic.Int32).Add(1)
+		})
+	}
+	wg.Wait()
+	pending, _ := verdicts.Load(attest.PendingApproval)
+	if pending == nil || pending.(*atomic.Int32).Load() != n {
+		t.Errorf("flood verdicts: want %d pending-approval", n)
+	}
+	countLeases := func() int {
+		t.Helper()
+		l, err := cs.CoordinationV1().Leases(ns).List(context.Background(), metav1.ListOptions{LabelSelector: spentlease.LabelSpent + "=true"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(l.Items)
+	}
+	if got := countLeases(); got != 0 {
+		t.Errorf("%d spent-session Leases after %d proofs of unknown serials, want 0", got, n)
+	}
+	waiting := 0
+	for _, srv := range servers {
+		for i := range n {
+			waiting += len(srv.Waiting(fmt.Sprintf("FLOOD-%04d", i)))
+		}
+	}
+	if max := 2 * attest.DefaultMaxWaitingPerPeer; waiting == 0 || waiting > max {
+		t.Errorf("%d claims of the flood wait on the two replicas, want 1 to %d", waiting, max)
+	}
+
+	rec := &recorder{next: clients[0].Transport, suffix: "/proof"}
+	res, err := attest.Run(context.Background(), urls[0], tpm, attest.Machine{Serial: "S1", MAC: []byte{2, 0, 0, 0, 0, 1}},
+		&attest.ClientConfig{HTTPClient: &http.Client{Transport: rec}, Console: io.Discard})
+	if err != nil || res.InstallCode != "code-1" {
+		t.Fatalf("S1 at replica 0: %+v, %v", res, err)
+	}
+	for i, u := range urls {
+		rsp, err := clients[i].Post(strings.Replace(rec.url, urls[0], u, 1), "application/json", bytes.NewReader(rec.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(rsp.Body)
+		rsp.Body.Close()
+		if rsp.StatusCode != http.StatusConflict || strings.Contains(string(body), "code-1") {
+			t.Errorf("S1's proof replayed to replica %d: %d %s; want 409 and no code", i, rsp.StatusCode, body)
+		}
+	}
+	if got := countLeases(); got != 1 {
+		t.Errorf("%d spent-session Leases after one admitted proof, want 1", got)
+	}
+}
