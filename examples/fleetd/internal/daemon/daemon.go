@@ -211,18 +211,13 @@ const (
 	ClaimsPath = "/v1/claims/" // the approver API: GET ClaimsPath+serial
 )
 
-// handler is the HTTPS listener's handler.
+// handler is the HTTPS listener's handler: what machines and approvers
+// reach. The peers' API is not on it (peersHandler).
 func (d *Daemon) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(attestPath, d.attest)
 	mux.Handle(configserve.PathPrefix, d.configs)
 	mux.HandleFunc("GET "+ClaimsPath+"{serial}", d.claim)
-	if d.peers != nil {
-		mux.HandleFunc("POST "+lendPath, d.peersOnly(d.handleLend))
-		mux.HandleFunc("POST "+settlePath, d.peersOnly(d.handleSettle))
-		mux.HandleFunc("GET "+claimsPeer+"{serial}", d.peersOnly(d.handlePeerClaims))
-		mux.HandleFunc("POST "+codePath, d.peersOnly(d.handleCode))
-	}
 	return mux
 }
 
@@ -251,17 +246,41 @@ func (d *Daemon) tlsConfig() *tls.Config {
 	return c
 }
 
+// Listeners are what a Daemon serves on.
+type Listeners struct {
+	// HTTPS serves machines and approvers: the attestation protocol, the
+	// config service and the approver API (FLEET_LISTEN). Required.
+	HTTPS net.Listener
+	// Metrics serves /metrics and /healthz (FLEET_METRICS_LISTEN); nil:
+	// none.
+	Metrics net.Listener
+	// Peers serves the peers' API, over mutual TLS, to the other replicas
+	// alone (FLEET_PEERS_LISTEN). Required for a replica, unused without
+	// one.
+	Peers net.Listener
+}
+
+func (l Listeners) close() {
+	for _, ln := range []net.Listener{l.HTTPS, l.Metrics, l.Peers} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+}
+
 // Serve runs fleetd on the listeners until ctx ends, then shuts down
 // gracefully: no new requests, those in flight finish (up to 30 s), the
 // provisioner's loop stops, waiting configs are dropped, and queued journal
-// lines are written. metricsLn may be nil.
-func (d *Daemon) Serve(ctx context.Context, httpsLn, metricsLn net.Listener) error {
+// lines are written.
+func (d *Daemon) Serve(ctx context.Context, lns Listeners) error {
+	if d.peers != nil && lns.Peers == nil {
+		lns.close()
+		d.release(context.WithoutCancel(ctx))
+		return errors.New("fleetd: a replica needs a listener for the peers' API")
+	}
 	created, err := ensureTemplates(ctx, d.tink, d.s.Namespace)
 	if err != nil {
-		httpsLn.Close()
-		if metricsLn != nil {
-			metricsLn.Close()
-		}
+		lns.close()
 		d.release(context.WithoutCancel(ctx))
 		if ctx.Err() != nil {
 			return nil // stopped while starting: a clean stop
@@ -287,17 +306,25 @@ func (d *Daemon) Serve(ctx context.Context, httpsLn, metricsLn net.Listener) err
 	}
 	// HTTP/1.1 only, each connection recorded for the config service.
 	if err := d.configs.ConfigureServer(hs); err != nil {
-		httpsLn.Close()
-		if metricsLn != nil {
-			metricsLn.Close()
-		}
+		lns.close()
 		d.release(context.WithoutCancel(ctx))
 		return err
 	}
-	var ms *http.Server
+	var ms, ps *http.Server
 	errc := make(chan error, 3)
-	go func() { errc <- hs.Serve(tls.NewListener(newCapListener(httpsLn, maxConns), hs.TLSConfig)) }()
-	if metricsLn != nil {
+	go func() { errc <- hs.Serve(tls.NewListener(newCapListener(lns.HTTPS, maxConns), hs.TLSConfig)) }()
+	if d.peers != nil {
+		ps = &http.Server{
+			Handler:           d.peersHandler(),
+			TLSConfig:         d.peersTLSConfig(),
+			ReadHeaderTimeout: readTimeout,
+			ReadTimeout:       readTimeout,
+			IdleTimeout:       2 * time.Minute,
+			ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),
+		}
+		go func() { errc <- ps.Serve(tls.NewListener(lns.Peers, ps.TLSConfig)) }()
+	}
+	if metricsLn := lns.Metrics; metricsLn != nil {
 		ms = &http.Server{
 			Handler:           d.MetricsHandler(),
 			ReadHeaderTimeout: readTimeout,
@@ -328,6 +355,9 @@ func (d *Daemon) Serve(ctx context.Context, httpsLn, metricsLn net.Listener) err
 	}
 	if ms != nil {
 		ms.Shutdown(shutCtx)
+	}
+	if ps != nil {
+		ps.Shutdown(shutCtx)
 	}
 	stopLoop()
 	<-loopDone

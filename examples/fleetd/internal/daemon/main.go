@@ -69,8 +69,16 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 			return 1
 		}
 	}
-	log.Info("fleetd: serving", "https", ln.Addr().String(), "metrics", s.MetricsListen, "public_url", s.PublicURL)
-	if err := d.Serve(ctx, ln, mln); err != nil {
+	lns := Listeners{HTTPS: ln, Metrics: mln}
+	if s.Replica != "" {
+		if lns.Peers, err = net.Listen("tcp", s.PeersListen); err != nil {
+			lns.close()
+			fmt.Fprintf(stderr, "fleetd: %v\n", err)
+			return 1
+		}
+	}
+	log.Info("fleetd: serving", "https", ln.Addr().String(), "metrics", s.MetricsListen, "peers", s.PeersListen, "public_url", s.PublicURL)
+	if err := d.Serve(ctx, lns); err != nil {
 		fmt.Fprintf(stderr, "fleetd: %v\n", err)
 		return 1
 	}

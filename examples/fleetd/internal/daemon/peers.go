@@ -52,9 +52,14 @@ import (
 //   - the provision loop runs on the replica that holds the Lease
 //     fleet-provision (provision.RunLeader).
 //
-// The peers' API is on the HTTPS listener, under peersPath. A peer is
-// trusted when it presents the certificate this replica serves (the
-// replicas share it) and the peers' token, derived from the sealing key.
+// The peers' API has a listener of its own (FLEET_PEERS_LISTEN), which the
+// machines' Service does not expose; the machines' listener does not
+// answer its paths. It speaks mutual TLS: a peer is trusted when it
+// presents, as its client certificate, the certificate this replica
+// serves (the replicas share it; its public key is compared) and the
+// peers' token, derived from the sealing key. Either alone is refused
+// with 401. A replica, as the client, checks the same of the peer it
+// reaches.
 
 // Paths of the peers' API.
 const (
@@ -120,8 +125,49 @@ func newPeers(self string, all []Peer, key []byte, log *slog.Logger, serving fun
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     90 * time.Second,
 	}
+	// A replica presents the certificate it serves to its peers.
+	tr.TLSClientConfig.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		if c := serving(); c != nil {
+			return c, nil
+		}
+		return &tls.Certificate{}, nil
+	}
 	p.client = &http.Client{Transport: tr, Timeout: 10 * time.Second}
 	return p
+}
+
+// peersHandler is the peers' listener's handler: the peers' API alone.
+func (d *Daemon) peersHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+lendPath, d.peersOnly(d.handleLend))
+	mux.HandleFunc("POST "+settlePath, d.peersOnly(d.handleSettle))
+	mux.HandleFunc("GET "+claimsPeer+"{serial}", d.peersOnly(d.handlePeerClaims))
+	mux.HandleFunc("POST "+codePath, d.peersOnly(d.handleCode))
+	return mux
+}
+
+// peersTLSConfig is the peers' listener's TLS configuration: the serving
+// certificate, and a client certificate asked of every peer (peersOnly
+// refuses a request without the right one, with 401).
+func (d *Daemon) peersTLSConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: d.cert.getCertificate,
+		ClientAuth:     tls.RequestClientCert,
+		NextProtos:     []string{"http/1.1"},
+	}
+}
+
+// ownCertificate reports whether the client certificate of r is the one
+// this replica serves: the same public key.
+func (d *Daemon) ownCertificate(r *http.Request) bool {
+	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+		return false
+	}
+	c, _ := d.cert.getCertificate(nil)
+	own := leafOf(c)
+	return own != nil && own.Leaf != nil &&
+		bytes.Equal(r.TLS.PeerCertificates[0].RawSubjectPublicKeyInfo, own.Leaf.RawSubjectPublicKeyInfo)
 }
 
 // authorized reports whether r carries the peers' token.
@@ -287,11 +333,13 @@ func (d *Daemon) handlePeerClaims(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(answer)
 }
 
-// peersOnly guards the peers' API.
+// peersOnly guards the peers' API: the peers' token and the certificate
+// this replica serves, both.
 func (d *Daemon) peersOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if d.peers == nil || !d.peers.authorized(r) {
-			d.log.Warn("fleetd: refused a peers' API request", "path", r.URL.Path, "peer", r.RemoteAddr)
+		if d.peers == nil || !d.peers.authorized(r) || !d.ownCertificate(r) {
+			d.log.Warn("fleetd: refused a peers' API request", "path", r.URL.Path, "peer", r.RemoteAddr,
+				"token", d.peers != nil && d.peers.authorized(r), "certificate", d.ownCertificate(r))
 			http.Error(w, "replicas only", http.StatusUnauthorized)
 			return
 		}

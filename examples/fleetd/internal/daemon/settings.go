@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -68,6 +69,9 @@ type Settings struct {
 	Replica    string
 	Peers      []Peer
 	SealingKey []byte
+	// PeersListen is the address of the peers' API (FLEET_PEERS_LISTEN,
+	// default :8444), a replica's alone.
+	PeersListen string
 }
 
 // Defaults of the settings that bound what a client may hold.
@@ -128,8 +132,11 @@ const envHelp = `Environment:
                           replica holding the Lease fleet-provision, spent attestation sessions are
                           Leases, and a config is fetched through any replica from the one that holds it
   FLEET_PEERS             every replica as NAME=URL, comma-separated, this one included, e.g.
-                          fleetd-0=https://fleetd-0.fleetd-peers:8443,fleetd-1=https://...; the replicas
-                          reach each other there (required with FLEET_REPLICA)
+                          fleetd-0=https://fleetd-0.fleetd-peers:8444,fleetd-1=https://...: the URL of
+                          each replica's peers' API (required with FLEET_REPLICA)
+  FLEET_PEERS_LISTEN      HTTPS address of the peers' API, which replicas alone reach, over mutual TLS
+                          with the certificate they share (default :8444; with FLEET_REPLICA only):
+                          keep it out of the Service machines reach
   FLEET_SEALING_KEY       64 hex characters (32 bytes) every replica seals attestation sessions with
                           (required with FLEET_REPLICA, refused without it: one fleetd keeps its
                           spent sessions in memory and seals with a random key of its own)
@@ -220,7 +227,7 @@ func readSettings(getenv func(string) string) (Settings, error) {
 		s.PublicURL = strings.TrimSuffix(s.PublicURL, "/")
 	}
 	s.Replica = str("FLEET_REPLICA", "")
-	peers, key := str("FLEET_PEERS", ""), str("FLEET_SEALING_KEY", "")
+	peers, key, peersListen := str("FLEET_PEERS", ""), str("FLEET_SEALING_KEY", ""), str("FLEET_PEERS_LISTEN", "")
 	if s.Replica == "" {
 		if key != "" {
 			// attest.ErrSealingKeyWithoutSpent: a shared key needs a shared
@@ -230,7 +237,11 @@ func readSettings(getenv func(string) string) (Settings, error) {
 		if peers != "" {
 			errs = append(errs, errors.New("FLEET_PEERS is refused without FLEET_REPLICA, which names this replica among them"))
 		}
+		if peersListen != "" {
+			errs = append(errs, errors.New("FLEET_PEERS_LISTEN is refused without FLEET_REPLICA: one fleetd has no peers"))
+		}
 	} else {
+		s.PeersListen = cmp.Or(peersListen, ":8444")
 		var err error
 		if s.Peers, err = parsePeers(peers, s.Replica); err != nil {
 			errs = append(errs, err)
@@ -257,7 +268,7 @@ func parsePeers(v, self string) ([]Peer, error) {
 		name, raw, ok := strings.Cut(strings.TrimSpace(item), "=")
 		u, err := url.Parse(raw)
 		if !ok || name == "" || err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") {
-			return nil, fmt.Errorf("FLEET_PEERS: %q is not NAME=URL with an https URL without a path, such as fleetd-0=https://fleetd-0.fleetd-peers:8443", item)
+			return nil, fmt.Errorf("FLEET_PEERS: %q is not NAME=URL with an https URL without a path, such as fleetd-0=https://fleetd-0.fleetd-peers:8444", item)
 		}
 		if seen[name] {
 			return nil, fmt.Errorf("FLEET_PEERS names replica %s twice", name)

@@ -88,8 +88,12 @@ func TestReadSettingsReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Peer{{"fleetd-0", "https://fleetd-0.fleetd-peers:8443"}, {"fleetd-1", "https://fleetd-1.fleetd-peers:8443"}}
-	if s.Replica != "fleetd-1" || !slices.Equal(s.Peers, want) || len(s.SealingKey) != 32 || s.SealingKey[0] != 0xab {
-		t.Errorf("replica settings: %q %v %x", s.Replica, s.Peers, s.SealingKey)
+	if s.Replica != "fleetd-1" || !slices.Equal(s.Peers, want) || len(s.SealingKey) != 32 || s.SealingKey[0] != 0xab || s.PeersListen != ":8444" {
+		t.Errorf("replica settings: %q %v %x, peers' API at %q", s.Replica, s.Peers, s.SealingKey, s.PeersListen)
+	}
+	base["FLEET_PEERS_LISTEN"] = "10.1.2.3:9444"
+	if s, err := readSettings(env(base)); err != nil || s.PeersListen != "10.1.2.3:9444" {
+		t.Errorf("FLEET_PEERS_LISTEN=10.1.2.3:9444: %q, %v", s.PeersListen, err)
 	}
 	for _, c := range []struct {
 		name, value, want string
@@ -101,6 +105,7 @@ func TestReadSettingsReplicas(t *testing.T) {
 		{"FLEET_SEALING_KEY", "", "FLEET_SEALING_KEY must be 64 hex characters"},
 		{"FLEET_SEALING_KEY", strings.Repeat("ab", 16), "FLEET_SEALING_KEY must be 64 hex characters"},
 		{"FLEET_REPLICA", "", "FLEET_PEERS is refused without FLEET_REPLICA"},
+		{"FLEET_REPLICA", "", "FLEET_PEERS_LISTEN is refused without FLEET_REPLICA"},
 	} {
 		m := maps.Clone(base)
 		m[c.name] = c.value

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -257,15 +258,19 @@ func (d *deployed) fleet(t *testing.T, nodes ...testNode) *testFleet {
 	}
 	key := make([]byte, 32)
 	rand.Read(key)
+	peers, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	// fleetd runs as the StatefulSet runs it, a replica, alone here: its
 	// Leases (the leader's, the spent sessions') carry the token too.
 	return newFleet(t, worldConfig{
 		Validate: t, Edit: func(s *daemon.Settings) {
 			s.Namespace, s.Replica, s.SealingKey = d.ns, "fleetd-0", key
-			s.Peers = []daemon.Peer{{Name: "fleetd-0", URL: s.PublicURL}}
+			s.Peers = []daemon.Peer{{Name: "fleetd-0", URL: "https://" + peers.Addr().String()}}
 		},
 		Kube: d.env.Admin(), Tink: admin,
-		FleetdKube: d.kube, FleetdTink: d.tink, Leases: leases.CoordinationV1(),
+		FleetdKube: d.kube, FleetdTink: d.tink, Leases: leases.CoordinationV1(), Peers: peers,
 	}, nodes...)
 }
 

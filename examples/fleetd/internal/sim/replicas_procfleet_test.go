@@ -54,6 +54,7 @@ type replicaProc struct {
 	name    string
 	addr    string // its HTTPS listener, 127.0.0.1:port
 	metrics string // its metrics listener, 127.0.0.1:port
+	peers   string // its peers' API listener, 127.0.0.1:port
 	bin     string
 	env     []string
 	log     *lockedBuffer
@@ -384,8 +385,8 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 	procs := make([]*replicaProc, pc.replicas)
 	var peers, backends []string
 	for i := range procs {
-		procs[i] = &replicaProc{name: fmt.Sprint("fleetd-", i), addr: freeAddr(tb), metrics: freeAddr(tb), bin: bin, log: &lockedBuffer{}}
-		peers = append(peers, procs[i].name+"=https://"+procs[i].addr)
+		procs[i] = &replicaProc{name: fmt.Sprint("fleetd-", i), addr: freeAddr(tb), metrics: freeAddr(tb), peers: freeAddr(tb), bin: bin, log: &lockedBuffer{}}
+		peers = append(peers, procs[i].name+"=https://"+procs[i].peers)
 		backends = append(backends, procs[i].addr)
 	}
 	lb := newBalancer(tb, backends)
@@ -420,6 +421,7 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 		if !pc.alone {
 			settings["FLEET_REPLICA"] = p.name
 			settings["FLEET_PEERS"] = strings.Join(peers, ",")
+			settings["FLEET_PEERS_LISTEN"] = p.peers
 			settings["FLEET_SEALING_KEY"] = hex.EncodeToString(key)
 		}
 		p.env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}

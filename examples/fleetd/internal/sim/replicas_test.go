@@ -3,7 +3,11 @@ package sim
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -26,6 +30,7 @@ import (
 	"github.com/fleetkit/fleet/provision"
 
 	"github.com/fleetkit/fleet/examples/fleetd/internal/daemon"
+	"github.com/fleetkit/fleet/internal/testcert"
 )
 
 // replicaSet is a fleet whose fleetd runs as three replicas on the real
@@ -33,33 +38,43 @@ import (
 // sealing key: the world's fleetd is fleetd-0.
 type replicaSet struct {
 	*testFleet
-	ds   []*daemon.Daemon // by replica
-	urls []string
-	kube kubernetes.Interface
-	ns   string
+	ds       []*daemon.Daemon // by replica
+	urls     []string         // the HTTPS listeners machines reach
+	peerURLs []string         // the peers' API's listeners
+	kube     kubernetes.Interface
+	ns       string
 }
 
 func newReplicaSet(t *testing.T, nodes ...testNode) *replicaSet {
 	t.Helper()
-	var lns []net.Listener
-	for range 2 {
+	listen := func() net.Listener {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		lns = append(lns, ln)
+		return ln
+	}
+	// Each replica's HTTPS listener (fleetd-0's is the world's) and
+	// peers' listener.
+	var lns, peerLns []net.Listener
+	for i := range 3 {
+		if i > 0 {
+			lns = append(lns, listen())
+		}
+		peerLns = append(peerLns, listen())
 	}
 	key := make([]byte, 32)
 	rand.Read(key)
 	edit := func(s *daemon.Settings) {
 		s.Replica, s.SealingKey = "fleetd-0", key
-		s.Peers = []daemon.Peer{{Name: "fleetd-0", URL: s.PublicURL}}
-		for i, ln := range lns {
-			s.Peers = append(s.Peers, daemon.Peer{Name: fmt.Sprint("fleetd-", i+1), URL: "https://" + ln.Addr().String()})
+		s.Peers = nil
+		for i, ln := range peerLns {
+			s.Peers = append(s.Peers, daemon.Peer{Name: fmt.Sprint("fleetd-", i), URL: "https://" + ln.Addr().String()})
 		}
 	}
-	f := newTestFleet(t, edit, nodes...)
-	r := &replicaSet{testFleet: f, ds: []*daemon.Daemon{f.d}, urls: []string{f.url}, kube: f.kube, ns: f.settings.Namespace}
+	f := newTestReplica(t, edit, peerLns[0], nodes...)
+	r := &replicaSet{testFleet: f, ds: []*daemon.Daemon{f.d}, urls: []string{f.url}, peerURLs: []string{f.settings.Peers[0].URL},
+		kube: f.kube, ns: f.settings.Namespace}
 	for i, ln := range lns {
 		s := f.settings
 		s.Replica = fmt.Sprint("fleetd-", i+1)
@@ -69,7 +84,7 @@ func newReplicaSet(t *testing.T, nodes ...testNode) *replicaSet {
 		}
 		ctx, stop := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- d.Serve(ctx, ln, nil) }()
+		go func() { done <- d.Serve(ctx, daemon.Listeners{HTTPS: ln, Peers: peerLns[i+1]}) }()
 		t.Cleanup(func() {
 			stop()
 			if err := <-done; err != nil {
@@ -78,6 +93,7 @@ func newReplicaSet(t *testing.T, nodes ...testNode) *replicaSet {
 		})
 		r.ds = append(r.ds, d)
 		r.urls = append(r.urls, "https://"+ln.Addr().String())
+		r.peerURLs = append(r.peerURLs, s.Peers[i+1].URL)
 	}
 	return r
 }
@@ -276,13 +292,63 @@ func TestReplicas(t *testing.T) {
 		t.Errorf("cp-03's config through the balancer: %d, %d bytes, %v; want it served", status, n, err)
 	}
 
-	// The peers' API answers replicas only.
-	rsp, err := r.client.Post(r.urls[1]+"/v1/peers/lend", "application/json", strings.NewReader(`{"code":"`+res.InstallCode+`"}`))
+	// The peers' API answers replicas only: the peers' token without the
+	// replicas' certificate, or with another, is refused, and so is the
+	// certificate without the token; the machines' listener does not
+	// answer its paths at all.
+	token := peersTokenOf(r.settings.SealingKey)
+	lend := func(c *http.Client, url, token string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/peers/lend", strings.NewReader(`{"code":"`+configserve.NewCode()+`"}`))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		rsp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rsp.Body.Close()
+		return rsp.StatusCode
+	}
+	other, err := testcert.New("fleetd.demo", "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rsp.Body.Close()
-	if rsp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("a lend without the peers' token: %d, want 401", rsp.StatusCode)
+	withCert := func(c tls.Certificate) *http.Client {
+		tr := r.client.Transport.(*http.Transport).Clone()
+		tr.TLSClientConfig.Certificates = []tls.Certificate{c}
+		return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	}
+	for name, c := range map[string]struct {
+		client *http.Client
+		token  string
+	}{
+		"the token without a client certificate":       {r.client, token},
+		"the token with another certificate":           {withCert(other.TLS), token},
+		"the replicas' certificate without the token":  {withCert(r.servingCert()), ""},
+		"the replicas' certificate with a wrong token": {withCert(r.servingCert()), strings.Repeat("0", 64)},
+	} {
+		if status := lend(c.client, r.peerURLs[1], c.token); status != http.StatusUnauthorized {
+			t.Errorf("a lend with %s: %d, want 401", name, status)
+		}
+	}
+	if status := lend(withCert(r.servingCert()), r.peerURLs[1], token); status != http.StatusNotFound {
+		t.Errorf("a lend of an unknown code with the token and the certificate: %d, want 404 (not held)", status)
+	}
+	for i, u := range r.urls {
+		if status := lend(withCert(r.servingCert()), u, token); status != http.StatusNotFound {
+			t.Errorf("a lend at fleetd-%d's machines' listener, with the token and the certificate: %d, want 404", i, status)
+		}
+	}
+}
+
+// servingCert is the certificate every replica serves.
+func (r *replicaSet) servingCert() tls.Certificate { return r.cert }
+
+// peersTokenOf is the peers' bearer token fleetd derives from the sealing
+// key: what a replica sends.
+func peersTokenOf(key []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("fleetd peers"))
+	return hex.EncodeToString(m.Sum(nil))
 }

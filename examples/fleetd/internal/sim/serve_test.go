@@ -22,7 +22,7 @@ func TestServeStoppedWhileStarting(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := d.Serve(ctx, ln, nil); err != nil {
+	if err := d.Serve(ctx, daemon.Listeners{HTTPS: ln}); err != nil {
 		t.Errorf("serve stopped while starting: %v, want a clean stop", err)
 	}
 }

@@ -47,14 +47,20 @@ type world struct {
 	settings daemon.Settings
 	parts    daemon.Parts
 	d        *daemon.Daemon
-	url      string       // https://127.0.0.1:port
-	client   *http.Client // trusts fleetd's certificate
+	url      string          // https://127.0.0.1:port
+	client   *http.Client    // trusts fleetd's certificate
+	cert     tls.Certificate // the certificate fleetd serves (every replica's)
 	audit    *lockedBuffer
 	devices  map[string]inventory.Device // by name, as applied
 
 	stop   context.CancelFunc
 	done   chan error // what serve returned; nil once halt read it
 	served error
+
+	// A replica's peers' API: its listener until start serves it, and
+	// its address, for a restart.
+	peersLn   net.Listener
+	peersAddr string
 }
 
 // worldConfig tunes a world.
@@ -76,6 +82,9 @@ type worldConfig struct {
 	// Leases reaches Tinkerbell's cluster's Leases, for fleetd's replicas
 	// (daemon.Parts.Leases); nil: none.
 	Leases coordinationclient.LeasesGetter
+	// Peers is the listener of fleetd's peers' API, for a replica
+	// (Settings.Replica, set by Edit); nil: none.
+	Peers net.Listener
 }
 
 // The NetBox users of a world.
@@ -161,6 +170,7 @@ func newWorld(ctx context.Context, wc worldConfig) (*world, error) {
 	if err != nil {
 		return nil, err
 	}
+	w.cert = tc.TLS
 	cert, err := daemon.StaticCert(tc.TLS)
 	if err != nil {
 		return nil, err
@@ -203,16 +213,22 @@ func newWorld(ctx context.Context, wc worldConfig) (*world, error) {
 		return nil, err
 	}
 	w.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 30 * time.Second}
+	if wc.Peers != nil {
+		w.peersLn, w.peersAddr = wc.Peers, wc.Peers.Addr().String()
+	}
 	w.start(ln)
 	ok = true
 	return w, nil
 }
 
-// start serves fleetd on ln.
+// start serves fleetd on ln, and a replica's peers' API on its own
+// listener.
 func (w *world) start(ln net.Listener) {
 	ctx, stop := context.WithCancel(context.Background())
 	w.stop, w.done, w.served = stop, make(chan error, 1), nil
-	go func() { w.done <- w.d.Serve(ctx, ln, nil) }()
+	lns := daemon.Listeners{HTTPS: ln, Peers: w.peersLn}
+	w.peersLn = nil
+	go func() { w.done <- w.d.Serve(ctx, lns) }()
 }
 
 // halt stops fleetd and returns what serve returned, nil when it stopped
@@ -244,6 +260,12 @@ func (w *world) restart() error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
+	}
+	if w.peersAddr != "" {
+		if w.peersLn, err = net.Listen("tcp", w.peersAddr); err != nil {
+			ln.Close()
+			return err
+		}
 	}
 	w.d = d
 	w.start(ln)
