@@ -249,6 +249,30 @@ func (s *Server) Drop(code string) bool {
 	return ok
 }
 
+// DropRun lets go of the config held for run (the run Put named) before
+// its TTL, as Drop does, for a run that was replaced, deleted or ended
+// without success, when the caller knows the run but not its code. It
+// reports whether the Server held one. It looks at every waiting config.
+func (s *Server) DropRun(run string) bool {
+	if run == "" {
+		return false
+	}
+	var dropped *entry
+	s.mu.Lock()
+	for d, e := range s.held {
+		if e.run == run {
+			s.removeLocked(d, e)
+			dropped = e
+			break
+		}
+	}
+	s.mu.Unlock()
+	if dropped != nil {
+		s.log.Info("configserve: dropped a config", deviceAttrs(dropped.device, run))
+	}
+	return dropped != nil
+}
+
 // Waiting returns how many configs the Server holds.
 func (s *Server) Waiting() int {
 	s.mu.Lock()

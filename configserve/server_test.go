@@ -618,6 +618,26 @@ func TestDropAndClose(t *testing.T) {
 	}
 }
 
+// DropRun lets go of the config of one run, by its name, and of no other.
+func TestDropRun(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	code1, config1, _ := h.put(100, node01, run01)
+	code2, _, orig2 := h.put(100, Device{Name: "node-02"}, "provision-node-02-1767225601")
+	if !h.srv.DropRun(run01) || !zeroed(config1) || h.srv.Waiting() != 1 {
+		t.Fatal("DropRun did not drop and zero the run's config alone")
+	}
+	if h.srv.DropRun(run01) || h.srv.DropRun("") {
+		t.Error("DropRun reported a config it does not hold")
+	}
+	c := h.client()
+	if r := h.get(c, code1); r.status != http.StatusNotFound {
+		t.Errorf("a dropped run's code: %d, want 404", r.status)
+	}
+	if r := h.get(c, code2); r.status != http.StatusOK || !bytes.Equal(r.body, orig2) {
+		t.Errorf("another run's code: %d, want 200 and its config", r.status)
+	}
+}
+
 func TestPutErrors(t *testing.T) {
 	srv, err := New(&testGate{}, nil)
 	if err != nil {

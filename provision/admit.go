@@ -591,7 +591,8 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, o runS
 	if err := p.ensureHardware(ctx, dev); err != nil {
 		return "", "", err
 	}
-	if err := p.endRuns(ctx, dev.ID, o.runs); err != nil {
+	superseded, err := p.endRuns(ctx, dev.ID, o.runs)
+	if err != nil {
 		return "", "", err
 	}
 	addr := ""
@@ -606,6 +607,7 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, o runS
 			if derr := p.deleteWorkflow(context.WithoutCancel(ctx), name); derr != nil {
 				err = errors.Join(err, derr)
 			}
+			p.dropConfig(context.WithoutCancel(ctx), name)
 			return "", "", err
 		}
 	}
@@ -616,9 +618,15 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, o runS
 		if derr := p.deleteWorkflow(context.WithoutCancel(ctx), name); derr != nil {
 			err = errors.Join(err, derr)
 		}
+		p.dropConfig(context.WithoutCancel(ctx), name)
 		return "", "", err
 	}
 	p.forget(dev.ID)
+	if len(superseded) > 0 || (dev.LastRun != "" && dev.LastRun != name) {
+		// The runs this one replaces leave no config to fetch and no
+		// token to join with.
+		p.supersede(context.WithoutCancel(ctx), dev, name, superseded)
+	}
 	text := fmt.Sprintf("started Workflow %s; %s", name, o.note)
 	if p.cfg.JournalLater != nil {
 		p.cfg.JournalLater(dev.ID, inventory.JournalInfo, text)

@@ -196,10 +196,11 @@ func (nb *memNetBox) lines() []journalLine {
 
 // memConfigs hands out numbered codes and keeps what it holds.
 type memConfigs struct {
-	mu   sync.Mutex
-	n    int
-	held map[string]heldConfig
-	fail error
+	mu      sync.Mutex
+	n       int
+	held    map[string]heldConfig
+	fail    error
+	dropped []string // the runs whose configs Drop let go of
 }
 
 type heldConfig struct {
@@ -226,6 +227,30 @@ func (c *memConfigs) Hold(_ context.Context, code string, config []byte, device 
 	}
 	c.held[code] = heldConfig{slices.Clone(config), device.Name, run}
 	return nil
+}
+
+func (c *memConfigs) Drop(_ context.Context, run string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for code, h := range c.held {
+		if h.run == run {
+			delete(c.held, code)
+			c.dropped = append(c.dropped, run)
+		}
+	}
+	return nil
+}
+
+// heldRuns returns the runs whose configs are held, sorted.
+func (c *memConfigs) heldRuns() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var runs []string
+	for _, h := range c.held {
+		runs = append(runs, h.run)
+	}
+	slices.Sort(runs)
+	return runs
 }
 
 func (c *memConfigs) count() int {

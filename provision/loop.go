@@ -94,7 +94,11 @@ func (p *Provisioner) Run(ctx context.Context) error {
 //	info     Workflow <run> passed its global timeout while <install|next-boot|reboot> was current; the node is active, so it has its config, and nothing else is done
 //	warning  the Rufio job netboot-<run> of Workflow <run> failed to power the machine: <Rufio's message>; set AMT's address to <node address>, or power the machine on by hand
 //
-// and the refusals Admit lists. A line a waiting device repeats on every
+// and the refusals Admit lists. A run that ended without success (but
+// TIMEOUT while install, next-boot or reboot was current) or that was
+// deleted leaves nothing behind: its config is dropped wherever it waits
+// (Configs.Drop) and its bootstrap token deleted; so does every run a new
+// run of the device replaces. A line a waiting device repeats on every
 // pass (lacking, refused, no BMC) is written once per process. Ended lines
 // (and the Rufio and never-reported lines) are written once per run: the
 // Workflow is annotated afterwards (or deleted), so a restart does not
@@ -294,7 +298,17 @@ func (p *Provisioner) watch(ctx context.Context, r *run, dev *inventory.Device, 
 		if retire {
 			kind, text = inventory.JournalDanger, text+dangerTail
 		}
-		return p.ended(ctx, r, dev, kind, text, string(state), pass)
+		if err := p.ended(ctx, r, dev, kind, text, string(state), pass); err != nil {
+			return err
+		}
+		// Ended without success: no node may fetch its config or join
+		// with its token (but a run whose reports stopped while install,
+		// next-boot or reboot was current: its node may boot the install
+		// and fetch its config yet).
+		if state == tinkerbell.WorkflowStateFailed || !lateActions[action] {
+			p.endRun(ctx, dev, r.Name())
+		}
+		return nil
 	}
 
 	timeout := r.GlobalTimeout(p.cfg.GlobalTimeout)
@@ -315,7 +329,7 @@ func (p *Provisioner) watch(ctx context.Context, r *run, dev *inventory.Device, 
 			return err
 		}
 		p.endDone(r.Name())
-		p.dropCode(r.Name())
+		p.endRun(ctx, dev, r.Name())
 		pass.Deleted = append(pass.Deleted, r.Name())
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,6 +60,12 @@ type Configs interface {
 	// calls Hold before it creates the run's Workflow and before any code
 	// is answered; an error stops the run.
 	Hold(ctx context.Context, code string, config []byte, device inventory.Device, run string) error
+	// Drop lets go of the config held for run, wherever it waits (fleetd's
+	// replicas ask each other), for a run that was replaced, deleted, or
+	// ended without success, or that did not start: no node may fetch it
+	// any more. A run with no config waiting is no error; an error is
+	// logged, and the config expires at its TTL.
+	Drop(ctx context.Context, run string) error
 }
 
 // Deps are the parts a Provisioner drives. Every field is required.
@@ -375,6 +382,43 @@ func (p *Provisioner) peerCodeOf(ctx context.Context, r *run) (string, bool) {
 		return "", false
 	}
 	return code, true
+}
+
+// dropConfig lets go of run's config wherever it waits (Configs.Drop),
+// logging a failure: the config then expires at its TTL.
+func (p *Provisioner) dropConfig(ctx context.Context, run string) {
+	if err := p.configs.Drop(ctx, run); err != nil {
+		p.log.Warn("fleet.render", "run", run, "error", "drop the config of a run that was replaced, deleted or ended without success: "+err.Error())
+	}
+}
+
+// endRun lets go of what a run that was deleted or ended without success
+// leaves behind: its code, its config wherever it waits, and its
+// bootstrap token. Failures are logged: the config and the token expire
+// on their own.
+func (p *Provisioner) endRun(ctx context.Context, dev *inventory.Device, run string) {
+	p.dropCode(run)
+	p.dropConfig(ctx, run)
+	if err := p.deleteTokens(ctx, dev.ID, "", map[string]bool{run: true}); err != nil {
+		p.log.Warn("fleet.render", "node", dev.Name, "run", run, "error", err.Error())
+	}
+}
+
+// supersede lets go of what the runs a new run replaces leave behind:
+// their configs wherever they wait, and every bootstrap token of the
+// device but the new run's. Failures are logged.
+func (p *Provisioner) supersede(ctx context.Context, dev inventory.Device, run string, superseded []string) {
+	for _, old := range superseded {
+		if old != run {
+			p.dropConfig(ctx, old)
+		}
+	}
+	if dev.LastRun != "" && dev.LastRun != run && !slices.Contains(superseded, dev.LastRun) {
+		p.dropConfig(ctx, dev.LastRun)
+	}
+	if err := p.deleteTokens(ctx, dev.ID, run, nil); err != nil {
+		p.log.Warn("fleet.render", "node", dev.Name, "run", run, "error", err.Error())
+	}
 }
 
 // dropCode forgets the install code of run.

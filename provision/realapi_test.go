@@ -467,7 +467,7 @@ func TestAPIServerEndedRunNotDeleted(t *testing.T) {
 	if _, err := c.UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.p.endRuns(ctx, 1, &runs); err != nil {
+	if _, err := h.p.endRuns(ctx, 1, &runs); err != nil {
 		t.Fatalf("endRuns on a stale read: %v", err)
 	}
 	if _, err := c.Get(ctx, run1, metav1.GetOptions{}); err != nil {
@@ -480,7 +480,7 @@ func TestAPIServerEndedRunNotDeleted(t *testing.T) {
 	if err != nil || d.Run == run1 {
 		t.Fatalf("Admit = %+v, %v", d, err)
 	}
-	if err := h.p.endRuns(ctx, 1, nil); err != nil {
+	if _, err := h.p.endRuns(ctx, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Get(ctx, d.Run, metav1.GetOptions{}); !apierrors.IsNotFound(err) {

@@ -148,8 +148,11 @@ func (p *Provisioner) annotate(ctx context.Context, name, key, value string) err
 // nil: they are read here. A run is deleted only as it was read: a
 // Workflow that changed since (Tinkerbell reported its end meanwhile) is
 // kept from the stale read, and the runs are read again and judged anew.
-func (p *Provisioner) endRuns(ctx context.Context, id int64, runs *[]*run) error {
-	return retry.OnError(retry.DefaultRetry, apierrors.IsConflict, func() error {
+//
+// It returns the names of every run of the device it saw, ended or not:
+// the runs the new one supersedes.
+func (p *Provisioner) endRuns(ctx context.Context, id int64, runs *[]*run) (seen []string, err error) {
+	err = retry.OnError(retry.DefaultRetry, apierrors.IsConflict, func() error {
 		var list []*run
 		if runs != nil {
 			list, runs = *runs, nil
@@ -158,6 +161,10 @@ func (p *Provisioner) endRuns(ctx context.Context, id int64, runs *[]*run) error
 			if list, err = p.runsOf(ctx, id); err != nil {
 				return err
 			}
+		}
+		seen = seen[:0]
+		for _, r := range list {
+			seen = append(seen, r.Name())
 		}
 		for _, r := range list {
 			if r.Terminal() {
@@ -178,6 +185,7 @@ func (p *Provisioner) endRuns(ctx context.Context, id int64, runs *[]*run) error
 		}
 		return nil
 	})
+	return seen, err
 }
 
 // ErrRunRaced is the error of a run that gave way to a run of the same

@@ -1,8 +1,10 @@
 package provision
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -38,6 +40,8 @@ const (
 	annReported     = wfrun.AnnReported
 	annBootedHookOS = "fleet.fleetkit.dev/booted-hookos-noted"
 	annCreated      = wfrun.AnnCreated
+	// annRun names, on a bootstrap token's Secret, the run it was made for.
+	annRun = "fleet.fleetkit.dev/run"
 )
 
 const tokenAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
@@ -89,7 +93,7 @@ func (p *Provisioner) bootstrapToken(ctx context.Context, dev inventory.Device, 
 				LabelManagedBy: managedBy,
 				LabelDeviceID:  strconv.FormatInt(dev.ID, 10),
 			},
-			Annotations: map[string]string{annNode: dev.Name},
+			Annotations: map[string]string{annNode: dev.Name, annRun: run},
 		},
 		Type: tokenSecretType,
 		Data: map[string][]byte{
@@ -115,6 +119,34 @@ func (p *Provisioner) deleteToken(ctx context.Context, name string) {
 	if err != nil && !apierrors.IsNotFound(err) {
 		p.log.Warn("fleet.render", "secret", name, "error", "delete the bootstrap token of a run that did not start: "+err.Error())
 	}
+}
+
+// deleteTokens deletes the bootstrap tokens of device id that are not
+// keep's (keep "": every one) and, when runs is not nil, only those made
+// for one of runs. A run that is replaced, deleted or ended without
+// success leaves no token that could still join a node to the cluster.
+func (p *Provisioner) deleteTokens(ctx context.Context, id int64, keep string, runs map[string]bool) error {
+	l, err := p.kube.CoreV1().Secrets(tokenNamespace).List(ctx, metav1.ListOptions{
+		LabelSelector: LabelManagedBy + "=" + managedBy + "," + LabelDeviceID + "=" + strconv.FormatInt(id, 10),
+	})
+	if err != nil {
+		return fmt.Errorf("list the bootstrap tokens of device %d: %w", id, err)
+	}
+	var errs []error
+	for _, s := range l.Items {
+		run := s.Annotations[annRun]
+		if s.Type != tokenSecretType || (keep != "" && run == keep) || (runs != nil && !runs[run]) {
+			continue
+		}
+		uid := s.UID
+		err := p.kube.CoreV1().Secrets(tokenNamespace).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete the bootstrap token %s of %s: %w", s.Name, cmp.Or(run, "an earlier run"), err))
+			continue
+		}
+		p.log.Info("fleet.render", "secret", s.Name, "run", run, "deleted", "the run it was made for was replaced, deleted or ended without success")
+	}
+	return errors.Join(errs...)
 }
 
 type tokenError struct {

@@ -67,23 +67,30 @@ func TestWatchSuccess(t *testing.T) {
 			t.Errorf("ended %v", pass.Ended)
 		}
 		h.wantJournal(1, started1, journalLine{1, inventory.JournalSuccess, "Workflow provision-node-01-946684800 ended SUCCESS"})
+		h.wantKept(run1, true) // the installed node fetches it next
 	})
 }
 
 // "The journal says a Workflow ended FAILED or ended TIMEOUT and names an
 // action": the line names the action and the HookOS address for journalctl.
+// A run that ended without success leaves no config to fetch and no token
+// to join with, but one whose reports stopped while install was current:
+// its node may boot the install and fetch its config yet.
 func TestWatchEndedFailedOrTimeout(t *testing.T) {
 	for _, tc := range []struct {
 		state  tinkerbell.WorkflowState
 		action string
 		line   string
+		kept   bool // the config and the token stay
 	}{
 		{tinkerbell.WorkflowStateFailed, "wipe-disk",
-			"Workflow provision-node-01-946684800 ended FAILED at action wipe-disk; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21"},
+			"Workflow provision-node-01-946684800 ended FAILED at action wipe-disk; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21", false},
 		{tinkerbell.WorkflowStateTimeout, "install",
-			"Workflow provision-node-01-946684800 ended TIMEOUT at action install; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21"},
+			"Workflow provision-node-01-946684800 ended TIMEOUT at action install; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21", true},
+		{tinkerbell.WorkflowStateTimeout, "wipe-disk",
+			"Workflow provision-node-01-946684800 ended TIMEOUT at action wipe-disk; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21", false},
 	} {
-		t.Run(string(tc.state), func(t *testing.T) {
+		t.Run(string(tc.state)+" at "+tc.action, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				h := startWorker(t, nil)
 				h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
@@ -101,8 +108,23 @@ func TestWatchEndedFailedOrTimeout(t *testing.T) {
 				if got := h.nb.dev(1); got.Status != inventory.StatusPlanned || got.DesiredAction != "" {
 					t.Errorf("device changed: %+v", got)
 				}
+				h.wantKept(run1, tc.kept)
 			})
 		})
+	}
+}
+
+// wantKept fails unless run's config and bootstrap token are both held
+// (kept) or both gone.
+func (h *harness) wantKept(run string, kept bool) {
+	h.t.Helper()
+	held := slices.Contains(h.configs.heldRuns(), run)
+	token := false
+	for _, s := range h.secrets() {
+		token = token || s.Annotations[annRun] == run
+	}
+	if held != kept || token != kept {
+		h.t.Errorf("%s's config held %v, its bootstrap token %v; want both %v", run, held, token, kept)
 	}
 }
 
@@ -132,6 +154,7 @@ func TestWatchNeverReported(t *testing.T) {
 		h.reconcile()
 		h.wantJournal(1, started1, journalLine{1, inventory.JournalWarning,
 			"Workflow provision-node-01-946684800 never reported its first action within its global timeout (1h0m0s); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision"})
+		h.wantKept(run1, false)
 	})
 }
 
@@ -446,6 +469,8 @@ func TestNewRunReplacesStalledRun(t *testing.T) {
 		if len(wfs) != 1 || wfs[0].Name != d.Run {
 			t.Errorf("Workflows = %d, want only the new run", len(wfs))
 		}
+		h.wantKept(run1, false) // replaced: nothing to fetch or join with
+		h.wantKept(d.Run, true)
 	})
 }
 

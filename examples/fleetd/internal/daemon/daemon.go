@@ -158,7 +158,7 @@ func New(s Settings, p Parts) (_ *Daemon, err error) {
 	if s.Replica != "" {
 		journalLater = nil
 	}
-	d.prov, err = provision.New(provision.Deps{NetBox: p.NetBox, Kube: p.Kube, Tink: p.Tink, Configs: configsOf{configs}}, provision.Cluster{
+	d.prov, err = provision.New(provision.Deps{NetBox: p.NetBox, Kube: p.Kube, Tink: p.Tink, Configs: configsOf{srv: configs, peers: d.peers}}, provision.Cluster{
 		Name:          clusterName(p.Inventory),
 		Endpoint:      "https://" + net.JoinHostPort(topo.APIServerIP.String(), "6443"),
 		Bundle:        p.Bundle,

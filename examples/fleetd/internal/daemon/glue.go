@@ -223,13 +223,26 @@ func (d *Daemon) judged(_ context.Context, c attest.Claim, j attest.Judgement) {
 	}
 }
 
-// configsOf hands provision's rendered configs to the config service.
-type configsOf struct{ srv *configserve.Server }
+// configsOf hands provision's rendered configs to the config service, and
+// drops those of runs that ended, here and, for a replica, at every other
+// replica (the one that rendered the config holds it).
+type configsOf struct {
+	srv   *configserve.Server
+	peers *peers // nil: one fleetd
+}
 
 func (c configsOf) NewCode() (string, error) { return configserve.NewCode(), nil }
 
-func (c configsOf) Hold(_ context.Context, code string, config []byte, dev inventory.Device, Main string) error {
-	return c.srv.Put(code, config, configserve.Device{ID: dev.ID, Name: dev.Name}, Main)
+func (c configsOf) Hold(_ context.Context, code string, config []byte, dev inventory.Device, run string) error {
+	return c.srv.Put(code, config, configserve.Device{ID: dev.ID, Name: dev.Name}, run)
+}
+
+func (c configsOf) Drop(ctx context.Context, run string) error {
+	c.srv.DropRun(run)
+	if c.peers == nil {
+		return nil
+	}
+	return c.peers.drop(ctx, run)
 }
 
 // gate tells the config service whether NetBox shows a device planned.

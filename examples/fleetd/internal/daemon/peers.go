@@ -68,6 +68,7 @@ const (
 	settlePath = peersPath + "settle"
 	claimsPeer = peersPath + "claims/" // + serial
 	codePath   = peersPath + "code"
+	dropPath   = peersPath + "drop"
 )
 
 // A Peer is one replica of fleetd: its name (FLEET_REPLICA) and the https
@@ -143,7 +144,49 @@ func (d *Daemon) peersHandler() http.Handler {
 	mux.HandleFunc("POST "+settlePath, d.peersOnly(d.handleSettle))
 	mux.HandleFunc("GET "+claimsPeer+"{serial}", d.peersOnly(d.handlePeerClaims))
 	mux.HandleFunc("POST "+codePath, d.peersOnly(d.handleCode))
+	mux.HandleFunc("POST "+dropPath, d.peersOnly(d.handleDrop))
 	return mux
+}
+
+// dropRequest asks a replica to let go of the config of a run that ended.
+type dropRequest struct {
+	Run string `json:"run"`
+}
+
+// handleDrop lets go of the config this replica holds for a run that was
+// replaced, deleted or ended without success.
+func (d *Daemon) handleDrop(w http.ResponseWriter, r *http.Request) {
+	var req dropRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, maxPeerBody)).Decode(&req); err != nil || req.Run == "" {
+		http.Error(w, "a drop names a run", http.StatusBadRequest)
+		return
+	}
+	d.configs.DropRun(req.Run)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// dropTimeout bounds the asks of a drop at the other replicas.
+const dropTimeout = 5 * time.Second
+
+// drop asks every other replica at once to let go of run's config; it
+// returns the errors of those that did not answer (their config then
+// expires at its TTL).
+func (p *peers) drop(ctx context.Context, run string) error {
+	ctx, cancel := context.WithTimeout(ctx, dropTimeout)
+	defer cancel()
+	errs := make([]error, len(p.others))
+	var wg sync.WaitGroup
+	for i, peer := range p.others {
+		wg.Go(func() {
+			status, err := p.do(ctx, peer, http.MethodPost, dropPath, dropRequest{Run: run}, nil)
+			if err == nil && status != http.StatusNoContent {
+				err = fmt.Errorf("replica %s: answered %d", peer.Name, status)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // peersTLSConfig is the peers' listener's TLS configuration: the serving

@@ -352,3 +352,65 @@ func peersTokenOf(key []byte) string {
 	m.Write([]byte("fleetd peers"))
 	return hex.EncodeToString(m.Sum(nil))
 }
+
+// A run replaced before its node fetched its config leaves nothing to
+// fetch or join with: w-01 attests at fleetd-0, which renders run A and
+// holds its config; the operator asks for a new run, and w-01's next
+// attestation, at fleetd-1, starts run B. A's code then gets 404 at every
+// replica, A's bootstrap token is gone, and B's config is served.
+func TestReplacedRunConfigDropped(t *testing.T) {
+	r := newReplicaSet(t, testNode{name: "w-01", class: "worker", approve: true})
+	m := r.machines["w-01"]
+	at := func(i int) attest.Result {
+		t.Helper()
+		res, err := attest.Run(r.ctx, r.urls[i]+"/attest", m.tpm, m.claim(),
+			&attest.ClientConfig{HTTPClient: boundClient(r.world, nodeAddr(0)), Console: io.Discard})
+		if err != nil || res.InstallCode == "" {
+			t.Fatalf("w-01 at fleetd-%d: %+v, %v", i, res, err)
+		}
+		return res
+	}
+	tokens := func() map[string]bool {
+		t.Helper()
+		l, err := r.kube.CoreV1().Secrets("kube-system").List(r.ctx, metav1.ListOptions{
+			LabelSelector: fmt.Sprintf("%s=%d", provision.LabelDeviceID, r.devices["w-01"].ID)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs := map[string]bool{}
+		for _, s := range l.Items {
+			runs[s.Annotations["fleet.fleetkit.dev/run"]] = true
+		}
+		return runs
+	}
+	a := at(0)
+	runA := r.waitJournal("w-01", "started Workflow ")
+	_, runA, _ = strings.Cut(runA, "started Workflow ")
+	runA, _, _ = strings.Cut(runA, ";")
+	if got := tokens(); len(got) != 1 || !got[runA] {
+		t.Fatalf("bootstrap tokens of w-01 after run A: %v, want %s's", got, runA)
+	}
+	op, err := inventory.NewNetBox(r.nbsrv.URL, r.nbsrv.Token(userOperator), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := op.SetDesiredAction(r.ctx, r.devices["w-01"].ID, inventory.DesiredActionProvision); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // runs are named by the second
+	b := at(1)
+	if b.InstallCode == a.InstallCode {
+		t.Fatal("the new run answered the old run's code")
+	}
+	for i, u := range r.urls {
+		if status, _, err := fetch(r.ctx, boundClient(r.world, nodeAddr(0)), u+configserve.PathPrefix+a.InstallCode); err != nil || status != http.StatusNotFound {
+			t.Errorf("run A's code at fleetd-%d after run B started: %d, %v; want 404", i, status, err)
+		}
+	}
+	if got := tokens(); len(got) != 1 || got[runA] {
+		t.Errorf("bootstrap tokens of w-01 after run B: %v, want B's alone", got)
+	}
+	if status, n, err := fetch(r.ctx, boundClient(r.world, nodeAddr(0)), r.urls[2]+configserve.PathPrefix+b.InstallCode); err != nil || status != http.StatusOK || n == 0 {
+		t.Errorf("run B's config: %d, %d bytes, %v; want it served", status, n, err)
+	}
+}
