@@ -114,6 +114,8 @@ type harness struct {
 	evMu   sync.Mutex
 	events []Event
 	evCh   chan Event
+
+	lent chan error // SendLoan's outcomes (harnessOpts.lend)
 }
 
 type harnessOpts struct {
@@ -125,7 +127,14 @@ type harnessOpts struct {
 	// eventDelay: each event returns this long after it came, as fleetd's
 	// does while it writes a served config's status and line to NetBox.
 	eventDelay time.Duration
+	// lend serves, beside the configs, a lender's side of the peers' API:
+	// GET lendPrefix+code lends the config (Lend) and answers the loan's
+	// config as its body (SendLoan); each outcome goes to lent.
+	lend bool
 }
+
+// lendPrefix is the path of the harness's lend requests (harnessOpts.lend).
+const lendPrefix = "/lend/"
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
 	t.Helper()
@@ -154,6 +163,21 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	}
 	h.srv = srv
 	h.ts = httptest.NewUnstartedServer(srv)
+	if o.lend {
+		h.lent = make(chan error, 16)
+		mux := http.NewServeMux()
+		mux.Handle(PathPrefix, srv)
+		mux.HandleFunc(lendPrefix, func(w http.ResponseWriter, r *http.Request) {
+			l, err := srv.Lend(r.Context(), strings.TrimPrefix(r.URL.Path, lendPrefix))
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				h.lent <- err
+				return
+			}
+			h.lent <- srv.SendLoan(w, r, l, "application/octet-stream", l.Config)
+		})
+		h.ts.Config.Handler = mux
+	}
 	if sndbuf := o.sndbuf; sndbuf > 0 {
 		h.ts.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
 			if tc, ok := innermost(c).(*net.TCPConn); ok {

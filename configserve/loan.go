@@ -133,6 +133,26 @@ func (s *Server) Lend(ctx context.Context, code string) (*Loan, error) {
 	return l, nil
 }
 
+// SendLoan answers the lend request r of another replica with body, the
+// caller's encoding of l (Lend's loan), as a fetch's answer is written:
+// over HTTP/1.1, on a connection the Server recorded (ConfigureServer on
+// the http.Server that serves r), counted as sent only when the
+// borrower's kernel acknowledged every byte before Config.WriteTimeout.
+// When it was not (the borrower hung up, or its replica died, mid-answer),
+// the connection is reset and the loan settled unserved: the config waits
+// again at once, rather than lent until the loan's deadline to a borrower
+// that never got it. SendLoan returns nil when the answer arrived whole,
+// and then the borrower settles the loan.
+func (s *Server) SendLoan(w http.ResponseWriter, r *http.Request, l *Loan, contentType string, body []byte) error {
+	if r.Context().Err() == nil {
+		if sent, _ := s.deliver(w, r, contentType, body, l.Device, l.Run); sent {
+			return nil
+		}
+	}
+	l.Settle(false, "")
+	return fmt.Errorf("configserve: the lend answer for %s did not reach the borrower whole; the loan is settled unserved", l.Run)
+}
+
 // lose drops the config of a loan that was not settled by its deadline:
 // the borrower may have served it, so it is never served again.
 func (s *Server) lose(d digest, e *entry) {
@@ -197,7 +217,7 @@ func (s *Server) serveBorrowed(w http.ResponseWriter, r *http.Request, code stri
 		l.Settle(false, "")
 		return
 	}
-	served, notAcknowledgedBy := s.deliver(w, r, l.Config, l.Device, l.Run)
+	served, notAcknowledgedBy := s.deliver(w, r, s.contentType, l.Config, l.Device, l.Run)
 	// Reported before the loan is settled: a borrower that dies between
 	// the two leaves its report, and the lender reports the loan Lost.
 	if notAcknowledgedBy != "" {

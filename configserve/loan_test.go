@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -335,4 +336,54 @@ func TestBorrowOutlivesTheNode(t *testing.T) {
 		t.Fatal("the loan was not settled")
 	}
 	b.noEvent(200 * time.Millisecond)
+}
+
+// A lend answer that does not reach the borrower whole (it hung up, or
+// its replica died, mid-answer) hands the loan back unserved at once: the
+// config is lent again at the next ask, not kept out until the loan's
+// deadline and then dropped. An answer read whole leaves the loan out.
+func TestLendAnswerNotReceived(t *testing.T) {
+	h := newHarness(t, harnessOpts{lend: true, cfg: Config{WriteTimeout: 500 * time.Millisecond, BusyWait: -1}})
+	code, _, orig := h.put(1<<20, node01, run01)
+
+	// A borrower that asks and never reads: its kernel cannot take the
+	// whole answer.
+	c, _ := h.rawConn(16 << 10)
+	if _, err := fmt.Fprintf(c, "GET %s%s HTTP/1.1\r\nHost: fleetd\r\n\r\n", lendPrefix, code); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-h.lent; err == nil {
+		t.Fatal("SendLoan to a borrower that never read: nil, want an error")
+	}
+	if _, err := io.ReadAll(c); !isReset(err) && err != nil {
+		t.Errorf("the borrower's connection after the answer ran out: %v, want it reset", err)
+	}
+
+	// A borrower that hangs up mid-answer.
+	c2, tc2 := h.rawConn(16 << 10)
+	if _, err := fmt.Fprintf(c2, "GET %s%s HTTP/1.1\r\nHost: fleetd\r\n\r\n", lendPrefix, code); err != nil {
+		t.Fatal(err)
+	}
+	io.ReadFull(c2, make([]byte, 4096))
+	tc2.SetLinger(0)
+	c2.Close()
+	if err := <-h.lent; err == nil {
+		t.Fatal("SendLoan to a borrower that hung up mid-answer: nil, want an error")
+	}
+
+	// Handed back each time: a borrower that reads the answer whole gets
+	// the config, and the loan stays out until it settles.
+	rsp, err := h.client().Get(h.ts.URL + lendPrefix + code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(rsp.Body)
+	rsp.Body.Close()
+	if err := <-h.lent; err != nil || rsp.StatusCode != http.StatusOK || !bytes.Equal(body, orig) {
+		t.Fatalf("a lend read whole: %d, %d bytes, SendLoan %v; want 200, the config, nil", rsp.StatusCode, len(body), err)
+	}
+	if _, err := h.srv.Lend(context.Background(), code); !errors.Is(err, ErrBusy) {
+		t.Errorf("a Lend while the loan read whole is out: %v, want ErrBusy", err)
+	}
+	h.noEvent(100 * time.Millisecond)
 }

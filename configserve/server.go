@@ -598,7 +598,7 @@ func (s *Server) serveOwned(w http.ResponseWriter, r *http.Request, d digest, e 
 		return
 	}
 
-	out.served, out.notAcknowledgedBy = s.deliver(w, r, e.config, e.device, e.run)
+	out.served, out.notAcknowledgedBy = s.deliver(w, r, s.contentType, e.config, e.device, e.run)
 }
 
 // deliver answers a fetch with config, of device's run: it checks that the
@@ -606,7 +606,7 @@ func (s *Server) serveOwned(w http.ResponseWriter, r *http.Request, d digest, e 
 // for the acknowledgement. served says the peer's kernel acknowledged
 // every byte; notAcknowledgedBy names the peer when an answer was written
 // but not acknowledged.
-func (s *Server) deliver(w http.ResponseWriter, r *http.Request, config []byte, device Device, run string) (served bool, notAcknowledgedBy string) {
+func (s *Server) deliver(w http.ResponseWriter, r *http.Request, contentType string, config []byte, device Device, run string) (served bool, notAcknowledgedBy string) {
 	peer := r.RemoteAddr
 	if r.ProtoMajor != 1 {
 		s.log.Error("configserve: a fetch came over HTTP/2; the server must speak HTTP/1.1 only (call Server.ConfigureServer last)",
@@ -630,7 +630,7 @@ func (s *Server) deliver(w http.ResponseWriter, r *http.Request, config []byte, 
 	}
 
 	start := time.Now()
-	res, err := s.write(w, conn, sock, config, start.Add(s.writeTimeout))
+	res, err := s.write(w, conn, sock, contentType, config, start.Add(s.writeTimeout))
 	if err != nil {
 		sock.abort()
 		s.log.Warn("configserve: the answer did not arrive whole; the connection was reset and the config stays",
@@ -698,7 +698,7 @@ func (s *Server) release(d digest, e *entry, out outcome) {
 // acknowledged its last byte, or deadline. Until then, a close of the
 // connection resets it (see socket.resetOnClose). The write deadline is
 // lifted once the answer is acknowledged.
-func (s *Server) write(w http.ResponseWriter, conn net.Conn, sock socket, config []byte, deadline time.Time) (ackResult, error) {
+func (s *Server) write(w http.ResponseWriter, conn net.Conn, sock socket, contentType string, config []byte, deadline time.Time) (ackResult, error) {
 	if err := sock.resetOnClose(); err != nil {
 		return ackResult{}, err
 	}
@@ -706,7 +706,7 @@ func (s *Server) write(w http.ResponseWriter, conn net.Conn, sock socket, config
 		return ackResult{}, err
 	}
 	h := w.Header()
-	h.Set("Content-Type", s.contentType)
+	h.Set("Content-Type", contentType)
 	h.Set("Content-Length", strconv.Itoa(len(config)))
 	h.Set("Cache-Control", "no-store")
 	// One config per connection: a client closes the connection once it

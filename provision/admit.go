@@ -564,9 +564,12 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, o runS
 	if err := p.refuseRun(ctx, dev, o.kind); err != nil {
 		return "", "", err
 	}
-	image := p.cluster.Classes[dev.Class].InstallerImage
 	now := time.Now()
-	name = fmt.Sprintf("%s-%s-%d", o.kind, dev.Name, now.Unix())
+	if r := starting(dev, o.runs, now); r != nil {
+		return "", "", fmt.Errorf("%w: %s, which NetBox does not name yet, was created %v ago", ErrRunRaced, r.Name(), now.Sub(r.Created()).Round(time.Second))
+	}
+	image := p.cluster.Classes[dev.Class].InstallerImage
+	name = runName(o.kind, dev, now, o.runs)
 	code, err = p.configs.NewCode()
 	if err != nil {
 		return "", "", fmt.Errorf("install code for %s: %w", name, err)
@@ -640,6 +643,48 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, o runS
 		}
 	}
 	return name, code, nil
+}
+
+// startGrace is how long a run not ended that NetBox does not name as the
+// device's last_run stands for a start in progress (an admission or a pass,
+// here or at another replica, between its Workflow's create and its
+// last_run write, which fleetd bounds to a minute); after it, the run is
+// one whose starter died, and a new run replaces it.
+const startGrace = 2 * time.Minute
+
+// starting returns a run of dev that another start has in progress: not
+// ended, younger than startGrace, and not NetBox's last_run. A new run
+// gives way to it rather than delete it: its code may be on its way to the
+// machine. runs nil: none is known.
+func starting(dev inventory.Device, runs *[]*run, now time.Time) *run {
+	if runs == nil {
+		return nil
+	}
+	for _, r := range *runs {
+		if !r.Terminal() && r.Name() != dev.LastRun && r.WF.DeletionTimestamp == nil && now.Sub(r.Created()) < startGrace {
+			return r
+		}
+	}
+	return nil
+}
+
+// runName names a run of kind for dev started at now:
+// <kind>-<node>-<unix seconds>. A run that replaces one started in the same
+// second (a machine admitted, and desired_action set at once) takes the
+// next free second, so that no two runs of a device share a name: the
+// name is how a run's config and token are let go of.
+func runName(kind RunKind, dev inventory.Device, now time.Time, runs *[]*run) string {
+	taken := map[string]bool{dev.LastRun: true}
+	if runs != nil {
+		for _, r := range *runs {
+			taken[r.Name()] = true
+		}
+	}
+	for sec := now.Unix(); ; sec++ {
+		if name := fmt.Sprintf("%s-%s-%d", kind, dev.Name, sec); !taken[name] {
+			return name
+		}
+	}
 }
 
 // refuseRun refuses, before anything is rendered or wiped, a run of kind

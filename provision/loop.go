@@ -450,6 +450,12 @@ func (p *Provisioner) due(ctx context.Context, dev *inventory.Device, runs []*ru
 		hookOS = dev.Address.Addr()
 	}
 	name, _, err := p.startRun(ctx, *dev, runStart{kind: kind, hookOS: hookOS, netboot: true, note: note, runs: &runs})
+	if errors.Is(err, ErrRunRaced) {
+		// An admission starts a run of the device at this moment: the
+		// next pass decides again.
+		p.log.Info("fleet.loop", "node", dev.Name, "waits", err.Error())
+		return nil
+	}
 	if err != nil {
 		return ignoreRefusal(err)
 	}

@@ -2,6 +2,7 @@ package provision
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -71,5 +72,67 @@ func TestPassOnStaleListingKeepsAdmittedRun(t *testing.T) {
 		if n := h.count(JobResource); n != 0 {
 			t.Errorf("%d Rufio Jobs: the machine was power-cycled mid-run", n)
 		}
+	})
+}
+
+// A run replaced in the second it started (the machine admitted, then
+// desired_action set at once) does not lend its name to its successor:
+// the new run takes the next second, and the old run's config and token
+// go, not the new one's.
+func TestRunReplacedInItsSecond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startWorker(t, nil)
+		h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
+		d, err := h.p.Admit(context.Background(), claimOf(h.nb.dev(1)))
+		if err != nil || d.Run != "provision-node-01-946684801" {
+			t.Fatalf("Admit in run %s's second = %+v, %v; want run provision-node-01-946684801", run1, d, err)
+		}
+		h.wantKept(run1, false)
+		h.wantKept(d.Run, true)
+	})
+}
+
+// Another replica is starting a run of the device: its Workflow exists,
+// not yet named by NetBox's last_run (its starter writes that next), and
+// desired_action still says provision. Neither this replica's pass nor an
+// admission here deletes it: the pass waits, and the admission gives way
+// (ErrRunRaced; the machine tries again). A run left so for startGrace is
+// one whose starter died, and the pass replaces it.
+func TestRunStartingElsewhereKept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dev := attested(worker(1, "node-01"))
+		dev.LastRun = "provision-node-01-946000000"
+		dev.DesiredAction = inventory.DesiredActionProvision
+		h := newHarness(t, nil, dev)
+		other, err := New(h.deps(), h.cluster, &h.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := other.Admit(context.Background(), claimOf(dev))
+		if err != nil || d.Code == "" {
+			t.Fatalf("the other replica's admission = %+v, %v", d, err)
+		}
+		// As it stands before the other replica records its run.
+		h.nb.set(1, func(d *inventory.Device) {
+			d.LastRun, d.DesiredAction = dev.LastRun, inventory.DesiredActionProvision
+		})
+		time.Sleep(time.Second)
+		if pass := h.reconcile(); len(pass.Started) != 0 {
+			t.Errorf("the pass started %v over a run being started elsewhere", pass.Started)
+		}
+		if _, err := h.p.Admit(context.Background(), claimOf(dev)); !errors.Is(err, ErrRunRaced) {
+			t.Errorf("an admission here: %v, want ErrRunRaced", err)
+		}
+		if wfs := h.workflows(); len(wfs) != 1 || wfs[0].Name != d.Run {
+			t.Fatalf("Workflows %d, want %s alone", len(wfs), d.Run)
+		}
+		h.wantKept(d.Run, true)
+
+		time.Sleep(startGrace)
+		pass := h.reconcile()
+		if len(pass.Started) != 1 {
+			t.Fatalf("after startGrace the pass started %v, want the run that replaces the orphan", pass.Started)
+		}
+		h.wantKept(d.Run, false)
 	})
 }

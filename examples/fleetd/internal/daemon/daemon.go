@@ -322,6 +322,14 @@ func (d *Daemon) Serve(ctx context.Context, lns Listeners) error {
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),
 		}
+		// A lend answer counts as sent once the borrower's kernel holds
+		// it whole (configserve's SendLoan): connections are recorded.
+		if err := d.configs.ConfigureServer(ps); err != nil {
+			hs.Close()
+			lns.close()
+			d.release(context.WithoutCancel(ctx))
+			return err
+		}
 		go func() { errc <- ps.Serve(tls.NewListener(lns.Peers, ps.TLSConfig)) }()
 	}
 	if metricsLn := lns.Metrics; metricsLn != nil {

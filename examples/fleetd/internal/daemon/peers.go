@@ -289,11 +289,30 @@ func (d *Daemon) handleLend(w http.ResponseWriter, r *http.Request) {
 	default:
 		status, ans.Error = http.StatusServiceUnavailable, "closed"
 	}
+	if l != nil {
+		// The loan is out only once the borrower's kernel holds the whole
+		// answer; otherwise it is handed back at once (SendLoan).
+		body, err := json.Marshal(ans)
+		clear(ans.Config)
+		if err == nil {
+			w.Header().Set("Cache-Control", "no-store")
+			err = d.configs.SendLoan(w, r, l, "application/json", body)
+			clear(body)
+		} else {
+			l.Settle(false, "")
+		}
+		if err != nil {
+			d.peers.mu.Lock()
+			delete(d.peers.loans, ans.Loan)
+			d.peers.mu.Unlock()
+			d.log.Warn("fleetd: a lend answer did not reach its replica whole; the config waits again", "run", l.Run, "peer", r.RemoteAddr, "error", err.Error())
+		}
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(ans)
-	clear(ans.Config)
 }
 
 // handleSettle ends a loan this replica made.
