@@ -70,7 +70,6 @@ func (p *Provisioner) RunLeader(ctx context.Context, l Leader) error {
 		Client:     l.Leases,
 		LockConfig: resourcelock.ResourceLockConfig{Identity: l.Identity},
 	}
-	var loop sync.WaitGroup
 	var leading atomic.Bool
 	elected := func(on bool) {
 		leading.Store(on)
@@ -84,6 +83,13 @@ func (p *Provisioner) RunLeader(ctx context.Context, l Leader) error {
 	var follow sync.WaitGroup
 	defer follow.Wait()
 	follow.Go(func() { p.pruneWhile(ctx, func() bool { return !leading.Load() }) })
+	// client-go calls OnStartedLeading in a goroutine of its own, which
+	// may run after the election it began with has already ended (the
+	// Lease lost right after it was won). It only hands the leading
+	// context over; the loop runs here, after the election's Run
+	// returned or while it runs, so that Elected(true) never follows
+	// Elected(false), and no loop outlives its round.
+	leads := make(chan context.Context, 1)
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:          lock,
 		Name:          lock.LeaseMeta.Name,
@@ -91,15 +97,7 @@ func (p *Provisioner) RunLeader(ctx context.Context, l Leader) error {
 		RenewDeadline: cmpOr(l.RenewDeadline, DefaultRenewDeadline),
 		RetryPeriod:   cmpOr(l.RetryPeriod, DefaultRetryPeriod),
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(lead context.Context) {
-				loop.Add(1)
-				defer loop.Done()
-				elected(true)
-				p.log.Info("fleet.leader", "identity", l.Identity, "leading", true)
-				if err := p.Run(lead); err != nil && !errors.Is(err, context.Canceled) {
-					p.log.Warn("fleet.leader", "identity", l.Identity, "error", err.Error())
-				}
-			},
+			OnStartedLeading: func(lead context.Context) { leads <- lead },
 			OnStoppedLeading: func() {},
 		},
 	})
@@ -107,10 +105,25 @@ func (p *Provisioner) RunLeader(ctx context.Context, l Leader) error {
 		return fmt.Errorf("provision: leader election: %w", err)
 	}
 	for ctx.Err() == nil {
-		le.Run(ctx)
-		// The loop stops before the Lease is handed on or campaigned for.
-		loop.Wait()
-		if le.IsLeader() || lockHeldBy(lock, l.Identity) {
+		round := make(chan struct{})
+		go func() {
+			defer close(round)
+			le.Run(ctx)
+		}()
+		led := false
+		select {
+		case lead := <-leads:
+			led = p.lead(lead, l.Identity, elected)
+			<-round
+		case <-round:
+			// The election ended; a lead handed over meanwhile ended
+			// with it, and is not taken up.
+			select {
+			case <-leads:
+			default:
+			}
+		}
+		if led || lockHeldBy(lock, l.Identity) {
 			elected(false)
 			p.log.Info("fleet.leader", "identity", l.Identity, "leading", false)
 			if ctx.Err() != nil {
@@ -119,6 +132,20 @@ func (p *Provisioner) RunLeader(ctx context.Context, l Leader) error {
 		}
 	}
 	return ctx.Err()
+}
+
+// lead runs the loop while lead, a won election's context, lasts, and
+// reports whether it ran (false: the election had ended already).
+func (p *Provisioner) lead(lead context.Context, identity string, elected func(bool)) bool {
+	if lead.Err() != nil {
+		return false
+	}
+	elected(true)
+	p.log.Info("fleet.leader", "identity", identity, "leading", true)
+	if err := p.Run(lead); err != nil && !errors.Is(err, context.Canceled) {
+		p.log.Warn("fleet.leader", "identity", identity, "error", err.Error())
+	}
+	return true
 }
 
 // followerPrune is the least time between a follower's prunes.

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/fleetkit/fleet/internal/kubetest"
@@ -342,4 +343,87 @@ func TestAPIServerRacedRunGivesWay(t *testing.T) {
 			}
 		})
 	}
+}
+
+// flakyLeases lets this replica take the Lease whenever it expired (a
+// create, or an update at least every LeaseDuration apart) and refuses
+// every renewal: it wins the Lease and loses it again at once, round
+// after round.
+type flakyLeases struct {
+	coordinationclient.LeasesGetter
+	every time.Duration // LeaseDuration
+	mu    *sync.Mutex
+	last  *time.Time // the last write let through
+}
+
+func (f flakyLeases) Leases(ns string) coordinationclient.LeaseInterface {
+	return flakyLeaseClient{f.LeasesGetter.Leases(ns), f}
+}
+
+type flakyLeaseClient struct {
+	coordinationclient.LeaseInterface
+	f flakyLeases
+}
+
+func (c flakyLeaseClient) Create(ctx context.Context, l *coordinationv1.Lease, o metav1.CreateOptions) (*coordinationv1.Lease, error) {
+	c.f.mu.Lock()
+	*c.f.last = time.Now()
+	c.f.mu.Unlock()
+	return c.LeaseInterface.Create(ctx, l, o)
+}
+
+func (c flakyLeaseClient) Update(ctx context.Context, l *coordinationv1.Lease, o metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	c.f.mu.Lock()
+	if time.Since(*c.f.last) < c.f.every {
+		c.f.mu.Unlock()
+		return nil, errCut
+	}
+	*c.f.last = time.Now()
+	c.f.mu.Unlock()
+	return c.LeaseInterface.Update(ctx, l, o)
+}
+
+// A Lease lost right after it is won, round after round: Elected(true)
+// and Elected(false) alternate, each loss after its win, and RunLeader
+// ends not leading. (client-go starts the leader's callback in a goroutine
+// of its own, which may run after the election it began with ended.)
+func TestLeaseLostRightAfterWon(t *testing.T) {
+	h := newHarness(t, nil)
+	var mu sync.Mutex
+	var events []bool
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	err := h.p.RunLeader(ctx, Leader{
+		Leases:        flakyLeases{kubefake.NewClientset().CoordinationV1(), 60 * time.Millisecond, new(sync.Mutex), new(time.Time)},
+		Identity:      "fleetd-0",
+		LeaseDuration: 60 * time.Millisecond, RenewDeadline: 40 * time.Millisecond, RetryPeriod: 10 * time.Millisecond,
+		Elected: func(on bool) {
+			mu.Lock()
+			events = append(events, on)
+			mu.Unlock()
+		},
+	})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("RunLeader = %v, want the context's error", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	wins := 0
+	leading := false
+	for i, on := range events {
+		if on && leading {
+			t.Fatalf("event %d: elected while leading: %v", i, events)
+		}
+		if on {
+			wins++
+		}
+		leading = on
+	}
+	if leading {
+		t.Errorf("RunLeader ended leading: %v", events)
+	}
+	if wins < 3 {
+		t.Errorf("%d wins in 3 s, want rounds of won-and-lost: %v", wins, events)
+	}
+	t.Logf("%d wins", wins)
 }
