@@ -216,7 +216,7 @@ const (
 func (d *Daemon) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(attestPath, d.attest)
-	mux.Handle(configserve.PathPrefix, d.configs)
+	mux.Handle(configserve.PathPrefix, withFetchFrom(d.configs))
 	mux.HandleFunc("GET "+ClaimsPath+"{serial}", d.claim)
 	return mux
 }

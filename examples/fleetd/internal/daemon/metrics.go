@@ -28,8 +28,9 @@ type metrics struct {
 	// no device at, and from addresses fleetd did not track (askers).
 	unknownAsks   prometheus.Counter
 	untrackedAsks prometheus.Counter
-	statusLost    prometheus.Counter // device statuses NetBox does not hold
-	leader        prometheus.Gauge   // 1 while this replica runs the provision loop
+	statusLost    prometheus.Counter     // device statuses NetBox does not hold
+	leader        prometheus.Gauge       // 1 while this replica runs the provision loop
+	peerRequests  *prometheus.CounterVec // the peers' API requests this replica answered, by path
 }
 
 // newMetrics registers fleetd's metrics. certExpiry returns the NotAfter of
@@ -92,7 +93,11 @@ func newMetrics(certExpiry func() time.Time, waiting func() int) *metrics {
 		Name: "fleet_provision_leader",
 		Help: "1 while this replica holds the Lease fleet-provision and runs the provision loop; 0 otherwise (a fleetd that runs alone runs its loop without a Lease).",
 	})
-	m.reg.MustRegister(m.unknownAsks, m.untrackedAsks, m.statusLost, m.leader)
+	m.peerRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleet_peer_requests_total",
+		Help: "Requests of the peers' API this replica answered, by path (lend, settle, claims, code, drop) and result (answered, refused: without the replicas' certificate and token).",
+	}, []string{"path", "result"})
+	m.reg.MustRegister(m.unknownAsks, m.untrackedAsks, m.statusLost, m.leader, m.peerRequests)
 	return m
 }
 

@@ -88,6 +88,8 @@ type peers struct {
 
 	mu    sync.Mutex
 	loans map[string]*configserve.Loan
+
+	nowhere heldNowhere // borrows whose codes no replica held, by source
 }
 
 // peersToken derives the peers' bearer token from the sealing key.
@@ -399,12 +401,18 @@ func (d *Daemon) handlePeerClaims(w http.ResponseWriter, r *http.Request) {
 // this replica serves, both.
 func (d *Daemon) peersOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		path := strings.TrimPrefix(r.URL.Path, peersPath)
+		if i := strings.IndexByte(path, '/'); i >= 0 {
+			path = path[:i]
+		}
 		if d.peers == nil || !d.peers.authorized(r) || !d.ownCertificate(r) {
+			d.metrics.peerRequests.WithLabelValues(path, "refused").Inc()
 			d.log.Warn("fleetd: refused a peers' API request", "path", r.URL.Path, "peer", r.RemoteAddr,
 				"token", d.peers != nil && d.peers.authorized(r), "certificate", d.ownCertificate(r))
 			http.Error(w, "replicas only", http.StatusUnauthorized)
 			return
 		}
+		d.metrics.peerRequests.WithLabelValues(path, "answered").Inc()
 		h(w, r)
 	}
 }
@@ -449,6 +457,12 @@ func (p *peers) do(ctx context.Context, peer Peer, method, path string, in, out 
 // config; a replica that hangs delays only fetches of codes no replica
 // that answers holds.
 func (d *Daemon) borrow(ctx context.Context, code string) (*configserve.Loan, error) {
+	from := fetchFrom(ctx)
+	if from.IsValid() && d.peers.nowhere.limited(from, time.Now()) {
+		// This address's fetches found their codes held nowhere, again
+		// and again: a flood of made-up codes costs the replicas nothing.
+		return nil, configserve.ErrNotHeld
+	}
 	type result struct {
 		peer Peer
 		ans  lendAnswer
@@ -459,7 +473,9 @@ func (d *Daemon) borrow(ctx context.Context, code string) (*configserve.Loan, er
 	for _, peer := range d.peers.others {
 		go func() {
 			r := result{peer: peer}
-			r.code, r.err = d.peers.do(ctx, peer, http.MethodPost, lendPath, lendRequest{Code: code}, &r.ans)
+			lctx, cancel := context.WithTimeout(ctx, lendTimeout)
+			defer cancel()
+			r.code, r.err = d.peers.do(lctx, peer, http.MethodPost, lendPath, lendRequest{Code: code}, &r.ans)
 			results <- r
 		}()
 	}
@@ -499,6 +515,9 @@ func (d *Daemon) borrow(ctx context.Context, code string) (*configserve.Loan, er
 	}
 	if len(unreachable) > 0 {
 		return nil, errors.Join(unreachable...)
+	}
+	if from.IsValid() {
+		d.peers.nowhere.add(from, time.Now())
 	}
 	return nil, configserve.ErrNotHeld
 }

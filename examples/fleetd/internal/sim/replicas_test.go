@@ -442,3 +442,42 @@ func TestReplacedRunConfigDropped(t *testing.T) {
 		t.Logf("journal: %q", r.journalOf("w-01"))
 	}
 }
+
+// A flood of made-up install codes from one address at one replica costs
+// the other replicas a few lend requests, not one per code: once the
+// address's fetches found their codes held nowhere 8 times in a minute,
+// its next fetches of unknown codes are answered 404 without asking. A
+// node fetching, from another address, a config another replica holds
+// still borrows it.
+func TestUnknownCodeFloodAsksPeersLittle(t *testing.T) {
+	r := newReplicaSet(t, testNode{name: "w-01", class: "worker", approve: true})
+	lends := func() float64 {
+		n := 0.0
+		for _, i := range []int{0, 2} {
+			rec := httptest.NewRecorder()
+			r.ds[i].MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+			n += metricValue(rec.Body.String(), `fleet_peer_requests_total{path="lend",result="answered"}`)
+		}
+		return n
+	}
+	flooder := boundClient(r.world, "127.0.0.66")
+	const n = 200
+	for i := range n {
+		if status, _, err := fetch(r.ctx, flooder, r.urls[1]+configserve.PathPrefix+configserve.NewCode()); err != nil || status != http.StatusNotFound {
+			t.Fatalf("made-up code %d: %d, %v; want 404", i, status, err)
+		}
+	}
+	if got := lends(); got > 2*8 {
+		t.Errorf("%d fetches of made-up codes cost the other replicas %v lend requests, want at most %d", n, got, 2*8)
+	}
+
+	m := r.machines["w-01"]
+	res, err := attest.Run(r.ctx, r.urls[0]+"/attest", m.tpm, m.claim(),
+		&attest.ClientConfig{HTTPClient: boundClient(r.world, nodeAddr(0)), Console: io.Discard})
+	if err != nil || res.InstallCode == "" {
+		t.Fatalf("w-01 at fleetd-0: %+v, %v", res, err)
+	}
+	if status, size, err := fetch(r.ctx, boundClient(r.world, nodeAddr(0)), r.urls[1]+configserve.PathPrefix+res.InstallCode); err != nil || status != http.StatusOK || size == 0 {
+		t.Errorf("w-01's config, held at fleetd-0, fetched at fleetd-1: %d, %d bytes, %v; want it served", status, size, err)
+	}
+}
