@@ -574,8 +574,8 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, o runS
 	if err != nil {
 		return "", "", fmt.Errorf("install code for %s: %w", name, err)
 	}
+	var secret string // the bootstrap token's Secret
 	if o.kind == RunProvision {
-		var secret string
 		if secret, err = p.render(ctx, dev, name, code, now); err != nil {
 			return "", "", err
 		}
@@ -602,7 +602,7 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, o runS
 	if o.hookOS.IsValid() {
 		addr = o.hookOS.String()
 	}
-	if err := p.newWorkflow(ctx, dev, name, o.kind, code, image, addr, o.netboot, now); err != nil {
+	if err := p.newWorkflow(ctx, dev, name, o.kind, code, image, addr, secret, o.netboot, now); err != nil {
 		return "", "", err
 	}
 	if p.cfg.Shared {
@@ -625,7 +625,7 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, o runS
 		return "", "", err
 	}
 	p.forget(dev.ID)
-	if len(superseded) > 0 || (dev.LastRun != "" && dev.LastRun != name) {
+	if len(superseded) > 0 {
 		// The runs this one replaces leave no config to fetch and no
 		// token to join with.
 		p.supersede(context.WithoutCancel(ctx), dev, name, superseded)

@@ -66,7 +66,7 @@ func activeDevices(n int) []inventory.Device {
 func endedRuns(b *testing.B, h *harness, devs []inventory.Device, state tinkerbell.WorkflowState, reported bool) {
 	b.Helper()
 	for _, d := range devs {
-		if err := h.p.newWorkflow(context.Background(), d, d.LastRun, RunProvision, "SECRETCODE", "img", d.Address.Addr().String(), false, t0); err != nil {
+		if err := h.p.newWorkflow(context.Background(), d, d.LastRun, RunProvision, "SECRETCODE", "img", d.Address.Addr().String(), "", false, t0); err != nil {
 			b.Fatal(err)
 		}
 		h.setStatus(d.LastRun, func(s *tinkerbell.WorkflowStatus) {

@@ -150,6 +150,10 @@ func (nb *memNetBox) SetDesiredAction(_ context.Context, id int64, action string
 	return nb.update(id, func(d *inventory.Device) { d.DesiredAction = action })
 }
 
+func (nb *memNetBox) SetStatus(_ context.Context, id int64, st inventory.Status) error {
+	return nb.update(id, func(d *inventory.Device) { d.Status = st })
+}
+
 func (nb *memNetBox) SetLastRun(_ context.Context, id int64, run string) error {
 	return nb.update(id, func(d *inventory.Device) { d.LastRun = run })
 }

@@ -122,6 +122,8 @@ func (p *Provisioner) Reconcile(ctx context.Context) (Pass, error) {
 	}
 	p.pruneCodes(mark, runs)
 	p.pruneJournaled(runs)
+	p.pruneSucceeded(runs)
+	now := time.Now()
 	pass.Devices, pass.Runs = len(devs), len(runs)
 	byID := make(map[int64]*inventory.Device, len(devs))
 	for i := range devs {
@@ -157,6 +159,11 @@ func (p *Provisioner) Reconcile(ctx context.Context) (Pass, error) {
 				if err := p.due(ctx, dev, runsOf[dev.ID], &part); err != nil {
 					failed = append(failed, fmt.Errorf("%s: %w", dev.Name, err))
 				}
+				if runs := runsOf[dev.ID]; p.mayBeRegistered(dev, runs, now) {
+					if err := p.registered(ctx, dev, runs[0], now); err != nil {
+						failed = append(failed, fmt.Errorf("%s: %w", dev.Name, err))
+					}
+				}
 				mu.Lock()
 				pass.Started = append(pass.Started, part.Started...)
 				pass.Ended = append(pass.Ended, part.Ended...)
@@ -167,7 +174,7 @@ func (p *Provisioner) Reconcile(ctx context.Context) (Pass, error) {
 		})
 	}
 	for i := range devs {
-		if dev := &devs[i]; busy(dev, runsOf[dev.ID]) {
+		if dev := &devs[i]; busy(dev, runsOf[dev.ID]) || p.mayBeRegistered(dev, runsOf[dev.ID], now) {
 			work <- dev
 		}
 	}
@@ -306,7 +313,7 @@ func (p *Provisioner) watch(ctx context.Context, r *run, dev *inventory.Device, 
 		// next-boot or reboot was current: its node may boot the install
 		// and fetch its config yet).
 		if state == tinkerbell.WorkflowStateFailed || !lateActions[action] {
-			p.endRun(ctx, dev, r.Name())
+			p.endRun(ctx, dev, r)
 		}
 		return nil
 	}
@@ -329,7 +336,7 @@ func (p *Provisioner) watch(ctx context.Context, r *run, dev *inventory.Device, 
 			return err
 		}
 		p.endDone(r.Name())
-		p.endRun(ctx, dev, r.Name())
+		p.endRun(ctx, dev, r)
 		pass.Deleted = append(pass.Deleted, r.Name())
 		return nil
 	}

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +34,7 @@ type NetBox interface {
 	UpdateDevice(ctx context.Context, id int64, u inventory.Update) error
 	SetDesiredAction(ctx context.Context, id int64, action string) error
 	SetLastRun(ctx context.Context, id int64, run string) error
+	SetStatus(ctx context.Context, id int64, s inventory.Status) error
 	Journal(ctx context.Context, id int64, kind inventory.JournalKind, text string) error
 }
 
@@ -239,6 +239,9 @@ type Provisioner struct {
 	// marked on the Workflow yet (the mark failed); the next pass marks
 	// them without journaling again.
 	journaled map[string]bool
+	// succeeded: planned devices' runs that ended SUCCESS, by name, for
+	// the look for their nodes (registered.go).
+	succeeded map[string]succeededRun
 	// recheck: passes ask NetBox (JournalReader) before they journal a
 	// run's end, until one ends without an error.
 	recheck atomic.Bool
@@ -271,7 +274,7 @@ func New(deps Deps, cluster Cluster, cfg *Config) (*Provisioner, error) {
 		return nil, errors.New("provision: Cluster.Bundle is missing or incomplete")
 	}
 	p := &Provisioner{nb: deps.NetBox, kube: deps.Kube, tink: deps.Tink, configs: deps.Configs, cluster: cluster,
-		noted: map[int64]string{}, devLock: map[int64]*sync.Mutex{}, codes: map[string]heldCode{}, journaled: map[string]bool{}}
+		noted: map[int64]string{}, devLock: map[int64]*sync.Mutex{}, codes: map[string]heldCode{}, journaled: map[string]bool{}, succeeded: map[string]succeededRun{}}
 	p.recheck.Store(true)
 	if cfg != nil {
 		p.cfg = *cfg
@@ -396,28 +399,27 @@ func (p *Provisioner) dropConfig(ctx context.Context, run string) {
 // leaves behind: its code, its config wherever it waits, and its
 // bootstrap token. Failures are logged: the config and the token expire
 // on their own.
-func (p *Provisioner) endRun(ctx context.Context, dev *inventory.Device, run string) {
-	p.dropCode(run)
-	p.dropConfig(ctx, run)
-	if err := p.deleteTokens(ctx, dev.ID, "", map[string]bool{run: true}); err != nil {
-		p.log.Warn("fleet.render", "node", dev.Name, "run", run, "error", err.Error())
+func (p *Provisioner) endRun(ctx context.Context, dev *inventory.Device, r *run) {
+	p.dropCode(r.Name())
+	p.dropConfig(ctx, r.Name())
+	if err := p.deleteRunTokens(ctx, r); err != nil {
+		p.log.Warn("fleet.render", "node", dev.Name, "run", r.Name(), "error", err.Error())
 	}
 }
 
 // supersede lets go of what the runs a new run replaces leave behind:
-// their configs wherever they wait, and every bootstrap token of the
-// device but the new run's. Failures are logged.
-func (p *Provisioner) supersede(ctx context.Context, dev inventory.Device, run string, superseded []string) {
-	for _, old := range superseded {
-		if old != run {
-			p.dropConfig(ctx, old)
+// their configs wherever they wait, and their bootstrap tokens. Failures
+// are logged.
+func (p *Provisioner) supersede(ctx context.Context, dev inventory.Device, name string, superseded []*run) {
+	var old []*run
+	for _, r := range superseded {
+		if r.Name() != name {
+			p.dropConfig(ctx, r.Name())
+			old = append(old, r)
 		}
 	}
-	if dev.LastRun != "" && dev.LastRun != run && !slices.Contains(superseded, dev.LastRun) {
-		p.dropConfig(ctx, dev.LastRun)
-	}
-	if err := p.deleteTokens(ctx, dev.ID, run, nil); err != nil {
-		p.log.Warn("fleet.render", "node", dev.Name, "run", run, "error", err.Error())
+	if err := p.deleteRunTokens(ctx, old...); err != nil {
+		p.log.Warn("fleet.render", "node", dev.Name, "run", name, "error", err.Error())
 	}
 }
 

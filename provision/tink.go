@@ -149,9 +149,9 @@ func (p *Provisioner) annotate(ctx context.Context, name, key, value string) err
 // Workflow that changed since (Tinkerbell reported its end meanwhile) is
 // kept from the stale read, and the runs are read again and judged anew.
 //
-// It returns the names of every run of the device it saw, ended or not:
-// the runs the new one supersedes.
-func (p *Provisioner) endRuns(ctx context.Context, id int64, runs *[]*run) (seen []string, err error) {
+// It returns every run of the device it saw, ended or not: the runs the
+// new one supersedes.
+func (p *Provisioner) endRuns(ctx context.Context, id int64, runs *[]*run) (seen []*run, err error) {
 	err = retry.OnError(retry.DefaultRetry, apierrors.IsConflict, func() error {
 		var list []*run
 		if runs != nil {
@@ -162,10 +162,7 @@ func (p *Provisioner) endRuns(ctx context.Context, id int64, runs *[]*run) (seen
 				return err
 			}
 		}
-		seen = seen[:0]
-		for _, r := range list {
-			seen = append(seen, r.Name())
-		}
+		seen = list
 		for _, r := range list {
 			if r.Terminal() {
 				continue
@@ -373,7 +370,7 @@ func (p *Provisioner) ensureMachine(ctx context.Context, dev inventory.Device) e
 // newWorkflow creates the run's Workflow, which names code by its SHA-256
 // alone. netboot asks Tinkerbell to power-cycle the machine into HookOS
 // through a Rufio job first.
-func (p *Provisioner) newWorkflow(ctx context.Context, dev inventory.Device, name string, kind RunKind, code, image, hookOS string, netboot bool, now time.Time) error {
+func (p *Provisioner) newWorkflow(ctx context.Context, dev inventory.Device, name string, kind RunKind, code, image, hookOS, token string, netboot bool, now time.Time) error {
 	tpl := p.cfg.ProvisionTemplate
 	if kind == RunRetire {
 		tpl = p.cfg.RetireTemplate
@@ -404,6 +401,9 @@ func (p *Provisioner) newWorkflow(ctx context.Context, dev inventory.Device, nam
 	}
 	if hookOS != "" {
 		wf.Annotations[annHookOS] = hookOS
+	}
+	if token != "" {
+		wf.Annotations[annToken] = token
 	}
 	if netboot {
 		wf.Spec.BootOptions.BootMode = tinkerbell.BootModeNetboot

@@ -1,7 +1,6 @@
 package provision
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -42,6 +41,11 @@ const (
 	annCreated      = wfrun.AnnCreated
 	// annRun names, on a bootstrap token's Secret, the run it was made for.
 	annRun = "fleet.fleetkit.dev/run"
+	// annToken names, on a run's Workflow, its bootstrap token's Secret
+	// (bootstrap-token-<token id>; the id is no secret), so that the
+	// token is deleted by name when the run goes, without listing the
+	// Secrets of kube-system.
+	annToken = "fleet.fleetkit.dev/bootstrap-token"
 )
 
 const tokenAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
@@ -121,30 +125,25 @@ func (p *Provisioner) deleteToken(ctx context.Context, name string) {
 	}
 }
 
-// deleteTokens deletes the bootstrap tokens of device id that are not
-// keep's (keep "": every one) and, when runs is not nil, only those made
-// for one of runs. A run that is replaced, deleted or ended without
-// success leaves no token that could still join a node to the cluster.
-func (p *Provisioner) deleteTokens(ctx context.Context, id int64, keep string, runs map[string]bool) error {
-	l, err := p.kube.CoreV1().Secrets(tokenNamespace).List(ctx, metav1.ListOptions{
-		LabelSelector: LabelManagedBy + "=" + managedBy + "," + LabelDeviceID + "=" + strconv.FormatInt(id, 10),
-	})
-	if err != nil {
-		return fmt.Errorf("list the bootstrap tokens of device %d: %w", id, err)
-	}
+// deleteRunTokens deletes the bootstrap tokens of runs (their Workflows
+// name them), as a run that is replaced, deleted or ended without success
+// leaves no token that could still join a node to the cluster. A token
+// already gone is no error.
+func (p *Provisioner) deleteRunTokens(ctx context.Context, runs ...*run) error {
 	var errs []error
-	for _, s := range l.Items {
-		run := s.Annotations[annRun]
-		if s.Type != tokenSecretType || (keep != "" && run == keep) || (runs != nil && !runs[run]) {
+	for _, r := range runs {
+		name := r.WF.Annotations[annToken]
+		if name == "" {
 			continue
 		}
-		uid := s.UID
-		err := p.kube.CoreV1().Secrets(tokenNamespace).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		err := p.kube.CoreV1().Secrets(tokenNamespace).Delete(ctx, name, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("delete the bootstrap token %s of %s: %w", s.Name, cmp.Or(run, "an earlier run"), err))
+			errs = append(errs, fmt.Errorf("delete the bootstrap token %s of %s: %w", name, r.Name(), err))
 			continue
 		}
-		p.log.Info("fleet.render", "secret", s.Name, "run", run, "deleted", "the run it was made for was replaced, deleted or ended without success")
+		if err == nil {
+			p.log.Info("fleet.render", "secret", name, "run", r.Name(), "deleted", "the run it was made for was replaced, deleted or ended without success")
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -72,6 +72,12 @@ var wantTokenRole = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "delete"}},
 }
 
+// wantNodesRole is the ClusterRole of examples/deploy/cluster: the loop
+// reads a Node by name.
+var wantNodesRole = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
+}
+
 // kustomize renders the kustomization in dir (tools/kustomize, kustomize's
 // Go API in a module of its own) and decodes its objects.
 func kustomize(t *testing.T, dir string) []*unstructured.Unstructured {
@@ -174,7 +180,7 @@ func (a *applier) apply(ctx context.Context, u *unstructured.Unstructured, dryRu
 func rules(t *testing.T, objs []*unstructured.Unstructured, name string) []rbacv1.PolicyRule {
 	t.Helper()
 	for _, u := range objs {
-		if u.GetKind() == "Role" && u.GetName() == name {
+		if (u.GetKind() == "Role" || u.GetKind() == "ClusterRole") && u.GetName() == name {
 			var r rbacv1.Role
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r); err != nil {
 				t.Fatal(err)
@@ -219,7 +225,7 @@ func deploy(t *testing.T, edit func(role *unstructured.Unstructured)) *deployed 
 	}
 	for _, u := range slices.Concat(base, cluster) {
 		switch u.GetKind() {
-		case "ServiceAccount", "Role", "RoleBinding":
+		case "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding":
 			if u.GetKind() == "Role" && u.GetNamespace() == ns && edit != nil {
 				edit(u)
 			}
@@ -287,6 +293,20 @@ func TestIntegrationDeploy(t *testing.T) {
 	cluster := kustomize(t, filepath.Join(deployDir, "cluster"))
 	if diff := cmp.Diff(wantTokenRole, rules(t, cluster, "fleetd-bootstrap-tokens")); diff != "" {
 		t.Errorf("Role fleetd-bootstrap-tokens (-want +examples/deploy/cluster):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantNodesRole, rules(t, cluster, "fleetd-nodes")); diff != "" {
+		t.Errorf("ClusterRole fleetd-nodes (-want +examples/deploy/cluster):\n%s", diff)
+	}
+	// The nodes' cluster's token reads a Node by name, and lists neither
+	// Nodes nor Secrets.
+	if _, err := d.kube.CoreV1().Nodes().Get(t.Context(), "w-01", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("get a Node with the nodes' cluster's token: %v, want NotFound (allowed)", err)
+	}
+	if _, err := d.kube.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("list Nodes with the nodes' cluster's token: %v, want Forbidden", err)
+	}
+	if _, err := d.kube.CoreV1().Secrets(metav1.NamespaceSystem).List(t.Context(), metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("list kube-system's Secrets with the nodes' cluster's token: %v, want Forbidden", err)
 	}
 
 	f := d.fleet(t, testNode{name: "w-01", class: "worker", approve: true})
