@@ -2,8 +2,11 @@ package kubetest
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -32,6 +35,11 @@ type Env struct {
 	adminToken string
 	kubeconfig string
 	admin      kubernetes.Interface
+
+	// own is the control plane of one test (StartOwn), which Kill and
+	// Restart act on; nil for the shared one.
+	own   *controlPlane
+	ownMu sync.Mutex
 }
 
 // errUnavailable wraps every reason the control plane could not be built or
@@ -97,26 +105,137 @@ func Start(t testing.TB) *Env {
 	return shared
 }
 
-// start builds or finds the binaries and starts the control plane. logf
-// reports progress of the slow steps.
+// StartOwn starts a control plane for t alone, as Start does the shared
+// one, and stops it when t ends: for a test that kills and restarts
+// kube-apiserver or etcd (Kill, Restart), which would break every other
+// test on a shared one. It ends t as Start does when the control plane
+// cannot run. Starting one costs 6 to 9 s.
+func StartOwn(t testing.TB) *Env {
+	t.Helper()
+	testenv.Short(t)
+	var cp *controlPlane
+	env, timing, err := startWith(context.Background(), t.Logf, func(c *controlPlane) { cp = c })
+	if cp != nil {
+		t.Cleanup(func() {
+			if err := cp.stop(); err != nil {
+				t.Errorf("kubetest: %v", err)
+			}
+		})
+	}
+	if err != nil {
+		testenv.Unavailable(t, "%v", err)
+	}
+	env.own = cp
+	t.Logf("kubetest: a control plane of its own: %s", timing)
+	return env
+}
+
+// A Component is a process of a control plane StartOwn started.
+type Component int
+
+const (
+	APIServer Component = iota + 1 // kube-apiserver
+	Etcd                           // etcd
+)
+
+func (c Component) String() string {
+	switch c {
+	case APIServer:
+		return "kube-apiserver"
+	case Etcd:
+		return "etcd"
+	}
+	return fmt.Sprintf("Component(%d)", int(c))
+}
+
+// Kill kills c with SIGKILL, as a crash does, and waits for it to exit.
+// Its data (etcd's store, kube-apiserver's certificates) stays for
+// Restart. Only an Env of StartOwn can.
+func (e *Env) Kill(c Component) error {
+	e.ownMu.Lock()
+	defer e.ownMu.Unlock()
+	p, err := e.component(c)
+	if err != nil {
+		return err
+	}
+	return p.kill()
+}
+
+// Restart starts c again, with the same arguments, ports and data, after
+// Kill, and waits until it is ready (etcd's /health, kube-apiserver's
+// /readyz), or ctx ends.
+func (e *Env) Restart(ctx context.Context, c Component) error {
+	e.ownMu.Lock()
+	defer e.ownMu.Unlock()
+	p, err := e.component(c)
+	if err != nil {
+		return err
+	}
+	np, err := p.restart()
+	if err != nil {
+		return err
+	}
+	cp := e.own
+	switch c {
+	case Etcd:
+		cp.etcd = np
+		return waitReady(ctx, np, etcdReadyTimeout, &http.Client{Timeout: 2 * time.Second}, cp.etcdURL+"/health", "")
+	default:
+		cp.apiserver = np
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(cp.caData)
+		secure := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+		return waitReady(ctx, np, apiserverReadyTimeout, secure, cp.host+"/readyz", cp.adminToken)
+	}
+}
+
+// component returns c's process; the caller holds ownMu.
+func (e *Env) component(c Component) (*process, error) {
+	if e.own == nil {
+		return nil, errors.New("kubetest: only a control plane of a test's own (StartOwn) is killed or restarted")
+	}
+	switch c {
+	case APIServer:
+		return e.own.apiserver, nil
+	case Etcd:
+		return e.own.etcd, nil
+	}
+	return nil, fmt.Errorf("kubetest: no component %v", c)
+}
+
+// start builds or finds the binaries and starts the shared control plane.
+// logf reports progress of the slow steps.
 func start(ctx context.Context, logf func(string, ...any)) (*Env, error) {
+	env, t, err := startWith(ctx, logf, func(cp *controlPlane) {
+		planeMu.Lock()
+		plane = cp
+		planeMu.Unlock()
+	})
+	timings = t
+	return env, err
+}
+
+// startWith builds or finds the binaries and starts a control plane,
+// handing it to keep as soon as it exists (to be stopped, even when it did
+// not become ready), and returns where its time went.
+func startWith(ctx context.Context, logf func(string, ...any), keep func(*controlPlane)) (*Env, string, error) {
 	root, err := repoRoot()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errUnavailable, err)
+		return nil, "", fmt.Errorf("%w: %w", errUnavailable, err)
 	}
 	t0 := time.Now()
 	bins, err := findBinaries(ctx, root, logf)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errUnavailable, err)
+		return nil, "", fmt.Errorf("%w: %w", errUnavailable, err)
 	}
 	tBuild := time.Since(t0)
 
 	cp, err := startControlPlane(ctx, bins)
-	planeMu.Lock()
-	plane = cp
-	planeMu.Unlock()
+	if cp != nil {
+		keep(cp)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errUnavailable, err)
+		return nil, "", fmt.Errorf("%w: %w", errUnavailable, err)
 	}
 	env := &Env{
 		host:       cp.host,
@@ -125,18 +244,18 @@ func start(ctx context.Context, logf func(string, ...any)) (*Env, error) {
 	}
 	env.admin, err = kubernetes.NewForConfig(env.Config())
 	if err != nil {
-		return nil, fmt.Errorf("%w: admin client: %w", errUnavailable, err)
+		return nil, "", fmt.Errorf("%w: admin client: %w", errUnavailable, err)
 	}
 	env.kubeconfig = filepath.Join(cp.dir, "kubeconfig")
 	if err := writeKubeconfig(env.kubeconfig, env.host, env.caData, env.adminToken); err != nil {
-		return nil, fmt.Errorf("%w: %w", errUnavailable, err)
+		return nil, "", fmt.Errorf("%w: %w", errUnavailable, err)
 	}
 
 	t1 := time.Now()
 	crdDir := filepath.Join(root, filepath.FromSlash(CRDDir))
 	n, establishedAt, err := applyCRDs(ctx, env.Config(), crdDir)
 	if err != nil {
-		return nil, fmt.Errorf("%w: CRDs of %s: %w", errUnavailable, crdDir, err)
+		return nil, "", fmt.Errorf("%w: CRDs of %s: %w", errUnavailable, crdDir, err)
 	}
 	tCRDs := time.Since(t1)
 	// kube-apiserver sleeps crdSettle in every create of a custom resource
@@ -146,9 +265,9 @@ func start(ctx context.Context, logf func(string, ...any)) (*Env, error) {
 	settle := time.Until(establishedAt.Add(crdSettle))
 	time.Sleep(settle)
 
-	timings = fmt.Sprintf("binaries %v (go tool -n), etcd ready %v, kube-apiserver ready %v, %d CRDs applied and established %v, then %v until creates are not delayed; total %v",
+	timing := fmt.Sprintf("binaries %v (go tool -n), etcd ready %v, kube-apiserver ready %v, %d CRDs applied and established %v, then %v until creates are not delayed; total %v",
 		round(tBuild), round(cp.etcdReady), round(cp.apiserverReady), n, round(tCRDs), round(max(settle, 0)), round(time.Since(t0)))
-	return env, nil
+	return env, timing, nil
 }
 
 // crdSettle is both how long after a CRD became Established

@@ -378,3 +378,39 @@ func TestNamespacePrefix(t *testing.T) {
 func randomTokenPart(n int) string {
 	return strings.ToLower(rand.Text())[:n]
 }
+
+// A control plane of a test's own is killed and restarted, etcd and then
+// kube-apiserver, with its data: what was stored before is there after,
+// and the same clients work again. The shared one refuses both.
+func TestOwnControlPlaneRestarts(t *testing.T) {
+	env := StartOwn(t)
+	ns := env.Namespace(t)
+	ctx := t.Context()
+	for _, c := range []Component{Etcd, APIServer} {
+		if err := env.Kill(c); err != nil {
+			t.Fatalf("kill %v: %v", c, err)
+		}
+		dead, cancel := context.WithTimeout(ctx, 3*time.Second)
+		if _, err := env.Admin().CoreV1().Namespaces().Get(dead, ns, metav1.GetOptions{}); err == nil {
+			t.Errorf("a read while %v is dead answered", c)
+		}
+		cancel()
+		t0 := time.Now()
+		if err := env.Restart(ctx, c); err != nil {
+			t.Fatalf("restart %v: %v", c, err)
+		}
+		t.Logf("%v ready again %v after its restart", c, time.Since(t0).Round(time.Millisecond))
+		var err error
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if _, err = env.Admin().CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			t.Errorf("namespace %s after %v restarted: %v", ns, c, err)
+		}
+	}
+	if err := Start(t).Kill(Etcd); err == nil {
+		t.Error("the shared control plane was killed")
+	}
+}

@@ -35,8 +35,10 @@ const (
 // controlPlane is a started etcd and kube-apiserver and their directory.
 type controlPlane struct {
 	dir        string
+	bins       binaries
 	etcd       *process
 	apiserver  *process
+	etcdURL    string // its client URL, for its health
 	host       string
 	caData     []byte
 	adminToken string
@@ -47,6 +49,8 @@ type controlPlane struct {
 // process is one program the control plane started.
 type process struct {
 	name string
+	path string
+	args []string
 	cmd  *exec.Cmd
 	log  string        // path of its combined output
 	done chan struct{} // closed when it has exited
@@ -62,7 +66,7 @@ func startControlPlane(ctx context.Context, bins binaries) (*controlPlane, error
 	if err != nil {
 		return nil, fmt.Errorf("make the control plane's directory: %w", err)
 	}
-	cp := &controlPlane{dir: dir}
+	cp := &controlPlane{dir: dir, bins: bins}
 	// A port found free can be taken by another program before etcd or
 	// kube-apiserver binds it: start again on new ports.
 	for attempt := 1; ; attempt++ {
@@ -113,6 +117,7 @@ func (cp *controlPlane) start(ctx context.Context, bins binaries) error {
 	if err := waitReady(ctx, cp.etcd, etcdReadyTimeout, plain, clientURL+"/health", ""); err != nil {
 		return err
 	}
+	cp.etcdURL = clientURL
 	cp.etcdReady = time.Since(t0)
 
 	keyFile, pubFile, err := writeServiceAccountKey(cp.dir)
@@ -179,6 +184,37 @@ func (cp *controlPlane) start(ctx context.Context, bins binaries) error {
 	return nil
 }
 
+// kill kills p (SIGKILL) and waits for it to exit.
+func (p *process) kill() error {
+	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("kill %s (pid %d): %w", p.name, p.cmd.Process.Pid, err)
+	}
+	<-p.done
+	return nil
+}
+
+// restart starts p's program again, with the same arguments and log (its
+// output appended), after it exited.
+func (p *process) restart() (*process, error) {
+	logFile, err := os.OpenFile(p.log, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("restart %s: %w", p.name, err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(p.path, p.args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = procAttr()
+	if err := startOnSpawner(cmd); err != nil {
+		return nil, fmt.Errorf("restart %s (%s): %w", p.name, p.path, err)
+	}
+	np := &process{name: p.name, path: p.path, args: p.args, cmd: cmd, log: p.log, done: make(chan struct{})}
+	go func() {
+		np.err = cmd.Wait()
+		close(np.done)
+	}()
+	return np, nil
+}
+
 // stop stops kube-apiserver, then etcd, and removes the directory.
 func (cp *controlPlane) stop() error {
 	err := cp.stopProcesses()
@@ -211,7 +247,7 @@ func startProcess(name, path, logPath string, args ...string) (*process, error) 
 	if err := startOnSpawner(cmd); err != nil {
 		return nil, fmt.Errorf("start %s (%s): %w", name, path, err)
 	}
-	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	p := &process{name: name, path: path, args: args, cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)
