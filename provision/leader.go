@@ -90,11 +90,12 @@ func (p *Provisioner) RunLeader(ctx context.Context, l Leader) error {
 	// returned or while it runs, so that Elected(true) never follows
 	// Elected(false), and no loop outlives its round.
 	leads := make(chan context.Context, 1)
+	leaseDuration, renewDeadline := cmpOr(l.LeaseDuration, DefaultLeaseDuration), cmpOr(l.RenewDeadline, DefaultRenewDeadline)
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:          lock,
 		Name:          lock.LeaseMeta.Name,
-		LeaseDuration: cmpOr(l.LeaseDuration, DefaultLeaseDuration),
-		RenewDeadline: cmpOr(l.RenewDeadline, DefaultRenewDeadline),
+		LeaseDuration: leaseDuration,
+		RenewDeadline: renewDeadline,
 		RetryPeriod:   cmpOr(l.RetryPeriod, DefaultRetryPeriod),
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(lead context.Context) { leads <- lead },
@@ -113,7 +114,12 @@ func (p *Provisioner) RunLeader(ctx context.Context, l Leader) error {
 		led := false
 		select {
 		case lead := <-leads:
-			led = p.lead(lead, l.Identity, elected)
+			// Still the leader while the Lease, as this replica last
+			// renewed it, is younger than RenewDeadline: a replica frozen
+			// (or cut off) past it may have lost the Lease to another
+			// without knowing yet, and does not act on what it read.
+			stillLeads := func() bool { return le.IsLeader() && le.Check(renewDeadline-leaseDuration) == nil }
+			led = p.lead(lead, l.Identity, elected, stillLeads)
 			<-round
 		case <-round:
 			// The election ended; a lead handed over meanwhile ended
@@ -136,13 +142,13 @@ func (p *Provisioner) RunLeader(ctx context.Context, l Leader) error {
 
 // lead runs the loop while lead, a won election's context, lasts, and
 // reports whether it ran (false: the election had ended already).
-func (p *Provisioner) lead(lead context.Context, identity string, elected func(bool)) bool {
+func (p *Provisioner) lead(lead context.Context, identity string, elected func(bool), stillLeads func() bool) bool {
 	if lead.Err() != nil {
 		return false
 	}
 	elected(true)
 	p.log.Info("fleet.leader", "identity", identity, "leading", true)
-	if err := p.Run(lead); err != nil && !errors.Is(err, context.Canceled) {
+	if err := p.run(lead, stillLeads); err != nil && !errors.Is(err, context.Canceled) {
 		p.log.Warn("fleet.leader", "identity", identity, "error", err.Error())
 	}
 	return true

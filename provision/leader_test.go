@@ -427,3 +427,64 @@ func TestLeaseLostRightAfterWon(t *testing.T) {
 	}
 	t.Logf("%d wins", wins)
 }
+
+// hangingLeases answers until hang is closed, then never answers an update
+// again (as the API server looks to a replica whose process was frozen,
+// or whose network stalled, while it thought it led).
+type hangingLeases struct {
+	coordinationclient.LeasesGetter
+	hang, release chan struct{}
+}
+
+func (h hangingLeases) Leases(ns string) coordinationclient.LeaseInterface {
+	return hangingLeaseClient{h.LeasesGetter.Leases(ns), h.hang, h.release}
+}
+
+type hangingLeaseClient struct {
+	coordinationclient.LeaseInterface
+	hang, release chan struct{}
+}
+
+func (h hangingLeaseClient) Update(ctx context.Context, l *coordinationv1.Lease, o metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	select {
+	case <-h.hang:
+		<-h.release // whatever the context says, until the test ends
+		return nil, errCut
+	default:
+	}
+	return h.LeaseInterface.Update(ctx, l, o)
+}
+
+// A leader whose renewals stop answering (frozen, or its network stalled)
+// stops acting once its last renewal is RenewDeadline old, though its
+// leading context lives on: another replica may hold the Lease by then.
+// desired_action set after that starts no run from it.
+func TestLeaderStopsActingPastRenewDeadline(t *testing.T) {
+	dev := attested(worker(1, "node-01"))
+	h := newHarness(t, func(_ *Cluster, c *Config) { c.Interval = 20 * time.Millisecond }, dev)
+	hang, release := make(chan struct{}), make(chan struct{})
+	elected := make(chan bool, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- h.p.RunLeader(ctx, Leader{
+			Leases: hangingLeases{kubefake.NewClientset().CoordinationV1(), hang, release}, Identity: "fleetd-0",
+			LeaseDuration: 600 * time.Millisecond, RenewDeadline: 400 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
+			Elected: func(on bool) { elected <- on },
+		})
+	}()
+	if on := <-elected; !on {
+		t.Fatal("not elected")
+	}
+	time.Sleep(300 * time.Millisecond)
+	close(hang)
+	time.Sleep(600 * time.Millisecond) // past RenewDeadline since the last renewal
+	h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
+	time.Sleep(300 * time.Millisecond) // 15 intervals
+	if n := h.count(WorkflowResource); n != 0 {
+		t.Errorf("%d runs started by a leader whose Lease it last renewed over RenewDeadline ago, want none", n)
+	}
+	cancel()
+	close(release)
+	<-done
+}

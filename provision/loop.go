@@ -43,13 +43,23 @@ const passWorkers = 16
 // each pass reads the devices from NetBox and the runs from the cluster, so
 // a restart mid-run picks every run up at the next pass (it loses only the
 // install codes of waiting runs, as Admit says).
-func (p *Provisioner) Run(ctx context.Context) error {
+func (p *Provisioner) Run(ctx context.Context) error { return p.run(ctx, nil) }
+
+// errNotLeading stops a pass whose replica no longer knows itself the
+// leader.
+var errNotLeading = errors.New("provision: this replica no longer holds the Lease")
+
+// run is Run; leads, when not nil, is asked before each pass and before
+// each device a pass works on, and a false stops the pass: a leader that
+// lost its Lease without noticing (its process was frozen past the Lease)
+// must not act on what it read before.
+func (p *Provisioner) run(ctx context.Context, leads func() bool) error {
 	// Another process may have led meanwhile, and stopped between a line
 	// and its mark.
 	p.recheck.Store(true)
 	wait := p.cfg.Interval
 	for {
-		if _, err := p.Reconcile(ctx); err != nil {
+		if _, err := p.reconcile(ctx, leads); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -109,7 +119,12 @@ func (p *Provisioner) Run(ctx context.Context) error {
 // set to provision again, so that a machine powered on by hand gets a run
 // at its attestation; the loop power-cycles it again only after
 // Config.PowerRetry.
-func (p *Provisioner) Reconcile(ctx context.Context) (Pass, error) {
+func (p *Provisioner) Reconcile(ctx context.Context) (Pass, error) { return p.reconcile(ctx, nil) }
+
+func (p *Provisioner) reconcile(ctx context.Context, leads func() bool) (Pass, error) {
+	if leads != nil && !leads() {
+		return Pass{}, errNotLeading
+	}
 	pass := Pass{recheck: p.recheck.Load()}
 	devs, err := p.nb.Devices(ctx)
 	if err != nil {
@@ -146,6 +161,12 @@ func (p *Provisioner) Reconcile(ctx context.Context) (Pass, error) {
 	for range min(passWorkers, len(devs)) {
 		wg.Go(func() {
 			for dev := range work {
+				if leads != nil && !leads() {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("%s: %w", dev.Name, errNotLeading))
+					mu.Unlock()
+					continue
+				}
 				part := Pass{recheck: pass.recheck}
 				var failed []error
 				for _, r := range runsOf[dev.ID] {
