@@ -112,6 +112,10 @@ type Fault struct {
 	Delay time.Duration
 	// Status is what Failing answers; 0 means 503.
 	Status int
+	// User, when set, limits the fault to the requests of that user's
+	// token (e.g. one program's, while the test's own reads go on); "":
+	// every request.
+	User string
 }
 
 // New starts a Server with an empty NetBox but for cfg's users.
@@ -170,11 +174,12 @@ func (s *Server) Inject(f Fault) {
 	s.fault = f
 }
 
-// faultFor returns the fault for the next request, counting down After.
-func (s *Server) faultFor() Fault {
+// faultFor returns the fault for the next request, of user, counting down
+// After.
+func (s *Server) faultFor(user string) Fault {
 	s.faultMu.Lock()
 	defer s.faultMu.Unlock()
-	if s.fault.Kind == Healthy {
+	if s.fault.Kind == Healthy || s.fault.User != "" && s.fault.User != user {
 		return Fault{}
 	}
 	if s.fault.After > 0 {
@@ -314,7 +319,6 @@ func detail(status int, format string, args ...any) answer {
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	f := s.faultFor()
 	req := Request{Method: r.Method, URI: r.URL.RequestURI()}
 	s.mu.Lock()
 	u := s.st.userByToken(token(r))
@@ -322,6 +326,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if u != nil {
 		req.User = u.name
 	}
+	f := s.faultFor(req.User)
 	s.reqMu.Lock()
 	s.requests = append(s.requests, req)
 	s.reqMu.Unlock()

@@ -555,6 +555,18 @@ func TestFaults(t *testing.T) {
 	if _, err := do("POST", pathDevices, newDevice(ids, "z")); err == nil {
 		t.Error("Cut: the answer arrived whole")
 	}
+	// A fault of one user's requests: alice's fail, terraform's go on.
+	srv.Inject(Fault{Kind: Failing, User: "alice"})
+	if rsp, err := do("GET", pathDevices, nil); err != nil || rsp.StatusCode != 200 {
+		t.Errorf("another user's request during alice's fault: %v %v", rsp, err)
+	}
+	req, _ := http.NewRequest("GET", srv.URL+pathDevices, nil)
+	req.Header.Set("Authorization", "Token "+srv.Token("alice"))
+	if rsp, err := client.Do(req); err != nil || rsp.StatusCode != 503 {
+		t.Errorf("alice's request during her fault: %v %v, want 503", rsp, err)
+	} else {
+		rsp.Body.Close()
+	}
 	srv.Inject(Fault{})
 	// Only the cut request was processed.
 	if n := devices(); n != 1 {
