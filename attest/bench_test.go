@@ -7,6 +7,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -27,8 +28,9 @@ import (
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/attesttest"
 	goattest "github.com/google/go-attestation/attest"
-	"github.com/google/go-tpm/legacy/tpm2"
+	legacy "github.com/google/go-tpm/legacy/tpm2"
 	"github.com/google/go-tpm/legacy/tpm2/credactivation"
+	"github.com/google/go-tpm/tpm2"
 )
 
 // cryptoFloor is what no server can skip: go-attestation's check of the
@@ -42,7 +44,7 @@ func cryptoFloor(b testing.TB, ak attest.AKParameters, eks []attest.EK) {
 	if err := p.CheckAKParameters(); err != nil {
 		b.Fatal(err)
 	}
-	att, err := tpm2.DecodeAttestationData(ak.CreateAttestation)
+	att, err := legacy.DecodeAttestationData(ak.CreateAttestation)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -56,27 +58,62 @@ func cryptoFloor(b testing.TB, ak attest.AKParameters, eks []attest.EK) {
 }
 
 // quoteFloor is what no server can skip of a quote: go-attestation's
-// parse of the AK, its check of the quote's signature, nonce and PCRs,
-// the event log's parse and replay, and the Secure Boot state.
+// parse of the AK, the check of the quote's signature, its decoding, its
+// nonce and its PCR digest over every quoted bank, the event log's parse
+// and its replay to each bank (go-attestation), and the Secure Boot
+// state.
 func quoteFloor(b testing.TB, ak attest.AKParameters, q attest.Quote, nonce, log []byte) {
 	pub, err := goattest.ParseAKPublic(ak.Public)
 	if err != nil {
 		b.Fatal(err)
 	}
-	pcrs := make([]goattest.PCR, len(q.PCRs))
-	for i, d := range q.PCRs {
-		pcrs[i] = goattest.PCR{Index: i, Digest: d, DigestAlg: crypto.SHA256}
-	}
-	if err := pub.VerifyAll([]goattest.Quote{{Quote: q.Quote, Signature: q.Signature}}, pcrs, nonce); err != nil {
+	sig, err := tpm2.Unmarshal[tpm2.TPMTSignature](q.Signature)
+	if err != nil {
 		b.Fatal(err)
+	}
+	ecc, err := sig.Signature.ECDSA()
+	if err != nil {
+		b.Fatal(err)
+	}
+	digest := sha256.Sum256(q.Quote)
+	r, s := new(big.Int).SetBytes(ecc.SignatureR.Buffer), new(big.Int).SetBytes(ecc.SignatureS.Buffer)
+	if !ecdsa.Verify(pub.Public.(*ecdsa.PublicKey), digest[:], r, s) {
+		b.Fatal("the quote's signature does not verify")
+	}
+	att, err := tpm2.Unmarshal[tpm2.TPMSAttest](q.Quote)
+	if err != nil {
+		b.Fatal(err)
+	}
+	info, err := att.Attested.Quote()
+	if err != nil || !bytes.Equal(att.ExtraData.Buffer, nonce) {
+		b.Fatalf("quote %+v, %v", att, err)
+	}
+	h := sha256.New()
+	for _, bk := range q.Banks {
+		for _, d := range bk.PCRs {
+			h.Write(d)
+		}
+	}
+	if !bytes.Equal(h.Sum(nil), info.PCRDigest.Buffer) {
+		b.Fatal("the PCRs do not hash to the quote's digest")
 	}
 	el, err := goattest.ParseEventLog(log)
 	if err != nil {
 		b.Fatal(err)
 	}
-	events, err := el.Verify(pcrs)
-	if err != nil {
-		b.Fatal(err)
+	var events []goattest.Event
+	for _, bk := range q.Banks {
+		pcrs := make([]goattest.PCR, len(bk.PCRs))
+		for i, d := range bk.PCRs {
+			pcrs[i] = goattest.PCR{Index: i, Digest: d, DigestAlg: bk.Hash}
+		}
+		ev, err := el.Verify(pcrs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if bk.Hash == crypto.SHA256 {
+			events = ev
+		}
 	}
 	if sb, err := goattest.ParseSecurebootState(events); err != nil || !sb.Enabled {
 		b.Fatalf("Secure Boot state %+v, %v", sb, err)
@@ -108,9 +145,10 @@ func benchServer(b *testing.B) (*attest.Server, *attesttest.SoftTPM, []byte) {
 func BenchmarkServerAttestation(b *testing.B) { benchAttestation(b, nil) }
 
 // BenchmarkServerAttestationQuote is BenchmarkServerAttestation with a
-// quote of PCRs 0-7 and the event log of a boot with Secure Boot on in
-// each proof; its floor adds go-attestation's verification of the quote,
-// the log's replay and the Secure Boot state to the crypto floor.
+// quote of PCRs 0-7 of the four PCR banks and the event log of a boot
+// with Secure Boot on (every event with a digest per bank) in each proof;
+// its floor adds the quote's verification, the log's replay to each bank
+// and the Secure Boot state to the crypto floor.
 func BenchmarkServerAttestationQuote(b *testing.B) {
 	on, _, _ := secureBootLogs(b)
 	benchAttestation(b, on)
@@ -185,7 +223,12 @@ func benchAttestation(b *testing.B, boot *attesttest.BootLog) {
 			p := activate(b, tpm, ch)
 			if boot != nil {
 				p.Quote = quoteOf(b, tpm, ch.Session, boot.Bytes())
-				quotes = append(quotes, attest.Quote{Quote: p.Quote.Quote, Signature: p.Quote.Signature, PCRs: p.Quote.PCRs})
+				q := attest.Quote{Quote: p.Quote.Quote, Signature: p.Quote.Signature}
+				for _, bk := range p.Quote.Banks {
+					h, _ := bankHash(bk.Alg)
+					q.Banks = append(q.Banks, attest.PCRBank{Hash: h, PCRs: bk.PCRs})
+				}
+				quotes = append(quotes, q)
 			}
 			proofs[i] = proofBody(b, p)
 		}

@@ -100,10 +100,11 @@ func (e *refusedError) Error() string { return "fleetd refused the claim: " + e.
 // mounts the Server at, e.g. "https://fleetd:8443/attest"), and returns the
 // verdict. It reads the TPM's EKs and AK, claims, activates each challenge
 // with the TPM, and sends the proof; when the TPM is a Quoter, the proof
-// carries its quote of PCRs 0-7 over the session's nonce and the event log
-// (ClientConfig.EventLog). A try that fails (fleetd unreachable or
-// answering an error, a TPM error, a refused proof) is tried again with a
-// new session, up to Tries times, with Backoff between tries.
+// carries its quote of PCRs 0-7 of every active PCR bank over the
+// session's nonce and the event log (ClientConfig.EventLog). A try that
+// fails (fleetd unreachable or answering an error, a TPM error, a refused
+// proof) is tried again with a new session, up to Tries times, with
+// Backoff between tries.
 //
 // The console shows, word for word:
 //
@@ -274,7 +275,15 @@ func (cl *client) quote(session []byte) (*quoteMsg, error) {
 	if err != nil {
 		return nil, fmt.Errorf("quote the PCRs: %w", err)
 	}
-	return &quoteMsg{Quote: qt.Quote, Signature: qt.Signature, PCRs: qt.PCRs, EventLog: log}, nil
+	m := &quoteMsg{Quote: qt.Quote, Signature: qt.Signature, EventLog: log}
+	for _, bk := range qt.Banks {
+		name := bankName(bk.Hash)
+		if _, ok := bankNamed(name); !ok {
+			return nil, fmt.Errorf("quote the PCRs: a PCR bank of an unknown hash (%s)", name)
+		}
+		m.Banks = append(m.Banks, bankMsg{Alg: name, PCRs: bk.PCRs})
+	}
+	return m, nil
 }
 
 // claimBody builds the claim once: the EKs and the AK do not change

@@ -28,8 +28,8 @@ func BenchmarkDecodeProof(b *testing.B) {
 	}
 }
 
-// BenchmarkDecodeProofQuote decodes a proof with a quote and an event log
-// of logBytes bytes, the size of attesttest.SecureBootLog's and of a
+// BenchmarkDecodeProofQuote decodes a proof with a quote of the four PCR
+// banks and an event log of logBytes bytes, the size of attesttest.SecureBootLog's and of a
 // typical firmware's.
 func BenchmarkDecodeProofQuote(b *testing.B) {
 	for _, logBytes := range []int{4 << 10, 48 << 10} {
@@ -37,10 +37,14 @@ func BenchmarkDecodeProofQuote(b *testing.B) {
 			m := proofMsg{
 				Session: make([]byte, 400),
 				Secrets: []secretEnt{{Kind: "rsa2048", Secret: make([]byte, secretLen)}, {Kind: "eccp256", Secret: make([]byte, secretLen)}},
-				Quote:   &quoteMsg{Quote: make([]byte, 129), Signature: make([]byte, 72), EventLog: make([]byte, logBytes)},
+				Quote:   &quoteMsg{Quote: make([]byte, 165), Signature: make([]byte, 72), EventLog: make([]byte, logBytes)},
 			}
-			for range QuotedPCRs {
-				m.Quote.PCRs = append(m.Quote.PCRs, make([]byte, pcrDigestLen))
+			for _, b := range knownBanks {
+				bank := bankMsg{Alg: b.name}
+				for range QuotedPCRs {
+					bank.PCRs = append(bank.PCRs, make([]byte, b.hash.Size()))
+				}
+				m.Quote.Banks = append(m.Quote.Banks, bank)
 			}
 			data, err := encodeProof(m)
 			if err != nil {

@@ -40,8 +40,8 @@ var ErrTPM = errors.New("attest: the TPM failed")
 // certificates from NV, creates an ECC P-256 attestation key as a primary
 // key in the endorsement hierarchy, and activates credentials with the EK
 // policy (PolicySecret on the endorsement hierarchy), and quotes PCRs 0-7
-// of the SHA-256 bank with the AK (Quoter). It writes nothing to the TPM's
-// NV: no key is persisted.
+// of every active PCR bank with the AK (Quoter). It writes nothing to the
+// TPM's NV: no key is persisted.
 //
 // At most three objects are loaded at once (the AK and the two EKs), which
 // fits the reference simulator. A Device is safe for concurrent use, one
@@ -493,15 +493,12 @@ func unsize(b []byte) ([]byte, error) {
 	return b[2:], nil
 }
 
-// quotedSelection selects PCRs 0 to 7 of the SHA-256 bank.
-var quotedSelection = tpm2.TPMLPCRSelection{PCRSelections: []tpm2.TPMSPCRSelection{{
-	Hash:      tpm2.TPMAlgSHA256,
-	PCRSelect: tpm2.PCClientCompatible.PCRs(0, 1, 2, 3, 4, 5, 6, 7),
-}}}
-
-// Quote signs PCRs 0-7 of the SHA-256 bank with the AK over nonce
-// (TPM2_Quote) and reads their values (TPM2_PCR_Read). Call AK first.
-// Errors wrap ErrTPM.
+// Quote signs PCRs 0-7 of every PCR bank the TPM has active with the AK
+// over nonce: one TPM2_Quote whose selection lists every bank the TPM
+// implements of SHA-1, SHA-256, SHA-384 and SHA-512 (TPM_CAP_PCRS), which
+// the TPM narrows to its active banks in the TPMS_ATTEST it signs. It then
+// reads the values of each bank the quote covers (TPM2_PCR_Read, one bank
+// per read). Call AK first. Errors wrap ErrTPM.
 func (d *Device) Quote(nonce []byte) (Quote, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -511,27 +508,86 @@ func (d *Device) Quote(nonce []byte) (Quote, error) {
 	if d.ak == nil {
 		return Quote{}, fmt.Errorf("%w: no AK: call AK first", ErrTPM)
 	}
+	implemented, err := d.implementedBanks()
+	if err != nil {
+		return Quote{}, err
+	}
 	rsp, err := tpm2.Quote{
 		SignHandle:     tpm2.AuthHandle{Handle: d.ak.handle, Name: d.ak.name, Auth: tpm2.PasswordAuth(nil)},
 		QualifyingData: tpm2.TPM2BData{Buffer: nonce},
 		InScheme:       tpm2.TPMTSigScheme{Scheme: tpm2.TPMAlgNull},
-		PCRSelect:      quotedSelection,
+		PCRSelect:      quotedSelection(implemented),
 	}.Execute(d.tpm)
 	if err != nil {
 		return Quote{}, fmt.Errorf("%w: quote the PCRs: %w", ErrTPM, err)
 	}
-	read, err := tpm2.PCRRead{PCRSelectionIn: quotedSelection}.Execute(d.tpm)
+	att, err := rsp.Quoted.Contents()
 	if err != nil {
-		return Quote{}, fmt.Errorf("%w: read the PCRs: %w", ErrTPM, err)
+		return Quote{}, fmt.Errorf("%w: the quote: %w", ErrTPM, err)
 	}
-	if len(read.PCRValues.Digests) != QuotedPCRs {
-		return Quote{}, fmt.Errorf("%w: the TPM read %d of PCRs 0-7 of the SHA-256 bank", ErrTPM, len(read.PCRValues.Digests))
+	info, err := att.Attested.Quote()
+	if err != nil {
+		return Quote{}, fmt.Errorf("%w: the quote: %w", ErrTPM, err)
 	}
 	q := Quote{Quote: bytes.Clone(rsp.Quoted.Bytes()), Signature: tpm2.Marshal(rsp.Signature)}
-	for _, v := range read.PCRValues.Digests {
-		q.PCRs = append(q.PCRs, bytes.Clone(v.Buffer))
+	for _, s := range info.PCRSelect.PCRSelections {
+		if allZero(s.PCRSelect) {
+			continue // a bank the TPM does not have active
+		}
+		h, ok := bankOfAlg(s.Hash)
+		if !ok {
+			return Quote{}, fmt.Errorf("%w: the TPM quoted a PCR bank of algorithm 0x%04x", ErrTPM, uint16(s.Hash))
+		}
+		bank, err := d.readBank(s.Hash, h)
+		if err != nil {
+			return Quote{}, err
+		}
+		q.Banks = append(q.Banks, bank)
 	}
 	return q, nil
+}
+
+// implementedBanks returns the hash algorithms of the PCR banks the TPM
+// implements, active or not (TPM2_GetCapability, TPM_CAP_PCRS): a quote
+// asks for each, and a TPM answers TPM_RC_HASH to a bank it does not
+// implement.
+func (d *Device) implementedBanks() ([]tpm2.TPMAlgID, error) {
+	rsp, err := tpm2.GetCapability{Capability: tpm2.TPMCapPCRs, Property: 0, PropertyCount: 16}.Execute(d.tpm)
+	if err != nil {
+		return nil, fmt.Errorf("%w: read the PCR banks: %w", ErrTPM, err)
+	}
+	sel, err := rsp.CapabilityData.Data.AssignedPCR()
+	if err != nil {
+		return nil, fmt.Errorf("%w: read the PCR banks: %w", ErrTPM, err)
+	}
+	var algs []tpm2.TPMAlgID
+	for _, s := range sel.PCRSelections {
+		algs = append(algs, s.Hash)
+	}
+	return algs, nil
+}
+
+// readBank reads PCRs 0-7 of the bank of alg (TPM2_PCR_Read returns at
+// most eight digests).
+func (d *Device) readBank(alg tpm2.TPMAlgID, h crypto.Hash) (PCRBank, error) {
+	read, err := tpm2.PCRRead{PCRSelectionIn: tpm2.TPMLPCRSelection{PCRSelections: []tpm2.TPMSPCRSelection{{
+		Hash:      alg,
+		PCRSelect: tpm2.PCClientCompatible.PCRs(0, 1, 2, 3, 4, 5, 6, 7),
+	}}}}.Execute(d.tpm)
+	if err != nil {
+		return PCRBank{}, fmt.Errorf("%w: read the %s PCRs: %w", ErrTPM, bankName(h), err)
+	}
+	if len(read.PCRValues.Digests) != QuotedPCRs {
+		return PCRBank{}, fmt.Errorf("%w: the TPM read %d of PCRs 0-7 of the %s bank", ErrTPM, len(read.PCRValues.Digests), bankName(h))
+	}
+	bank := PCRBank{Hash: h}
+	for _, v := range read.PCRValues.Digests {
+		if len(v.Buffer) != h.Size() {
+			return PCRBank{}, fmt.Errorf("%w: the TPM read a %s PCR of %d bytes", ErrTPM, bankName(h), len(v.Buffer))
+		}
+		bank.PCRs = append(bank.PCRs, bytes.Clone(v.Buffer))
+	}
+	return bank, nil
 }
 
 var _ Quoter = (*Device)(nil)

@@ -20,20 +20,37 @@
 //     one challenge per EK, bound to the AK's name, with the session sealed
 //     under its key.
 //  2. proof: the secrets the TPM decrypted, with the sealed session, and,
-//     from a TPM that is a Quoter, a quote of PCRs 0-7 (SHA-256) by the AK
-//     over a nonce derived from the session (QuoteNonce), with the UEFI
-//     event log. The server accepts each session once, verifies the quote
-//     (go-attestation), judges, and on attested asks the caller's
-//     admission hook for an install code. It answers the verdict, its
-//     reason and the code.
+//     from a TPM that is a Quoter, a quote by the AK over a nonce derived
+//     from the session (QuoteNonce) of PCRs 0-7 of every PCR bank the TPM
+//     has active, with each bank's values and the UEFI event log. The
+//     server accepts each session once, verifies the quote, judges, and
+//     on attested asks the caller's admission hook for an install code.
+//     It answers the verdict, its reason and the code.
 //
 // A TPM decrypts a challenge only with its EK and for an AK of the name it
 // names, so a correct secret proves that one TPM holds the EK and the AK.
-// A quote that verifies, with a log that replays to it, proves the boot
-// that TPM measured: Claim.Boot holds its Secure Boot state, keys and PCR
-// 7 (nil for a proof without a quote). A quote that does not verify, or a
-// log that does not replay, refuses the attestation without a verdict
-// (the Reason* constants).
+//
+// For the measured boot, the client asks for one TPM2_Quote of PCRs 0-7
+// of the SHA-1, SHA-256, SHA-384 and SHA-512 banks. The TPM clears the
+// selection of each bank it has not allocated, so the statement the AK
+// signs names the active banks: an OS cannot hide one. The server
+// requires the selection to list the four banks, each with PCRs 0-7 or
+// nothing, SHA-256 among the active ones; the values sent to be those of
+// exactly the active banks, hashing to the quote's PCR digest; and, with
+// an event log, the log's banks (its Spec ID event) to be exactly the
+// active ones, and the log to replay to each bank on its own
+// (go-attestation). Firmware that extends one bank and leaves another to
+// the OS, or an OS that extends a bank itself, is thus refused. The
+// Secure Boot state is read from the SHA-256 bank's replay. A quote that
+// verifies, with a log that replays to it, proves the boot that TPM
+// measured: Claim.Boot holds its Secure Boot state, keys and SHA-256 PCR
+// 7 (nil for a proof without a quote; SecureBootUnknown for one without a
+// log, its banks still verified). A quote that does not verify, or a log
+// that does not replay, refuses the attestation without a verdict (the
+// Reason* constants). A TPM that does not implement one of the four hash
+// algorithms refuses the quote itself (TPM_RC_HASH), and the client's try
+// fails.
+//
 // Replicas that share a SealingKey must share the record of spent sessions
 // (Config.Spent). Only a proof whose verdict is attested is recorded as
 // spent: any TPM, a software one too, can prove its own EKs under any

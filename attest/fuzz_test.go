@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"net"
 	"strings"
@@ -92,11 +93,16 @@ func FuzzDecodeProof(f *testing.F) {
 	f.Add([]byte(`{"session":"","secrets":[]}`))
 	f.Add([]byte(`{"session":"AAAA","secrets":[{"kind":"x","secret":"AA=="}]}`))
 	f.Add([]byte(`nul`))
-	pcrs := `"` + strings.Repeat("A", 43) + `=",`
-	pcrs = `[` + strings.Repeat(pcrs, 7) + `"` + strings.Repeat("A", 43) + `="]`
-	f.Add([]byte(`{"session":"AAAA","secrets":[{"kind":"eccp256","secret":"` + secret + `"}],"quote":{"quote":"AAAA","signature":"AAAA","pcrs":` + pcrs + `,"event_log_bytes":4}}` + "\x03\x00\x00\x00"))
-	f.Add([]byte(`{"session":"AAAA","secrets":[{"kind":"eccp256","secret":"` + secret + `"}],"quote":{"quote":"AAAA","signature":"AAAA","pcrs":` + pcrs + `,"event_log_bytes":5}}` + "\x03\x00\x00\x00"))
-	f.Add([]byte(`{"session":"AAAA","secrets":[{"kind":"eccp256","secret":"` + secret + `"}],"quote":{"quote":"AAAA","signature":"AAAA","pcrs":["AAAA"]}}`))
+	bank := func(alg string, size int) string {
+		pcr := `"` + base64.StdEncoding.EncodeToString(make([]byte, size)) + `"`
+		return `{"alg":"` + alg + `","pcrs":[` + strings.Repeat(pcr+`,`, 7) + pcr + `]}`
+	}
+	sha256Bank := `[` + bank("sha256", 32) + `]`
+	fourBanks := `[` + bank("sha1", 20) + `,` + sha256Bank[1:len(sha256Bank)-1] + `,` + bank("sha384", 48) + `,` + bank("sha512", 64) + `]`
+	f.Add([]byte(`{"session":"AAAA","secrets":[{"kind":"eccp256","secret":"` + secret + `"}],"quote":{"quote":"AAAA","signature":"AAAA","banks":` + sha256Bank + `,"event_log_bytes":4}}` + "\x03\x00\x00\x00"))
+	f.Add([]byte(`{"session":"AAAA","secrets":[{"kind":"eccp256","secret":"` + secret + `"}],"quote":{"quote":"AAAA","signature":"AAAA","banks":` + sha256Bank + `,"event_log_bytes":5}}` + "\x03\x00\x00\x00"))
+	f.Add([]byte(`{"session":"AAAA","secrets":[{"kind":"eccp256","secret":"` + secret + `"}],"quote":{"quote":"AAAA","signature":"AAAA","banks":` + fourBanks + `}}`))
+	f.Add([]byte(`{"session":"AAAA","secrets":[{"kind":"eccp256","secret":"` + secret + `"}],"quote":{"quote":"AAAA","signature":"AAAA","banks":[{"alg":"sha1","pcrs":["AAAA"]}]}}`))
 	f.Add([]byte(`{"session":"AAAA","secrets":[{"kind":"eccp256","secret":"` + secret + `"}],"quote":null}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := decodeProof(data)
@@ -119,12 +125,19 @@ func FuzzDecodeProof(f *testing.F) {
 		}
 		if q := p.quote; q != nil {
 			if len(q.Quote) == 0 || len(q.Quote) > maxQuote || len(q.Signature) == 0 || len(q.Signature) > maxQuoteSig ||
-				len(q.EventLog) > MaxEventLog || len(q.PCRs) != QuotedPCRs {
-				t.Fatalf("accepted a quote of %d bytes, a signature of %d, a log of %d, %d PCRs", len(q.Quote), len(q.Signature), len(q.EventLog), len(q.PCRs))
+				len(q.EventLog) > MaxEventLog || len(q.Banks) == 0 || len(q.Banks) > maxBanks {
+				t.Fatalf("accepted a quote of %d bytes, a signature of %d, a log of %d, %d banks", len(q.Quote), len(q.Signature), len(q.EventLog), len(q.Banks))
 			}
-			for i, d := range q.PCRs {
-				if len(d) != pcrDigestLen {
-					t.Fatalf("accepted PCR %d of %d bytes", i, len(d))
+			seen := map[crypto.Hash]bool{}
+			for _, bk := range q.Banks {
+				if h, ok := bankNamed(bk.Alg); !ok || h != bk.hash || seen[h] || len(bk.PCRs) != QuotedPCRs {
+					t.Fatalf("accepted a bank %q (%v) of %d PCRs", bk.Alg, bk.hash, len(bk.PCRs))
+				}
+				seen[bk.hash] = true
+				for i, d := range bk.PCRs {
+					if len(d) != bk.hash.Size() {
+						t.Fatalf("accepted PCR %d of the %s bank of %d bytes", i, bk.Alg, len(d))
+					}
 				}
 			}
 			// Whatever decodes is checked without a panic, and is never

@@ -179,13 +179,18 @@ type wireProof struct {
 }
 
 type wireQuote struct {
-	Quote     []byte   `json:"quote"`
-	Signature []byte   `json:"signature"`
-	PCRs      [][]byte `json:"pcrs"`
+	Quote     []byte     `json:"quote"`
+	Signature []byte     `json:"signature"`
+	Banks     []wireBank `json:"banks"`
 	// EventLog follows the proof's JSON object (proofBody), its length in
 	// EventLogBytes.
 	EventLogBytes int    `json:"event_log_bytes,omitempty"`
 	EventLog      []byte `json:"-"`
+}
+
+type wireBank struct {
+	Alg  string   `json:"alg"`
+	PCRs [][]byte `json:"pcrs"`
 }
 
 // proofBody is p as a client sends it: its JSON object, then its quote's

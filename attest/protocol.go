@@ -2,6 +2,7 @@ package attest
 
 import (
 	"bytes"
+	"crypto"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,12 +27,12 @@ import (
 // bytes of the log (tens of KiB, which base64 in JSON would make the
 // costliest part of the server's work).
 //
-// A proof may carry a quote (quoteMsg): PCRs 0-7 of the SHA-256 bank,
-// signed by the AK the challenges were bound to, over the nonce
-// SHA-256("fleet attest quote nonce v1\x00" || session), where session is
-// the sealed session of the challenge, and the UEFI event log or none. A
-// proof without one is judged as before, and a server that does not know
-// the field ignores it, so the protocol version stays 1.
+// A proof may carry a quote (quoteMsg): PCRs 0-7 of every PCR bank the
+// TPM has active, signed by the AK the challenges were bound to, over the
+// nonce SHA-256("fleet attest quote nonce v1\x00" || session), where
+// session is the sealed session of the challenge, with the values of each
+// quoted bank and the UEFI event log or none. A proof without one is
+// judged as before, so the protocol version stays 1.
 
 // protocolVersion is the version a claim carries.
 const protocolVersion = 1
@@ -46,9 +47,9 @@ const (
 	maxAKField    = 1024
 	maxSession    = 2048
 	secretLen     = 32
-	maxQuote      = 1024 // TPMS_ATTEST of a quote over one bank
+	maxQuote      = 1024 // TPMS_ATTEST of a quote over the four known banks
 	maxQuoteSig   = 1024 // TPMT_SIGNATURE, RSA-4096 included
-	pcrDigestLen  = 32   // SHA-256
+	maxBanks      = len(knownBanks)
 )
 
 type claimMsg struct {
@@ -94,13 +95,24 @@ type quoteMsg struct {
 	// Quote is the TPMS_ATTEST, Signature the AK's TPMT_SIGNATURE over it.
 	Quote     []byte `json:"quote"`
 	Signature []byte `json:"signature"`
-	// PCRs are the SHA-256 digests of PCRs 0-7, in order.
-	PCRs [][]byte `json:"pcrs"`
+	// Banks are the values of each bank the quote covers, in the order
+	// of its PCR selection.
+	Banks []bankMsg `json:"banks"`
 	// EventLogBytes is the length of the UEFI event log, which follows the
 	// proof's JSON object in the body as raw bytes (EventLog); 0: the
 	// machine sent none.
 	EventLogBytes int    `json:"event_log_bytes,omitempty"`
 	EventLog      []byte `json:"-"`
+}
+
+// bankMsg is one quoted PCR bank.
+type bankMsg struct {
+	// Alg names the bank: "sha1", "sha256", "sha384" or "sha512".
+	Alg string `json:"alg"`
+	// PCRs are the bank's digests of PCRs 0-7, in order.
+	PCRs [][]byte `json:"pcrs"`
+	// hash is Alg's hash, set by decodeProof.
+	hash crypto.Hash
 }
 
 type secretEnt struct {
@@ -281,8 +293,9 @@ type proof struct {
 
 // decodeProof decodes and checks a proof: a session, one secret of 32
 // bytes per EK kind, and a quote or none: a quote and a signature of at
-// most 1,024 bytes each, eight SHA-256 PCR digests, and an event log of at
-// most MaxEventLog bytes. Errors wrap errMalformed.
+// most 1,024 bytes each, one to four PCR banks of distinct known
+// algorithms with eight digests each of their algorithm's size, and an
+// event log of at most MaxEventLog bytes. Errors wrap errMalformed.
 func decodeProof(data []byte) (*proof, error) {
 	var m proofMsg
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -329,12 +342,28 @@ func decodeProof(data []byte) (*proof, error) {
 		if len(q.Signature) == 0 || len(q.Signature) > maxQuoteSig {
 			return nil, malformed("the quote's signature has %d bytes", len(q.Signature))
 		}
-		if len(q.PCRs) != QuotedPCRs {
-			return nil, malformed("the quote carries %d PCR values, want %d", len(q.PCRs), QuotedPCRs)
+		if len(q.Banks) == 0 || len(q.Banks) > maxBanks {
+			return nil, malformed("the quote carries %d PCR banks, want 1 to %d", len(q.Banks), maxBanks)
 		}
-		for i, d := range q.PCRs {
-			if len(d) != pcrDigestLen {
-				return nil, malformed("PCR %d's value has %d bytes, want %d", i, len(d), pcrDigestLen)
+		for i := range q.Banks {
+			bk := &q.Banks[i]
+			h, ok := bankNamed(bk.Alg)
+			if !ok {
+				return nil, malformed("an unknown PCR bank %q", clip(bk.Alg))
+			}
+			for _, prev := range q.Banks[:i] {
+				if prev.hash == h {
+					return nil, malformed("two %s PCR banks", bk.Alg)
+				}
+			}
+			bk.hash = h
+			if len(bk.PCRs) != QuotedPCRs {
+				return nil, malformed("the %s bank carries %d PCR values, want %d", bk.Alg, len(bk.PCRs), QuotedPCRs)
+			}
+			for j, d := range bk.PCRs {
+				if len(d) != h.Size() {
+					return nil, malformed("PCR %d's value in the %s bank has %d bytes, want %d", j, bk.Alg, len(d), h.Size())
+				}
 			}
 		}
 		p.quote = q

@@ -5,21 +5,26 @@ import (
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/rsa"
+	_ "crypto/sha1" // the SHA-1 PCR bank
 	"crypto/sha256"
+	_ "crypto/sha512" // the SHA-384 and SHA-512 PCR banks
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"os"
+	"slices"
+	"strings"
 
 	goattest "github.com/google/go-attestation/attest"
-	"github.com/google/go-tpm/legacy/tpm2"
+	"github.com/google/go-tpm/tpm2"
 )
 
-// QuotedPCRs is how many PCRs a quote covers: PCRs 0 to 7 of the SHA-256
-// bank, the firmware's and the boot loader's measurements (PCR 7 holds
-// the Secure Boot policy).
+// QuotedPCRs is how many PCRs a quote covers in each PCR bank: PCRs 0 to
+// 7, the firmware's and the boot loader's measurements (PCR 7 holds the
+// Secure Boot policy).
 const QuotedPCRs = 8
 
 // MaxEventLog is the largest event log a proof carries. Run sends no log
@@ -36,9 +41,12 @@ const DefaultEventLog = "/sys/kernel/security/tpm0/binary_bios_measurements"
 // is not. A *Device, attesttest's simulator and attesttest.SoftTPM are
 // Quoters.
 type Quoter interface {
-	// Quote signs PCRs 0 to 7 of the SHA-256 bank with the AK (the key
-	// that AK returns) over nonce (TPM2_Quote's qualifying data), and
-	// returns the quote with the PCR values it covers.
+	// Quote signs PCRs 0 to 7 of every PCR bank the TPM has active with
+	// the AK (the key that AK returns) over nonce (TPM2_Quote's
+	// qualifying data): one TPM2_Quote whose selection lists the SHA-1,
+	// SHA-256, SHA-384 and SHA-512 banks, which the TPM narrows to its
+	// active banks in the statement it signs. It returns the quote with
+	// the values of each bank the quote covers.
 	Quote(nonce []byte) (Quote, error)
 }
 
@@ -48,8 +56,92 @@ type Quote struct {
 	Quote []byte
 	// Signature is the AK's TPMT_SIGNATURE over Quote.
 	Signature []byte
-	// PCRs are the SHA-256 digests of PCRs 0 to QuotedPCRs-1, in order.
+	// Banks are the values of each PCR bank the quote covers (the banks
+	// the TPM has active), in the order of the quote's PCR selection.
+	Banks []PCRBank
+}
+
+// PCRBank is one PCR bank's values of PCRs 0 to QuotedPCRs-1.
+type PCRBank struct {
+	// Hash is the bank's algorithm: crypto.SHA1, crypto.SHA256,
+	// crypto.SHA384 or crypto.SHA512.
+	Hash crypto.Hash
+	// PCRs are the bank's digests of PCRs 0 to QuotedPCRs-1, in order,
+	// each of Hash.Size() bytes.
 	PCRs [][]byte
+}
+
+// knownBanks are the PCR banks a quote's selection lists, in its order.
+var knownBanks = [...]struct {
+	hash crypto.Hash
+	alg  tpm2.TPMAlgID
+	name string
+}{
+	{crypto.SHA1, tpm2.TPMAlgSHA1, "sha1"},
+	{crypto.SHA256, tpm2.TPMAlgSHA256, "sha256"},
+	{crypto.SHA384, tpm2.TPMAlgSHA384, "sha384"},
+	{crypto.SHA512, tpm2.TPMAlgSHA512, "sha512"},
+}
+
+// bankName names a bank as the wire and the reasons do: "sha256".
+func bankName(h crypto.Hash) string {
+	for _, b := range knownBanks {
+		if b.hash == h {
+			return b.name
+		}
+	}
+	return fmt.Sprintf("hash %d", uint(h))
+}
+
+// bankNamed returns the bank the wire names name.
+func bankNamed(name string) (crypto.Hash, bool) {
+	for _, b := range knownBanks {
+		if b.name == name {
+			return b.hash, true
+		}
+	}
+	return 0, false
+}
+
+// bankOfAlg returns the bank of a TPM hash algorithm.
+func bankOfAlg(alg tpm2.TPMAlgID) (crypto.Hash, bool) {
+	for _, b := range knownBanks {
+		if b.alg == alg {
+			return b.hash, true
+		}
+	}
+	return 0, false
+}
+
+// bankNames lists banks as a reason names them: "sha1, sha256".
+func bankNames(hs []crypto.Hash) string {
+	names := make([]string, len(hs))
+	for i, h := range hs {
+		names[i] = bankName(h)
+	}
+	return strings.Join(names, ", ")
+}
+
+// requiredBanks are the banks a quote's selection must list: every TPM of
+// the TCG PC Client Platform TPM Profile implements SHA-1 and SHA-256
+// banks. SHA-384 and SHA-512 are listed when the TPM implements them.
+var requiredBanks = []crypto.Hash{crypto.SHA1, crypto.SHA256}
+
+// quotedSelection is the PCR selection of a quote: PCRs 0 to 7 of each
+// known bank that implemented lists (nil: every known bank), in
+// knownBanks' order.
+func quotedSelection(implemented []tpm2.TPMAlgID) tpm2.TPMLPCRSelection {
+	var sel tpm2.TPMLPCRSelection
+	for _, b := range knownBanks {
+		if implemented != nil && !slices.Contains(implemented, b.alg) {
+			continue
+		}
+		sel.PCRSelections = append(sel.PCRSelections, tpm2.TPMSPCRSelection{
+			Hash:      b.alg,
+			PCRSelect: tpm2.PCClientCompatible.PCRs(0, 1, 2, 3, 4, 5, 6, 7),
+		})
+	}
+	return sel
 }
 
 // SecureBoot is the Secure Boot state of a quoted boot. The zero value is
@@ -91,8 +183,9 @@ type BootState struct {
 	// Unknown says why SecureBoot is SecureBootUnknown, e.g. "the machine
 	// sent no event log"; "" otherwise.
 	Unknown string
-	// PCRs are the quoted SHA-256 digests of PCRs 0 to 7; PCRs[7] is the
-	// Secure Boot policy's.
+	// PCRs are the quoted digests of PCRs 0 to 7 in the SHA-256 bank
+	// (every active bank was verified; this one is recorded); PCRs[7] is
+	// the Secure Boot policy's.
 	PCRs [QuotedPCRs][]byte
 	// PK, KEK, DB and DBX are the Secure Boot variables as measured into
 	// PCR 7: the platform key, the key exchange keys, the signature
@@ -126,17 +219,26 @@ type Certificate struct {
 }
 
 // The reasons a proof whose quote does not verify is refused. Such a
-// machine sends evidence its TPM did not produce, so the attestation is
-// refused as a whole, without a verdict (attest.verdict carries the
-// reason; the client prints "attest: FAILED" and it, and stops).
+// machine sends evidence its TPM did not produce, or a boot its TPM did
+// not measure, so the attestation is refused as a whole, without a
+// verdict (attest.verdict carries the reason; the client prints "attest:
+// FAILED" and it, and stops). An event log whose PCR banks are not the
+// TPM's active ones is refused with a reason that names both, e.g. "the
+// TPM's active PCR banks (sha1, sha256) are not the event log's
+// (sha256)".
 const (
 	ReasonQuoteMalformed = "the quote does not decode"
 	ReasonQuoteSigner    = "the quote is not signed by the attested AK"
 	ReasonQuoteNonce     = "the quote is not over this attestation's nonce"
-	ReasonQuotePCRs      = "the quote is not over PCRs 0-7 of the SHA-256 bank"
+	ReasonQuotePCRs      = "the quote is not over PCRs 0-7 of every active bank"
+	ReasonQuoteSHA256    = "the TPM's SHA-256 PCR bank is not active"
 	ReasonQuoteValues    = "the PCR values sent are not the ones the TPM quoted"
 	ReasonEventLogReplay = "the event log does not replay to the quoted PCRs"
 )
+
+// eventLogBanks is the reason of an event log whose banks are not the
+// TPM's active ones.
+const eventLogBanks = "the TPM's active PCR banks (%s) are not the event log's (%s)"
 
 // quoteNonceContext binds a quote's nonce to its use.
 const quoteNonceContext = "fleet attest quote nonce v1\x00"
@@ -171,40 +273,37 @@ func (e *quoteError) Error() string {
 
 func (e *quoteError) Unwrap() error { return e.cause }
 
-// verifyQuote checks q, from a proof, with go-attestation: signed by the AK
-// whose TPMT_PUBLIC is akPublic, over nonce, over PCRs 0-7 of the SHA-256
-// bank with the values q carries; then that eventLog ("": none) replays to
-// them, and reads the Secure Boot state from its PCR 7 events. A quote that
-// does not verify, or a log that does not replay, is a *quoteError. A log
-// that replays but does not tell the state is SecureBootUnknown.
+// verifyQuote checks q, from a proof: a quote signed by the AK whose
+// TPMT_PUBLIC is akPublic, over nonce, over PCRs 0-7 of every bank the TPM
+// has active, SHA-256 among them, with the values q carries (checkQuote);
+// then that q's event log, if any, carries exactly the active banks and
+// replays to each of them (replay), and reads the Secure Boot state from
+// the SHA-256 bank's PCR 7 events. A quote that does not verify, or a log
+// that does not replay, is a *quoteError. A log that replays but does not
+// tell the state is SecureBootUnknown.
 func verifyQuote(akPublic, nonce []byte, q *quoteMsg) (*BootState, error) {
 	ak, err := goattest.ParseAKPublic(akPublic)
 	if err != nil {
 		return nil, &quoteError{reason: ReasonQuoteSigner, cause: err}
 	}
-	pcrs := make([]goattest.PCR, QuotedPCRs)
-	for i := range pcrs {
-		pcrs[i] = goattest.PCR{Index: i, Digest: q.PCRs[i], DigestAlg: crypto.SHA256}
-	}
-	quote := goattest.Quote{Quote: q.Quote, Signature: q.Signature}
-	if err := ak.VerifyAll([]goattest.Quote{quote}, pcrs, nonce); err != nil {
-		return nil, diagnoseQuote(ak, quote, nonce, err)
+	if err := checkQuote(ak, nonce, q); err != nil {
+		return nil, err
 	}
 	b := &BootState{}
-	for i := range b.PCRs {
-		b.PCRs[i] = bytes.Clone(q.PCRs[i])
+	for _, bk := range q.Banks {
+		if bk.hash == crypto.SHA256 {
+			for i := range b.PCRs {
+				b.PCRs[i] = bytes.Clone(bk.PCRs[i])
+			}
+		}
 	}
 	if len(q.EventLog) == 0 {
 		b.SecureBoot, b.Unknown = SecureBootUnknown, "the machine sent no event log"
 		return b, nil
 	}
-	el, err := goattest.ParseEventLog(q.EventLog)
+	events, err := replay(q.EventLog, q.Banks)
 	if err != nil {
-		return nil, &quoteError{reason: ReasonEventLogReplay, cause: fmt.Errorf("the event log does not parse: %w", err)}
-	}
-	events, err := el.Verify(pcrs)
-	if err != nil {
-		return nil, &quoteError{reason: ReasonEventLogReplay, cause: err}
+		return nil, err
 	}
 	pcr7 := false
 	for _, e := range events {
@@ -234,47 +333,190 @@ func verifyQuote(akPublic, nonce []byte, q *quoteMsg) (*BootState, error) {
 	return b, nil
 }
 
-// diagnoseQuote names why go-attestation refused a quote (err): only on
-// this path, so a quote that verifies costs one signature check.
-func diagnoseQuote(ak *goattest.AKPublic, q goattest.Quote, nonce []byte, err error) error {
-	att, derr := tpm2.DecodeAttestationData(q.Quote)
-	if derr != nil || att.Type != tpm2.TagAttestQuote || att.AttestedQuoteInfo == nil {
+// checkQuote checks q's quote, naming the first check that fails in a
+// *quoteError: it decodes as a TPMS_ATTEST of a quote; ak signed it; it
+// is over nonce; its PCR selection lists the four known banks, each with
+// PCRs 0-7 (an active bank) or nothing (a bank the TPM does not have
+// active: a TPM clears the selection of a bank it has not allocated);
+// SHA-256 is active; and the banks q carries are the active ones, in the
+// selection's order, whose values hash (with the hash of ak's signing
+// scheme, as the TPM computes pcrDigest) to the quote's PCR digest.
+func checkQuote(ak *goattest.AKPublic, nonce []byte, q *quoteMsg) error {
+	att, err := tpm2.Unmarshal[tpm2.TPMSAttest](q.Quote)
+	if err != nil {
 		return &quoteError{reason: ReasonQuoteMalformed, cause: err}
 	}
-	if !signedBy(ak, q) {
+	if att.Type != tpm2.TPMSTAttestQuote {
+		return &quoteError{reason: ReasonQuoteMalformed, cause: fmt.Errorf("a TPMS_ATTEST of type 0x%04x, not a quote", uint16(att.Type))}
+	}
+	info, err := att.Attested.Quote()
+	if err != nil {
+		return &quoteError{reason: ReasonQuoteMalformed, cause: err}
+	}
+	if err := verifySignature(ak, q.Quote, q.Signature); err != nil {
 		return &quoteError{reason: ReasonQuoteSigner, cause: err}
 	}
-	if !bytes.Equal(att.ExtraData, nonce) {
+	if !bytes.Equal(att.ExtraData.Buffer, nonce) {
 		return &quoteError{reason: ReasonQuoteNonce}
 	}
-	sel := att.AttestedQuoteInfo.PCRSelection
-	if sel.Hash != tpm2.AlgSHA256 || len(sel.PCRs) != QuotedPCRs {
+	active, err := activeBanks(info.PCRSelect)
+	if err != nil {
 		return &quoteError{reason: ReasonQuotePCRs, cause: err}
 	}
-	for i, p := range sel.PCRs {
-		if p != i {
-			return &quoteError{reason: ReasonQuotePCRs, cause: err}
-		}
+	if !slices.Contains(active, crypto.SHA256) {
+		return &quoteError{reason: ReasonQuoteSHA256, cause: fmt.Errorf("the quote covers the banks (%s)", bankNames(active))}
 	}
-	return &quoteError{reason: ReasonQuoteValues, cause: err}
-}
-
-// signedBy reports whether q's signature verifies with ak.
-func signedBy(ak *goattest.AKPublic, q goattest.Quote) bool {
-	sig, err := tpm2.DecodeSignature(bytes.NewBuffer(q.Signature))
-	if err != nil {
-		return false
+	sent := make([]crypto.Hash, len(q.Banks))
+	for i, bk := range q.Banks {
+		sent[i] = bk.hash
+	}
+	if !slices.Equal(sent, active) {
+		return &quoteError{reason: ReasonQuoteValues, cause: fmt.Errorf("the proof sends the banks (%s), the quote covers (%s)", bankNames(sent), bankNames(active))}
 	}
 	h := ak.Hash.New()
-	h.Write(q.Quote)
+	for _, bk := range q.Banks {
+		for _, d := range bk.PCRs {
+			h.Write(d)
+		}
+	}
+	if !bytes.Equal(h.Sum(nil), info.PCRDigest.Buffer) {
+		return &quoteError{reason: ReasonQuoteValues, cause: errors.New("the values do not hash to the quote's PCR digest")}
+	}
+	return nil
+}
+
+// activeBanks returns the banks a quote's PCR selection covers, in its
+// order: it must list each bank the TPM implements, SHA-1 and SHA-256
+// always (requiredBanks), each known bank at most once, with PCRs 0-7 (the
+// TPM has it active) or nothing (it does not: the TPM narrowed the
+// selection it was asked for).
+func activeBanks(sel tpm2.TPMLPCRSelection) ([]crypto.Hash, error) {
+	var listed, active []crypto.Hash
+	for _, s := range sel.PCRSelections {
+		h, ok := bankOfAlg(s.Hash)
+		if !ok {
+			return nil, fmt.Errorf("the selection lists an unknown bank 0x%04x", uint16(s.Hash))
+		}
+		if slices.Contains(listed, h) {
+			return nil, fmt.Errorf("the selection lists the %s bank twice", bankName(h))
+		}
+		listed = append(listed, h)
+		switch {
+		case allZero(s.PCRSelect):
+		case s.PCRSelect[0] == 0xff && allZero(s.PCRSelect[1:]):
+			active = append(active, h)
+		default:
+			return nil, fmt.Errorf("the %s bank's selection %x is not PCRs 0-7", bankName(h), s.PCRSelect)
+		}
+	}
+	for _, h := range requiredBanks {
+		if !slices.Contains(listed, h) {
+			return nil, fmt.Errorf("the selection does not list the %s bank, which every PC Client TPM implements", bankName(h))
+		}
+	}
+	return active, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// verifySignature checks that sig, a TPMT_SIGNATURE, is ak's signature
+// over msg with the hash of ak's signing scheme.
+func verifySignature(ak *goattest.AKPublic, msg, sig []byte) error {
+	s, err := tpm2.Unmarshal[tpm2.TPMTSignature](sig)
+	if err != nil {
+		return fmt.Errorf("the signature does not decode: %w", err)
+	}
+	h := ak.Hash.New()
+	h.Write(msg)
 	digest := h.Sum(nil)
 	switch pub := ak.Public.(type) {
 	case *ecdsa.PublicKey:
-		return sig.ECC != nil && ecdsa.Verify(pub, digest, sig.ECC.R, sig.ECC.S)
+		e, err := s.Signature.ECDSA()
+		if err != nil {
+			return err
+		}
+		if hh, err := e.Hash.Hash(); err != nil || hh != ak.Hash {
+			return fmt.Errorf("a signature with hash 0x%04x, not the AK's", uint16(e.Hash))
+		}
+		r, ss := new(big.Int).SetBytes(e.SignatureR.Buffer), new(big.Int).SetBytes(e.SignatureS.Buffer)
+		if !ecdsa.Verify(pub, digest, r, ss) {
+			return errors.New("the ECDSA signature does not verify")
+		}
+		return nil
 	case *rsa.PublicKey:
-		return sig.RSA != nil && rsa.VerifyPKCS1v15(pub, ak.Hash, digest, sig.RSA.Signature) == nil
+		r, err := s.Signature.RSASSA()
+		if err != nil {
+			return err
+		}
+		if hh, err := r.Hash.Hash(); err != nil || hh != ak.Hash {
+			return fmt.Errorf("a signature with hash 0x%04x, not the AK's", uint16(r.Hash))
+		}
+		return rsa.VerifyPKCS1v15(pub, ak.Hash, digest, r.Sig.Buffer)
 	}
-	return false
+	return fmt.Errorf("an AK of type %T", ak.Public)
+}
+
+// replay parses log and replays it to each quoted bank (banks, checked by
+// checkQuote), one bank at a time: go-attestation counts a PCR verified
+// when any algorithm's replay matches, so a single replay over every
+// bank would accept a log that matches one. The log's banks (its Spec ID
+// event's algorithms) must be exactly the quoted ones. It returns the
+// events the SHA-256 replay verified.
+func replay(log []byte, banks []bankMsg) ([]goattest.Event, error) {
+	el, err := goattest.ParseEventLog(log)
+	if err != nil {
+		return nil, &quoteError{reason: ReasonEventLogReplay, cause: fmt.Errorf("the event log does not parse: %w", err)}
+	}
+	active := make([]crypto.Hash, len(banks))
+	for i, bk := range banks {
+		active[i] = bk.hash
+	}
+	logged, names := make([]crypto.Hash, 0, len(el.Algs)), make([]string, len(el.Algs))
+	for i, a := range el.Algs {
+		names[i] = fmt.Sprintf("0x%02x", uint8(a))
+		if h, ok := bankOfAlg(tpm2.TPMAlgID(a)); ok {
+			names[i] = bankName(h)
+			if !slices.Contains(logged, h) {
+				logged = append(logged, h)
+			}
+		}
+	}
+	if len(logged) != len(el.Algs) || len(logged) != len(active) || !containsAll(logged, active) {
+		reason := fmt.Sprintf(eventLogBanks, bankNames(active), strings.Join(names, ", "))
+		return nil, &quoteError{reason: reason}
+	}
+	var events []goattest.Event
+	for _, bk := range banks {
+		pcrs := make([]goattest.PCR, QuotedPCRs)
+		for i := range pcrs {
+			pcrs[i] = goattest.PCR{Index: i, Digest: bk.PCRs[i], DigestAlg: bk.hash}
+		}
+		ev, err := el.Verify(pcrs)
+		if err != nil {
+			return nil, &quoteError{reason: ReasonEventLogReplay, cause: fmt.Errorf("the %s bank: %w", bankName(bk.hash), err)}
+		}
+		if bk.hash == crypto.SHA256 {
+			events = ev
+		}
+	}
+	return events, nil
+}
+
+// containsAll reports whether have holds every element of want.
+func containsAll(have, want []crypto.Hash) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
 }
 
 func signatureList(certs []x509.Certificate, hashes [][]byte) SignatureList {

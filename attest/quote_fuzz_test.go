@@ -3,11 +3,14 @@ package attest_test
 import (
 	"bytes"
 	"context"
+	"crypto"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/fleetkit/fleet/attest"
@@ -16,16 +19,21 @@ import (
 )
 
 // FuzzQuoteEventLog sends fuzzed event logs with quotes that verify: the
-// software TPM's PCRs hold the log's own SHA-256 digests, as
-// go-attestation reads them unverified (Events), so that the replay and
-// the Secure Boot state are reached. The server answers 200 with a boot
-// state that holds together, or refuses the log as not replaying; it
+// software TPM has the log's PCR banks active (the four when the log's
+// are not a set of known banks with SHA-256 among them), and its PCRs
+// hold the log's own digests in each bank, as go-attestation reads them
+// unverified (Events), so that the replay and the Secure Boot state are
+// reached. The server answers 200 with a boot state that holds together,
+// or refuses the log as not replaying or as not of the TPM's banks; it
 // never fails otherwise.
 func FuzzQuoteEventLog(f *testing.F) {
 	on, off, _ := secureBootLogs(f)
 	f.Add(on.Bytes())
 	f.Add(off.Bytes())
+	on256, _, _ := secureBootLogs(f, crypto.SHA256)
+	f.Add(on256.Bytes())
 	f.Add(attesttest.NewBootLog().Bytes())
+	f.Add(attesttest.NewBootLog(crypto.SHA1).Bytes())
 	f.Add([]byte{})
 	bindings := &attesttest.Bindings{}
 	var boot *attest.BootState
@@ -45,16 +53,26 @@ func FuzzQuoteEventLog(f *testing.F) {
 		return rec.Code, rec.Body.Bytes()
 	}
 	f.Fuzz(func(t *testing.T, log []byte) {
-		tpm := softTPM(t, &attesttest.SoftConfig{NoRSA: true})
+		el, err := goattest.ParseEventLog(log)
+		banks := attesttest.Banks()
+		if err == nil {
+			if b, ok := logBanks(el); ok {
+				banks = b
+			}
+		}
+		tpm := softTPM(t, &attesttest.SoftConfig{NoRSA: true, Banks: banks})
 		bindings.Set("S1", approve(t, tpm))
-		if el, err := goattest.ParseEventLog(log); err == nil {
-			measured := attesttest.NewBootLog()
-			for _, e := range el.Events(goattest.HashSHA256) {
-				if e.Index >= 0 && e.Index < attest.QuotedPCRs && len(e.Digest) == 32 {
-					measured.AddDigest(e.Index, uint32(e.Type), [32]byte(e.Digest), nil)
+		if err == nil {
+			for _, h := range banks {
+				alg, _ := goattest.FromCryptoHash(h)
+				for _, e := range el.Events(alg) {
+					if e.Type != evNoAction && e.Index >= 0 && e.Index < attest.QuotedPCRs && len(e.Digest) == h.Size() {
+						if err := tpm.ExtendBank(h, e.Index, e.Digest); err != nil {
+							t.Fatal(err)
+						}
+					}
 				}
 			}
-			tpm.Measure(measured)
 		}
 		status, b := post(t, "claim", mustJSON(t, claimOf(t, tpm, "S1")))
 		ch := challengeOf(t, status, b)
@@ -67,12 +85,33 @@ func FuzzQuoteEventLog(f *testing.F) {
 		}
 		switch {
 		case status == http.StatusForbidden && r.Error == attest.ReasonEventLogReplay:
+		case status == http.StatusForbidden && strings.HasPrefix(r.Error, "the TPM's active PCR banks ("):
 		case status == http.StatusOK && r.Verdict == "attested":
 			checkBoot(t, boot)
 		default:
 			t.Fatalf("%d %+v", status, r)
 		}
 	})
+}
+
+// evNoAction is EV_NO_ACTION, an event that extends no PCR.
+const evNoAction = 3
+
+// logBanks returns the PCR banks of el's Spec ID event when they are
+// known banks, none twice, SHA-256 among them.
+func logBanks(el *goattest.EventLog) ([]crypto.Hash, bool) {
+	var banks []crypto.Hash
+	for _, a := range el.Algs {
+		h, ok := map[goattest.HashAlg]crypto.Hash{
+			goattest.HashSHA1: crypto.SHA1, goattest.HashSHA256: crypto.SHA256,
+			goattest.HashSHA384: crypto.SHA384, goattest.HashSHA512: crypto.SHA512,
+		}[a]
+		if !ok || slices.Contains(banks, h) {
+			return nil, false
+		}
+		banks = append(banks, h)
+	}
+	return banks, slices.Contains(banks, crypto.SHA256)
 }
 
 // checkBoot checks that a boot state holds together.

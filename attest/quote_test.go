@@ -3,6 +3,7 @@ package attest_test
 import (
 	"bytes"
 	"context"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -10,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,10 +29,55 @@ type quoter interface {
 // measuredTPM returns a TPM whose PCRs hold boot's measurements.
 type measuredTPM func(t *testing.T, boot *attesttest.BootLog) quoter
 
-func softMeasured(t *testing.T, boot *attesttest.BootLog) quoter {
-	tpm := quickTPM(t, 0)
-	tpm.Measure(boot)
-	return tpm
+// softMeasured makes SoftTPMs with banks active.
+func softMeasured(banks ...crypto.Hash) measuredTPM {
+	return func(t *testing.T, boot *attesttest.BootLog) quoter {
+		tpm := softTPM(t, &attesttest.SoftConfig{RSAEK: rsaKey(t, 0), Banks: banks})
+		tpm.Measure(boot)
+		return tpm
+	}
+}
+
+// bankSets are the sets of active PCR banks the tests run TPMs with: the
+// four (the reference simulator, OVMF with swtpm), two, and SHA-256 alone
+// (swtpm as swtpm_setup manufactures it by default).
+var bankSets = [][]crypto.Hash{
+	{crypto.SHA1, crypto.SHA256, crypto.SHA384, crypto.SHA512},
+	{crypto.SHA1, crypto.SHA256},
+	{crypto.SHA256},
+}
+
+// bankList names banks as a subtest and the wire do: "sha1+sha256".
+func bankList(banks []crypto.Hash) string {
+	names := make([]string, len(banks))
+	for i, h := range banks {
+		names[i] = bankName(h)
+	}
+	return strings.Join(names, "+")
+}
+
+// bankHash is the bank the wire names name.
+func bankHash(name string) (crypto.Hash, bool) {
+	for _, h := range attesttest.Banks() {
+		if bankName(h) == name {
+			return h, true
+		}
+	}
+	return 0, false
+}
+
+func bankName(h crypto.Hash) string {
+	switch h {
+	case crypto.SHA1:
+		return "sha1"
+	case crypto.SHA256:
+		return "sha256"
+	case crypto.SHA384:
+		return "sha384"
+	case crypto.SHA512:
+		return "sha512"
+	}
+	return "unknown"
 }
 
 // runLog attests tpm with log as its event log.
@@ -47,18 +94,19 @@ func (f *fleet) runLog(t testing.TB, tpm attest.TPM, serial string, log []byte) 
 }
 
 // secureBootLogs returns a log of a boot with Secure Boot on, one with it
-// off, and the on log's db certificate.
-func secureBootLogs(t testing.TB) (on, off *attesttest.BootLog, db []byte) {
+// off, both with the PCR banks banks (none: the four), and the on log's db
+// certificate.
+func secureBootLogs(t testing.TB, banks ...crypto.Hash) (on, off *attesttest.BootLog, db []byte) {
 	t.Helper()
 	db, err := attesttest.Certificate("attesttest db")
 	if err != nil {
 		t.Fatal(err)
 	}
-	on, err = attesttest.SecureBootLog(&attesttest.SecureBootConfig{Enabled: true, DB: db})
+	on, err = attesttest.SecureBootLog(&attesttest.SecureBootConfig{Enabled: true, DB: db, Banks: banks})
 	if err != nil {
 		t.Fatal(err)
 	}
-	off, err = attesttest.SecureBootLog(&attesttest.SecureBootConfig{DB: db})
+	off, err = attesttest.SecureBootLog(&attesttest.SecureBootConfig{DB: db, Banks: banks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,13 +118,39 @@ func fingerprint(der []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func TestQuoteSoftTPM(t *testing.T) { testQuote(t, softMeasured) }
+func TestQuoteSoftTPM(t *testing.T) {
+	for _, banks := range bankSets {
+		t.Run(bankList(banks), func(t *testing.T) { testQuote(t, banks, softMeasured(banks...)) })
+	}
+}
 
-// testQuote attests TPMs that measured a boot with Secure Boot on and
-// off, and refuses quotes that do not verify, each with its reason.
-func testQuote(t *testing.T, measured measuredTPM) {
-	on, off, db := secureBootLogs(t)
+// testQuote attests TPMs with the PCR banks banks active that measured a
+// boot with Secure Boot on and off, each bank of it, and refuses quotes
+// that do not verify, each with its reason.
+func testQuote(t *testing.T, banks []crypto.Hash, measured measuredTPM) {
+	on, off, db := secureBootLogs(t, banks...)
 	dbx := sha256.Sum256([]byte("attesttest dbx"))
+
+	t.Run("quotes every active bank", func(t *testing.T) {
+		tpm := measured(t, on)
+		if _, err := tpm.AK(); err != nil {
+			t.Fatal(err)
+		}
+		q, err := tpm.Quote(attest.QuoteNonce([]byte("session")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []crypto.Hash
+		for _, bk := range q.Banks {
+			got = append(got, bk.Hash)
+			if want := on.BankPCRs(bk.Hash); !slices.EqualFunc(bk.PCRs, want, bytes.Equal) {
+				t.Errorf("the %s bank %x, want the log's %x", bankName(bk.Hash), bk.PCRs, want)
+			}
+		}
+		if !slices.Equal(got, banks) {
+			t.Errorf("the quote covers the banks %s, want %s", bankList(got), bankList(banks))
+		}
+	})
 
 	t.Run("secure boot on", func(t *testing.T) {
 		f := newFleet(t, nil)
@@ -167,10 +241,20 @@ func testQuote(t *testing.T, measured measuredTPM) {
 
 	// Quotes built by hand: an earlier session's, another AK's, changed
 	// values, a changed signature.
+	// Cases that need two banks, or a bank the TPM does not have, run
+	// only where they apply (runs).
+	notQuoted := crypto.Hash(0)
+	for _, h := range attesttest.Banks() {
+		if !slices.Contains(banks, h) {
+			notQuoted = h
+			break
+		}
+	}
 	for _, tc := range []struct {
 		name   string
 		reason string
 		forge  func(t *testing.T, f *fleet, tpm quoter, ch wireChallenge, q *wireQuote)
+		runs   bool
 	}{
 		{"nonce of an earlier session", attest.ReasonQuoteNonce, func(t *testing.T, f *fleet, tpm quoter, _ wireChallenge, q *wireQuote) {
 			// The earlier session attested with its quote; the quote
@@ -182,12 +266,12 @@ func testQuote(t *testing.T, measured measuredTPM) {
 				t.Fatalf("the earlier session: %d %+v", status, r)
 			}
 			*q = *p.Quote
-		}},
+		}, true},
 		{"another AK", attest.ReasonQuoteSigner, func(t *testing.T, _ *fleet, _ quoter, ch wireChallenge, q *wireQuote) {
 			other := quickTPM(t, 1)
 			other.Measure(on)
 			*q = *quoteOf(t, other, ch.Session, on.Bytes())
-		}},
+		}, true},
 		{"another key named as the AK", attest.ReasonQuoteSigner, func(t *testing.T, _ *fleet, _ quoter, ch wireChallenge, q *wireQuote) {
 			key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 			if err != nil {
@@ -200,18 +284,37 @@ func testQuote(t *testing.T, measured measuredTPM) {
 				t.Fatal(err)
 			}
 			q.Quote, q.Signature = forged.Quote, forged.Signature
-		}},
+		}, true},
 		{"signature changed", attest.ReasonQuoteSigner, func(_ *testing.T, _ *fleet, _ quoter, _ wireChallenge, q *wireQuote) {
 			q.Signature[len(q.Signature)-1] ^= 1
-		}},
-		{"PCR value changed", attest.ReasonQuoteValues, func(_ *testing.T, _ *fleet, _ quoter, _ wireChallenge, q *wireQuote) {
-			q.PCRs[7] = bytes.Clone(q.PCRs[7])
-			q.PCRs[7][0] ^= 1
-		}},
+		}, true},
+		{"PCR value changed", attest.ReasonQuoteValues, func(t *testing.T, _ *fleet, _ quoter, _ wireChallenge, q *wireQuote) {
+			bk := bankOf(t, q, crypto.SHA256)
+			bk.PCRs[7] = bytes.Clone(bk.PCRs[7])
+			bk.PCRs[7][0] ^= 1
+		}, true},
+		{"another bank's PCR value changed", attest.ReasonQuoteValues, func(_ *testing.T, _ *fleet, _ quoter, _ wireChallenge, q *wireQuote) {
+			bk := &q.Banks[len(q.Banks)-1]
+			bk.PCRs[0] = bytes.Clone(bk.PCRs[0])
+			bk.PCRs[0][0] ^= 1
+		}, true},
+		{"a quoted bank omitted", attest.ReasonQuoteValues, func(_ *testing.T, _ *fleet, _ quoter, _ wireChallenge, q *wireQuote) {
+			q.Banks = q.Banks[1:]
+		}, len(banks) > 1},
+		{"banks in another order", attest.ReasonQuoteValues, func(_ *testing.T, _ *fleet, _ quoter, _ wireChallenge, q *wireQuote) {
+			q.Banks[0], q.Banks[1] = q.Banks[1], q.Banks[0]
+		}, len(banks) > 1},
+		{"a bank not quoted added", attest.ReasonQuoteValues, func(_ *testing.T, _ *fleet, _ quoter, _ wireChallenge, q *wireQuote) {
+			zero := slices.Repeat([][]byte{make([]byte, notQuoted.Size())}, attest.QuotedPCRs)
+			q.Banks = append(q.Banks, wireBank{Alg: bankName(notQuoted), PCRs: zero})
+		}, notQuoted != 0},
 		{"log of another boot", attest.ReasonEventLogReplay, func(_ *testing.T, _ *fleet, _ quoter, _ wireChallenge, q *wireQuote) {
 			q.EventLog = off.Bytes()
-		}},
+		}, true},
 	} {
+		if !tc.runs {
+			continue
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFleet(t, nil)
 			tpm := measured(t, on)
@@ -244,7 +347,28 @@ func quoteOf(t testing.TB, tpm attest.Quoter, session, log []byte) *wireQuote {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &wireQuote{Quote: q.Quote, Signature: q.Signature, PCRs: q.PCRs, EventLog: log}
+	return wireQuoteOf(q, log)
+}
+
+// wireQuoteOf is q as a client sends it, with log.
+func wireQuoteOf(q attest.Quote, log []byte) *wireQuote {
+	w := &wireQuote{Quote: q.Quote, Signature: q.Signature, EventLog: log}
+	for _, bk := range q.Banks {
+		w.Banks = append(w.Banks, wireBank{Alg: bankName(bk.Hash), PCRs: slices.Clone(bk.PCRs)})
+	}
+	return w
+}
+
+// bankOf returns q's bank of h.
+func bankOf(t testing.TB, q *wireQuote, h crypto.Hash) *wireBank {
+	t.Helper()
+	for i := range q.Banks {
+		if q.Banks[i].Alg == bankName(h) {
+			return &q.Banks[i]
+		}
+	}
+	t.Fatalf("the quote has no %s bank", bankName(h))
+	return nil
 }
 
 // checkQuoteRefused checks a Run refused for its quote: no verdict, the
@@ -325,7 +449,10 @@ func TestMalformedQuotesRefused(t *testing.T) {
 	proof := func(fn func(q *wireQuote)) []byte {
 		p := activate(t, tpm, ch)
 		q := *good
-		q.PCRs = append([][]byte(nil), good.PCRs...)
+		q.Banks = nil
+		for _, bk := range good.Banks {
+			q.Banks = append(q.Banks, wireBank{Alg: bk.Alg, PCRs: slices.Clone(bk.PCRs)})
+		}
 		fn(&q)
 		p.Quote = &q
 		return proofBody(t, p)
@@ -334,8 +461,13 @@ func TestMalformedQuotesRefused(t *testing.T) {
 		body   []byte
 		status int
 	}{
-		"seven PCRs":        {proof(func(q *wireQuote) { q.PCRs = q.PCRs[:7] }), 400},
-		"a SHA-1 PCR":       {proof(func(q *wireQuote) { q.PCRs[3] = make([]byte, 20) }), 400},
+		"seven PCRs":        {proof(func(q *wireQuote) { q.Banks[1].PCRs = q.Banks[1].PCRs[:7] }), 400},
+		"a SHA-1 PCR":       {proof(func(q *wireQuote) { q.Banks[1].PCRs[3] = make([]byte, 20) }), 400},
+		"no banks":          {proof(func(q *wireQuote) { q.Banks = nil }), 400},
+		"five banks":        {proof(func(q *wireQuote) { q.Banks = append(q.Banks, q.Banks[0]) }), 400},
+		"a bank twice":      {proof(func(q *wireQuote) { q.Banks[0] = q.Banks[1] }), 400},
+		"an unknown bank":   {proof(func(q *wireQuote) { q.Banks[0].Alg = "sm3_256" }), 400},
+		"a bank unnamed":    {proof(func(q *wireQuote) { q.Banks[0].Alg = "" }), 400},
 		"no quote":          {proof(func(q *wireQuote) { q.Quote = nil }), 400},
 		"no signature":      {proof(func(q *wireQuote) { q.Signature = nil }), 400},
 		"a quote too long":  {proof(func(q *wireQuote) { q.Quote = make([]byte, 1025) }), 400},

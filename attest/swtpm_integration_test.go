@@ -2,11 +2,14 @@ package attest_test
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/x509"
 	"net"
 	"os/exec"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,8 +58,8 @@ func TestIntegrationSWTPM(t *testing.T) {
 	}
 }
 
-// setupSWTPM manufactures a swtpm state with EK certificates and a
-// SHA-256 PCR bank, and returns the swtpm command and the state's
+// setupSWTPM manufactures a swtpm state with EK certificates and the
+// SHA-256 PCR bank alone active, and returns the swtpm command and the state's
 // directory.
 func setupSWTPM(t *testing.T) (swtpm, state string) {
 	t.Helper()
@@ -132,17 +135,51 @@ func freePortPair(t *testing.T) int {
 
 // TestIntegrationSWTPMQuote quotes swtpm's PCRs after a synthetic boot
 // extended into them, with Secure Boot on and off, and refuses quotes
-// that do not verify (testQuote). Each case starts swtpm anew on one
-// manufactured state: startup-clear resets its PCRs.
+// that do not verify (testQuote): with the PCR banks swtpm_setup
+// activates by default (SHA-256 alone), then reconfigured to SHA-1 and
+// SHA-256, and to the four banks (as OVMF allocates them). Each case
+// starts swtpm anew on one manufactured state: startup-clear resets its
+// PCRs.
 func TestIntegrationSWTPMQuote(t *testing.T) {
+	for _, banks := range bankSets {
+		t.Run(bankList(banks), func(t *testing.T) {
+			swtpm, state := setupSWTPM(t)
+			if !slices.Equal(banks, []crypto.Hash{crypto.SHA256}) {
+				names := strings.ReplaceAll(bankList(banks), "+", ",")
+				setup := testenv.Command(t, "swtpm_setup", "swtpm-tools")
+				out, err := exec.Command(setup, "--tpm2", "--tpmstate", state, "--reconfigure", "--pcr-banks", names).CombinedOutput()
+				if err != nil {
+					t.Fatalf("swtpm_setup --reconfigure --pcr-banks %s: %v\n%s", names, err, out)
+				}
+			}
+			testQuote(t, banks, func(t *testing.T, boot *attesttest.BootLog) quoter {
+				conn := startSWTPM(t, swtpm, state)
+				if err := boot.ExtendInto(attesttest.Channel(conn)); err != nil {
+					t.Fatal(err)
+				}
+				dev := attest.OpenChannel(conn)
+				t.Cleanup(func() { dev.Close() })
+				return dev
+			})
+		})
+	}
+}
+
+// swtpm_setup activates the SHA-256 bank alone unless told otherwise: a
+// log of the four banks, as OVMF would write had it not reallocated the
+// banks, does not extend into it, and one of SHA-256 alone does.
+func TestIntegrationSWTPMDefaultBanks(t *testing.T) {
 	swtpm, state := setupSWTPM(t)
-	testQuote(t, func(t *testing.T, boot *attesttest.BootLog) quoter {
-		conn := startSWTPM(t, swtpm, state)
-		if err := boot.ExtendInto(attesttest.Channel(conn)); err != nil {
-			t.Fatal(err)
-		}
-		dev := attest.OpenChannel(conn)
-		t.Cleanup(func() { dev.Close() })
-		return dev
-	})
+	conn := startSWTPM(t, swtpm, state)
+	four := attesttest.NewBootLog()
+	four.Add(0, attesttest.EvSeparator, []byte{0, 0, 0, 0})
+	err := four.ExtendInto(attesttest.Channel(conn))
+	if want := "attesttest: the TPM's active PCR banks (sha256) are not the log's (sha1, sha256, sha384, sha512)"; err == nil || err.Error() != want {
+		t.Fatalf("ExtendInto a four-bank log: %v, want %q", err, want)
+	}
+	one := attesttest.NewBootLog(crypto.SHA256)
+	one.Add(0, attesttest.EvSeparator, []byte{0, 0, 0, 0})
+	if err := one.ExtendInto(attesttest.Channel(conn)); err != nil {
+		t.Fatal(err)
+	}
 }

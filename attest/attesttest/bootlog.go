@@ -1,10 +1,14 @@
 package attesttest
 
 import (
+	"bytes"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	_ "crypto/sha1" // the SHA-1 PCR bank
 	"crypto/sha256"
+	_ "crypto/sha512" // the SHA-384 and SHA-512 PCR banks
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/binary"
@@ -12,6 +16,8 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"slices"
+	"strings"
 	"time"
 	"unicode/utf16"
 
@@ -28,7 +34,6 @@ const (
 	EvEFIVariableDriverConfig    uint32 = 0x80000001
 	EvEFIBootServicesApplication uint32 = 0x80000003
 	EvEFIVariableAuthority       uint32 = 0x800000e0
-	algSHA256                    uint16 = 0x000b
 	sha256Size                          = 32
 	quotedPCRs                          = 8
 	efiGlobalVariable                   = "8be4df61-93ca-11d2-aa0d-00e098032b8c"
@@ -38,35 +43,111 @@ const (
 	ownerGUID                           = "77fa9abd-0359-4d32-bd60-28f4e78f784b"
 )
 
-// BootLog is a synthetic UEFI event log in the TCG crypto-agile format
-// with SHA-256 digests, as firmware leaves it at
-// /sys/kernel/security/tpm0/binary_bios_measurements, and the PCR values
-// its events give when extended from zero. A test extends its events into
-// a TPM (ExtendInto, SoftTPM.Measure) so that a quote covers them. A
-// BootLog is not safe for concurrent use while events are added.
+// Banks are the PCR banks a BootLog and a SoftTPM have unless told
+// otherwise, and the ones attest quotes: SHA-1, SHA-256, SHA-384 and
+// SHA-512, as OVMF logs them with a TPM whose four banks are active.
+func Banks() []crypto.Hash {
+	return []crypto.Hash{crypto.SHA1, crypto.SHA256, crypto.SHA384, crypto.SHA512}
+}
+
+// tpmAlg is the TPM algorithm of a bank, 0 for a hash that is no bank.
+func tpmAlg(h crypto.Hash) tpm2.TPMAlgID {
+	switch h {
+	case crypto.SHA1:
+		return tpm2.TPMAlgSHA1
+	case crypto.SHA256:
+		return tpm2.TPMAlgSHA256
+	case crypto.SHA384:
+		return tpm2.TPMAlgSHA384
+	case crypto.SHA512:
+		return tpm2.TPMAlgSHA512
+	}
+	return 0
+}
+
+// bankName names a bank as attest's reasons do: "sha256".
+func bankName(h crypto.Hash) string {
+	switch h {
+	case crypto.SHA1:
+		return "sha1"
+	case crypto.SHA256:
+		return "sha256"
+	case crypto.SHA384:
+		return "sha384"
+	case crypto.SHA512:
+		return "sha512"
+	}
+	return fmt.Sprintf("hash %d", uint(h))
+}
+
+func bankNames(hs []crypto.Hash) string {
+	names := make([]string, len(hs))
+	for i, h := range hs {
+		names[i] = bankName(h)
+	}
+	return strings.Join(names, ", ")
+}
+
+// checkBanks checks a set of banks: each one of Banks, none twice. None:
+// Banks.
+func checkBanks(banks []crypto.Hash) ([]crypto.Hash, error) {
+	if len(banks) == 0 {
+		return Banks(), nil
+	}
+	for i, h := range banks {
+		if tpmAlg(h) == 0 {
+			return nil, fmt.Errorf("attesttest: %s is not a PCR bank", bankName(h))
+		}
+		if slices.Contains(banks[:i], h) {
+			return nil, fmt.Errorf("attesttest: the %s bank twice", bankName(h))
+		}
+	}
+	return slices.Clone(banks), nil
+}
+
+// BootLog is a synthetic UEFI event log in the TCG crypto-agile format,
+// as firmware leaves it at /sys/kernel/security/tpm0/binary_bios_measurements:
+// a Spec ID event that lists its PCR banks, then events that each carry a
+// digest per bank. It knows the PCR values its events give in each bank
+// when extended from zero. A test extends its events into a TPM
+// (ExtendInto, SoftTPM.Measure) so that a quote covers them. A BootLog is
+// not safe for concurrent use while events are added.
 type BootLog struct {
+	banks  []crypto.Hash
 	log    []byte
 	events []measured
-	pcrs   [quotedPCRs][sha256Size]byte
+	pcrs   [][quotedPCRs][]byte // per bank, as banks
 }
 
 type measured struct {
-	pcr    int
-	digest [sha256Size]byte
+	pcr     int
+	digests [][]byte // per bank, as BootLog.banks
 }
 
-// NewBootLog returns a log that holds only its Spec ID header event (one
-// bank, SHA-256).
-func NewBootLog() *BootLog {
+// NewBootLog returns a log with the PCR banks banks that holds only its
+// Spec ID header event. No banks: the four of Banks. It panics on a hash
+// that is no PCR bank, or a bank given twice.
+func NewBootLog(banks ...crypto.Hash) *BootLog {
+	banks, err := checkBanks(banks)
+	if err != nil {
+		panic(err.Error())
+	}
 	spec := []byte("Spec ID Event03\x00")
 	spec = binary.LittleEndian.AppendUint32(spec, 0) // platform class
 	spec = append(spec, 0, 2, 0, 2)                  // version 2.0, errata 0, UINTN of 8 bytes
-	spec = binary.LittleEndian.AppendUint32(spec, 1) // one algorithm
-	spec = binary.LittleEndian.AppendUint16(spec, algSHA256)
-	spec = binary.LittleEndian.AppendUint16(spec, sha256Size)
+	spec = binary.LittleEndian.AppendUint32(spec, uint32(len(banks)))
+	for _, h := range banks {
+		spec = binary.LittleEndian.AppendUint16(spec, uint16(tpmAlg(h)))
+		spec = binary.LittleEndian.AppendUint16(spec, uint16(h.Size()))
+	}
 	spec = append(spec, 0) // no vendor information
 	// The header event is in the SHA-1 format: PCR, type, a SHA-1 digest.
-	l := &BootLog{}
+	l := &BootLog{banks: banks, pcrs: make([][quotedPCRs][]byte, len(banks))}
+	for i, h := range banks {
+		for pcr := range l.pcrs[i] {
+			l.pcrs[i][pcr] = make([]byte, h.Size())
+		}
+	}
 	l.log = binary.LittleEndian.AppendUint32(l.log, 0)
 	l.log = binary.LittleEndian.AppendUint32(l.log, EvNoAction)
 	l.log = append(l.log, make([]byte, 20)...)
@@ -75,60 +156,155 @@ func NewBootLog() *BootLog {
 	return l
 }
 
-// Add appends an event of typ measured into pcr (0-7) whose digest is the
-// SHA-256 of data, as firmware measures variables and separators.
+// Banks returns the log's PCR banks, as its Spec ID event lists them.
+func (l *BootLog) Banks() []crypto.Hash { return slices.Clone(l.banks) }
+
+// Add appends an event of typ measured into pcr (0-7) whose digest in
+// each bank is the bank's hash of data, as firmware measures variables
+// and separators.
 func (l *BootLog) Add(pcr int, typ uint32, data []byte) {
-	l.AddDigest(pcr, typ, sha256.Sum256(data), data)
+	l.add(pcr, typ, l.digestsOf(data), data)
 }
 
-// AddDigest appends an event of typ measured into pcr (0-7) with digest,
-// and data as its event data (for an image, a description of it).
+// AddDigest appends an event of typ measured into pcr (0-7) with digest as
+// its SHA-256 digest, and data as its event data (for an image, a
+// description of it). Its digest in each other bank is that bank's hash
+// of digest, so that the log and the TPMs it is extended into agree.
 func (l *BootLog) AddDigest(pcr int, typ uint32, digest [sha256Size]byte, data []byte) {
+	digests := make([][]byte, len(l.banks))
+	for i, h := range l.banks {
+		if h == crypto.SHA256 {
+			digests[i] = bytes.Clone(digest[:])
+			continue
+		}
+		hh := h.New()
+		hh.Write(digest[:])
+		digests[i] = hh.Sum(nil)
+	}
+	l.add(pcr, typ, digests, data)
+}
+
+func (l *BootLog) digestsOf(data []byte) [][]byte {
+	digests := make([][]byte, len(l.banks))
+	for i, h := range l.banks {
+		hh := h.New()
+		hh.Write(data)
+		digests[i] = hh.Sum(nil)
+	}
+	return digests
+}
+
+func (l *BootLog) add(pcr int, typ uint32, digests [][]byte, data []byte) {
 	if pcr < 0 || pcr >= quotedPCRs {
 		panic(fmt.Sprintf("attesttest: PCR %d is not one of the quoted PCRs 0-7", pcr))
 	}
 	l.log = binary.LittleEndian.AppendUint32(l.log, uint32(pcr))
 	l.log = binary.LittleEndian.AppendUint32(l.log, typ)
-	l.log = binary.LittleEndian.AppendUint32(l.log, 1)
-	l.log = binary.LittleEndian.AppendUint16(l.log, algSHA256)
-	l.log = append(l.log, digest[:]...)
+	l.log = binary.LittleEndian.AppendUint32(l.log, uint32(len(l.banks)))
+	for i, h := range l.banks {
+		l.log = binary.LittleEndian.AppendUint16(l.log, uint16(tpmAlg(h)))
+		l.log = append(l.log, digests[i]...)
+		l.pcrs[i][pcr] = extend(h, l.pcrs[i][pcr], digests[i])
+	}
 	l.log = binary.LittleEndian.AppendUint32(l.log, uint32(len(data)))
 	l.log = append(l.log, data...)
-	l.events = append(l.events, measured{pcr: pcr, digest: digest})
-	h := sha256.New()
-	h.Write(l.pcrs[pcr][:])
-	h.Write(digest[:])
-	h.Sum(l.pcrs[pcr][:0])
+	l.events = append(l.events, measured{pcr: pcr, digests: digests})
+}
+
+// extend is TPM2_PCR_Extend's new value of a PCR of bank h.
+func extend(h crypto.Hash, pcr, digest []byte) []byte {
+	hh := h.New()
+	hh.Write(pcr)
+	hh.Write(digest)
+	return hh.Sum(nil)
 }
 
 // Bytes returns the log as the kernel exposes it.
 func (l *BootLog) Bytes() []byte { return append([]byte(nil), l.log...) }
 
-// PCRs returns the values of PCRs 0-7 once every event is extended into
-// PCRs that start at zero.
-func (l *BootLog) PCRs() [][]byte {
+// PCRs returns the values of PCRs 0-7 in the SHA-256 bank (the ones
+// attest.BootState.PCRs reports) once every event is extended into PCRs
+// that start at zero; nil when the log has no SHA-256 bank.
+func (l *BootLog) PCRs() [][]byte { return l.BankPCRs(crypto.SHA256) }
+
+// BankPCRs is PCRs for the bank h; nil when the log does not carry it.
+func (l *BootLog) BankPCRs(h crypto.Hash) [][]byte {
+	i := slices.Index(l.banks, h)
+	if i < 0 {
+		return nil
+	}
 	out := make([][]byte, quotedPCRs)
-	for i := range out {
-		out[i] = append([]byte(nil), l.pcrs[i][:]...)
+	for pcr := range out {
+		out[pcr] = bytes.Clone(l.pcrs[i][pcr])
 	}
 	return out
 }
 
-// ExtendInto extends every event's digest into the SHA-256 bank of t's
-// PCRs (TPM2_PCR_Extend), in the log's order.
+// ExtendInto extends every event into t's PCRs, in the log's order, as
+// firmware does while it boots: one TPM2_PCR_Extend per event, with its
+// digest in every bank of the log. It first asks t which banks are
+// active (TPM2_GetCapability, TPM_CAP_PCRS) and returns an error, having
+// extended nothing, when they are not exactly the log's: a bank the log
+// does not carry would stay at zero, and one the TPM lacks would be
+// ignored, and a test would then quote a boot other than the one it
+// means. A test that wants such a TPM measures a SoftTPM (Measure,
+// ExtendBank).
 func (l *BootLog) ExtendInto(t transport.TPM) error {
+	active, err := activeBanks(t)
+	if err != nil {
+		return err
+	}
+	if len(active) != len(l.banks) || !containsAll(active, l.banks) {
+		return fmt.Errorf("attesttest: the TPM's active PCR banks (%s) are not the log's (%s)", bankNames(active), bankNames(l.banks))
+	}
 	for _, e := range l.events {
+		var digests tpm2.TPMLDigestValues
+		for i, h := range l.banks {
+			digests.Digests = append(digests.Digests, tpm2.TPMTHA{HashAlg: tpmAlg(h), Digest: e.digests[i]})
+		}
 		_, err := tpm2.PCRExtend{
 			PCRHandle: tpm2.AuthHandle{Handle: tpm2.TPMHandle(e.pcr), Auth: tpm2.PasswordAuth(nil)},
-			Digests: tpm2.TPMLDigestValues{Digests: []tpm2.TPMTHA{
-				{HashAlg: tpm2.TPMAlgSHA256, Digest: e.digest[:]},
-			}},
+			Digests:   digests,
 		}.Execute(t)
 		if err != nil {
 			return fmt.Errorf("attesttest: extend PCR %d: %w", e.pcr, err)
 		}
 	}
 	return nil
+}
+
+// activeBanks asks t for its active PCR banks: those with any PCR
+// allocated.
+func activeBanks(t transport.TPM) ([]crypto.Hash, error) {
+	rsp, err := tpm2.GetCapability{Capability: tpm2.TPMCapPCRs, PropertyCount: 1}.Execute(t)
+	if err != nil {
+		return nil, fmt.Errorf("attesttest: read the TPM's PCR banks: %w", err)
+	}
+	sel, err := rsp.CapabilityData.Data.AssignedPCR()
+	if err != nil {
+		return nil, fmt.Errorf("attesttest: read the TPM's PCR banks: %w", err)
+	}
+	var active []crypto.Hash
+	for _, s := range sel.PCRSelections {
+		if !slices.ContainsFunc(s.PCRSelect, func(b byte) bool { return b != 0 }) {
+			continue
+		}
+		h, err := s.Hash.Hash()
+		if err != nil {
+			return nil, fmt.Errorf("attesttest: the TPM has an active PCR bank of algorithm 0x%04x", uint16(s.Hash))
+		}
+		active = append(active, h)
+	}
+	return active, nil
+}
+
+func containsAll(have, want []crypto.Hash) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
 }
 
 // SecureBootConfig describes the boot a SecureBootLog measures.
@@ -144,6 +320,9 @@ type SecureBootConfig struct {
 	// BootLoader is the boot loader's image, whose digest goes into PCR
 	// 4. Nil: "attesttest boot loader".
 	BootLoader []byte
+	// Banks are the log's PCR banks (NewBootLog). Nil: the four of
+	// Banks.
+	Banks []crypto.Hash
 }
 
 // SecureBootLog returns the log of a UEFI boot as go-attestation's
@@ -157,6 +336,10 @@ func SecureBootLog(c *SecureBootConfig) (*BootLog, error) {
 	var cfg SecureBootConfig
 	if c != nil {
 		cfg = *c
+	}
+	banks, err := checkBanks(cfg.Banks)
+	if err != nil {
+		return nil, err
 	}
 	for _, k := range []struct {
 		der  *[]byte
@@ -177,7 +360,7 @@ func SecureBootLog(c *SecureBootConfig) (*BootLog, error) {
 	if cfg.BootLoader == nil {
 		cfg.BootLoader = []byte("attesttest boot loader")
 	}
-	l := NewBootLog()
+	l := NewBootLog(banks...)
 	l.Add(0, EvSCRTMVersion, utf16z("attesttest firmware 1.0"))
 	sb := byte(0)
 	if cfg.Enabled {
@@ -195,7 +378,7 @@ func SecureBootLog(c *SecureBootConfig) (*BootLog, error) {
 		sig := append(guid(ownerGUID), cfg.DB...)
 		l.Add(7, EvEFIVariableAuthority, variableData(efiImageSecurityDatabase, "db", sig))
 	}
-	l.AddDigest(4, EvEFIBootServicesApplication, sha256.Sum256(cfg.BootLoader), make([]byte, 32))
+	l.add(4, EvEFIBootServicesApplication, l.digestsOf(cfg.BootLoader), make([]byte, 32))
 	return l, nil
 }
 

@@ -4,11 +4,13 @@ package attesttest_test
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/fleetkit/fleet/attest"
@@ -251,4 +253,123 @@ func mustBytes(b []byte, err error) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// The software TPM quotes as the reference TPM does: with the same banks
+// active and the same boot measured, every selection a client may ask for
+// comes back narrowed to the active banks alike, with the same PCR
+// digest; and ExtendInto refuses a TPM whose active banks are not the
+// log's.
+func TestQuoteLikeSimulator(t *testing.T) {
+	sha1sha256 := []crypto.Hash{crypto.SHA1, crypto.SHA256}
+	pcrs07 := []uint{0, 1, 2, 3, 4, 5, 6, 7}
+	selection := func(banks []crypto.Hash, pcrs ...uint) tpm2.TPMLPCRSelection {
+		var sel tpm2.TPMLPCRSelection
+		for _, h := range banks {
+			alg := map[crypto.Hash]tpm2.TPMAlgID{crypto.SHA1: tpm2.TPMAlgSHA1, crypto.SHA256: tpm2.TPMAlgSHA256,
+				crypto.SHA384: tpm2.TPMAlgSHA384, crypto.SHA512: tpm2.TPMAlgSHA512}[h]
+			sel.PCRSelections = append(sel.PCRSelections, tpm2.TPMSPCRSelection{Hash: alg, PCRSelect: tpm2.PCClientCompatible.PCRs(pcrs...)})
+		}
+		return sel
+	}
+	for _, banks := range [][]crypto.Hash{attesttest.Banks(), sha1sha256, {crypto.SHA256}} {
+		t.Run(fmt.Sprint(banks), func(t *testing.T) {
+			boot, err := attesttest.SecureBootLog(&attesttest.SecureBootConfig{Enabled: true, Banks: banks})
+			if err != nil {
+				t.Fatal(err)
+			}
+			soft, err := attesttest.NewSoftTPM(&attesttest.SoftConfig{NoRSA: true, Banks: banks})
+			if err != nil {
+				t.Fatal(err)
+			}
+			soft.Measure(boot)
+			sim, err := attesttest.OpenSimulator(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sim.Close()
+			if err := sim.AllocateBanks(banks...); err != nil {
+				t.Fatal(err)
+			}
+			tpm := attesttest.Channel(sim)
+			if len(banks) != 4 {
+				four := attesttest.NewBootLog()
+				four.Add(0, attesttest.EvSeparator, []byte{0, 0, 0, 0})
+				if err := four.ExtendInto(tpm); err == nil {
+					t.Fatal("a log of the four banks extended into a TPM of fewer")
+				}
+			}
+			if err := boot.ExtendInto(tpm); err != nil {
+				t.Fatal(err)
+			}
+			ak, err := tpm2.CreatePrimary{PrimaryHandle: tpm2.TPMRHEndorsement, InPublic: tpm2.New2B(attest.AKTemplate())}.Execute(tpm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tpm2.FlushContext{FlushHandle: ak.ObjectHandle}.Execute(tpm)
+			for name, sel := range map[string]tpm2.TPMLPCRSelection{
+				"the four banks":                  selection(attesttest.Banks(), pcrs07...),
+				"the four banks, SHA-512 first":   selection([]crypto.Hash{crypto.SHA512, crypto.SHA1, crypto.SHA256, crypto.SHA384}, pcrs07...),
+				"PCRs 0-6 and 8":                  selection(attesttest.Banks(), 0, 1, 2, 3, 4, 5, 6, 8),
+				"SHA-256 and SHA-384, PCRs 0-7":   selection([]crypto.Hash{crypto.SHA256, crypto.SHA384}, pcrs07...),
+				"SHA-1 alone, PCRs 4 and 7":       selection([]crypto.Hash{crypto.SHA1}, 4, 7),
+				"the four banks, PCRs 0-7 and 23": selection(attesttest.Banks(), 0, 1, 2, 3, 4, 5, 6, 7, 23),
+				"the four banks, PCR 16 alone":    selection(attesttest.Banks(), 16),
+				"the four banks, PCRs 1, 3 and 5": selection(attesttest.Banks(), 1, 3, 5),
+			} {
+				nonce := []byte("nonce " + name)
+				rsp, err := tpm2.Quote{
+					SignHandle:     tpm2.AuthHandle{Handle: ak.ObjectHandle, Name: ak.Name, Auth: tpm2.PasswordAuth(nil)},
+					QualifyingData: tpm2.TPM2BData{Buffer: nonce},
+					InScheme:       tpm2.TPMTSigScheme{Scheme: tpm2.TPMAlgNull},
+					PCRSelect:      sel,
+				}.Execute(tpm)
+				if err != nil {
+					t.Fatalf("%s: the simulator's quote: %v", name, err)
+				}
+				want := quoteInfo(t, rsp.Quoted.Bytes())
+				q, err := soft.QuoteSelection(nonce, sel)
+				if err != nil {
+					t.Fatalf("%s: the software TPM's quote: %v", name, err)
+				}
+				got := quoteInfo(t, q.Quote)
+				if !bytes.Equal(tpm2.Marshal(got.PCRSelect), tpm2.Marshal(want.PCRSelect)) {
+					t.Errorf("%s: the software TPM quotes the selection %+v, the simulator %+v", name, got.PCRSelect, want.PCRSelect)
+				}
+				if !bytes.Equal(got.PCRDigest.Buffer, want.PCRDigest.Buffer) {
+					t.Errorf("%s: the software TPM's PCR digest %x, the simulator's %x", name, got.PCRDigest.Buffer, want.PCRDigest.Buffer)
+				}
+			}
+			// The values the software TPM reports are the simulator's.
+			for _, h := range banks {
+				alg := map[crypto.Hash]tpm2.TPMAlgID{crypto.SHA1: tpm2.TPMAlgSHA1, crypto.SHA256: tpm2.TPMAlgSHA256,
+					crypto.SHA384: tpm2.TPMAlgSHA384, crypto.SHA512: tpm2.TPMAlgSHA512}[h]
+				read, err := tpm2.PCRRead{PCRSelectionIn: tpm2.TPMLPCRSelection{PCRSelections: []tpm2.TPMSPCRSelection{
+					{Hash: alg, PCRSelect: tpm2.PCClientCompatible.PCRs(pcrs07...)}}}}.Execute(tpm)
+				if err != nil {
+					t.Fatal(err)
+				}
+				softPCRs := soft.BankPCRs(h)
+				for i, d := range read.PCRValues.Digests {
+					if !bytes.Equal(d.Buffer, softPCRs[i]) || !bytes.Equal(d.Buffer, boot.BankPCRs(h)[i]) {
+						t.Errorf("PCR %d of bank %v: the simulator %x, the software TPM %x, the log %x", i, h, d.Buffer, softPCRs[i], boot.BankPCRs(h)[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+// quoteInfo decodes a quote's TPMS_ATTEST.
+func quoteInfo(t *testing.T, quote []byte) *tpm2.TPMSQuoteInfo {
+	t.Helper()
+	att, err := tpm2.Unmarshal[tpm2.TPMSAttest](quote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := att.Attested.Quote()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
 }

@@ -3,12 +3,16 @@
 package attesttest
 
 import (
+	"crypto"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
 	"github.com/fleetkit/fleet/attest"
 	"github.com/google/go-tpm-tools/simulator"
+	legacy "github.com/google/go-tpm/legacy/tpm2"
 )
 
 // simMu serializes the reference simulator: it is one global instance in
@@ -44,6 +48,38 @@ func OpenSimulator(seed int64) (*Simulator, error) {
 	return &Simulator{sim: sim}, nil
 }
 
+// AllocateBanks makes banks (each one of Banks) the simulator's active
+// PCR banks, PCRs 0-23 of each, as firmware does with TPM2_PCR_Allocate
+// (OVMF allocates the banks it logs), and restarts the simulator, as a
+// reboot does, for the allocation to take effect: every PCR is zero
+// again. The simulator starts with the four banks of Banks active.
+func (s *Simulator) AllocateBanks(banks ...crypto.Hash) error {
+	banks, err := checkBanks(banks)
+	if err != nil {
+		return err
+	}
+	// go-tpm's direct API has no TPM2_PCR_Allocate: the legacy one. Every
+	// bank is listed, the ones to leave unallocated with no PCR.
+	var alloc []legacy.PCRSelection
+	for _, h := range Banks() {
+		sel := legacy.PCRSelection{Hash: legacy.Algorithm(tpmAlg(h))}
+		if slices.Contains(banks, h) {
+			for pcr := range 24 {
+				sel.PCRs = append(sel.PCRs, pcr)
+			}
+		}
+		alloc = append(alloc, sel)
+	}
+	auth := legacy.AuthCommand{Session: legacy.HandlePasswordSession, Attributes: legacy.AttrContinueSession}
+	if err := legacy.PCRAllocate(s, legacy.HandlePlatform, auth, alloc); err != nil {
+		return fmt.Errorf("attesttest: allocate the PCR banks: %w", err)
+	}
+	if err := s.sim.Reset(); err != nil {
+		return fmt.Errorf("attesttest: restart the simulator: %w", err)
+	}
+	return nil
+}
+
 // Read reads a TPM response.
 func (s *Simulator) Read(p []byte) (int, error) { return s.sim.Read(p) }
 
@@ -77,14 +113,18 @@ func NewSimulatorDevice(tb testing.TB, seed int64) *attest.Device {
 	return d
 }
 
-// NewMeasuredSimulatorDevice is NewSimulatorDevice with boot's events
-// extended into the simulator's PCRs first, as firmware extends them
-// before the OS runs.
+// NewMeasuredSimulatorDevice is NewSimulatorDevice with boot's PCR banks
+// allocated (AllocateBanks) and its events extended into them first, as
+// firmware allocates and extends them before the OS runs.
 func NewMeasuredSimulatorDevice(tb testing.TB, seed int64, boot *BootLog) *attest.Device {
 	tb.Helper()
 	sim, err := OpenSimulator(seed)
 	if err != nil {
 		tb.Fatalf("attesttest: start the TPM simulator: %v", err)
+	}
+	if err := sim.AllocateBanks(boot.Banks()...); err != nil {
+		sim.Close()
+		tb.Fatalf("attesttest: allocate the boot's PCR banks: %v", err)
 	}
 	if err := boot.ExtendInto(Channel(sim)); err != nil {
 		sim.Close()

@@ -2,7 +2,7 @@ package attesttest
 
 import (
 	"bytes"
-
+	"crypto"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/ecdh"
@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-
 	"sync"
 
 	"github.com/fleetkit/fleet/attest"
@@ -29,10 +28,12 @@ import (
 // ECDH with KDFe for the seed, KDFa, the HMAC integrity check, AES-128-CFB),
 // refusing a challenge that names another AK as a TPM does. Its AK
 // parameters are those a TPM's TPM2_CertifyCreation produces, and pass
-// go-attestation's checks. It holds PCRs 0-7 of a SHA-256 bank, all zero
-// until Measure extends a boot log into them, and quotes them with its AK
-// as TPM2_Quote does. It is no TPM: its keys live in memory, and it
-// proves nothing about a machine.
+// go-attestation's checks. It holds PCRs 0-7 of each of its active PCR
+// banks (SoftConfig.Banks), all zero until Measure extends a boot log into
+// them or ExtendBank extends one bank, and quotes them with its AK as
+// TPM2_Quote does: the selection of the four known banks narrowed to its
+// active ones, with a PCR digest over the active banks' values. It is no
+// TPM: its keys live in memory, and it proves nothing about a machine.
 //
 // A SoftTPM implements attest.TPM and attest.Quoter and is safe for
 // concurrent use.
@@ -45,11 +46,12 @@ type SoftTPM struct {
 	akp    attest.AKParameters
 	mu     sync.Mutex
 	acts   int
-	pcrs   [quotedPCRs][sha256Size]byte // the SHA-256 bank of PCRs 0-7
+	pcrs   map[crypto.Hash]*[quotedPCRs][]byte // PCRs 0-7 of each active bank
 }
 
-// SoftConfig chooses a SoftTPM's keys. A nil *SoftConfig gives a TPM with
-// both EKs, freshly generated.
+// SoftConfig chooses a SoftTPM's keys and PCR banks. A nil *SoftConfig
+// gives a TPM with both EKs, freshly generated, and the four banks of
+// Banks.
 type SoftConfig struct {
 	// RSAEK is the RSA-2048 EK's private key. Nil: a new key (about 0.1 s
 	// of CPU), unless NoRSA.
@@ -61,9 +63,13 @@ type SoftConfig struct {
 	ECCEK *ecdsa.PrivateKey
 	// NoECC leaves the TPM without an ECC EK.
 	NoECC bool
+	// Banks are the active PCR banks, each one of Banks. Nil: all four,
+	// as the reference simulator and a swtpm that swtpm_setup did not
+	// configure have them.
+	Banks []crypto.Hash
 }
 
-// NewSoftTPM returns a SoftTPM with the keys cfg chooses.
+// NewSoftTPM returns a SoftTPM with the keys and PCR banks cfg chooses.
 func NewSoftTPM(cfg *SoftConfig) (*SoftTPM, error) {
 	var c SoftConfig
 	if cfg != nil {
@@ -72,8 +78,18 @@ func NewSoftTPM(cfg *SoftConfig) (*SoftTPM, error) {
 	if c.NoRSA && c.NoECC {
 		return nil, errors.New("attesttest: a SoftTPM needs at least one EK")
 	}
-	s := &SoftTPM{}
-	var err error
+	banks, err := checkBanks(c.Banks)
+	if err != nil {
+		return nil, err
+	}
+	s := &SoftTPM{pcrs: map[crypto.Hash]*[quotedPCRs][]byte{}}
+	for _, h := range banks {
+		var pcrs [quotedPCRs][]byte
+		for i := range pcrs {
+			pcrs[i] = make([]byte, h.Size())
+		}
+		s.pcrs[h] = &pcrs
+	}
 	if !c.NoRSA {
 		s.rsaEK = c.RSAEK
 		if s.rsaEK == nil {
@@ -369,53 +385,147 @@ func take2B(b []byte) (v, rest []byte, err error) {
 }
 
 // Measure extends every event of l into the PCRs, as firmware does while
-// it boots.
+// it boots: each event's digest in each bank the log carries and the TPM
+// has active. Unlike ExtendInto it does not compare the banks: a bank the
+// TPM lacks is ignored, as TPM2_PCR_Extend ignores it, and a bank the log
+// does not carry stays as it is, so that a test can build a TPM whose
+// banks disagree with its log.
 func (s *SoftTPM) Measure(l *BootLog) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range l.events {
-		h := sha256.New()
-		h.Write(s.pcrs[e.pcr][:])
-		h.Write(e.digest[:])
-		h.Sum(s.pcrs[e.pcr][:0])
+		for i, h := range l.banks {
+			if pcrs, ok := s.pcrs[h]; ok {
+				pcrs[e.pcr] = extend(h, pcrs[e.pcr], e.digests[i])
+			}
+		}
 	}
 }
 
-// quoteSelection selects PCRs 0-7 of the SHA-256 bank.
-var quoteSelection = tpm2.TPMLPCRSelection{PCRSelections: []tpm2.TPMSPCRSelection{{
-	Hash:      tpm2.TPMAlgSHA256,
-	PCRSelect: tpm2.PCClientCompatible.PCRs(0, 1, 2, 3, 4, 5, 6, 7),
-}}}
-
-// Quote signs PCRs 0-7 with the AK over nonce, as TPM2_Quote does: a
-// TPMS_ATTEST of a quote whose PCR digest is the SHA-256 of the PCRs'
-// values, signed with ECDSA over its SHA-256.
-func (s *SoftTPM) Quote(nonce []byte) (attest.Quote, error) {
+// ExtendBank extends digest into PCR pcr (0-7) of the bank h alone, as
+// TPM2_PCR_Extend does with one digest: as an OS may extend a bank that
+// the firmware left alone. It fails for a bank that is not active or a
+// digest not of h's size.
+func (s *SoftTPM) ExtendBank(h crypto.Hash, pcr int, digest []byte) error {
+	if pcr < 0 || pcr >= quotedPCRs {
+		return fmt.Errorf("attesttest: PCR %d is not one of PCRs 0-7", pcr)
+	}
+	if len(digest) != h.Size() {
+		return fmt.Errorf("attesttest: a %s digest of %d bytes", bankName(h), len(digest))
+	}
 	s.mu.Lock()
-	pcrs := s.pcrs
-	s.mu.Unlock()
-	return s.quote(s.ak, nonce, pcrs)
+	defer s.mu.Unlock()
+	pcrs, ok := s.pcrs[h]
+	if !ok {
+		return fmt.Errorf("attesttest: the %s bank is not active", bankName(h))
+	}
+	pcrs[pcr] = extend(h, pcrs[pcr], digest)
+	return nil
+}
+
+// BankPCRs returns the values of PCRs 0-7 in the bank h; nil when it is
+// not active.
+func (s *SoftTPM) BankPCRs(h crypto.Hash) [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pcrs, ok := s.pcrs[h]
+	if !ok {
+		return nil
+	}
+	out := make([][]byte, quotedPCRs)
+	for i := range out {
+		out[i] = bytes.Clone(pcrs[i])
+	}
+	return out
+}
+
+// quoteSelection is the selection attest.Device quotes: PCRs 0-7 of each
+// of the four known banks.
+func quoteSelection() tpm2.TPMLPCRSelection {
+	var sel tpm2.TPMLPCRSelection
+	for _, h := range Banks() {
+		sel.PCRSelections = append(sel.PCRSelections, tpm2.TPMSPCRSelection{
+			Hash:      tpmAlg(h),
+			PCRSelect: tpm2.PCClientCompatible.PCRs(0, 1, 2, 3, 4, 5, 6, 7),
+		})
+	}
+	return sel
+}
+
+// Quote signs PCRs 0-7 of its active banks with the AK over nonce, as
+// attest.Device has a TPM do it: QuoteSelection with PCRs 0-7 of the
+// SHA-1, SHA-256, SHA-384 and SHA-512 banks.
+func (s *SoftTPM) Quote(nonce []byte) (attest.Quote, error) {
+	return s.quote(s.ak, nonce, quoteSelection())
 }
 
 // QuoteWith is Quote signed with key instead of the AK, though the quote
 // still names the AK as its signer: a test's way to show that a quote
 // signed by another key does not verify.
 func (s *SoftTPM) QuoteWith(key *ecdsa.PrivateKey, nonce []byte) (attest.Quote, error) {
-	s.mu.Lock()
-	pcrs := s.pcrs
-	s.mu.Unlock()
-	return s.quote(key, nonce, pcrs)
+	return s.quote(key, nonce, quoteSelection())
 }
 
-func (s *SoftTPM) quote(key *ecdsa.PrivateKey, nonce []byte, pcrs [quotedPCRs][sha256Size]byte) (attest.Quote, error) {
+// QuoteSelection signs the PCRs sel selects with the AK over nonce, as
+// TPM2_Quote does with any selection a caller asks for: each bank's entry
+// is kept, with its bits cleared for a bank that is not active; the PCR
+// digest is the SHA-256 (the AK's scheme's hash) of the selected PCRs'
+// values, bank by bank in the selection's order, PCRs in ascending order
+// (PCRs 8-23 are zero); the signature is ECDSA over the TPMS_ATTEST's
+// SHA-256. The quote carries the values of PCRs 0-7 of each bank the
+// narrowed selection selects any PCR of, in its order, as a client would
+// send them. A selection of a hash that is no bank fails, as a TPM
+// answers TPM_RC_HASH.
+func (s *SoftTPM) QuoteSelection(nonce []byte, sel tpm2.TPMLPCRSelection) (attest.Quote, error) {
+	return s.quote(s.ak, nonce, sel)
+}
+
+func (s *SoftTPM) quote(key *ecdsa.PrivateKey, nonce []byte, sel tpm2.TPMLPCRSelection) (attest.Quote, error) {
 	if len(nonce) > 64 {
 		return attest.Quote{}, errors.New("attesttest: a quote nonce over 64 bytes")
 	}
+	s.mu.Lock()
+	values := make(map[crypto.Hash][quotedPCRs][]byte, len(s.pcrs))
+	for h, pcrs := range s.pcrs {
+		values[h] = *pcrs // the slices are replaced, never changed, on extend
+	}
+	s.mu.Unlock()
+	var q attest.Quote
+	var quoted tpm2.TPMLPCRSelection
 	digest := sha256.New()
-	q := attest.Quote{PCRs: make([][]byte, quotedPCRs)}
-	for i := range pcrs {
-		q.PCRs[i] = bytes.Clone(pcrs[i][:])
-		digest.Write(pcrs[i][:])
+	for _, ps := range sel.PCRSelections {
+		h, err := ps.Hash.Hash()
+		if err != nil || tpmAlg(h) != ps.Hash {
+			return attest.Quote{}, fmt.Errorf("attesttest: a selection of hash algorithm 0x%04x (TPM_RC_HASH)", uint16(ps.Hash))
+		}
+		if len(ps.PCRSelect) > 3 {
+			return attest.Quote{}, fmt.Errorf("attesttest: a selection of %d bytes, over PCRs 0-23", len(ps.PCRSelect))
+		}
+		out := tpm2.TPMSPCRSelection{Hash: ps.Hash, PCRSelect: bytes.Clone(ps.PCRSelect)}
+		pcrs, active := values[h]
+		if !active {
+			clear(out.PCRSelect)
+		}
+		selected := false
+		for pcr := 0; pcr < 8*len(out.PCRSelect); pcr++ {
+			if out.PCRSelect[pcr/8]&(1<<(pcr%8)) == 0 {
+				continue
+			}
+			selected = true
+			if pcr < quotedPCRs {
+				digest.Write(pcrs[pcr])
+			} else {
+				digest.Write(make([]byte, h.Size()))
+			}
+		}
+		if selected {
+			bank := attest.PCRBank{Hash: h}
+			for _, v := range pcrs {
+				bank.PCRs = append(bank.PCRs, bytes.Clone(v))
+			}
+			q.Banks = append(q.Banks, bank)
+		}
+		quoted.PCRSelections = append(quoted.PCRSelections, out)
 	}
 	q.Quote = tpm2.Marshal(tpm2.TPMSAttest{
 		Magic:           tpm2.TPMGeneratedValue,
@@ -424,7 +534,7 @@ func (s *SoftTPM) quote(key *ecdsa.PrivateKey, nonce []byte, pcrs [quotedPCRs][s
 		ExtraData:       tpm2.TPM2BData{Buffer: nonce},
 		ClockInfo:       tpm2.TPMSClockInfo{Safe: true},
 		Attested: tpm2.NewTPMUAttest(tpm2.TPMSTAttestQuote, &tpm2.TPMSQuoteInfo{
-			PCRSelect: quoteSelection,
+			PCRSelect: quoted,
 			PCRDigest: tpm2.TPM2BDigest{Buffer: digest.Sum(nil)},
 		}),
 	})

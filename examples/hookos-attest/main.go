@@ -18,8 +18,9 @@
 //  4. reads the SMBIOS serial (/sys/class/dmi/id/product_serial) and opens
 //     the TPM;
 //  5. attests (attest.Run) to fleetd over HTTPS, printing the console lines
-//     below; the proof carries the TPM's quote of PCRs 0-7 and the UEFI
-//     event log, from which fleetd reads the Secure Boot state;
+//     below; the proof carries the TPM's quote of PCRs 0-7 of every active
+//     PCR bank and the UEFI event log, which fleetd replays to each bank
+//     and reads the Secure Boot state from;
 //  6. records this boot's attestation: whether it passed and the install
 //     code fleetd answered, if any, and then prints "install code written".
 //     The code is a secret: it is never printed, only written to the record
