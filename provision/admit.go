@@ -565,7 +565,7 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, o runS
 		return "", "", err
 	}
 	now := time.Now()
-	if r := starting(dev, o.runs, now); r != nil {
+	if r := p.starting(ctx, dev, o.runs, now); r != nil {
 		return "", "", fmt.Errorf("%w: %s, which NetBox does not name yet, was created %v ago", ErrRunRaced, r.Name(), now.Sub(r.Created()).Round(time.Second))
 	}
 	image := p.cluster.Classes[dev.Class].InstallerImage
@@ -645,23 +645,42 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, o runS
 	return name, code, nil
 }
 
-// startGrace is how long a run not ended that NetBox does not name as the
-// device's last_run stands for a start in progress (an admission or a pass,
-// here or at another replica, between its Workflow's create and its
-// last_run write, which fleetd bounds to a minute); after it, the run is
-// one whose starter died, and a new run replaces it.
-const startGrace = 2 * time.Minute
+// A run not ended that NetBox does not name as the device's last_run may
+// be a start in progress: an admission or a pass at another replica, between
+// its Workflow's create and its last_run write (fleetd bounds an admission
+// to a minute). It is one while it is younger than startSettle, or while a
+// replica holds its install code (the starter holds it from just after the
+// create until the run ends) and it is younger than startGrace. Otherwise
+// its starter died or gave up, and a new run replaces it.
+const (
+	startSettle = 5 * time.Second
+	startGrace  = 2 * time.Minute
+)
 
-// starting returns a run of dev that another start has in progress: not
-// ended, younger than startGrace, and not NetBox's last_run. A new run
-// gives way to it rather than delete it: its code may be on its way to the
-// machine. runs nil: none is known.
-func starting(dev inventory.Device, runs *[]*run, now time.Time) *run {
-	if runs == nil {
+// starting returns a run of dev that another replica's start has in
+// progress (see startSettle): a new run gives way to it rather than delete
+// it, since its code may be on its way to the machine. Only Provisioners
+// that share a cluster (Config.Shared) meet them: one Provisioner's starts
+// hold the device's lock. runs nil: none is known.
+func (p *Provisioner) starting(ctx context.Context, dev inventory.Device, runs *[]*run, now time.Time) *run {
+	if runs == nil || !p.cfg.Shared {
 		return nil
 	}
 	for _, r := range *runs {
-		if !r.Terminal() && r.Name() != dev.LastRun && r.WF.DeletionTimestamp == nil && now.Sub(r.Created()) < startGrace {
+		if r.Terminal() || r.Name() == dev.LastRun || r.WF.DeletionTimestamp != nil {
+			continue
+		}
+		age := now.Sub(r.Created())
+		if age < startSettle {
+			return r
+		}
+		if age >= startGrace {
+			continue
+		}
+		if _, held := p.codeOf(r); held {
+			return r
+		}
+		if _, held := p.peerCodeOf(ctx, r); held {
 			return r
 		}
 	}

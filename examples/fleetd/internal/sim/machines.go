@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -50,11 +51,15 @@ type simMachine struct {
 	// eventLog is the UEFI event log HookOS sends with its TPM's quote
 	// (a test measures the same log into the SoftTPM); nil: none.
 	eventLog []byte
+	// registers: once its installed Talos has its config, its kubelet
+	// registers the node: a Node of its name in the world's cluster.
+	registers bool
 
 	power chan struct{} // a power cycle (by hand, or Rufio's job)
 
 	mu        sync.Mutex
 	boots     int
+	retried   int // attestation requests tried again (each boot's tries beyond the first)
 	inHookOS  bool
 	installed bool
 	result    attest.Result
@@ -108,6 +113,7 @@ func (m *simMachine) hookOS(ctx context.Context) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.result, m.attested = res, err == nil
+	m.retried += max(res.Tries-1, 0)
 	if err == nil && res.InstallCode != "" {
 		m.code = res.InstallCode
 		m.codes = append(m.codes, res.InstallCode)
@@ -173,6 +179,9 @@ func (m *simMachine) bootInstalled(ctx context.Context, code string) {
 			m.fetched++
 			m.mu.Unlock()
 			m.say(m.name, "talos", fmt.Sprintf("fetched its machine config (%d bytes); the node boots with its address set statically", n))
+			if m.registers {
+				m.register(ctx)
+			}
 			return
 		case err == nil && (status == http.StatusNotFound || status == http.StatusGone):
 			m.say(m.name, "talos", fmt.Sprintf("its config URL answered %d", status))
@@ -182,6 +191,25 @@ func (m *simMachine) bootInstalled(ctx context.Context, code string) {
 		case <-ctx.Done():
 			return
 		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// register stands in for the node's kubelet, which registers the node in
+// the cluster once Talos has its config: a Node of its name, tried until it
+// exists or ctx ends (the API server may be down).
+func (m *simMachine) register(ctx context.Context) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: m.name}}
+	for {
+		_, err := m.w.kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			m.say(m.name, "kubelet", "registered the node")
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
 		}
 	}
 }
@@ -247,6 +275,9 @@ type tinkSim struct {
 
 	mu      sync.Mutex
 	running map[string]bool
+	// deletedMidRun: runs whose Workflow was deleted while their machine
+	// ran their actions (a wipe its run no longer stands behind).
+	deletedMidRun []string
 }
 
 var demoActions = []string{"wipe-disk", "install", "next-boot", "reboot"}
@@ -380,6 +411,11 @@ func (t *tinkSim) actions(ctx context.Context, name string, m *simMachine, code 
 		states[i] = tinkerbell.WorkflowStateRunning
 		if err := t.report(ctx, name, tinkerbell.WorkflowStateRunning, a, states); err != nil {
 			t.say(m.name, "agent", fmt.Sprintf("%s: %v", a, err))
+			if i > 0 && apierrors.IsNotFound(err) {
+				t.mu.Lock()
+				t.deletedMidRun = append(t.deletedMidRun, name)
+				t.mu.Unlock()
+			}
 			return
 		}
 		select {
@@ -398,6 +434,11 @@ func (t *tinkSim) actions(ctx context.Context, name string, m *simMachine, code 
 	}
 	if err := t.report(ctx, name, tinkerbell.WorkflowStateSuccess, "reboot", states); err != nil {
 		t.say(m.name, "agent", err.Error())
+		if apierrors.IsNotFound(err) {
+			t.mu.Lock()
+			t.deletedMidRun = append(t.deletedMidRun, name)
+			t.mu.Unlock()
+		}
 		return
 	}
 	m.bootInstalled(ctx, code)

@@ -295,8 +295,11 @@ type procFleet struct {
 	lb       *balancer
 	calls    *kubeCalls // the test process's own Kubernetes requests
 	env      *kubetest.Env
-	fetches  *fetchLog
-	close    func() // stops the processes, the machines and NetBox; t's Cleanup calls it
+	links    *peerLinks // the replicas' links to each other (procFleetConfig.cuttable)
+	// ownControlPlane: env is the fleet's alone (procFleetConfig.own).
+	ownControlPlane bool
+	fetches         *fetchLog
+	close           func() // stops the processes, the machines and NetBox; t's Cleanup calls it
 }
 
 // procFleetConfig says how many fleetd processes run, and how.
@@ -305,6 +308,17 @@ type procFleetConfig struct {
 	alone    bool // one fleetd, not a replica
 	poll     time.Duration
 	bin      string // the built fleetd; "": built for the fleet
+	// own: a control plane of the fleet's own (kubetest.StartOwn), which
+	// the test may kill and restart, and whose kube-system holds only this
+	// fleet's tokens; false: the test binary's.
+	own bool
+	// cuttable: each replica reaches each other through a proxy of its
+	// own (peerLinks), which the test cuts to partition a replica.
+	cuttable bool
+	// skewed is 1 + the index of a replica whose clock runs ahead by
+	// clockSkew (its fleetd built with a time package that says so); 0:
+	// none.
+	skewed int
 }
 
 // newProcFleet seeds NetBox with the nodes as Terraform does, and runs
@@ -313,10 +327,19 @@ type procFleetConfig struct {
 func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFleet {
 	tb.Helper()
 	testenv.Short(tb)
-	env := kubetest.Start(tb)
+	var env *kubetest.Env
+	if pc.own {
+		env = kubetest.StartOwn(tb)
+	} else {
+		env = kubetest.Start(tb)
+	}
 	bin := pc.bin
 	if bin == "" {
 		bin = buildFleetd(tb, tb.TempDir())
+	}
+	skewedBin := ""
+	if pc.skewed > 0 {
+		skewedBin = buildSkewedFleetd(tb, tb.TempDir(), clockSkew)
 	}
 	ns := env.Namespace(tb)
 	raiseFileLimit(tb, len(nodes))
@@ -383,18 +406,34 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 	key := make([]byte, 32)
 	rand.Read(key)
 	procs := make([]*replicaProc, pc.replicas)
-	var peers, backends []string
+	var backends []string
 	for i := range procs {
 		procs[i] = &replicaProc{name: fmt.Sprint("fleetd-", i), addr: freeAddr(tb), metrics: freeAddr(tb), peers: freeAddr(tb), bin: bin, log: &lockedBuffer{}}
-		peers = append(peers, procs[i].name+"=https://"+procs[i].peers)
+		if skewedBin != "" && i == pc.skewed-1 {
+			procs[i].bin = skewedBin
+		}
 		backends = append(backends, procs[i].addr)
+	}
+	// peersOf is FLEET_PEERS for replica i: each other replica at its
+	// peers' listener, or through a link of i's own to it.
+	links := newPeerLinks(tb)
+	peersOf := func(i int) string {
+		var l []string
+		for j, q := range procs {
+			addr := q.peers
+			if pc.cuttable && j != i {
+				addr = links.link(tb, i, j, q.peers)
+			}
+			l = append(l, q.name+"=https://"+addr)
+		}
+		return strings.Join(l, ",")
 	}
 	lb := newBalancer(tb, backends)
 	poll := pc.poll
 	if poll == 0 {
 		poll = 200 * time.Millisecond
 	}
-	for _, p := range procs {
+	for i, p := range procs {
 		settings := map[string]string{
 			"FLEET_LISTEN":          p.addr,
 			"FLEET_METRICS_LISTEN":  p.metrics,
@@ -420,7 +459,7 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 		}
 		if !pc.alone {
 			settings["FLEET_REPLICA"] = p.name
-			settings["FLEET_PEERS"] = strings.Join(peers, ",")
+			settings["FLEET_PEERS"] = peersOf(i)
 			settings["FLEET_PEERS_LISTEN"] = p.peers
 			settings["FLEET_SEALING_KEY"] = hex.EncodeToString(key)
 		}
@@ -436,7 +475,8 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 	f := &testFleet{world: w, t: tb, machines: map[string]*simMachine{}, ctx: ctx}
 	quiet := func(string, string, string) {}
 	f.sim = &tinkSim{w: w, ns: ns, machines: map[string]*simMachine{}, say: quiet, failAt: map[string]string{}, every: 250 * time.Millisecond}
-	pf := &procFleet{testFleet: f, replicas: procs, lb: lb, calls: calls, env: env, fetches: &fetchLog{whole: map[string]int{}, last: map[string]wholeFetch{}}}
+	pf := &procFleet{testFleet: f, replicas: procs, lb: lb, calls: calls, env: env, links: links, ownControlPlane: pc.own,
+		fetches: &fetchLog{whole: map[string]int{}, last: map[string]wholeFetch{}}}
 	for i, n := range nodes {
 		m := newSimMachine(w, n.name, "SN-"+n.name, tpms[n.name], i+1, quiet)
 		c := boundClient(w, nodeAddr(i))
@@ -444,8 +484,10 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 		tr.DisableKeepAlives = true
 		c.Transport = pf.fetches.wrap(tr)
 		m.client = c
-		// The installed Talos asks for its config until it gets an answer.
+		// The installed Talos asks for its config until it gets an answer,
+		// and, once it has it, its kubelet registers the node.
 		m.fetchTries = 1500
+		m.registers = true
 		f.machines[n.name] = m
 		f.sim.machines[m.mac.String()] = m
 	}
@@ -467,6 +509,7 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 				}
 			}
 			lb.close()
+			links.close()
 			w.nbsrv.Close()
 		})
 	}

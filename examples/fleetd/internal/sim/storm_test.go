@@ -86,6 +86,8 @@ func (c *kubeCalls) wrap(rt http.RoundTripper) http.RoundTripper {
 		res := r.URL.Path
 		if i := slices.Index(parts, "namespaces"); i >= 0 && i+2 < len(parts) {
 			res = parts[i+2]
+		} else if len(parts) >= 3 && parts[0] == "api" {
+			res = parts[2] // a cluster-scoped resource: /api/v1/<resource>[/<name>]
 		}
 		c.mu.Lock()
 		if c.by == nil {
