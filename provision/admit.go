@@ -574,17 +574,15 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, o runS
 	if err != nil {
 		return "", "", fmt.Errorf("install code for %s: %w", name, err)
 	}
-	var secret string // the bootstrap token's Secret
+	// A provision run's bootstrap token is drawn first, so that its
+	// Workflow names it from its create on: a run that stops half started
+	// (its replica killed) leaves its token where the run that supersedes
+	// it finds it.
+	var tok bootToken
 	if o.kind == RunProvision {
-		if secret, err = p.render(ctx, dev, name, code, now); err != nil {
-			return "", "", err
+		if tok, err = newBootToken(); err != nil {
+			return "", "", &tokenError{node: dev.Name, err: err}
 		}
-		// A run that does not start leaves no token behind.
-		defer func() {
-			if err != nil {
-				p.deleteToken(context.WithoutCancel(ctx), secret)
-			}
-		}()
 	}
 	if hasBMC(dev) {
 		if err := p.ensureMachine(ctx, dev); err != nil {
@@ -602,26 +600,42 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, o runS
 	if o.hookOS.IsValid() {
 		addr = o.hookOS.String()
 	}
-	if err := p.newWorkflow(ctx, dev, name, o.kind, code, image, addr, secret, o.netboot, now); err != nil {
+	if err := p.newWorkflow(ctx, dev, name, o.kind, code, image, addr, tok.secretName(), o.netboot, now); err != nil {
 		return "", "", err
 	}
+	// From here a run that does not start leaves nothing behind: its
+	// token, its config, its code, and then its Workflow (kept when the
+	// token could not be deleted: it names it for the run that supersedes
+	// it).
+	run, tokenMade := name, false // the returns below clear name
+	defer func() {
+		if err == nil {
+			return
+		}
+		cctx := context.WithoutCancel(ctx)
+		p.dropCode(run)
+		p.dropConfig(cctx, run)
+		if tokenMade && p.deleteToken(cctx, tok.secretName()) != nil {
+			return
+		}
+		if derr := p.deleteWorkflow(cctx, run); derr != nil {
+			err = errors.Join(err, derr)
+		}
+	}()
+	if o.kind == RunProvision {
+		if tokenMade, err = p.render(ctx, dev, name, code, tok, now); err != nil {
+			return "", "", err
+		}
+	}
 	if p.cfg.Shared {
-		if err := p.giveWay(ctx, dev, name); err != nil {
-			if derr := p.deleteWorkflow(context.WithoutCancel(ctx), name); derr != nil {
-				err = errors.Join(err, derr)
-			}
-			p.dropConfig(context.WithoutCancel(ctx), name)
+		if err = p.giveWay(ctx, dev, name); err != nil {
 			return "", "", err
 		}
 	}
 	p.holdCode(name, code)
-	if err := p.recordStart(ctx, dev, name, o.rec); err != nil {
-		// NetBox must know every run: without last_run the run would repeat.
-		p.dropCode(name)
-		if derr := p.deleteWorkflow(context.WithoutCancel(ctx), name); derr != nil {
-			err = errors.Join(err, derr)
-		}
-		p.dropConfig(context.WithoutCancel(ctx), name)
+	if err = p.recordStart(ctx, dev, name, o.rec); err != nil {
+		// NetBox must know every run: without last_run the run would
+		// repeat. (The deferred clean-up lets go of it.)
 		return "", "", err
 	}
 	p.forget(dev.ID)
@@ -798,16 +812,16 @@ func (p *Provisioner) lastRunIs(ctx context.Context, dev inventory.Device, run s
 // its caller's context ended.
 const readBackTimeout = 10 * time.Second
 
-// render creates dev's bootstrap token, renders its config and hands it to
-// Configs under code. It writes the fleet.render audit line.
-func (p *Provisioner) render(ctx context.Context, dev inventory.Device, name, code string, now time.Time) (secret string, err error) {
+// render creates dev's bootstrap token tok (the run's Workflow names it
+// already), renders its config and hands it to Configs under code, and
+// reports whether it created the token. It writes the fleet.render audit
+// line. What it created stays for the caller to delete when the run does
+// not start.
+func (p *Provisioner) render(ctx context.Context, dev inventory.Device, name, code string, tok bootToken, now time.Time) (tokenMade bool, err error) {
 	attrs := []any{"node", dev.Name, "device", dev.ID, "run", name, "class", dev.Class}
-	fail := func(err error) (string, error) {
+	fail := func(err error) (bool, error) {
 		p.log.Error("fleet.render", append(attrs, "error", err.Error())...)
-		if secret != "" {
-			p.deleteToken(context.WithoutCancel(ctx), secret)
-		}
-		return "", err
+		return tokenMade, err
 	}
 	var sans []string
 	if p.cluster.controlPlane(dev) {
@@ -817,11 +831,12 @@ func (p *Provisioner) render(ctx context.Context, dev inventory.Device, name, co
 		}
 		sans = inventory.ControlPlaneSANs(append(all, dev), p.cluster.Classes, p.cluster.ExtraSANs)
 	}
-	token, secret, expires, err := p.bootstrapToken(ctx, dev, name, now)
+	expires, err := p.createToken(ctx, dev, name, tok, now)
 	if err != nil {
 		return fail(err)
 	}
-	cfg, err := p.cluster.Render(dev, token, sans)
+	tokenMade = true
+	cfg, err := p.cluster.Render(dev, tok.String(), sans)
 	if err != nil {
 		return fail(err)
 	}
@@ -829,5 +844,5 @@ func (p *Provisioner) render(ctx context.Context, dev inventory.Device, name, co
 		return fail(fmt.Errorf("hold %s's config: %w", name, err))
 	}
 	p.log.Info("fleet.render", append(attrs, "bytes", len(cfg), "token_expires", expires.Format(time.RFC3339))...)
-	return secret, nil
+	return true, nil
 }

@@ -231,7 +231,7 @@ func TestAdmitBootstrapTokenFails(t *testing.T) {
 		if len(a) != 1 || a[0].Attrs["error"] != text || a[0].Attrs["outcome"] != "refused" {
 			t.Errorf("attest.install = %v", a)
 		}
-		h.wantNothingCreated()
+		h.wantNoRun()
 		if got := h.nb.dev(1); got.LastRun != "" {
 			t.Errorf("last_run = %q after a failed render", got.LastRun)
 		}

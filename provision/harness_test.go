@@ -593,6 +593,22 @@ func (h *harness) wantJournal(id int64, want ...journalLine) {
 	}
 }
 
+// wantNoRun fails if any token, config or Workflow exists: a run that did
+// not start (the device's Hardware and Rufio Machine, which describe the
+// machine for every run, may).
+func (h *harness) wantNoRun() {
+	h.t.Helper()
+	if n := len(h.secrets()); n != 0 {
+		h.t.Errorf("%d bootstrap token Secrets exist, want none", n)
+	}
+	if n := h.configs.count(); n != 0 {
+		h.t.Errorf("%d configs held, want none", n)
+	}
+	if n := h.count(WorkflowResource); n != 0 {
+		h.t.Errorf("%d Workflows exist, want none", n)
+	}
+}
+
 // wantNothingCreated fails if any token, config, Hardware or Workflow
 // exists.
 func (h *harness) wantNothingCreated() {

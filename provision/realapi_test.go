@@ -671,7 +671,7 @@ func TestAPIServerBootstrapTokenForbidden(t *testing.T) {
 		t.Errorf("a code was answered: %+v", d)
 	}
 	h.kubeAPI, h.tinkAPI = admin, dynamic.NewForConfigOrDie(env.Config())
-	h.wantNothingCreated()
+	h.wantNoRun()
 }
 
 // A bootstrap token fleet creates authenticates against the real
@@ -688,7 +688,11 @@ func TestAPIServerBootstrapTokenAuthenticates(t *testing.T) {
 	ctx := context.Background()
 	const code = "SECRETCODE0001"
 	rendered := time.Now().Add(-h.cfg.ConfigTTL - TokenGrace + ahead)
-	if _, err := h.p.render(ctx, dev, "provision-node-01-1", code, rendered); err != nil {
+	tok, err := newBootToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.p.render(ctx, dev, "provision-node-01-1", code, tok, rendered); err != nil {
 		t.Fatalf("render: %v", err)
 	}
 	id, token := h.heldToken(code)

@@ -68,30 +68,49 @@ func randomToken(n int) (string, error) {
 	return string(out), nil
 }
 
-// bootstrapToken creates dev's bootstrap token in the cluster as a Secret
-// bootstrap-token-<id> in kube-system of type bootstrap.kubernetes.io/token,
-// with usage-bootstrap-authentication and usage-bootstrap-signing,
-// auth-extra-groups system:bootstrappers:nodes, and an expiration (RFC
-// 3339) ConfigTTL (FLEET_CONFIG_TTL) + TokenGrace after now, and returns
-// the token (a secret, the config's cluster.token) and its expiry. The error
-// reads "create <node>'s bootstrap token: <cause>" and wraps
-// ErrBootstrapToken.
-func (p *Provisioner) bootstrapToken(ctx context.Context, dev inventory.Device, run string, now time.Time) (token, secretName string, expires time.Time, err error) {
-	fail := func(err error) (string, string, time.Time, error) {
-		return "", "", time.Time{}, &tokenError{node: dev.Name, err: err}
-	}
+// bootToken is a node's bootstrap token: its id (public: it names the
+// Secret, bootstrap-token-<id>, and the token's user) and its secret.
+type bootToken struct {
+	id, secret string
+}
+
+// newBootToken draws a bootstrap token: 6 and 16 characters of
+// [a-z0-9], as kubeadm's tokens are.
+func newBootToken() (bootToken, error) {
 	id, err := randomToken(6)
 	if err != nil {
-		return fail(err)
+		return bootToken{}, err
 	}
 	secret, err := randomToken(16)
 	if err != nil {
-		return fail(err)
+		return bootToken{}, err
 	}
+	return bootToken{id: id, secret: secret}, nil
+}
+
+// secretName is the name of tok's Secret in kube-system; "" for no token.
+func (tok bootToken) secretName() string {
+	if tok.id == "" {
+		return ""
+	}
+	return "bootstrap-token-" + tok.id
+}
+
+// String is the token as a kubelet presents it, <id>.<secret>: a secret.
+func (tok bootToken) String() string { return tok.id + "." + tok.secret }
+
+// createToken creates tok in the cluster as dev's bootstrap token for
+// run: a Secret bootstrap-token-<id> in kube-system of type
+// bootstrap.kubernetes.io/token, with usage-bootstrap-authentication and
+// usage-bootstrap-signing, auth-extra-groups system:bootstrappers:nodes,
+// and an expiration (RFC 3339) ConfigTTL (FLEET_CONFIG_TTL) + TokenGrace
+// after now, and returns the expiry. The error reads "create <node>'s
+// bootstrap token: <cause>" and wraps ErrBootstrapToken.
+func (p *Provisioner) createToken(ctx context.Context, dev inventory.Device, run string, tok bootToken, now time.Time) (expires time.Time, err error) {
 	expires = now.Add(p.cfg.ConfigTTL + TokenGrace).UTC().Truncate(time.Second)
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      "bootstrap-token-" + id,
+			Name:      tok.secretName(),
 			Namespace: tokenNamespace,
 			Labels: map[string]string{
 				LabelManagedBy: managedBy,
@@ -102,8 +121,8 @@ func (p *Provisioner) bootstrapToken(ctx context.Context, dev inventory.Device, 
 		Type: tokenSecretType,
 		Data: map[string][]byte{
 			"description":                    []byte(fmt.Sprintf("fleet: %s's bootstrap token for %s", dev.Name, run)),
-			"token-id":                       []byte(id),
-			"token-secret":                   []byte(secret),
+			"token-id":                       []byte(tok.id),
+			"token-secret":                   []byte(tok.secret),
 			"expiration":                     []byte(expires.Format(time.RFC3339)),
 			"usage-bootstrap-authentication": []byte("true"),
 			"usage-bootstrap-signing":        []byte("true"),
@@ -111,18 +130,25 @@ func (p *Provisioner) bootstrapToken(ctx context.Context, dev inventory.Device, 
 		},
 	}
 	if _, err := p.kube.CoreV1().Secrets(tokenNamespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
-		return fail(err)
+		return time.Time{}, &tokenError{node: dev.Name, err: err}
 	}
-	return id + "." + secret, s.Name, expires, nil
+	return expires, nil
 }
 
-// deleteToken deletes the Secret of a token whose run did not start. A
-// failure is logged: the token expires on its own.
-func (p *Provisioner) deleteToken(ctx context.Context, name string) {
+// deleteToken deletes the Secret of a token whose run did not start; one
+// that was never created is no error. A failure is logged and returned:
+// the run's Workflow, which names the token, is then kept for the run that
+// supersedes it to delete both.
+func (p *Provisioner) deleteToken(ctx context.Context, name string) error {
+	if name == "" {
+		return nil
+	}
 	err := p.kube.CoreV1().Secrets(tokenNamespace).Delete(ctx, name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		p.log.Warn("fleet.render", "secret", name, "error", "delete the bootstrap token of a run that did not start: "+err.Error())
+		return err
 	}
+	return nil
 }
 
 // deleteRunTokens deletes the bootstrap tokens of runs (their Workflows

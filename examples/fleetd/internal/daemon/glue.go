@@ -316,7 +316,16 @@ func (d *Daemon) servedNow(id int64, text string) bool {
 		return false
 	}
 	if err := d.nb.Journal(ctx, id, inventory.JournalSuccess, text); err != nil {
-		d.journal.Line(id, inventory.JournalSuccess, text)
+		// The write may have landed though its answer did not come (NetBox
+		// slow past the deadline): the queue writes the line only if
+		// NetBox's journal does not hold it yet.
+		d.journal.Do(func(ctx context.Context) error {
+			has, err := d.nb.JournalHas(ctx, id, inventory.JournalSuccess, text)
+			if err != nil || has {
+				return err
+			}
+			return d.nb.Journal(ctx, id, inventory.JournalSuccess, text)
+		})
 	}
 	return true
 }

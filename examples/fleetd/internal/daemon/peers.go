@@ -227,12 +227,15 @@ type lendRequest struct {
 }
 
 type lendAnswer struct {
-	Loan       string    `json:"loan,omitempty"`
-	Config     []byte    `json:"config,omitempty"`
-	DeviceID   int64     `json:"device_id,omitempty"`
-	DeviceName string    `json:"device_name,omitempty"`
-	Run        string    `json:"run,omitempty"`
-	Deadline   time.Time `json:"deadline,omitzero"`
+	Loan       string `json:"loan,omitempty"`
+	Config     []byte `json:"config,omitempty"`
+	DeviceID   int64  `json:"device_id,omitempty"`
+	DeviceName string `json:"device_name,omitempty"`
+	Run        string `json:"run,omitempty"`
+	// Remaining is how long the lender waits for the loan's settle, from
+	// when it answered: a duration, not the lender's clock time, since the
+	// replicas' clocks may differ.
+	Remaining time.Duration `json:"remaining,omitempty"`
 	// Error, on a refusal: not-held, spent (with the device and run),
 	// busy, gate-down or not-planned.
 	Error string `json:"error,omitempty"`
@@ -277,7 +280,7 @@ func (d *Daemon) handleLend(w http.ResponseWriter, r *http.Request) {
 			delete(d.peers.loans, id)
 			d.peers.mu.Unlock()
 		})
-		ans = lendAnswer{Loan: id, Config: l.Config, DeviceID: l.Device.ID, DeviceName: l.Device.Name, Run: l.Run, Deadline: l.Deadline}
+		ans = lendAnswer{Loan: id, Config: l.Config, DeviceID: l.Device.ID, DeviceName: l.Device.Name, Run: l.Run, Remaining: time.Until(l.Deadline)}
 	case errors.As(err, &spent):
 		status, ans = http.StatusGone, lendAnswer{Error: "spent", DeviceID: spent.Device.ID, DeviceName: spent.Device.Name, Run: spent.Run}
 	case errors.Is(err, configserve.ErrNotHeld):
@@ -524,11 +527,13 @@ func (d *Daemon) borrow(ctx context.Context, code string) (*configserve.Loan, er
 
 // loan makes the Loan of a peer's lend answer: its Settle tells the peer.
 func (p *peers) loan(peer Peer, ans lendAnswer) *configserve.Loan {
-	return configserve.NewLoan(ans.Config, configserve.Device{ID: ans.DeviceID, Name: ans.DeviceName}, ans.Run, ans.Deadline,
+	// The deadline by this replica's clock: the lender's is its own.
+	deadline := time.Now().Add(ans.Remaining)
+	return configserve.NewLoan(ans.Config, configserve.Device{ID: ans.DeviceID, Name: ans.DeviceName}, ans.Run, deadline,
 		func(served bool, node string) {
 			// The holder settles only with this answer; it drops a loan it
 			// never hears of at its deadline.
-			ctx, cancel := context.WithDeadline(context.Background(), ans.Deadline)
+			ctx, cancel := context.WithDeadline(context.Background(), deadline)
 			defer cancel()
 			if _, err := p.do(ctx, peer, http.MethodPost, settlePath, settleRequest{Loan: ans.Loan, Served: served, Peer: node}, nil); err != nil {
 				p.log.Warn("fleetd: could not settle a borrowed config with its replica", "replica", peer.Name, "run", ans.Run, "error", err.Error())

@@ -446,8 +446,25 @@ func (t *tinkSim) actions(ctx context.Context, name string, m *simMachine, code 
 
 // report writes a Workflow's status as Tinkerbell does: through the status
 // subresource, from the Workflow as last read, read again after a
-// conflict (fleetd annotates Workflows while they run).
+// conflict (fleetd annotates Workflows while they run). While the API
+// server does not answer, the agent's report is tried again every second,
+// up to two minutes.
 func (t *tinkSim) report(ctx context.Context, name string, state tinkerbell.WorkflowState, current string, states []tinkerbell.WorkflowState) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		err := t.reportOnce(ctx, name, state, current, states)
+		if err == nil || apierrors.IsNotFound(err) || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (t *tinkSim) reportOnce(ctx context.Context, name string, state tinkerbell.WorkflowState, current string, states []tinkerbell.WorkflowState) error {
 	res := t.w.tink.Resource(provision.WorkflowResource).Namespace(t.ns)
 	var err error
 	for try := 0; try < 5; try++ {
