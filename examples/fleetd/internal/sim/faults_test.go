@@ -216,7 +216,7 @@ func runStorm(t *testing.T, cfg stormConfig) *stormRun {
 	// audit line, then set desired_action again"); a machine whose
 	// attestation got no verdict (every try failed) is power-cycled.
 	retried := map[string]string{} // node -> the run it was retried after
-	portLines := map[string]int{}  // node -> the "recorded no attested switch port" lines it was power-cycled for
+	portLines := map[string]int{}  // node -> the journal lines it was power-cycled for
 	var retries, cycles int
 	allAdmitted := false
 	struck := 0
@@ -290,10 +290,12 @@ func runStorm(t *testing.T, cfg stormConfig) *stormRun {
 				retries++
 				continue
 			}
-			// "The journal says recorded no attested switch port": the
-			// attestation passed while NetBox took none of it (the run
-			// waits for a port fleetd never recorded); power-cycle it.
-			if n := ix.count(name, "refused a run before rendering anything: recorded no attested switch port"); n > portLines[name] {
+			// The journal says the run waits for what only an attestation
+			// records: "recorded no attested switch port", or the device
+			// "lacks MAC" (the attestation passed while NetBox took none
+			// of it); power-cycle the machine, so that it attests again.
+			if n := ix.count(name, "refused a run before rendering anything: recorded no attested switch port") +
+				ix.count(name, name+" lacks MAC"); n > portLines[name] {
 				portLines[name] = n
 				cycles++
 				pf.machines[name].powerCycle()

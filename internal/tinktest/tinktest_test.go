@@ -1,0 +1,325 @@
+package tinktest_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/fleetkit/fleet/internal/deptest"
+	"github.com/fleetkit/fleet/internal/kubetest"
+	"github.com/fleetkit/fleet/internal/tinktest"
+	"github.com/tinkerbell/tinkerbell/api/v1alpha1/bmc"
+	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+func TestMain(m *testing.M) { os.Exit(kubetest.Run(m)) }
+
+// tinktest talks to Tinkerbell only through its process and Kubernetes
+// objects: it links no Tinkerbell package, not even the API types, and
+// none of fleet's packages.
+func TestDeps(t *testing.T) {
+	deptest.Check(t, "github.com/fleetkit/fleet/internal/tinktest", []string{
+		"github.com/tinkerbell",
+		"github.com/fleetkit/fleet/provision",
+		"github.com/fleetkit/fleet/inventory",
+		"github.com/fleetkit/fleet/attest",
+	})
+}
+
+var (
+	hardwareResource = tinkerbell.GroupVersion.WithResource("hardware")
+	templateResource = tinkerbell.GroupVersion.WithResource("templates")
+	workflowResource = tinkerbell.GroupVersion.WithResource("workflows")
+	machineResource  = bmc.GroupVersion.WithResource("machines")
+	crdResource      = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+)
+
+// templateData is a Template of one task with one action, for the worker
+// the Workflow's hardwareMap names as device_1.
+const templateData = `version: "0.1"
+name: tinktest
+global_timeout: 600
+tasks:
+  - name: run
+    worker: "{{.device_1}}"
+    actions:
+      - name: hello
+        image: 127.0.0.1:5000/tinktest/hello:v1
+        timeout: 60
+`
+
+// Tinkerbell starts on the shared control plane, over the CRDs kubetest
+// applied, with nothing but its grant; tink-controller takes a Workflow to
+// PENDING, Rufio reports on a Machine, and the grant refuses what
+// tinkerbell does not need.
+func TestIntegrationTinkerbellStarts(t *testing.T) {
+	env := kubetest.Start(t)
+	ns := env.Namespace(t)
+	tb := tinktest.Start(t, env, ns, nil)
+	if tb.Namespace() != ns {
+		t.Errorf("Namespace() = %q, want %q", tb.Namespace(), ns)
+	}
+	if host, _, err := net.SplitHostPort(tb.GRPC()); err != nil || host != "127.0.0.1" {
+		t.Errorf("GRPC() = %q (%v), want 127.0.0.1:<port>", tb.GRPC(), err)
+	}
+	if _, err := os.Stat(tb.Log()); err != nil {
+		t.Errorf("Log(): %v", err)
+	}
+	dyn := dynamicFor(t, env.Config())
+
+	t.Run("workflow", func(t *testing.T) {
+		ctx := ctxFor(t, time.Minute)
+		const mac = "02:00:00:00:00:01"
+		create(ctx, t, dyn, hardwareResource, ns, &tinkerbell.Hardware{
+			ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
+			Spec: tinkerbell.HardwareSpec{
+				Interfaces: []tinkerbell.Interface{{DHCP: &tinkerbell.DHCP{MAC: mac, Hostname: "node-1"}}},
+			},
+		})
+		create(ctx, t, dyn, templateResource, ns, &tinkerbell.Template{
+			ObjectMeta: metav1.ObjectMeta{Name: "tinktest"},
+			Spec:       tinkerbell.TemplateSpec{Data: ptr(templateData)},
+		})
+		t0 := time.Now()
+		create(ctx, t, dyn, workflowResource, ns, &tinkerbell.Workflow{
+			ObjectMeta: metav1.ObjectMeta{Name: "wf-1"},
+			Spec: tinkerbell.WorkflowSpec{
+				TemplateRef: "tinktest",
+				HardwareRef: "node-1",
+				HardwareMap: map[string]string{"device_1": mac},
+			},
+		})
+		var wf tinkerbell.Workflow
+		waitFor(ctx, t, dyn, workflowResource, ns, "wf-1", &wf, func() bool {
+			return wf.Status.State == tinkerbell.WorkflowStatePending
+		})
+		t.Logf("Workflow PENDING %v after its create", time.Since(t0).Round(time.Millisecond))
+		if wf.Status.AgentID != mac {
+			t.Errorf("status.agentID = %q, want the worker %q", wf.Status.AgentID, mac)
+		}
+		if len(wf.Status.Tasks) != 1 || len(wf.Status.Tasks[0].Actions) != 1 || wf.Status.Tasks[0].Actions[0].Name != "hello" {
+			t.Errorf("status.tasks = %+v, want one task with the action hello", wf.Status.Tasks)
+		}
+	})
+
+	t.Run("rufio", func(t *testing.T) {
+		ctx := ctxFor(t, time.Minute)
+		secret := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "bmc-1", Namespace: ns},
+			Data:       map[string][]byte{"username": []byte("admin"), "password": []byte("secret")},
+		}
+		if _, err := env.Admin().CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// A BMC where nothing listens: each of Rufio's providers dials its
+		// own port of 127.0.0.1 (443, 16992; the Machine's port for
+		// ipmitool, when installed) and is refused at once.
+		t0 := time.Now()
+		create(ctx, t, dyn, machineResource, ns, &bmc.Machine{
+			ObjectMeta: metav1.ObjectMeta{Name: "bmc-1"},
+			Spec: bmc.MachineSpec{Connection: bmc.Connection{
+				Host:          "127.0.0.1",
+				Port:          closedPort(t),
+				AuthSecretRef: corev1.SecretReference{Name: "bmc-1", Namespace: ns},
+				InsecureTLS:   true,
+			}},
+		})
+		var m bmc.Machine
+		waitFor(ctx, t, dyn, machineResource, ns, "bmc-1", &m, func() bool {
+			return len(m.Status.Conditions) > 0
+		})
+		t.Logf("Machine status written %v after its create: %+v", time.Since(t0).Round(time.Millisecond), m.Status)
+		c := m.Status.Conditions[0]
+		if c.Type != bmc.Contactable || c.Status != bmc.ConditionFalse || c.Message == "" {
+			t.Errorf("conditions = %+v, want Contactable False with the connection's error", m.Status.Conditions)
+		}
+		if m.Status.Power != bmc.Unknown {
+			t.Errorf("powerState = %q, want %q", m.Status.Power, bmc.Unknown)
+		}
+	})
+
+	t.Run("least privilege", func(t *testing.T) {
+		ctx := ctxFor(t, time.Minute)
+		cfg := env.ConfigFor(env.ServiceAccountToken(t, ns, tinktest.ServiceAccount))
+		cs := clientsetFor(t, cfg)
+		sa := dynamicFor(t, cfg)
+		// What it is granted works, so the refusals below are RBAC's.
+		if _, err := sa.Resource(workflowResource).Namespace(ns).List(ctx, metav1.ListOptions{}); err != nil {
+			t.Fatalf("list Workflows as %s: %v", tinktest.ServiceAccount, err)
+		}
+		if _, err := sa.Resource(crdResource).Get(ctx, "workflows.tinkerbell.org", metav1.GetOptions{}); err != nil {
+			t.Fatalf("get its CRD as %s: %v", tinktest.ServiceAccount, err)
+		}
+		other := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+			"metadata": map[string]any{"name": "widgets.example.org"},
+			"spec": map[string]any{
+				"group": "example.org", "scope": "Namespaced",
+				"names": map[string]any{"plural": "widgets", "singular": "widget", "kind": "Widget"},
+				"versions": []any{map[string]any{
+					"name": "v1", "served": true, "storage": true,
+					"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object"}},
+				}},
+			},
+		}}
+		for _, c := range []struct {
+			what string
+			do   func() error
+		}{
+			{"delete its namespace", func() error { return cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}) }},
+			{"create a Secret", func() error {
+				_, err := cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+				return err
+			}},
+			{"list Pods", func() error { _, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{}); return err }},
+			{"list CRDs", func() error { _, err := sa.Resource(crdResource).List(ctx, metav1.ListOptions{}); return err }},
+			{"create another CRD", func() error {
+				_, err := sa.Resource(crdResource).Create(ctx, other, metav1.CreateOptions{})
+				return err
+			}},
+			{"apply another CRD", func() error {
+				_, err := sa.Resource(crdResource).Apply(ctx, "widgets.example.org", other, metav1.ApplyOptions{FieldManager: "tinktest"})
+				return err
+			}},
+			{"delete its CRD", func() error {
+				return sa.Resource(crdResource).Delete(ctx, "workflows.tinkerbell.org", metav1.DeleteOptions{})
+			}},
+			{"bind itself to cluster-admin", func() error {
+				_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, clusterAdmin(ns), metav1.CreateOptions{})
+				return err
+			}},
+		} {
+			if err := c.do(); !apierrors.IsForbidden(err) {
+				t.Errorf("%s as %s: %v, want Forbidden", c.what, tinktest.ServiceAccount, err)
+			}
+		}
+	})
+}
+
+// Start refuses a second Tinkerbell on a control plane where one runs.
+func TestIntegrationOnePerControlPlane(t *testing.T) {
+	env := kubetest.Start(t)
+	tinktest.Start(t, env, env.Namespace(t), nil)
+	ft := &fatalRecorder{TB: t}
+	func() {
+		defer func() { _ = recover() }()
+		tinktest.Start(ft, env, env.Namespace(t), nil)
+	}()
+	if !ft.fatal {
+		t.Fatal("a second Start on the same control plane did not fail")
+	}
+}
+
+// fatalRecorder records a Fatalf instead of ending the test, and unwinds
+// with a panic as Fatalf's Goexit would.
+type fatalRecorder struct {
+	testing.TB
+	fatal bool
+}
+
+func (f *fatalRecorder) Fatalf(format string, args ...any) {
+	f.fatal = true
+	f.Logf("(expected) "+format, args...)
+	panic("fatal")
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func dynamicFor(t *testing.T, cfg *rest.Config) dynamic.Interface {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dyn
+}
+
+func clientsetFor(t *testing.T, cfg *rest.Config) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// create creates obj, a typed Tinkerbell object, in ns.
+func create(ctx context.Context, t *testing.T, dyn dynamic.Interface, gvr schema.GroupVersionResource, ns string, obj runtime.Object) {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion(gvr.GroupVersion().String())
+	u.SetKind(kindOf(gvr))
+	if _, err := dyn.Resource(gvr).Namespace(ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create %s %s: %v", u.GetKind(), u.GetName(), err)
+	}
+}
+
+func kindOf(gvr schema.GroupVersionResource) string {
+	switch gvr {
+	case hardwareResource:
+		return "Hardware"
+	case templateResource:
+		return "Template"
+	case workflowResource:
+		return "Workflow"
+	case machineResource:
+		return "Machine"
+	}
+	panic("no kind for " + gvr.String())
+}
+
+// waitFor reads name into obj until done reports true, or fails t when
+// ctx ends.
+func waitFor(ctx context.Context, t *testing.T, dyn dynamic.Interface, gvr schema.GroupVersionResource, ns, name string, obj any, done func() bool) {
+	t.Helper()
+	for {
+		u, err := dyn.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+				t.Fatal(err)
+			}
+			if done() {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s %s/%s: %v; last read %+v", gvr.Resource, ns, name, ctx.Err(), obj)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// closedPort returns a port of 127.0.0.1 where nothing listens.
+func closedPort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, p, _ := net.SplitHostPort(l.Addr().String())
+	l.Close()
+	n, _ := strconv.Atoi(p)
+	return n
+}
