@@ -11,11 +11,10 @@ import (
 
 // Defaults of JournalQueueConfig.
 const (
-	DefaultJournalQueueSize        = 4096
-	DefaultJournalBatch            = 100
-	DefaultJournalLinger           = 200 * time.Millisecond
-	DefaultJournalTries            = 5
-	DefaultJournalStatusBackoffMax = 30 * time.Second
+	DefaultJournalQueueSize  = 4096
+	DefaultJournalBatch      = 100
+	DefaultJournalLinger     = 200 * time.Millisecond
+	DefaultJournalBackoffMax = 30 * time.Second
 )
 
 // journalWriteTimeout bounds one try of a queued write.
@@ -34,17 +33,13 @@ type JournalQueueConfig struct {
 	// Linger is how long a line waits for others to join its bulk create.
 	// Zero: DefaultJournalLinger.
 	Linger time.Duration
-	// Tries is how many times a line, batch or job is written while NetBox
-	// does not answer (ErrUnavailable) before it is lost. Zero:
-	// DefaultJournalTries.
-	Tries int
 	// Backoff is the wait after failed try number try (from 1) of a line,
 	// batch, job or status. Nil: try seconds.
 	Backoff func(try int) time.Duration
-	// StatusBackoffMax caps Backoff for statuses, which are tried until
-	// NetBox takes them or Close gives up. Zero:
-	// DefaultJournalStatusBackoffMax.
-	StatusBackoffMax time.Duration
+	// BackoffMax caps Backoff: every write NetBox does not answer
+	// (ErrUnavailable) is tried again until NetBox answers or Close gives
+	// up, at most BackoffMax apart. Zero: DefaultJournalBackoffMax.
+	BackoffMax time.Duration
 	// Logger gets a line for each lost write, a status with its device so
 	// that the operator can set it by hand. Nil: no logs.
 	Logger *slog.Logger
@@ -65,15 +60,18 @@ type JournalQueueConfig struct {
 //     are written together, in their order, up to Batch in one bulk create
 //     (NetBox.JournalEntries); a line waits up to Linger for others to join
 //     it. A job or batch that fails because NetBox did not answer is tried
-//     again, up to Tries times; a batch NetBox refuses is written again
-//     line by line, so that only the line it refuses is lost. A line or job
-//     that still fails, or that finds the queue full, is logged and counted
+//     again, with backoff (at most BackoffMax apart), until NetBox answers
+//     or Close gives up: an outage of NetBox delays the journal, and loses
+//     none of it while the queue has room. A batch NetBox refuses is
+//     written again line by line, so that only the line it refuses is
+//     lost. A line or job NetBox refuses, one still unwritten when Close
+//     gives up, or one that finds the queue full, is logged and counted
 //     (Lost), each line of a batch on its own.
 //   - Device statuses (SetStatus) go through a lane of their own that holds
 //     the latest status wanted for each device: it is bounded by the number
 //     of devices, so it is never full, and no journal line delays or drops
 //     a status. A status NetBox did not take because it did not answer is
-//     tried again, with backoff (at most StatusBackoffMax apart), until
+//     tried again, with backoff (at most BackoffMax apart), until
 //     NetBox takes it or Close gives up. A status NetBox refuses, or one
 //     still unwritten when Close gives up, is logged with its device, for
 //     the operator to set by hand, and counted (StatusLost).
@@ -81,15 +79,14 @@ type JournalQueueConfig struct {
 // A JournalQueue is safe for concurrent use. It holds two goroutines until
 // Close, which its owner must call.
 type JournalQueue struct {
-	nb               *NetBox
-	log              *slog.Logger
-	batch            int
-	linger           time.Duration
-	tries            int
-	backoff          func(try int) time.Duration
-	statusBackoffMax time.Duration
-	lost             func()
-	statusLost       func()
+	nb         *NetBox
+	log        *slog.Logger
+	batch      int
+	linger     time.Duration
+	backoff    func(try int) time.Duration
+	backoffMax time.Duration
+	lost       func()
+	statusLost func()
 
 	jobs chan journalJob
 	done chan struct{}
@@ -141,22 +138,21 @@ func NewJournalQueue(nb *NetBox, cfg *JournalQueueConfig) *JournalQueue {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	q := &JournalQueue{
-		nb:               nb,
-		log:              c.Logger,
-		batch:            cmp.Or(c.Batch, DefaultJournalBatch),
-		linger:           cmp.Or(c.Linger, DefaultJournalLinger),
-		tries:            cmp.Or(c.Tries, DefaultJournalTries),
-		backoff:          c.Backoff,
-		statusBackoffMax: cmp.Or(c.StatusBackoffMax, DefaultJournalStatusBackoffMax),
-		lost:             c.Lost,
-		statusLost:       c.StatusLost,
-		jobs:             make(chan journalJob, cmp.Or(c.Size, DefaultJournalQueueSize)),
-		done:             make(chan struct{}),
-		ctx:              ctx,
-		stop:             stop,
-		wanted:           map[int64]wantedStatus{},
-		wake:             make(chan struct{}, 1),
-		statuses:         make(chan struct{}),
+		nb:         nb,
+		log:        c.Logger,
+		batch:      cmp.Or(c.Batch, DefaultJournalBatch),
+		linger:     cmp.Or(c.Linger, DefaultJournalLinger),
+		backoff:    c.Backoff,
+		backoffMax: cmp.Or(c.BackoffMax, DefaultJournalBackoffMax),
+		lost:       c.Lost,
+		statusLost: c.StatusLost,
+		jobs:       make(chan journalJob, cmp.Or(c.Size, DefaultJournalQueueSize)),
+		done:       make(chan struct{}),
+		ctx:        ctx,
+		stop:       stop,
+		wanted:     map[int64]wantedStatus{},
+		wake:       make(chan struct{}, 1),
+		statuses:   make(chan struct{}),
 	}
 	go q.work()
 	go q.workStatuses()
@@ -172,8 +168,10 @@ func (q *JournalQueue) Line(id int64, kind JournalKind, text string) {
 // Do queues a job that writes journal lines to NetBox (after the look-ups
 // it needs), and reports whether it was queued. A job that finds the queue
 // full, or comes after Close, is lost. A job that returns an error wrapping
-// ErrUnavailable is called again, up to Tries times, with a context that
-// Close cancels when it gives up. Device statuses go through SetStatus.
+// ErrUnavailable is called again, with backoff, until it succeeds or Close
+// gives up; its context ends when Close gives up. A job that found NetBox
+// slow may find its own earlier write there: a job that writes a line
+// checks first when it can (NetBox.JournalHas). Device statuses go through SetStatus.
 func (q *JournalQueue) Do(job func(context.Context) error) bool {
 	return q.queue(journalJob{fn: job})
 }
@@ -246,19 +244,19 @@ func (q *JournalQueue) gather(first JournalEntry) ([]JournalEntry, *journalJob) 
 }
 
 // try calls write until it succeeds, fails other than by NetBox not
-// answering, has failed Tries times, or the queue stops; it returns
-// write's last error.
+// answering, or the queue stops; it returns write's last error.
 func (q *JournalQueue) try(write func(context.Context) error) error {
 	for try := 1; ; try++ {
 		ctx, cancel := context.WithTimeout(q.ctx, journalWriteTimeout)
 		err := write(ctx)
 		cancel()
-		if err == nil || !errors.Is(err, ErrUnavailable) || try == q.tries || q.ctx.Err() != nil {
+		if err == nil || !errors.Is(err, ErrUnavailable) || q.ctx.Err() != nil {
 			return err
 		}
 		select {
-		case <-time.After(q.backoff(try)):
+		case <-time.After(min(q.backoff(try), q.backoffMax)):
 		case <-q.ctx.Done():
+			return err
 		}
 	}
 }
@@ -379,7 +377,7 @@ func (q *JournalQueue) writeStatus(id int64, s Status) error {
 			return err
 		}
 		select {
-		case <-time.After(min(q.backoff(try), q.statusBackoffMax)):
+		case <-time.After(min(q.backoff(try), q.backoffMax)):
 		case <-q.ctx.Done():
 			return err
 		}

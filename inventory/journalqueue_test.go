@@ -241,3 +241,44 @@ func TestJournalQueueStatusLostAtClose(t *testing.T) {
 		t.Errorf("%s is %s", dev.Name, got)
 	}
 }
+
+// An outage of NetBox delays the journal and loses none of it: lines and
+// jobs are tried again, however many times, until NetBox answers; only
+// those still unwritten when Close gives up are lost, and counted.
+func TestJournalQueueWaitsOutAnOutage(t *testing.T) {
+	srv, nb, devs := generatedFleet(t, 1)
+	var lost atomic.Int32
+	q := NewJournalQueue(nb, &JournalQueueConfig{
+		Backoff:    func(int) time.Duration { return 5 * time.Millisecond },
+		BackoffMax: 20 * time.Millisecond,
+		Lost:       func() { lost.Add(1) },
+	})
+	dev := devs[0]
+	srv.Inject(netboxtest.Fault{Kind: netboxtest.Failing})
+	for i := range 3 {
+		q.Line(dev.ID, JournalInfo, fmt.Sprintf("outage %d", i))
+	}
+	q.Do(func(ctx context.Context) error {
+		return nb.Journal(ctx, dev.ID, JournalInfo, "outage job")
+	})
+	// Far more tries than a bounded retry would allow.
+	srv.ResetRequests()
+	waitFor(t, "50 tries", func() bool { return srv.RequestCount() >= 50 })
+	srv.Inject(netboxtest.Fault{})
+	if err := q.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"outage 0", "outage 1", "outage 2", "outage job"}
+	if got := journalOf(t, srv, dev.ID, "outage "); !slices.Equal(got, want) || lost.Load() != 0 {
+		t.Errorf("after an outage: journal %q, %d lost; want %q, none lost", got, lost.Load(), want)
+	}
+
+	srv.Inject(netboxtest.Fault{Kind: netboxtest.Failing})
+	q.Line(dev.ID, JournalInfo, "outage at close")
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	q.Close(ctx)
+	if n := lost.Load(); n != 1 {
+		t.Errorf("a line unwritten when Close gave up: %d lost, want 1", n)
+	}
+}
