@@ -303,6 +303,12 @@ const admitTimeout = time.Minute
 // and journal line.
 const servedWriteTimeout = 5 * time.Second
 
+// servedSettle is how long a served line whose write got no answer waits
+// before the queue looks for it in NetBox's journal: long enough for a
+// write NetBox was still finishing to land, so that it is not written
+// twice.
+const servedSettle = 5 * time.Second
+
 // servedNow writes a served config's status (active) and journal line to
 // NetBox at once, as a replica does: queued, the line would wait up to the
 // queue's linger for others, and a replica killed meanwhile would lose it
@@ -317,14 +323,17 @@ func (d *Daemon) servedNow(id int64, text string) bool {
 	}
 	if err := d.nb.Journal(ctx, id, inventory.JournalSuccess, text); err != nil {
 		// The write may have landed though its answer did not come (NetBox
-		// slow past the deadline): the queue writes the line only if
-		// NetBox's journal does not hold it yet.
-		d.journal.Do(func(ctx context.Context) error {
-			has, err := d.nb.JournalHas(ctx, id, inventory.JournalSuccess, text)
-			if err != nil || has {
-				return err
-			}
-			return d.nb.Journal(ctx, id, inventory.JournalSuccess, text)
+		// slow past the deadline), or may still land (NetBox finishing a
+		// request whose client gave up): after servedSettle the queue
+		// writes the line only if NetBox's journal does not hold it yet.
+		time.AfterFunc(servedSettle, func() {
+			d.journal.Do(func(ctx context.Context) error {
+				has, err := d.nb.JournalHas(ctx, id, inventory.JournalSuccess, text)
+				if err != nil || has {
+					return err
+				}
+				return d.nb.Journal(ctx, id, inventory.JournalSuccess, text)
+			})
 		})
 	}
 	return true

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -16,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -86,6 +88,9 @@ type memWorld struct {
 	nbsrv   *netboxtest.Server
 	inv     *inventory.Inventory
 	devices map[string]inventory.Device // by name
+	// wrapFleetd, when set, wraps the NetBox handler fleetd's requests
+	// meet (a fault of its own).
+	wrapFleetd func(http.Handler) http.Handler
 }
 
 // nodeAddr is the address of the i'th worker of a memWorld.
@@ -157,9 +162,13 @@ nodes:
 // netBox is a client of the world's NetBox as user, over its handler.
 func (w *memWorld) netBox(t *testing.T, user, site string) *inventory.NetBox {
 	t.Helper()
+	h := w.nbsrv.Handler()
+	if user == memFleetd && w.wrapFleetd != nil {
+		h = w.wrapFleetd(h)
+	}
 	nb, err := inventory.NewNetBox(w.nbsrv.URL, w.nbsrv.Token(user), &inventory.NetBoxConfig{
 		BindingAuthor: memAuthor, Site: site, Switch: memSwitch,
-		HTTPClient: memClient(w.nbsrv.Handler(), "127.0.0.1:40000"),
+		HTTPClient: memClient(h, "127.0.0.1:40000"),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -500,6 +509,50 @@ func TestAdmissionsWaitTheirTurn(t *testing.T) {
 		<-done
 		if reqs := w.fleetdRequests(); len(reqs) == 0 {
 			t.Error("the admission that waited its turn made no NetBox request")
+		}
+	})
+}
+
+// A replica's served line whose write got no answer in time, but which
+// NetBox was still finishing (it lands a second after the replica gave
+// up), is journaled once: the queue looks for it only after servedSettle.
+func TestServedLineLandingLateIsNotWrittenTwice(t *testing.T) {
+	w := newMemWorld(t, "w-01")
+	var late atomic.Bool
+	w.wrapFleetd = func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, "/api/extras/journal-entries/") || late.Swap(true) {
+				h.ServeHTTP(rw, r)
+				return
+			}
+			// The first journal write: NetBox finishes it a second after
+			// its client gave up.
+			body, _ := io.ReadAll(r.Body)
+			landed := make(chan struct{})
+			go func() {
+				time.Sleep(servedWriteTimeout + time.Second)
+				req := r.Clone(context.WithoutCancel(r.Context()))
+				req.Body = io.NopCloser(bytes.NewReader(body))
+				h.ServeHTTP(httptest.NewRecorder(), req)
+				close(landed)
+			}()
+			<-r.Context().Done()
+			http.Error(rw, "gateway timeout", http.StatusGatewayTimeout)
+			<-landed
+		})
+	}
+	synctest.Test(t, func(t *testing.T) {
+		d, _ := w.fleetd(t)
+		dev := w.devices["w-01"]
+		const text = "fleetd served the config of provision-w-01-1767225600"
+		if !d.servedNow(dev.ID, text) {
+			t.Fatal("servedNow: NetBox did not take the status")
+		}
+		time.Sleep(servedSettle + servedWriteTimeout)
+		synctest.Wait()
+		flush(t, d)
+		if got := w.journal(t, "w-01"); len(got) != 1 || got[0] != "success: "+text {
+			t.Errorf("w-01's journal: %q, want the served line once", got)
 		}
 	})
 }
