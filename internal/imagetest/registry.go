@@ -1,0 +1,86 @@
+package imagetest
+
+import (
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+)
+
+// Registry is an OCI registry (go-containerregistry's pkg/registry, its
+// blobs in memory) served over plain HTTP on 127.0.0.1 for one test. It
+// counts the pulls it serves. Its methods are safe for concurrent use. It
+// stops when the test ends.
+type Registry struct {
+	host string
+
+	mu    sync.Mutex
+	pulls map[string]int // GETs of a manifest, by repository
+	blobs map[string]int // GETs of a blob, by repository
+}
+
+// StartRegistry serves a registry on a free port of 127.0.0.1 until t
+// ends. Docker pulls from it without TLS: dockerd treats registries on
+// 127.0.0.0/8 as insecure-allowed.
+func StartRegistry(t testing.TB) *Registry {
+	t.Helper()
+	r := &Registry{pulls: map[string]int{}, blobs: map[string]int{}}
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.count(req)
+		h.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+	r.host = strings.TrimPrefix(srv.URL, "http://")
+	return r
+}
+
+// Host returns the registry's address, 127.0.0.1:<port>: the registry part
+// of its images' references.
+func (r *Registry) Host() string { return r.host }
+
+// Ref returns the reference of repo's image tagged tag in the registry,
+// <host>/<repo>:<tag>. The image need not exist.
+func (r *Registry) Ref(repo, tag string) string { return r.host + "/" + repo + ":" + tag }
+
+// Pulls returns how many times a client fetched a manifest of repo (GET,
+// by tag or digest): one for each pull that reached the registry. Pushes
+// fetch none.
+func (r *Registry) Pulls(repo string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pulls[repo]
+}
+
+// BlobPulls returns how many times a client fetched a blob (a layer or a
+// config) of repo: what a pull of an image the client lacks fetches after
+// its manifest.
+func (r *Registry) BlobPulls(repo string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.blobs[repo]
+}
+
+// count records req when it fetches a manifest or a blob:
+// GET /v2/<repo>/manifests/<ref> or GET /v2/<repo>/blobs/<digest>.
+func (r *Registry) count(req *http.Request) {
+	if req.Method != http.MethodGet {
+		return
+	}
+	p, ok := strings.CutPrefix(req.URL.Path, "/v2/")
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if i := strings.LastIndex(p, "/manifests/"); i > 0 {
+		r.pulls[p[:i]]++
+	} else if i := strings.LastIndex(p, "/blobs/"); i > 0 && !strings.Contains(p[i:], "/uploads") {
+		r.blobs[p[:i]]++
+	}
+}

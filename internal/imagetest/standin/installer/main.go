@@ -1,0 +1,77 @@
+// Command installer is a stand-in for the Talos installer of Talos's
+// installer image (ghcr.io/siderolabs/installer), which cannot be pulled
+// here: imagetest.Installer puts it at /bin/installer of an image of its
+// own. It takes the arguments fleet's install action gives the real one,
+//
+//	installer install --disk DISK --platform metal
+//
+// with the META values in INSTALLER_META_BASE64 (the real installer's
+// variable, decoded as it decodes it), and writes the recognisable layout
+// of package standin to DISK, marked with the image's reference
+// (STANDIN_IMAGE, which the image's config sets). Like Talos's installer
+// it refuses a disk that is not empty, and logs with Go's log timestamps on
+// standard output. It exits 0 once the layout is written and synced, 1 on
+// any error.
+package main
+
+import (
+	"fmt"
+	"io"
+	"log"
+	"os"
+
+	"github.com/fleetkit/fleet/internal/imagetest/standin"
+	"github.com/siderolabs/talos/pkg/machinery/meta"
+)
+
+// imageEnv names the variable of the image's config that holds the
+// image's own reference.
+const imageEnv = "STANDIN_IMAGE"
+
+func main() {
+	lg := log.New(os.Stdout, "", log.LstdFlags)
+	if err := run(os.Args[1:], os.Getenv, lg); err != nil {
+		lg.Printf("error: %v", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, getenv func(string) string, lg *log.Logger) error {
+	lg.Printf("running Talos installer %s", standin.Version)
+	disk, platform := "", ""
+	if len(args) == 0 || args[0] != "install" {
+		return fmt.Errorf("usage: installer install --disk DISK --platform metal, got %q", args)
+	}
+	for i := 1; i+1 < len(args); i += 2 {
+		switch args[i] {
+		case "--disk":
+			disk = args[i+1]
+		case "--platform":
+			platform = args[i+1]
+		}
+	}
+	if disk == "" || platform != "metal" {
+		return fmt.Errorf("usage: installer install --disk DISK --platform metal, got %q", args)
+	}
+	values, err := meta.DecodeValues(getenv("INSTALLER_META_BASE64"))
+	if err != nil {
+		return fmt.Errorf("decoding META values: %w", err)
+	}
+	f, err := os.OpenFile(disk, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("failed to open %s: %w", disk, err)
+	}
+	defer f.Close()
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return fmt.Errorf("failed to size %s: %w", disk, err)
+	}
+	if err := standin.Install(f, size, getenv(imageEnv), values, lg); err != nil {
+		return fmt.Errorf("failed to perform disk operations on %s: %w", disk, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("failed to sync %s: %w", disk, err)
+	}
+	lg.Printf("installation of %s complete", standin.Version)
+	return nil
+}

@@ -1,0 +1,260 @@
+// Package standin is the disk layout of fleet's stand-in for Talos's
+// installer image, which no test here can pull: what its installer writes
+// to the install disk (Install) and what a test, or the machine's next
+// boot, reads back (Read).
+//
+// The layout is the one a Talos UKI install makes, recognisably marked: a
+// GUID partition table, in 512-byte sectors, of an EFI system partition
+// (sectors 2048 to 34815), META (2048 sectors), STATE (32768 sectors) and
+// EPHEMERAL (the rest). The EFI system partition begins with ImageMark and
+// the line "image <reference>"; META begins with MetaMark and then one
+// "0xKEY VALUE" line per META value the install action gave the installer
+// (INSTALLER_META_BASE64, as Talos's installer decodes it). No boot loader,
+// kernel or file system is written: nothing boots from the disk.
+//
+// The command internal/imagetest/standin/installer is the image's
+// /bin/installer, and imagetest.Installer builds and pushes the image.
+package standin
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+
+	"github.com/fleetkit/fleet/disksafe"
+	"github.com/siderolabs/talos/pkg/machinery/meta"
+)
+
+// Version is the Talos version the stand-in says it installs.
+const Version = "v1.13.9"
+
+// The marks at the start of the EFI system partition and of META.
+const (
+	ImageMark = "FLEET WHOLE-MACHINE TALOS IMAGE\n"
+	MetaMark  = "FLEET WHOLE-MACHINE META\n"
+)
+
+// sector is the sector size the layout is written and read in.
+const sector = 512
+
+// linuxType is the partition type GUID of META, STATE and EPHEMERAL:
+// 0FC63DAF-8483-4772-8E79-3D69D8477DE4, a Linux file system.
+var linuxType = disksafe.GUID{0xaf, 0x3d, 0xc6, 0x0f, 0x83, 0x84, 0x72, 0x47, 0x8e, 0x79, 0x3d, 0x69, 0xd8, 0x47, 0x7d, 0xe4}
+
+// part is a partition of the layout; size 0 runs to the last usable sector.
+type part struct {
+	name  string
+	typ   disksafe.GUID
+	first int64
+	size  int64
+}
+
+var layout = []part{
+	{"EFI", disksafe.ESPType, 2048, 32768},
+	{"META", linuxType, 0, 2048},
+	{"STATE", linuxType, 0, 32768},
+	{"EPHEMERAL", linuxType, 0, 0},
+}
+
+// minSectors is the smallest disk the layout fits: an EPHEMERAL of 1 MiB,
+// and the backup table.
+const minSectors = 2048 + 32768 + 2048 + 32768 + 2048 + 33
+
+// Disk is an install disk: a block device or an image file.
+type Disk interface {
+	io.ReaderAt
+	io.WriterAt
+}
+
+// ErrNotEmpty: the disk holds a partition table already, and Talos's
+// installer, without its wipe option, installs only to an empty disk.
+var ErrNotEmpty = errors.New("disk is not empty")
+
+// Install lays out disk, of size bytes, as the package doc says, marked
+// with image and values, and logs each step to lg as Talos's installer
+// logs. It refuses, with ErrNotEmpty, a disk whose first sectors hold an
+// MBR signature or a GPT header. The caller syncs disk.
+func Install(disk Disk, size int64, image string, values meta.Values, lg *log.Logger) error {
+	head := make([]byte, 2*sector)
+	if _, err := disk.ReadAt(head, 0); err != nil {
+		return fmt.Errorf("read the disk: %w", err)
+	}
+	if bytes.Equal(head[510:512], []byte{0x55, 0xaa}) || bytes.Equal(head[sector:sector+8], []byte("EFI PART")) {
+		return ErrNotEmpty
+	}
+	sectors := size / sector
+	if sectors < minSectors {
+		return fmt.Errorf("the disk holds %d bytes, fewer than the %d the layout needs", size, minSectors*sector)
+	}
+	lg.Printf("creating new partition table")
+	parts, err := writeGPT(disk, sectors)
+	if err != nil {
+		return err
+	}
+	for _, p := range parts {
+		lg.Printf("created partition %d (%s): sectors %d-%d", p.Index, layout[p.Index-1].name, p.FirstLBA, p.LastLBA)
+	}
+	var m strings.Builder
+	m.WriteString(MetaMark)
+	for _, v := range values {
+		fmt.Fprintf(&m, "%#x %s\n", v.Key, v.Value)
+	}
+	for _, w := range []struct {
+		part int
+		data string
+	}{{0, ImageMark + "image " + image + "\n"}, {1, m.String()}} {
+		if _, err := disk.WriteAt([]byte(w.data), parts[w.part].FirstLBA*sector); err != nil {
+			return fmt.Errorf("write %s: %w", layout[w.part].name, err)
+		}
+	}
+	lg.Printf("writing %d META values", len(values))
+	return nil
+}
+
+// writeGPT writes a protective MBR and the primary and backup GPT of the
+// layout to a disk of sectors sectors, and returns its partitions.
+func writeGPT(disk Disk, sectors int64) ([]disksafe.Partition, error) {
+	const entries, entrySize = 128, 128
+	last := sectors - 1
+	lastUsable := last - 33
+	le := binary.LittleEndian
+
+	var parts []disksafe.Partition
+	arr := make([]byte, entries*entrySize)
+	next := int64(0)
+	for i, p := range layout {
+		first := p.first
+		if first == 0 {
+			first = next
+		}
+		end := first + p.size - 1
+		if p.size == 0 {
+			end = lastUsable
+		}
+		id, err := randomGUID()
+		if err != nil {
+			return nil, err
+		}
+		e := arr[i*entrySize:]
+		copy(e[0:], p.typ[:])
+		copy(e[16:], id[:])
+		le.PutUint64(e[32:], uint64(first))
+		le.PutUint64(e[40:], uint64(end))
+		for j, c := range utf16.Encode([]rune(p.name)) {
+			le.PutUint16(e[56+2*j:], c)
+		}
+		parts = append(parts, disksafe.Partition{Index: i + 1, Type: p.typ, ID: id, FirstLBA: first, LastLBA: end})
+		next = end + 1
+	}
+	diskID, err := randomGUID()
+	if err != nil {
+		return nil, err
+	}
+	header := func(my, alternate, entriesLBA int64) []byte {
+		h := make([]byte, sector)
+		copy(h, "EFI PART")
+		le.PutUint32(h[8:], 0x00010000)
+		le.PutUint32(h[12:], 92)
+		le.PutUint64(h[24:], uint64(my))
+		le.PutUint64(h[32:], uint64(alternate))
+		le.PutUint64(h[40:], 34)
+		le.PutUint64(h[48:], uint64(lastUsable))
+		copy(h[56:], diskID[:])
+		le.PutUint64(h[72:], uint64(entriesLBA))
+		le.PutUint32(h[80:], entries)
+		le.PutUint32(h[84:], entrySize)
+		le.PutUint32(h[88:], crc32.ChecksumIEEE(arr))
+		le.PutUint32(h[16:], crc32.ChecksumIEEE(h[:92]))
+		return h
+	}
+	mbr := make([]byte, sector)
+	pe := mbr[446:]
+	copy(pe, []byte{0x00, 0x00, 0x02, 0x00, 0xee, 0xff, 0xff, 0xff})
+	le.PutUint32(pe[8:], 1)
+	le.PutUint32(pe[12:], uint32(min(sectors-1, 0xffffffff)))
+	mbr[510], mbr[511] = 0x55, 0xaa
+
+	for _, w := range []struct {
+		lba  int64
+		data []byte
+	}{
+		{0, mbr},
+		{2, arr},
+		{1, header(1, last, 2)},
+		{last - 32, arr},
+		{last, header(last, 1, last-32)},
+	} {
+		if _, err := disk.WriteAt(w.data, w.lba*sector); err != nil {
+			return nil, fmt.Errorf("write the partition table: %w", err)
+		}
+	}
+	return parts, nil
+}
+
+func randomGUID() (disksafe.GUID, error) {
+	var g disksafe.GUID
+	if _, err := rand.Read(g[:]); err != nil {
+		return g, err
+	}
+	g[7] = g[7]&0x0f | 0x40 // version 4, in the GUID's little-endian third field
+	g[8] = g[8]&0x3f | 0x80
+	return g, nil
+}
+
+// Installed is what Install wrote to a disk.
+type Installed struct {
+	Image string           // the installer image's reference
+	Meta  map[uint8]string // the META values, by key
+}
+
+// Read reads back what Install wrote to disk, of size bytes, as the
+// installed Talos reads its META partition. ok is false when the disk holds
+// no such install (no GPT, another layout, or no marks); err is a read
+// error or a META line that does not parse.
+func Read(disk io.ReaderAt, size int64) (in Installed, ok bool, err error) {
+	gpt, err := disksafe.ReadGPT(disk, size, sector)
+	if errors.Is(err, disksafe.ErrNoGPT) || err == nil && len(gpt.Partitions) != len(layout) {
+		return Installed{}, false, nil
+	}
+	if err != nil {
+		return Installed{}, false, err
+	}
+	read := func(p disksafe.Partition) (string, error) {
+		b := make([]byte, 4096)
+		if _, err := disk.ReadAt(b, p.FirstLBA*sector); err != nil {
+			return "", err
+		}
+		return string(bytes.TrimRight(b, "\x00")), nil
+	}
+	esp, err := read(gpt.Partitions[0])
+	if err != nil || !strings.HasPrefix(esp, ImageMark) {
+		return Installed{}, false, err
+	}
+	in.Image = strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(esp, ImageMark), "image "))
+	m, err := read(gpt.Partitions[1])
+	if err != nil || !strings.HasPrefix(m, MetaMark) {
+		return in, false, err
+	}
+	in.Meta = map[uint8]string{}
+	for l := range strings.Lines(strings.TrimPrefix(m, MetaMark)) {
+		l = strings.TrimRight(l, "\n")
+		if l == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(l, " ")
+		key, err := strconv.ParseUint(k, 0, 8)
+		if err != nil {
+			return in, false, fmt.Errorf("META line %q: %w", l, err)
+		}
+		in.Meta[uint8(key)] = v
+	}
+	return in, true, nil
+}

@@ -1,0 +1,66 @@
+package standin_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"log"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/fleetkit/fleet/disksafe"
+	"github.com/fleetkit/fleet/internal/imagetest/standin"
+	"github.com/google/go-cmp/cmp"
+	"github.com/siderolabs/talos/pkg/machinery/meta"
+)
+
+// Install lays out an empty disk as a Talos install that disksafe reads
+// (the one EFI system partition next-boot looks for) and Read reads back,
+// and refuses the disk once it holds that layout.
+func TestInstallAndRead(t *testing.T) {
+	const size = 64 << 20
+	f, err := os.Create(filepath.Join(t.TempDir(), "disk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := standin.Read(f, size); ok || err != nil {
+		t.Fatalf("Read of an empty disk = %v, %v; want no install", ok, err)
+	}
+	var logged bytes.Buffer
+	values := meta.Values{{Key: meta.DownloadURLCode, Value: "code-1"}}
+	const image = "127.0.0.1:5000/siderolabs/installer:v1.13.9"
+	if err := standin.Install(f, size, image, values, log.New(&logged, "", 0)); err != nil {
+		t.Fatalf("Install: %v\n%s", err, logged.String())
+	}
+
+	gpt, err := disksafe.ReadGPT(f, size, 512)
+	if err != nil {
+		t.Fatalf("ReadGPT: %v", err)
+	}
+	if len(gpt.Partitions) != 4 || gpt.Partitions[0].Type != disksafe.ESPType || gpt.Partitions[0].FirstLBA != 2048 || gpt.Partitions[0].LastLBA != 34815 {
+		t.Errorf("partitions = %+v, want an EFI system partition at 2048-34815 and three more", gpt.Partitions)
+	}
+	if last := gpt.Partitions[3].LastLBA; last != size/512-34 {
+		t.Errorf("EPHEMERAL ends at %d, want the last usable sector %d", last, size/512-34)
+	}
+	backup := make([]byte, 8)
+	if _, err := f.ReadAt(backup, size-512); err != nil || string(backup) != "EFI PART" {
+		t.Errorf("the last sector begins %q (%v), want the backup header", backup, err)
+	}
+	got, ok, err := standin.Read(f, size)
+	if err != nil || !ok {
+		t.Fatalf("Read = %v, %v", ok, err)
+	}
+	want := standin.Installed{Image: image, Meta: map[uint8]string{meta.DownloadURLCode: "code-1"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Read (-want +got):\n%s", diff)
+	}
+	if err := standin.Install(f, size, image, values, log.New(io.Discard, "", 0)); !errors.Is(err, standin.ErrNotEmpty) {
+		t.Errorf("a second Install = %v, want ErrNotEmpty", err)
+	}
+}
