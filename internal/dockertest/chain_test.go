@@ -1,0 +1,381 @@
+package dockertest_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetkit/fleet/internal/deptest"
+	"github.com/fleetkit/fleet/internal/dockertest"
+	"github.com/fleetkit/fleet/internal/imagetest"
+	"github.com/fleetkit/fleet/internal/kubetest"
+	"github.com/fleetkit/fleet/internal/testenv"
+	"github.com/fleetkit/fleet/internal/tinktest"
+	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+)
+
+func TestMain(m *testing.M) { os.Exit(kubetest.Run(m)) }
+
+// dockertest drives its programs as processes: it links no Tinkerbell
+// package, no image builder, and none of fleet's packages.
+func TestDeps(t *testing.T) {
+	deptest.Check(t, "github.com/fleetkit/fleet/internal/dockertest", []string{
+		"github.com/tinkerbell",
+		"github.com/google/go-containerregistry",
+		"github.com/fleetkit/fleet/internal/imagetest",
+		"github.com/fleetkit/fleet/provision",
+		"github.com/fleetkit/fleet/inventory",
+		"github.com/fleetkit/fleet/attest",
+		"github.com/fleetkit/fleet/disksafe",
+	})
+}
+
+var (
+	hardwareResource = tinkerbell.GroupVersion.WithResource("hardware")
+	templateResource = tinkerbell.GroupVersion.WithResource("templates")
+	workflowResource = tinkerbell.GroupVersion.WithResource("workflows")
+)
+
+// The chain from Tinkerbell to a machine, with nothing of the machine's
+// side played: a machine (its own network namespace, its own containerd
+// and dockerd) runs Tinkerbell's agent with the docker runtime, which asks
+// the real tink-server for its Workflows' actions, pulls their images,
+// built by imagetest, from a registry on the test's loopback, runs them as
+// containers on the machine's dockerd, and reports, so that
+// tink-controller takes each Workflow to its end:
+//
+//   - good: an action writes a file into a volume the Template binds, and
+//     an action runs the docker CLI of its image against the machine's
+//     dockerd (its socket bound in, as fleet's Templates bind it) to pull
+//     the stand-in installer image: SUCCESS.
+//   - failing: an action exits 1: FAILED at that action, with
+//     Tinkerbell's message "action completed", its output in the agent's
+//     log, and the action after it never run.
+//   - missing image: the registry lacks the action's image: FAILED, and
+//     the agent's log says "error executing action" and "docker:", the
+//     runbook's row for a tools image that could not be pulled.
+//   - wipe-disk: fleet's own wipe-disk image, its entrypoint /ko-app/
+//     wipe-disk, in a boot that recorded no attestation: it refuses with
+//     the runbook's line, and the Workflow FAILs.
+//
+// The Workflows run one after another on the one machine, each deleted
+// once it ended: tink-server serves a worker nothing while one of its
+// Workflows has ended and still exists.
+func TestIntegrationAgentRunsAnAction(t *testing.T) {
+	testenv.Short(t)
+	testenv.Root(t, "network namespaces, dockerd")
+	ip := testenv.Command(t, "ip", "iproute2")
+	docker := testenv.Command(t, "docker", "docker.io")
+
+	env := kubetest.Start(t)
+	ns := env.Namespace(t)
+	tb := tinktest.Start(t, env, ns, nil)
+	dyn, err := dynamic.NewForConfig(env.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	reg := imagetest.StartRegistry(t)
+	action := imagetest.Build(t, reg, "internal/dockertest/testaction", "fleettest/testaction", &imagetest.Config{Programs: []string{docker}})
+	wipe := imagetest.Action(t, reg, "wipe-disk")
+	installer := imagetest.Installer(t, reg)
+	missing := reg.Ref("fleet/missing", imagetest.DefaultTag)
+
+	netns := fmt.Sprintf("dockertest-%d", os.Getpid())
+	if out, err := exec.Command(ip, "netns", "add", netns).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v: %s", netns, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command(ip, "netns", "del", netns).CombinedOutput(); err != nil {
+			t.Errorf("ip netns del %s: %v: %s", netns, err, out)
+		}
+	})
+	d := dockertest.Start(t, &dockertest.Config{Netns: netns, Forward: []string{reg.Host(), tb.GRPC()}})
+
+	const mac = "02:00:00:d0:c4:01"
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	create(ctx, t, dyn, hardwareResource, ns, &tinkerbell.Hardware{
+		ObjectMeta: metav1.ObjectMeta{Name: "machine-1"},
+		Spec: tinkerbell.HardwareSpec{
+			Interfaces: []tinkerbell.Interface{{DHCP: &tinkerbell.DHCP{MAC: mac, Hostname: "machine-1"}}},
+		},
+	})
+	out := t.TempDir()
+	top := t // the agent serves every subtest
+	var agent *dockertest.Agent
+
+	// run creates Template and Workflow name from data, starts the agent
+	// when none runs yet, waits until the Workflow ends, logs where the
+	// time went, deletes the Workflow, and returns it as it ended.
+	run := func(t *testing.T, name, data string) tinkerbell.Workflow {
+		t.Helper()
+		create(ctx, t, dyn, templateResource, ns, &tinkerbell.Template{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       tinkerbell.TemplateSpec{Data: &data},
+		})
+		t0 := time.Now()
+		create(ctx, t, dyn, workflowResource, ns, &tinkerbell.Workflow{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: tinkerbell.WorkflowSpec{
+				TemplateRef: name,
+				HardwareRef: "machine-1",
+				HardwareMap: map[string]string{"device_1": mac},
+			},
+		})
+		t.Cleanup(func() { deleteWorkflow(t, dyn, ns, name) })
+		var wf tinkerbell.Workflow
+		if agent == nil {
+			waitFor(ctx, t, dyn, ns, name, &wf, func() bool { return wf.Status.State == tinkerbell.WorkflowStatePending })
+			agent = d.StartAgent(top, mac, tb.GRPC(), nil)
+			waitFor(ctx, t, dyn, ns, name, &wf, func() bool {
+				return len(wf.Status.Tasks) > 0 && wf.Status.Tasks[0].Actions[0].State != tinkerbell.WorkflowStatePending
+			})
+			t.Logf("the agent's first action began %v after it started", time.Since(agent.Started()).Round(time.Millisecond))
+		}
+		waitFor(ctx, t, dyn, ns, name, &wf, func() bool {
+			switch wf.Status.State {
+			case tinkerbell.WorkflowStateSuccess, tinkerbell.WorkflowStateFailed, tinkerbell.WorkflowStateTimeout:
+				return true
+			}
+			return false
+		})
+		var times []string
+		for _, a := range wf.Status.Tasks[0].Actions {
+			times = append(times, fmt.Sprintf("%s %s %s", a.Name, a.State, a.ExecutionDuration))
+		}
+		t.Logf("Workflow %s: %s %v after its create; actions: %s", name, wf.Status.State, time.Since(t0).Round(time.Millisecond), strings.Join(times, ", "))
+		return wf
+	}
+
+	t.Run("good", func(t *testing.T) {
+		wf := run(t, "good", fmt.Sprintf(`version: "0.1"
+name: good
+global_timeout: 600
+tasks:
+  - name: run
+    worker: "{{.device_1}}"
+    volumes:
+      - %s:/out
+    actions:
+      - name: write
+        image: %s
+        timeout: 120
+        command: ["write", "/out/result"]
+        environment:
+          MESSAGE: written by the action
+      - name: pull-installer
+        image: %s
+        timeout: 120
+        command: ["run", "docker", "pull", %q]
+        volumes:
+          - %s:/var/run/docker.sock
+`, out, action, action, installer, d.Socket()))
+		if wf.Status.State != tinkerbell.WorkflowStateSuccess {
+			t.Fatalf("Workflow good ended %s, want SUCCESS: %+v", wf.Status.State, wf.Status.Tasks)
+		}
+		if b, err := os.ReadFile(filepath.Join(out, "result")); err != nil || string(b) != "written by the action\n" {
+			t.Errorf("the action's file holds %q (%v), want its MESSAGE", b, err)
+		}
+		if n := reg.Pulls("fleettest/testaction"); n < 1 {
+			t.Errorf("the registry served %d pulls of the action's image, want at least 1", n)
+		}
+		if n := reg.Pulls(imagetest.InstallerRepo); n != 1 {
+			t.Errorf("the registry served %d pulls of the installer image, want the action's 1", n)
+		}
+		if out, err := exec.Command(docker, "--host", "unix://"+d.Socket(), "image", "inspect", "--format", "{{.Config.Entrypoint}}", installer).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "[/bin/installer]" {
+			t.Errorf("the machine's dockerd holds the installer image with entrypoint %q (%v), want [/bin/installer]", out, err)
+		}
+		for _, want := range []string{`testaction: wrote "written by the action" to /out/result`, "Status: Downloaded newer image for " + installer} {
+			printed(t, d, agent, want)
+		}
+	})
+
+	t.Run("failing", func(t *testing.T) {
+		wf := run(t, "failing", fmt.Sprintf(`version: "0.1"
+name: failing
+global_timeout: 600
+tasks:
+  - name: run
+    worker: "{{.device_1}}"
+    volumes:
+      - %s:/out
+    actions:
+      - name: fail
+        image: %s
+        timeout: 120
+        command: ["fail", "testaction: failing on purpose"]
+      - name: never
+        image: %s
+        timeout: 120
+        command: ["write", "/out/never"]
+`, out, action, action))
+		if wf.Status.State != tinkerbell.WorkflowStateFailed {
+			t.Fatalf("Workflow failing ended %s, want FAILED", wf.Status.State)
+		}
+		acts := wf.Status.Tasks[0].Actions
+		if acts[0].State != tinkerbell.WorkflowStateFailed || acts[0].Message != "action completed" {
+			t.Errorf("action fail: %s %q, want FAILED \"action completed\"", acts[0].State, acts[0].Message)
+		}
+		if acts[1].State != tinkerbell.WorkflowStatePending {
+			t.Errorf("action never: %s, want PENDING: it follows a failed action", acts[1].State)
+		}
+		if _, err := os.Stat(filepath.Join(out, "never")); !os.IsNotExist(err) {
+			t.Errorf("the action after the failed one ran: %v", err)
+		}
+		printed(t, d, agent, "testaction: failing on purpose")
+		if name := "tinkerbell_fail_" + acts[0].ID + ": "; !strings.Contains(d.ContainerOutput(), name+"testaction: failing on purpose") {
+			t.Errorf("the failed action's output is not its container's, %s", name)
+		}
+	})
+
+	t.Run("missing image", func(t *testing.T) {
+		before := reg.Pulls("fleet/missing")
+		wf := run(t, "missing", fmt.Sprintf(`version: "0.1"
+name: missing
+global_timeout: 600
+tasks:
+  - name: run
+    worker: "{{.device_1}}"
+    actions:
+      - name: missing
+        image: %s
+        timeout: 120
+`, missing))
+		if wf.Status.State != tinkerbell.WorkflowStateFailed || wf.Status.Tasks[0].Actions[0].Message != "action completed" {
+			t.Fatalf("Workflow missing ended %s (%q), want FAILED with \"action completed\"", wf.Status.State, wf.Status.Tasks[0].Actions[0].Message)
+		}
+		if reg.Pulls("fleet/missing") == before {
+			t.Error("the registry was not asked for the missing image")
+		}
+		var line string
+		for l := range strings.Lines(agent.Output()) {
+			if strings.Contains(l, `"msg":"error executing action"`) && strings.Contains(l, reg.Host()+"/fleet/missing") {
+				line = l
+			}
+		}
+		if !strings.Contains(line, "All attempts fail") || !strings.Contains(line, "#1: docker:") {
+			t.Errorf("the agent's log says %q, want \"error executing action\" with \"All attempts fail: #1: docker:\"", line)
+		}
+	})
+
+	t.Run("wipe-disk", func(t *testing.T) {
+		before := reg.Pulls("fleet/wipe-disk")
+		wf := run(t, "wipe", fmt.Sprintf(`version: "0.1"
+name: wipe
+global_timeout: 600
+tasks:
+  - name: run
+    worker: "{{.device_1}}"
+    actions:
+      - name: wipe-disk
+        image: %s
+        timeout: 120
+        environment:
+          INSTALL_DISK: /dev/fleet-test-none
+          INSTALL_DISK_SERIAL: FLEET-TEST-NONE
+          FLEET_BOOT_DIR: /run/fleet
+`, wipe))
+		if wf.Status.State != tinkerbell.WorkflowStateFailed {
+			t.Fatalf("Workflow wipe ended %s, want FAILED: wipe-disk refuses a boot without attestation", wf.Status.State)
+		}
+		if reg.Pulls("fleet/wipe-disk") == before {
+			t.Error("the registry served no pull of the wipe-disk image")
+		}
+		// The runbook's line, and what lies under it.
+		for _, want := range []string{"wipe: this boot did not pass attestation", "(the HookOS agent recorded no attestation in this boot)"} {
+			printed(t, d, agent, want)
+		}
+	})
+}
+
+// printed fails t unless an action's container printed text, as the
+// machine's dockerd recorded it, waiting a few seconds for its log driver.
+// It logs whether the agent's own log holds the text too: the agent may
+// lose the end of a container's output.
+func printed(t *testing.T, d *dockertest.Docker, a *dockertest.Agent, text string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(d.ContainerOutput(), text); {
+		if time.Now().After(deadline) {
+			t.Errorf("no container printed %q; they printed:\n%s", text, d.ContainerOutput())
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(a.Output(), strings.ReplaceAll(text, `"`, `\"`)) {
+		t.Logf("the agent's log lacks the container's output %q", text)
+	}
+}
+
+// create creates obj, a typed Tinkerbell object, in ns.
+func create(ctx context.Context, t *testing.T, dyn dynamic.Interface, gvr schema.GroupVersionResource, ns string, obj runtime.Object) {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion(gvr.GroupVersion().String())
+	u.SetKind(map[schema.GroupVersionResource]string{hardwareResource: "Hardware", templateResource: "Template", workflowResource: "Workflow"}[gvr])
+	if _, err := dyn.Resource(gvr).Namespace(ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create %s %s: %v", u.GetKind(), u.GetName(), err)
+	}
+}
+
+// waitFor reads Workflow name into wf until done reports true, or fails t
+// when ctx ends.
+func waitFor(ctx context.Context, t *testing.T, dyn dynamic.Interface, ns, name string, wf *tinkerbell.Workflow, done func() bool) {
+	t.Helper()
+	for {
+		u, err := dyn.Resource(workflowResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			*wf = tinkerbell.Workflow{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, wf); err != nil {
+				t.Fatal(err)
+			}
+			if done() {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("Workflow %s/%s: %v; last read %+v", ns, name, ctx.Err(), wf.Status)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// deleteWorkflow deletes Workflow name and waits until it is gone, so
+// that tink-server serves the worker's next one.
+func deleteWorkflow(t *testing.T, dyn dynamic.Interface, ns, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	client := dyn.Resource(workflowResource).Namespace(ns)
+	if err := client.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("delete Workflow %s: %v", name, err)
+		return
+	}
+	for {
+		_, err := client.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Errorf("Workflow %s not deleted: %v (last: %v)", name, ctx.Err(), err)
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

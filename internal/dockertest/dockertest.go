@@ -1,0 +1,124 @@
+package dockertest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fleetkit/fleet/internal/syncbuf"
+)
+
+// Config holds the optional settings of Start. A nil *Config means every
+// default. It must not change while Start runs.
+type Config struct {
+	// Netns is the network namespace (a name under /run/netns, as ip netns
+	// add makes) that containerd, dockerd, their containers and the agent
+	// run in: the machine's. Start brings its loopback interface up. "":
+	// the test's own.
+	Netns string
+	// Forward are addresses of 127.0.0.1 in the test's network namespace
+	// (host:port: the registry, tink-server) that the programs in Netns
+	// reach at the same address: Start listens on each in Netns and
+	// forwards every connection to it. Ignored when Netns is "". nil: none.
+	Forward []string
+	// Args are more flags for dockerd, after Start's own. nil: none.
+	Args []string
+}
+
+// Docker is a containerd and a dockerd that Start started for one test:
+// one machine's container engine, as HookOS runs one. Its methods are safe
+// for concurrent use. It stops when that test ends.
+type Docker struct {
+	dir    string
+	socket string
+	netns  string
+	log    string
+	nsPID  int // containerd's PID: whose namespaces dockerd and the agent join
+	output *syncbuf.Buffer
+}
+
+// Socket returns the path of dockerd's API socket: the agent's
+// --docker-socket, and what a Template binds where an action expects the
+// machine's Docker (/var/run/docker.sock).
+func (d *Docker) Socket() string { return d.socket }
+
+// Netns returns the network namespace it runs in, "" for the test's own.
+func (d *Docker) Netns() string { return d.netns }
+
+// ContainerOutput returns what the containers dockerd ran have printed so
+// far, one line each, as "<container name>: <line>", stdout and stderr
+// alike: dockerd's syslog log driver sends each line to a socket Start
+// serves. The agent names an action's container
+// tinkerbell_<action>_<action ID>. Unlike the agent's own log, it holds
+// every line: the agent closes a container's attach stream as soon as the
+// container exits, and what its reader had not read yet is lost.
+func (d *Docker) ContainerOutput() string { return d.output.String() }
+
+// Log returns the path of dockerd's and containerd's output. It is removed
+// when the test ends; Start logs its end when the test failed.
+func (d *Docker) Log() string { return d.log }
+
+// AgentConfig holds the optional settings of StartAgent. A nil
+// *AgentConfig means every default. It must not change while StartAgent
+// runs.
+type AgentConfig struct {
+	// Args are more flags for the agent, after StartAgent's own, so that
+	// a flag given here overrides StartAgent's (e.g. "--log-level=1").
+	// nil: none.
+	Args []string
+}
+
+// Agent is Tinkerbell's agent that StartAgent started for one test. Its
+// methods are safe for concurrent use. It stops when that test ends.
+type Agent struct {
+	id      string
+	out     *syncbuf.Buffer
+	started time.Time
+}
+
+// ID returns the agent's worker ID.
+func (a *Agent) ID() string { return a.id }
+
+// Output returns what the agent has printed so far: its JSON log lines.
+// Each action's container output is the message of lines with a
+// container_name, as the agent reads it from Docker's attach stream
+// without demultiplexing it: each chunk begins with the stream's 8-byte
+// frame header (JSON-escaped, \u0001 or \u0002 for stdout or stderr, then
+// the length), and a line may come after the agent reported the action.
+func (a *Agent) Output() string { return a.out.String() }
+
+// Started returns when the agent was started.
+func (a *Agent) Started() time.Time { return a.started }
+
+// Start starts a container engine for t: containerd and dockerd, each with
+// its own state under a new temporary directory, in the network namespace
+// cfg.Netns and in a mount namespace of their own, and waits until
+// dockerd's API answers (see the package doc). It stops both, and removes
+// their state, when t ends.
+//
+// Start ends t through internal/testenv when it cannot run (not root, not
+// Linux, a program missing, -short): a skip with the reason by hand, a
+// failure with FLEET_REQUIRE_INTEGRATION=1. It fails t when containerd or
+// dockerd does not become ready.
+func Start(t testing.TB, cfg *Config) *Docker {
+	t.Helper()
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	return start(t, cfg)
+}
+
+// StartAgent starts Tinkerbell's agent (v0.25.0, the tools/tinkerbell
+// module's agent) for t in d's namespaces, as HookOS starts it: with worker
+// ID id (for fleet's Templates the machine's lowercase MAC), tink-server's
+// gRPC at grpc (plain, as tinktest serves it), the docker runtime on d,
+// and no attribute detection. It stops the agent when t ends.
+//
+// StartAgent ends t through internal/testenv when the agent cannot be
+// built, and fails it when the agent does not start.
+func (d *Docker) StartAgent(t testing.TB, id, grpc string, cfg *AgentConfig) *Agent {
+	t.Helper()
+	if cfg == nil {
+		cfg = &AgentConfig{}
+	}
+	return d.startAgent(t, id, grpc, cfg)
+}

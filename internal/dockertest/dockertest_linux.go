@@ -1,0 +1,430 @@
+package dockertest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetkit/fleet/internal/syncbuf"
+	"github.com/fleetkit/fleet/internal/testenv"
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// readyTimeout bounds the wait for containerd, then dockerd, to serve:
+	// about a second each here.
+	readyTimeout = 60 * time.Second
+	// dockerdStop is how long dockerd has to stop after SIGTERM: it
+	// stops its containers first (10 s each at most) before it exits.
+	dockerdStop = 30 * time.Second
+	// stopTimeout is how long containerd and the agent have to stop.
+	stopTimeout = 10 * time.Second
+)
+
+// tools are the programs Start runs.
+type tools struct {
+	dockerd, containerd, runc, unshare, nsenter, ip string
+}
+
+func needTools(t testing.TB, netns bool) tools {
+	t.Helper()
+	testenv.Short(t)
+	testenv.Root(t, "dockerd, containerd and their mount namespaces")
+	tl := tools{
+		dockerd:    testenv.Command(t, "dockerd", "docker.io"),
+		containerd: testenv.Command(t, "containerd", "containerd"),
+		runc:       testenv.Command(t, "runc", "runc"),
+		unshare:    testenv.Command(t, "unshare", "util-linux"),
+		nsenter:    testenv.Command(t, "nsenter", "util-linux"),
+	}
+	if netns {
+		tl.ip = testenv.Command(t, "ip", "iproute2")
+	}
+	return tl
+}
+
+func start(t testing.TB, cfg *Config) *Docker {
+	t.Helper()
+	tl := needTools(t, cfg.Netns != "")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	if cfg.Netns != "" {
+		if _, err := os.Stat(filepath.Join("/run/netns", cfg.Netns)); err != nil {
+			t.Fatalf("dockertest: network namespace %q: %v", cfg.Netns, err)
+		}
+		if out, err := exec.Command(tl.ip, "-n", cfg.Netns, "link", "set", "lo", "up").CombinedOutput(); err != nil {
+			t.Fatalf("dockertest: ip -n %s link set lo up: %v: %s", cfg.Netns, err, out)
+		}
+	}
+	// Not t.TempDir: its path holds the test's name, and containerd's
+	// sockets must stay within 108 bytes.
+	dir, err := os.MkdirTemp("", "dockertest-")
+	if err != nil {
+		t.Fatalf("dockertest: %v", err)
+	}
+	d := &Docker{
+		dir:    dir,
+		socket: filepath.Join(dir, "docker.sock"),
+		netns:  cfg.Netns,
+		log:    filepath.Join(dir, "dockerd.log"),
+	}
+	t.Cleanup(func() { removeState(t, dir) })
+
+	t0 := time.Now()
+	runtimeArgs, lacking, err := boundedRuntime(ctx, dir, tl.runc)
+	if err != nil {
+		t.Fatalf("dockertest: %v", err)
+	}
+	if len(lacking) > 0 {
+		t.Logf("dockertest: this process's capability bounding set lacks capabilities %v, which dockerd gives privileged containers: runc runs through boundedrunc, which leaves them out (built in %v)", lacking, round(time.Since(t0)))
+	}
+
+	if cfg.Netns != "" {
+		for _, addr := range cfg.Forward {
+			f, err := forward(cfg.Netns, addr)
+			if err != nil {
+				t.Fatalf("dockertest: %v", err)
+			}
+			t.Cleanup(f.close)
+		}
+	}
+
+	d.output = &syncbuf.Buffer{}
+	sl, err := listenSyslog(filepath.Join(dir, "containers.sock"), d.output)
+	if err != nil {
+		t.Fatalf("dockertest: %v", err)
+	}
+	t.Cleanup(sl.close)
+
+	t1 := time.Now()
+	cp, err := d.startContainerd(tl)
+	if cp != nil {
+		t.Cleanup(func() {
+			if err := cp.stop(stopTimeout); err != nil {
+				t.Errorf("dockertest: %v", err)
+			}
+		})
+	}
+	if err != nil {
+		t.Fatalf("dockertest: %v", err)
+	}
+	if err := waitReady(ctx, cp, "containerd", func() error {
+		c, err := net.Dial("unix", d.containerdSocket())
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("dockertest: %v", err)
+	}
+	d.nsPID = cp.cmd.Process.Pid
+	containerdReady := time.Since(t1)
+
+	t2 := time.Now()
+	dp, err := d.startDockerd(tl, append(runtimeArgs, sl.args()...), cfg.Args)
+	if dp != nil {
+		t.Cleanup(func() {
+			if err := dp.stop(dockerdStop); err != nil {
+				t.Errorf("dockertest: %v", err)
+			}
+			if t.Failed() {
+				t.Logf("dockertest: dockerd's output ends:\n%s", tail(dp.out(), 3000))
+			}
+		})
+	}
+	if err != nil {
+		t.Fatalf("dockertest: %v", err)
+	}
+	client := d.client()
+	if err := waitReady(ctx, dp, "dockerd", func() error { return ping(ctx, client) }); err != nil {
+		t.Fatalf("dockertest: %v", err)
+	}
+	where := "the test's network namespace"
+	if cfg.Netns != "" {
+		where = "network namespace " + cfg.Netns
+	}
+	t.Logf("dockertest: dockerd ready in %v (containerd %v, dockerd %v), in %s, socket %s", round(time.Since(t1)), round(containerdReady), round(time.Since(t2)), where, d.socket)
+	return d
+}
+
+func (d *Docker) containerdSocket() string {
+	return filepath.Join(d.dir, "containerd", "containerd.sock")
+}
+
+// startContainerd writes containerd's config and starts it in a mount
+// namespace of its own, whose mounts are slaves of the test's, in the
+// network namespace d.netns.
+func (d *Docker) startContainerd(tl tools) (*process, error) {
+	state := filepath.Join(d.dir, "containerd")
+	config := fmt.Sprintf(`version = 2
+root = %q
+state = %q
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+
+[grpc]
+  address = %q
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = %q
+`, filepath.Join(state, "root"), filepath.Join(state, "state"), d.containerdSocket(), filepath.Join(state, "opt"))
+	path := filepath.Join(d.dir, "containerd.toml")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		return nil, err
+	}
+	args := []string{tl.unshare, "--mount", "--propagation", "slave", tl.containerd, "--config", path}
+	if d.netns != "" {
+		args = append([]string{tl.nsenter, "--net=" + filepath.Join("/run/netns", d.netns)}, args...)
+	}
+	logPath := filepath.Join(d.dir, "containerd.log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close() // the child has its own descriptor
+	return startProcess("containerd", exec.Command(args[0], args[1:]...), f, fileOutput(logPath))
+}
+
+// startDockerd starts dockerd in containerd's mount and network
+// namespaces, on containerd, with its own state.
+func (d *Docker) startDockerd(tl tools, runtimeArgs, extra []string) (*process, error) {
+	daemonJSON := filepath.Join(d.dir, "daemon.json")
+	if err := os.WriteFile(daemonJSON, []byte("{}\n"), 0o600); err != nil {
+		return nil, err
+	}
+	args := []string{
+		tl.nsenter, "--target", strconv.Itoa(d.nsPID), "--mount", "--net", tl.dockerd,
+		"--host", "unix://" + d.socket,
+		"--data-root", filepath.Join(d.dir, "data"),
+		"--exec-root", filepath.Join(d.dir, "exec"),
+		"--pidfile", filepath.Join(d.dir, "docker.pid"),
+		"--config-file", daemonJSON,
+		"--containerd", d.containerdSocket(),
+		"--iptables=false",
+		"--ip-forward=false",
+		"--ip-masq=false",
+		"--bridge=none",
+		"--userland-proxy=false",
+	}
+	args = append(append(args, runtimeArgs...), extra...)
+	f, err := os.Create(d.log)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return startProcess("dockerd", exec.Command(args[0], args[1:]...), f, fileOutput(d.log))
+}
+
+// client returns an HTTP client of dockerd's API socket.
+func (d *Docker) client() *http.Client {
+	return &http.Client{
+		Timeout: 5 * time.Second,
+		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var dl net.Dialer
+			return dl.DialContext(ctx, "unix", d.socket)
+		}},
+	}
+}
+
+// ping asks dockerd's API for /_ping, which answers 200 once it serves.
+func ping(ctx context.Context, c *http.Client) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://docker/_ping", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/_ping answered %s", resp.Status)
+	}
+	return nil
+}
+
+// waitReady calls probe until it succeeds, p exits, or readyTimeout
+// passes.
+func waitReady(ctx context.Context, p *process, name string, probe func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	for {
+		last := probe()
+		if last == nil {
+			return nil
+		}
+		if err := p.exited(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s was not ready within %v (last: %v); its output ends:\n%s", name, readyTimeout, last, tail(p.out(), 3000))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// boundedRuntime returns dockerd's flags that make boundedrunc its default
+// runtime, building it into dir, when this process's capability bounding
+// set lacks capabilities the kernel knows (and their numbers); none when
+// it lacks none.
+func boundedRuntime(ctx context.Context, dir, runc string) (args []string, lacking []int, err error) {
+	lacking, err = lackedCapabilities()
+	if err != nil || len(lacking) == 0 {
+		return nil, nil, err
+	}
+	bin := filepath.Join(dir, "bin", "boundedrunc")
+	if err := goBuild(ctx, "internal/dockertest/boundedrunc", bin, "-X main.runc="+runc); err != nil {
+		return nil, nil, err
+	}
+	return []string{"--add-runtime", "fleet-runc=" + bin, "--default-runtime", "fleet-runc"}, lacking, nil
+}
+
+// lackedCapabilities returns the numbers of the capabilities, up to the
+// kernel's last, that this process's bounding set lacks.
+func lackedCapabilities() ([]int, error) {
+	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	if err != nil {
+		return nil, err
+	}
+	last, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, fmt.Errorf("cap_last_cap: %w", err)
+	}
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return nil, err
+	}
+	for line := range strings.Lines(string(status)) {
+		v, ok := strings.CutPrefix(line, "CapBnd:")
+		if !ok {
+			continue
+		}
+		bnd, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		if err != nil {
+			return nil, fmt.Errorf("CapBnd: %w", err)
+		}
+		var lacking []int
+		for c := 0; c <= last && c < 64; c++ {
+			if bnd&(1<<c) == 0 {
+				lacking = append(lacking, c)
+			}
+		}
+		return lacking, nil
+	}
+	return nil, fmt.Errorf("/proc/self/status holds no CapBnd")
+}
+
+// removeState unmounts whatever is still mounted under dir in the test's
+// mount namespace (nothing, when containerd and dockerd ran in their own,
+// as Start starts them; an overlay or a bind left by a crash otherwise),
+// deepest first, and removes dir.
+func removeState(t testing.TB, dir string) {
+	mounts, err := mountsUnder(dir)
+	if err != nil {
+		t.Errorf("dockertest: %v", err)
+	}
+	for _, m := range mounts {
+		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil {
+			t.Errorf("dockertest: unmount %s: %v", m, err)
+		} else {
+			t.Logf("dockertest: unmounted %s, left mounted in the test's mount namespace", m)
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Errorf("dockertest: remove dockerd's state: %v", err)
+	}
+}
+
+// mountsUnder returns the mount points under dir in this process's mount
+// namespace, deepest first.
+func mountsUnder(dir string) ([]string, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		mp := unescapeMount(f[4])
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			out = append(out, mp)
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out, nil
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a blank).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func (d *Docker) startAgent(t testing.TB, id, grpc string, cfg *AgentConfig) *Agent {
+	t.Helper()
+	nsenter := testenv.Command(t, "nsenter", "util-linux")
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	bin, err := findTool(ctx, "agent")
+	if err != nil {
+		testenv.Unavailable(t, "Tinkerbell's agent: %v", err)
+	}
+	if dt := time.Since(t0); dt > 10*time.Second {
+		t.Logf("dockertest: built the agent in %v (a cold build; scripts/test builds it before go test)", round(dt))
+	}
+	args := append([]string{
+		"--target", strconv.Itoa(d.nsPID), "--mount", "--net", bin,
+		"--id", id,
+		"--grpc-server", grpc,
+		"--attribute-detection=false",
+		"--runtime", "docker",
+		"--docker-socket", d.socket,
+	}, cfg.Args...)
+	out := &syncbuf.Buffer{}
+	a := &Agent{id: id, out: out, started: time.Now()}
+	p, err := startProcess("agent", exec.Command(nsenter, args...), out, out.String)
+	if err != nil {
+		t.Fatalf("dockertest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := p.stop(stopTimeout); err != nil {
+			t.Errorf("dockertest: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("dockertest: the agent's output ends:\n%s", tail(out.String(), 6000))
+		}
+	})
+	return a
+}
+
+func round(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }

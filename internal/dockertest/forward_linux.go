@@ -1,0 +1,112 @@
+package dockertest
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	"github.com/fleetkit/fleet/internal/testenv"
+)
+
+// forwarder listens on an address in a network namespace and forwards
+// each connection to the same address in the test's.
+type forwarder struct {
+	ln   net.Listener
+	addr string
+
+	mu    sync.Mutex
+	conns map[net.Conn]bool
+	wg    sync.WaitGroup
+}
+
+// forward listens on addr in the network namespace netns and forwards
+// every connection to addr as the test's own namespace has it: how a
+// machine's programs reach the registry and tink-server, which listen on
+// the test's loopback only. The listening socket stays in netns; every
+// other goroutine's thread, and so each forwarded connection's dial, is in
+// the test's namespace.
+func forward(netns, addr string) (*forwarder, error) {
+	f := &forwarder{addr: addr, conns: map[net.Conn]bool{}}
+	err := testenv.InNetns(netns, func() error {
+		ln, err := net.Listen("tcp", addr)
+		f.ln = ln
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s in network namespace %s: %w", addr, netns, err)
+	}
+	f.wg.Go(f.serve)
+	return f, nil
+}
+
+func (f *forwarder) serve() {
+	for {
+		c, err := f.ln.Accept()
+		if err != nil {
+			return
+		}
+		f.wg.Go(func() { f.pipe(c) })
+	}
+}
+
+// pipe joins c to a new connection to f.addr until either side closes.
+func (f *forwarder) pipe(c net.Conn) {
+	up, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		c.Close()
+		return
+	}
+	if !f.track(c, up) {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, p := range [][2]net.Conn{{up, c}, {c, up}} {
+		wg.Go(func() {
+			_, _ = io.Copy(p[0], p[1])
+			if tc, ok := p[0].(*net.TCPConn); ok {
+				_ = tc.CloseWrite()
+			}
+		})
+	}
+	wg.Wait()
+	f.untrack(c, up)
+}
+
+// track records conns for close, or closes them when f is closed.
+func (f *forwarder) track(conns ...net.Conn) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.conns == nil {
+		for _, c := range conns {
+			c.Close()
+		}
+		return false
+	}
+	for _, c := range conns {
+		f.conns[c] = true
+	}
+	return true
+}
+
+func (f *forwarder) untrack(conns ...net.Conn) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+		delete(f.conns, c)
+	}
+}
+
+// close stops listening, closes every forwarded connection, and waits
+// for f's goroutines.
+func (f *forwarder) close() {
+	f.ln.Close()
+	f.mu.Lock()
+	for c := range f.conns {
+		c.Close()
+	}
+	f.conns = nil
+	f.mu.Unlock()
+	f.wg.Wait()
+}
