@@ -141,7 +141,9 @@ func (r *replicaProc) stop(tb testing.TB) {
 // leading reports whether the process's metrics say it runs the provision
 // loop (fleet_provision_leader 1).
 func (r *replicaProc) leading(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	// A replica busy with a storm on two shared cores can take seconds to
+	// answer a scrape.
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.metrics+"/metrics", nil)
 	if err != nil {
