@@ -52,6 +52,22 @@
 // of the route a real machine has to its provisioning network; nothing of
 // the machine's side is played.
 //
+// Images named after a registry's host name rather than an address, as
+// fleet's Templates name theirs (registry.example/fleet/wipe-disk:v1), are
+// pulled through Config.Registries: each name gets an address of the
+// machine's loopback (127.0.0.2 on) in a hosts file bound over /etc/hosts
+// in containerd's mount namespace, which dockerd and the agent share (the
+// machine's name resolution, as DNS is a real machine's), port 80 there is
+// forwarded to the registry the name maps to, and dockerd pulls from the
+// name over plain HTTP (--insecure-registry). The image references stay
+// as the Template names them.
+//
+// PID returns containerd's process ID: `nsenter --target PID --mount`
+// changes the mount namespace where dockerd resolves a container's
+// volumes, so a test can bind a machine's own directories (its /run, say)
+// where a Template's volumes name the host's, without touching the
+// test's.
+//
 // # Capabilities
 //
 // dockerd gives a privileged container every capability the kernel knows.
@@ -79,10 +95,11 @@
 // Start ends the test through internal/testenv (a skip with the reason by
 // hand, a failure with FLEET_REQUIRE_INTEGRATION=1) when it does not run as
 // root on Linux, runs with -short, or misses a program: dockerd (Debian's
-// docker.io), containerd, runc, unshare and nsenter (util-linux), and ip
-// (iproute2) with Config.Netns. StartAgent does when the go command or the
-// tools module is missing or the agent does not build. containerd or
-// dockerd not ready within a minute fails the test, with its output.
+// docker.io), containerd, runc, unshare and nsenter (util-linux), ip
+// (iproute2) with Config.Netns, and mount with Config.Registries.
+// StartAgent does when the go command or the tools module is missing or
+// the agent does not build. containerd or dockerd not ready within a
+// minute fails the test, with its output.
 //
 // # Cost
 //

@@ -20,6 +20,20 @@ type Config struct {
 	// reach at the same address: Start listens on each in Netns and
 	// forwards every connection to it. Ignored when Netns is "". nil: none.
 	Forward []string
+	// Registries maps registry host names, as image references name them
+	// (such as registry.example, the placeholder registry of fleet's
+	// Templates), to registries of the test's network namespace
+	// (host:port, such as an imagetest registry on 127.0.0.1), so that
+	// dockerd pulls an image named after the name from the registry it
+	// maps to: Start gives each name an address of its own on Netns's
+	// loopback (127.0.0.2, 127.0.0.3, ... in the order of the names) in a
+	// hosts file of its own, bound over /etc/hosts in the mount namespace
+	// containerd, dockerd and the agent share (the test's /etc/hosts is
+	// unchanged), forwards port 80 of that address to the registry, and
+	// lets dockerd pull from the name over plain HTTP
+	// (--insecure-registry; it tries HTTPS on port 443 first, which
+	// nothing answers). Requires Netns. nil: none.
+	Registries map[string]string
 	// Args are more flags for dockerd, after Start's own. nil: none.
 	Args []string
 }
@@ -43,6 +57,14 @@ func (d *Docker) Socket() string { return d.socket }
 
 // Netns returns the network namespace it runs in, "" for the test's own.
 func (d *Docker) Netns() string { return d.netns }
+
+// PID returns the process ID of containerd, whose mount and network
+// namespaces dockerd and the agent join: the machine's. A program run with
+// `nsenter --target PID --mount` sees, and may change, the paths the
+// machine's dockerd resolves its containers' volumes in (a Template's
+// /run/udev:/run/udev, say), without touching the test's mount namespace.
+// Its mounts end with the namespace, when Start's processes stop.
+func (d *Docker) PID() int { return d.nsPID }
 
 // ContainerOutput returns what the containers dockerd ran have printed so
 // far, one line each, as "<container name>: <line>", stdout and stderr

@@ -3,6 +3,7 @@ package dockertest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -32,10 +33,10 @@ const (
 
 // tools are the programs Start runs.
 type tools struct {
-	dockerd, containerd, runc, unshare, nsenter, ip string
+	dockerd, containerd, runc, unshare, nsenter, ip, mount string
 }
 
-func needTools(t testing.TB, netns bool) tools {
+func needTools(t testing.TB, netns, registries bool) tools {
 	t.Helper()
 	testenv.Short(t)
 	testenv.Root(t, "dockerd, containerd and their mount namespaces")
@@ -49,12 +50,18 @@ func needTools(t testing.TB, netns bool) tools {
 	if netns {
 		tl.ip = testenv.Command(t, "ip", "iproute2")
 	}
+	if registries {
+		tl.mount = testenv.Command(t, "mount", "mount")
+	}
 	return tl
 }
 
 func start(t testing.TB, cfg *Config) *Docker {
 	t.Helper()
-	tl := needTools(t, cfg.Netns != "")
+	tl := needTools(t, cfg.Netns != "", len(cfg.Registries) > 0)
+	if len(cfg.Registries) > 0 && cfg.Netns == "" {
+		t.Fatalf("dockertest: Config.Registries needs Config.Netns: the names are the machine's")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
@@ -91,12 +98,20 @@ func start(t testing.TB, cfg *Config) *Docker {
 
 	if cfg.Netns != "" {
 		for _, addr := range cfg.Forward {
-			f, err := forward(cfg.Netns, addr)
+			f, err := forward(cfg.Netns, addr, addr)
 			if err != nil {
 				t.Fatalf("dockertest: %v", err)
 			}
 			t.Cleanup(f.close)
 		}
+	}
+	names := registryAddrs(cfg.Registries)
+	for _, n := range names {
+		f, err := forward(cfg.Netns, net.JoinHostPort(n.addr, "80"), cfg.Registries[n.name])
+		if err != nil {
+			t.Fatalf("dockertest: registry %s: %v", n.name, err)
+		}
+		t.Cleanup(f.close)
 	}
 
 	d.output = &syncbuf.Buffer{}
@@ -129,6 +144,14 @@ func start(t testing.TB, cfg *Config) *Docker {
 	}
 	d.nsPID = cp.cmd.Process.Pid
 	containerdReady := time.Since(t1)
+	if len(names) > 0 {
+		if err := d.nameRegistries(tl, names); err != nil {
+			t.Fatalf("dockertest: %v", err)
+		}
+		for _, n := range names {
+			runtimeArgs = append(runtimeArgs, "--insecure-registry", n.name)
+		}
+	}
 
 	t2 := time.Now()
 	dp, err := d.startDockerd(tl, append(runtimeArgs, sl.args()...), cfg.Args)
@@ -195,6 +218,44 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 	}
 	defer f.Close() // the child has its own descriptor
 	return startProcess("containerd", exec.Command(args[0], args[1:]...), f, fileOutput(logPath))
+}
+
+// registryName is a registry's host name and its address in the machine.
+type registryName struct{ name, addr string }
+
+// registryAddrs gives each name of registries an address of the machine's
+// loopback, 127.0.0.2 on, in the order of the names.
+func registryAddrs(registries map[string]string) []registryName {
+	var out []registryName
+	for _, name := range slices.Sorted(maps.Keys(registries)) {
+		out = append(out, registryName{name: name, addr: fmt.Sprintf("127.0.0.%d", 2+len(out))})
+	}
+	return out
+}
+
+// nameRegistries writes a hosts file, this machine's /etc/hosts and a line
+// for each of names, and binds it over /etc/hosts in containerd's mount
+// namespace, where dockerd resolves registries' names.
+func (d *Docker) nameRegistries(tl tools, names []registryName) error {
+	hosts, err := os.ReadFile("/etc/hosts")
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	if len(hosts) > 0 && hosts[len(hosts)-1] != '\n' {
+		hosts = append(hosts, '\n')
+	}
+	for _, n := range names {
+		hosts = fmt.Appendf(hosts, "%s\t%s\n", n.addr, n.name)
+	}
+	path := filepath.Join(d.dir, "hosts")
+	if err := os.WriteFile(path, hosts, 0o644); err != nil {
+		return err
+	}
+	out, err := exec.Command(tl.nsenter, "--target", strconv.Itoa(d.nsPID), "--mount", tl.mount, "--bind", path, "/etc/hosts").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("bind the machine's hosts file over /etc/hosts: %w: %s", err, out)
+	}
+	return nil
 }
 
 // startDockerd starts dockerd in containerd's mount and network

@@ -10,31 +10,31 @@ import (
 )
 
 // forwarder listens on an address in a network namespace and forwards
-// each connection to the same address in the test's.
+// each connection to an address in the test's.
 type forwarder struct {
-	ln   net.Listener
-	addr string
+	ln net.Listener
+	to string // the address in the test's network namespace
 
 	mu    sync.Mutex
 	conns map[net.Conn]bool
 	wg    sync.WaitGroup
 }
 
-// forward listens on addr in the network namespace netns and forwards
-// every connection to addr as the test's own namespace has it: how a
-// machine's programs reach the registry and tink-server, which listen on
-// the test's loopback only. The listening socket stays in netns; every
-// other goroutine's thread, and so each forwarded connection's dial, is in
-// the test's namespace.
-func forward(netns, addr string) (*forwarder, error) {
-	f := &forwarder{addr: addr, conns: map[net.Conn]bool{}}
+// forward listens on listen in the network namespace netns and forwards
+// every connection to the address to as the test's own namespace has it:
+// how a machine's programs reach the registry and tink-server, which
+// listen on the test's loopback only. The listening socket stays in netns;
+// every other goroutine's thread, and so each forwarded connection's dial,
+// is in the test's namespace.
+func forward(netns, listen, to string) (*forwarder, error) {
+	f := &forwarder{to: to, conns: map[net.Conn]bool{}}
 	err := testenv.InNetns(netns, func() error {
-		ln, err := net.Listen("tcp", addr)
+		ln, err := net.Listen("tcp", listen)
 		f.ln = ln
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s in network namespace %s: %w", addr, netns, err)
+		return nil, fmt.Errorf("listen on %s in network namespace %s: %w", listen, netns, err)
 	}
 	f.wg.Go(f.serve)
 	return f, nil
@@ -50,9 +50,9 @@ func (f *forwarder) serve() {
 	}
 }
 
-// pipe joins c to a new connection to f.addr until either side closes.
+// pipe joins c to a new connection to f.to until either side closes.
 func (f *forwarder) pipe(c net.Conn) {
-	up, err := net.Dial("tcp", f.addr)
+	up, err := net.Dial("tcp", f.to)
 	if err != nil {
 		c.Close()
 		return
