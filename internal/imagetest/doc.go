@@ -33,8 +33,19 @@
 // be pulled here, as <host>/siderolabs/installer:v1.13.9: one program at
 // /bin/installer (internal/imagetest/standin/installer), where fleet's
 // install action runs Talos's, that writes package standin's recognisable
-// Talos disk layout and installs nothing that boots. It is the only part
-// of a machine's side that these images stand in for.
+// Talos disk layout and installs nothing that boots.
+//
+// WaitDaemon builds the stand-in for Tinkerbell's waitdaemon image, which
+// fleet's fleet-provision Template runs as its reboot action
+// (ghcr.io/jacobweinstock/waitdaemon:0.2.0), as
+// <host>/jacobweinstock/waitdaemon:0.2.0: one program at /waitdaemon
+// (internal/imagetest/standin/waitdaemon) that checks its inputs, says
+// what it would run, and exits 0 at once. The real one cannot be pulled
+// here, and would reboot the test's host: it runs reboot in alpine in the
+// host's PID namespace. Rebooting the machine is the test's.
+//
+// These two are the only parts of a machine's side that these images
+// stand in for.
 //
 // # Lifetime
 //
@@ -70,6 +81,7 @@
 //	reg := imagetest.StartRegistry(t)
 //	wipe := imagetest.Action(t, reg, "wipe-disk")     // 127.0.0.1:PORT/fleet/wipe-disk:v1
 //	installer := imagetest.Installer(t, reg)          // 127.0.0.1:PORT/siderolabs/installer:v1.13.9
+//	reboot := imagetest.WaitDaemon(t, reg)            // 127.0.0.1:PORT/jacobweinstock/waitdaemon:0.2.0
 //	// ... a Template whose actions name wipe; dockerd pulls it ...
 //	if reg.Pulls("fleet/wipe-disk") == 0 { ... }
 package imagetest

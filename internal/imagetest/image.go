@@ -159,6 +159,30 @@ func Installer(t testing.TB, r *Registry) string {
 	})
 }
 
+// WaitDaemonRepo and WaitDaemonTag name the stand-in for Tinkerbell's
+// waitdaemon image in a Registry, as fleet's fleet-provision Template names
+// the real one (ghcr.io/jacobweinstock/waitdaemon:0.2.0) but for the host.
+const (
+	WaitDaemonRepo = "jacobweinstock/waitdaemon"
+	WaitDaemonTag  = "0.2.0"
+)
+
+// WaitDaemon builds the stand-in for Tinkerbell's waitdaemon image, which
+// fleet's fleet-provision Template runs as its reboot action, and pushes it
+// to r as WaitDaemonRepo:WaitDaemonTag, and returns its reference. The
+// real image cannot be pulled here, and would reboot the test's host: it
+// runs reboot in the host's PID namespace. The stand-in,
+// internal/imagetest/standin/waitdaemon at /waitdaemon, its entrypoint,
+// says what it would run and exits 0, so the action is reported done as
+// the real one's is; rebooting the machine is the test's.
+func WaitDaemon(t testing.TB, r *Registry) string {
+	t.Helper()
+	return Build(t, r, "internal/imagetest/standin/waitdaemon", WaitDaemonRepo, &Config{
+		Path: "/waitdaemon",
+		Tag:  WaitDaemonTag,
+	})
+}
+
 // file is a regular file of an image: its path in the image and where its
 // bytes are read from.
 type file struct {

@@ -35,6 +35,7 @@ func TestDeps(t *testing.T) {
 	}
 	// The stand-in installer goes into an image: none of the builder.
 	deptest.Check(t, "github.com/fleetkit/fleet/internal/imagetest/standin/installer", []string{"github.com/google/go-containerregistry"})
+	deptest.Check(t, "github.com/fleetkit/fleet/internal/imagetest/standin/waitdaemon", []string{"github.com/google/go-containerregistry"})
 }
 
 // The stand-in installer's image, pulled back from the registry, is one
