@@ -40,9 +40,10 @@ var (
 	buildErr  error
 )
 
-// build builds fleetd, hookos-attest and the three actions once per test
-// binary, into a directory removed when the tests end (through t's
-// Cleanup of the test that built them, the parent of every subtest).
+// build builds fleetd and hookos-attest once per test binary, into a
+// directory removed when the tests end (through t's Cleanup of the test
+// that built them, the parent of every subtest). The actions are images
+// (see images).
 func build(t *testing.T) binaries {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -54,14 +55,13 @@ func build(t *testing.T) binaries {
 		root := filepath.Dir(strings.TrimSpace(string(gomod)))
 		dir := t.TempDir()
 		t0 := time.Now()
-		cmd := exec.Command("go", "build", "-o", dir+"/",
-			"./examples/fleetd", "./examples/hookos-attest", "./examples/wipe-disk", "./examples/install", "./examples/next-boot")
+		cmd := exec.Command("go", "build", "-o", dir+"/", "./examples/fleetd", "./examples/hookos-attest")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 			return
 		}
-		t.Logf("built fleetd, hookos-attest, wipe-disk, install and next-boot in %v", time.Since(t0).Round(10*time.Millisecond))
+		t.Logf("built fleetd and hookos-attest in %v", time.Since(t0).Round(10*time.Millisecond))
 		built = binaries{dir: dir}
 	})
 	if buildErr != nil {
@@ -119,6 +119,7 @@ type fleet struct {
 type fleetConfig struct {
 	nodes, topology string // the nodes file and the cluster topology
 	listen          string // the address fleetd listens on
+	ns              string // its namespace of the test apiserver
 	bins            binaries
 }
 
@@ -132,7 +133,7 @@ func startFleet(t *testing.T, env *kubetest.Env, fc fleetConfig) *fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fleet{t: t, ns: env.Namespace(t), log: &syncbuf.Buffer{}}
+	f := &fleet{t: t, ns: fc.ns, log: &syncbuf.Buffer{}}
 	f.nb = netboxtest.New(&netboxtest.Config{Validate: t, Users: []string{userTerraform, userFleetd, userOperator}})
 	t.Cleanup(f.nb.Close)
 	site := inv.Topology.Name

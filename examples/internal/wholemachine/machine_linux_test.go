@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,13 +20,14 @@ import (
 
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/attesttest"
+	"github.com/fleetkit/fleet/internal/dockertest"
 	"github.com/fleetkit/fleet/internal/syncbuf"
 	"github.com/fleetkit/fleet/internal/testenv"
 )
 
 // tools are the programs the machine is made with.
 type tools struct {
-	ip, lldpd, lldpcli, swtpm, swtpmSetup, swtpmLocalCA, losetup, sfdisk string
+	ip, lldpd, lldpcli, swtpm, swtpmSetup, swtpmLocalCA, losetup, sfdisk, nsenter string
 }
 
 // needTools ends t unless it runs as root with every program the machine
@@ -43,6 +45,7 @@ func needTools(t *testing.T) tools {
 		swtpmLocalCA: testenv.Command(t, "swtpm_localca", "swtpm-tools"),
 		losetup:      testenv.Command(t, "losetup", "mount"),
 		sfdisk:       testenv.Command(t, "sfdisk", "fdisk"),
+		nsenter:      testenv.Command(t, "nsenter", "util-linux"),
 	}
 }
 
@@ -59,7 +62,7 @@ type machine struct {
 	t      *testing.T
 	tl     tools
 	cfg    machineConfig
-	dir    string // its own parts: run, firmware, sysclass, bin, tpm
+	dir    string // its own parts: run, sysclass, bin, tpm
 	swNS   string // the switch's network namespace
 	mNS    string // the machine's
 	uplink string // the address of the test's end of the switch's uplink
@@ -79,14 +82,14 @@ type loopDev struct {
 
 var seq atomic.Int32
 
-// newMachine builds a machine: its network, switch, TPM, disks, SMBIOS
-// serial and firmware. Everything is removed, stopped or detached when t
-// ends, whether it passed or not.
+// newMachine builds a machine: its network, switch, TPM, disks and SMBIOS
+// serial. Everything is removed, stopped or detached when t ends, whether
+// it passed or not.
 func newMachine(t *testing.T, tl tools, cfg machineConfig) *machine {
 	t.Helper()
 	n := int(seq.Add(1))
 	m := &machine{t: t, tl: tl, cfg: cfg, dir: t.TempDir()}
-	for _, d := range []string{"run/udev/data", "run/fleet", "run/fleet-workflow", "firmware/efi/efivars", "sysclass/dmi/id", "bin", "tpm"} {
+	for _, d := range []string{"run/udev/data", "run/fleet", "run/fleet-workflow", "sysclass/dmi/id", "bin", "tpm"} {
 		if err := os.MkdirAll(filepath.Join(m.dir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -99,15 +102,13 @@ func newMachine(t *testing.T, tl tools, cfg machineConfig) *machine {
 	m.startLLDPD()
 	m.startTPM()
 	m.disks()
-	m.firmware()
+	m.smbios()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for role := range roles {
-		if err := os.Symlink(self, filepath.Join(m.dir, "bin", role)); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.Symlink(self, filepath.Join(m.dir, "bin", enterName)); err != nil {
+		t.Fatal(err)
 	}
 	return m
 }
@@ -300,49 +301,30 @@ func digest(t *testing.T, d loopDev) [32]byte {
 	return [32]byte(h.Sum(nil))
 }
 
-// firmware writes the machine's SMBIOS serial and its UEFI boot manager: a
-// network boot entry of eth0, Boot0001, first in BootOrder and current.
-func (m *machine) firmware() {
+// smbios writes the machine's SMBIOS serial, as its firmware reports it.
+func (m *machine) smbios() {
 	m.t.Helper()
 	if err := os.WriteFile(filepath.Join(m.dir, "sysclass/dmi/id/product_serial"), []byte(m.cfg.serial+"\n"), 0o444); err != nil {
 		m.t.Fatal(err)
 	}
-	nv := m.nvram()
-	for _, err := range []error{
-		nv.set("Boot0001", loadOption("UEFI: PXE IPv4 Intel(R) Ethernet Controller", macNode(m.mac))),
-		nv.setU16s("BootOrder", []uint16{1}),
-		nv.setU16s("BootCurrent", []uint16{1}),
-	} {
-		if err != nil {
-			m.t.Fatal(err)
-		}
-	}
 }
 
-func (m *machine) nvram() nvram { return nvram{dir: filepath.Join(m.dir, "firmware/efi/efivars")} }
-
-// bootNext returns the entry BootNext names, as the firmware reads it at
-// the next boot, and BootOrder.
-func (m *machine) bootNext() (num uint16, label, path string, order []uint16) {
+// enterDocker makes the mount namespace the machine's containerd, dockerd
+// and agent share (d's) the machine's, as machine-enter does for
+// hookos-attest, so that the volumes of the Template's actions resolve
+// there to the machine's own parts: its /run (the udev database, the boot
+// record, the run's shared directory /run/fleet-workflow) and its Docker
+// socket at /run/docker.sock (/var/run/docker.sock, /var/run being /run).
+func (m *machine) enterDocker(d *dockertest.Docker) {
 	m.t.Helper()
-	nv := m.nvram()
-	next, err := nv.u16s("BootNext")
-	if err != nil || len(next) != 1 {
-		m.t.Fatalf("BootNext: %v, %v", next, err)
-	}
-	data, err := nv.get(fmt.Sprintf("Boot%04X", next[0]))
-	if err != nil {
-		m.t.Fatalf("the entry BootNext names: %v", err)
-	}
-	_, label, path, err = parseLoadOption(data)
-	if err != nil {
+	if err := os.Symlink(d.Socket(), filepath.Join(m.dir, "run/docker.sock")); err != nil {
 		m.t.Fatal(err)
 	}
-	order, err = nv.u16s("BootOrder")
+	out, err := exec.Command(m.tl.nsenter, "--target", strconv.Itoa(d.PID()), "--mount",
+		filepath.Join(m.dir, "bin", enterName), m.dir, "/bin/true").CombinedOutput()
 	if err != nil {
-		m.t.Fatal(err)
+		m.t.Fatalf("enter the machine's dockerd's mount namespace: %v: %s", err, out)
 	}
-	return next[0], label, path, order
 }
 
 // result is what a program run in the machine did.
@@ -351,14 +333,13 @@ type result struct {
 	stdout, stderr string
 }
 
-// run runs a program in the machine (see machine-enter), with env added
-// to a PATH that finds the machine's docker and efibootmgr, and logs what
-// it printed.
+// run runs one of HookOS's own programs in the machine (see
+// machine-enter), with env, and logs what it printed.
 func (m *machine) run(ctx context.Context, env map[string]string, prog string, args ...string) result {
 	m.t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, m.tl.ip, append([]string{"netns", "exec", m.mNS, filepath.Join(m.dir, "bin", "machine-enter"), m.dir, prog}, args...)...)
+	cmd := exec.CommandContext(ctx, m.tl.ip, append([]string{"netns", "exec", m.mNS, filepath.Join(m.dir, "bin", enterName), m.dir, prog}, args...)...)
 	cmd.Env = []string{"PATH=" + filepath.Join(m.dir, "bin") + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)

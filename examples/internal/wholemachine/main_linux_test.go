@@ -8,21 +8,13 @@ import (
 	"github.com/fleetkit/fleet/internal/kubetest"
 )
 
-// The test binary also plays the machine's helpers, by the name it is run
-// under (a link to it): the docker CLI and efibootmgr the actions run, and
-// machine-enter, which sets up a program's view of the machine. Otherwise
-// it runs the tests against a real kube-apiserver and etcd, which Run stops
-// when they end.
+// The test binary also plays machine-enter, which sets up a program's view
+// of the machine, when it runs under that name (a link to it). Otherwise
+// it runs the tests against a real kube-apiserver and etcd, which Run
+// stops when they end.
 func TestMain(m *testing.M) {
-	if role, ok := roles[filepath.Base(os.Args[0])]; ok {
-		os.Exit(role(os.Args[1:]))
+	if filepath.Base(os.Args[0]) == enterName {
+		os.Exit(enterMain(os.Args[1:]))
 	}
 	os.Exit(kubetest.Run(m))
-}
-
-// roles are the helpers the test binary plays, by program name.
-var roles = map[string]func(args []string) int{
-	"docker":        dockerMain,
-	"efibootmgr":    efibootmgrMain,
-	"machine-enter": enterMain,
 }

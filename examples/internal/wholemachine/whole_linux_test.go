@@ -23,67 +23,95 @@ import (
 
 	"github.com/fleetkit/fleet/configserve"
 	"github.com/fleetkit/fleet/disksafe"
+	"github.com/fleetkit/fleet/internal/dockertest"
+	"github.com/fleetkit/fleet/internal/imagetest"
+	"github.com/fleetkit/fleet/internal/imagetest/standin"
 	"github.com/fleetkit/fleet/internal/kubetest"
+	"github.com/fleetkit/fleet/internal/tinktest"
 	"github.com/fleetkit/fleet/inventory"
 )
 
 // The node every world declares: a worker on switch port 7.
 const (
-	node           = "w-01"
-	declaredPort   = 7
-	installerImage = "factory.talos.dev/installer/wholemachine:" + installerVersion
+	node         = "w-01"
+	declaredPort = 7
 )
 
 // TestIntegrationWholeMachine provisions one machine of real parts (see
-// the package doc) through fleetd, as the runbook's "Plug a machine in"
-// does, and refuses it when it is plugged into another port, or when its
-// install disk is not the declared one by the time wipe-disk runs.
+// the package doc) through fleetd and the real Tinkerbell, as the
+// runbook's "Plug a machine in" does, and refuses it when it is plugged
+// into another port, or when its install disk is not the declared one by
+// the time wipe-disk runs.
 func TestIntegrationWholeMachine(t *testing.T) {
 	tl := needTools(t)
 	env := kubetest.Start(t)
 	bins := build(t)
+	img := buildImages(t)
+	s := shared{tl: tl, env: env, bins: bins, img: img}
 
 	t.Run("provision", func(t *testing.T) {
-		w := newWorld(t, tl, env, bins, declaredPort)
+		t0 := time.Now()
+		w := newWorld(t, s, declaredPort, true)
 		ctx := t.Context()
 		decoy := digest(t, w.m.decoy)
+		before := img.pulls()
 
 		rec := w.attest(ctx)
 		wf := w.workflow(ctx)
-		run := render(ctx, t, w.tink, wf)
-		results := w.runActions(ctx, wf, run)
+		end := w.run(ctx, wf)
+		if end.Status.State != tinkerbell.WorkflowStateSuccess {
+			t.Fatalf("Workflow %s ended %s, want SUCCESS: %s", wf.Name, end.Status.State, progress(end))
+		}
+		// tink-controller took the global timeout from the Template: the
+		// figure fleetd's watch reads for a run that never reports.
+		if end.Status.GlobalTimeout != 3600 {
+			t.Errorf("the Workflow's globalTimeout is %d, want the Template's 3600", end.Status.GlobalTimeout)
+		}
 		disk := w.m.install.path
-		for action, want := range map[string]string{
-			"wipe-disk": "wipe: " + disk + " reports the serial " + w.m.cfg.diskSerial + "\n",
-			"install":   "install: installed Talos to " + disk + "\n",
-			"next-boot": "next-boot: " + disk + " boots next: Boot0000 Talos (fleet)\n",
-		} {
-			if r, ok := results[action]; !ok || r.code != 0 || r.stdout != want {
-				t.Errorf("%s: %+v, want exit 0 and %q", action, r, want)
+		want := map[string]string{
+			"wipe-disk": "wipe: " + disk + " reports the serial " + w.m.cfg.diskSerial,
+			"install":   "install: installed Talos to " + disk,
+			// The machine has no UEFI firmware (see the package doc).
+			"next-boot": "next-boot: this machine booted by legacy BIOS, which has no BootNext; its boot order decides what boots next, and nothing was changed",
+			"reboot":    `waitdaemon: a stand-in: would run "reboot" in alpine after 10 s; the test reboots the machine instead`,
+		}
+		acts := actions(t, end)
+		var names []string
+		for _, a := range acts {
+			names = append(names, a.Name)
+			if a.State != tinkerbell.WorkflowStateSuccess {
+				t.Errorf("action %s: %s %q, want SUCCESS", a.Name, a.State, a.Message)
+			}
+			if line, ok := want[a.Name]; ok {
+				printed(t, w.d, a, line)
 			}
 		}
-		if len(results) != 3 {
-			t.Fatalf("ran %d actions, want wipe-disk, install and next-boot", len(results))
+		if !slices.Equal(names, []string{"wipe-disk", "install", "next-boot", "reboot"}) {
+			t.Fatalf("the Workflow's actions are %v, want wipe-disk, install, next-boot and reboot", names)
+		}
+		// Each image was pulled from the registry by the machine's
+		// dockerd: the actions' by the agent, the installer's once, by
+		// wipe-disk (install runs it from the machine's cache).
+		after := img.pulls()
+		for repo, n := range after {
+			if n == before[repo] {
+				t.Errorf("the registry served no pull of %s", repo)
+			}
+		}
+		if n := after[imagetest.InstallerRepo] - before[imagetest.InstallerRepo]; n != 1 {
+			t.Errorf("the registry served %d pulls of the installer, want 1", n)
 		}
 
-		// The firmware boots the installed ESP next, once; its boot order
-		// is unchanged.
-		_, label, path, order := w.m.bootNext()
-		esp := w.esp()
-		if label != "Talos (fleet)" || !strings.HasPrefix(path, fmt.Sprintf("HD(1,GPT,%s,", esp)) ||
-			!strings.HasSuffix(path, `/File(\EFI\BOOT\BOOTX64.EFI)`) || !slices.Equal(order, []uint16{1}) {
-			t.Errorf("BootNext is %q %s, BootOrder %v; want the ESP %s's loader, and BootOrder [1]", label, path, order, esp)
+		// The machine reboots into the installed Talos (the stand-in's
+		// layout): its code is the one its META holds, as the install
+		// action gave it to the installer.
+		in := w.installed()
+		if in.Image != img.installer {
+			t.Errorf("the install disk holds image %q, want %s", in.Image, img.installer)
 		}
-
-		// The installed Talos boots: its code is the one its META holds, as
-		// the install action gave it to the installer.
-		image, values, ok, err := readInstall(disk)
-		if err != nil || !ok || image != installerImage {
-			t.Fatalf("the install disk holds image %q (install %v, %v), want %s", image, ok, err, installerImage)
-		}
-		code := values[uint8(meta.DownloadURLCode)]
+		code := in.Meta[uint8(meta.DownloadURLCode)]
 		if code == "" || code != rec.Code {
-			t.Fatalf("META's install code is not the one this boot received (META holds %d values)", len(values))
+			t.Fatalf("META's install code is not the one this boot received (META holds %d values)", len(in.Meta))
 		}
 		status, body := w.fetch(ctx, code)
 		if status != http.StatusOK || !strings.Contains(body, "machine:") {
@@ -92,9 +120,10 @@ func TestIntegrationWholeMachine(t *testing.T) {
 		if !strings.Contains(body, w.m.addr) || !strings.Contains(body, w.m.cfg.diskSerial) {
 			t.Errorf("the config does not set the node's address %s and install disk serial %s", w.m.addr, w.m.cfg.diskSerial)
 		}
-		if err := eventually(ctx, 20*time.Second, func() bool { return w.f.device(node).Status == inventory.StatusActive }); err != nil {
+		if err := eventually(ctx, time.Minute, func() bool { return w.f.device(node).Status == inventory.StatusActive }); err != nil {
 			t.Errorf("NetBox holds %s %s, want active", node, w.f.device(node).Status)
 		}
+		t.Logf("the whole machine: from its parts' start to its node active, %v", time.Since(t0).Round(10*time.Millisecond))
 		if status, _ := w.fetch(ctx, code); status != http.StatusGone {
 			t.Errorf("the second fetch of the config: %d, want 410", status)
 		}
@@ -104,10 +133,10 @@ func TestIntegrationWholeMachine(t *testing.T) {
 		// served (and, for the second fetch, the runbook's
 		// FleetInstallConfigRefetched line) and the run's end, which
 		// fleetd journals as it learns them.
-		w.f.waitJournal(node, "Workflow "+wf.Name+" ended SUCCESS", 60*time.Second)
-		w.f.waitJournal(node, "fleetd served the config of "+wf.Name, 20*time.Second)
+		w.f.waitJournal(node, "Workflow "+wf.Name+" ended SUCCESS", 2*time.Minute)
+		w.f.waitJournal(node, "fleetd served the config of "+wf.Name, time.Minute)
 		refetched := "warning: the node asked again for the Talos config fleetd served it"
-		journal := w.f.waitJournal(node, refetched, 20*time.Second)
+		journal := w.f.waitJournal(node, refetched, time.Minute)
 		started := "info: started Workflow " + wf.Name + "; the machine attested from HookOS at " + w.m.addr
 		for _, want := range [][]string{
 			{started, "success: fleetd served the config of " + wf.Name, refetched},
@@ -129,7 +158,7 @@ func TestIntegrationWholeMachine(t *testing.T) {
 	})
 
 	t.Run("another port", func(t *testing.T) {
-		w := newWorld(t, tl, env, bins, 12)
+		w := newWorld(t, s, 12, false)
 		ctx := t.Context()
 		install, decoy := digest(t, w.m.install), digest(t, w.m.decoy)
 
@@ -142,7 +171,7 @@ func TestIntegrationWholeMachine(t *testing.T) {
 		if !rec.Attested || rec.Code != "" {
 			t.Errorf("the boot record: attested %v, with a code %v; want attested without a code", rec.Attested, rec.Code != "")
 		}
-		journal := w.f.waitJournal(node, why, 20*time.Second)
+		journal := w.f.waitJournal(node, why, time.Minute)
 		if !slices.Contains(journal, "warning: refused a run before rendering anything: "+why) {
 			t.Errorf("journal of %s:\n%s", node, strings.Join(journal, "\n"))
 		}
@@ -155,29 +184,42 @@ func TestIntegrationWholeMachine(t *testing.T) {
 	})
 
 	t.Run("disk serial changed after attestation", func(t *testing.T) {
-		w := newWorld(t, tl, env, bins, declaredPort)
+		w := newWorld(t, s, declaredPort, true)
 		ctx := t.Context()
 		install, decoy := digest(t, w.m.install), digest(t, w.m.decoy)
+		before := img.pulls()
 
 		w.attest(ctx)
 		wf := w.workflow(ctx)
 		// Another disk in the install disk's slot: it reports another
 		// serial.
 		w.m.setSerial(w.m.install, "S3Z9NB0K999999X")
-		run := render(ctx, t, w.tink, wf)
-		results := w.runActions(ctx, wf, run)
-		want := "wipe: no disk reports the serial " + w.m.cfg.diskSerial + "\n"
-		if r := results["wipe-disk"]; r.code != 1 || !strings.HasPrefix(r.stderr, want) {
-			t.Errorf("wipe-disk: %+v, want exit 1 and %q", r, want)
+		end := w.run(ctx, wf)
+		if end.Status.State != tinkerbell.WorkflowStateFailed {
+			t.Fatalf("Workflow %s ended %s, want FAILED: %s", wf.Name, end.Status.State, progress(end))
 		}
-		if len(results) != 1 {
-			t.Errorf("ran %d actions, want wipe-disk alone", len(results))
+		acts := actions(t, end)
+		// Tinkerbell's message for a failed action says only that it
+		// completed; the reason is the action's output (the runbook's
+		// row for a Workflow that ended FAILED).
+		if a := acts[0]; a.Name != "wipe-disk" || a.State != tinkerbell.WorkflowStateFailed || a.Message != "action completed" {
+			t.Errorf("the first action: %s %s %q, want wipe-disk FAILED \"action completed\"", a.Name, a.State, a.Message)
+		} else {
+			printed(t, w.d, a, "wipe: no disk reports the serial "+w.m.cfg.diskSerial)
+		}
+		for _, a := range acts[1:] {
+			if a.State != tinkerbell.WorkflowStatePending {
+				t.Errorf("action %s: %s, want PENDING: it follows a failed action", a.Name, a.State)
+			}
+		}
+		if n := img.pulls()[imagetest.InstallerRepo] - before[imagetest.InstallerRepo]; n != 0 {
+			t.Errorf("the registry served %d pulls of the installer, want none: wipe-disk judges the disks before it pulls", n)
 		}
 		if digest(t, w.m.install) != install || digest(t, w.m.decoy) != decoy {
 			t.Error("a disk changed")
 		}
-		journal := w.f.waitJournal(node, " ended FAILED", 60*time.Second)
-		if !slices.ContainsFunc(journal, func(l string) bool { return strings.Contains(l, wf.Name) && strings.Contains(l, "wipe-disk") }) {
+		journal := w.f.waitJournal(node, " ended FAILED", 2*time.Minute)
+		if !slices.ContainsFunc(journal, func(l string) bool { return strings.Contains(l, wf.Name) && strings.Contains(l, "at action wipe-disk") }) {
 			t.Errorf("no journal line names the failed action wipe-disk:\n%s", strings.Join(journal, "\n"))
 		}
 		if s := w.f.device(node).Status; s != inventory.StatusPlanned {
@@ -186,27 +228,53 @@ func TestIntegrationWholeMachine(t *testing.T) {
 	})
 }
 
-// A world is one machine, its switch, and the fleetd that provisions it.
+// shared are the parts every world uses: the test's programs and control
+// plane, fleetd and hookos-attest, and the images.
+type shared struct {
+	tl   tools
+	env  *kubetest.Env
+	bins binaries
+	img  images
+}
+
+// A world is one machine, its switch, the fleetd that provisions it, and,
+// when it runs Workflows, Tinkerbell and the machine's dockerd.
 type world struct {
 	t    *testing.T
 	m    *machine
 	f    *fleet
 	tink dynamic.Interface
 	bins binaries
+	tb   *tinktest.Tinkerbell // nil in a world that runs no Workflow
+	d    *dockertest.Docker   // likewise
 }
 
 // newWorld builds a machine plugged into switch port port, declares it in
 // a nodes file as node on declaredPort with its TPM's EKs approved, and
-// starts fleetd.
-func newWorld(t *testing.T, tl tools, env *kubetest.Env, bins binaries, port int) *world {
+// starts fleetd; with tink, also the real Tinkerbell in fleetd's namespace
+// and the machine's containerd and dockerd, whose mount namespace becomes
+// the machine's. The machine's agent starts once it attested (start).
+func newWorld(t *testing.T, s shared, port int, tink bool) *world {
 	t.Helper()
 	suffix := strings.ToUpper(rand.Text()[:8])
-	m := newMachine(t, tl, machineConfig{
+	m := newMachine(t, s.tl, machineConfig{
 		serial:     "SN-WHOLE-" + suffix,
 		diskSerial: "DS-WHOLE-" + suffix,
 		port:       port,
 		diskSize:   64 << 20,
 	})
+	ns := s.env.Namespace(t)
+	w := &world{t: t, m: m, bins: s.bins}
+	if tink {
+		w.tb = tinktest.Start(t, s.env, ns, nil)
+		reg := s.img.reg.Host()
+		w.d = dockertest.Start(t, &dockertest.Config{
+			Netns:      m.mNS,
+			Forward:    []string{reg, w.tb.GRPC()},
+			Registries: map[string]string{actionRegistry: reg, waitdaemonRegistry: reg},
+		})
+		m.enterDocker(w.d)
+	}
 	ek := m.approvedEKs()
 	dir := t.TempDir()
 	nodes := filepath.Join(dir, "nodes.yaml")
@@ -230,7 +298,7 @@ nodes:
     disk_serial: %s
     approved_ek_rsa2048: %s
     approved_ek_eccp256: %s
-`, m.install.path, installerImage, node, m.cfg.serial, declaredPort, m.addr, m.cfg.diskSerial, ek.RSA2048, ek.ECCP256), 0o644); err != nil {
+`, m.install.path, s.img.installer, node, m.cfg.serial, declaredPort, m.addr, m.cfg.diskSerial, ek.RSA2048, ek.ECCP256), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	topo := filepath.Join(dir, "cluster-topology.json")
@@ -238,15 +306,15 @@ nodes:
 	if err := os.WriteFile(topo, fmt.Appendf(nil, `{"CLUSTER_NAME": "folly", "K8S_NODE_CIDR": %q, "API_SERVER_IP": %q}`, m.subnet, apiServer), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f := startFleet(t, env, fleetConfig{
-		nodes: nodes, topology: topo, bins: bins,
+	w.f = startFleet(t, s.env, fleetConfig{
+		nodes: nodes, topology: topo, bins: s.bins, ns: ns,
 		listen: net.JoinHostPort(m.uplink, fmt.Sprint(freePort(t, m.uplink))),
 	})
-	tink, err := dynamic.NewForConfig(env.Config())
-	if err != nil {
+	var err error
+	if w.tink, err = dynamic.NewForConfig(s.env.Config()); err != nil {
 		t.Fatal(err)
 	}
-	return &world{t: t, m: m, f: f, tink: tink, bins: bins}
+	return w
 }
 
 // attestRun boots HookOS's agent: hookos-attest in the machine, and returns
@@ -297,61 +365,28 @@ func (w *world) workflow(ctx context.Context) tinkerbell.Workflow {
 	return wfs[0]
 }
 
-// runActions plays Tinkerbell's agent: it runs the rendered actions in
-// order, each built binary in the machine with the action's environment,
-// reporting each action's state as Tinkerbell's controller writes it, and
-// stops at the first that fails. The last action, reboot, is
-// waitdaemon's: it reports success and reboots the machine, which the test
-// then plays. It returns what each action that ran did.
-func (w *world) runActions(ctx context.Context, wf tinkerbell.Workflow, run tinkRun) map[string]result {
+// run starts the machine's agent, as HookOS does once hookos-attest is
+// done, and follows wf until it ends (see waitRun), logging each action's
+// time as Tinkerbell recorded it.
+func (w *world) run(ctx context.Context, wf tinkerbell.Workflow) tinkerbell.Workflow {
 	w.t.Helper()
-	task := run.Tasks[0]
-	if task.Worker != w.m.mac.String() {
-		w.t.Errorf("the task's worker is %q, want the machine's MAC %s", task.Worker, w.m.mac)
+	agent := w.d.StartAgent(w.t, w.m.mac.String(), w.tb.GRPC(), nil)
+	end := waitRun(ctx, w.t, w.tink, w.f.ns, wf.Name, agent.Started())
+	var times []string
+	for _, a := range actions(w.t, end) {
+		times = append(times, fmt.Sprintf("%s %s %s", a.Name, a.State, a.ExecutionDuration))
 	}
-	states := make([]tinkerbell.WorkflowState, len(task.Actions))
-	for i := range states {
-		states[i] = tinkerbell.WorkflowStatePending
+	w.t.Logf("Workflow %s ended %s %v after the agent started; actions: %s", wf.Name, end.Status.State,
+		time.Since(agent.Started()).Round(10*time.Millisecond), strings.Join(times, ", "))
+	if task := end.Status.Tasks[0]; task.AgentID != w.m.mac.String() {
+		w.t.Errorf("the task's agent is %q, want the machine's MAC %s", task.AgentID, w.m.mac)
 	}
-	say := func(state tinkerbell.WorkflowState, action string) {
-		if err := report(ctx, w.tink, wf, run, state, action, states); err != nil {
-			w.t.Fatal(err)
-		}
-	}
-	results := map[string]result{}
-	for i, a := range task.Actions {
-		states[i] = tinkerbell.WorkflowStateRunning
-		say(tinkerbell.WorkflowStateRunning, a.Name)
-		if a.Name == "reboot" {
-			if i != len(task.Actions)-1 {
-				w.t.Fatalf("reboot is not the last action of %s", wf.Name)
-			}
-			states[i] = tinkerbell.WorkflowStateSuccess
-			say(tinkerbell.WorkflowStateSuccess, a.Name)
-			return results
-		}
-		if !slices.Contains([]string{"wipe-disk", "install", "next-boot"}, a.Name) {
-			w.t.Fatalf("the Template's action %s (%s) is none of fleet's", a.Name, a.Image)
-		}
-		env := environment(task, a)
-		if a.Name == "wipe-disk" {
-			env["FLEET_LOOP_DEVICES"] = "true" // the machine's disks are loop devices
-		}
-		r := w.m.run(ctx, env, w.bins.path(a.Name))
-		results[a.Name] = r
-		if r.code != 0 {
-			states[i] = tinkerbell.WorkflowStateFailed
-			say(tinkerbell.WorkflowStateFailed, a.Name)
-			return results
-		}
-		states[i] = tinkerbell.WorkflowStateSuccess
-	}
-	w.t.Fatalf("the Template of %s has no reboot action", wf.Name)
-	return nil
+	return end
 }
 
-// esp returns the unique GUID of the install disk's EFI system partition.
-func (w *world) esp() disksafe.GUID {
+// installed reads what the stand-in installer wrote to the install disk,
+// as the installed Talos reads its META at its boot.
+func (w *world) installed() standin.Installed {
 	w.t.Helper()
 	f, err := os.Open(w.m.install.path)
 	if err != nil {
@@ -362,11 +397,11 @@ func (w *world) esp() disksafe.GUID {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	gpt, err := disksafe.ReadGPT(f, size, 512)
-	if err != nil || len(gpt.Partitions) == 0 || gpt.Partitions[0].Type != disksafe.ESPType {
-		w.t.Fatalf("the install disk's GPT: %+v, %v", gpt, err)
+	in, ok, err := standin.Read(f, size)
+	if err != nil || !ok {
+		w.t.Fatalf("the install disk holds no install of the stand-in installer (%v)", err)
 	}
-	return gpt.Partitions[0].ID
+	return in
 }
 
 // fetch GETs the node's config as Talos does, from the machine, at the URL

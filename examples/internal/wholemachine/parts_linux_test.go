@@ -1,0 +1,209 @@
+package wholemachine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
+
+	"github.com/fleetkit/fleet/internal/dockertest"
+	"github.com/fleetkit/fleet/internal/imagetest"
+	"github.com/fleetkit/fleet/internal/testenv"
+	"github.com/fleetkit/fleet/provision"
+)
+
+// The registries fleet's fleet-provision Template names its images in:
+// its placeholder registry of fleet's actions, and waitdaemon's. The
+// machine's dockerd resolves both to the test's registry.
+const (
+	actionRegistry     = "registry.example"
+	waitdaemonRegistry = "ghcr.io"
+)
+
+// images are the images the machine pulls: fleet's actions and the
+// stand-ins for Talos's installer and for waitdaemon, in one registry on
+// the test's loopback.
+type images struct {
+	reg                                 *imagetest.Registry
+	wipe, install, nextBoot             string // as the registry names them
+	installer, waitdaemon               string
+	wipeRepo, installRepo, nextBootRepo string
+}
+
+// buildImages builds the images from this repository and pushes them. The
+// wipe-disk image sets FLEET_LOOP_DEVICES=true in its environment (the
+// Template's is added to it): this machine's disks are loop devices, which
+// fleet's released wipe-disk image never counts as disks.
+func buildImages(t *testing.T) images {
+	t.Helper()
+	reg := imagetest.StartRegistry(t)
+	docker := testenv.Command(t, "docker", "docker.io")
+	return images{
+		reg: reg,
+		wipe: imagetest.Build(t, reg, "examples/wipe-disk", "fleet/wipe-disk", &imagetest.Config{
+			Programs: []string{docker},
+			Env:      []string{"FLEET_LOOP_DEVICES=true"},
+		}),
+		install:      imagetest.Action(t, reg, "install"),
+		nextBoot:     imagetest.Action(t, reg, "next-boot"),
+		installer:    imagetest.Installer(t, reg),
+		waitdaemon:   imagetest.WaitDaemon(t, reg),
+		wipeRepo:     "fleet/wipe-disk",
+		installRepo:  "fleet/install",
+		nextBootRepo: "fleet/next-boot",
+	}
+}
+
+// pulls returns how many times the registry served each image's manifest,
+// by repository.
+func (im images) pulls() map[string]int {
+	out := map[string]int{}
+	for _, repo := range []string{im.wipeRepo, im.installRepo, im.nextBootRepo, imagetest.InstallerRepo, imagetest.WaitDaemonRepo} {
+		out[repo] = im.reg.Pulls(repo)
+	}
+	return out
+}
+
+// workflows returns the Workflows of the namespace.
+func workflows(ctx context.Context, t *testing.T, tink dynamic.Interface, ns string) []tinkerbell.Workflow {
+	t.Helper()
+	list, err := tink.Resource(provision.WorkflowResource).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]tinkerbell.Workflow, len(list.Items))
+	for i, u := range list.Items {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &out[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// getWorkflow reads Workflow name of ns.
+func getWorkflow(ctx context.Context, tink dynamic.Interface, ns, name string) (tinkerbell.Workflow, error) {
+	var wf tinkerbell.Workflow
+	u, err := tink.Resource(provision.WorkflowResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return wf, err
+	}
+	err = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &wf)
+	return wf, err
+}
+
+// Waits on the real parts are sized by their progress, on two shared and
+// loaded cores: a Workflow may take as long as it keeps moving (a state, an
+// action or an action's state changes), and fails the test only when it
+// stands still for stall, or runs past runLimit in all.
+const (
+	stall    = 3 * time.Minute
+	runLimit = 20 * time.Minute
+)
+
+// progress is what a Workflow's status shows of its run: its state, its
+// current action and each action's state.
+func progress(wf tinkerbell.Workflow) string {
+	var b strings.Builder
+	b.WriteString(string(wf.Status.State))
+	if cs := wf.Status.CurrentState; cs != nil {
+		fmt.Fprintf(&b, " current %s %s", cs.ActionName, cs.State)
+	}
+	for _, task := range wf.Status.Tasks {
+		for _, a := range task.Actions {
+			fmt.Fprintf(&b, ", %s %s", a.Name, a.State)
+		}
+	}
+	return b.String()
+}
+
+// ended reports whether the Workflow reached an end.
+func ended(wf tinkerbell.Workflow) bool {
+	return slices.Contains([]tinkerbell.WorkflowState{
+		tinkerbell.WorkflowStateSuccess, tinkerbell.WorkflowStateFailed, tinkerbell.WorkflowStateTimeout,
+	}, wf.Status.State)
+}
+
+// waitRun follows Workflow name from since until it ends, logging each
+// change of its progress with the time it was seen, and returns it as it
+// ended. It fails t when the Workflow stands still for stall or runs past
+// runLimit.
+func waitRun(ctx context.Context, t *testing.T, tink dynamic.Interface, ns, name string, since time.Time) tinkerbell.Workflow {
+	t.Helper()
+	var (
+		last    string
+		moved   = time.Now()
+		wf      tinkerbell.Workflow
+		changes []string
+	)
+	for {
+		var err error
+		wf, err = getWorkflow(ctx, tink, ns, name)
+		now := time.Now()
+		if err == nil {
+			if p := progress(wf); p != last {
+				last, moved = p, now
+				changes = append(changes, fmt.Sprintf("  %6.2fs %s", now.Sub(since).Seconds(), p))
+			}
+			if ended(wf) {
+				t.Logf("Workflow %s, from the agent's start:\n%s", name, strings.Join(changes, "\n"))
+				return wf
+			}
+		}
+		if now.Sub(moved) > stall || now.Sub(since) > runLimit {
+			t.Fatalf("Workflow %s stood still for %v (or ran past %v; last read error %v):\n%s", name, now.Sub(moved).Round(time.Second), runLimit, err, strings.Join(changes, "\n"))
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("Workflow %s: %v:\n%s", name, ctx.Err(), strings.Join(changes, "\n"))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// actions returns the Workflow's actions, from its one task.
+func actions(t *testing.T, wf tinkerbell.Workflow) []tinkerbell.Action {
+	t.Helper()
+	if len(wf.Status.Tasks) != 1 {
+		t.Fatalf("Workflow %s has %d tasks, want one: %+v", wf.Name, len(wf.Status.Tasks), wf.Status.Tasks)
+	}
+	return wf.Status.Tasks[0].Actions
+}
+
+// printed returns the lines action a's container printed, stdout and
+// stderr alike, as the machine's dockerd recorded them, once they hold a
+// line equal to want (waiting, for its log driver, as long as dockerd's
+// record grows), or fails t.
+func printed(t *testing.T, d *dockertest.Docker, a tinkerbell.Action, want string) []string {
+	t.Helper()
+	prefix := "tinkerbell_" + a.Name + "_" + a.ID + ": "
+	var lines []string
+	grown, size := time.Now(), -1
+	for {
+		out := d.ContainerOutput()
+		lines = lines[:0]
+		for l := range strings.Lines(out) {
+			if rest, ok := strings.CutPrefix(strings.TrimSuffix(l, "\n"), prefix); ok {
+				lines = append(lines, rest)
+			}
+		}
+		if slices.Contains(lines, want) {
+			return lines
+		}
+		if len(out) != size {
+			grown, size = time.Now(), len(out)
+		}
+		if time.Since(grown) > 30*time.Second {
+			t.Errorf("action %s printed no line %q; it printed:\n%s", a.Name, want, indent(strings.Join(lines, "\n")))
+			return lines
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
