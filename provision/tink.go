@@ -239,7 +239,12 @@ func toUnstructured(obj any, gvk schema.GroupVersionKind) (*unstructured.Unstruc
 	return u, nil
 }
 
-// hardware returns the Hardware object NetBox's facts make for dev.
+// hardware returns the Hardware object NetBox's facts make for dev. Its
+// DHCP says the machine boots by UEFI (dhcp.uefi), as every fleet node
+// does (its Talos is installed for UEFI, with Secure Boot): Tinkerbell's
+// controller copies it into the netboot Job it asks Rufio for (the
+// one-time PXE boot's efiBoot), and without it a UEFI machine would be
+// netbooted into HookOS in legacy mode.
 func (p *Provisioner) hardware(dev inventory.Device) tinkerbell.Hardware {
 	mac := dev.MAC.String()
 	ip := &tinkerbell.IP{Address: dev.Address.Addr().String(), Family: 4}
@@ -261,7 +266,7 @@ func (p *Provisioner) hardware(dev inventory.Device) tinkerbell.Hardware {
 		},
 		Spec: tinkerbell.HardwareSpec{
 			Interfaces: []tinkerbell.Interface{{
-				DHCP: &tinkerbell.DHCP{MAC: mac, Hostname: dev.Name, IP: ip},
+				DHCP: &tinkerbell.DHCP{MAC: mac, Hostname: dev.Name, IP: ip, UEFI: true},
 				Netboot: &tinkerbell.Netboot{
 					AllowPXE:      new(true),
 					AllowWorkflow: new(true),
