@@ -101,8 +101,8 @@ type RefusalError struct {
 	// Node is the host name of the device whose run was refused.
 	Node string
 	// Cause is why: the switch-port check's error; a *LacksError
-	// (ErrLacks); ErrNodeName; an error wrapping ErrClass;
-	// ErrControlPlanesOff; or ErrNoBundleKeys.
+	// (ErrLacks); ErrNodeName; an error wrapping ErrFirstControlPlane or
+	// ErrClass; ErrControlPlanesOff; or ErrNoBundleKeys.
 	Cause error
 
 	reason  string
@@ -248,6 +248,8 @@ func (p *Provisioner) bootRefused(ctx context.Context, dev inventory.Device, rea
 //	         (a retirement adds ", and the run wipes its install disk"; a run that replaces a waiting
 //	         run whose code fleetd lost adds "; it replaces Workflow <run>, whose install code fleetd no longer holds")
 //	warning  refused a run before rendering anything: <the switch-port check's error, e.g. on port 7, expected 5>
+//	warning  refused a run before rendering anything: <node> is at API_SERVER_IP <address>: the cluster's first control plane, which the Talos root bootstraps, never installs this way; no run starts, nothing is wiped
+//	         (a run of either kind, whatever desired_action says; Cluster.FirstControlPlane)
 //	warning  <node> lacks install_disk_serial: the run waits for install_disk_serial, and desired_action stays provision
 //	         (the fields are MAC, install_disk and install_disk_serial, joined with ", " and " and ")
 //	warning  <node> is a control plane, and fleetd runs without control-plane support (homelab.fleetd.controlPlanes): no run starts, nothing is wiped, and desired_action stays provision
@@ -745,6 +747,9 @@ func (p *Provisioner) refuseRun(ctx context.Context, dev inventory.Device, kind 
 // refusalOf judges whether dev can have a run of kind; waits says that the
 // device keeps desired_action=provision until it is fixed.
 func (p *Provisioner) refusalOf(dev inventory.Device, kind RunKind) (ref *RefusalError, waits bool) {
+	if ref := p.firstControlPlaneRefusal(dev); ref != nil {
+		return ref, false
+	}
 	if lacks := lacking(dev); len(lacks) > 0 {
 		f := joinAnd(lacks)
 		cause := &LacksError{Node: dev.Name, Fields: lacks}
@@ -772,6 +777,16 @@ func (p *Provisioner) refusalOf(dev inventory.Device, kind RunKind) (ref *Refusa
 		}
 	}
 	return nil, false
+}
+
+// firstControlPlaneRefusal is the refusal of any run of the device at the
+// address of the cluster's first control plane; nil for any other device.
+func (p *Provisioner) firstControlPlaneRefusal(dev inventory.Device) *RefusalError {
+	first := p.cluster.firstControlPlane()
+	if !first.IsValid() || !dev.Address.IsValid() || dev.Address.Addr().Unmap() != first {
+		return nil
+	}
+	return refusal(dev.Name, fmt.Errorf("%s is at API_SERVER_IP %s: %w; no run starts, nothing is wiped", dev.Name, first, ErrFirstControlPlane), "")
 }
 
 func (p *Provisioner) recordStart(ctx context.Context, dev inventory.Device, name string, rec *record) error {

@@ -448,6 +448,11 @@ func (p *Provisioner) due(ctx context.Context, dev *inventory.Device, runs []*ru
 	if !want {
 		return nil
 	}
+	// The first control plane gets no run, and no attestation changes
+	// that: its line comes before any the run would wait on.
+	if ref := p.firstControlPlaneRefusal(*dev); ref != nil {
+		return p.note(ctx, dev.ID, inventory.JournalWarning, ref.Journal())
+	}
 
 	// A run started from this request waits for its machine.
 	if r := inFlight(runs, kind); r != nil && r.WF.Name == dev.LastRun && dev.DesiredAction == "" {

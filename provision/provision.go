@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -112,6 +113,28 @@ type Cluster struct {
 	// ExtraSANs are API server certificate SANs besides the control planes'
 	// addresses (e.g. API_SERVER_IP's DNS name).
 	ExtraSANs []string
+	// FirstControlPlane is the address of the cluster's first control
+	// plane (API_SERVER_IP), which the Talos root bootstraps etcd on: a
+	// device at it never gets a run, of any kind, whatever desired_action
+	// says (ErrFirstControlPlane). The zero Addr means Endpoint's host,
+	// when that is an IP address.
+	FirstControlPlane netip.Addr
+}
+
+// firstControlPlane is FirstControlPlane, or Endpoint's host.
+func (c Cluster) firstControlPlane() netip.Addr {
+	if c.FirstControlPlane.IsValid() {
+		return c.FirstControlPlane.Unmap()
+	}
+	u, err := url.Parse(c.Endpoint)
+	if err != nil {
+		return netip.Addr{}
+	}
+	a, err := netip.ParseAddr(u.Hostname())
+	if err != nil {
+		return netip.Addr{}
+	}
+	return a.Unmap()
 }
 
 // Config holds provision's optional settings. A nil *Config means every
@@ -188,6 +211,10 @@ var (
 	// ErrControlPlanesOff: a control plane's run was refused because fleetd
 	// runs without control-plane support.
 	ErrControlPlanesOff = errors.New("fleetd runs without control-plane support (homelab.fleetd.controlPlanes)")
+	// ErrFirstControlPlane: a run was refused because the device is at the
+	// address of the cluster's first control plane (API_SERVER_IP), which
+	// never installs this way.
+	ErrFirstControlPlane = errors.New("the cluster's first control plane, which the Talos root bootstraps, never installs this way")
 	// ErrNoBundleKeys: a control plane's run was refused because the
 	// cluster's secrets bundle holds no CA keys.
 	ErrNoBundleKeys = errors.New("fleetd holds no secrets bundle with the cluster's CA keys")

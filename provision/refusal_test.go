@@ -3,6 +3,8 @@ package provision
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/netip"
 	"testing"
 	"testing/synctest"
 
@@ -35,6 +37,26 @@ func TestAdmitRefusalTyped(t *testing.T) {
 				d.Class = ClassControlPlane
 				d.DesiredAction = inventory.DesiredActionProvision
 			}, cause: ErrNoBundleKeys},
+		{name: "first control plane", dev: func(d *inventory.Device) {
+			d.Class = ClassControlPlane
+			d.DesiredAction = inventory.DesiredActionProvision
+			d.Address = netip.MustParsePrefix("10.0.0.10/24") // the Endpoint's host
+		}, cause: ErrFirstControlPlane},
+		{name: "first control plane, retired", dev: func(d *inventory.Device) {
+			d.Class = ClassControlPlane
+			d.Status = inventory.StatusDecommissioning
+			d.Address = netip.MustParsePrefix("10.0.0.10/24")
+		}, cause: ErrFirstControlPlane},
+		{name: "first control plane, lacking a field", dev: func(d *inventory.Device) {
+			d.Class = ClassControlPlane
+			d.DesiredAction = inventory.DesiredActionProvision
+			d.InstallDiskSerial = ""
+			d.Address = netip.MustParsePrefix("10.0.0.10/24")
+		}, cause: ErrFirstControlPlane},
+		{name: "first control plane, set", edit: func(c *Cluster, _ *Config) {
+			c.Endpoint = "https://api.folly.example:6443"
+			c.FirstControlPlane = netip.MustParseAddr("10.0.0.21") // node-01's
+		}, cause: ErrFirstControlPlane},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -63,6 +85,12 @@ func TestAdmitRefusalTyped(t *testing.T) {
 					t.Errorf("journal %+v, want the refusal's line %q", lines, ref.Journal())
 				}
 				h.wantNothingCreated()
+				if errors.Is(ref, ErrFirstControlPlane) {
+					want := fmt.Sprintf("refused a run before rendering anything: node-01 is at API_SERVER_IP %s: the cluster's first control plane, which the Talos root bootstraps, never installs this way; no run starts, nothing is wiped", dev.Address.Addr())
+					if ref.Journal() != want {
+						t.Errorf("journal line %q, want %q", ref.Journal(), want)
+					}
+				}
 			})
 		})
 	}

@@ -12,7 +12,8 @@ import (
 )
 
 // checkFlags defines fleetctl check's flags and returns its body: it
-// validates the nodes file and prints its problems or a summary.
+// validates the nodes file and prints its problems, or a summary and a
+// line for a node at API_SERVER_IP, which fleetd never provisions.
 func checkFlags(fs *flag.FlagSet) func(*call) int {
 	topology := fs.String("topology", "", "the cluster topology `FILE` (default: cluster-topology.json beside NODES_FILE or in ../config/)")
 	return func(c *call) int {
@@ -22,6 +23,12 @@ func checkFlags(fs *flag.FlagSet) func(*call) int {
 			return code
 		}
 		fmt.Fprintf(c.stdout, "%s: ok: %s\n", nodesPath, summary(inv))
+		for _, n := range inv.Nodes {
+			if n.Address == inv.Topology.APIServerIP {
+				fmt.Fprintf(c.stdout, "%s: at %s %s, the cluster's first control plane, which the Talos root bootstraps: fleetd never starts a run of it\n",
+					n.Name, inventory.TopologyAPIServerIP, n.Address)
+			}
+		}
 		return 0
 	}
 }

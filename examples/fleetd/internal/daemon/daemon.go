@@ -159,11 +159,12 @@ func New(s Settings, p Parts) (_ *Daemon, err error) {
 		journalLater = nil
 	}
 	d.prov, err = provision.New(provision.Deps{NetBox: p.NetBox, Kube: p.Kube, Tink: p.Tink, Configs: configsOf{srv: configs, peers: d.peers}}, provision.Cluster{
-		Name:          clusterName(p.Inventory),
-		Endpoint:      "https://" + net.JoinHostPort(topo.APIServerIP.String(), "6443"),
-		Bundle:        p.Bundle,
-		ControlPlanes: s.ControlPlanes,
-		Classes:       p.Inventory.Classes,
+		Name:              clusterName(p.Inventory),
+		Endpoint:          "https://" + net.JoinHostPort(topo.APIServerIP.String(), "6443"),
+		FirstControlPlane: topo.APIServerIP,
+		Bundle:            p.Bundle,
+		ControlPlanes:     s.ControlPlanes,
+		Classes:           p.Inventory.Classes,
 	}, &provision.Config{
 		Namespace:     s.Namespace,
 		AutoProvision: s.AutoProvision,

@@ -172,6 +172,50 @@ func TestProvisionAControlPlane(t *testing.T) {
 	f.wantNoSecrets()
 }
 
+// The runbook's "The cluster's first control plane, at API_SERVER_IP,
+// never installs this way": a control plane at API_SERVER_IP that attests
+// from HookOS, desired_action=provision or not, gets no code, and no run
+// starts; the refusal is the machine's console line, the device's journal
+// line and the attest.install audit line.
+func TestFirstControlPlaneNeverInstalls(t *testing.T) {
+	f := newTestFleet(t, nil, testNode{name: "cp-01", class: "controlplane", approve: true, addr: "127.0.0.10"})
+	f.startTinkerbell()
+	op, err := inventory.NewNetBox(f.nbsrv.URL, f.nbsrv.Token(userOperator), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := op.SetDesiredAction(f.ctx, f.devices["cp-01"].ID, inventory.DesiredActionProvision); err != nil {
+		t.Fatal(err)
+	}
+	const line = "refused a run before rendering anything: cp-01 is at API_SERVER_IP 127.0.0.10: the cluster's first control plane, which the Talos root bootstraps, never installs this way; no run starts, nothing is wiped"
+	f.powerOn("cp-01")
+	res := f.attested("cp-01")
+	if res.Verdict != attest.Attested || res.InstallCode != "" || res.Reason != "no provision: refused: "+line {
+		t.Fatalf("attestation = %+v, want attested, no code, reason %q", res, "no provision: refused: "+line)
+	}
+	f.waitJournal("cp-01", line)
+	if !slices.ContainsFunc(f.auditLines("attest.install"), func(r map[string]any) bool {
+		return r["node"] == "cp-01" && strings.Contains(fmt.Sprint(r), line)
+	}) {
+		t.Errorf("no attest.install audit line of cp-01 names the refusal:\n%s", f.audit.String())
+	}
+	// The loop's passes refuse it too, and write the line once.
+	time.Sleep(3 * f.settings.PollInterval)
+	l, err := f.tink.Resource(provision.WorkflowResource).Namespace(f.settings.Namespace).List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 0 {
+		t.Errorf("%d Workflows, want none", len(l.Items))
+	}
+	if n := len(slices.DeleteFunc(f.journalOf("cp-01"), func(l string) bool { return !strings.Contains(l, line) })); n != 1 {
+		t.Errorf("the refusal journaled %d times, want once:\n%s", n, strings.Join(f.journalOf("cp-01"), "\n"))
+	}
+	if d, _ := f.device(f.ctx, "cp-01"); d.Status != inventory.StatusPlanned {
+		t.Errorf("cp-01 is %s, want planned", d.Status)
+	}
+}
+
 // wantNoCodeInCluster fails when an install code a machine received, or the
 // config URL that carries it, is in any object of the Tinkerbell cluster
 // (Workflows, Hardware, Templates, Rufio Machines and Jobs), or in any

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -48,6 +49,7 @@ type testNode struct {
 	approve     bool                // the entry approves the machine's EKs
 	tpm         *attesttest.SoftTPM // nil: a new one
 	eccOnly     bool                // the entry approves its ECC EK alone
+	addr        string              // "": nodeAddr of its place
 }
 
 // testFleet is a world whose nodes live on loopback addresses
@@ -133,7 +135,7 @@ func newFleet(t testing.TB, wc worldConfig, nodes ...testNode) *testFleet {
 	f.sim = &tinkSim{w: w, ns: w.settings.Namespace, machines: map[string]*simMachine{}, say: say, failAt: map[string]string{}}
 	for i, n := range nodes {
 		m := newSimMachine(w, n.name, "SN-"+n.name, tpms[n.name], i+1, say)
-		m.client = boundClient(w, nodeAddr(i))
+		m.client = boundClient(w, cmp.Or(n.addr, nodeAddr(i)))
 		f.machines[n.name] = m
 		f.sim.machines[m.mac.String()] = m
 	}
@@ -185,7 +187,7 @@ nodes:
 		}
 		tpms[n.name] = tpm
 		fmt.Fprintf(&sb, "  %s:\n    model: box\n    serial: SN-%s\n    class: %s\n    switch_port: %d\n    address: %s\n    bmc: amt\n    disk_serial: DS-%s\n",
-			n.name, n.name, n.class, i+1, nodeAddr(i), n.name)
+			n.name, n.name, n.class, i+1, cmp.Or(n.addr, nodeAddr(i)), n.name)
 		if n.approve {
 			b, err := attesttest.Approve(tpm)
 			if err != nil {
