@@ -71,14 +71,15 @@ func TestAwaitAckLateReader(t *testing.T) {
 	if _, err := server.Write(make([]byte, 256<<10)); err != nil {
 		t.Fatal(err)
 	}
-	time.AfterFunc(200*time.Millisecond, func() { io.Copy(io.Discard, client) })
-	start := time.Now()
+	reading := make(chan time.Time, 1)
+	time.AfterFunc(200*time.Millisecond, func() { reading <- time.Now(); io.Copy(io.Discard, client) })
 	res, err := awaitAck(mustSocket(t, server), time.Now().Add(5*time.Second))
+	acked := time.Now()
 	if err != nil {
 		t.Fatalf("%+v, %v", res, err)
 	}
-	if el := time.Since(start); el < 200*time.Millisecond {
-		t.Errorf("acknowledged after %v, before the peer read", el)
+	if read := <-reading; acked.Before(read) {
+		t.Errorf("acknowledged %v before the peer read", read.Sub(acked))
 	}
 	if res.polls > 60 {
 		t.Errorf("%d queries in %v: the check spins", res.polls, res.wait)
