@@ -271,8 +271,14 @@ func runStorm(t *testing.T, cfg stormConfig) *stormRun {
 			for _, name := range waiting[:min(len(waiting), 5)] {
 				m := pf.machines[name]
 				res, attested, inHookOS, installed, fetched := m.state()
-				t.Logf("%s: %+v; attested %v (%q), in HookOS %v, installed %v, fetched %d; journal:\n\t%s", name, deviceNamed(devs, name),
-					attested, res.Reason, inHookOS, installed, fetched, strings.Join(ix.byDevice[name], "\n\t"))
+				m.mu.Lock()
+				answers := map[int]int{}
+				for _, st := range m.statuses {
+					answers[st]++
+				}
+				m.mu.Unlock()
+				t.Logf("%s: attested %v (%q), in HookOS %v, installed %v, fetched %d, its config fetches answered %v; journal:\n\t%s\ndevice: %+v", name,
+					attested, res.Reason, inHookOS, installed, fetched, answers, strings.Join(ix.byDevice[name], "\n\t"), deviceNamed(devs, name))
 			}
 			t.Fatalf("no progress for %v, %v after the storm began: %d of %d machines admitted, %d nodes not active (%v), %d of %d faults done",
 				stormStall, time.Since(s.start).Round(time.Second), s.admitted(), n, len(waiting), waiting[:min(len(waiting), 20)], recorded, len(cfg.faults))

@@ -506,8 +506,16 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 			}
 			stop.Wait()
 			if tb.Failed() {
+				// The whole logs go to files that outlive the test.
+				dir, err := os.MkdirTemp("", "fleetd-logs-")
 				for _, p := range procs {
-					tb.Logf("%s's log (last 4 KB):\n%s", p.name, tail(p.log.String(), 4096))
+					tb.Logf("%s's log (last 2 KB):\n%s", p.name, tail(p.log.String(), 2048))
+					if err == nil {
+						err = os.WriteFile(filepath.Join(dir, p.name+".log"), []byte(p.log.String()), 0o644)
+					}
+				}
+				if err == nil {
+					tb.Logf("the fleetd processes' whole logs: %s", dir)
 				}
 			}
 			lb.close()
