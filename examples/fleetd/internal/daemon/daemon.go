@@ -65,7 +65,10 @@ type Daemon struct {
 	devices  *inventory.AddressBook
 	refusals *inventory.RefusalJournal
 	asks     *askers // asks for configs fleetd does not hold, by address
-	bound    boundDevices
+	// missingNow bounds the missing lines a replica writes at once, in the
+	// fetch that was told 404 (missing).
+	missingNow chan struct{}
+	bound      boundDevices
 	// admitting lets Settings.MaxAdmissions admissions run at once, the
 	// others waiting first come, first served.
 	admitting *semaphore.Weighted
@@ -93,9 +96,10 @@ func New(s Settings, p Parts) (_ *Daemon, err error) {
 	}
 	d := &Daemon{
 		s: s, log: log, nb: p.NetBox, tink: p.Tink, inv: p.Inventory, cert: p.Cert,
-		ports:   &lldpwait.PortConfig{Rules: lldpwait.DefaultRules()},
-		devices: inventory.NewAddressBook(p.NetBox, nil),
-		asks:    newAskers(askEvery, AskPeers),
+		ports:      &lldpwait.PortConfig{Rules: lldpwait.DefaultRules()},
+		devices:    inventory.NewAddressBook(p.NetBox, nil),
+		asks:       newAskers(askEvery, AskPeers),
+		missingNow: make(chan struct{}, missingNowMax),
 
 		admitting: semaphore.NewWeighted(int64(orDefault(s.MaxAdmissions, defaultMaxAdmissions))),
 	}

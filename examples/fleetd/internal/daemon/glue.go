@@ -303,6 +303,10 @@ const admitTimeout = time.Minute
 // and journal line.
 const servedWriteTimeout = 5 * time.Second
 
+// missingNowMax is how many missing lines a replica writes at once in the
+// fetches told 404.
+const missingNowMax = 4
+
 // servedSettle is how long a served line whose write got no answer waits
 // before the queue looks for it in NetBox's journal: long enough for a
 // write NetBox was still finishing to land, so that it is not written
@@ -351,6 +355,12 @@ func (d *Daemon) servedNow(id int64, text string) bool {
 // after the node's last ask. Asks that askers does not track (its table of
 // addresses not known as devices' is full) are counted in
 // fleet_install_config_untracked_asks_total, and cost NetBox nothing.
+//
+// A replica writes the line in the fetch that was told 404, before the
+// answer, as it writes a served line (servedNow): queued, the line would
+// die with the replica, and the node, told 404, does not ask again, so
+// that nothing would tell the operator. At most missingNowMax such writes
+// run at once; the others, and one NetBox did not answer, are queued.
 func (d *Daemon) missing(peer netip.Addr, text string) {
 	now := time.Now()
 	known, device := d.devices.Cached(peer)
@@ -365,12 +375,7 @@ func (d *Daemon) missing(peer netip.Addr, text string) {
 	case !queue:
 		return
 	}
-	var tally *asks // taken at the job's first try
-	queued := d.journal.Do(func(ctx context.Context) error {
-		if tally == nil {
-			t := d.asks.take(peer)
-			tally = &t
-		}
+	write := func(ctx context.Context, tally asks) error {
 		if tally.n == 0 {
 			return nil
 		}
@@ -383,7 +388,30 @@ func (d *Daemon) missing(peer netip.Addr, text string) {
 			return nil
 		}
 		stamp(d.metrics.missing, dev.Name, tally.last)
-		return d.nb.Journal(ctx, dev.ID, inventory.JournalWarning, missingLine(text, *tally))
+		return d.nb.Journal(ctx, dev.ID, inventory.JournalWarning, missingLine(text, tally))
+	}
+	var tally *asks // taken at the job's first try
+	if d.peers != nil {
+		select {
+		case d.missingNow <- struct{}{}:
+			t := d.asks.take(peer)
+			ctx, cancel := context.WithTimeout(context.Background(), servedWriteTimeout)
+			err := write(ctx, t)
+			cancel()
+			<-d.missingNow
+			if err == nil {
+				return
+			}
+			tally = &t
+		default:
+		}
+	}
+	queued := d.journal.Do(func(ctx context.Context) error {
+		if tally == nil {
+			t := d.asks.take(peer)
+			tally = &t
+		}
+		return write(ctx, *tally)
 	})
 	if !queued {
 		d.asks.unqueued(peer)

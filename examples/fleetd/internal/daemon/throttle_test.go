@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -210,8 +211,9 @@ func (w *memWorld) fleetd(t *testing.T, edit ...func(*Settings)) (*Daemon, *sync
 	for _, e := range edit {
 		e(&settings)
 	}
+	kube := kubefake.NewClientset()
 	d, err := New(settings, Parts{
-		NetBox: w.netBox(t, memFleetd, ""), Kube: kubefake.NewClientset(), Tink: tink,
+		NetBox: w.netBox(t, memFleetd, ""), Kube: kube, Tink: tink, Leases: kube.CoordinationV1(),
 		Inventory: w.inv, Bundle: memBundle, Cert: cert,
 		Logger: slog.New(slog.NewJSONHandler(audit, nil)),
 	})
@@ -553,6 +555,33 @@ func TestServedLineLandingLateIsNotWrittenTwice(t *testing.T) {
 		flush(t, d)
 		if got := w.journal(t, "w-01"); len(got) != 1 || got[0] != "success: "+text {
 			t.Errorf("w-01's journal: %q, want the served line once", got)
+		}
+	})
+}
+
+// A replica writes a missing line in the fetch that was told 404, not
+// through its queue, which dies with it: the node, told 404, does not ask
+// again, and nothing else would tell the operator.
+func TestReplicaWritesMissingLineAtOnce(t *testing.T) {
+	w := newMemWorld(t, "w-01")
+	synctest.Test(t, func(t *testing.T) {
+		d, _ := w.fleetd(t, func(s *Settings) {
+			s.Replica = "fleetd-0"
+			s.Peers = []Peer{{Name: "fleetd-0", URL: "https://127.0.0.1:1"}, {Name: "fleetd-1", URL: "https://127.0.0.1:2"}}
+			s.SealingKey = make([]byte, 32)
+		})
+		// The queue is busy: a line it held would not reach NetBox.
+		release := make(chan struct{})
+		d.journal.Do(func(context.Context) error { <-release; return nil })
+		const text = "the node asked for its Talos config, and fleetd holds none for it"
+		d.missing(netip.MustParseAddr(nodeAddr(0)), text)
+		if got := w.journal(t, "w-01"); len(got) != 1 || got[0] != "warning: "+text {
+			t.Errorf("w-01's journal once the replica answered 404: %q, want the missing line", got)
+		}
+		close(release)
+		flush(t, d)
+		if got := w.journal(t, "w-01"); len(got) != 1 {
+			t.Errorf("w-01's journal after the queue ran: %q, want the line once", got)
 		}
 	})
 }
