@@ -90,8 +90,8 @@
 // # Times
 //
 // Measured 2026-12-05 on two shared cores with another engineer's long
-// tests beside, warm caches, over four runs of go test -count=1 -v and
-// four with -race (which instruments the test binary, not the programs it
+// tests beside, warm caches, over seven runs of go test -count=1 -v and
+// seven with -race (which instruments the test binary, not the programs it
 // starts):
 //
 //	Tinkerbell ready after it starts          0.3 to 1.5 s
@@ -99,14 +99,14 @@
 //	the Workflow, agent start to SUCCESS      6.7 to 12.5 s
 //	  wipe-disk (its image's pull, and the
 //	  installer's, included)                  1.8 to 3.8 s
-//	  install                                 2.1 to 3.5 s
+//	  install                                 2.1 to 3.9 s
 //	  next-boot                               0.7 to 1.8 s
 //	  reboot                                  0.7 to 1.5 s
 //	the refused wipe, agent start to FAILED   1.8 to 4.3 s
 //	the whole machine, from its parts' start
 //	  to its node active in NetBox            17 to 26 s
 //	the five images, built and pushed         6 to 12 s (-race: 25 to 35 s)
-//	the whole test, in its binary             72 to 100 s (-race: 87 to 140 s)
+//	the whole test, in its binary             64 to 100 s (-race: 87 to 140 s)
 //
 // Each action's figure is Tinkerbell's own (executionDuration); the test
 // logs them, and the Workflow's progress with the time each state was
