@@ -90,7 +90,7 @@
 // # Times
 //
 // Measured 2026-12-05 on two shared cores with another engineer's long
-// tests beside, warm caches, over seven runs of go test -count=1 -v and
+// tests beside, warm caches, over eight runs of go test -count=1 -v and
 // seven with -race (which instruments the test binary, not the programs it
 // starts):
 //
