@@ -305,7 +305,7 @@ const servedWriteTimeout = 5 * time.Second
 
 // missingNowMax is how many missing lines a replica writes at once in the
 // fetches told 404.
-const missingNowMax = 4
+const missingNowMax = 8
 
 // servedSettle is how long a served line whose write got no answer waits
 // before the queue looks for it in NetBox's journal: long enough for a
@@ -360,7 +360,8 @@ func (d *Daemon) servedNow(id int64, text string) bool {
 // answer, as it writes a served line (servedNow): queued, the line would
 // die with the replica, and the node, told 404, does not ask again, so
 // that nothing would tell the operator. At most missingNowMax such writes
-// run at once; the others, and one NetBox did not answer, are queued.
+// run at once, the others wait their turn; one that finds no turn or no
+// answer from NetBox within servedWriteTimeout is queued.
 func (d *Daemon) missing(peer netip.Addr, text string) {
 	now := time.Now()
 	known, device := d.devices.Cached(peer)
@@ -392,19 +393,22 @@ func (d *Daemon) missing(peer netip.Addr, text string) {
 	}
 	var tally *asks // taken at the job's first try
 	if d.peers != nil {
+		// A replica killed moments ago leaves many nodes told 404 at
+		// once: each waits its turn, within the write's bound.
+		ctx, cancel := context.WithTimeout(context.Background(), servedWriteTimeout)
 		select {
 		case d.missingNow <- struct{}{}:
 			t := d.asks.take(peer)
-			ctx, cancel := context.WithTimeout(context.Background(), servedWriteTimeout)
 			err := write(ctx, t)
-			cancel()
 			<-d.missingNow
 			if err == nil {
+				cancel()
 				return
 			}
 			tally = &t
-		default:
+		case <-ctx.Done():
 		}
+		cancel()
 	}
 	queued := d.journal.Do(func(ctx context.Context) error {
 		if tally == nil {
