@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetkit/fleet/internal/repotest"
 	"github.com/fleetkit/fleet/internal/syncbuf"
 	"github.com/fleetkit/fleet/internal/testenv"
 	"golang.org/x/sys/unix"
@@ -161,7 +162,7 @@ func start(t testing.TB, cfg *Config) *Docker {
 				t.Errorf("dockertest: %v", err)
 			}
 			if t.Failed() {
-				t.Logf("dockertest: dockerd's output ends:\n%s", tail(dp.out(), 3000))
+				t.Logf("dockertest: dockerd's output ends:\n%s", repotest.Tail(dp.out(), 3000))
 			}
 		})
 	}
@@ -331,7 +332,7 @@ func waitReady(ctx context.Context, p *process, name string, probe func() error)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s was not ready within %v (last: %v); its output ends:\n%s", name, readyTimeout, last, tail(p.out(), 3000))
+			return fmt.Errorf("%s was not ready within %v (last: %v); its output ends:\n%s", name, readyTimeout, last, repotest.Tail(p.out(), 3000))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -482,7 +483,7 @@ func (d *Docker) startAgent(t testing.TB, id, grpc string, cfg *AgentConfig) *Ag
 			t.Errorf("dockertest: %v", err)
 		}
 		if t.Failed() {
-			t.Logf("dockertest: the agent's output ends:\n%s", tail(out.String(), 6000))
+			t.Logf("dockertest: the agent's output ends:\n%s", repotest.Tail(out.String(), 6000))
 		}
 	})
 	return a

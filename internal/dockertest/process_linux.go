@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/fleetkit/fleet/internal/repotest"
 )
 
 // process is a program Start or StartAgent started.
@@ -72,7 +74,7 @@ func cleanEnv(env []string) []string {
 func (p *process) exited() error {
 	select {
 	case <-p.done:
-		return fmt.Errorf("%s exited (%v); its output ends:\n%s", p.name, p.err, tail(p.out(), 3000))
+		return fmt.Errorf("%s exited (%v); its output ends:\n%s", p.name, p.err, repotest.Tail(p.out(), 3000))
 	default:
 		return nil
 	}

@@ -3,13 +3,14 @@ package imagetest
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+
+	"github.com/fleetkit/fleet/internal/repotest"
 )
 
 // goBuild builds the main package in dir (relative to the repository root,
@@ -20,7 +21,7 @@ func goBuild(ctx context.Context, dir, out string) error {
 	if err != nil {
 		return fmt.Errorf("needs the go command on PATH to build %s: %w", dir, err)
 	}
-	root, err := repoRoot()
+	root, err := repotest.Root()
 	if err != nil {
 		return err
 	}
@@ -33,39 +34,4 @@ func goBuild(ctx context.Context, dir, out string) error {
 		return fmt.Errorf("go build ./%s: %w: %s", dir, err, strings.TrimSpace(stderr.String()))
 	}
 	return nil
-}
-
-// errNoRepoRoot is returned when no directory above the working directory
-// holds fleet's go.mod.
-var errNoRepoRoot = errors.New("no directory above the working directory holds the go.mod of github.com/fleetkit/fleet: run the tests from inside the repository")
-
-// repoRoot returns the nearest directory, from the working directory up,
-// whose go.mod declares module github.com/fleetkit/fleet.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("find the repository root: %w", err)
-	}
-	for {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && modulePath(data) == "github.com/fleetkit/fleet" {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errNoRepoRoot
-		}
-		dir = parent
-	}
-}
-
-// modulePath returns the path of go.mod's module line, or "".
-func modulePath(gomod []byte) string {
-	for line := range strings.Lines(string(gomod)) {
-		f := strings.Fields(line)
-		if len(f) >= 2 && f[0] == "module" {
-			return strings.Trim(f[1], `"`)
-		}
-	}
-	return ""
 }

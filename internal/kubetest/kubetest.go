@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetkit/fleet/internal/repotest"
 	"github.com/fleetkit/fleet/internal/testenv"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -219,12 +220,12 @@ func start(ctx context.Context, logf func(string, ...any)) (*Env, error) {
 // handing it to keep as soon as it exists (to be stopped, even when it did
 // not become ready), and returns where its time went.
 func startWith(ctx context.Context, logf func(string, ...any), keep func(*controlPlane)) (*Env, string, error) {
-	root, err := repoRoot()
+	root, err := repotest.Root()
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %w", errUnavailable, err)
 	}
 	t0 := time.Now()
-	bins, err := findBinaries(ctx, root, logf)
+	bins, err := findBinaries(ctx, logf)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %w", errUnavailable, err)
 	}

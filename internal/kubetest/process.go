@@ -22,6 +22,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/fleetkit/fleet/internal/repotest"
 )
 
 // Readiness deadlines: a loaded 2-core machine has been seen to take 3 s for
@@ -338,7 +340,7 @@ func (p *process) logTail() string {
 		}
 	}
 	data, _ := io.ReadAll(f)
-	return "its log " + p.log + " ends:\n" + tail(string(data), n)
+	return "its log " + p.log + " ends:\n" + repotest.Tail(string(data), n)
 }
 
 // waitReady polls url until it answers 200, p exits, or timeout passes.
@@ -361,7 +363,7 @@ func waitReady(ctx context.Context, p *process, timeout time.Duration, client *h
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}
-			last = fmt.Sprintf("%s answered %s: %s", url, resp.Status, tail(string(body), 500))
+			last = fmt.Sprintf("%s answered %s: %s", url, resp.Status, repotest.Tail(string(body), 500))
 		} else {
 			last = err.Error()
 		}

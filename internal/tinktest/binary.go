@@ -1,14 +1,9 @@
 package tinktest
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
+
+	"github.com/fleetkit/fleet/internal/repotest"
 )
 
 // toolsModule is the directory, relative to the repository root, of the Go
@@ -20,83 +15,7 @@ const toolsModule = "tools/tinkerbell"
 const tinkerbellTool = "tinkerbell"
 
 // findTool returns the path of tool in Go's build cache, building it first
-// when it is not there: `go -C tools/tinkerbell tool -n <tool>` prints the
-// cached executable's path. Go's cache is keyed by the sources and the
-// toolchain, so concurrent test binaries share one build safely.
+// when it is not there (repotest.Tool).
 func findTool(ctx context.Context, tool string) (string, error) {
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		return "", fmt.Errorf("needs the go command on PATH to build %s from %s: %w", tool, toolsModule, err)
-	}
-	root, err := repoRoot()
-	if err != nil {
-		return "", err
-	}
-	dir := filepath.Join(root, filepath.FromSlash(toolsModule))
-	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
-		return "", fmt.Errorf("the tools module: %w", err)
-	}
-	cmd := exec.CommandContext(ctx, goCmd, "-C", dir, "tool", "-n", tool)
-	cmd.Env = append(os.Environ(), "GOWORK=off")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build %s (go -C %s tool -n %s): %w: %s", tool, toolsModule, tool, err, tail(stderr.String(), 2000))
-	}
-	p := strings.TrimSpace(stdout.String())
-	if p == "" || strings.ContainsAny(p, "\n ") {
-		return "", fmt.Errorf("build %s: go tool -n printed %q, not one path", tool, p)
-	}
-	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("build %s: %w", tool, err)
-	}
-	return p, nil
-}
-
-// errNoRepoRoot is returned when no directory above the working directory
-// holds fleet's go.mod.
-var errNoRepoRoot = errors.New("no directory above the working directory holds the go.mod of github.com/fleetkit/fleet: run the tests from inside the repository")
-
-// repoRoot returns the repository root: the nearest directory, from the
-// working directory up, whose go.mod declares module github.com/fleetkit/fleet.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("find the repository root: %w", err)
-	}
-	for {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && modulePath(data) == "github.com/fleetkit/fleet" {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errNoRepoRoot
-		}
-		dir = parent
-	}
-}
-
-// modulePath returns the path of go.mod's module line, or "".
-func modulePath(gomod []byte) string {
-	for line := range strings.Lines(string(gomod)) {
-		f := strings.Fields(line)
-		if len(f) >= 2 && f[0] == "module" {
-			return strings.Trim(f[1], `"`)
-		}
-	}
-	return ""
-}
-
-// tail returns the last n bytes of s, whole lines where it can.
-func tail(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if len(s) <= n {
-		return s
-	}
-	s = s[len(s)-n:]
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:]
-	}
-	return "..." + s
+	return repotest.Tool(ctx, toolsModule, tool)
 }

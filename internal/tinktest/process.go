@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/fleetkit/fleet/internal/repotest"
 )
 
 // stopTimeout is how long tinkerbell has to exit after SIGTERM before it is
@@ -153,7 +155,7 @@ func (p *process) logTail() string {
 		}
 	}
 	data, _ := io.ReadAll(f)
-	return "its log " + p.log + " ends:\n" + tail(string(data), n)
+	return "its log " + p.log + " ends:\n" + repotest.Tail(string(data), n)
 }
 
 // waitReady waits until tinkerbell's HTTP server answers 200 at healthURL
@@ -195,7 +197,7 @@ func probe(ctx context.Context, client *http.Client, dialer *net.Dialer, healthU
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Sprintf("%s answered %s: %s", healthURL, resp.Status, tail(string(body), 500))
+		return fmt.Sprintf("%s answered %s: %s", healthURL, resp.Status, repotest.Tail(string(body), 500))
 	}
 	conn, err := dialer.DialContext(ctx, "tcp", grpcAddr)
 	if err != nil {
