@@ -656,6 +656,9 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, o runS
 		defer cancel()
 		if err := p.nb.Journal(jctx, dev.ID, inventory.JournalInfo, text); err != nil {
 			p.log.Warn("fleet.journal", "node", dev.Name, "run", name, "error", err.Error())
+			if p.cfg.JournalUnwritten != nil {
+				p.cfg.JournalUnwritten(dev.ID, inventory.JournalInfo, text)
+			}
 		}
 	}
 	return name, code, nil

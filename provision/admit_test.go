@@ -3,7 +3,9 @@ package provision
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -606,4 +608,37 @@ func TestAdmitLastRunWrittenAnswerLost(t *testing.T) {
 		}
 		h.wantJournal(1, started1)
 	})
+}
+
+// A started line written at once that NetBox does not take goes to
+// Config.JournalUnwritten, once, and the run's code is answered all the
+// same; without JournalUnwritten the failure is logged.
+func TestAdmitStartedLineNotTaken(t *testing.T) {
+	for _, hooked := range []bool{true, false} {
+		t.Run(fmt.Sprint("JournalUnwritten set ", hooked), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				dev := worker(1, "node-01")
+				var unwritten []journalLine
+				h := newHarness(t, func(_ *Cluster, c *Config) {
+					if hooked {
+						c.JournalUnwritten = func(id int64, kind inventory.JournalKind, text string) {
+							unwritten = append(unwritten, journalLine{id, kind, text})
+						}
+					}
+				}, dev)
+				h.nb.journalDown = 1
+				d, err := h.p.Admit(context.Background(), claimOf(dev))
+				if err != nil || d.Run != run1 || d.Code == "" {
+					t.Fatalf("Admit = %+v, %v; want run %s with its code", d, err, run1)
+				}
+				h.wantJournal(1)
+				if want := []journalLine{started1}; hooked && !slices.Equal(unwritten, want) {
+					t.Errorf("JournalUnwritten got %v, want %v", unwritten, want)
+				}
+				if got := h.audit.records("fleet.journal"); len(got) != 1 {
+					t.Errorf("fleet.journal lines: %v, want one", got)
+				}
+			})
+		})
+	}
 }

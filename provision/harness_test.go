@@ -39,6 +39,9 @@ type memNetBox struct {
 	// lostAnswers: the next UpdateDevice calls write, then answer as if
 	// NetBox had not (its answer lost, or the caller's context ended).
 	lostAnswers int
+	// journalDown: the next Journal calls answer inventory.ErrUnavailable
+	// and write nothing.
+	journalDown int
 }
 
 type journalLine struct {
@@ -163,6 +166,10 @@ func (nb *memNetBox) Journal(_ context.Context, id int64, kind inventory.Journal
 	defer nb.mu.Unlock()
 	if err := nb.call(); err != nil {
 		return err
+	}
+	if nb.journalDown > 0 {
+		nb.journalDown--
+		return fmt.Errorf("POST /api/extras/journal-entries/: %w", inventory.ErrUnavailable)
 	}
 	nb.journal = append(nb.journal, journalLine{id, kind, text})
 	return nil

@@ -184,6 +184,13 @@ type Config struct {
 	// It must not block. nil: they are written at once (NetBox.Journal),
 	// and a failure is logged (fleet.journal).
 	JournalLater func(id int64, kind inventory.JournalKind, text string)
+	// JournalUnwritten, when set, takes the line of a run that started
+	// that the Provisioner wrote at once (JournalLater nil) and NetBox did
+	// not take: it did not answer, or not in time, so the line may yet
+	// land. It must not block: fleetd writes the line in the background,
+	// unless NetBox's journal holds it by then. nil: the failure is logged
+	// (fleet.journal), and the line is lost.
+	JournalUnwritten func(id int64, kind inventory.JournalKind, text string)
 	// PeerCode, when set, is asked for the install code of a run that
 	// waits for its machine when this Provisioner does not hold the code:
 	// another replica started the run and holds it (its HeldCode). The

@@ -157,10 +157,13 @@ func New(s Settings, p Parts) (_ *Daemon, err error) {
 	// One fleetd queues a started run's journal line, to write it with
 	// others in one request. A replica writes it before the install code
 	// is answered: a replica killed with the line still queued would lose
-	// it, while the run it names goes on under another replica's loop.
-	journalLater := d.journal.Line
-	if s.Replica != "" {
-		journalLater = nil
+	// it, while the run it names goes on under another replica's loop. A
+	// line NetBox does not take then goes to the queue (unwritten).
+	var journalLater, journalUnwritten func(int64, inventory.JournalKind, string)
+	if s.Replica == "" {
+		journalLater = d.journal.Line
+	} else {
+		journalUnwritten = d.unwritten
 	}
 	d.prov, err = provision.New(provision.Deps{NetBox: p.NetBox, Kube: p.Kube, Tink: p.Tink, Configs: configsOf{srv: configs, peers: d.peers}}, provision.Cluster{
 		Name:              clusterName(p.Inventory),
@@ -180,6 +183,7 @@ func New(s Settings, p Parts) (_ *Daemon, err error) {
 		},
 		BootedHookOSAfterInstall: func(node string) { stamp(d.metrics.bootedHookOS, node, time.Now()) },
 		JournalLater:             journalLater,
+		JournalUnwritten:         journalUnwritten,
 		PeerCode:                 peerCode,
 		Shared:                   s.Replica != "",
 		Logger:                   log,

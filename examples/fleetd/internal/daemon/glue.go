@@ -326,21 +326,27 @@ func (d *Daemon) servedNow(id int64, text string) bool {
 		return false
 	}
 	if err := d.nb.Journal(ctx, id, inventory.JournalSuccess, text); err != nil {
-		// The write may have landed though its answer did not come (NetBox
-		// slow past the deadline), or may still land (NetBox finishing a
-		// request whose client gave up): after servedSettle the queue
-		// writes the line only if NetBox's journal does not hold it yet.
-		time.AfterFunc(servedSettle, func() {
-			d.journal.Do(func(ctx context.Context) error {
-				has, err := d.nb.JournalHas(ctx, id, inventory.JournalSuccess, text)
-				if err != nil || has {
-					return err
-				}
-				return d.nb.Journal(ctx, id, inventory.JournalSuccess, text)
-			})
-		})
+		d.unwritten(id, inventory.JournalSuccess, text)
 	}
 	return true
+}
+
+// unwritten takes a line a replica wrote at once and NetBox did not take.
+// The write may have landed though its answer did not come (NetBox slow
+// past the deadline), or may still land (NetBox finishing a request whose
+// client gave up): after servedSettle the queue writes the line only if
+// NetBox's journal does not hold it yet, so that it is never written
+// twice. It returns at once.
+func (d *Daemon) unwritten(id int64, kind inventory.JournalKind, text string) {
+	time.AfterFunc(servedSettle, func() {
+		d.journal.Do(func(ctx context.Context) error {
+			has, err := d.nb.JournalHas(ctx, id, kind, text)
+			if err != nil || has {
+				return err
+			}
+			return d.nb.Journal(ctx, id, kind, text)
+		})
+	})
 }
 
 // missing tallies an ask for a config fleetd does not hold by the address

@@ -585,3 +585,54 @@ func TestReplicaWritesMissingLineAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// A replica's started line that NetBox does not take (it answers 503) is
+// written later, once: the replica answers the code at once and hands the
+// line to its queue, which looks for it in NetBox's journal after
+// servedSettle.
+func TestReplicaStartedLineNetBoxDidNotTake(t *testing.T) {
+	w := newMemWorld(t, "w-01")
+	var refused atomic.Bool
+	w.wrapFleetd = func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/api/extras/journal-entries/") && !refused.Swap(true) {
+				http.Error(rw, "service unavailable", http.StatusServiceUnavailable)
+				return
+			}
+			h.ServeHTTP(rw, r)
+		})
+	}
+	synctest.Test(t, func(t *testing.T) {
+		d, _ := w.fleetd(t, func(s *Settings) {
+			s.Replica = "fleetd-0"
+			s.Peers = []Peer{{Name: "fleetd-0", URL: "https://127.0.0.1:1"}, {Name: "fleetd-1", URL: "https://127.0.0.1:2"}}
+			s.SealingKey = make([]byte, 32)
+		})
+		if err := d.configs.ConfigureServer(&http.Server{}); err != nil {
+			t.Fatal(err)
+		}
+		dev := w.devices["w-01"]
+		got, err := d.prov.Admit(context.Background(), provision.Claim{
+			Serial:      dev.Serial,
+			Attestation: inventory.Attestation{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, SwitchPort: dev.SwitchPort, At: time.Now(), Verdict: "attested"},
+			From:        dev.Address.Addr(),
+			CheckPort:   func(int) error { return nil },
+		})
+		if err != nil || got.Outcome != provision.Provision || got.Code == "" {
+			t.Fatalf("Admit = %+v, %v; want a provision run with its code", got, err)
+		}
+		if !refused.Load() {
+			t.Fatal("the started line was never written")
+		}
+		if lines := w.journal(t, "w-01"); len(lines) != 0 {
+			t.Fatalf("w-01's journal right after NetBox refused the started line: %q", lines)
+		}
+		time.Sleep(servedSettle + time.Second)
+		synctest.Wait()
+		flush(t, d)
+		want := fmt.Sprintf("info: started Workflow %s; the machine attested from HookOS at %s", got.Run, dev.Address.Addr())
+		if lines := w.journal(t, "w-01"); len(lines) != 1 || lines[0] != want {
+			t.Errorf("w-01's journal after servedSettle: %q, want %q", lines, want)
+		}
+	})
+}
