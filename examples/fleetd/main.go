@@ -4,6 +4,13 @@
 //
 //	fleetd            serve, with settings from the environment
 //	fleetd -help      list the settings
+//	fleetd -version   print the version, the commit and the Go release
+//
+// The version line, e.g. "fleetd version=v0.0.0-20261201120000-3c16fca1a2b3
+// revision=3c16fca1a2b3... modified=false goversion=go1.26.8", comes from
+// the build's own information (package internal/buildinfo); the first log
+// line ("fleetd: starting") and the fleet_build_info gauge carry the same
+// fields, so which commit a host runs is one command away.
 //
 // One HTTPS listener (FLEET_LISTEN) serves:
 //

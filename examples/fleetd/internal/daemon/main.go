@@ -17,18 +17,22 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/fleetkit/fleet/internal/buildinfo"
 	"github.com/fleetkit/fleet/inventory"
 )
 
 // Main runs fleetd with the command-line arguments args (without the
 // program's name) and the settings getenv reads, until ctx is done, and
 // returns its exit code: 0 after a clean shutdown, 1 on a failure, 2 on bad
-// settings.
+// settings. With -version it prints the build's version line
+// (buildinfo.Info) on stdout and returns 0 without reading a setting.
+// fleetd's first log line, "fleetd: starting", carries the same fields.
 func Main(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("fleetd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	version := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: fleetd\n\n%s", envHelp)
+		fmt.Fprintf(stderr, "usage: fleetd [-version]\n\n  -version                print the version, the commit and the Go release, and exit\n\n%s", envHelp)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -40,12 +44,18 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		fs.Usage()
 		return 2
 	}
+	build := buildinfo.Read()
+	if *version {
+		fmt.Fprintf(stdout, "fleetd %s\n", build)
+		return 0
+	}
 	s, err := readSettings(getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "fleetd: %v\n(fleetd -help lists the settings)\n", err)
 		return 2
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	log.LogAttrs(ctx, slog.LevelInfo, "fleetd: starting", build.Attrs()...)
 	p, err := partsFrom(s, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "fleetd: %v\n", err)

@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/fleetkit/fleet/internal/buildinfo"
 )
 
 // metrics are what fleetd exports for Prometheus; the alert rules in
@@ -74,6 +76,7 @@ func newMetrics(certExpiry func() time.Time, waiting func() int) *metrics {
 			Name: "fleet_install_configs_waiting",
 			Help: "Rendered Talos configs waiting in memory to be fetched.",
 		}, func() float64 { return float64(waiting()) }),
+		buildInfoGauge(buildinfo.Read()),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -1,0 +1,86 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleetkit/fleet/internal/buildinfo"
+)
+
+func TestBuildInfoGauge(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(buildInfoGauge(buildinfo.Info{Version: "v1.2.0+dirty", Revision: "3c16fca", Modified: "true", GoVersion: "go1.26.8"}))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mfs) != 1 || mfs[0].GetName() != "fleet_build_info" || len(mfs[0].GetMetric()) != 1 {
+		t.Fatalf("gathered %v, want fleet_build_info alone", mfs)
+	}
+	m := mfs[0].GetMetric()[0]
+	labels := map[string]string{}
+	for _, l := range m.GetLabel() {
+		labels[l.GetName()] = l.GetValue()
+	}
+	want := map[string]string{"version": "v1.2.0+dirty", "revision": "3c16fca", "goversion": "go1.26.8"}
+	if len(labels) != len(want) || m.GetGauge().GetValue() != 1 {
+		t.Errorf("fleet_build_info %v = %v, want %v = 1", labels, m.GetGauge().GetValue(), want)
+	}
+	for k, v := range want {
+		if labels[k] != v {
+			t.Errorf("label %s=%q, want %q", k, labels[k], v)
+		}
+	}
+}
+
+// fleetd's /metrics carries the running build's fleet_build_info.
+func TestMetricsBuildInfo(t *testing.T) {
+	d := &Daemon{metrics: newMetrics(func() time.Time { return time.Time{} }, func() int { return 0 })}
+	rec := httptest.NewRecorder()
+	d.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	want := `fleet_build_info{goversion="` + runtime.Version() + `",revision="unknown",version=`
+	if !strings.Contains(rec.Body.String(), want) {
+		t.Errorf("/metrics lacks %s...:\n%s", want, rec.Body.String())
+	}
+}
+
+// -version prints the build's line and reads no setting; with settings,
+// the first log line names the build, even when fleetd then fails.
+func TestMainVersion(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := Main(context.Background(), []string{"-version"}, env(nil), &out, &errb); code != 0 || errb.Len() != 0 {
+		t.Fatalf("-version: exit %d, stderr %q", code, errb.String())
+	}
+	if want := "fleetd " + buildinfo.Read().String() + "\n"; out.String() != want {
+		t.Errorf("-version printed %q, want %q", out.String(), want)
+	}
+
+	out.Reset()
+	code := Main(context.Background(), nil, env(map[string]string{
+		"FLEET_TLS_CERT": "c.pem", "FLEET_TLS_KEY": "k.pem", "FLEET_PUBLIC_URL": "https://fleetd.example:8443",
+		"FLEET_SECRETS_BUNDLE": "secrets.yaml", "FLEET_NODES": t.TempDir() + "/no-nodes.yaml",
+		"NETBOX_URL": "https://netbox.example", "NETBOX_TOKEN": "t",
+	}), &out, &errb)
+	if code != 1 {
+		t.Fatalf("a missing nodes file: exit %d, want 1; stderr:\n%s", code, errb.String())
+	}
+	first, _, _ := strings.Cut(errb.String(), "\n")
+	var line map[string]any
+	if err := json.Unmarshal([]byte(first), &line); err != nil {
+		t.Fatalf("the first log line is not JSON: %q", first)
+	}
+	b := buildinfo.Read()
+	if line["msg"] != "fleetd: starting" || line["version"] != b.Version || line["revision"] != b.Revision ||
+		line["modified"] != b.Modified || line["goversion"] != b.GoVersion {
+		t.Errorf("the first log line is %s, want fleetd: starting with %s", first, b)
+	}
+}
