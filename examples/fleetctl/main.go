@@ -6,6 +6,7 @@
 //	fleetctl status [-role SLUG]
 //	fleetctl approve SERIAL
 //	fleetctl render-class-inputs [-nodes FILE] [-topology FILE] [-san SAN]...
+//	fleetctl version
 //
 // check validates a nodes file against its cluster topology and prints every
 // problem as FILE:LINE:COL: node NAME: problem, exiting 1, or prints a
@@ -63,6 +64,11 @@
 // it) says which classes are control planes. No control plane with an
 // address in NetBox exits 1.
 //
+// version prints the build's version line, "fleetctl version=<module
+// version> revision=<commit> modified=<true|false> goversion=<Go
+// release>", the fields fleetd -version prints (package
+// internal/buildinfo; "unknown" for what the build did not record).
+//
 // status, render-class-inputs, plan and apply read NETBOX_URL and
 // NETBOX_TOKEN.
 //
@@ -92,6 +98,7 @@ const usage = `usage:
   fleetctl status [-role SLUG]
   fleetctl approve SERIAL
   fleetctl render-class-inputs [-nodes FILE] [-topology FILE] [-san SAN]...
+  fleetctl version
 Run fleetctl COMMAND -h for a command's flags and environment.
 `
 
@@ -123,6 +130,7 @@ var commands = []command{
 	}},
 	{name: "render-class-inputs", usage: "fleetctl render-class-inputs [-nodes FILE] [-topology FILE] [-san SAN]... [-role SLUG] [-timeout DURATION]",
 		help: []string{netBoxEnvHelp}, flags: classInputsFlags},
+	{name: "version", usage: "fleetctl version", flags: versionFlags},
 }
 
 // run runs one fleetctl command and returns its exit code.
