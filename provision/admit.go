@@ -271,6 +271,8 @@ func (p *Provisioner) bootRefused(ctx context.Context, dev inventory.Device, rea
 //
 //	last run <run> is not repeated; set desired_action to provision
 //	a control plane waits for desired_action=provision
+//	a control plane waits, and fleetd runs without control-plane support (homelab.fleetd.controlPlanes): no run starts, nothing is wiped, even with desired_action=provision
+//	         (or: fleetd holds no secrets bundle with the cluster's CA keys)
 //	auto-provision is off
 //	the device is <status>, not planned
 //	run <run> is in flight at action <action>
@@ -474,6 +476,9 @@ func (p *Provisioner) noRunReason(ctx context.Context, dev inventory.Device, kin
 	case dev.LastRun != "":
 		return lastRunReason(dev.LastRun), p.bootedHookOSAfter(ctx, dev, runs)
 	case p.cluster.controlPlane(dev):
+		if cause := p.controlPlaneCause(); cause != nil {
+			return controlPlaneWaits(cause), nil
+		}
 		return reasonControlPlane, nil
 	case dev.Status != inventory.StatusPlanned:
 		return fmt.Sprintf("the device is %s, not planned", dev.Status), nil
@@ -767,19 +772,30 @@ func (p *Provisioner) refusalOf(dev inventory.Device, kind RunKind) (ref *Refusa
 	if _, _, err := p.cluster.class(dev); err != nil {
 		return refusal(dev.Name, err, ""), true
 	}
-	for _, cp := range []struct {
-		refused bool
-		cause   error
-	}{
-		{!p.cluster.ControlPlanes, ErrControlPlanesOff},
-		{!bundleHasKeys(p.cluster.Bundle), ErrNoBundleKeys},
-	} {
-		if cp.refused && p.cluster.controlPlane(dev) {
-			line := fmt.Sprintf("%s is a control plane, and %v: no run starts, nothing is wiped", dev.Name, cp.cause)
-			return waitsRefusal(dev.Name, cp.cause, "", line), true
-		}
+	if cause := p.controlPlaneCause(); cause != nil && p.cluster.controlPlane(dev) {
+		line := fmt.Sprintf("%s is a control plane, and %v: no run starts, nothing is wiped", dev.Name, cause)
+		return waitsRefusal(dev.Name, cause, "", line), true
 	}
 	return nil, false
+}
+
+// controlPlaneCause is why fleetd can run no control plane at all:
+// ErrControlPlanesOff, ErrNoBundleKeys, or nil when it can.
+func (p *Provisioner) controlPlaneCause() error {
+	switch {
+	case !p.cluster.ControlPlanes:
+		return ErrControlPlanesOff
+	case !bundleHasKeys(p.cluster.Bundle):
+		return ErrNoBundleKeys
+	}
+	return nil
+}
+
+// controlPlaneWaits is the no-provision reason of a control plane that
+// attests without desired_action=provision while fleetd can run no control
+// plane (cause): setting desired_action alone starts no run.
+func controlPlaneWaits(cause error) string {
+	return fmt.Sprintf("a control plane waits, and %v: no run starts, nothing is wiped, even with desired_action=provision", cause)
 }
 
 // firstControlPlaneRefusal is the refusal of any run of the device at the

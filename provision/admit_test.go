@@ -254,18 +254,29 @@ func TestAdmitNoProvision(t *testing.T) {
 	ran.LastRun = "provision-node-02-1767000000"
 	plain := worker(3, "node-03")
 	for _, tc := range []struct {
-		name   string
-		dev    inventory.Device
-		auto   bool
-		reason string
+		name    string
+		dev     inventory.Device
+		auto    bool
+		cluster func(*Cluster) // nil: the harness's
+		reason  string
 	}{
-		{"last run", ran, true, "last run provision-node-02-1767000000 is not repeated; set desired_action to provision"},
-		{"control plane", cp, true, "a control plane waits for desired_action=provision"},
-		{"auto-provision off", plain, false, "auto-provision is off"},
+		{"last run", ran, true, nil, "last run provision-node-02-1767000000 is not repeated; set desired_action to provision"},
+		{"control plane", cp, true, nil, "a control plane waits for desired_action=provision"},
+		// desired_action alone would start no run: the reason says why.
+		{"control plane, support off", cp, true, func(c *Cluster) { c.ControlPlanes = false },
+			"a control plane waits, and fleetd runs without control-plane support (homelab.fleetd.controlPlanes): no run starts, nothing is wiped, even with desired_action=provision"},
+		{"control plane, no CA keys", cp, true, func(c *Cluster) { c.Bundle = workerBundle(t) },
+			"a control plane waits, and fleetd holds no secrets bundle with the cluster's CA keys: no run starts, nothing is wiped, even with desired_action=provision"},
+		{"auto-provision off", plain, false, nil, "auto-provision is off"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				h := newHarness(t, func(_ *Cluster, c *Config) { c.AutoProvision = tc.auto }, tc.dev)
+				h := newHarness(t, func(cl *Cluster, c *Config) {
+					c.AutoProvision = tc.auto
+					if tc.cluster != nil {
+						tc.cluster(cl)
+					}
+				}, tc.dev)
 				d, err := h.p.Admit(context.Background(), claimOf(tc.dev))
 				if err != nil {
 					t.Fatal(err)
