@@ -63,7 +63,9 @@ type simMachine struct {
 	inHookOS  bool
 	installed bool
 	result    attest.Result
-	attested  bool // the last attestation got a verdict
+	attested  bool     // the last attestation got a verdict
+	attests   int      // attestations ended, with a verdict or not
+	console   []string // every console line, oldest first
 	code      string
 	fetched   int      // configs its installed Talos received
 	codes     []string // every install code it received
@@ -103,7 +105,12 @@ func (m *simMachine) run(ctx context.Context) {
 // hookOS is one boot of HookOS: the switch's LLDP frame, then the
 // attestation, as examples/hookos-attest does it.
 func (m *simMachine) hookOS(ctx context.Context) {
-	console := &lineWriter{emit: func(l string) { m.say(m.name, "console", l) }}
+	console := &lineWriter{emit: func(l string) {
+		m.mu.Lock()
+		m.console = append(m.console, l)
+		m.mu.Unlock()
+		m.say(m.name, "console", l)
+	}}
 	res, err := attest.Run(ctx, m.w.url+"/attest", m.tpm, m.claim(), &attest.ClientConfig{
 		HTTPClient: m.client,
 		Backoff:    func(int) time.Duration { return 100 * time.Millisecond },
@@ -113,11 +120,14 @@ func (m *simMachine) hookOS(ctx context.Context) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.result, m.attested = res, err == nil
+	m.attests++
 	m.retried += max(res.Tries-1, 0)
 	if err == nil && res.InstallCode != "" {
 		m.code = res.InstallCode
 		m.codes = append(m.codes, res.InstallCode)
-		m.say(m.name, "console", "install code written")
+		const line = "install code written"
+		m.console = append(m.console, line)
+		m.say(m.name, "console", line)
 	}
 }
 

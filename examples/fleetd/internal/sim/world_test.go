@@ -65,6 +65,7 @@ type testFleet struct {
 	t        testing.TB
 	machines map[string]*simMachine
 	sim      *tinkSim
+	nodes    string // the nodes file, beside its cluster topology
 	ctx      context.Context
 	wg       *sync.WaitGroup
 }
@@ -130,7 +131,7 @@ func newFleet(t testing.TB, wc worldConfig, nodes ...testNode) *testFleet {
 		cancel()
 		t.Fatal(err)
 	}
-	f := &testFleet{world: w, t: t, machines: map[string]*simMachine{}, ctx: ctx}
+	f := &testFleet{world: w, t: t, machines: map[string]*simMachine{}, ctx: ctx, nodes: nodesFile}
 	say := func(who, source, text string) { t.Logf("%-6s %-8s %s", who, source, text) }
 	f.sim = &tinkSim{w: w, ns: w.settings.Namespace, machines: map[string]*simMachine{}, say: say, failAt: map[string]string{}}
 	for i, n := range nodes {

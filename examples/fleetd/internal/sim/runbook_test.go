@@ -1,0 +1,285 @@
+package sim
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/attest/attesttest"
+	"github.com/fleetkit/fleet/inventory"
+	"github.com/fleetkit/fleet/provision"
+
+	"github.com/fleetkit/fleet/examples/fleetd/internal/daemon"
+)
+
+// attestation waits until the machine's n'th attestation (from 1, one a
+// boot) has ended, and returns its result and the console lines of every
+// boot so far. The machine boots again only when the test power-cycles it
+// (or Rufio does), so the result is the n'th one's.
+func (f *testFleet) attestation(name string, n int) (attest.Result, []string) {
+	f.t.Helper()
+	m := f.machines[name]
+	var res attest.Result
+	var console []string
+	f.wait(fmt.Sprintf("attestation %d of %s", n, name), func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		res, console = m.result, slices.Clone(m.console)
+		return m.attests >= n
+	})
+	return res, console
+}
+
+// loopPasses waits until fleetd's provision loop has run n whole passes
+// after the call. A pass begins by listing fleet's devices (by role), one
+// pass after another, so the (n+1)th listing after the call begins only
+// once n passes ended.
+func (f *testFleet) loopPasses(n int) {
+	f.t.Helper()
+	lists := func() int {
+		c := 0
+		for _, r := range f.nbsrv.Requests() {
+			if r.User == userFleetd && r.Method == http.MethodGet && strings.HasPrefix(r.URI, "/api/dcim/devices/?") && strings.Contains(r.URI, "role=") {
+				c++
+			}
+		}
+		return c
+	}
+	start := lists()
+	f.wait(fmt.Sprintf("%d passes of the provision loop", n), func() bool { return lists() > start+n })
+}
+
+// workflows returns the names of the Workflows in Tinkerbell's namespace.
+func (f *testFleet) workflows() []string {
+	f.t.Helper()
+	l, err := f.tink.Resource(provision.WorkflowResource).Namespace(f.settings.Namespace).List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var names []string
+	for _, u := range l.Items {
+		names = append(names, u.GetName())
+	}
+	return names
+}
+
+// withoutRetries drops the console lines of tries that failed ("attest:
+// try N failed: ..."): a loaded machine may time a try out, and the
+// client tries again.
+func withoutRetries(console []string) []string {
+	return slices.DeleteFunc(slices.Clone(console), func(l string) bool { return strings.HasPrefix(l, "attest: try ") })
+}
+
+// setDesiredAction sets a device's desired_action to provision, as the
+// operator does in NetBox.
+func (f *testFleet) setDesiredAction(name string) {
+	f.t.Helper()
+	op, err := inventory.NewNetBox(f.nbsrv.URL, f.nbsrv.Token(userOperator), nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := op.SetDesiredAction(f.ctx, f.devices[name].ID, inventory.DesiredActionProvision); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// The runbook's "Make sure that nix/hosts/spore.nix sets
+// homelab.fleetd.controlPlanes = true ... Otherwise the run wipes the disk
+// and installs nothing": fleet is safer, and starts no run at all. A
+// control plane that attests while fleetd runs without control-plane
+// support is told why it waits, naming homelab.fleetd.controlPlanes, even
+// before desired_action is set; once it is, the loop journals the refusal,
+// once, and keeps desired_action; the machine's next boot is refused with
+// the same line. No Workflow, Rufio job or install code ever exists, the
+// machine runs no action, and the device stays planned.
+func TestControlPlaneSupportOff(t *testing.T) {
+	f := newTestFleet(t, func(s *daemon.Settings) { s.ControlPlanes = false },
+		testNode{name: "cp-02", class: "controlplane", approve: true})
+	f.startTinkerbell()
+	f.powerOn("cp-02")
+
+	const waits = "a control plane waits, and fleetd runs without control-plane support (homelab.fleetd.controlPlanes): no run starts, nothing is wiped, even with desired_action=provision"
+	res, console := f.attestation("cp-02", 1)
+	if res.Verdict != attest.Attested || res.InstallCode != "" || res.Reason != "no provision: "+waits {
+		t.Fatalf("first attestation = %+v, want attested, no code, reason %q", res, "no provision: "+waits)
+	}
+	if want := []string{"attest: PASSED", "attest: no provision: " + waits}; !slices.Equal(withoutRetries(console), want) {
+		t.Errorf("console:\n%s\nwant:\n%s", strings.Join(console, "\n"), strings.Join(want, "\n"))
+	}
+
+	f.setDesiredAction("cp-02")
+	const line = "cp-02 is a control plane, and fleetd runs without control-plane support (homelab.fleetd.controlPlanes): no run starts, nothing is wiped, and desired_action stays provision"
+	f.waitJournal("cp-02", "warning: "+line)
+
+	// The machine boots HookOS again: its attestation is refused with the
+	// journal's line.
+	f.machines["cp-02"].powerCycle()
+	res, console = f.attestation("cp-02", 2)
+	if res.Verdict != attest.Attested || res.InstallCode != "" || res.Reason != "no provision: refused: "+line {
+		t.Fatalf("second attestation = %+v, want attested, no code, reason %q", res, "no provision: refused: "+line)
+	}
+	if want := []string{"attest: PASSED", "attest: no provision: " + waits, "attest: PASSED", "attest: no provision: refused: " + line}; !slices.Equal(withoutRetries(console), want) {
+		t.Errorf("console:\n%s\nwant:\n%s", strings.Join(console, "\n"), strings.Join(want, "\n"))
+	}
+	var reasons []string
+	for _, r := range f.auditLines("attest.install") {
+		if r["node"] == "cp-02" {
+			reasons = append(reasons, fmt.Sprint(r["outcome"], ": ", r["reason"]))
+		}
+	}
+	if want := []string{"no provision: " + waits, "refused: " + line}; !slices.Equal(reasons, want) {
+		t.Errorf("attest.install lines of cp-02:\n%s\nwant:\n%s", strings.Join(reasons, "\n"), strings.Join(want, "\n"))
+	}
+
+	// Passes of the loop after both refusals start nothing and write the
+	// line no second time.
+	f.loopPasses(3)
+	if wfs := f.workflows(); len(wfs) != 0 {
+		t.Errorf("Workflows %v, want none", wfs)
+	}
+	jobs, err := f.tink.Resource(provision.JobResource).Namespace(f.settings.Namespace).List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs.Items) != 0 {
+		t.Errorf("%d Rufio jobs, want none", len(jobs.Items))
+	}
+	if n := len(slices.DeleteFunc(f.journalOf("cp-02"), func(l string) bool { return !strings.Contains(l, line) })); n != 1 {
+		t.Errorf("the refusal journaled %d times, want once:\n%s", n, strings.Join(f.journalOf("cp-02"), "\n"))
+	}
+	d, err := f.device(f.ctx, "cp-02")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Status != inventory.StatusPlanned || d.DesiredAction != inventory.DesiredActionProvision || d.LastRun != "" || d.AttestVerdict != "attested" {
+		t.Errorf("cp-02: status %s, desired_action %q, last_run %q, attest_verdict %q; want planned, provision kept, no run, attested",
+			d.Status, d.DesiredAction, d.LastRun, d.AttestVerdict)
+	}
+	m := f.machines["cp-02"]
+	m.mu.Lock()
+	boots, codes, installed := m.boots, len(m.codes), m.installed
+	m.mu.Unlock()
+	if boots != 2 || codes != 0 || installed {
+		t.Errorf("cp-02 booted %d times, received %d codes, installed %v; want 2 boots (by hand), no code, nothing installed", boots, codes, installed)
+	}
+}
+
+// The runbook's "Approve a machine's EKs", whole: a machine whose entry
+// approves no EK is told pending-approval, and its claim waits; the
+// operator prints the claim's lines as fleetctl approve does, compares
+// each hash with the evidence (the TPM's own EKs, as a receiving scan
+// reads them), adds the lines to the node's entry and applies the nodes
+// file as Terraform's user; the device then holds the hashes. Power-cycled,
+// the machine attests again: attest: PASSED, with an install code, and the
+// run starts and ends with the node active.
+func TestApproveThenPowerCycle(t *testing.T) {
+	f := newTestFleet(t, nil, testNode{name: "w-04", class: "worker"})
+	f.startTinkerbell()
+	m := f.machines["w-04"]
+	f.powerOn("w-04")
+
+	res, console := f.attestation("w-04", 1)
+	if res.Verdict != attest.PendingApproval || res.InstallCode != "" {
+		t.Fatalf("first attestation = %+v, want pending-approval without a code", res)
+	}
+	pending := []string{"attest: FAILED pending-approval", "attest: the entry approves no EK"}
+	if console = withoutRetries(console); !slices.Equal(console, pending) {
+		t.Errorf("console:\n%s\nwant:\n%s", strings.Join(console, "\n"), strings.Join(pending, "\n"))
+	}
+	if d, _ := f.device(f.ctx, "w-04"); len(d.MAC) != 0 || d.AttestVerdict != "" || d.LastRun != "" {
+		t.Errorf("pending-approval wrote to the device: %+v", d)
+	}
+
+	// mise run attest:approve SN-w-04
+	claims, err := approveClaims(f.ctx, f.world, "SN-w-04")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claims) != 1 {
+		t.Fatalf("%d claims wait for SN-w-04, want 1: %+v", len(claims), claims)
+	}
+	evidence, err := attesttest.Approve(m.tpm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claims[0].RSA2048 != evidence.RSA2048 || claims[0].ECCP256 != evidence.ECCP256 {
+		t.Fatalf("the claim's hashes %s %s differ from the evidence %s %s", claims[0].RSA2048, claims[0].ECCP256, evidence.RSA2048, evidence.ECCP256)
+	}
+	lines := inventory.ApprovalLines(claims[0].RSA2048, claims[0].ECCP256)
+	if want := "approved_ek_rsa2048: " + evidence.RSA2048 + "\napproved_ek_eccp256: " + evidence.ECCP256 + "\n"; lines != want {
+		t.Fatalf("approval lines %q, want %q", lines, want)
+	}
+
+	// Add the lines to the node's entry, then atlantis plan and apply.
+	nodes, err := os.ReadFile(f.nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entryEnd := "    disk_serial: DS-w-04\n"
+	if !strings.Contains(string(nodes), entryEnd) {
+		t.Fatalf("the nodes file has no entry ending %q:\n%s", entryEnd, nodes)
+	}
+	var indented strings.Builder
+	for l := range strings.Lines(lines) {
+		indented.WriteString("    " + l)
+	}
+	nodes = []byte(strings.Replace(string(nodes), entryEnd, entryEnd+indented.String(), 1))
+	if err := os.WriteFile(f.nodes, nodes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := inventory.Load(f.nodes, filepath.Join(filepath.Dir(f.nodes), "cluster-topology.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := f.admin.Plan(f.ctx, inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.admin.Apply(f.ctx, plan); err != nil {
+		t.Fatal(err)
+	}
+	d, err := f.device(f.ctx, "w-04")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.ApprovedEKHash != evidence.RSA2048 || d.ApprovedEKHashECC != evidence.ECCP256 {
+		t.Fatalf("after the apply the device holds approved_ek_hash %q, approved_ek_hash_ecc %q; want the evidence's", d.ApprovedEKHash, d.ApprovedEKHashECC)
+	}
+
+	// Power-cycle the machine, so that HookOS attests again.
+	m.powerCycle()
+	res, console = f.attestation("w-04", 2)
+	if res.Verdict != attest.Attested || res.InstallCode == "" {
+		t.Fatalf("attestation after the approval = %+v, want attested with a code", res)
+	}
+	if want := append(pending, "attest: PASSED", "install code written"); !slices.Equal(withoutRetries(console), want) {
+		t.Errorf("console:\n%s\nwant:\n%s", strings.Join(console, "\n"), strings.Join(want, "\n"))
+	}
+	line := f.waitJournal("w-04", "started Workflow provision-w-04-")
+	if !strings.HasSuffix(line, "; the machine attested from HookOS at 127.0.0.21") {
+		t.Errorf("journal: %q", line)
+	}
+	f.wait("w-04 active", func() bool { return f.status("w-04") == inventory.StatusActive })
+	d, err = f.device(f.ctx, "w-04")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.AttestVerdict != "attested" || d.MAC.String() != m.mac.String() || d.AttestedEKHash != evidence.RSA2048 || d.AttestedEKHashECC != evidence.ECCP256 {
+		t.Errorf("NetBox holds %+v", d)
+	}
+	var verdicts []string
+	for _, r := range f.auditLines("attest.verdict") {
+		verdicts = append(verdicts, fmt.Sprint(r["verdict"]))
+	}
+	if want := []string{"pending-approval", "attested"}; !slices.Equal(verdicts, want) {
+		t.Errorf("attest.verdict lines %v, want %v", verdicts, want)
+	}
+	f.wantNoSecrets()
+}
