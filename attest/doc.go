@@ -9,7 +9,10 @@
 // caller's Bindings). The verdict is a pure function of the binding and the
 // EKs the TPM proved (Judge): attested, pending-approval, ek-hash-mismatch,
 // ek-missing or ek-binding-unauthored. A certificate on an EK approves
-// nothing. A Bindings source that cannot name one binding until an operator
+// nothing: no setting names an EK certificate authority, and a TPM whose
+// EKs a maker's CA certified waits for approval like any other (the
+// client sends the certificates from NV; the verdict never reads them). A
+// Bindings source that cannot name one binding until an operator
 // acts (BindingError) refuses the claim with no verdict.
 //
 // The protocol is JSON over the caller's HTTPS, two round trips:

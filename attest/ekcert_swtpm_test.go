@@ -1,0 +1,83 @@
+package attest_test
+
+import (
+	"crypto/x509"
+	"encoding/asn1"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/fleetkit/fleet/attest"
+)
+
+var oidSubjectAltName = asn1.ObjectIdentifier{2, 5, 29, 17}
+
+// The runbook's "pending-approval, even when a trusted maker certified
+// each EK", on swtpm as swtpm_setup manufactures it: its local CA
+// certified the EKs (the RSA EK at least), and a test that trusts that CA's root verifies each
+// certificate in NV; fleetd, which trusts no EK certificate authority,
+// tells the TPM pending-approval all the same while no entry approves an
+// EK. (TestCertifiedEKPendingApproval proves the same on the reference
+// simulator with a CA of the test's own, and that the certificates reach
+// the server.)
+func TestIntegrationSWTPMCertifiedEKPendingApproval(t *testing.T) {
+	swtpm, state := setupSWTPM(t)
+	roots := x509.NewCertPool()
+	rootPEM, err := os.ReadFile(filepath.Join(filepath.Dir(state), "ca", "swtpm-localca-rootca-cert.pem"))
+	if err != nil {
+		t.Fatalf("swtpm_localca's root: %v", err)
+	}
+	if !roots.AppendCertsFromPEM(rootPEM) {
+		t.Fatal("swtpm_localca's root is no PEM certificate")
+	}
+	intermediates := x509.NewCertPool()
+	interPEM, err := os.ReadFile(filepath.Join(filepath.Dir(state), "ca", "issuercert.pem"))
+	if err != nil {
+		t.Fatalf("swtpm_localca's issuer: %v", err)
+	}
+	if !intermediates.AppendCertsFromPEM(interPEM) {
+		t.Fatal("swtpm_localca's issuer is no PEM certificate")
+	}
+
+	dev := attest.OpenChannel(startSWTPM(t, swtpm, state))
+	t.Cleanup(func() { dev.Close() })
+	eks, err := dev.EKs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	certified := 0
+	for _, ek := range eks {
+		if len(ek.Certificate) == 0 {
+			continue
+		}
+		c, err := x509.ParseCertificate(ek.Certificate)
+		if err != nil {
+			t.Fatalf("the %s EK's certificate: %v", ek.Kind, err)
+		}
+		// The TCG EK profile names the TPM's maker, model and version in a
+		// critical subjectAltName of directoryName form only, which
+		// crypto/x509 leaves unhandled: that extension, and no other, is
+		// taken as read.
+		c.UnhandledCriticalExtensions = slices.DeleteFunc(c.UnhandledCriticalExtensions, func(id asn1.ObjectIdentifier) bool {
+			return id.Equal(oidSubjectAltName)
+		})
+		if _, err := c.Verify(x509.VerifyOptions{Roots: roots, Intermediates: intermediates, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+			t.Fatalf("the %s EK's certificate does not chain to swtpm_localca's root: %v", ek.Kind, err)
+		}
+		certified++
+	}
+	if certified == 0 || len(eks[0].Certificate) == 0 {
+		t.Fatalf("%d of %d EKs certified; want the RSA EK's at least", certified, len(eks))
+	}
+
+	f := newFleet(t, nil)
+	res, console, err := f.run(t, dev, "SWTPM-0002", nil)
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, console)
+	}
+	if want := "attest: FAILED pending-approval\nattest: no entry names the serial\n"; res.Verdict != attest.PendingApproval || console != want {
+		t.Fatalf("verdict %s, console:\n%s\nwant pending-approval, console:\n%s", res.Verdict, console, want)
+	}
+	t.Logf("%d of %d EKs certified by swtpm_localca", certified, len(eks))
+}
