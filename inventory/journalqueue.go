@@ -40,9 +40,16 @@ type JournalQueueConfig struct {
 	// (ErrUnavailable) is tried again until NetBox answers or Close gives
 	// up, at most BackoffMax apart. Zero: DefaultJournalBackoffMax.
 	BackoffMax time.Duration
-	// Logger gets a line for each lost write, a status with its device so
-	// that the operator can set it by hand. Nil: no logs.
+	// Logger gets a line for each lost write, a status with its device.
+	// Nil: no logs.
 	Logger *slog.Logger
+	// StatusLostAction is what the operator does about a status NetBox
+	// does not hold: it ends the log line of each such status, after
+	// "; ". The owner knows what its statuses stand for, and so what
+	// repairs one that is lost (fleetd's active, for a served config, is
+	// repaired by a new run, not by hand). Empty: the line says what was
+	// lost, and no action.
+	StatusLostAction string
 	// Lost, when set, is called once for each line or job that is lost,
 	// from any goroutine: a counter's Inc fits.
 	Lost func()
@@ -73,8 +80,8 @@ type JournalQueueConfig struct {
 //     a status. A status NetBox did not take because it did not answer is
 //     tried again, with backoff (at most BackoffMax apart), until
 //     NetBox takes it or Close gives up. A status NetBox refuses, or one
-//     still unwritten when Close gives up, is logged with its device, for
-//     the operator to set by hand, and counted (StatusLost).
+//     still unwritten when Close gives up, is logged with its device and
+//     the operator's action (StatusLostAction), and counted (StatusLost).
 //
 // A JournalQueue is safe for concurrent use. It holds two goroutines until
 // Close, which its owner must call.
@@ -87,6 +94,8 @@ type JournalQueue struct {
 	backoffMax time.Duration
 	lost       func()
 	statusLost func()
+	// The log messages of a status lost, with StatusLostAction.
+	statusNotTaken, statusAfterClose string
 
 	jobs chan journalJob
 	done chan struct{}
@@ -115,6 +124,21 @@ type journalJob struct {
 type wantedStatus struct {
 	device string // its name, for the log
 	status Status
+}
+
+// The log messages of a device status NetBox does not hold, before
+// JournalQueueConfig.StatusLostAction.
+const (
+	msgStatusNotTaken   = "inventory: NetBox did not take a device status"
+	msgStatusAfterClose = "inventory: a device status came after shutdown, and NetBox does not hold it"
+)
+
+// withAction is msg, then "; " and action when there is one.
+func withAction(msg, action string) string {
+	if action == "" {
+		return msg
+	}
+	return msg + "; " + action
 }
 
 // NewJournalQueue returns a JournalQueue that writes to nb. cfg may be nil
@@ -153,6 +177,9 @@ func NewJournalQueue(nb *NetBox, cfg *JournalQueueConfig) *JournalQueue {
 		wanted:     map[int64]wantedStatus{},
 		wake:       make(chan struct{}, 1),
 		statuses:   make(chan struct{}),
+
+		statusNotTaken:   withAction(msgStatusNotTaken, c.StatusLostAction),
+		statusAfterClose: withAction(msgStatusAfterClose, c.StatusLostAction),
 	}
 	go q.work()
 	go q.workStatuses()
@@ -305,7 +332,7 @@ func (q *JournalQueue) SetStatus(id int64, device string, s Status) {
 	if q.sclosed {
 		q.smu.Unlock()
 		q.statusLost()
-		q.log.Error("inventory: a device status came after shutdown, and NetBox does not hold it; set it by hand",
+		q.log.Error(q.statusAfterClose,
 			"device_id", id, "device", device, "status", string(s))
 		return
 	}
@@ -343,7 +370,7 @@ func (q *JournalQueue) workStatuses() {
 		q.smu.Unlock()
 		if err != nil {
 			q.statusLost()
-			q.log.Error("inventory: NetBox did not take a device status; set it by hand",
+			q.log.Error(q.statusNotTaken,
 				"device_id", id, "device", w.device, "status", string(w.status), "error", err.Error())
 		}
 	}

@@ -203,15 +203,25 @@ func TestJournalQueueStatusLane(t *testing.T) {
 }
 
 // A status NetBox has not taken when Close gives up, or one wanted after,
-// is logged with its device for the operator, and counted.
+// is logged with its device and the owner's action for the operator
+// (none by default), and counted.
 func TestJournalQueueStatusLostAtClose(t *testing.T) {
+	for _, action := range []string{"", "set desired_action to provision"} {
+		t.Run(fmt.Sprintf("action %q", action), func(t *testing.T) {
+			testStatusLostAtClose(t, action)
+		})
+	}
+}
+
+func testStatusLostAtClose(t *testing.T, action string) {
 	srv, nb, devs := generatedFleet(t, 1)
 	var logs bytes.Buffer // the JSON handler serialises its writes
 	var lost atomic.Int32
 	q := NewJournalQueue(nb, &JournalQueueConfig{
-		Backoff:    func(int) time.Duration { return 10 * time.Millisecond },
-		Logger:     slog.New(slog.NewJSONHandler(&logs, nil)),
-		StatusLost: func() { lost.Add(1) },
+		Backoff:          func(int) time.Duration { return 10 * time.Millisecond },
+		Logger:           slog.New(slog.NewJSONHandler(&logs, nil)),
+		StatusLost:       func() { lost.Add(1) },
+		StatusLostAction: action,
 	})
 	srv.Inject(netboxtest.Fault{Kind: netboxtest.Down})
 	dev := devs[0]
@@ -223,9 +233,13 @@ func TestJournalQueueStatusLostAtClose(t *testing.T) {
 	if n := lost.Load(); n != 2 {
 		t.Errorf("%d statuses counted lost, want 2", n)
 	}
+	end := ""
+	if action != "" {
+		end = "; " + action
+	}
 	for _, want := range []string{
-		fmt.Sprintf(`"msg":"inventory: NetBox did not take a device status; set it by hand","device_id":%d,"device":%q,"status":"active"`, dev.ID, dev.Name),
-		fmt.Sprintf(`"msg":"inventory: a device status came after shutdown, and NetBox does not hold it; set it by hand","device_id":%d,"device":%q,"status":"active"`, dev.ID, dev.Name),
+		fmt.Sprintf(`"msg":"inventory: NetBox did not take a device status%s","device_id":%d,"device":%q,"status":"active"`, end, dev.ID, dev.Name),
+		fmt.Sprintf(`"msg":"inventory: a device status came after shutdown, and NetBox does not hold it%s","device_id":%d,"device":%q,"status":"active"`, end, dev.ID, dev.Name),
 	} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("the log lacks %s:\n%s", want, logs.String())

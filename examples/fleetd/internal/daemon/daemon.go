@@ -141,9 +141,10 @@ func New(s Settings, p Parts) (_ *Daemon, err error) {
 	d.configs = configs
 	d.metrics = newMetrics(p.Cert.expiry, configs.Waiting)
 	d.journal = inventory.NewJournalQueue(p.NetBox, &inventory.JournalQueueConfig{
-		Logger:     log,
-		Lost:       d.metrics.journalLost.Inc,
-		StatusLost: d.metrics.statusLost.Inc,
+		Logger:           log,
+		Lost:             d.metrics.journalLost.Inc,
+		StatusLost:       d.metrics.statusLost.Inc,
+		StatusLostAction: statusLostAction,
 	})
 	d.refusals = inventory.NewRefusalJournal(p.NetBox, d.journal, &inventory.RefusalJournalConfig{Name: "fleetd"})
 	// A daemon that cannot be built stops what it started.

@@ -259,6 +259,15 @@ func (g gate) Planned(ctx context.Context, dev configserve.Device) (bool, error)
 	return d.Status == inventory.StatusPlanned, nil
 }
 
+// statusLostAction ends fleetd's log line of a device status NetBox did
+// not take. The only status fleetd queues is active, for a config it
+// served: nothing is set by hand, because fleetd cannot tell whether the
+// node kept the config. The provision loop takes the device active once a
+// Node of its name registers after its run began; a node that did not keep
+// it asks for its config in vain, and, as the runbook says for a device
+// that stays planned, a new run repairs that.
+const statusLostAction = "fleetd takes the device active once its node registers in the cluster; if no Node of that name registers, set desired_action to provision"
+
 // configEvent journals what happened to a config on its device, counts it
 // for the alerts, and takes a served device active; a replica that
 // answered with a borrowed config does so as for its own. It returns at once:

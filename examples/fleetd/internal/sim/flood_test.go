@@ -229,8 +229,13 @@ func TestStatusLane(t *testing.T) {
 }
 
 // A status NetBox has not taken when fleetd shuts down, or one wanted
-// after, is logged with its device for the operator, and counted.
+// after, is logged with its device for the operator, and counted. The line
+// says what the runbook says of a device that stays planned: set
+// desired_action to provision (when the node did not register; when it
+// did, the loop takes the device active: provision's
+// TestRegisteredNodeTakenActive), not that the status be set by hand.
 func TestStatusLostAtShutdown(t *testing.T) {
+	const action = "fleetd takes the device active once its node registers in the cluster; if no Node of that name registers, set desired_action to provision"
 	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker"})
 	j := f.d.Journal()
 	f.nbsrv.Inject(netboxtest.Fault{Kind: netboxtest.Down})
@@ -244,8 +249,8 @@ func TestStatusLostAtShutdown(t *testing.T) {
 		t.Errorf("%v statuses counted lost, want 2", n)
 	}
 	for _, want := range []string{
-		fmt.Sprintf(`"msg":"inventory: NetBox did not take a device status; set it by hand","device_id":%d,"device":"w-01","status":"active"`, id),
-		fmt.Sprintf(`"msg":"inventory: a device status came after shutdown, and NetBox does not hold it; set it by hand","device_id":%d,"device":"w-01","status":"active"`, id),
+		fmt.Sprintf(`"msg":"inventory: NetBox did not take a device status; %s","device_id":%d,"device":"w-01","status":"active"`, action, id),
+		fmt.Sprintf(`"msg":"inventory: a device status came after shutdown, and NetBox does not hold it; %s","device_id":%d,"device":"w-01","status":"active"`, action, id),
 	} {
 		if !strings.Contains(f.audit.String(), want) {
 			t.Errorf("the log lacks %s:\n%s", want, f.audit.String())
