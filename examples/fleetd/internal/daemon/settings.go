@@ -9,9 +9,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fleetkit/fleet/internal/secretenv"
 )
 
-// Settings is fleetd's configuration, read from the environment.
+// Settings is fleetd's configuration, read from the environment. Each
+// secret setting, NETBOX_TOKEN, FLEET_APPROVER_TOKEN and FLEET_SEALING_KEY,
+// may come instead from the file its _FILE form names (package
+// secretenv's rules).
 type Settings struct {
 	Listen        string // FLEET_LISTEN
 	MetricsListen string // FLEET_METRICS_LISTEN
@@ -50,7 +55,7 @@ type Settings struct {
 	Topology  string // FLEET_TOPOLOGY
 
 	NetBoxURL     string // NETBOX_URL
-	NetBoxToken   string // NETBOX_TOKEN
+	NetBoxToken   string // NETBOX_TOKEN or NETBOX_TOKEN_FILE
 	BindingAuthor string // FLEET_BINDING_AUTHOR
 	NetBoxSwitch  string // NETBOX_SWITCH
 
@@ -58,13 +63,14 @@ type Settings struct {
 	ClusterKubeconfig    string // CLUSTER_KUBECONFIG
 	Namespace            string // TINKERBELL_NAMESPACE
 
-	ApproverToken string // FLEET_APPROVER_TOKEN
+	ApproverToken string // FLEET_APPROVER_TOKEN or FLEET_APPROVER_TOKEN_FILE
 	ApproverCA    string // FLEET_APPROVER_CA
 
 	// Replica names this replica among several (FLEET_REPLICA); "": fleetd
 	// runs alone. Peers are every replica, this one included
 	// (FLEET_PEERS), and SealingKey the 32-byte key they all seal
-	// attestation sessions with (FLEET_SEALING_KEY): both are required
+	// attestation sessions with (FLEET_SEALING_KEY or
+	// FLEET_SEALING_KEY_FILE): both are required
 	// with a Replica, and refused without one.
 	Replica    string
 	Peers      []Peer
@@ -140,6 +146,17 @@ const envHelp = `Environment:
   FLEET_SEALING_KEY       64 hex characters (32 bytes) every replica seals attestation sessions with
                           (required with FLEET_REPLICA, refused without it: one fleetd keeps its
                           spent sessions in memory and seals with a random key of its own)
+
+Secrets from files: NETBOX_TOKEN, FLEET_APPROVER_TOKEN and FLEET_SEALING_KEY may each be given
+instead as NAME_FILE, the path of a file that holds the value (surrounding white space, such as
+a final newline, is dropped), so that the secret stays out of the environment:
+  NETBOX_TOKEN_FILE, FLEET_APPROVER_TOKEN_FILE, FLEET_SEALING_KEY_FILE
+Setting both NAME and NAME_FILE is refused. A relative path is resolved against
+$CREDENTIALS_DIRECTORY when it is set, as systemd's LoadCredential= sets it
+(NETBOX_TOKEN_FILE=netbox-token names the credential netbox-token); otherwise against the
+working directory. The file must be a regular file that neither its group nor others may
+read or write (mode 0600 or 0400, as systemd's credentials are); fleetd refuses any other,
+naming the file and its mode.
 `
 
 // readSettings reads fleetd's settings; every problem is reported at once.
@@ -166,6 +183,23 @@ func readSettings(getenv func(string) string) (Settings, error) {
 		}
 		return b
 	}
+	// secret reads a secret setting from its variable or its _FILE form,
+	// and returns the variable it came from, to name in messages; ok is
+	// false when that failed (the error is kept).
+	secret := func(name string) (v, from string, ok bool) {
+		v, from, err := secretenv.Lookup(getenv, name)
+		if err != nil {
+			errs = append(errs, err)
+			return "", name, false
+		}
+		return v, cmp.Or(from, name), true
+	}
+	netBoxToken, _, ok := secret("NETBOX_TOKEN")
+	if ok && netBoxToken == "" {
+		errs = append(errs, errors.New("NETBOX_TOKEN is required (or NETBOX_TOKEN_FILE, a file that holds it)"))
+	}
+	approverToken, approverFrom, _ := secret("FLEET_APPROVER_TOKEN")
+	key, keyFrom, keyOK := secret("FLEET_SEALING_KEY")
 	s := Settings{
 		Listen:               str("FLEET_LISTEN", ":8443"),
 		MetricsListen:        str("FLEET_METRICS_LISTEN", ":9464"),
@@ -178,13 +212,13 @@ func readSettings(getenv func(string) string) (Settings, error) {
 		NodesFile:            required("FLEET_NODES"),
 		Topology:             str("FLEET_TOPOLOGY", ""),
 		NetBoxURL:            required("NETBOX_URL"),
-		NetBoxToken:          required("NETBOX_TOKEN"),
+		NetBoxToken:          netBoxToken,
 		BindingAuthor:        str("FLEET_BINDING_AUTHOR", ""),
 		NetBoxSwitch:         str("NETBOX_SWITCH", ""),
 		TinkerbellKubeconfig: str("TINKERBELL_KUBECONFIG", ""),
 		ClusterKubeconfig:    str("CLUSTER_KUBECONFIG", ""),
 		Namespace:            str("TINKERBELL_NAMESPACE", "tinkerbell"),
-		ApproverToken:        str("FLEET_APPROVER_TOKEN", ""),
+		ApproverToken:        approverToken,
 		ApproverCA:           str("FLEET_APPROVER_CA", ""),
 	}
 	positive := func(name, def string) time.Duration {
@@ -227,12 +261,12 @@ func readSettings(getenv func(string) string) (Settings, error) {
 		s.PublicURL = strings.TrimSuffix(s.PublicURL, "/")
 	}
 	s.Replica = str("FLEET_REPLICA", "")
-	peers, key, peersListen := str("FLEET_PEERS", ""), str("FLEET_SEALING_KEY", ""), str("FLEET_PEERS_LISTEN", "")
+	peers, peersListen := str("FLEET_PEERS", ""), str("FLEET_PEERS_LISTEN", "")
 	if s.Replica == "" {
 		if key != "" {
 			// attest.ErrSealingKeyWithoutSpent: a shared key needs a shared
 			// record of spent sessions, which one fleetd keeps in memory.
-			errs = append(errs, errors.New("FLEET_SEALING_KEY is refused without FLEET_REPLICA: one fleetd records spent attestation sessions in its own memory, so another fleetd holding the key (a replica, or this one after a restart) would accept a proof again and answer its install code; unset it, or run replicas (FLEET_REPLICA, FLEET_PEERS)"))
+			errs = append(errs, fmt.Errorf("%s is refused without FLEET_REPLICA: one fleetd records spent attestation sessions in its own memory, so another fleetd holding the key (a replica, or this one after a restart) would accept a proof again and answer its install code; unset it, or run replicas (FLEET_REPLICA, FLEET_PEERS)", keyFrom))
 		}
 		if peers != "" {
 			errs = append(errs, errors.New("FLEET_PEERS is refused without FLEET_REPLICA, which names this replica among them"))
@@ -246,12 +280,12 @@ func readSettings(getenv func(string) string) (Settings, error) {
 		if s.Peers, err = parsePeers(peers, s.Replica); err != nil {
 			errs = append(errs, err)
 		}
-		if s.SealingKey, err = hex.DecodeString(key); err != nil || len(s.SealingKey) != 32 {
-			errs = append(errs, errors.New("FLEET_SEALING_KEY must be 64 hex characters (32 bytes), the same in every replica"))
+		if s.SealingKey, err = hex.DecodeString(key); keyOK && (err != nil || len(s.SealingKey) != 32) {
+			errs = append(errs, fmt.Errorf("%s must be 64 hex characters (32 bytes), the same in every replica", keyFrom))
 		}
 	}
 	if len(s.ApproverToken) > 0 && len(s.ApproverToken) < 16 {
-		errs = append(errs, errors.New("FLEET_APPROVER_TOKEN is shorter than 16 characters"))
+		errs = append(errs, fmt.Errorf("%s is shorter than 16 characters", approverFrom))
 	}
 	return s, errors.Join(errs...)
 }
