@@ -1,0 +1,254 @@
+package firmware
+
+import (
+	"crypto/rand"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetkit/fleet/internal/kubetest"
+	"github.com/fleetkit/fleet/inventory"
+)
+
+// A fwCase is one machine, booted once: its firmware, how grub loads its
+// kernel, its node's class, and what the runbook says it shows.
+type fwCase struct {
+	name  string
+	node  string
+	class string // secure (secure_boot: required) or open (optional)
+	fw    firmware
+	load  string // loadEFI or loadLegacy
+	port  int    // its switch port, the one its node declares
+
+	efiSecureBoot string // the SecureBoot variable efivarfs shows: "1" or "0"
+	eventLog      bool   // whether the kernel got the firmware's event log
+	secureBoot    string // attested_secure_boot
+	unknown       string // secure_boot_unknown, the audit line's reason for "unknown"
+	code          bool   // whether fleetd answered an install code
+	console       []string
+	journal       string // the journal line the attestation wrote
+
+	serial, addr, mac string
+	tpm               tpm
+}
+
+// The classes of the nodes file.
+const (
+	classSecure = "secure" // secure_boot: required
+	classOpen   = "open"   // secure_boot: optional
+)
+
+// noEventLog is why a boot whose kernel got no event log is "unknown".
+const noEventLog = "the machine sent no event log"
+
+// TestIntegrationFirmware boots machines through real UEFI firmware and
+// Debian's signed boot chain into hookos-attest (see the package doc), and
+// holds each to the runbook's words: Secure Boot on admits a worker whose
+// class requires it; Secure Boot off refuses it a run under secure_boot:
+// required and provisions it under optional; a kernel that got no event
+// log attests "unknown", with its reason, and is refused under required.
+func TestIntegrationFirmware(t *testing.T) {
+	tl := needTools(t)
+	start := time.Now()
+	env := kubetest.Start(t)
+	bins := build(t)
+	t0 := time.Now()
+	img := buildImage(t, tl, t.TempDir(), bins)
+	t.Logf("built the boot image in %v: kernel %s, initramfs %d bytes with modules %s", time.Since(t0).Round(10*time.Millisecond),
+		img.kernel, img.initrd, strings.Join(img.modules, " "))
+
+	cases := []*fwCase{
+		{
+			name: "SecureBootOn", node: "fw-on", class: classSecure, fw: secureBootOn, load: loadEFI,
+			efiSecureBoot: "1", eventLog: true, secureBoot: inventory.SecureBootOn, code: true,
+			console: []string{"attest: PASSED", "install code written"},
+			journal: "info: started Workflow provision-fw-on-",
+		},
+		{
+			name: "SecureBootOffRequired", node: "fw-off-required", class: classSecure, fw: secureBootOff, load: loadEFI,
+			efiSecureBoot: "0", eventLog: true, secureBoot: inventory.SecureBootOff,
+			console: []string{"attest: PASSED", "attest: no provision: Secure Boot is off"},
+			journal: "warning: no provision: Secure Boot is off",
+		},
+		{
+			name: "SecureBootOffOptional", node: "fw-off-optional", class: classOpen, fw: secureBootOff, load: loadEFI,
+			efiSecureBoot: "0", eventLog: true, secureBoot: inventory.SecureBootOff, code: true,
+			console: []string{"attest: PASSED", "install code written"},
+			journal: "info: started Workflow provision-fw-off-optional-",
+		},
+		{
+			name: "NoEventLogRequired", node: "fw-no-log", class: classSecure, fw: secureBootOff, load: loadLegacy,
+			efiSecureBoot: "0", secureBoot: inventory.SecureBootUnknown, unknown: noEventLog,
+			console: []string{"attest: PASSED", "attest: no provision: Secure Boot is unknown: " + noEventLog},
+			journal: "warning: no provision: Secure Boot is unknown: " + noEventLog,
+		},
+	}
+	var ports []int
+	for i, c := range cases {
+		c.port = 3 + i
+		ports = append(ports, c.port)
+	}
+	nw := newNetwork(t, tl, ports)
+	suffix := strings.ToUpper(rand.Text()[:6])
+	t0 = time.Now()
+	for i, c := range cases {
+		c.serial = fmt.Sprintf("SN-FW-%d-%s", i+1, suffix)
+		c.addr = fmt.Sprintf("%s%d", nw.prefix, 20+c.port)
+		c.mac = fmt.Sprintf("52:54:00:fa:00:%02x", c.port)
+		c.tpm = manufactureTPM(t, tl, t.TempDir())
+	}
+	t.Logf("manufactured %d TPMs and read their EKs in %v", len(cases), time.Since(t0).Round(10*time.Millisecond))
+
+	dir := t.TempDir()
+	nodes, topology := filepath.Join(dir, "nodes.yaml"), filepath.Join(dir, "cluster-topology.json")
+	writeNodes(t, nodes, cases)
+	if err := os.WriteFile(topology, fmt.Appendf(nil, `{"CLUSTER_NAME": "folly", "K8S_NODE_CIDR": %q, "API_SERVER_IP": "%s10"}`, nw.subnet, nw.prefix), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := startFleet(t, env, bins, nodes, topology, net.JoinHostPort(nw.uplink, fmt.Sprint(freePort(t, nw.uplink))))
+	ca := string(readFile(t, f.caFile))
+
+	var times []string
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			disk := img.caseDisk(t, tl, dir, c.load, map[string]string{
+				"env": fmt.Sprintf("FLEETD_URL=%s\nFLEETD_CA=/etc/fleet/ca.pem\nFLEET_INTERFACE=eth0\nFLEET_ADDRESS=%s/24\nFLEET_LLDP_WAIT=30s\nFLEET_BOOT_DIR=/run/fleet\n",
+					f.attestURL, c.addr),
+				"ca.pem": ca,
+			})
+			r := boot(t, tl, vmConfig{fw: c.fw, disk: disk, tpm: c.tpm, netns: nw.ns, tap: port(c.port), mac: c.mac, serial: c.serial})
+			times = append(times, fmt.Sprintf("%s: %v (/init at %v)", c.name, r.took.Round(100*time.Millisecond), r.toInit.Round(100*time.Millisecond)))
+			t.Logf("booted in %v, /init after %v; console without the kernel's lines:\n%s", r.took.Round(100*time.Millisecond),
+				r.toInit.Round(100*time.Millisecond), strings.Join(consoleLines(r.console), "\n"))
+			c.check(t, f, r)
+		})
+	}
+	t.Logf("boots:\n%s\nthe whole test: %v", strings.Join(times, "\n"), time.Since(start).Round(100*time.Millisecond))
+}
+
+// writeNodes writes the nodes file: each case's node, with its TPM's EKs
+// approved.
+func writeNodes(t *testing.T, name string, cases []*fwCase) {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, `models:
+  vm:
+    manufacturer: QEMU
+    name: Standard PC (Q35 + ICH9, 2009)
+    disk: /dev/vda
+classes:
+  %s:
+    type: worker
+    installer_image: ghcr.io/siderolabs/installer:v1.13.9
+    secure_boot: required
+  %s:
+    type: worker
+    installer_image: ghcr.io/siderolabs/installer:v1.13.9
+    secure_boot: optional
+nodes:
+`, classSecure, classOpen)
+	for _, c := range cases {
+		fmt.Fprintf(&b, `  %s:
+    model: vm
+    serial: %s
+    class: %s
+    switch_port: %d
+    address: %s
+    bmc: amt
+    disk_serial: DS-%s
+    approved_ek_rsa2048: %s
+    approved_ek_eccp256: %s
+`, c.node, c.serial, c.class, c.port, c.addr, c.serial, c.tpm.eks.RSA2048, c.tpm.eks.ECCP256)
+	}
+	if err := os.WriteFile(name, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// check holds a boot to the case's words: the console, NetBox's device
+// and journal, and fleetd's audit lines.
+func (c *fwCase) check(t *testing.T, f *fleet, r bootResult) {
+	t.Helper()
+	lines := consoleLines(r.console)
+	lldp := fmt.Sprintf("lldp: eth0 is on switch port Port %d (Port %d) of %s", c.port, c.port, switchName)
+	want := []string{"fleet-init: efivarfs: SecureBoot=" + c.efiSecureBoot}
+	if c.eventLog {
+		want = append(want, "fleet-init: event log: ")
+	} else {
+		want = append(want, "fleet-init: no event log: ")
+	}
+	want = append(want, lldp)
+	want = append(want, c.console...)
+	record := "fleet-init: boot record: attested=true install_code=none"
+	if c.code {
+		record = "fleet-init: boot record: attested=true install_code=set"
+	}
+	want = append(want, "fleet-init: hookos-attest exited 0 after ", record, "fleet-init: powering off")
+	if !inOrder(lines, want) {
+		t.Errorf("the console does not show, in order, lines beginning:\n%s", strings.Join(want, "\n"))
+	}
+	if !c.code && slices.Contains(lines, "install code written") {
+		t.Error("the console says install code written")
+	}
+
+	d := f.device(t, c.node)
+	if d.AttestVerdict != "attested" || d.AttestedSecureBoot != c.secureBoot || !hex64.MatchString(d.AttestedPCR7) ||
+		d.MAC.String() != c.mac || d.AttestedSwitchPort != c.port {
+		t.Errorf("NetBox holds %s: attest_verdict %q, attested_secure_boot %q, attested_pcr7 %q, MAC %v, attested_switch_port %d; want attested, %s, a PCR 7 digest, %s, %d",
+			c.node, d.AttestVerdict, d.AttestedSecureBoot, d.AttestedPCR7, d.MAC, d.AttestedSwitchPort, c.secureBoot, c.mac, c.port)
+	}
+	if d.AttestedEKHash != c.tpm.eks.RSA2048 || d.AttestedEKHashECC != c.tpm.eks.ECCP256 {
+		t.Errorf("NetBox holds the attested EKs %s and %s, want the approved %s and %s", d.AttestedEKHash, d.AttestedEKHashECC, c.tpm.eks.RSA2048, c.tpm.eks.ECCP256)
+	}
+	if c.code != (d.LastRun != "") {
+		t.Errorf("NetBox holds last_run %q for %s; want a run: %v", d.LastRun, c.node, c.code)
+	}
+
+	var journal []string
+	if err := eventually(t.Context(), 30*time.Second, func() bool {
+		journal = f.journal(t, c.node)
+		return slices.ContainsFunc(journal, func(l string) bool { return strings.HasPrefix(l, c.journal) })
+	}); err != nil {
+		t.Errorf("the journal of %s has no line beginning %q:\n%s", c.node, c.journal, strings.Join(journal, "\n"))
+	}
+	t.Logf("journal of %s:\n%s", c.node, strings.Join(journal, "\n"))
+
+	verdicts := f.audit("attest.verdict", c.serial)
+	if len(verdicts) != 1 {
+		t.Fatalf("fleetd wrote %d attest.verdict lines for %s, want 1", len(verdicts), c.serial)
+	}
+	v := verdicts[0]
+	unknown, _ := v["secure_boot_unknown"].(string)
+	if v["verdict"] != "attested" || v["secure_boot"] != c.secureBoot || v["pcr7"] != d.AttestedPCR7 || unknown != c.unknown {
+		t.Errorf("attest.verdict: %v; want attested, secure_boot %s, pcr7 as NetBox holds it, secure_boot_unknown %q", v, c.secureBoot, c.unknown)
+	}
+	installs := f.audit("attest.install", c.serial)
+	wantOutcome, wantReason := "provision", fmt.Sprintf("run %s started", d.LastRun)
+	if !c.code {
+		wantOutcome, wantReason = "no provision", strings.TrimPrefix(c.journal, "warning: no provision: ")
+	}
+	if len(installs) != 1 || installs[0]["outcome"] != wantOutcome || installs[0]["reason"] != wantReason {
+		t.Errorf("attest.install: %v; want one, outcome %q, reason %q", installs, wantOutcome, wantReason)
+	}
+}
+
+// inOrder reports whether lines hold, in this order, a line beginning with
+// each of want.
+func inOrder(lines, want []string) bool {
+	i := 0
+	for _, l := range lines {
+		if i < len(want) && strings.HasPrefix(l, want[i]) {
+			i++
+		}
+	}
+	return i == len(want)
+}

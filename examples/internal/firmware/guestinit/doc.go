@@ -1,0 +1,33 @@
+// Command guestinit is /init of the boot image TestIntegrationFirmware
+// builds (see package firmware): the first process of a Linux kernel that
+// UEFI firmware booted through shim and grub, in an initramfs without udev
+// or a shell. It stands where HookOS's init and its onboot containers
+// stand, and runs HookOS's own program, hookos-attest, unchanged.
+//
+// In order, it:
+//
+//  1. mounts devtmpfs on /dev, proc, sysfs, securityfs on
+//     /sys/kernel/security and a tmpfs on /run;
+//  2. loads the kernel modules /lib/modules/fleet.load lists, one path a
+//     line, in that order (finit_module; the list puts each module's
+//     dependencies before it), and mounts efivarfs;
+//  3. says on the console what the firmware left the kernel: the
+//     SecureBoot variable as efivarfs shows it, the kernel's lockdown
+//     mode, and the size of the TCG event log in securityfs, or that there
+//     is none;
+//  4. reads /etc/fleet/env (KEY=VALUE lines), brings up lo and the
+//     interface FLEET_INTERFACE names with the address FLEET_ADDRESS
+//     (CIDR) once its driver made it;
+//  5. runs /bin/hookos-attest with that environment, its output on the
+//     console, and says how it exited and what this boot's record holds
+//     (attested, and whether a code is set; never the code);
+//  6. powers the machine off.
+//
+// Its own lines begin with "fleet-init: ". Any failure is said on the
+// console, and the machine powers off: nothing waits for a person.
+//
+// # Platforms
+//
+// Linux only, as the first process of a kernel: it mounts, loads modules
+// and powers off. Elsewhere it builds and exits 1.
+package main

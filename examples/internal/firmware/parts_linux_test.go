@@ -1,0 +1,226 @@
+package firmware
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/attest/attesttest"
+	"github.com/fleetkit/fleet/internal/syncbuf"
+	"github.com/fleetkit/fleet/internal/testenv"
+)
+
+// unavailable ends t because something it needs is missing (see testenv).
+func unavailable(t *testing.T, format string, args ...any) {
+	t.Helper()
+	testenv.Unavailable(t, format, args...)
+}
+
+// OVMF's builds and variable stores (Debian's ovmf).
+const (
+	ovmfCode       = "/usr/share/OVMF/OVMF_CODE_4M.fd"
+	ovmfVars       = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+	ovmfSecureCode = "/usr/share/OVMF/OVMF_CODE_4M.secboot.fd"
+	ovmfSecureVars = "/usr/share/OVMF/OVMF_VARS_4M.ms.fd" // Microsoft's keys enrolled
+)
+
+// tools are the programs the machines are made with.
+type tools struct {
+	ip, lldpd, swtpm, qemu, nsenter    string
+	mkfsVfat, mmd, mcopy, sfdisk, lldp string
+}
+
+// needTools ends t unless it runs as root with every program and file the
+// machines need.
+func needTools(t *testing.T) tools {
+	t.Helper()
+	testenv.Short(t)
+	testenv.Root(t, "network namespaces and tap devices")
+	tl := tools{
+		ip:       testenv.Command(t, "ip", "iproute2"),
+		lldpd:    testenv.Command(t, "lldpd", "lldpd"),
+		lldp:     testenv.Command(t, "lldpcli", "lldpd"),
+		qemu:     testenv.Command(t, "qemu-system-x86_64", "qemu-system-x86"),
+		nsenter:  testenv.Command(t, "nsenter", "util-linux"),
+		mkfsVfat: testenv.Command(t, "mkfs.vfat", "dosfstools"),
+		mmd:      testenv.Command(t, "mmd", "mtools"),
+		mcopy:    testenv.Command(t, "mcopy", "mtools"),
+		sfdisk:   testenv.Command(t, "sfdisk", "fdisk"),
+	}
+	testenv.Command(t, "swtpm_setup", "swtpm-tools")
+	tl.swtpm = testenv.Command(t, "swtpm", "swtpm")
+	for _, f := range []struct{ path, pkg string }{
+		{ovmfCode, "ovmf"}, {ovmfVars, "ovmf"}, {ovmfSecureCode, "ovmf"}, {ovmfSecureVars, "ovmf"},
+		{shimSigned, "shim-signed"}, {mokSigned, "shim-signed"},
+		{grubSigned, "grub-efi-amd64-signed"},
+		{"/dev/net/tun", "(the tun driver: modprobe tun)"},
+	} {
+		if _, err := os.Stat(f.path); err != nil {
+			unavailable(t, "needs %s: apt-get install -y %s", f.path, f.pkg)
+		}
+	}
+	return tl
+}
+
+// run runs a program that makes part of an image, or fails t.
+func (tl tools) run(t *testing.T, prog string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(prog, args...)
+	// mtools refuses a FAT whose geometry it doubts; mkfs.vfat's is sound.
+	cmd.Env = append(os.Environ(), "MTOOLS_SKIP_CHECK=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v: %s", filepath.Base(prog), strings.Join(args, " "), err, out)
+	}
+}
+
+func (tl tools) ipRun(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(tl.ip, args...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// The switch every machine plugs into.
+const switchName = "usw-pro-24"
+
+// A network is the switch: a network namespace whose bridge joins the
+// machines' ports (tap devices, one per port, which QEMU opens) to an
+// uplink whose other end is in the test's namespace, and lldpd, which
+// announces each port to the machine plugged into it.
+type network struct {
+	ns     string // the switch's network namespace
+	uplink string // the address of the test's end of the uplink
+	subnet string // the nodes' /24
+	prefix string // "10.214.N."
+}
+
+// port is the tap device of switch port n.
+func port(n int) string { return fmt.Sprintf("tap%d", n) }
+
+// newNetwork makes the switch with ports (lldpd names port n "Port n").
+// Everything is removed or stopped when t ends.
+func newNetwork(t *testing.T, tl tools, ports []int) *network {
+	t.Helper()
+	n := os.Getpid() % 200
+	nw := &network{
+		ns:     fmt.Sprintf("fw-switch-%d", os.Getpid()),
+		prefix: fmt.Sprintf("10.214.%d.", n),
+	}
+	nw.subnet, nw.uplink = nw.prefix+"0/24", nw.prefix+"1"
+	tl.ipRun(t, "netns", "add", nw.ns)
+	t.Cleanup(func() {
+		if out, err := exec.Command(tl.ip, "netns", "del", nw.ns).CombinedOutput(); err != nil {
+			t.Errorf("remove network namespace %s: %v: %s", nw.ns, err, out)
+		}
+	})
+	up := fmt.Sprintf("fw%d", os.Getpid())
+	// The test's end goes with the switch's namespace.
+	tl.ipRun(t, "link", "add", up, "type", "veth", "peer", "name", "uplink", "netns", nw.ns)
+	tl.ipRun(t, "-n", nw.ns, "link", "add", "br0", "type", "bridge")
+	links := []string{"uplink"}
+	for _, p := range ports {
+		tl.ipRun(t, "-n", nw.ns, "tuntap", "add", "dev", port(p), "mode", "tap")
+		links = append(links, port(p))
+	}
+	for _, l := range links {
+		tl.ipRun(t, "-n", nw.ns, "link", "set", l, "master", "br0")
+		tl.ipRun(t, "-n", nw.ns, "link", "set", l, "up")
+	}
+	tl.ipRun(t, "-n", nw.ns, "link", "set", "br0", "up")
+	tl.ipRun(t, "addr", "add", nw.uplink+"/24", "dev", up)
+	tl.ipRun(t, "link", "set", up, "up")
+	nw.startLLDPD(t, tl, ports)
+	return nw
+}
+
+// startLLDPD starts lldpd in the switch's namespace, sending every second
+// on each port, which it names by a locally assigned port ID "Port N", as
+// UniFi switches do. Only the process the test started is stopped.
+func (nw *network) startLLDPD(t *testing.T, tl tools, ports []int) {
+	t.Helper()
+	// lldpd runs the lldpcli that reads its configuration as its own
+	// unprivileged user (_lldpd), which must reach the control socket: a
+	// directory of t.TempDir's is closed to it.
+	dir, err := os.MkdirTemp("", "firmware-lldpd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	conf := fmt.Sprintf("configure lldp tx-interval 1\nconfigure system hostname %s\n", switchName)
+	var ifs []string
+	for _, p := range ports {
+		name := fmt.Sprintf("Port %d", p)
+		conf += fmt.Sprintf("configure ports %s lldp portidsubtype local %q description %q\n", port(p), name, name)
+		ifs = append(ifs, port(p))
+	}
+	confFile := filepath.Join(dir, "lldpd.conf")
+	if err := os.WriteFile(confFile, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(tl.nsenter, "--net=/run/netns/"+nw.ns, tl.lldpd,
+		"-d", "-u", filepath.Join(dir, "ctl"), "-p", filepath.Join(dir, "pid"), "-I", strings.Join(ifs, ","), "-O", confFile)
+	var out syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start lldpd: %v", err)
+	}
+	testenv.StopAtCleanup(t, "lldpd", cmd, &out)
+}
+
+// A tpm is a machine's TPM: swtpm's state, manufactured by swtpm_setup
+// with EK certificates.
+type tpm struct {
+	dir, state string
+	eks        attest.Binding // its EK hashes, as a receiving scan reads them
+}
+
+// manufactureTPM makes a TPM in dir and reads its EK hashes through a
+// swtpm server started for that alone, as the runbook's receiving scan
+// would.
+func manufactureTPM(t *testing.T, tl tools, dir string) tpm {
+	t.Helper()
+	_, state := testenv.ManufactureTPM(t, dir)
+	sock := filepath.Join(dir, "scan.sock")
+	cmd := exec.Command(tl.swtpm, "socket", "--tpm2", "--tpmstate", "dir="+state,
+		"--server", "type=unixio,path="+sock, "--flags", "not-need-init,startup-clear")
+	var out syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start swtpm: %v", err)
+	}
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}
+	defer stop()
+	var conn net.Conn
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("unix", sock)
+		if err == nil {
+			conn = c
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("swtpm does not listen on %s: %v\n%s", sock, err, out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	dev := attest.OpenChannel(conn)
+	b, err := attesttest.Approve(dev)
+	dev.Close()
+	if err != nil {
+		t.Fatalf("read swtpm's EKs: %v", err)
+	}
+	return tpm{dir: dir, state: state, eks: b}
+}

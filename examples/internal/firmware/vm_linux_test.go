@@ -1,0 +1,227 @@
+package firmware
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fleetkit/fleet/internal/syncbuf"
+)
+
+// firmware is an OVMF build and the variable store a machine starts with.
+type firmware struct {
+	code, vars string
+	secureBoot bool // the build enforces Secure Boot and vars enrol keys
+}
+
+var (
+	// secureBootOn is OVMF's Secure Boot build (SMM) with Microsoft's keys
+	// enrolled: shim, signed by Microsoft's UEFI CA, boots; grub and the
+	// kernel, signed by Debian's CA, are verified by shim.
+	secureBootOn = firmware{code: ovmfSecureCode, vars: ovmfSecureVars, secureBoot: true}
+	// secureBootOff is OVMF without Secure Boot, its store without keys.
+	secureBootOff = firmware{code: ovmfCode, vars: ovmfVars}
+)
+
+// vmConfig is one machine's boot.
+type vmConfig struct {
+	fw     firmware
+	disk   string // the case's copy of the boot image
+	tpm    tpm
+	netns  string // the switch's namespace, which holds the tap
+	tap    string // the switch port the NIC is plugged into
+	mac    string
+	serial string // its SMBIOS serial (type 1)
+}
+
+// Waits on a boot are sized by its progress on the serial console: a boot
+// may take as long as its console keeps printing, and fails the test only
+// when the console stands still for bootStall, or the boot runs past
+// bootLimit in all. TCG boots took 23 to 31 s on a quiet machine and up to
+// 105 s beside a compile.
+const (
+	bootStall = 2 * time.Minute
+	bootLimit = 6 * time.Minute
+)
+
+// consoleBuf is the serial console: what the machine printed, and when it
+// last printed.
+type consoleBuf struct {
+	mu   sync.Mutex
+	b    bytes.Buffer
+	last time.Time
+}
+
+func (c *consoleBuf) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.last = time.Now()
+	return c.b.Write(p)
+}
+
+func (c *consoleBuf) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.b.String()
+}
+
+func (c *consoleBuf) since() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Since(c.last)
+}
+
+// bootResult is what a boot showed.
+type bootResult struct {
+	console string        // the serial console, "\r\n" read as "\n"
+	took    time.Duration // from QEMU's start to its exit (the power-off)
+	toInit  time.Duration // from QEMU's start to /init's first line
+}
+
+// boot powers the machine on, with its own swtpm, and waits until it
+// powers itself off. It fails t when the console stands still for
+// bootStall, or the boot runs past bootLimit.
+func boot(t *testing.T, tl tools, cfg vmConfig) bootResult {
+	t.Helper()
+	dir := filepath.Dir(cfg.disk)
+	vars := filepath.Join(dir, "OVMF_VARS.fd")
+	copyFile(t, cfg.fw.vars, vars)
+
+	// swtpm, as the machine's TPM: the firmware starts it up
+	// (TPM2_Startup), and swtpm ends when QEMU closes its socket.
+	sock := filepath.Join(dir, "swtpm.sock")
+	sw := exec.Command(tl.swtpm, "socket", "--tpm2", "--tpmstate", "dir="+cfg.tpm.state,
+		"--ctrl", "type=unixio,path="+sock, "--terminate")
+	var swOut syncbuf.Buffer
+	sw.Stdout, sw.Stderr = &swOut, &swOut
+	if err := sw.Start(); err != nil {
+		t.Fatalf("start swtpm: %v", err)
+	}
+	stopAtCleanup(t, "swtpm", sw, &swOut)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if fi, err := os.Stat(sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("swtpm does not listen on %s:\n%s", sock, swOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	args := []string{"--net=/run/netns/" + cfg.netns, tl.qemu,
+		"-nodefaults", "-no-user-config", "-accel", "tcg", "-m", "768", "-smp", "1",
+		"-display", "none", "-monitor", "none", "-serial", "stdio", "-no-reboot",
+		"-global", "ICH9-LPC.disable_s3=1",
+	}
+	if cfg.fw.secureBoot {
+		args = append(args, "-machine", "q35,smm=on", "-global", "driver=cfi.pflash01,property=secure,value=on")
+	} else {
+		args = append(args, "-machine", "q35")
+	}
+	args = append(args,
+		"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+cfg.fw.code,
+		"-drive", "if=pflash,format=raw,unit=1,file="+vars,
+		"-drive", "if=none,id=boot,format=raw,file="+cfg.disk,
+		"-device", "virtio-blk-pci,drive=boot,bootindex=0",
+		"-netdev", "tap,id=nic,ifname="+cfg.tap+",script=no,downscript=no",
+		// No option ROM: the firmware has no PXE to try.
+		"-device", "virtio-net-pci,netdev=nic,mac="+cfg.mac+",romfile=",
+		"-chardev", "socket,id=chrtpm,path="+sock,
+		"-tpmdev", "emulator,id=tpm0,chardev=chrtpm",
+		"-device", "tpm-tis,tpmdev=tpm0",
+		"-smbios", "type=1,serial="+cfg.serial,
+	)
+	// QEMU runs in the switch's network namespace, where its tap is.
+	qemu := exec.Command(tl.nsenter, args...)
+	con := &consoleBuf{last: time.Now()}
+	var stderr syncbuf.Buffer
+	qemu.Stdout, qemu.Stderr = con, &stderr
+	t0 := time.Now()
+	if err := qemu.Start(); err != nil {
+		t.Fatalf("start qemu: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- qemu.Wait() }()
+	var toInit time.Duration
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			r := bootResult{console: strings.ReplaceAll(con.String(), "\r\n", "\n"), took: time.Since(t0), toInit: toInit}
+			if err != nil {
+				t.Fatalf("qemu: %v\nstderr:\n%s\nconsole:\n%s", err, stderr.String(), tail(r.console, 80))
+			}
+			return r
+		case <-tick.C:
+		}
+		if toInit == 0 && strings.Contains(con.String(), "fleet-init: started") {
+			toInit = time.Since(t0)
+		}
+		stalled := con.since() > bootStall
+		if stalled || time.Since(t0) > bootLimit {
+			_ = qemu.Process.Kill()
+			<-done
+			t.Fatalf("the boot's console stood still for %v (or it ran past %v); qemu killed\nstderr:\n%s\nconsole:\n%s",
+				con.since().Round(time.Second), bootLimit, stderr.String(), tail(strings.ReplaceAll(con.String(), "\r\n", "\n"), 80))
+		}
+	}
+}
+
+// stopAtCleanup stops cmd when t ends, unless it ended on its own first;
+// when t failed it logs the output.
+func stopAtCleanup(t *testing.T, name string, cmd *exec.Cmd, output fmt.Stringer) {
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		default:
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+				t.Errorf("%s (PID %d) did not stop on SIGTERM; killed", name, cmd.Process.Pid)
+			}
+		}
+		if t.Failed() {
+			t.Logf("%s's output:\n%s", name, output.String())
+		}
+	})
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// consoleLines returns the console's lines that are not the kernel's
+// (which begin "[" and its time), without trailing spaces.
+func consoleLines(console string) []string {
+	var out []string
+	for l := range strings.Lines(console) {
+		l = strings.TrimRight(l, " \r\n")
+		if strings.HasPrefix(l, "[") {
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+var _ io.Writer = (*consoleBuf)(nil)
