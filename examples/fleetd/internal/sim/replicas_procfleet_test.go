@@ -317,6 +317,9 @@ type procFleetConfig struct {
 	// cuttable: each replica reaches each other through a proxy of its
 	// own (peerLinks), which the test cuts to partition a replica.
 	cuttable bool
+	// settings, when set, edits each replica's settings (i its index)
+	// before it starts, as a test's own deployment would.
+	settings func(i int, s map[string]string)
 	// skewed is 1 + the index of a replica whose clock runs ahead by
 	// clockSkew (its fleetd built with a time package that says so); 0:
 	// none.
@@ -464,6 +467,9 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 			settings["FLEET_PEERS"] = peersOf(i)
 			settings["FLEET_PEERS_LISTEN"] = p.peers
 			settings["FLEET_SEALING_KEY"] = hex.EncodeToString(key)
+		}
+		if pc.settings != nil {
+			pc.settings(i, settings)
 		}
 		p.env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
 		for k, v := range settings {
