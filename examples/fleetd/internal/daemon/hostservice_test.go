@@ -21,6 +21,7 @@ import (
 // The host service's files, from this package's directory.
 const (
 	systemdUnit  = "../../../deploy/systemd/fleetd.service"
+	systemdEnv   = "../../../deploy/systemd/fleetd.env"
 	nixosModule  = "../../../deploy/nixos/fleetd.nix"
 	nixosEvalNix = "../../../deploy/nixos/testdata/eval.nix"
 )
@@ -133,6 +134,25 @@ func TestSystemdUnitSettings(t *testing.T) {
 		env[k] = v
 	}
 	checkCredentials(t, "fleetd.service", env, u["Service"]["LoadCredential"])
+
+	// The example fleetd.env: settings fleetd reads, none of them secret.
+	data, err := os.ReadFile(systemdEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	envFile := map[string]string{}
+	for l := range strings.Lines(string(data)) {
+		if l = strings.TrimSpace(l); l != "" && l[0] != '#' {
+			k, v, _ := strings.Cut(l, "=")
+			envFile[k] = v
+		}
+	}
+	checkCredentials(t, "fleetd.env", envFile, nil)
+	for k := range envFile {
+		if _, ok := env[k]; ok {
+			t.Errorf("fleetd.env sets %s, which fleetd.service sets", k)
+		}
+	}
 	for k, want := range map[string]string{
 		"DynamicUser": "yes", "NoNewPrivileges": "yes", "ProtectSystem": "strict", "PrivateTmp": "yes",
 		"CapabilityBoundingSet": "", "AmbientCapabilities": "",
