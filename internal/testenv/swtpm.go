@@ -16,6 +16,14 @@ import (
 // as Command does, when swtpm or its tools are missing.
 func ManufactureTPM(t testing.TB, dir string) (swtpm, state string) {
 	t.Helper()
+	return ManufactureTPMBanks(t, dir, "sha256")
+}
+
+// ManufactureTPMBanks is ManufactureTPM with the PCR banks active, as
+// swtpm_setup's --pcr-banks names them: "sha1,sha256" for the pair the TCG
+// PC Client profile requires of a PC's TPM.
+func ManufactureTPMBanks(t testing.TB, dir, banks string) (swtpm, state string) {
+	t.Helper()
 	swtpm = Command(t, "swtpm", "swtpm")
 	setup := Command(t, "swtpm_setup", "swtpm-tools")
 	localCA := Command(t, "swtpm_localca", "swtpm-tools")
@@ -35,8 +43,8 @@ func ManufactureTPM(t testing.TB, dir string) (swtpm, state string) {
 	}
 	localca := write("swtpm-localca.conf", fmt.Sprintf("statedir = %s\nsigningkey = %s/signkey.pem\nissuercert = %s/issuercert.pem\ncertserial = %s/certserial\n", ca, ca, ca, ca))
 	options := write("swtpm-localca.options", "--platform-manufacturer fleet\n--platform-version 2.1\n--platform-model test\n")
-	conf := write("swtpm_setup.conf", fmt.Sprintf("create_certs_tool = %s\ncreate_certs_tool_config = %s\ncreate_certs_tool_options = %s\nactive_pcr_banks = sha256\n",
-		localCA, localca, options))
+	conf := write("swtpm_setup.conf", fmt.Sprintf("create_certs_tool = %s\ncreate_certs_tool_config = %s\ncreate_certs_tool_options = %s\nactive_pcr_banks = %s\n",
+		localCA, localca, options, banks))
 	out, err := exec.Command(setup, "--tpm2", "--tpmstate", state, "--config", conf,
 		"--create-ek-cert", "--create-platform-cert", "--lock-nvram", "--overwrite").CombinedOutput()
 	if err != nil {
