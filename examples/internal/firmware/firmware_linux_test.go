@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -113,25 +114,54 @@ func TestIntegrationFirmware(t *testing.T) {
 	}
 	f := startFleet(t, env, bins, nodes, topology, net.JoinHostPort(nw.uplink, fmt.Sprint(freePort(t, nw.uplink))))
 	ca := string(readFile(t, f.caFile))
+	t0 = time.Now()
 
-	var times []string
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			dir := t.TempDir()
-			disk := img.caseDisk(t, tl, dir, c.load, map[string]string{
-				"env": fmt.Sprintf("FLEETD_URL=%s\nFLEETD_CA=/etc/fleet/ca.pem\nFLEET_INTERFACE=eth0\nFLEET_ADDRESS=%s/24\nFLEET_LLDP_WAIT=30s\nFLEET_BOOT_DIR=/run/fleet\n",
-					f.attestURL, c.addr),
-				"ca.pem": ca,
+	var (
+		mu    sync.Mutex
+		times []string
+	)
+	t.Run("boot", func(t *testing.T) {
+		// Each boot's VM runs on one core (TCG, one vCPU): two at once.
+		slots := make(chan struct{}, parallelBoots)
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				slots <- struct{}{}
+				defer func() { <-slots }()
+				dir := t.TempDir()
+				disk := img.caseDisk(t, tl, dir, c.load, map[string]string{
+					"env": fmt.Sprintf("FLEETD_URL=%s\nFLEETD_CA=/etc/fleet/ca.pem\nFLEET_INTERFACE=eth0\nFLEET_ADDRESS=%s/24\nFLEET_LLDP_WAIT=30s\nFLEET_BOOT_DIR=/run/fleet\n",
+						f.attestURL, c.addr),
+					"ca.pem": ca,
+				})
+				r := boot(t, tl, vmConfig{fw: c.fw, disk: disk, tpm: c.tpm, netns: nw.ns, tap: port(c.port), mac: c.mac, serial: c.serial})
+				mu.Lock()
+				times = append(times, fmt.Sprintf("%s: %v, /init at %v", c.name, r.took.Round(100*time.Millisecond), r.toInit.Round(100*time.Millisecond)))
+				mu.Unlock()
+				t.Logf("booted in %v, /init after %v; console without the kernel's lines:\n%s", r.took.Round(100*time.Millisecond),
+					r.toInit.Round(100*time.Millisecond), strings.Join(consoleLines(r.console), "\n"))
+				c.check(t, f, r)
 			})
-			r := boot(t, tl, vmConfig{fw: c.fw, disk: disk, tpm: c.tpm, netns: nw.ns, tap: port(c.port), mac: c.mac, serial: c.serial})
-			times = append(times, fmt.Sprintf("%s: %v (/init at %v)", c.name, r.took.Round(100*time.Millisecond), r.toInit.Round(100*time.Millisecond)))
-			t.Logf("booted in %v, /init after %v; console without the kernel's lines:\n%s", r.took.Round(100*time.Millisecond),
-				r.toInit.Round(100*time.Millisecond), strings.Join(consoleLines(r.console), "\n"))
-			c.check(t, f, r)
-		})
+		}
+	})
+	t.Logf("boots, %d at once, in %v:\n%s\nthe whole test: %v", parallelBoots, time.Since(t0).Round(100*time.Millisecond),
+		strings.Join(times, "\n"), time.Since(start).Round(100*time.Millisecond))
+
+	// The same firmware, keys and boot chain measure the same PCR 7; Secure
+	// Boot on measures another.
+	pcr7 := map[string]string{}
+	for _, c := range cases {
+		pcr7[c.name] = f.device(t, c.node).AttestedPCR7
 	}
-	t.Logf("boots:\n%s\nthe whole test: %v", strings.Join(times, "\n"), time.Since(start).Round(100*time.Millisecond))
+	t.Logf("attested_pcr7: %v", pcr7)
+	on, off, off2 := pcr7["SecureBootOn"], pcr7["SecureBootOffRequired"], pcr7["SecureBootOffOptional"]
+	if on == off || off != off2 {
+		t.Errorf("attested_pcr7 of Secure Boot on %s, off %s and %s; want the two boots with it off alike, and on another", on, off, off2)
+	}
 }
+
+// parallelBoots is how many machines boot at once.
+const parallelBoots = 2
 
 // writeNodes writes the nodes file: each case's node, with its TPM's EKs
 // approved.
@@ -195,6 +225,11 @@ func (c *fwCase) check(t *testing.T, f *fleet, r bootResult) {
 	want = append(want, "fleet-init: hookos-attest exited 0 after ", record, "fleet-init: powering off")
 	if !inOrder(lines, want) {
 		t.Errorf("the console does not show, in order, lines beginning:\n%s", strings.Join(want, "\n"))
+	}
+	if c.eventLog && !slices.ContainsFunc(lines, func(l string) bool {
+		return strings.HasPrefix(l, "fleet-init: event log: ") && strings.HasSuffix(l, " bytes, banks "+tpmBanks)
+	}) {
+		t.Errorf("the console does not say the event log carries the banks %s", tpmBanks)
 	}
 	if !c.code && slices.Contains(lines, "install code written") {
 		t.Error("the console says install code written")

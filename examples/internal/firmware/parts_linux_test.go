@@ -184,12 +184,18 @@ type tpm struct {
 	eks        attest.Binding // its EK hashes, as a receiving scan reads them
 }
 
+// tpmBanks are the PCR banks the TPMs are made with: the SHA-1 and
+// SHA-256 banks the TCG PC Client profile requires of a PC's TPM. The
+// firmware measures the boot into each, and its event log carries a digest
+// of each event for each.
+const tpmBanks = "sha1,sha256"
+
 // manufactureTPM makes a TPM in dir and reads its EK hashes through a
 // swtpm server started for that alone, as the runbook's receiving scan
 // would.
 func manufactureTPM(t *testing.T, tl tools, dir string) tpm {
 	t.Helper()
-	_, state := testenv.ManufactureTPM(t, dir)
+	_, state := testenv.ManufactureTPMBanks(t, dir, tpmBanks)
 	sock := filepath.Join(dir, "scan.sock")
 	cmd := exec.Command(tl.swtpm, "socket", "--tpm2", "--tpmstate", "dir="+state,
 		"--server", "type=unixio,path="+sock, "--flags", "not-need-init,startup-clear")

@@ -4,6 +4,8 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -170,8 +172,38 @@ func report() {
 	if b, err := os.ReadFile(eventLog); err != nil {
 		say("no event log: %v", err)
 	} else {
-		say("event log: %d bytes", len(b))
+		say("event log: %d bytes, banks %s", len(b), logBanks(b))
 	}
+}
+
+// logBanks names the PCR banks a crypto-agile TCG event log carries, from
+// its first event (TCG PC Client Platform Firmware Profile,
+// TCG_EfiSpecIDEvent): the header of a SHA-1 event (PCR index, type, a
+// 20-byte digest, the event's size), then "Spec ID Event03\0", the
+// platform class, the version (4 bytes), the number of algorithms and
+// each one's ID and digest size (2 bytes each).
+func logBanks(b []byte) string {
+	const specOffset = 4 + 4 + 20 + 4
+	spec := b[min(len(b), specOffset):]
+	if !bytes.HasPrefix(spec, []byte("Spec ID Event03\x00")) || len(spec) < 28 {
+		return "unknown (no Spec ID Event03)"
+	}
+	n := int(binary.LittleEndian.Uint32(spec[24:]))
+	names := map[uint16]string{0x0004: "sha1", 0x000b: "sha256", 0x000c: "sha384", 0x000d: "sha512", 0x0012: "sm3_256"}
+	var out []string
+	for i := range n {
+		off := 28 + 4*i
+		if off+4 > len(spec) {
+			return "unknown (a short Spec ID Event03)"
+		}
+		alg := binary.LittleEndian.Uint16(spec[off:])
+		name, ok := names[alg]
+		if !ok {
+			name = fmt.Sprintf("0x%04x", alg)
+		}
+		out = append(out, name)
+	}
+	return strings.Join(out, ",")
 }
 
 // readEnv reads KEY=VALUE lines; blank lines and # comments are skipped.
