@@ -25,7 +25,8 @@ type fwCase struct {
 	class string // secure (secure_boot: required) or open (optional)
 	fw    firmware
 	load  string // loadEFI or loadLegacy
-	port  int    // its switch port, the one its node declares
+	port  int    // the switch port its node declares
+	moved int    // the port it is plugged into instead; 0: the declared one
 
 	efiSecureBoot string // the SecureBoot variable efivarfs shows: "1" or "0"
 	eventLog      bool   // whether the kernel got the firmware's event log
@@ -34,6 +35,7 @@ type fwCase struct {
 	code          bool   // whether fleetd answered an install code
 	console       []string
 	journal       string // the journal line the attestation wrote
+	outcome       string // attest.install's outcome; its reason is the journal's, or "run <run> started"
 
 	serial, addr, mac string
 	tpm               tpm
@@ -69,31 +71,40 @@ func TestIntegrationFirmware(t *testing.T) {
 			name: "SecureBootOn", node: "fw-on", class: classSecure, fw: secureBootOn, load: loadEFI,
 			efiSecureBoot: "1", eventLog: true, secureBoot: inventory.SecureBootOn, code: true,
 			console: []string{"attest: PASSED", "install code written"},
-			journal: "info: started Workflow provision-fw-on-",
+			journal: "info: started Workflow provision-fw-on-", outcome: "provision",
 		},
 		{
 			name: "SecureBootOffRequired", node: "fw-off-required", class: classSecure, fw: secureBootOff, load: loadEFI,
 			efiSecureBoot: "0", eventLog: true, secureBoot: inventory.SecureBootOff,
 			console: []string{"attest: PASSED", "attest: no provision: Secure Boot is off"},
-			journal: "warning: no provision: Secure Boot is off",
+			journal: "warning: no provision: Secure Boot is off", outcome: "no provision",
 		},
 		{
 			name: "SecureBootOffOptional", node: "fw-off-optional", class: classOpen, fw: secureBootOff, load: loadEFI,
 			efiSecureBoot: "0", eventLog: true, secureBoot: inventory.SecureBootOff, code: true,
 			console: []string{"attest: PASSED", "install code written"},
-			journal: "info: started Workflow provision-fw-off-optional-",
+			journal: "info: started Workflow provision-fw-off-optional-", outcome: "provision",
 		},
 		{
 			name: "NoEventLogRequired", node: "fw-no-log", class: classSecure, fw: secureBootOff, load: loadLegacy,
 			efiSecureBoot: "0", secureBoot: inventory.SecureBootUnknown, unknown: noEventLog,
 			console: []string{"attest: PASSED", "attest: no provision: Secure Boot is unknown: " + noEventLog},
-			journal: "warning: no provision: Secure Boot is unknown: " + noEventLog,
+			journal: "warning: no provision: Secure Boot is unknown: " + noEventLog, outcome: "no provision",
+		},
+		{
+			// Its node declares port 7; the machine is plugged into 12.
+			name: "AnotherPort", node: "fw-moved", class: classSecure, fw: secureBootOn, load: loadEFI, port: 7, moved: 12,
+			efiSecureBoot: "1", eventLog: true, secureBoot: inventory.SecureBootOn,
+			console: []string{"attest: PASSED", "attest: no provision: refused: on port 12, expected 7"},
+			journal: "warning: refused a run before rendering anything: on port 12, expected 7", outcome: "refused",
 		},
 	}
 	var ports []int
 	for i, c := range cases {
-		c.port = 3 + i
-		ports = append(ports, c.port)
+		if c.port == 0 {
+			c.port = 3 + i
+		}
+		ports = append(ports, c.plugged())
 	}
 	nw := newNetwork(t, tl, ports)
 	suffix := strings.ToUpper(rand.Text()[:6])
@@ -134,7 +145,7 @@ func TestIntegrationFirmware(t *testing.T) {
 						f.attestURL, c.addr),
 					"ca.pem": ca,
 				})
-				r := boot(t, tl, vmConfig{fw: c.fw, disk: disk, tpm: c.tpm, netns: nw.ns, tap: port(c.port), mac: c.mac, serial: c.serial})
+				r := boot(t, tl, vmConfig{fw: c.fw, disk: disk, tpm: c.tpm, netns: nw.ns, tap: port(c.plugged()), mac: c.mac, serial: c.serial})
 				mu.Lock()
 				times = append(times, fmt.Sprintf("%s: %v, /init at %v", c.name, r.took.Round(100*time.Millisecond), r.toInit.Round(100*time.Millisecond)))
 				mu.Unlock()
@@ -154,14 +165,22 @@ func TestIntegrationFirmware(t *testing.T) {
 		pcr7[c.name] = f.device(t, c.node).AttestedPCR7
 	}
 	t.Logf("attested_pcr7: %v", pcr7)
-	on, off, off2 := pcr7["SecureBootOn"], pcr7["SecureBootOffRequired"], pcr7["SecureBootOffOptional"]
-	if on == off || off != off2 {
-		t.Errorf("attested_pcr7 of Secure Boot on %s, off %s and %s; want the two boots with it off alike, and on another", on, off, off2)
+	on, off := pcr7["SecureBootOn"], pcr7["SecureBootOffRequired"]
+	if on == off || pcr7["SecureBootOffOptional"] != off || pcr7["NoEventLogRequired"] != off || pcr7["AnotherPort"] != on {
+		t.Errorf("attested_pcr7 %v; want the boots with Secure Boot off alike, and those with it on alike, and apart", pcr7)
 	}
 }
 
 // parallelBoots is how many machines boot at once.
 const parallelBoots = 2
+
+// plugged is the switch port the machine is plugged into.
+func (c *fwCase) plugged() int {
+	if c.moved != 0 {
+		return c.moved
+	}
+	return c.port
+}
 
 // writeNodes writes the nodes file: each case's node, with its TPM's EKs
 // approved.
@@ -209,7 +228,7 @@ var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
 func (c *fwCase) check(t *testing.T, f *fleet, r bootResult) {
 	t.Helper()
 	lines := consoleLines(r.console)
-	lldp := fmt.Sprintf("lldp: eth0 is on switch port Port %d (Port %d) of %s", c.port, c.port, switchName)
+	lldp := fmt.Sprintf("lldp: eth0 is on switch port Port %d (Port %d) of %s", c.plugged(), c.plugged(), switchName)
 	want := []string{"fleet-init: efivarfs: SecureBoot=" + c.efiSecureBoot}
 	if c.eventLog {
 		want = append(want, "fleet-init: event log: ")
@@ -237,9 +256,9 @@ func (c *fwCase) check(t *testing.T, f *fleet, r bootResult) {
 
 	d := f.device(t, c.node)
 	if d.AttestVerdict != "attested" || d.AttestedSecureBoot != c.secureBoot || !hex64.MatchString(d.AttestedPCR7) ||
-		d.MAC.String() != c.mac || d.AttestedSwitchPort != c.port {
+		d.MAC.String() != c.mac || d.AttestedSwitchPort != c.plugged() {
 		t.Errorf("NetBox holds %s: attest_verdict %q, attested_secure_boot %q, attested_pcr7 %q, MAC %v, attested_switch_port %d; want attested, %s, a PCR 7 digest, %s, %d",
-			c.node, d.AttestVerdict, d.AttestedSecureBoot, d.AttestedPCR7, d.MAC, d.AttestedSwitchPort, c.secureBoot, c.mac, c.port)
+			c.node, d.AttestVerdict, d.AttestedSecureBoot, d.AttestedPCR7, d.MAC, d.AttestedSwitchPort, c.secureBoot, c.mac, c.plugged())
 	}
 	if d.AttestedEKHash != c.tpm.eks.RSA2048 || d.AttestedEKHashECC != c.tpm.eks.ECCP256 {
 		t.Errorf("NetBox holds the attested EKs %s and %s, want the approved %s and %s", d.AttestedEKHash, d.AttestedEKHashECC, c.tpm.eks.RSA2048, c.tpm.eks.ECCP256)
@@ -267,12 +286,13 @@ func (c *fwCase) check(t *testing.T, f *fleet, r bootResult) {
 		t.Errorf("attest.verdict: %v; want attested, secure_boot %s, pcr7 as NetBox holds it, secure_boot_unknown %q", v, c.secureBoot, c.unknown)
 	}
 	installs := f.audit("attest.install", c.serial)
-	wantOutcome, wantReason := "provision", fmt.Sprintf("run %s started", d.LastRun)
+	reason := fmt.Sprintf("run %s started", d.LastRun)
 	if !c.code {
-		wantOutcome, wantReason = "no provision", strings.TrimPrefix(c.journal, "warning: no provision: ")
+		_, reason, _ = strings.Cut(c.journal, ": ")
+		reason = strings.TrimPrefix(strings.TrimPrefix(reason, "no provision: "), "refused a run before rendering anything: ")
 	}
-	if len(installs) != 1 || installs[0]["outcome"] != wantOutcome || installs[0]["reason"] != wantReason {
-		t.Errorf("attest.install: %v; want one, outcome %q, reason %q", installs, wantOutcome, wantReason)
+	if len(installs) != 1 || installs[0]["outcome"] != c.outcome || installs[0]["reason"] != reason {
+		t.Errorf("attest.install: %v; want one, outcome %q, reason %q", installs, c.outcome, reason)
 	}
 }
 
