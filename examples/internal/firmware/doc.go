@@ -121,9 +121,7 @@
 // attestation no Tinkerbell runs here, so the Workflow fleetd creates is
 // not run; the machine has no install disk or decoy with serials (the
 // initramfs loads virtio_blk and nvme for them); nothing is wiped,
-// installed or rebooted into, and no installed system fetches its config;
-// and SECURITY.md does not yet say what fleet checks of each PCR bank the
-// firmware's log carries.
+// installed or rebooted into, and no installed system fetches its config.
 //
 // # Times
 //
