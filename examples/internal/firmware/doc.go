@@ -29,7 +29,10 @@
 //     networking: the guest's own kernel does ARP and TCP with fleetd,
 //     which listens on the uplink's address.
 //   - a virtio disk, the boot image's copy, which the firmware boots from
-//     its removable-media path.
+//     its removable-media path; an install disk on an NVMe controller
+//     (/dev/nvme0n1, the model's disk in the nodes file) with the node's
+//     disk serial; and a decoy virtio disk with another serial. QEMU gives
+//     each its serial, and the guest's kernel shows it in sysfs.
 //   - its serial port as the console, which the test reads; the machine
 //     powers itself off at the end (-no-reboot: a kernel panic ends it
 //     too).
@@ -66,7 +69,11 @@
 // kernel's lockdown mode and the event log's size and banks, gives the
 // NIC the node's address, runs hookos-attest with the real /dev/tpmrm0,
 // the event log in securityfs and the SMBIOS serial in sysfs, prints its
-// exit code and what the boot record holds, and powers off.
+// exit code and what the boot record holds, then the disks the kernel
+// shows, with their serials and where each was read, and which disk
+// disksafe judges (disksafe.Read and Judge on the guest's own sysfs, with
+// no udev) to report the install disk's serial, and powers off. It wipes
+// nothing.
 //
 // # The cases
 //
@@ -77,7 +84,11 @@
 // two at once (each VM takes one core), and each is held to the console's
 // lines, the device's NetBox fields (attest_verdict, attested_secure_boot,
 // attested_pcr7, the MAC, the switch port, the attested EKs, last_run),
-// its journal and fleetd's audit lines attest.verdict and attest.install:
+// its journal and fleetd's audit lines attest.verdict and attest.install;
+// in every case the guest's sysfs gives the NVMe install disk the serial
+// from device/serial and the decoy the one from virtio-blk's serial, and
+// disksafe finds /dev/nvme0n1 the one disk that reports the declared
+// serial:
 //
 //   - SecureBootOn, class secure: attest: PASSED and install code
 //     written; attested_secure_boot on, attested_pcr7 recorded, the run
@@ -119,9 +130,13 @@
 //
 // Issue 25 asks for more of the whole machine than this test does: after
 // attestation no Tinkerbell runs here, so the Workflow fleetd creates is
-// not run; the machine has no install disk or decoy with serials (the
-// initramfs loads virtio_blk and nvme for them); nothing is wiped,
-// installed or rebooted into, and no installed system fetches its config.
+// not run: the disks are judged, but wipe-disk does not run and nothing is
+// wiped (the decoy is not compared), nothing is installed or rebooted
+// into, next-boot sets no boot order in the NVRAM, and no installed system
+// fetches its config. The real Tinkerbell agent needs a container engine
+// this initramfs does not hold; a runner in its place would take the
+// actions from tink-server over its gRPC API, whose Go package is in
+// the tinkerbell module, which go.mod does not require.
 //
 // # Times
 //

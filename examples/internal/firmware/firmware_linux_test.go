@@ -38,8 +38,13 @@ type fwCase struct {
 	outcome       string // attest.install's outcome; its reason is the journal's, or "run <run> started"
 
 	serial, addr, mac string
+	diskSerial, decoy string // the serials of its install disk and of the decoy beside it
 	tpm               tpm
 }
+
+// installDisk is where the machine's install disk, on NVMe, appears: the
+// nodes file's model declares it.
+const installDisk = "/dev/nvme0n1"
 
 // The classes of the nodes file.
 const (
@@ -113,6 +118,8 @@ func TestIntegrationFirmware(t *testing.T) {
 		c.serial = fmt.Sprintf("SN-FW-%d-%s", i+1, suffix)
 		c.addr = fmt.Sprintf("%s%d", nw.prefix, 20+c.port)
 		c.mac = fmt.Sprintf("52:54:00:fa:00:%02x", c.port)
+		// NVMe and virtio-blk serials hold at most 20 bytes.
+		c.diskSerial, c.decoy = fmt.Sprintf("DS-%d-%s", i+1, suffix), fmt.Sprintf("DC-%d-%s", i+1, suffix)
 		c.tpm = manufactureTPM(t, tl, t.TempDir())
 	}
 	t.Logf("manufactured %d TPMs and read their EKs in %v", len(cases), time.Since(t0).Round(10*time.Millisecond))
@@ -141,11 +148,17 @@ func TestIntegrationFirmware(t *testing.T) {
 				defer func() { <-slots }()
 				dir := t.TempDir()
 				disk := img.caseDisk(t, tl, dir, c.load, map[string]string{
-					"env": fmt.Sprintf("FLEETD_URL=%s\nFLEETD_CA=/etc/fleet/ca.pem\nFLEET_INTERFACE=eth0\nFLEET_ADDRESS=%s/24\nFLEET_LLDP_WAIT=30s\nFLEET_BOOT_DIR=/run/fleet\n",
-						f.attestURL, c.addr),
+					"env": fmt.Sprintf("FLEETD_URL=%s\nFLEETD_CA=/etc/fleet/ca.pem\nFLEET_INTERFACE=eth0\nFLEET_ADDRESS=%s/24\nFLEET_LLDP_WAIT=30s\nFLEET_BOOT_DIR=/run/fleet\nFLEET_INSTALL_DISK=%s\nFLEET_INSTALL_DISK_SERIAL=%s\n",
+						f.attestURL, c.addr, installDisk, c.diskSerial),
 					"ca.pem": ca,
 				})
-				r := boot(t, tl, vmConfig{fw: c.fw, disk: disk, tpm: c.tpm, netns: nw.ns, tap: port(c.plugged()), mac: c.mac, serial: c.serial})
+				r := boot(t, tl, vmConfig{
+					fw: c.fw, disk: disk, tpm: c.tpm, netns: nw.ns, tap: port(c.plugged()), mac: c.mac, serial: c.serial,
+					disks: []vmDisk{
+						{file: emptyDisk(t, dir, "install.img"), serial: c.diskSerial, nvme: true},
+						{file: emptyDisk(t, dir, "decoy.img"), serial: c.decoy},
+					},
+				})
 				mu.Lock()
 				times = append(times, fmt.Sprintf("%s: %v, /init at %v", c.name, r.took.Round(100*time.Millisecond), r.toInit.Round(100*time.Millisecond)))
 				mu.Unlock()
@@ -174,6 +187,23 @@ func TestIntegrationFirmware(t *testing.T) {
 // parallelBoots is how many machines boot at once.
 const parallelBoots = 2
 
+// emptyDisk makes a disk image of 64 MiB of zeros in dir.
+func emptyDisk(t *testing.T, dir, name string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(64 << 20); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // plugged is the switch port the machine is plugged into.
 func (c *fwCase) plugged() int {
 	if c.moved != 0 {
@@ -191,7 +221,7 @@ func writeNodes(t *testing.T, name string, cases []*fwCase) {
   vm:
     manufacturer: QEMU
     name: Standard PC (Q35 + ICH9, 2009)
-    disk: /dev/vda
+    disk: %s
 classes:
   %s:
     type: worker
@@ -202,7 +232,7 @@ classes:
     installer_image: ghcr.io/siderolabs/installer:v1.13.9
     secure_boot: optional
 nodes:
-`, classSecure, classOpen)
+`, installDisk, classSecure, classOpen)
 	for _, c := range cases {
 		fmt.Fprintf(&b, `  %s:
     model: vm
@@ -211,10 +241,10 @@ nodes:
     switch_port: %d
     address: %s
     bmc: amt
-    disk_serial: DS-%s
+    disk_serial: %s
     approved_ek_rsa2048: %s
     approved_ek_eccp256: %s
-`, c.node, c.serial, c.class, c.port, c.addr, c.serial, c.tpm.eks.RSA2048, c.tpm.eks.ECCP256)
+`, c.node, c.serial, c.class, c.port, c.addr, c.diskSerial, c.tpm.eks.RSA2048, c.tpm.eks.ECCP256)
 	}
 	if err := os.WriteFile(name, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
@@ -241,7 +271,9 @@ func (c *fwCase) check(t *testing.T, f *fleet, r bootResult) {
 	if c.code {
 		record = "fleet-init: boot record: attested=true install_code=set"
 	}
-	want = append(want, "fleet-init: hookos-attest exited 0 after ", record, "fleet-init: powering off")
+	want = append(want, "fleet-init: hookos-attest exited 0 after ", record,
+		fmt.Sprintf("fleet-init: disksafe judges: %s (nvme0n1) is the disk that reports the serial %s", installDisk, c.diskSerial),
+		"fleet-init: powering off")
 	if !inOrder(lines, want) {
 		t.Errorf("the console does not show, in order, lines beginning:\n%s", strings.Join(want, "\n"))
 	}
@@ -249,6 +281,16 @@ func (c *fwCase) check(t *testing.T, f *fleet, r bootResult) {
 		return strings.HasPrefix(l, "fleet-init: event log: ") && strings.HasSuffix(l, " bytes, banks "+tpmBanks)
 	}) {
 		t.Errorf("the console does not say the event log carries the banks %s", tpmBanks)
+	}
+	// The guest kernel's own sysfs gives each disk its serial: the NVMe
+	// controller's, and virtio-blk's.
+	for _, d := range []string{
+		fmt.Sprintf("fleet-init: disk nvme0n1: nvme, 67108864 bytes, serial %q from /sys/block/nvme0n1/device/serial", c.diskSerial),
+		fmt.Sprintf(": virtio, 67108864 bytes, serial %q from /sys/block/", c.decoy),
+	} {
+		if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, d) }) {
+			t.Errorf("the console has no line with %q", d)
+		}
 	}
 	if !c.code && slices.Contains(lines, "install code written") {
 		t.Error("the console says install code written")

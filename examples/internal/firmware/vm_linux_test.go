@@ -40,6 +40,14 @@ type vmConfig struct {
 	tap    string // the switch port the NIC is plugged into
 	mac    string
 	serial string // its SMBIOS serial (type 1)
+	disks  []vmDisk
+}
+
+// vmDisk is a disk of the machine besides its boot disk: a raw image, on
+// an NVMe controller or a virtio-blk device, that reports serial.
+type vmDisk struct {
+	file, serial string
+	nvme         bool
 }
 
 // Waits on a boot are sized by its progress on the serial console: a boot
@@ -140,6 +148,14 @@ func boot(t *testing.T, tl tools, cfg vmConfig) bootResult {
 		"-device", "tpm-tis,tpmdev=tpm0",
 		"-smbios", "type=1,serial="+cfg.serial,
 	)
+	for i, d := range cfg.disks {
+		dev := "virtio-blk-pci"
+		if d.nvme {
+			dev = "nvme"
+		}
+		id := fmt.Sprintf("disk%d", i)
+		args = append(args, "-drive", "if=none,id="+id+",format=raw,file="+d.file, "-device", dev+",drive="+id+",serial="+d.serial)
+	}
 	// QEMU runs in the switch's network namespace, where its tap is.
 	qemu := exec.Command(tl.nsenter, args...)
 	con := &consoleBuf{last: time.Now()}

@@ -21,7 +21,12 @@
 //  5. runs /bin/hookos-attest with that environment, its output on the
 //     console, and says how it exited and what this boot's record holds
 //     (attested, and whether a code is set; never the code);
-//  6. powers the machine off.
+//  6. when FLEET_INSTALL_DISK names the install disk, says which disks
+//     the kernel's sysfs shows, the serial each reports and where, and
+//     whether the install disk is the one disk that reports
+//     FLEET_INSTALL_DISK_SERIAL, as disksafe judges it before a wipe
+//     (disksafe.Read and disksafe.Judge, without udev); it wipes nothing;
+//  7. powers the machine off.
 //
 // Its own lines begin with "fleet-init: ". Any failure is said on the
 // console, and the machine powers off: nothing waits for a person.

@@ -104,6 +104,47 @@ func boot() error {
 		code = "set"
 	}
 	say("boot record: attested=%t install_code=%s", rec.Attested, code)
+	if disk := env["FLEET_INSTALL_DISK"]; disk != "" {
+		return disks(disk, env["FLEET_INSTALL_DISK_SERIAL"])
+	}
+	return nil
+}
+
+// disks says which disks the kernel's sysfs shows, with the serial each
+// reports and where, and which one reports the install disk's serial, as
+// disksafe judges it (Read, Judge) before a wipe. It wipes nothing.
+func disks(installDisk, serial string) error {
+	deadline := time.Now().Add(ifaceWait)
+	for {
+		if _, err := os.Stat(installDisk); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no install disk %s after %v", installDisk, ifaceWait)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	l, err := disksafe.Read(installDisk, nil)
+	if err != nil {
+		return err
+	}
+	for _, d := range l.Disks {
+		var from []string
+		for _, s := range d.Sources {
+			from = append(from, s.Where)
+		}
+		if len(from) == 0 {
+			say("disk %s: %s, %d bytes, no serial", d.Name, d.Transport, d.Size)
+			continue
+		}
+		say("disk %s: %s, %d bytes, serial %q from %s", d.Name, d.Transport, d.Size, d.Serial, strings.Join(from, ", "))
+	}
+	d, err := disksafe.Judge(l, serial)
+	if err != nil {
+		say("disksafe judges: %v", err)
+		return nil
+	}
+	say("disksafe judges: %s (%s) is the disk that reports the serial %s", installDisk, d.Name, serial)
 	return nil
 }
 
