@@ -306,3 +306,39 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// TestModuleOrder reads a modules.dep of Debian's shape: each module after
+// the modules it depends on, each once, "-" and "_" alike in names.
+func TestModuleOrder(t *testing.T) {
+	dep := `kernel/drivers/virtio/virtio.ko: kernel/drivers/virtio/virtio_ring.ko
+kernel/drivers/virtio/virtio_ring.ko:
+kernel/drivers/net/virtio_net.ko: kernel/drivers/net/net_failover.ko kernel/net/core/failover.ko kernel/drivers/virtio/virtio.ko kernel/drivers/virtio/virtio_ring.ko
+kernel/drivers/net/net_failover.ko: kernel/net/core/failover.ko
+kernel/net/core/failover.ko:
+kernel/drivers/nvme/host/nvme-core.ko: kernel/lib/crc64.ko
+kernel/drivers/nvme/host/nvme.ko: kernel/drivers/nvme/host/nvme-core.ko kernel/lib/crc64.ko
+kernel/lib/crc64.ko:
+kernel/fs/efivarfs/efivarfs.ko:
+`
+	got, err := moduleOrder(strings.NewReader(dep), []string{"efivarfs", "virtio_net", "nvme", "nvme-core"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"kernel/fs/efivarfs/efivarfs.ko",
+		"kernel/net/core/failover.ko",
+		"kernel/drivers/net/net_failover.ko",
+		"kernel/drivers/virtio/virtio_ring.ko",
+		"kernel/drivers/virtio/virtio.ko",
+		"kernel/drivers/net/virtio_net.ko",
+		"kernel/lib/crc64.ko",
+		"kernel/drivers/nvme/host/nvme-core.ko",
+		"kernel/drivers/nvme/host/nvme.ko",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("moduleOrder:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if _, err := moduleOrder(strings.NewReader(dep), []string{"e1000e"}); err == nil {
+		t.Error("moduleOrder found e1000e, which modules.dep does not name")
+	}
+}
