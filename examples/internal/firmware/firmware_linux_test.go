@@ -60,7 +60,10 @@ const noEventLog = "the machine sent no event log"
 // holds each to the runbook's words: Secure Boot on admits a worker whose
 // class requires it; Secure Boot off refuses it a run under secure_boot:
 // required and provisions it under optional; a kernel that got no event
-// log attests "unknown", with its reason, and is refused under required.
+// log attests "unknown", with its reason, and is refused under required;
+// a machine on another switch port than its node's is refused a run. In
+// each, the guest's sysfs gives its disks their serials, and disksafe
+// finds the declared install disk by its serial.
 func TestIntegrationFirmware(t *testing.T) {
 	tl := needTools(t)
 	start := time.Now()
