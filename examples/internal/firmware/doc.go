@@ -141,9 +141,9 @@
 // # Times
 //
 // Measured 2026-12-05 on the 2-core machine with other engineers' work
-// beside it (load average 1-2.5), over seven runs of go test -count=1 -v
+// beside it (load average 1-2.5), over nine runs of go test -count=1 -v
 // and one with -race (which instruments the test binary, not the programs
-// it starts), four cases until the fifth was added:
+// it starts), four cases until the fifth and the disks were added:
 //
 //	the test control plane (internal/kubetest)                  7 to 10 s
 //	building fleetd, hookos-attest and guestinit (warm cache)   8 to 14 s
@@ -153,7 +153,7 @@
 //	  of it, power-on to /init's first line                     13 to 32 s
 //	  of it, hookos-attest (LLDP, attestation)                  1.8 to 3.4 s
 //	the four boots, two at once                                 35 to 60 s (76 s one at a time)
-//	the five boots, two at once                                 52 s
+//	the five boots, two at once                                 52 to 57 s
 //	the whole test, in its binary                               57 to 106 s
 //
 // Most of a boot is the firmware's and the kernel's under TCG; Secure
