@@ -448,6 +448,7 @@ func newTinkClient() *dynfake.FakeDynamicClient {
 		HardwareResource: "HardwareList",
 		MachineResource:  "MachineList",
 		JobResource:      "JobList",
+		TaskResource:     "TaskList",
 	})
 }
 

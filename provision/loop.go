@@ -102,7 +102,7 @@ func (p *Provisioner) run(ctx context.Context, leads func() bool) error {
 //	danger   the same for a retirement, followed by "; the disk may not be wiped, so the node may still hold its data and its identity, and the device stays decommissioning"
 //	warning  Workflow <run> never reported its first action within its global timeout (<timeout>); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision
 //	info     Workflow <run> passed its global timeout while <install|next-boot|reboot> was current; the node is active, so it has its config, and nothing else is done
-//	warning  the Rufio job netboot-<run> of Workflow <run> failed to power the machine: <Rufio's message>; set AMT's address to <node address>, or power the machine on by hand
+//	warning  the Rufio job netboot-<run> of Workflow <run> failed to power the machine: <why, from Rufio's failed Task>; set AMT's address to <node address>, or power the machine on by hand
 //
 // and the refusals Admit lists. A run that ended without success (but
 // TIMEOUT while install, next-boot or reboot was current) or that was

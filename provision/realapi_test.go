@@ -40,6 +40,13 @@ func TestMain(m *testing.M) { os.Exit(kubetest.Run(m)) }
 func newRealHarness(t testing.TB, edit func(*Cluster, *Config), devs ...inventory.Device) *harness {
 	t.Helper()
 	env := kubetest.Start(t)
+	return newRealHarnessIn(t, env, env.Namespace(t), edit, devs...)
+}
+
+// newRealHarnessIn is newRealHarness on env, in namespace ns (where a test
+// may have started the real Tinkerbell).
+func newRealHarnessIn(t testing.TB, env *kubetest.Env, ns string, edit func(*Cluster, *Config), devs ...inventory.Device) *harness {
+	t.Helper()
 	kube, err := kubernetes.NewForConfig(env.Config())
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +64,7 @@ func newRealHarness(t testing.TB, edit func(*Cluster, *Config), devs ...inventor
 		nb:      newMemNetBox(devs...),
 		kubeAPI: kube,
 		tinkAPI: dyn,
-		ns:      env.Namespace(t),
+		ns:      ns,
 		configs: &memConfigs{},
 		audit:   &auditLog{},
 		cluster: testCluster(t),

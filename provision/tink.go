@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/fleetkit/fleet/internal/termsafe"
 	"github.com/fleetkit/fleet/inventory"
 	wfrun "github.com/fleetkit/fleet/provision/internal/runs"
 )
@@ -34,6 +35,7 @@ var (
 	HardwareResource = tinkerbell.GroupVersion.WithResource("hardware")
 	MachineResource  = bmc.GroupVersion.WithResource("machines")
 	JobResource      = bmc.GroupVersion.WithResource("jobs")
+	TaskResource     = bmc.GroupVersion.WithResource("tasks")
 )
 
 // The template values (the Workflow's hardwareMap) of every fleet run.
@@ -428,8 +430,9 @@ func (p *Provisioner) newWorkflow(ctx context.Context, dev inventory.Device, nam
 	return nil
 }
 
-// bootJobMessage reads the failed condition of the run's Rufio job
-// (Tinkerbell names it netboot-<workflow>), falling back to fallback.
+// bootJobMessage says why the run's Rufio job (Tinkerbell names it
+// netboot-<workflow>) failed: its failed Task's message, else the Job's,
+// else fallback (the Workflow's condition).
 func (p *Provisioner) bootJobMessage(ctx context.Context, r *run, fallback string) (job, msg string) {
 	job = "netboot-" + r.Name()
 	u, err := p.tink.Resource(JobResource).Namespace(p.cfg.Namespace).Get(ctx, job, metav1.GetOptions{})
@@ -440,10 +443,37 @@ func (p *Provisioner) bootJobMessage(ctx context.Context, r *run, fallback strin
 	if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &j) != nil {
 		return job, fallback
 	}
+	msg = fallback
 	for _, c := range j.Status.Conditions {
 		if c.Type == bmc.JobFailed && c.Status == bmc.ConditionTrue && c.Message != "" {
-			return job, c.Message
+			msg = c.Message
 		}
 	}
-	return job, fallback
+	// Rufio says on the Job only which Task failed ("task <ns>/<name>
+	// failed"), and why on the Task: "failed to perform PowerAction: ...",
+	// "Failed to connect to BMC: ...".
+	for i := range j.Spec.Tasks {
+		u, err := p.tink.Resource(TaskResource).Namespace(p.cfg.Namespace).Get(ctx, bmc.FormatTaskName(j, i), metav1.GetOptions{})
+		if err != nil {
+			continue
+		}
+		var task bmc.Task
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &task) != nil {
+			continue
+		}
+		for _, c := range task.Status.Conditions {
+			if c.Type == bmc.TaskFailed && c.Status == bmc.ConditionTrue && c.Message != "" {
+				return job, oneLine(c.Message)
+			}
+		}
+	}
+	return job, oneLine(msg)
+}
+
+// oneLine makes a message from elsewhere (a BMC's, through Rufio) one
+// journal line: its lines and runs of space joined by one space, runes
+// that do not print escaped. bmclib lists the errors of its providers one
+// per line.
+func oneLine(msg string) string {
+	return termsafe.Text(strings.Join(strings.Fields(msg), " "))
 }

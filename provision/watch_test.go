@@ -13,6 +13,7 @@ import (
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/fleetkit/fleet/inventory"
@@ -305,14 +306,29 @@ func rufioFails(t *testing.T) (*harness, inventory.Device) {
 	if pass := h.reconcile(); len(pass.Started) != 1 {
 		t.Fatalf("pass = %+v", pass)
 	}
+	// As Rufio writes them: the Job names the Task that failed, the Task
+	// says why, bmclib's errors one per line.
+	off := bmc.PowerHardOff
 	job := bmc.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "netboot-" + run1, Namespace: "tinkerbell"},
+		Spec:       bmc.JobSpec{MachineRef: bmc.MachineRef{Name: "node-01", Namespace: "tinkerbell"}, Tasks: []bmc.Action{{PowerAction: &off}}},
 		Status: bmc.JobStatus{Conditions: []bmc.JobCondition{{Type: bmc.JobFailed, Status: bmc.ConditionTrue,
-			Message: "dial tcp 10.0.0.21:16992: connect: no route to host"}}},
+			Message: "task tinkerbell/netboot-" + run1 + "-task-0 failed"}}},
 	}
-	if _, err := h.tink.Resource(JobResource).Namespace("tinkerbell").Create(context.Background(),
-		unstructuredOf(t, &job, bmc.GroupVersion.WithKind("Job")), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	task := bmc.Task{
+		ObjectMeta: metav1.ObjectMeta{Name: bmc.FormatTaskName(job, 0), Namespace: "tinkerbell"},
+		Status: bmc.TaskStatus{Conditions: []bmc.TaskCondition{{Type: bmc.TaskFailed, Status: bmc.ConditionTrue,
+			Message: "Failed to connect to BMC: failed to open connection to BMC: 1 error occurred:\n\t* dial tcp 10.0.0.21:16992: connect: no route to host\n\n"}}},
+	}
+	for _, o := range []struct {
+		gvr schema.GroupVersionResource
+		obj any
+		gvk string
+	}{{JobResource, &job, "Job"}, {TaskResource, &task, "Task"}} {
+		if _, err := h.tink.Resource(o.gvr).Namespace("tinkerbell").Create(context.Background(),
+			unstructuredOf(t, o.obj, bmc.GroupVersion.WithKind(o.gvk)), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
 		s.State = tinkerbell.WorkflowStatePreparing
@@ -324,7 +340,7 @@ func rufioFails(t *testing.T) (*harness, inventory.Device) {
 	h.reconcile()
 	h.wantJournal(1,
 		journalLine{1, inventory.JournalInfo, "started Workflow provision-node-01-946684800; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"},
-		journalLine{1, inventory.JournalWarning, "the Rufio job netboot-provision-node-01-946684800 of Workflow provision-node-01-946684800 failed to power the machine: dial tcp 10.0.0.21:16992: connect: no route to host; set AMT's address to 10.0.0.21, or power the machine on by hand"})
+		journalLine{1, inventory.JournalWarning, "the Rufio job netboot-provision-node-01-946684800 of Workflow provision-node-01-946684800 failed to power the machine: Failed to connect to BMC: failed to open connection to BMC: 1 error occurred: * dial tcp 10.0.0.21:16992: connect: no route to host; set AMT's address to 10.0.0.21, or power the machine on by hand"})
 	if got := h.nb.dev(1); got.DesiredAction != inventory.DesiredActionProvision {
 		t.Errorf("desired_action = %q, want provision again", got.DesiredAction)
 	}

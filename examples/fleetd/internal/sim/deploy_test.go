@@ -57,8 +57,9 @@ var wantRole = []rbacv1.PolicyRule{
 	{APIGroups: []string{"tinkerbell.org"}, Resources: []string{"templates"}, Verbs: []string{"create"}},
 	// ensureMachine: read, pointed at the node's address, or created.
 	{APIGroups: []string{"bmc.tinkerbell.org"}, Resources: []string{"machines"}, Verbs: []string{"get", "create", "patch"}},
-	// bootJobMessage reads why Tinkerbell's netboot Job failed.
-	{APIGroups: []string{"bmc.tinkerbell.org"}, Resources: []string{"jobs"}, Verbs: []string{"get"}},
+	// bootJobMessage reads why Tinkerbell's netboot Job failed: Rufio
+	// writes it on the Job's failed Task.
+	{APIGroups: []string{"bmc.tinkerbell.org"}, Resources: []string{"jobs", "tasks"}, Verbs: []string{"get"}},
 	// Replicas: spentlease's Spend creates, Collect lists and deletes; the
 	// leader election creates fleet-provision, and reads and renews it.
 	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"list", "create", "delete"}},

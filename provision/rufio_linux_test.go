@@ -1,0 +1,256 @@
+package provision
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tinkerbell/tinkerbell/api/v1alpha1/bmc"
+	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetkit/fleet/internal/kubetest"
+	"github.com/fleetkit/fleet/internal/tinktest"
+	"github.com/fleetkit/fleet/inventory"
+)
+
+// rpcBMC is the BMC of one or more machines, served as the consumer of
+// bmclib's RPC provider (a Machine's providerOptions.rpc.consumerURL, one
+// path per machine): it keeps each machine's power state and boot device,
+// as a BMC does, and records what Rufio asked of it. A machine it refuses
+// answers every power change with an error, as a BMC whose machine does
+// not power on.
+type rpcBMC struct {
+	srv *httptest.Server
+
+	mu      sync.Mutex
+	power   map[string]string   // by machine: "on" or "off"
+	calls   map[string][]string // by machine: "setPowerState off", "setBootDevice pxe efi", ...
+	refuses map[string]string   // by machine: the error it answers a power change
+	on      chan string         // a machine powered on
+}
+
+func newRPCBMC(t *testing.T) *rpcBMC {
+	b := &rpcBMC{power: map[string]string{}, calls: map[string][]string{}, refuses: map[string]string{}, on: make(chan string, 16)}
+	b.srv = httptest.NewServer(http.HandlerFunc(b.serve))
+	t.Cleanup(b.srv.Close)
+	return b
+}
+
+// url is the consumer URL of machine name.
+func (b *rpcBMC) url(name string) string { return b.srv.URL + "/" + name }
+
+func (b *rpcBMC) serve(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		ID     int64           `json:"id"`
+		Host   string          `json:"host"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var params struct {
+		State   string `json:"state"`
+		Device  string `json:"device"`
+		EFIBoot bool   `json:"efiBoot"`
+	}
+	if len(req.Params) > 0 {
+		if err := json.Unmarshal(req.Params, &params); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+	}
+	name := strings.TrimPrefix(r.URL.Path, "/")
+	rsp := map[string]any{"id": req.ID, "host": req.Host}
+	b.mu.Lock()
+	if b.power[name] == "" {
+		b.power[name] = "on"
+	}
+	switch req.Method {
+	case "ping":
+		rsp["result"] = "pong"
+	case "getPowerState":
+		rsp["result"] = b.power[name]
+	case "setPowerState":
+		b.calls[name] = append(b.calls[name], "setPowerState "+params.State)
+		if msg := b.refuses[name]; msg != "" {
+			rsp["error"] = map[string]any{"code": 500, "message": msg}
+			break
+		}
+		b.power[name] = params.State
+		if params.State == "on" {
+			b.on <- name
+		}
+		rsp["result"] = "ok"
+	case "setBootDevice":
+		call := "setBootDevice " + params.Device
+		if params.EFIBoot {
+			call += " efi"
+		}
+		b.calls[name] = append(b.calls[name], call)
+		rsp["result"] = "ok"
+	default:
+		rsp["error"] = map[string]any{"code": 400, "message": "unknown method " + req.Method}
+	}
+	b.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(rsp)
+}
+
+func (b *rpcBMC) callsOf(name string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.calls[name]...)
+}
+
+// The runbook's control plane on the real tink-controller and Rufio
+// (Tinkerbell v0.25.0), the machine's BMC served through bmclib's RPC
+// provider: an admitted control plane waits in HookOS; desired_action=
+// provision starts the run; Rufio power-cycles the machine (off, a
+// one-time PXE boot in EFI mode, on), so that its next attestation
+// receives the install code. And "the Workflow's Rufio job fails to power
+// the machine": a BMC that refuses gets the runbook's line, with the
+// BMC's own words (Rufio writes them on the Job's failed Task) and the
+// address to set.
+func TestIntegrationRufioPowerCycles(t *testing.T) {
+	env := kubetest.Start(t)
+	ns := env.Namespace(t)
+	tinktest.Start(t, env, ns, nil)
+	bmcs := newRPCBMC(t)
+	const refusal = "node-02's power supply does not answer"
+	bmcs.refuses["node-02"] = refusal
+
+	cp := attested(worker(1, "cp-01"))
+	cp.Class = ClassControlPlane
+	refusing := attested(worker(2, "node-02"))
+	h := newRealHarnessIn(t, env, ns, nil, cp, refusing)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+
+	// The machines' BMCs answer over RPC: the Machines say so, and the
+	// runs keep what they say but the host.
+	data := "version: \"0.1\"\nname: fleet-provision\nglobal_timeout: 1800\ntasks:\n  - name: provision\n    worker: \"{{.device_1}}\"\n    actions:\n      - name: wipe-disk\n        image: 127.0.0.1:5000/wipe-disk:v1\n        timeout: 600\n"
+	create := func(obj any, gvk string) {
+		t.Helper()
+		kind := map[string]struct {
+			gvr  string
+			bmc  bool
+			kind string
+		}{"Template": {"templates", false, "Template"}, "Machine": {"machines", true, "Machine"}}[gvk]
+		gv := tinkerbell.GroupVersion
+		if kind.bmc {
+			gv = bmc.GroupVersion
+		}
+		if _, err := h.tinkAPI.Resource(gv.WithResource(kind.gvr)).Namespace(ns).Create(ctx, unstructuredOf(t, obj, gv.WithKind(kind.kind)), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create %s: %v", gvk, err)
+		}
+	}
+	create(&tinkerbell.Template{ObjectMeta: metav1.ObjectMeta{Name: "fleet-provision", Namespace: ns}, Spec: tinkerbell.TemplateSpec{Data: &data}}, "Template")
+	for _, d := range []inventory.Device{cp, refusing} {
+		create(&bmc.Machine{
+			ObjectMeta: metav1.ObjectMeta{Name: d.Name, Namespace: ns},
+			Spec: bmc.MachineSpec{Connection: bmc.Connection{
+				Host:            d.Address.Addr().String(),
+				ProviderOptions: &bmc.ProviderOptions{RPC: &bmc.RPCOptions{ConsumerURL: bmcs.url(d.Name)}},
+			}},
+		}, "Machine")
+	}
+
+	// An admitted control plane waits in HookOS after attestation.
+	d, err := h.p.Admit(ctx, claimOf(cp))
+	if err != nil || d.Outcome != NoProvision || d.Reason != "a control plane waits for desired_action=provision" {
+		t.Fatalf("Admit(cp-01) = %+v, %v; want it to wait for desired_action", d, err)
+	}
+	for _, id := range []int64{1, 2} {
+		h.nb.set(id, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
+	}
+	pass := h.reconcile()
+	if len(pass.Started) != 2 {
+		t.Fatalf("pass = %+v, want both runs started", pass)
+	}
+	var cpRun, refusedRun string
+	for _, r := range pass.Started {
+		switch {
+		case strings.HasPrefix(r, "provision-cp-01-"):
+			cpRun = r
+		case strings.HasPrefix(r, "provision-node-02-"):
+			refusedRun = r
+		}
+	}
+	if cpRun == "" || refusedRun == "" {
+		t.Fatalf("runs started: %v", pass.Started)
+	}
+
+	// Rufio power-cycles cp-01 into a PXE boot in EFI mode.
+	t0 := time.Now()
+	select {
+	case name := <-bmcs.on:
+		if name != "cp-01" {
+			t.Fatalf("%s powered on; only cp-01's BMC powers a machine", name)
+		}
+	case <-ctx.Done():
+		t.Fatalf("Rufio never powered cp-01 on; its BMC was asked %q", bmcs.callsOf("cp-01"))
+	}
+	t.Logf("Rufio powered cp-01 on %v after its run started", time.Since(t0).Round(time.Millisecond))
+	// Rufio may run a task again (its status written late): the machine
+	// was powered off, set to boot PXE in EFI mode, and powered on last.
+	calls := bmcs.callsOf("cp-01")
+	if n := len(calls); n < 3 || calls[0] != "setPowerState off" || !slices.Equal(calls[n-2:], []string{"setBootDevice pxe efi", "setPowerState on"}) {
+		t.Errorf("cp-01's BMC was asked %q, want the power off, a PXE boot in EFI mode, then the power on", calls)
+	}
+	// The machine boots HookOS and attests again: it receives the run's
+	// code.
+	d, err = h.p.Admit(ctx, claimOf(cp))
+	if err != nil || d.Outcome != Provision || d.Run != cpRun || d.Code == "" {
+		t.Fatalf("Admit(cp-01) after the power cycle = %+v, %v; want run %s with its code", d, err, cpRun)
+	}
+	var wf tinkerbell.Workflow
+	for {
+		h.get(WorkflowResource, cpRun, &wf)
+		if wf.Status.State == tinkerbell.WorkflowStatePending {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("Workflow %s: state %q, conditions %+v; want PENDING once Rufio's job completed", cpRun, wf.Status.State, wf.Status.Conditions)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+
+	// node-02's BMC refuses: the loop journals the runbook's line.
+	want := fmt.Sprintf("the Rufio job netboot-%s of Workflow %s failed to power the machine: ", refusedRun, refusedRun)
+	var line string
+	for line == "" {
+		h.reconcile()
+		for _, l := range h.nb.lines() {
+			if l.ID == 2 && strings.HasPrefix(l.Text, want) {
+				line = l.Text
+			}
+		}
+		if line != "" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no Rufio line for node-02; its BMC was asked %q; journal %v", bmcs.callsOf("node-02"), h.nb.lines())
+		case <-time.After(time.Second):
+		}
+	}
+	t.Logf("node-02, %v after its run started: %s", time.Since(t0).Round(time.Millisecond), line)
+	if !strings.Contains(line, "message: "+refusal+" ") || strings.ContainsAny(line, "\n\t") ||
+		!strings.HasSuffix(line, "; set AMT's address to 10.0.0.22, or power the machine on by hand") {
+		t.Errorf("node-02's line %q: want the BMC's words %q and the address to set", line, refusal)
+	}
+	if got := h.nb.dev(2); got.DesiredAction != inventory.DesiredActionProvision {
+		t.Errorf("node-02's desired_action = %q, want provision again", got.DesiredAction)
+	}
+}
