@@ -103,6 +103,8 @@ func (p *Provisioner) run(ctx context.Context, leads func() bool) error {
 //	warning  Workflow <run> never reported its first action within its global timeout (<timeout>); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision
 //	info     Workflow <run> passed its global timeout while <install|next-boot|reboot> was current; the node is active, so it has its config, and nothing else is done
 //	warning  the Rufio job netboot-<run> of Workflow <run> failed to power the machine: <why, from Rufio's failed Task>; set AMT's address to <node address>, or power the machine on by hand
+//	warning  desired_action is "<value>", which fleetd does not act on: set it to provision to start a run, or clear it
+//	         (any value but provision and empty, such as Provision or reprovision; the device is then treated as if it were empty)
 //
 // and the refusals Admit lists. A run that ended without success (but
 // TIMEOUT while install, next-boot or reboot was current) or that was
@@ -211,8 +213,9 @@ func (p *Provisioner) reconcile(ctx context.Context, leads func() bool) (Pass, e
 }
 
 // busy reports whether a pass has anything to do for dev: a run whose end
-// is not reported, or a run that desired_action or a retirement asks for
-// (due). A device with neither costs the pass nothing.
+// is not reported, a run that desired_action or a retirement asks for
+// (due), or a desired_action to say fleetd does not act on. A device with
+// none costs the pass nothing.
 func busy(dev *inventory.Device, runs []*run) bool {
 	for _, r := range runs {
 		if r.Reported() == "" {
@@ -220,7 +223,14 @@ func busy(dev *inventory.Device, runs []*run) bool {
 		}
 	}
 	_, want := wanted(dev, runs)
-	return want
+	return want || unknownAction(dev)
+}
+
+// unknownAction reports whether dev's desired_action holds a value fleetd
+// does not act on (Provision, reprovision, ...): an operator who set it
+// expects something, and is told.
+func unknownAction(dev *inventory.Device) bool {
+	return dev.DesiredAction != "" && dev.DesiredAction != inventory.DesiredActionProvision
 }
 
 // journalEnd journals the line that ends run r's watch (its end, its
@@ -422,6 +432,14 @@ func wanted(dev *inventory.Device, runs []*run) (RunKind, bool) {
 // claim: desired_action=provision, or a decommissioning device that has had
 // no retirement run.
 func (p *Provisioner) due(ctx context.Context, dev *inventory.Device, runs []*run, pass *Pass) error {
+	if unknownAction(dev) {
+		// Told once; the device is then treated as if it were empty (a
+		// decommissioning device still gets its retirement).
+		if err := p.note(ctx, dev.ID, inventory.JournalWarning, fmt.Sprintf(
+			"desired_action is %q, which fleetd does not act on: set it to %s to start a run, or clear it", dev.DesiredAction, inventory.DesiredActionProvision)); err != nil {
+			return err
+		}
+	}
 	if _, want := wanted(dev, runs); !want {
 		return nil
 	}

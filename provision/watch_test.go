@@ -689,3 +689,33 @@ func TestJournaledEndOfDeletedRunForgotten(t *testing.T) {
 		}
 	})
 }
+
+// A desired_action fleetd does not act on (Provision, reprovision) is not
+// a silent no-op: one warning line per value names the value fleetd acts
+// on, and no run starts; a decommissioning device still gets its
+// retirement.
+func TestLoopUnknownDesiredAction(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dev := attested(worker(1, "node-01"))
+		dev.DesiredAction = "Provision"
+		old := attested(worker(2, "node-02"))
+		old.Status, old.DesiredAction = inventory.StatusDecommissioning, "retire"
+		h := newHarness(t, nil, dev, old)
+		pass := h.reconcile()
+		h.reconcile()
+		line := func(id int64, v string) journalLine {
+			return journalLine{id, inventory.JournalWarning, `desired_action is "` + v + `", which fleetd does not act on: set it to provision to start a run, or clear it`}
+		}
+		h.wantJournal(1, line(1, "Provision"))
+		const retire = "retire-node-02-946684800"
+		if !slices.Equal(pass.Started, []string{retire}) {
+			t.Errorf("started %v, want node-02's retirement alone", pass.Started)
+		}
+		h.wantJournal(2, line(2, "retire"), journalLine{2, inventory.JournalInfo, "started Workflow " + retire +
+			"; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code, and the run wipes its install disk"})
+		h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = "reprovision" })
+		h.reconcile()
+		h.reconcile()
+		h.wantJournal(1, line(1, "Provision"), line(1, "reprovision"))
+	})
+}
