@@ -44,11 +44,18 @@
 // # Actions, images and volumes
 //
 // Tinkerbell runs each action as a privileged container in HookOS. The
-// images of fleet's actions are named in a placeholder registry,
-// registry.example/fleet: build examples/wipe-disk, examples/install and
-// examples/next-boot into images of your registry (wipe-disk and install
-// with the docker CLI beside the binary, next-boot with efibootmgr) and
-// replace the prefix, for example with kustomize's images field.
+// files name the images fleet releases, DefaultImages:
+// ghcr.io/fleetkit/fleet/<action>:Release for wipe-disk, install and
+// next-boot, and waitdaemon for the reboot. ProvisionWith and RetireWith
+// return the Templates with other images (Images), for example those of
+// your registry, built from examples/wipe-disk, examples/install and
+// examples/next-boot (wipe-disk and install with the docker CLI beside the
+// binary, next-boot with efibootmgr). fleetd takes them from its settings
+// FLEET_IMAGE_WIPE_DISK, FLEET_IMAGE_INSTALL, FLEET_IMAGE_NEXT_BOOT and
+// FLEET_IMAGE_REBOOT, creates the Templates with them, and updates a
+// Template whose actions name other images (ActionImages). The images are
+// inside the Template's spec.data, a string, which an image rewrite of
+// kustomize or of a registry mirror tool never reads: set them there.
 //
 //	wipe-disk  proves the install disk by its serial and wipes it, in a boot
 //	           that passed attestation with a code (disksafe.Wipe); in a

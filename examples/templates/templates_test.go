@@ -204,10 +204,6 @@ func TestObjects(t *testing.T) {
 	}
 }
 
-// imageRef is a loose form of an OCI image reference: a name of lowercase
-// path components under an optional registry host, and a tag or digest.
-var imageRef = regexp.MustCompile(`^([a-z0-9.-]+(:[0-9]+)?/)?[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$`)
-
 func TestRender(t *testing.T) {
 	for _, r := range runs {
 		t.Run(r.name, func(t *testing.T) {
@@ -233,11 +229,11 @@ func TestRender(t *testing.T) {
 					t.Errorf("%s has timeout %d", a.Name, a.Timeout)
 				}
 				sum += a.Timeout
-				if !imageRef.MatchString(a.Image) {
-					t.Errorf("%s's image %q is no image reference", a.Name, a.Image)
+				if err := CheckImage(a.Image); err != nil {
+					t.Error(err)
 				}
-				if a.Name != "reboot" && a.Image != "registry.example/fleet/"+a.Name+":v1" {
-					t.Errorf("%s's image is %q, not the example action's", a.Name, a.Image)
+				if want := DefaultImages.ByAction()[a.Name]; a.Image != want {
+					t.Errorf("%s's image is %q, not the released %q", a.Name, a.Image, want)
 				}
 			}
 			if !slices.Equal(names, r.actions) {

@@ -1,0 +1,143 @@
+package templates
+
+import (
+	"errors"
+	"maps"
+	"strings"
+	"testing"
+
+	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
+)
+
+// with returns the Template of run r made with im.
+func with(t *testing.T, name string, im *Images) (*tinkerbell.Template, error) {
+	t.Helper()
+	return map[string]func(*Images) (*tinkerbell.Template, error){ProvisionName: ProvisionWith, RetireName: RetireWith}[name](im)
+}
+
+// The files name the released images, and so do the Templates made with
+// no images or with DefaultImages.
+func TestDefaultImages(t *testing.T) {
+	for _, r := range runs {
+		t.Run(r.name, func(t *testing.T) {
+			file := map[string]func() *tinkerbellTemplate{ProvisionName: Provision, RetireName: Retire}[r.name]()
+			got := ActionImages(file)
+			if len(got) != len(r.actions) {
+				t.Errorf("the file names images of %v, want one for each of %q", got, r.actions)
+			}
+			for _, a := range r.actions {
+				if got[a] != DefaultImages.ByAction()[a] {
+					t.Errorf("%s: the file names %q, DefaultImages %q", a, got[a], DefaultImages.ByAction()[a])
+				}
+			}
+			for _, im := range []*Images{nil, {}, &DefaultImages} {
+				tpl, err := with(t, r.name, im)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if *tpl.Spec.Data != *file.Spec.Data || tpl.Name != file.Name {
+					t.Errorf("with %+v, the Template is not the file's:\n%s", im, *tpl.Spec.Data)
+				}
+			}
+		})
+	}
+	for a, ref := range DefaultImages.ByAction() {
+		if err := CheckImage(ref); err != nil {
+			t.Errorf("%s: %v", a, err)
+		}
+	}
+}
+
+// Each action runs the image given for it, rendered as Tinkerbell renders
+// it; an action given none runs the released one; and nothing else of
+// the Template changes.
+func TestImages(t *testing.T) {
+	im := &Images{
+		WipeDisk: "registry.example:5000/fleet/wipe-disk:v9",
+		Install:  "registry.example/fleet/install@sha256:" + strings.Repeat("ab", 32),
+		NextBoot: "registry.example/fleet/next-boot:v9@sha256:" + strings.Repeat("cd", 32),
+	}
+	want := map[string]string{
+		ActionWipeDisk: im.WipeDisk, ActionInstall: im.Install, ActionNextBoot: im.NextBoot,
+		ActionReboot: DefaultImages.Reboot,
+	}
+	for _, r := range runs {
+		t.Run(r.name, func(t *testing.T) {
+			tpl, err := with(t, r.name, im)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wf, err := render(t, *tpl.Spec.Data, values(mac, disk, serial, code, image))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range wf.Tasks[0].Actions {
+				if a.Image != want[a.Name] {
+					t.Errorf("%s runs %q, want %q", a.Name, a.Image, want[a.Name])
+				}
+			}
+			if got := ActionImages(tpl); !maps.Equal(got, subset(want, r.actions)) {
+				t.Errorf("ActionImages = %v", got)
+			}
+			// Only the image lines differ from the file.
+			file := map[string]func() *tinkerbellTemplate{ProvisionName: Provision, RetireName: Retire}[r.name]()
+			a, b := strings.Split(*file.Spec.Data, "\n"), strings.Split(*tpl.Spec.Data, "\n")
+			if len(a) != len(b) {
+				t.Fatalf("%d lines, the file %d", len(b), len(a))
+			}
+			for i := range a {
+				if a[i] != b[i] && !strings.HasPrefix(strings.TrimSpace(a[i]), "image: ") {
+					t.Errorf("line %d is %q, the file's %q", i+1, b[i], a[i])
+				}
+			}
+		})
+	}
+}
+
+func subset(m map[string]string, keys []string) map[string]string {
+	out := map[string]string{}
+	for _, k := range keys {
+		out[k] = m[k]
+	}
+	return out
+}
+
+// An image that is no reference, or that would add YAML or a template
+// action to the run, is refused with ErrImage.
+func TestImageRefused(t *testing.T) {
+	for _, ref := range []string{
+		"wipe disk:v1",
+		"registry.example/fleet/wipe-disk:v1\n            command: [sh]",
+		"registry.example/fleet/{{ .install_disk }}:v1",
+		`"registry.example/x:v1"`,
+		"Registry.example/Fleet:v1",
+		"registry.example/fleet/wipe-disk:",
+		"registry.example/fleet/wipe-disk@sha256:abc",
+	} {
+		for _, r := range runs {
+			if _, err := with(t, r.name, &Images{WipeDisk: ref}); !errors.Is(err, ErrImage) {
+				t.Errorf("%s with wipe-disk %q: %v, want ErrImage", r.name, ref, err)
+			}
+		}
+		if err := CheckImage(ref); !errors.Is(err, ErrImage) {
+			t.Errorf("CheckImage(%q) = %v", ref, err)
+		}
+	}
+	for _, ref := range []string{"alpine", "registry.example:5000/a/b_c.d-e:v1.2", "ghcr.io/fleetkit/fleet/install:v0.1.0"} {
+		if err := CheckImage(ref); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// ActionImages reads what a Template in a cluster names, whoever wrote it.
+func TestActionImages(t *testing.T) {
+	data := "tasks:\n  - name: provision\n    worker: x\n    actions:\n      - name: wipe-disk\n        image: mine/wipe:1  \n      - name: install\n        image: \n"
+	got := ActionImages(&tinkerbell.Template{Spec: tinkerbell.TemplateSpec{Data: &data}})
+	if want := map[string]string{"wipe-disk": "mine/wipe:1", "install": ""}; !maps.Equal(got, want) {
+		t.Errorf("ActionImages = %v, want %v", got, want)
+	}
+	if got := ActionImages(&tinkerbell.Template{}); len(got) != 0 {
+		t.Errorf("no data: %v", got)
+	}
+}
