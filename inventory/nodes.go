@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -175,7 +174,8 @@ var (
 //   - a host name given twice or that is not a DNS label;
 //   - a model or class lacking its required fields, an unpinned installer
 //     image, a secure_boot that is neither required nor optional;
-//   - a file that is not YAML, or a topology without a valid K8S_NODE_CIDR
+//   - a file that is not YAML (the problem carries the line and column of
+//     the mistake, or of the construct it leaves open), or a topology without a valid K8S_NODE_CIDR
 //     and an API_SERVER_IP inside it.
 //
 // A bad file never panics.
@@ -251,8 +251,8 @@ func parse(name string, data []byte, topo *Topology) (*Inventory, Problems) {
 	doc, err := parseYAML(data)
 	if err != nil {
 		p := Problem{File: name, Text: "not YAML: " + err.Error()}
-		if line, ok := yamlErrorLine(err.Error()); ok {
-			p.Line, p.Column = line, 1
+		if se, ok := err.(*syntaxError); ok && se.line > 0 {
+			p.Line, p.Column = se.line, se.column
 		}
 		return nil, Problems{p}
 	}
@@ -292,21 +292,6 @@ func parse(name string, data []byte, topo *Topology) (*Inventory, Problems) {
 		return nil, c.problems
 	}
 	return inv, nil
-}
-
-// yamlErrorLine finds the line in a YAML error such as "line 4: ...".
-func yamlErrorLine(msg string) (int, bool) {
-	i := strings.Index(msg, "line ")
-	if i < 0 {
-		return 0, false
-	}
-	rest := msg[i+len("line "):]
-	j := 0
-	for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
-		j++
-	}
-	n, err := strconv.Atoi(rest[:j])
-	return n, err == nil && n > 0
 }
 
 // resolve follows aliases.

@@ -212,7 +212,7 @@ func TestParseProblems(t *testing.T) {
 		{"empty file", "# nothing\n",
 			[]string{`nodes.yaml: empty: a nodes file has models, classes and nodes`}},
 		{"not YAML", "nodes:\n  a: [\n",
-			[]string{`nodes.yaml:2:1: not YAML: line 2: did not find expected node content`}},
+			[]string{`nodes.yaml:2:1: not YAML: did not find expected node content`}},
 		{"every problem at once", header + node("w-01", "model: x", "address: 1.2.3.4") + node("w-02", "class: y", "bmc: z"),
 			[]string{
 				`nodes.yaml:12:12: node w-01: unknown model "x" (models: ms-01)`,

@@ -1,11 +1,13 @@
 package inventory
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+	yamlv4 "go.yaml.in/yaml/v4"
 )
 
 // parseYAML parses data into a document node, or returns nil for a document
@@ -25,7 +27,7 @@ func parseYAML(data []byte) (*yaml.Node, error) {
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, yamlSyntaxError(err)
+		return nil, yamlSyntaxError(err, data)
 	}
 	if doc.Kind == 0 {
 		return nil, nil
@@ -33,11 +35,68 @@ func parseYAML(data []byte) (*yaml.Node, error) {
 	return &doc, nil
 }
 
-// yamlSyntaxError turns the YAML library's error into one without its
-// "yaml: " prefix, keeping the line it names.
-func yamlSyntaxError(err error) error {
+// syntaxError is a YAML syntax error: the YAML parser's words, and the
+// place in the file they are about (line 0 when the parser named none).
+type syntaxError struct {
+	line, column int
+	text         string
+}
+
+func (e *syntaxError) Error() string { return e.text }
+
+// yamlSyntaxError turns yaml.v3's error for data into a syntaxError that
+// names the line and column a person finds the mistake on.
+//
+// yaml.v3's message names one line, taken from a zero-based mark for some
+// problems and a one-based one for others, and often the start of the
+// enclosing mapping rather than the problem. So the place comes from
+// go.yaml.in/yaml/v4, whose errors carry the problem's mark and the mark
+// of the construct it is in, parsing data again (only when data is not
+// YAML): a problem found where a construct was left open (a flow
+// collection, a quoted scalar or a key not closed) is placed at the
+// construct's start, and any other at the problem itself, but never past
+// the file's last line. The words are yaml.v3's, without its "yaml: " and
+// "line N: " prefixes.
+func yamlSyntaxError(err error, data []byte) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	return errors.New(msg)
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if num, text, ok := strings.Cut(rest, ": "); ok && strings.Trim(num, "0123456789") == "" {
+			msg = text
+		}
+	}
+	e := &syntaxError{text: msg}
+	var doc yamlv4.Node
+	var le *yamlv4.LoadError
+	if !errors.As(yamlv4.Unmarshal(data, &doc), &le) {
+		return e
+	}
+	mark := le.Mark
+	if le.ContextMark.Line > 0 && (leftOpen[le.Message] || mark.Line > lastLine(data)) {
+		mark = le.ContextMark
+	}
+	if last := lastLine(data); mark.Line > last {
+		mark.Line, mark.Column = last, 1
+	}
+	if mark.Line > 0 {
+		e.line, e.column = mark.Line, max(mark.Column, 1)
+	}
+	return e
+}
+
+// leftOpen are the problems a YAML parser finds past a construct that was
+// left open: the construct's start is where to look.
+var leftOpen = map[string]bool{
+	"did not find expected ',' or ']'": true,
+	"did not find expected ',' or '}'": true,
+	"could not find expected ':'":      true,
+	"found unexpected end of stream":   true,
+}
+
+// lastLine is the number of the last line of data that holds anything,
+// at least 1.
+func lastLine(data []byte) int {
+	trimmed := bytes.TrimRight(data, " \t\r\n")
+	return bytes.Count(trimmed, []byte("\n")) + 1
 }
 
 // blockScanner scans the block-mapping subset of YAML. Its nodes carry the

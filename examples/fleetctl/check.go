@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -39,6 +40,9 @@ func checkFlags(fs *flag.FlagSet) func(*call) int {
 // followed by "; nothing was <undone>" unless undone is empty, and exits
 // 1; any other error exits 2. code is 0 when the inventory loaded.
 func (c *call) loadInventory(nodesPath, topology string, w io.Writer, undone string) (inv *inventory.Inventory, topoPath string, code int) {
+	if _, err := os.Stat(nodesPath); err != nil {
+		return nil, "", c.fail(2, noNodesFile(nodesPath, err))
+	}
 	topoPath, err := topologyPath(topology, nodesPath)
 	if err != nil {
 		return nil, "", c.fail(2, err)
@@ -60,6 +64,14 @@ func (c *call) loadInventory(nodesPath, topology string, w io.Writer, undone str
 		return nil, "", c.fail(2, err)
 	}
 	return inv, topoPath, 0
+}
+
+// noNodesFile says that the nodes file at path cannot be read.
+func noNodesFile(path string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("no nodes file at %s", path)
+	}
+	return fmt.Errorf("nodes file %s: %w", path, err)
 }
 
 // topologyPath returns the topology file to read: the flag's, or the one

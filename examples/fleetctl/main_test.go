@@ -74,8 +74,31 @@ func TestUsage(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "nodes.yaml"), []byte("nodes: {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"check", filepath.Join(dir, "nodes.yaml")}, &stdout, &stderr); code != 2 || !bytes.Contains(stderr.Bytes(), []byte("pass -topology FILE")) {
 		t.Errorf("no topology: exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+func TestCheckMissingNodesFile(t *testing.T) {
+	t.Setenv("NETBOX_URL", "http://netbox.invalid")
+	t.Setenv("NETBOX_TOKEN", "t")
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "inventory", "nodes.yaml")
+	for _, args := range [][]string{
+		{"check", missing},
+		{"check", "-topology", "../testdata/cluster-topology.json", missing},
+		{"plan", "-nodes", missing},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(args, &stdout, &stderr); code != 2 {
+			t.Errorf("%q: exit %d, want 2", args, code)
+		}
+		if want := "fleetctl " + args[0] + ": no nodes file at " + missing + "\n"; stderr.String() != want {
+			t.Errorf("%q: stderr %q, want %q", args, stderr.String(), want)
+		}
 	}
 }

@@ -57,14 +57,14 @@ func planFlags(fs *flag.FlagSet, apply bool) func(*call) int {
 			fmt.Fprintln(c.stdout, err)
 			return 1
 		case err != nil:
-			return c.fail(2, err)
+			return c.failNetBox(err)
 		}
 		fmt.Fprint(c.stdout, p)
 		if !apply || p.Empty() {
 			return 0
 		}
 		if err := nb.Apply(ctx, p); err != nil {
-			fmt.Fprintf(c.stderr, "fleetctl apply: %v\nWhat was written stays; run fleetctl apply again to finish.\n", err)
+			fmt.Fprintf(c.stderr, "fleetctl apply: %v\nWhat was written stays; run fleetctl apply again to finish.\n", shortNetBoxError(url, err))
 			return 2
 		}
 		add, change := p.Counts()

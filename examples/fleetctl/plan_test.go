@@ -123,7 +123,7 @@ func TestPlanRefuses(t *testing.T) {
 		{name: "no such site", args: []string{"apply", "-nodes", "../testdata/nodes.yaml", "-site", "nowhere", "-switch", "usw"}, code: 1,
 			stdout: "site nowhere is not in NetBox"},
 		{name: "an argument", args: []string{"plan", "nodes.yaml"}, code: 2, stderr: "usage: fleetctl plan"},
-		{name: "no topology", args: []string{"plan", "-nodes", "/nonexistent/nodes.yaml"}, code: 2, stderr: "pass -topology FILE"},
+		{name: "no nodes file", args: []string{"plan", "-nodes", "/nonexistent/nodes.yaml"}, code: 2, stderr: "no nodes file at /nonexistent/nodes.yaml"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for k, v := range c.env {

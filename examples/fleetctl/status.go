@@ -43,7 +43,7 @@ func (c *call) devices(role string, timeout time.Duration) (devs []inventory.Dev
 	defer stop()
 	devs, err = nb.Devices(ctx)
 	if err != nil {
-		return nil, c.fail(2, err)
+		return nil, c.failNetBox(err)
 	}
 	return devs, 0
 }

@@ -165,3 +165,47 @@ func TestUsageNamesEveryCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestNetBoxUnansweredIsOneLine checks that a NetBox that does not answer
+// is said in one short line, with the cause an operator acts on.
+func TestNetBoxUnansweredIsOneLine(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String()
+	l.Close()
+	for _, c := range []struct {
+		name  string
+		args  []string
+		url   string
+		fault netboxtest.FaultKind
+		want  string
+	}{
+		{name: "status, refused", args: []string{"status"}, url: closed,
+			want: "fleetctl status: netbox did not answer at " + closed + ": connection refused\n"},
+		{name: "plan, refused", args: []string{"plan", "-nodes", "../testdata/nodes.yaml"}, url: closed,
+			want: "fleetctl plan: netbox did not answer at " + closed + ": connection refused\n"},
+		{name: "status, no such host", args: []string{"status"}, url: "http://netbox.invalid",
+			want: "fleetctl status: netbox did not answer at http://netbox.invalid: lookup netbox.invalid: no such host\n"},
+		{name: "status, failing", args: []string{"status"}, fault: netboxtest.Failing,
+			want: "fleetctl status: netbox did not answer at URL: it answered 503\n"},
+		{name: "status, down", args: []string{"status"}, fault: netboxtest.Down,
+			want: "fleetctl status: netbox did not answer at URL: the connection closed without an answer\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := netBox(t)
+			srv.Inject(netboxtest.Fault{Kind: c.fault})
+			if c.url != "" {
+				t.Setenv("NETBOX_URL", c.url)
+			}
+			var stdout, stderr bytes.Buffer
+			if code := run(c.args, &stdout, &stderr); code != 2 {
+				t.Errorf("exit %d, want 2", code)
+			}
+			if want := strings.ReplaceAll(c.want, "URL", srv.URL); stderr.String() != want {
+				t.Errorf("stderr %q, want %q", stderr.String(), want)
+			}
+		})
+	}
+}
