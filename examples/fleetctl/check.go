@@ -17,53 +17,84 @@ import (
 // line for a node at API_SERVER_IP, which fleetd never provisions.
 func checkFlags(fs *flag.FlagSet) func(*call) int {
 	topology := fs.String("topology", "", "the cluster topology `FILE` (default: cluster-topology.json beside NODES_FILE or in ../config/)")
+	output := outputFlag(fs)
 	return func(c *call) int {
+		jsonOut, ok := c.jsonOutput(*output)
+		if !ok {
+			return 2
+		}
 		nodesPath := c.args[0]
-		inv, _, code := c.loadInventory(nodesPath, *topology, c.stdout, "")
+		inv, _, problems, code := c.loadInventory(nodesPath, *topology)
 		if code != 0 {
 			return code
 		}
-		fmt.Fprintf(c.stdout, "%s: ok: %s\n", nodesPath, summary(inv))
-		for _, n := range inv.Nodes {
-			if n.Address == inv.Topology.APIServerIP {
-				fmt.Fprintf(c.stdout, "%s: at %s %s, the cluster's first control plane, which the Talos root bootstraps: fleetd never starts a run of it\n",
-					n.Name, inventory.TopologyAPIServerIP, n.Address)
+		if jsonOut {
+			doc := checkJSON{FormatVersion: jsonFormat, File: nodesPath, Valid: inv != nil, Problems: problemsJSON(problems)}
+			if inv != nil {
+				doc.Summary = newCheckSumJSON(inv)
 			}
+			writeJSON(c.stdout, doc)
+			if inv == nil {
+				return 1
+			}
+			return 0
+		}
+		if inv == nil {
+			return reportProblems(c.stdout, nodesPath, problems, "")
+		}
+		fmt.Fprintf(c.stdout, "%s: ok: %s\n", nodesPath, summary(inv))
+		if n, ok := bootstrapNode(inv); ok {
+			fmt.Fprintf(c.stdout, "%s: at %s %s, the cluster's first control plane, which the Talos root bootstraps: fleetd never starts a run of it\n",
+				n.Name, inventory.TopologyAPIServerIP, n.Address)
 		}
 		return 0
 	}
 }
 
+// bootstrapNode is the node at API_SERVER_IP, if any.
+func bootstrapNode(inv *inventory.Inventory) (inventory.Node, bool) {
+	for _, n := range inv.Nodes {
+		if n.Address == inv.Topology.APIServerIP {
+			return n, true
+		}
+	}
+	return inventory.Node{}, false
+}
+
 // loadInventory loads the nodes file and its topology (the flag's, or one
-// found as topologyPath finds it). A nodes file with problems is reported
-// on w as fleetctl check reports it, each problem a line, then a count
-// followed by "; nothing was <undone>" unless undone is empty, and exits
-// 1; any other error exits 2. code is 0 when the inventory loaded.
-func (c *call) loadInventory(nodesPath, topology string, w io.Writer, undone string) (inv *inventory.Inventory, topoPath string, code int) {
+// found as topologyPath finds it). A nodes file with problems gives a nil
+// inv and its problems; any other error is said on stderr and code is 2.
+func (c *call) loadInventory(nodesPath, topology string) (inv *inventory.Inventory, topoPath string, problems inventory.Problems, code int) {
 	if _, err := os.Stat(nodesPath); err != nil {
-		return nil, "", c.fail(2, noNodesFile(nodesPath, err))
+		return nil, "", nil, c.fail(2, noNodesFile(nodesPath, err))
 	}
 	topoPath, err := topologyPath(topology, nodesPath)
 	if err != nil {
-		return nil, "", c.fail(2, err)
+		return nil, "", nil, c.fail(2, err)
 	}
 	inv, err = inventory.Load(nodesPath, topoPath)
-	var problems inventory.Problems
 	switch {
 	case errors.As(err, &problems):
-		for _, p := range problems {
-			fmt.Fprintln(w, p)
-		}
-		tail := ""
-		if undone != "" {
-			tail = "; nothing was " + undone
-		}
-		fmt.Fprintf(w, "%s: %d %s%s\n", nodesPath, len(problems), plural(len(problems), "problem", "problems"), tail)
-		return nil, "", 1
+		return nil, topoPath, problems, 0
 	case err != nil:
-		return nil, "", c.fail(2, err)
+		return nil, "", nil, c.fail(2, err)
 	}
-	return inv, topoPath, 0
+	return inv, topoPath, nil, 0
+}
+
+// reportProblems prints a nodes file's problems on w as fleetctl check
+// does, each a line, then a count followed by "; nothing was <undone>"
+// unless undone is empty, and returns 1.
+func reportProblems(w io.Writer, nodesPath string, problems inventory.Problems, undone string) int {
+	for _, p := range problems {
+		fmt.Fprintln(w, p)
+	}
+	tail := ""
+	if undone != "" {
+		tail = "; nothing was " + undone
+	}
+	fmt.Fprintf(w, "%s: %d %s%s\n", nodesPath, len(problems), plural(len(problems), "problem", "problems"), tail)
+	return 1
 }
 
 // noNodesFile says that the nodes file at path cannot be read.
@@ -93,9 +124,22 @@ func topologyPath(flagValue, nodesPath string) (string, error) {
 	return "", fmt.Errorf("no cluster topology at %s or %s: pass -topology FILE", candidates[0], candidates[1])
 }
 
-// summary describes a valid inventory in one line.
-func summary(inv *inventory.Inventory) string {
-	var cp, w, approved int
+// newCheckSumJSON counts a valid inventory for check -o json.
+func newCheckSumJSON(inv *inventory.Inventory) *checkSumJSON {
+	cp, w, approved := counts(inv)
+	sum := &checkSumJSON{
+		Nodes: len(inv.Nodes), ControlPlanes: cp, Workers: w, Approved: approved,
+		Models: len(inv.Models), Classes: len(inv.Classes), NodeCIDR: inv.Topology.NodeCIDR.String(),
+	}
+	if n, ok := bootstrapNode(inv); ok {
+		sum.BootstrapNode = &n.Name
+	}
+	return sum
+}
+
+// counts counts a valid inventory's control planes, workers and nodes
+// whose entry approves an EK.
+func counts(inv *inventory.Inventory) (cp, w, approved int) {
 	for _, n := range inv.Nodes {
 		if inv.Classes[n.Class].Type == inventory.ControlPlane {
 			cp++
@@ -106,6 +150,12 @@ func summary(inv *inventory.Inventory) string {
 			approved++
 		}
 	}
+	return cp, w, approved
+}
+
+// summary describes a valid inventory in one line.
+func summary(inv *inventory.Inventory) string {
+	cp, w, approved := counts(inv)
 	return fmt.Sprintf("%d %s (%d %s, %d %s), %d with an approved EK binding; %d %s, %d %s; %s %s",
 		len(inv.Nodes), plural(len(inv.Nodes), "node", "nodes"),
 		cp, plural(cp, "control plane", "control planes"),

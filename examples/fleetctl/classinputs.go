@@ -26,9 +26,12 @@ func classInputsFlags(fs *flag.FlagSet) func(*call) int {
 	return func(c *call) int {
 		// A nodes file with problems is reported as fleetctl check reports
 		// it, on stderr: stdout is the class inputs.
-		inv, _, code := c.loadInventory(*nodes, *topology, c.stderr, "rendered")
+		inv, _, problems, code := c.loadInventory(*nodes, *topology)
 		if code != 0 {
 			return code
+		}
+		if inv == nil {
+			return reportProblems(c.stderr, *nodes, problems, "rendered")
 		}
 		devs, code := c.devices(*role, *timeout)
 		if code != 0 {

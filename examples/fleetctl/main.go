@@ -1,9 +1,10 @@
 // Command fleetctl is the operator's tool for a fleet inventory.
 //
-//	fleetctl check [-topology FILE] NODES_FILE
-//	fleetctl plan  [-nodes FILE] [-topology FILE] [-site SLUG] [-switch NAME] [flags]
+//	fleetctl check [-topology FILE] [-o json] NODES_FILE
+//	fleetctl plan  [-nodes FILE] [-topology FILE] [-site SLUG] [-switch NAME] [-o json] [-detailed-exitcode] [-out FILE] [flags]
 //	fleetctl apply [-nodes FILE] [-topology FILE] [-site SLUG] [-switch NAME] [flags]
-//	fleetctl status [-role SLUG]
+//	fleetctl apply PLAN_FILE
+//	fleetctl status [-role SLUG] [-o json]
 //	fleetctl approve SERIAL
 //	fleetctl render-class-inputs [-nodes FILE] [-topology FILE] [-san SAN]...
 //	fleetctl version
@@ -25,6 +26,21 @@
 // binding, address and cable to the switch port, and no MAC. Neither ever
 // deletes a device or touches what fleetd records. A nodes file with
 // problems is reported as check reports it, and nothing reaches NetBox.
+//
+// plan -detailed-exitcode exits as terraform plan -detailed-exitcode does,
+// for Atlantis and CI: 0 when the plan changes nothing, 2 when it changes
+// something, 1 on anything else (a nodes file with problems, a conflict
+// with NetBox, NetBox not answering, a refused token). plan -out FILE also
+// writes the plan to FILE: the nodes file and topology it was made from,
+// the settings, NETBOX_URL, the plan, and a digest of what it read of
+// NetBox (the plan's changes and, of each of fleet's devices, the fields
+// the plan compares with the nodes file; not what fleetd records, such as
+// the MAC or the attestation). fleetctl apply FILE plans again from what
+// FILE holds, and writes the plan only when the digest is unchanged;
+// otherwise it exits 1 with "NetBox changed since the plan was made in
+// FILE (...); nothing was applied: run fleetctl plan -out FILE again". The
+// nodes file on disk and plan's flags play no part in apply FILE, and
+// NETBOX_URL must name the NetBox the plan read.
 //
 // NETBOX_URL names the NetBox and NETBOX_TOKEN its API token; the token's
 // user is the binding author fleetd's bindingAuthor must name. -site
@@ -72,6 +88,55 @@
 // status, render-class-inputs, plan and apply read NETBOX_URL and
 // NETBOX_TOKEN.
 //
+// # JSON output
+//
+// check, plan and status take -o json and then print one JSON object on
+// stdout instead of text (fleetctl help json prints the shapes below),
+// with the same exit codes; errors that exit 2 (usage, I/O, NetBox not
+// answering) stay text on stderr, and stdout is then empty. Every document has "format_version": 1. A change that
+// renames, removes or retypes a key raises it; a new key may appear
+// without. Keys are always present; null stands for a value that is
+// unset, [] for an empty list.
+//
+// check -o json:
+//
+//	{"format_version": 1, "file": NODES_FILE, "valid": bool,
+//	 "problems": [PROBLEM...],
+//	 "summary": null | {"nodes": n, "control_planes": n, "workers": n,
+//	   "approved_ek_bindings": n, "models": n, "classes": n,
+//	   "node_cidr": "10.40.0.0/24", "bootstrap_node": NAME | null}}
+//
+// where a PROBLEM is {"file", "line", "column" (0 when the problem has no
+// place in the file), "subject" ("node w-01", "model ms-01", "class
+// worker", or null for the file), "text"}, as check prints
+// FILE:LINE:COL: SUBJECT: TEXT; bootstrap_node is the node at
+// API_SERVER_IP.
+//
+// plan -o json:
+//
+//	{"format_version": 1, "file": NODES_FILE,
+//	 "problems": [PROBLEM...], "conflicts": [TEXT...],
+//	 "changes": [{"action": "create" | "update",
+//	   "kind": "custom field" | "device role" | "manufacturer" | "device type" | "device",
+//	   "name": NAME, "fields": [{"name": FIELD, "old": VALUE | null, "new": VALUE | null}...]}...],
+//	 "unlisted": [NAME...], "add": n, "change": n}
+//
+// changes are in the order apply writes them; unlisted names fleet's
+// devices in NetBox that no entry names (fleet never deletes them). A
+// nodes file with problems fills only problems, a conflict with NetBox
+// only conflicts (both exit 1).
+//
+// status -o json:
+//
+//	{"format_version": 1, "role": SLUG,
+//	 "devices": [{"id": n, "name", "serial", "status", "class",
+//	   "address" ("10.40.0.21", without the prefix length), "mac",
+//	   "switch_port" (n), "attest_verdict", "attested_at" (RFC 3339, UTC),
+//	   "last_run", "desired_action"}...]}
+//
+// devices are sorted by name, then NetBox ID; each value but id is null
+// when NetBox holds none.
+//
 // Exit codes: 0 success, 1 a problem to act on (the inventory has problems
 // or conflicts with NetBox, no claim waits, no control plane), 2 usage, I/O,
 // NetBox or fleetd errors (not answering, a refused token). An apply that
@@ -92,14 +157,16 @@ func main() {
 }
 
 const usage = `usage:
-  fleetctl check [-topology FILE] NODES_FILE
-  fleetctl plan  [-nodes FILE] [-topology FILE] [-site SLUG] [-switch NAME] [flags]
+  fleetctl check [-topology FILE] [-o json] NODES_FILE
+  fleetctl plan  [-nodes FILE] [-topology FILE] [-site SLUG] [-switch NAME] [-o json] [-detailed-exitcode] [-out FILE] [flags]
   fleetctl apply [-nodes FILE] [-topology FILE] [-site SLUG] [-switch NAME] [flags]
-  fleetctl status [-role SLUG]
+  fleetctl apply PLAN_FILE
+  fleetctl status [-role SLUG] [-o json]
   fleetctl approve SERIAL
   fleetctl render-class-inputs [-nodes FILE] [-topology FILE] [-san SAN]...
   fleetctl version
-Run fleetctl COMMAND -h for a command's flags and environment.
+Run fleetctl COMMAND -h for a command's flags and environment,
+and fleetctl help json for the keys of -o json.
 `
 
 // netBoxEnvHelp is the usage line of the commands that reach NetBox.
@@ -110,7 +177,7 @@ type command struct {
 	name  string
 	usage string   // the usage line, after "usage: "
 	help  []string // lines the usage prints before the flags: the environment it reads
-	nargs int      // how many arguments follow the flags
+	nargs int      // how many arguments follow the flags; -1: the body checks
 	// flags defines the command's flags on fs and returns its body, which
 	// runs once the flags parsed and returns the exit code.
 	flags func(fs *flag.FlagSet) func(c *call) int
@@ -118,12 +185,13 @@ type command struct {
 
 // commands are fleetctl's commands.
 var commands = []command{
-	{name: "check", usage: "fleetctl check [-topology FILE] NODES_FILE", nargs: 1, flags: checkFlags},
-	{name: "plan", usage: "fleetctl plan [-nodes FILE] [-topology FILE] [-site SLUG] [-switch NAME] [flags]", help: []string{netBoxEnvHelp},
+	{name: "check", usage: "fleetctl check [-topology FILE] [-o json] NODES_FILE", nargs: 1, flags: checkFlags, help: []string{jsonHelp}},
+	{name: "plan", usage: "fleetctl plan [-nodes FILE] [-topology FILE] [-site SLUG] [-switch NAME] [-o json] [-detailed-exitcode] [-out FILE] [flags]", help: []string{netBoxEnvHelp, jsonHelp},
 		flags: func(fs *flag.FlagSet) func(*call) int { return planFlags(fs, false) }},
-	{name: "apply", usage: "fleetctl apply [-nodes FILE] [-topology FILE] [-site SLUG] [-switch NAME] [flags]", help: []string{netBoxEnvHelp},
+	{name: "apply", usage: "fleetctl apply [-nodes FILE] [-topology FILE] [-site SLUG] [-switch NAME] [flags] | fleetctl apply PLAN_FILE", nargs: -1,
+		help:  []string{netBoxEnvHelp, "With PLAN_FILE (from fleetctl plan -out) it writes that plan, and refuses when NetBox changed since."},
 		flags: func(fs *flag.FlagSet) func(*call) int { return planFlags(fs, true) }},
-	{name: "status", usage: "fleetctl status [-role SLUG] [-timeout DURATION]", help: []string{netBoxEnvHelp}, flags: statusFlags},
+	{name: "status", usage: "fleetctl status [-role SLUG] [-timeout DURATION] [-o json]", help: []string{netBoxEnvHelp, jsonHelp}, flags: statusFlags},
 	{name: "approve", usage: "fleetctl approve [-timeout DURATION] SERIAL", nargs: 1, flags: approveFlags, help: []string{
 		"FLEETD_URL names fleetd (https://...); FLEET_APPROVER_TOKEN is an approver token, or",
 		"FLEETD_CERT and FLEETD_KEY an approver's client certificate; FLEETD_CA is fleetd's CA (PEM).",
@@ -141,6 +209,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
+		if len(args) == 2 && args[1] == "json" {
+			fmt.Fprint(stdout, jsonShapes)
+			return 0
+		}
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
@@ -169,7 +241,7 @@ func (cmd *command) run(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if fs.NArg() != cmd.nargs {
+	if cmd.nargs >= 0 && fs.NArg() != cmd.nargs {
 		fs.Usage()
 		return 2
 	}

@@ -21,10 +21,19 @@ import (
 func statusFlags(fs *flag.FlagSet) func(*call) int {
 	role := fs.String("role", inventory.DefaultRole, "the `SLUG` of the device role of fleet's devices")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long one NetBox request may take")
+	output := outputFlag(fs)
 	return func(c *call) int {
+		jsonOut, ok := c.jsonOutput(*output)
+		if !ok {
+			return 2
+		}
 		devs, code := c.devices(*role, *timeout)
 		if code != 0 {
 			return code
+		}
+		if jsonOut {
+			writeStatusJSON(c.stdout, devs, *role)
+			return 0
 		}
 		writeStatus(c.stdout, devs, *role)
 		return 0
@@ -55,10 +64,7 @@ func writeStatus(w io.Writer, devs []inventory.Device, role string) {
 		fmt.Fprintf(w, "NetBox holds no device of role %s.\n", termsafe.Quote(role))
 		return
 	}
-	devs = slices.Clone(devs)
-	slices.SortFunc(devs, func(a, b inventory.Device) int {
-		return cmp.Or(strings.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
-	})
+	devs = sortedDevices(devs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSERIAL\tSTATUS\tATTEST_VERDICT\tLAST_RUN\tDESIRED_ACTION")
 	byStatus := map[string]int{}
@@ -79,6 +85,24 @@ func writeStatus(w io.Writer, devs []inventory.Device, role string) {
 		parts[i] = fmt.Sprintf("%d %s", byStatus[s], cell(s))
 	}
 	fmt.Fprintf(w, "\n%d %s: %s\n", len(devs), plural(len(devs), "device", "devices"), strings.Join(parts, ", "))
+}
+
+// writeStatusJSON prints devices as status -o json does.
+func writeStatusJSON(w io.Writer, devs []inventory.Device, role string) {
+	doc := statusJSON{FormatVersion: jsonFormat, Role: role, Devices: []deviceJSON{}}
+	for _, d := range sortedDevices(devs) {
+		doc.Devices = append(doc.Devices, newDeviceJSON(d))
+	}
+	writeJSON(w, doc)
+}
+
+// sortedDevices is a copy of devs sorted by host name, then NetBox ID.
+func sortedDevices(devs []inventory.Device) []inventory.Device {
+	devs = slices.Clone(devs)
+	slices.SortFunc(devs, func(a, b inventory.Device) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
+	})
+	return devs
 }
 
 // netBoxEnv reads NETBOX_URL and NETBOX_TOKEN, which name the NetBox and

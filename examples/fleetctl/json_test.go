@@ -1,0 +1,276 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetkit/fleet/inventory"
+)
+
+// runJSON runs fleetctl with args, wants exit code, nothing on stderr and
+// one JSON object on stdout, and returns stdout.
+func runJSON(t *testing.T, code int, args ...string) string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if got := run(args, &stdout, &stderr); got != code {
+		t.Fatalf("%q: exit %d, want %d\n%s%s", args, got, code, stdout.String(), stderr.String())
+	}
+	if stderr.Len() > 0 {
+		t.Errorf("%q: stderr: %s", args, stderr.String())
+	}
+	var v map[string]any
+	dec := json.NewDecoder(strings.NewReader(stdout.String()))
+	if err := dec.Decode(&v); err != nil || dec.More() {
+		t.Fatalf("%q: stdout is not one JSON object (%v):\n%s", args, err, stdout.String())
+	}
+	if v["format_version"] != float64(1) {
+		t.Errorf("%q: format_version %v, want 1", args, v["format_version"])
+	}
+	return stdout.String()
+}
+
+func TestCheckJSONGolden(t *testing.T) {
+	golden(t, "testdata/check-broken.json.golden", runJSON(t, 1, "check", "-o", "json", "testdata/broken-nodes.yaml"))
+	golden(t, "testdata/check-example.json.golden", runJSON(t, 0, "check", "-o", "json", "../testdata/nodes.yaml"))
+}
+
+func TestPlanJSONGolden(t *testing.T) {
+	netBox(t)
+	args := []string{"-nodes", "../testdata/nodes.yaml", "-switch", "usw"}
+	golden(t, "testdata/plan.json.golden", runJSON(t, 0, append([]string{"plan", "-o", "json"}, args...)...))
+	golden(t, "testdata/plan-broken.json.golden", runJSON(t, 1, "plan", "-o", "json", "-nodes", "testdata/broken-nodes.yaml"))
+	golden(t, "testdata/plan-conflict.json.golden", runJSON(t, 1, "plan", "-o", "json", "-nodes", "../testdata/nodes.yaml"))
+
+	var stdout, stderr bytes.Buffer
+	if code := run(append([]string{"apply"}, args...), &stdout, &stderr); code != 0 {
+		t.Fatalf("apply: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	golden(t, "testdata/plan-empty.json.golden", runJSON(t, 0, append([]string{"plan", "-o", "json"}, args...)...))
+}
+
+func TestStatusJSONGolden(t *testing.T) {
+	_, nb := appliedNetBox(t)
+	ctx := t.Context()
+	at := time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC)
+	cp2, w1 := device(t, nb, "MS01-2407-0002"), device(t, nb, "7090-CN0F4K2")
+	attested(t, nb, cp2, "58:47:ca:70:00:02", at)
+	must(t, nb.SetDesiredAction(ctx, cp2.ID, inventory.DesiredActionProvision))
+	attested(t, nb, w1, "58:47:ca:70:00:21", at)
+	must(t, nb.SetLastRun(ctx, w1.ID, "provision-w-01-1764684000"))
+	must(t, nb.SetStatus(ctx, w1.ID, inventory.StatusActive))
+	golden(t, "testdata/status.json.golden", runJSON(t, 0, "status", "-o", "json"))
+}
+
+func TestOutputFormatRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"check", "-o", "yaml", "../testdata/nodes.yaml"},
+		{"plan", "-o", "yaml"},
+		{"status", "-o", "yaml"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(args, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), `-o "yaml": the output is text or json`) {
+			t.Errorf("%q: exit %d, stderr %q", args, code, stderr.String())
+		}
+	}
+}
+
+func TestPlanDetailedExitCode(t *testing.T) {
+	netBox(t)
+	args := []string{"-nodes", "../testdata/nodes.yaml", "-switch", "usw"}
+	for _, c := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		code int
+	}{
+		{name: "changes", args: args, code: 2},
+		{name: "changes, as JSON", args: append([]string{"-o", "json"}, args...), code: 2},
+		{name: "a broken nodes file", args: []string{"-nodes", "testdata/broken-nodes.yaml"}, code: 1},
+		{name: "a conflict", args: []string{"-nodes", "../testdata/nodes.yaml"}, code: 1},
+		{name: "a refused token", args: args, env: map[string]string{"NETBOX_TOKEN": "nope"}, code: 1},
+		{name: "no NetBox named", args: args, env: map[string]string{"NETBOX_URL": ""}, code: 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			var stdout, stderr bytes.Buffer
+			if code := run(append([]string{"plan", "-detailed-exitcode"}, c.args...), &stdout, &stderr); code != c.code {
+				t.Errorf("exit %d, want %d\n%s%s", code, c.code, stdout.String(), stderr.String())
+			}
+		})
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(append([]string{"apply"}, args...), &stdout, &stderr); code != 0 {
+		t.Fatalf("apply: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	if code := run(append([]string{"plan", "-detailed-exitcode"}, args...), &stdout, &stderr); code != 0 {
+		t.Errorf("no changes: exit %d, want 0\n%s%s", code, stdout.String(), stderr.String())
+	}
+}
+
+func TestApplySavedPlan(t *testing.T) {
+	srv := netBox(t)
+	dir := t.TempDir()
+	planFile := filepath.Join(dir, "folly.plan")
+	args := []string{"-nodes", "../testdata/nodes.yaml", "-switch", "usw"}
+
+	var stdout, stderr bytes.Buffer
+	if code := run(append([]string{"plan", "-out", planFile}, args...), &stdout, &stderr); code != 0 {
+		t.Fatalf("plan -out: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	if want := "\nSaved the plan to " + planFile + ". To write exactly it, run: fleetctl apply " + planFile + "\n"; !strings.HasSuffix(stdout.String(), want) {
+		t.Errorf("plan -out printed:\n%s", stdout.String())
+	}
+	for _, r := range srv.Requests() {
+		if r.Method != "GET" {
+			t.Errorf("plan -out wrote: %s %s", r.Method, r.URI)
+		}
+	}
+
+	// Another apply writes NetBox after the plan: the saved plan is stale.
+	stale := filepath.Join(dir, "stale.plan")
+	oneChange := changedNodes(t, dir)
+	stdout.Reset()
+	if code := run([]string{"plan", "-out", stale, "-nodes", oneChange, "-switch", "usw"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("plan -out: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+
+	// Applying the saved plan writes it, whatever the nodes file says now.
+	stdout.Reset()
+	if code := run([]string{"apply", planFile}, &stdout, &stderr); code != 0 {
+		t.Fatalf("apply FILE: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	if !strings.HasSuffix(stdout.String(), "\nApply complete: 32 added, 0 changed.\n") {
+		t.Errorf("apply FILE printed:\n%s", stdout.String())
+	}
+
+	srv.ResetRequests()
+	stdout.Reset()
+	stderr.Reset()
+	if code := run([]string{"apply", stale}, &stdout, &stderr); code != 1 {
+		t.Errorf("apply of a stale plan: exit %d, want 1\n%s%s", code, stdout.String(), stderr.String())
+	}
+	if want := "fleetctl apply: NetBox changed since the plan was made in " + stale; !strings.HasPrefix(stderr.String(), want) ||
+		!strings.HasSuffix(stderr.String(), "; nothing was applied: run fleetctl plan -out "+stale+" again\n") {
+		t.Errorf("apply of a stale plan said %q", stderr.String())
+	}
+	for _, r := range srv.Requests() {
+		if r.Method != "GET" {
+			t.Errorf("apply of a stale plan wrote: %s %s", r.Method, r.URI)
+		}
+	}
+
+	// fleetd recording an attestation does not make a plan stale.
+	fresh := filepath.Join(dir, "fresh.plan")
+	stdout.Reset()
+	if code := run([]string{"plan", "-out", fresh, "-nodes", oneChange, "-switch", "usw"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("plan -out: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	fleetd, err := inventory.NewNetBox(srv.URL, srv.AddUser("fleetd"), &inventory.NetBoxConfig{Switch: "usw"})
+	must(t, err)
+	attested(t, fleetd, device(t, fleetd, "7090-CN0F4K2"), "58:47:ca:70:00:21", time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC))
+	stdout.Reset()
+	if code := run([]string{"apply", fresh}, &stdout, &stderr); code != 0 {
+		t.Fatalf("apply FILE after an attestation: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	if !strings.HasSuffix(stdout.String(), "\nApply complete: 0 added, 1 changed.\n") {
+		t.Errorf("apply FILE printed:\n%s", stdout.String())
+	}
+}
+
+func TestApplySavedPlanRefuses(t *testing.T) {
+	netBox(t)
+	dir := t.TempDir()
+	planFile := filepath.Join(dir, "folly.plan")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"plan", "-out", planFile, "-nodes", "../testdata/nodes.yaml", "-switch", "usw"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("plan -out: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	notPlan := filepath.Join(dir, "nodes.yaml")
+	writeFile(t, notPlan, "nodes: {}\n")
+	for _, c := range []struct {
+		name   string
+		args   []string
+		env    map[string]string
+		code   int
+		stderr string
+	}{
+		{name: "not a plan", args: []string{"apply", notPlan}, code: 2, stderr: notPlan + " is not a plan fleetctl plan -out wrote"},
+		{name: "no such file", args: []string{"apply", filepath.Join(dir, "none.plan")}, code: 2, stderr: "no such file"},
+		{name: "another NetBox", args: []string{"apply", planFile}, env: map[string]string{"NETBOX_URL": "https://netbox.invalid"}, code: 1,
+			stderr: "was planned against the NetBox at http://"},
+		{name: "two files", args: []string{"apply", planFile, planFile}, code: 2, stderr: "usage: fleetctl apply"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			var stdout, stderr bytes.Buffer
+			if code := run(c.args, &stdout, &stderr); code != c.code || !strings.Contains(stderr.String(), c.stderr) {
+				t.Errorf("exit %d, want %d; stderr %q, want it to hold %q", code, c.code, stderr.String(), c.stderr)
+			}
+		})
+	}
+}
+
+// changedNodes writes examples/testdata/nodes.yaml with w-02's disk serial
+// changed, and its topology, to dir, and returns the nodes file's path.
+func changedNodes(t *testing.T, dir string) string {
+	t.Helper()
+	sub := filepath.Join(dir, "changed")
+	must(t, os.MkdirAll(sub, 0o755))
+	changed := strings.Replace(mustRead(t, "../testdata/nodes.yaml"), "disk_serial: BTHH81230456513B", "disk_serial: BTHH81230456599Z", 1)
+	writeFile(t, filepath.Join(sub, "nodes.yaml"), changed)
+	writeFile(t, filepath.Join(sub, "cluster-topology.json"), mustRead(t, "../testdata/cluster-topology.json"))
+	return filepath.Join(sub, "nodes.yaml")
+}
+
+// TestJSONHelpNamesEveryKey checks that fleetctl help json and the package
+// documentation name every key the JSON goldens hold.
+func TestJSONHelpNamesEveryKey(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"help", "json"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("help json: exit %d", code)
+	}
+	doc := mustRead(t, "main.go")
+	files, err := filepath.Glob("testdata/*.json.golden")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no JSON goldens: %v", err)
+	}
+	for _, f := range files {
+		var v any
+		must(t, json.Unmarshal([]byte(mustRead(t, f)), &v))
+		for _, k := range jsonKeys(v) {
+			if !strings.Contains(stdout.String(), `"`+k+`"`) {
+				t.Errorf("fleetctl help json does not name %q of %s", k, f)
+			}
+			if !strings.Contains(doc, `"`+k+`"`) {
+				t.Errorf("the package documentation does not name %q of %s", k, f)
+			}
+		}
+	}
+}
+
+// jsonKeys lists the keys of every object in v.
+func jsonKeys(v any) []string {
+	var keys []string
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			keys = append(keys, k)
+			keys = append(keys, jsonKeys(e)...)
+		}
+	case []any:
+		for _, e := range v {
+			keys = append(keys, jsonKeys(e)...)
+		}
+	}
+	return keys
+}
