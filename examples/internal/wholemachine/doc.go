@@ -55,9 +55,11 @@
 //     examples/wipe-disk, examples/install and examples/next-boot with the
 //     docker CLI or efibootmgr of this host beside them, as .ko.yaml's base
 //     images give them, and served from a registry on the test's loopback.
-//     The Template names them in its placeholder registry
-//     (registry.example/fleet/<name>:v1), and the machine resolves that
-//     name, and ghcr.io, to the test's registry (dockertest's
+//     fleetd's settings (FLEET_IMAGE_WIPE_DISK, FLEET_IMAGE_INSTALL,
+//     FLEET_IMAGE_NEXT_BOOT) name them as registry.example/fleet/<name>:v1
+//     in the Templates, and the machine resolves that registry, and
+//     ghcr.io (waitdaemon, the reboot action's released image), to the
+//     test's registry (dockertest's
 //     Config.Registries: the machine's /etc/hosts, as its DNS would): the
 //     references stay as the Template names them. The wipe-disk image sets
 //     FLEET_LOOP_DEVICES=true in its environment, since the machine's

@@ -203,6 +203,11 @@ func startFleet(t *testing.T, env *kubetest.Env, fc fleetConfig) *fleet {
 		// Workflow: every second here rather than every 15 s. Only how long
 		// the test waits for the journal's last lines depends on it.
 		"FLEET_POLL_INTERVAL": "1s",
+		// The Templates run fleet's actions as this test built them, in
+		// the registry the machine resolves to the test's (actionRegistry).
+		"FLEET_IMAGE_WIPE_DISK": actionImage("wipe-disk"),
+		"FLEET_IMAGE_INSTALL":   actionImage("install"),
+		"FLEET_IMAGE_NEXT_BOOT": actionImage("next-boot"),
 	}
 	cmd := exec.Command(fc.bins.path("fleetd"))
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}

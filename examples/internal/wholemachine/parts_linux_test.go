@@ -20,13 +20,18 @@ import (
 	"github.com/fleetkit/fleet/provision"
 )
 
-// The registries fleet's fleet-provision Template names its images in:
-// its placeholder registry of fleet's actions, and waitdaemon's. The
-// machine's dockerd resolves both to the test's registry.
+// The registries the fleet-provision Template names its images in: the
+// one fleetd's image settings name for fleet's actions, and waitdaemon's
+// (the released default of FLEET_IMAGE_REBOOT). The machine's dockerd
+// resolves both to the test's registry.
 const (
 	actionRegistry     = "registry.example"
 	waitdaemonRegistry = "ghcr.io"
 )
+
+// actionImage is the image of fleet's action name as fleetd's settings
+// name it: imagetest.Action's fleet/<name>:v1, in actionRegistry.
+func actionImage(name string) string { return actionRegistry + "/fleet/" + name + ":v1" }
 
 // images are the images the machine pulls: fleet's actions and the
 // stand-ins for Talos's installer and for waitdaemon, in one registry on

@@ -175,6 +175,7 @@ func New(s Settings, p Parts) (_ *Daemon, err error) {
 		Classes:           p.Inventory.Classes,
 	}, &provision.Config{
 		Namespace:     s.Namespace,
+		BMCSecret:     s.BMCSecret,
 		AutoProvision: s.AutoProvision,
 		ConfigTTL:     s.ConfigTTL,
 		Interval:      s.PollInterval,
@@ -288,7 +289,7 @@ func (d *Daemon) Serve(ctx context.Context, lns Listeners) error {
 		d.release(context.WithoutCancel(ctx))
 		return errors.New("fleetd: a replica needs a listener for the peers' API")
 	}
-	created, err := ensureTemplates(ctx, d.tink, d.s.Namespace)
+	err := ensureTemplates(ctx, d.tink, d.s.Namespace, d.s.Images, d.log)
 	if err != nil {
 		lns.close()
 		d.release(context.WithoutCancel(ctx))
@@ -296,9 +297,6 @@ func (d *Daemon) Serve(ctx context.Context, lns Listeners) error {
 			return nil // stopped while starting: a clean stop
 		}
 		return err
-	}
-	for _, name := range created {
-		d.log.Info("fleetd: created Template", "namespace", d.s.Namespace, "template", name)
 	}
 	// A client has readTimeout for its TLS handshake, and readTimeout for
 	// each request, headers and body: one that trickles bytes is cut off.

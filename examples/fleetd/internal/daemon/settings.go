@@ -10,6 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/fleetkit/fleet/examples/templates"
 	"github.com/fleetkit/fleet/internal/secretenv"
 )
 
@@ -62,6 +65,16 @@ type Settings struct {
 	TinkerbellKubeconfig string // TINKERBELL_KUBECONFIG
 	ClusterKubeconfig    string // CLUSTER_KUBECONFIG
 	Namespace            string // TINKERBELL_NAMESPACE
+
+	// Images are the images of the Templates' actions
+	// (FLEET_IMAGE_WIPE_DISK, FLEET_IMAGE_INSTALL, FLEET_IMAGE_NEXT_BOOT,
+	// FLEET_IMAGE_REBOOT). A zero field: the released image
+	// (templates.DefaultImages).
+	Images templates.Images
+	// BMCSecret names the Secret in Namespace that holds the BMC's
+	// username and password, which each Rufio Machine refers to
+	// (FLEET_BMC_SECRET; provision.Config.BMCSecret). "": bmc-auth.
+	BMCSecret string
 
 	ApproverToken string // FLEET_APPROVER_TOKEN or FLEET_APPROVER_TOKEN_FILE
 	ApproverCA    string // FLEET_APPROVER_CA
@@ -130,6 +143,16 @@ const envHelp = `Environment:
   TINKERBELL_KUBECONFIG   kubeconfig of the cluster with Tinkerbell and Rufio (unset: in-cluster)
   CLUSTER_KUBECONFIG      kubeconfig of the cluster nodes join, for bootstrap tokens (unset: in-cluster)
   TINKERBELL_NAMESPACE    namespace of Workflows, Hardware and Rufio objects (default tinkerbell)
+  FLEET_BMC_SECRET        the Secret in TINKERBELL_NAMESPACE with the BMCs' credentials, its keys
+                          username and password, that each node's Rufio Machine names (default bmc-auth)
+  FLEET_IMAGE_WIPE_DISK   the image of the Templates' wipe-disk action
+                          (default ` + "ghcr.io/fleetkit/fleet/wipe-disk:" + templates.Release + `)
+  FLEET_IMAGE_INSTALL     the image of the install action (default ` + "ghcr.io/fleetkit/fleet/install:" + templates.Release + `)
+  FLEET_IMAGE_NEXT_BOOT   the image of the next-boot action (default ` + "ghcr.io/fleetkit/fleet/next-boot:" + templates.Release + `)
+  FLEET_IMAGE_REBOOT      the image of the reboot action, Tinkerbell's waitdaemon or one that works as
+                          it does (default ghcr.io/jacobweinstock/waitdaemon:0.2.0); at start, fleetd
+                          creates the Templates fleet-provision and fleet-retire with these images, and
+                          updates one whose actions name others
   FLEET_APPROVER_TOKEN    bearer token of approvers for GET /v1/claims/<serial>
   FLEET_APPROVER_CA       PEM CA whose client certificates are approvers
                           (with neither set, the waiting-claims API answers nobody)
@@ -220,6 +243,25 @@ func readSettings(getenv func(string) string) (Settings, error) {
 		Namespace:            str("TINKERBELL_NAMESPACE", "tinkerbell"),
 		ApproverToken:        approverToken,
 		ApproverCA:           str("FLEET_APPROVER_CA", ""),
+	}
+	image := func(name string) string {
+		v := str(name, "")
+		if v != "" {
+			if err := templates.CheckImage(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%w", name, err))
+			}
+		}
+		return v
+	}
+	s.Images = templates.Images{
+		WipeDisk: image("FLEET_IMAGE_WIPE_DISK"),
+		Install:  image("FLEET_IMAGE_INSTALL"),
+		NextBoot: image("FLEET_IMAGE_NEXT_BOOT"),
+		Reboot:   image("FLEET_IMAGE_REBOOT"),
+	}
+	s.BMCSecret = str("FLEET_BMC_SECRET", "bmc-auth")
+	if msgs := validation.IsDNS1123Subdomain(s.BMCSecret); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("FLEET_BMC_SECRET=%q is not the name of a Secret: %s", s.BMCSecret, strings.Join(msgs, "; ")))
 	}
 	positive := func(name, def string) time.Duration {
 		v := str(name, def)

@@ -53,8 +53,9 @@ var wantRole = []rbacv1.PolicyRule{
 	{APIGroups: []string{"tinkerbell.org"}, Resources: []string{"workflows"}, Verbs: []string{"list", "create", "patch", "delete"}},
 	// ensureHardware: read, created when missing, else updated.
 	{APIGroups: []string{"tinkerbell.org"}, Resources: []string{"hardware"}, Verbs: []string{"get", "create", "update"}},
-	// ensureTemplates creates fleet-provision and fleet-retire when missing.
-	{APIGroups: []string{"tinkerbell.org"}, Resources: []string{"templates"}, Verbs: []string{"create"}},
+	// ensureTemplates reads fleet-provision and fleet-retire, creates one
+	// that is missing, and updates one whose images are not the settings'.
+	{APIGroups: []string{"tinkerbell.org"}, Resources: []string{"templates"}, Verbs: []string{"get", "create", "update"}},
 	// ensureMachine: read, pointed at the node's address, or created.
 	{APIGroups: []string{"bmc.tinkerbell.org"}, Resources: []string{"machines"}, Verbs: []string{"get", "create", "patch"}},
 	// bootJobMessage reads why Tinkerbell's netboot Job failed: Rufio

@@ -1,0 +1,176 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"maps"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynfake "k8s.io/client-go/dynamic/fake"
+
+	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
+
+	"github.com/fleetkit/fleet/examples/templates"
+)
+
+// mine are images of an operator's registry, as the settings name them.
+var mine = templates.Images{
+	WipeDisk: "registry.example/fleet/wipe-disk:v2",
+	Install:  "registry.example/fleet/install:v2",
+	NextBoot: "registry.example/fleet/next-boot:v2",
+	Reboot:   "registry.example/waitdaemon:0.2.0",
+}
+
+func templateClient(objs ...runtime.Object) *dynfake.FakeDynamicClient {
+	return dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{TemplateResource: "TemplateList"}, objs...)
+}
+
+// existing returns a Template as it is in a cluster, made with im.
+func existing(t *testing.T, build func(*templates.Images) (*tinkerbell.Template, error), im templates.Images) *unstructured.Unstructured {
+	t.Helper()
+	tpl, err := build(&im)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl.Namespace = "tinkerbell"
+	tpl.ResourceVersion = "7"
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: obj}
+}
+
+// inCluster returns the images each Template in the fake runs.
+func inCluster(t *testing.T, c *dynfake.FakeDynamicClient) map[string]map[string]string {
+	t.Helper()
+	out := map[string]map[string]string{}
+	for _, name := range []string{templates.ProvisionName, templates.RetireName} {
+		u, err := c.Resource(TemplateResource).Namespace("tinkerbell").Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tpl tinkerbell.Template
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &tpl); err != nil {
+			t.Fatal(err)
+		}
+		out[name] = templates.ActionImages(&tpl)
+	}
+	return out
+}
+
+// writes returns the verbs and names of the fake's writes.
+func writes(c *dynfake.FakeDynamicClient) []string {
+	var out []string
+	for _, a := range c.Actions() {
+		switch a.GetVerb() {
+		case "create", "update":
+			out = append(out, a.GetVerb()+" "+a.(interface{ GetObject() runtime.Object }).GetObject().(*unstructured.Unstructured).GetName())
+		case "patch", "delete":
+			out = append(out, a.GetVerb()+" "+a.(interface{ GetName() string }).GetName())
+		}
+	}
+	return out
+}
+
+func wantImages(im templates.Images) map[string]map[string]string {
+	all := im.ByAction()
+	return map[string]map[string]string{
+		templates.ProvisionName: all,
+		templates.RetireName:    {templates.ActionWipeDisk: all[templates.ActionWipeDisk]},
+	}
+}
+
+func sameImages(a, b map[string]map[string]string) bool {
+	return maps.EqualFunc(a, b, func(x, y map[string]string) bool { return maps.Equal(x, y) })
+}
+
+// Missing Templates are created with the settings' images, or the
+// released ones when the settings name none.
+func TestEnsureTemplatesCreates(t *testing.T) {
+	for _, im := range []templates.Images{{}, mine, {Install: mine.Install}} {
+		c := templateClient()
+		var log bytes.Buffer
+		if err := ensureTemplates(t.Context(), c, "tinkerbell", im, slog.New(slog.NewTextHandler(&log, nil))); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := inCluster(t, c), wantImages(im); !sameImages(got, want) {
+			t.Errorf("with %+v, the Templates run %v, want %v", im, got, want)
+		}
+		if got := writes(c); strings.Join(got, ",") != "create fleet-provision,create fleet-retire" {
+			t.Errorf("writes %q", got)
+		}
+		for _, name := range []string{templates.ProvisionName, templates.RetireName} {
+			if !strings.Contains(log.String(), `level=INFO msg="fleetd: created Template" namespace=tinkerbell template=`+name+" images=") {
+				t.Errorf("no line of log for %s:\n%s", name, log.String())
+			}
+		}
+	}
+}
+
+// A Template whose images differ from the settings' is updated to fleet's
+// Template with them, with a line of log naming it and both images.
+func TestEnsureTemplatesUpdates(t *testing.T) {
+	c := templateClient(existing(t, templates.ProvisionWith, templates.Images{}), existing(t, templates.RetireWith, templates.Images{}))
+	var log bytes.Buffer
+	if err := ensureTemplates(t.Context(), c, "tinkerbell", mine, slog.New(slog.NewTextHandler(&log, nil))); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := inCluster(t, c), wantImages(mine); !sameImages(got, want) {
+		t.Errorf("the Templates run %v, want %v", got, want)
+	}
+	if got := writes(c); strings.Join(got, ",") != "update fleet-provision,update fleet-retire" {
+		t.Errorf("writes %q", got)
+	}
+	for _, want := range []string{
+		`level=INFO msg="fleetd: updated Template to the images of its settings" namespace=tinkerbell template=fleet-provision ` +
+			`old_images="install=` + templates.DefaultImages.Install + ` next-boot=` + templates.DefaultImages.NextBoot +
+			` reboot=` + templates.DefaultImages.Reboot + ` wipe-disk=` + templates.DefaultImages.WipeDisk + `" ` +
+			`new_images="install=` + mine.Install + ` next-boot=` + mine.NextBoot + ` reboot=` + mine.Reboot + ` wipe-disk=` + mine.WipeDisk + `"`,
+		`template=fleet-retire old_images="wipe-disk=` + templates.DefaultImages.WipeDisk + `" new_images="wipe-disk=` + mine.WipeDisk + `"`,
+	} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("the log lacks %s:\n%s", want, log.String())
+		}
+	}
+	// The whole spec is fleet's Template with the settings' images.
+	u, err := c.Resource(TemplateResource).Namespace("tinkerbell").Get(t.Context(), templates.ProvisionName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := templates.ProvisionWith(&mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, _, _ := unstructured.NestedString(u.Object, "spec", "data"); data != *want.Spec.Data {
+		t.Errorf("spec.data:\n%s\nwant\n%s", data, *want.Spec.Data)
+	}
+}
+
+// A Template that runs the settings' images is left unwritten, whatever
+// else an operator changed in it.
+func TestEnsureTemplatesUntouched(t *testing.T) {
+	provisionT := existing(t, templates.ProvisionWith, mine)
+	data, _, _ := unstructured.NestedString(provisionT.Object, "spec", "data")
+	if err := unstructured.SetNestedField(provisionT.Object, strings.Replace(data, "global_timeout: 3600", "global_timeout: 7200", 1), "spec", "data"); err != nil {
+		t.Fatal(err)
+	}
+	c := templateClient(provisionT, existing(t, templates.RetireWith, mine))
+	var log bytes.Buffer
+	if err := ensureTemplates(t.Context(), c, "tinkerbell", mine, slog.New(slog.NewTextHandler(&log, nil))); err != nil {
+		t.Fatal(err)
+	}
+	if got := writes(c); len(got) != 0 {
+		t.Errorf("writes %q, want none", got)
+	}
+	if log.Len() != 0 {
+		t.Errorf("log:\n%s", log.String())
+	}
+}
