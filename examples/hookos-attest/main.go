@@ -116,7 +116,8 @@
 // container), every capability, and FLEETD_URL and FLEETD_CA in its
 // environment, with the CA file bound in. Whatever its exit code, the
 // record says whether this boot passed, and a run's wipe-disk refuses a
-// boot that did not.
+// boot that did not. examples/hookos/hookos-attest.yaml is that container
+// as a LinuxKit snippet for HookOS's image definition.
 //
 // # Privileges and platforms
 //

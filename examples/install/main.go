@@ -73,7 +73,8 @@
 //
 // (fleetd's config URL, with ${code} where provision's Cluster.ConfigURL
 // has {code}) among its kernel arguments: for an image from the Talos Image
-// Factory, in the schematic's customization.extraKernelArgs. A Secure Boot
+// Factory, in the schematic's customization.extraKernelArgs, as
+// examples/talos/schematic.yaml has it. A Secure Boot
 // (UKI) install boots with exactly the image's kernel arguments, and so does
 // a GRUB install by a Talos 1.13 installer that is given no machine config,
 // as here. The code travels in the docker CLI's environment, never among

@@ -100,5 +100,7 @@
 //
 //	talos.config=https://fleetd.example:8443/config/${code}
 //
-// (fleetd's FLEET_PUBLIC_URL, then /config/${code}); see examples/install.
+// (fleetd's FLEET_PUBLIC_URL, then /config/${code}); see examples/install,
+// and examples/talos/schematic.yaml, the Image Factory schematic that
+// carries it.
 package templates
