@@ -3,16 +3,19 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
 
@@ -169,6 +172,39 @@ func TestEnsureTemplatesUntouched(t *testing.T) {
 	}
 	if got := writes(c); len(got) != 0 {
 		t.Errorf("writes %q, want none", got)
+	}
+	if log.Len() != 0 {
+		t.Errorf("log:\n%s", log.String())
+	}
+}
+
+// A replica that updates a Template another replica just wrote reads it
+// again, and writes only while it still differs.
+func TestEnsureTemplatesConflict(t *testing.T) {
+	c := templateClient(existing(t, templates.ProvisionWith, templates.Images{}), existing(t, templates.RetireWith, mine))
+	conflicts := 0
+	c.PrependReactor("update", "templates", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if conflicts > 0 {
+			return false, nil, nil
+		}
+		conflicts++
+		// Another replica wrote the settings' images meanwhile.
+		other := existing(t, templates.ProvisionWith, mine)
+		other.SetResourceVersion("8")
+		if err := c.Tracker().Update(TemplateResource, other, "tinkerbell"); err != nil {
+			t.Fatal(err)
+		}
+		return true, nil, apierrors.NewConflict(TemplateResource.GroupResource(), templates.ProvisionName, errors.New("the object has been modified"))
+	})
+	var log bytes.Buffer
+	if err := ensureTemplates(t.Context(), c, "tinkerbell", mine, slog.New(slog.NewTextHandler(&log, nil))); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := inCluster(t, c), wantImages(mine); !sameImages(got, want) {
+		t.Errorf("the Templates run %v, want %v", got, want)
+	}
+	if got := writes(c); strings.Join(got, ",") != "update fleet-provision" {
+		t.Errorf("writes %q, want the one update that met the conflict", got)
 	}
 	if log.Len() != 0 {
 		t.Errorf("log:\n%s", log.String())
