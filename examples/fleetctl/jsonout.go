@@ -45,7 +45,9 @@ status -o json:
   {"format_version": 1, "role": SLUG,
    "devices": [{"id": n, "name", "serial", "status", "class", "address",
      "mac", "switch_port": n, "attest_verdict", "attested_at" (RFC 3339),
-     "last_run", "desired_action"}...]}
+     "last_run", "desired_action", "workflow": null | {"name": NAME,
+       "state": STATE | null, "action": ACTION | null}}...]}
+  workflow is read with -kubeconfig: the Workflow last_run names.
 `
 
 // outputFlag defines -o on fs: text (the default) or json.
@@ -192,6 +194,16 @@ type deviceJSON struct {
 	AttestedAt    *string `json:"attested_at"` // RFC 3339, UTC
 	LastRun       *string `json:"last_run"`    // the device's current or last Workflow
 	DesiredAction *string `json:"desired_action"`
+	// Workflow is the Workflow last_run names, read with -kubeconfig; null
+	// without -kubeconfig, or when the cluster holds no such Workflow.
+	Workflow *workflowJSON `json:"workflow"`
+}
+
+// workflowJSON is a device's Workflow.
+type workflowJSON struct {
+	Name   string  `json:"name"`
+	State  *string `json:"state"`  // e.g. "RUNNING", "SUCCESS"; null before tink-controller set one
+	Action *string `json:"action"` // the action running, or the last one run; null before the first
 }
 
 func newDeviceJSON(d inventory.Device) deviceJSON {

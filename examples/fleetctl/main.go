@@ -4,7 +4,7 @@
 //	fleetctl plan  [-nodes FILE] [-topology FILE] [-site SLUG] [-switch NAME] [-o json] [-detailed-exitcode] [-out FILE] [flags]
 //	fleetctl apply [-nodes FILE] [-topology FILE] [-site SLUG] [-switch NAME] [flags]
 //	fleetctl apply PLAN_FILE
-//	fleetctl status [-role SLUG] [-o json]
+//	fleetctl status [-role SLUG] [-o json] [-kubeconfig FILE [-namespace NS]] [-w]
 //	fleetctl approve SERIAL
 //	fleetctl render-class-inputs [-nodes FILE] [-topology FILE] [-san SAN]...
 //	fleetctl version
@@ -49,9 +49,17 @@
 // switch_port numbers name. Run fleetctl plan -h for every flag.
 //
 // status prints a table of fleet's devices in NetBox, sorted by host name:
-// each one's serial, status, attest_verdict, last_run (its current or last
-// Workflow) and desired_action, "-" for a field that is unset, then a count
-// by status.
+// each one's serial, status, address, MAC, attest_verdict, last_run (its
+// current or last Workflow) and desired_action, "-" for a field that is
+// unset, then a count by status. fleetctl reaches Kubernetes only for
+// this, and only when asked: with -kubeconfig FILE (and -namespace,
+// default tinkerbell) it also reads the Workflows (list only) and shows
+// each device's Workflow state and the action running or last run, the
+// Workflow being the one last_run names. status -w watches, as the
+// runbook's kubectl get workflows -w does: it prints the table, then,
+// every -interval (default 2s) until interrupted, a device's row again
+// each time it changes; a read that fails is said once on stderr, and the
+// watch goes on.
 //
 // approve fetches the claims that wait for SERIAL from fleetd's approver
 // API (GET $FLEETD_URL/v1/claims/SERIAL over HTTPS, one claim per TPM that
@@ -132,10 +140,14 @@
 //	 "devices": [{"id": n, "name", "serial", "status", "class",
 //	   "address" ("10.40.0.21", without the prefix length), "mac",
 //	   "switch_port" (n), "attest_verdict", "attested_at" (RFC 3339, UTC),
-//	   "last_run", "desired_action"}...]}
+//	   "last_run", "desired_action",
+//	   "workflow": null | {"name": NAME, "state": STATE | null, "action": ACTION | null}}...]}
 //
 // devices are sorted by name, then NetBox ID; each value but id is null
-// when NetBox holds none.
+// when NetBox holds none. workflow is the Workflow last_run names, read
+// with -kubeconfig (null without it, or when the cluster holds no such
+// Workflow): its status.state ("PENDING", "RUNNING", "SUCCESS",
+// "FAILED", "TIMEOUT") and the name of the action running or last run.
 //
 // Exit codes: 0 success, 1 a problem to act on (the inventory has problems
 // or conflicts with NetBox, no claim waits, no control plane), 2 usage, I/O,
@@ -161,7 +173,7 @@ const usage = `usage:
   fleetctl plan  [-nodes FILE] [-topology FILE] [-site SLUG] [-switch NAME] [-o json] [-detailed-exitcode] [-out FILE] [flags]
   fleetctl apply [-nodes FILE] [-topology FILE] [-site SLUG] [-switch NAME] [flags]
   fleetctl apply PLAN_FILE
-  fleetctl status [-role SLUG] [-o json]
+  fleetctl status [-role SLUG] [-o json] [-kubeconfig FILE [-namespace NS]] [-w]
   fleetctl approve SERIAL
   fleetctl render-class-inputs [-nodes FILE] [-topology FILE] [-san SAN]...
   fleetctl version
@@ -191,7 +203,8 @@ var commands = []command{
 	{name: "apply", usage: "fleetctl apply [-nodes FILE] [-topology FILE] [-site SLUG] [-switch NAME] [flags] | fleetctl apply PLAN_FILE", nargs: -1,
 		help:  []string{netBoxEnvHelp, "With PLAN_FILE (from fleetctl plan -out) it writes that plan, and refuses when NetBox changed since."},
 		flags: func(fs *flag.FlagSet) func(*call) int { return planFlags(fs, true) }},
-	{name: "status", usage: "fleetctl status [-role SLUG] [-timeout DURATION] [-o json]", help: []string{netBoxEnvHelp, jsonHelp}, flags: statusFlags},
+	{name: "status", usage: "fleetctl status [-role SLUG] [-timeout DURATION] [-o json] [-kubeconfig FILE [-namespace NS]] [-w [-interval DURATION]]",
+		help: []string{netBoxEnvHelp, jsonHelp, "-kubeconfig names the cluster that runs the Workflows; without it, no Workflow is read."}, flags: statusFlags},
 	{name: "approve", usage: "fleetctl approve [-timeout DURATION] SERIAL", nargs: 1, flags: approveFlags, help: []string{
 		"FLEETD_URL names fleetd (https://...); FLEET_APPROVER_TOKEN is an approver token, or",
 		"FLEETD_CERT and FLEETD_KEY an approver's client certificate; FLEETD_CA is fleetd's CA (PEM).",
@@ -201,8 +214,17 @@ var commands = []command{
 	{name: "version", usage: "fleetctl version", flags: versionFlags},
 }
 
-// run runs one fleetctl command and returns its exit code.
+// run runs one fleetctl command, interrupted by an interrupt signal, and
+// returns its exit code.
 func run(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	return runContext(ctx, args, stdout, stderr)
+}
+
+// runContext runs one fleetctl command until ctx is done, and returns its
+// exit code.
+func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -218,7 +240,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	for i := range commands {
 		if commands[i].name == args[0] {
-			return commands[i].run(args[1:], stdout, stderr)
+			return commands[i].run(ctx, args[1:], stdout, stderr)
 		}
 	}
 	fmt.Fprintf(stderr, "fleetctl: unknown command %q\n%s", args[0], usage)
@@ -227,7 +249,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // run parses the command's flags and runs its body. A flag that does not
 // parse, or another count of arguments, exits 2 with the usage.
-func (cmd *command) run(args []string, stdout, stderr io.Writer) int {
+func (cmd *command) run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	body := cmd.flags(fs)
@@ -245,11 +267,12 @@ func (cmd *command) run(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	return body(&call{name: cmd.name, fs: fs, args: fs.Args(), stdout: stdout, stderr: stderr})
+	return body(&call{ctx: ctx, name: cmd.name, fs: fs, args: fs.Args(), stdout: stdout, stderr: stderr})
 }
 
 // call is one run of a command: its arguments and where it writes.
 type call struct {
+	ctx            context.Context // done when the command is to stop
 	name           string
 	fs             *flag.FlagSet
 	args           []string // the arguments after the flags
@@ -270,5 +293,5 @@ func (c *call) usage() int {
 
 // context is the context of the command's requests: done at an interrupt.
 func (c *call) context() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt)
+	return context.WithCancel(c.ctx)
 }

@@ -20,8 +20,11 @@ import (
 // a certificate the client refused); the request and the chain of
 // transport errors are left out.
 func (c *call) failNetBox(err error) int {
-	return c.fail(2, shortNetBoxError(os.Getenv("NETBOX_URL"), err))
+	return c.fail(2, shortNetBoxError(netBoxURL(), err))
 }
+
+// netBoxURL is the NetBox NETBOX_URL names.
+func netBoxURL() string { return os.Getenv("NETBOX_URL") }
 
 // shortNetBoxError is err, or, when NetBox did not answer, an error that
 // says so in one short line; errors.Is still finds

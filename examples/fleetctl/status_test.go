@@ -137,15 +137,15 @@ func TestStatusRefuses(t *testing.T) {
 // or reach the terminal as a control sequence.
 func TestStatusCells(t *testing.T) {
 	var b bytes.Buffer
-	writeStatus(&b, []inventory.Device{
+	writeStatus(&b, status{devices: sortedDevices([]inventory.Device{
 		{ID: 2, Name: "w-02", Serial: "S 2", Status: inventory.StatusPlanned, AttestVerdict: "attested\x1b[2J"},
 		{ID: 1, Name: "w-01", Serial: "S1", Status: inventory.StatusActive, LastRun: "provision-w-01-1\tx", DesiredAction: "provision"},
 		{ID: 3, Name: "w-01", Serial: "S3", Status: inventory.StatusPlanned},
-	}, "kubernetes-node")
-	want := `NAME  SERIAL  STATUS   ATTEST_VERDICT     LAST_RUN               DESIRED_ACTION
-w-01  S1      active   -                  "provision-w-01-1\tx"  provision
-w-01  S3      planned  -                  -                      -
-w-02  "S 2"   planned  "attested\x1b[2J"  -                      -
+	})}, "kubernetes-node")
+	want := `NAME  SERIAL  STATUS   ADDRESS  MAC  ATTEST_VERDICT     LAST_RUN               DESIRED_ACTION
+w-01  S1      active   -        -    -                  "provision-w-01-1\tx"  provision
+w-01  S3      planned  -        -    -                  -                      -
+w-02  "S 2"   planned  -        -    "attested\x1b[2J"  -                      -
 
 3 devices: 1 active, 2 planned
 `

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/fleetkit/fleet/internal/kubetest"
+	"github.com/fleetkit/fleet/internal/syncbuf"
+	"github.com/fleetkit/fleet/inventory"
+)
+
+func TestMain(m *testing.M) { os.Exit(kubetest.Run(m)) }
+
+// setWorkflow creates the Workflow name in ns, or finds it, and sets its
+// status: state and the current action, as tink-controller does.
+func setWorkflow(t *testing.T, client dynamic.Interface, ns, name, state, action string) {
+	t.Helper()
+	res := client.Resource(workflowResource).Namespace(ns)
+	ctx := t.Context()
+	wf, err := res.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		wf = &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "tinkerbell.org/v1alpha1", "kind": "Workflow",
+			"metadata": map[string]any{"name": name, "namespace": ns},
+			"spec":     map[string]any{"templateRef": "fleet-provision", "hardwareRef": name},
+		}}
+		if wf, err = res.Create(ctx, wf, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(t, unstructured.SetNestedField(wf.Object, state, "status", "state"))
+	must(t, unstructured.SetNestedField(wf.Object, action, "status", "currentState", "actionName"))
+	must(t, unstructured.SetNestedField(wf.Object, state, "status", "currentState", "state"))
+	if _, err := res.UpdateStatus(ctx, wf, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// workflowFleet applies the example nodes file to a netboxtest NetBox, and
+// gives w-01 a finished run and w-02 a running one, in a namespace of the
+// test control plane. It returns the kubeconfig, the namespace, the
+// cluster's client and fleetd's NetBox client.
+func workflowFleet(t *testing.T) (kubeconfig, ns string, client dynamic.Interface, nb *inventory.NetBox) {
+	t.Helper()
+	env := kubetest.Start(t)
+	ns = env.Namespace(t)
+	client, err := dynamic.NewForConfig(env.Config())
+	must(t, err)
+	_, nb = appliedNetBox(t)
+	at := time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC)
+	w1, w2 := device(t, nb, "7090-CN0F4K2"), device(t, nb, "7090-CN0F4K3")
+	attested(t, nb, w1, "58:47:ca:70:00:21", at)
+	must(t, nb.SetLastRun(t.Context(), w1.ID, "provision-w-01-1764684000"))
+	must(t, nb.SetStatus(t.Context(), w1.ID, inventory.StatusActive))
+	attested(t, nb, w2, "58:47:ca:70:00:22", at.Add(5*time.Minute))
+	must(t, nb.SetLastRun(t.Context(), w2.ID, "provision-w-02-1764684300"))
+	setWorkflow(t, client, ns, "provision-w-01-1764684000", "SUCCESS", "reboot")
+	setWorkflow(t, client, ns, "provision-w-02-1764684300", "RUNNING", "wipe-disk")
+	return env.Kubeconfig(), ns, client, nb
+}
+
+func TestStatusWorkflows(t *testing.T) {
+	kubeconfig, ns, _, _ := workflowFleet(t)
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"status", "-kubeconfig", kubeconfig, "-namespace", ns}, &stdout, &stderr); code != 0 || stderr.Len() > 0 {
+		t.Fatalf("status: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	golden(t, "testdata/status-workflows.golden", stdout.String())
+	golden(t, "testdata/status-workflows.json.golden", runJSON(t, 0, "status", "-o", "json", "-kubeconfig", kubeconfig, "-namespace", ns))
+
+	stderr.Reset()
+	if code := run([]string{"status", "-kubeconfig", "/nonexistent/kubeconfig"}, &stdout, &stderr); code != 2 ||
+		!strings.HasPrefix(stderr.String(), "fleetctl status: kubeconfig /nonexistent/kubeconfig: ") {
+		t.Errorf("a missing kubeconfig: exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+func TestStatusWatch(t *testing.T) {
+	kubeconfig, ns, client, nb := workflowFleet(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	var stdout, stderr syncbuf.Buffer
+	done := make(chan int)
+	go func() {
+		done <- runContext(ctx, []string{"status", "-w", "-interval", "50ms", "-kubeconfig", kubeconfig, "-namespace", ns}, &stdout, &stderr)
+	}()
+	waitFor := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !strings.Contains(stdout.String(), what) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the watch never printed %q:\n%s%s", what, stdout.String(), stderr.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitFor("w-06 ")
+	// The run moves on: each change is one row more.
+	setWorkflow(t, client, ns, "provision-w-02-1764684300", "RUNNING", "install")
+	waitFor("RUNNING         install")
+	setWorkflow(t, client, ns, "provision-w-02-1764684300", "SUCCESS", "reboot")
+	must(t, nb.SetStatus(t.Context(), device(t, nb, "7090-CN0F4K3").ID, inventory.StatusActive))
+	waitFor("active   10.40.0.22  58:47:ca:70:00:22  attested        provision-w-02-1764684300  SUCCESS")
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("watch: exit %d\n%s", code, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
+	if len(lines) < 12 || !strings.HasPrefix(lines[0], "NAME") {
+		t.Fatalf("watch printed:\n%s", stdout.String())
+	}
+	// After the table, only rows of w-02, each different from the last.
+	for i, l := range lines[11:] {
+		if !strings.HasPrefix(l, "w-02 ") {
+			t.Errorf("watch line %d is not w-02's: %q", 12+i, l)
+		}
+		if l == lines[10+i] {
+			t.Errorf("watch printed an unchanged row again: %q", l)
+		}
+	}
+	if stderr.String() != "" {
+		t.Errorf("stderr: %s", stderr.String())
+	}
+}
