@@ -112,7 +112,7 @@
 //
 //	actions:
 //	  - name: install
-//	    image: registry.example/fleet/install:v1
+//	    image: ghcr.io/fleetkit/fleet/install:v0.1.0
 //	    timeout: 1800
 //	    environment:
 //	      INSTALL_DISK: {{ .install_disk | quote }}

@@ -69,7 +69,7 @@
 //
 //	actions:
 //	  - name: next-boot
-//	    image: registry.example/fleet/next-boot:v1
+//	    image: ghcr.io/fleetkit/fleet/next-boot:v0.1.0
 //	    timeout: 120
 //	    environment:
 //	      INSTALL_DISK: {{ .install_disk | quote }}

@@ -60,7 +60,7 @@
 //
 //	actions:
 //	  - name: wipe-disk
-//	    image: registry.example/fleet/wipe-disk:v1
+//	    image: ghcr.io/fleetkit/fleet/wipe-disk:v0.1.0
 //	    timeout: 900
 //	    environment:
 //	      INSTALL_DISK: {{ .install_disk | quote }}

@@ -53,7 +53,9 @@
 // the machine's side is played.
 //
 // Images named after a registry's host name rather than an address, as
-// fleet's Templates name theirs (registry.example/fleet/wipe-disk:v1), are
+// fleet's Templates name theirs (ghcr.io/fleetkit/fleet/wipe-disk:v0.1.0
+// released, or registry.example/fleet/wipe-disk:v1 from fleetd's image
+// settings in a test), are
 // pulled through Config.Registries: each name gets an address of the
 // machine's loopback (127.0.0.2 on) in a hosts file bound over /etc/hosts
 // in containerd's mount namespace, which dockerd and the agent share (the

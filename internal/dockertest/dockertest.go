@@ -21,8 +21,8 @@ type Config struct {
 	// forwards every connection to it. Ignored when Netns is "". nil: none.
 	Forward []string
 	// Registries maps registry host names, as image references name them
-	// (such as registry.example, the placeholder registry of fleet's
-	// Templates), to registries of the test's network namespace
+	// (such as registry.example, which fleetd's image settings name in
+	// fleet's Templates in a test), to registries of the test's network namespace
 	// (host:port, such as an imagetest registry on 127.0.0.1), so that
 	// dockerd pulls an image named after the name from the registry it
 	// maps to: Start gives each name an address of its own on Netns's

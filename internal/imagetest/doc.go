@@ -23,9 +23,9 @@
 // into the same layer: what .ko.yaml's base images would give the binary.
 //
 // Action builds one of fleet's actions from examples/<name> as
-// <host>/fleet/<name>:v1, the name fleet's Templates give it in their
-// placeholder registry (registry.example/fleet/<name>:v1), so a test
-// replaces "registry.example" with Registry.Host. wipe-disk and install get
+// <host>/fleet/<name>:v1, so a test gives fleetd's image settings
+// (FLEET_IMAGE_WIPE_DISK, ...) that name in a registry host it resolves
+// to Registry.Host, such as registry.example/fleet/<name>:v1. wipe-disk and install get
 // this machine's docker CLI (.ko.yaml's base is docker:28-cli), next-boot
 // its efibootmgr.
 //
