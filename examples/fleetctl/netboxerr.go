@@ -36,7 +36,8 @@ func shortNetBoxError(url string, err error) error {
 	return fmt.Errorf("%w at %s: %s", inventory.ErrUnavailable, url, unansweredReason(err))
 }
 
-// unansweredReason is why NetBox did not answer, in a few words.
+// unansweredReason is why NetBox, or the Kubernetes API server, did not
+// answer, in a few words.
 func unansweredReason(err error) string {
 	var dns *net.DNSError
 	var ne net.Error

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -207,5 +208,32 @@ func TestNetBoxUnansweredIsOneLine(t *testing.T) {
 				t.Errorf("stderr %q, want %q", stderr.String(), want)
 			}
 		})
+	}
+}
+
+// TestStatusClusterUnansweredIsOneLine checks that a cluster that does not
+// answer -kubeconfig's address is one short line.
+func TestStatusClusterUnansweredIsOneLine(t *testing.T) {
+	netBox(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "https://" + l.Addr().String()
+	l.Close()
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	writeFile(t, kubeconfig, `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "`+closed+`", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`)
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"status", "-kubeconfig", kubeconfig}, &stdout, &stderr); code != 2 {
+		t.Errorf("exit %d, want 2", code)
+	}
+	if want := "fleetctl status: the Kubernetes API server at " + closed + " did not answer: connection refused\n"; stderr.String() != want {
+		t.Errorf("stderr %q, want %q", stderr.String(), want)
 	}
 }

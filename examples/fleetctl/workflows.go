@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,6 +28,7 @@ type workflow struct {
 type workflows struct {
 	client    dynamic.Interface
 	namespace string
+	host      string // the API server's URL, for errors
 }
 
 // newWorkflows reads Workflows with the kubeconfig at path, in namespace.
@@ -38,13 +41,18 @@ func newWorkflows(path, namespace string) (*workflows, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
-	return &workflows{client: client, namespace: namespace}, nil
+	return &workflows{client: client, namespace: namespace, host: cfg.Host}, nil
 }
 
 // byName lists the namespace's Workflows, by name.
 func (w *workflows) byName(ctx context.Context) (map[string]workflow, error) {
 	list, err := w.client.Resource(workflowResource).Namespace(w.namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
+	var ue *url.Error
+	switch {
+	case errors.As(err, &ue):
+		// The API server did not answer: one short line, as for NetBox.
+		return nil, fmt.Errorf("the Kubernetes API server at %s did not answer: %s", w.host, unansweredReason(err))
+	case err != nil:
 		return nil, fmt.Errorf("list the Workflows of namespace %s: %w", w.namespace, err)
 	}
 	out := make(map[string]workflow, len(list.Items))
