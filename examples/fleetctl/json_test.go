@@ -94,6 +94,9 @@ func TestPlanDetailedExitCode(t *testing.T) {
 		{name: "a conflict", args: []string{"-nodes", "../testdata/nodes.yaml"}, code: 1},
 		{name: "a refused token", args: args, env: map[string]string{"NETBOX_TOKEN": "nope"}, code: 1},
 		{name: "no NetBox named", args: args, env: map[string]string{"NETBOX_URL": ""}, code: 1},
+		{name: "an unknown flag", args: append([]string{"-frobnicate"}, args...), code: 1},
+		{name: "an argument", args: append(args, "nodes.yaml"), code: 1},
+		{name: "an unknown output", args: append([]string{"-o", "yaml"}, args...), code: 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for k, v := range c.env {

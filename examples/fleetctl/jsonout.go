@@ -52,12 +52,11 @@ status -o json:
 
 // outputFlag defines -o on fs: text (the default) or json.
 func outputFlag(fs *flag.FlagSet) *string {
-	o := fs.String("o", "text", "the output `FORMAT`: text or json")
-	return o
+	return fs.String("o", "text", "the output `FORMAT`: text or json")
 }
 
-// checkOutput checks -o's value; false, having printed the usage, when it
-// is neither text nor json.
+// jsonOutput reports whether -o's value asks for JSON; ok is false,
+// having printed the usage, when it is neither text nor json.
 func (c *call) jsonOutput(format string) (jsonOut, ok bool) {
 	switch format {
 	case "text":

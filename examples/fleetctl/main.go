@@ -30,8 +30,9 @@
 // plan -detailed-exitcode exits as terraform plan -detailed-exitcode does,
 // for Atlantis and CI: 0 when the plan changes nothing, 2 when it changes
 // something, 1 on anything else (a nodes file with problems, a conflict
-// with NetBox, NetBox not answering, a refused token). plan -out FILE also
-// writes the plan to FILE: the nodes file and topology it was made from,
+// with NetBox, NetBox not answering, a refused token, a usage error).
+// plan -out FILE also writes the plan to FILE: the nodes file and
+// topology it was made from,
 // the settings, NETBOX_URL, the plan, and a digest of what it read of
 // NetBox (the plan's changes and, of each of fleet's devices, the fields
 // the plan compares with the nodes file; not what fleetd records, such as
@@ -261,13 +262,27 @@ func (cmd *command) run(ctx context.Context, args []string, stdout, stderr io.Wr
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return usageCode(args)
 	}
 	if cmd.nargs >= 0 && fs.NArg() != cmd.nargs {
 		fs.Usage()
-		return 2
+		return usageCode(args)
 	}
 	return body(&call{ctx: ctx, name: cmd.name, fs: fs, args: fs.Args(), stdout: stdout, stderr: stderr})
+}
+
+// usageCode is the exit code of a usage error: 2, or 1 when args ask for
+// plan -detailed-exitcode, where 2 means a plan with changes.
+func usageCode(args []string) int {
+	for _, a := range args {
+		switch a {
+		case "-detailed-exitcode", "--detailed-exitcode", "-detailed-exitcode=true", "--detailed-exitcode=true":
+			return 1
+		case "--":
+			return 2
+		}
+	}
+	return 2
 }
 
 // call is one run of a command: its arguments and where it writes.

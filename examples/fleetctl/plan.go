@@ -52,11 +52,11 @@ func planFlags(fs *flag.FlagSet, apply bool) func(*call) int {
 	detailed := fs.Bool("detailed-exitcode", false, "exit 0 when the plan changes nothing, 2 when it changes something, 1 on any error or problem (as terraform plan -detailed-exitcode)")
 	out := fs.String("out", "", "write the plan to `FILE`, for fleetctl apply FILE")
 	return func(c *call) int {
-		if len(c.args) != 0 {
-			return c.usage()
-		}
 		jsonOut, ok := c.jsonOutput(*output)
 		if !ok {
+			if *detailed {
+				return 1
+			}
 			return 2
 		}
 		o := planOptions{json: jsonOut, out: *out}
