@@ -31,17 +31,20 @@
 // for Atlantis and CI: 0 when the plan changes nothing, 2 when it changes
 // something, 1 on anything else (a nodes file with problems, a conflict
 // with NetBox, NetBox not answering, a refused token, a usage error).
-// plan -out FILE also writes the plan to FILE: the nodes file and
-// topology it was made from,
-// the settings, NETBOX_URL, the plan, and a digest of what it read of
-// NetBox (the plan's changes and, of each of fleet's devices, the fields
-// the plan compares with the nodes file; not what fleetd records, such as
-// the MAC or the attestation). fleetctl apply FILE plans again from what
-// FILE holds, and writes the plan only when the digest is unchanged;
-// otherwise it exits 1 with "NetBox changed since the plan was made in
-// FILE (...); nothing was applied: run fleetctl plan -out FILE again". The
-// nodes file on disk and plan's flags play no part in apply FILE, and
-// NETBOX_URL must name the NetBox the plan read.
+//
+// plan -out FILE also writes the plan to FILE (JSON, kind
+// "fleetctl-plan"): the nodes file and topology it was made from, the
+// settings, NETBOX_URL, the plan, and a digest of what it read of NetBox
+// (the plan's changes and, of each of fleet's devices, the fields the plan
+// compares with the nodes file; not what fleetd records, such as the MAC
+// or the attestation, so that an attestation between plan and apply does
+// not void the plan). fleetctl apply FILE plans again from what FILE
+// holds, and writes the plan only when the digest is unchanged; otherwise
+// it exits 1 with "NetBox changed since the plan was made in FILE (...);
+// nothing was applied: run fleetctl plan -out FILE again", having written
+// nothing. The nodes file on disk and plan's flags play no part in apply
+// FILE, and NETBOX_URL must name the NetBox the plan read (else it exits
+// 1).
 //
 // NETBOX_URL names the NetBox and NETBOX_TOKEN its API token; the token's
 // user is the binding author fleetd's bindingAuthor must name. -site
