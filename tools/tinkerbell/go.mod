@@ -1,7 +1,10 @@
 // Module tinkerbell builds the tinkerbell and agent binaries of
 // Tinkerbell v0.25.0 that internal/tinktest runs for tests: tinkerbell
 // serves tink-server, tink-controller and Rufio against the test control
-// plane, and agent runs a Workflow's actions. It is a module of its own so
+// plane, and agent runs a Workflow's actions. It also holds runner, fleet's
+// own stand-in for the agent and its container engine in a machine that has
+// none (the firmware test's VM), which speaks tink-server's gRPC API through
+// Tinkerbell's pkg/proto. It is a module of its own so
 // that the replace blocks Tinkerbell needs apply without touching the main
 // module:
 //   - github.com/tinkerbell/tinkerbell/api v0.0.0 is a local replace in
@@ -18,6 +21,13 @@ go 1.26.6
 tool (
 	github.com/tinkerbell/tinkerbell/cmd/agent
 	github.com/tinkerbell/tinkerbell/cmd/tinkerbell
+)
+
+require (
+	github.com/tinkerbell/tinkerbell v0.25.0
+	golang.org/x/sys v0.47.0
+	google.golang.org/grpc v1.82.1
+	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af
 )
 
 require (
@@ -187,7 +197,6 @@ require (
 	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/stmcginnis/gofish v0.20.0 // indirect
-	github.com/tinkerbell/tinkerbell v0.25.0 // indirect
 	github.com/tinkerbell/tinkerbell/api v0.0.0 // indirect
 	github.com/tmc/grpc-websocket-proxy v0.0.0-20220101234140-673ab2c3ae75 // indirect
 	github.com/twitchyliquid64/golang-asm v0.15.1 // indirect
@@ -227,7 +236,6 @@ require (
 	golang.org/x/net v0.57.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
-	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/term v0.45.0 // indirect
 	golang.org/x/text v0.40.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
@@ -235,8 +243,6 @@ require (
 	gomodules.xyz/jsonpatch/v2 v2.4.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260526163538-3dc84a4a5aaa // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260526163538-3dc84a4a5aaa // indirect
-	google.golang.org/grpc v1.82.1 // indirect
-	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/go-jose/go-jose.v2 v2.6.3 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
