@@ -76,4 +76,44 @@
 // NetBox code, so a HookOS action or another controller can use them alone.
 // The binaries under examples/ compose the packages: fleetctl for
 // operators, fleetd for the server side.
+//
+// # Where to start reading
+//
+// Each step of the flow has one entry point; read it first, then what it
+// calls:
+//
+//   - Declare: inventory.Load (or Parse) reads the nodes file;
+//     inventory.NewNetBox's NetBox.Plan and NetBox.Apply bring NetBox to it.
+//   - Boot: lldpwait.Listen, then Listener.Wait for the switch's frame;
+//     lldpwait.Check compares the port with the declared one.
+//   - Attest, in HookOS: attest.Run, the whole client side, over an
+//     attest.TPM.
+//   - Attest, in fleetd: attest.NewServer makes the http.Handler that
+//     answers claims and proofs. attest.Judge is its verdict, a pure
+//     function of the binding and what the TPM proved.
+//   - Admit and provision: provision.New, then Provisioner.Admit for an
+//     attested machine and Provisioner.Run (or RunLeader, for replicas) for
+//     the loop that starts, watches and ends runs.
+//   - Wipe: disksafe.Read and disksafe.Judge find the declared disk;
+//     disksafe.Check adds the boot's proofs; disksafe.Wipe erases it only
+//     when Check passes.
+//   - Fetch: configserve.New makes the http.Handler that serves each
+//     config once; Server.Put holds a rendered config under its code.
+//
+// # Where attestation hands over to admission
+//
+// attest and provision do not know each other; fleetd joins them
+// (examples/fleetd/internal/daemon, glue.go). attest.Server judges a
+// proof, and for an attested one calls the attest.AdmitFunc its Config
+// names (attest.Config.Admit) with the attest.Claim: the serial, MAC, EK
+// hashes, LLDP frame and quoted boot state. fleetd's admit turns that
+// claim into a provision.Claim (the switch port named from the LLDP frame,
+// Secure Boot from the replayed event log, a CheckPort closure over
+// lldpwait.Check), calls Provisioner.Admit, and turns the
+// provision.Decision back into an attest.Admission: the install code, or
+// the reason there is none, which the machine's console prints. Rendered
+// configs go the other way through provision.Deps.Configs, which fleetd
+// backs with configserve.Server.Put; configserve's Events (served, not
+// acknowledged, refetched, missing) come back to fleetd, which journals
+// them on the NetBox device and takes a served device active.
 package fleet
