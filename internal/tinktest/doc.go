@@ -22,6 +22,18 @@
 // replaces each with its own. TestIntegrationCRDsEqualTinkerbells proves
 // the two equal but for that annotation.
 //
+// # An agent of the test's
+//
+// Agent (Tinkerbell.Agent, NewAgent) makes the two calls of Tinkerbell's
+// agent to tink-server, GetAction and ReportActionStatus, so that a test
+// can take a worker's Workflow through the real tink-server and
+// tink-controller without a container engine, reporting what a machine's
+// agent would: RUNNING with "running action" and no times, then the end
+// with "action completed" and the action's times. Both calls retry in
+// tink-server for up to a minute while they fail (a Workflow that cannot
+// serve the worker, an action the Workflow lacks): bound them with a
+// context.
+//
 // # Privileges
 //
 // tinkerbell authenticates as the ServiceAccount ServiceAccount of the
