@@ -179,6 +179,9 @@ func (p *Provisioner) reconcile(ctx context.Context, leads func() bool) (Pass, e
 						failed = append(failed, fmt.Errorf("%s: %w", r.Name(), err))
 					}
 				}
+				if err := p.dropSuperseded(ctx, runsOf[dev.ID]); err != nil {
+					failed = append(failed, fmt.Errorf("%s: %w", dev.Name, err))
+				}
 				if err := p.due(ctx, dev, runsOf[dev.ID], &part); err != nil {
 					failed = append(failed, fmt.Errorf("%s: %w", dev.Name, err))
 				}
@@ -374,7 +377,7 @@ func (p *Provisioner) watch(ctx context.Context, r *run, dev *inventory.Device, 
 	if stop := r.WF.Status.GlobalExecutionStop; late && stop != nil && now.After(stop.Time) {
 		return p.ended(ctx, r, dev, inventory.JournalInfo, passedText(r, action), "passed-global-timeout", pass)
 	}
-	return nil
+	return p.nudgePastStop(ctx, r, now)
 }
 
 const dangerTail = "; the disk may not be wiped, so the node may still hold its data and its identity, and the device stays decommissioning"

@@ -144,8 +144,13 @@ func (p *Provisioner) annotate(ctx context.Context, name, key, value string) err
 	return nil
 }
 
-// endRuns deletes the device's runs that have not ended, for a new run
-// that replaces them. runs, when set, are the device's runs as the caller
+// endRuns deletes the device's runs that have not ended, and those whose
+// end is journaled, for a new run that replaces them: tink-server takes the
+// first Workflow it finds for a worker (the machine's MAC), and serves it
+// no action while that Workflow has ended, so an ended run left beside the
+// new one would hold the machine's agent back (dropSuperseded deletes a run
+// that ended meanwhile, once its end is journaled). runs, when set, are the
+// device's runs as the caller
 // read them under its lock (nothing in this process started a run since);
 // nil: they are read here. A run is deleted only as it was read: a
 // Workflow that changed since (Tinkerbell reported its end meanwhile) is
@@ -166,8 +171,8 @@ func (p *Provisioner) endRuns(ctx context.Context, id int64, runs *[]*run) (seen
 		}
 		seen = list
 		for _, r := range list {
-			if r.Terminal() {
-				continue
+			if r.Terminal() && r.Reported() == "" {
+				continue // ended: its end is journaled first
 			}
 			var as metav1.Preconditions
 			if r.WF.UID != "" {
@@ -185,6 +190,43 @@ func (p *Provisioner) endRuns(ctx context.Context, id int64, runs *[]*run) (seen
 		return nil
 	})
 	return seen, err
+}
+
+// dropSuperseded deletes the device's runs, but its newest, whose end is
+// journaled (endRuns says why); runs are the device's, newest first, as a
+// pass listed them.
+func (p *Provisioner) dropSuperseded(ctx context.Context, runs []*run) error {
+	for i, r := range runs {
+		if i == 0 || r.Reported() == "" {
+			continue
+		}
+		if err := p.deleteWorkflow(ctx, r.Name()); err != nil {
+			return err
+		}
+		p.log.Info("fleet.loop", "run", r.Name(), "deleted", "its end is journaled, and run "+runs[0].Name()+" replaced it")
+	}
+	return nil
+}
+
+// annPastStop marks a Workflow that fleetd found RUNNING past its
+// globalExecutionStop, with the time it did.
+const annPastStop = "fleet.fleetkit.dev/past-stop"
+
+// nudgePastStop annotates a RUNNING run past its globalExecutionStop, once,
+// so that tink-controller reconciles it and ends it TIMEOUT. The
+// controller sets the stop with a requeue at that time, but its queue
+// keeps one entry per Workflow: the agent's next report, or any change of
+// the Workflow, replaces the delayed entry with an immediate one, and the
+// requeue at the stop is lost. A run whose agent died after its first
+// action would then stay RUNNING until some change of the Workflow (or the
+// controller's resync, hours later).
+func (p *Provisioner) nudgePastStop(ctx context.Context, r *run, now time.Time) error {
+	stop := r.WF.Status.GlobalExecutionStop
+	if r.WF.Status.State != tinkerbell.WorkflowStateRunning || stop == nil || !now.After(stop.Time) || r.WF.Annotations[annPastStop] != "" {
+		return nil
+	}
+	p.log.Info("fleet.loop", "run", r.Name(), "past_stop", stop.UTC().Format(time.RFC3339))
+	return p.annotate(ctx, r.Name(), annPastStop, now.UTC().Format(time.RFC3339))
 }
 
 // ErrRunRaced is the error of a run that gave way to a run of the same

@@ -159,14 +159,18 @@ func TestWatchNeverReported(t *testing.T) {
 	})
 }
 
-// A run that reported an action is never deleted for the global timeout.
+// A run whose first action reported its end is never deleted for the
+// global timeout: Tinkerbell set its stop, and ends it TIMEOUT.
 func TestWatchStartedRunNotDeleted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := startWorker(t, nil)
+		stop := metav1.NewTime(t0.Add(time.Hour))
 		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
 			s.State = tinkerbell.WorkflowStateRunning
-			s.CurrentState = &tinkerbell.CurrentState{ActionName: "wipe-disk", State: tinkerbell.WorkflowStateRunning}
-			s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "RUNNING"})
+			s.GlobalTimeout = 3600
+			s.GlobalExecutionStop = &stop
+			s.CurrentState = &tinkerbell.CurrentState{ActionName: "install", State: tinkerbell.WorkflowStateRunning}
+			s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "RUNNING"})
 		})
 		time.Sleep(10 * time.Hour)
 		if pass := h.reconcile(); len(pass.Deleted)+len(pass.Ended) != 0 {
@@ -174,6 +178,36 @@ func TestWatchStartedRunNotDeleted(t *testing.T) {
 		}
 		h.wantJournal(1, started1)
 	})
+}
+
+// "never reported its first action within its global timeout" covers a run
+// whose wipe-disk was fetched, or reported RUNNING, and never reported its
+// end (the machine lost power, the agent died): Tinkerbell sets such a run
+// no stop, so fleetd deletes it once the global timeout passed.
+func TestWatchFirstActionNeverEnded(t *testing.T) {
+	for _, state := range []tinkerbell.WorkflowState{tinkerbell.WorkflowStatePending, tinkerbell.WorkflowStateRunning} {
+		t.Run(string(state), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := startWorker(t, nil)
+				h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+					s.State = state
+					s.GlobalTimeout = 3600
+					s.CurrentState = &tinkerbell.CurrentState{ActionName: "wipe-disk", State: state}
+					s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": state})
+				})
+				time.Sleep(59 * time.Minute)
+				if pass := h.reconcile(); len(pass.Deleted) != 0 {
+					t.Fatalf("deleted %v before the global timeout", pass.Deleted)
+				}
+				time.Sleep(2 * time.Minute)
+				if pass := h.reconcile(); !slices.Equal(pass.Deleted, []string{run1}) {
+					t.Fatalf("deleted %v, want %s", pass.Deleted, run1)
+				}
+				h.wantJournal(1, started1, journalLine{1, inventory.JournalWarning,
+					"Workflow provision-node-01-946684800 never reported its first action within its global timeout (1h0m0s); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision"})
+			})
+		})
+	}
 }
 
 // "The node is active, and the journal says its Workflow passed its global
@@ -217,7 +251,9 @@ func TestWatchPassedGlobalTimeoutActive(t *testing.T) {
 }
 
 // A RUNNING run past its stop on a node that is not active yet is left to
-// Tinkerbell, which ends it TIMEOUT.
+// Tinkerbell, which ends it TIMEOUT: fleetd annotates it once past its
+// stop (not before), so that tink-controller reconciles it, and journals
+// nothing until it ended.
 func TestWatchPastStopNotActive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := startWorker(t, nil)
@@ -226,10 +262,24 @@ func TestWatchPastStopNotActive(t *testing.T) {
 			s.State = tinkerbell.WorkflowStateRunning
 			s.GlobalExecutionStop = &stop
 			s.CurrentState = &tinkerbell.CurrentState{ActionName: "install"}
+			s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "RUNNING"})
 		})
+		h.reconcile()
+		if a := h.workflow(run1).Annotations[annPastStop]; a != "" {
+			t.Errorf("annotated %q before its stop", a)
+		}
 		time.Sleep(2 * time.Hour)
 		if pass := h.reconcile(); len(pass.Ended) != 0 {
 			t.Errorf("ended %v", pass.Ended)
+		}
+		first := h.workflow(run1).Annotations[annPastStop]
+		if first != t0.Add(2*time.Hour).Format(time.RFC3339) {
+			t.Errorf("annotation %s = %q, want the time of the pass past its stop", annPastStop, first)
+		}
+		time.Sleep(time.Minute)
+		h.reconcile()
+		if again := h.workflow(run1).Annotations[annPastStop]; again != first {
+			t.Errorf("annotated again: %q, then %q", first, again)
 		}
 		h.wantJournal(1, started1)
 	})
@@ -282,6 +332,7 @@ func TestAdmitInFlightRun(t *testing.T) {
 		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
 			s.State = tinkerbell.WorkflowStateRunning
 			s.CurrentState = &tinkerbell.CurrentState{ActionName: "install"}
+			s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "RUNNING"})
 		})
 		d, err = h.p.Admit(context.Background(), claimOf(dev))
 		if err != nil || d.Outcome != NoProvision || d.Code != "" {

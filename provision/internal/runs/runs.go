@@ -61,14 +61,20 @@ func (r *Run) Terminal() bool {
 	return r.Reported() != ""
 }
 
-// Started reports whether any action of the run has reported.
+// Started reports whether an action of the run reported its end. Until
+// then Tinkerbell sets the run no deadline: tink-controller sets
+// globalExecutionStop only once the first action reported its end (the
+// agent reports RUNNING without a start time, and its end with one), so a
+// run whose machine or agent died before, while its first action was
+// fetched or RUNNING, stays PENDING or RUNNING for good.
 func (r *Run) Started() bool {
-	if cs := r.WF.Status.CurrentState; cs != nil && cs.ActionName != "" {
+	if r.WF.Status.GlobalExecutionStop != nil {
 		return true
 	}
 	for _, t := range r.WF.Status.Tasks {
 		for _, a := range t.Actions {
-			if a.ExecutionStart != nil || (a.State != "" && a.State != tinkerbell.WorkflowStatePending) {
+			switch a.State {
+			case tinkerbell.WorkflowStateSuccess, tinkerbell.WorkflowStateFailed, tinkerbell.WorkflowStateTimeout:
 				return true
 			}
 		}

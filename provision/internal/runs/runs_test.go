@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -42,5 +44,33 @@ func checkRun(t *testing.T, r *Run) {
 	_, _ = r.BootJobFailure()
 	if d := r.GlobalTimeout(time.Hour); d <= 0 {
 		t.Errorf("global timeout %v of status.globalTimeout %d is not positive", d, r.WF.Status.GlobalTimeout)
+	}
+}
+
+// A run has started once an action reported its end, or Tinkerbell set
+// its stop: fetched (currentState) or RUNNING is not yet.
+func TestStarted(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	act := func(name string, st tinkerbell.WorkflowState) tinkerbell.Action {
+		return tinkerbell.Action{Name: name, State: st}
+	}
+	for _, tc := range []struct {
+		name string
+		st   tinkerbell.WorkflowStatus
+		want bool
+	}{
+		{"rendered", tinkerbell.WorkflowStatus{State: "PENDING", Tasks: []tinkerbell.Task{{Actions: []tinkerbell.Action{act("wipe-disk", "PENDING")}}}}, false},
+		{"fetched", tinkerbell.WorkflowStatus{State: "PENDING", CurrentState: &tinkerbell.CurrentState{ActionName: "wipe-disk", State: "PENDING"},
+			Tasks: []tinkerbell.Task{{Actions: []tinkerbell.Action{act("wipe-disk", "PENDING")}}}}, false},
+		{"running", tinkerbell.WorkflowStatus{State: "RUNNING", CurrentState: &tinkerbell.CurrentState{ActionName: "wipe-disk", State: "RUNNING"},
+			Tasks: []tinkerbell.Task{{Actions: []tinkerbell.Action{act("wipe-disk", "RUNNING"), act("install", "PENDING")}}}}, false},
+		{"first ended", tinkerbell.WorkflowStatus{State: "RUNNING", Tasks: []tinkerbell.Task{{Actions: []tinkerbell.Action{act("wipe-disk", "SUCCESS"), act("install", "PENDING")}}}}, true},
+		{"first failed", tinkerbell.WorkflowStatus{State: "FAILED", Tasks: []tinkerbell.Task{{Actions: []tinkerbell.Action{act("wipe-disk", "FAILED")}}}}, true},
+		{"stop set", tinkerbell.WorkflowStatus{State: "RUNNING", GlobalExecutionStop: &at}, true},
+	} {
+		r := &Run{WF: tinkerbell.Workflow{Status: tc.st}}
+		if got := r.Started(); got != tc.want {
+			t.Errorf("%s: Started() = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
