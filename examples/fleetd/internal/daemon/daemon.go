@@ -44,6 +44,11 @@ type Parts struct {
 	// and the spent attestation sessions of replicas. Required with
 	// Settings.Replica, unused without it.
 	Leases coordinationclient.LeasesGetter
+	// Answers records when NetBox and Tinkerbell's API server last
+	// answered, for /readyz: NetBox's and Tink's transports wrapped with
+	// it, and its asks set (Main's are). nil: nothing is recorded, and
+	// /readyz says neither answered.
+	Answers *Answers
 }
 
 // A Daemon is one fleetd: the attestation server, the config service, the
@@ -60,6 +65,7 @@ type Daemon struct {
 	prov     *provision.Provisioner
 	metrics  *metrics
 	cert     *CertReloader
+	ready    *readiness
 	ports    *lldpwait.PortConfig
 	journal  *inventory.JournalQueue
 	devices  *inventory.AddressBook
@@ -102,6 +108,7 @@ func New(s Settings, p Parts) (_ *Daemon, err error) {
 		missingNow: make(chan struct{}, missingNowMax),
 
 		admitting: semaphore.NewWeighted(int64(orDefault(s.MaxAdmissions, defaultMaxAdmissions))),
+		ready:     &readiness{answers: cmp.Or(p.Answers, &Answers{}), cert: p.Cert, window: orDefault(s.ReadyWindow, defaultReadyWindow), now: time.Now},
 	}
 	var borrow func(context.Context, string) (*configserve.Loan, error)
 	var peerCode func(context.Context, string) (string, bool)
@@ -232,11 +239,13 @@ func (d *Daemon) handler() http.Handler {
 	return mux
 }
 
-// MetricsHandler serves /metrics and /healthz.
+// MetricsHandler serves /metrics, /healthz (liveness: the process serves)
+// and /readyz (readiness, ready.go).
 func (d *Daemon) MetricsHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", d.readyz)
 	return mux
 }
 
@@ -262,8 +271,8 @@ type Listeners struct {
 	// HTTPS serves machines and approvers: the attestation protocol, the
 	// config service and the approver API (FLEET_LISTEN). Required.
 	HTTPS net.Listener
-	// Metrics serves /metrics and /healthz (FLEET_METRICS_LISTEN); nil:
-	// none.
+	// Metrics serves /metrics, /healthz and /readyz
+	// (FLEET_METRICS_LISTEN); nil: none.
 	Metrics net.Listener
 	// Peers serves the peers' API, over mutual TLS, to the other replicas
 	// alone (FLEET_PEERS_LISTEN). Required for a replica, unused without
@@ -350,6 +359,9 @@ func (d *Daemon) Serve(ctx context.Context, lns Listeners) error {
 		}
 		go func() { errc <- ms.Serve(metricsLn) }()
 	}
+	askCtx, stopAsking := context.WithCancel(ctx)
+	var asking sync.WaitGroup
+	asking.Go(func() { d.ready.ask(askCtx) })
 	loopCtx, stopLoop := context.WithCancel(context.WithoutCancel(ctx))
 	loopDone := make(chan struct{})
 	go func() {
@@ -376,6 +388,8 @@ func (d *Daemon) Serve(ctx context.Context, lns Listeners) error {
 		ps.Shutdown(shutCtx)
 	}
 	stopLoop()
+	stopAsking()
+	asking.Wait()
 	<-loopDone
 	d.release(shutCtx)
 	if errors.Is(err, http.ErrServerClosed) {

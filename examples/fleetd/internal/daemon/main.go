@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 
@@ -97,9 +98,10 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 
 // partsFrom makes fleetd's parts from its settings: the NetBox client, the
 // Kubernetes clients, the nodes file, the secrets bundle and the
-// certificate.
+// certificate; and the record of NetBox's and Tinkerbell's API server's
+// answers, which their clients' transports feed.
 func partsFrom(s Settings, log *slog.Logger) (Parts, error) {
-	p := Parts{Logger: log}
+	p := Parts{Logger: log, Answers: &Answers{}}
 	topo := s.Topology
 	if topo == "" {
 		dir := filepath.Dir(s.NodesFile)
@@ -116,18 +118,22 @@ func partsFrom(s Settings, log *slog.Logger) (Parts, error) {
 	if p.Bundle, err = secrets.LoadBundle(s.SecretsBundle); err != nil {
 		return p, fmt.Errorf("FLEET_SECRETS_BUNDLE: %w", err)
 	}
+	netboxHTTP := &http.Client{Transport: p.Answers.NetBoxTransport(http.DefaultTransport)}
 	p.NetBox, err = inventory.NewNetBox(s.NetBoxURL, s.NetBoxToken, &inventory.NetBoxConfig{
 		BindingAuthor: s.BindingAuthor,
 		Switch:        s.NetBoxSwitch,
 		Logger:        log,
+		HTTPClient:    netboxHTTP,
 	})
 	if err != nil {
 		return p, err
 	}
+	p.Answers.AskNetBox = AskNetBox(netboxHTTP, s.NetBoxURL, s.NetBoxToken)
 	tinkCfg, err := Kubeconfig(s.TinkerbellKubeconfig)
 	if err != nil {
 		return p, fmt.Errorf("TINKERBELL_KUBECONFIG: %w", err)
 	}
+	tinkCfg.Wrap(p.Answers.APIServerTransport)
 	if p.Tink, err = dynamic.NewForConfig(tinkCfg); err != nil {
 		return p, err
 	}
@@ -136,6 +142,9 @@ func partsFrom(s Settings, log *slog.Logger) (Parts, error) {
 		return p, err
 	}
 	p.Leases = tinkTyped.CoordinationV1()
+	p.Answers.AskAPIServer = func(ctx context.Context) {
+		tinkTyped.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx)
+	}
 	clusterCfg, err := Kubeconfig(s.ClusterKubeconfig)
 	if err != nil {
 		return p, fmt.Errorf("CLUSTER_KUBECONFIG: %w", err)

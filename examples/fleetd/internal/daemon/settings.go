@@ -35,6 +35,10 @@ type Settings struct {
 	// MaxAdmissions is how many attested machines are admitted at once
 	// (FLEET_MAX_ADMISSIONS); more wait their turn. Zero: the default.
 	MaxAdmissions int
+	// ReadyWindow is how recently NetBox and Tinkerbell's API server must
+	// have answered for /readyz to answer 200 (FLEET_READY_WINDOW; at
+	// least 1s). Zero: 1m.
+	ReadyWindow time.Duration
 
 	ConfigTTL time.Duration // FLEET_CONFIG_TTL
 	// ConfigWriteTimeout bounds one answer that carries a config, from its
@@ -105,7 +109,12 @@ const (
 // envHelp documents every setting; -help prints it.
 const envHelp = `Environment:
   FLEET_LISTEN            HTTPS address of the attestation, config and approver APIs (default :8443)
-  FLEET_METRICS_LISTEN    HTTP address of /metrics and /healthz (default :9464; "off" disables)
+  FLEET_METRICS_LISTEN    HTTP address of /metrics, /healthz and /readyz (default :9464; "off" disables)
+  FLEET_READY_WINDOW      /readyz answers 200 only while NetBox and Tinkerbell's API server each answered
+                          within it, and the serving certificate is loaded and valid (default 1m; at least
+                          1s); otherwise 503, one line per cause. fleetd asks each one that has been
+                          quiet for a quarter of it (NetBox's /api/status/, the API server's /readyz).
+                          /healthz (liveness) answers 200 while fleetd serves, whatever they do
   FLEET_TLS_CERT          PEM certificate chain of the HTTPS listener (required; reread when it changes)
   FLEET_TLS_KEY           PEM private key of FLEET_TLS_CERT (required)
   FLEET_PUBLIC_URL        https URL nodes reach fleetd at, e.g. https://fleetd.example:8443 (required);
@@ -272,6 +281,9 @@ func readSettings(getenv func(string) string) (Settings, error) {
 		return d
 	}
 	s.ReadTimeout = positive("FLEET_READ_TIMEOUT", defaultReadTimeout.String())
+	if s.ReadyWindow = positive("FLEET_READY_WINDOW", defaultReadyWindow.String()); s.ReadyWindow > 0 && s.ReadyWindow < minReadyWindow {
+		errs = append(errs, fmt.Errorf("FLEET_READY_WINDOW=%q is shorter than %s", str("FLEET_READY_WINDOW", ""), minReadyWindow))
+	}
 	// The defaults are configserve's and provision's own.
 	s.ConfigWriteTimeout = positive("FLEET_CONFIG_WRITE_TIMEOUT", "30s")
 	s.PollInterval = positive("FLEET_POLL_INTERVAL", "15s")
