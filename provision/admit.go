@@ -652,6 +652,9 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, o runS
 		p.supersede(context.WithoutCancel(ctx), dev, name, superseded)
 	}
 	text := fmt.Sprintf("started Workflow %s; %s", name, o.note)
+	if p.cfg.RunStarted != nil {
+		p.cfg.RunStarted(o.kind)
+	}
 	if p.cfg.JournalLater != nil {
 		p.cfg.JournalLater(dev.ID, inventory.JournalInfo, text)
 	} else {

@@ -240,8 +240,9 @@ func unknownAction(dev *inventory.Device) bool {
 // failed power-on, or its deletion) once: not when this process journaled
 // it already and the mark that follows failed, nor, on a pass that
 // rechecks, when NetBox's journal holds it. ended (the mark, or the
-// deletion, done) forgets it.
-func (p *Provisioner) journalEnd(ctx context.Context, r *run, dev *inventory.Device, kind inventory.JournalKind, text string, pass *Pass) error {
+// deletion, done) forgets it. A line it writes is reported with outcome
+// (Config.RunEnded).
+func (p *Provisioner) journalEnd(ctx context.Context, r *run, dev *inventory.Device, kind inventory.JournalKind, text, outcome string, pass *Pass) error {
 	p.mu.Lock()
 	done := p.journaled[r.Name()]
 	p.mu.Unlock()
@@ -261,6 +262,9 @@ func (p *Provisioner) journalEnd(ctx context.Context, r *run, dev *inventory.Dev
 	if !done {
 		if err := p.nb.Journal(ctx, dev.ID, kind, text); err != nil {
 			return err
+		}
+		if p.cfg.RunEnded != nil {
+			p.cfg.RunEnded(kindOf(r), outcome, time.Since(r.Created()))
 		}
 	}
 	p.mu.Lock()
@@ -307,7 +311,7 @@ func (p *Provisioner) watch(ctx context.Context, r *run, dev *inventory.Device, 
 		}
 		text := fmt.Sprintf("the Rufio job %s of Workflow %s failed to power the machine: %s; set AMT's address to %s, or power the machine on by hand",
 			job, r.Name(), msg, addrOf(dev))
-		if err := p.journalEnd(ctx, r, dev, inventory.JournalWarning, text, pass); err != nil {
+		if err := p.journalEnd(ctx, r, dev, inventory.JournalWarning, text, "boot-job-failed", pass); err != nil {
 			return err
 		}
 		// A machine powered on by hand attests and gets a new run.
@@ -363,7 +367,7 @@ func (p *Provisioner) watch(ctx context.Context, r *run, dev *inventory.Device, 
 			kind = inventory.JournalDanger
 			text = fmt.Sprintf("Workflow %s never reported its first action within its global timeout (%s); fleetd deleted it%s", r.Name(), timeout, dangerTail)
 		}
-		if err := p.journalEnd(ctx, r, dev, kind, text, pass); err != nil {
+		if err := p.journalEnd(ctx, r, dev, kind, text, "never-reported", pass); err != nil {
 			return err
 		}
 		if err := p.deleteWorkflow(ctx, r.Name()); err != nil {
@@ -395,9 +399,10 @@ func passedText(r *run, action string) string {
 }
 
 // ended journals a run's end and marks the Workflow so that no later pass,
-// in this process or after a restart, journals it again.
+// in this process or after a restart, journals it again. The mark, in
+// lower case, is the outcome RunEnded reports.
 func (p *Provisioner) ended(ctx context.Context, r *run, dev *inventory.Device, kind inventory.JournalKind, text, mark string, pass *Pass) error {
-	if err := p.journalEnd(ctx, r, dev, kind, text, pass); err != nil {
+	if err := p.journalEnd(ctx, r, dev, kind, text, strings.ToLower(mark), pass); err != nil {
 		return err
 	}
 	pass.Ended = append(pass.Ended, r.Name())

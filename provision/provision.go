@@ -178,6 +178,18 @@ type Config struct {
 	// line, when a node attests from HookOS after its run succeeded (for
 	// FleetNodeBootedHookOSAfterInstall). nil: not called.
 	BootedHookOSAfterInstall func(node string)
+	// RunStarted is called once for each run this Provisioner started,
+	// as its "started Workflow" line is journaled (or queued), with the
+	// run's kind. nil: not called.
+	RunStarted func(kind RunKind)
+	// RunEnded is called once for each run whose end this Provisioner
+	// journaled, after the line, with the run's kind, its outcome
+	// ("success", "failed", "timeout", "passed-global-timeout",
+	// "boot-job-failed", or "never-reported" for a run deleted because it
+	// never reported its first action) and how long before the line its
+	// Workflow was created. A line another process wrote (found at a
+	// recheck) is not reported again. nil: not called.
+	RunEnded func(kind RunKind, outcome string, took time.Duration)
 	// JournalLater, when set, takes the journal lines that nothing waits
 	// for (the line of a run that started) to write in the background:
 	// fleetd queues them and writes what is queued with one bulk create.
