@@ -274,155 +274,286 @@ func multipathPaths(root fs.FS, dm string, m map[string]string) map[string]strin
 // listed: a hidden NVMe path, or a loop device that is unused or not asked
 // for.
 func readDisk(root fs.FS, name string, cfg *Config) (d Disk, ok bool) {
-	log := cfg.logger()
-	dir := "sys/block/" + name
-	d.Name = name
+	s, ok := readSys(root, name, cfg.loop())
+	if !ok {
+		return Disk{Name: name}, false
+	}
+	d = describe(s)
+	if s.devErr == nil && d.Dev == "" {
+		cfg.logger().Debug("disksafe: unexpected device number", "disk", name, "dev", s.dev)
+	}
+	return d, true
+}
 
+// sysDisk is what sysfs and the udev database hold for one disk, read and
+// not yet judged: describe makes a Disk of it without I/O. A file that
+// cannot be read holds nil or ""; the fields whose errors count keep them.
+type sysDisk struct {
+	name        string
+	dir         string // sys/block/<name>
+	backingFile string // loop/backing_file; "" for other disks
+
+	dev       string // dev, trimmed
+	devErr    error
+	size      string // size, trimmed
+	removable string // removable, trimmed
+	remErr    error
+	ro        string // ro, trimmed
+	roErr     error
+	mmcType   string // device/type, trimmed; read for mmcblk disks only
+	mmcErr    error
+
+	deviceSerial string // device/serial
+	serial       string // serial
+	vpd80        []byte // device/vpd_pg80
+	wwid         string // wwid
+	deviceWWID   string // device/wwid; read only when wwid holds no value
+	model        string // device/model
+
+	link    string // the /sys/block/<name> link
+	linkErr error
+
+	udev    []byte // /run/udev/data/b<dev>; read only when dev parses
+	udevErr error
+}
+
+// readSys reads what describe needs of /sys/block/<name> and its udev
+// record. ok is false for a device that is not listed: a hidden NVMe path,
+// or a loop device when loop is false or it has no backing file.
+func readSys(root fs.FS, name string, loop bool) (s sysDisk, ok bool) {
+	dir := "sys/block/" + name
+	s.name, s.dir = name, dir
 	// A hidden NVMe namespace is one path of a multipath namespace.
 	if strings.HasPrefix(name, "nvme") && attrIs(root, dir+"/hidden", "1") {
-		return d, false
+		return s, false
 	}
 	if strings.HasPrefix(name, "loop") {
-		if !cfg.loop() {
-			return d, false
+		if !loop {
+			return s, false
 		}
 		bf, err := readAttr(root, dir+"/loop/backing_file")
 		if err != nil || bf == "" {
-			return d, false
+			return s, false
 		}
-		d.BackingFile = bf
-		d.Transport = "loop"
+		s.backingFile = bf
 	}
-
-	if v, err := readAttr(root, dir+"/dev"); err != nil {
-		d.UdevErr = fmt.Errorf("its device number is unknown: %w", attrError(dir+"/dev", err))
-	} else if maj, min, ok := parseDev(v); ok {
-		d.Dev = strconv.FormatUint(uint64(maj), 10) + ":" + strconv.FormatUint(uint64(min), 10)
-	} else {
-		log.Debug("disksafe: unexpected device number", "disk", name, "dev", v)
-		d.UdevErr = fmt.Errorf("its device number is unknown: /%s/dev holds %s, not major:minor", dir, quoteValue(v))
-	}
-	if v, err := readAttr(root, dir+"/size"); err == nil {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 && n <= (1<<63-1)/512 {
-			d.Size = n * 512
-		}
-	}
-	d.Removable, d.RemovableErr = readFlag(root, dir+"/removable")
-	d.ReadOnly, d.ReadOnlyErr = readFlag(root, dir+"/ro")
+	s.dev, s.devErr = readAttr(root, dir+"/dev")
+	s.size, _ = readAttr(root, dir+"/size")
+	s.removable, s.remErr = readAttr(root, dir+"/removable")
+	s.ro, s.roErr = readAttr(root, dir+"/ro")
 	if strings.HasPrefix(name, "mmcblk") {
-		// The kernel does not flag an SD card removable; its MMC type
-		// says what it is: MMC (soldered eMMC), SD, or SD combo.
-		switch v, err := readAttr(root, dir+"/device/type"); {
-		case err != nil:
-			if d.RemovableErr == nil {
-				d.RemovableErr = attrError(dir+"/device/type", err)
-			}
-		case v == "SD" || v == "SD combo":
-			d.Removable = true
-		case v != "MMC" && d.RemovableErr == nil:
-			d.RemovableErr = fmt.Errorf("/%s holds %s, not MMC or SD", dir+"/device/type", quoteValue(v))
-		}
+		s.mmcType, s.mmcErr = readAttr(root, dir+"/device/type")
 	}
+	s.deviceSerial = readString(root, dir+"/device/serial")
+	s.serial = readString(root, dir+"/serial")
+	s.vpd80, _ = readFile(root, dir+"/device/vpd_pg80")
+	s.wwid = readString(root, dir+"/wwid")
+	if _, ok := cleanValue(s.wwid); !ok {
+		s.deviceWWID = readString(root, dir+"/device/wwid")
+	}
+	s.model = readString(root, dir+"/device/model")
+	s.link, s.linkErr = fs.ReadLink(root, dir)
+	if maj, min, ok := parseDev(s.dev); ok {
+		s.udev, s.udevErr = readFile(root, udevRecord(maj, min))
+	}
+	return s, true
+}
+
+// udevRecord is the path of the udev record of block device maj:min.
+func udevRecord(maj, min uint32) string {
+	b := make([]byte, 0, 40)
+	b = append(b, "run/udev/data/b"...)
+	b = strconv.AppendUint(b, uint64(maj), 10)
+	b = append(b, ':')
+	b = strconv.AppendUint(b, uint64(min), 10)
+	return string(b)
+}
+
+// describe makes the Disk that s holds. It does no I/O.
+func describe(s sysDisk) Disk {
+	dir := s.dir
+	d := Disk{Name: s.name, BackingFile: s.backingFile}
+	d.Dev, d.UdevErr = devNumber(dir, s.dev, s.devErr)
+	d.Size = sizeBytes(s.size)
+	d.Removable, d.RemovableErr = flag(dir, "removable", s.removable, s.remErr)
+	if strings.HasPrefix(s.name, "mmcblk") {
+		d.Removable, d.RemovableErr = mmcRemovable(dir, s.mmcType, s.mmcErr, d.Removable, d.RemovableErr)
+	}
+	d.ReadOnly, d.ReadOnlyErr = flag(dir, "ro", s.ro, s.roErr)
 
 	var udev map[string]string
-	if d.Dev != "" {
-		switch b, err := readFile(root, "run/udev/data/b"+d.Dev); {
-		case err == nil:
-			udev = parseUdev(b)
-		case !errors.Is(err, fs.ErrNotExist):
-			d.UdevErr = attrError("run/udev/data/b"+d.Dev, err)
-		}
+	switch {
+	case d.Dev == "":
+	case s.udevErr == nil:
+		udev = parseUdev(s.udev)
+	case !errors.Is(s.udevErr, fs.ErrNotExist):
+		d.UdevErr = attrError("run/udev/data/b"+d.Dev, s.udevErr)
 	}
 
-	// Serials, in the documented order.
-	addSerial := func(where string, s string, ok bool) {
-		if !ok || s == "" {
-			return
-		}
-		d.Sources = append(d.Sources, SerialSource{Where: where, Serial: s})
-		if !slices.Contains(d.Serials, s) {
-			d.Serials = append(d.Serials, s)
-		}
+	d.Sources = serialSources(dir, s.deviceSerial, s.serial, s.vpd80, udev)
+	d.Serial, d.Serials, d.SerialsAgree = serials(d.Sources)
+	d.WWN = firstClean(s.wwid, s.deviceWWID, udev["ID_WWN_WITH_EXTENSION"], udev["ID_WWN"])
+	d.Model = firstClean(s.model, udev["ID_MODEL"])
+	d.SysPath, d.SysPathErr = sysPath(dir, s.link, s.linkErr)
+	d.USB, d.Transport = transport(s.name, d.SysPath, udev)
+	return d
+}
+
+// devNumber returns the device number "major:minor" that the dev attribute
+// of dir holds (v, or err when it could not be read), or why it is unknown.
+func devNumber(dir, v string, err error) (string, error) {
+	if err != nil {
+		return "", fmt.Errorf("its device number is unknown: %w", attrError(dir+"/dev", err))
 	}
-	for _, f := range []string{dir + "/device/serial", dir + "/serial"} {
-		if b, err := readFile(root, f); err == nil {
-			v, ok := cleanValue(b)
-			addSerial("/"+f, v, ok)
+	maj, min, ok := parseDev(v)
+	if !ok {
+		return "", fmt.Errorf("its device number is unknown: /%s/dev holds %s, not major:minor", dir, quoteValue(v))
+	}
+	return strconv.FormatUint(uint64(maj), 10) + ":" + strconv.FormatUint(uint64(min), 10), nil
+}
+
+// sizeBytes returns the size in bytes of a size attribute, which counts
+// 512-byte sectors; 0 for anything that is not such a count.
+func sizeBytes(v string) int64 {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > (1<<63-1)/512 {
+		return 0
+	}
+	return n * 512
+}
+
+// flag reads the sysfs flag attribute dir/attr, which holds v (or err when
+// it could not be read); the kernel writes 0 or 1. A flag that cannot be
+// read, or holds anything else, is unknown: set is false and err says why,
+// naming the file.
+func flag(dir, attr, v string, err error) (set bool, _ error) {
+	switch {
+	case err != nil:
+		return false, attrError(dir+"/"+attr, err)
+	case v == "1":
+		return true, nil
+	case v == "0":
+		return false, nil
+	}
+	return false, fmt.Errorf("/%s/%s holds %s, not 0 or 1", dir, attr, quoteValue(v))
+}
+
+// mmcRemovable returns the removable flag of the MMC disk of dir given its
+// kernel flag (removable, remErr) and its MMC type, which dir/device/type
+// holds (v, or err when it could not be read). The kernel does not flag an
+// SD card removable; its type says what it is: MMC (soldered eMMC), SD, or
+// SD combo. The first reason the flag is unknown is kept.
+func mmcRemovable(dir, v string, err error, removable bool, remErr error) (bool, error) {
+	switch {
+	case err != nil:
+		if remErr == nil {
+			remErr = attrError(dir+"/device/type", err)
 		}
+	case v == "SD" || v == "SD combo":
+		removable = true
+	case v != "MMC" && remErr == nil:
+		remErr = fmt.Errorf("/%s/device/type holds %s, not MMC or SD", dir, quoteValue(v))
 	}
-	if b, err := readFile(root, dir+"/device/vpd_pg80"); err == nil {
-		v, ok := parseVPD80(b)
-		addSerial("/"+dir+"/device/vpd_pg80", v, ok)
+	return removable, remErr
+}
+
+// serialSources returns the places that report a serial for the disk of
+// dir, in the order Disk.Sources documents: device/serial, serial and
+// device/vpd_pg80 as read ("" or nil when unreadable), then udev's
+// properties.
+func serialSources(dir, deviceSerial, serial string, vpd80 []byte, udev map[string]string) []SerialSource {
+	var sources []SerialSource
+	if v, ok := cleanValue(deviceSerial); ok {
+		sources = append(sources, SerialSource{"/" + dir + "/device/serial", v})
 	}
+	if v, ok := cleanValue(serial); ok {
+		sources = append(sources, SerialSource{"/" + dir + "/serial", v})
+	}
+	if v, ok := parseVPD80(vpd80); ok {
+		sources = append(sources, SerialSource{"/" + dir + "/device/vpd_pg80", v})
+	}
+	// With ID_SCSI_SERIAL, ID_SERIAL_SHORT is scsi_id's identifier, not
+	// a serial.
 	if _, scsiID := udev["ID_SCSI_SERIAL"]; !scsiID {
-		v, ok := cleanValue([]byte(udev["ID_SERIAL_SHORT"]))
-		addSerial("udev's ID_SERIAL_SHORT", v, ok)
-	}
-	v, ok := cleanValue([]byte(udev["ID_SCSI_SERIAL"]))
-	addSerial("udev's ID_SCSI_SERIAL", v, ok)
-	d.SerialsAgree = true
-	for _, s := range d.Sources[min(1, len(d.Sources)):] {
-		if !sameSerial(s.Serial, d.Sources[0].Serial) {
-			d.SerialsAgree = false
-			break
+		if v, ok := cleanValue(udev["ID_SERIAL_SHORT"]); ok {
+			sources = append(sources, SerialSource{"udev's ID_SERIAL_SHORT", v})
 		}
 	}
-	if d.SerialsAgree && len(d.Sources) > 0 {
-		d.Serial = d.Sources[0].Serial
+	if v, ok := cleanValue(udev["ID_SCSI_SERIAL"]); ok {
+		sources = append(sources, SerialSource{"udev's ID_SCSI_SERIAL", v})
 	}
+	return sources
+}
 
-	for _, f := range []string{dir + "/wwid", dir + "/device/wwid"} {
-		if d.WWN == "" {
-			if b, err := readFile(root, f); err == nil {
-				d.WWN, _ = cleanValue(b)
-			}
+// serials returns what sources say together: every distinct spelling in
+// their order, whether they agree (no two disagree, as when there is one
+// or none), and, when they agree, the serial as the first spells it.
+func serials(sources []SerialSource) (serial string, all []string, agree bool) {
+	agree = true
+	for _, s := range sources {
+		if !slices.Contains(all, s.Serial) {
+			all = append(all, s.Serial)
+		}
+		if !sameSerial(s.Serial, sources[0].Serial) {
+			agree = false
 		}
 	}
-	for _, k := range []string{"ID_WWN_WITH_EXTENSION", "ID_WWN"} {
-		if d.WWN == "" {
-			d.WWN, _ = cleanValue([]byte(udev[k]))
-		}
+	if agree && len(sources) > 0 {
+		serial = sources[0].Serial
 	}
-	if b, err := readFile(root, dir+"/device/model"); err == nil {
-		d.Model, _ = cleanValue(b)
-	}
-	if d.Model == "" {
-		d.Model, _ = cleanValue([]byte(udev["ID_MODEL"]))
-	}
+	return serial, all, agree
+}
 
-	// The device path, and USB.
-	if link, err := fs.ReadLink(root, dir); err != nil {
-		d.SysPathErr = attrError(dir, err)
-	} else {
-		p := strings.TrimPrefix(link, "/")
-		if !path.IsAbs(link) {
-			p = path.Join("sys/block", link)
+// firstClean returns the first of values that cleanValue keeps, or "".
+func firstClean(values ...string) string {
+	for _, v := range values {
+		if s, ok := cleanValue(v); ok {
+			return s
 		}
-		if strings.HasPrefix(p, "sys/") {
-			d.SysPath = "/" + p
-			usb, transport := devicePath(p)
-			d.USB = usb
-			if d.Transport == "" {
-				d.Transport = transport
-			}
-		} else {
-			d.SysPathErr = fmt.Errorf("/%s links to %s, outside /sys", dir, quoteValue(link))
-		}
+	}
+	return ""
+}
+
+// sysPath returns the sysfs device path that dir (sys/block/<name>) links
+// to (link, or err when it is not a readable link), or why it is unknown.
+func sysPath(dir, link string, err error) (string, error) {
+	if err != nil {
+		return "", attrError(dir, err)
+	}
+	p := strings.TrimPrefix(link, "/")
+	if !path.IsAbs(link) {
+		p = path.Join("sys/block", link)
+	}
+	if !strings.HasPrefix(p, "sys/") {
+		return "", fmt.Errorf("/%s links to %s, outside /sys", dir, quoteValue(link))
+	}
+	return "/" + p, nil
+}
+
+// transport returns whether the disk name is on USB and how it is attached,
+// from its sysfs device path (see devicePath; "" when unknown) and its udev
+// properties: a loop device is "loop", USB wins over all, and udev's ID_BUS
+// or the kernel name (nvme) tell what the path does not.
+func transport(name, sysPath string, udev map[string]string) (usb bool, t string) {
+	if sysPath != "" {
+		usb, t = devicePath(sysPath)
+	}
+	if strings.HasPrefix(name, "loop") {
+		t = "loop"
 	}
 	bus := udev["ID_BUS"]
 	if bus == "usb" || strings.Contains(udev["ID_PATH"], "-usb-") {
-		d.USB = true
+		usb = true
 	}
 	switch {
-	case d.USB:
-		d.Transport = "usb"
-	case d.Transport == "" && bus != "":
-		t, _ := cleanValue([]byte(bus))
-		d.Transport = t
-	case d.Transport == "" && strings.HasPrefix(name, "nvme"):
-		d.Transport = "nvme"
+	case usb:
+		t = "usb"
+	case t == "" && bus != "":
+		t, _ = cleanValue(bus)
+	case t == "" && strings.HasPrefix(name, "nvme"):
+		t = "nvme"
 	}
-	return d, true
+	return usb, t
 }
 
 // devicePath reads a sysfs device path: whether it runs through a USB bus,
@@ -599,6 +730,13 @@ func readFile(root fs.FS, name string) ([]byte, error) {
 	}
 }
 
+// readString reads a small file of root as a string; "" when it cannot be
+// read.
+func readString(root fs.FS, name string) string {
+	b, _ := readFile(root, name)
+	return string(b)
+}
+
 // readAttr reads a sysfs attribute as one trimmed line.
 func readAttr(root fs.FS, name string) (string, error) {
 	b, err := readFile(root, name)
@@ -606,22 +744,6 @@ func readAttr(root fs.FS, name string) (string, error) {
 		return "", err
 	}
 	return strings.TrimSpace(string(b)), nil
-}
-
-// readFlag reads a sysfs flag attribute, which the kernel writes as 0 or 1.
-// A flag that cannot be read, or holds anything else, is unknown: set is
-// false and err says why, naming the file.
-func readFlag(root fs.FS, name string) (set bool, err error) {
-	v, err := readAttr(root, name)
-	switch {
-	case err != nil:
-		return false, attrError(name, err)
-	case v == "1":
-		return true, nil
-	case v == "0":
-		return false, nil
-	}
-	return false, fmt.Errorf("/%s holds %s, not 0 or 1", name, quoteValue(v))
 }
 
 // attrError is the error of a failed read of name (a path below root):
@@ -650,7 +772,7 @@ func attrIs(root fs.FS, name, want string) bool {
 
 // cleanValue trims blanks and NULs from both ends of b and returns it when
 // it is printable ASCII of at most 256 bytes.
-func cleanValue(b []byte) (string, bool) {
+func cleanValue[T string | []byte](b T) (string, bool) {
 	s := strings.Trim(string(b), " \t\r\n\x00")
 	if s == "" || len(s) > 256 {
 		return "", false
