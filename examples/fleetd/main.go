@@ -19,7 +19,9 @@
 //	GET  /v1/claims/<serial>            every waiting claim (one per TPM), to approvers only
 //
 // and a plain HTTP listener (FLEET_METRICS_LISTEN) serves /metrics for
-// Prometheus and /healthz. The alert rules in alerts/fleet.rules.yaml fire
+// Prometheus, /healthz (liveness: fleetd serves) and /readyz (readiness:
+// the certificate is valid, NetBox and Tinkerbell's API server answered
+// within FLEET_READY_WINDOW; 503 with one line per cause). The alert rules in alerts/fleet.rules.yaml fire
 // from the metrics.
 //
 // fleetd writes the runbook's audit lines (attest.verdict, attest.install,
