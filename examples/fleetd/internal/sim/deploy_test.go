@@ -159,10 +159,17 @@ func newApplier(t *testing.T, cfg *rest.Config) *applier {
 // apply applies u; dryRun asks the server to validate and admit it, and to
 // store nothing.
 func (a *applier) apply(ctx context.Context, u *unstructured.Unstructured, dryRun bool) error {
+	_, err := a.applied(ctx, u, dryRun)
+	return err
+}
+
+// applied applies u as apply does, and returns the object as the server
+// made it (with what it defaulted and allocated).
+func (a *applier) applied(ctx context.Context, u *unstructured.Unstructured, dryRun bool) (*unstructured.Unstructured, error) {
 	gvk := u.GroupVersionKind()
 	m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", gvk.Kind, u.GetName(), err)
+		return nil, fmt.Errorf("%s %s: %w", gvk.Kind, u.GetName(), err)
 	}
 	opts := metav1.ApplyOptions{FieldManager: "fleet-deploy-test", Force: true}
 	if dryRun {
@@ -172,10 +179,11 @@ func (a *applier) apply(ctx context.Context, u *unstructured.Unstructured, dryRu
 	if m.Scope.Name() == meta.RESTScopeNameNamespace {
 		r = a.dyn.Resource(m.Resource).Namespace(u.GetNamespace())
 	}
-	if _, err := r.Apply(ctx, u.GetName(), u, opts); err != nil {
-		return fmt.Errorf("apply %s %s/%s: %w", gvk.Kind, u.GetNamespace(), u.GetName(), err)
+	got, err := r.Apply(ctx, u.GetName(), u, opts)
+	if err != nil {
+		return nil, fmt.Errorf("apply %s %s/%s: %w", gvk.Kind, u.GetNamespace(), u.GetName(), err)
 	}
-	return nil
+	return got, nil
 }
 
 // rules reads the rules of the Role named name among objs.
