@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"testing"
 
@@ -18,16 +19,18 @@ import (
 // NUL, and the data, each padded to 4 bytes; the archive ends with the
 // entry TRAILER!!!. Names are relative ("init", "bin/hookos-attest").
 type cpio struct {
-	w   io.Writer
-	ino int
-	err error
+	w    io.Writer
+	ino  int
+	err  error
+	made map[string]bool // the directories added
 }
 
 // The file types of a header's mode.
 const (
-	cpioDir  = 0o040000
-	cpioFile = 0o100000
-	cpioChar = 0o020000
+	cpioDir     = 0o040000
+	cpioFile    = 0o100000
+	cpioChar    = 0o020000
+	cpioSymlink = 0o120000
 )
 
 func (c *cpio) header(name string, mode uint32, size int, major, minor int) {
@@ -57,18 +60,39 @@ func (c *cpio) pad(n int) {
 	}
 }
 
-// dir adds a directory.
-func (c *cpio) dir(name string) { c.header(name, cpioDir|0o755, 0, 0, 0) }
+// dir adds a directory, and the directories above it that were not added
+// yet: the kernel makes no missing parent.
+func (c *cpio) dir(name string) {
+	if c.made == nil {
+		c.made = map[string]bool{}
+	}
+	if name == "." || name == "" || c.made[name] {
+		return
+	}
+	c.dir(path.Dir(name))
+	c.made[name] = true
+	c.header(name, cpioDir|0o755, 0, 0, 0)
+}
 
-// file adds a regular file holding data.
+// file adds a regular file holding data, and its directory.
 func (c *cpio) file(name string, perm uint32, data []byte) {
+	c.dir(path.Dir(name))
 	c.header(name, cpioFile|perm, len(data), 0, 0)
 	c.write(data)
 	c.pad(len(data))
 }
 
+// symlink adds a symbolic link to target, and its directory.
+func (c *cpio) symlink(name, target string) {
+	c.dir(path.Dir(name))
+	c.header(name, cpioSymlink|0o777, len(target), 0, 0)
+	c.write([]byte(target))
+	c.pad(len(target))
+}
+
 // char adds a character device node.
 func (c *cpio) char(name string, perm uint32, major, minor int) {
+	c.dir(path.Dir(name))
 	c.header(name, cpioChar|perm, 0, major, minor)
 }
 
@@ -88,6 +112,8 @@ func TestCpio(t *testing.T) {
 	c.file("etc/fleet/env", 0o644, []byte("FLEET_INTERFACE=eth0\n"))
 	c.file("init", 0o755, []byte("odd length"))
 	c.file("empty", 0o600, nil)
+	c.file("usr/share/deep/file", 0o644, []byte("deep"))
+	c.symlink("usr/bin/docker", "/bin/runner")
 	if err := c.close(); err != nil {
 		t.Fatal(err)
 	}
@@ -104,9 +130,10 @@ func TestCpio(t *testing.T) {
 		data string
 		perm os.FileMode
 	}{
-		"etc/fleet/env": {"FLEET_INTERFACE=eth0\n", 0o644},
-		"init":          {"odd length", 0o755},
-		"empty":         {"", 0o600},
+		"etc/fleet/env":       {"FLEET_INTERFACE=eth0\n", 0o644},
+		"init":                {"odd length", 0o755},
+		"empty":               {"", 0o600},
+		"usr/share/deep/file": {"deep", 0o644},
 	} {
 		p := filepath.Join(dir, name)
 		got, err := os.ReadFile(p)
@@ -118,5 +145,8 @@ func TestCpio(t *testing.T) {
 		if string(got) != want.data || fi.Mode().Perm() != want.perm {
 			t.Errorf("%s holds %q, mode %v; want %q, %v", name, got, fi.Mode().Perm(), want.data, want.perm)
 		}
+	}
+	if target, err := os.Readlink(filepath.Join(dir, "usr/bin/docker")); err != nil || target != "/bin/runner" {
+		t.Errorf("usr/bin/docker links to %q (%v), want /bin/runner", target, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,7 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/fleetkit/fleet/configserve"
+	"github.com/fleetkit/fleet/examples/templates"
 	"github.com/fleetkit/fleet/internal/kubetest"
+	"github.com/fleetkit/fleet/internal/tinktest"
 	"github.com/fleetkit/fleet/inventory"
 )
 
@@ -46,6 +53,10 @@ type fwCase struct {
 // nodes file's model declares it.
 const installDisk = "/dev/nvme0n1"
 
+// installerRef is the classes' installer image: the stand-in's, in the
+// docker stand-in's store, under Talos's name.
+const installerRef = "ghcr.io/siderolabs/installer:v1.13.9"
+
 // The classes of the nodes file.
 const (
 	classSecure = "secure" // secure_boot: required
@@ -69,10 +80,6 @@ func TestIntegrationFirmware(t *testing.T) {
 	start := time.Now()
 	env := kubetest.Start(t)
 	bins := build(t)
-	t0 := time.Now()
-	img := buildImage(t, tl, t.TempDir(), bins)
-	t.Logf("built the boot image in %v: kernel %s, initramfs %d bytes with modules %s", time.Since(t0).Round(10*time.Millisecond),
-		img.kernel, img.initrd, strings.Join(img.modules, " "))
 
 	cases := []*fwCase{
 		{
@@ -116,7 +123,7 @@ func TestIntegrationFirmware(t *testing.T) {
 	}
 	nw := newNetwork(t, tl, ports)
 	suffix := strings.ToUpper(rand.Text()[:6])
-	t0 = time.Now()
+	t0 := time.Now()
 	for i, c := range cases {
 		c.serial = fmt.Sprintf("SN-FW-%d-%s", i+1, suffix)
 		c.addr = fmt.Sprintf("%s%d", nw.prefix, 20+c.port)
@@ -133,8 +140,27 @@ func TestIntegrationFirmware(t *testing.T) {
 	if err := os.WriteFile(topology, fmt.Appendf(nil, `{"CLUSTER_NAME": "folly", "K8S_NODE_CIDR": %q, "API_SERVER_IP": "%s10"}`, nw.subnet, nw.prefix), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f := startFleet(t, env, bins, nodes, topology, net.JoinHostPort(nw.uplink, fmt.Sprint(freePort(t, nw.uplink))))
-	ca := string(readFile(t, f.caFile))
+	// The real Tinkerbell in fleetd's namespace: tink-controller renders
+	// and drives the Workflows fleetd creates, and tink-server serves
+	// their actions to the machines, which reach it on the uplink.
+	ns := env.Namespace(t)
+	t0 = time.Now()
+	tb := tinktest.Start(t, env, ns, nil)
+	tinkServer := forward(t, net.JoinHostPort(nw.uplink, "0"), tb.GRPC())
+	t.Logf("Tinkerbell ready in %v; the machines reach tink-server at %s", time.Since(t0).Round(10*time.Millisecond), tinkServer)
+	tink, err := dynamic.NewForConfig(env.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := startFleet(t, env, bins, nodes, topology, net.JoinHostPort(nw.uplink, fmt.Sprint(freePort(t, nw.uplink))), ns)
+	ca := readFile(t, f.caFile)
+
+	t0 = time.Now()
+	kernel := kernelVersion(t)
+	inst := buildInstaller(t, tl, t.TempDir(), bins, kernel, installerRef, ca, installedArgs(t, f.publicURL))
+	img := buildImage(t, tl, t.TempDir(), bins, inst)
+	t.Logf("built the boot image in %v: kernel %s, initramfs %d bytes with modules %s; the installer's EFI system partition %d bytes, the installed kernel's arguments %s",
+		time.Since(t0).Round(10*time.Millisecond), img.kernel, img.initrd, strings.Join(img.modules, " "), len(inst.esp), inst.args)
 	t0 = time.Now()
 
 	var (
@@ -144,30 +170,48 @@ func TestIntegrationFirmware(t *testing.T) {
 	t.Run("boot", func(t *testing.T) {
 		// Each boot's VM runs on one core (TCG, one vCPU): two at once.
 		slots := make(chan struct{}, parallelBoots)
-		for _, c := range cases {
+		for i, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				t.Parallel()
 				slots <- struct{}{}
 				defer func() { <-slots }()
 				dir := t.TempDir()
+				install := oldInstall(t, tl, dir)
+				before := digest(t, install)
+				seed := uint64(i + 1)
+				decoy := decoyDisk(t, dir, seed)
+				// The runner waits for a Workflow as long as the case
+				// needs: HookOS's agent would wait for ever.
+				wait := "10s"
+				if c.code {
+					wait = "90s"
+				}
 				disk := img.caseDisk(t, tl, dir, c.load, map[string]string{
-					"env": fmt.Sprintf("FLEETD_URL=%s\nFLEETD_CA=/etc/fleet/ca.pem\nFLEET_INTERFACE=eth0\nFLEET_ADDRESS=%s/24\nFLEET_LLDP_WAIT=30s\nFLEET_BOOT_DIR=/run/fleet\nFLEET_INSTALL_DISK=%s\nFLEET_INSTALL_DISK_SERIAL=%s\n",
-						f.attestURL, c.addr, installDisk, c.diskSerial),
-					"ca.pem": ca,
+					"env": fmt.Sprintf("FLEETD_URL=%s\nFLEETD_CA=/etc/fleet/ca.pem\nFLEET_INTERFACE=eth0\nFLEET_ADDRESS=%s/24\nFLEET_LLDP_WAIT=60s\nFLEET_BOOT_DIR=/run/fleet\nFLEET_INSTALL_DISK=%s\nFLEET_INSTALL_DISK_SERIAL=%s\nFLEET_TINK_SERVER=%s\nFLEET_RUNNER_WAIT=%s\n",
+						f.attestURL, c.addr, installDisk, c.diskSerial, tinkServer, wait),
+					"ca.pem": string(ca),
 				})
 				r := boot(t, tl, vmConfig{
 					fw: c.fw, disk: disk, tpm: c.tpm, netns: nw.ns, tap: port(c.plugged()), mac: c.mac, serial: c.serial,
 					disks: []vmDisk{
-						{file: emptyDisk(t, dir, "install.img"), serial: c.diskSerial, nvme: true},
-						{file: emptyDisk(t, dir, "decoy.img"), serial: c.decoy},
+						{file: install, serial: c.diskSerial, nvme: true},
+						{file: decoy, serial: c.decoy},
 					},
+					// The installed system's address, where Talos would
+					// have it from DHCP.
+					fwCfg: map[string]string{"opt/fleet/address": c.addr + "/24"},
+					marks: []string{markRunner, markRebooting, markTalos, markFetched},
 				})
 				mu.Lock()
-				times = append(times, fmt.Sprintf("%s: %v, /init at %v", c.name, r.took.Round(100*time.Millisecond), r.toInit.Round(100*time.Millisecond)))
+				times = append(times, c.times(r))
 				mu.Unlock()
 				t.Logf("booted in %v, /init after %v; console without the kernel's lines:\n%s", r.took.Round(100*time.Millisecond),
 					r.toInit.Round(100*time.Millisecond), strings.Join(consoleLines(r.console), "\n"))
 				c.check(t, f, r)
+				c.checkRun(t, f, tink, r, install, before)
+				if err := sameBytes(decoy, decoyStream(seed)); err != nil {
+					t.Errorf("the decoy disk changed: %v", err)
+				}
 			})
 		}
 	})
@@ -228,14 +272,14 @@ func writeNodes(t *testing.T, name string, cases []*fwCase) {
 classes:
   %s:
     type: worker
-    installer_image: ghcr.io/siderolabs/installer:v1.13.9
+    installer_image: %s
     secure_boot: required
   %s:
     type: worker
-    installer_image: ghcr.io/siderolabs/installer:v1.13.9
+    installer_image: %s
     secure_boot: optional
 nodes:
-`, installDisk, classSecure, classOpen)
+`, installDisk, classSecure, installerRef, classOpen, installerRef)
 	for _, c := range cases {
 		fmt.Fprintf(&b, `  %s:
     model: vm
@@ -275,8 +319,9 @@ func (c *fwCase) check(t *testing.T, f *fleet, r bootResult) {
 		record = "fleet-init: boot record: attested=true install_code=set"
 	}
 	want = append(want, "fleet-init: hookos-attest exited 0 after ", record,
-		fmt.Sprintf("fleet-init: disksafe judges: %s (nvme0n1) is the disk that reports the serial %s", installDisk, c.diskSerial),
-		"fleet-init: powering off")
+		fmt.Sprintf("fleet-init: disksafe judges: %s (nvme0n1) is the disk that reports the serial %s", installDisk, c.diskSerial))
+	want = append(want, c.runLines(f)...)
+	want = append(want, "fleet-init: powering off")
 	if !inOrder(lines, want) {
 		t.Errorf("the console does not show, in order, lines beginning:\n%s", strings.Join(want, "\n"))
 	}
@@ -351,4 +396,161 @@ func inOrder(lines, want []string) bool {
 		}
 	}
 	return i == len(want)
+}
+
+// Console lines whose first appearance a boot times: the runner's start,
+// the reboot, the installed system's start, and its config fetched.
+const (
+	markRunner    = "runner: worker "
+	markRebooting = "runner: waitdaemon: rebooting"
+	markTalos     = "fleet-init: talos: started"
+	markFetched   = "fleet-init: talos: fetched the config: "
+)
+
+// runLines are the console's lines, from the runner's start on: for a
+// machine with a code, the Workflow's actions, the reboot, and the
+// installed system's boot, which fetches its config; for one without, the
+// runner finding no action.
+func (c *fwCase) runLines(f *fleet) []string {
+	start := fmt.Sprintf("runner: worker %s asks tink-server ", c.mac)
+	if !c.code {
+		return []string{start, fmt.Sprintf("runner: no action for %s for 10s; stopping", c.mac), "fleet-init: runner exited 0 after "}
+	}
+	im := templates.DefaultImages
+	action := func(name, image string) string {
+		return fmt.Sprintf("runner: action %s (%s) of Workflow %s/provision-%s-", name, image, f.ns, c.node)
+	}
+	return []string{
+		start,
+		action("wipe-disk", im.WipeDisk),
+		"wipe: " + installDisk + " reports the serial " + c.diskSerial,
+		"runner: action wipe-disk SUCCESS after ",
+		action("install", im.Install),
+		"install: installed Talos to " + installDisk,
+		"runner: action install SUCCESS after ",
+		action("next-boot", im.NextBoot),
+		"next-boot: " + installDisk + " boots next: Boot",
+		"runner: action next-boot SUCCESS after ",
+		action("reboot", im.Reboot),
+		"runner: waitdaemon: reboot in 10s",
+		"runner: action reboot SUCCESS after ",
+		markRebooting,
+		markTalos,
+		"fleet-init: talos: the firmware booted Boot",
+		"fleet-init: talos: talos.config=" + f.publicURL + configserve.PathPrefix + "${code}",
+		fmt.Sprintf("fleet-init: talos: META on nvme0n1 (serial %s) holds the install code", c.diskSerial),
+		markFetched,
+	}
+}
+
+// times says how long the boot's parts took.
+func (c *fwCase) times(r bootResult) string {
+	s := fmt.Sprintf("%s: %v, /init at %v", c.name, r.took.Round(100*time.Millisecond), r.toInit.Round(100*time.Millisecond))
+	at := func(m string) time.Duration { return r.marks[m].Round(100 * time.Millisecond) }
+	if _, ok := r.marks[markRebooting]; ok {
+		s += fmt.Sprintf("; the actions from the runner's start to the reboot %v, the reboot to the installed system's /init %v, to its config fetched %v",
+			at(markRebooting)-at(markRunner), at(markTalos)-at(markRebooting), at(markFetched)-at(markRebooting))
+	} else if _, ok := r.marks[markRunner]; ok {
+		s += fmt.Sprintf("; the runner from %v to the power-off", at(markRunner))
+	}
+	return s
+}
+
+// lineWith returns the console's first line beginning with prefix.
+func lineWith(lines []string, prefix string) string {
+	for _, l := range lines {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
+}
+
+// checkRun holds the run to the case's words, after the machine's
+// power-off: with a code, the Workflow SUCCESS through the real
+// controller, each action run by the machine; the install disk installed,
+// the entry next-boot made the one the firmware booted, from the
+// installed disk's EFI system partition; the config served once (a second
+// fetch with META's code is 410) and the device active. Without one, no
+// Workflow, and the install disk as it was.
+func (c *fwCase) checkRun(t *testing.T, f *fleet, tink dynamic.Interface, r bootResult, install, before string) {
+	t.Helper()
+	ctx := t.Context()
+	if !c.code {
+		if wfs := workflowNames(ctx, t, tink, f.ns, "provision-"+c.node+"-"); len(wfs) != 0 {
+			t.Errorf("fleetd created Workflows %v for %s", wfs, c.node)
+		}
+		if digest(t, install) != before {
+			t.Error("the install disk changed")
+		}
+		return
+	}
+	name := f.device(t, c.node).LastRun
+	wf := waitEnded(ctx, t, tink, f.ns, name)
+	var acts []string
+	if len(wf.Status.Tasks) == 1 {
+		for _, a := range wf.Status.Tasks[0].Actions {
+			acts = append(acts, fmt.Sprintf("%s %s %s", a.Name, a.State, a.ExecutionDuration))
+			if a.State != tinkerbell.WorkflowStateSuccess {
+				t.Errorf("action %s: %s %q, want SUCCESS", a.Name, a.State, a.Message)
+			}
+		}
+		if got := wf.Status.Tasks[0].AgentID; got != c.mac {
+			t.Errorf("the task's agent is %q, want the machine's MAC %s", got, c.mac)
+		}
+	}
+	t.Logf("Workflow %s ended %s; actions, as Tinkerbell recorded them: %s", name, wf.Status.State, strings.Join(acts, ", "))
+	if wf.Status.State != tinkerbell.WorkflowStateSuccess || len(acts) != 4 {
+		t.Errorf("Workflow %s ended %s with %d actions, want SUCCESS with wipe-disk, install, next-boot and reboot", name, wf.Status.State, len(acts))
+	}
+
+	disk, err := installed(t, install)
+	if err != nil {
+		t.Fatalf("the install disk holds no install: %v", err)
+	}
+	lines := consoleLines(r.console)
+	// next-boot's entry is the one the firmware booted, and it names the
+	// installed disk's EFI system partition.
+	entry, _, _ := strings.Cut(strings.TrimPrefix(lineWith(lines, "next-boot: "+installDisk+" boots next: "), "next-boot: "+installDisk+" boots next: "), " ")
+	booted := lineWith(lines, "fleet-init: talos: the firmware booted ")
+	want := fmt.Sprintf("fleet-init: talos: the firmware booted %s %q: HD(%d,GPT,%s)/", entry, "Talos (fleet)", disk.ESP.Index, disk.ESP.ID)
+	if entry == "" || !strings.HasPrefix(booted, want) || !strings.EqualFold(booted[len(want):], `\EFI\BOOT\BOOTX64.EFI`) {
+		t.Errorf("the installed system says %q; want %s\\EFI\\BOOT\\BOOTX64.EFI: the entry next-boot set, on the installed EFI system partition", booted, want)
+	}
+	if l := lineWith(lines, markFetched); !strings.HasSuffix(l, fmt.Sprintf(" bytes, a worker's v1alpha1 machine config for %s, install disk serial %s", c.addr, c.diskSerial)) {
+		t.Errorf("the installed system says %q", l)
+	}
+
+	// Served once: META's code, which the installed system fetched with,
+	// is spent.
+	code := disk.Meta[0x0b]
+	if code == "" {
+		t.Fatal("META holds no install code")
+	}
+	if st := f.fetchConfig(ctx, t, code); st != http.StatusGone {
+		t.Errorf("a second fetch of the config with META's code: %d, want 410", st)
+	}
+	if err := eventually(ctx, time.Minute, func() bool { return f.device(t, c.node).Status == inventory.StatusActive }); err != nil {
+		t.Errorf("NetBox holds %s %s, want active", c.node, f.device(t, c.node).Status)
+	}
+	wantJournal := []string{
+		"success: fleetd served the config of " + name,
+		"success: Workflow " + name + " ended SUCCESS",
+		"warning: the node asked again for the Talos config fleetd served it",
+	}
+	var journal []string
+	if err := eventually(ctx, time.Minute, func() bool {
+		journal = f.journal(t, c.node)
+		for _, w := range wantJournal {
+			if !slices.ContainsFunc(journal, func(l string) bool { return strings.HasPrefix(l, w) }) {
+				return false
+			}
+		}
+		return true
+	}); err != nil {
+		t.Errorf("the journal of %s:\n%s\nwant lines beginning:\n%s", c.node, strings.Join(journal, "\n"), strings.Join(wantJournal, "\n"))
+	}
+	if strings.Contains(f.log.String(), code) || slices.ContainsFunc(journal, func(l string) bool { return strings.Contains(l, code) }) || strings.Contains(r.console, code) {
+		t.Error("fleetd's log, the journal or the console holds the install code")
+	}
 }

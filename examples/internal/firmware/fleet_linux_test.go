@@ -28,8 +28,9 @@ import (
 )
 
 // binaries are the programs the test builds: fleetd, as a user deploys it,
-// and, static (the initramfs holds no C library), hookos-attest and
-// guestinit.
+// and, static (the initramfs holds no C library), hookos-attest,
+// guestinit, fleet's actions (wipe-disk, install, next-boot), the stand-in
+// installer, and the runner (tools/tinkerbell/runner, a module of its own).
 type binaries struct{ dir string }
 
 func (b binaries) path(name string) string { return filepath.Join(b.dir, name) }
@@ -43,20 +44,24 @@ func build(t *testing.T) binaries {
 	}
 	dir := t.TempDir()
 	t0 := time.Now()
+	static := []string{"CGO_ENABLED=0"}
 	for _, b := range []struct {
-		env  []string
-		args []string
+		module string // relative to the repository's root
+		env    []string
+		args   []string
 	}{
-		{nil, []string{"./examples/fleetd"}},
-		{[]string{"CGO_ENABLED=0"}, []string{"-ldflags=-s -w", "./examples/hookos-attest", "./examples/internal/firmware/guestinit"}},
+		{".", nil, []string{"./examples/fleetd"}},
+		{".", static, []string{"-trimpath", "-ldflags=-s -w", "./examples/hookos-attest", "./examples/internal/firmware/guestinit",
+			"./examples/wipe-disk", "./examples/install", "./examples/next-boot", "./examples/internal/firmware/installer"}},
+		{"tools/tinkerbell", static, []string{"-trimpath", "-ldflags=-s -w", "./runner"}},
 	} {
 		cmd := exec.Command("go", append([]string{"build", "-o", dir + "/"}, b.args...)...)
-		cmd.Dir, cmd.Env = root, append(os.Environ(), b.env...)
+		cmd.Dir, cmd.Env = filepath.Join(root, b.module), append(os.Environ(), b.env...)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", strings.Join(b.args, " "), err, out)
+			t.Fatalf("go build %s (in %s): %v\n%s", strings.Join(b.args, " "), b.module, err, out)
 		}
 	}
-	t.Logf("built fleetd, hookos-attest and guestinit in %v", time.Since(t0).Round(10*time.Millisecond))
+	t.Logf("built fleetd, hookos-attest, guestinit, the actions, the installer and the runner in %v", time.Since(t0).Round(10*time.Millisecond))
 	return binaries{dir: dir}
 }
 
@@ -75,13 +80,16 @@ type fleet struct {
 	admin     *inventory.NetBox
 	devices   map[string]inventory.Device
 	attestURL string // https://<uplink address>:<port>/attest
+	publicURL string // https://<uplink address>:<port>
+	ns        string // its namespace of the test apiserver, Tinkerbell's
 	caFile    string // fleetd's certificate, which is its own CA
 	log       *syncbuf.Buffer
 }
 
 // startFleet seeds NetBox from the nodes file as Terraform does, and starts
-// fleetd on listen, configured by its environment, until t ends.
-func startFleet(t *testing.T, env *kubetest.Env, bins binaries, nodes, topology, listen string) *fleet {
+// fleetd on listen, with ns as its namespace of the test apiserver,
+// configured by its environment, until t ends.
+func startFleet(t *testing.T, env *kubetest.Env, bins binaries, nodes, topology, listen, ns string) *fleet {
 	t.Helper()
 	ctx := t.Context()
 	dir := t.TempDir()
@@ -89,7 +97,7 @@ func startFleet(t *testing.T, env *kubetest.Env, bins binaries, nodes, topology,
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fleet{t: t, log: &syncbuf.Buffer{}}
+	f := &fleet{t: t, ns: ns, log: &syncbuf.Buffer{}}
 	f.nb = netboxtest.New(&netboxtest.Config{Validate: t, Users: []string{userTerraform, userFleetd, userOperator}})
 	t.Cleanup(f.nb.Close)
 	site := inv.Topology.Name
@@ -134,7 +142,8 @@ func startFleet(t *testing.T, env *kubetest.Env, bins binaries, nodes, topology,
 		t.Fatal(err)
 	}
 	f.caFile = certFile
-	f.attestURL = "https://" + listen + "/attest"
+	f.publicURL = "https://" + listen
+	f.attestURL = f.publicURL + "/attest"
 	bundle, err := secrets.NewBundle(secrets.NewClock(), config.TalosVersionCurrent)
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +161,7 @@ func startFleet(t *testing.T, env *kubetest.Env, bins binaries, nodes, topology,
 		"FLEET_METRICS_LISTEN":  "off",
 		"FLEET_TLS_CERT":        certFile,
 		"FLEET_TLS_KEY":         keyFile,
-		"FLEET_PUBLIC_URL":      "https://" + listen,
+		"FLEET_PUBLIC_URL":      f.publicURL,
 		"FLEET_SECRETS_BUNDLE":  bundleFile,
 		"FLEET_NODES":           nodes,
 		"FLEET_TOPOLOGY":        topology,
@@ -162,7 +171,10 @@ func startFleet(t *testing.T, env *kubetest.Env, bins binaries, nodes, topology,
 		"NETBOX_SWITCH":         switchName,
 		"TINKERBELL_KUBECONFIG": env.Kubeconfig(),
 		"CLUSTER_KUBECONFIG":    env.Kubeconfig(),
-		"TINKERBELL_NAMESPACE":  env.Namespace(t),
+		"TINKERBELL_NAMESPACE":  ns,
+		// fleetd learns a run's end at its next read of the run's
+		// Workflow: every second here rather than every 15 s.
+		"FLEET_POLL_INTERVAL": "1s",
 	}
 	cmd := exec.Command(bins.path("fleetd"))
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}

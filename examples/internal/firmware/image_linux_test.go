@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fleetkit/fleet/examples/templates"
 )
 
 // Debian's signed boot chain, and the kernel's modules.
@@ -31,7 +33,7 @@ var guestModules = []string{"efivarfs", "virtio_pci", "virtio_net", "virtio_blk"
 // espSize is the size of the EFI system partition, and espOffset where it
 // starts on the boot disk (sector 2048).
 const (
-	espSize   = 64 << 20
+	espSize   = 128 << 20
 	espOffset = 1 << 20
 )
 
@@ -120,48 +122,53 @@ func moduleName(p string) string {
 }
 
 // buildImage builds the boot image in dir from Debian's packages and the
-// built programs: guestinit (/init) and hookos-attest.
-func buildImage(t *testing.T, tl tools, dir string, bins binaries) bootImage {
+// built programs: guestinit (/init), hookos-attest, the runner with its
+// docker stand-in, fleet's actions as their images hold them, efibootmgr,
+// and the store of the installer image (installerImage).
+func buildImage(t *testing.T, tl tools, dir string, bins binaries, inst installerImage) bootImage {
 	t.Helper()
 	img := bootImage{disk: filepath.Join(dir, "boot.img"), kernel: kernelVersion(t)}
 	kdir := filepath.Join(modulesDir, img.kernel)
-	dep, err := os.Open(filepath.Join(kdir, "modules.dep"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mods, err := moduleOrder(dep, guestModules)
-	dep.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	mods := modules(t, img.kernel, guestModules)
 	img.modules = mods
 
 	// The initramfs.
 	var b bytes.Buffer
 	c := &cpio{w: &b}
-	for _, d := range []string{"dev", "proc", "sys", "run", "tmp", "etc", "etc/fleet", "bin", "lib", "lib/modules"} {
+	for _, d := range []string{"dev", "proc", "sys", "run", "tmp", "etc/fleet", "bin", "lib/modules", "var/run"} {
 		c.dir(d)
 	}
 	c.char("dev/console", 0o600, 5, 1)
 	c.file("init", 0o755, readFile(t, bins.path("guestinit")))
 	c.file("bin/hookos-attest", 0o755, readFile(t, bins.path("hookos-attest")))
-	made := map[string]bool{"lib/modules": true}
-	var list []string
-	for _, m := range mods {
-		p := filepath.Join("lib/modules", img.kernel, m)
-		var parents []string
-		for d := filepath.Dir(p); !made[d]; d = filepath.Dir(d) {
-			parents = append(parents, d)
-			made[d] = true
-		}
-		slices.Reverse(parents)
-		for _, d := range parents {
-			c.dir(d)
-		}
-		c.file(p, 0o644, readFile(t, filepath.Join(kdir, m)))
-		list = append(list, "/"+p)
+	addModules(t, c, kdir, img.kernel, mods)
+
+	// HookOS's Tinkerbell agent and container engine: the runner, and
+	// docker, its stand-in for the docker CLI and engine.
+	c.file("bin/runner", 0o755, readFile(t, bins.path("runner")))
+	c.symlink("usr/bin/docker", "/bin/runner")
+	// The actions' images: each program where ko puts it, with what
+	// .ko.yaml's base image gives it (efibootmgr for next-boot; the docker
+	// CLI for wipe-disk and install is the stand-in above).
+	var images strings.Builder
+	for _, a := range []struct{ name, image string }{
+		{"wipe-disk", templates.DefaultImages.WipeDisk},
+		{"install", templates.DefaultImages.Install},
+		{"next-boot", templates.DefaultImages.NextBoot},
+	} {
+		c.file("ko-app/"+a.name, 0o755, readFile(t, bins.path(a.name)))
+		fmt.Fprintf(&images, "%s /ko-app/%s\n", a.image, a.name)
 	}
-	c.file("lib/modules/fleet.load", 0o644, []byte(strings.Join(list, "\n")+"\n"))
+	fmt.Fprintf(&images, "%s waitdaemon\n", templates.DefaultImages.Reboot)
+	c.file("etc/fleet/images", 0o644, []byte(images.String()))
+	addProgram(t, tl, c, tl.efibootmgr)
+	// The installer image in the docker stand-in's store.
+	store := "var/lib/fleet-images/" + inst.ref
+	c.dir(store + "/rootfs/dev")
+	c.file(store+"/rootfs/bin/installer", 0o755, readFile(t, bins.path("installer")))
+	c.file(store+"/rootfs/usr/share/talos/esp.img", 0o644, inst.esp)
+	c.file(store+"/env", 0o644, []byte("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nSTANDIN_IMAGE="+inst.ref+"\n"))
+	c.file(store+"/entrypoint", 0o644, []byte("/bin/installer\n"))
 	if err := c.close(); err != nil {
 		t.Fatal(err)
 	}
@@ -231,8 +238,10 @@ const (
 )
 
 // kernelArgs is the kernel's command line: the console on the serial port
-// the test reads, and a panic ends the VM (-no-reboot).
-const kernelArgs = "console=ttyS0,115200 panic=-1"
+// the test reads; a panic stops the kernel where it is (panic=0), and the
+// test, which reads "Kernel panic" on the console, ends the VM: a VM
+// that reboots into its installed system cannot end on a reboot.
+const kernelArgs = "console=ttyS0,115200 panic=0"
 
 // grubConfig is grub.cfg for a kernel loaded with load.
 func grubConfig(load string) string {

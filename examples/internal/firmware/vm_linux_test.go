@@ -41,6 +41,11 @@ type vmConfig struct {
 	mac    string
 	serial string // its SMBIOS serial (type 1)
 	disks  []vmDisk
+	// fwCfg are QEMU fw_cfg items (name -> string), which the guest's
+	// kernel shows in /sys/firmware/qemu_fw_cfg/by_name.
+	fwCfg map[string]string
+	// marks are console lines whose first appearance the boot times.
+	marks []string
 }
 
 // vmDisk is a disk of the machine besides its boot disk: a raw image, on
@@ -56,8 +61,8 @@ type vmDisk struct {
 // bootLimit in all. TCG boots took 23 to 31 s on a quiet machine and up to
 // 105 s beside a compile.
 const (
-	bootStall = 2 * time.Minute
-	bootLimit = 6 * time.Minute
+	bootStall = 4 * time.Minute
+	bootLimit = 12 * time.Minute
 )
 
 // consoleBuf is the serial console: what the machine printed, and when it
@@ -92,7 +97,18 @@ type bootResult struct {
 	console string        // the serial console, "\r\n" read as "\n"
 	took    time.Duration // from QEMU's start to its exit (the power-off)
 	toInit  time.Duration // from QEMU's start to /init's first line
+	// marks holds, for each of vmConfig's marks the console showed, when
+	// it first did, from QEMU's start.
+	marks map[string]time.Duration
+	vars  string // the machine's variable store (NVRAM), as it left it
 }
+
+// A kernel's panic (panic=0 stops it there) and HookOS's /init started
+// twice: the machine went back to HookOS after its install.
+const (
+	panicLine  = "Kernel panic - not syncing"
+	hookOSLine = "fleet-init: started"
+)
 
 // boot powers the machine on, with its own swtpm, and waits until it
 // powers itself off. It fails t when the console stands still for
@@ -127,7 +143,7 @@ func boot(t *testing.T, tl tools, cfg vmConfig) bootResult {
 
 	args := []string{"--net=/run/netns/" + cfg.netns, tl.qemu,
 		"-nodefaults", "-no-user-config", "-accel", "tcg", "-m", "768", "-smp", "1",
-		"-display", "none", "-monitor", "none", "-serial", "stdio", "-no-reboot",
+		"-display", "none", "-monitor", "none", "-serial", "stdio",
 		"-global", "ICH9-LPC.disable_s3=1",
 	}
 	if cfg.fw.secureBoot {
@@ -148,6 +164,9 @@ func boot(t *testing.T, tl tools, cfg vmConfig) bootResult {
 		"-device", "tpm-tis,tpmdev=tpm0",
 		"-smbios", "type=1,serial="+cfg.serial,
 	)
+	for name, v := range cfg.fwCfg {
+		args = append(args, "-fw_cfg", "name="+name+",string="+v)
+	}
 	for i, d := range cfg.disks {
 		dev := "virtio-blk-pci"
 		if d.nvme {
@@ -173,20 +192,32 @@ func boot(t *testing.T, tl tools, cfg vmConfig) bootResult {
 		limit = time.Until(d) - 30*time.Second
 	}
 	var toInit time.Duration
+	marks := map[string]time.Duration{}
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
 		case err := <-done:
-			r := bootResult{console: strings.ReplaceAll(con.String(), "\r\n", "\n"), took: time.Since(t0), toInit: toInit}
+			r := bootResult{console: strings.ReplaceAll(con.String(), "\r\n", "\n"), took: time.Since(t0), toInit: toInit, marks: marks, vars: vars}
 			if err != nil {
 				t.Fatalf("qemu: %v\nstderr:\n%s\nconsole:\n%s", err, stderr.String(), tail(r.console, 80))
 			}
 			return r
 		case <-tick.C:
 		}
-		if toInit == 0 && strings.Contains(con.String(), "fleet-init: started") {
+		out := con.String()
+		if toInit == 0 && strings.Contains(out, hookOSLine) {
 			toInit = time.Since(t0)
+		}
+		for _, m := range cfg.marks {
+			if _, ok := marks[m]; !ok && strings.Contains(out, m) {
+				marks[m] = time.Since(t0)
+			}
+		}
+		if strings.Contains(out, panicLine) || strings.Count(out, hookOSLine) > 1 {
+			_ = qemu.Process.Kill()
+			<-done
+			t.Fatalf("the machine's kernel panicked, or it booted HookOS again; qemu killed\nconsole:\n%s", tail(strings.ReplaceAll(out, "\r\n", "\n"), 120))
 		}
 		stalled := con.since() > bootStall
 		if stalled || time.Since(t0) > limit {

@@ -26,7 +26,28 @@
 //     whether the install disk is the one disk that reports
 //     FLEET_INSTALL_DISK_SERIAL, as disksafe judges it before a wipe
 //     (disksafe.Read and disksafe.Judge, without udev); it wipes nothing;
-//  7. powers the machine off.
+//  7. when FLEET_TINK_SERVER names tink-server (HOST:PORT), runs the
+//     runner (/bin/runner, tools/tinkerbell/runner), as HookOS runs
+//     Tinkerbell's agent, with the MAC of FLEET_INTERFACE as the worker
+//     ID, the images file /etc/fleet/images, and FLEET_RUNNER_WAIT (default
+//     60s) as how long it waits for an action; the runner's output goes to
+//     the console, and the Workflow's reboot action reboots the machine;
+//  8. powers the machine off.
+//
+// # The installed system
+//
+// When the kernel's arguments name talos.config=, it stands in for the
+// installed Talos's first boot instead: it loads its modules, says which
+// boot entry the firmware booted (BootCurrent, and that entry's
+// description and device path: HD(<partition>,GPT,<GUID>)/<loader>), and
+// the talos.config= URL; finds the disk whose META (package talosdisk)
+// holds the install code; gives eth0 the address QEMU's fw_cfg item
+// opt/fleet/address holds; fetches the config over HTTPS from the URL with
+// the code for ${code}, trusting /etc/talos/ca.pem; checks that it is a
+// worker's v1alpha1 machine config whose install disk selector is the
+// serial of the disk META is on, with a document giving the node's
+// address; says so, and powers off. Its lines begin "fleet-init: talos: ",
+// and none holds the code.
 //
 // Its own lines begin with "fleet-init: ". Any failure is said on the
 // console, and the machine powers off: nothing waits for a person.

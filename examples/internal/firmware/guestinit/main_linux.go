@@ -25,6 +25,8 @@ const (
 	modulesList = "/lib/modules/fleet.load"
 	envFile     = "/etc/fleet/env"
 	agent       = "/bin/hookos-attest"
+	runner      = "/bin/runner"
+	imagesFile  = "/etc/fleet/images"
 	eventLog    = "/sys/kernel/security/tpm0/binary_bios_measurements"
 	lockdown    = "/sys/kernel/security/lockdown"
 	efivars     = "/sys/firmware/efi/efivars"
@@ -37,7 +39,12 @@ const (
 const ifaceWait = 2 * time.Minute
 
 func main() {
-	say("started")
+	boot := hookOS
+	if err := mountAll(); err != nil {
+		say("%v", err)
+	} else if talosBoot() {
+		boot = talos
+	}
 	if err := boot(); err != nil {
 		say("%v", err)
 	}
@@ -55,11 +62,10 @@ func say(format string, args ...any) {
 	fmt.Fprintf(os.Stdout, "fleet-init: "+format+"\n", args...)
 }
 
-// boot is everything before the power-off.
-func boot() error {
-	if err := mountAll(); err != nil {
-		return err
-	}
+// hookOS is everything HookOS's boot does before the power-off, or the
+// reboot the Workflow's last action asks for.
+func hookOS() error {
+	say("started")
 	if err := loadModules(modulesList); err != nil {
 		return err
 	}
@@ -105,7 +111,36 @@ func boot() error {
 	}
 	say("boot record: attested=%t install_code=%s", rec.Attested, code)
 	if disk := env["FLEET_INSTALL_DISK"]; disk != "" {
-		return disks(disk, env["FLEET_INSTALL_DISK_SERIAL"])
+		if err := disks(disk, env["FLEET_INSTALL_DISK_SERIAL"]); err != nil {
+			return err
+		}
+	}
+	if server := env["FLEET_TINK_SERVER"]; server != "" {
+		return runActions(server, env["FLEET_INTERFACE"], env["FLEET_RUNNER_WAIT"])
+	}
+	return nil
+}
+
+// runActions runs the stand-in for HookOS's Tinkerbell agent, which takes
+// the machine's Workflow from tink-server and runs its actions; its output
+// goes to the console. Its last action reboots the machine.
+func runActions(server, iface, wait string) error {
+	if wait == "" {
+		wait = "60s"
+	}
+	cmd := exec.Command(runner, "-server", server, "-interface", iface, "-images", imagesFile, "-wait", wait)
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
+	t0 := time.Now()
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		say("runner exited %d after %v", ee.ExitCode(), time.Since(t0).Round(time.Millisecond))
+	case err != nil:
+		return fmt.Errorf("run the runner: %w", err)
+	default:
+		say("runner exited 0 after %v", time.Since(t0).Round(time.Millisecond))
 	}
 	return nil
 }
