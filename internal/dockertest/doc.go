@@ -82,6 +82,14 @@
 //
 // # Lifetime
 //
+// A test may end a machine's boot before its own end: Agent.Stop stops an
+// agent as its service manager restarts it (SIGTERM: it stops its action
+// and reports nothing), Agent.Kill kills it as a power loss does, and
+// Docker.Stop ends the whole engine as a power loss or reset ends HookOS's
+// (its agents killed, dockerd and containerd stopped, its addresses no
+// longer forwarded), so that Start can start the next boot's in the same
+// network namespace.
+//
 // When the test ends the agent gets SIGTERM (SIGKILL after 10 s), then
 // dockerd (after 30 s, time to stop its containers), then containerd (10
 // s); a kill is a test error. The forwarders close, anything still mounted

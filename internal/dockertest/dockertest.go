@@ -1,6 +1,7 @@
 package dockertest
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -48,6 +49,11 @@ type Docker struct {
 	log    string
 	nsPID  int // containerd's PID: whose namespaces dockerd and the agent join
 	output *syncbuf.Buffer
+
+	mu     sync.Mutex
+	agents []*Agent           // those StartAgent started, for Stop
+	halt   []func(testing.TB) // Stop's steps, in order: dockerd, containerd, the sockets
+	halted bool
 }
 
 // Socket returns the path of dockerd's API socket: the agent's
@@ -95,6 +101,7 @@ type Agent struct {
 	id      string
 	out     *syncbuf.Buffer
 	started time.Time
+	p       *process
 }
 
 // ID returns the agent's worker ID.
@@ -110,6 +117,23 @@ func (a *Agent) Output() string { return a.out.String() }
 
 // Started returns when the agent was started.
 func (a *Agent) Started() time.Time { return a.started }
+
+// agentStop is how long Agent.Stop gives the agent: docker stop gives the
+// action's container 5 s, and its removal takes a few more.
+const agentStop = 30 * time.Second
+
+// Stop stops the agent as a service manager restarts it, with SIGTERM,
+// and waits until it has exited: the agent stops the action it runs (docker
+// stop, which gives the container 5 s), removes its container, and exits
+// without reporting the action, which tink-server then serves again to the
+// next agent of the worker. After agentStop it is killed, and Stop returns
+// an error. Stopping a stopped agent does nothing.
+func (a *Agent) Stop() error { return a.p.stop(agentStop) }
+
+// Kill kills the agent at once (SIGKILL), as a power loss does, and waits
+// until it has exited: it reports nothing more, and the action's container
+// is left to dockerd. Killing a stopped agent does nothing.
+func (a *Agent) Kill() error { return a.p.kill() }
 
 // Start starts a container engine for t: containerd and dockerd, each with
 // its own state under a new temporary directory, in the network namespace
@@ -127,6 +151,19 @@ func Start(t testing.TB, cfg *Config) *Docker {
 		cfg = &Config{}
 	}
 	return start(t, cfg)
+}
+
+// Stop ends the machine's container engine as a power loss or a reset ends
+// HookOS's: it kills every agent StartAgent started on d (SIGKILL: none
+// reports anything more), then stops dockerd (SIGTERM; it stops the
+// containers that still run) and containerd, and stops forwarding d's
+// addresses. What d's containers printed stays in ContainerOutput, and its
+// state on disk until the test ends. Start may then start the engine of the
+// machine's next boot in the same network namespace. Stopping a stopped
+// Docker does nothing; Stop fails t when a process had to be killed.
+func (d *Docker) Stop(t testing.TB) {
+	t.Helper()
+	d.stop(t)
 }
 
 // StartAgent starts Tinkerbell's agent (v0.25.0, the tools/tinkerbell

@@ -28,7 +28,8 @@ const (
 	// dockerdStop is how long dockerd has to stop after SIGTERM: it
 	// stops its containers first (10 s each at most) before it exits.
 	dockerdStop = 30 * time.Second
-	// stopTimeout is how long containerd and the agent have to stop.
+	// stopTimeout is how long containerd and the agent have to stop at
+	// the test's end.
 	stopTimeout = 10 * time.Second
 )
 
@@ -97,13 +98,15 @@ func start(t testing.TB, cfg *Config) *Docker {
 		t.Logf("dockertest: this process's capability bounding set lacks capabilities %v, which dockerd gives privileged containers: runc runs through boundedrunc, which leaves them out (built in %v)", lacking, round(time.Since(t0)))
 	}
 
+	// Stop's steps, and the test's end's: the last added runs first.
+	t.Cleanup(func() { d.stop(t) })
 	if cfg.Netns != "" {
 		for _, addr := range cfg.Forward {
 			f, err := forward(cfg.Netns, addr, addr)
 			if err != nil {
 				t.Fatalf("dockertest: %v", err)
 			}
-			t.Cleanup(f.close)
+			d.atStop(func(testing.TB) { f.close() })
 		}
 	}
 	names := registryAddrs(cfg.Registries)
@@ -112,7 +115,7 @@ func start(t testing.TB, cfg *Config) *Docker {
 		if err != nil {
 			t.Fatalf("dockertest: registry %s: %v", n.name, err)
 		}
-		t.Cleanup(f.close)
+		d.atStop(func(testing.TB) { f.close() })
 	}
 
 	d.output = &syncbuf.Buffer{}
@@ -120,12 +123,12 @@ func start(t testing.TB, cfg *Config) *Docker {
 	if err != nil {
 		t.Fatalf("dockertest: %v", err)
 	}
-	t.Cleanup(sl.close)
+	d.atStop(func(testing.TB) { sl.close() })
 
 	t1 := time.Now()
 	cp, err := d.startContainerd(tl)
 	if cp != nil {
-		t.Cleanup(func() {
+		d.atStop(func(t testing.TB) {
 			if err := cp.stop(stopTimeout); err != nil {
 				t.Errorf("dockertest: %v", err)
 			}
@@ -157,7 +160,7 @@ func start(t testing.TB, cfg *Config) *Docker {
 	t2 := time.Now()
 	dp, err := d.startDockerd(tl, append(runtimeArgs, sl.args()...), cfg.Args)
 	if dp != nil {
-		t.Cleanup(func() {
+		d.atStop(func(t testing.TB) {
 			if err := dp.stop(dockerdStop); err != nil {
 				t.Errorf("dockertest: %v", err)
 			}
@@ -179,6 +182,33 @@ func start(t testing.TB, cfg *Config) *Docker {
 	}
 	t.Logf("dockertest: dockerd ready in %v (containerd %v, dockerd %v), in %s, socket %s", round(time.Since(t1)), round(containerdReady), round(time.Since(t2)), where, d.socket)
 	return d
+}
+
+// atStop adds step to Stop's, before those added earlier.
+func (d *Docker) atStop(step func(testing.TB)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.halt = append([]func(testing.TB){step}, d.halt...)
+}
+
+// stop kills d's agents and runs Stop's steps, once.
+func (d *Docker) stop(t testing.TB) {
+	d.mu.Lock()
+	if d.halted {
+		d.mu.Unlock()
+		return
+	}
+	d.halted = true
+	agents, halt := d.agents, d.halt
+	d.mu.Unlock()
+	for _, a := range agents {
+		if err := a.Kill(); err != nil {
+			t.Errorf("dockertest: %v", err)
+		}
+	}
+	for _, step := range halt {
+		step(t)
+	}
 }
 
 func (d *Docker) containerdSocket() string {
@@ -473,11 +503,18 @@ func (d *Docker) startAgent(t testing.TB, id, grpc string, cfg *AgentConfig) *Ag
 		"--docker-socket", d.socket,
 	}, cfg.Args...)
 	out := &syncbuf.Buffer{}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.halted {
+		t.Fatalf("dockertest: StartAgent on a stopped Docker")
+	}
 	a := &Agent{id: id, out: out, started: time.Now()}
 	p, err := startProcess("agent", exec.Command(nsenter, args...), out, out.String)
 	if err != nil {
 		t.Fatalf("dockertest: %v", err)
 	}
+	a.p = p
+	d.agents = append(d.agents, a)
 	t.Cleanup(func() {
 		if err := p.stop(stopTimeout); err != nil {
 			t.Errorf("dockertest: %v", err)

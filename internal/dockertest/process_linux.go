@@ -104,6 +104,21 @@ func (p *process) stop(timeout time.Duration) error {
 	return fmt.Errorf("%s (pid %d) did not exit within %v of SIGTERM and was killed", p.name, pid, timeout)
 }
 
+// kill sends p SIGKILL and waits for it to exit. Only p's own process is
+// signalled.
+func (p *process) kill() error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("kill %s (pid %d): %w", p.name, p.cmd.Process.Pid, err)
+	}
+	<-p.done
+	return nil
+}
+
 // fileOutput returns the output function of a process writing to path.
 func fileOutput(path string) func() string {
 	return func() string {

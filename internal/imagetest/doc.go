@@ -9,6 +9,7 @@
 // blobs in memory) from an httptest server on a free port of 127.0.0.1,
 // over plain HTTP, and counts the manifests and blobs clients fetch from
 // it (Pulls, BlobPulls), so a test can tell that an image was pulled.
+// Hold makes the pulls of a repository wait until the test releases them.
 //
 // Build runs go build (CGO_ENABLED=0, -trimpath, GOOS=linux) on a main
 // package of this repository into a temporary directory, lays the binary
@@ -34,6 +35,10 @@
 // /bin/installer (internal/imagetest/standin/installer), where fleet's
 // install action runs Talos's, that writes package standin's recognisable
 // Talos disk layout and installs nothing that boots.
+//
+// SlowInstaller builds the same stand-in, tagged v1.13.9-slow, that takes
+// 10 minutes between writing the partition table and its marks unless it
+// is stopped: a test stops the machine or its agent while it writes.
 //
 // WaitDaemon builds the stand-in for Tinkerbell's waitdaemon image, which
 // fleet's fleet-provision Template runs as its reboot action

@@ -159,6 +159,27 @@ func Installer(t testing.TB, r *Registry) string {
 	})
 }
 
+// SlowInstallerTag is the tag of the stand-in installer that takes its
+// time writing (SlowInstaller), in InstallerRepo.
+const SlowInstallerTag = standin.Version + "-slow"
+
+// SlowInstaller builds the stand-in installer as Installer does, tagged
+// SlowInstallerTag, with STANDIN_WRITE_TIME=10m in its config: once it has
+// written the partition table it takes 10 minutes writing the rest, unless
+// it is stopped (it dies of SIGTERM, as Talos's installer does), so that a
+// test can stop the machine, or restart its agent, while the installer
+// writes, as the runbook's rows for a run resumed after wipe-disk and for
+// an installer that met a disk it had started writing describe.
+func SlowInstaller(t testing.TB, r *Registry) string {
+	t.Helper()
+	ref := r.Ref(InstallerRepo, SlowInstallerTag)
+	return Build(t, r, "internal/imagetest/standin/installer", InstallerRepo, &Config{
+		Path: "/bin/installer",
+		Tag:  SlowInstallerTag,
+		Env:  []string{"STANDIN_IMAGE=" + ref, "STANDIN_WRITE_TIME=10m"},
+	})
+}
+
 // WaitDaemonRepo and WaitDaemonTag name the stand-in for Tinkerbell's
 // waitdaemon image in a Registry, as fleet's fleet-provision Template names
 // the real one (ghcr.io/jacobweinstock/waitdaemon:0.2.0) but for the host.

@@ -6,11 +6,13 @@ import (
 	"io"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/fleetkit/fleet/internal/deptest"
 	"github.com/fleetkit/fleet/internal/imagetest/standin"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -99,6 +101,50 @@ func TestInstallerImage(t *testing.T) {
 	if reg.Pulls(InstallerRepo) != 1 || reg.BlobPulls(InstallerRepo) < 2 {
 		t.Errorf("Pulls = %d, BlobPulls = %d; want 1 manifest, and the config and layer", reg.Pulls(InstallerRepo), reg.BlobPulls(InstallerRepo))
 	}
+}
+
+// A held repository's pull waits, counted, until the test releases it;
+// the pull then gets the image. The slow stand-in installer is the
+// stand-in with STANDIN_WRITE_TIME in its config.
+func TestHoldAndSlowInstaller(t *testing.T) {
+	reg := StartRegistry(t)
+	ref := SlowInstaller(t, reg)
+	if want := reg.Host() + "/siderolabs/installer:" + SlowInstallerTag; ref != want {
+		t.Errorf("SlowInstaller = %q, want %q", ref, want)
+	}
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := reg.Hold(t, InstallerRepo)
+	done := make(chan error, 1)
+	var env []string
+	go func() {
+		img, err := remote.Image(r)
+		if err == nil {
+			var cfg *v1.ConfigFile
+			if cfg, err = img.ConfigFile(); err == nil {
+				env = cfg.Config.Env
+			}
+		}
+		done <- err
+	}()
+	for reg.Pulls(InstallerRepo) == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the held pull ended: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatalf("the released pull: %v", err)
+	}
+	if !slices.Contains(env, "STANDIN_WRITE_TIME=10m") || !slices.Contains(env, "STANDIN_IMAGE="+ref) {
+		t.Errorf("the slow installer's environment is %q", env)
+	}
+	release() // again: nothing
 }
 
 func TestLibraries(t *testing.T) {

@@ -20,8 +20,9 @@ type Registry struct {
 	host string
 
 	mu    sync.Mutex
-	pulls map[string]int // GETs of a manifest, by repository
-	blobs map[string]int // GETs of a blob, by repository
+	pulls map[string]int           // GETs of a manifest, by repository
+	blobs map[string]int           // GETs of a blob, by repository
+	holds map[string]chan struct{} // repositories whose manifests wait, until closed
 }
 
 // StartRegistry serves a registry on a free port of 127.0.0.1 until t
@@ -29,10 +30,16 @@ type Registry struct {
 // 127.0.0.0/8 as insecure-allowed.
 func StartRegistry(t testing.TB) *Registry {
 	t.Helper()
-	r := &Registry{pulls: map[string]int{}, blobs: map[string]int{}}
+	r := &Registry{pulls: map[string]int{}, blobs: map[string]int{}, holds: map[string]chan struct{}{}}
 	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		r.count(req)
+		if held := r.count(req); held != nil {
+			select {
+			case <-held:
+			case <-req.Context().Done():
+				return
+			}
+		}
 		h.ServeHTTP(w, req)
 	}))
 	t.Cleanup(srv.Close)
@@ -66,21 +73,52 @@ func (r *Registry) BlobPulls(repo string) int {
 	return r.blobs[repo]
 }
 
+// Hold makes every fetch of a manifest of repo (a pull of its image) wait,
+// as a registry that stalls does, until release is called or the client
+// gives up; the fetch is counted when it arrives. A test holds the pull of
+// an action's image to stop the machine at a point of its run: the agent
+// has taken the action, and it has not started. release may be called more
+// than once; it is called when t ends.
+func (r *Registry) Hold(t testing.TB, repo string) (release func()) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.holds[repo]; ok {
+		t.Fatalf("imagetest: the pulls of %s are held already", repo)
+	}
+	ch := make(chan struct{})
+	r.holds[repo] = ch
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			delete(r.holds, repo)
+			close(ch)
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
 // count records req when it fetches a manifest or a blob:
-// GET /v2/<repo>/manifests/<ref> or GET /v2/<repo>/blobs/<digest>.
-func (r *Registry) count(req *http.Request) {
+// GET /v2/<repo>/manifests/<ref> or GET /v2/<repo>/blobs/<digest>, and
+// returns the channel to wait on when repo's manifests are held.
+func (r *Registry) count(req *http.Request) <-chan struct{} {
 	if req.Method != http.MethodGet {
-		return
+		return nil
 	}
 	p, ok := strings.CutPrefix(req.URL.Path, "/v2/")
 	if !ok {
-		return
+		return nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if i := strings.LastIndex(p, "/manifests/"); i > 0 {
 		r.pulls[p[:i]]++
+		return r.holds[p[:i]]
 	} else if i := strings.LastIndex(p, "/blobs/"); i > 0 && !strings.Contains(p[i:], "/uploads") {
 		r.blobs[p[:i]]++
 	}
+	return nil
 }

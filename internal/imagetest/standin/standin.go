@@ -76,19 +76,44 @@ type Disk interface {
 
 // ErrNotEmpty: the disk holds a partition table already, and Talos's
 // installer, without its wipe option, installs only to an empty disk.
+// Install returns it in a *NotEmptyError.
 var ErrNotEmpty = errors.New("disk is not empty")
+
+// NotEmptyError is Install's refusal of a disk that is not empty. errors.Is
+// finds ErrNotEmpty.
+type NotEmptyError struct {
+	// Detected is what the disk holds, as Talos's installer names it
+	// (blkid's name): "gpt" or "dos".
+	Detected string
+}
+
+func (e *NotEmptyError) Error() string { return ErrNotEmpty.Error() + ": " + e.Detected }
+
+func (e *NotEmptyError) Unwrap() error { return ErrNotEmpty }
 
 // Install lays out disk, of size bytes, as the package doc says, marked
 // with image and values, and logs each step to lg as Talos's installer
-// logs. It refuses, with ErrNotEmpty, a disk whose first sectors hold an
-// MBR signature or a GPT header. The caller syncs disk.
+// logs. It refuses, with a *NotEmptyError, a disk whose first sectors hold
+// an MBR signature or a GPT header. The caller syncs disk.
 func Install(disk Disk, size int64, image string, values meta.Values, lg *log.Logger) error {
+	return InstallPaced(disk, size, image, values, lg, nil)
+}
+
+// InstallPaced is Install, and calls writing, when it is not nil, once the
+// partition table is written and before the marks are: where Talos's
+// installer spends its time formatting the partitions and copying the boot
+// assets. A program stopped there leaves a partial install, a partition
+// table without the marks.
+func InstallPaced(disk Disk, size int64, image string, values meta.Values, lg *log.Logger, writing func()) error {
 	head := make([]byte, 2*sector)
 	if _, err := disk.ReadAt(head, 0); err != nil {
 		return fmt.Errorf("read the disk: %w", err)
 	}
-	if bytes.Equal(head[510:512], []byte{0x55, 0xaa}) || bytes.Equal(head[sector:sector+8], []byte("EFI PART")) {
-		return ErrNotEmpty
+	switch {
+	case bytes.Equal(head[sector:sector+8], []byte("EFI PART")):
+		return &NotEmptyError{Detected: "gpt"}
+	case bytes.Equal(head[510:512], []byte{0x55, 0xaa}):
+		return &NotEmptyError{Detected: "dos"}
 	}
 	sectors := size / sector
 	if sectors < minSectors {
@@ -101,6 +126,9 @@ func Install(disk Disk, size int64, image string, values meta.Values, lg *log.Lo
 	}
 	for _, p := range parts {
 		lg.Printf("created partition %d (%s): sectors %d-%d", p.Index, layout[p.Index-1].name, p.FirstLBA, p.LastLBA)
+	}
+	if writing != nil {
+		writing()
 	}
 	var m strings.Builder
 	m.WriteString(MetaMark)

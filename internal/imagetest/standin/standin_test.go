@@ -64,3 +64,44 @@ func TestInstallAndRead(t *testing.T) {
 		t.Errorf("a second Install = %v, want ErrNotEmpty", err)
 	}
 }
+
+// A disk that holds a partition table is refused as Talos's installer
+// refuses it, naming what it holds; InstallPaced calls writing between the
+// partition table and the marks, so a program stopped there leaves a
+// partition table without them.
+func TestNotEmptyAndPaced(t *testing.T) {
+	const size = 64 << 20
+	f, err := os.Create(filepath.Join(t.TempDir(), "disk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	var atWriting bool
+	err = standin.InstallPaced(f, size, "image", nil, log.New(io.Discard, "", 0), func() {
+		gpt, err := disksafe.ReadGPT(f, size, 512)
+		_, ok, _ := standin.Read(f, size)
+		atWriting = err == nil && len(gpt.Partitions) == 4 && !ok
+	})
+	if err != nil || !atWriting {
+		t.Fatalf("InstallPaced = %v; at writing the disk held a partition table without the marks: %v", err, atWriting)
+	}
+	err = standin.Install(f, size, "image", nil, log.New(io.Discard, "", 0))
+	var ne *standin.NotEmptyError
+	if !errors.As(err, &ne) || ne.Detected != "gpt" || !errors.Is(err, standin.ErrNotEmpty) {
+		t.Errorf("Install on a GPT disk = %v, want a *NotEmptyError detecting gpt", err)
+	}
+	mbr := make([]byte, 512)
+	mbr[510], mbr[511] = 0x55, 0xaa
+	if _, err := f.WriteAt(make([]byte, 1024), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(mbr, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := standin.Install(f, size, "image", nil, log.New(io.Discard, "", 0)); !errors.As(err, &ne) || ne.Detected != "dos" {
+		t.Errorf("Install on an MBR disk = %v, want a *NotEmptyError detecting dos", err)
+	}
+}

@@ -9,29 +9,42 @@
 // variable, decoded as it decodes it), and writes the recognisable layout
 // of package standin to DISK, marked with the image's reference
 // (STANDIN_IMAGE, which the image's config sets). Like Talos's installer
-// it refuses a disk that is not empty, and logs with Go's log timestamps on
-// standard output. It exits 0 once the layout is written and synced, 1 on
-// any error.
+// it refuses a disk that is not empty, in Talos's words on standard error,
+//
+//	failed to perform disk operations: disk DISK is not empty, skipping install, detected "gpt"
+//
+// and logs its steps with Go's log timestamps on standard output. With
+// STANDIN_WRITE_TIME set (a Go duration, such as 10m), it takes that long
+// between the partition table and the marks, as Talos's installer takes
+// seconds to minutes formatting and copying there; stopped meanwhile (it
+// dies of SIGTERM, as Talos's does), it leaves a partial install. It exits
+// 0 once the layout is written and synced, 1 on any error.
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log"
 	"os"
+	"time"
 
 	"github.com/fleetkit/fleet/internal/imagetest/standin"
 	"github.com/siderolabs/talos/pkg/machinery/meta"
 )
 
-// imageEnv names the variable of the image's config that holds the
-// image's own reference.
-const imageEnv = "STANDIN_IMAGE"
+// The variables of the image's config: the image's own reference, and how
+// long writing takes.
+const (
+	imageEnv     = "STANDIN_IMAGE"
+	writeTimeEnv = "STANDIN_WRITE_TIME"
+)
 
 func main() {
 	lg := log.New(os.Stdout, "", log.LstdFlags)
 	if err := run(os.Args[1:], os.Getenv, lg); err != nil {
-		lg.Printf("error: %v", err)
+		// As Talos's installer ends: the error alone, on standard error.
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
@@ -57,6 +70,17 @@ func run(args []string, getenv func(string) string, lg *log.Logger) error {
 	if err != nil {
 		return fmt.Errorf("decoding META values: %w", err)
 	}
+	var writing func()
+	if v := getenv(writeTimeEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("%s=%q is not a duration", writeTimeEnv, v)
+		}
+		writing = func() {
+			lg.Printf("writing the partitions, for %v", d)
+			time.Sleep(d)
+		}
+	}
 	f, err := os.OpenFile(disk, os.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("failed to open %s: %w", disk, err)
@@ -66,7 +90,11 @@ func run(args []string, getenv func(string) string, lg *log.Logger) error {
 	if err != nil {
 		return fmt.Errorf("failed to size %s: %w", disk, err)
 	}
-	if err := standin.Install(f, size, getenv(imageEnv), values, lg); err != nil {
+	err = standin.InstallPaced(f, size, getenv(imageEnv), values, lg, writing)
+	if ne := (*standin.NotEmptyError)(nil); errors.As(err, &ne) {
+		return fmt.Errorf("failed to perform disk operations: disk %s is not empty, skipping install, detected %q", disk, ne.Detected)
+	}
+	if err != nil {
 		return fmt.Errorf("failed to perform disk operations on %s: %w", disk, err)
 	}
 	if err := f.Sync(); err != nil {
