@@ -473,7 +473,13 @@ func checkAK(ak AKParameters) (*tpm2.HashValue, error) {
 	return att.AttestedCreationInfo.Name.Digest, nil
 }
 
+// serveProof answers a proof: it verifies the proof against its session
+// (verifyProof), judges the binding (Judge), records an admitting proof as
+// spent, verifies the quote (verifyBoot), waits or admits the claim
+// (answer), and writes the audit line attest.verdict (verdictAttrs) before
+// the answer.
 func (s *Server) serveProof(w http.ResponseWriter, r *http.Request, body []byte) {
+	ctx := r.Context()
 	p, err := decodeProof(body)
 	if err != nil {
 		s.refuse(w, r, "", http.StatusBadRequest, err.Error())
@@ -485,11 +491,54 @@ func (s *Server) serveProof(w http.ResponseWriter, r *http.Request, body []byte)
 		return
 	}
 	now := time.Now()
-	if !now.Before(ss.expires) {
-		s.refuse(w, r, ss.serial, http.StatusGone, "the session expired")
+	proven, ref := verifyProof(ss, p, now)
+	if ref != nil {
+		s.refuseFor(w, r, ss.serial, ref)
 		return
 	}
-	var proven Proven
+	// The verdict comes from the sealed binding and the proven hashes
+	// alone. Only a proof that can admit is recorded as spent (once
+	// across replicas): any TPM, a software one too, proves its own EKs
+	// under any serial, and a record per such proof would grow without
+	// bound; a refused or waiting proof replayed changes nothing.
+	j := Judge(ss.binding, proven)
+	if j.Verdict == Attested {
+		if ref := s.spend(ctx, ss); ref != nil {
+			s.refuseFor(w, r, ss.serial, ref)
+			return
+		}
+	}
+	boot, ref := verifyBoot(ss, p)
+	if ref != nil {
+		s.refuseFor(w, r, ss.serial, ref)
+		return
+	}
+	c := Claim{
+		Serial:  ss.serial,
+		MAC:     ss.mac,
+		LLDP:    ss.lldp,
+		RSA2048: proven.RSA2048,
+		ECCP256: proven.ECCP256,
+		Peer:    r.RemoteAddr,
+		Proven:  now,
+		Boot:    boot,
+	}
+	res := s.answer(ctx, c, j, now)
+	s.log.LogAttrs(ctx, verdictLevel(j.Verdict), "attest.verdict", verdictAttrs(c, j, res, ss.binding)...)
+	if s.judged != nil {
+		s.judged(ctx, c, j)
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// verifyProof checks proof p against its session ss at now: the session
+// has not expired, and p answers every challenge of the session, and no
+// other, with its secret (compared in constant time). It returns the EK
+// hashes p proves. It does no I/O.
+func verifyProof(ss *session, p *proof, now time.Time) (Proven, *refusal) {
+	if !now.Before(ss.expires) {
+		return Proven{}, &refusal{status: http.StatusGone, reason: "the session expired"}
+	}
 	ok := 1
 	for _, k := range []KeyKind{RSA2048, ECCP256} {
 		got, sent := p.secrets[k]
@@ -503,62 +552,79 @@ func (s *Server) serveProof(w http.ResponseWriter, r *http.Request, body []byte)
 		}
 	}
 	if ok != 1 {
-		s.refuse(w, r, ss.serial, http.StatusForbidden, "the proof's secrets are not the session's")
-		return
+		return Proven{}, &refusal{status: http.StatusForbidden, reason: "the proof's secrets are not the session's"}
 	}
-	proven.RSA2048, proven.ECCP256 = ss.hash[RSA2048], ss.hash[ECCP256]
-	// The verdict comes from the sealed binding and the proven hashes
-	// alone. Only a proof that can admit is recorded as spent (once
-	// across replicas): any TPM, a software one too, proves its own EKs
-	// under any serial, and a record per such proof would grow without
-	// bound; a refused or waiting proof replayed changes nothing.
-	j := Judge(ss.binding, proven)
-	if j.Verdict == Attested {
-		fresh, err := s.spent.Spend(r.Context(), ss.idString(), ss.expires)
-		if err != nil {
-			s.refuse(w, r, ss.serial, http.StatusServiceUnavailable, "the session could not be recorded")
-			return
-		}
-		if !fresh {
-			s.refuse(w, r, ss.serial, http.StatusConflict, "the session was already proven")
-			return
-		}
+	return Proven{RSA2048: ss.hash[RSA2048], ECCP256: ss.hash[ECCP256]}, nil
+}
+
+// spend records the session ss as spent, once across replicas: a session
+// already spent, or one that cannot be recorded, is refused.
+func (s *Server) spend(ctx context.Context, ss *session) *refusal {
+	fresh, err := s.spent.Spend(ctx, ss.idString(), ss.expires)
+	switch {
+	case err != nil:
+		return &refusal{status: http.StatusServiceUnavailable, reason: "the session could not be recorded"}
+	case !fresh:
+		return &refusal{status: http.StatusConflict, reason: "the session was already proven"}
 	}
-	var boot *BootState
-	if p.quote != nil {
-		if ss.akPublic == nil {
-			s.refuse(w, r, ss.serial, http.StatusForbidden, "the session names no AK to check the quote with")
-			return
-		}
-		boot, err = verifyQuote(ss.akPublic, QuoteNonce(p.session), p.quote)
-		if err != nil {
-			// A machine whose quote does not verify sends evidence its TPM
-			// did not make: no verdict, whatever its EKs.
-			var qe *quoteError
-			if !errors.As(err, &qe) {
-				qe = &quoteError{reason: ReasonQuoteMalformed, cause: err}
-			}
-			s.refuseFor(w, r, ss.serial, &refusal{status: http.StatusForbidden, reason: qe.reason, cause: qe.cause, final: true})
-			return
-		}
+	return nil
+}
+
+// verifyBoot verifies the quote of proof p, if it carries one, with the AK
+// that the challenges of its session ss are bound to, and returns the boot
+// state it shows: nil when p carries no quote. A quote that does not
+// verify is a final refusal with the quote's reason: the machine sends
+// evidence its TPM did not make, so it gets no verdict, whatever its EKs.
+// It does no I/O.
+func verifyBoot(ss *session, p *proof) (*BootState, *refusal) {
+	if p.quote == nil {
+		return nil, nil
 	}
-	c := Claim{
-		Serial:  ss.serial,
-		MAC:     ss.mac,
-		LLDP:    ss.lldp,
-		RSA2048: proven.RSA2048,
-		ECCP256: proven.ECCP256,
-		Peer:    r.RemoteAddr,
-		Proven:  now,
-		Boot:    boot,
+	if ss.akPublic == nil {
+		return nil, &refusal{status: http.StatusForbidden, reason: "the session names no AK to check the quote with"}
 	}
+	boot, err := verifyQuote(ss.akPublic, QuoteNonce(p.session), p.quote)
+	if err != nil {
+		var qe *quoteError
+		if !errors.As(err, &qe) {
+			qe = &quoteError{reason: ReasonQuoteMalformed, cause: err}
+		}
+		return nil, &refusal{status: http.StatusForbidden, reason: qe.reason, cause: qe.cause, final: true}
+	}
+	return boot, nil
+}
+
+// answer is the answer to claim c judged j at now: a pending-approval
+// claim waits (Waiting), an attested one is handed to the admission hook.
+func (s *Server) answer(ctx context.Context, c Claim, j Judgement, now time.Time) resultMsg {
 	res := resultMsg{Verdict: j.Verdict.String(), Reason: j.Reason}
 	switch j.Verdict {
 	case PendingApproval:
 		s.waiting.put(c, now)
 	case Attested:
-		res.Reason, res.InstallCode = s.admitted(r.Context(), c)
+		res.Reason, res.InstallCode = s.admitted(ctx, c)
 	}
+	return res
+}
+
+// verdictLevel is the level of the audit line of a verdict: a warning for
+// a refusal, else information.
+func verdictLevel(v Verdict) slog.Level {
+	if v != Attested && v != PendingApproval {
+		return slog.LevelWarn
+	}
+	return slog.LevelInfo
+}
+
+// verdictAttrs are the attributes of the audit line attest.verdict of claim
+// c, judged j against the approved binding and answered res, in this
+// order: serial, verdict, reason; refused_ek_hash when j refuses one; for
+// ek-missing, missing_ek_rsa2048 and missing_ek_eccp256, the approved hash
+// of each EK the TPM did not present; peer; ek_rsa2048 and ek_eccp256, the
+// proven hashes; secure_boot ("unquoted" without a quote), and with a
+// quote pcr7 and, when the state is unknown, secure_boot_unknown. The
+// install code is never among them.
+func verdictAttrs(c Claim, j Judgement, res resultMsg, approved Binding) []slog.Attr {
 	attrs := make([]slog.Attr, 0, 12)
 	attrs = append(attrs,
 		slog.String("serial", c.Serial),
@@ -568,13 +634,11 @@ func (s *Server) serveProof(w http.ResponseWriter, r *http.Request, body []byte)
 		attrs = append(attrs, slog.String("refused_ek_hash", j.RefusedHash))
 	}
 	if j.Verdict == EKMissing {
-		// The approved hash of each EK the TPM did not present, to compare
-		// with the evidence.
-		if ss.binding.RSA2048 != "" && c.RSA2048 == "" {
-			attrs = append(attrs, slog.String("missing_ek_rsa2048", ss.binding.RSA2048))
+		if approved.RSA2048 != "" && c.RSA2048 == "" {
+			attrs = append(attrs, slog.String("missing_ek_rsa2048", approved.RSA2048))
 		}
-		if ss.binding.ECCP256 != "" && c.ECCP256 == "" {
-			attrs = append(attrs, slog.String("missing_ek_eccp256", ss.binding.ECCP256))
+		if approved.ECCP256 != "" && c.ECCP256 == "" {
+			attrs = append(attrs, slog.String("missing_ek_eccp256", approved.ECCP256))
 		}
 	}
 	attrs = append(attrs, slog.String("peer", c.Peer))
@@ -586,23 +650,14 @@ func (s *Server) serveProof(w http.ResponseWriter, r *http.Request, body []byte)
 	if c.ECCP256 != "" {
 		attrs = append(attrs, slog.String("ek_eccp256", c.ECCP256))
 	}
-	if boot == nil {
-		attrs = append(attrs, slog.String("secure_boot", "unquoted"))
-	} else {
-		attrs = append(attrs, slog.String("secure_boot", boot.SecureBoot.String()), slog.String("pcr7", boot.PCR7()))
-		if boot.Unknown != "" {
-			attrs = append(attrs, slog.String("secure_boot_unknown", boot.Unknown))
-		}
+	if c.Boot == nil {
+		return append(attrs, slog.String("secure_boot", "unquoted"))
 	}
-	level := slog.LevelInfo
-	if j.Verdict != Attested && j.Verdict != PendingApproval {
-		level = slog.LevelWarn
+	attrs = append(attrs, slog.String("secure_boot", c.Boot.SecureBoot.String()), slog.String("pcr7", c.Boot.PCR7()))
+	if c.Boot.Unknown != "" {
+		attrs = append(attrs, slog.String("secure_boot_unknown", c.Boot.Unknown))
 	}
-	s.log.LogAttrs(r.Context(), level, "attest.verdict", attrs...)
-	if s.judged != nil {
-		s.judged(r.Context(), c, j)
-	}
-	writeJSON(w, http.StatusOK, res)
+	return attrs
 }
 
 // admitted calls the admission hook and returns the reason and code to
