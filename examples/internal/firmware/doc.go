@@ -290,7 +290,7 @@
 //	the reboot to the installed system's /init                  1.2 to 4.8 min
 //	  to its config fetched                                     1.3 to 5.1 min
 //	a provisioned case, power-on to power-off                   3.5 to 7.1 min
-//	a refused case (the runner waits 10 s)                      1.1 to 3.2 min
+//	a refused case (the runner waits 10 s; the second run)     1.1 to 2.5 min
 //	the five boots, two at once                                 7.2 to 13.8 min
 //	the whole test, in its binary                               12.8 to 15.3 min
 //
