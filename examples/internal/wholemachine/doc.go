@@ -1,9 +1,10 @@
-// Package wholemachine holds TestIntegrationWholeMachine, which provisions
-// one machine made of real parts through a real fleetd and the real
+// Package wholemachine holds TestIntegrationWholeMachine, which runs
+// machines made of real parts through a real fleetd and the real
 // Tinkerbell, in the order HookOS and Tinkerbell run the steps, with the
 // programs a user deploys: the runbook's "Plug a machine in" for a worker,
-// and its refusals of a machine on another switch port and of an install
-// disk that is not the declared one.
+// "Approve a machine's EKs", and each machine-side row of "If something
+// goes wrong" that can be made real here, one case, on a machine of its
+// own, per row (see The cases).
 //
 // # The machine
 //
@@ -34,6 +35,7 @@
 //
 // # What is real
 //
+//   - fleetctl approve, the operator's, against fleetd's approver API.
 //   - fleetd, the binary a user deploys (go build), against NetBox
 //     (inventory/netboxtest) and the kube-apiserver and etcd of
 //     internal/kubetest: it creates the Hardware, its Templates (the
@@ -88,6 +90,80 @@
 // The forwarding of the registry's and tink-server's loopback ports into
 // the machine's namespace is plumbing in place of a provisioning network,
 // not a part of the machine.
+//
+// # The cases
+//
+// Each case is a subtest named in the test's table (wholeMachineCases),
+// with the runbook's lines in a comment; docs/runbook-coverage.md cites
+// them by name. A case gets its own machine, NetBox, fleetd and namespace,
+// and, when it runs a Workflow, its own Tinkerbell and container engine;
+// the control plane, the programs and the images are built once. Cases
+// that run no Workflow run in parallel, after the rest.
+//
+//   - provision: "Plug a machine in" to active, with a config fetch while
+//     NetBox does not answer (503), one the node never acknowledges
+//     (journaled with its address), and one of the spent code
+//     (FleetInstallConfigRefetched).
+//   - approve-then-power-cycle: pending-approval, a second TPM claiming
+//     the serial, fleetctl approve's lines, the apply, the power cycle,
+//     attest: PASSED and the run; then HookOS boots again after the
+//     run's success (FleetNodeBootedHookOSAfterInstall), and the config
+//     expires unread (FLEET_CONFIG_TTL 20 s): 404, FleetInstallConfigMissing.
+//   - replaced-tpm: another TPM in the machine: ek-hash-mismatch, nothing
+//     written; the entry names its EKs, and it passes.
+//   - another-port, no-lldp-frame, binding-unauthored,
+//     lacks-install-disk-serial, serial-no-entry-names,
+//     auto-provision-off, control-plane-waits, control-planes-off,
+//     first-control-plane: fleetd's refusals and no-provision answers,
+//     on the console, in the journal and in the audit lines.
+//   - disk-serial-changed, disks-swapped, two-disks-report-the-serial,
+//     installer-image-missing: wipe-disk's refusals, FAILED at wipe-disk
+//     with nothing wiped.
+//   - fleetd-does-not-answer: the machine resets before its run began,
+//     and in its next boot nothing answers at fleetd's address: attest:
+//     try 5 failed, and wipe-disk refuses the boot.
+//   - never-reported: no agent reports; with the Template's
+//     global_timeout set to 10 s fleetd deletes the Workflow, and the next
+//     boot gets no provision (last run not repeated).
+//   - resumed-after-wipe-disk: the machine resets while the installer
+//     writes; the next boot's engine and agent resume the run at install,
+//     which refuses.
+//   - installer-met-its-own-writes: the agent restarts (SIGTERM) while the
+//     installer writes; in the same boot install runs again, and the
+//     installer fails in Talos's words on the disk it started.
+//   - passed-global-timeout: the power fails after the install (the
+//     registry holds next-boot's pull: imagetest's Registry.Hold); the
+//     node boots its install and is active; with global_timeout 45 s
+//     tink-controller ends the run TIMEOUT, and fleetd says nothing is to
+//     be done.
+//
+// A machine's power cycle (world.powerCycle) ends its boot as a power loss
+// does: the agent is killed (it reports nothing more), the container
+// engine stops (dockertest's Docker.Stop), HookOS's /run starts empty (the
+// boot record and the run's shared directory are gone) and a new engine
+// starts with an empty image cache; the kernel's boot ID is the test's
+// host's and stays, which the actions never need to tell a new boot: the
+// missing records do. The slow stand-in installer (imagetest.SlowInstaller)
+// takes 10 minutes between its partition table and its marks unless it is
+// stopped, so a case stops the machine while it writes.
+//
+// # What cannot be made real here
+//
+//   - wipe: <disk> is removable, is on USB: the machine's disks are loop
+//     devices; the kernel never marks a loop device removable, and its
+//     sysfs path is virtual, never under a USB controller.
+//   - wipe: no install disk serial is declared: fleetd renders no Workflow
+//     without install_disk_serial (lacks-install-disk-serial is its
+//     refusal); only an older fleetd would.
+//   - ek-missing: swtpm_setup manufactures every TPM with both EKs.
+//   - wipe: ... no install code: a boot that passes without a code while
+//     the run waits at wipe-disk is one the class's Secure Boot policy
+//     refuses, and this machine has no UEFI firmware to quote its boot
+//     (examples/internal/firmware has).
+//   - recorded no attested switch port, and the Rufio job's refusal: runs
+//     the provision loop starts from desired_action power-cycle the
+//     machine through its BMC; this machine has none
+//     (provision/rufio_linux_test.go runs Rufio against a BMC of its own).
 //
 // # Times
 //

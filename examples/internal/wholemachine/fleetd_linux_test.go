@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -40,7 +42,7 @@ var (
 	buildErr  error
 )
 
-// build builds fleetd and hookos-attest once per test binary, into a
+// build builds fleetd, hookos-attest and fleetctl once per test binary, into a
 // directory removed when the tests end (through t's Cleanup of the test
 // that built them, the parent of every subtest). The actions are images
 // (see images).
@@ -55,13 +57,13 @@ func build(t *testing.T) binaries {
 		root := filepath.Dir(strings.TrimSpace(string(gomod)))
 		dir := t.TempDir()
 		t0 := time.Now()
-		cmd := exec.Command("go", "build", "-o", dir+"/", "./examples/fleetd", "./examples/hookos-attest")
+		cmd := exec.Command("go", "build", "-o", dir+"/", "./examples/fleetd", "./examples/hookos-attest", "./examples/fleetctl")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 			return
 		}
-		t.Logf("built fleetd and hookos-attest in %v", time.Since(t0).Round(10*time.Millisecond))
+		t.Logf("built fleetd, hookos-attest and fleetctl in %v", time.Since(t0).Round(10*time.Millisecond))
 		built = binaries{dir: dir}
 	})
 	if buildErr != nil {
@@ -100,6 +102,9 @@ const (
 	userFleetd    = "fleetd"
 	userOperator  = "operator"
 	switchName    = "usw-pro-24"
+	// approverToken is FLEET_APPROVER_TOKEN: the operator's fleetctl
+	// approve reads the waiting claims with it.
+	approverToken = "approver-token-of-the-whole-machine-test"
 )
 
 // fleet is fleetd running as a process, with its NetBox and its namespace
@@ -112,6 +117,7 @@ type fleet struct {
 	ns        string
 	publicURL string // https://<uplink address>:<port>
 	caFile    string // fleetd's certificate, which is its own CA
+	metrics   string // http://127.0.0.1:<port>/metrics
 	log       *syncbuf.Buffer
 }
 
@@ -121,6 +127,7 @@ type fleetConfig struct {
 	listen          string // the address fleetd listens on
 	ns              string // its namespace of the test apiserver
 	bins            binaries
+	settings        map[string]string // more settings, over startFleet's
 }
 
 // startFleet seeds NetBox from the nodes file as Terraform does, and starts
@@ -183,9 +190,12 @@ func startFleet(t *testing.T, env *kubetest.Env, fc fleetConfig) *fleet {
 	if err := os.WriteFile(bundle, secretsBundle(t), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	metricsAddr := net.JoinHostPort("127.0.0.1", fmt.Sprint(freePort(t, "127.0.0.1")))
+	f.metrics = "http://" + metricsAddr + "/metrics"
 	settings := map[string]string{
 		"FLEET_LISTEN":          fc.listen,
-		"FLEET_METRICS_LISTEN":  "off",
+		"FLEET_METRICS_LISTEN":  metricsAddr,
+		"FLEET_APPROVER_TOKEN":  approverToken,
 		"FLEET_TLS_CERT":        certFile,
 		"FLEET_TLS_KEY":         keyFile,
 		"FLEET_PUBLIC_URL":      f.publicURL,
@@ -209,6 +219,7 @@ func startFleet(t *testing.T, env *kubetest.Env, fc fleetConfig) *fleet {
 		"FLEET_IMAGE_INSTALL":   actionImage("install"),
 		"FLEET_IMAGE_NEXT_BOOT": actionImage("next-boot"),
 	}
+	maps.Copy(settings, fc.settings)
 	cmd := exec.Command(fc.bins.path("fleetd"))
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
 	for k, v := range settings {
@@ -255,6 +266,21 @@ func startFleet(t *testing.T, env *kubetest.Env, fc fleetConfig) *fleet {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return f
+}
+
+// scrape returns fleetd's metrics, as Prometheus scrapes them.
+func (f *fleet) scrape() string {
+	f.t.Helper()
+	rsp, err := http.Get(f.metrics)
+	if err != nil {
+		f.t.Fatalf("scrape fleetd: %v", err)
+	}
+	defer rsp.Body.Close()
+	b, err := io.ReadAll(rsp.Body)
+	if err != nil || rsp.StatusCode != http.StatusOK {
+		f.t.Fatalf("scrape fleetd: %s, %v", rsp.Status, err)
+	}
+	return string(b)
 }
 
 // device reads a device from NetBox.

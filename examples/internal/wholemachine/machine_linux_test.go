@@ -55,6 +55,7 @@ type machineConfig struct {
 	diskSerial string // its install disk's serial
 	port       int    // the switch port it is plugged into, as lldpd names it "Port N"
 	diskSize   int64
+	noLLDP     bool // the switch sends no LLDP frame: no lldpd runs
 }
 
 // A machine is a bare-metal machine of real parts (see the package doc).
@@ -80,6 +81,9 @@ type loopDev struct {
 	dev  string // major:minor
 }
 
+// name is the disk's kernel name, loopN.
+func (d loopDev) name() string { return filepath.Base(d.path) }
+
 var seq atomic.Int32
 
 // newMachine builds a machine: its network, switch, TPM, disks and SMBIOS
@@ -89,7 +93,7 @@ func newMachine(t *testing.T, tl tools, cfg machineConfig) *machine {
 	t.Helper()
 	n := int(seq.Add(1))
 	m := &machine{t: t, tl: tl, cfg: cfg, dir: t.TempDir()}
-	for _, d := range []string{"run/udev/data", "run/fleet", "run/fleet-workflow", "sysclass/dmi/id", "bin", "tpm"} {
+	for _, d := range []string{"run/udev/data", "run/fleet", "run/fleet-workflow", "sysclass/dmi/id", "bin"} {
 		if err := os.MkdirAll(filepath.Join(m.dir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -99,8 +103,10 @@ func newMachine(t *testing.T, tl tools, cfg machineConfig) *machine {
 	m.uplink = fmt.Sprintf("10.213.%d.1", net)
 	m.addr = fmt.Sprintf("10.213.%d.21", net)
 	m.network(n)
-	m.startLLDPD()
-	m.startTPM()
+	if !cfg.noLLDP {
+		m.startLLDPD()
+	}
+	m.tpm = m.newTPM("tpm")
 	m.disks()
 	m.smbios()
 	self, err := os.Executable()
@@ -194,15 +200,20 @@ func (m *machine) startLLDPD() {
 	testenv.StopAtCleanup(t, "lldpd", cmd, &out)
 }
 
-// startTPM manufactures a TPM with EK certificates (swtpm_setup, with a
-// local CA of the test's own) and serves it on a unix socket.
-func (m *machine) startTPM() {
+// newTPM manufactures a TPM with EK certificates (swtpm_setup, with a
+// local CA of the test's own) in the machine's directory name, serves it on
+// a unix socket there, and returns the socket: the machine's TPM
+// (machine.tpm), or one that replaces it, as after a board swap.
+func (m *machine) newTPM(name string) string {
 	t := m.t
-	dir := filepath.Join(m.dir, "tpm")
+	dir := filepath.Join(m.dir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	swtpm, state := testenv.ManufactureTPM(t, dir)
-	m.tpm = filepath.Join(dir, "swtpm.sock")
+	sock := filepath.Join(dir, "swtpm.sock")
 	cmd := exec.Command(swtpm, "socket", "--tpm2", "--tpmstate", "dir="+state,
-		"--server", "type=unixio,path="+m.tpm, "--flags", "not-need-init,startup-clear")
+		"--server", "type=unixio,path="+sock, "--flags", "not-need-init,startup-clear")
 	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -210,18 +221,19 @@ func (m *machine) startTPM() {
 	}
 	testenv.StopAtCleanup(t, "swtpm", cmd, &out)
 	if err := eventually(t.Context(), 10*time.Second, func() bool {
-		fi, err := os.Stat(m.tpm)
+		fi, err := os.Stat(sock)
 		return err == nil && fi.Mode()&os.ModeSocket != 0
 	}); err != nil {
-		t.Fatalf("swtpm does not listen on %s: %s", m.tpm, out.String())
+		t.Fatalf("swtpm does not listen on %s: %s", sock, out.String())
 	}
+	return sock
 }
 
-// approvedEKs reads the TPM's EK hashes, as the receiving scan the runbook
-// asks for would.
-func (m *machine) approvedEKs() attest.Binding {
+// approvedEKs reads the EK hashes of the TPM at socket tpm, as the
+// receiving scan the runbook asks for would.
+func (m *machine) approvedEKs(tpm string) attest.Binding {
 	m.t.Helper()
-	conn, err := net.Dial("unix", m.tpm)
+	conn, err := net.Dial("unix", tpm)
 	if err != nil {
 		m.t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +40,8 @@ func actionImage(name string) string { return actionRegistry + "/fleet/" + name 
 type images struct {
 	reg                                 *imagetest.Registry
 	wipe, install, nextBoot             string // as the registry names them
-	installer, waitdaemon               string
+	installer, slowInstaller            string
+	waitdaemon                          string
 	wipeRepo, installRepo, nextBootRepo string
 }
 
@@ -57,13 +59,14 @@ func buildImages(t *testing.T) images {
 			Programs: []string{docker},
 			Env:      []string{"FLEET_LOOP_DEVICES=true"},
 		}),
-		install:      imagetest.Action(t, reg, "install"),
-		nextBoot:     imagetest.Action(t, reg, "next-boot"),
-		installer:    imagetest.Installer(t, reg),
-		waitdaemon:   imagetest.WaitDaemon(t, reg),
-		wipeRepo:     "fleet/wipe-disk",
-		installRepo:  "fleet/install",
-		nextBootRepo: "fleet/next-boot",
+		install:       imagetest.Action(t, reg, "install"),
+		nextBoot:      imagetest.Action(t, reg, "next-boot"),
+		installer:     imagetest.Installer(t, reg),
+		slowInstaller: imagetest.SlowInstaller(t, reg),
+		waitdaemon:    imagetest.WaitDaemon(t, reg),
+		wipeRepo:      "fleet/wipe-disk",
+		installRepo:   "fleet/install",
+		nextBootRepo:  "fleet/next-boot",
 	}
 }
 
@@ -188,6 +191,12 @@ func actions(t *testing.T, wf tinkerbell.Workflow) []tinkerbell.Action {
 // record grows), or fails t.
 func printed(t *testing.T, d *dockertest.Docker, a tinkerbell.Action, want string) []string {
 	t.Helper()
+	return printedLike(t, d, a, strconv.Quote(want), func(l string) bool { return l == want })
+}
+
+// printedLike is printed with a line that match accepts, described by what.
+func printedLike(t *testing.T, d *dockertest.Docker, a tinkerbell.Action, what string, match func(string) bool) []string {
+	t.Helper()
 	prefix := "tinkerbell_" + a.Name + "_" + a.ID + ": "
 	var lines []string
 	grown, size := time.Now(), -1
@@ -199,14 +208,14 @@ func printed(t *testing.T, d *dockertest.Docker, a tinkerbell.Action, want strin
 				lines = append(lines, rest)
 			}
 		}
-		if slices.Contains(lines, want) {
+		if slices.ContainsFunc(lines, match) {
 			return lines
 		}
 		if len(out) != size {
 			grown, size = time.Now(), len(out)
 		}
 		if time.Since(grown) > 30*time.Second {
-			t.Errorf("action %s printed no line %q; it printed:\n%s", a.Name, want, indent(strings.Join(lines, "\n")))
+			t.Errorf("action %s printed no line %s; it printed:\n%s", a.Name, what, indent(strings.Join(lines, "\n")))
 			return lines
 		}
 		time.Sleep(50 * time.Millisecond)
