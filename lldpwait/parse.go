@@ -90,112 +90,153 @@ func ParseLLDPDU(pdu []byte) (*Neighbor, error) {
 	return n, nil
 }
 
+// parseTLVs decodes the TLVs of pdu into n, checking their order and
+// count as ParseLLDPDU says.
 func parseTLVs(n *Neighbor, pdu []byte) error {
 	var (
 		count int    // TLVs read
 		seen  uint16 // bit t set once a TLV of type t (1 to 7) was read
 	)
 	for off := 0; off < len(pdu); {
-		if len(pdu)-off < 2 {
-			return fmt.Errorf("1 byte left at offset %d, too short for a TLV header", off)
+		t, err := nextTLV(pdu, off)
+		if err != nil {
+			return err
 		}
-		h := binary.BigEndian.Uint16(pdu[off:])
-		typ, length := int(h>>9), int(h&0x1ff)
-		start := off
-		off += 2
-		if length > len(pdu)-off {
-			return fmt.Errorf("TLV type %d at offset %d claims %d bytes, %d remain", typ, start, length, len(pdu)-off)
-		}
-		v := pdu[off : off+length]
-		off += length
+		off = t.offset + 2 + len(t.value)
 		count++
-
-		if want := mandatoryAt(count); want >= 0 && typ != want {
-			return fmt.Errorf("TLV %d (offset %d) is type %d, want %s", count, start, typ, tlvName(want))
+		if want := mandatoryAt(count); want >= 0 && t.typ != want {
+			return fmt.Errorf("TLV %d (offset %d) is type %d, want %s", count, t.offset, t.typ, tlvName(want))
 		}
-		if typ >= tlvChassisID && typ <= tlvCapabilities {
-			bit := uint16(1) << typ
+		if t.typ >= tlvChassisID && t.typ <= tlvCapabilities {
+			bit := uint16(1) << t.typ
 			if seen&bit != 0 {
-				return fmt.Errorf("a second %s TLV at offset %d", tlvName(typ), start)
+				return fmt.Errorf("a second %s TLV at offset %d", tlvName(t.typ), t.offset)
 			}
 			seen |= bit
 		}
-
-		switch typ {
-		case tlvEnd:
-			if length != 0 {
+		if t.typ == tlvEnd {
+			if len(t.value) != 0 {
 				//lint:ignore ST1005 "End Of LLDPDU" is the TLV's name in IEEE 802.1AB
-				return fmt.Errorf("End Of LLDPDU TLV at offset %d has length %d, want 0", start, length)
+				return fmt.Errorf("End Of LLDPDU TLV at offset %d has length %d, want 0", t.offset, len(t.value))
 			}
 			return nil // what follows is padding
-		case tlvChassisID:
-			if length < 2 || length > 256 {
-				return fmt.Errorf("chassis ID TLV has length %d, want 2 to 256", length)
-			}
-			s := ChassisIDSubtype(v[0])
-			if s < ChassisComponent || s > ChassisLocal {
-				return fmt.Errorf("chassis ID subtype %d is reserved", v[0])
-			}
-			id, err := renderChassisID(s, v[1:])
-			if err != nil {
-				return fmt.Errorf("chassis ID (%s): %v", s, err)
-			}
-			n.ChassisIDSubtype, n.ChassisID, n.ChassisIDRaw = s, id, bytes.Clone(v[1:])
-		case tlvPortID:
-			if length < 2 || length > 256 {
-				return fmt.Errorf("port ID TLV has length %d, want 2 to 256", length)
-			}
-			s := PortIDSubtype(v[0])
-			if s < PortInterfaceAlias || s > PortLocal {
-				return fmt.Errorf("port ID subtype %d is reserved", v[0])
-			}
-			id, err := renderPortID(s, v[1:])
-			if err != nil {
-				return fmt.Errorf("port ID (%s): %v", s, err)
-			}
-			n.PortIDSubtype, n.PortID, n.PortIDRaw = s, id, bytes.Clone(v[1:])
-		case tlvTTL:
-			if length < 2 {
-				return fmt.Errorf("time to live TLV has length %d, want 2", length)
-			}
-			n.TTL = time.Duration(binary.BigEndian.Uint16(v)) * time.Second
-		case tlvPortDescription:
-			if length > 255 {
-				return fmt.Errorf("port description TLV has length %d, want at most 255", length)
-			}
-			n.PortDescription = decodeText(v)
-		case tlvSystemName:
-			if length > 255 {
-				return fmt.Errorf("system name TLV has length %d, want at most 255", length)
-			}
-			n.SystemName = decodeText(v)
-		case tlvSystemDesc:
-			if length > 255 {
-				return fmt.Errorf("system description TLV has length %d, want at most 255", length)
-			}
-			n.SystemDescription = decodeText(v)
-		case tlvCapabilities:
-			if length != 4 {
-				return fmt.Errorf("system capabilities TLV has length %d, want 4", length)
-			}
-			n.Capabilities = binary.BigEndian.Uint16(v[0:2])
-			n.EnabledCapabilities = binary.BigEndian.Uint16(v[2:4])
-		case tlvManagementAddr:
-			a, err := parseManagementAddress(v)
-			if err != nil {
-				return fmt.Errorf("management address TLV at offset %d: %v", start, err)
-			}
-			n.ManagementAddresses = append(n.ManagementAddresses, a)
-		case tlvOrgSpecific:
-			if length < 4 {
-				return fmt.Errorf("organizationally specific TLV at offset %d has length %d, want at least 4", start, length)
-			}
+		}
+		if err := decodeTLV(n, t); err != nil {
+			return err
 		}
 	}
 	if count < 3 {
 		return fmt.Errorf("LLDPDU ends after %d TLVs; chassis ID, port ID and time to live are mandatory", count)
 	}
 	return nil
+}
+
+// tlvAt is one TLV of an LLDPDU: its type, the offset of its header, and
+// its value, which shares the LLDPDU's memory.
+type tlvAt struct {
+	typ    int
+	offset int
+	value  []byte
+}
+
+// nextTLV returns the TLV whose header is at offset off of pdu, which must
+// hold all of it.
+func nextTLV(pdu []byte, off int) (tlvAt, error) {
+	if len(pdu)-off < 2 {
+		return tlvAt{}, fmt.Errorf("1 byte left at offset %d, too short for a TLV header", off)
+	}
+	h := binary.BigEndian.Uint16(pdu[off:])
+	typ, length := int(h>>9), int(h&0x1ff)
+	if length > len(pdu)-off-2 {
+		return tlvAt{}, fmt.Errorf("TLV type %d at offset %d claims %d bytes, %d remain", typ, off, length, len(pdu)-off-2)
+	}
+	return tlvAt{typ: typ, offset: off, value: pdu[off+2 : off+2+length]}, nil
+}
+
+// decodeTLV decodes t, a TLV other than End Of LLDPDU, into n. Reserved
+// types are skipped, and so are organizationally specific TLVs, whose
+// length it checks.
+func decodeTLV(n *Neighbor, t tlvAt) error {
+	v := t.value
+	var err error
+	switch t.typ {
+	case tlvChassisID:
+		n.ChassisIDSubtype, n.ChassisID, n.ChassisIDRaw, err = decodeChassisID(v)
+	case tlvPortID:
+		n.PortIDSubtype, n.PortID, n.PortIDRaw, err = decodePortID(v)
+	case tlvTTL:
+		if len(v) < 2 {
+			return fmt.Errorf("time to live TLV has length %d, want 2", len(v))
+		}
+		n.TTL = time.Duration(binary.BigEndian.Uint16(v)) * time.Second
+	case tlvPortDescription:
+		n.PortDescription, err = decodeTextTLV(t)
+	case tlvSystemName:
+		n.SystemName, err = decodeTextTLV(t)
+	case tlvSystemDesc:
+		n.SystemDescription, err = decodeTextTLV(t)
+	case tlvCapabilities:
+		if len(v) != 4 {
+			return fmt.Errorf("system capabilities TLV has length %d, want 4", len(v))
+		}
+		n.Capabilities = binary.BigEndian.Uint16(v[0:2])
+		n.EnabledCapabilities = binary.BigEndian.Uint16(v[2:4])
+	case tlvManagementAddr:
+		a, err := parseManagementAddress(v)
+		if err != nil {
+			return fmt.Errorf("management address TLV at offset %d: %v", t.offset, err)
+		}
+		n.ManagementAddresses = append(n.ManagementAddresses, a)
+	case tlvOrgSpecific:
+		if len(v) < 4 {
+			return fmt.Errorf("organizationally specific TLV at offset %d has length %d, want at least 4", t.offset, len(v))
+		}
+	}
+	return err
+}
+
+// decodeChassisID decodes the value of a Chassis ID TLV: a subtype the
+// standard defines and 1 to 255 bytes of ID, which it renders (and
+// copies).
+func decodeChassisID(v []byte) (ChassisIDSubtype, string, []byte, error) {
+	if len(v) < 2 || len(v) > 256 {
+		return 0, "", nil, fmt.Errorf("chassis ID TLV has length %d, want 2 to 256", len(v))
+	}
+	s := ChassisIDSubtype(v[0])
+	if s < ChassisComponent || s > ChassisLocal {
+		return 0, "", nil, fmt.Errorf("chassis ID subtype %d is reserved", v[0])
+	}
+	id, err := renderChassisID(s, v[1:])
+	if err != nil {
+		return 0, "", nil, fmt.Errorf("chassis ID (%s): %v", s, err)
+	}
+	return s, id, bytes.Clone(v[1:]), nil
+}
+
+// decodePortID decodes the value of a Port ID TLV: a subtype the standard
+// defines and 1 to 255 bytes of ID, which it renders (and copies).
+func decodePortID(v []byte) (PortIDSubtype, string, []byte, error) {
+	if len(v) < 2 || len(v) > 256 {
+		return 0, "", nil, fmt.Errorf("port ID TLV has length %d, want 2 to 256", len(v))
+	}
+	s := PortIDSubtype(v[0])
+	if s < PortInterfaceAlias || s > PortLocal {
+		return 0, "", nil, fmt.Errorf("port ID subtype %d is reserved", v[0])
+	}
+	id, err := renderPortID(s, v[1:])
+	if err != nil {
+		return 0, "", nil, fmt.Errorf("port ID (%s): %v", s, err)
+	}
+	return s, id, bytes.Clone(v[1:]), nil
+}
+
+// decodeTextTLV decodes a Port Description, System Name or System
+// Description TLV: at most 255 bytes of text.
+func decodeTextTLV(t tlvAt) (string, error) {
+	if len(t.value) > 255 {
+		return "", fmt.Errorf("%s TLV has length %d, want at most 255", tlvName(t.typ), len(t.value))
+	}
+	return decodeText(t.value), nil
 }
 
 // mandatoryAt returns the TLV type the standard requires as the i-th TLV
