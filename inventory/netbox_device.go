@@ -544,17 +544,49 @@ func macOf(i *nbInterface, mac string) (id int64, primary bool) {
 // recordMACs records the MACs of concurrent RecordMAC calls: one read of
 // their interfaces, one bulk create of the MAC objects they lack, one bulk
 // update of their primary MACs. Each caller gets its interface as it is
-// then. A step NetBox refuses as a whole is done again for each device
+// then. A write NetBox refuses as a whole is done again for each device
 // alone, so that only the caller whose write NetBox refuses gets the
 // refusal. A device asked for twice is recorded alone, after the others.
 func (nb *NetBox) recordMACs(ctx context.Context, recs []macRecord) ([]*nbInterface, []error) {
-	outs, errs := make([]*nbInterface, len(recs)), make([]error, len(recs))
 	if len(recs) == 1 {
 		return each(ctx, recs, nb.recordMAC)
 	}
-	seen := map[int64]bool{}
-	var first, again []int
-	var devices []int64
+	// Read the interfaces of the batch's devices, each device once, and
+	// see what each lacks.
+	first, again := firstOfEach(recs)
+	devices := make([]int64, len(first))
+	for k, i := range first {
+		devices[k] = recs[i].device
+	}
+	ifaces, ierrs := nb.readIfaces(ctx, devices)
+	outs, errs, pending := planMACs(recs, first, ifaces, ierrs, nb.noInterface)
+
+	// Write what they lack in two bulk requests; when NetBox refuses one,
+	// each device alone, and when it does not answer, each caller gets
+	// that.
+	err := nb.writeMACs(ctx, pending)
+	for _, w := range pending {
+		switch {
+		case err == nil:
+			outs[w.i] = withPrimary(w.iface, w.macID, w.mac)
+		case errors.Is(err, ErrUnavailable):
+			errs[w.i] = err
+		default:
+			outs[w.i], errs[w.i] = nb.recordMAC(ctx, recs[w.i])
+		}
+	}
+
+	// A device asked for twice: alone, now that its first call is done.
+	for _, i := range again {
+		outs[i], errs[i] = nb.recordMAC(ctx, recs[i])
+	}
+	return outs, errs
+}
+
+// firstOfEach splits a batch into the index of each device's first call,
+// in order, and the indexes of the calls that ask for a device again.
+func firstOfEach(recs []macRecord) (first, again []int) {
+	seen := make(map[int64]bool, len(recs))
 	for i, r := range recs {
 		if seen[r.device] {
 			again = append(again, i)
@@ -562,107 +594,110 @@ func (nb *NetBox) recordMACs(ctx context.Context, recs []macRecord) ([]*nbInterf
 		}
 		seen[r.device] = true
 		first = append(first, i)
-		devices = append(devices, r.device)
 	}
-	defer func() {
-		for _, i := range again {
-			outs[i], errs[i] = nb.recordMAC(ctx, recs[i])
-		}
-	}()
-	type work struct {
-		i     int
-		iface *nbInterface
-		macID int64
-	}
-	var pending []*work
-	ifaces, ierrs := nb.readIfaces(ctx, devices)
+	return first, again
+}
+
+// macWork is a call of a batch whose MAC is not yet its interface's
+// primary MAC.
+type macWork struct {
+	i     int          // the call's index in the batch
+	iface *nbInterface // the interface as read
+	mac   string
+	macID int64 // the interface's MAC object of mac; 0 until it is made
+}
+
+// planMACs judges the calls first of batch recs by what one read of their
+// interfaces answered (ifaces and ierrs, one each, in first's order). Each
+// call gets its interface, or the read's error, or, when it has none and
+// has a MAC to record, noIface's error; pending are the calls whose MAC is
+// not their interface's primary MAC. It does no I/O.
+func planMACs(recs []macRecord, first []int, ifaces []*nbInterface, ierrs []error, noIface func(device int64) error) (outs []*nbInterface, errs []error, pending []macWork) {
+	outs, errs = make([]*nbInterface, len(recs)), make([]error, len(recs))
 	for k, i := range first {
 		switch {
 		case ierrs[k] != nil:
 			errs[i] = ierrs[k]
-			continue
-		case ifaces[k] == nil:
-			if recs[i].mac != "" {
-				errs[i] = nb.noInterface(recs[i].device)
-			}
-			continue
-		}
-		outs[i] = ifaces[k]
-		id, primary := macOf(ifaces[k], recs[i].mac)
-		if !primary {
-			pending = append(pending, &work{i: i, iface: ifaces[k], macID: id})
-		}
-	}
-	// alone does what is left of pending one device at a time, after NetBox
-	// refused a bulk step; when it did not answer, each caller gets that.
-	alone := func(err error) ([]*nbInterface, []error) {
-		for _, w := range pending {
-			if errors.Is(err, ErrUnavailable) {
-				errs[w.i] = err
-			} else {
-				outs[w.i], errs[w.i] = nb.recordMAC(ctx, recs[w.i])
+		case ifaces[k] == nil && recs[i].mac != "":
+			errs[i] = noIface(recs[i].device)
+		case ifaces[k] != nil:
+			outs[i] = ifaces[k]
+			if id, primary := macOf(ifaces[k], recs[i].mac); !primary {
+				pending = append(pending, macWork{i: i, iface: ifaces[k], mac: recs[i].mac, macID: id})
 			}
 		}
-		return outs, errs
 	}
-	var creates []any
-	var made []*work
-	for _, w := range pending {
-		if w.macID != 0 {
-			continue
-		}
-		req := netbox.NewMACAddressRequest(recs[w.i].mac)
-		req.SetAssignedObjectType(typeInterface)
-		req.SetAssignedObjectId(w.iface.ID)
-		creates = append(creates, req)
-		made = append(made, w)
-	}
-	if len(creates) > 0 {
+	return outs, errs, pending
+}
+
+// writeMACs makes the MAC objects that pending lacks in one bulk create,
+// setting their macID, then each pending MAC its interface's primary MAC
+// in one bulk update.
+func (nb *NetBox) writeMACs(ctx context.Context, pending []macWork) error {
+	if creates, made := macCreates(pending); len(creates) > 0 {
 		var out []nbMAC
 		err := nb.do(ctx, http.MethodPost, "/api/dcim/mac-addresses/", nil, creates, &out)
 		if err == nil && len(out) != len(creates) {
 			err = fmt.Errorf("netbox: POST /api/dcim/mac-addresses/: %d objects answered for %d written", len(out), len(creates))
 		}
 		if err != nil {
-			return alone(err)
+			return err
 		}
 		for k, w := range made {
-			w.macID = out[k].ID
+			pending[w].macID = out[k].ID
 		}
 	}
+	patches, err := primaryPatches(pending)
+	if err != nil || len(patches) == 0 {
+		return err
+	}
+	var out []struct {
+		ID int64 `json:"id"`
+	}
+	return nb.do(ctx, http.MethodPatch, "/api/dcim/interfaces/", nil, patches, &out)
+}
+
+// macCreates returns the bulk create of the MAC objects that pending
+// lacks (macID 0), each assigned to its interface, and the index in
+// pending of each.
+func macCreates(pending []macWork) (creates []any, made []int) {
+	for k, w := range pending {
+		if w.macID != 0 {
+			continue
+		}
+		req := netbox.NewMACAddressRequest(w.mac)
+		req.SetAssignedObjectType(typeInterface)
+		req.SetAssignedObjectId(w.iface.ID)
+		creates = append(creates, req)
+		made = append(made, k)
+	}
+	return creates, made
+}
+
+// primaryPatches returns the bulk update that makes each pending MAC
+// object its interface's primary MAC. NetBox's schema for a bulk update
+// item requires device, name and type: each carries its interface's own.
+func primaryPatches(pending []macWork) ([]any, error) {
 	var patches []any
 	for _, w := range pending {
 		dev, err := ref32(w.iface.Device.ID)
 		if err != nil {
-			return alone(err)
+			return nil, err
 		}
 		typ, err := netbox.NewInterfaceTypeValueFromValue(w.iface.Type.Value)
 		if err != nil {
-			return alone(fmt.Errorf("netbox: interface %d has type %q: %w", w.iface.ID, w.iface.Type.Value, err))
+			return nil, fmt.Errorf("netbox: interface %d has type %q: %w", w.iface.ID, w.iface.Type.Value, err)
 		}
 		m32, err := ref32(w.macID)
 		if err != nil {
-			return alone(err)
+			return nil, err
 		}
-		// NetBox's schema for a bulk update item requires device, name and
-		// type: it carries the interface's own.
 		req := netbox.NewInterfaceRequest(netbox.Int32AsBriefInterfaceRequestDevice(dev), w.iface.Name, *typ)
 		req.SetPrimaryMacAddress(netbox.Int32AsInterfaceRequestPrimaryMacAddress(m32))
 		req.AdditionalProperties = map[string]any{"id": w.iface.ID}
 		patches = append(patches, req)
 	}
-	if len(patches) > 0 {
-		var out []struct {
-			ID int64 `json:"id"`
-		}
-		if err := nb.do(ctx, http.MethodPatch, "/api/dcim/interfaces/", nil, patches, &out); err != nil {
-			return alone(err)
-		}
-	}
-	for _, w := range pending {
-		outs[w.i] = withPrimary(w.iface, w.macID, recs[w.i].mac)
-	}
-	return outs, errs
+	return patches, nil
 }
 
 // withPrimary returns a copy of i whose primary MAC is the MAC object id
