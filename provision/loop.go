@@ -336,24 +336,7 @@ func (p *Provisioner) watch(ctx context.Context, r *run, dev *inventory.Device, 
 		}
 		return p.ended(ctx, r, dev, inventory.JournalSuccess, text, string(state), pass)
 	case tinkerbell.WorkflowStateFailed, tinkerbell.WorkflowStateTimeout:
-		if state == tinkerbell.WorkflowStateTimeout && late {
-			return p.ended(ctx, r, dev, inventory.JournalInfo, passedText(r, action), "passed-global-timeout", pass)
-		}
-		kind, text := inventory.JournalWarning, endedText(r, string(state), action)
-		if retire {
-			kind, text = inventory.JournalDanger, text+dangerTail
-		}
-		if err := p.ended(ctx, r, dev, kind, text, string(state), pass); err != nil {
-			return err
-		}
-		// Ended without success: no node may fetch its config or join
-		// with its token (but a run whose reports stopped while install,
-		// next-boot or reboot was current: its node may boot the install
-		// and fetch its config yet).
-		if state == tinkerbell.WorkflowStateFailed || !lateActions[action] {
-			p.endRun(ctx, dev, r)
-		}
-		return nil
+		return p.endedWithout(ctx, r, dev, state, action, late, pass)
 	}
 
 	timeout := r.GlobalTimeout(p.cfg.GlobalTimeout)
@@ -378,10 +361,40 @@ func (p *Provisioner) watch(ctx context.Context, r *run, dev *inventory.Device, 
 		pass.Deleted = append(pass.Deleted, r.Name())
 		return nil
 	}
-	if stop := r.WF.Status.GlobalExecutionStop; late && stop != nil && now.After(stop.Time) {
+	stop, set := r.Stop(p.cfg.GlobalTimeout)
+	past := !stop.IsZero() && now.After(stop)
+	if late && past {
 		return p.ended(ctx, r, dev, inventory.JournalInfo, passedText(r, action), "passed-global-timeout", pass)
 	}
+	if past && !set {
+		// Tinkerbell set this run no stop, and never ends it: fleetd ends
+		// it at the stop tink-controller would have set.
+		return p.endedWithout(ctx, r, dev, tinkerbell.WorkflowStateTimeout, action, late, pass)
+	}
 	return p.nudgePastStop(ctx, r, now)
+}
+
+// endedWithout journals the end of a run that ended without success
+// (FAILED or TIMEOUT at action), and lets go of what it leaves behind.
+func (p *Provisioner) endedWithout(ctx context.Context, r *run, dev *inventory.Device, state tinkerbell.WorkflowState, action string, late bool, pass *Pass) error {
+	if state == tinkerbell.WorkflowStateTimeout && late {
+		return p.ended(ctx, r, dev, inventory.JournalInfo, passedText(r, action), "passed-global-timeout", pass)
+	}
+	kind, text := inventory.JournalWarning, endedText(r, string(state), action)
+	if kindOf(r) == RunRetire {
+		kind, text = inventory.JournalDanger, text+dangerTail
+	}
+	if err := p.ended(ctx, r, dev, kind, text, string(state), pass); err != nil {
+		return err
+	}
+	// Ended without success: no node may fetch its config or join with
+	// its token (but a run whose reports stopped while install, next-boot
+	// or reboot was current: its node may boot the install and fetch its
+	// config yet).
+	if state == tinkerbell.WorkflowStateFailed || !lateActions[action] {
+		p.endRun(ctx, dev, r)
+	}
+	return nil
 }
 
 const dangerTail = "; the disk may not be wiped, so the node may still hold its data and its identity, and the device stays decommissioning"

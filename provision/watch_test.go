@@ -770,3 +770,50 @@ func TestLoopUnknownDesiredAction(t *testing.T) {
 		h.wantJournal(1, line(1, "Provision"), line(1, "reprovision"))
 	})
 }
+
+// A run whose first action reported its end, and which Tinkerbell set no
+// globalExecutionStop (the agent fetched the next action before
+// tink-controller saw the first one's end), is never timed out by
+// Tinkerbell: fleetd ends it at the stop the controller would have set,
+// the first action's start plus the global timeout, with the runbook's
+// "ended TIMEOUT" line (or, on an active node at install, next-boot or
+// reboot, its "passed its global timeout" line).
+func TestWatchNoStopSet(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		active bool
+		want   string
+		kept   bool
+	}{
+		{"planned", false, "Workflow provision-node-01-946684800 ended TIMEOUT at action install; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21", true},
+		{"active", true, "Workflow provision-node-01-946684800 passed its global timeout while install was current; the node is active, so it has its config, and nothing else is done", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := startWorker(t, nil)
+				start := metav1.NewTime(t0.Add(time.Minute))
+				h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+					s.State = tinkerbell.WorkflowStateRunning
+					s.GlobalTimeout = 3600
+					s.CurrentState = &tinkerbell.CurrentState{ActionName: "install", State: tinkerbell.WorkflowStateRunning}
+					s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "RUNNING"})
+					s.Tasks[0].Actions[0].ExecutionStart = &start
+				})
+				if tc.active {
+					h.nb.set(1, func(d *inventory.Device) { d.Status = inventory.StatusActive })
+				}
+				time.Sleep(60 * time.Minute)
+				if pass := h.reconcile(); len(pass.Ended) != 0 {
+					t.Fatalf("ended %v before the first action's start plus the global timeout", pass.Ended)
+				}
+				time.Sleep(2 * time.Minute)
+				if pass := h.reconcile(); !slices.Equal(pass.Ended, []string{run1}) {
+					t.Fatalf("ended %v, want %s", pass.Ended, run1)
+				}
+				h.reconcile()
+				h.wantJournal(1, started1, journalLine{1, map[bool]inventory.JournalKind{false: inventory.JournalWarning, true: inventory.JournalInfo}[tc.active], tc.want})
+				h.wantKept(run1, tc.kept)
+			})
+		})
+	}
+}

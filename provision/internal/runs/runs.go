@@ -108,6 +108,23 @@ func (r *Run) GlobalTimeout(def time.Duration) time.Duration {
 	return def
 }
 
+// Stop is when the run's global timeout ends: Tinkerbell's
+// globalExecutionStop (set true); else, once the first action reported its
+// end (with its start), that start plus the global timeout (def when
+// Tinkerbell reports none), the stop tink-controller would have set (set
+// false); else the zero time. tink-controller sets the stop only while the
+// first action is current: when the agent fetched the next action before
+// the controller saw the first one's end, the run has none.
+func (r *Run) Stop(def time.Duration) (stop time.Time, set bool) {
+	if s := r.WF.Status.GlobalExecutionStop; s != nil {
+		return s.Time, true
+	}
+	if t := r.WF.Status.Tasks; len(t) > 0 && len(t[0].Actions) > 0 && t[0].Actions[0].ExecutionStart != nil {
+		return t[0].Actions[0].ExecutionStart.Add(r.GlobalTimeout(def)), false
+	}
+	return time.Time{}, false
+}
+
 // Created is when fleet created the run (by fleet's clock), else the
 // Workflow's creation timestamp.
 func (r *Run) Created() time.Time {
