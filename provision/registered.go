@@ -24,7 +24,7 @@ const registeredAfter = time.Minute
 
 // registeredText is the journal line of a device the loop found
 // registered: <node>, <run>.
-const registeredText = "%s registered in the cluster while NetBox showed it planned: a fleetd served the config of %s and stopped before it recorded it; the device is active"
+const registeredText = "%s registered in the cluster while NetBox showed it planned: a fleetd served the config of %s and stopped before it took the device active; the device is active"
 
 // mayBeRegistered reports whether the pass should look for dev's Node:
 // dev is planned, its newest run is its last run, a provision that ended

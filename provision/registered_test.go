@@ -14,7 +14,7 @@ import (
 )
 
 // A node that has its config while NetBox still shows it planned (the
-// fleetd that served it stopped before it recorded it) registers in the
+// fleetd that served it stopped before it took the device active) registers in the
 // cluster: a minute after its run ended SUCCESS, the loop finds its Node,
 // takes the device active and journals why. A Node older than the run (an
 // earlier install) proves nothing; no Node, nothing is done.

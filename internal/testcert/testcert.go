@@ -1,6 +1,7 @@
 // Package testcert makes the self-signed serving certificate that fleet's
 // demo and tests run fleetd with: an ECDSA P-256 key and a certificate,
-// its own CA, for the given DNS names and IP addresses, valid for a day.
+// its own CA, for the given DNS names and IP addresses, valid for a day
+// (or until a given time).
 package testcert
 
 import (
@@ -27,6 +28,11 @@ type Cert struct {
 // New makes a certificate for hosts: each an IP address or a DNS name. The
 // first names the certificate's subject.
 func New(hosts ...string) (*Cert, error) {
+	return NewUntil(time.Now().Add(24*time.Hour), hosts...)
+}
+
+// NewUntil is New with a certificate valid until notAfter.
+func NewUntil(notAfter time.Time, hosts ...string) (*Cert, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -34,7 +40,7 @@ func New(hosts ...string) (*Cert, error) {
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
 		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
+		NotAfter:              notAfter,
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,

@@ -281,7 +281,8 @@ func (d *Daemon) configEvent(e configserve.Event) {
 	switch e.Kind {
 	case configserve.Served:
 		// NetBox takes the release: the node has its config.
-		if d.peers != nil && d.servedNow(id, e.Text) {
+		if d.peers != nil {
+			d.servedNow(id, e.Device.Name, e.Text)
 			return
 		}
 		d.journal.SetStatus(id, e.Device.Name, inventory.StatusActive)
@@ -322,22 +323,29 @@ const missingNowMax = 8
 // twice.
 const servedSettle = 5 * time.Second
 
-// servedNow writes a served config's status (active) and journal line to
-// NetBox at once, as a replica does: queued, the line would wait up to the
-// queue's linger for others, and a replica killed meanwhile would lose it
-// while the node boots with its config. It reports whether NetBox took the
-// status; a line NetBox does not take goes to the queue. false: the caller
-// queues both, as one fleetd does.
-func (d *Daemon) servedNow(id int64, text string) bool {
+// servedNow writes a served config's journal line, then its status
+// (active), to NetBox at once, as a replica does: queued, they would wait
+// up to the queue's linger for others, and a replica killed meanwhile
+// would lose them while the node boots with its config. The line goes
+// first: a replica killed between the two writes leaves the device planned
+// with its line, and the provision loop takes it active once its node
+// registers; the other order would leave it active with no line that says
+// why. A line NetBox does not take goes to the queue (unwritten), and so
+// does the status then, or when NetBox does not take it.
+func (d *Daemon) servedNow(id int64, name, text string) {
 	ctx, cancel := context.WithTimeout(context.Background(), servedWriteTimeout)
+	err := d.nb.Journal(ctx, id, inventory.JournalSuccess, text)
+	cancel()
+	if err != nil {
+		d.unwritten(id, inventory.JournalSuccess, text)
+		d.journal.SetStatus(id, name, inventory.StatusActive)
+		return
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), servedWriteTimeout)
 	defer cancel()
 	if err := d.nb.SetStatus(ctx, id, inventory.StatusActive); err != nil {
-		return false
+		d.journal.SetStatus(id, name, inventory.StatusActive)
 	}
-	if err := d.nb.Journal(ctx, id, inventory.JournalSuccess, text); err != nil {
-		d.unwritten(id, inventory.JournalSuccess, text)
-	}
-	return true
 }
 
 // unwritten takes a line a replica wrote at once and NetBox did not take.
