@@ -124,27 +124,74 @@ func (e *refusedError) Error() string { return "fleetd refused the claim: " + e.
 // try failed, ErrBadMachine for a claim it cannot make, ErrBadURL for a URL
 // that is not https, or the context's error.
 func Run(ctx context.Context, serverURL string, tpm TPM, m Machine, cfg *ClientConfig) (Result, error) {
-	var c ClientConfig
-	if cfg != nil {
-		c = *cfg
+	if err := checkRun(serverURL, tpm, m); err != nil {
+		return Result{}, err
 	}
+	c := clientConfig(cfg, tpm)
+	console := c.Console
+	if console == nil {
+		console = io.Discard
+	}
+	cl := &client{cfg: &c, url: strings.TrimSuffix(serverURL, "/"), tpm: tpm, m: m}
+	var last error
+	for try := 1; try <= c.Tries; try++ {
+		res, err := cl.try(ctx)
+		if err == nil {
+			res.Tries = try
+			printVerdict(console, res)
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			return Result{Tries: try}, ctx.Err()
+		}
+		if re := (*refusedError)(nil); errors.As(err, &re) {
+			fmt.Fprintln(console, "attest: FAILED")
+			fmt.Fprintf(console, "attest: %s\n", oneLine(re.reason))
+			return Result{Reason: re.reason, Tries: try}, fmt.Errorf("%w: %s", ErrRefused, re.reason)
+		}
+		last = err
+		fmt.Fprintf(console, "attest: try %d failed\n", try)
+		fmt.Fprintf(console, "attest: %s\n", oneLine(err.Error()))
+		if try == c.Tries {
+			break
+		}
+		if err := sleep(ctx, c.Backoff(try)); err != nil {
+			return Result{Tries: try}, err
+		}
+	}
+	return Result{Tries: c.Tries}, fmt.Errorf("%w: try %d failed: %w", ErrNoVerdict, c.Tries, last)
+}
+
+// checkRun checks Run's arguments: an https URL with a host (the secrets
+// and the install code travel only over TLS), a TPM, and a Machine whose
+// claim fleetd would accept.
+func checkRun(serverURL string, tpm TPM, m Machine) error {
 	if u, err := url.Parse(serverURL); err != nil || u.Scheme != "https" || u.Host == "" {
-		// The secrets and the install code travel only over TLS.
-		return Result{}, fmt.Errorf("%w: the server URL %q is not an https URL", ErrBadURL, serverURL)
+		return fmt.Errorf("%w: the server URL %q is not an https URL", ErrBadURL, serverURL)
 	}
 	if tpm == nil {
-		return Result{}, fmt.Errorf("%w: no TPM", ErrBadMachine)
+		return fmt.Errorf("%w: no TPM", ErrBadMachine)
 	}
 	if err := checkSerial(m.Serial); err != nil {
-		return Result{}, fmt.Errorf("%w: %w", ErrBadMachine, err)
+		return fmt.Errorf("%w: %w", ErrBadMachine, err)
 	}
 	if len(m.MAC) != 6 {
-		return Result{}, fmt.Errorf("%w: the MAC %q is not an EUI-48", ErrBadMachine, m.MAC.String())
+		return fmt.Errorf("%w: the MAC %q is not an EUI-48", ErrBadMachine, m.MAC.String())
 	}
 	if m.LLDP != nil {
 		if err := checkLLDP(m.LLDP); err != nil {
-			return Result{}, fmt.Errorf("%w: %w", ErrBadMachine, err)
+			return fmt.Errorf("%w: %w", ErrBadMachine, err)
 		}
+	}
+	return nil
+}
+
+// clientConfig returns a copy of cfg (nil: the defaults) with its defaults
+// filled in; a platform TPM's event log is read from DefaultEventLog.
+func clientConfig(cfg *ClientConfig, tpm TPM) ClientConfig {
+	var c ClientConfig
+	if cfg != nil {
+		c = *cfg
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = http.DefaultClient
@@ -164,52 +211,37 @@ func Run(ctx context.Context, serverURL string, tpm TPM, m Machine, cfg *ClientC
 			c.EventLog = func() ([]byte, error) { return readEventLog(DefaultEventLog) }
 		}
 	}
-	console := c.Console
-	if console == nil {
-		console = io.Discard
+	return c
+}
+
+// printVerdict writes a verdict's console lines: attest: PASSED, and the
+// reason when no install code came; or attest: FAILED <verdict> and the
+// reason. The install code is never written.
+func printVerdict(console io.Writer, res Result) {
+	if res.Verdict != Attested {
+		fmt.Fprintf(console, "attest: FAILED %s\n", res.Verdict)
+		fmt.Fprintf(console, "attest: %s\n", oneLine(res.Reason))
+		return
 	}
-	cl := &client{cfg: &c, url: strings.TrimSuffix(serverURL, "/"), tpm: tpm, m: m}
-	var last error
-	for try := 1; try <= c.Tries; try++ {
-		res, err := cl.try(ctx)
-		if err == nil {
-			res.Tries = try
-			if res.Verdict == Attested {
-				fmt.Fprintln(console, "attest: PASSED")
-				if res.InstallCode == "" {
-					fmt.Fprintf(console, "attest: %s\n", oneLine(res.Reason))
-				}
-			} else {
-				fmt.Fprintf(console, "attest: FAILED %s\n", res.Verdict)
-				fmt.Fprintf(console, "attest: %s\n", oneLine(res.Reason))
-			}
-			return res, nil
-		}
-		if ctx.Err() != nil {
-			return Result{Tries: try}, ctx.Err()
-		}
-		if re := (*refusedError)(nil); errors.As(err, &re) {
-			fmt.Fprintln(console, "attest: FAILED")
-			fmt.Fprintf(console, "attest: %s\n", oneLine(re.reason))
-			return Result{Reason: re.reason, Tries: try}, fmt.Errorf("%w: %s", ErrRefused, re.reason)
-		}
-		last = err
-		fmt.Fprintf(console, "attest: try %d failed\n", try)
-		fmt.Fprintf(console, "attest: %s\n", oneLine(err.Error()))
-		if try == c.Tries {
-			break
-		}
-		if d := c.Backoff(try); d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return Result{Tries: try}, ctx.Err()
-			case <-t.C:
-			}
-		}
+	fmt.Fprintln(console, "attest: PASSED")
+	if res.InstallCode == "" {
+		fmt.Fprintf(console, "attest: %s\n", oneLine(res.Reason))
 	}
-	return Result{Tries: c.Tries}, fmt.Errorf("%w: try %d failed: %w", ErrNoVerdict, c.Tries, last)
+}
+
+// sleep waits d, or until ctx is done, and then returns ctx's error.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 func noEventLog() ([]byte, error) { return nil, nil }

@@ -158,6 +158,13 @@ func TestVerdictAttrs(t *testing.T) {
 		want: "serial=S1 verdict=ek-missing reason=the entry approves an ECC P-256 EK the TPM did not present missing_ek_eccp256=" + eccHash +
 			" peer=p ek_rsa2048=" + rsaHash + " secure_boot=unquoted",
 	}, {
+		name:     "ek-missing, RSA",
+		c:        Claim{Serial: "S1", Peer: "p", ECCP256: eccHash},
+		approved: approved,
+		level:    slog.LevelWarn,
+		want: "serial=S1 verdict=ek-missing reason=the entry approves an RSA-2048 EK the TPM did not present missing_ek_rsa2048=" + rsaHash +
+			" peer=p ek_eccp256=" + eccHash + " secure_boot=unquoted",
+	}, {
 		name:     "ek-missing, both",
 		c:        Claim{Serial: "S1", Peer: "p"},
 		approved: approved,

@@ -297,78 +297,117 @@ type proof struct {
 // algorithms with eight digests each of their algorithm's size, and an
 // event log of at most MaxEventLog bytes. Errors wrap errMalformed.
 func decodeProof(data []byte) (*proof, error) {
-	var m proofMsg
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&m); err != nil {
-		return nil, malformed("not a JSON message: %v", jsonErr(err))
-	}
-	rest := data[dec.InputOffset():]
-	if q := m.Quote; q != nil && q.EventLogBytes != 0 {
-		if q.EventLogBytes < 0 || q.EventLogBytes > MaxEventLog {
-			return nil, malformed("the event log has %d bytes, over %d", q.EventLogBytes, MaxEventLog)
-		}
-		if len(rest) != q.EventLogBytes {
-			return nil, malformed("the event log has %d bytes after the proof, want %d", len(rest), q.EventLogBytes)
-		}
-		q.EventLog, rest = rest, nil
-	}
-	if len(bytes.TrimLeft(rest, " \t\r\n")) != 0 {
-		return nil, malformed("not a JSON message: data after the proof")
+	m, err := splitProof(data)
+	if err != nil {
+		return nil, err
 	}
 	if len(m.Session) == 0 || len(m.Session) > maxSession {
 		return nil, malformed("the session has %d bytes", len(m.Session))
 	}
-	if len(m.Secrets) == 0 || len(m.Secrets) > 2 {
-		return nil, malformed("a proof carries one or two secrets, not %d", len(m.Secrets))
+	secrets, err := checkSecrets(m.Secrets)
+	if err != nil {
+		return nil, err
 	}
-	p := &proof{session: m.Session, secrets: make(map[KeyKind][]byte, len(m.Secrets))}
-	for _, s := range m.Secrets {
+	if m.Quote != nil {
+		if err := checkQuoteMsg(m.Quote); err != nil {
+			return nil, err
+		}
+	}
+	return &proof{session: m.Session, secrets: secrets, quote: m.Quote}, nil
+}
+
+// splitProof decodes the JSON message of a proof, and the event log that
+// follows it when its quote says one does (EventLogBytes, at most
+// MaxEventLog): nothing else may follow but blanks.
+func splitProof(data []byte) (proofMsg, error) {
+	var m proofMsg
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&m); err != nil {
+		return m, malformed("not a JSON message: %v", jsonErr(err))
+	}
+	rest := data[dec.InputOffset():]
+	if q := m.Quote; q != nil && q.EventLogBytes != 0 {
+		if q.EventLogBytes < 0 || q.EventLogBytes > MaxEventLog {
+			return m, malformed("the event log has %d bytes, over %d", q.EventLogBytes, MaxEventLog)
+		}
+		if len(rest) != q.EventLogBytes {
+			return m, malformed("the event log has %d bytes after the proof, want %d", len(rest), q.EventLogBytes)
+		}
+		q.EventLog, rest = rest, nil
+	}
+	if len(bytes.TrimLeft(rest, " \t\r\n")) != 0 {
+		return m, malformed("not a JSON message: data after the proof")
+	}
+	return m, nil
+}
+
+// checkSecrets checks a proof's secrets, one or two of distinct kinds,
+// each of secretLen bytes, and returns them by kind.
+func checkSecrets(ss []secretEnt) (map[KeyKind][]byte, error) {
+	if len(ss) == 0 || len(ss) > 2 {
+		return nil, malformed("a proof carries one or two secrets, not %d", len(ss))
+	}
+	secrets := make(map[KeyKind][]byte, len(ss))
+	for _, s := range ss {
 		kind, err := parseKind(s.Kind)
 		if err != nil {
 			return nil, err
 		}
-		if _, dup := p.secrets[kind]; dup {
+		if _, dup := secrets[kind]; dup {
 			return nil, malformed("two %s secrets", kind)
 		}
 		if len(s.Secret) != secretLen {
 			return nil, malformed("the %s secret has %d bytes, want %d", kind, len(s.Secret), secretLen)
 		}
-		p.secrets[kind] = s.Secret
+		secrets[kind] = s.Secret
 	}
-	if q := m.Quote; q != nil {
-		if len(q.Quote) == 0 || len(q.Quote) > maxQuote {
-			return nil, malformed("the quote has %d bytes", len(q.Quote))
-		}
-		if len(q.Signature) == 0 || len(q.Signature) > maxQuoteSig {
-			return nil, malformed("the quote's signature has %d bytes", len(q.Signature))
-		}
-		if len(q.Banks) == 0 || len(q.Banks) > maxBanks {
-			return nil, malformed("the quote carries %d PCR banks, want 1 to %d", len(q.Banks), maxBanks)
-		}
-		for i := range q.Banks {
-			bk := &q.Banks[i]
-			h, ok := bankNamed(bk.Alg)
-			if !ok {
-				return nil, malformed("an unknown PCR bank %q", clip(bk.Alg))
-			}
-			for _, prev := range q.Banks[:i] {
-				if prev.hash == h {
-					return nil, malformed("two %s PCR banks", bk.Alg)
-				}
-			}
-			bk.hash = h
-			if len(bk.PCRs) != QuotedPCRs {
-				return nil, malformed("the %s bank carries %d PCR values, want %d", bk.Alg, len(bk.PCRs), QuotedPCRs)
-			}
-			for j, d := range bk.PCRs {
-				if len(d) != h.Size() {
-					return nil, malformed("PCR %d's value in the %s bank has %d bytes, want %d", j, bk.Alg, len(d), h.Size())
-				}
-			}
-		}
-		p.quote = q
+	return secrets, nil
+}
+
+// checkQuoteMsg checks a proof's quote: a quote and a signature of at most
+// maxQuote and maxQuoteSig bytes, and one to maxBanks PCR banks of
+// distinct known algorithms (checkBank), whose hash it sets.
+func checkQuoteMsg(q *quoteMsg) error {
+	if len(q.Quote) == 0 || len(q.Quote) > maxQuote {
+		return malformed("the quote has %d bytes", len(q.Quote))
 	}
-	return p, nil
+	if len(q.Signature) == 0 || len(q.Signature) > maxQuoteSig {
+		return malformed("the quote's signature has %d bytes", len(q.Signature))
+	}
+	if len(q.Banks) == 0 || len(q.Banks) > maxBanks {
+		return malformed("the quote carries %d PCR banks, want 1 to %d", len(q.Banks), maxBanks)
+	}
+	for i := range q.Banks {
+		if err := checkBank(&q.Banks[i], q.Banks[:i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkBank checks a PCR bank of a quote, after the banks before it: a
+// known algorithm none of them has, and QuotedPCRs values of its size. It
+// sets the bank's hash.
+func checkBank(bk *bankMsg, before []bankMsg) error {
+	h, ok := bankNamed(bk.Alg)
+	if !ok {
+		return malformed("an unknown PCR bank %q", clip(bk.Alg))
+	}
+	for _, prev := range before {
+		if prev.hash == h {
+			return malformed("two %s PCR banks", bk.Alg)
+		}
+	}
+	bk.hash = h
+	if len(bk.PCRs) != QuotedPCRs {
+		return malformed("the %s bank carries %d PCR values, want %d", bk.Alg, len(bk.PCRs), QuotedPCRs)
+	}
+	for j, d := range bk.PCRs {
+		if len(d) != h.Size() {
+			return malformed("PCR %d's value in the %s bank has %d bytes, want %d", j, bk.Alg, len(d), h.Size())
+		}
+	}
+	return nil
 }
 
 // checkSerial accepts 1 to 128 printable ASCII characters, without
