@@ -88,40 +88,68 @@ func readGPT(r io.ReaderAt, size, ss, lba int64) (GPT, error) {
 	if _, err := r.ReadAt(hdr, lba*ss); err != nil {
 		return GPT{}, fmt.Errorf("read the GPT header: %w", err)
 	}
-	if !bytes.Equal(hdr[:8], []byte("EFI PART")) {
-		return GPT{}, ErrNoGPT
+	h, err := parseGPTHeader(hdr, lba, last)
+	if err != nil {
+		return GPT{}, err
+	}
+	arr := make([]byte, h.count*h.entrySize)
+	if _, err := r.ReadAt(arr, h.entriesLBA*ss); err != nil {
+		return GPT{}, fmt.Errorf("read the GPT entries: %w", err)
+	}
+	return parseGPTEntries(arr, h, ss, last)
+}
+
+// gptHeader is what a GPT header says of its entry array.
+type gptHeader struct {
+	entriesLBA int64  // the array's first LBA
+	count      int64  // its entries
+	entrySize  int64  // the bytes of each
+	entriesCRC uint32 // the array's CRC32
+}
+
+// parseGPTHeader checks the GPT header in hdr, the sector at lba of a disk
+// whose last LBA is last, as ReadGPT says: its signature, size and CRC,
+// its own LBA, and an entry array that fits the bounds and the disk.
+func parseGPTHeader(hdr []byte, lba, last int64) (gptHeader, error) {
+	if len(hdr) < 92 || !bytes.Equal(hdr[:8], []byte("EFI PART")) {
+		return gptHeader{}, ErrNoGPT
 	}
 	le := binary.LittleEndian
 	hsize := int64(le.Uint32(hdr[12:]))
-	if hsize < 92 || hsize > ss {
-		return GPT{}, fmt.Errorf("%w: header size %d", ErrNoGPT, hsize)
+	if hsize < 92 || hsize > int64(len(hdr)) {
+		return gptHeader{}, fmt.Errorf("%w: header size %d", ErrNoGPT, hsize)
 	}
 	h := bytes.Clone(hdr[:hsize])
 	clear(h[16:20])
 	if crc32.ChecksumIEEE(h) != le.Uint32(hdr[16:]) {
-		return GPT{}, fmt.Errorf("%w: the header's CRC does not check", ErrNoGPT)
+		return gptHeader{}, fmt.Errorf("%w: the header's CRC does not check", ErrNoGPT)
 	}
 	if my := le.Uint64(hdr[24:]); my != uint64(lba) {
-		return GPT{}, fmt.Errorf("%w: the header at LBA %d says it is at LBA %d", ErrNoGPT, lba, my)
+		return gptHeader{}, fmt.Errorf("%w: the header at LBA %d says it is at LBA %d", ErrNoGPT, lba, my)
 	}
 	entriesLBA := le.Uint64(hdr[72:])
 	count := int64(le.Uint32(hdr[80:]))
 	esize := int64(le.Uint32(hdr[84:]))
+	ss := int64(len(hdr))
 	if esize < 128 || esize > maxGPTEntrySize || esize%8 != 0 || count < 1 || count > maxGPTEntries ||
 		count*esize > maxGPTEntryBytes || entriesLBA < 2 || entriesLBA > uint64(last) ||
 		count*esize > (last-int64(entriesLBA)+1)*ss {
-		return GPT{}, fmt.Errorf("%w: %d entries of %d bytes at LBA %d", ErrNoGPT, count, esize, entriesLBA)
+		return gptHeader{}, fmt.Errorf("%w: %d entries of %d bytes at LBA %d", ErrNoGPT, count, esize, entriesLBA)
 	}
-	arr := make([]byte, count*esize)
-	if _, err := r.ReadAt(arr, int64(entriesLBA)*ss); err != nil {
-		return GPT{}, fmt.Errorf("read the GPT entries: %w", err)
-	}
-	if crc32.ChecksumIEEE(arr) != le.Uint32(hdr[88:]) {
+	return gptHeader{entriesLBA: int64(entriesLBA), count: count, entrySize: esize, entriesCRC: le.Uint32(hdr[88:])}, nil
+}
+
+// parseGPTEntries checks the entry array arr that header h describes, on
+// a disk of ss-byte sectors whose last LBA is last: its CRC, and each used
+// entry's sectors inside the disk. It returns the used entries.
+func parseGPTEntries(arr []byte, h gptHeader, ss, last int64) (GPT, error) {
+	if crc32.ChecksumIEEE(arr) != h.entriesCRC {
 		return GPT{}, fmt.Errorf("%w: the entries' CRC does not check", ErrNoGPT)
 	}
+	le := binary.LittleEndian
 	g := GPT{SectorSize: ss}
-	for i := range count {
-		e := arr[i*esize:]
+	for i := range h.count {
+		e := arr[i*h.entrySize:]
 		var p Partition
 		copy(p.Type[:], e[0:16])
 		if p.Type == (GUID{}) {
