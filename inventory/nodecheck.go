@@ -72,71 +72,11 @@ func (nv *nodeValidator) node(key, v *yaml.Node) {
 		c.at(key, subject, "host name %q is not a DNS label: 1-63 lowercase letters, digits and hyphens, starting and ending with a letter or digit", name)
 	}
 	n := Node{Name: name}
-	var diskAt *yaml.Node
 	var present fieldSet
 	c.pairs(v, subject, nodeKeys, "", func(k, fv *yaml.Node) {
-		field := k.Value
-		present.add(field) // a field given but wrong is reported as such, not as missing
-		s, ok := c.str(fv, subject, field)
-		if !ok {
-			return
-		}
-		switch field {
-		case "model":
-			if _, known := nv.inv.Models[s]; !known {
-				c.at(fv, subject, "unknown model %q%s", s, nv.known("models", s, keys(nv.inv.Models)))
-				return
-			}
-			n.Model = s
-		case "serial":
-			n.Serial = s
-			claim(nv, nv.serials, s, s, name, field, fv)
-		case "class":
-			if _, known := nv.inv.Classes[s]; !known {
-				c.at(fv, subject, "unknown class %q%s", s, nv.known("classes", s, keys(nv.inv.Classes)))
-				return
-			}
-			n.Class = s
-		case "switch_port":
-			p, err := strconv.Atoi(s)
-			if err != nil || p < 1 {
-				c.at(fv, subject, "switch_port %q is not a port number (1 or more)", s)
-				return
-			}
-			n.SwitchPort = p
-			claim(nv, nv.ports, p, s, name, field, fv)
-		case "address":
-			a, ok := nv.address(fv, subject, s)
-			if !ok {
-				return
-			}
-			n.Address = a
-			claim(nv, nv.addresses, a, a.String(), name, field, fv)
-		case "bmc":
-			switch b := BMC(s); b {
-			case BMCNone, BMCAMT, BMCIPMI, BMCRedfish:
-				n.BMC = b
-			default:
-				c.at(fv, subject, "bmc %q is not one of %s, %s, %s, %s", s, BMCAMT, BMCIPMI, BMCRedfish, BMCNone)
-			}
-		case "disk":
-			if c.devPath(fv, subject, field, s) {
-				n.Disk, diskAt = s, fv
-			}
-		case "disk_serial":
-			n.DiskSerial = s
-			claim(nv, nv.diskSerials, s, s, name, field, fv)
-		case "approved_ek_rsa2048", "approved_ek_eccp256":
-			if !isLowerHex(s) {
-				c.at(fv, subject, "%s %q is not 64 lowercase hex characters", field, s)
-				return
-			}
-			if field == "approved_ek_rsa2048" {
-				n.ApprovedEKRSA2048 = s
-			} else {
-				n.ApprovedEKECCP256 = s
-			}
-			claim(nv, nv.eks, s, s, name, field, fv)
+		present.add(k.Value) // a field given but wrong is reported as such, not as missing
+		if s, ok := c.str(fv, subject, k.Value); ok {
+			nv.field(&n, k.Value, s, fv)
 		}
 	})
 	for _, f := range requiredNodeKeys {
@@ -144,7 +84,7 @@ func (nv *nodeValidator) node(key, v *yaml.Node) {
 			c.at(key, subject, "%s is missing", f)
 		}
 	}
-	if diskAt == nil && !present.has("disk") && n.Model != "" {
+	if !present.has("disk") && n.Model != "" {
 		if md := nv.inv.Models[n.Model].Disk; md != "" {
 			n.Disk = md
 		} else {
@@ -152,6 +92,70 @@ func (nv *nodeValidator) node(key, v *yaml.Node) {
 		}
 	}
 	nv.inv.Nodes = append(nv.inv.Nodes, n)
+}
+
+// field checks the value s, at fv, of one field of node n's entry, sets it
+// in n when it is right, and claims the values that must be unique.
+func (nv *nodeValidator) field(n *Node, field, s string, fv *yaml.Node) {
+	c := nv.c
+	subject := "node " + n.Name
+	switch field {
+	case "model":
+		if _, known := nv.inv.Models[s]; !known {
+			c.at(fv, subject, "unknown model %q%s", s, nv.known("models", s, keys(nv.inv.Models)))
+			return
+		}
+		n.Model = s
+	case "serial":
+		n.Serial = s
+		claim(nv, nv.serials, s, s, n.Name, field, fv)
+	case "class":
+		if _, known := nv.inv.Classes[s]; !known {
+			c.at(fv, subject, "unknown class %q%s", s, nv.known("classes", s, keys(nv.inv.Classes)))
+			return
+		}
+		n.Class = s
+	case "switch_port":
+		p, err := strconv.Atoi(s)
+		if err != nil || p < 1 {
+			c.at(fv, subject, "switch_port %q is not a port number (1 or more)", s)
+			return
+		}
+		n.SwitchPort = p
+		claim(nv, nv.ports, p, s, n.Name, field, fv)
+	case "address":
+		a, ok := nv.address(fv, subject, s)
+		if !ok {
+			return
+		}
+		n.Address = a
+		claim(nv, nv.addresses, a, a.String(), n.Name, field, fv)
+	case "bmc":
+		switch b := BMC(s); b {
+		case BMCNone, BMCAMT, BMCIPMI, BMCRedfish:
+			n.BMC = b
+		default:
+			c.at(fv, subject, "bmc %q is not one of %s, %s, %s, %s", s, BMCAMT, BMCIPMI, BMCRedfish, BMCNone)
+		}
+	case "disk":
+		if c.devPath(fv, subject, field, s) {
+			n.Disk = s
+		}
+	case "disk_serial":
+		n.DiskSerial = s
+		claim(nv, nv.diskSerials, s, s, n.Name, field, fv)
+	case "approved_ek_rsa2048", "approved_ek_eccp256":
+		if !isLowerHex(s) {
+			c.at(fv, subject, "%s %q is not 64 lowercase hex characters", field, s)
+			return
+		}
+		if field == "approved_ek_rsa2048" {
+			n.ApprovedEKRSA2048 = s
+		} else {
+			n.ApprovedEKECCP256 = s
+		}
+		claim(nv, nv.eks, s, s, n.Name, field, fv)
+	}
 }
 
 // requiredNodeKeys are the fields every node entry must have.
