@@ -18,7 +18,8 @@ import (
 	"github.com/fleetkit/fleet/internal/testenv"
 )
 
-// The alerts of the runbook, as Prometheus evaluates them.
+// The alerts of the runbook, as Prometheus evaluates them: the rules must
+// hold them, whatever else they hold.
 var runbookAlerts = []string{
 	"FleetInstallConfigMissing",
 	"FleetInstallConfigRefetched",
@@ -31,12 +32,15 @@ var runbookAlerts = []string{
 type Firing struct{ Alert, Node string }
 
 // Want evaluates the alert rules in the file rulesFile (fleetd's
-// alerts/fleet.rules.yaml) with promtool over what
-// fleetd's /metrics answered (scrape), taken at the moment at, and fails
-// unless exactly want fire 10 minutes later (past every rule's "for").
-// Timestamps in the scrape are moved to promtool's clock, which starts at
-// at, so that "time() - x" means what it means in production.
-func Want(t *testing.T, rulesFile, scrape string, at time.Time, want ...Firing) {
+// alerts/fleet.rules.yaml) with promtool over what fleetd's /metrics
+// answered: before, taken 10 minutes before at ("": nothing before), then
+// scrape, taken at at. It fails unless exactly want fire 10 minutes after
+// at (past every rule's "for"), of every alert the rules name, each with
+// the severity its rule gives it. A counter that grew from before to
+// scrape grew in those 10 minutes. Timestamps in the scrapes are moved to
+// promtool's clock, so that "time() - x" means what it means in
+// production. Every scrape comes from one fleetd that answers (up 1).
+func Want(t *testing.T, rulesFile, before, scrape string, at time.Time, want ...Firing) {
 	t.Helper()
 	promtool := testenv.Command(t, "promtool", "prometheus")
 	dir := t.TempDir()
@@ -57,16 +61,29 @@ func Want(t *testing.T, rulesFile, scrape string, at time.Time, want ...Firing) 
 		t.Fatal(err)
 	}
 	var named []string
+	severity := map[string]string{}
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
 			delete(r, "annotations")
-			if a, ok := r["alert"].(string); ok {
-				named = append(named, a)
+			a, ok := r["alert"].(string)
+			if !ok {
+				continue
+			}
+			named = append(named, a)
+			if l, ok := r["labels"].(map[string]any); ok {
+				severity[a], _ = l["severity"].(string)
 			}
 		}
 	}
-	if !slices.Equal(named, runbookAlerts) {
-		t.Fatalf("the rules name the alerts %v, want %v", named, runbookAlerts)
+	for _, a := range runbookAlerts {
+		if !slices.Contains(named, a) {
+			t.Fatalf("the rules name the alerts %v, without the runbook's %s", named, a)
+		}
+	}
+	for _, w := range want {
+		if !slices.Contains(named, w.Alert) {
+			t.Fatalf("want %s, which the rules do not name (%v)", w.Alert, named)
+		}
 	}
 	out, err := yaml.Marshal(rules)
 	if err != nil {
@@ -76,42 +93,44 @@ func Want(t *testing.T, rulesFile, scrape string, at time.Time, want ...Firing) 
 		t.Fatal(err)
 	}
 
+	// promtool's clock starts 10 minutes before at.
+	origin := at.Add(-10 * time.Minute)
+	after := samples(t, scrape, origin)
+	var earlier map[string]string
+	if before != "" {
+		earlier = samples(t, before, origin)
+	}
+	var series []string
+	for s := range after {
+		series = append(series, s)
+	}
+	for s := range earlier {
+		if _, ok := after[s]; !ok {
+			series = append(series, s)
+		}
+	}
+	slices.Sort(series)
+
 	var b strings.Builder
 	b.WriteString("rule_files: [rules.yaml]\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n")
-	b.WriteString("      - series: 'up{job=\"fleetd\"}'\n        values: '1+0x20'\n")
-	for _, l := range strings.Split(scrape, "\n") {
-		if !strings.HasPrefix(l, "fleet") {
-			continue
+	b.WriteString("      - series: 'up{job=\"fleetd\"}'\n        values: '1+0x30'\n")
+	for _, s := range series {
+		// Before: minutes 0 to 9; then the scrape: minutes 10 to 30.
+		values := valueOf(after, s) + "x30"
+		if before != "" {
+			values = valueOf(earlier, s) + "x9 " + valueOf(after, s) + "x20"
 		}
-		i := strings.LastIndexByte(l, ' ')
-		series, value := l[:i], l[i+1:]
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			t.Fatalf("scrape line %q: %v", l, err)
-		}
-		name, labels, _ := strings.Cut(series, "{")
-		if strings.HasSuffix(name, "_timestamp_seconds") {
-			v -= float64(at.Unix())
-		}
-		labels = strings.TrimSuffix(labels, "}")
-		if labels != "" {
-			labels += ","
-		}
-		fmt.Fprintf(&b, "      - series: '%s{%sjob=\"fleetd\"}'\n        values: '%s+0x20'\n", name, labels, strconv.FormatFloat(v, 'f', -1, 64))
+		fmt.Fprintf(&b, "      - series: '%s'\n        values: '%s'\n", s, values)
 	}
 	b.WriteString("    alert_rule_test:\n")
-	for _, a := range runbookAlerts {
-		fmt.Fprintf(&b, "      - eval_time: 10m\n        alertname: %s\n        exp_alerts:", a)
+	for _, a := range named {
+		fmt.Fprintf(&b, "      - eval_time: 20m\n        alertname: %s\n        exp_alerts:", a)
 		n := 0
 		for _, w := range want {
 			if w.Alert != a {
 				continue
 			}
-			severity := "warning"
-			if a == "EnrollmentNameNotServed" {
-				severity = "critical"
-			}
-			fmt.Fprintf(&b, "\n          - exp_labels: {job: fleetd, severity: %s", severity)
+			fmt.Fprintf(&b, "\n          - exp_labels: {job: fleetd, severity: %s", severity[a])
 			if w.Node != "" {
 				fmt.Fprintf(&b, ", node: %s", w.Node)
 			}
@@ -132,4 +151,41 @@ func Want(t *testing.T, rulesFile, scrape string, at time.Time, want ...Firing) 
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("the alerts over fleetd's metrics are not %v: %v\n%s\ninput:\n%s", want, err, out, b.String())
 	}
+}
+
+// samples reads fleetd's series of a scrape (those named fleet...), each
+// with job="fleetd" added, and its value as promtool takes it: a
+// timestamp in seconds since origin.
+func samples(t *testing.T, scrape string, origin time.Time) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	for _, l := range strings.Split(scrape, "\n") {
+		if !strings.HasPrefix(l, "fleet") {
+			continue
+		}
+		i := strings.LastIndexByte(l, ' ')
+		series, value := l[:i], l[i+1:]
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			t.Fatalf("scrape line %q: %v", l, err)
+		}
+		name, labels, _ := strings.Cut(series, "{")
+		if strings.HasSuffix(name, "_timestamp_seconds") {
+			v -= float64(origin.Unix())
+		}
+		labels = strings.TrimSuffix(labels, "}")
+		if labels != "" {
+			labels += ","
+		}
+		m[fmt.Sprintf("%s{%sjob=\"fleetd\"}", name, labels)] = strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return m
+}
+
+// valueOf is series' value in m, or promtool's missing sample.
+func valueOf(m map[string]string, series string) string {
+	if v, ok := m[series]; ok {
+		return v
+	}
+	return "_"
 }

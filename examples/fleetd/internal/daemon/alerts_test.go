@@ -1,20 +1,39 @@
 package daemon
 
 import (
+	"context"
+	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/attest/attesttest"
 	"github.com/fleetkit/fleet/examples/fleetd/internal/alerttest"
+	"github.com/fleetkit/fleet/internal/testcert"
+	"github.com/fleetkit/fleet/inventory"
 )
 
 // alertRules are fleetd's alert rules, from this package's directory.
 const alertRules = "../../alerts/fleet.rules.yaml"
 
+// scrape is what d's /metrics answers.
+func scrape(d *Daemon) string {
+	rec := httptest.NewRecorder()
+	d.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	return rec.Body.String()
+}
+
 // Before fleetd holds a certificate it exports no expiry, so
-// EnrollmentNameNotServed does not fire on a zero; once it holds one, the
-// alert fires only when that certificate lapses.
+// EnrollmentNameNotServed does not fire on a zero; once it holds one,
+// FleetServingCertificateExpiresSoon fires within 14 days of its expiry,
+// and EnrollmentNameNotServed once it lapsed.
 func TestAlertCertificateExpiry(t *testing.T) {
 	now := time.Now()
 	for name, tc := range map[string]struct {
@@ -23,14 +42,192 @@ func TestAlertCertificateExpiry(t *testing.T) {
 	}{
 		"none loaded": {},
 		"valid":       {notAfter: now.Add(90 * 24 * time.Hour)},
+		"in 15 days":  {notAfter: now.Add(15 * 24 * time.Hour)},
+		"in 13 days":  {notAfter: now.Add(13 * 24 * time.Hour), want: []alerttest.Firing{{Alert: "FleetServingCertificateExpiresSoon"}}},
 		"lapsed":      {notAfter: now.Add(-time.Hour), want: []alerttest.Firing{{Alert: "EnrollmentNameNotServed"}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			m := newMetrics(func() time.Time { return tc.notAfter }, func() int { return 0 })
-			d := &Daemon{metrics: m}
-			rec := httptest.NewRecorder()
-			d.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-			alerttest.Want(t, alertRules, rec.Body.String(), now, tc.want...)
+			m.leader.Set(1) // a fleetd that runs its loop
+			alerttest.Want(t, alertRules, "", scrape(&Daemon{metrics: m}), now, tc.want...)
 		})
 	}
+}
+
+// A certificate renewed on disk is what fleetd reports at the next scrape,
+// though no machine connected since: FleetServingCertificateExpiresSoon
+// clears without a handshake.
+func TestAlertCertificateRenewed(t *testing.T) {
+	dir := t.TempDir()
+	write := func(notAfter, mtime time.Time) (string, string) {
+		t.Helper()
+		c, err := testcert.NewUntil(notAfter, "fleetd.test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		certFile, keyFile, err := c.WriteFiles(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{certFile, keyFile} {
+			if err := os.Chtimes(f, mtime, mtime); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return certFile, keyFile
+	}
+	now := time.Now()
+	certFile, keyFile := write(now.Add(10*24*time.Hour), now.Add(-time.Hour))
+	r, err := newCertReloader(certFile, keyFile, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.recheck = 0 // every scrape looks at the files
+	m := newMetrics(r.expiry, func() int { return 0 })
+	m.leader.Set(1)
+	d := &Daemon{metrics: m}
+	alerttest.Want(t, alertRules, "", scrape(d), now, alerttest.Firing{Alert: "FleetServingCertificateExpiresSoon"})
+
+	write(now.Add(90*24*time.Hour), now)
+	alerttest.Want(t, alertRules, "", scrape(d), now)
+}
+
+// runLoop runs d's provision loop, as Serve does, until t ends.
+func runLoop(t *testing.T, d *Daemon) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { d.runLoop(ctx) })
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	synctest.Wait()
+}
+
+// A fleetd that runs alone leads the provision loop while it runs it:
+// FleetNoProvisionLeader fires before its loop starts and after it stops,
+// not while it runs.
+func TestAlertNoProvisionLeader(t *testing.T) {
+	w := newMemWorld(t, "w-01")
+	var scrapes [3]string
+	var at time.Time
+	synctest.Test(t, func(t *testing.T) {
+		d, _ := w.fleetd(t)
+		scrapes[0] = scrape(d)
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Go(func() { d.runLoop(ctx) })
+		synctest.Wait()
+		scrapes[1] = scrape(d)
+		cancel()
+		wg.Wait()
+		scrapes[2] = scrape(d)
+		at = time.Now()
+	})
+	noLeader := alerttest.Firing{Alert: "FleetNoProvisionLeader"}
+	alerttest.Want(t, alertRules, "", scrapes[0], at, noLeader)
+	alerttest.Want(t, alertRules, "", scrapes[1], at)
+	alerttest.Want(t, alertRules, "", scrapes[2], at, noLeader)
+}
+
+// A TPM whose EK the node's entry does not approve, as after a board swap:
+// fleetd's refusal (ek-hash-mismatch) fires FleetEKHashMismatch, the first
+// after fleetd started included; refusals of other verdicts do not.
+func TestAlertEKHashMismatch(t *testing.T) {
+	w := newMemWorld(t, "w-01", "w-02")
+	tpm, err := attesttest.NewSoftTPM(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	approved, err := attesttest.NewSoftTPM(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The entry of w-01 approves another TPM's EKs; w-02's approves none.
+	b, err := attesttest.Approve(approved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.nbsrv.Update(memAuthor, "/api/dcim/devices/", map[string]any{"id": w.devices["w-01"].ID,
+		"custom_fields": map[string]any{"approved_ek_hash": b.RSA2048, "approved_ek_hash_ecc": b.ECCP256}}); err != nil {
+		t.Fatal(err)
+	}
+	var before, pending, mismatch string
+	var at time.Time
+	synctest.Test(t, func(t *testing.T) {
+		d, audit := w.fleetd(t)
+		runLoop(t, d)
+		claim := func(serial string, want attest.Verdict) {
+			t.Helper()
+			var console strings.Builder
+			_, err := attest.Run(context.Background(), "https://fleetd.test/attest", tpm,
+				attest.Machine{Serial: serial, MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}},
+				&attest.ClientConfig{HTTPClient: memClient(d.Handler(), nodeAddr(0)+":40000"), Console: &console})
+			// A pending claim waits (no error); a refusal is an error.
+			if (err != nil && !errors.Is(err, attest.ErrRefused)) || !strings.Contains(console.String(), "attest: FAILED "+want.String()) {
+				t.Fatalf("claim of %s: %v, console %q; want %s\n%s", serial, err, console.String(), want, audit.String())
+			}
+		}
+		before = scrape(d)
+		claim("SN-w-02", attest.PendingApproval)
+		pending = scrape(d)
+		claim("SN-w-01", attest.EKHashMismatch)
+		mismatch = scrape(d)
+		at = time.Now()
+	})
+	alerttest.Want(t, alertRules, "", before, at)
+	alerttest.Want(t, alertRules, before, pending, at)
+	alerttest.Want(t, alertRules, before, mismatch, at, alerttest.Firing{Alert: "FleetEKHashMismatch"})
+}
+
+// A journal line NetBox refuses is given up: FleetNetBoxWritesGivenUp
+// fires. One NetBox did not answer for a while is written once it does,
+// and fires nothing.
+func TestAlertNetBoxWritesGivenUp(t *testing.T) {
+	w := newMemWorld(t, "w-01")
+	var status int // what NetBox answers fleetd's journal writes; 0: as NetBox does
+	var mu sync.Mutex
+	w.wrapFleetd = func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			s := status
+			mu.Unlock()
+			if s != 0 && r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/api/extras/journal-entries/") {
+				http.Error(rw, `{"comments": ["This field is required."]}`, s)
+				return
+			}
+			h.ServeHTTP(rw, r)
+		})
+	}
+	answer := func(s int) {
+		mu.Lock()
+		status = s
+		mu.Unlock()
+	}
+	var before, delayed, refused string
+	var at time.Time
+	synctest.Test(t, func(t *testing.T) {
+		d, _ := w.fleetd(t)
+		runLoop(t, d)
+		id := w.devices["w-01"].ID
+		before = scrape(d)
+
+		answer(http.StatusServiceUnavailable)
+		d.Journal().Line(id, inventory.JournalInfo, "a line NetBox takes late")
+		time.Sleep(10 * time.Second)
+		answer(0)
+		flush(t, d)
+		delayed = scrape(d)
+
+		answer(http.StatusBadRequest)
+		d.Journal().Line(id, inventory.JournalInfo, "a line NetBox refuses")
+		flush(t, d)
+		refused = scrape(d)
+		at = time.Now()
+	})
+	if got := w.journal(t, "w-01"); len(got) != 1 || got[0] != "info: a line NetBox takes late" {
+		t.Errorf("the journal of w-01 is %q, want the delayed line alone", got)
+	}
+	alerttest.Want(t, alertRules, before, delayed, at)
+	alerttest.Want(t, alertRules, before, refused, at, alerttest.Firing{Alert: "FleetNetBoxWritesGivenUp"})
 }

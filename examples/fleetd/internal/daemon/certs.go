@@ -91,8 +91,11 @@ func (r *CertReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, e
 	return r.cert, nil
 }
 
-// expiry returns the NotAfter of the certificate in use.
+// expiry returns the NotAfter of the certificate in use, after reading
+// a renewed one as a handshake does: a fleetd that no machine reached
+// since the renewal reports the new certificate's expiry, not the old's.
 func (r *CertReloader) expiry() time.Time {
+	r.getCertificate(nil)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.notAfter

@@ -191,6 +191,8 @@ func New(s Settings, p Parts) (_ *Daemon, err error) {
 			return lldpwait.CheckRecorded(recorded, declared)
 		},
 		BootedHookOSAfterInstall: func(node string) { stamp(d.metrics.bootedHookOS, node, time.Now()) },
+		RunStarted:               d.metrics.runStarted,
+		RunEnded:                 d.metrics.runEnded,
 		JournalLater:             journalLater,
 		JournalUnwritten:         journalUnwritten,
 		PeerCode:                 peerCode,
@@ -402,6 +404,8 @@ func (d *Daemon) Serve(ctx context.Context, lns Listeners) error {
 // holds the Lease, collecting spent sessions meanwhile.
 func (d *Daemon) runLoop(ctx context.Context) error {
 	if d.peers == nil {
+		d.metrics.leader.Set(1)
+		defer d.metrics.leader.Set(0)
 		return d.prov.Run(ctx)
 	}
 	var stopCollect context.CancelFunc

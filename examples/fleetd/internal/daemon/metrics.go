@@ -7,7 +7,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/configserve"
 	"github.com/fleetkit/fleet/internal/buildinfo"
+	"github.com/fleetkit/fleet/provision"
 )
 
 // metrics are what fleetd exports for Prometheus; the alert rules in
@@ -33,7 +36,27 @@ type metrics struct {
 	statusLost    prometheus.Counter     // device statuses NetBox does not hold
 	leader        prometheus.Gauge       // 1 while this replica runs the provision loop
 	peerRequests  *prometheus.CounterVec // the peers' API requests this replica answered, by path
+	// Runs this fleetd started, by kind, and whose end it journaled, by
+	// kind and outcome, with their durations.
+	runsStarted *prometheus.CounterVec
+	runsEnded   *prometheus.CounterVec
+	runDuration *prometheus.HistogramVec
 }
+
+// The label values fleetd's counters are exported with from the start, at
+// zero, so that the first event after a start shows as an increase (a
+// series born at 1 has none) and the dashboard's panels have series
+// before anything happens.
+var (
+	admissionOutcomes = []string{provision.Provision.String(), provision.Retire.String(),
+		provision.NoProvision.String(), provision.Refused.String(), "error", "abandoned"}
+	runKinds    = []provision.RunKind{provision.RunProvision, provision.RunRetire}
+	runOutcomes = []string{"success", "failed", "timeout", "passed-global-timeout", "boot-job-failed", "never-reported"}
+)
+
+// runDurationBuckets are the bounds of fleet_workflow_duration_seconds:
+// from a minute to past the 2 h global timeout.
+var runDurationBuckets = []float64{60, 120, 300, 600, 900, 1200, 1800, 2700, 3600, 5400, 7200, 10800}
 
 // newMetrics registers fleetd's metrics. certExpiry returns the NotAfter of
 // the serving certificate (zero before one is loaded); waiting the number
@@ -94,14 +117,55 @@ func newMetrics(certExpiry func() time.Time, waiting func() int) *metrics {
 	})
 	m.leader = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "fleet_provision_leader",
-		Help: "1 while this replica holds the Lease fleet-provision and runs the provision loop; 0 otherwise (a fleetd that runs alone runs its loop without a Lease).",
+		Help: "1 while this fleetd runs the provision loop (a replica while it holds the Lease fleet-provision; a fleetd that runs alone, without a Lease, from its start); 0 otherwise. FleetNoProvisionLeader fires when no replica reports 1.",
 	})
 	m.peerRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fleet_peer_requests_total",
 		Help: "Requests of the peers' API this replica answered, by path (lend, settle, claims, code, drop) and result (answered, refused: without the replicas' certificate and token).",
 	}, []string{"path", "result"})
-	m.reg.MustRegister(m.unknownAsks, m.untrackedAsks, m.statusLost, m.leader, m.peerRequests)
+	m.runsStarted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleet_workflows_started_total",
+		Help: "Runs (Workflows) this fleetd started, by kind (provision, retire).",
+	}, []string{"kind"})
+	m.runsEnded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleet_workflows_ended_total",
+		Help: "Runs whose end this fleetd journaled, by kind and outcome (success, failed, timeout, passed-global-timeout: the node was active, boot-job-failed: Rufio did not power the machine, never-reported: deleted without a first action), each once.",
+	}, []string{"kind", "outcome"})
+	m.runDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "fleet_workflow_duration_seconds",
+		Help:    "From a run's start (its Workflow's creation) to the pass that journaled its end, by kind and outcome; the poll interval (FLEET_POLL_INTERVAL) bounds the precision.",
+		Buckets: runDurationBuckets,
+	}, []string{"kind", "outcome"})
+	m.reg.MustRegister(m.unknownAsks, m.untrackedAsks, m.statusLost, m.leader, m.peerRequests,
+		m.runsStarted, m.runsEnded, m.runDuration)
+
+	for v := attest.Attested; v <= attest.EKBindingUnauthored; v++ {
+		m.verdicts.WithLabelValues(v.String())
+	}
+	for _, o := range admissionOutcomes {
+		m.admissions.WithLabelValues(o)
+	}
+	for k := configserve.Served; k <= configserve.Lost; k++ {
+		m.configEvents.WithLabelValues(k.String())
+	}
+	for _, k := range runKinds {
+		m.runsStarted.WithLabelValues(string(k))
+		for _, o := range runOutcomes {
+			m.runsEnded.WithLabelValues(string(k), o)
+		}
+	}
 	return m
+}
+
+// runStarted is provision's RunStarted.
+func (m *metrics) runStarted(kind provision.RunKind) {
+	m.runsStarted.WithLabelValues(string(kind)).Inc()
+}
+
+// runEnded is provision's RunEnded.
+func (m *metrics) runEnded(kind provision.RunKind, outcome string, took time.Duration) {
+	m.runsEnded.WithLabelValues(string(kind), outcome).Inc()
+	m.runDuration.WithLabelValues(string(kind), outcome).Observe(took.Seconds())
 }
 
 // certExpiryCollector exports fleetd_tls_certificate_expiry_timestamp_seconds:

@@ -1,0 +1,281 @@
+package alerttest
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/fleetkit/fleet/internal/testenv"
+)
+
+// A Query is one PromQL expression of the rules or the dashboard, and
+// where it is (an alert's or a panel's name).
+type Query struct{ Where, Expr string }
+
+// RuleQueries returns the expression of every rule in the rules file.
+func RuleQueries(t *testing.T, rulesFile string) []Query {
+	t.Helper()
+	raw, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert  string `yaml:"alert"`
+				Record string `yaml:"record"`
+				Expr   string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(raw, &rules); err != nil {
+		t.Fatalf("%s: %v", rulesFile, err)
+	}
+	var qs []Query
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			qs = append(qs, Query{Where: "rule " + r.Alert + r.Record, Expr: r.Expr})
+		}
+	}
+	if len(qs) == 0 {
+		t.Fatalf("%s holds no rule", rulesFile)
+	}
+	return qs
+}
+
+// dashboardPanel is what DashboardQueries reads of a Grafana panel: its
+// queries, and the panels of a row.
+type dashboardPanel struct {
+	Title   string `json:"title"`
+	Type    string `json:"type"`
+	Targets []struct {
+		Expr string `json:"expr"`
+	} `json:"targets"`
+	Panels []dashboardPanel `json:"panels"`
+}
+
+// DashboardQueries returns the query of every panel of a Grafana
+// dashboard, rows' panels included. It fails when a panel that shows data
+// has no query, or a query is empty.
+func DashboardQueries(t *testing.T, dashboardFile string) []Query {
+	t.Helper()
+	raw, err := os.ReadFile(dashboardFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []dashboardPanel `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatalf("%s: %v", dashboardFile, err)
+	}
+	var qs []Query
+	var walk func([]dashboardPanel)
+	walk = func(ps []dashboardPanel) {
+		for _, p := range ps {
+			walk(p.Panels)
+			if p.Type == "row" || p.Type == "text" {
+				continue
+			}
+			if len(p.Targets) == 0 {
+				t.Errorf("%s: panel %q has no query", dashboardFile, p.Title)
+			}
+			for _, tg := range p.Targets {
+				if strings.TrimSpace(tg.Expr) == "" {
+					t.Errorf("%s: panel %q has an empty query", dashboardFile, p.Title)
+				}
+				qs = append(qs, Query{Where: fmt.Sprintf("panel %q", p.Title), Expr: tg.Expr})
+			}
+		}
+	}
+	walk(d.Panels)
+	if len(qs) == 0 {
+		t.Fatalf("%s holds no query", dashboardFile)
+	}
+	return qs
+}
+
+// grafanaRanges are the range variables Grafana fills in, and what a
+// check puts in their place.
+var grafanaRanges = strings.NewReplacer("$__rate_interval", "5m", "$__interval", "1m", "$__range", "1h")
+
+// WantValid fails unless promtool finds every query valid PromQL, as it
+// checks a rule's expression; Grafana's range variables stand for
+// durations.
+func WantValid(t *testing.T, queries []Query) {
+	t.Helper()
+	promtool := testenv.Command(t, "promtool", "prometheus")
+	if out, err := checkQueries(promtool, t.TempDir(), queries); err != nil {
+		var list strings.Builder
+		for i, q := range queries {
+			fmt.Fprintf(&list, "query_%d: %s: %s\n", i, q.Where, q.Expr)
+		}
+		t.Errorf("promtool check rules: %v\n%s\n%s", err, out, list.String())
+	}
+}
+
+// checkQueries runs promtool check rules over the queries, each the
+// expression of a recording rule query_<index>, written in dir.
+func checkQueries(promtool, dir string, queries []Query) ([]byte, error) {
+	type rule struct {
+		Record string `yaml:"record"`
+		Expr   string `yaml:"expr"`
+	}
+	var rules []rule
+	for i, q := range queries {
+		rules = append(rules, rule{Record: fmt.Sprintf("query_%d", i), Expr: grafanaRanges.Replace(q.Expr)})
+	}
+	out, err := yaml.Marshal(map[string]any{"groups": []any{map[string]any{"name": "queries", "rules": rules}}})
+	if err != nil {
+		return nil, err
+	}
+	file := filepath.Join(dir, "queries.yaml")
+	if err := os.WriteFile(file, out, 0o644); err != nil {
+		return nil, err
+	}
+	return exec.Command(promtool, "check", "rules", file).CombinedOutput()
+}
+
+// WantExported fails unless every metric each query selects is a series
+// name in scrape (what fleetd's /metrics answered: a histogram's _bucket,
+// _sum and _count among them), or up, which Prometheus writes for each
+// target.
+func WantExported(t *testing.T, scrape string, queries []Query) {
+	t.Helper()
+	for _, e := range notExported(scrape, queries) {
+		t.Error(e)
+	}
+}
+
+// notExported says, one line each, what WantExported fails for.
+func notExported(scrape string, queries []Query) []string {
+	exported := map[string]bool{"up": true}
+	for _, l := range strings.Split(scrape, "\n") {
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		name, _, _ := strings.Cut(l, " ")
+		name, _, _ = strings.Cut(name, "{")
+		exported[name] = true
+	}
+	var errs []string
+	for _, q := range queries {
+		names := MetricNames(q.Expr)
+		if len(names) == 0 {
+			errs = append(errs, fmt.Sprintf("%s selects no metric: %s", q.Where, q.Expr))
+		}
+		for _, n := range names {
+			if !exported[n] {
+				errs = append(errs, fmt.Sprintf("%s selects %s, which fleetd does not export: %s", q.Where, n, q.Expr))
+			}
+		}
+	}
+	return errs
+}
+
+// promqlWords are PromQL's words that are not metric names when they
+// stand alone: aggregation operators (which may come before their
+// "by (...)"), binary operators, modifiers and literals.
+var promqlWords = map[string]bool{
+	"sum": true, "min": true, "max": true, "avg": true, "group": true, "stddev": true, "stdvar": true,
+	"count": true, "count_values": true, "bottomk": true, "topk": true, "quantile": true,
+	"limitk": true, "limit_ratio": true,
+	"and": true, "or": true, "unless": true, "atan2": true, "bool": true,
+	"by": true, "without": true, "on": true, "ignoring": true, "group_left": true, "group_right": true,
+	"offset": true, "start": true, "end": true, "Inf": true, "inf": true, "NaN": true, "nan": true,
+}
+
+// labelLists are the words whose parenthesised list names labels.
+var labelLists = map[string]bool{
+	"by": true, "without": true, "on": true, "ignoring": true, "group_left": true, "group_right": true,
+}
+
+// MetricNames returns the metric names a PromQL expression selects, in
+// the order of their first use: its identifiers that are not a function
+// (a name before "("), a PromQL word, a label (in braces, or in the list
+// after by, without, on, ignoring, group_left or group_right), in a
+// string, a range or subquery ("[...]"), a number, a duration, or a
+// Grafana variable ("$...").
+func MetricNames(expr string) []string {
+	var names []string
+	i := 0
+	next := func() byte { // the next byte that is not a space, or 0
+		for j := i; j < len(expr); j++ {
+			if c := expr[j]; c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+				return c
+			}
+		}
+		return 0
+	}
+	skipString := func() { // expr[i] opens a string
+		q := expr[i]
+		for i++; i < len(expr) && expr[i] != q; i++ {
+			if expr[i] == '\\' && q != '`' {
+				i++
+			}
+		}
+		i++
+	}
+	skipTo := func(close byte) { // expr[i] opens a group that close ends
+		for i++; i < len(expr) && expr[i] != close; {
+			if c := expr[i]; c == '"' || c == '\'' || c == '`' {
+				skipString()
+				continue
+			}
+			i++
+		}
+		i++
+	}
+	for i < len(expr) {
+		c := expr[i]
+		switch {
+		case c == '"' || c == '\'' || c == '`':
+			skipString()
+		case c == '{':
+			skipTo('}')
+		case c == '[':
+			skipTo(']')
+		case c == '#': // a comment, to the end of its line
+			for i < len(expr) && expr[i] != '\n' {
+				i++
+			}
+		case c == '$' || isDigit(c) || c == '.':
+			// A Grafana variable, a number or a duration.
+			for i++; i < len(expr) && (isWordByte(expr[i]) || expr[i] == '.'); i++ {
+			}
+		case isWordStart(c):
+			j := i
+			for i++; i < len(expr) && isWordByte(expr[i]); i++ {
+			}
+			word := expr[j:i]
+			switch {
+			case labelLists[word] && next() == '(':
+				for i < len(expr) && expr[i] != '(' {
+					i++
+				}
+				skipTo(')')
+			case promqlWords[word], next() == '(':
+			default:
+				if !slices.Contains(names, word) {
+					names = append(names, word)
+				}
+			}
+		default:
+			i++
+		}
+	}
+	return names
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+func isWordStart(c byte) bool {
+	return c == '_' || c == ':' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+func isWordByte(c byte) bool { return isWordStart(c) || isDigit(c) }
