@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+	"time"
 )
 
 // RequireEnv is the environment variable that turns integration skips into
@@ -58,5 +59,21 @@ func Short(t testing.TB) {
 	t.Helper()
 	if testing.Short() {
 		Unavailable(t, "integration test: run without -short")
+	}
+}
+
+// Time ends t unless its binary's -timeout leaves it at least need: a test
+// that takes minutes on real firmware or a real Tinkerbell would otherwise
+// be cut off by go test's default 10 minutes, with a panic in place of a
+// result. pkg names the package in the reason's command.
+func Time(t *testing.T, need time.Duration, pkg string) {
+	t.Helper()
+	d, ok := t.Deadline()
+	if !ok {
+		return
+	}
+	if left := time.Until(d); left < need {
+		Unavailable(t, "needs up to %v on 2 loaded cores and -timeout leaves %v: go test -timeout %v %s",
+			need.Round(time.Minute), left.Round(time.Second), (need + 5*time.Minute).Round(time.Minute), pkg)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fleetkit/fleet/internal/imagetest"
 	"github.com/fleetkit/fleet/internal/kubetest"
+	"github.com/fleetkit/fleet/internal/testenv"
 	"github.com/fleetkit/fleet/inventory"
 	"github.com/fleetkit/fleet/inventory/netboxtest"
 )
@@ -65,6 +66,8 @@ var wholeMachineCases = []struct {
 // Tinkerbell and container engine.
 func TestIntegrationWholeMachine(t *testing.T) {
 	tl := needTools(t)
+	// 2 to 10.5 min measured (BENCHMARKS.md).
+	testenv.Time(t, 12*time.Minute, "./examples/internal/wholemachine")
 	env := kubetest.Start(t)
 	bins := build(t)
 	img := buildImages(t)
