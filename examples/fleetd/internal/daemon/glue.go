@@ -125,10 +125,26 @@ func peerAddr(remote string) netip.Addr {
 // machine gets, after the switch port it claimed is checked against the one
 // its entry declares.
 func (d *Daemon) admit(ctx context.Context, c attest.Claim) (attest.Admission, error) {
+	mac := c.MAC
+	// The device the claim's binding lookup read, completed by its
+	// interface as it is once the claimed MAC is recorded on it (provision
+	// records the MAC first too). When none is held, or that fails,
+	// provision reads the device and records the MAC itself, and reports
+	// what fails. The claim is proven: its MAC is recorded before the
+	// admission waits its turn, so that a storm's machines share the
+	// batched requests (three for up to BulkSize machines) rather than
+	// each recording its own in the few admissions running at once.
+	var dev *inventory.Device
+	if held, ok := d.bound.take(c.Serial, time.Now()); ok {
+		if full, err := d.nb.RecordDeviceMAC(ctx, held, mac); err == nil {
+			dev = &full
+		}
+	}
 	// Admissions past MaxAdmissions wait their turn: under a storm of
 	// machines, those running finish well inside the machines' timeouts
 	// rather than all slowing down together, and a machine that gives up
-	// while it waits costs nothing more.
+	// while it waits costs nothing more than its share of the MAC's
+	// batched write.
 	if err := d.admitting.Acquire(ctx, 1); err != nil {
 		d.metrics.admissions.WithLabelValues("abandoned").Inc()
 		d.log.Warn("attest.install", "serial", c.Serial, "outcome", "abandoned",
@@ -147,18 +163,6 @@ func (d *Daemon) admit(ctx context.Context, c attest.Claim) (attest.Admission, e
 	if n != nil {
 		if p, err := lldpwait.Port(n, d.ports); err == nil {
 			port = p
-		}
-	}
-	mac := c.MAC
-	// The device the claim's binding lookup read, completed by its
-	// interface as it is once the claimed MAC is recorded on it (provision
-	// records the MAC first too). When none is held, or that fails,
-	// provision reads the device and records the MAC itself, and reports
-	// what fails.
-	var dev *inventory.Device
-	if held, ok := d.bound.take(c.Serial, time.Now()); ok {
-		if full, err := d.nb.RecordDeviceMAC(ctx, held, mac); err == nil {
-			dev = &full
 		}
 	}
 	sb, pcr7, unknown := provenBoot(c.Boot)

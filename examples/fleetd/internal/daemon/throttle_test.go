@@ -470,7 +470,8 @@ func TestLostLoanJournaled(t *testing.T) {
 }
 
 // Admissions past FLEET_MAX_ADMISSIONS wait their turn: a machine that
-// gives up while it waits costs NetBox nothing and is counted abandoned,
+// gives up while it waits (here with no device held from its binding
+// lookup, so no MAC to record) costs NetBox nothing and is counted abandoned,
 // and a waiting admission runs as soon as a running one ends.
 func TestAdmissionsWaitTheirTurn(t *testing.T) {
 	w := newMemWorld(t, "w-01")
@@ -513,6 +514,61 @@ func TestAdmissionsWaitTheirTurn(t *testing.T) {
 		<-done
 		if reqs := w.fleetdRequests(); len(reqs) == 0 {
 			t.Error("the admission that waited its turn made no NetBox request")
+		}
+	})
+}
+
+// A storm's proven claims record their MACs before their admissions wait
+// their turn: eight claims waiting behind two running admissions share
+// one read of their interfaces, one bulk create of MAC objects and one
+// bulk update of the interfaces, rather than each making three requests
+// once its turn comes.
+func TestWaitingAdmissionsShareMACWrites(t *testing.T) {
+	names := []string{"w-01", "w-02", "w-03", "w-04", "w-05", "w-06", "w-07", "w-08"}
+	w := newMemWorld(t, names...)
+	synctest.Test(t, func(t *testing.T) {
+		d, _ := w.fleetd(t, func(s *Settings) { s.MaxAdmissions = 2 })
+		ctx := context.Background()
+		if err := d.admitting.Acquire(ctx, 2); err != nil { // two admissions run
+			t.Fatal(err)
+		}
+		// Each claim's binding lookup read its device, as attest's does.
+		for _, n := range names {
+			if _, err := (bindings{d}).Binding(ctx, "SN-"+n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.nbsrv.ResetRequests()
+		done := make(chan error, len(names))
+		for i, n := range names {
+			claim := attest.Claim{Serial: "SN-" + n, MAC: net.HardwareAddr{2, 0, 0, 0, 0, byte(i + 1)}, Peer: nodeAddr(i) + ":40000", Proven: time.Now()}
+			go func() {
+				_, err := d.admit(ctx, claim)
+				done <- err
+			}()
+		}
+		synctest.Wait()
+		var macWrites []string
+		for _, r := range w.fleetdRequests() {
+			if strings.Contains(r, "/api/dcim/interfaces/") || strings.Contains(r, "/api/dcim/mac-addresses/") {
+				macWrites = append(macWrites, r)
+			}
+		}
+		// The first claim's batch may go alone, the others then together.
+		if len(macWrites) == 0 || len(macWrites) > 6 {
+			t.Errorf("eight waiting admissions recorded their MACs in %d requests, want at most 6 (two batches): %q", len(macWrites), macWrites)
+		}
+		d.admitting.Release(2)
+		for range names {
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}
+		for i, n := range names {
+			dev, err := d.nb.DeviceBySerial(ctx, "SN-"+n)
+			if want := (net.HardwareAddr{2, 0, 0, 0, 0, byte(i + 1)}); err != nil || !bytes.Equal(dev.MAC, want) {
+				t.Errorf("%s's MAC in NetBox: %v (%v), want %v", n, dev.MAC, err, want)
+			}
 		}
 	})
 }
