@@ -22,13 +22,11 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"log"
 	"os"
 
 	"github.com/fleetkit/fleet/examples/internal/firmware/talosdisk"
 	"github.com/fleetkit/fleet/internal/imagetest/standin"
-	"github.com/siderolabs/talos/pkg/machinery/meta"
 )
 
 const defaultESP = "/usr/share/talos/esp.img"
@@ -43,24 +41,9 @@ func main() {
 
 func run(args []string, getenv func(string) string, lg *log.Logger) error {
 	lg.Printf("running Talos installer %s", standin.Version)
-	disk, platform := "", ""
-	if len(args) == 0 || args[0] != "install" {
-		return fmt.Errorf("usage: installer install --disk DISK --platform metal, got %q", args)
-	}
-	for i := 1; i+1 < len(args); i += 2 {
-		switch args[i] {
-		case "--disk":
-			disk = args[i+1]
-		case "--platform":
-			platform = args[i+1]
-		}
-	}
-	if disk == "" || platform != "metal" {
-		return fmt.Errorf("usage: installer install --disk DISK --platform metal, got %q", args)
-	}
-	values, err := meta.DecodeValues(getenv("INSTALLER_META_BASE64"))
+	c, err := standin.ParseCommand(args, getenv)
 	if err != nil {
-		return fmt.Errorf("decoding META values: %w", err)
+		return err
 	}
 	espFile := getenv("ESP_IMAGE")
 	if espFile == "" {
@@ -70,24 +53,20 @@ func run(args []string, getenv func(string) string, lg *log.Logger) error {
 	if err != nil {
 		return fmt.Errorf("the image's EFI system partition: %w", err)
 	}
-	f, err := os.OpenFile(disk, os.O_RDWR, 0)
+	f, size, err := c.OpenDisk()
 	if err != nil {
-		return fmt.Errorf("failed to open %s: %w", disk, err)
+		return err
 	}
 	defer f.Close()
-	size, err := f.Seek(0, io.SeekEnd)
-	if err != nil {
-		return fmt.Errorf("failed to size %s: %w", disk, err)
-	}
-	if err := standin.Install(f, size, getenv("STANDIN_IMAGE"), values, lg); err != nil {
-		return fmt.Errorf("failed to perform disk operations on %s: %w", disk, err)
+	if err := c.InstallError(standin.Install(f, size, getenv("STANDIN_IMAGE"), c.Values, lg)); err != nil {
+		return err
 	}
 	if err := talosdisk.WriteESP(f, f, size, esp); err != nil {
-		return fmt.Errorf("failed to install the boot loader to %s: %w", disk, err)
+		return fmt.Errorf("failed to install the boot loader to %s: %w", c.Disk, err)
 	}
 	lg.Printf("wrote the EFI system partition: %d bytes", len(esp))
 	if err := f.Sync(); err != nil {
-		return fmt.Errorf("failed to sync %s: %w", disk, err)
+		return fmt.Errorf("failed to sync %s: %w", c.Disk, err)
 	}
 	lg.Printf("installation of %s complete", standin.Version)
 	return nil

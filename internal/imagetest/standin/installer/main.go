@@ -22,15 +22,12 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"log"
 	"os"
 	"time"
 
 	"github.com/fleetkit/fleet/internal/imagetest/standin"
-	"github.com/siderolabs/talos/pkg/machinery/meta"
 )
 
 // The variables of the image's config: the image's own reference, and how
@@ -51,24 +48,9 @@ func main() {
 
 func run(args []string, getenv func(string) string, lg *log.Logger) error {
 	lg.Printf("running Talos installer %s", standin.Version)
-	disk, platform := "", ""
-	if len(args) == 0 || args[0] != "install" {
-		return fmt.Errorf("usage: installer install --disk DISK --platform metal, got %q", args)
-	}
-	for i := 1; i+1 < len(args); i += 2 {
-		switch args[i] {
-		case "--disk":
-			disk = args[i+1]
-		case "--platform":
-			platform = args[i+1]
-		}
-	}
-	if disk == "" || platform != "metal" {
-		return fmt.Errorf("usage: installer install --disk DISK --platform metal, got %q", args)
-	}
-	values, err := meta.DecodeValues(getenv("INSTALLER_META_BASE64"))
+	c, err := standin.ParseCommand(args, getenv)
 	if err != nil {
-		return fmt.Errorf("decoding META values: %w", err)
+		return err
 	}
 	var writing func()
 	if v := getenv(writeTimeEnv); v != "" {
@@ -81,24 +63,16 @@ func run(args []string, getenv func(string) string, lg *log.Logger) error {
 			time.Sleep(d)
 		}
 	}
-	f, err := os.OpenFile(disk, os.O_RDWR, 0)
+	f, size, err := c.OpenDisk()
 	if err != nil {
-		return fmt.Errorf("failed to open %s: %w", disk, err)
+		return err
 	}
 	defer f.Close()
-	size, err := f.Seek(0, io.SeekEnd)
-	if err != nil {
-		return fmt.Errorf("failed to size %s: %w", disk, err)
-	}
-	err = standin.InstallPaced(f, size, getenv(imageEnv), values, lg, writing)
-	if ne := (*standin.NotEmptyError)(nil); errors.As(err, &ne) {
-		return fmt.Errorf("failed to perform disk operations: disk %s is not empty, skipping install, detected %q", disk, ne.Detected)
-	}
-	if err != nil {
-		return fmt.Errorf("failed to perform disk operations on %s: %w", disk, err)
+	if err := c.InstallError(standin.InstallPaced(f, size, getenv(imageEnv), c.Values, lg, writing)); err != nil {
+		return err
 	}
 	if err := f.Sync(); err != nil {
-		return fmt.Errorf("failed to sync %s: %w", disk, err)
+		return fmt.Errorf("failed to sync %s: %w", c.Disk, err)
 	}
 	lg.Printf("installation of %s complete", standin.Version)
 	return nil
