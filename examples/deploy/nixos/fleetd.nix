@@ -98,7 +98,7 @@ in
     metricsListen = mkOption {
       type = types.str;
       default = ":9464";
-      description = "FLEET_METRICS_LISTEN: the plain HTTP address of /metrics and /healthz; \"off\" disables it.";
+      description = "FLEET_METRICS_LISTEN: the plain HTTP address of /metrics, /readyz and /healthz; \"off\" disables it.";
     };
 
     openFirewall = mkOption {
