@@ -15,6 +15,7 @@ import (
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/bmc"
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/fleetkit/fleet/internal/kubetest"
 	"github.com/fleetkit/fleet/internal/tinktest"
@@ -198,7 +199,7 @@ func TestIntegrationRufioPowerCycles(t *testing.T) {
 			t.Fatalf("%s powered on; only cp-01's BMC powers a machine", name)
 		}
 	case <-ctx.Done():
-		t.Fatalf("Rufio never powered cp-01 on; its BMC was asked %q", bmcs.callsOf("cp-01"))
+		t.Fatalf("Rufio never powered cp-01 on; its BMC was asked %q; %s", bmcs.callsOf("cp-01"), rufioState(h.tinkAPI, ns))
 	}
 	t.Logf("Rufio powered cp-01 on %v after its run started", time.Since(t0).Round(time.Millisecond))
 	// Rufio may run a task again (its status written late): the machine
@@ -253,4 +254,25 @@ func TestIntegrationRufioPowerCycles(t *testing.T) {
 	if got := h.nb.dev(2); got.DesiredAction != inventory.DesiredActionProvision {
 		t.Errorf("node-02's desired_action = %q, want provision again", got.DesiredAction)
 	}
+}
+
+// rufioState says what Rufio's Jobs and Tasks of ns hold, each with its
+// status: whether a Job that did not power a machine failed on its own.
+func rufioState(api dynamic.Interface, ns string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var b strings.Builder
+	b.WriteString("Rufio's objects:")
+	for _, res := range []string{"jobs", "tasks"} {
+		list, err := api.Resource(bmc.GroupVersion.WithResource(res)).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			fmt.Fprintf(&b, " %s: %v;", res, err)
+			continue
+		}
+		for _, u := range list.Items {
+			status, _ := json.Marshal(u.Object["status"])
+			fmt.Fprintf(&b, " %s %s %s;", u.GetKind(), u.GetName(), status)
+		}
+	}
+	return b.String()
 }

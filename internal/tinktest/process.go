@@ -158,6 +158,41 @@ func (p *process) logTail() string {
 	return "its log " + p.log + " ends:\n" + repotest.Tail(string(data), n)
 }
 
+// keepLog copies the whole log out of the test's temporary directory,
+// which the test's end removes, and returns where it went, with the lines
+// of Rufio and tink-controller that report an error or a failure (at most
+// 60): what a failed test needs to tell Tinkerbell's own failure from
+// fleet's.
+func (p *process) keepLog() string {
+	data, err := os.ReadFile(p.log)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	var b strings.Builder
+	if f, err := os.CreateTemp("", "tinkerbell-log-*.json"); err == nil {
+		_, werr := f.Write(data)
+		if cerr := f.Close(); werr == nil && cerr == nil {
+			fmt.Fprintf(&b, "its whole log is kept at %s", f.Name())
+		}
+	}
+	n := 0
+	for _, l := range strings.Split(string(data), "\n") {
+		if n == 60 {
+			b.WriteString("\n(more)")
+			break
+		}
+		controller := strings.Contains(l, `"logger":"rufio"`) || strings.Contains(l, `"logger":"tink-controller"`)
+		if controller && (strings.Contains(l, `"error"`) || strings.Contains(l, "failed") || strings.Contains(l, "Failed")) {
+			b.WriteString("\n" + repotest.Tail(l, 600))
+			n++
+		}
+	}
+	if n == 0 {
+		b.WriteString("\nno line of Rufio or tink-controller reports an error")
+	}
+	return b.String()
+}
+
 // waitReady waits until tinkerbell's HTTP server answers 200 at healthURL
 // and its gRPC port accepts a connection at grpcAddr, p exits, or timeout
 // passes. tinkerbell serves both only after its CRD migration.

@@ -111,6 +111,7 @@ func Start(t testing.TB, env *kubetest.Env, ns string, cfg *Config) *Tinkerbell 
 			}
 			if tb != nil && t.Failed() {
 				t.Logf("tinktest: %s", p.logTail())
+				t.Logf("tinktest: %s", p.keepLog())
 			}
 		})
 	}
