@@ -119,9 +119,13 @@ func TestIntegrationReplicas(t *testing.T) {
 }
 
 // checkCodesAndConfigs checks that no install code was answered to two
-// machines, or twice, and that no config was served twice: each code's
-// config came whole at most once, and one more fetch of each code, from
-// its machine's address, gets 410 or 404.
+// machines, and that no config was served twice: each code's config came
+// whole at most once, and one more fetch of each code, from its machine's
+// address, gets 410 or 404. A machine may be answered its run's code in
+// more than one boot: power-cycled while the run waits for it (as the
+// storm's operator does when the journal says the device lacks its MAC),
+// it attests again and gets the code of the run it started ("run ...
+// waits for the machine").
 func (pf *procFleet) checkCodesAndConfigs() error {
 	var errs []error
 	owner := map[string]string{}
@@ -130,7 +134,7 @@ func (pf *procFleet) checkCodesAndConfigs() error {
 		codes := slices.Clone(m.codes)
 		m.mu.Unlock()
 		for _, c := range codes {
-			if o, ok := owner[c]; ok {
+			if o, ok := owner[c]; ok && o != name {
 				errs = append(errs, fmt.Errorf("an install code was answered to %s and to %s", o, name))
 			}
 			owner[c] = name
