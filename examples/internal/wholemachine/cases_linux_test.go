@@ -427,7 +427,15 @@ func passedGlobalTimeout(t *testing.T, s shared) {
 	line := "info: Workflow " + wf.Name + " passed its global timeout while next-boot was current; the node is active, so it has its config, and nothing else is done"
 	w.f.waitJournal(node, "passed its global timeout", 2*globalTimeout*time.Second+time.Minute)
 	w.wantJournal(line)
-	end, err := getWorkflow(ctx, w.tink, w.f.ns, wf.Name)
+	// fleetd ends the run at the stop Tinkerbell set (or would have set);
+	// tink-controller sets TIMEOUT at its next reconcile of the
+	// Workflow, which may come later on a loaded machine.
+	var end tinkerbell.Workflow
+	var err error
+	_ = eventually(ctx, 2*time.Minute, func() bool {
+		end, err = getWorkflow(ctx, w.tink, w.f.ns, wf.Name)
+		return err != nil || end.Status.State == tinkerbell.WorkflowStateTimeout || end.Status.GlobalExecutionStop == nil
+	})
 	switch {
 	case err != nil || end.Status.GlobalTimeout != globalTimeout:
 		t.Errorf("Workflow %s: %s, globalTimeout %d (%v); want %d s", wf.Name, progress(end), end.Status.GlobalTimeout, err, globalTimeout)
