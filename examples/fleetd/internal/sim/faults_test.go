@@ -282,9 +282,17 @@ func runStorm(t *testing.T, cfg stormConfig) *stormRun {
 				for _, st := range m.statuses {
 					answers[st]++
 				}
+				codes := len(m.codes)
 				m.mu.Unlock()
-				t.Logf("%s: attested %v (%q), in HookOS %v, installed %v, fetched %d, its config fetches answered %v; journal:\n\t%s\ndevice: %+v", name,
-					attested, res.Reason, inHookOS, installed, fetched, answers, strings.Join(ix.byDevice[name], "\n\t"), deviceNamed(devs, name))
+				d := deviceNamed(devs, name)
+				// One line each: a CI excerpt keeps whole lines.
+				t.Logf("%s: attested %v (%q), %d codes, in HookOS %v, installed %v, fetched %d, its config fetches answered %v; device %s, desired_action %q, last run %s; journal: %s", name,
+					attested, res.Reason, codes, inHookOS, installed, fetched, answers, d.Status, d.DesiredAction, d.LastRun, strings.Join(ix.byDevice[name], " | "))
+			}
+			if len(waiting) > 0 {
+				for _, l := range pf.logLines(waiting[0], 40) {
+					t.Logf("%s", l)
+				}
 			}
 			t.Fatalf("no progress for %v, %v after the storm began: %d of %d machines admitted, %d nodes not active (%v), %d of %d faults done",
 				stormStall, time.Since(s.start).Round(time.Second), s.admitted(), n, len(waiting), waiting[:min(len(waiting), 20)], recorded, len(cfg.faults))

@@ -129,7 +129,7 @@ func (r *replicaProc) stop(tb testing.TB) {
 	select {
 	case err := <-done:
 		if err != nil {
-			tb.Errorf("%s exited with %v", r.name, err)
+			tb.Errorf("%s exited with %v: %s", r.name, err, lastLine(r.log.String()))
 		}
 	case <-time.After(40 * time.Second):
 		_ = cmd.Process.Kill()
@@ -536,6 +536,30 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 	}
 	start.Wait()
 	return pf
+}
+
+// logLines returns the last lines of the fleetd processes' logs that
+// name name, at most n, each prefixed with its process's name and cut to
+// 500 bytes: what a stalled storm reports of its first waiting machine.
+func (pf *procFleet) logLines(name string, n int) []string {
+	var out []string
+	for _, p := range pf.replicas {
+		var lines []string
+		for _, l := range strings.Split(p.log.String(), "\n") {
+			if strings.Contains(l, name) {
+				lines = append(lines, p.name+": "+l[:min(len(l), 500)])
+			}
+		}
+		out = append(out, lines[max(0, len(lines)-n/len(pf.replicas)):]...)
+	}
+	return out
+}
+
+// lastLine is the last non-empty line of s, cut to 500 bytes.
+func lastLine(s string) string {
+	s = strings.TrimRight(s, "\n")
+	l := s[strings.LastIndexByte(s, '\n')+1:]
+	return l[:min(len(l), 500)]
 }
 
 // tail is the last n bytes of s.
