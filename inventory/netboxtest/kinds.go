@@ -513,17 +513,7 @@ func writeDevice(t *tx, id int64, in *input) (int64, error) {
 	}
 	if r, ok := in.ref("primary_ip4", true); ok {
 		v.primaryIP4 = r
-		if r != 0 {
-			ip := s.ips.get(r)
-			switch {
-			case ip == nil:
-				in.errs.add("primary_ip4", "Related object not found using the provided numeric ID: %d", r)
-			case !ip.address.Addr().Is4():
-				in.errs.add("primary_ip4", "%s is not an IPv4 address.", ip.address)
-			case ip.iface == 0 || s.interfaces.get(ip.iface).device != id || id == 0:
-				in.errs.add("primary_ip4", "The specified IP address (%s) is not assigned to this device.", ip.address)
-			}
-		}
+		checkPrimaryIP4(s, in, id, r)
 	}
 	if d, ok := in.str("description", false); ok {
 		v.description = d
@@ -532,24 +522,7 @@ func writeDevice(t *tx, id int64, in *input) (int64, error) {
 		v.comments = c
 	}
 	if cf, ok := in.object("custom_fields"); ok {
-		// NetBox merges the given custom fields into the object's.
-		merged := map[string]any{}
-		for k, val := range v.customFields {
-			merged[k] = val
-		}
-		for k, raw := range cf {
-			val, err := s.customFieldValue("dcim.device", k, raw)
-			if err != nil {
-				in.errs.add("custom_fields", "%v", err)
-				continue
-			}
-			if val == nil {
-				delete(merged, k)
-			} else {
-				merged[k] = val
-			}
-		}
-		v.customFields = merged
+		v.customFields = mergeCustomFields(s, in, "dcim.device", v.customFields, cf)
 	}
 	for _, oid := range s.devicesByName[nameKey(&v)] {
 		if oid != id {
@@ -568,6 +541,48 @@ func writeDevice(t *tx, id int64, in *input) (int64, error) {
 	v.id = put(t, s.devices, id, &v)
 	reindex(t, s.devicesByName, v.id, fromKey, nameKey(&v))
 	return v.id, nil
+}
+
+// checkPrimaryIP4 refuses the IP address r as the primary IPv4 of device
+// id unless it is an IPv4 address on one of the device's interfaces. 0
+// unsets the primary IPv4 and is always accepted.
+func checkPrimaryIP4(s *store, in *input, id, r int64) {
+	if r == 0 {
+		return
+	}
+	ip := s.ips.get(r)
+	switch {
+	case ip == nil:
+		in.errs.add("primary_ip4", "Related object not found using the provided numeric ID: %d", r)
+	case !ip.address.Addr().Is4():
+		in.errs.add("primary_ip4", "%s is not an IPv4 address.", ip.address)
+	case ip.iface == 0 || s.interfaces.get(ip.iface).device != id || id == 0:
+		in.errs.add("primary_ip4", "The specified IP address (%s) is not assigned to this device.", ip.address)
+	}
+}
+
+// mergeCustomFields returns a copy of old with the custom fields in cf
+// merged in, as NetBox merges them: a null value unsets the field. A value
+// customFieldValue refuses is added to in's errors and leaves the field as
+// it was.
+func mergeCustomFields(s *store, in *input, objectType string, old map[string]any, cf map[string]json.RawMessage) map[string]any {
+	merged := map[string]any{}
+	for k, val := range old {
+		merged[k] = val
+	}
+	for k, raw := range cf {
+		val, err := s.customFieldValue(objectType, k, raw)
+		if err != nil {
+			in.errs.add("custom_fields", "%v", err)
+			continue
+		}
+		if val == nil {
+			delete(merged, k)
+		} else {
+			merged[k] = val
+		}
+	}
+	return merged
 }
 
 // nameKey is the devicesByName key of d: NetBox keeps device names unique
@@ -933,68 +948,7 @@ func ipKind() *kind {
 			}),
 		},
 		render: (*renderer).ipAddress,
-		write: func(t *tx, id int64, in *input) (int64, error) {
-			s := t.s
-			var v ipAddress
-			old := s.ips.get(id)
-			if old != nil {
-				v = *old
-			} else {
-				v.status = "active"
-			}
-			in.known("address", "status", "role", "assigned_object_type", "assigned_object_id", "dns_name", "description")
-			required(in, id == 0, "address")
-			if a, ok := in.str("address", false); ok {
-				p, err := netip.ParsePrefix(a)
-				if err != nil {
-					in.errs.add("address", "Invalid IP address format: %s", a)
-				}
-				v.address = p
-			}
-			if st, ok := in.choice("status", false, "active", "reserved", "deprecated", "dhcp", "slaac"); ok {
-				v.status = st
-			}
-			if r, ok := in.choice("role", true, "loopback", "secondary", "anycast", "vip", "vrrp", "hsrp", "glbp", "carp"); ok {
-				v.role = r
-			}
-			if i, ok := assigned(s, in); ok {
-				if old != nil && old.iface != i && old.iface != 0 {
-					if d := s.devices.get(s.interfaces.get(old.iface).device); d != nil && d.primaryIP4 == id {
-						in.errs.add("interface", "Cannot reassign IP address while it is designated as the primary IP for the parent object")
-					}
-				}
-				v.iface = i
-			}
-			if d, ok := in.str("dns_name", false); ok {
-				v.dnsName = d
-			}
-			if d, ok := in.str("description", false); ok {
-				v.description = d
-			}
-			// ENFORCE_GLOBAL_UNIQUE, on by default: one address per host in
-			// the global table.
-			if v.address.IsValid() {
-				for _, oid := range s.ipsByHost[v.address.Addr()] {
-					if oid != id {
-						in.errs.add("address", "Duplicate IP address found in global table: %s", s.ips.get(oid).address)
-						break
-					}
-				}
-			}
-			if err := in.err(); err != nil {
-				return 0, err
-			}
-			stamp(t, &v.meta, id == 0)
-			var from int64
-			var fromHost netip.Addr
-			if old != nil {
-				from, fromHost = old.iface, old.address.Addr()
-			}
-			v.id = put(t, s.ips, id, &v)
-			reindex(t, s.ipsByIface, v.id, from, v.iface)
-			reindex(t, s.ipsByHost, v.id, fromHost, v.address.Addr())
-			return v.id, nil
-		},
+		write:  writeIP,
 		snapshot: func(s *store, id int64) map[string]any {
 			v := s.ips.get(id)
 			m := metaSnapshot(v.meta)
@@ -1011,6 +965,69 @@ func ipKind() *kind {
 		},
 		repr: func(s *store, id int64) string { return s.ips.get(id).address.String() },
 	}
+}
+
+func writeIP(t *tx, id int64, in *input) (int64, error) {
+	s := t.s
+	var v ipAddress
+	old := s.ips.get(id)
+	if old != nil {
+		v = *old
+	} else {
+		v.status = "active"
+	}
+	in.known("address", "status", "role", "assigned_object_type", "assigned_object_id", "dns_name", "description")
+	required(in, id == 0, "address")
+	if a, ok := in.str("address", false); ok {
+		p, err := netip.ParsePrefix(a)
+		if err != nil {
+			in.errs.add("address", "Invalid IP address format: %s", a)
+		}
+		v.address = p
+	}
+	if st, ok := in.choice("status", false, "active", "reserved", "deprecated", "dhcp", "slaac"); ok {
+		v.status = st
+	}
+	if r, ok := in.choice("role", true, "loopback", "secondary", "anycast", "vip", "vrrp", "hsrp", "glbp", "carp"); ok {
+		v.role = r
+	}
+	if i, ok := assigned(s, in); ok {
+		if old != nil && old.iface != i && old.iface != 0 {
+			if d := s.devices.get(s.interfaces.get(old.iface).device); d != nil && d.primaryIP4 == id {
+				in.errs.add("interface", "Cannot reassign IP address while it is designated as the primary IP for the parent object")
+			}
+		}
+		v.iface = i
+	}
+	if d, ok := in.str("dns_name", false); ok {
+		v.dnsName = d
+	}
+	if d, ok := in.str("description", false); ok {
+		v.description = d
+	}
+	// ENFORCE_GLOBAL_UNIQUE, on by default: one address per host in
+	// the global table.
+	if v.address.IsValid() {
+		for _, oid := range s.ipsByHost[v.address.Addr()] {
+			if oid != id {
+				in.errs.add("address", "Duplicate IP address found in global table: %s", s.ips.get(oid).address)
+				break
+			}
+		}
+	}
+	if err := in.err(); err != nil {
+		return 0, err
+	}
+	stamp(t, &v.meta, id == 0)
+	var from int64
+	var fromHost netip.Addr
+	if old != nil {
+		from, fromHost = old.iface, old.address.Addr()
+	}
+	v.id = put(t, s.ips, id, &v)
+	reindex(t, s.ipsByIface, v.id, from, v.iface)
+	reindex(t, s.ipsByHost, v.id, fromHost, v.address.Addr())
+	return v.id, nil
 }
 
 func cableKind() *kind {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -488,31 +489,12 @@ type page struct {
 
 func (s *Server) list(r *http.Request, k *kind) answer {
 	q := r.URL.Query()
-	limit := s.cfg.PageSize
-	if v, ok := q["limit"]; ok {
-		if n, err := strconv.Atoi(v[0]); err == nil && n >= 0 {
-			limit = n
-			if limit == 0 || limit > s.cfg.MaxPageSize {
-				limit = s.cfg.MaxPageSize
-			}
-		}
-	}
-	offset := 0
-	if v, ok := q["offset"]; ok {
-		if n, err := strconv.Atoi(v[0]); err == nil && n >= 0 {
-			offset = n
-		}
-	}
+	limit, offset := s.window(q)
 	ordering := q.Get("ordering")
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	type param struct {
-		name string
-		vals []string
-		f    filter
-	}
-	var params []param
+	var params []queryFilter
 	for name, vals := range q {
 		if exists := k.choices[name]; exists != nil {
 			for _, v := range vals {
@@ -531,24 +513,9 @@ func (s *Server) list(r *http.Request, k *kind) answer {
 		if err != nil {
 			return detail(http.StatusBadRequest, "%v", err)
 		}
-		params = append(params, param{name, vals, f})
+		params = append(params, queryFilter{name, vals, f})
 	}
-	var ids []int64
-	var ferr error
-	k.ids(s.st, func(id int64) bool {
-		for _, p := range params {
-			ok, err := p.f(s.st, id, p.vals)
-			if err != nil {
-				ferr = fmt.Errorf("%s: %v", p.name, err)
-				return false
-			}
-			if !ok {
-				return true
-			}
-		}
-		ids = append(ids, id)
-		return true
-	})
+	ids, ferr := matching(s.st, k, params)
 	if ferr != nil {
 		return jsonAnswer(http.StatusBadRequest, map[string][]string{strings.SplitN(ferr.Error(), ":", 2)[0]: {ferr.Error()}})
 	}
@@ -584,6 +551,58 @@ func (s *Server) list(r *http.Request, k *kind) answer {
 		out.Previous = link(max(offset-limit, 0))
 	}
 	return jsonAnswer(http.StatusOK, out)
+}
+
+// window returns the limit and offset of the page a list query asks for.
+// A missing or malformed limit is the configured PageSize; 0, or one over
+// MaxPageSize, is MaxPageSize. A missing or malformed offset is 0.
+func (s *Server) window(q url.Values) (limit, offset int) {
+	limit = s.cfg.PageSize
+	if v, ok := q["limit"]; ok {
+		if n, err := strconv.Atoi(v[0]); err == nil && n >= 0 {
+			limit = n
+			if limit == 0 || limit > s.cfg.MaxPageSize {
+				limit = s.cfg.MaxPageSize
+			}
+		}
+	}
+	if v, ok := q["offset"]; ok {
+		if n, err := strconv.Atoi(v[0]); err == nil && n >= 0 {
+			offset = n
+		}
+	}
+	return limit, offset
+}
+
+// queryFilter is a list query's filter parameter: its name, its values and
+// the filter it names.
+type queryFilter struct {
+	name string
+	vals []string
+	f    filter
+}
+
+// matching returns, in list order, the IDs of the objects of k that
+// pass every filter in params. The error of a filter that fails is
+// returned as "NAME: error".
+func matching(st *store, k *kind, params []queryFilter) ([]int64, error) {
+	var ids []int64
+	var ferr error
+	k.ids(st, func(id int64) bool {
+		for _, p := range params {
+			ok, err := p.f(st, id, p.vals)
+			if err != nil {
+				ferr = fmt.Errorf("%s: %v", p.name, err)
+				return false
+			}
+			if !ok {
+				return true
+			}
+		}
+		ids = append(ids, id)
+		return true
+	})
+	return ids, ferr
 }
 
 // filterFor returns the filter a query parameter names: one of the kind's,
