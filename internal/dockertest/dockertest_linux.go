@@ -68,12 +68,7 @@ func start(t testing.TB, cfg *Config) *Docker {
 	defer cancel()
 
 	if cfg.Netns != "" {
-		if _, err := os.Stat(filepath.Join("/run/netns", cfg.Netns)); err != nil {
-			t.Fatalf("dockertest: network namespace %q: %v", cfg.Netns, err)
-		}
-		if out, err := exec.Command(tl.ip, "-n", cfg.Netns, "link", "set", "lo", "up").CombinedOutput(); err != nil {
-			t.Fatalf("dockertest: ip -n %s link set lo up: %v: %s", cfg.Netns, err, out)
-		}
+		upNetns(t, tl.ip, cfg.Netns)
 	}
 	// Not t.TempDir: its path holds the test's name, and containerd's
 	// sockets must stay within 108 bytes.
@@ -100,23 +95,8 @@ func start(t testing.TB, cfg *Config) *Docker {
 
 	// Stop's steps, and the test's end's: the last added runs first.
 	t.Cleanup(func() { d.stop(t) })
-	if cfg.Netns != "" {
-		for _, addr := range cfg.Forward {
-			f, err := forward(cfg.Netns, addr, addr)
-			if err != nil {
-				t.Fatalf("dockertest: %v", err)
-			}
-			d.atStop(func(testing.TB) { f.close() })
-		}
-	}
 	names := registryAddrs(cfg.Registries)
-	for _, n := range names {
-		f, err := forward(cfg.Netns, net.JoinHostPort(n.addr, "80"), cfg.Registries[n.name])
-		if err != nil {
-			t.Fatalf("dockertest: registry %s: %v", n.name, err)
-		}
-		d.atStop(func(testing.TB) { f.close() })
-	}
+	d.forwardAll(t, cfg, names)
 
 	d.output = &syncbuf.Buffer{}
 	sl, err := listenSyslog(filepath.Join(dir, "containers.sock"), d.output)
@@ -182,6 +162,41 @@ func start(t testing.TB, cfg *Config) *Docker {
 	}
 	t.Logf("dockertest: dockerd ready in %v (containerd %v, dockerd %v), in %s, socket %s", round(time.Since(t1)), round(containerdReady), round(time.Since(t2)), where, d.socket)
 	return d
+}
+
+// upNetns checks that the network namespace netns exists and sets its
+// loopback up.
+func upNetns(t testing.TB, ip, netns string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join("/run/netns", netns)); err != nil {
+		t.Fatalf("dockertest: network namespace %q: %v", netns, err)
+	}
+	if out, err := exec.Command(ip, "-n", netns, "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		t.Fatalf("dockertest: ip -n %s link set lo up: %v: %s", netns, err, out)
+	}
+}
+
+// forwardAll listens in cfg.Netns on each of cfg.Forward's addresses,
+// then on port 80 of each registry name's address in names, and forwards
+// to the test's; Stop closes the forwards.
+func (d *Docker) forwardAll(t testing.TB, cfg *Config, names []registryName) {
+	t.Helper()
+	if cfg.Netns != "" {
+		for _, addr := range cfg.Forward {
+			f, err := forward(cfg.Netns, addr, addr)
+			if err != nil {
+				t.Fatalf("dockertest: %v", err)
+			}
+			d.atStop(func(testing.TB) { f.close() })
+		}
+	}
+	for _, n := range names {
+		f, err := forward(cfg.Netns, net.JoinHostPort(n.addr, "80"), cfg.Registries[n.name])
+		if err != nil {
+			t.Fatalf("dockertest: registry %s: %v", n.name, err)
+		}
+		d.atStop(func(testing.TB) { f.close() })
+	}
 }
 
 // atStop adds step to Stop's, before those added earlier.

@@ -45,36 +45,7 @@ func Want(t *testing.T, rulesFile, before, scrape string, at time.Time, want ...
 	promtool := testenv.Command(t, "promtool", "prometheus")
 	dir := t.TempDir()
 
-	// The rules without their annotations: promtool compares annotations
-	// when it compares alerts, and this test is about the expressions.
-	raw, err := os.ReadFile(rulesFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rules struct {
-		Groups []struct {
-			Name  string           `yaml:"name"`
-			Rules []map[string]any `yaml:"rules"`
-		} `yaml:"groups"`
-	}
-	if err := yaml.Unmarshal(raw, &rules); err != nil {
-		t.Fatal(err)
-	}
-	var named []string
-	severity := map[string]string{}
-	for _, g := range rules.Groups {
-		for _, r := range g.Rules {
-			delete(r, "annotations")
-			a, ok := r["alert"].(string)
-			if !ok {
-				continue
-			}
-			named = append(named, a)
-			if l, ok := r["labels"].(map[string]any); ok {
-				severity[a], _ = l["severity"].(string)
-			}
-		}
-	}
+	rules, named, severity := readRules(t, rulesFile)
 	for _, a := range runbookAlerts {
 		if !slices.Contains(named, a) {
 			t.Fatalf("the rules name the alerts %v, without the runbook's %s", named, a)
@@ -100,16 +71,7 @@ func Want(t *testing.T, rulesFile, before, scrape string, at time.Time, want ...
 	if before != "" {
 		earlier = samples(t, before, origin)
 	}
-	var series []string
-	for s := range after {
-		series = append(series, s)
-	}
-	for s := range earlier {
-		if _, ok := after[s]; !ok {
-			series = append(series, s)
-		}
-	}
-	slices.Sort(series)
+	series := seriesOf(after, earlier)
 
 	var b strings.Builder
 	b.WriteString("rule_files: [rules.yaml]\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n")
@@ -151,6 +113,60 @@ func Want(t *testing.T, rulesFile, before, scrape string, at time.Time, want ...
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("the alerts over fleetd's metrics are not %v: %v\n%s\ninput:\n%s", want, err, out, b.String())
 	}
+}
+
+// ruleFile is a Prometheus rules file, each rule a map so that it is
+// written back whole.
+type ruleFile struct {
+	Groups []struct {
+		Name  string           `yaml:"name"`
+		Rules []map[string]any `yaml:"rules"`
+	} `yaml:"groups"`
+}
+
+// readRules reads the rules in rulesFile without their annotations:
+// promtool compares annotations when it compares alerts, and this test is
+// about the expressions. named are the alerts the rules name, in order,
+// and severity each one's severity label.
+func readRules(t *testing.T, rulesFile string) (rules ruleFile, named []string, severity map[string]string) {
+	t.Helper()
+	raw, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(raw, &rules); err != nil {
+		t.Fatal(err)
+	}
+	severity = map[string]string{}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			delete(r, "annotations")
+			a, ok := r["alert"].(string)
+			if !ok {
+				continue
+			}
+			named = append(named, a)
+			if l, ok := r["labels"].(map[string]any); ok {
+				severity[a], _ = l["severity"].(string)
+			}
+		}
+	}
+	return rules, named, severity
+}
+
+// seriesOf returns the series of after and of earlier, sorted.
+func seriesOf(after, earlier map[string]string) []string {
+	var series []string
+	for s := range after {
+		series = append(series, s)
+	}
+	for s := range earlier {
+		if _, ok := after[s]; !ok {
+			series = append(series, s)
+		}
+	}
+	slices.Sort(series)
+	return series
 }
 
 // samples reads fleetd's series of a scrape (those named fleet...), each

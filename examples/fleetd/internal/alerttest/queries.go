@@ -205,76 +205,103 @@ var labelLists = map[string]bool{
 // Grafana variable ("$...").
 func MetricNames(expr string) []string {
 	var names []string
-	i := 0
-	next := func() byte { // the next byte that is not a space, or 0
-		for j := i; j < len(expr); j++ {
-			if c := expr[j]; c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-				return c
-			}
-		}
-		return 0
-	}
-	skipString := func() { // expr[i] opens a string
-		q := expr[i]
-		for i++; i < len(expr) && expr[i] != q; i++ {
-			if expr[i] == '\\' && q != '`' {
-				i++
-			}
-		}
-		i++
-	}
-	skipTo := func(close byte) { // expr[i] opens a group that close ends
-		for i++; i < len(expr) && expr[i] != close; {
-			if c := expr[i]; c == '"' || c == '\'' || c == '`' {
-				skipString()
-				continue
-			}
-			i++
-		}
-		i++
-	}
-	for i < len(expr) {
-		c := expr[i]
+	s := &scanner{expr: expr}
+	for s.i < len(expr) {
+		c := expr[s.i]
 		switch {
-		case c == '"' || c == '\'' || c == '`':
-			skipString()
+		case isQuote(c):
+			s.skipString()
 		case c == '{':
-			skipTo('}')
+			s.skipTo('}')
 		case c == '[':
-			skipTo(']')
+			s.skipTo(']')
 		case c == '#': // a comment, to the end of its line
-			for i < len(expr) && expr[i] != '\n' {
-				i++
-			}
+			s.skipUntil('\n')
 		case c == '$' || isDigit(c) || c == '.':
 			// A Grafana variable, a number or a duration.
-			for i++; i < len(expr) && (isWordByte(expr[i]) || expr[i] == '.'); i++ {
-			}
+			s.skipNumber()
 		case isWordStart(c):
-			j := i
-			for i++; i < len(expr) && isWordByte(expr[i]); i++ {
-			}
-			word := expr[j:i]
+			word := s.word()
 			switch {
-			case labelLists[word] && next() == '(':
-				for i < len(expr) && expr[i] != '(' {
-					i++
-				}
-				skipTo(')')
-			case promqlWords[word], next() == '(':
+			case labelLists[word] && s.next() == '(':
+				s.skipUntil('(')
+				s.skipTo(')')
+			case promqlWords[word], s.next() == '(':
 			default:
 				if !slices.Contains(names, word) {
 					names = append(names, word)
 				}
 			}
 		default:
-			i++
+			s.i++
 		}
 	}
 	return names
 }
 
+// A scanner walks a PromQL expression: expr[i] is its next byte.
+type scanner struct {
+	expr string
+	i    int
+}
+
+// next returns the next byte that is not a space, or 0.
+func (s *scanner) next() byte {
+	for j := s.i; j < len(s.expr); j++ {
+		if c := s.expr[j]; c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return c
+		}
+	}
+	return 0
+}
+
+// skipString moves past the string that expr[i] opens.
+func (s *scanner) skipString() {
+	q := s.expr[s.i]
+	for s.i++; s.i < len(s.expr) && s.expr[s.i] != q; s.i++ {
+		if s.expr[s.i] == '\\' && q != '`' {
+			s.i++
+		}
+	}
+	s.i++
+}
+
+// skipTo moves past the group that expr[i] opens and close ends.
+func (s *scanner) skipTo(close byte) {
+	for s.i++; s.i < len(s.expr) && s.expr[s.i] != close; {
+		if isQuote(s.expr[s.i]) {
+			s.skipString()
+			continue
+		}
+		s.i++
+	}
+	s.i++
+}
+
+// skipUntil moves to the next c, or to the end.
+func (s *scanner) skipUntil(c byte) {
+	for s.i < len(s.expr) && s.expr[s.i] != c {
+		s.i++
+	}
+}
+
+// skipNumber moves past the variable, number or duration that starts at
+// expr[i].
+func (s *scanner) skipNumber() {
+	for s.i++; s.i < len(s.expr) && (isWordByte(s.expr[s.i]) || s.expr[s.i] == '.'); s.i++ {
+	}
+}
+
+// word moves past the identifier that starts at expr[i] and returns it.
+func (s *scanner) word() string {
+	j := s.i
+	for s.i++; s.i < len(s.expr) && isWordByte(s.expr[s.i]); s.i++ {
+	}
+	return s.expr[j:s.i]
+}
+
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+func isQuote(c byte) bool { return c == '"' || c == '\'' || c == '`' }
 func isWordStart(c byte) bool {
 	return c == '_' || c == ':' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }

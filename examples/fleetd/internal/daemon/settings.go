@@ -193,155 +193,183 @@ naming the file and its mode.
 
 // readSettings reads fleetd's settings; every problem is reported at once.
 func readSettings(getenv func(string) string) (Settings, error) {
-	var errs []error
-	str := func(name, def string) string {
-		if v := strings.TrimSpace(getenv(name)); v != "" {
-			return v
-		}
-		return def
-	}
-	required := func(name string) string {
-		v := str(name, "")
-		if v == "" {
-			errs = append(errs, fmt.Errorf("%s is required", name))
-		}
-		return v
-	}
-	boolean := func(name string, def bool) bool {
-		v := str(name, strconv.FormatBool(def))
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q is not true or false", name, v))
-		}
-		return b
-	}
-	// secret reads a secret setting from its variable or its _FILE form,
-	// and returns the variable it came from, to name in messages; ok is
-	// false when that failed (the error is kept).
-	secret := func(name string) (v, from string, ok bool) {
-		v, from, err := secretenv.Lookup(getenv, name)
-		if err != nil {
-			errs = append(errs, err)
-			return "", name, false
-		}
-		return v, cmp.Or(from, name), true
-	}
-	netBoxToken, _, ok := secret("NETBOX_TOKEN")
+	r := &settingsReader{getenv: getenv}
+	netBoxToken, _, ok := r.secret("NETBOX_TOKEN")
 	if ok && netBoxToken == "" {
-		errs = append(errs, errors.New("NETBOX_TOKEN is required (or NETBOX_TOKEN_FILE, a file that holds it)"))
+		r.fail(errors.New("NETBOX_TOKEN is required (or NETBOX_TOKEN_FILE, a file that holds it)"))
 	}
-	approverToken, approverFrom, _ := secret("FLEET_APPROVER_TOKEN")
-	key, keyFrom, keyOK := secret("FLEET_SEALING_KEY")
+	approverToken, approverFrom, _ := r.secret("FLEET_APPROVER_TOKEN")
+	key, keyFrom, keyOK := r.secret("FLEET_SEALING_KEY")
 	s := Settings{
-		Listen:               str("FLEET_LISTEN", ":8443"),
-		MetricsListen:        str("FLEET_METRICS_LISTEN", ":9464"),
-		TLSCert:              required("FLEET_TLS_CERT"),
-		TLSKey:               required("FLEET_TLS_KEY"),
-		PublicURL:            required("FLEET_PUBLIC_URL"),
-		AutoProvision:        boolean("FLEET_AUTO_PROVISION", true),
-		ControlPlanes:        boolean("FLEET_CONTROL_PLANES", false),
-		SecretsBundle:        required("FLEET_SECRETS_BUNDLE"),
-		NodesFile:            required("FLEET_NODES"),
-		Topology:             str("FLEET_TOPOLOGY", ""),
-		NetBoxURL:            required("NETBOX_URL"),
+		Listen:               r.str("FLEET_LISTEN", ":8443"),
+		MetricsListen:        r.str("FLEET_METRICS_LISTEN", ":9464"),
+		TLSCert:              r.required("FLEET_TLS_CERT"),
+		TLSKey:               r.required("FLEET_TLS_KEY"),
+		PublicURL:            r.required("FLEET_PUBLIC_URL"),
+		AutoProvision:        r.boolean("FLEET_AUTO_PROVISION", true),
+		ControlPlanes:        r.boolean("FLEET_CONTROL_PLANES", false),
+		SecretsBundle:        r.required("FLEET_SECRETS_BUNDLE"),
+		NodesFile:            r.required("FLEET_NODES"),
+		Topology:             r.str("FLEET_TOPOLOGY", ""),
+		NetBoxURL:            r.required("NETBOX_URL"),
 		NetBoxToken:          netBoxToken,
-		BindingAuthor:        str("FLEET_BINDING_AUTHOR", ""),
-		NetBoxSwitch:         str("NETBOX_SWITCH", ""),
-		TinkerbellKubeconfig: str("TINKERBELL_KUBECONFIG", ""),
-		ClusterKubeconfig:    str("CLUSTER_KUBECONFIG", ""),
-		Namespace:            str("TINKERBELL_NAMESPACE", "tinkerbell"),
+		BindingAuthor:        r.str("FLEET_BINDING_AUTHOR", ""),
+		NetBoxSwitch:         r.str("NETBOX_SWITCH", ""),
+		TinkerbellKubeconfig: r.str("TINKERBELL_KUBECONFIG", ""),
+		ClusterKubeconfig:    r.str("CLUSTER_KUBECONFIG", ""),
+		Namespace:            r.str("TINKERBELL_NAMESPACE", "tinkerbell"),
 		ApproverToken:        approverToken,
-		ApproverCA:           str("FLEET_APPROVER_CA", ""),
-	}
-	image := func(name string) string {
-		v := str(name, "")
-		if v != "" {
-			if err := templates.CheckImage(v); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%w", name, err))
-			}
-		}
-		return v
+		ApproverCA:           r.str("FLEET_APPROVER_CA", ""),
 	}
 	s.Images = templates.Images{
-		WipeDisk: image("FLEET_IMAGE_WIPE_DISK"),
-		Install:  image("FLEET_IMAGE_INSTALL"),
-		NextBoot: image("FLEET_IMAGE_NEXT_BOOT"),
-		Reboot:   image("FLEET_IMAGE_REBOOT"),
+		WipeDisk: r.image("FLEET_IMAGE_WIPE_DISK"),
+		Install:  r.image("FLEET_IMAGE_INSTALL"),
+		NextBoot: r.image("FLEET_IMAGE_NEXT_BOOT"),
+		Reboot:   r.image("FLEET_IMAGE_REBOOT"),
 	}
-	s.BMCSecret = str("FLEET_BMC_SECRET", "bmc-auth")
+	s.BMCSecret = r.str("FLEET_BMC_SECRET", "bmc-auth")
 	if msgs := validation.IsDNS1123Subdomain(s.BMCSecret); len(msgs) > 0 {
-		errs = append(errs, fmt.Errorf("FLEET_BMC_SECRET=%q is not the name of a Secret: %s", s.BMCSecret, strings.Join(msgs, "; ")))
+		r.fail(fmt.Errorf("FLEET_BMC_SECRET=%q is not the name of a Secret: %s", s.BMCSecret, strings.Join(msgs, "; ")))
 	}
-	positive := func(name, def string) time.Duration {
-		v := str(name, def)
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("%s=%q is not a positive duration such as %s", name, v, def))
-		}
-		return d
-	}
-	s.ReadTimeout = positive("FLEET_READ_TIMEOUT", defaultReadTimeout.String())
-	if s.ReadyWindow = positive("FLEET_READY_WINDOW", defaultReadyWindow.String()); s.ReadyWindow > 0 && s.ReadyWindow < minReadyWindow {
-		errs = append(errs, fmt.Errorf("FLEET_READY_WINDOW=%q is shorter than %s", str("FLEET_READY_WINDOW", ""), minReadyWindow))
-	}
-	// The defaults are configserve's and provision's own.
-	s.ConfigWriteTimeout = positive("FLEET_CONFIG_WRITE_TIMEOUT", "30s")
-	s.PollInterval = positive("FLEET_POLL_INTERVAL", "15s")
-	s.RunTimeout = positive("FLEET_RUN_TIMEOUT", "2h")
-	if v := str("FLEET_MAX_CONNECTIONS", strconv.Itoa(defaultMaxConns)); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			errs = append(errs, fmt.Errorf("FLEET_MAX_CONNECTIONS=%q is not a positive number", v))
-		}
-		s.MaxConns = n
-	}
-	if v := str("FLEET_MAX_ADMISSIONS", strconv.Itoa(defaultMaxAdmissions)); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			errs = append(errs, fmt.Errorf("FLEET_MAX_ADMISSIONS=%q is not a positive number", v))
-		}
-		s.MaxAdmissions = n
-	}
-	ttl := str("FLEET_CONFIG_TTL", "1h")
-	d, err := time.ParseDuration(ttl)
-	if err != nil || d <= 0 {
-		errs = append(errs, fmt.Errorf("FLEET_CONFIG_TTL=%q is not a positive duration such as 1h", ttl))
-	}
-	s.ConfigTTL = d
+	r.limits(&s)
 	if s.PublicURL != "" {
 		if u, err := url.Parse(s.PublicURL); err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") {
-			errs = append(errs, fmt.Errorf("FLEET_PUBLIC_URL=%q is not an https URL without a path, such as https://fleetd.example:8443", s.PublicURL))
+			r.fail(fmt.Errorf("FLEET_PUBLIC_URL=%q is not an https URL without a path, such as https://fleetd.example:8443", s.PublicURL))
 		}
 		s.PublicURL = strings.TrimSuffix(s.PublicURL, "/")
 	}
-	s.Replica = str("FLEET_REPLICA", "")
-	peers, peersListen := str("FLEET_PEERS", ""), str("FLEET_PEERS_LISTEN", "")
+	r.replicas(&s, key, keyFrom, keyOK)
+	if len(s.ApproverToken) > 0 && len(s.ApproverToken) < 16 {
+		r.fail(fmt.Errorf("%s is shorter than 16 characters", approverFrom))
+	}
+	return s, errors.Join(r.errs...)
+}
+
+// A settingsReader reads settings with getenv and keeps every problem it
+// finds in errs.
+type settingsReader struct {
+	getenv func(string) string
+	errs   []error
+}
+
+// fail keeps err.
+func (r *settingsReader) fail(err error) { r.errs = append(r.errs, err) }
+
+// str returns the setting name, trimmed, or def when it is empty.
+func (r *settingsReader) str(name, def string) string {
+	if v := strings.TrimSpace(r.getenv(name)); v != "" {
+		return v
+	}
+	return def
+}
+
+// required returns the setting name, which must not be empty.
+func (r *settingsReader) required(name string) string {
+	v := r.str(name, "")
+	if v == "" {
+		r.fail(fmt.Errorf("%s is required", name))
+	}
+	return v
+}
+
+// boolean returns the setting name as true or false, def when it is empty.
+func (r *settingsReader) boolean(name string, def bool) bool {
+	v := r.str(name, strconv.FormatBool(def))
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		r.fail(fmt.Errorf("%s=%q is not true or false", name, v))
+	}
+	return b
+}
+
+// secret reads a secret setting from its variable or its _FILE form,
+// and returns the variable it came from, to name in messages; ok is
+// false when that failed (the error is kept).
+func (r *settingsReader) secret(name string) (v, from string, ok bool) {
+	v, from, err := secretenv.Lookup(r.getenv, name)
+	if err != nil {
+		r.fail(err)
+		return "", name, false
+	}
+	return v, cmp.Or(from, name), true
+}
+
+// image returns the image the setting name gives, checked, or "".
+func (r *settingsReader) image(name string) string {
+	v := r.str(name, "")
+	if v != "" {
+		if err := templates.CheckImage(v); err != nil {
+			r.fail(fmt.Errorf("%s=%w", name, err))
+		}
+	}
+	return v
+}
+
+// positive returns the setting name as a positive duration, def when it
+// is empty.
+func (r *settingsReader) positive(name, def string) time.Duration {
+	v := r.str(name, def)
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		r.fail(fmt.Errorf("%s=%q is not a positive duration such as %s", name, v, def))
+	}
+	return d
+}
+
+// positiveInt returns the setting name as a positive number, def when it
+// is empty.
+func (r *settingsReader) positiveInt(name string, def int) int {
+	v := r.str(name, strconv.Itoa(def))
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		r.fail(fmt.Errorf("%s=%q is not a positive number", name, v))
+	}
+	return n
+}
+
+// limits reads the settings that bound time and load into s.
+func (r *settingsReader) limits(s *Settings) {
+	s.ReadTimeout = r.positive("FLEET_READ_TIMEOUT", defaultReadTimeout.String())
+	if s.ReadyWindow = r.positive("FLEET_READY_WINDOW", defaultReadyWindow.String()); s.ReadyWindow > 0 && s.ReadyWindow < minReadyWindow {
+		r.fail(fmt.Errorf("FLEET_READY_WINDOW=%q is shorter than %s", r.str("FLEET_READY_WINDOW", ""), minReadyWindow))
+	}
+	// The defaults are configserve's and provision's own.
+	s.ConfigWriteTimeout = r.positive("FLEET_CONFIG_WRITE_TIMEOUT", "30s")
+	s.PollInterval = r.positive("FLEET_POLL_INTERVAL", "15s")
+	s.RunTimeout = r.positive("FLEET_RUN_TIMEOUT", "2h")
+	s.MaxConns = r.positiveInt("FLEET_MAX_CONNECTIONS", defaultMaxConns)
+	s.MaxAdmissions = r.positiveInt("FLEET_MAX_ADMISSIONS", defaultMaxAdmissions)
+	s.ConfigTTL = r.positive("FLEET_CONFIG_TTL", "1h")
+}
+
+// replicas reads the replica settings into s: FLEET_REPLICA, FLEET_PEERS,
+// FLEET_PEERS_LISTEN, and the sealing key, read from keyFrom (keyOK
+// false: its read failed).
+func (r *settingsReader) replicas(s *Settings, key, keyFrom string, keyOK bool) {
+	s.Replica = r.str("FLEET_REPLICA", "")
+	peers, peersListen := r.str("FLEET_PEERS", ""), r.str("FLEET_PEERS_LISTEN", "")
 	if s.Replica == "" {
 		if key != "" {
 			// attest.ErrSealingKeyWithoutSpent: a shared key needs a shared
 			// record of spent sessions, which one fleetd keeps in memory.
-			errs = append(errs, fmt.Errorf("%s is refused without FLEET_REPLICA: one fleetd records spent attestation sessions in its own memory, so another fleetd holding the key (a replica, or this one after a restart) would accept a proof again and answer its install code; unset it, or run replicas (FLEET_REPLICA, FLEET_PEERS)", keyFrom))
+			r.fail(fmt.Errorf("%s is refused without FLEET_REPLICA: one fleetd records spent attestation sessions in its own memory, so another fleetd holding the key (a replica, or this one after a restart) would accept a proof again and answer its install code; unset it, or run replicas (FLEET_REPLICA, FLEET_PEERS)", keyFrom))
 		}
 		if peers != "" {
-			errs = append(errs, errors.New("FLEET_PEERS is refused without FLEET_REPLICA, which names this replica among them"))
+			r.fail(errors.New("FLEET_PEERS is refused without FLEET_REPLICA, which names this replica among them"))
 		}
 		if peersListen != "" {
-			errs = append(errs, errors.New("FLEET_PEERS_LISTEN is refused without FLEET_REPLICA: one fleetd has no peers"))
+			r.fail(errors.New("FLEET_PEERS_LISTEN is refused without FLEET_REPLICA: one fleetd has no peers"))
 		}
-	} else {
-		s.PeersListen = cmp.Or(peersListen, ":8444")
-		var err error
-		if s.Peers, err = parsePeers(peers, s.Replica); err != nil {
-			errs = append(errs, err)
-		}
-		if s.SealingKey, err = hex.DecodeString(key); keyOK && (err != nil || len(s.SealingKey) != 32) {
-			errs = append(errs, fmt.Errorf("%s must be 64 hex characters (32 bytes), the same in every replica", keyFrom))
-		}
+		return
 	}
-	if len(s.ApproverToken) > 0 && len(s.ApproverToken) < 16 {
-		errs = append(errs, fmt.Errorf("%s is shorter than 16 characters", approverFrom))
+	s.PeersListen = cmp.Or(peersListen, ":8444")
+	var err error
+	if s.Peers, err = parsePeers(peers, s.Replica); err != nil {
+		r.fail(err)
 	}
-	return s, errors.Join(errs...)
+	if s.SealingKey, err = hex.DecodeString(key); keyOK && (err != nil || len(s.SealingKey) != 32) {
+		r.fail(fmt.Errorf("%s must be 64 hex characters (32 bytes), the same in every replica", keyFrom))
+	}
 }
 
 // parsePeers reads FLEET_PEERS: NAME=URL pairs, comma-separated, that
