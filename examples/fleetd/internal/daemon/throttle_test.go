@@ -526,6 +526,15 @@ func TestAdmissionsWaitTheirTurn(t *testing.T) {
 func TestWaitingAdmissionsShareMACWrites(t *testing.T) {
 	names := []string{"w-01", "w-02", "w-03", "w-04", "w-05", "w-06", "w-07", "w-08"}
 	w := newMemWorld(t, names...)
+	// NetBox takes a moment to answer, as a real one does: calls that come
+	// while a batch is in flight join the next. (Answered at once, each
+	// batch could end before the next claim comes, and go alone.)
+	w.wrapFleetd = func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			time.Sleep(10 * time.Millisecond)
+			h.ServeHTTP(rw, r)
+		})
+	}
 	synctest.Test(t, func(t *testing.T) {
 		d, _ := w.fleetd(t, func(s *Settings) { s.MaxAdmissions = 2 })
 		ctx := context.Background()
@@ -547,6 +556,7 @@ func TestWaitingAdmissionsShareMACWrites(t *testing.T) {
 				done <- err
 			}()
 		}
+		time.Sleep(time.Second) // the batches are sent; the admissions wait their turn
 		synctest.Wait()
 		var macWrites []string
 		for _, r := range w.fleetdRequests() {
