@@ -1,10 +1,16 @@
-// Module lint runs staticcheck over fleet. It is a module of its own so that
-// staticcheck's dependencies stay out of the main module.
+// Module lint runs staticcheck over fleet, and gocyclo in TestCyclomatic
+// (cyclo_test.go). It is a module of its own so that the linters'
+// dependencies stay out of the main module.
 module github.com/fleetkit/fleet/tools/lint
 
 go 1.26.6
 
-tool honnef.co/go/tools/cmd/staticcheck
+tool (
+	github.com/fzipp/gocyclo/cmd/gocyclo
+	honnef.co/go/tools/cmd/staticcheck
+)
+
+require github.com/fzipp/gocyclo v0.6.0
 
 require (
 	github.com/BurntSushi/toml v1.4.1-0.20240526193622-a339e1f7089c // indirect
