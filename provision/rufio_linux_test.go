@@ -15,6 +15,7 @@ import (
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/bmc"
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/fleetkit/fleet/internal/kubetest"
@@ -133,7 +134,9 @@ func TestIntegrationRufioPowerCycles(t *testing.T) {
 	cp := attested(worker(1, "cp-01"))
 	cp.Class = ClassControlPlane
 	refusing := attested(worker(2, "node-02"))
-	h := newRealHarnessIn(t, env, ns, nil, cp, refusing)
+	// A run whose Rufio Job failed is started again 5 s after it started
+	// (PowerRetry; 30 minutes by default), should Rufio fail cp-01's.
+	h := newRealHarnessIn(t, env, ns, func(_ *Cluster, c *Config) { c.PowerRetry = 5 * time.Second }, cp, refusing)
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 
@@ -191,47 +194,93 @@ func TestIntegrationRufioPowerCycles(t *testing.T) {
 		t.Fatalf("runs started: %v", pass.Started)
 	}
 
-	// Rufio power-cycles cp-01 into a PXE boot in EFI mode.
+	// Rufio power-cycles cp-01 into a PXE boot in EFI mode, and the
+	// machine, booted into HookOS, attests and gets the run's code.
+	// Meanwhile the loop passes, as fleetd's does. Rufio v0.25.0's Job
+	// controller, its cache behind its own create of a Task, can create
+	// the Task again and fail the Job ("... already exists"), before or
+	// after the power on (seen on a loaded machine); cp-01's BMC never
+	// refuses, so a failed Job of cp-01 is Rufio's own. fleet journals a
+	// failed Job and sets desired_action to provision again, and a pass
+	// after PowerRetry starts a new run, whose Job powers the machine on.
 	t0 := time.Now()
-	select {
-	case name := <-bmcs.on:
-		if name != "cp-01" {
-			t.Fatalf("%s powered on; only cp-01's BMC powers a machine", name)
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	restarts := 0
+	passes := func() {
+		if !jobFailed(ctx, h.tinkAPI, ns, "netboot-"+cpRun) {
+			return
 		}
-	case <-ctx.Done():
-		t.Fatalf("Rufio never powered cp-01 on; its BMC was asked %q; %s", bmcs.callsOf("cp-01"), rufioState(h.tinkAPI, ns))
-	}
-	t.Logf("Rufio powered cp-01 on %v after its run started", time.Since(t0).Round(time.Millisecond))
-	// Rufio may run a task again (its status written late): the machine
-	// was powered off, set to boot PXE in EFI mode, and powered on last.
-	calls := bmcs.callsOf("cp-01")
-	if n := len(calls); n < 3 || calls[0] != "setPowerState off" || !slices.Equal(calls[n-2:], []string{"setBootDevice pxe efi", "setPowerState on"}) {
-		t.Errorf("cp-01's BMC was asked %q, want the power off, a PXE boot in EFI mode, then the power on", calls)
-	}
-	// The machine boots HookOS and attests again: it receives the run's
-	// code.
-	d, err = h.p.Admit(ctx, claimOf(cp))
-	if err != nil || d.Outcome != Provision || d.Run != cpRun || d.Code == "" {
-		t.Fatalf("Admit(cp-01) after the power cycle = %+v, %v; want run %s with its code", d, err, cpRun)
-	}
-	var wf tinkerbell.Workflow
-	for {
-		h.get(WorkflowResource, cpRun, &wf)
-		if wf.Status.State == tinkerbell.WorkflowStatePending {
-			break
+		for _, r := range h.reconcile().Started {
+			switch {
+			case strings.HasPrefix(r, "provision-cp-01-"):
+				restarts++
+				t.Logf("run %s started after Rufio failed %s's Job: %s", r, cpRun, rufioState(h.tinkAPI, ns))
+				if restarts > 4 {
+					t.Fatalf("cp-01's run started a sixth time; Rufio's objects: %s", rufioState(h.tinkAPI, ns))
+				}
+				cpRun = r
+			case strings.HasPrefix(r, "provision-node-02-"):
+				refusedRun = r
+			}
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("Workflow %s: state %q, conditions %+v; want PENDING once Rufio's job completed", cpRun, wf.Status.State, wf.Status.Conditions)
-		case <-time.After(200 * time.Millisecond):
+	}
+	for pending := false; !pending; {
+		for on := false; !on; {
+			select {
+			case name := <-bmcs.on:
+				if name != "cp-01" {
+					t.Fatalf("%s powered on; only cp-01's BMC powers a machine", name)
+				}
+				on = true
+			case <-tick.C:
+				passes()
+			case <-ctx.Done():
+				t.Fatalf("Rufio never powered cp-01 on; its BMC was asked %q; %s", bmcs.callsOf("cp-01"), rufioState(h.tinkAPI, ns))
+			}
+		}
+		t.Logf("Rufio powered cp-01 on %v after its first run started (%d runs after it)", time.Since(t0).Round(time.Millisecond), restarts)
+		// Rufio may run a task again (its status written late): the
+		// machine was powered off, set to boot PXE in EFI mode, and
+		// powered on last.
+		calls := bmcs.callsOf("cp-01")
+		if n := len(calls); n < 3 || calls[0] != "setPowerState off" || !slices.Equal(calls[n-2:], []string{"setBootDevice pxe efi", "setPowerState on"}) {
+			t.Errorf("cp-01's BMC was asked %q, want the power off, a PXE boot in EFI mode, then the power on", calls)
+		}
+		// The machine boots HookOS and attests again: it receives the
+		// run's code.
+		d, err = h.p.Admit(ctx, claimOf(cp))
+		if err != nil || d.Outcome != Provision || d.Run != cpRun || d.Code == "" {
+			t.Fatalf("Admit(cp-01) after the power cycle = %+v, %v; want run %s with its code", d, err, cpRun)
+		}
+		// Its Workflow is PENDING once Rufio's Job completed.
+		for run := cpRun; !pending && run == cpRun; {
+			var wf tinkerbell.Workflow
+			h.get(WorkflowResource, cpRun, &wf)
+			pending = wf.Status.State == tinkerbell.WorkflowStatePending
+			if pending {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("Workflow %s: state %q, conditions %+v; want PENDING once Rufio's job completed", cpRun, wf.Status.State, wf.Status.Conditions)
+			case <-tick.C:
+				passes() // a new run: its power on, its code, its PENDING
+			case <-time.After(200 * time.Millisecond):
+			}
 		}
 	}
 
-	// node-02's BMC refuses: the loop journals the runbook's line.
-	want := fmt.Sprintf("the Rufio job netboot-%s of Workflow %s failed to power the machine: ", refusedRun, refusedRun)
-	var line string
+	// node-02's BMC refuses: the loop journals the runbook's line (of its
+	// latest run: a pass above may have started another).
+	var want, line string
 	for line == "" {
-		h.reconcile()
+		for _, r := range h.reconcile().Started {
+			if strings.HasPrefix(r, "provision-node-02-") {
+				refusedRun = r
+			}
+		}
+		want = fmt.Sprintf("the Rufio job netboot-%s of Workflow %s failed to power the machine: ", refusedRun, refusedRun)
 		for _, l := range h.nb.lines() {
 			if l.ID == 2 && strings.HasPrefix(l.Text, want) {
 				line = l.Text
@@ -254,6 +303,21 @@ func TestIntegrationRufioPowerCycles(t *testing.T) {
 	if got := h.nb.dev(2); got.DesiredAction != inventory.DesiredActionProvision {
 		t.Errorf("node-02's desired_action = %q, want provision again", got.DesiredAction)
 	}
+}
+
+// jobFailed reports whether Rufio's Job name in ns has failed.
+func jobFailed(ctx context.Context, api dynamic.Interface, ns, name string) bool {
+	u, err := api.Resource(JobResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return false
+	}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == string(bmc.JobFailed) && m["status"] == string(bmc.ConditionTrue) {
+			return true
+		}
+	}
+	return false
 }
 
 // rufioState says what Rufio's Jobs and Tasks of ns hold, each with its
