@@ -34,16 +34,41 @@ import (
 // forward serves on listen (an address of the test's end of the uplink)
 // and joins each connection to to (tink-server on the test's loopback),
 // until t ends: plumbing in place of a provisioning network, by which the
-// machines reach tink-server. It returns the address it serves on.
+// machines reach tink-server. It returns the address it serves on. When t
+// ends it closes the connections it joined: a VM killed mid-stream sends
+// no FIN, and its side would be read, or its unacknowledged bytes sent
+// again, for as long as TCP tries (seen: a test's clean-up waiting 16
+// minutes on an agent's stream to tink-server).
 func forward(t *testing.T, listen, to string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		conns  = map[net.Conn]bool{}
+		closed bool
+	)
+	track := func(c net.Conn) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			c.Close()
+			return false
+		}
+		conns[c] = true
+		return true
+	}
 	t.Cleanup(func() {
 		ln.Close()
+		mu.Lock()
+		closed = true
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
 		wg.Wait()
 	})
 	wg.Go(func() {
@@ -52,10 +77,13 @@ func forward(t *testing.T, listen, to string) string {
 			if err != nil {
 				return
 			}
+			if !track(c) {
+				return
+			}
 			wg.Go(func() {
 				defer c.Close()
 				d, err := net.DialTimeout("tcp", to, 10*time.Second)
-				if err != nil {
+				if err != nil || !track(d) {
 					return
 				}
 				defer d.Close()
