@@ -15,7 +15,7 @@ import (
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/bmc"
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/fleetkit/fleet/internal/kubetest"
@@ -311,13 +311,8 @@ func jobFailed(ctx context.Context, api dynamic.Interface, ns, name string) bool
 	if err != nil {
 		return false
 	}
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == string(bmc.JobFailed) && m["status"] == string(bmc.ConditionTrue) {
-			return true
-		}
-	}
-	return false
+	var job bmc.Job
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &job) == nil && job.HasCondition(bmc.JobFailed, bmc.ConditionTrue)
 }
 
 // rufioState says what Rufio's Jobs and Tasks of ns hold, each with its
