@@ -171,6 +171,42 @@ func TestAdmissionOutcomes(t *testing.T) {
 	}
 }
 
+// An admission another replica is deciding at this moment is decided on a
+// later try: the client is told no verdict, with ReasonAdmitLater, tries
+// again with a new session and gets the code; the audit says so for each
+// try, and the hook's own words stay out of both.
+func TestAdmitLaterTriesAgain(t *testing.T) {
+	tpm := quickTPM(t, 0)
+	f := newFleet(t, nil)
+	f.hook.adm = attest.Admission{InstallCode: "c0de-secret"}
+	f.hook.first = []error{fmt.Errorf("%w: run provision-w-01-7 is starting elsewhere", attest.ErrAdmitLater),
+		fmt.Errorf("%w: still starting", attest.ErrAdmitLater)}
+	f.bindings.Set("S1", approve(t, tpm))
+	res, console, err := f.run(t, tpm, "S1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict != attest.Attested || res.InstallCode != "c0de-secret" || res.Tries != 3 {
+		t.Errorf("result %+v, want attested with the code on try 3", res)
+	}
+	want := ""
+	for try := 1; try <= 2; try++ {
+		want += fmt.Sprintf("attest: try %d failed\nattest: proof: fleetd answered 503: %s\n", try, attest.ReasonAdmitLater)
+	}
+	if want += "attest: PASSED\n"; console != want {
+		t.Errorf("console %q, want %q", console, want)
+	}
+	if n := len(f.hook.calls()); n != 3 {
+		t.Errorf("the admission hook was called %d times, want 3", n)
+	}
+	if got := strings.Count(f.logs.String(), attest.ReasonAdmitLater); got != 2 {
+		t.Errorf("%d audit lines say %q, want 2:\n%s", got, attest.ReasonAdmitLater, f.logs.String())
+	}
+	if strings.Contains(f.logs.String(), "elsewhere") || strings.Contains(console, "elsewhere") {
+		t.Error("the hook's error leaked")
+	}
+}
+
 // recorder keeps every request and answer body a client sends and gets.
 type recorder struct {
 	rt     http.RoundTripper

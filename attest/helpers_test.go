@@ -28,12 +28,19 @@ type hook struct {
 	claims []attest.Claim
 	adm    attest.Admission
 	err    error
+	// first, when set, are the errors of the first calls, in order.
+	first []error
 }
 
 func (h *hook) admit(_ context.Context, c attest.Claim) (attest.Admission, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.claims = append(h.claims, c)
+	if len(h.first) > 0 {
+		err := h.first[0]
+		h.first = h.first[1:]
+		return attest.Admission{}, err
+	}
 	return h.adm, h.err
 }
 

@@ -118,7 +118,8 @@ type Config struct {
 	//
 	// No activation secret, session, sealing key or install code appears
 	// in a line; the admission hook's error is answered as
-	// ReasonAdmissionFailed, never in its own words.
+	// ReasonAdmissionFailed (ReasonAdmitLater for ErrAdmitLater), never in
+	// its own words.
 	Logger *slog.Logger
 }
 
@@ -135,13 +136,28 @@ type Admission struct {
 // AdmitFunc is the caller's admission hook. The server calls it only for
 // an attested proof, once per session, with the proven claim. An error
 // answers no code: the client is told ReasonAdmissionFailed, never the
-// error's text, and the hook should log the error itself. It must be safe
+// error's text, and the hook should log the error itself; an error that
+// wraps ErrAdmitLater makes the client try again instead. It must be safe
 // for concurrent use.
 type AdmitFunc func(ctx context.Context, c Claim) (Admission, error)
 
 // ReasonAdmissionFailed is the reason an attested client is told when the
 // admission hook failed.
 const ReasonAdmissionFailed = "no install code: admission failed"
+
+// ErrAdmitLater is what an admission hook returns, wrapped, when it cannot
+// decide now and a later try will be decided: e.g. another replica is
+// starting the machine's run at this moment, and the run it starts is the
+// machine's on its next try. The server then answers no verdict to the
+// client but status 503 with ReasonAdmitLater, and the client tries again
+// with a new session, as after any try that got no verdict. The audit line
+// attest.verdict says attested, with ReasonAdmitLater.
+var ErrAdmitLater = errors.New("attest: the admission is decided on a later try")
+
+// ReasonAdmitLater is what a client whose admission hook returned
+// ErrAdmitLater is told, with status 503: its console shows "attest: try
+// N failed" and the request's error with this reason.
+const ReasonAdmitLater = "no install code yet: the admission is decided on the next try"
 
 // ErrSealingKeyWithoutSpent is what NewServer returns for a Config with a
 // SealingKey and no Spent. A session sealed with a known key can be
@@ -528,6 +544,10 @@ func (s *Server) serveProof(w http.ResponseWriter, r *http.Request, body []byte)
 	if s.judged != nil {
 		s.judged(ctx, c, j)
 	}
+	if res.Reason == ReasonAdmitLater && res.InstallCode == "" {
+		writeError(w, http.StatusServiceUnavailable, ReasonAdmitLater)
+		return
+	}
 	writeJSON(w, http.StatusOK, res)
 }
 
@@ -668,6 +688,8 @@ func (s *Server) admitted(ctx context.Context, c Claim) (reason, code string) {
 	}
 	a, err := s.admit(ctx, c)
 	switch {
+	case errors.Is(err, ErrAdmitLater):
+		return ReasonAdmitLater, ""
 	case err != nil:
 		return ReasonAdmissionFailed, ""
 	case a.InstallCode != "":

@@ -230,7 +230,11 @@ func (p *Provisioner) nudgePastStop(ctx context.Context, r *run, now time.Time) 
 }
 
 // ErrRunRaced is the error of a run that gave way to a run of the same
-// device another Provisioner created at the same time (Config.Shared).
+// device another Provisioner created at the same time (Config.Shared), or
+// of an admission that met such a run still starting. Nothing of it
+// stays; the machine's next attestation is decided once the other run is
+// recorded, so a caller should have the machine try again (fleetd answers
+// it as attest.ErrAdmitLater).
 var ErrRunRaced = errors.New("provision: another replica started a run of the device at the same time")
 
 // giveWay reads dev's runs after the Workflow of run was created, and

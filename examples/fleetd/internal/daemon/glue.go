@@ -183,7 +183,14 @@ func (d *Daemon) admit(ctx context.Context, c attest.Claim) (attest.Admission, e
 		CheckPort:         func(declared int) error { return lldpwait.Check(n, declared, d.ports) },
 		Device:            dev,
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, provision.ErrRunRaced):
+		// Another replica is starting the device's run (the machine's
+		// earlier try, perhaps, whose answer it did not wait for): that
+		// run is the machine's on its next try, which gets its code.
+		d.metrics.admissions.WithLabelValues("later").Inc()
+		return attest.Admission{}, fmt.Errorf("%w: %w", attest.ErrAdmitLater, err)
+	case err != nil:
 		d.metrics.admissions.WithLabelValues("error").Inc()
 		return attest.Admission{}, err // provision wrote the attest.install line
 	}

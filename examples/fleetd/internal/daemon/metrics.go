@@ -49,7 +49,7 @@ type metrics struct {
 // before anything happens.
 var (
 	admissionOutcomes = []string{provision.Provision.String(), provision.Retire.String(),
-		provision.NoProvision.String(), provision.Refused.String(), "error", "abandoned"}
+		provision.NoProvision.String(), provision.Refused.String(), "error", "later", "abandoned"}
 	runKinds    = []provision.RunKind{provision.RunProvision, provision.RunRetire}
 	runOutcomes = []string{"success", "failed", "timeout", "passed-global-timeout", "boot-job-failed", "never-reported"}
 )
@@ -70,7 +70,7 @@ func newMetrics(certExpiry func() time.Time, waiting func() int) *metrics {
 		}, []string{"verdict"}),
 		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleet_admissions_total",
-			Help: "Admission decisions for attested machines, by outcome (provision, retire, no provision, refused, error, abandoned: the machine left while its admission waited its turn).",
+			Help: "Admission decisions for attested machines, by outcome (provision, retire, no provision, refused, error, later: another replica was starting the machine's run and the machine tries again, abandoned: the machine left while its admission waited its turn).",
 		}, []string{"outcome"}),
 		configEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleet_install_config_events_total",

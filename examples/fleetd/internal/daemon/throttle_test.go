@@ -92,6 +92,11 @@ type memWorld struct {
 	// wrapFleetd, when set, wraps the NetBox handler fleetd's requests
 	// meet (a fault of its own).
 	wrapFleetd func(http.Handler) http.Handler
+	// shareKube, when set, gives every fleetd of the world the same
+	// Kubernetes fakes, as replicas share one API server.
+	shareKube bool
+	kube      *kubefake.Clientset
+	tink      *dynfake.FakeDynamicClient
 }
 
 // nodeAddr is the address of the i'th worker of a memWorld.
@@ -202,18 +207,24 @@ func (w *memWorld) fleetd(t *testing.T, edit ...func(*Settings)) (*Daemon, *sync
 	if err != nil {
 		t.Fatal(err)
 	}
-	tink := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		provision.WorkflowResource: "WorkflowList",
-		provision.HardwareResource: "HardwareList",
-		provision.MachineResource:  "MachineList",
-		provision.JobResource:      "JobList",
-	})
+	tink, kube := w.tink, w.kube
+	if tink == nil {
+		tink = dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+			provision.WorkflowResource: "WorkflowList",
+			provision.HardwareResource: "HardwareList",
+			provision.MachineResource:  "MachineList",
+			provision.JobResource:      "JobList",
+		})
+		kube = kubefake.NewClientset()
+		if w.shareKube {
+			w.tink, w.kube = tink, kube
+		}
+	}
 	audit := &syncbuf.Buffer{}
 	settings := Settings{ConfigTTL: time.Hour, AutoProvision: true, BindingAuthor: memAuthor, Namespace: "tinkerbell"}
 	for _, e := range edit {
 		e(&settings)
 	}
-	kube := kubefake.NewClientset()
 	d, err := New(settings, Parts{
 		NetBox: w.netBox(t, memFleetd, ""), Kube: kube, Tink: tink, Leases: kube.CoordinationV1(),
 		Inventory: w.inv, Bundle: memBundle, Cert: cert,
@@ -514,6 +525,74 @@ func TestAdmissionsWaitTheirTurn(t *testing.T) {
 		<-done
 		if reqs := w.fleetdRequests(); len(reqs) == 0 {
 			t.Error("the admission that waited its turn made no NetBox request")
+		}
+	})
+}
+
+// An admission that meets another replica's run of the device still
+// starting (its Workflow created, NetBox not naming it yet: the machine's
+// earlier try, perhaps, whose answer it stopped waiting for) is decided on
+// the machine's next try: the hook returns attest.ErrAdmitLater, and the
+// machine tries again rather than being told "admission failed" with
+// nothing left to try. Once NetBox names the run, the next try is decided.
+func TestAdmissionMeetingAStartingRunTriedAgain(t *testing.T) {
+	w := newMemWorld(t, "w-01")
+	w.shareKube = true
+	key := make([]byte, 32)
+	synctest.Test(t, func(t *testing.T) {
+		replica := func(name string) func(*Settings) {
+			return func(s *Settings) { s.Replica, s.SealingKey = name, key }
+		}
+		d0, _ := w.fleetd(t, replica("fleetd-0"))
+		d1, audit := w.fleetd(t, replica("fleetd-1"))
+		for _, d := range []*Daemon{d0, d1} {
+			if err := d.configs.ConfigureServer(&http.Server{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx := context.Background()
+		claim := attest.Claim{Serial: "SN-w-01", MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, Peer: nodeAddr(0) + ":40000", Proven: time.Now(),
+			LLDP: &attest.LLDP{ChassisIDSubtype: 4, ChassisID: "74:ac:b9:11:22:33", PortIDSubtype: 7, PortID: "Port 1", SystemName: memSwitch}}
+		a, err := d0.admit(ctx, claim)
+		if err != nil || a.InstallCode == "" {
+			t.Fatalf("fleetd-0's admission: %+v, %v", a, err)
+		}
+		flush(t, d0)
+		dev := w.devices["w-01"]
+		devs, err := w.netBox(t, memOperator, "folly").Devices(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		named := ""
+		for _, d := range devs {
+			if d.ID == dev.ID {
+				named = d.LastRun
+			}
+		}
+		if named == "" {
+			t.Fatal("fleetd-0's admission named no run")
+		}
+		// As it stands before fleetd-0 records its run.
+		if err := w.nbsrv.EditCustomField(memAuthor, dev.ID, "last_run", nil); err != nil {
+			t.Fatal(err)
+		}
+		_, err = d1.admit(ctx, claim)
+		if !errors.Is(err, attest.ErrAdmitLater) || !errors.Is(err, provision.ErrRunRaced) {
+			t.Fatalf("fleetd-1's admission beside the starting run %s: %v, want attest.ErrAdmitLater", named, err)
+		}
+		if got := metricValue(t, d1, `fleet_admissions_total{outcome="later"}`); got != 1 {
+			t.Errorf("admissions tried later counted: %v, want 1", got)
+		}
+		if !strings.Contains(audit.String(), named+", which NetBox does not name yet") {
+			t.Errorf("fleetd-1's attest.install line does not name the starting run %s:\n%s", named, audit)
+		}
+		// fleetd-0 records its run: the machine's next try is decided.
+		if err := w.nbsrv.EditCustomField(memAuthor, dev.ID, "last_run", named); err != nil {
+			t.Fatal(err)
+		}
+		again, err := d0.admit(ctx, claim)
+		if err != nil || again.InstallCode != a.InstallCode {
+			t.Errorf("the next try at fleetd-0, which holds the run's code: %v, a code of the same run %v; want its code", err, again.InstallCode == a.InstallCode)
 		}
 	})
 }

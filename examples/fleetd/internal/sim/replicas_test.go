@@ -364,19 +364,12 @@ func TestReplacedRunConfigDropped(t *testing.T) {
 	m := r.machines["w-01"]
 	// The machine attests at replica i; an admission that raced the
 	// leader's loop (both start a run at once, and one gives way) is
-	// tried again, as a power cycle does.
+	// decided on the client's next try (attest.ErrAdmitLater).
 	at := func(i int) attest.Result {
 		t.Helper()
-		var res attest.Result
-		var err error
-		for try := 0; try < 5; try++ {
-			res, err = attest.Run(r.ctx, r.urls[i]+"/attest", m.tpm, m.claim(),
-				&attest.ClientConfig{HTTPClient: boundClient(r.world, nodeAddr(0)), Console: io.Discard})
-			if err != nil || res.InstallCode != "" || res.Reason != attest.ReasonAdmissionFailed {
-				break
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
+		res, err := attest.Run(r.ctx, r.urls[i]+"/attest", m.tpm, m.claim(),
+			&attest.ClientConfig{HTTPClient: boundClient(r.world, nodeAddr(0)), Console: io.Discard,
+				Backoff: func(int) time.Duration { return 500 * time.Millisecond }})
 		if err != nil || res.InstallCode == "" {
 			t.Fatalf("w-01 at fleetd-%d: %+v, %v", i, res, err)
 		}
