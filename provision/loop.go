@@ -103,6 +103,7 @@ func (p *Provisioner) run(ctx context.Context, leads func() bool) error {
 //	warning  Workflow <run> never reported its first action within its global timeout (<timeout>); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision
 //	info     Workflow <run> passed its global timeout while <install|next-boot|reboot> was current; the node is active, so it has its config, and nothing else is done
 //	warning  the Rufio job netboot-<run> of Workflow <run> failed to power the machine: <why, from Rufio's failed Task>; set AMT's address to <node address>, or power the machine on by hand
+//	warning  the Rufio job netboot-<run> of Workflow <run> failed on Rufio's side, no BMC task failed: <Rufio's message>; fleetd starts a new run <delay> after this one started
 //	warning  desired_action is "<value>", which fleetd does not act on: set it to provision to start a run, or clear it
 //	         (any value but provision and empty, such as Provision or reprovision; the device is then treated as if it were empty)
 //
@@ -120,7 +121,8 @@ func (p *Provisioner) run(ctx context.Context, leads func() bool) error {
 // line and the annotation leaves the annotation undone. After a failed Rufio job desired_action is
 // set to provision again, so that a machine powered on by hand gets a run
 // at its attestation; the loop power-cycles it again only after
-// Config.PowerRetry.
+// Config.PowerRetry, or after the lesser of a minute and PowerRetry when
+// the Job failed on Rufio's side with no BMC task failed.
 func (p *Provisioner) Reconcile(ctx context.Context) (Pass, error) { return p.reconcile(ctx, nil) }
 
 func (p *Provisioner) reconcile(ctx context.Context, leads func() bool) (Pass, error) {
@@ -300,18 +302,43 @@ func (p *Provisioner) endDone(run string) {
 	p.mu.Unlock()
 }
 
+// rufioRetry is how long after a run whose Rufio job failed on Rufio's
+// side the loop starts a new one: such a failure (e.g. Rufio creating a
+// Task twice) passes, and no operator can act on it, yet a Rufio that
+// keeps failing must not get a run on every pass.
+func (p *Provisioner) rufioRetry() time.Duration { return min(p.cfg.PowerRetry, time.Minute) }
+
+// powerRetryWaits reports whether, at now, a new run of the device whose
+// newest run is r waits because r's Rufio job failed: Config.PowerRetry
+// after a BMC's refusal, rufioRetry after Rufio's own failure.
+func (p *Provisioner) powerRetryWaits(r *run, now time.Time) bool {
+	switch r.Reported() {
+	case "boot-job-failed":
+		return now.Before(r.Created().Add(p.cfg.PowerRetry))
+	case "rufio-job-failed":
+		return now.Before(r.Created().Add(p.rufioRetry()))
+	}
+	return false
+}
+
 // watch journals what became of one run not yet reported.
 func (p *Provisioner) watch(ctx context.Context, r *run, dev *inventory.Device, pass *Pass) error {
 	now := time.Now()
 	retire := kindOf(r) == RunRetire
 	if msg, failed := r.BootJobFailure(); failed {
-		job, msg := p.bootJobMessage(ctx, r, msg)
+		job, msg, own := p.bootJobMessage(ctx, r, msg)
 		if msg == "" {
 			msg = "no message"
 		}
+		outcome := "boot-job-failed"
 		text := fmt.Sprintf("the Rufio job %s of Workflow %s failed to power the machine: %s; set AMT's address to %s, or power the machine on by hand",
 			job, r.Name(), msg, addrOf(dev))
-		if err := p.journalEnd(ctx, r, dev, inventory.JournalWarning, text, "boot-job-failed", pass); err != nil {
+		if own {
+			outcome = "rufio-job-failed"
+			text = fmt.Sprintf("the Rufio job %s of Workflow %s failed on Rufio's side, no BMC task failed: %s; fleetd starts a new run %v after this one started",
+				job, r.Name(), msg, p.rufioRetry())
+		}
+		if err := p.journalEnd(ctx, r, dev, inventory.JournalWarning, text, outcome, pass); err != nil {
 			return err
 		}
 		// A machine powered on by hand attests and gets a new run.
@@ -322,7 +349,7 @@ func (p *Provisioner) watch(ctx context.Context, r *run, dev *inventory.Device, 
 			dev.DesiredAction = inventory.DesiredActionProvision
 		}
 		pass.Ended = append(pass.Ended, r.Name())
-		return p.mark(ctx, r, "boot-job-failed")
+		return p.mark(ctx, r, outcome)
 	}
 
 	state := r.WF.Status.State
@@ -497,7 +524,7 @@ func (p *Provisioner) due(ctx context.Context, dev *inventory.Device, runs []*ru
 	if r := inFlight(runs, kind); r != nil && r.WF.Name == dev.LastRun && dev.DesiredAction == "" {
 		return nil
 	}
-	if len(runs) > 0 && runs[0].Reported() == "boot-job-failed" && time.Now().Before(runs[0].Created().Add(p.cfg.PowerRetry)) {
+	if len(runs) > 0 && p.powerRetryWaits(runs[0], time.Now()) {
 		return nil // the Rufio line is journaled; a machine powered on by hand attests
 	}
 	if lacks := lacking(*dev); len(lacks) > 0 || !hasBMC(*dev) {

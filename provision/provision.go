@@ -161,8 +161,10 @@ type Config struct {
 	// GlobalTimeout is a run's global timeout when its Workflow reports none
 	// (Tinkerbell reports it once it rendered the template); 0 means 2 h.
 	GlobalTimeout time.Duration
-	// PowerRetry is how long after a failed Rufio job the loop waits before
-	// it power-cycles the machine again; 0 means 30 minutes.
+	// PowerRetry is how long after a Rufio job the BMC failed the loop
+	// waits before it power-cycles the machine again; 0 means 30 minutes.
+	// A job that failed on Rufio's side, with no BMC task failed, waits the
+	// lesser of a minute and PowerRetry.
 	PowerRetry time.Duration
 	// Interval is the loop's poll interval; 0 means 15 s. After an error the
 	// loop backs off, doubling up to 5 minutes.
@@ -185,7 +187,8 @@ type Config struct {
 	// RunEnded is called once for each run whose end this Provisioner
 	// journaled, after the line, with the run's kind, its outcome
 	// ("success", "failed", "timeout", "passed-global-timeout",
-	// "boot-job-failed", or "never-reported" for a run deleted because it
+	// "boot-job-failed", "rufio-job-failed" (the job failed on Rufio's
+	// side), or "never-reported" for a run deleted because it
 	// never reported its first action) and how long before the line its
 	// Workflow was created. A line another process wrote (found at a
 	// recheck) is not reported again. nil: not called.

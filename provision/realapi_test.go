@@ -581,8 +581,8 @@ func TestAPIServerRufioMachine(t *testing.T) {
 }
 
 // "The Workflow's Rufio job fails to power the machine": provision reads
-// the message of the Job's Failed condition, which Rufio writes through
-// the Job's status subresource.
+// the Job's Failed condition, which names the failed Task, and the Task's
+// message, both of which Rufio writes through their status subresources.
 func TestAPIServerRufioJobFails(t *testing.T) {
 	dev := attested(worker(1, "node-01"))
 	dev.DesiredAction = inventory.DesiredActionProvision
@@ -609,8 +609,23 @@ func TestAPIServerRufioJobFails(t *testing.T) {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &job); err != nil {
 		t.Fatal(err)
 	}
-	job.Status.Conditions = []bmc.JobCondition{{Type: bmc.JobFailed, Status: bmc.ConditionTrue,
+	task := bmc.Task{ObjectMeta: metav1.ObjectMeta{Name: bmc.FormatTaskName(job, 0), Namespace: h.ns},
+		Spec: bmc.TaskSpec{Task: job.Spec.Tasks[0], Connection: bmc.Connection{Host: "10.0.0.21", Port: 16992,
+			AuthSecretRef: corev1.SecretReference{Name: "amt-node-01", Namespace: h.ns}}}}
+	tasks := h.tinkAPI.Resource(TaskResource).Namespace(h.ns)
+	if u, err = tasks.Create(ctx, unstructuredOf(t, &task, bmc.GroupVersion.WithKind("Task")), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &task); err != nil {
+		t.Fatal(err)
+	}
+	task.Status.Conditions = []bmc.TaskCondition{{Type: bmc.TaskFailed, Status: bmc.ConditionTrue,
 		Message: "dial tcp 10.0.0.21:16992: connect: no route to host"}}
+	if _, err := tasks.UpdateStatus(ctx, unstructuredOf(t, &task, bmc.GroupVersion.WithKind("Task")), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	job.Status.Conditions = []bmc.JobCondition{{Type: bmc.JobFailed, Status: bmc.ConditionTrue,
+		Message: "task " + h.ns + "/" + task.Name + " failed"}}
 	if _, err := jobs.UpdateStatus(ctx, unstructuredOf(t, &job, bmc.GroupVersion.WithKind("Job")), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

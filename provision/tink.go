@@ -478,21 +478,28 @@ func (p *Provisioner) newWorkflow(ctx context.Context, dev inventory.Device, nam
 
 // bootJobMessage says why the run's Rufio job (Tinkerbell names it
 // netboot-<workflow>) failed: its failed Task's message, else the Job's,
-// else fallback (the Workflow's condition).
-func (p *Provisioner) bootJobMessage(ctx context.Context, r *run, fallback string) (job, msg string) {
+// else fallback (the Workflow's condition). own reports a failure of
+// Rufio's own, with no BMC in it: the Job failed with a message of its
+// own (Rufio says "task <ns>/<name> failed" for a Task that failed, and
+// e.g. "failed to create Task ...: ... already exists" when its Job
+// controller, its cache behind its own create, creates a Task twice), and
+// no Task of it failed. A Job that cannot be read is not taken as Rufio's
+// own.
+func (p *Provisioner) bootJobMessage(ctx context.Context, r *run, fallback string) (job, msg string, own bool) {
 	job = "netboot-" + r.Name()
 	u, err := p.tink.Resource(JobResource).Namespace(p.cfg.Namespace).Get(ctx, job, metav1.GetOptions{})
 	if err != nil {
-		return job, fallback
+		return job, fallback, false
 	}
 	var j bmc.Job
 	if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &j) != nil {
-		return job, fallback
+		return job, fallback, false
 	}
 	msg = fallback
 	for _, c := range j.Status.Conditions {
 		if c.Type == bmc.JobFailed && c.Status == bmc.ConditionTrue && c.Message != "" {
 			msg = c.Message
+			own = !strings.HasPrefix(c.Message, "task ")
 		}
 	}
 	// Rufio says on the Job only which Task failed ("task <ns>/<name>
@@ -509,11 +516,11 @@ func (p *Provisioner) bootJobMessage(ctx context.Context, r *run, fallback strin
 		}
 		for _, c := range task.Status.Conditions {
 			if c.Type == bmc.TaskFailed && c.Status == bmc.ConditionTrue && c.Message != "" {
-				return job, oneLine(c.Message)
+				return job, oneLine(c.Message), false
 			}
 		}
 	}
-	return job, oneLine(msg)
+	return job, oneLine(msg), own
 }
 
 // oneLine makes a message from elsewhere (a BMC's, through Rufio) one

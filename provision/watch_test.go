@@ -347,9 +347,24 @@ func TestAdmitInFlightRun(t *testing.T) {
 	})
 }
 
+// bmcUnreachable is the message of a Task whose BMC did not answer, as
+// Rufio writes it: bmclib's errors one per line.
+const bmcUnreachable = "Failed to connect to BMC: failed to open connection to BMC: 1 error occurred:\n\t* dial tcp 10.0.0.21:16992: connect: no route to host\n\n"
+
 // rufioFails starts node-01's run from desired_action and has its Rufio job
-// fail.
+// fail at the BMC, and checks the line.
 func rufioFails(t *testing.T) (*harness, inventory.Device) {
+	t.Helper()
+	h, dev := rufioJobFails(t, "task tinkerbell/netboot-"+run1+"-task-0 failed", bmcUnreachable)
+	h.wantJournal(1,
+		journalLine{1, inventory.JournalInfo, "started Workflow provision-node-01-946684800; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"},
+		journalLine{1, inventory.JournalWarning, "the Rufio job netboot-provision-node-01-946684800 of Workflow provision-node-01-946684800 failed to power the machine: Failed to connect to BMC: failed to open connection to BMC: 1 error occurred: * dial tcp 10.0.0.21:16992: connect: no route to host; set AMT's address to 10.0.0.21, or power the machine on by hand"})
+	return h, dev
+}
+
+// rufioJobFails starts node-01's run from desired_action and has its Rufio
+// job fail with jobMsg, its Task with taskMsg ("": the Task did not fail).
+func rufioJobFails(t *testing.T, jobMsg, taskMsg string) (*harness, inventory.Device) {
 	t.Helper()
 	dev := attested(worker(1, "node-01"))
 	dev.DesiredAction = inventory.DesiredActionProvision
@@ -363,13 +378,11 @@ func rufioFails(t *testing.T) (*harness, inventory.Device) {
 	job := bmc.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "netboot-" + run1, Namespace: "tinkerbell"},
 		Spec:       bmc.JobSpec{MachineRef: bmc.MachineRef{Name: "node-01", Namespace: "tinkerbell"}, Tasks: []bmc.Action{{PowerAction: &off}}},
-		Status: bmc.JobStatus{Conditions: []bmc.JobCondition{{Type: bmc.JobFailed, Status: bmc.ConditionTrue,
-			Message: "task tinkerbell/netboot-" + run1 + "-task-0 failed"}}},
+		Status:     bmc.JobStatus{Conditions: []bmc.JobCondition{{Type: bmc.JobFailed, Status: bmc.ConditionTrue, Message: jobMsg}}},
 	}
-	task := bmc.Task{
-		ObjectMeta: metav1.ObjectMeta{Name: bmc.FormatTaskName(job, 0), Namespace: "tinkerbell"},
-		Status: bmc.TaskStatus{Conditions: []bmc.TaskCondition{{Type: bmc.TaskFailed, Status: bmc.ConditionTrue,
-			Message: "Failed to connect to BMC: failed to open connection to BMC: 1 error occurred:\n\t* dial tcp 10.0.0.21:16992: connect: no route to host\n\n"}}},
+	task := bmc.Task{ObjectMeta: metav1.ObjectMeta{Name: bmc.FormatTaskName(job, 0), Namespace: "tinkerbell"}}
+	if taskMsg != "" {
+		task.Status.Conditions = []bmc.TaskCondition{{Type: bmc.TaskFailed, Status: bmc.ConditionTrue, Message: taskMsg}}
 	}
 	for _, o := range []struct {
 		gvr schema.GroupVersionResource
@@ -389,9 +402,6 @@ func rufioFails(t *testing.T) (*harness, inventory.Device) {
 		t.Errorf("started %v right after the Rufio job failed", pass.Started)
 	}
 	h.reconcile()
-	h.wantJournal(1,
-		journalLine{1, inventory.JournalInfo, "started Workflow provision-node-01-946684800; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"},
-		journalLine{1, inventory.JournalWarning, "the Rufio job netboot-provision-node-01-946684800 of Workflow provision-node-01-946684800 failed to power the machine: Failed to connect to BMC: failed to open connection to BMC: 1 error occurred: * dial tcp 10.0.0.21:16992: connect: no route to host; set AMT's address to 10.0.0.21, or power the machine on by hand"})
 	if got := h.nb.dev(1); got.DesiredAction != inventory.DesiredActionProvision {
 		t.Errorf("desired_action = %q, want provision again", got.DesiredAction)
 	}
@@ -427,6 +437,28 @@ func TestRufioJobFailsRetry(t *testing.T) {
 		time.Sleep(2 * time.Minute)
 		if pass := h.reconcile(); !slices.Equal(pass.Started, []string{"provision-node-01-946686660"}) {
 			t.Errorf("started %v after PowerRetry", pass.Started)
+		}
+	})
+}
+
+// A Rufio job that failed on Rufio's side, no Task of it failed (Rufio
+// v0.25.0's Job controller creating a Task twice), is not the BMC's doing:
+// the line says so rather than sending the operator to AMT's address, and
+// the loop starts a new run a minute after the run started, not after
+// PowerRetry.
+func TestRufioOwnJobFailureRetriedSooner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		own := "failed to create Task tinkerbell/netboot-" + run1 + "-task-0: tasks.bmc.tinkerbell.org \"netboot-" + run1 + "-task-0\" already exists"
+		h, _ := rufioJobFails(t, own, "")
+		h.wantJournal(1,
+			journalLine{1, inventory.JournalInfo, "started Workflow provision-node-01-946684800; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"},
+			journalLine{1, inventory.JournalWarning, "the Rufio job netboot-provision-node-01-946684800 of Workflow provision-node-01-946684800 failed on Rufio's side, no BMC task failed: " + own + "; fleetd starts a new run 1m0s after this one started"})
+		if pass := h.reconcile(); len(pass.Started) != 0 {
+			t.Errorf("started %v at once", pass.Started)
+		}
+		time.Sleep(time.Minute)
+		if pass := h.reconcile(); !slices.Equal(pass.Started, []string{"provision-node-01-946684860"}) {
+			t.Errorf("started %v a minute after the run started, want a new run", pass.Started)
 		}
 	})
 }

@@ -51,7 +51,7 @@ var (
 	admissionOutcomes = []string{provision.Provision.String(), provision.Retire.String(),
 		provision.NoProvision.String(), provision.Refused.String(), "error", "later", "abandoned"}
 	runKinds    = []provision.RunKind{provision.RunProvision, provision.RunRetire}
-	runOutcomes = []string{"success", "failed", "timeout", "passed-global-timeout", "boot-job-failed", "never-reported"}
+	runOutcomes = []string{"success", "failed", "timeout", "passed-global-timeout", "boot-job-failed", "rufio-job-failed", "never-reported"}
 )
 
 // runDurationBuckets are the bounds of fleet_workflow_duration_seconds:
@@ -129,7 +129,7 @@ func newMetrics(certExpiry func() time.Time, waiting func() int) *metrics {
 	}, []string{"kind"})
 	m.runsEnded = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fleet_workflows_ended_total",
-		Help: "Runs whose end this fleetd journaled, by kind and outcome (success, failed, timeout, passed-global-timeout: the node was active, boot-job-failed: Rufio did not power the machine, never-reported: deleted without a first action), each once.",
+		Help: "Runs whose end this fleetd journaled, by kind and outcome (success, failed, timeout, passed-global-timeout: the node was active, boot-job-failed: Rufio did not power the machine, rufio-job-failed: Rufio failed its job on its own side, never-reported: deleted without a first action), each once.",
 	}, []string{"kind", "outcome"})
 	m.runDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "fleet_workflow_duration_seconds",
