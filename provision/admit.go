@@ -196,16 +196,6 @@ func (p *Provisioner) secureBootReason(dev inventory.Device, c Claim) string {
 	}
 }
 
-// bootRefused journals, at every attestation it refuses, why a machine's
-// proven boot gets it no install code, and answers no provision with that
-// reason.
-func (p *Provisioner) bootRefused(ctx context.Context, dev inventory.Device, reason string) (Decision, error) {
-	if err := p.nb.Journal(ctx, dev.ID, inventory.JournalWarning, "no provision: "+reason); err != nil {
-		return Decision{}, err
-	}
-	return Decision{Outcome: NoProvision, Reason: reason}, nil
-}
-
 // Admit decides what happens to a machine that passed attestation from
 // HookOS, and starts its run when one is due. It records the attestation
 // on the device (the MAC first, when the device does not hold it yet; the
@@ -235,7 +225,8 @@ func (p *Provisioner) bootRefused(ctx context.Context, dev inventory.Device, rea
 //     wipes the disk.
 //
 // An admission costs NetBox one write of the device's fields (the
-// attestation, with the last_run of the run it starts), the MAC's writes
+// attestation, with the last_run of the run it starts, or the
+// desired_action of a refused run that waits for a fix), the MAC's writes
 // only when the device does not hold the claimed MAC yet, and a started
 // run's journal line, which Config.JournalLater may queue; it reads nothing
 // when the caller hands it the device (Claim.Device).
@@ -349,102 +340,189 @@ type record struct {
 	done bool // written
 }
 
-// decide is Admit's decision on dev, which holds the attestation's MAC.
-// The attestation's fields wait in rec: startRun writes them with the run's
-// last_run, and Admit writes them when no run started.
+// decide is Admit's decision on dev, which holds the attestation's MAC:
+// the shell around plan. Under the device's lock it reads the facts (the
+// port's verdict, the device's runs, the code of the run that waits for
+// the machine), has plan decide, and applies the plan (apply). The
+// attestation's fields wait in rec: the started run's last_run write
+// carries them, and Admit writes them when no run started.
 func (p *Provisioner) decide(ctx context.Context, c Claim, dev inventory.Device, rec *record) (Decision, error) {
 	a := c.Attestation
 	dev.AttestedSwitchPort, dev.AttestedAt, dev.AttestVerdict = a.SwitchPort, a.At, a.Verdict
 	dev.AttestedEKHash, dev.AttestedEKHashECC = a.EKHash, a.EKHashECC
 	dev.AttestedSecureBoot, dev.AttestedPCR7 = a.SecureBoot, a.PCR7
 
-	from := c.From
-	if !from.IsValid() && dev.Address.IsValid() {
-		from = dev.Address.Addr()
+	f := facts{dev: dev, claim: c, from: c.From, portErr: errNoPortCheck}
+	if !f.from.IsValid() && dev.Address.IsValid() {
+		f.from = dev.Address.Addr()
 	}
 
 	unlock := p.lockDevice(dev.ID)
 	defer unlock()
 
-	portErr := errNoPortCheck
 	if c.CheckPort != nil {
-		portErr = c.CheckPort(dev.SwitchPort)
+		f.portErr = c.CheckPort(dev.SwitchPort)
 	}
-	if portErr != nil {
-		ref := refusal(dev.Name, portErr, portErr.Error())
-		if err := p.nb.Journal(ctx, dev.ID, inventory.JournalWarning, ref.Journal()); err != nil {
+	if f.portErr == nil {
+		var err error
+		if f.runs, err = p.runsOf(ctx, dev.ID); err != nil {
 			return Decision{}, err
 		}
-		return refused(ref), nil
+		// The code of the run that waits for the machine, wherever a
+		// replica holds it: only a claim that asks no new run can get it.
+		if r := inFlight(f.runs, runKind(dev)); r != nil && awaitsMachine(r) && dev.DesiredAction != inventory.DesiredActionProvision {
+			var held bool
+			if f.code, held = p.codeOf(r); !held {
+				f.code, _ = p.peerCodeOf(ctx, r)
+			}
+		}
 	}
+	return p.apply(ctx, dev, p.plan(f), rec)
+}
 
-	runs, err := p.runsOf(ctx, dev.ID)
-	if err != nil {
-		return Decision{}, err
+// facts are what an admission decides on, as the shell (decide) read them
+// under the device's lock.
+type facts struct {
+	// dev is the device, with the attestation's fields.
+	dev   inventory.Device
+	claim Claim
+	// from is the address the machine attested from in HookOS; the zero
+	// Addr: unknown.
+	from netip.Addr
+	// portErr is the switch-port check's verdict; nil: the port holds.
+	portErr error
+	// runs are the device's runs, newest first; nil when the port refused.
+	runs []*run
+	// code is the install code of the run that waits for the machine,
+	// when a replica holds it; "": none.
+	code string
+}
+
+// admissionPlan is what plan decided: the answer, and what the shell
+// does for it, in this order: the journal line, the annotation of the
+// waiting run, the booted-HookOS line, the run to start.
+type admissionPlan struct {
+	decision Decision
+	// line is written to the device's journal: a warning (the port's or
+	// the boot's refusal, written at every attestation it refuses), or,
+	// with once, a refusal written once while it stays the same.
+	line string
+	once bool
+	// waits sets desired_action to provision in the device's one write: a
+	// refused run that waits for a fix.
+	waits bool
+	// annotate is the waiting run whose Workflow gets from, the address
+	// the machine attests from (annHookOS).
+	annotate *run
+	from     string
+	// booted is the succeeded last run after which the node booted HookOS
+	// again: journaled, once per run.
+	booted *run
+	// start is the run to start, when set; decision then holds its
+	// outcome, and the shell fills in its name and code.
+	start *runStart
+}
+
+// plan decides an admission from its facts alone: it reads only the
+// Provisioner's cluster and settings, and does no I/O. See Admit for what
+// each decision means.
+func (p *Provisioner) plan(f facts) admissionPlan {
+	dev := f.dev
+	if f.portErr != nil {
+		ref := refusal(dev.Name, f.portErr, f.portErr.Error())
+		return admissionPlan{decision: refused(ref), line: ref.Journal()}
 	}
 	kind := runKind(dev)
-	outcome := Provision
-	if kind == RunRetire {
-		outcome = Retire
-	}
 	wantRun := dev.DesiredAction == inventory.DesiredActionProvision
 	// The class's Secure Boot policy gates every install code of a
 	// provision run; a retirement renders no secret and wipes the disk.
 	bootReason := ""
 	if kind == RunProvision {
-		bootReason = p.secureBootReason(dev, c)
+		bootReason = p.secureBootReason(dev, f.claim)
 	}
+	bootRefused := admissionPlan{decision: Decision{Outcome: NoProvision, Reason: bootReason}, line: "no provision: " + bootReason}
 
 	// A run that waits for this machine gets its code. Its Workflow names
-	// the code by its SHA-256 alone; a run whose code this process does not
-	// hold (fleetd restarted since it started the run, and dropped the
-	// config held under the code with it) is replaced by a new run.
-	var replaces string
-	if r := inFlight(runs, kind); r != nil && !wantRun {
-		if r.Started() && r.CurrentAction() != "wipe-disk" {
-			return Decision{Outcome: NoProvision, Run: r.Name(),
-				Reason: fmt.Sprintf("run %s is in flight at action %s", r.Name(), r.CurrentAction())}, nil
-		}
-		if bootReason != "" {
-			return p.bootRefused(ctx, dev, bootReason)
-		}
-		code, ok := p.codeOf(r)
-		if !ok {
-			code, ok = p.peerCodeOf(ctx, r)
-		}
-		if !ok {
+	// the code by its SHA-256 alone; a run whose code no replica holds
+	// (fleetd restarted since it started the run, and dropped the config
+	// held under the code with it) is replaced by a new run.
+	replaces := ""
+	if r := inFlight(f.runs, kind); r != nil && !wantRun {
+		switch {
+		case !awaitsMachine(r):
+			return admissionPlan{decision: Decision{Outcome: NoProvision, Run: r.Name(),
+				Reason: fmt.Sprintf("run %s is in flight at action %s", r.Name(), r.CurrentAction())}}
+		case bootReason != "":
+			return bootRefused
+		case f.code == "":
 			replaces = r.Name()
-		} else {
-			if from.IsValid() && r.WF.Annotations[annHookOS] != from.String() {
-				if err := p.annotate(ctx, r.Name(), annHookOS, from.String()); err != nil {
-					return Decision{}, err
-				}
+		default:
+			pl := admissionPlan{decision: Decision{Outcome: outcomeOf(kind), Run: r.Name(), Code: f.code,
+				Reason: fmt.Sprintf("run %s waits for the machine", r.Name())}}
+			if f.from.IsValid() && r.WF.Annotations[annHookOS] != f.from.String() {
+				pl.annotate, pl.from = r, f.from.String()
 			}
-			return Decision{Outcome: outcome, Run: r.Name(), Code: code,
-				Reason: fmt.Sprintf("run %s waits for the machine", r.Name())}, nil
+			return pl
 		}
 	}
-
 	if !wantRun && replaces == "" {
-		reason, err := p.noRunReason(ctx, dev, kind, runs)
-		if err != nil || reason != "" {
-			return Decision{Outcome: NoProvision, Reason: reason}, err
+		if reason := p.noRunReason(dev, kind); reason != "" {
+			return admissionPlan{decision: Decision{Outcome: NoProvision, Reason: reason}, booted: bootedAfter(dev, f.runs)}
 		}
 	}
 	if bootReason != "" {
-		return p.bootRefused(ctx, dev, bootReason)
+		return bootRefused
 	}
-	name, code, err := p.startRun(ctx, dev, runStart{
-		kind: kind, hookOS: from, note: admittedNote(from, kind, replaces), rec: rec, runs: &runs,
-	})
-	var ref *RefusalError
+	if ref, waits := p.refusalOf(dev, kind); ref != nil {
+		return admissionPlan{decision: refused(ref), line: ref.Journal(), once: true,
+			waits: waits && dev.DesiredAction != inventory.DesiredActionProvision}
+	}
+	return admissionPlan{decision: Decision{Outcome: outcomeOf(kind)},
+		start: &runStart{kind: kind, hookOS: f.from, note: admittedNote(f.from, kind, replaces), runs: &f.runs}}
+}
+
+// apply carries out the plan pl for dev, whose lock the caller holds, and
+// returns its decision: the journal line, the annotation, the
+// booted-HookOS line, the run's start, in that order; a refused run's
+// desired_action joins the attestation's one write (rec), which Admit
+// sends.
+func (p *Provisioner) apply(ctx context.Context, dev inventory.Device, pl admissionPlan, rec *record) (Decision, error) {
 	switch {
-	case errors.As(err, &ref):
-		return refused(ref), nil
-	case err != nil:
+	case pl.line != "" && pl.once:
+		if pl.waits {
+			provision := inventory.DesiredActionProvision
+			rec.u.DesiredAction = &provision
+		}
+		if err := p.note(ctx, dev.ID, inventory.JournalWarning, pl.line); err != nil {
+			return Decision{}, err
+		}
+	case pl.line != "":
+		if err := p.nb.Journal(ctx, dev.ID, inventory.JournalWarning, pl.line); err != nil {
+			return Decision{}, err
+		}
+	}
+	if pl.annotate != nil {
+		if err := p.annotate(ctx, pl.annotate.Name(), annHookOS, pl.from); err != nil {
+			return Decision{}, err
+		}
+	}
+	if pl.booted != nil {
+		if err := p.bootedHookOSAfter(ctx, dev, pl.booted); err != nil {
+			return pl.decision, err
+		}
+	}
+	if pl.start == nil {
+		return pl.decision, nil
+	}
+	o := *pl.start
+	o.rec = rec
+	name, code, err := p.start(ctx, dev, o)
+	if err != nil {
 		return Decision{}, err
 	}
-	return Decision{Outcome: outcome, Run: name, Code: code, Reason: "run " + name + " started"}, nil
+	d := pl.decision
+	d.Run, d.Code, d.Reason = name, code, "run "+name+" started"
+	return d, nil
 }
 
 // refused is the decision of a refused run.
@@ -464,28 +542,39 @@ func runKind(dev inventory.Device) RunKind {
 // noRunReason says why an attestation starts no run of kind for dev, which
 // does not ask for one with desired_action and has none waiting; "" means
 // a run starts: a retirement that has not run, or a planned worker that
-// never ran while auto-provision is on. A node whose last run succeeded is
-// journaled, once per run, as having booted HookOS after it.
-func (p *Provisioner) noRunReason(ctx context.Context, dev inventory.Device, kind RunKind, runs []*run) (string, error) {
+// never ran while auto-provision is on.
+func (p *Provisioner) noRunReason(dev inventory.Device, kind RunKind) string {
 	switch {
 	case kind == RunRetire:
 		if strings.HasPrefix(dev.LastRun, string(RunRetire)+"-") {
-			return lastRunReason(dev.LastRun), nil
+			return lastRunReason(dev.LastRun)
 		}
-		return "", nil
+		return ""
 	case dev.LastRun != "":
-		return lastRunReason(dev.LastRun), p.bootedHookOSAfter(ctx, dev, runs)
+		return lastRunReason(dev.LastRun)
 	case p.cluster.controlPlane(dev):
 		if cause := p.controlPlaneCause(); cause != nil {
-			return controlPlaneWaits(cause), nil
+			return controlPlaneWaits(cause)
 		}
-		return reasonControlPlane, nil
+		return reasonControlPlane
 	case dev.Status != inventory.StatusPlanned:
-		return fmt.Sprintf("the device is %s, not planned", dev.Status), nil
+		return fmt.Sprintf("the device is %s, not planned", dev.Status)
 	case !p.cfg.AutoProvision:
-		return reasonAutoOff, nil
+		return reasonAutoOff
 	}
-	return "", nil
+	return ""
+}
+
+// awaitsMachine reports whether the run r, not ended, still waits for its
+// machine's attestation: no action of it has passed wipe-disk.
+func awaitsMachine(r *run) bool { return !r.Started() || r.CurrentAction() == "wipe-disk" }
+
+// outcomeOf is the outcome of a run of kind that waits for the machine.
+func outcomeOf(kind RunKind) Outcome {
+	if kind == RunRetire {
+		return Retire
+	}
+	return Provision
 }
 
 // admittedNote is the end of the started line of a run that an attestation
@@ -518,9 +607,10 @@ func inFlight(runs []*run, kind RunKind) *run {
 	return nil
 }
 
-// bootedHookOSAfter journals, once per run, a node that attests from HookOS
-// after its last run succeeded.
-func (p *Provisioner) bootedHookOSAfter(ctx context.Context, dev inventory.Device, runs []*run) error {
+// bootedAfter returns dev's last run when it is a provision run that
+// succeeded and no line yet says that the node booted HookOS after it;
+// nil otherwise.
+func bootedAfter(dev inventory.Device, runs []*run) *run {
 	for _, r := range runs {
 		if r.Name() != dev.LastRun {
 			continue
@@ -528,17 +618,24 @@ func (p *Provisioner) bootedHookOSAfter(ctx context.Context, dev inventory.Devic
 		if kindOf(r) != RunProvision || r.WF.Status.State != "SUCCESS" || r.WF.Annotations[annBootedHookOS] != "" {
 			return nil
 		}
-		text := fmt.Sprintf("the node booted HookOS and attested after Workflow %s succeeded: fix its boot order so the disk comes before PXE, then set desired_action to provision", r.Name())
-		if err := p.nb.Journal(ctx, dev.ID, inventory.JournalWarning, text); err != nil {
-			return err
-		}
-		if err := p.annotate(ctx, r.Name(), annBootedHookOS, time.Now().UTC().Format(time.RFC3339)); err != nil {
-			return err
-		}
-		if p.cfg.BootedHookOSAfterInstall != nil {
-			p.cfg.BootedHookOSAfterInstall(dev.Name)
-		}
-		return nil
+		return r
+	}
+	return nil
+}
+
+// bootedHookOSAfter journals that the node attested from HookOS after its
+// run r succeeded (bootedAfter), and annotates r so that the line is
+// written once per run.
+func (p *Provisioner) bootedHookOSAfter(ctx context.Context, dev inventory.Device, r *run) error {
+	text := fmt.Sprintf("the node booted HookOS and attested after Workflow %s succeeded: fix its boot order so the disk comes before PXE, then set desired_action to provision", r.Name())
+	if err := p.nb.Journal(ctx, dev.ID, inventory.JournalWarning, text); err != nil {
+		return err
+	}
+	if err := p.annotate(ctx, r.Name(), annBootedHookOS, time.Now().UTC().Format(time.RFC3339)); err != nil {
+		return err
+	}
+	if p.cfg.BootedHookOSAfterInstall != nil {
+		p.cfg.BootedHookOSAfterInstall(dev.Name)
 	}
 	return nil
 }
@@ -571,6 +668,14 @@ func (p *Provisioner) startRun(ctx context.Context, dev inventory.Device, o runS
 	if err := p.refuseRun(ctx, dev, o.kind); err != nil {
 		return "", "", err
 	}
+	return p.start(ctx, dev, o)
+}
+
+// start renders and starts a run for dev, which refusalOf lets have it.
+// The caller holds dev's lock. It gives way to a run another replica is
+// starting (ErrRunRaced); any error means the run did not start and no
+// code may be answered.
+func (p *Provisioner) start(ctx context.Context, dev inventory.Device, o runStart) (name, code string, err error) {
 	now := time.Now()
 	if r := p.starting(ctx, dev, o.runs, now); r != nil {
 		return "", "", fmt.Errorf("%w: %s, which NetBox does not name yet, was created %v ago", ErrRunRaced, r.Name(), now.Sub(r.Created()).Round(time.Second))

@@ -10,14 +10,17 @@ import (
 
 // Admit, handed the device the caller just read and holding the claimed
 // MAC, reads nothing and writes the attestation with the started run's
-// last_run in one write: two NetBox calls with the run's journal line, and
-// one when nothing starts.
+// last_run in one write: two NetBox calls with the run's journal line, one
+// when nothing starts, and two for a refused run that waits for a fix
+// (its line, and its desired_action with the fields).
 func TestAdmitHandedDeviceWritesOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dev := worker(1, "node-01")
 		ran := worker(2, "node-02")
 		ran.LastRun = "provision-node-02-1767000000"
-		h := newHarness(t, nil, dev, ran)
+		lacks := worker(3, "node-03")
+		lacks.InstallDiskSerial = ""
+		h := newHarness(t, nil, dev, ran, lacks)
 		for _, tc := range []struct {
 			dev   inventory.Device
 			calls int
@@ -25,6 +28,7 @@ func TestAdmitHandedDeviceWritesOnce(t *testing.T) {
 		}{
 			{dev, 2, "provision-node-01-946684800"}, // the fields with last_run, the journal line
 			{ran, 1, ran.LastRun},                   // the fields alone
+			{lacks, 2, ""},                          // the line, the fields with desired_action
 		} {
 			c := claimOf(tc.dev)
 			handed := tc.dev
@@ -45,6 +49,9 @@ func TestAdmitHandedDeviceWritesOnce(t *testing.T) {
 			got := h.nb.dev(tc.dev.ID)
 			if got.AttestVerdict != "attested" || !got.AttestedAt.Equal(t0) || got.LastRun != tc.run {
 				t.Errorf("%s after Admit: verdict %q, at %v, last_run %q", tc.dev.Name, got.AttestVerdict, got.AttestedAt, got.LastRun)
+			}
+			if tc.run == "" && got.DesiredAction != inventory.DesiredActionProvision {
+				t.Errorf("%s after a refusal that waits: desired_action %q, want provision", tc.dev.Name, got.DesiredAction)
 			}
 		}
 
