@@ -160,3 +160,70 @@ func endedPass(b *testing.B, h *harness, n int) time.Duration {
 	}
 	return took
 }
+
+// BenchmarkAdmit is one admission, on fakes, with what it costs NetBox and
+// Kubernetes: a planned worker's first sight (its run starts), a repeat
+// (the run that waits for the machine answers its code), and a refusal
+// that waits for a fix (a device that lacks install_disk_serial).
+func BenchmarkAdmit(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		dev  func(i int) inventory.Device
+		same bool // every admission is the same device's
+	}{
+		{"first-sight", func(i int) inventory.Device { return worker(int64(i), fmt.Sprintf("node-%04d", i)) }, false},
+		{"repeat", func(i int) inventory.Device { return worker(int64(i), fmt.Sprintf("node-%04d", i)) }, true},
+		{"refused", func(i int) inventory.Device {
+			d := worker(int64(i), fmt.Sprintf("node-%04d", i))
+			d.InstallDiskSerial = ""
+			return d
+		}, false},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			const n = 200
+			var devs []inventory.Device
+			for i := 1; i <= n; i++ {
+				d := bc.dev(i)
+				d.Address = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 1, byte(i / 256), byte(i % 256)}), 16)
+				devs = append(devs, d)
+			}
+			h := newHarness(b, nil, devs...)
+			var calls apiCalls // of the harnesses before h
+			ctx := context.Background()
+			claim := func(i int) Claim {
+				c := claimOf(devs[i%n])
+				handed := devs[i%n]
+				handed.MAC = c.Attestation.MAC
+				c.Device = &handed
+				return c
+			}
+			if bc.same {
+				if _, err := h.p.Admit(ctx, claim(0)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var admissions int
+			before := h.apiCalls()
+			for b.Loop() {
+				i := 0
+				if !bc.same {
+					if i = admissions % n; i == 0 && admissions > 0 {
+						// Each device is seen first once: a new NetBox.
+						b.StopTimer()
+						c := h.apiCalls()
+						calls.netbox, calls.kube = calls.netbox+c.netbox, calls.kube+c.kube
+						h = newHarness(b, nil, devs...)
+						b.StartTimer()
+					}
+				}
+				if _, err := h.p.Admit(ctx, claim(i)); err != nil {
+					b.Fatal(err)
+				}
+				admissions++
+			}
+			after := h.apiCalls()
+			b.ReportMetric(float64(calls.netbox+after.netbox-before.netbox)/float64(admissions), "netbox-calls/admission")
+			b.ReportMetric(float64(calls.kube+after.kube-before.kube)/float64(admissions), "kube-calls/admission")
+		})
+	}
+}
