@@ -121,14 +121,10 @@ func (e *RefusalError) Journal() string { return e.journal }
 // DNS-1123 label).
 var ErrNodeName = errors.New("the node name cannot name a Workflow")
 
-// refusedBeforeRendering is the start of the journal line of a refusal by
-// the switch-port check, the node's name or its class.
-const refusedBeforeRendering = "refused a run before rendering anything: "
-
 // refusal is the refusal of dev's run for cause, with the journal line
-// refusedBeforeRendering and cause's text; reason "" means the line.
+// lineRefused of cause's text; reason "" means the line.
 func refusal(node string, cause error, reason string) *RefusalError {
-	line := refusedBeforeRendering + cause.Error()
+	line := fmt.Sprintf(lineRefused, cause.Error())
 	if reason == "" {
 		reason = line
 	}
@@ -137,9 +133,10 @@ func refusal(node string, cause error, reason string) *RefusalError {
 
 // waitsRefusal is the refusal of a run whose device waits with
 // desired_action=provision for what cause names: its journal line is line,
-// then that desired_action stays provision; reason "" means the line.
+// then that desired_action stays provision (tailWaits); reason "" means
+// the line.
 func waitsRefusal(node string, cause error, reason, line string) *RefusalError {
-	line += ", and desired_action stays provision"
+	line += tailWaits
 	if reason == "" {
 		reason = line
 	}
@@ -231,23 +228,18 @@ func (p *Provisioner) secureBootReason(dev inventory.Device, c Claim) string {
 // run's journal line, which Config.JournalLater may queue; it reads nothing
 // when the caller hands it the device (Claim.Device).
 //
-// It writes these lines to the device's NetBox journal, word for word
-// (<run> is provision-<node>-<unix seconds> or retire-<node>-<unix
-// seconds>, <address> the address the machine attested from in HookOS):
-//
-//	info     started Workflow <run>; the machine attested from HookOS at <address>
-//	         (a retirement adds ", and the run wipes its install disk"; a run that replaces a waiting
-//	         run whose code fleetd lost adds "; it replaces Workflow <run>, whose install code fleetd no longer holds")
-//	warning  refused a run before rendering anything: <the switch-port check's error, e.g. on port 7, expected 5>
-//	warning  refused a run before rendering anything: <node> is at API_SERVER_IP <address>: the cluster's first control plane, which the Talos root bootstraps, never installs this way; no run starts, nothing is wiped
-//	         (a run of either kind, whatever desired_action says; Cluster.FirstControlPlane)
-//	warning  <node> lacks install_disk_serial: the run waits for install_disk_serial, and desired_action stays provision
-//	         (the fields are MAC, install_disk and install_disk_serial, joined with ", " and " and ")
-//	warning  <node> is a control plane, and fleetd runs without control-plane support (homelab.fleetd.controlPlanes): no run starts, nothing is wiped, and desired_action stays provision
-//	warning  <node> is a control plane, and fleetd holds no secrets bundle with the cluster's CA keys: no run starts, nothing is wiped, and desired_action stays provision
-//	warning  the node booted HookOS and attested after Workflow <run> succeeded: fix its boot order so the disk comes before PXE, then set desired_action to provision
-//	warning  no provision: Secure Boot is off
-//	         (or: Secure Boot is unknown: <why>; the TPM sent no quote of its boot)
+// It writes these lines to the device's NetBox journal, each named once
+// in lines.go, word for word: lineStarted with noteAttested (noteAt the
+// address the machine attested from in HookOS; noteRetire for a
+// retirement; noteReplaces for a run that replaces a waiting run whose
+// code fleetd lost); lineRefused with the switch-port check's error (e.g.
+// "on port 7, expected 5") or, for any run of the cluster's first control
+// plane whatever desired_action says, ErrFirstControlPlane's refusal
+// (Cluster.FirstControlPlane); lineLacks (the fields are MAC, install_disk
+// and install_disk_serial, joined with ", " and " and ") and
+// lineControlPlaneOff (ErrControlPlanesOff or ErrNoBundleKeys), each with
+// tailWaits; lineBootedHookOS; and lineNoProvision with the Secure Boot
+// reason (reasonBootOff, reasonBootUnknown and why, reasonBootUnquoted).
 //
 // A refusal's line is written once per process while it stays the same;
 // the switch-port line and a Secure Boot line at every attestation they
@@ -440,7 +432,7 @@ func (p *Provisioner) plan(f facts) admissionPlan {
 	if kind == RunProvision {
 		bootReason = p.secureBootReason(dev, f.claim)
 	}
-	bootRefused := admissionPlan{decision: Decision{Outcome: NoProvision, Reason: bootReason}, line: "no provision: " + bootReason}
+	bootRefused := admissionPlan{decision: Decision{Outcome: NoProvision, Reason: bootReason}, line: fmt.Sprintf(lineNoProvision, bootReason)}
 
 	// A run that waits for this machine gets its code. Its Workflow names
 	// the code by its SHA-256 alone; a run whose code no replica holds
@@ -580,15 +572,15 @@ func outcomeOf(kind RunKind) Outcome {
 // admittedNote is the end of the started line of a run that an attestation
 // from HookOS at from starts.
 func admittedNote(from netip.Addr, kind RunKind, replaces string) string {
-	note := "the machine attested from HookOS"
+	note := noteAttested
 	if from.IsValid() {
-		note += " at " + from.String()
+		note += fmt.Sprintf(noteAt, from)
 	}
 	if kind == RunRetire {
-		note += ", and the run wipes its install disk"
+		note += noteRetire
 	}
 	if replaces != "" {
-		note += fmt.Sprintf("; it replaces Workflow %s, whose install code fleetd no longer holds", replaces)
+		note += fmt.Sprintf(noteReplaces, replaces)
 	}
 	return note
 }
@@ -627,7 +619,7 @@ func bootedAfter(dev inventory.Device, runs []*run) *run {
 // run r succeeded (bootedAfter), and annotates r so that the line is
 // written once per run.
 func (p *Provisioner) bootedHookOSAfter(ctx context.Context, dev inventory.Device, r *run) error {
-	text := fmt.Sprintf("the node booted HookOS and attested after Workflow %s succeeded: fix its boot order so the disk comes before PXE, then set desired_action to provision", r.Name())
+	text := fmt.Sprintf(lineBootedHookOS, r.Name())
 	if err := p.nb.Journal(ctx, dev.ID, inventory.JournalWarning, text); err != nil {
 		return err
 	}
@@ -756,7 +748,7 @@ func (p *Provisioner) start(ctx context.Context, dev inventory.Device, o runStar
 		// token to join with.
 		p.supersede(context.WithoutCancel(ctx), dev, name, superseded)
 	}
-	text := fmt.Sprintf("started Workflow %s; %s", name, o.note)
+	text := fmt.Sprintf(lineStarted, name, o.note)
 	if p.cfg.RunStarted != nil {
 		p.cfg.RunStarted(o.kind)
 	}
@@ -869,7 +861,7 @@ func (p *Provisioner) refusalOf(dev inventory.Device, kind RunKind) (ref *Refusa
 	if lacks := lacking(dev); len(lacks) > 0 {
 		f := joinAnd(lacks)
 		cause := &LacksError{Node: dev.Name, Fields: lacks}
-		return waitsRefusal(dev.Name, cause, cause.Error(), fmt.Sprintf("%s lacks %s: the run waits for %s", dev.Name, f, f)), true
+		return waitsRefusal(dev.Name, cause, cause.Error(), fmt.Sprintf(lineLacks, dev.Name, f, f)), true
 	}
 	if errs := validation.IsDNS1123Label(dev.Name); len(errs) > 0 {
 		return refusal(dev.Name, &nodeNameError{name: dev.Name, errs: errs}, ""), false
@@ -881,7 +873,7 @@ func (p *Provisioner) refusalOf(dev inventory.Device, kind RunKind) (ref *Refusa
 		return refusal(dev.Name, err, ""), true
 	}
 	if cause := p.controlPlaneCause(); cause != nil && p.cluster.controlPlane(dev) {
-		line := fmt.Sprintf("%s is a control plane, and %v: no run starts, nothing is wiped", dev.Name, cause)
+		line := fmt.Sprintf(lineControlPlaneOff, dev.Name, cause)
 		return waitsRefusal(dev.Name, cause, "", line), true
 	}
 	return nil, false

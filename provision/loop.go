@@ -87,26 +87,19 @@ func (p *Provisioner) run(ctx context.Context, leads func() bool) error {
 // of single devices or runs do not stop the pass; they are joined in the
 // returned error.
 //
-// A pass writes these lines to the device's NetBox journal, word for word
-// (<run> and <address> as Admit says; the action an ended line names is the
-// one that failed or timed out, since the Workflow's own message says only
-// "action completed", and its output is in HookOS's journal on the
-// Tinkerbell host under the address the line gives):
-//
-//	info     started Workflow <run>; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code
-//	         (a retirement adds ", and the run wipes its install disk")
-//	info     <node> has no BMC: the run waits for the machine to attest from HookOS; power-cycle it by hand
-//	success  Workflow <run> ended SUCCESS            (a retirement adds ": the install disk is wiped")
-//	warning  Workflow <run> ended FAILED at action <action>; read its output with journalctl -t hookos HOOKOS_HOST=<address>
-//	warning  Workflow <run> ended TIMEOUT at action <action>; read its output with journalctl -t hookos HOOKOS_HOST=<address>
-//	danger   the same for a retirement, followed by "; the disk may not be wiped, so the node may still hold its data and its identity, and the device stays decommissioning"
-//	warning  Workflow <run> never reported its first action within its global timeout (<timeout>); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision
-//	info     Workflow <run> passed its global timeout while <install|next-boot|reboot> was current; the node is active, so it has its config, and nothing else is done
-//	warning  the Rufio job netboot-<run> of Workflow <run> failed to power the machine: <why, from Rufio's failed Task>; set AMT's address to <node address>, or power the machine on by hand
-//	warning  the Rufio job netboot-<run> of Workflow <run> failed on Rufio's side, no BMC task failed: <Rufio's message>; fleetd starts a new run <delay> after this one started
-//	warning  desired_action is "<value>", which fleetd does not act on: set it to provision to start a run, or clear it
-//	         (any value but provision and empty, such as Provision or reprovision; the device is then treated as if it were empty)
-//
+// A pass writes these lines to the device's NetBox journal, each named
+// once in lines.go, word for word: lineStarted with noteRufio (and
+// noteRetire); lineNoBMC and lineNoPortCheck; lineEndedSuccess (tailWiped
+// for a retirement); lineEnded, for a run that ended FAILED or TIMEOUT,
+// naming the action that failed or timed out, since the Workflow's own
+// message says only "action completed", and the address under which its
+// output is in HookOS's journal on the Tinkerbell host (tailDanger for a
+// retirement); lineNeverReported (lineNeverReportedRetire with tailDanger);
+// linePassed, for a late action (install, next-boot, reboot) current past
+// the global timeout of an active node; lineBMCFailed, with the BMC's words
+// from Rufio's failed Task; lineRufioFailed; lineUnknownAction, for any
+// desired_action but provision and empty, such as Provision or
+// reprovision (the device is then treated as if it were empty);
 // and the refusals Admit lists. A run that ended without success (but
 // TIMEOUT while install, next-boot or reboot was current) or that was
 // deleted leaves nothing behind: its config is dropped wherever it waits
@@ -331,12 +324,10 @@ func (p *Provisioner) watch(ctx context.Context, r *run, dev *inventory.Device, 
 			msg = "no message"
 		}
 		outcome := "boot-job-failed"
-		text := fmt.Sprintf("the Rufio job %s of Workflow %s failed to power the machine: %s; set AMT's address to %s, or power the machine on by hand",
-			job, r.Name(), msg, addrOf(dev))
+		text := fmt.Sprintf(lineBMCFailed, job, r.Name(), msg, addrOf(dev))
 		if own {
 			outcome = "rufio-job-failed"
-			text = fmt.Sprintf("the Rufio job %s of Workflow %s failed on Rufio's side, no BMC task failed: %s; fleetd starts a new run %v after this one started",
-				job, r.Name(), msg, p.rufioRetry())
+			text = fmt.Sprintf(lineRufioFailed, job, r.Name(), msg, p.rufioRetry())
 		}
 		if err := p.journalEnd(ctx, r, dev, inventory.JournalWarning, text, outcome, pass); err != nil {
 			return err
@@ -357,9 +348,9 @@ func (p *Provisioner) watch(ctx context.Context, r *run, dev *inventory.Device, 
 	late := !retire && dev.Status == inventory.StatusActive && lateActions[action]
 	switch state {
 	case tinkerbell.WorkflowStateSuccess:
-		text := fmt.Sprintf("Workflow %s ended SUCCESS", r.Name())
+		text := fmt.Sprintf(lineEndedSuccess, r.Name())
 		if retire {
-			text += ": the install disk is wiped"
+			text += tailWiped
 		}
 		return p.ended(ctx, r, dev, inventory.JournalSuccess, text, string(state), pass)
 	case tinkerbell.WorkflowStateFailed, tinkerbell.WorkflowStateTimeout:
@@ -372,10 +363,10 @@ func (p *Provisioner) watch(ctx context.Context, r *run, dev *inventory.Device, 
 			return nil
 		}
 		kind := inventory.JournalWarning
-		text := fmt.Sprintf("Workflow %s never reported its first action within its global timeout (%s); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision", r.Name(), timeout)
+		text := fmt.Sprintf(lineNeverReported, r.Name(), timeout)
 		if retire {
 			kind = inventory.JournalDanger
-			text = fmt.Sprintf("Workflow %s never reported its first action within its global timeout (%s); fleetd deleted it%s", r.Name(), timeout, dangerTail)
+			text = fmt.Sprintf(lineNeverReportedRetire, r.Name(), timeout) + tailDanger
 		}
 		if err := p.journalEnd(ctx, r, dev, kind, text, "never-reported", pass); err != nil {
 			return err
@@ -409,7 +400,7 @@ func (p *Provisioner) endedWithout(ctx context.Context, r *run, dev *inventory.D
 	}
 	kind, text := inventory.JournalWarning, endedText(r, string(state), action)
 	if kindOf(r) == RunRetire {
-		kind, text = inventory.JournalDanger, text+dangerTail
+		kind, text = inventory.JournalDanger, text+tailDanger
 	}
 	if err := p.ended(ctx, r, dev, kind, text, string(state), pass); err != nil {
 		return err
@@ -424,18 +415,16 @@ func (p *Provisioner) endedWithout(ctx context.Context, r *run, dev *inventory.D
 	return nil
 }
 
-const dangerTail = "; the disk may not be wiped, so the node may still hold its data and its identity, and the device stays decommissioning"
-
 func endedText(r *run, state, action string) string {
 	at := "before any action reported"
 	if action != "" {
 		at = "at action " + action
 	}
-	return fmt.Sprintf("Workflow %s ended %s %s; read its output with journalctl -t hookos HOOKOS_HOST=%s", r.Name(), state, at, r.HookOS())
+	return fmt.Sprintf(lineEnded, r.Name(), state, at, r.HookOS())
 }
 
 func passedText(r *run, action string) string {
-	return fmt.Sprintf("Workflow %s passed its global timeout while %s was current; the node is active, so it has its config, and nothing else is done", r.Name(), action)
+	return fmt.Sprintf(linePassed, r.Name(), action)
 }
 
 // ended journals a run's end and marks the Workflow so that no later pass,
@@ -484,7 +473,7 @@ func (p *Provisioner) due(ctx context.Context, dev *inventory.Device, runs []*ru
 		// Told once; the device is then treated as if it were empty (a
 		// decommissioning device still gets its retirement).
 		if err := p.note(ctx, dev.ID, inventory.JournalWarning, fmt.Sprintf(
-			"desired_action is %q, which fleetd does not act on: set it to %s to start a run, or clear it", dev.DesiredAction, inventory.DesiredActionProvision)); err != nil {
+			lineUnknownAction, dev.DesiredAction, inventory.DesiredActionProvision)); err != nil {
 			return err
 		}
 	}
@@ -529,18 +518,18 @@ func (p *Provisioner) due(ctx context.Context, dev *inventory.Device, runs []*ru
 	}
 	if lacks := lacking(*dev); len(lacks) > 0 || !hasBMC(*dev) {
 		if len(lacks) == 0 {
-			return p.note(ctx, dev.ID, inventory.JournalInfo, fmt.Sprintf("%s has no BMC: the run waits for the machine to attest from HookOS; power-cycle it by hand", dev.Name))
+			return p.note(ctx, dev.ID, inventory.JournalInfo, fmt.Sprintf(lineNoBMC, dev.Name))
 		}
 		_, _, err := p.startRun(ctx, *dev, runStart{kind: kind, netboot: true, runs: &runs})
 		return ignoreRefusal(err)
 	}
 	if p.cfg.PortCheck == nil {
-		return p.note(ctx, dev.ID, inventory.JournalInfo, fmt.Sprintf("%s waits for an attestation from HookOS: fleetd has no switch-port check for a run without a fresh claim; power-cycle the machine", dev.Name))
+		return p.note(ctx, dev.ID, inventory.JournalInfo, fmt.Sprintf(lineNoPortCheck, dev.Name))
 	}
 	if err := p.cfg.PortCheck(dev.SwitchPort, dev.AttestedSwitchPort); err != nil {
 		return p.note(ctx, dev.ID, inventory.JournalWarning, refusal(dev.Name, err, "").Journal())
 	}
-	note := "Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"
+	note := noteRufio
 	if kind == RunRetire {
 		note += ", and the run wipes its install disk"
 	}
