@@ -273,6 +273,11 @@ func (s *Server) DropRun(run string) bool {
 	return dropped != nil
 }
 
+// MissingText is the Text of the Server's Missing events: "the node asked
+// for its Talos config, and <Name> holds none for it". A caller that
+// journals a node's ask before Borrow answers ErrNotHeld writes it.
+func (s *Server) MissingText() string { return s.text.missing }
+
 // Waiting returns how many configs the Server holds.
 func (s *Server) Waiting() int {
 	s.mu.Lock()

@@ -113,6 +113,25 @@ func (a *askers) take(peer netip.Addr) asks {
 	return t
 }
 
+// retry gives back the tally t of peer's job that could not write it: the
+// address's next ask asks for a job again at once, with t's asks counted.
+func (a *askers) retry(peer netip.Addr, t asks) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p := a.peers[peer]
+	if p == nil {
+		return
+	}
+	if p.tally.n == 0 || t.first.Before(p.tally.first) {
+		p.tally.first = t.first
+	}
+	if t.last.After(p.tally.last) {
+		p.tally.last = t.last
+	}
+	p.tally.n += t.n
+	p.pending, p.queued = false, time.Time{}
+}
+
 // unqueued says the job ask asked for was not queued: the tally stays for
 // the job of the address's next ask after every.
 func (a *askers) unqueued(peer netip.Addr) {

@@ -313,7 +313,10 @@ func (d *Daemon) configEvent(e configserve.Event) {
 		d.journal.Line(id, inventory.JournalWarning, e.Text)
 	case configserve.Missing:
 		// The code names no device; the node asks from its own address.
-		d.missing(peerAddr(e.Peer), e.Text)
+		// A replica journaled the ask before the 404 (recordMissing).
+		if d.peers == nil {
+			d.missing(peerAddr(e.Peer), e.Text)
+		}
 	}
 }
 
@@ -389,71 +392,86 @@ func (d *Daemon) unwritten(id int64, kind inventory.JournalKind, text string) {
 // after the node's last ask. Asks that askers does not track (its table of
 // addresses not known as devices' is full) are counted in
 // fleet_install_config_untracked_asks_total, and cost NetBox nothing.
-//
-// A replica writes the line in the fetch that was told 404, before the
-// answer, as it writes a served line (servedNow): queued, the line would
-// die with the replica, and the node, told 404, does not ask again, so
-// that nothing would tell the operator. At most missingNowMax such writes
-// run at once, the others wait their turn; one that finds no turn or no
-// answer from NetBox within servedWriteTimeout is queued.
+// A replica journals an ask before the fetch is told 404 (recordMissing).
 func (d *Daemon) missing(peer netip.Addr, text string) {
+	if !d.tallyAsk(peer) {
+		return
+	}
+	var tally *asks // taken at the job's first try, kept for its next
+	queued := d.journal.Do(func(ctx context.Context) error {
+		if tally == nil {
+			t := d.asks.take(peer)
+			tally = &t
+		}
+		return d.writeMissing(ctx, peer, text, *tally)
+	})
+	if !queued {
+		d.asks.unqueued(peer)
+	}
+}
+
+// tallyAsk counts an ask from peer for a config fleetd does not hold, and
+// reports whether its line is to be written now (see missing).
+func (d *Daemon) tallyAsk(peer netip.Addr) bool {
 	now := time.Now()
 	known, device := d.devices.Cached(peer)
 	if device {
 		stamp(d.metrics.missing, known.Name, now)
 	}
 	tracked, queue := d.asks.ask(peer, now, device)
-	switch {
-	case !tracked:
+	if !tracked {
 		d.metrics.untrackedAsks.Inc()
-		return
-	case !queue:
-		return
 	}
-	write := func(ctx context.Context, tally asks) error {
-		if tally.n == 0 {
-			return nil
-		}
-		dev, ok, err := d.devices.ByAddress(ctx, peer, time.Now())
-		if err != nil {
-			return err
-		}
-		if !ok {
-			d.metrics.unknownAsks.Add(float64(tally.n))
-			return nil
-		}
-		stamp(d.metrics.missing, dev.Name, tally.last)
-		return d.nb.Journal(ctx, dev.ID, inventory.JournalWarning, missingLine(text, tally))
+	return queue
+}
+
+// recordMissing journals, as a replica, an ask from peer that no replica
+// holds a config for, before the fetch is told 404 (configserve's Missing,
+// from borrow), as a served line is written (servedNow): queued, the line
+// would die with the replica, and the node, told 404, does not ask again,
+// so nothing would tell the operator. It counts the ask as missing does.
+// At most missingNowMax such writes run at once; one that finds no turn,
+// or no answer from NetBox, within servedWriteTimeout is an error, which
+// the fetch gets as 503: the node asks again, and the next ask writes the
+// line, counting this one.
+func (d *Daemon) recordMissing(ctx context.Context, peer netip.Addr) error {
+	if !d.tallyAsk(peer) {
+		return nil
 	}
-	var tally *asks // taken at the job's first try
-	if d.peers != nil {
-		// A replica killed moments ago leaves many nodes told 404 at
-		// once: each waits its turn, within the write's bound.
-		ctx, cancel := context.WithTimeout(context.Background(), servedWriteTimeout)
-		select {
-		case d.missingNow <- struct{}{}:
-			t := d.asks.take(peer)
-			err := write(ctx, t)
-			<-d.missingNow
-			if err == nil {
-				cancel()
-				return
-			}
-			tally = &t
-		case <-ctx.Done():
-		}
-		cancel()
+	ctx, cancel := context.WithTimeout(ctx, servedWriteTimeout)
+	defer cancel()
+	select {
+	case d.missingNow <- struct{}{}:
+		defer func() { <-d.missingNow }()
+	case <-ctx.Done():
+		d.asks.retry(peer, asks{})
+		return fmt.Errorf("journal the ask from %s: %w", peer, ctx.Err())
 	}
-	queued := d.journal.Do(func(ctx context.Context) error {
-		if tally == nil {
-			t := d.asks.take(peer)
-			tally = &t
-		}
-		return write(ctx, *tally)
-	})
-	if !queued {
-		d.asks.unqueued(peer)
+	t := d.asks.take(peer)
+	if err := d.writeMissing(ctx, peer, d.configs.MissingText(), t); err != nil {
+		d.asks.retry(peer, t)
+		return fmt.Errorf("journal the ask from %s: %w", peer, err)
 	}
+	return nil
+}
+
+// writeMissing writes the journal line of peer's tally of asks t, on the
+// device NetBox names at peer; asks from an address NetBox names no device
+// at are counted in fleet_install_config_unknown_asks_total.
+func (d *Daemon) writeMissing(ctx context.Context, peer netip.Addr, text string, tally asks) error {
+	if tally.n == 0 {
+		return nil
+	}
+	dev, ok, err := d.devices.ByAddress(ctx, peer, time.Now())
+	if err != nil {
+		return err
+	}
+	if !ok {
+		d.metrics.unknownAsks.Add(float64(tally.n))
+		return nil
+	}
+	stamp(d.metrics.missing, dev.Name, tally.last)
+	return d.nb.Journal(ctx, dev.ID, inventory.JournalWarning, missingLine(text, tally))
 }
 
 // missingLine is the journal line of a tally of asks: the runbook's line,

@@ -455,7 +455,9 @@ func (p *peers) do(ctx context.Context, peer Peer, method, path string, in, out 
 // borrow is configserve.Config.Borrow: it asks every other replica at
 // once to lend the config of code, and returns the first loan, or the
 // refusal of the replica that holds the config, or ErrNotHeld when every
-// replica answered that it holds none. A replica that did not answer makes
+// replica answered that it holds none, once the node's ask is journaled
+// (recordMissing; when it cannot be, that error). A replica that did not
+// answer makes
 // it an error (the fetch gets 503 and tries again), since it may hold the
 // config; a replica that hangs delays only fetches of codes no replica
 // that answers holds.
@@ -463,7 +465,11 @@ func (d *Daemon) borrow(ctx context.Context, code string) (*configserve.Loan, er
 	from := fetchFrom(ctx)
 	if from.IsValid() && d.peers.nowhere.limited(from, time.Now()) {
 		// This address's fetches found their codes held nowhere, again
-		// and again: a flood of made-up codes costs the replicas nothing.
+		// and again: a flood of made-up codes costs the replicas nothing
+		// but the tally of its asks.
+		if err := d.recordMissing(ctx, from); err != nil {
+			return nil, err
+		}
 		return nil, configserve.ErrNotHeld
 	}
 	type result struct {
@@ -521,6 +527,11 @@ func (d *Daemon) borrow(ctx context.Context, code string) (*configserve.Loan, er
 	}
 	if from.IsValid() {
 		d.peers.nowhere.add(from, time.Now())
+		// The node is told 404 next, and does not ask again: its ask is
+		// journaled first, or it is told to try again (503).
+		if err := d.recordMissing(ctx, from); err != nil {
+			return nil, err
+		}
 	}
 	return nil, configserve.ErrNotHeld
 }

@@ -752,11 +752,23 @@ func TestReplicaWritesServedLineBeforeStatus(t *testing.T) {
 	})
 }
 
-// A replica writes a missing line in the fetch that was told 404, not
+// A replica writes a missing line in the fetch that will be told 404, not
 // through its queue, which dies with it: the node, told 404, does not ask
-// again, and nothing else would tell the operator.
+// again, and nothing else would tell the operator. When NetBox does not
+// take the line, the fetch fails (503): the node asks again, and the next
+// ask writes the line, counting both.
 func TestReplicaWritesMissingLineAtOnce(t *testing.T) {
 	w := newMemWorld(t, "w-01")
+	var refused atomic.Int32
+	w.wrapFleetd = func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/api/extras/journal-entries/") && refused.Add(-1) >= 0 {
+				http.Error(rw, "service unavailable", http.StatusServiceUnavailable)
+				return
+			}
+			h.ServeHTTP(rw, r)
+		})
+	}
 	synctest.Test(t, func(t *testing.T) {
 		d, _ := w.fleetd(t, func(s *Settings) {
 			s.Replica = "fleetd-0"
@@ -765,16 +777,35 @@ func TestReplicaWritesMissingLineAtOnce(t *testing.T) {
 		})
 		// The queue is busy: a line it held would not reach NetBox.
 		release := make(chan struct{})
+		defer close(release)
 		d.journal.Do(func(context.Context) error { <-release; return nil })
+		node := netip.MustParseAddr(nodeAddr(0))
+		ctx := context.Background()
 		const text = "the node asked for its Talos config, and fleetd holds none for it"
-		d.missing(netip.MustParseAddr(nodeAddr(0)), text)
-		if got := w.journal(t, "w-01"); len(got) != 1 || got[0] != "warning: "+text {
-			t.Errorf("w-01's journal once the replica answered 404: %q, want the missing line", got)
+
+		// NetBox refuses the line: the fetch gets the error, not 404.
+		refused.Store(1)
+		if err := d.recordMissing(ctx, node); err == nil {
+			t.Fatal("recordMissing with the line refused: nil, want an error (503 to the node)")
 		}
-		close(release)
-		flush(t, d)
+		if got := w.journal(t, "w-01"); len(got) != 0 {
+			t.Fatalf("w-01's journal after a refused line: %q", got)
+		}
+		// The node asks again: the line is written before the answer, and
+		// counts both asks.
+		if err := d.recordMissing(ctx, node); err != nil {
+			t.Fatal(err)
+		}
+		got := w.journal(t, "w-01")
+		if len(got) != 1 || !strings.HasPrefix(got[0], "warning: "+text+" (asked 2 times since ") {
+			t.Errorf("w-01's journal once the replica could answer 404: %q, want the missing line, asked 2 times", got)
+		}
+		// A third ask within the minute writes nothing more.
+		if err := d.recordMissing(ctx, node); err != nil {
+			t.Fatal(err)
+		}
 		if got := w.journal(t, "w-01"); len(got) != 1 {
-			t.Errorf("w-01's journal after the queue ran: %q, want the line once", got)
+			t.Errorf("w-01's journal after a third ask: %q, want the line once", got)
 		}
 	})
 }
