@@ -602,3 +602,27 @@ func TestNamedUnique(t *testing.T) {
 		}
 	}
 }
+
+// TestBulkUpdateMergesCustomFields: an item of a bulk update merges its
+// custom_fields into the device's, as a single PATCH does and as NetBox's
+// partial update does: fields the item does not name are kept, a null
+// unsets its field.
+func TestBulkUpdateMergesCustomFields(t *testing.T) {
+	srv, tok, ids := fleet(t)
+	created := mustIDs(t)(srv.Create("terraform", pathDevices,
+		newDevice(ids, "a", "custom_fields", map[string]any{"class": "worker", "port": 1, "ek": "00aa"}),
+		newDevice(ids, "b", "custom_fields", map[string]any{"class": "worker", "port": 2, "ek": "00bb"})))
+	single := map[string]any{"custom_fields": map[string]any{"port": 7, "ek": nil}}
+	must(t, 200)(call(t, srv, tok, "PATCH", fmt.Sprintf("%s%d/", pathDevices, created[0]), single))
+	bulk := map[string]any{"id": created[1], "device_type": ids["type"], "role": ids["role"], "site": ids["site"], "custom_fields": single["custom_fields"]}
+	if code, v := call(t, srv, tok, "PATCH", pathDevices, []any{bulk}); code != 200 {
+		t.Fatalf("a bulk update: %d %v", code, v)
+	}
+	for _, id := range created {
+		_, d := call(t, srv, tok, "GET", fmt.Sprintf("%s%d/", pathDevices, id), nil)
+		cf := d.(map[string]any)["custom_fields"].(map[string]any)
+		if cf["class"] != "worker" || cf["port"] != float64(7) || cf["ek"] != nil {
+			t.Errorf("device %d's custom fields after a PATCH of port and ek: %v", id, cf)
+		}
+	}
+}
