@@ -241,6 +241,14 @@ func (nb *NetBox) patchDevice(ctx context.Context, id int64, req *netbox.Patched
 
 // setFields writes custom fields of device id; a "" value clears its field.
 func (nb *NetBox) setFields(ctx context.Context, id int64, fields map[string]any) error {
+	req := netbox.NewPatchedWritableDeviceWithConfigContextRequest()
+	req.CustomFields = customFields(fields)
+	return nb.patchDevice(ctx, id, req)
+}
+
+// customFields returns fields as a write sends them: a "" value is null,
+// which clears its field.
+func customFields(fields map[string]any) map[string]any {
 	cf := make(map[string]any, len(fields))
 	for k, v := range fields {
 		if s, ok := v.(string); ok && s == "" {
@@ -248,9 +256,7 @@ func (nb *NetBox) setFields(ctx context.Context, id int64, fields map[string]any
 		}
 		cf[k] = v
 	}
-	req := netbox.NewPatchedWritableDeviceWithConfigContextRequest()
-	req.CustomFields = cf
-	return nb.patchDevice(ctx, id, req)
+	return cf
 }
 
 // SetStatus sets the status of device id (one request). A status NetBox
@@ -553,7 +559,7 @@ func (nb *NetBox) recordMACs(ctx context.Context, recs []macRecord) ([]*nbInterf
 	}
 	// Read the interfaces of the batch's devices, each device once, and
 	// see what each lacks.
-	first, again := firstOfEach(recs)
+	first, again := firstOfEach(recs, func(r macRecord) int64 { return r.device })
 	devices := make([]int64, len(first))
 	for k, i := range first {
 		devices[k] = recs[i].device
@@ -585,14 +591,14 @@ func (nb *NetBox) recordMACs(ctx context.Context, recs []macRecord) ([]*nbInterf
 
 // firstOfEach splits a batch into the index of each device's first call,
 // in order, and the indexes of the calls that ask for a device again.
-func firstOfEach(recs []macRecord) (first, again []int) {
-	seen := make(map[int64]bool, len(recs))
-	for i, r := range recs {
-		if seen[r.device] {
+func firstOfEach[T any](calls []T, device func(T) int64) (first, again []int) {
+	seen := make(map[int64]bool, len(calls))
+	for i, c := range calls {
+		if seen[device(c)] {
 			again = append(again, i)
 			continue
 		}
-		seen[r.device] = true
+		seen[device(c)] = true
 		first = append(first, i)
 	}
 	return first, again

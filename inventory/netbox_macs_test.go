@@ -26,7 +26,7 @@ func TestFirstOfEach(t *testing.T) {
 		for i, d := range tt.devices {
 			recs[i] = macRecord{device: d, mac: "02:00:00:00:00:01"}
 		}
-		first, again := firstOfEach(recs)
+		first, again := firstOfEach(recs, func(r macRecord) int64 { return r.device })
 		if !cmp.Equal(first, tt.first) || !cmp.Equal(again, tt.again) {
 			t.Errorf("firstOfEach(%v) = %v, %v; want %v, %v", tt.devices, first, again, tt.first, tt.again)
 		}
