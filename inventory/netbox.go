@@ -67,7 +67,7 @@ type NetBoxConfig struct {
 	PageSize int
 	// BulkSize is how many objects one bulk write carries: Apply's, and
 	// those of concurrent calls that share a request (journal entries, MAC
-	// objects and primary MACs). 0 means 100.
+	// objects, primary MACs and devices' fields). 0 means 100.
 	BulkSize int
 
 	// Logger receives a debug line per request (method, path and query,
@@ -142,15 +142,15 @@ const (
 // # Concurrency
 //
 // A NetBox is safe for concurrent use; each method makes its requests in
-// turn. Concurrent calls of Journal, RecordMAC, RecordDeviceMAC and the
-// interface reads (DeviceBySerial, Device) share requests, as a database
-// commits a group: a call that finds no request of its kind in flight is
-// sent at once, alone, and the calls that come while one is in flight go
-// together in the next, in one bulk create, bulk update or list of several
-// devices (at most BulkSize, or 100 interfaces). When NetBox refuses such
-// a request whole, each call of it is sent again alone, so that only the
-// call NetBox refuses gets the refusal. Apply must not run concurrently
-// with another Apply.
+// turn. Concurrent calls of Journal, RecordMAC, RecordDeviceMAC,
+// UpdateDevice and the interface reads (DeviceBySerial, Device) share
+// requests, as a database commits a group: a call that finds no request of
+// its kind in flight is sent at once, alone, and the calls that come while
+// one is in flight go together in the next, in one bulk create, bulk update
+// or list of several devices (at most BulkSize, or 100 interfaces). When
+// NetBox refuses such a request whole, each call of it is sent again
+// alone, so that only the call NetBox refuses gets the refusal. Apply must
+// not run concurrently with another Apply.
 type NetBox struct {
 	base  string // without a trailing slash
 	token string
@@ -165,6 +165,15 @@ type NetBox struct {
 	ifaces   *batcher[int64, *nbInterface]
 	macs     *batcher[macRecord, *nbInterface]
 	journals *batcher[JournalEntry, struct{}]
+	updates  *batcher[deviceUpdate, struct{}]
+
+	// places holds, per device ID, the device type, role and site the
+	// client last read the device with: what a bulk update item of it
+	// must carry (see updateDevices). One entry per device read, so at
+	// most one per device NetBox holds; an entry goes when NetBox says
+	// the device is gone.
+	placesMu sync.Mutex
+	places   map[int64]devicePlace
 }
 
 // NewNetBox returns a client of the NetBox at baseURL (e.g.
@@ -234,6 +243,8 @@ func NewNetBox(baseURL, token string, cfg *NetBoxConfig) (*NetBox, error) {
 	nb.ifaces = newBatcher(ifaceBatch, nb.readIfaces)
 	nb.macs = newBatcher(c.BulkSize, nb.recordMACs)
 	nb.journals = newBatcher(c.BulkSize, nb.journalBatch)
+	nb.updates = newBatcher(c.BulkSize, nb.updateDevices)
+	nb.places = map[int64]devicePlace{}
 	return nb, nil
 }
 

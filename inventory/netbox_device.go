@@ -299,7 +299,18 @@ type Update struct {
 }
 
 // UpdateDevice writes u to device id in one request (a PATCH of its custom
-// fields); an Update that sets nothing sends nothing.
+// fields, which leaves the others as they are); an Update that sets
+// nothing sends nothing. Concurrent calls share requests: the Updates that
+// wait while another is sent go together in one bulk update, BulkSize
+// devices a request. A bulk update item must carry the device's device
+// type, role and site, so a device goes in one only when this client has
+// read it (DeviceBySerial, Device, Devices, DevicesWithDesiredAction,
+// DeviceBinding), and carries what it read; a device it has not read is
+// written alone, with a PATCH of its own. When NetBox refuses a bulk
+// update, each of its Updates is sent again alone, so that each caller
+// gets NetBox's answer to its own; when NetBox does not answer, each
+// caller gets ErrUnavailable. A device NetBox does not have is
+// ErrNotFound.
 func (nb *NetBox) UpdateDevice(ctx context.Context, id int64, u Update) error {
 	fields := map[string]any{}
 	if a := u.Attestation; a != nil {
@@ -332,7 +343,8 @@ func (nb *NetBox) UpdateDevice(ctx context.Context, id int64, u Update) error {
 	if len(fields) == 0 {
 		return nil
 	}
-	return nb.setFields(ctx, id, fields)
+	_, err := nb.updates.do(ctx, deviceUpdate{device: id, fields: fields})
+	return err
 }
 
 // JournalEntry is one line of a device's journal.

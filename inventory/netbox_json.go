@@ -196,7 +196,8 @@ func (nb *NetBox) peerPort(i *nbInterface) (int, bool) {
 	return n, n > 0
 }
 
-// view turns a device and its interface (nil: none) into a Device.
+// view turns a device and its interface (nil: none) into a Device, and
+// keeps the device's place for UpdateDevice (learn).
 func (nb *NetBox) view(d *nbDevice, i *nbInterface) Device {
 	cf := &d.CustomFields
 	v := Device{
@@ -231,6 +232,7 @@ func (nb *NetBox) view(d *nbDevice, i *nbInterface) Device {
 		}
 	}
 	nb.viewInterface(&v, i)
+	nb.learn(d)
 	return v
 }
 
