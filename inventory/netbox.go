@@ -170,8 +170,9 @@ type NetBox struct {
 	// places holds, per device ID, the device type, role and site the
 	// client last read the device with: what a bulk update item of it
 	// must carry (see updateDevices). One entry per device read, so at
-	// most one per device NetBox holds; an entry goes when NetBox says
-	// the device is gone.
+	// most one per device NetBox holds (for fleetd, fleet's devices: a
+	// few dozen bytes each); an entry goes when NetBox says the device is
+	// gone.
 	placesMu sync.Mutex
 	places   map[int64]devicePlace
 }

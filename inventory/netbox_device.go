@@ -303,10 +303,12 @@ type Update struct {
 // nothing sends nothing. Concurrent calls share requests: the Updates that
 // wait while another is sent go together in one bulk update, BulkSize
 // devices a request. A bulk update item must carry the device's device
-// type, role and site, so a device goes in one only when this client has
-// read it (DeviceBySerial, Device, Devices, DevicesWithDesiredAction,
-// DeviceBinding), and carries what it read; a device it has not read is
-// written alone, with a PATCH of its own. When NetBox refuses a bulk
+// type, role and site, so a device goes in one only when this client read
+// it in the last minute (DeviceBySerial, Device, Devices,
+// DevicesWithDesiredAction, DeviceBinding), and carries what it read: a
+// device moved to another device type, role or site in between is moved
+// back. A device it has not read is written alone, with a PATCH of its
+// own. When NetBox refuses a bulk
 // update, each of its Updates is sent again alone, so that each caller
 // gets NetBox's answer to its own; when NetBox does not answer, each
 // caller gets ErrUnavailable. A device NetBox does not have is

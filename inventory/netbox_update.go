@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	netbox "github.com/netbox-community/go-netbox/v4"
 )
@@ -16,14 +17,23 @@ type deviceUpdate struct {
 }
 
 // devicePlace is what NetBox's schema requires of a device in a bulk
-// update: its device type, role and site IDs.
+// update: its device type, role and site IDs, and when the client read
+// them.
 type devicePlace struct {
 	deviceType, role, site int64
+	read                   time.Time
 }
+
+// placeMaxAge is how long the client trusts a device's place after it read
+// it. A bulk update item writes the place back, so a device moved to
+// another device type, role or site since would be moved back: the age
+// bounds that window to what follows a read. fleetd's admission reads the
+// device (its binding lookup) moments before it writes its fields.
+const placeMaxAge = time.Minute
 
 // learn keeps the place of a device the client read.
 func (nb *NetBox) learn(d *nbDevice) {
-	p := devicePlace{deviceType: d.DeviceType.ID, role: d.Role.ID, site: d.Site.ID}
+	p := devicePlace{deviceType: d.DeviceType.ID, role: d.Role.ID, site: d.Site.ID, read: time.Now()}
 	if d.ID <= 0 || p.deviceType <= 0 || p.role <= 0 || p.site <= 0 {
 		return
 	}
@@ -33,12 +43,12 @@ func (nb *NetBox) learn(d *nbDevice) {
 }
 
 // place returns the place of device id as the client last read it; false
-// when it has not read it.
+// when it has not read it in the last placeMaxAge.
 func (nb *NetBox) place(id int64) (devicePlace, bool) {
 	nb.placesMu.Lock()
-	defer nb.placesMu.Unlock()
 	p, ok := nb.places[id]
-	return p, ok
+	nb.placesMu.Unlock()
+	return p, ok && time.Since(p.read) < placeMaxAge
 }
 
 // forget drops the place of a device NetBox no longer has.

@@ -32,7 +32,7 @@ func attestedUpdate(i int) (Update, Attestation, string) {
 // bulk updates checked against NetBox's schema), where each used to cost
 // one; each device ends with its own fields, and the fields the Updates do
 // not name (the nodes file's, desired_action) are as they were. A client
-// that has read no device writes each alone.
+// that read the devices long ago, or not at all, writes each alone.
 func TestUpdateDeviceBatched(t *testing.T) {
 	const n = 16
 	srv, nb, devs := generatedFleet(t, n)
@@ -72,6 +72,27 @@ func TestUpdateDeviceBatched(t *testing.T) {
 		if diff := cmp.Diff(want, got, deviceCmp); diff != "" {
 			t.Errorf("%s after UpdateDevice (-want +got):\n%s", d.Name, diff)
 		}
+	}
+
+	// A client that read the devices more than placeMaxAge ago does not
+	// trust what it read: each Update goes alone.
+	nb.placesMu.Lock()
+	for id, p := range nb.places {
+		p.read = p.read.Add(-placeMaxAge)
+		nb.places[id] = p
+	}
+	nb.placesMu.Unlock()
+	srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: 20 * time.Millisecond})
+	srv.ResetRequests()
+	concurrently(n, func(i int) {
+		run := "stale"
+		if err := nb.UpdateDevice(t.Context(), devs[i].ID, Update{LastRun: &run}); err != nil {
+			t.Errorf("%s: %v", devs[i].Name, err)
+		}
+	})
+	srv.Inject(netboxtest.Fault{})
+	if by := requestsBy(srv); by["PATCH /api/dcim/devices/"] != 0 || srv.RequestCount() != n {
+		t.Errorf("%d Updates of devices read long ago: %v, want %d PATCHes of each device", n, by, n)
 	}
 
 	// A client that has not read the devices does not know what a bulk
