@@ -308,11 +308,13 @@ type Update struct {
 // DevicesWithDesiredAction, DeviceBinding), and carries what it read: a
 // device moved to another device type, role or site in between is moved
 // back. A device it has not read is written alone, with a PATCH of its
-// own. When NetBox refuses a bulk
-// update, each of its Updates is sent again alone, so that each caller
-// gets NetBox's answer to its own; when NetBox does not answer, each
-// caller gets ErrUnavailable. A device NetBox does not have is
-// ErrNotFound.
+// own.
+//
+// When NetBox refuses a bulk update, each of its Updates is sent again
+// alone, so that each caller gets NetBox's answer to its own; when NetBox
+// does not answer, each caller gets ErrUnavailable. A device NetBox does
+// not have is ErrNotFound. A caller whose ctx ends while it waits gets
+// ctx's error, and its Update may still be written.
 func (nb *NetBox) UpdateDevice(ctx context.Context, id int64, u Update) error {
 	fields := map[string]any{}
 	if a := u.Attestation; a != nil {
