@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -158,6 +159,11 @@ func dockerRun(store string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "docker (stand-in): %v\n", err)
 		return dockerFailed
 	}
+	vols, err := parseVolumes(o.volumes)
+	if err != nil {
+		fmt.Fprintf(stderr, "docker: %v\n", err)
+		return dockerFailed
+	}
 	dir, err := imageDir(store, o.image)
 	if err != nil {
 		fmt.Fprintf(stderr, "docker: %v\n", err)
@@ -197,28 +203,8 @@ func dockerRun(store string, args []string, stdout, stderr io.Writer) int {
 		}
 		entry = strings.TrimSpace(string(b))
 	}
-	var mounted []string
-	defer func() {
-		for _, m := range slices.Backward(mounted) {
-			_ = unmount(m)
-		}
-	}()
-	for _, v := range o.volumes {
-		parts := strings.Split(v, ":")
-		if len(parts) < 2 || len(parts) > 3 || !filepath.IsAbs(parts[1]) || (len(parts) == 3 && parts[2] != "ro" && parts[2] != "rw") {
-			fmt.Fprintf(stderr, "docker: invalid volume specification: %q\n", v)
-			return dockerFailed
-		}
-		target := filepath.Join(rootfs, parts[1])
-		if err := bindInto(parts[0], target, len(parts) == 3 && parts[2] == "ro"); err != nil {
-			fmt.Fprintf(stderr, "docker: Error response from daemon: volume %s: %v\n", v, err)
-			return dockerFailed
-		}
-		mounted = append(mounted, target)
-	}
-	cmd := exec.Command(entry, o.args...)
-	cmd.Env, cmd.Dir = env, "/"
-	cmd.SysProcAttr = chrootAttr(rootfs)
+	cmd := container(context.Background(), rootfs, vols, entry, o.args)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	err = cmd.Run()
 	var ee *exec.ExitError
@@ -227,7 +213,7 @@ func dockerRun(store string, args []string, stdout, stderr io.Writer) int {
 		return ee.ExitCode()
 	case err != nil:
 		fmt.Fprintf(stderr, "docker: Error response from daemon: failed to start %s: %v\n", entry, err)
-		return 127
+		return dockerFailed
 	}
 	return 0
 }

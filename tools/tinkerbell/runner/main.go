@@ -9,8 +9,8 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +34,9 @@ const waitdaemon = "waitdaemon"
 const retryEvery = time.Second
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == shimArg {
+		os.Exit(shimMain(os.Args[2:], os.Stderr))
+	}
 	if filepath.Base(os.Args[0]) == "docker" {
 		os.Exit(dockerMain(os.Args[1:], os.Stdout, os.Stderr))
 	}
@@ -123,9 +126,8 @@ type runner struct {
 	images map[string]string
 	wait   time.Duration
 	out    io.Writer
-	bound  map[string]bool // container paths bound so far
-	later  func()          // what a waitdaemon action runs after the run
-	at     time.Time       // when later runs; the run ends then
+	later  func()    // what a waitdaemon action runs after the run
+	at     time.Time // when later runs; the run ends then
 }
 
 // run asks for actions and runs them until one does not succeed, or none
@@ -230,8 +232,8 @@ func (r *runner) report(ctx context.Context, a *proto.ActionResponse, st proto.A
 	return err
 }
 
-// execute runs the action's program with its environment, volumes and
-// timeout.
+// execute runs the action's program in a container of its own (see
+// container) with the action's environment, volumes and timeout.
 func (r *runner) execute(ctx context.Context, a *proto.ActionResponse) error {
 	prog, ok := r.images[a.GetImage()]
 	if !ok {
@@ -242,44 +244,32 @@ func (r *runner) execute(ctx context.Context, a *proto.ActionResponse) error {
 	if prog == waitdaemon {
 		return r.waitdaemon(env, a.GetCommand())
 	}
-	if err := r.bind(a.GetVolumes()); err != nil {
-		return err
+	vols, err := parseVolumes(withoutEngine(a.GetVolumes()))
+	if err != nil {
+		return fmt.Errorf("runner: %w", err)
 	}
 	if t := a.GetTimeout(); t > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(t)*time.Second)
 		defer cancel()
 	}
-	cmd := exec.CommandContext(ctx, prog, a.GetCommand()...)
-	cmd.Env, cmd.Dir = env, "/"
+	cmd := container(ctx, "/", vols, prog, a.GetCommand())
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = r.out, r.out
-	err := cmd.Run()
+	err = cmd.Run()
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	return err
 }
 
-// bind binds each volume whose two paths differ, once per run.
-func (r *runner) bind(volumes []string) error {
-	if r.bound == nil {
-		r.bound = map[string]bool{}
-	}
-	for _, v := range volumes {
-		parts := strings.Split(v, ":")
-		if len(parts) < 2 || len(parts) > 3 {
-			return fmt.Errorf("runner: volume %q is not HOST:CONTAINER[:ro]", v)
-		}
-		host, ctr := parts[0], parts[1]
-		if host == ctr || r.bound[ctr] || strings.HasSuffix(host, "docker.sock") {
-			continue
-		}
-		if err := bindMount(host, ctr); err != nil {
-			return fmt.Errorf("runner: volume %s: %w", v, err)
-		}
-		r.bound[ctr] = true
-	}
-	return nil
+// withoutEngine leaves out the volumes of the engine's socket (a host
+// path ending docker.sock): the docker stand-in is the engine.
+func withoutEngine(volumes []string) []string {
+	return slices.DeleteFunc(slices.Clone(volumes), func(v string) bool {
+		host, _, _ := strings.Cut(v, ":")
+		return strings.HasSuffix(host, "docker.sock")
+	})
 }
 
 // waitdaemon stands in for the waitdaemon image: it succeeds at once, and

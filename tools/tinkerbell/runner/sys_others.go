@@ -10,8 +10,7 @@ import (
 
 var errNotLinux = errors.New("not implemented on " + runtime.GOOS + ": the runner runs in a Linux machine")
 
-func bindMount(host, target string) error         { return errNotLinux }
-func bindInto(host, target string, ro bool) error { return errNotLinux }
-func unmount(target string) error                 { return errNotLinux }
-func chrootAttr(root string) *syscall.SysProcAttr { return nil }
-func reboot() error                               { return errNotLinux }
+func newMountNamespace() *syscall.SysProcAttr           { return nil }
+func enterContainer(root string, vols []volume) error   { return errNotLinux }
+func execProgram(prog string, argv, env []string) error { return errNotLinux }
+func reboot() error                                     { return errNotLinux }
