@@ -224,10 +224,16 @@
 //     agent and Docker, which this initramfs does not hold: it speaks
 //     tink-server's gRPC API as the agent does, and runs each action's
 //     program as a process of the machine with the Workflow's
-//     environment, binding the task's /run/fleet-workflow on /workflow;
-//     the actions are fleet's programs, unchanged, with the images' other
-//     contents (efibootmgr). Its docker stand-in is the docker CLI and
-//     engine of wipe-disk's pull and install's docker run; its waitdaemon
+//     environment, in a mount namespace of its own (mounts private) where
+//     the action's volumes are bound at their container paths, the ":ro"
+//     ones read-only with the mounts under them (wipe-disk's /sys,
+//     /run/udev and /run/fleet; a write there fails with EROFS, as under
+//     Docker) and the others writable (/dev, next-boot's /sys with
+//     efivarfs, the task's /run/fleet-workflow on /workflow); the actions
+//     are fleet's programs, unchanged, with the images' other contents
+//     (efibootmgr). Its docker stand-in is the docker CLI and engine of
+//     wipe-disk's pull and install's docker run, whose container has a
+//     mount namespace of its own too, rooted in the image; its waitdaemon
 //     stand-in reboots the machine as waitdaemon's reboot would. It stops
 //     after a failed action, or when tink-server has no action for it for
 //     its wait, where the agent would ask on.
@@ -247,9 +253,13 @@
 //
 // # Not yet
 //
-// The runner's docker stand-in does not enforce ":ro" on the actions'
-// volumes of the runner itself, and neither isolates an action: both run
-// in the machine's namespaces. The machines have no BMC, so no Rufio job
+// The runner isolates an action's mounts and nothing else: its root file
+// system is the machine's (a program sees and may write the machine's
+// files outside its volumes, and a missing container path is made there),
+// the machine's /proc, /sys and /dev are in it without volumes, and its
+// PID, network and other namespaces are the machine's, whatever the
+// Template says (tools/tinkerbell/runner's doc says what differs from
+// Docker). The machines have no BMC, so no Rufio job
 // powers them: a run started by desired_action (netboot) is not booted
 // here.
 //
