@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -20,21 +20,23 @@ import (
 )
 
 // Plug a machine in: a planned worker attests from HookOS, and its run
-// starts with a rendered config held under a fresh code.
+// starts with a rendered config held under a fresh code. On the apiserver,
+// the objects of the run pass the real CRDs' schema.
 func TestAdmitWorkerStartsRun(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	onClusters(t, func(t *testing.T, c cluster) {
 		dev := worker(1, "node-01")
-		h := newHarness(t, nil, dev)
+		h := c.harness(t, nil, dev)
+		since := time.Now()
 		d, err := h.p.Admit(context.Background(), claimOf(dev))
 		if err != nil {
 			t.Fatal(err)
 		}
-		const run = "provision-node-01-946684800"
-		if d.Outcome != Provision || d.Run != run || d.Code != "SECRETCODE0001" {
-			t.Fatalf("Admit = %+v, want a provision run %s with code SECRETCODE0001", d, run)
+		run := d.Run
+		if d.Outcome != Provision || !runNamed(run, "provision-node-01-", since) || d.Code != "SECRETCODE0001" {
+			t.Fatalf("Admit = %+v, want a provision run named at its admission with code SECRETCODE0001", d)
 		}
 		h.wantJournal(1, journalLine{1, inventory.JournalInfo,
-			"started Workflow provision-node-01-946684800; the machine attested from HookOS at 10.0.0.21"})
+			"started Workflow " + run + "; the machine attested from HookOS at 10.0.0.21"})
 		got := h.nb.dev(1)
 		if got.LastRun != run || got.DesiredAction != "" || got.MAC.String() != "02:00:00:00:00:01" {
 			t.Errorf("device after the run started: last_run %q, desired_action %q, MAC %s", got.LastRun, got.DesiredAction, got.MAC)
@@ -60,21 +62,19 @@ func TestAdmitWorkerStartsRun(t *testing.T) {
 			t.Errorf("Workflow labels = %v", wf.Labels)
 		}
 
-		// The Hardware holds NetBox's facts.
-		hw, err := h.tink.Resource(HardwareResource).Namespace("tinkerbell").Get(context.Background(), "node-01", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		// The Hardware holds NetBox's facts, and the Rufio Machine the
+		// node's address.
 		var hard tinkerbell.Hardware
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(hw.Object, &hard); err != nil {
-			t.Fatal(err)
-		}
+		h.get(HardwareResource, "node-01", &hard)
 		dhcp := hard.Spec.Interfaces[0].DHCP
 		if dhcp.MAC != "02:00:00:00:00:01" || dhcp.IP.Address != "10.0.0.21" || dhcp.IP.Netmask != "255.255.255.0" || dhcp.IP.Gateway != "10.0.0.1" || hard.Spec.Disks[0].Device != "/dev/nvme0n1" {
 			t.Errorf("Hardware = %+v / %+v", dhcp, dhcp.IP)
 		}
 		if hard.Spec.BMCRef == nil || hard.Spec.BMCRef.Name != "node-01" {
 			t.Errorf("Hardware's BMC ref = %+v, want the Rufio Machine node-01", hard.Spec.BMCRef)
+		}
+		if m := h.machine("node-01"); m.Spec.Connection.Host != "10.0.0.21" {
+			t.Errorf("Machine host = %q", m.Spec.Connection.Host)
 		}
 
 		// The token's Secret expires TTL + 4 h after the render, and the held
@@ -88,8 +88,9 @@ func TestAdmitWorkerStartsRun(t *testing.T) {
 		if s.Name != "bootstrap-token-"+id || s.Type != "bootstrap.kubernetes.io/token" {
 			t.Errorf("Secret %s of type %s", s.Name, s.Type)
 		}
-		if exp := string(s.Data["expiration"]); exp != "2000-01-01T05:00:00Z" {
-			t.Errorf("expiration = %s, want render time + 1 h TTL + 4 h", exp)
+		expires := runTime(run).Add(time.Hour + 4*time.Hour).Format(time.RFC3339)
+		if exp := string(s.Data["expiration"]); exp != expires {
+			t.Errorf("expiration = %s, want render time + 1 h TTL + 4 h: %s", exp, expires)
 		}
 		for k, v := range map[string]string{"usage-bootstrap-authentication": "true", "usage-bootstrap-signing": "true", "auth-extra-groups": "system:bootstrappers:nodes"} {
 			if string(s.Data[k]) != v {
@@ -113,7 +114,7 @@ func TestAdmitWorkerStartsRun(t *testing.T) {
 		if len(recs) != 1 || recs[0].Attrs["outcome"] != "provision" || recs[0].Attrs["run"] != run || recs[0].Attrs["node"] != "node-01" {
 			t.Errorf("attest.install lines = %v", recs)
 		}
-		if r := h.audit.records("fleet.render"); len(r) != 1 || r[0].Attrs["token_expires"] != "2000-01-01T05:00:00Z" {
+		if r := h.audit.records("fleet.render"); len(r) != 1 || r[0].Attrs["token_expires"] != expires {
 			t.Errorf("fleet.render lines = %v", r)
 		}
 		h.wantNoSecretsLogged()

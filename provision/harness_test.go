@@ -7,9 +7,11 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
@@ -472,6 +474,63 @@ func newHarness(t testing.TB, edit func(*Cluster, *Config), devs ...inventory.De
 	return h
 }
 
+// A cluster is what a test body runs on: "fakes", client-go's fakes in a
+// synctest bubble whose clock starts at t0 and moves only as the test
+// sleeps, or "apiserver", the test binary's kube-apiserver
+// (internal/kubetest) on real time. A body reads the names and times it
+// expects off the clock (runNamed, runTime), so that it holds on both.
+type cluster struct {
+	name    string
+	harness func(testing.TB, func(*Cluster, *Config), ...inventory.Device) *harness
+}
+
+// fakes is the cluster of newHarness.
+var fakes = cluster{"fakes", newHarness}
+
+func (c cluster) apiserver() bool { return c.name == "apiserver" }
+
+// onClusters runs body on the fakes and on the apiserver, a subtest each.
+func onClusters(t *testing.T, body func(t *testing.T, c cluster)) {
+	t.Run("fakes", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) { body(t, fakes) })
+	})
+	t.Run("apiserver", func(t *testing.T) { body(t, apiserver) })
+}
+
+// startWorker starts node-01's run on c through its attestation, and
+// returns the run's name and its started line.
+func (c cluster) startWorker(t *testing.T) (h *harness, run string, started journalLine) {
+	t.Helper()
+	dev := worker(1, "node-01")
+	h = c.harness(t, nil, dev)
+	since := time.Now()
+	d, err := h.p.Admit(context.Background(), claimOf(dev))
+	if err != nil || !runNamed(d.Run, "provision-node-01-", since) {
+		t.Fatalf("Admit = %+v, %v", d, err)
+	}
+	return h, d.Run, journalLine{1, inventory.JournalInfo, "started Workflow " + d.Run + "; the machine attested from HookOS at 10.0.0.21"}
+}
+
+// runNamed reports whether name is prefix and the unix seconds of a time
+// from since to now: a run started in that span. In a bubble whose clock
+// did not move since, the name holds since's second exactly.
+func runNamed(name, prefix string, since time.Time) bool {
+	secs, err := strconv.ParseInt(strings.TrimPrefix(name, prefix), 10, 64)
+	return err == nil && strings.HasPrefix(name, prefix) && secs >= since.Unix() && secs <= time.Now().Unix()
+}
+
+// runTime is the time a run is named by: its render time, to the second.
+func runTime(run string) time.Time {
+	secs, _ := strconv.ParseInt(run[strings.LastIndexByte(run, '-')+1:], 10, 64)
+	return time.Unix(secs, 0).UTC()
+}
+
+// sleepPast sleeps until the second after the one run is named by, so that
+// a run started next gets another name.
+func sleepPast(run string) {
+	time.Sleep(time.Until(runTime(run).Add(time.Second)))
+}
+
 // setConfig sets the Config every harness starts from, lets edit tune it
 // and the Cluster, and starts the Provisioner.
 func (h *harness) setConfig(edit func(*Cluster, *Config)) {
@@ -565,6 +624,37 @@ func (h *harness) setStatus(name string, f func(*tinkerbell.WorkflowStatus)) {
 		h.t.Fatal(err)
 	}
 	if _, err := h.tinkAPI.Resource(WorkflowResource).Namespace(h.ns).UpdateStatus(context.Background(), u, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// get reads one object of the harness's namespace into obj.
+func (h *harness) get(gvr schema.GroupVersionResource, name string, obj any) {
+	h.t.Helper()
+	u, err := h.tinkAPI.Resource(gvr).Namespace(h.ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// create creates obj, of kind in gvk's group, in the harness's namespace,
+// and then its status, through the status subresource as a controller
+// writes it; obj then holds what the server answered.
+func (h *harness) create(gvr schema.GroupVersionResource, gvk schema.GroupVersionKind, obj any, status func()) {
+	h.t.Helper()
+	c := h.tinkAPI.Resource(gvr).Namespace(h.ns)
+	u, err := c.Create(context.Background(), unstructuredOf(h.t, obj, gvk), metav1.CreateOptions{})
+	if err == nil {
+		err = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj)
+	}
+	if err == nil && status != nil {
+		status()
+		_, err = c.UpdateStatus(context.Background(), unstructuredOf(h.t, obj, gvk), metav1.UpdateOptions{})
+	}
+	if err != nil {
 		h.t.Fatal(err)
 	}
 }

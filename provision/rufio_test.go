@@ -3,7 +3,6 @@ package provision
 import (
 	"context"
 	"testing"
-	"testing/synctest"
 
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/bmc"
 	corev1 "k8s.io/api/core/v1"
@@ -30,19 +29,16 @@ func (h *harness) machine(name string) bmc.Machine {
 // Rufio reaches the node's AMT at the node's address: the Machine a run
 // creates names it, with the BMC credentials' Secret and AMT's scheme.
 func TestRufioMachineAtNodeAddress(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		dev := attested(worker(1, "node-01"))
-		dev.BMC = "amt"
-		dev.DesiredAction = inventory.DesiredActionProvision
-		h := newHarness(t, nil, dev)
+	onClusters(t, func(t *testing.T, c cluster) {
+		h := rufioMachineHarness(t, c)
 		if pass := h.reconcile(); len(pass.Started) != 1 {
 			t.Fatalf("pass = %+v", pass)
 		}
 		m := h.machine("node-01")
-		if got, want := m.Spec.Connection.Host, dev.Address.Addr().String(); got != want {
-			t.Errorf("Machine host = %q, want the node's address %q", got, want)
+		if got := m.Spec.Connection.Host; got != "10.0.0.21" {
+			t.Errorf("Machine host = %q, want the node's address 10.0.0.21", got)
 		}
-		if got := m.Spec.Connection.AuthSecretRef; got != (corev1.SecretReference{Name: "bmc-auth", Namespace: "tinkerbell"}) {
+		if got := m.Spec.Connection.AuthSecretRef; got != (corev1.SecretReference{Name: "bmc-auth", Namespace: h.ns}) {
 			t.Errorf("Machine credentials = %+v", got)
 		}
 		if o := m.Spec.Connection.ProviderOptions; o == nil || o.IntelAMT == nil || o.IntelAMT.HostScheme != "http" {
@@ -55,34 +51,33 @@ func TestRufioMachineAtNodeAddress(t *testing.T) {
 // was made by hand) is pointed at the node's address before a run relies
 // on it; its credentials stay as they were.
 func TestRufioMachineHostCorrected(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		dev := attested(worker(1, "node-01"))
-		dev.BMC = "amt"
-		dev.DesiredAction = inventory.DesiredActionProvision
-		h := newHarness(t, nil, dev)
+	onClusters(t, func(t *testing.T, c cluster) {
+		h := rufioMachineHarness(t, c)
 		old := bmc.Machine{
-			ObjectMeta: metav1.ObjectMeta{Name: "node-01", Namespace: "tinkerbell"},
+			ObjectMeta: metav1.ObjectMeta{Name: "node-01", Namespace: h.ns},
 			Spec: bmc.MachineSpec{Connection: bmc.Connection{
 				Host:          "192.0.2.77",
-				AuthSecretRef: corev1.SecretReference{Name: "amt-node-01", Namespace: "tinkerbell"},
+				AuthSecretRef: corev1.SecretReference{Name: "amt-node-01", Namespace: h.ns},
 			}},
 		}
-		u, err := toUnstructured(&old, bmc.GroupVersion.WithKind("Machine"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := h.tink.Resource(MachineResource).Namespace("tinkerbell").Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		h.create(MachineResource, bmc.GroupVersion.WithKind("Machine"), &old, nil)
 		if pass := h.reconcile(); len(pass.Started) != 1 {
 			t.Fatalf("pass = %+v", pass)
 		}
 		m := h.machine("node-01")
-		if got, want := m.Spec.Connection.Host, dev.Address.Addr().String(); got != want {
-			t.Errorf("Machine host = %q, want the node's address %q", got, want)
+		if got := m.Spec.Connection.Host; got != "10.0.0.21" {
+			t.Errorf("Machine host = %q, want the node's address 10.0.0.21", got)
 		}
 		if got := m.Spec.Connection.AuthSecretRef.Name; got != "amt-node-01" {
 			t.Errorf("Machine credentials = %q, want the operator's kept", got)
 		}
 	})
+}
+
+// rufioMachineHarness is node-01 on c, with an AMT and desired_action set.
+func rufioMachineHarness(t *testing.T, c cluster) *harness {
+	dev := attested(worker(1, "node-01"))
+	dev.BMC = "amt"
+	dev.DesiredAction = inventory.DesiredActionProvision
+	return c.harness(t, nil, dev)
 }

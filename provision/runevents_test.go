@@ -130,7 +130,7 @@ func TestRunEndedOnce(t *testing.T) {
 func TestRunEndedBootJobFailed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var events []runEvent
-		h, _ := rufioFails(t)
+		h, _, _ := rufioFails(t, fakes)
 		h.cfg.RunStarted = func(k RunKind) { events = append(events, runEvent{kind: k, outcome: "started"}) }
 		h.cfg.RunEnded = func(k RunKind, outcome string, took time.Duration) {
 			events = append(events, runEvent{k, outcome, took})

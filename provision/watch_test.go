@@ -11,9 +11,10 @@ import (
 
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/bmc"
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/fleetkit/fleet/inventory"
@@ -73,43 +74,62 @@ func TestWatchSuccess(t *testing.T) {
 }
 
 // "The journal says a Workflow ended FAILED or ended TIMEOUT and names an
-// action": the line names the action and the HookOS address for journalctl.
-// A run that ended without success leaves no config to fetch and no token
-// to join with, but one whose reports stopped while install was current:
-// its node may boot the install and fetch its config yet.
+// action": the line names the action and the HookOS address for journalctl,
+// once, however many passes and restarts. A run that ended without success
+// leaves no config to fetch and no token to join with, but one whose
+// reports stopped while install was current: its node may boot the install
+// and fetch its config yet. Tinkerbell writes the status through the
+// status subresource, and the mark of the journaled end leaves it so.
 func TestWatchEndedFailedOrTimeout(t *testing.T) {
 	for _, tc := range []struct {
 		state  tinkerbell.WorkflowState
 		action string
-		line   string
 		kept   bool // the config and the token stay
 	}{
-		{tinkerbell.WorkflowStateFailed, "wipe-disk",
-			"Workflow provision-node-01-946684800 ended FAILED at action wipe-disk; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21", false},
-		{tinkerbell.WorkflowStateTimeout, "install",
-			"Workflow provision-node-01-946684800 ended TIMEOUT at action install; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21", true},
-		{tinkerbell.WorkflowStateTimeout, "wipe-disk",
-			"Workflow provision-node-01-946684800 ended TIMEOUT at action wipe-disk; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21", false},
+		{tinkerbell.WorkflowStateFailed, "wipe-disk", false},
+		{tinkerbell.WorkflowStateFailed, "install", false},
+		{tinkerbell.WorkflowStateTimeout, "install", true},
+		{tinkerbell.WorkflowStateTimeout, "wipe-disk", false},
 	} {
 		t.Run(string(tc.state)+" at "+tc.action, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				h := startWorker(t, nil)
-				h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+			onClusters(t, func(t *testing.T, c cluster) {
+				h, run, started := c.startWorker(t)
+				if c.apiserver() {
+					// On the real CRD, an update of the Workflow itself drops a status.
+					wf := h.workflow(run)
+					wf.Status.State = tinkerbell.WorkflowStateSuccess
+					if _, err := h.tinkAPI.Resource(WorkflowResource).Namespace(h.ns).Update(context.Background(),
+						unstructuredOf(t, &wf, tinkerbell.GroupVersion.WithKind("Workflow")), metav1.UpdateOptions{}); err != nil {
+						t.Fatal(err)
+					}
+					if pass := h.reconcile(); len(pass.Ended) != 0 {
+						t.Fatalf("ended %v on a status the server dropped", pass.Ended)
+					}
+				}
+				h.setStatus(run, func(s *tinkerbell.WorkflowStatus) {
 					s.State = tc.state
 					s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", tc.action: tc.state})
 					// Tinkerbell's own message says only this.
 					s.Conditions = []tinkerbell.WorkflowCondition{{Type: "ActionComplete", Status: "True", Message: "action completed"}}
 				})
+				if pass := h.reconcile(); !slices.Equal(pass.Ended, []string{run}) {
+					t.Errorf("ended %v", pass.Ended)
+				}
 				h.reconcile()
+				h.restart()
 				h.reconcile()
-				h.wantJournal(1, started1, journalLine{1, inventory.JournalWarning, tc.line})
+				h.wantJournal(1, started, journalLine{1, inventory.JournalWarning,
+					"Workflow " + run + " ended " + string(tc.state) + " at action " + tc.action + "; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21"})
 				if n := h.count(WorkflowResource); n != 1 {
 					t.Errorf("%d Workflows, want the ended one kept", n)
 				}
 				if got := h.nb.dev(1); got.Status != inventory.StatusPlanned || got.DesiredAction != "" {
 					t.Errorf("device changed: %+v", got)
 				}
-				h.wantKept(run1, tc.kept)
+				h.wantKept(run, tc.kept)
+				if got := h.workflow(run); got.Status.State != tc.state || got.Annotations[annReported] != string(tc.state) {
+					t.Errorf("Workflow after the end was journaled: state %s, annotations %v", got.Status.State, got.Annotations)
+				}
 			})
 		})
 	}
@@ -133,29 +153,33 @@ func (h *harness) wantKept(run string, kept bool) {
 // global timeout": fleetd deletes it, once the timeout passed and not
 // before.
 func TestWatchNeverReported(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := startWorker(t, nil)
-		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+	onClusters(t, func(t *testing.T, c cluster) {
+		h, run, started := c.startWorker(t)
+		const timeout = 6 * time.Second
+		h.setStatus(run, func(s *tinkerbell.WorkflowStatus) {
 			s.State = tinkerbell.WorkflowStatePending
-			s.GlobalTimeout = 3600
+			s.GlobalTimeout = int64(timeout / time.Second)
 			s.Tasks = actions(nil)
 		})
-		time.Sleep(59 * time.Minute)
+		if pass := h.reconcile(); len(pass.Deleted) != 0 {
+			t.Fatalf("deleted %v at once", pass.Deleted)
+		}
+		time.Sleep(time.Until(h.workflowCreated(run).Add(timeout - 2*time.Second)))
 		if pass := h.reconcile(); len(pass.Deleted) != 0 {
 			t.Fatalf("deleted %v before the global timeout", pass.Deleted)
 		}
-		time.Sleep(2 * time.Minute)
-		pass := h.reconcile()
-		if !slices.Equal(pass.Deleted, []string{run1}) {
+		time.Sleep(time.Until(h.workflowCreated(run).Add(timeout + time.Second)))
+		if pass := h.reconcile(); !slices.Equal(pass.Deleted, []string{run}) {
 			t.Fatalf("deleted %v", pass.Deleted)
 		}
-		if n := h.count(WorkflowResource); n != 0 {
-			t.Errorf("%d Workflows left", n)
+		_, err := h.tinkAPI.Resource(WorkflowResource).Namespace(h.ns).Get(context.Background(), run, metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("Get of the deleted Workflow: %v, want NotFound", err)
 		}
 		h.reconcile()
-		h.wantJournal(1, started1, journalLine{1, inventory.JournalWarning,
-			"Workflow provision-node-01-946684800 never reported its first action within its global timeout (1h0m0s); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision"})
-		h.wantKept(run1, false)
+		h.wantJournal(1, started, journalLine{1, inventory.JournalWarning,
+			"Workflow " + run + " never reported its first action within its global timeout (6s); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision"})
+		h.wantKept(run, false)
 	})
 }
 
@@ -351,72 +375,78 @@ func TestAdmitInFlightRun(t *testing.T) {
 // Rufio writes it: bmclib's errors one per line.
 const bmcUnreachable = "Failed to connect to BMC: failed to open connection to BMC: 1 error occurred:\n\t* dial tcp 10.0.0.21:16992: connect: no route to host\n\n"
 
-// rufioFails starts node-01's run from desired_action and has its Rufio job
-// fail at the BMC, and checks the line.
-func rufioFails(t *testing.T) (*harness, inventory.Device) {
+// rufioFails starts node-01's run from desired_action on c and has its
+// Rufio job fail at the BMC, and checks the line.
+func rufioFails(t *testing.T, c cluster) (*harness, inventory.Device, string) {
 	t.Helper()
-	h, dev := rufioJobFails(t, "task tinkerbell/netboot-"+run1+"-task-0 failed", bmcUnreachable)
+	h, dev, run := rufioJobFails(t, c, func(task string) string { return "task " + task + " failed" }, bmcUnreachable)
 	h.wantJournal(1,
-		journalLine{1, inventory.JournalInfo, "started Workflow provision-node-01-946684800; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"},
-		journalLine{1, inventory.JournalWarning, "the Rufio job netboot-provision-node-01-946684800 of Workflow provision-node-01-946684800 failed to power the machine: Failed to connect to BMC: failed to open connection to BMC: 1 error occurred: * dial tcp 10.0.0.21:16992: connect: no route to host; set AMT's address to 10.0.0.21, or power the machine on by hand"})
-	return h, dev
+		journalLine{1, inventory.JournalInfo, "started Workflow " + run + "; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"},
+		journalLine{1, inventory.JournalWarning, "the Rufio job netboot-" + run + " of Workflow " + run + " failed to power the machine: Failed to connect to BMC: failed to open connection to BMC: 1 error occurred: * dial tcp 10.0.0.21:16992: connect: no route to host; set AMT's address to 10.0.0.21, or power the machine on by hand"})
+	return h, dev, run
 }
 
-// rufioJobFails starts node-01's run from desired_action and has its Rufio
-// job fail with jobMsg, its Task with taskMsg ("": the Task did not fail).
-func rufioJobFails(t *testing.T, jobMsg, taskMsg string) (*harness, inventory.Device) {
+// rufioJobFails starts node-01's run from desired_action on c and has its
+// Rufio job fail with jobMsg(its Task's namespace/name), its Task with
+// taskMsg ("": the Task did not fail), each written through its status
+// subresource as Rufio does.
+func rufioJobFails(t *testing.T, c cluster, jobMsg func(task string) string, taskMsg string) (*harness, inventory.Device, string) {
 	t.Helper()
 	dev := attested(worker(1, "node-01"))
 	dev.DesiredAction = inventory.DesiredActionProvision
-	h := newHarness(t, nil, dev)
-	if pass := h.reconcile(); len(pass.Started) != 1 {
+	h := c.harness(t, nil, dev)
+	pass := h.reconcile()
+	if len(pass.Started) != 1 {
 		t.Fatalf("pass = %+v", pass)
 	}
+	run := pass.Started[0]
 	// As Rufio writes them: the Job names the Task that failed, the Task
 	// says why, bmclib's errors one per line.
-	off := bmc.PowerHardOff
+	on := bmc.PowerOn
 	job := bmc.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: "netboot-" + run1, Namespace: "tinkerbell"},
-		Spec:       bmc.JobSpec{MachineRef: bmc.MachineRef{Name: "node-01", Namespace: "tinkerbell"}, Tasks: []bmc.Action{{PowerAction: &off}}},
-		Status:     bmc.JobStatus{Conditions: []bmc.JobCondition{{Type: bmc.JobFailed, Status: bmc.ConditionTrue, Message: jobMsg}}},
+		ObjectMeta: metav1.ObjectMeta{Name: "netboot-" + run, Namespace: h.ns},
+		Spec:       bmc.JobSpec{MachineRef: bmc.MachineRef{Name: "node-01", Namespace: h.ns}, Tasks: []bmc.Action{{PowerAction: &on}}},
 	}
-	task := bmc.Task{ObjectMeta: metav1.ObjectMeta{Name: bmc.FormatTaskName(job, 0), Namespace: "tinkerbell"}}
+	h.create(JobResource, bmc.GroupVersion.WithKind("Job"), &job, nil)
+	task := bmc.Task{ObjectMeta: metav1.ObjectMeta{Name: bmc.FormatTaskName(job, 0), Namespace: h.ns},
+		Spec: bmc.TaskSpec{Task: job.Spec.Tasks[0], Connection: bmc.Connection{Host: "10.0.0.21", Port: 16992,
+			AuthSecretRef: corev1.SecretReference{Name: "amt-node-01", Namespace: h.ns}}}}
+	var failed func()
 	if taskMsg != "" {
-		task.Status.Conditions = []bmc.TaskCondition{{Type: bmc.TaskFailed, Status: bmc.ConditionTrue, Message: taskMsg}}
-	}
-	for _, o := range []struct {
-		gvr schema.GroupVersionResource
-		obj any
-		gvk string
-	}{{JobResource, &job, "Job"}, {TaskResource, &task, "Task"}} {
-		if _, err := h.tink.Resource(o.gvr).Namespace("tinkerbell").Create(context.Background(),
-			unstructuredOf(t, o.obj, bmc.GroupVersion.WithKind(o.gvk)), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
+		failed = func() {
+			task.Status.Conditions = []bmc.TaskCondition{{Type: bmc.TaskFailed, Status: bmc.ConditionTrue, Message: taskMsg}}
 		}
 	}
-	h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+	h.create(TaskResource, bmc.GroupVersion.WithKind("Task"), &task, failed)
+	job.Status.Conditions = []bmc.JobCondition{{Type: bmc.JobFailed, Status: bmc.ConditionTrue, Message: jobMsg(h.ns + "/" + task.Name)}}
+	if _, err := h.tinkAPI.Resource(JobResource).Namespace(h.ns).UpdateStatus(context.Background(),
+		unstructuredOf(t, &job, bmc.GroupVersion.WithKind("Job")), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.setStatus(run, func(s *tinkerbell.WorkflowStatus) {
 		s.State = tinkerbell.WorkflowStatePreparing
 		s.Conditions = []tinkerbell.WorkflowCondition{{Type: tinkerbell.BootJobFailed, Status: "True", Message: "job failed"}}
 	})
-	if pass := h.reconcile(); len(pass.Started) != 0 {
-		t.Errorf("started %v right after the Rufio job failed", pass.Started)
+	if pass := h.reconcile(); !slices.Equal(pass.Ended, []string{run}) || len(pass.Started) != 0 {
+		t.Errorf("pass right after the Rufio job failed = %+v", pass)
 	}
 	h.reconcile()
 	if got := h.nb.dev(1); got.DesiredAction != inventory.DesiredActionProvision {
 		t.Errorf("desired_action = %q, want provision again", got.DesiredAction)
 	}
-	return h, dev
+	return h, dev, run
 }
 
 // "The Workflow's Rufio job fails to power the machine": journaled with
 // the job's message and the address AMT must answer at; desired_action is
 // set again so that a machine powered on by hand gets a run.
 func TestRufioJobFailsPowerOnByHand(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h, dev := rufioFails(t)
-		time.Sleep(time.Minute)
+	onClusters(t, func(t *testing.T, c cluster) {
+		h, dev, run := rufioFails(t, c)
+		sleepPast(run)
+		since := time.Now()
 		d, err := h.p.Admit(context.Background(), claimOf(dev))
-		if err != nil || d.Outcome != Provision || d.Run != "provision-node-01-946684860" || d.Code != "SECRETCODE0002" {
+		if err != nil || d.Outcome != Provision || d.Run == run || !runNamed(d.Run, "provision-node-01-", since) || d.Code != "SECRETCODE0002" {
 			t.Fatalf("Admit = %+v, %v", d, err)
 		}
 		if got := h.nb.dev(1); got.DesiredAction != "" {
@@ -428,7 +458,7 @@ func TestRufioJobFailsPowerOnByHand(t *testing.T) {
 // The loop power-cycles the machine again only after PowerRetry.
 func TestRufioJobFailsRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h, _ := rufioFails(t)
+		h, _, _ := rufioFails(t, fakes)
 		time.Sleep(29 * time.Minute)
 		if pass := h.reconcile(); len(pass.Started) != 0 {
 			t.Errorf("started %v before PowerRetry", pass.Started)
@@ -449,7 +479,7 @@ func TestRufioJobFailsRetry(t *testing.T) {
 func TestRufioOwnJobFailureRetriedSooner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		own := "failed to create Task tinkerbell/netboot-" + run1 + "-task-0: tasks.bmc.tinkerbell.org \"netboot-" + run1 + "-task-0\" already exists"
-		h, _ := rufioJobFails(t, own, "")
+		h, _, _ := rufioJobFails(t, fakes, func(string) string { return own }, "")
 		h.wantJournal(1,
 			journalLine{1, inventory.JournalInfo, "started Workflow provision-node-01-946684800; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"},
 			journalLine{1, inventory.JournalWarning, "the Rufio job netboot-provision-node-01-946684800 of Workflow provision-node-01-946684800 failed on Rufio's side, no BMC task failed: " + own + "; fleetd starts a new run 1m0s after this one started"})
@@ -463,26 +493,46 @@ func TestRufioOwnJobFailureRetriedSooner(t *testing.T) {
 	})
 }
 
-// Retirement: "A retirement that ended this way is a danger line", and the
-// device stays decommissioning.
-func TestRetirementEndsDanger(t *testing.T) {
-	for _, state := range []tinkerbell.WorkflowState{tinkerbell.WorkflowStateFailed, tinkerbell.WorkflowStateTimeout} {
+// A retirement's Workflow boots the machine through Rufio (boot mode
+// netboot), with no bootstrap token. "A retirement that ended this way is
+// a danger line", and the device stays decommissioning; one that ends
+// SUCCESS is a success line.
+func TestRetirementEnds(t *testing.T) {
+	for _, state := range []tinkerbell.WorkflowState{tinkerbell.WorkflowStateFailed, tinkerbell.WorkflowStateTimeout, tinkerbell.WorkflowStateSuccess} {
 		t.Run(string(state), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
+			onClusters(t, func(t *testing.T, c cluster) {
 				dev := attested(worker(1, "node-01"))
 				dev.Status = inventory.StatusDecommissioning
-				h := newHarness(t, nil, dev)
-				h.reconcile()
-				const run = "retire-node-01-946684800"
+				h := c.harness(t, nil, dev)
+				since := time.Now()
+				pass := h.reconcile()
+				if len(pass.Started) != 1 || !runNamed(pass.Started[0], "retire-node-01-", since) {
+					t.Fatalf("pass = %+v", pass)
+				}
+				run := pass.Started[0]
+				wf := h.workflow(run)
+				if wf.Spec.TemplateRef != "fleet-retire" || wf.Spec.BootOptions.BootMode != tinkerbell.BootModeNetboot || wf.Labels[LabelRunKind] != string(RunRetire) {
+					t.Errorf("Workflow spec %+v, labels %v", wf.Spec, wf.Labels)
+				}
+				if n := len(h.secrets()); n != 0 {
+					t.Errorf("%d bootstrap tokens for a retirement, want none", n)
+				}
 				h.setStatus(run, func(s *tinkerbell.WorkflowStatus) {
 					s.State = state
-					s.Tasks = []tinkerbell.Task{{Actions: []tinkerbell.Action{{Name: "wipe-disk", State: state}}}}
+					s.Tasks = []tinkerbell.Task{{Name: "retire", Actions: []tinkerbell.Action{{Name: "wipe-disk", State: state}}}}
 				})
 				h.reconcile()
 				h.reconcile()
+				ended := journalLine{1, inventory.JournalSuccess, "Workflow " + run + " ended SUCCESS: the install disk is wiped"}
+				if state != tinkerbell.WorkflowStateSuccess {
+					ended = journalLine{1, inventory.JournalDanger, "Workflow " + run + " ended " + string(state) + " at action wipe-disk; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21; the disk may not be wiped, so the node may still hold its data and its identity, and the device stays decommissioning"}
+				}
 				h.wantJournal(1,
-					journalLine{1, inventory.JournalInfo, "started Workflow retire-node-01-946684800; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code, and the run wipes its install disk"},
-					journalLine{1, inventory.JournalDanger, "Workflow retire-node-01-946684800 ended " + string(state) + " at action wipe-disk; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21; the disk may not be wiped, so the node may still hold its data and its identity, and the device stays decommissioning"})
+					journalLine{1, inventory.JournalInfo, "started Workflow " + run + "; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code, and the run wipes its install disk"},
+					ended)
+				if state == tinkerbell.WorkflowStateSuccess {
+					return
+				}
 				if got := h.nb.dev(1); got.Status != inventory.StatusDecommissioning {
 					t.Errorf("status = %s, want decommissioning", got.Status)
 				}
@@ -490,9 +540,10 @@ func TestRetirementEndsDanger(t *testing.T) {
 				if pass := h.reconcile(); len(pass.Started) != 0 {
 					t.Errorf("started %v", pass.Started)
 				}
-				time.Sleep(time.Minute)
+				sleepPast(run)
 				h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
-				if pass := h.reconcile(); !slices.Equal(pass.Started, []string{"retire-node-01-946684860"}) {
+				since = time.Now()
+				if pass := h.reconcile(); len(pass.Started) != 1 || !runNamed(pass.Started[0], "retire-node-01-", since) {
 					t.Errorf("started %v", pass.Started)
 				}
 			})
@@ -500,33 +551,28 @@ func TestRetirementEndsDanger(t *testing.T) {
 	}
 }
 
-func TestRetirementSuccess(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		dev := attested(worker(1, "node-01"))
-		dev.Status = inventory.StatusDecommissioning
-		h := newHarness(t, nil, dev)
-		h.reconcile()
-		h.setStatus("retire-node-01-946684800", func(s *tinkerbell.WorkflowStatus) { s.State = tinkerbell.WorkflowStateSuccess })
-		h.reconcile()
-		lines := h.nb.lines()
-		if last := lines[len(lines)-1]; last != (journalLine{1, inventory.JournalSuccess, "Workflow retire-node-01-946684800 ended SUCCESS: the install disk is wiped"}) {
-			t.Errorf("last line = %+v", last)
-		}
-	})
-}
-
-// A fleetd restart mid-run: the new process picks the run up from the
-// cluster, journals its end once, and deletes a stalled run on time.
+// A fleetd restart mid-run: a new Provisioner over the same cluster picks
+// the runs up from it, journals an end once, and deletes a run that never
+// reported on time: past the 2 h default on the fakes, past 3 s on the
+// apiserver.
 func TestRestartResumesWatching(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		devA := worker(1, "node-01")
-		devB := worker(2, "node-02")
-		h := newHarness(t, nil, devA, devB)
-		for _, d := range []inventory.Device{devA, devB} {
-			if _, err := h.p.Admit(context.Background(), claimOf(d)); err != nil {
-				t.Fatal(err)
-			}
+	onClusters(t, func(t *testing.T, c cluster) {
+		devA, devB := worker(1, "node-01"), worker(2, "node-02")
+		timeout, edit := 2*time.Hour, func(*Cluster, *Config) {}
+		if c.apiserver() {
+			timeout, edit = 3*time.Second, func(_ *Cluster, cfg *Config) { cfg.GlobalTimeout = 3 * time.Second }
 		}
+		h := c.harness(t, edit, devA, devB)
+		var runs []string
+		for _, d := range []inventory.Device{devA, devB} {
+			since := time.Now()
+			got, err := h.p.Admit(context.Background(), claimOf(d))
+			if err != nil || !runNamed(got.Run, "provision-"+d.Name+"-", since) {
+				t.Fatalf("Admit = %+v, %v", got, err)
+			}
+			runs = append(runs, got.Run)
+		}
+		run1, run2 := runs[0], runs[1]
 		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
 			s.State = tinkerbell.WorkflowStateRunning
 			s.CurrentState = &tinkerbell.CurrentState{ActionName: "install"}
@@ -538,15 +584,17 @@ func TestRestartResumesWatching(t *testing.T) {
 			s.State = tinkerbell.WorkflowStateFailed
 			s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "FAILED"})
 		})
-		time.Sleep(3 * time.Hour) // node-02's run never reported: past the 2 h default
+		time.Sleep(time.Until(h.workflowCreated(run2).Add(timeout + time.Second))) // node-02's run never reported
 		pass := h.reconcile()
-		if !slices.Equal(pass.Ended, []string{run1}) || !slices.Equal(pass.Deleted, []string{"provision-node-02-946684800"}) {
+		if !slices.Equal(pass.Ended, []string{run1}) || !slices.Equal(pass.Deleted, []string{run2}) {
 			t.Errorf("pass after restart = %+v", pass)
 		}
 		h.restart()
-		h.reconcile()
-		h.wantJournal(1, started1, journalLine{1, inventory.JournalWarning,
-			"Workflow provision-node-01-946684800 ended FAILED at action install; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21"})
+		if pass := h.reconcile(); pass.Runs != 1 || len(pass.Ended)+len(pass.Deleted)+len(pass.Started) != 0 {
+			t.Errorf("pass after a second restart = %+v", pass)
+		}
+		h.wantJournal(1, journalLine{1, inventory.JournalInfo, "started Workflow " + run1 + "; the machine attested from HookOS at 10.0.0.21"},
+			journalLine{1, inventory.JournalWarning, "Workflow " + run1 + " ended FAILED at action install; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21"})
 		if n := len(h.nb.lines()); n != 4 {
 			t.Errorf("%d journal lines, want 4: %+v", n, h.nb.lines())
 		}
