@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/fleetkit/fleet/internal/testenv"
 )
 
 // A fetch that comes while another fetch of its code is being answered
@@ -19,7 +21,7 @@ func TestFetchWaitsForTheAnswerInFlight(t *testing.T) {
 	code, _, orig := h.put(4096, node01, run01)
 	first := make(chan reply, 1)
 	go func() { first <- h.get(h.client(), code) }()
-	waitUntil(t, "the first fetch asks the gate", func() bool { return h.gate.callCount() == 1 })
+	testenv.WaitFor(t, 10*time.Second, "the first fetch asks the gate", func() bool { return h.gate.callCount() == 1 })
 	second := make(chan reply, 1)
 	go func() { second <- h.get(h.client(), code) }()
 	select {
@@ -46,7 +48,7 @@ func TestFetchWaitsAndGetsTheUnacknowledgedConfig(t *testing.T) {
 	code, _, orig := h.put(1<<20, node01, run01)
 	c, _ := h.rawConn(16 << 10)
 	sendGet(t, c, code) // never read: the answer cannot arrive whole
-	waitUntil(t, "the stuck answer asks the gate", func() bool { return h.gate.callCount() == 1 })
+	testenv.WaitFor(t, 10*time.Second, "the stuck answer asks the gate", func() bool { return h.gate.callCount() == 1 })
 	got := h.get(h.client(), code)
 	if got.status != http.StatusOK || !bytes.Equal(got.body, orig) {
 		t.Errorf("the fetch that waited: %d with %d bytes, want 200 and the config", got.status, len(got.body))
@@ -67,7 +69,7 @@ func TestFetchWaitRunsOut(t *testing.T) {
 	code, _, orig := h.put(4096, node01, run01)
 	first := make(chan reply, 1)
 	go func() { first <- h.get(h.client(), code) }()
-	waitUntil(t, "the first fetch asks the gate", func() bool { return h.gate.callCount() == 1 })
+	testenv.WaitFor(t, 10*time.Second, "the first fetch asks the gate", func() bool { return h.gate.callCount() == 1 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.url(code), nil)
@@ -120,16 +122,6 @@ func TestServedOnceThenGoneAtEveryReplica(t *testing.T) {
 		}
 		if want := []int{200, 410, 410}; fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("sequence %d (first try at replica %d): statuses %v, want %v", i, i%len(ring), got, want)
-		}
-	}
-}
-
-// waitUntil polls cond every 5 ms, failing t after 10 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10 s", what)
 		}
 	}
 }

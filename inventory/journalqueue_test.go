@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetkit/fleet/internal/testenv"
 	"github.com/fleetkit/fleet/inventory/netboxtest"
 )
 
@@ -41,17 +42,6 @@ func statusOf(t *testing.T, nb *NetBox, id int64) Status {
 		t.Fatal(err)
 	}
 	return d.Status
-}
-
-// waitFor polls cond every 10 ms for up to 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(end) {
-			t.Fatalf("no %s within 10 s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // Lines queued together go to NetBox in bulk creates of Batch, in their
@@ -195,7 +185,7 @@ func TestJournalQueueStatusLane(t *testing.T) {
 		t.Errorf("the status lane holds %d statuses for 2 devices", held)
 	}
 	srv.Inject(netboxtest.Fault{Kind: netboxtest.Healthy})
-	waitFor(t, "both devices active", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "both devices active", func() bool {
 		return statusOf(t, nb, a.ID) == StatusActive && statusOf(t, nb, b.ID) == StatusActive
 	})
 	close(release)
@@ -277,7 +267,7 @@ func TestJournalQueueWaitsOutAnOutage(t *testing.T) {
 	})
 	// Far more tries than a bounded retry would allow.
 	srv.ResetRequests()
-	waitFor(t, "50 tries", func() bool { return srv.RequestCount() >= 50 })
+	testenv.WaitFor(t, 10*time.Second, "50 tries", func() bool { return srv.RequestCount() >= 50 })
 	srv.Inject(netboxtest.Fault{})
 	if err := q.Flush(t.Context()); err != nil {
 		t.Fatal(err)

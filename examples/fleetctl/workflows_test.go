@@ -14,6 +14,7 @@ import (
 
 	"github.com/fleetkit/fleet/internal/kubetest"
 	"github.com/fleetkit/fleet/internal/syncbuf"
+	"github.com/fleetkit/fleet/internal/testenv"
 	"github.com/fleetkit/fleet/inventory"
 )
 
@@ -93,12 +94,8 @@ func TestStatusWatch(t *testing.T) {
 	}()
 	waitFor := func(what string) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for !strings.Contains(stdout.String(), what) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the watch never printed %q:\n%s%s", what, stdout.String(), stderr.String())
-			}
-			time.Sleep(20 * time.Millisecond)
+		if err := testenv.Until(t.Context(), 20*time.Second, func() bool { return strings.Contains(stdout.String(), what) }); err != nil {
+			t.Fatalf("the watch never printed %q (%v):\n%s%s", what, err, stdout.String(), stderr.String())
 		}
 	}
 	waitFor("w-06 ")

@@ -361,7 +361,7 @@ func (c *fwCase) check(t *testing.T, f *fleet, r bootResult) {
 	}
 
 	var journal []string
-	if err := eventually(t.Context(), 30*time.Second, func() bool {
+	if err := testenv.Until(t.Context(), 30*time.Second, func() bool {
 		journal = f.journal(t, c.node)
 		return slices.ContainsFunc(journal, func(l string) bool { return strings.HasPrefix(l, c.journal) })
 	}); err != nil {
@@ -533,7 +533,7 @@ func (c *fwCase) checkRun(t *testing.T, f *fleet, tink dynamic.Interface, r boot
 	if st := f.fetchConfig(ctx, t, code); st != http.StatusGone {
 		t.Errorf("a second fetch of the config with META's code: %d, want 410", st)
 	}
-	if err := eventually(ctx, time.Minute, func() bool { return f.device(t, c.node).Status == inventory.StatusActive }); err != nil {
+	if err := testenv.Until(ctx, time.Minute, func() bool { return f.device(t, c.node).Status == inventory.StatusActive }); err != nil {
 		t.Errorf("NetBox holds %s %s, want active", c.node, f.device(t, c.node).Status)
 	}
 	wantJournal := []string{
@@ -542,7 +542,7 @@ func (c *fwCase) checkRun(t *testing.T, f *fleet, tink dynamic.Interface, r boot
 		"warning: the node asked again for the Talos config fleetd served it",
 	}
 	var journal []string
-	if err := eventually(ctx, time.Minute, func() bool {
+	if err := testenv.Until(ctx, time.Minute, func() bool {
 		journal = f.journal(t, c.node)
 		for _, w := range wantJournal {
 			if !slices.ContainsFunc(journal, func(l string) bool { return strings.HasPrefix(l, w) }) {

@@ -2,7 +2,6 @@ package firmware
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -304,20 +303,6 @@ func (f *fleet) audit(msg, serial string) []map[string]any {
 		}
 	}
 	return out
-}
-
-// eventually polls cond every 100 ms until it holds, or limit passes.
-func eventually(ctx context.Context, limit time.Duration, cond func() bool) error {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return nil
 }
 
 // freePort returns a port free on addr.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/internal/imagetest"
+	"github.com/fleetkit/fleet/internal/testenv"
 	"github.com/fleetkit/fleet/inventory"
 )
 
@@ -290,7 +291,7 @@ func neverReported(t *testing.T, s shared) {
 	w.attest(ctx)
 	wf := w.workflow(ctx)
 	w.wantJournal("warning: Workflow " + wf.Name + " never reported its first action within its global timeout (10s); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision")
-	if err := eventually(ctx, time.Minute, func() bool { return len(workflows(ctx, t, w.tink, w.f.ns)) == 0 }); err != nil {
+	if err := testenv.Until(ctx, time.Minute, func() bool { return len(workflows(ctx, t, w.tink, w.f.ns)) == 0 }); err != nil {
 		t.Errorf("Workflow %s is not deleted", wf.Name)
 	}
 
@@ -421,7 +422,7 @@ func passedGlobalTimeout(t *testing.T, s shared) {
 	if status, _ := w.fetch(ctx, w.installed().Meta[uint8(meta.DownloadURLCode)]); status != http.StatusOK {
 		t.Fatalf("the installed Talos's fetch: %d, want 200", status)
 	}
-	if err := eventually(ctx, time.Minute, func() bool { return w.f.device(node).Status == inventory.StatusActive }); err != nil {
+	if err := testenv.Until(ctx, time.Minute, func() bool { return w.f.device(node).Status == inventory.StatusActive }); err != nil {
 		t.Fatalf("NetBox holds %s %s, want active", node, w.f.device(node).Status)
 	}
 	line := "info: Workflow " + wf.Name + " passed its global timeout while next-boot was current; the node is active, so it has its config, and nothing else is done"
@@ -432,7 +433,7 @@ func passedGlobalTimeout(t *testing.T, s shared) {
 	// Workflow, which may come later on a loaded machine.
 	var end tinkerbell.Workflow
 	var err error
-	_ = eventually(ctx, 2*time.Minute, func() bool {
+	_ = testenv.Until(ctx, 2*time.Minute, func() bool {
 		end, err = getWorkflow(ctx, w.tink, w.f.ns, wf.Name)
 		return err != nil || end.Status.State == tinkerbell.WorkflowStateTimeout || end.Status.GlobalExecutionStop == nil
 	})
@@ -513,7 +514,7 @@ func refusedWipeLike(t *testing.T, w *world, change func(), what string, match f
 func (w *world) waitPartial(ctx context.Context) {
 	w.t.Helper()
 	w.waitCurrent(ctx, "install", tinkerbell.WorkflowStateRunning)
-	if err := eventually(ctx, stall, w.partial); err != nil {
+	if err := testenv.Until(ctx, stall, w.partial); err != nil {
 		w.t.Fatalf("the installer wrote no partition table to the install disk within %v", stall)
 	}
 }
@@ -539,7 +540,7 @@ func (w *world) setApproved(ctx context.Context, b attest.Binding) {
 func (w *world) wantMetric(series string, window float64) {
 	w.t.Helper()
 	var v float64
-	err := eventually(w.t.Context(), time.Minute, func() bool {
+	err := testenv.Until(w.t.Context(), time.Minute, func() bool {
 		for l := range strings.Lines(w.f.scrape()) {
 			if rest, ok := strings.CutPrefix(l, series+" "); ok {
 				var err error

@@ -1,7 +1,6 @@
 package wholemachine
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,6 +24,7 @@ import (
 	"github.com/fleetkit/fleet/internal/kubetest"
 	"github.com/fleetkit/fleet/internal/syncbuf"
 	"github.com/fleetkit/fleet/internal/testcert"
+	"github.com/fleetkit/fleet/internal/testenv"
 	"github.com/fleetkit/fleet/inventory"
 	"github.com/fleetkit/fleet/inventory/netboxtest"
 )
@@ -352,7 +352,7 @@ func (f *fleet) journal(name string) []string {
 func (f *fleet) waitJournal(name, text string, limit time.Duration) []string {
 	f.t.Helper()
 	var lines []string
-	err := eventually(f.t.Context(), limit, func() bool {
+	err := testenv.Until(f.t.Context(), limit, func() bool {
 		lines = f.journal(name)
 		for _, l := range lines {
 			if strings.Contains(l, text) {
@@ -365,18 +365,4 @@ func (f *fleet) waitJournal(name, text string, limit time.Duration) []string {
 		f.t.Fatalf("the journal of %s says no %q within %v:\n%s", name, text, limit, strings.Join(lines, "\n"))
 	}
 	return lines
-}
-
-// eventually polls cond every 100 ms until it holds, or limit passes.
-func eventually(ctx context.Context, limit time.Duration, cond func() bool) error {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return nil
 }

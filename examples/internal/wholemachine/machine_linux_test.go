@@ -220,7 +220,7 @@ func (m *machine) newTPM(name string) string {
 		t.Fatalf("start swtpm: %v", err)
 	}
 	testenv.StopAtCleanup(t, "swtpm", cmd, &out)
-	if err := eventually(t.Context(), 10*time.Second, func() bool {
+	if err := testenv.Until(t.Context(), 10*time.Second, func() bool {
 		fi, err := os.Stat(sock)
 		return err == nil && fi.Mode()&os.ModeSocket != 0
 	}); err != nil {

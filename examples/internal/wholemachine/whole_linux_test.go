@@ -193,7 +193,7 @@ func provisionANode(t *testing.T, s shared) {
 	if !strings.Contains(body, w.m.addr) || !strings.Contains(body, w.m.cfg.diskSerial) {
 		t.Errorf("the config does not set the node's address %s and install disk serial %s", w.m.addr, w.m.cfg.diskSerial)
 	}
-	if err := eventually(ctx, time.Minute, func() bool { return w.f.device(node).Status == inventory.StatusActive }); err != nil {
+	if err := testenv.Until(ctx, time.Minute, func() bool { return w.f.device(node).Status == inventory.StatusActive }); err != nil {
 		t.Errorf("NetBox holds %s %s, want active", node, w.f.device(node).Status)
 	}
 	t.Logf("the whole machine: from its parts' start to its node active, %v", time.Since(t0).Round(10*time.Millisecond))

@@ -337,7 +337,7 @@ func (w *world) setGlobalTimeout(ctx context.Context, seconds int) {
 		u   *unstructured.Unstructured
 		err error
 	)
-	if eventually(ctx, time.Minute, func() bool {
+	if testenv.Until(ctx, time.Minute, func() bool {
 		u, err = c.Get(ctx, "fleet-provision", metav1.GetOptions{})
 		return err == nil
 	}) != nil {
