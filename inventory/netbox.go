@@ -162,6 +162,7 @@ type NetBox struct {
 	portPrefix, portSuffix string // PortName around its %d
 
 	// Concurrent calls of these share requests (see batcher).
+	serials  *batcher[string, *nbDevice]
 	ifaces   *batcher[int64, *nbInterface]
 	macs     *batcher[macRecord, *nbInterface]
 	journals *batcher[JournalEntry, struct{}]
@@ -241,6 +242,7 @@ func NewNetBox(baseURL, token string, cfg *NetBoxConfig) (*NetBox, error) {
 	api.AddDefaultHeader("Authorization", "Token "+token)
 	api.AddDefaultHeader("Accept-Language", "en-US")
 	nb.api = netbox.NewAPIClient(api)
+	nb.serials = newBatcher(serialBatch, nb.readSerials)
 	nb.ifaces = newBatcher(ifaceBatch, nb.readIfaces)
 	nb.macs = newBatcher(c.BulkSize, nb.recordMACs)
 	nb.journals = newBatcher(c.BulkSize, nb.journalBatch)

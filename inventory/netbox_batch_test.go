@@ -327,3 +327,68 @@ func TestDeviceBindingAndUpdate(t *testing.T) {
 		t.Errorf("an empty Update: %v, %d requests", err, srv.RequestCount())
 	}
 }
+
+// TestDeviceBySerialBatched: 40 machines' devices read by serial at once
+// cost at most two list requests (the first call may go alone), and each
+// caller gets its own device; in a batch, a serial no device has, one that
+// differs from a device's only in case, and one two devices hold each get
+// the error they get alone, and the other callers their devices.
+func TestDeviceBySerialBatched(t *testing.T) {
+	const n = 40
+	srv, nb, devs := generatedFleet(t, n)
+	// Every request answers late, so the calls that come while the first
+	// is sent all wait for it.
+	srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: 100 * time.Millisecond})
+	srv.ResetRequests()
+	got := make([]Device, n)
+	errs := make([]error, n)
+	concurrently(n, func(i int) { got[i], _, errs[i] = nb.DeviceBinding(t.Context(), devs[i].Serial) })
+	srv.Inject(netboxtest.Fault{})
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("%s: %v", devs[i].Name, err)
+		}
+		want := devs[i]
+		want.MAC, want.SwitchPort = nil, 0
+		if diff := cmp.Diff(want, got[i], deviceCmp); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", devs[i].Name, diff)
+		}
+	}
+	if reads := requestsBy(srv)["GET /api/dcim/devices/"]; reads < 1 || reads > 2 {
+		t.Errorf("reading %d devices by serial at once took %d device reads, want at most 2: %v", n, reads, requestsBy(srv))
+	}
+
+	// w-01 takes w-02's serial; another serial no device has, and one
+	// that differs from w-03's in case.
+	if err := srv.Update(userAlice, "/api/dcim/devices/", map[string]any{"id": devs[1].ID, "serial": devs[2].Serial}); err != nil {
+		t.Fatal(err)
+	}
+	serials := []string{devs[2].Serial, "NO-SUCH-SERIAL", strings.ToLower(devs[3].Serial), devs[4].Serial, devs[5].Serial}
+	srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: 100 * time.Millisecond})
+	srv.ResetRequests()
+	answers := make([]Device, len(serials))
+	errs = make([]error, len(serials))
+	concurrently(len(serials), func(i int) { answers[i], errs[i] = nb.DeviceBySerial(t.Context(), serials[i]) })
+	srv.Inject(netboxtest.Fault{})
+	if reads := requestsBy(srv)["GET /api/dcim/devices/"]; reads > 2 {
+		t.Errorf("%d device reads for %d serials at once, want at most 2", reads, len(serials))
+	}
+	for i, serial := range serials {
+		alone, aloneErr := nb.DeviceBySerial(t.Context(), serial)
+		if fmt.Sprint(errs[i]) != fmt.Sprint(aloneErr) || cmp.Diff(alone, answers[i], deviceCmp) != "" {
+			t.Errorf("serial %q in a batch: %+v, %v; alone: %+v, %v", serial, answers[i], errs[i], alone, aloneErr)
+		}
+	}
+	var dup *DuplicateSerialError
+	if !errors.As(errs[0], &dup) || len(dup.Devices) != 2 {
+		t.Errorf("serial two devices hold: %v, want a *DuplicateSerialError naming both", errs[0])
+	}
+	for _, i := range []int{1, 2} {
+		if !errors.Is(errs[i], ErrNotFound) {
+			t.Errorf("serial %q: %v, want ErrNotFound", serials[i], errs[i])
+		}
+	}
+	if errs[3] != nil || answers[3].ID != devs[4].ID || errs[4] != nil || answers[4].ID != devs[5].ID {
+		t.Errorf("the other callers: %v %v, %v %v", answers[3].Name, errs[3], answers[4].Name, errs[4])
+	}
+}

@@ -37,6 +37,8 @@ type Binding struct {
 // than PageSize changes of the device came after its binding was last
 // written, when the changelog is read on until the binding's writes are
 // found (an empty binding never written is read to the changelog's end).
+// Concurrent calls share the device list: their serials go in one request
+// (?serial=A&serial=B...), as many as come while another is sent.
 // No such device is ErrNotFound; more than one is a *DuplicateSerialError
 // (errors.Is finds ErrDuplicateSerial) naming them all, and no changelog
 // is read.

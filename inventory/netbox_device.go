@@ -20,7 +20,9 @@ import (
 
 // DeviceBySerial returns fleet's device (of role Role) whose serial is
 // serial, exactly (a serial in another case is another machine's), with its
-// interface's MAC and switch port: two requests. No such device is
+// interface's MAC and switch port: two requests, each of which concurrent
+// calls share (a list of their serials, a list of their interfaces). No
+// such device is
 // ErrNotFound; more than one is a *DuplicateSerialError (errors.Is finds
 // ErrDuplicateSerial) naming them all.
 func (nb *NetBox) DeviceBySerial(ctx context.Context, serial string) (Device, error) {
@@ -38,30 +40,82 @@ func (nb *NetBox) DeviceBySerial(ctx context.Context, serial string) (Device, er
 	return nb.view(d, i), nil
 }
 
-// deviceBySerial finds the device whose serial is exactly serial. NetBox's
-// serial filter ignores case; a serial differing in case is another
-// machine's, so the answer is filtered again. More than one device with the
-// serial is a *DuplicateSerialError naming them all.
+// deviceBySerial finds the device whose serial is exactly serial: one
+// request, which concurrent calls share (readSerials). NetBox's serial
+// filter ignores case; a serial differing in case is another machine's, so
+// the answer is filtered again. More than one device with the serial is a
+// *DuplicateSerialError naming them all.
 func (nb *NetBox) deviceBySerial(ctx context.Context, serial string) (*nbDevice, error) {
+	return nb.serials.do(ctx, serial)
+}
+
+// serialBatch bounds the serials of one device read, and so its URL.
+const serialBatch = 100
+
+// readSerials reads the devices of serials in one list request
+// (?serial=A&serial=B...), and answers each serial as readSerial would
+// alone. An empty serial, which NetBox's filter would ignore, is read
+// alone.
+func (nb *NetBox) readSerials(ctx context.Context, serials []string) ([]*nbDevice, []error) {
+	if len(serials) == 1 || slices.Contains(serials, "") {
+		return each(ctx, serials, nb.readSerial)
+	}
+	q := url.Values{"role": {nb.cfg.Role}}
+	asked := make(map[string]bool, len(serials))
+	for _, s := range serials {
+		if !asked[s] {
+			asked[s] = true
+			q.Add("serial", s)
+		}
+	}
+	got, err := list[nbDevice](ctx, nb, "/api/dcim/devices/", q)
+	outs, errs := make([]*nbDevice, len(serials)), make([]error, len(serials))
+	if err != nil {
+		for i, s := range serials {
+			errs[i] = nb.serialError(s, err)
+		}
+		return outs, errs
+	}
+	for i, s := range serials {
+		outs[i], errs[i] = nb.oneSerial(s, got)
+	}
+	return outs, errs
+}
+
+// readSerial reads the device of one serial: one request.
+func (nb *NetBox) readSerial(ctx context.Context, serial string) (*nbDevice, error) {
 	q := url.Values{"serial": {serial}, "role": {nb.cfg.Role}}
 	var p page[nbDevice]
 	if err := nb.do(ctx, http.MethodGet, "/api/dcim/devices/", q, nil, &p); err != nil {
-		if unknownChoice(err, "role") {
-			return nil, fmt.Errorf("netbox: no device has serial %q: NetBox has no role %s: %w", serial, nb.cfg.Role, ErrNotFound)
-		}
-		return nil, err
+		return nil, nb.serialError(serial, err)
 	}
+	return nb.oneSerial(serial, p.Results)
+}
+
+// serialError is the error of a read of serial's device that NetBox
+// refused or did not answer.
+func (nb *NetBox) serialError(serial string, err error) error {
+	if unknownChoice(err, "role") {
+		return fmt.Errorf("netbox: no device has serial %q: NetBox has no role %s: %w", serial, nb.cfg.Role, ErrNotFound)
+	}
+	return err
+}
+
+// oneSerial picks, from the devices NetBox listed, the one whose serial is
+// exactly serial: a copy of its own for each caller.
+func (nb *NetBox) oneSerial(serial string, listed []nbDevice) (*nbDevice, error) {
 	var found []*nbDevice
-	for i := range p.Results {
-		if p.Results[i].Serial == serial {
-			found = append(found, &p.Results[i])
+	for i := range listed {
+		if listed[i].Serial == serial {
+			found = append(found, &listed[i])
 		}
 	}
 	switch len(found) {
 	case 0:
 		return nil, fmt.Errorf("netbox: no device of role %s has serial %q: %w", nb.cfg.Role, serial, ErrNotFound)
 	case 1:
-		return found[0], nil
+		d := *found[0]
+		return &d, nil
 	}
 	e := &DuplicateSerialError{Serial: serial, Devices: make([]DeviceRef, len(found))}
 	for i, d := range found {

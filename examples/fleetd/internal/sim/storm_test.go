@@ -210,11 +210,11 @@ func stormAll(f *testFleet) (lat []time.Duration, failed []string) {
 
 // TestFleetdStorm runs a small storm through the whole fleetd: every
 // machine gets its code, and costs at most 4 NetBox requests, its journal
-// line included: the device by serial and its changelog (the binding), the
-// interface read and, on first sight, the MAC object and primary MAC
-// (shared with the machines admitted at the same time), the one write of
-// the attestation with last_run, and its share of a bulk create of
-// journal lines.
+// line included: its changelog (the binding), and its shares of the
+// device reads by serial, the interface reads and, on first sight, of the
+// MAC objects and primary MACs (with the machines proven at the same
+// time), the one write of the attestation with last_run (alone or in
+// bulk), and its share of a bulk create of journal lines.
 func TestFleetdStorm(t *testing.T) {
 	const n = 20
 	f := stormFleet(t, n)
