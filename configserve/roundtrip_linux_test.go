@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -29,7 +28,7 @@ import (
 // kernels, where loopback has next to none. (tc's netem is not always
 // there; a TUN device on each side is.)
 type delayLink struct {
-	serverNS, clientNS string // paths under /var/run/netns
+	serverNS, clientNS string // names under /run/netns
 	serverIP           string
 }
 
@@ -65,7 +64,7 @@ func newDelayLink(t testing.TB, oneWay time.Duration) *delayLink {
 	} {
 		run("netns", "add", side.name)
 		t.Cleanup(func() { exec.Command(ip, "netns", "del", side.name).Run() })
-		*side.ns = "/var/run/netns/" + side.name
+		*side.ns = side.name
 		run("-n", side.name, "link", "set", "lo", "up")
 		run("-n", side.name, "tuntap", "add", "dev", linkDev, "mode", "tun")
 		// A large MTU, so that an answer leaves in one segment and its
@@ -73,7 +72,7 @@ func newDelayLink(t testing.TB, oneWay time.Duration) *delayLink {
 		run("-n", side.name, "link", "set", linkDev, "mtu", "65000", "up")
 		run("-n", side.name, "addr", "add", side.addr, "peer", side.to, "dev", linkDev)
 		var f *os.File
-		if err := inNetns(*side.ns, func() error {
+		if err := testenv.InNetns(*side.ns, func() error {
 			var err error
 			f, err = openTUN(linkDev)
 			return err
@@ -92,27 +91,6 @@ func newDelayLink(t testing.TB, oneWay time.Duration) *delayLink {
 		wg.Wait()
 	})
 	return l
-}
-
-// inNetns runs fn on a thread in the network namespace at path. The thread
-// ends with fn, so no other goroutine runs in the namespace.
-func inNetns(path string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with this goroutine
-		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer unix.Close(fd)
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns %s: %w", path, err)
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
 }
 
 // openTUN attaches to the TUN device name in the thread's namespace.
@@ -177,7 +155,7 @@ func sleepUntil(t time.Time) {
 func (l *delayLink) listen(t testing.TB) net.Listener {
 	t.Helper()
 	var ln net.Listener
-	if err := inNetns(l.serverNS, func() error {
+	if err := testenv.InNetns(l.serverNS, func() error {
 		var err error
 		ln, err = net.Listen("tcp", l.serverIP+":0")
 		return err
@@ -189,7 +167,7 @@ func (l *delayLink) listen(t testing.TB) net.Listener {
 
 func (l *delayLink) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	var c net.Conn
-	err := inNetns(l.clientNS, func() error {
+	err := testenv.InNetns(l.clientNS, func() error {
 		var err error
 		c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
 		return err

@@ -92,7 +92,7 @@ func (l *vethLink) mend(t *testing.T) {
 func (l *vethLink) listen(t *testing.T) net.Listener {
 	t.Helper()
 	var ln net.Listener
-	if err := inNetns("/var/run/netns/"+l.serverNS, func() error {
+	if err := testenv.InNetns(l.serverNS, func() error {
 		var err error
 		ln, err = net.Listen("tcp", vethServerIP+":0")
 		return err
@@ -124,7 +124,7 @@ func (l *vethLink) noConnection(t *testing.T, peer string) {
 // dial connects from the client's namespace.
 func (l *vethLink) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	var c net.Conn
-	err := inNetns("/var/run/netns/"+l.clientNS, func() error {
+	err := testenv.InNetns(l.clientNS, func() error {
 		var err error
 		c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
 		return err
