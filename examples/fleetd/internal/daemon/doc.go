@@ -15,10 +15,11 @@
 //     wrote them, and keeps that device for the proof that follows
 //     (boundDevices), so that an attestation reads the device once.
 //   - For an attested proof attest.Server calls admit (glue.go), its
-//     attest.Config.Admit. admit waits its turn (FLEET_MAX_ADMISSIONS),
-//     names the switch port from the claim's LLDP frame (lldpwait.Port),
-//     records the claimed MAC on the held device, turns the quoted boot
-//     into NetBox's Secure Boot fields (provenBoot), and calls
+//     attest.Config.Admit. admit records the claimed MAC on the held
+//     device (before it waits, so that a storm's MACs share their
+//     batched writes), waits its turn (FLEET_MAX_ADMISSIONS), names the
+//     switch port from the claim's LLDP frame (lldpwait.Port), turns the
+//     quoted boot into NetBox's Secure Boot fields (provenBoot), and calls
 //     provision.Provisioner.Admit. The Decision becomes the
 //     attest.Admission the machine's console prints: the install code, or
 //     "no provision: <reason>" ("refused: <reason>" for a refusal). Every
