@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -192,7 +194,9 @@ func stormAll(f *testFleet) (lat []time.Duration, failed []string) {
 		done.Go(func() {
 			start.Wait()
 			t0 := time.Now()
-			m.hookOS(f.ctx)
+			// Labelled for a CPU profile: the machines' side (their TPMs,
+			// TLS and HTTP clients) apart from fleetd's and NetBox's.
+			pprof.Do(f.ctx, pprof.Labels("side", "machine"), m.hookOS)
 			lat[i] = time.Since(t0)
 		})
 	}
@@ -387,7 +391,7 @@ func bareRound(b *testing.B, n int, calls *kubeCalls) time.Duration {
 // same kube-apiserver (metrics bare-); apiserver-vs-bare is the storm's
 // pace on the apiserver over the bare loop's. A machine that gets no code fails the
 // benchmark after its round's figures are logged. FLEET_STORM_MACHINES sets
-// another count.
+// another count, FLEET_STORM_ROUNDS one round alone (fakes or apiserver).
 func BenchmarkFleetdStorm(b *testing.B) {
 	n := 1000
 	if v := os.Getenv("FLEET_STORM_MACHINES"); v != "" {
@@ -396,66 +400,92 @@ func BenchmarkFleetdStorm(b *testing.B) {
 			b.Fatalf("FLEET_STORM_MACHINES=%q is not a positive number", v)
 		}
 	}
+	kinds := stormKinds(b)
 	raiseFileLimit(b, n)
 	var calls kubeCalls
 	for b.Loop() {
 		b.StopTimer()
 		bare := bareRound(b, n, &calls)
-		b.StartTimer()
-		for _, kind := range []string{"fakes", "apiserver"} {
-			b.StopTimer()
-			var f *testFleet
-			if kind == "fakes" {
-				f = stormFleet(b, n)
-			} else {
-				f = stormFleetOnAPIServer(b, n, &calls)
-			}
-			f.nbsrv.ResetRequests()
-			calls.reset()
-			cpu0, self0 := childCPU(b), selfCPU(b)
-			b.StartTimer()
-			t0 := time.Now()
-			lat, failed := stormAll(f)
-			wall := time.Since(t0)
-			b.StopTimer()
-			b.Logf("%s: %d machines in %v, %.1f machines/s, p50 %v, p99 %v; %d got no install code",
-				kind, n, wall.Round(time.Millisecond), float64(n)/wall.Seconds(), lat[n/2].Round(time.Millisecond), lat[n*99/100].Round(time.Millisecond), len(failed))
-			if len(failed) > 0 {
-				b.Errorf("%s: %d machines got no install code; the first: %s", kind, len(failed), failed[0])
-			}
-			cpu1, self1 := childCPU(b), selfCPU(b)
-			b.ReportMetric(float64((self1-self0).Microseconds())/1000/float64(n), kind+"-test-process-cpu-ms/machine")
-			by := calls.reset()
-			b.ReportMetric(float64(n)/wall.Seconds(), kind+"-machines/s")
-			b.ReportMetric(float64(lat[n/2].Milliseconds()), kind+"-p50-ms")
-			b.ReportMetric(float64(lat[n*99/100].Milliseconds()), kind+"-p99-ms")
-			if err := f.d.Journal().Flush(f.ctx); err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(float64(f.nbsrv.RequestCount())/float64(n), kind+"-netbox-requests/machine")
-			nbBy := requestsBy(f.nbsrv)
-			admitting := 0
-			for _, c := range nbBy {
-				admitting += c
-			}
-			b.Logf("%s: NetBox requests %v, and %d of the run loop's lists", kind, nbBy, f.nbsrv.RequestCount()-admitting)
-			if kind == "apiserver" {
-				var total int
-				for _, c := range by {
-					total += c
-				}
-				b.ReportMetric(float64(total)/float64(n), "apiserver-kube-requests/machine")
-				spent := map[string]time.Duration{}
-				var all time.Duration
-				for name, d := range cpu1 {
-					spent[name] = d - cpu0[name]
-					all += spent[name]
-				}
-				b.ReportMetric(float64(all.Microseconds())/1000/float64(n), "apiserver-control-plane-cpu-ms/machine")
-				b.Logf("apiserver: Kubernetes requests %v; CPU of the control plane's processes %v", by, spent)
-				b.ReportMetric(bare.Seconds()/wall.Seconds(), "apiserver-vs-bare")
-			}
-			b.StartTimer()
+		for _, kind := range kinds {
+			// Labelled for a CPU profile (-test.cpuprofile, then pprof
+			// -tagfocus storm=apiserver): the goroutines of the round's
+			// fleetd and NetBox carry the label; the machines' carry
+			// side=machine (stormAll).
+			pprof.Do(b.Context(), pprof.Labels("storm", kind), func(context.Context) { stormRound(b, kind, n, bare, &calls) })
 		}
+		b.StartTimer()
+	}
+}
+
+// stormKinds are the rounds BenchmarkFleetdStorm runs: both, or those
+// FLEET_STORM_ROUNDS names (fakes, apiserver, or both, comma-separated).
+func stormKinds(b *testing.B) []string {
+	v := os.Getenv("FLEET_STORM_ROUNDS")
+	if v == "" {
+		return []string{"fakes", "apiserver"}
+	}
+	kinds := strings.Split(v, ",")
+	for _, k := range kinds {
+		if k != "fakes" && k != "apiserver" {
+			b.Fatalf("FLEET_STORM_ROUNDS=%q: %q is neither fakes nor apiserver", v, k)
+		}
+	}
+	return kinds
+}
+
+// stormRound runs one round of BenchmarkFleetdStorm on kind's cluster, and
+// reports its figures; bare is the round's bare loop's wall time.
+func stormRound(b *testing.B, kind string, n int, bare time.Duration, calls *kubeCalls) {
+	b.StopTimer()
+	var f *testFleet
+	if kind == "fakes" {
+		f = stormFleet(b, n)
+	} else {
+		f = stormFleetOnAPIServer(b, n, calls)
+	}
+	f.nbsrv.ResetRequests()
+	calls.reset()
+	cpu0, self0 := childCPU(b), selfCPU(b)
+	b.StartTimer()
+	t0 := time.Now()
+	lat, failed := stormAll(f)
+	wall := time.Since(t0)
+	b.StopTimer()
+	b.Logf("%s: %d machines in %v, %.1f machines/s, p50 %v, p99 %v; %d got no install code",
+		kind, n, wall.Round(time.Millisecond), float64(n)/wall.Seconds(), lat[n/2].Round(time.Millisecond), lat[n*99/100].Round(time.Millisecond), len(failed))
+	if len(failed) > 0 {
+		b.Errorf("%s: %d machines got no install code; the first: %s", kind, len(failed), failed[0])
+	}
+	cpu1, self1 := childCPU(b), selfCPU(b)
+	b.ReportMetric(float64((self1-self0).Microseconds())/1000/float64(n), kind+"-test-process-cpu-ms/machine")
+	by := calls.reset()
+	b.ReportMetric(float64(n)/wall.Seconds(), kind+"-machines/s")
+	b.ReportMetric(float64(lat[n/2].Milliseconds()), kind+"-p50-ms")
+	b.ReportMetric(float64(lat[n*99/100].Milliseconds()), kind+"-p99-ms")
+	if err := f.d.Journal().Flush(f.ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(f.nbsrv.RequestCount())/float64(n), kind+"-netbox-requests/machine")
+	nbBy := requestsBy(f.nbsrv)
+	admitting := 0
+	for _, c := range nbBy {
+		admitting += c
+	}
+	b.Logf("%s: NetBox requests %v, and %d of the run loop's lists", kind, nbBy, f.nbsrv.RequestCount()-admitting)
+	if kind == "apiserver" {
+		var total int
+		for _, c := range by {
+			total += c
+		}
+		b.ReportMetric(float64(total)/float64(n), "apiserver-kube-requests/machine")
+		spent := map[string]time.Duration{}
+		var all time.Duration
+		for name, d := range cpu1 {
+			spent[name] = d - cpu0[name]
+			all += spent[name]
+		}
+		b.ReportMetric(float64(all.Microseconds())/1000/float64(n), "apiserver-control-plane-cpu-ms/machine")
+		b.Logf("apiserver: Kubernetes requests %v; CPU of the control plane's processes %v", by, spent)
+		b.ReportMetric(bare.Seconds()/wall.Seconds(), "apiserver-vs-bare")
 	}
 }
