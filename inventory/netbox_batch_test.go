@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -390,5 +392,85 @@ func TestDeviceBySerialBatched(t *testing.T) {
 	}
 	if errs[3] != nil || answers[3].ID != devs[4].ID || errs[4] != nil || answers[4].ID != devs[5].ID {
 		t.Errorf("the other callers: %v %v, %v %v", answers[3].Name, errs[3], answers[4].Name, errs[4])
+	}
+}
+
+// TestDeviceBySerialLongSerials: serials as long as a claim's may be (128
+// bytes) go in reads whose request line NetBox's gunicorn takes (at most
+// 4,094 bytes); each caller is told ErrNotFound. A read NetBox refuses
+// (here every request, 414) is made again for each serial alone, and each
+// caller gets the answer it gets alone.
+func TestDeviceBySerialLongSerials(t *testing.T) {
+	const n = 40
+	srv, nb, _ := generatedFleet(t, 3)
+	serials := make([]string, n)
+	for i := range serials {
+		serials[i] = fmt.Sprintf("%03d%s", i, strings.Repeat("x/&=", 32)[:125]) // 128 bytes, 315 escaped
+	}
+	read := func() []error {
+		errs := make([]error, n)
+		srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: 100 * time.Millisecond})
+		concurrently(n, func(i int) { _, errs[i] = nb.DeviceBySerial(t.Context(), serials[i]) })
+		srv.Inject(netboxtest.Fault{})
+		return errs
+	}
+	srv.ResetRequests()
+	for i, err := range read() {
+		if !errors.Is(err, ErrNotFound) {
+			t.Errorf("serial %d: %v, want ErrNotFound", i, err)
+		}
+	}
+	reads := 0
+	for _, r := range srv.Requests() {
+		if line := len(r.Method) + len(" ") + len(r.URI) + len(" HTTP/1.1"); line > 4094 {
+			t.Errorf("a request line of %d bytes: %.80s...", line, r.URI)
+		}
+		if strings.HasPrefix(r.URI, "/api/dcim/devices/?") {
+			reads++
+		}
+	}
+	// The first call may go alone; the others wait and go together, in
+	// as many reads as their URLs need.
+	if most := 1 + len(serialChunks(serials, serialQuery)); reads > most {
+		t.Errorf("%d device reads for %d long serials at once, want at most %d", reads, n, most)
+	}
+
+	srv.Inject(netboxtest.Fault{Kind: netboxtest.Failing, Status: http.StatusRequestURITooLong})
+	_, alone := nb.DeviceBySerial(t.Context(), serials[0])
+	srv.Inject(netboxtest.Fault{})
+	if alone == nil || errors.Is(alone, ErrNotFound) || errors.Is(alone, ErrUnavailable) {
+		t.Fatalf("a serial read NetBox refused: %v, want its refusal", alone)
+	}
+	errs := make([]error, n)
+	srv.ResetRequests()
+	srv.Inject(netboxtest.Fault{Kind: netboxtest.Failing, Status: http.StatusRequestURITooLong})
+	concurrently(n, func(i int) { _, errs[i] = nb.DeviceBySerial(t.Context(), serials[i]) })
+	srv.Inject(netboxtest.Fault{})
+	askedAlone := map[string]bool{}
+	for _, r := range srv.Requests() {
+		_, query, _ := strings.Cut(r.URI, "?")
+		if q, err := url.ParseQuery(query); err == nil && len(q["serial"]) == 1 {
+			askedAlone[q.Get("serial")] = true
+		}
+	}
+	for i, err := range errs {
+		if !askedAlone[serials[i]] {
+			t.Errorf("serial %d was not read alone after NetBox refused its batch", i)
+		}
+		if want := strings.Replace(alone.Error(), url.QueryEscape(serials[0]), url.QueryEscape(serials[i]), 1); err == nil || err.Error() != want {
+			t.Errorf("serial %d in a refused batch: %v, want what it gets alone (%v)", i, err, alone)
+		}
+	}
+}
+
+func TestSerialChunks(t *testing.T) {
+	long := strings.Repeat("é", 100) // 600 bytes escaped
+	got := serialChunks([]string{"a", "b", "a", long, "c", long, "d"}, 3*len("serial=&")+2+len(url.QueryEscape(long)))
+	want := [][]string{{"a", "b", long}, {"c", "d"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("serialChunks (-want +got):\n%s", diff)
+	}
+	if got := serialChunks([]string{long, "a"}, 10); !cmp.Equal(got, [][]string{{long}, {"a"}}) {
+		t.Errorf("a serial longer than the bound: %q, want it alone", got)
 	}
 }

@@ -22,9 +22,8 @@ import (
 // serial, exactly (a serial in another case is another machine's), with its
 // interface's MAC and switch port: two requests, each of which concurrent
 // calls share (a list of their serials, a list of their interfaces). No
-// such device is
-// ErrNotFound; more than one is a *DuplicateSerialError (errors.Is finds
-// ErrDuplicateSerial) naming them all.
+// such device is ErrNotFound; more than one is a *DuplicateSerialError
+// (errors.Is finds ErrDuplicateSerial) naming them all.
 func (nb *NetBox) DeviceBySerial(ctx context.Context, serial string) (Device, error) {
 	if serial == "" {
 		return Device{}, fmt.Errorf("netbox: no serial: %w", ErrNotFound)
@@ -49,37 +48,70 @@ func (nb *NetBox) deviceBySerial(ctx context.Context, serial string) (*nbDevice,
 	return nb.serials.do(ctx, serial)
 }
 
-// serialBatch bounds the serials of one device read, and so its URL.
-const serialBatch = 100
+// serialBatch bounds the serials that wait for one device read, and
+// serialQuery the length of their share of each read's URL: a claim's
+// serial may be 128 bytes, and NetBox behind gunicorn refuses a request
+// line longer than 4,094. Serials that do not fit go in another read.
+const (
+	serialBatch = 100
+	serialQuery = 2048
+)
 
-// readSerials reads the devices of serials in one list request
-// (?serial=A&serial=B...), and answers each serial as readSerial would
-// alone. An empty serial, which NetBox's filter would ignore, is read
-// alone.
+// readSerials reads the devices of serials in list requests
+// (?serial=A&serial=B..., serialQuery bytes of serials each), and answers
+// each serial as readSerial would alone. An empty serial, which NetBox's
+// filter would ignore, is read alone; so is every serial of a list NetBox
+// refused, so that only a caller whose serial it refuses gets that answer.
 func (nb *NetBox) readSerials(ctx context.Context, serials []string) ([]*nbDevice, []error) {
 	if len(serials) == 1 || slices.Contains(serials, "") {
 		return each(ctx, serials, nb.readSerial)
 	}
-	q := url.Values{"role": {nb.cfg.Role}}
-	asked := make(map[string]bool, len(serials))
-	for _, s := range serials {
-		if !asked[s] {
-			asked[s] = true
-			q.Add("serial", s)
+	var got []nbDevice
+	for _, chunk := range serialChunks(serials, serialQuery) {
+		part, err := list[nbDevice](ctx, nb, "/api/dcim/devices/", url.Values{"role": {nb.cfg.Role}, "serial": chunk})
+		var refused *refusedError
+		if errors.As(err, &refused) && !unknownChoice(err, "role") {
+			return each(ctx, serials, nb.readSerial)
 		}
+		if err != nil {
+			errs := make([]error, len(serials))
+			for i, s := range serials {
+				errs[i] = nb.serialError(s, err)
+			}
+			return make([]*nbDevice, len(serials)), errs
+		}
+		got = append(got, part...)
 	}
-	got, err := list[nbDevice](ctx, nb, "/api/dcim/devices/", q)
 	outs, errs := make([]*nbDevice, len(serials)), make([]error, len(serials))
-	if err != nil {
-		for i, s := range serials {
-			errs[i] = nb.serialError(s, err)
-		}
-		return outs, errs
-	}
 	for i, s := range serials {
 		outs[i], errs[i] = nb.oneSerial(s, got)
 	}
 	return outs, errs
+}
+
+// serialChunks splits the distinct serials into groups whose query
+// encoding (serial=...&) takes at most max bytes each; a serial longer
+// than max goes alone.
+func serialChunks(serials []string, max int) [][]string {
+	var chunks [][]string
+	var chunk []string
+	size := 0
+	seen := make(map[string]bool, len(serials))
+	for _, s := range serials {
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		n := len("serial=&") + len(url.QueryEscape(s))
+		if len(chunk) > 0 && size+n > max {
+			chunks, chunk, size = append(chunks, chunk), nil, 0
+		}
+		chunk, size = append(chunk, s), size+n
+	}
+	if len(chunk) > 0 {
+		chunks = append(chunks, chunk)
+	}
+	return chunks
 }
 
 // readSerial reads the device of one serial: one request.
