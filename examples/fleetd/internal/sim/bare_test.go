@@ -14,8 +14,6 @@ import (
 
 	"github.com/fleetkit/fleet/internal/kubetest"
 	"github.com/fleetkit/fleet/provision"
-
-	"github.com/fleetkit/fleet/examples/fleetd/internal/daemon"
 )
 
 // bareAdmissions makes, for each of n machines, the five Kubernetes
@@ -29,13 +27,7 @@ import (
 // no attestation, NetBox, render or machine in the way.
 func bareAdmissions(tb testing.TB, env *kubetest.Env, n, conc int, calls *kubeCalls) time.Duration {
 	tb.Helper()
-	ns := env.Namespace(tb)
-	cfg, err := daemon.Kubeconfig(env.Kubeconfig())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cfg.Wrap(calls.wrap)
-	kube, tink := kubeClients(tb, cfg)
+	ns, kube, tink := countedClients(tb, env, calls)
 	ctx := tb.Context()
 	suffix := ns[len(ns)-5:] // the namespace's random suffix: this round's Secrets are its own
 	admit := func(i int) error {

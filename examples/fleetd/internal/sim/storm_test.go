@@ -19,6 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/attesttest"
 	"github.com/fleetkit/fleet/internal/kubetest"
@@ -71,16 +74,24 @@ func stormNodes(tb testing.TB, n int) []testNode {
 // limits included). calls counts their requests by verb and resource.
 func stormFleetOnAPIServer(tb testing.TB, n int, calls *kubeCalls) *testFleet {
 	tb.Helper()
-	env := kubetest.Start(tb)
-	ns := env.Namespace(tb)
+	ns, kube, tink := countedClients(tb, kubetest.Start(tb), calls)
+	edit := func(s *daemon.Settings) { s.ConfigTTL, s.Namespace, s.PollInterval = time.Hour, ns, stormPoll }
+	return newFleet(tb, worldConfig{Edit: edit, Kube: kube, Tink: tink}, stormNodes(tb, n)...)
+}
+
+// countedClients makes a namespace of its own on env and Kubernetes
+// clients as fleetd makes them (its kubeconfig, client-side rate limits
+// included), whose requests calls counts.
+func countedClients(tb testing.TB, env *kubetest.Env, calls *kubeCalls) (ns string, kube kubernetes.Interface, tink dynamic.Interface) {
+	tb.Helper()
+	ns = env.Namespace(tb)
 	cfg, err := daemon.Kubeconfig(env.Kubeconfig())
 	if err != nil {
 		tb.Fatal(err)
 	}
 	cfg.Wrap(calls.wrap)
-	kube, tink := kubeClients(tb, cfg)
-	edit := func(s *daemon.Settings) { s.ConfigTTL, s.Namespace, s.PollInterval = time.Hour, ns, stormPoll }
-	return newFleet(tb, worldConfig{Edit: edit, Kube: kube, Tink: tink}, stormNodes(tb, n)...)
+	kube, tink = kubeClients(tb, cfg)
+	return ns, kube, tink
 }
 
 // kubeCalls counts Kubernetes API requests by method and resource.
