@@ -331,6 +331,16 @@ const servedWriteTimeout = 5 * time.Second
 // fetches told 404.
 const missingNowMax = 8
 
+// ServedLineHeld bounds how long after a node's acknowledgement a replica
+// holds a served config's journal line in memory alone, where its SIGKILL
+// loses it: the write at once (servedWriteTimeout); when NetBox did not
+// answer that, the settle before the queue looks for it (servedSettle) and
+// the queue's linger. Past it the line is in NetBox, or in a write NetBox
+// is answering. A line lost so is not lost to the operator: the node
+// registers, and the leader takes the device active with a line of its
+// own (provision's registered line).
+const ServedLineHeld = servedWriteTimeout + servedSettle + inventory.DefaultJournalLinger
+
 // servedSettle is how long a served line whose write got no answer waits
 // before the queue looks for it in NetBox's journal: long enough for a
 // write NetBox was still finishing to land, so that it is not written

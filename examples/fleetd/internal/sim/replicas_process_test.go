@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetkit/fleet/configserve"
+	"github.com/fleetkit/fleet/examples/fleetd/internal/daemon"
 	"github.com/fleetkit/fleet/inventory"
 	"github.com/fleetkit/fleet/provision"
 )
@@ -199,12 +200,12 @@ type killAt struct {
 }
 
 // servedLineWindow is how long before a SIGKILL a node may have read its
-// config whole from the killed replica while that replica had not yet
-// written the served line: the node's acknowledgement, then the status
-// and the line, each a NetBox write of at most 5 s together
-// (servedWriteTimeout in fleetd), and the queue's linger for a line
-// NetBox refused at once.
-const servedLineWindow = 6 * time.Second
+// config whole from the killed replica while that replica held the served
+// line in memory alone (daemon.ServedLineHeld: the write at once, and,
+// when NetBox under the storm did not answer it in time, the settle before
+// the queue writes it), with a second for the node's acknowledgement and
+// the queue's try to reach NetBox.
+const servedLineWindow = daemon.ServedLineHeld + time.Second
 
 // checkJournal checks that NetBox's journal lost nothing, and repeated
 // nothing: every run a Workflow or a device's last_run names has one
