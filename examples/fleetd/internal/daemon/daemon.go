@@ -119,6 +119,7 @@ func New(s Settings, p Parts) (_ *Daemon, err error) {
 			c, _ := p.Cert.getCertificate(nil)
 			return leafOf(c)
 		})
+		d.peers.loanLife = cmp.Or(s.ConfigWriteTimeout, configserve.DefaultWriteTimeout) + configserve.DefaultLoanGrace
 		borrow, peerCode = d.borrow, d.peerCode
 		if d.spent, err = spentlease.New(p.Leases, cmp.Or(s.Namespace, "tinkerbell"), s.Replica); err != nil {
 			return nil, err

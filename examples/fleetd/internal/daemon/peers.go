@@ -38,7 +38,13 @@ import (
 //     the peers' API (configserve's Lend and Borrow), so it is served once,
 //     and the replica that answered journals it (a holder that dies
 //     meanwhile takes no line with it); a loan never settled (its
-//     borrower died) is dropped and journaled by the holder;
+//     borrower died) is dropped and journaled by the holder, so a
+//     borrower that lives tries its settle again until the loan's
+//     deadline when the network does not carry it, and hands back,
+//     unserved, any loan that a lend request whose answer it never got
+//     may have made (the answer lost to a network cut after the lender's
+//     kernel saw it acknowledged): a config never served is not dropped
+//     for a cut between replicas, and its node is told 503, not 404;
 //   - a started run's journal line is written to NetBox before its
 //     install code is answered, and a served config's status and line as
 //     soon as the node acknowledged it, not queued with others, so that a
@@ -86,6 +92,15 @@ type peers struct {
 	client *http.Client
 	log    *slog.Logger
 
+	// loanLife bounds how long a lender holds a loan it made for this
+	// replica: the replicas' config write timeout and
+	// configserve.DefaultLoanGrace. A borrower hands a loan back, or
+	// settles it, until then.
+	loanLife time.Duration
+	// handingBack bounds the hand-backs under way (maxHandBacks): a
+	// flood of fetches while a peer is cut off costs at most that many.
+	handingBack chan struct{}
+
 	mu    sync.Mutex
 	loans map[string]*configserve.Loan
 
@@ -102,7 +117,8 @@ func peersToken(key []byte) string {
 // newPeers makes this replica's view of its peers. serving returns the
 // certificate this replica serves: a peer must present the same one.
 func newPeers(self string, all []Peer, key []byte, log *slog.Logger, serving func() *tls.Certificate) *peers {
-	p := &peers{self: self, token: peersToken(key), log: log, loans: map[string]*configserve.Loan{}}
+	p := &peers{self: self, token: peersToken(key), log: log, loans: map[string]*configserve.Loan{},
+		loanLife: configserve.DefaultWriteTimeout + configserve.DefaultLoanGrace, handingBack: make(chan struct{}, maxHandBacks)}
 	for _, peer := range all {
 		if peer.Name != self {
 			p.others = append(p.others, peer)
@@ -224,6 +240,26 @@ func (p *peers) authorized(r *http.Request) bool {
 // lendRequest and its answers are the peers' API's wire types.
 type lendRequest struct {
 	Code string `json:"code"`
+	// Loan is the borrower's name for the loan it asks for: when its
+	// request fails, the answer may have been lost on its way after the
+	// lender lent the config, and the borrower hands the loan back
+	// under this name (a settle, unserved). Empty, or not a loanName:
+	// the lender names the loan.
+	Loan string `json:"loan,omitempty"`
+}
+
+// loanName reports whether s may name a loan: 1 to 64 letters and digits
+// (rand.Text makes 26).
+func loanName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
 }
 
 type lendAnswer struct {
@@ -271,8 +307,11 @@ func (d *Daemon) handleLend(w http.ResponseWriter, r *http.Request) {
 	var spent *configserve.SpentError
 	switch {
 	case err == nil:
-		id := rand.Text()
+		id := req.Loan
 		d.peers.mu.Lock()
+		if !loanName(id) || d.peers.loans[id] != nil {
+			id = rand.Text()
+		}
 		d.peers.loans[id] = l
 		d.peers.mu.Unlock()
 		time.AfterFunc(time.Until(l.Deadline)+time.Second, func() {
@@ -457,10 +496,10 @@ func (p *peers) do(ctx context.Context, peer Peer, method, path string, in, out 
 // refusal of the replica that holds the config, or ErrNotHeld when every
 // replica answered that it holds none, once the node's ask is journaled
 // (recordMissing; when it cannot be, that error). A replica that did not
-// answer makes
-// it an error (the fetch gets 503 and tries again), since it may hold the
-// config; a replica that hangs delays only fetches of codes no replica
-// that answers holds.
+// answer makes it an error (the fetch gets 503 and tries again), since it
+// may hold the config, and is asked to hand back, unserved, the loan its
+// lost answer may have carried (handBack); a replica that hangs delays
+// only fetches of codes no replica that answers holds.
 func (d *Daemon) borrow(ctx context.Context, code string) (*configserve.Loan, error) {
 	from := fetchFrom(ctx)
 	if from.IsValid() && d.peers.nowhere.limited(from, time.Now()) {
@@ -484,7 +523,18 @@ func (d *Daemon) borrow(ctx context.Context, code string) (*configserve.Loan, er
 			r := result{peer: peer}
 			lctx, cancel := context.WithTimeout(ctx, lendTimeout)
 			defer cancel()
-			r.code, r.err = d.peers.do(lctx, peer, http.MethodPost, lendPath, lendRequest{Code: code}, &r.ans)
+			name := rand.Text()
+			r.code, r.err = d.peers.do(lctx, peer, http.MethodPost, lendPath, lendRequest{Code: code, Loan: name}, &r.ans)
+			if r.err != nil {
+				// The peer may have lent the config, and its answer been
+				// lost on the way (a network cut, or this request's
+				// deadline): it would hold the config lent, unread, until
+				// the loan's deadline, and then drop it for good, and the
+				// node would be told 404 for a config never served. The
+				// fetch is told 503, so nothing is served from this
+				// loan: it is handed back.
+				go d.peers.handBack(peer, name)
+			}
 			results <- r
 		}()
 	}
@@ -543,13 +593,65 @@ func (p *peers) loan(peer Peer, ans lendAnswer) *configserve.Loan {
 	return configserve.NewLoan(ans.Config, configserve.Device{ID: ans.DeviceID, Name: ans.DeviceName}, ans.Run, deadline,
 		func(served bool, node string) {
 			// The holder settles only with this answer; it drops a loan it
-			// never hears of at its deadline.
-			ctx, cancel := context.WithDeadline(context.Background(), deadline)
-			defer cancel()
-			if _, err := p.do(ctx, peer, http.MethodPost, settlePath, settleRequest{Loan: ans.Loan, Served: served, Peer: node}, nil); err != nil {
-				p.log.Warn("fleetd: could not settle a borrowed config with its replica", "replica", peer.Name, "run", ans.Run, "error", err.Error())
+			// never hears of at its deadline. A settle the network does
+			// not carry is tried again until then, in the background.
+			req := settleRequest{Loan: ans.Loan, Served: served, Peer: node}
+			if err := p.settle(peer, req, deadline); err != nil {
+				p.log.Warn("fleetd: could not settle a borrowed config with its replica; trying again until the loan's deadline", "replica", peer.Name, "run", ans.Run, "error", err.Error())
+				go p.settleUntil(peer, req, deadline, ans.Run)
 			}
 		})
+}
+
+// handBack settles, unserved, the loan that peer may have made under name
+// for a lend request whose answer never arrived, trying until peer
+// answers or no loan it made could still be out (loanLife).
+func (p *peers) handBack(peer Peer, name string) {
+	select {
+	case p.handingBack <- struct{}{}:
+		defer func() { <-p.handingBack }()
+	default:
+		p.log.Warn("fleetd: too many lend requests to hand back; a config lent on one may wait out its loan's deadline", "replica", peer.Name)
+		return
+	}
+	p.settleUntil(peer, settleRequest{Loan: name}, time.Now().Add(p.loanLife), "")
+}
+
+// maxHandBacks bounds the hand-backs a replica has under way at once.
+const maxHandBacks = 256
+
+// Retries of a settle the network did not carry.
+const (
+	settleRetryFirst = 100 * time.Millisecond
+	settleRetryMax   = 2 * time.Second
+)
+
+// settleUntil sends req to peer until peer answers it (a settled loan, or
+// one it does not know: never made, settled, or lost), or until passes.
+func (p *peers) settleUntil(peer Peer, req settleRequest, until time.Time, run string) {
+	wait := settleRetryFirst
+	for {
+		err := p.settle(peer, req, until)
+		if err == nil {
+			return
+		}
+		if time.Until(until) <= wait {
+			if run != "" {
+				p.log.Warn("fleetd: gave up settling a borrowed config with its replica at the loan's deadline", "replica", peer.Name, "run", run, "error", err.Error())
+			}
+			return
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, settleRetryMax)
+	}
+}
+
+// settle sends req to peer once; an error means peer did not answer.
+func (p *peers) settle(peer Peer, req settleRequest, until time.Time) error {
+	ctx, cancel := context.WithDeadline(context.Background(), until)
+	defer cancel()
+	_, err := p.do(ctx, peer, http.MethodPost, settlePath, req, nil)
+	return err
 }
 
 // peerClaims gathers the waiting claims of serial that the other replicas
