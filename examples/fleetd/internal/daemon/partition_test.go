@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"io"
@@ -133,39 +134,8 @@ func fetchStatus(t *testing.T, url string) int {
 // been lent, trying until the lender hears it: once the link is back,
 // the config waits again, and the node's next fetch gets it.
 func TestLendAnswerTakenByCutHandedBack(t *testing.T) {
-	w := newMemWorld(t, "w-01")
-	cut := newPeerCut(t)
-	key := make([]byte, 32)
-	const writeTimeout = 2 * time.Second
-	replica := func(name string, peers []Peer) func(*Settings) {
-		return func(s *Settings) {
-			s.Replica, s.Peers, s.SealingKey, s.ConfigWriteTimeout = name, peers, key, writeTimeout
-		}
-	}
-	lender, _ := w.fleetd(t, replica("fleetd-0", []Peer{{Name: "fleetd-0", URL: "http://127.0.0.1:1"}, {Name: "fleetd-1", URL: "http://127.0.0.1:2"}}))
-	borrower, _ := w.fleetd(t, replica("fleetd-1", []Peer{{Name: "fleetd-0", URL: "http://" + cut.ln.Addr().String()}, {Name: "fleetd-1", URL: "http://127.0.0.1:2"}}))
-	peersSrv := httptest.NewUnstartedServer(peersAsReplica(lender, lender.peersHandler()))
-	if err := lender.configs.ConfigureServer(peersSrv.Config); err != nil {
-		t.Fatal(err)
-	}
-	peersSrv.Start()
-	t.Cleanup(peersSrv.Close)
-	cut.to = peersSrv.Listener.Addr().String()
-
-	nodeSrv := httptest.NewUnstartedServer(withFetchFrom(borrower.configs))
-	if err := borrower.configs.ConfigureServer(nodeSrv.Config); err != nil {
-		t.Fatal(err)
-	}
-	nodeSrv.Start()
-	t.Cleanup(nodeSrv.Close)
-
-	dev := w.devices["w-01"]
-	const run = "provision-w-01-1767225600"
-	code := configserve.NewCode()
-	if err := lender.configs.Put(code, []byte("machine: {}\n"), configserve.Device{ID: dev.ID, Name: dev.Name}, run); err != nil {
-		t.Fatal(err)
-	}
-	url := nodeSrv.URL + configserve.PathPrefix + code
+	r := newCutReplicas(t)
+	lender, cut, url := r.lender, r.cut, r.url
 
 	// The cut takes the lend answer.
 	cut.set(func(c *peerCut) { c.takeAnswer = true })
@@ -191,7 +161,7 @@ func TestLendAnswerTakenByCutHandedBack(t *testing.T) {
 	// otherwise than 503, for as long as the lender could hold the loan
 	// and a little more: it must get its config, never 404.
 	cut.set(func(c *peerCut) { c.down = false })
-	deadline := time.Now().Add(writeTimeout + configserve.DefaultLoanGrace + 10*time.Second)
+	deadline := time.Now().Add(cutWriteTimeout + configserve.DefaultLoanGrace + 10*time.Second)
 	var statuses []int
 	for {
 		got := fetchStatus(t, url)
@@ -215,4 +185,97 @@ func TestLendAnswerTakenByCutHandedBack(t *testing.T) {
 	if n := lender.configs.Waiting(); n != 0 {
 		t.Errorf("the lender still holds %d configs after the node got its own", n)
 	}
+}
+
+// A borrower whose settle the cut takes tries it again until the loan's
+// deadline. fleetd-1 borrows w-01's config from fleetd-0, and its node
+// does not take it (it left): fleetd-1 settles the loan unserved while
+// the link is down. Before the fix the settle was tried once, fleetd-0
+// dropped the config at the loan's deadline, and the node was told 404;
+// now the settle reaches fleetd-0 once the link is back, the config
+// waits again, and the node's next fetch gets it.
+func TestSettleTakenByCutTriedAgain(t *testing.T) {
+	r := newCutReplicas(t)
+	borrower, cut := r.borrower, r.cut
+
+	// The borrow, as a fetch at fleetd-1 makes it.
+	l, err := borrower.borrow(context.Background(), r.code)
+	if err != nil || l.Run != cutRun {
+		t.Fatalf("borrow = %+v, %v; want the loan of %s", l, err, cutRun)
+	}
+	// The node left; the link is down as the loan is settled unserved.
+	cut.set(func(c *peerCut) { c.down = true })
+	l.Settle(false, "")
+	cut.set(func(c *peerCut) { c.down = false })
+
+	url := r.url
+	deadline := l.Deadline.Add(10 * time.Second)
+	var statuses []int
+	for {
+		got := fetchStatus(t, url)
+		statuses = append(statuses, got)
+		if got != http.StatusServiceUnavailable {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the node was told 503 until past the loan's deadline: %v", statuses)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if got := statuses[len(statuses)-1]; got != http.StatusOK {
+		t.Errorf("the node's fetches after its loan was settled across the cut were answered %v; want its config (200)", statuses)
+	}
+}
+
+// cutReplicas are two replicas in process: fleetd-0 (the lender) holds
+// w-01's config under code, and fleetd-1 (the borrower) reaches
+// fleetd-0's peers' API through cut; url is the config's URL at
+// fleetd-1, where the node's fetches go.
+type cutReplicas struct {
+	lender, borrower *Daemon
+	cut              *peerCut
+	code, url        string
+}
+
+// cutWriteTimeout is the replicas' config write timeout: a loan lives
+// for it and configserve.DefaultLoanGrace.
+const cutWriteTimeout = 2 * time.Second
+
+// cutRun is the run whose config the lender holds.
+const cutRun = "provision-w-01-1767225600"
+
+func newCutReplicas(t *testing.T) cutReplicas {
+	t.Helper()
+	w := newMemWorld(t, "w-01")
+	cut := newPeerCut(t)
+	key := make([]byte, 32)
+	replica := func(name string, peers []Peer) func(*Settings) {
+		return func(s *Settings) {
+			s.Replica, s.Peers, s.SealingKey, s.ConfigWriteTimeout = name, peers, key, cutWriteTimeout
+		}
+	}
+	lender, _ := w.fleetd(t, replica("fleetd-0", []Peer{{Name: "fleetd-0", URL: "http://127.0.0.1:1"}, {Name: "fleetd-1", URL: "http://127.0.0.1:2"}}))
+	borrower, _ := w.fleetd(t, replica("fleetd-1", []Peer{{Name: "fleetd-0", URL: "http://" + cut.ln.Addr().String()}, {Name: "fleetd-1", URL: "http://127.0.0.1:2"}}))
+	peersSrv := httptest.NewUnstartedServer(peersAsReplica(lender, lender.peersHandler()))
+	if err := lender.configs.ConfigureServer(peersSrv.Config); err != nil {
+		t.Fatal(err)
+	}
+	peersSrv.Start()
+	t.Cleanup(peersSrv.Close)
+	cut.to = peersSrv.Listener.Addr().String()
+
+	nodeSrv := httptest.NewUnstartedServer(withFetchFrom(borrower.configs))
+	if err := borrower.configs.ConfigureServer(nodeSrv.Config); err != nil {
+		t.Fatal(err)
+	}
+	nodeSrv.Start()
+	t.Cleanup(nodeSrv.Close)
+
+	dev := w.devices["w-01"]
+	code := configserve.NewCode()
+	if err := lender.configs.Put(code, []byte("machine: {}\n"), configserve.Device{ID: dev.ID, Name: dev.Name}, cutRun); err != nil {
+		t.Fatal(err)
+	}
+	url := nodeSrv.URL + configserve.PathPrefix + code
+	return cutReplicas{lender: lender, borrower: borrower, cut: cut, code: code, url: url}
 }
