@@ -41,7 +41,7 @@ type demoCase struct {
 // RunDemo runs the runbook end to end in process: "Declare the node"
 // applies examples/testdata/nodes.yaml to an in-process NetBox, then
 // simulated machines boot HookOS and attest over HTTPS to a real fleetd,
-// whose Workflows a simulated Tinkerbell agent runs. It prints a timeline
+// whose Workflows a simulated Tinkerbell runs. It prints a timeline
 // and a final table, and exits 0 when every machine ended as expected.
 func RunDemo(ctx context.Context, stdout, stderr io.Writer) int {
 	root, err := moduleRoot()

@@ -20,16 +20,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-
-	"github.com/tinkerbell/tinkerbell/api/v1alpha1/bmc"
-	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
 
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/attesttest"
 	"github.com/fleetkit/fleet/configserve"
-	"github.com/fleetkit/fleet/provision"
 )
 
 // A simMachine is a simulated bare-metal machine: a software TPM, a NIC
@@ -152,16 +146,20 @@ func (m *simMachine) state() (res attest.Result, attested, inHookOS, installed b
 	return m.result, m.attested, m.inHookOS, m.installed, m.fetched
 }
 
-// holds reports whether this boot's attestation received the code whose
-// SHA-256 a Workflow names (as the actions check the boot record), and
-// returns that code.
-func (m *simMachine) holds(sum string) (string, bool) {
+// hookOSCode returns, while the machine is in HookOS and this boot's
+// attestation received an install code, the boot's number and that code.
+func (m *simMachine) hookOSCode() (boot int, code string, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.inHookOS || m.code == "" || sum != provision.CodeSHA256(m.code) {
-		return "", false
-	}
-	return m.code, true
+	return m.boots, m.code, m.inHookOS && m.code != ""
+}
+
+// inBoot reports whether the machine is still in HookOS in boot number
+// boot: a power cycle ends the boot, and its agent with it.
+func (m *simMachine) inBoot(boot int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.boots == boot && m.inHookOS
 }
 
 // bootInstalled reboots the machine into its installed Talos, which fetches
@@ -258,254 +256,6 @@ func (l *lineWriter) Write(p []byte) (int, error) {
 		}
 		l.emit(strings.TrimSuffix(line, "\n"))
 	}
-}
-
-// tinkSim plays Tinkerbell's agent and Rufio for simulated machines: it
-// power-cycles a machine whose Workflow asks to netboot (as Rufio's job
-// does), and runs each Workflow's actions on the machine whose boot record
-// holds the install code the Workflow names by its SHA-256, reporting their
-// states as the agent does. After the reboot action the machine boots its
-// installed Talos.
-//
-// It writes what Tinkerbell and Rufio write, the way they write it, so
-// that a real kube-apiserver takes it: a Job that its CRD's schema admits,
-// and the status of Workflows and Jobs through their status subresource
-// (UpdateStatus), with the resourceVersion it read. An error of the
-// cluster is said on the timeline, and the object is tried again at the
-// next poll.
-type tinkSim struct {
-	w        *world
-	ns       string
-	machines map[string]*simMachine // by MAC
-	say      func(who, source, text string)
-	// failAt makes the named run's action fail, for tests.
-	failAt map[string]string
-	// every is how often it reads the Workflows; 0: every 50 ms.
-	every time.Duration
-
-	mu      sync.Mutex
-	running map[string]bool
-	// deletedMidRun: runs whose Workflow was deleted while their machine
-	// ran their actions (a wipe its run no longer stands behind).
-	deletedMidRun []string
-}
-
-var demoActions = []string{"wipe-disk", "install", "next-boot", "reboot"}
-
-func (t *tinkSim) run(ctx context.Context) {
-	t.running = map[string]bool{}
-	every := t.every
-	if every == 0 {
-		every = 50 * time.Millisecond
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(every):
-		}
-		list, err := t.w.tink.Resource(provision.WorkflowResource).Namespace(t.ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			continue
-		}
-		for _, u := range list.Items {
-			var wf tinkerbell.Workflow
-			if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &wf) != nil {
-				continue
-			}
-			switch wf.Status.State {
-			case tinkerbell.WorkflowStateSuccess, tinkerbell.WorkflowStateFailed, tinkerbell.WorkflowStateTimeout:
-				continue
-			}
-			m := t.machines[wf.Spec.HardwareMap[provision.ValueMAC]]
-			if m == nil {
-				continue
-			}
-			if wf.Spec.BootOptions.BootMode == tinkerbell.BootModeNetboot && !t.jobDone(ctx, wf.Name) {
-				t.netboot(ctx, wf, m)
-				continue
-			}
-			t.mu.Lock()
-			busy := t.running[wf.Name]
-			if code, ok := m.holds(wf.Spec.HardwareMap[provision.ValueInstallCodeSHA256]); !busy && ok {
-				t.running[wf.Name] = true
-				busy = true
-				go t.actions(ctx, wf.Name, m, code)
-			}
-			t.mu.Unlock()
-		}
-	}
-}
-
-// jobDone reports whether the Workflow's Rufio job completed.
-func (t *tinkSim) jobDone(ctx context.Context, wf string) bool {
-	u, err := t.w.tink.Resource(provision.JobResource).Namespace(t.ns).Get(ctx, "netboot-"+wf, metav1.GetOptions{})
-	if err != nil {
-		return false
-	}
-	var job bmc.Job
-	if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &job) != nil {
-		return false
-	}
-	for _, c := range job.Status.Conditions {
-		if c.Type == bmc.JobCompleted && c.Status == bmc.ConditionTrue {
-			return true
-		}
-	}
-	return false
-}
-
-// netboot plays Tinkerbell and Rufio: Tinkerbell creates a Job
-// netboot-<workflow> for the Machine its Hardware's bmcRef names, which
-// sets the machine to netboot once and power-cycles it; Rufio runs it and
-// writes the Job's status Completed. A Job that exists already (a poll
-// after a failed status write) is run again.
-func (t *tinkSim) netboot(ctx context.Context, wf tinkerbell.Workflow, m *simMachine) {
-	name := "netboot-" + wf.Name
-	hw, err := t.w.tink.Resource(provision.HardwareResource).Namespace(t.ns).Get(ctx, wf.Spec.HardwareRef, metav1.GetOptions{})
-	if err != nil {
-		t.say(m.name, "tink", fmt.Sprintf("Workflow %s: read its Hardware: %v", wf.Name, err))
-		return
-	}
-	machine, _, _ := unstructured.NestedString(hw.Object, "spec", "bmcRef", "name")
-	if machine == "" {
-		t.say(m.name, "tink", fmt.Sprintf("Workflow %s: Hardware %s names no BMC", wf.Name, wf.Spec.HardwareRef))
-		return
-	}
-	off, on := bmc.PowerHardOff, bmc.PowerOn
-	job := bmc.Job{
-		TypeMeta:   metav1.TypeMeta{APIVersion: bmc.GroupVersion.String(), Kind: "Job"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: t.ns},
-		Spec: bmc.JobSpec{
-			MachineRef: bmc.MachineRef{Name: machine, Namespace: t.ns},
-			Tasks: []bmc.Action{
-				{PowerAction: &off},
-				{OneTimeBootDeviceAction: &bmc.OneTimeBootDeviceAction{Devices: []bmc.BootDevice{bmc.PXE}, EFIBoot: true}},
-				{PowerAction: &on},
-			},
-		},
-	}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&job)
-	if err != nil {
-		return
-	}
-	jobs := t.w.tink.Resource(provision.JobResource).Namespace(t.ns)
-	u, err := jobs.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		u, err = jobs.Get(ctx, name, metav1.GetOptions{})
-	}
-	if err != nil {
-		t.say(m.name, "tink", fmt.Sprintf("create job %s: %v", name, err))
-		return
-	}
-	completed := []any{map[string]any{"type": string(bmc.JobCompleted), "status": string(bmc.ConditionTrue)}}
-	if err := unstructured.SetNestedSlice(u.Object, completed, "status", "conditions"); err != nil {
-		return
-	}
-	if _, err := jobs.UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
-		t.say(m.name, "rufio", fmt.Sprintf("job %s: write its status: %v", name, err))
-		return
-	}
-	t.say(m.name, "rufio", fmt.Sprintf("job %s: PXE next, power cycle", name))
-	m.powerCycle()
-}
-
-// actions runs the Workflow's actions on m, one after another; code is
-// the install code of m's boot record.
-func (t *tinkSim) actions(ctx context.Context, name string, m *simMachine, code string) {
-	states := make([]tinkerbell.WorkflowState, len(demoActions))
-	for i := range states {
-		states[i] = tinkerbell.WorkflowStatePending
-	}
-	for i, a := range demoActions {
-		states[i] = tinkerbell.WorkflowStateRunning
-		if err := t.report(ctx, name, tinkerbell.WorkflowStateRunning, a, states); err != nil {
-			t.say(m.name, "agent", fmt.Sprintf("%s: %v", a, err))
-			if i > 0 && apierrors.IsNotFound(err) {
-				t.mu.Lock()
-				t.deletedMidRun = append(t.deletedMidRun, name)
-				t.mu.Unlock()
-			}
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(60 * time.Millisecond):
-		}
-		if t.failAt[name] == a {
-			states[i] = tinkerbell.WorkflowStateFailed
-			t.say(m.name, "agent", fmt.Sprintf("%s FAILED", a))
-			t.report(ctx, name, tinkerbell.WorkflowStateFailed, a, states)
-			return
-		}
-		states[i] = tinkerbell.WorkflowStateSuccess
-		t.say(m.name, "agent", fmt.Sprintf("%s SUCCESS", a))
-	}
-	if err := t.report(ctx, name, tinkerbell.WorkflowStateSuccess, "reboot", states); err != nil {
-		t.say(m.name, "agent", err.Error())
-		if apierrors.IsNotFound(err) {
-			t.mu.Lock()
-			t.deletedMidRun = append(t.deletedMidRun, name)
-			t.mu.Unlock()
-		}
-		return
-	}
-	m.bootInstalled(ctx, code)
-}
-
-// report writes a Workflow's status as Tinkerbell does: through the status
-// subresource, from the Workflow as last read, read again after a
-// conflict (fleetd annotates Workflows while they run). While the API
-// server does not answer, the agent's report is tried again every second,
-// up to two minutes.
-func (t *tinkSim) report(ctx context.Context, name string, state tinkerbell.WorkflowState, current string, states []tinkerbell.WorkflowState) error {
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		err := t.reportOnce(ctx, name, state, current, states)
-		if err == nil || apierrors.IsNotFound(err) || ctx.Err() != nil || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-func (t *tinkSim) reportOnce(ctx context.Context, name string, state tinkerbell.WorkflowState, current string, states []tinkerbell.WorkflowState) error {
-	res := t.w.tink.Resource(provision.WorkflowResource).Namespace(t.ns)
-	var err error
-	for try := 0; try < 5; try++ {
-		var u *unstructured.Unstructured
-		if u, err = res.Get(ctx, name, metav1.GetOptions{}); err != nil {
-			return fmt.Errorf("workflow %s: %w", name, err)
-		}
-		var wf tinkerbell.Workflow
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &wf); err != nil {
-			return err
-		}
-		acts := make([]tinkerbell.Action, len(demoActions))
-		for i, a := range demoActions {
-			acts[i] = tinkerbell.Action{Name: a, State: states[i]}
-		}
-		wf.Status.State = state
-		wf.Status.GlobalTimeout = 3600
-		wf.Status.CurrentState = &tinkerbell.CurrentState{ActionName: current, State: state}
-		wf.Status.Tasks = []tinkerbell.Task{{Name: "provision", Actions: acts}}
-		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&wf)
-		if err != nil {
-			return err
-		}
-		if _, err = res.UpdateStatus(ctx, &unstructured.Unstructured{Object: obj}, metav1.UpdateOptions{}); err == nil {
-			return nil
-		}
-		if !apierrors.IsConflict(err) {
-			break
-		}
-	}
-	return fmt.Errorf("workflow %s: write its status: %w", name, err)
 }
 
 // demoKeys reads the demo TPMs' EKs: serial -> RSA and ECC private keys.

@@ -189,7 +189,7 @@ func newWorld(ctx context.Context, wc worldConfig) (*world, error) {
 		BindingAuthor: userTerraform,
 		Namespace:     "tinkerbell",
 		ApproverToken: approverToken,
-		// The simulated Tinkerbell agent reports an action every 60 ms:
+		// The simulated agents report an action every 60 ms:
 		// fleetd reads the runs' Workflows about as often.
 		PollInterval: 100 * time.Millisecond,
 	}
