@@ -361,7 +361,8 @@ func runStorm(t *testing.T, cfg stormConfig) *stormRun {
 	faults.Wait()
 	active := time.Now()
 	writes1 := apiserverWrites(t, pf.env.Admin())
-	byRes, writes := fleetdWrites(writes0, writes1, pf.calls.reset())
+	own := pf.calls.reset()
+	byRes, writes := fleetdWrites(writes0, writes1, own)
 
 	// Every node's last run ends journaled.
 	devs, err := pf.admin.Devices(ctx)
@@ -403,6 +404,7 @@ func runStorm(t *testing.T, cfg stormConfig) *stormRun {
 		n, lat[len(lat)-1].Round(time.Millisecond), percentile(lat, 50).Round(time.Millisecond), percentile(lat, 99).Round(time.Millisecond),
 		active.Sub(s.start).Round(time.Millisecond), admissions, retries, cycles, attestRetries, fetchRetries, pf.lb.refused.Load())
 	t.Logf("Kubernetes API writes of the fleetd processes: %.0f, %.2f per admission: %v", writes, writes/float64(admissions), byRes)
+	t.Logf("Kubernetes API requests of the test process (the simulated Tinkerbell, the operator): %v", own)
 	for _, r := range s.records {
 		t.Logf("fault %q: struck %v after the storm began, lasted %v, progress again %v after it ended; %s", r.fault, r.struck, r.lasted, r.recovered, r.note)
 	}
