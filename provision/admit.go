@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/fleetkit/fleet/inventory"
@@ -942,13 +943,22 @@ func (p *Provisioner) lastRunIs(ctx context.Context, dev inventory.Device, run s
 	return err == nil && got.ID == dev.ID && got.LastRun == run
 }
 
+// mayHaveCreated reports whether a create that returned err may still
+// have created its object: the API server's answer did not come, or said
+// the request timed out.
+func mayHaveCreated(err error) bool {
+	var status apierrors.APIStatus
+	return !errors.As(err, &status) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err)
+}
+
 // readBackTimeout bounds the writes and reads a run's start completes after
 // its caller's context ended.
 const readBackTimeout = 10 * time.Second
 
 // render creates dev's bootstrap token tok (the run's Workflow names it
 // already), renders its config and hands it to Configs under code, and
-// reports whether it created the token. It writes the fleet.render audit
+// reports whether it created the token, or may have (a create that got no
+// answer). It writes the fleet.render audit
 // line. What it created stays for the caller to delete when the run does
 // not start.
 func (p *Provisioner) render(ctx context.Context, dev inventory.Device, name, code string, tok bootToken, now time.Time) (tokenMade bool, err error) {
@@ -967,6 +977,10 @@ func (p *Provisioner) render(ctx context.Context, dev inventory.Device, name, co
 	}
 	expires, err := p.createToken(ctx, dev, name, tok, now)
 	if err != nil {
+		// A create whose answer did not come, or timed out in the API
+		// server, may have made the token: it is the caller's to delete
+		// with the rest. One the API server refused was not made.
+		tokenMade = mayHaveCreated(err)
 		return fail(err)
 	}
 	tokenMade = true

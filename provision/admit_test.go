@@ -246,6 +246,27 @@ func TestAdmitBootstrapTokenFails(t *testing.T) {
 	})
 }
 
+// A bootstrap token whose create the API server carried out, while its
+// answer never came (the request's deadline passed), is deleted with the
+// run that did not start: no token is left that no Workflow names.
+func TestAdmitTokenCreateAnswerLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dev := worker(1, "node-01")
+		h := newHarness(t, nil, dev)
+		h.kube.PrependReactor("create", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			obj := a.(k8stesting.CreateAction).GetObject()
+			if err := h.kube.Tracker().Create(a.GetResource(), obj, a.GetNamespace()); err != nil {
+				t.Fatal(err)
+			}
+			return true, nil, context.DeadlineExceeded
+		})
+		if _, err := h.p.Admit(context.Background(), claimOf(dev)); !errors.Is(err, ErrBootstrapToken) {
+			t.Fatalf("Admit error = %v, want ErrBootstrapToken", err)
+		}
+		h.wantNoRun()
+	})
+}
+
 // "The audit line says no provision": a last run the owner has not
 // repeated, a control plane, or auto-provision off.
 func TestAdmitNoProvision(t *testing.T) {
