@@ -24,9 +24,9 @@ import (
 // network cut does to the borrower's retries.
 type peerCut struct {
 	ln net.Listener
-	to string // the lender's peers' API
 
 	mu         sync.Mutex
+	to         string // the lender's peers' API
 	takeAnswer bool
 	down       bool
 	taken      int // answers read and not passed on
@@ -62,7 +62,7 @@ func (c *peerCut) serve() {
 
 func (c *peerCut) carry(conn *net.TCPConn) {
 	c.mu.Lock()
-	down, take := c.down, c.takeAnswer
+	down, take, to := c.down, c.takeAnswer, c.to
 	c.takeAnswer = false
 	c.mu.Unlock()
 	if down {
@@ -70,7 +70,7 @@ func (c *peerCut) carry(conn *net.TCPConn) {
 		conn.Close()
 		return
 	}
-	up, err := net.Dial("tcp", c.to)
+	up, err := net.Dial("tcp", to)
 	if err != nil {
 		conn.Close()
 		return
@@ -262,7 +262,7 @@ func newCutReplicas(t *testing.T) cutReplicas {
 	}
 	peersSrv.Start()
 	t.Cleanup(peersSrv.Close)
-	cut.to = peersSrv.Listener.Addr().String()
+	cut.set(func(c *peerCut) { c.to = peersSrv.Listener.Addr().String() })
 
 	nodeSrv := httptest.NewUnstartedServer(withFetchFrom(borrower.configs))
 	if err := borrower.configs.ConfigureServer(nodeSrv.Config); err != nil {
