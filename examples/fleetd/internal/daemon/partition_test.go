@@ -161,19 +161,7 @@ func TestLendAnswerTakenByCutHandedBack(t *testing.T) {
 	// otherwise than 503, for as long as the lender could hold the loan
 	// and a little more: it must get its config, never 404.
 	cut.set(func(c *peerCut) { c.down = false })
-	deadline := time.Now().Add(cutWriteTimeout + configserve.DefaultLoanGrace + 10*time.Second)
-	var statuses []int
-	for {
-		got := fetchStatus(t, url)
-		statuses = append(statuses, got)
-		if got != http.StatusServiceUnavailable {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the node was told 503 until past the loan's deadline: %v", statuses)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	statuses := fetchPast503(t, url, time.Now().Add(cutWriteTimeout+configserve.DefaultLoanGrace+10*time.Second))
 	if got := statuses[len(statuses)-1]; got != http.StatusOK {
 		t.Errorf("the node's fetches after the cut were answered %v; want 503s, then its config (200)", statuses)
 	}
@@ -208,22 +196,28 @@ func TestSettleTakenByCutTriedAgain(t *testing.T) {
 	l.Settle(false, "")
 	cut.set(func(c *peerCut) { c.down = false })
 
-	url := r.url
-	deadline := l.Deadline.Add(10 * time.Second)
+	statuses := fetchPast503(t, r.url, l.Deadline.Add(10*time.Second))
+	if got := statuses[len(statuses)-1]; got != http.StatusOK {
+		t.Errorf("the node's fetches after its loan was settled across the cut were answered %v; want its config (200)", statuses)
+	}
+}
+
+// fetchPast503 fetches url as a node does while it is told 503 (try
+// again), every 200 ms, and returns every answer, the last one other than
+// 503; still 503 past deadline fails t.
+func fetchPast503(t *testing.T, url string, deadline time.Time) []int {
+	t.Helper()
 	var statuses []int
 	for {
 		got := fetchStatus(t, url)
 		statuses = append(statuses, got)
 		if got != http.StatusServiceUnavailable {
-			break
+			return statuses
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the node was told 503 until past the loan's deadline: %v", statuses)
 		}
 		time.Sleep(200 * time.Millisecond)
-	}
-	if got := statuses[len(statuses)-1]; got != http.StatusOK {
-		t.Errorf("the node's fetches after its loan was settled across the cut were answered %v; want its config (200)", statuses)
 	}
 }
 
