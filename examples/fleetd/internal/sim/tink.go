@@ -28,6 +28,7 @@ import (
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/bmc"
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
 
+	"github.com/fleetkit/fleet/examples/fleetd/internal/daemon"
 	"github.com/fleetkit/fleet/provision"
 )
 
@@ -538,7 +539,7 @@ func (t *tinkSim) template(ctx context.Context, name string) (*template.Template
 	if p != nil && time.Since(p.read) < templateFresh {
 		return p.tpl, nil
 	}
-	u, err := t.w.tink.Resource(templateResource).Namespace(t.ns).Get(ctx, name, metav1.GetOptions{})
+	u, err := t.w.tink.Resource(daemon.TemplateResource).Namespace(t.ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, errors.New("template not found")
@@ -561,9 +562,6 @@ func (t *tinkSim) template(ctx context.Context, name string) (*template.Template
 	t.mu.Unlock()
 	return tpl, nil
 }
-
-// templateResource is Tinkerbell's Template resource.
-var templateResource = tinkerbell.GroupVersion.WithResource("templates")
 
 // quote is sprig's quote: each argument as a Go string literal, joined by
 // spaces.
