@@ -6,41 +6,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 )
-
-// tcpPair returns both ends of a loopback TCP connection; the client end
-// has the given receive buffer (0: the kernel's), set before it connects.
-func tcpPair(t *testing.T, rcvbuf int) (server, client *net.TCPConn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		if rcvbuf == 0 {
-			return nil
-		}
-		var serr error
-		c.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcvbuf)
-		})
-		return serr
-	}}
-	cc, err := d.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close(); sc.Close() })
-	return sc.(*net.TCPConn), cc.(*net.TCPConn)
-}
 
 func mustSocket(t *testing.T, c net.Conn) socket {
 	t.Helper()
@@ -49,6 +17,18 @@ func mustSocket(t *testing.T, c net.Conn) socket {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// stuffedPair returns a pair whose server end has 256 KiB written to a
+// client end with a small receive buffer, which it cannot take at once.
+func stuffedPair(t *testing.T) (server, client *net.TCPConn) {
+	t.Helper()
+	server, client = tcpPair(t, 16<<10)
+	server.SetWriteBuffer(1 << 20)
+	if _, err := server.Write(make([]byte, 256<<10)); err != nil {
+		t.Fatal(err)
+	}
+	return server, client
 }
 
 func TestAwaitAckReader(t *testing.T) {
@@ -66,11 +46,7 @@ func TestAwaitAckReader(t *testing.T) {
 // A peer that starts reading late: the check waits for it, sleeping
 // between queries rather than spinning.
 func TestAwaitAckLateReader(t *testing.T) {
-	server, client := tcpPair(t, 16<<10)
-	server.SetWriteBuffer(1 << 20)
-	if _, err := server.Write(make([]byte, 256<<10)); err != nil {
-		t.Fatal(err)
-	}
+	server, client := stuffedPair(t)
 	reading := make(chan time.Time, 1)
 	time.AfterFunc(200*time.Millisecond, func() { reading <- time.Now(); io.Copy(io.Discard, client) })
 	res, err := awaitAck(mustSocket(t, server), time.Now().Add(5*time.Second))
@@ -87,11 +63,7 @@ func TestAwaitAckLateReader(t *testing.T) {
 }
 
 func TestAwaitAckStalledPeer(t *testing.T) {
-	server, _ := tcpPair(t, 16<<10)
-	server.SetWriteBuffer(1 << 20)
-	if _, err := server.Write(make([]byte, 256<<10)); err != nil {
-		t.Fatal(err)
-	}
+	server, _ := stuffedPair(t)
 	start := time.Now()
 	res, err := awaitAck(mustSocket(t, server), start.Add(200*time.Millisecond))
 	if !errors.Is(err, os.ErrDeadlineExceeded) || res.unacked == 0 {
@@ -103,11 +75,7 @@ func TestAwaitAckStalledPeer(t *testing.T) {
 }
 
 func TestAwaitAckPeerResets(t *testing.T) {
-	server, client := tcpPair(t, 16<<10)
-	server.SetWriteBuffer(1 << 20)
-	if _, err := server.Write(make([]byte, 256<<10)); err != nil {
-		t.Fatal(err)
-	}
+	server, client := stuffedPair(t)
 	time.AfterFunc(50*time.Millisecond, func() {
 		client.SetLinger(0)
 		client.Close()

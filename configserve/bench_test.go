@@ -137,12 +137,8 @@ func fetchOnce(c *http.Client, url string) error {
 // connections against a handler that only writes the same bytes with
 // Connection: close, with no store, gate or acknowledgement check.
 func BenchmarkServe(b *testing.B) {
-	for _, tlsOn := range []bool{false, true} {
-		name := "tcp"
-		if tlsOn {
-			name = "tls"
-		}
-		b.Run(name+"/configserve", func(b *testing.B) {
+	for _, tr := range transports {
+		b.Run(tr.name+"/configserve", func(b *testing.B) {
 			var served atomic.Int64
 			srv, err := New(alwaysPlanned{}, &Config{
 				SpentCodes: b.N + 1,
@@ -156,7 +152,7 @@ func BenchmarkServe(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer srv.Close()
-			ts := benchServer(b, srv, tlsOn)
+			ts := benchServer(b, srv, tr.tls)
 			codes := putCodes(b, srv, b.N)
 			runServes(b, ts, func(i int) string { return ts.URL + PathPrefix + codes[i] })
 			// The last Served events may trail the answers a little.
@@ -167,8 +163,8 @@ func BenchmarkServe(b *testing.B) {
 				b.Fatalf("%d served, %d waiting, want %d served", got, srv.Waiting(), b.N)
 			}
 		})
-		b.Run(name+"/plain-handler", func(b *testing.B) {
-			ts := benchServer(b, nil, tlsOn)
+		b.Run(tr.name+"/plain-handler", func(b *testing.B) {
+			ts := benchServer(b, nil, tr.tls)
 			runServes(b, ts, func(int) string { return ts.URL + "/x" })
 		})
 	}
@@ -248,26 +244,9 @@ func BenchmarkFetchLatency(b *testing.B) {
 // block, then wait for its acknowledgement. "write" is the write alone,
 // "roundtrip" a one-byte echo, the round trip the check is compared with.
 func BenchmarkAckCheck(b *testing.B) {
-	pair := func(b *testing.B) (server, client *net.TCPConn) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer ln.Close()
-		cc, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			b.Fatal(err)
-		}
-		sc, err := ln.Accept()
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { cc.Close(); sc.Close() })
-		return sc.(*net.TCPConn), cc.(*net.TCPConn)
-	}
 	block := make([]byte, benchConfigSize)
 	b.Run("write", func(b *testing.B) {
-		server, client := pair(b)
+		server, client := tcpPair(b, 0)
 		go io.Copy(io.Discard, client)
 		for b.Loop() {
 			if _, err := server.Write(block); err != nil {
@@ -276,7 +255,7 @@ func BenchmarkAckCheck(b *testing.B) {
 		}
 	})
 	b.Run("write+ack", func(b *testing.B) {
-		server, client := pair(b)
+		server, client := tcpPair(b, 0)
 		go io.Copy(io.Discard, client)
 		sock, err := tcpSocket(server)
 		if err != nil {
@@ -299,7 +278,7 @@ func BenchmarkAckCheck(b *testing.B) {
 		b.ReportMetric(float64(wait.Nanoseconds())/float64(b.N), "ack-ns/op")
 	})
 	b.Run("roundtrip", func(b *testing.B) {
-		server, client := pair(b)
+		server, client := tcpPair(b, 0)
 		go io.Copy(client, client)
 		one := make([]byte, 1)
 		for b.Loop() {

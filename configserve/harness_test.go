@@ -131,7 +131,16 @@ type harnessOpts struct {
 	// GET lendPrefix+code lends the config (Lend) and answers the loan's
 	// config as its body (SendLoan); each outcome goes to lent.
 	lend bool
+	// listener, when set, is where the server listens rather than on
+	// loopback.
+	listener net.Listener
 }
+
+// transports are the two ways a node may fetch: plain TCP and TLS.
+var transports = []struct {
+	name string
+	tls  bool
+}{{"tcp", false}, {"tls", true}}
 
 // lendPrefix is the path of the harness's lend requests (harnessOpts.lend).
 const lendPrefix = "/lend/"
@@ -163,6 +172,10 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	}
 	h.srv = srv
 	h.ts = httptest.NewUnstartedServer(srv)
+	if o.listener != nil {
+		h.ts.Listener.Close()
+		h.ts.Listener = o.listener
+	}
 	if o.lend {
 		h.lent = make(chan error, 16)
 		mux := http.NewServeMux()
@@ -304,12 +317,14 @@ func (h *harness) noEvent(d time.Duration) {
 	}
 }
 
-// rawConn dials the server with a small receive buffer, set before the
-// handshake so that the window the peer advertises is small from the
-// start, and speaks TLS if the server does.
-func (h *harness) rawConn(rcvbuf int) (net.Conn, *net.TCPConn) {
-	h.t.Helper()
-	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+// rcvbufDialer dials with the given receive buffer (0: the kernel's), set
+// before the handshake so that the window the client advertises is small
+// from the start.
+func rcvbufDialer(rcvbuf int) *net.Dialer {
+	return &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		if rcvbuf == 0 {
+			return nil
+		}
 		var serr error
 		if err := c.Control(func(fd uintptr) {
 			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcvbuf)
@@ -318,7 +333,34 @@ func (h *harness) rawConn(rcvbuf int) (net.Conn, *net.TCPConn) {
 		}
 		return serr
 	}}
-	c, err := d.Dial("tcp", h.ts.Listener.Addr().String())
+}
+
+// tcpPair returns both ends of a loopback TCP connection; the client end
+// has the given receive buffer (0: the kernel's).
+func tcpPair(tb testing.TB, rcvbuf int) (server, client *net.TCPConn) {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	cc, err := rcvbufDialer(rcvbuf).Dial("tcp", ln.Addr().String())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sc, err := ln.Accept()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { cc.Close(); sc.Close() })
+	return sc.(*net.TCPConn), cc.(*net.TCPConn)
+}
+
+// rawConn dials the server with a small receive buffer (rcvbufDialer),
+// and speaks TLS if the server does.
+func (h *harness) rawConn(rcvbuf int) (net.Conn, *net.TCPConn) {
+	h.t.Helper()
+	c, err := rcvbufDialer(rcvbuf).Dial("tcp", h.ts.Listener.Addr().String())
 	if err != nil {
 		h.t.Fatal(err)
 	}
