@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -22,57 +21,36 @@ import (
 	"github.com/fleetkit/fleet/internal/testenv"
 )
 
-// delayLink joins two network namespaces, a server side and a client side,
-// by a point-to-point link whose every packet the test carries across after
-// a fixed delay: a link with a real round-trip time between two real
-// kernels, where loopback has next to none. (tc's netem is not always
-// there; a TUN device on each side is.)
-type delayLink struct {
-	serverNS, clientNS string // names under /run/netns
-	serverIP           string
-}
-
 const (
 	linkServerIP = "10.201.0.1"
 	linkClientIP = "10.201.0.2"
 	linkDev      = "fleetcs0"
 )
 
-func newDelayLink(t testing.TB, oneWay time.Duration) *delayLink {
+// newDelayLink joins the namespaces by a point-to-point link whose every
+// packet the test carries across after a fixed delay: a link with a real
+// round-trip time between two real kernels, where loopback has next to
+// none. (tc's netem is not always there; a TUN device on each side is.)
+func newDelayLink(t testing.TB, oneWay time.Duration) *netnsLink {
 	t.Helper()
 	testenv.Short(t)
 	testenv.Root(t, "network namespaces and TUN devices")
-	ip := testenv.Command(t, "ip", "iproute2")
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
 		testenv.Unavailable(t, "needs /dev/net/tun: modprobe tun")
 	}
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(ip, args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	l := &delayLink{serverIP: linkServerIP}
+	l := newNetnsLink(t, "rtt", linkServerIP, linkDev)
 	var files []*os.File
-	for _, side := range []struct {
-		ns       *string
-		name     string
-		addr, to string
-	}{
-		{&l.serverNS, fmt.Sprintf("fleet-cs-srv-%d", os.Getpid()), linkServerIP, linkClientIP},
-		{&l.clientNS, fmt.Sprintf("fleet-cs-cli-%d", os.Getpid()), linkClientIP, linkServerIP},
+	for _, side := range []struct{ ns, addr, to string }{
+		{l.serverNS, linkServerIP, linkClientIP},
+		{l.clientNS, linkClientIP, linkServerIP},
 	} {
-		run("netns", "add", side.name)
-		t.Cleanup(func() { exec.Command(ip, "netns", "del", side.name).Run() })
-		*side.ns = side.name
-		run("-n", side.name, "link", "set", "lo", "up")
-		run("-n", side.name, "tuntap", "add", "dev", linkDev, "mode", "tun")
+		l.run(t, "-n", side.ns, "tuntap", "add", "dev", linkDev, "mode", "tun")
 		// A large MTU, so that an answer leaves in one segment and its
 		// acknowledgement is due one round trip after it was written.
-		run("-n", side.name, "link", "set", linkDev, "mtu", "65000", "up")
-		run("-n", side.name, "addr", "add", side.addr, "peer", side.to, "dev", linkDev)
+		l.run(t, "-n", side.ns, "link", "set", linkDev, "mtu", "65000", "up")
+		l.run(t, "-n", side.ns, "addr", "add", side.addr, "peer", side.to, "dev", linkDev)
 		var f *os.File
-		if err := testenv.InNetns(*side.ns, func() error {
+		if err := testenv.InNetns(side.ns, func() error {
 			var err error
 			f, err = openTUN(linkDev)
 			return err
@@ -152,33 +130,10 @@ func sleepUntil(t time.Time) {
 	}
 }
 
-func (l *delayLink) listen(t testing.TB) net.Listener {
-	t.Helper()
-	var ln net.Listener
-	if err := testenv.InNetns(l.serverNS, func() error {
-		var err error
-		ln, err = net.Listen("tcp", l.serverIP+":0")
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return ln
-}
-
-func (l *delayLink) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	var c net.Conn
-	err := testenv.InNetns(l.clientNS, func() error {
-		var err error
-		c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
-		return err
-	})
-	return c, err
-}
-
 // roundTrip measures the link's round-trip time as the kernel sees it over
 // a few one-byte exchanges on one connection: the smallest (tcpi_min_rtt)
 // and the smoothed one (tcpi_rtt).
-func (l *delayLink) roundTrip(t testing.TB) (minRTT, srtt time.Duration) {
+func (l *netnsLink) roundTrip(t testing.TB) (minRTT, srtt time.Duration) {
 	t.Helper()
 	ln := l.listen(t)
 	defer ln.Close()
@@ -247,7 +202,7 @@ func (a *ackLog) Handle(_ context.Context, r slog.Record) error {
 // serveOverLink serves n configs of size bytes, one fetch and one new
 // connection each, over l, and returns what the Server logged of their
 // acknowledgements.
-func serveOverLink(t testing.TB, l *delayLink, n, size int) *ackLog {
+func serveOverLink(t testing.TB, l *netnsLink, n, size int) *ackLog {
 	t.Helper()
 	acks := &ackLog{}
 	srv, err := New(alwaysPlanned{}, &Config{Logger: slog.New(acks)})

@@ -217,22 +217,53 @@ func TestConcurrentFetchesServeOnce(t *testing.T) {
 	t.Logf("statuses %v", byCode)
 }
 
+// wantNotAcknowledged checks the outcome of an answer that the client at
+// c did not acknowledge: its event names c's address and came no sooner
+// than minWait after start, and the config stays. It returns the time
+// from start to the event.
+func (h *harness) wantNotAcknowledged(c net.Conn, start time.Time, minWait time.Duration) time.Duration {
+	h.t.Helper()
+	ev := h.waitEvent()
+	elapsed := time.Since(start)
+	want := Event{Kind: NotAcknowledged, Device: node01, Run: run01, Peer: c.LocalAddr().String(), Text: "the peer did not acknowledge all of it"}
+	if d := cmp.Diff(want, ev, ignoreTime); d != "" {
+		h.t.Fatalf("event (-want +got):\n%s", d)
+	}
+	if elapsed < minWait {
+		h.t.Errorf("the answer ended after %v, before the write deadline %v", elapsed, minWait)
+	}
+	if n := h.srv.Waiting(); n != 1 {
+		h.t.Fatalf("%d configs wait, want the config kept", n)
+	}
+	return elapsed
+}
+
+// wantServedWhole fetches code with c, and wants the whole config orig,
+// served.
+func (h *harness) wantServedWhole(c *http.Client, code string, orig []byte) {
+	h.t.Helper()
+	r := h.get(c, code)
+	if r.status != 200 || !bytes.Equal(r.body, orig) {
+		h.t.Fatalf("next fetch: %d with %d bytes, want 200 with the whole %d", r.status, len(r.body), len(orig))
+	}
+	if ev := h.waitEvent(); ev.Kind != Served {
+		h.t.Errorf("event %v, want served", ev.Kind)
+	}
+}
+
 // A client that reads half the answer and resets the connection: the
 // answer is not acknowledged, the config stays, and the next fetch gets it
 // whole.
 func TestHalfReadAndReset(t *testing.T) {
-	for _, tlsOn := range []bool{false, true} {
-		name := "tcp"
-		if tlsOn {
-			name = "tls"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
 			// Small socket buffers on both sides, so that half the
 			// answer read leaves most of it unsent and unacknowledged.
-			h := newHarness(t, harnessOpts{tls: tlsOn, sndbuf: 64 << 10})
+			h := newHarness(t, harnessOpts{tls: tr.tls, sndbuf: 64 << 10})
 			code, _, orig := h.put(1<<20, node01, run01)
 
 			c, tc := h.rawConn(16 << 10)
+			start := time.Now()
 			sendGet(t, c, code)
 			br := bufio.NewReader(c)
 			resp, err := http.ReadResponse(br, nil)
@@ -249,25 +280,10 @@ func TestHalfReadAndReset(t *testing.T) {
 			if !bytes.Equal(half, orig[:len(half)]) {
 				t.Fatal("the first half differs from the config")
 			}
-			peer := tc.LocalAddr().String()
 			tc.SetLinger(0)
 			tc.Close()
-
-			ev := h.waitEvent()
-			want := Event{Kind: NotAcknowledged, Device: node01, Run: run01, Peer: peer, Text: "the peer did not acknowledge all of it"}
-			if d := cmp.Diff(want, ev, ignoreTime); d != "" {
-				t.Fatalf("event (-want +got):\n%s", d)
-			}
-			if n := h.srv.Waiting(); n != 1 {
-				t.Fatalf("%d configs wait, want the config kept", n)
-			}
-			r := h.get(h.client(), code)
-			if r.status != 200 || !bytes.Equal(r.body, orig) {
-				t.Fatalf("next fetch: %d with %d bytes, want 200 with the whole %d", r.status, len(r.body), len(orig))
-			}
-			if ev := h.waitEvent(); ev.Kind != Served {
-				t.Errorf("event %v, want served", ev.Kind)
-			}
+			h.wantNotAcknowledged(tc, start, 0)
+			h.wantServedWhole(h.client(), code, orig)
 		})
 	}
 }
@@ -283,18 +299,7 @@ func TestZeroWindowMeetsWriteDeadline(t *testing.T) {
 	c, tc := h.rawConn(16 << 10)
 	start := time.Now()
 	sendGet(t, c, code)
-	ev := h.waitEvent()
-	elapsed := time.Since(start)
-	want := Event{Kind: NotAcknowledged, Device: node01, Run: run01, Peer: tc.LocalAddr().String(), Text: textNotAcknowledged}
-	if d := cmp.Diff(want, ev, ignoreTime); d != "" {
-		t.Fatalf("event (-want +got):\n%s", d)
-	}
-	if elapsed < deadline {
-		t.Errorf("the answer ended after %v, before the write deadline %v", elapsed, deadline)
-	}
-	if n := h.srv.Waiting(); n != 1 {
-		t.Fatalf("%d configs wait, want the config kept", n)
-	}
+	h.wantNotAcknowledged(tc, start, deadline)
 	// The stalled client now reads: it never gets the whole answer,
 	// since the server reset the connection.
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -305,10 +310,7 @@ func TestZeroWindowMeetsWriteDeadline(t *testing.T) {
 	if len(got) >= len(orig) {
 		t.Errorf("the stalled client read %d bytes, the whole answer", len(got))
 	}
-	r := h.get(h.client(), code)
-	if r.status != 200 || !bytes.Equal(r.body, orig) {
-		t.Fatalf("next fetch: %d with %d bytes, want the whole config", r.status, len(r.body))
-	}
+	h.wantServedWhole(h.client(), code, orig)
 }
 
 func TestGateDownKeepsConfig(t *testing.T) {

@@ -7,10 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
@@ -20,7 +18,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/fleetkit/fleet/internal/syncbuf"
 	"github.com/fleetkit/fleet/internal/testenv"
 )
 
@@ -29,12 +26,33 @@ import (
 // once whether or not the peer ever receives it.
 const realConfigSize = 8 << 10
 
-// vethLink joins two network namespaces, a server side and a client side,
-// by a veth pair on a private test subnet. The client's end can be cut
-// (set down), which drops every packet either way, and mended.
-type vethLink struct {
-	ip                 string // ip(8)
-	serverNS, clientNS string // namespace names
+// netnsLink joins two network namespaces, a server side and a client
+// side, by a link between serverIP and clientIP. The client's end of it,
+// clientDev, can be cut (set down), which drops every packet either way,
+// and mended.
+type netnsLink struct {
+	ip                  string // ip(8)
+	serverNS, clientNS  string // namespace names
+	serverIP, clientDev string
+}
+
+var netnsLinks atomic.Int64
+
+// newNetnsLink makes the two namespaces, each with its loopback up, and
+// removes them when the test ends; the caller makes the link.
+func newNetnsLink(t testing.TB, name, serverIP, clientDev string) *netnsLink {
+	t.Helper()
+	l := &netnsLink{ip: testenv.Command(t, "ip", "iproute2"), serverIP: serverIP, clientDev: clientDev}
+	n := netnsLinks.Add(1)
+	l.serverNS = fmt.Sprintf("fleet-cs-%s-srv-%d-%d", name, os.Getpid(), n)
+	l.clientNS = fmt.Sprintf("fleet-cs-%s-cli-%d-%d", name, os.Getpid(), n)
+	for _, ns := range []string{l.serverNS, l.clientNS} {
+		l.run(t, "netns", "add", ns)
+		// Deleting a namespace deletes the link's end in it.
+		t.Cleanup(func() { exec.Command(l.ip, "netns", "del", ns).Run() })
+		l.run(t, "-n", ns, "link", "set", "lo", "up")
+	}
+	return l
 }
 
 const (
@@ -44,22 +62,13 @@ const (
 	vethClientDev = "fcs-cli"
 )
 
-var vethLinks atomic.Int64
-
-func newVethLink(t *testing.T) *vethLink {
+// newVethLink joins the namespaces by a veth pair on a private test
+// subnet.
+func newVethLink(t *testing.T) *netnsLink {
 	t.Helper()
 	testenv.Short(t)
 	testenv.Root(t, "network namespaces and a veth pair")
-	l := &vethLink{ip: testenv.Command(t, "ip", "iproute2")}
-	n := vethLinks.Add(1)
-	l.serverNS = fmt.Sprintf("fleet-cs-ack-srv-%d-%d", os.Getpid(), n)
-	l.clientNS = fmt.Sprintf("fleet-cs-ack-cli-%d-%d", os.Getpid(), n)
-	for _, ns := range []string{l.serverNS, l.clientNS} {
-		l.run(t, "netns", "add", ns)
-		// Deleting a namespace deletes the veth end in it.
-		t.Cleanup(func() { exec.Command(l.ip, "netns", "del", ns).Run() })
-		l.run(t, "-n", ns, "link", "set", "lo", "up")
-	}
+	l := newNetnsLink(t, "ack", vethServerIP, vethClientDev)
 	l.run(t, "-n", l.serverNS, "link", "add", vethServerDev, "type", "veth",
 		"peer", "name", vethClientDev, "netns", l.clientNS)
 	l.run(t, "-n", l.serverNS, "addr", "add", vethServerIP+"/24", "dev", vethServerDev)
@@ -69,7 +78,7 @@ func newVethLink(t *testing.T) *vethLink {
 	return l
 }
 
-func (l *vethLink) run(t *testing.T, args ...string) {
+func (l *netnsLink) run(t testing.TB, args ...string) {
 	t.Helper()
 	if out, err := exec.Command(l.ip, args...).CombinedOutput(); err != nil {
 		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
@@ -78,23 +87,23 @@ func (l *vethLink) run(t *testing.T, args ...string) {
 
 // cut sets the client's end down: from then on no packet crosses the link
 // either way, as when a node's network fails.
-func (l *vethLink) cut(t *testing.T) {
+func (l *netnsLink) cut(t *testing.T) {
 	t.Helper()
-	l.run(t, "-n", l.clientNS, "link", "set", vethClientDev, "down")
+	l.run(t, "-n", l.clientNS, "link", "set", l.clientDev, "down")
 }
 
 // mend sets the client's end up again.
-func (l *vethLink) mend(t *testing.T) {
+func (l *netnsLink) mend(t *testing.T) {
 	t.Helper()
-	l.run(t, "-n", l.clientNS, "link", "set", vethClientDev, "up")
+	l.run(t, "-n", l.clientNS, "link", "set", l.clientDev, "up")
 }
 
-func (l *vethLink) listen(t *testing.T) net.Listener {
+func (l *netnsLink) listen(t testing.TB) net.Listener {
 	t.Helper()
 	var ln net.Listener
 	if err := testenv.InNetns(l.serverNS, func() error {
 		var err error
-		ln, err = net.Listen("tcp", vethServerIP+":0")
+		ln, err = net.Listen("tcp", l.serverIP+":0")
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -102,9 +111,20 @@ func (l *vethLink) listen(t *testing.T) net.Listener {
 	return ln
 }
 
+// dial connects from the client's namespace.
+func (l *netnsLink) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var c net.Conn
+	err := testenv.InNetns(l.clientNS, func() error {
+		var err error
+		c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+		return err
+	})
+	return c, err
+}
+
 // noConnection fails t unless the server's namespace soon holds no TCP
 // connection with peer (host:port).
-func (l *vethLink) noConnection(t *testing.T, peer string) {
+func (l *netnsLink) noConnection(t *testing.T, peer string) {
 	t.Helper()
 	ss := testenv.Command(t, "ss", "iproute2")
 	var out []byte
@@ -121,37 +141,6 @@ func (l *vethLink) noConnection(t *testing.T, peer string) {
 	t.Errorf("the server's kernel still holds the connection with %s:\n%s", peer, out)
 }
 
-// dial connects from the client's namespace.
-func (l *vethLink) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	var c net.Conn
-	err := testenv.InNetns(l.clientNS, func() error {
-		var err error
-		c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
-		return err
-	})
-	return c, err
-}
-
-// heldGate says every device is planned, but holds the first question
-// until the test releases it, and reports each question on asked.
-type heldGate struct {
-	asked   chan struct{}
-	release chan struct{}
-}
-
-func (g *heldGate) Planned(ctx context.Context, _ Device) (bool, error) {
-	select {
-	case g.asked <- struct{}{}:
-	default:
-	}
-	select {
-	case <-g.release:
-		return true, nil
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
-}
-
 // A node asks for its config, and its network fails before the answer
 // leaves. The answer is a real-size config: it fits in the socket's send
 // buffer, so its write returns at once, and only the acknowledgement check
@@ -162,80 +151,25 @@ func TestIntegrationUnacknowledgedRealSizeConfig(t *testing.T) {
 	start := time.Now()
 	l := newVethLink(t)
 	const writeTimeout = 500 * time.Millisecond
-	gate := &heldGate{asked: make(chan struct{}, 1), release: make(chan struct{})}
-	events := make(chan Event, 16)
-	logs := &syncbuf.Buffer{}
-	srv, err := New(gate, &Config{
-		WriteTimeout: writeTimeout,
-		Logger:       slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Events:       func(ev Event) { events <- ev },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewUnstartedServer(srv)
-	ts.Listener.Close()
-	ts.Listener = l.listen(t)
-	if err := srv.ConfigureServer(ts.Config); err != nil {
-		t.Fatal(err)
-	}
-	ts.Start()
-	t.Cleanup(func() {
-		ts.Close()
-		srv.Close()
-		if t.Failed() {
-			t.Logf("server log:\n%s", logs.String())
-		}
-	})
-	nextEvent := func() Event {
-		t.Helper()
-		select {
-		case ev := <-events:
-			return ev
-		case <-time.After(10 * time.Second):
-			t.Fatal("no event within 10 s")
-			return Event{}
-		}
-	}
-
-	code := NewCode()
-	config := makeConfig(realConfigSize)
-	orig := bytes.Clone(config)
-	if err := srv.Put(code, config, node01, run01); err != nil {
-		t.Fatal(err)
-	}
+	h := newHarness(t, harnessOpts{cfg: Config{WriteTimeout: writeTimeout}, listener: l.listen(t)})
+	hold := make(chan struct{})
+	h.gate.hold = hold
+	code, _, orig := h.put(realConfigSize, node01, run01)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := l.dial(ctx, "tcp", ts.Listener.Addr().String())
+	c, err := l.dial(ctx, "tcp", h.ts.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	sendGet(t, c, code)
-	select {
-	case <-gate.asked:
-	case <-ctx.Done():
-		t.Fatal("the request did not reach the server")
-	}
+	testenv.WaitFor(t, 10*time.Second, "the request reaches the server", func() bool { return h.gate.callCount() == 1 })
 	// The request is in; the network fails before the answer leaves.
 	l.cut(t)
 	cutAt := time.Now()
-	close(gate.release)
-
-	ev := nextEvent()
-	elapsed := time.Since(cutAt)
-	want := Event{Kind: NotAcknowledged, Device: node01, Run: run01, Peer: c.LocalAddr().String(),
-		Text: "the peer did not acknowledge all of it"}
-	if d := cmp.Diff(want, ev, ignoreTime); d != "" {
-		t.Fatalf("event (-want +got):\n%s", d)
-	}
-	if elapsed < writeTimeout {
-		t.Errorf("the answer ended after %v, before the write deadline %v", elapsed, writeTimeout)
-	}
-	if n := srv.Waiting(); n != 1 {
-		t.Fatalf("%d configs wait, want the config kept", n)
-	}
+	close(hold)
+	elapsed := h.wantNotAcknowledged(c, cutAt, writeTimeout)
 
 	// Nothing crossed the cut link: the node holds not one byte of the
 	// answer.
@@ -254,19 +188,8 @@ func TestIntegrationUnacknowledgedRealSizeConfig(t *testing.T) {
 		Transport: &http.Transport{DialContext: l.dial, DisableKeepAlives: true},
 		Timeout:   10 * time.Second,
 	}
-	resp, err := hc.Get(ts.URL + PathPrefix + code)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != 200 || !bytes.Equal(body, orig) {
-		t.Fatalf("next fetch: %v, %d with %d bytes, want 200 with the whole %d", err, resp.StatusCode, len(body), len(orig))
-	}
-	if ev := nextEvent(); ev.Kind != Served {
-		t.Errorf("event %v (%q), want served", ev.Kind, ev.Text)
-	}
-	if n := srv.Waiting(); n != 0 {
+	h.wantServedWhole(hc, code, orig)
+	if n := h.srv.Waiting(); n != 0 {
 		t.Errorf("%d configs wait after the config was served", n)
 	}
 	t.Logf("took %v, of which %v from the cut to the event", time.Since(start), elapsed)
@@ -279,38 +202,17 @@ func TestIntegrationUnacknowledgedRealSizeConfig(t *testing.T) {
 // check can tell that the peer does not hold it. The write deadline ends
 // the answer, and the config stays.
 func TestUnreadRealSizeConfigNotServed(t *testing.T) {
-	for _, tlsOn := range []bool{false, true} {
-		name := "tcp"
-		if tlsOn {
-			name = "tls"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
 			const deadline = 300 * time.Millisecond
-			h := newHarness(t, harnessOpts{tls: tlsOn, cfg: Config{WriteTimeout: deadline}})
+			h := newHarness(t, harnessOpts{tls: tr.tls, cfg: Config{WriteTimeout: deadline}})
 			code, _, orig := h.put(realConfigSize, node01, run01)
 
 			c, tc := h.rawConn(1) // the kernel raises it to its smallest
 			start := time.Now()
 			sendGet(t, c, code)
-			ev := h.waitEvent()
-			elapsed := time.Since(start)
-			want := Event{Kind: NotAcknowledged, Device: node01, Run: run01, Peer: tc.LocalAddr().String(), Text: textNotAcknowledged}
-			if d := cmp.Diff(want, ev, ignoreTime); d != "" {
-				t.Fatalf("event (-want +got):\n%s", d)
-			}
-			if elapsed < deadline {
-				t.Errorf("the answer ended after %v, before the write deadline %v", elapsed, deadline)
-			}
-			if n := h.srv.Waiting(); n != 1 {
-				t.Fatalf("%d configs wait, want the config kept", n)
-			}
-			r := h.get(h.client(), code)
-			if r.status != 200 || !bytes.Equal(r.body, orig) {
-				t.Fatalf("next fetch: %d with %d bytes, want 200 with the whole %d", r.status, len(r.body), len(orig))
-			}
-			if ev := h.waitEvent(); ev.Kind != Served {
-				t.Errorf("event %v, want served", ev.Kind)
-			}
+			h.wantNotAcknowledged(tc, start, deadline)
+			h.wantServedWhole(h.client(), code, orig)
 		})
 	}
 }
