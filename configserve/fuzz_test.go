@@ -79,24 +79,13 @@ func FuzzHandler(f *testing.F) {
 		case 2:
 			gate.err = errors.New("netbox did not answer")
 		}
-		srv, err := New(gate, &Config{
+		srv := newBareServer(t, gate, &Config{
 			SpentCodes: 4,
 			Logger:     slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 			Events:     func(ev Event) { events = append(events, ev) },
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer srv.Close()
-		if err := srv.ConfigureServer(&http.Server{}); err != nil {
-			t.Fatal(err)
-		}
-		code, spent := NewCode(), NewCode()
-		config := makeConfig(2000)
-		orig := bytes.Clone(config)
-		if err := srv.Put(code, config, node01, run01); err != nil {
-			t.Fatal(err)
-		}
+		code, config := putNew(t, srv, 2000, node01, run01)
+		orig, spent := bytes.Clone(config), NewCode()
 		srv.spent.add(digestOf(spent), spentEntry{device: node01, run: "provision-node-01-1"})
 
 		p := strings.ReplaceAll(strings.ReplaceAll(path, "{code}", code), "{spent}", spent)

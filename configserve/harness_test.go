@@ -232,15 +232,43 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 // piece of it is recognisable in a log.
 func (h *harness) put(n int, dev Device, run string) (code string, config, orig []byte) {
 	h.t.Helper()
-	code = NewCode()
-	config = makeConfig(n)
-	orig = bytes.Clone(config)
+	code, config = putNew(h.t, h.srv, n, dev, run)
 	h.secrets.add(code)
 	h.secrets.add(tagOf(config))
-	if err := h.srv.Put(code, config, dev, run); err != nil {
-		h.t.Fatal(err)
+	return code, config, bytes.Clone(config)
+}
+
+// putNew holds a fresh config of n bytes under a fresh code in srv.
+func putNew(tb testing.TB, srv *Server, n int, dev Device, run string) (code string, config []byte) {
+	tb.Helper()
+	code, config = NewCode(), makeConfig(n)
+	if err := srv.Put(code, config, dev, run); err != nil {
+		tb.Fatal(err)
 	}
-	return code, config, orig
+	return code, config
+}
+
+// newBareServer returns a Server that ConfigureServer set up but no
+// http.Server serves, closed when the test ends.
+func newBareServer(tb testing.TB, gate Gate, cfg *Config) *Server {
+	tb.Helper()
+	srv, err := New(gate, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { srv.Close() })
+	if err := srv.ConfigureServer(&http.Server{}); err != nil {
+		tb.Fatal(err)
+	}
+	return srv
+}
+
+// fetchRecorded answers a fetch of code with no connection behind it, and
+// returns its status.
+func fetchRecorded(srv *Server, code string) int {
+	w := httptest.NewRecorder()
+	srv.ServeHTTP(w, httptest.NewRequest("GET", PathPrefix+code, nil))
+	return w.Code
 }
 
 // makeConfig returns n bytes of YAML-ish text whose every line

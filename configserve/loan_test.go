@@ -215,18 +215,8 @@ func TestBorrowedNotAcknowledged(t *testing.T) {
 func TestLoanNeverSettled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var events []Event
-		srv, err := New(&testGate{planned: true}, &Config{WriteTimeout: time.Second, Events: func(ev Event) { events = append(events, ev) }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer srv.Close()
-		if err := srv.ConfigureServer(&http.Server{}); err != nil {
-			t.Fatal(err)
-		}
-		code := NewCode()
-		if err := srv.Put(code, makeConfig(128), node01, run01); err != nil {
-			t.Fatal(err)
-		}
+		srv := newBareServer(t, &testGate{planned: true}, &Config{WriteTimeout: time.Second, Events: func(ev Event) { events = append(events, ev) }})
+		code, _ := putNew(t, srv, 128, node01, run01)
 		l, err := srv.Lend(context.Background(), code)
 		if err != nil || len(l.Config) != 128 || l.Run != run01 || time.Until(l.Deadline) != time.Second+DefaultLoanGrace {
 			t.Fatalf("Lend = %+v, %v", l, err)
@@ -249,10 +239,7 @@ func TestLoanNeverSettled(t *testing.T) {
 		}
 
 		// Settled in time, the loan's timer is stopped.
-		code2 := NewCode()
-		if err := srv.Put(code2, makeConfig(128), node01, run01); err != nil {
-			t.Fatal(err)
-		}
+		code2, _ := putNew(t, srv, 128, node01, run01)
 		l2, err := srv.Lend(context.Background(), code2)
 		if err != nil {
 			t.Fatal(err)

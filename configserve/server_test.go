@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/http/httptrace"
 	"strings"
 	"sync"
@@ -313,53 +312,47 @@ func TestZeroWindowMeetsWriteDeadline(t *testing.T) {
 	h.wantServedWhole(h.client(), code, orig)
 }
 
-func TestGateDownKeepsConfig(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
-	code, _, orig := h.put(4096, node01, run01)
-	h.gate.set(false, errors.New("netbox did not answer: dial tcp: connection refused"))
-	c := h.client()
-	r := h.get(c, code)
-	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
-		t.Fatalf("gate down: %d (Retry-After %q), want 503 with Retry-After", r.status, r.header.Get("Retry-After"))
-	}
-	if bytes.Contains(r.body, orig[:64]) {
-		t.Fatal("the 503 carried the config")
-	}
-	h.noEvent(20 * time.Millisecond)
-	if n := h.srv.Waiting(); n != 1 {
-		t.Fatalf("%d configs wait, want the config kept", n)
-	}
-	if !strings.Contains(h.logs.String(), "NetBox did not answer") {
-		t.Error("no log line says NetBox did not answer")
-	}
-	h.gate.set(true, nil)
-	if r := h.get(c, code); r.status != 200 || !bytes.Equal(r.body, orig) {
-		t.Fatalf("gate up: %d, want 200 and the config", r.status)
-	}
-	h.gate.mu.Lock()
-	asked := h.gate.asked
-	h.gate.mu.Unlock()
-	if d := cmp.Diff([]Device{node01, node01}, asked); d != "" {
-		t.Errorf("devices the gate was asked about (-want +got):\n%s", d)
-	}
-}
-
-func TestNotPlannedRefusedAndKept(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
-	code, config, orig := h.put(4096, node01, run01)
-	h.gate.set(false, nil)
-	c := h.client()
-	r := h.get(c, code)
-	if r.status != http.StatusConflict || bytes.Contains(r.body, orig[:64]) {
-		t.Fatalf("not planned: %d, want 409 without the config", r.status)
-	}
-	h.noEvent(20 * time.Millisecond)
-	if n := h.srv.Waiting(); n != 1 || zeroed(config) {
-		t.Fatalf("%d configs wait (zeroed %v), want the config kept", n, zeroed(config))
-	}
-	h.gate.set(true, nil)
-	if r := h.get(c, code); r.status != 200 || !bytes.Equal(r.body, orig) {
-		t.Fatalf("planned again: %d, want 200 and the config", r.status)
+// A gate that does not answer, or that says the device is not planned:
+// the answer carries no config, nothing is reported, the config stays,
+// and once the gate says planned the next fetch gets it.
+func TestGateRefusalKeepsConfig(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		err    error
+		status int
+		retry  string // Retry-After
+		log    string // what a log line says, if one must
+	}{
+		{"gate down", errors.New("netbox did not answer: dial tcp: connection refused"), http.StatusServiceUnavailable, "5", "NetBox did not answer"},
+		{"not planned", nil, http.StatusConflict, "", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, harnessOpts{})
+			code, config, orig := h.put(4096, node01, run01)
+			h.gate.set(false, tt.err)
+			c := h.client()
+			r := h.get(c, code)
+			if r.status != tt.status || r.header.Get("Retry-After") != tt.retry || bytes.Contains(r.body, orig[:64]) {
+				t.Fatalf("%d (Retry-After %q), want %d (Retry-After %q) without the config", r.status, r.header.Get("Retry-After"), tt.status, tt.retry)
+			}
+			h.noEvent(20 * time.Millisecond)
+			if n := h.srv.Waiting(); n != 1 || zeroed(config) {
+				t.Fatalf("%d configs wait (zeroed %v), want the config kept", n, zeroed(config))
+			}
+			if tt.log != "" && !strings.Contains(h.logs.String(), tt.log) {
+				t.Errorf("no log line says %s", tt.log)
+			}
+			h.gate.set(true, nil)
+			if r := h.get(c, code); r.status != 200 || !bytes.Equal(r.body, orig) {
+				t.Fatalf("planned: %d, want 200 and the config", r.status)
+			}
+			h.gate.mu.Lock()
+			asked := h.gate.asked
+			h.gate.mu.Unlock()
+			if d := cmp.Diff([]Device{node01, node01}, asked); d != "" {
+				t.Errorf("devices the gate was asked about (-want +got):\n%s", d)
+			}
+		})
 	}
 }
 
@@ -432,41 +425,41 @@ func TestRequestShapes(t *testing.T) {
 	}
 }
 
-func TestWithoutConnContext(t *testing.T) {
-	h := newHarness(t, harnessOpts{noConnContext: true})
-	code, _, _ := h.put(4096, node01, run01)
-	if r := h.get(h.client(), code); r.status != http.StatusInternalServerError {
-		t.Fatalf("%d, want 500", r.status)
-	}
-	if h.srv.Waiting() != 1 {
-		t.Errorf("waiting %d: want the config kept", h.srv.Waiting())
-	}
-	if !strings.Contains(h.logs.String(), "ConnContext") {
-		t.Error("no log line says what to set")
-	}
-}
-
-func TestHTTP2Refused(t *testing.T) {
-	h := newHarness(t, harnessOpts{tls: true, http2: true})
-	code, _, orig := h.put(4096, node01, run01)
-	c := h.ts.Client()
-	resp, err := c.Get(h.url(code))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.ProtoMajor != 2 {
-		t.Fatalf("the client spoke %s; the test needs HTTP/2", resp.Proto)
-	}
-	if resp.StatusCode != http.StatusHTTPVersionNotSupported || bytes.Contains(body, orig[:64]) {
-		t.Fatalf("%d, want 505 without the config", resp.StatusCode)
-	}
-	if h.srv.Waiting() != 1 {
-		t.Error("the config is gone")
-	}
-	if !strings.Contains(h.logs.String(), "HTTP/1.1 only") {
-		t.Error("no log line says what to set")
+// A server whose set-up ConfigureServer did not make, or that was made to
+// speak HTTP/2 after it: the fetch is refused, the config stays, and a
+// log line says what to set.
+func TestMisconfiguredServerRefuses(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		opts   harnessOpts
+		status int
+		log    string
+	}{
+		{"without ConnContext", harnessOpts{noConnContext: true}, http.StatusInternalServerError, "ConnContext"},
+		{"HTTP/2", harnessOpts{tls: true, http2: true}, http.StatusHTTPVersionNotSupported, "HTTP/1.1 only"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, tt.opts)
+			code, _, orig := h.put(4096, node01, run01)
+			resp, err := h.ts.Client().Get(h.url(code))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if tt.opts.http2 && resp.ProtoMajor != 2 {
+				t.Fatalf("the client spoke %s; the test needs HTTP/2", resp.Proto)
+			}
+			if resp.StatusCode != tt.status || bytes.Contains(body, orig[:64]) {
+				t.Fatalf("%d, want %d without the config", resp.StatusCode, tt.status)
+			}
+			if h.srv.Waiting() != 1 {
+				t.Errorf("waiting %d: want the config kept", h.srv.Waiting())
+			}
+			if !strings.Contains(h.logs.String(), tt.log) {
+				t.Error("no log line says what to set")
+			}
+		})
 	}
 }
 
@@ -477,31 +470,14 @@ func TestTTL(t *testing.T) {
 		gate := &testGate{planned: false}
 		var events []Event
 		var mu sync.Mutex
-		srv, err := New(gate, &Config{TTL: 10 * time.Minute, Events: func(ev Event) {
+		srv := newBareServer(t, gate, &Config{TTL: 10 * time.Minute, Events: func(ev Event) {
 			mu.Lock()
 			events = append(events, ev)
 			mu.Unlock()
 		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer srv.Close()
-		if err := srv.ConfigureServer(&http.Server{}); err != nil {
-			t.Fatal(err)
-		}
-		code := NewCode()
-		config := makeConfig(1000)
-		if err := srv.Put(code, config, node01, run01); err != nil {
-			t.Fatal(err)
-		}
-		fetch := func() int {
-			w := httptest.NewRecorder()
-			r := httptest.NewRequest("GET", PathPrefix+code, nil)
-			srv.ServeHTTP(w, r)
-			return w.Code
-		}
+		code, config := putNew(t, srv, 1000, node01, run01)
 		time.Sleep(10*time.Minute - time.Second)
-		if st := fetch(); st != http.StatusConflict || gate.callCount() != 1 {
+		if st := fetchRecorded(srv, code); st != http.StatusConflict || gate.callCount() != 1 {
 			t.Fatalf("before the TTL: %d after %d gate calls, want 409 (not planned) from a held config", st, gate.callCount())
 		}
 		time.Sleep(2 * time.Second)
@@ -509,7 +485,7 @@ func TestTTL(t *testing.T) {
 		if srv.Waiting() != 0 || !zeroed(config) {
 			t.Fatalf("after the TTL: %d waiting, zeroed %v; want the config gone and zeroed", srv.Waiting(), zeroed(config))
 		}
-		if st := fetch(); st != http.StatusNotFound {
+		if st := fetchRecorded(srv, code); st != http.StatusNotFound {
 			t.Fatalf("after the TTL: %d, want 404", st)
 		}
 		mu.Lock()
@@ -533,21 +509,10 @@ func TestTTLPassesDuringFetch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		gate := &testGate{planned: false, delay: 2 * time.Minute}
 		var kinds []Kind
-		srv, err := New(gate, &Config{TTL: time.Minute, Events: func(ev Event) { kinds = append(kinds, ev.Kind) }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer srv.Close()
-		if err := srv.ConfigureServer(&http.Server{}); err != nil {
-			t.Fatal(err)
-		}
-		code := NewCode()
-		config := makeConfig(1000)
-		srv.Put(code, config, node01, run01)
-		w := httptest.NewRecorder()
-		srv.ServeHTTP(w, httptest.NewRequest("GET", PathPrefix+code, nil))
-		if w.Code != http.StatusConflict {
-			t.Fatalf("%d, want 409", w.Code)
+		srv := newBareServer(t, gate, &Config{TTL: time.Minute, Events: func(ev Event) { kinds = append(kinds, ev.Kind) }})
+		code, config := putNew(t, srv, 1000, node01, run01)
+		if st := fetchRecorded(srv, code); st != http.StatusConflict {
+			t.Fatalf("%d, want 409", st)
 		}
 		if d := cmp.Diff([]Kind{Expired}, kinds); d != "" {
 			t.Errorf("events (-want +got):\n%s", d)
