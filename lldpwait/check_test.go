@@ -10,6 +10,18 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
+// wantError compares err with want (errors.Is, through EquateErrors)
+// and, when text is set, its text with text: the journal line.
+func wantError(t *testing.T, err, want error, text string) {
+	t.Helper()
+	if diff := cmp.Diff(want, err, cmpopts.EquateErrors()); diff != "" {
+		t.Errorf("error (-want +got):\n%s", diff)
+	}
+	if text != "" && (err == nil || err.Error() != text) {
+		t.Errorf("error text %q, want the journal line %q", err, text)
+	}
+}
+
 func TestCheck(t *testing.T) {
 	lldpd, err := Parse(lldpdFrame) // names port 5
 	if err != nil {
@@ -34,13 +46,7 @@ func TestCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := Check(tt.n, tt.declared, nil)
-			if diff := cmp.Diff(tt.want, err, cmpopts.EquateErrors()); diff != "" {
-				t.Errorf("Check (-want +got):\n%s", diff)
-			}
-			if tt.text != "" && (err == nil || err.Error() != tt.text) {
-				t.Errorf("Check error text %q, want %q", err, tt.text)
-			}
+			wantError(t, Check(tt.n, tt.declared, nil), tt.want, tt.text)
 		})
 	}
 }
@@ -61,13 +67,7 @@ func TestCheckRecorded(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := CheckRecorded(tt.recorded, tt.declared)
-			if diff := cmp.Diff(tt.want, err, cmpopts.EquateErrors()); diff != "" {
-				t.Errorf("CheckRecorded (-want +got):\n%s", diff)
-			}
-			if tt.text != "" && (err == nil || err.Error() != tt.text) {
-				t.Errorf("CheckRecorded error text %q, want %q", err, tt.text)
-			}
+			wantError(t, CheckRecorded(tt.recorded, tt.declared), tt.want, tt.text)
 		})
 	}
 }
@@ -104,9 +104,7 @@ func TestRunbookNoLLDPFrame(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// The machine's side: a switch that sends no LLDP (other traffic
 		// only) for the default wait.
-		c := newFakeConn()
-		l := fakeListener(c, 0, nil)
-		defer l.Close()
+		c, l := fakeListener(t, 0, nil)
 		go func() {
 			for range 10 {
 				time.Sleep(3 * time.Second)
@@ -119,13 +117,9 @@ func TestRunbookNoLLDPFrame(t *testing.T) {
 			t.Fatalf("Wait = %+v, %v after %v; want ErrTimeout after 35s", n, err, time.Since(start))
 		}
 		// The claim carries no neighbour; fleetd checks it.
-		if err := Check(n, 5, nil); err == nil || err.Error() != "attested no switch port" {
-			t.Errorf("Check(no neighbour) = %v; want the journal line attested no switch port", err)
-		}
+		wantError(t, Check(n, 5, nil), ErrNoAttestedPort, "attested no switch port")
 		// fleetd recorded no attested port, and checks again later.
-		if err := CheckRecorded(0, 5); err == nil || err.Error() != "recorded no attested switch port" {
-			t.Errorf("CheckRecorded(0) = %v; want the journal line recorded no attested switch port", err)
-		}
+		wantError(t, CheckRecorded(0, 5), ErrNoRecordedPort, "recorded no attested switch port")
 	})
 }
 
@@ -133,24 +127,19 @@ func TestRunbookNoLLDPFrame(t *testing.T) {
 // port N, expected M`: a switch port the device does not expect".
 func TestRunbookWrongPort(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newFakeConn()
-		l := fakeListener(c, 0, nil)
-		defer l.Close()
+		c, l := fakeListener(t, 0, nil)
 		c.push(unifiFrame("Port 7")) // the machine is on port 7
 		n, err := l.Wait(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
 		const declared = 5 // switch_port in the nodes file
-		if err := Check(n, declared, nil); err == nil || err.Error() != "on port 7, expected 5" {
-			t.Errorf("Check = %v; want the journal line on port 7, expected 5", err)
-		}
+		wrong := &PortError{Port: 7, Expected: declared}
+		wantError(t, Check(n, declared, nil), wrong, "on port 7, expected 5")
 		port, err := Port(n, nil) // what fleetd records as attested_switch_port
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := CheckRecorded(port, declared); err == nil || err.Error() != "on port 7, expected 5" {
-			t.Errorf("CheckRecorded = %v; want the journal line on port 7, expected 5", err)
-		}
+		wantError(t, CheckRecorded(port, declared), wrong, "on port 7, expected 5")
 	})
 }

@@ -252,12 +252,8 @@ func TestIntegrationLLDPD(t *testing.T) {
 		if port, err := Port(n, nil); port != 5 || err != nil {
 			t.Errorf("Port = %d, %v; want 5", port, err)
 		}
-		if err := Check(n, 5, nil); err != nil {
-			t.Errorf("Check(declared 5) = %v", err)
-		}
-		if err := Check(n, 6, nil); err == nil || err.Error() != "on port 5, expected 6" {
-			t.Errorf("Check(declared 6) = %v; want on port 5, expected 6", err)
-		}
+		wantError(t, Check(n, 5, nil), nil, "")
+		wantError(t, Check(n, 6, nil), &PortError{Port: 5, Expected: 6}, "on port 5, expected 6")
 	})
 
 	t.Run("port ID interface name", func(t *testing.T) {
@@ -277,9 +273,7 @@ func TestIntegrationLLDPD(t *testing.T) {
 		if n.PortID != "Port 7" {
 			t.Errorf("port ID %q, want Port 7", n.PortID)
 		}
-		if err := Check(n, 5, nil); err == nil || err.Error() != "on port 7, expected 5" {
-			t.Errorf("Check(declared 5) = %v; want on port 7, expected 5", err)
-		}
+		wantError(t, Check(n, 5, nil), &PortError{Port: 7, Expected: 5}, "on port 7, expected 5")
 	})
 }
 

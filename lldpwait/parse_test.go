@@ -56,6 +56,8 @@ func TestParseShapes(t *testing.T) {
 		port       string
 	}
 	macID := ids{ChassisMACAddress, "74:83:c2:01:02:03", PortLocal, "Port 5"}
+	chassisIs := func(sub ChassisIDSubtype, id string) ids { return ids{sub, id, PortLocal, "Port 5"} }
+	portIs := func(sub PortIDSubtype, id string) ids { return ids{ChassisMACAddress, "74:83:c2:01:02:03", sub, id} }
 	withPort := func(sub PortIDSubtype, v []byte) []byte {
 		return lldpFrame(cat(chassisTLV(ChassisMACAddress, switchMAC), portTLV(sub, v), ttlTLV(120), endTLV()))
 	}
@@ -82,49 +84,30 @@ func TestParseShapes(t *testing.T) {
 		}},
 
 		// Chassis ID subtypes (8.5.2.2).
-		{name: "chassis component", frame: withChassis(ChassisComponent, []byte("chassis-1")),
-			want: ids{ChassisComponent, "chassis-1", PortLocal, "Port 5"}},
-		{name: "chassis interface alias", frame: withChassis(ChassisInterfaceAlias, []byte("uplink to core")),
-			want: ids{ChassisInterfaceAlias, "uplink to core", PortLocal, "Port 5"}},
-		{name: "chassis port component", frame: withChassis(ChassisPortComponent, []byte("backplane 2")),
-			want: ids{ChassisPortComponent, "backplane 2", PortLocal, "Port 5"}},
+		{name: "chassis component", frame: withChassis(ChassisComponent, []byte("chassis-1")), want: chassisIs(ChassisComponent, "chassis-1")},
+		{name: "chassis interface alias", frame: withChassis(ChassisInterfaceAlias, []byte("uplink to core")), want: chassisIs(ChassisInterfaceAlias, "uplink to core")},
+		{name: "chassis port component", frame: withChassis(ChassisPortComponent, []byte("backplane 2")), want: chassisIs(ChassisPortComponent, "backplane 2")},
 		{name: "chassis MAC", frame: withChassis(ChassisMACAddress, switchMAC), want: macID},
-		{name: "chassis MAC EUI-64", frame: withChassis(ChassisMACAddress, []byte{1, 2, 3, 4, 5, 6, 7, 8}),
-			want: ids{ChassisMACAddress, "01:02:03:04:05:06:07:08", PortLocal, "Port 5"}},
-		{name: "chassis network address IPv4", frame: withChassis(ChassisNetworkAddress, []byte{familyIPv4, 192, 0, 2, 1}),
-			want: ids{ChassisNetworkAddress, "192.0.2.1", PortLocal, "Port 5"}},
-		{name: "chassis network address IPv6", frame: withChassis(ChassisNetworkAddress, withSubtype(familyIPv6, v6)),
-			want: ids{ChassisNetworkAddress, "2001:db8::1", PortLocal, "Port 5"}},
-		{name: "chassis network address 802", frame: withChassis(ChassisNetworkAddress, withSubtype(family802, switchMAC)),
-			want: ids{ChassisNetworkAddress, "74:83:c2:01:02:03", PortLocal, "Port 5"}},
-		{name: "chassis network address other family", frame: withChassis(ChassisNetworkAddress, []byte{16, 0xde, 0xad}),
-			want: ids{ChassisNetworkAddress, "10:de:ad", PortLocal, "Port 5"}},
-		{name: "chassis interface name", frame: withChassis(ChassisInterfaceName, []byte("vlan1")),
-			want: ids{ChassisInterfaceName, "vlan1", PortLocal, "Port 5"}},
-		{name: "chassis local", frame: withChassis(ChassisLocal, []byte("sw-rack2")),
-			want: ids{ChassisLocal, "sw-rack2", PortLocal, "Port 5"}},
+		{name: "chassis MAC EUI-64", frame: withChassis(ChassisMACAddress, []byte{1, 2, 3, 4, 5, 6, 7, 8}), want: chassisIs(ChassisMACAddress, "01:02:03:04:05:06:07:08")},
+		{name: "chassis network address IPv4", frame: withChassis(ChassisNetworkAddress, []byte{familyIPv4, 192, 0, 2, 1}), want: chassisIs(ChassisNetworkAddress, "192.0.2.1")},
+		{name: "chassis network address IPv6", frame: withChassis(ChassisNetworkAddress, withSubtype(familyIPv6, v6)), want: chassisIs(ChassisNetworkAddress, "2001:db8::1")},
+		{name: "chassis network address 802", frame: withChassis(ChassisNetworkAddress, withSubtype(family802, switchMAC)), want: chassisIs(ChassisNetworkAddress, "74:83:c2:01:02:03")},
+		{name: "chassis network address other family", frame: withChassis(ChassisNetworkAddress, []byte{16, 0xde, 0xad}), want: chassisIs(ChassisNetworkAddress, "10:de:ad")},
+		{name: "chassis interface name", frame: withChassis(ChassisInterfaceName, []byte("vlan1")), want: chassisIs(ChassisInterfaceName, "vlan1")},
+		{name: "chassis local", frame: withChassis(ChassisLocal, []byte("sw-rack2")), want: chassisIs(ChassisLocal, "sw-rack2")},
 
 		// Port ID subtypes (8.5.3.2).
-		{name: "port interface alias", frame: withPort(PortInterfaceAlias, []byte("server 5")),
-			want: ids{ChassisMACAddress, "74:83:c2:01:02:03", PortInterfaceAlias, "server 5"}},
-		{name: "port component", frame: withPort(PortComponent, []byte("1/5")),
-			want: ids{ChassisMACAddress, "74:83:c2:01:02:03", PortComponent, "1/5"}},
-		{name: "port MAC", frame: withPort(PortMACAddress, hostMAC),
-			want: ids{ChassisMACAddress, "74:83:c2:01:02:03", PortMACAddress, "02:00:00:00:00:01"}},
-		{name: "port network address", frame: withPort(PortNetworkAddress, []byte{familyIPv4, 198, 51, 100, 7}),
-			want: ids{ChassisMACAddress, "74:83:c2:01:02:03", PortNetworkAddress, "198.51.100.7"}},
-		{name: "port interface name", frame: withPort(PortInterfaceName, []byte("ge-0/0/5")),
-			want: ids{ChassisMACAddress, "74:83:c2:01:02:03", PortInterfaceName, "ge-0/0/5"}},
-		{name: "port agent circuit ID", frame: withPort(PortAgentCircuitID, []byte{0x01, 0x04, 0x00, 0x05}),
-			want: ids{ChassisMACAddress, "74:83:c2:01:02:03", PortAgentCircuitID, "01:04:00:05"}},
+		{name: "port interface alias", frame: withPort(PortInterfaceAlias, []byte("server 5")), want: portIs(PortInterfaceAlias, "server 5")},
+		{name: "port component", frame: withPort(PortComponent, []byte("1/5")), want: portIs(PortComponent, "1/5")},
+		{name: "port MAC", frame: withPort(PortMACAddress, hostMAC), want: portIs(PortMACAddress, "02:00:00:00:00:01")},
+		{name: "port network address", frame: withPort(PortNetworkAddress, []byte{familyIPv4, 198, 51, 100, 7}), want: portIs(PortNetworkAddress, "198.51.100.7")},
+		{name: "port interface name", frame: withPort(PortInterfaceName, []byte("ge-0/0/5")), want: portIs(PortInterfaceName, "ge-0/0/5")},
+		{name: "port agent circuit ID", frame: withPort(PortAgentCircuitID, []byte{0x01, 0x04, 0x00, 0x05}), want: portIs(PortAgentCircuitID, "01:04:00:05")},
 		{name: "port local", frame: withPort(PortLocal, []byte("Port 5")), want: macID},
 		{name: "port local NUL-terminated", frame: withPort(PortLocal, []byte("Port 5\x00")), want: macID},
-		{name: "port local not printable", frame: withPort(PortLocal, []byte{'P', 0x07, 0xff}),
-			want: ids{ChassisMACAddress, "74:83:c2:01:02:03", PortLocal, "50:07:ff"}},
-		{name: "port local only NUL", frame: withPort(PortLocal, []byte{0}),
-			want: ids{ChassisMACAddress, "74:83:c2:01:02:03", PortLocal, "00"}},
-		{name: "port local UTF-8", frame: withPort(PortLocal, []byte("Anschluss 5 – Gerät")),
-			want: ids{ChassisMACAddress, "74:83:c2:01:02:03", PortLocal, "Anschluss 5 – Gerät"}},
+		{name: "port local not printable", frame: withPort(PortLocal, []byte{'P', 0x07, 0xff}), want: portIs(PortLocal, "50:07:ff")},
+		{name: "port local only NUL", frame: withPort(PortLocal, []byte{0}), want: portIs(PortLocal, "00")},
+		{name: "port local UTF-8", frame: withPort(PortLocal, []byte("Anschluss 5 – Gerät")), want: portIs(PortLocal, "Anschluss 5 – Gerät")},
 
 		// Optional TLVs and the end of the LLDPDU.
 		{name: "mandatory TLVs only, End missing", frame: lldpFrame(mandatory("Port 5")), want: macID},

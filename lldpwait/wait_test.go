@@ -97,14 +97,20 @@ func (c *fakeConn) Close() error {
 	return nil
 }
 
-func fakeListener(c *fakeConn, wait time.Duration, log *slog.Logger) *Listener {
+// fakeListener returns a Listener on eth0 that reads from a fresh
+// fakeConn, closed when the test ends. A zero wait is DefaultWait; a nil
+// log discards.
+func fakeListener(t *testing.T, wait time.Duration, log *slog.Logger) (*fakeConn, *Listener) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if wait == 0 {
 		wait = DefaultWait
 	}
-	return newListener("eth0", c, wait, log)
+	c := newFakeConn()
+	l := newListener("eth0", c, wait, log)
+	t.Cleanup(func() { l.Close() })
+	return c, l
 }
 
 type result struct {
@@ -126,9 +132,7 @@ func TestWaitSkipsUntilValid(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var logs bytes.Buffer
 		log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		c := newFakeConn()
-		l := fakeListener(c, 0, log)
-		defer l.Close()
+		c, l := fakeListener(t, 0, log)
 		start := time.Now()
 		ch := waitAsync(t.Context(), l, start)
 
@@ -180,9 +184,7 @@ func TestWaitTimeout(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				c := newFakeConn()
-				l := fakeListener(c, tt.wait, nil)
-				defer l.Close()
+				c, l := fakeListener(t, tt.wait, nil)
 				start := time.Now()
 				// Invalid frames do not extend the wait.
 				go func() {
@@ -211,9 +213,7 @@ func TestWaitTimeout(t *testing.T) {
 func TestWaitContext(t *testing.T) {
 	t.Run("cancel while blocked", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			c := newFakeConn()
-			l := fakeListener(c, 0, nil)
-			defer l.Close()
+			c, l := fakeListener(t, 0, nil)
 			ctx, cancel := context.WithCancel(t.Context())
 			start := time.Now()
 			ch := waitAsync(ctx, l, start)
@@ -240,8 +240,7 @@ func TestWaitContext(t *testing.T) {
 	})
 	t.Run("context deadline before the wait", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			l := fakeListener(newFakeConn(), 0, nil)
-			defer l.Close()
+			_, l := fakeListener(t, 0, nil)
 			ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 			defer cancel()
 			start := time.Now()
@@ -256,9 +255,7 @@ func TestWaitContext(t *testing.T) {
 	})
 	t.Run("already cancelled", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			c := newFakeConn()
-			l := fakeListener(c, 0, nil)
-			defer l.Close()
+			_, l := fakeListener(t, 0, nil)
 			ctx, cancel := context.WithCancel(t.Context())
 			cancel()
 			if _, err := l.Wait(ctx); !errors.Is(err, context.Canceled) {
@@ -270,8 +267,7 @@ func TestWaitContext(t *testing.T) {
 
 func TestWaitClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newFakeConn()
-		l := fakeListener(c, 0, nil)
+		_, l := fakeListener(t, 0, nil)
 		start := time.Now()
 		ch := waitAsync(t.Context(), l, start)
 		time.Sleep(2 * time.Second)
@@ -296,9 +292,7 @@ func TestWaitClose(t *testing.T) {
 
 func TestWaitSerialised(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newFakeConn()
-		l := fakeListener(c, 0, nil)
-		defer l.Close()
+		c, l := fakeListener(t, 0, nil)
 		start := time.Now()
 		a, b := waitAsync(t.Context(), l, start), waitAsync(t.Context(), l, start)
 		synctest.Wait()
