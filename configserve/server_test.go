@@ -777,11 +777,7 @@ func TestCallerTexts(t *testing.T) {
 		t.Errorf("closed: %d %q", r.status, r.body)
 	}
 
-	s, err := New(&testGate{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := newBareServer(t, &testGate{}, nil)
 	for _, text := range []string{s.contentType, s.text.served(run01), s.text.refetched, s.text.missing, s.text.closed, s.text.gateDown, s.text.cannotCheck} {
 		if strings.Contains(text, "fleetd") || strings.Contains(text, "NetBox") {
 			t.Errorf("a default text names fleetd or NetBox: %q", text)

@@ -61,8 +61,8 @@ func newVethPair(tb testing.TB) *vethPair {
 	p.run(tb, "link", "add", p.switchIf, "netns", p.nsSwitch, "type", "veth", "peer", "name", p.hostIf, "netns", p.nsHost)
 	p.run(tb, "-n", p.nsSwitch, "link", "set", p.switchIf, "up")
 	p.run(tb, "-n", p.nsHost, "link", "set", p.hostIf, "up")
-	p.switchMAC = p.mac(tb, p.nsSwitch, p.switchIf)
-	p.hostMAC = p.mac(tb, p.nsHost, p.hostIf)
+	p.switchMAC, _ = p.link(tb, p.nsSwitch, p.switchIf)
+	p.hostMAC, _ = p.link(tb, p.nsHost, p.hostIf)
 	return p
 }
 
@@ -73,7 +73,8 @@ func (p *vethPair) run(tb testing.TB, args ...string) {
 	}
 }
 
-// link returns ip's JSON description of an interface, statistics included.
+// link returns an interface's MAC address and the packets it received,
+// from ip's JSON description of it.
 func (p *vethPair) link(tb testing.TB, ns, ifname string) (mac net.HardwareAddr, rxPackets uint64) {
 	tb.Helper()
 	out, err := exec.Command(p.ip, "-n", ns, "-j", "-s", "link", "show", "dev", ifname).Output()
@@ -96,16 +97,6 @@ func (p *vethPair) link(tb testing.TB, ns, ifname string) (mac net.HardwareAddr,
 		tb.Fatal(err)
 	}
 	return mac, links[0].Stats.RX.Packets
-}
-
-func (p *vethPair) mac(tb testing.TB, ns, ifname string) net.HardwareAddr {
-	mac, _ := p.link(tb, ns, ifname)
-	return mac
-}
-
-func (p *vethPair) hostRX(tb testing.TB) uint64 {
-	_, rx := p.link(tb, p.nsHost, p.hostIf)
-	return rx
 }
 
 // listen opens a Listener on the host end.
@@ -316,7 +307,7 @@ func TestIntegrationFilter(t *testing.T) {
 		{"LLDP to broadcast", ethFrame(dstBcast, mandatory("Port 9"))},
 		{"LLDP to the host's MAC", ethFrame(p.hostMAC, mandatory("Port 9"))},
 	}
-	rxBefore := p.hostRX(t)
+	_, rxBefore := p.link(t, p.nsHost, p.hostIf)
 	for _, f := range flood {
 		for range perKind {
 			send(t, toHost, f.frame)
@@ -326,7 +317,8 @@ func TestIntegrationFilter(t *testing.T) {
 	send(t, fromHost, lldpFrame(mandatory("Port 9")))
 	time.Sleep(200 * time.Millisecond) // let the receive queues drain
 
-	arrived := p.hostRX(t) - rxBefore
+	_, rxAfter := p.link(t, p.nsHost, p.hostIf)
+	arrived := rxAfter - rxBefore
 	if want := uint64(len(flood) * perKind); arrived < want {
 		t.Fatalf("the host interface received %d frames, want at least the %d sent", arrived, want)
 	}
