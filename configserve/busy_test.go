@@ -30,12 +30,8 @@ func TestFetchWaitsForTheAnswerInFlight(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 	close(hold)
-	if got := <-first; got.status != http.StatusOK || !bytes.Equal(got.body, orig) {
-		t.Fatalf("the first fetch: %d, want 200 and the config", got.status)
-	}
-	if got := <-second; got.status != http.StatusGone {
-		t.Errorf("the fetch that waited: %d %q, want 410", got.status, got.body)
-	}
+	h.want(<-first, http.StatusOK, orig, "the first fetch")
+	h.want(<-second, http.StatusGone, orig, "the fetch that waited")
 	if g := h.gate.callCount(); g != 1 {
 		t.Errorf("the gate was asked %d times, want once", g)
 	}
@@ -49,10 +45,7 @@ func TestFetchWaitsAndGetsTheUnacknowledgedConfig(t *testing.T) {
 	c, _ := h.rawConn(16 << 10)
 	sendGet(t, c, code) // never read: the answer cannot arrive whole
 	testenv.WaitFor(t, 10*time.Second, "the stuck answer asks the gate", func() bool { return h.gate.callCount() == 1 })
-	got := h.get(h.client(), code)
-	if got.status != http.StatusOK || !bytes.Equal(got.body, orig) {
-		t.Errorf("the fetch that waited: %d with %d bytes, want 200 and the config", got.status, len(got.body))
-	}
+	h.want(h.get(h.client(), code), http.StatusOK, orig, "the fetch that waited")
 	kinds := []Kind{h.waitEvent().Kind, h.waitEvent().Kind}
 	if kinds[0] != NotAcknowledged || kinds[1] != Served {
 		t.Errorf("events %v, want not-acknowledged then served", kinds)
@@ -87,9 +80,7 @@ func TestFetchWaitRunsOut(t *testing.T) {
 		t.Errorf("answered after %v, before BusyWait", waited)
 	}
 	close(hold)
-	if got := <-first; got.status != http.StatusOK || !bytes.Equal(got.body, orig) {
-		t.Errorf("the answer in flight: %d, want 200 and the config", got.status)
-	}
+	h.want(<-first, http.StatusOK, orig, "the answer in flight")
 }
 
 // Three replicas behind one address, a node fetching its config through

@@ -317,6 +317,34 @@ func (h *harness) get(c *http.Client, code string) reply {
 	return reply{resp.StatusCode, resp.Header, body}
 }
 
+// want fails t unless r has status and carries the whole config orig if
+// status is 200, none of it otherwise (a nil orig: any body). It returns r.
+func (h *harness) want(r reply, status int, orig []byte, what string) reply {
+	h.t.Helper()
+	ok := r.status == status
+	switch {
+	case orig == nil:
+	case status == http.StatusOK:
+		ok = ok && bytes.Equal(r.body, orig)
+	default:
+		ok = ok && !bytes.Contains(r.body, orig[:64])
+	}
+	if !ok {
+		h.t.Fatalf("%s: %d with %d bytes, want %d, with the config only if 200", what, r.status, len(r.body), status)
+	}
+	return r
+}
+
+// wantKind returns the next event, failing t unless it is of kind.
+func (h *harness) wantKind(kind Kind) Event {
+	h.t.Helper()
+	ev := h.waitEvent()
+	if ev.Kind != kind {
+		h.t.Errorf("event %v (%q), want %v", ev.Kind, ev.Text, kind)
+	}
+	return ev
+}
+
 func (h *harness) allEvents() []Event {
 	h.evMu.Lock()
 	defer h.evMu.Unlock()

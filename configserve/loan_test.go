@@ -72,10 +72,7 @@ func (r *replicas) waitSettled(t *testing.T) bool {
 func TestBorrowedConfigServedOnce(t *testing.T) {
 	r := newReplicas(t, Config{})
 	code, _, orig := r.a.put(4096, node01, run01)
-	got := r.b.get(r.b.client(), code)
-	if got.status != http.StatusOK || !bytes.Equal(got.body, orig) {
-		t.Fatalf("fetch at the borrower: %d with %d bytes, want 200 and the config", got.status, len(got.body))
-	}
+	r.b.want(r.b.get(r.b.client(), code), http.StatusOK, orig, "fetch at the borrower")
 	ev := r.b.waitEvent()
 	if d := cmp.Diff(Event{Kind: Served, Device: node01, Run: run01, Text: "fleetd served the config of " + run01, Borrowed: true}, ev, ignoreTime); d != "" {
 		t.Errorf("the borrower's event (-want +got):\n%s", d)
@@ -88,9 +85,7 @@ func TestBorrowedConfigServedOnce(t *testing.T) {
 	}
 	r.a.noEvent(100 * time.Millisecond)
 	for name, h := range map[string]*harness{"borrower": r.b, "holder": r.a} {
-		if got := h.get(h.client(), code); got.status != http.StatusGone {
-			t.Errorf("a second fetch at the %s: %d, want 410", name, got.status)
-		}
+		h.want(h.get(h.client(), code), http.StatusGone, orig, "a second fetch at the "+name)
 		if ev := h.waitEvent(); ev.Kind != Refetched || ev.Run != run01 || ev.Device != node01 {
 			t.Errorf("the %s's event for a second fetch: %+v, want refetched naming the run", name, ev)
 		}
@@ -153,18 +148,12 @@ func TestBorrowedConfigConcurrentFetches(t *testing.T) {
 // and the config stays with its holder.
 func TestBorrowRefusals(t *testing.T) {
 	r := newReplicas(t, Config{})
-	if got := r.b.get(r.b.client(), NewCode()); got.status != http.StatusNotFound {
-		t.Errorf("an unknown code at the borrower: %d, want 404", got.status)
-	}
-	if ev := r.b.waitEvent(); ev.Kind != Missing {
-		t.Errorf("event %v, want missing", ev.Kind)
-	}
+	r.b.want(r.b.get(r.b.client(), NewCode()), http.StatusNotFound, nil, "an unknown code at the borrower")
+	r.b.wantKind(Missing)
 
 	code, _, orig := r.a.put(512, node01, run01)
 	r.a.gate.set(false, nil)
-	if got := r.b.get(r.b.client(), code); got.status != http.StatusConflict {
-		t.Errorf("a device not planned: %d, want 409", got.status)
-	}
+	r.b.want(r.b.get(r.b.client(), code), http.StatusConflict, orig, "a device not planned")
 	r.a.gate.set(false, errors.New("NetBox is down"))
 	if got := r.b.get(r.b.client(), code); got.status != http.StatusServiceUnavailable || got.header.Get("Retry-After") != "5" {
 		t.Errorf("the holder's gate down: %d, Retry-After %q; want 503, 5", got.status, got.header.Get("Retry-After"))
@@ -180,9 +169,7 @@ func TestBorrowRefusals(t *testing.T) {
 	r.borrowErr = nil
 	r.mu.Unlock()
 	r.a.gate.set(true, nil)
-	if got := r.b.get(r.b.client(), code); got.status != http.StatusOK || !bytes.Equal(got.body, orig) {
-		t.Errorf("after every refusal: %d, want 200 and the config", got.status)
-	}
+	r.b.want(r.b.get(r.b.client(), code), http.StatusOK, orig, "after every refusal")
 }
 
 // A borrowed answer the node does not acknowledge: the borrower reports it
@@ -204,9 +191,7 @@ func TestBorrowedNotAcknowledged(t *testing.T) {
 	if n := r.a.srv.Waiting(); n != 1 {
 		t.Fatalf("the holder holds %d configs, want the config kept", n)
 	}
-	if got := r.b.get(r.b.client(), code); got.status != http.StatusOK || !bytes.Equal(got.body, orig) {
-		t.Errorf("the next fetch: %d, want 200 and the config", got.status)
-	}
+	r.b.want(r.b.get(r.b.client(), code), http.StatusOK, orig, "the next fetch")
 }
 
 // A loan whose borrower never settles it (its replica died mid-answer):
@@ -276,9 +261,7 @@ func TestBorrowedServedLenderGone(t *testing.T) {
 	}}})
 	b.secrets.add(tagOf(orig))
 	b.secrets.add(code)
-	if got := b.get(b.client(), code); got.status != http.StatusOK || !bytes.Equal(got.body, orig) {
-		t.Fatalf("fetch at the borrower: %d with %d bytes, want 200 and the config", got.status, len(got.body))
-	}
+	b.want(b.get(b.client(), code), http.StatusOK, orig, "fetch at the borrower")
 	ev := b.waitEvent()
 	if d := cmp.Diff(Event{Kind: Served, Device: node01, Run: run01, Text: "fleetd served the config of " + run01, Borrowed: true}, ev, ignoreTime); d != "" {
 		t.Errorf("the borrower's event (-want +got):\n%s", d)

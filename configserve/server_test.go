@@ -41,10 +41,7 @@ func TestServeOnceOverTLS(t *testing.T) {
 	code, config, orig := h.put(20<<10, node01, run01)
 	c := h.client()
 
-	r := h.get(c, code)
-	if r.status != http.StatusOK || !bytes.Equal(r.body, orig) {
-		t.Fatalf("first fetch: %d with %d bytes, want 200 with the config's %d", r.status, len(r.body), len(orig))
-	}
+	r := h.want(h.get(c, code), http.StatusOK, orig, "first fetch")
 	if got := r.header.Get("Cache-Control"); got != "no-store" {
 		t.Errorf("Cache-Control %q, want no-store", got)
 	}
@@ -64,10 +61,7 @@ func TestServeOnceOverTLS(t *testing.T) {
 	}
 
 	// Asked again: 410, and the event names the device.
-	r = h.get(c, code)
-	if r.status != http.StatusGone || bytes.Contains(r.body, orig[:64]) {
-		t.Fatalf("second fetch: %d %q, want 410 without the config", r.status, r.body)
-	}
+	h.want(h.get(c, code), http.StatusGone, orig, "second fetch")
 	ev = h.waitEvent()
 	if ev.Peer == "" {
 		t.Error("the refetch event names no peer")
@@ -115,9 +109,7 @@ func TestServedAnswerClosesConnection(t *testing.T) {
 	if st != 200 || !bytes.Equal(body, orig) || !closed || !reused {
 		t.Fatalf("served: %d, closing %v, on the earlier connection %v; want 200 with Connection: close on the kept-alive connection", st, closed, reused)
 	}
-	if ev := h.waitEvent(); ev.Kind != Served {
-		t.Fatalf("event %v, want served", ev.Kind)
-	}
+	h.wantKind(Served)
 	if st, _, _, reused := fetch(); st != http.StatusGone || reused {
 		t.Fatalf("after the serve: %d on the earlier connection %v; want 410 on a new connection", st, reused)
 	}
@@ -241,13 +233,8 @@ func (h *harness) wantNotAcknowledged(c net.Conn, start time.Time, minWait time.
 // served.
 func (h *harness) wantServedWhole(c *http.Client, code string, orig []byte) {
 	h.t.Helper()
-	r := h.get(c, code)
-	if r.status != 200 || !bytes.Equal(r.body, orig) {
-		h.t.Fatalf("next fetch: %d with %d bytes, want 200 with the whole %d", r.status, len(r.body), len(orig))
-	}
-	if ev := h.waitEvent(); ev.Kind != Served {
-		h.t.Errorf("event %v, want served", ev.Kind)
-	}
+	h.want(h.get(c, code), http.StatusOK, orig, "next fetch")
+	h.wantKind(Served)
 }
 
 // A client that reads half the answer and resets the connection: the
@@ -343,9 +330,7 @@ func TestGateRefusalKeepsConfig(t *testing.T) {
 				t.Errorf("no log line says %s", tt.log)
 			}
 			h.gate.set(true, nil)
-			if r := h.get(c, code); r.status != 200 || !bytes.Equal(r.body, orig) {
-				t.Fatalf("planned: %d, want 200 and the config", r.status)
-			}
+			h.want(h.get(c, code), http.StatusOK, orig, "planned")
 			h.gate.mu.Lock()
 			asked := h.gate.asked
 			h.gate.mu.Unlock()
@@ -361,10 +346,7 @@ func TestMissing(t *testing.T) {
 	h.put(100, node01, run01) // another code's config
 	code := NewCode()
 	h.secrets.add(code)
-	r := h.get(h.client(), code)
-	if r.status != http.StatusNotFound {
-		t.Fatalf("unknown code: %d, want 404", r.status)
-	}
+	h.want(h.get(h.client(), code), http.StatusNotFound, nil, "unknown code")
 	ev := h.waitEvent()
 	if !strings.HasPrefix(ev.Peer, "127.0.0.1:") {
 		t.Errorf("peer %q, want the client's address", ev.Peer)
@@ -420,9 +402,7 @@ func TestRequestShapes(t *testing.T) {
 		t.Errorf("gate calls %d, waiting %d: want 0 and 1", h.gate.callCount(), h.srv.Waiting())
 	}
 	// The query is ignored.
-	if r := h.get(c, code+"?x=1&code=y"); r.status != 200 || !bytes.Equal(r.body, orig) {
-		t.Errorf("with a query: %d, want 200 and the config", r.status)
-	}
+	h.want(h.get(c, code+"?x=1&code=y"), http.StatusOK, orig, "with a query")
 }
 
 // A server whose set-up ConfigureServer did not make, or that was made to
@@ -531,25 +511,15 @@ func TestSpentCodesBounded(t *testing.T) {
 	var codes []string
 	for range 3 {
 		code, _, _ := h.put(100, node01, run01)
-		if r := h.get(c, code); r.status != 200 {
-			t.Fatalf("%d, want 200", r.status)
-		}
+		h.want(h.get(c, code), http.StatusOK, nil, "a fresh code")
 		h.waitEvent()
 		codes = append(codes, code)
 	}
-	if r := h.get(c, codes[0]); r.status != http.StatusNotFound {
-		t.Errorf("the oldest spent code: %d, want 404 (forgotten)", r.status)
-	}
-	if ev := h.waitEvent(); ev.Kind != Missing {
-		t.Errorf("event %v, want missing", ev.Kind)
-	}
+	h.want(h.get(c, codes[0]), http.StatusNotFound, nil, "the oldest spent code, forgotten")
+	h.wantKind(Missing)
 	for _, code := range codes[1:] {
-		if r := h.get(c, code); r.status != http.StatusGone {
-			t.Errorf("a remembered spent code: %d, want 410", r.status)
-		}
-		if ev := h.waitEvent(); ev.Kind != Refetched {
-			t.Errorf("event %v, want refetched", ev.Kind)
-		}
+		h.want(h.get(c, code), http.StatusGone, nil, "a remembered spent code")
+		h.wantKind(Refetched)
 	}
 }
 
@@ -564,9 +534,7 @@ func TestDropAndClose(t *testing.T) {
 		t.Error("Drop reported a config it does not hold")
 	}
 	c := h.client()
-	if r := h.get(c, code1); r.status != http.StatusNotFound {
-		t.Errorf("a dropped code: %d, want 404", r.status)
-	}
+	h.want(h.get(c, code1), http.StatusNotFound, nil, "a dropped code")
 	h.waitEvent()
 	if err := h.srv.Close(); err != nil {
 		t.Fatal(err)
@@ -577,9 +545,7 @@ func TestDropAndClose(t *testing.T) {
 	if err := h.srv.Put(NewCode(), makeConfig(100), node01, run01); !errors.Is(err, ErrClosed) {
 		t.Errorf("Put after Close: %v, want ErrClosed", err)
 	}
-	if r := h.get(c, code2); r.status != http.StatusServiceUnavailable {
-		t.Errorf("a fetch after Close: %d, want 503", r.status)
-	}
+	h.want(h.get(c, code2), http.StatusServiceUnavailable, nil, "a fetch after Close")
 	if err := h.srv.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
@@ -597,12 +563,8 @@ func TestDropRun(t *testing.T) {
 		t.Error("DropRun reported a config it does not hold")
 	}
 	c := h.client()
-	if r := h.get(c, code1); r.status != http.StatusNotFound {
-		t.Errorf("a dropped run's code: %d, want 404", r.status)
-	}
-	if r := h.get(c, code2); r.status != http.StatusOK || !bytes.Equal(r.body, orig2) {
-		t.Errorf("another run's code: %d, want 200 and its config", r.status)
-	}
+	h.want(h.get(c, code1), http.StatusNotFound, nil, "a dropped run's code")
+	h.want(h.get(c, code2), http.StatusOK, orig2, "another run's code")
 }
 
 func TestPutErrors(t *testing.T) {

@@ -245,10 +245,7 @@ func TestHalfReadOfRealSizeConfigSpendsCode(t *testing.T) {
 	if d := cmp.Diff(want, h.waitEvent(), ignoreTime); d != "" {
 		t.Fatalf("event (-want +got):\n%s", d)
 	}
-	c2 := h.client()
-	if r := h.get(c2, code); r.status != http.StatusGone {
-		t.Fatalf("next fetch: %d, want 410", r.status)
-	}
+	h.want(h.get(h.client(), code), http.StatusGone, orig, "next fetch")
 	if ev := h.waitEvent(); ev.Kind != Refetched || ev.Text != h.srv.text.refetched {
 		t.Errorf("event %v (%q), want refetched", ev.Kind, ev.Text)
 	}
