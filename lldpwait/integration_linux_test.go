@@ -283,11 +283,7 @@ func TestIntegrationFilter(t *testing.T) {
 	fromHost := p.sender(t, p.nsHost, p.hostIf)
 	pc := packetConn(t, l)
 
-	res := make(chan result, 1)
-	go func() {
-		n, err := l.Wait(t.Context())
-		res <- result{n: n, err: err}
-	}()
+	res := waitAsync(t.Context(), l, time.Now())
 
 	perKind := 2000
 	if raceEnabled {
