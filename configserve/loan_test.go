@@ -99,33 +99,9 @@ func TestBorrowedConfigServedOnce(t *testing.T) {
 func TestBorrowedConfigConcurrentFetches(t *testing.T) {
 	r := newReplicas(t, Config{})
 	code, _, orig := r.a.put(64<<10, node01, run01)
-	var mu sync.Mutex
-	statuses := map[int]int{}
-	var wg sync.WaitGroup
-	for i := range 100 {
-		h := r.a
-		if i%2 == 1 {
-			h = r.b
-		}
-		wg.Go(func() {
-			resp, err := h.client().Get(h.url(code))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && !bytes.Equal(body, orig) {
-				t.Errorf("a 200 with %d bytes, not the config", len(body))
-			}
-			mu.Lock()
-			statuses[resp.StatusCode]++
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	if statuses[http.StatusOK] != 1 || statuses[http.StatusOK]+statuses[http.StatusGone]+statuses[http.StatusServiceUnavailable] != 100 {
-		t.Errorf("statuses %v: want one 200, and 410 or 503 for the rest", statuses)
+	statuses, bodies := fetchAtOnce(t, 100, []*harness{r.a, r.b}, nil, code, orig, nil)
+	if statuses[http.StatusOK] != 1 || bodies != 1 || statuses[http.StatusOK]+statuses[http.StatusGone]+statuses[http.StatusServiceUnavailable] != 100 {
+		t.Errorf("statuses %v, %d carrying the config: want one 200 with the config, and 410 or 503 for the rest", statuses, bodies)
 	}
 	served := 0
 	for name, h := range map[string]*harness{"holder": r.a, "borrower": r.b} {

@@ -115,40 +115,33 @@ func TestServedAnswerClosesConnection(t *testing.T) {
 	}
 }
 
-func TestConcurrentFetchesServeOnce(t *testing.T) {
-	// Fetches that meet the answer in flight get 503 at once, rather
-	// than wait for its outcome (TestFetchWaitsForTheAnswerInFlight).
-	h := newHarness(t, harnessOpts{cfg: Config{BusyWait: -1}})
-	// The gate holds the first fetch until 50 others met it in flight.
-	hold := make(chan struct{})
-	h.gate.hold = hold
-	code, _, orig := h.put(20<<10, node01, run01)
-	const n = 200
-	tr := &http.Transport{DisableKeepAlives: true, MaxIdleConnsPerHost: -1}
-	defer tr.CloseIdleConnections()
-	c := &http.Client{Transport: tr, Timeout: 60 * time.Second}
-
+// fetchAtOnce fetches code n times at once, the i-th at the harness
+// ring[i%len(ring)] with c (nil: that harness's client), and counts the
+// answers by status and those that carry the config. It fails t if a fetch
+// fails, or if an answer carries part of the config and is not a 200 with
+// all of it. seen, if set, sees each answer, under the count's lock.
+func fetchAtOnce(t *testing.T, n int, ring []*harness, c *http.Client, code string, orig []byte, seen func(int, http.Header)) (byCode map[int]int, bodies int) {
 	var (
-		wg      sync.WaitGroup
-		start   = make(chan struct{})
-		mu      sync.Mutex
-		byCode  = map[int]int{}
-		bodies  int
-		retries int
-		errs    []error
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		mu    sync.Mutex
+		errs  []error
 	)
-	for range n {
+	byCode = map[int]int{}
+	for i := range n {
+		h := ring[i%len(ring)]
 		wg.Go(func() {
 			<-start
-			resp, err := c.Get(h.url(code))
-			if err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-				return
+			client := c
+			if client == nil {
+				client = h.client()
 			}
-			body, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			resp, err := client.Get(h.url(code))
+			var body []byte
+			if err == nil {
+				body, err = io.ReadAll(resp.Body)
+				resp.Body.Close()
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -162,23 +155,45 @@ func TestConcurrentFetchesServeOnce(t *testing.T) {
 					t.Errorf("a %d answer carried part of the config", resp.StatusCode)
 				}
 			}
-			if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "" {
-				retries++
-				if retries == 50 {
-					close(hold)
-				}
+			if seen != nil {
+				seen(resp.StatusCode, resp.Header)
 			}
 		})
 	}
 	close(start)
 	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d fetches failed, the first: %v", len(errs), errs[0])
+	}
+	return byCode, bodies
+}
+
+func TestConcurrentFetchesServeOnce(t *testing.T) {
+	// Fetches that meet the answer in flight get 503 at once, rather
+	// than wait for its outcome (TestFetchWaitsForTheAnswerInFlight).
+	h := newHarness(t, harnessOpts{cfg: Config{BusyWait: -1}})
+	// The gate holds the first fetch until 50 others met it in flight.
+	hold := make(chan struct{})
+	h.gate.hold = hold
+	code, _, orig := h.put(20<<10, node01, run01)
+	const n = 200
+	tr := &http.Transport{DisableKeepAlives: true, MaxIdleConnsPerHost: -1}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: 60 * time.Second}
+
+	retries := 0
+	byCode, bodies := fetchAtOnce(t, n, []*harness{h}, c, code, orig, func(status int, header http.Header) {
+		if status == http.StatusServiceUnavailable && header.Get("Retry-After") != "" {
+			retries++
+			if retries == 50 {
+				close(hold)
+			}
+		}
+	})
 	select {
 	case <-hold:
 	default:
 		close(hold)
-	}
-	if len(errs) > 0 {
-		t.Fatalf("%d fetches failed, the first: %v", len(errs), errs[0])
 	}
 	if byCode[200] != 1 || bodies != 1 {
 		t.Fatalf("%d answers were 200 and %d carried the config, want exactly one: %v", byCode[200], bodies, byCode)

@@ -17,6 +17,8 @@ func nb(sub PortIDSubtype, id, desc string) *Neighbor {
 	}
 }
 
+// TestPortDefaultRules names ports by the default rules; want 0: no port
+// is named.
 func TestPortDefaultRules(t *testing.T) {
 	const mac = "74:83:c2:01:02:03"
 	tests := []struct {
@@ -62,41 +64,29 @@ func TestPortDefaultRules(t *testing.T) {
 		{"local interface name g1", nb(PortLocal, "g1", ""), 1},
 		{"local Ethernet112, description not a name", nb(PortLocal, "Ethernet112", "ARISTA01T1:Ethernet1"), 112},
 		{"local eth4", nb(PortLocal, "eth4", ""), 5},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := Port(tt.n, nil)
-			if err != nil || got != tt.want {
-				t.Errorf("Port(%s %q, description %q) = %d, %v; want %d", tt.n.PortIDSubtype, tt.n.PortID, tt.n.PortDescription, got, err, tt.want)
-			}
-		})
-	}
-}
 
-func TestPortUnnamed(t *testing.T) {
-	tests := []struct {
-		name string
-		n    *Neighbor
-	}{
-		{"MAC port ID, no description", nb(PortMACAddress, "74:83:c2:01:02:03", "")},
-		{"interface name not a port", nb(PortInterfaceName, "uplink", "")},
-		{"interface alias is not read as a name", nb(PortInterfaceAlias, "server-5", "")},
-		{"agent circuit ID", nb(PortAgentCircuitID, "01:04:00:05", "")},
-		{"port 0", nb(PortLocal, "Port 0", "")},
-		{"Ethernet0", nb(PortInterfaceName, "Ethernet0", "")},
-		{"port number above MaxPort", nb(PortLocal, "Port 65536", "")},
-		{"port number overflowing int", nb(PortLocal, "Port 99999999999999999999999", "")},
-		{"trailing text", nb(PortLocal, "Port 5 (uplink)", "")},
-		{"breakout suffix", nb(PortInterfaceName, "xe-0/0/5:1", "")},
+		// No port named: ErrPortUnnamed, quoting the port ID.
+		{"MAC port ID, no description", nb(PortMACAddress, "74:83:c2:01:02:03", ""), 0},
+		{"interface name not a port", nb(PortInterfaceName, "uplink", ""), 0},
+		{"interface alias is not read as a name", nb(PortInterfaceAlias, "server-5", ""), 0},
+		{"agent circuit ID", nb(PortAgentCircuitID, "01:04:00:05", ""), 0},
+		{"port 0", nb(PortLocal, "Port 0", ""), 0},
+		{"Ethernet0", nb(PortInterfaceName, "Ethernet0", ""), 0},
+		{"port number above MaxPort", nb(PortLocal, "Port 65536", ""), 0},
+		{"port number overflowing int", nb(PortLocal, "Port 99999999999999999999999", ""), 0},
+		{"trailing text", nb(PortLocal, "Port 5 (uplink)", ""), 0},
+		{"breakout suffix", nb(PortInterfaceName, "xe-0/0/5:1", ""), 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := Port(tt.n, nil)
-			if !errors.Is(err, ErrPortUnnamed) {
+			switch {
+			case tt.want == 0 && !errors.Is(err, ErrPortUnnamed):
 				t.Fatalf("Port = %d, %v; want ErrPortUnnamed", got, err)
-			}
-			if !strings.Contains(err.Error(), `port ID "`+tt.n.PortID+`"`) {
+			case tt.want == 0 && !strings.Contains(err.Error(), `port ID "`+tt.n.PortID+`"`):
 				t.Errorf("error %q does not quote the port ID", err)
+			case tt.want != 0 && (err != nil || got != tt.want):
+				t.Errorf("Port(%s %q, description %q) = %d, %v; want %d", tt.n.PortIDSubtype, tt.n.PortID, tt.n.PortDescription, got, err, tt.want)
 			}
 		})
 	}
