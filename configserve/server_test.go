@@ -252,6 +252,28 @@ func (h *harness) wantServedWhole(c *http.Client, code string, orig []byte) {
 	h.wantKind(Served)
 }
 
+// readHalfAndReset reads the answer on c up to half of the config orig,
+// and resets the connection.
+func readHalfAndReset(t *testing.T, c net.Conn, tc *net.TCPConn, orig []byte) {
+	t.Helper()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || resp.ContentLength != int64(len(orig)) {
+		t.Fatalf("status %d, length %d", resp.StatusCode, resp.ContentLength)
+	}
+	half := make([]byte, len(orig)/2)
+	if _, err := io.ReadFull(resp.Body, half); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(half, orig[:len(half)]) {
+		t.Fatal("the first half differs from the config")
+	}
+	tc.SetLinger(0)
+	tc.Close()
+}
+
 // A client that reads half the answer and resets the connection: the
 // answer is not acknowledged, the config stays, and the next fetch gets it
 // whole.
@@ -266,23 +288,7 @@ func TestHalfReadAndReset(t *testing.T) {
 			c, tc := h.rawConn(16 << 10)
 			start := time.Now()
 			sendGet(t, c, code)
-			br := bufio.NewReader(c)
-			resp, err := http.ReadResponse(br, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if resp.StatusCode != 200 || resp.ContentLength != int64(len(orig)) {
-				t.Fatalf("status %d, length %d", resp.StatusCode, resp.ContentLength)
-			}
-			half := make([]byte, len(orig)/2)
-			if _, err := io.ReadFull(resp.Body, half); err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(half, orig[:len(half)]) {
-				t.Fatal("the first half differs from the config")
-			}
-			tc.SetLinger(0)
-			tc.Close()
+			readHalfAndReset(t, c, tc, orig)
 			h.wantNotAcknowledged(tc, start, 0)
 			h.wantServedWhole(h.client(), code, orig)
 		})

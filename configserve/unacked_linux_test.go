@@ -1,12 +1,10 @@
 package configserve
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -227,19 +225,7 @@ func TestHalfReadOfRealSizeConfigSpendsCode(t *testing.T) {
 
 	c, tc := h.rawConn(64 << 10)
 	sendGet(t, c, code)
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != 200 || resp.ContentLength != int64(len(orig)) {
-		t.Fatalf("status %d, length %d", resp.StatusCode, resp.ContentLength)
-	}
-	half := make([]byte, len(orig)/2)
-	if _, err := io.ReadFull(resp.Body, half); err != nil {
-		t.Fatal(err)
-	}
-	tc.SetLinger(0)
-	tc.Close()
+	readHalfAndReset(t, c, tc, orig)
 
 	want := Event{Kind: Served, Device: node01, Run: run01, Text: h.srv.text.served(run01)}
 	if d := cmp.Diff(want, h.waitEvent(), ignoreTime); d != "" {
