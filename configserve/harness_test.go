@@ -28,7 +28,6 @@ type testGate struct {
 	mu      sync.Mutex
 	planned bool
 	err     error
-	delay   time.Duration
 	hold    chan struct{} // when set, Planned waits until it is closed
 	calls   int
 	asked   []Device
@@ -38,18 +37,11 @@ func (g *testGate) Planned(ctx context.Context, d Device) (bool, error) {
 	g.mu.Lock()
 	g.calls++
 	g.asked = append(g.asked, d)
-	planned, err, delay, hold := g.planned, g.err, g.delay, g.hold
+	planned, err, hold := g.planned, g.err, g.hold
 	g.mu.Unlock()
 	if hold != nil {
 		select {
 		case <-hold:
-		case <-ctx.Done():
-			return false, ctx.Err()
-		}
-	}
-	if delay > 0 {
-		select {
-		case <-time.After(delay):
 		case <-ctx.Done():
 			return false, ctx.Err()
 		}

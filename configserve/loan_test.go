@@ -24,7 +24,6 @@ type replicas struct {
 	a, b      *harness
 	mu        sync.Mutex
 	borrowErr error
-	borrows   int
 	settled   chan bool // each loan's outcome, once the holder settled it
 }
 
@@ -33,7 +32,6 @@ func newReplicas(t *testing.T, bcfg Config) *replicas {
 	r := &replicas{a: newHarness(t, harnessOpts{}), settled: make(chan bool, 100)}
 	bcfg.Borrow = func(ctx context.Context, code string) (*Loan, error) {
 		r.mu.Lock()
-		r.borrows++
 		err := r.borrowErr
 		r.mu.Unlock()
 		if err != nil {

@@ -508,7 +508,8 @@ func TestTTL(t *testing.T) {
 // slow): the fetch ends without serving, and the config expires then.
 func TestTTLPassesDuringFetch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		gate := &testGate{planned: false, delay: 2 * time.Minute}
+		gate := &testGate{planned: false, hold: make(chan struct{})}
+		time.AfterFunc(2*time.Minute, func() { close(gate.hold) })
 		var kinds []Kind
 		srv := newBareServer(t, gate, &Config{TTL: time.Minute, Events: func(ev Event) { kinds = append(kinds, ev.Kind) }})
 		code, config := putNew(t, srv, 1000, node01, run01)
