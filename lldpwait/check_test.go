@@ -23,10 +23,7 @@ func wantError(t *testing.T, err, want error, text string) {
 }
 
 func TestCheck(t *testing.T) {
-	lldpd, err := Parse(lldpdFrame) // names port 5
-	if err != nil {
-		t.Fatal(err)
-	}
+	lldpd := mustParse(t, lldpdFrame) // names port 5
 	tests := []struct {
 		name     string
 		n        *Neighbor

@@ -116,10 +116,18 @@ func mustHex(s string) []byte {
 	return b
 }
 
+// mustParse parses frame, failing t if Parse refuses it.
+func mustParse(t *testing.T, frame []byte) *Neighbor {
+	t.Helper()
+	n, err := Parse(frame)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return n
+}
+
 func TestLLDPDFrameShape(t *testing.T) {
 	// The captured frame is kept whole: 14 header bytes and TLVs that end
 	// with End exactly at the end.
-	if _, err := Parse(lldpdFrame); err != nil {
-		t.Fatalf("Parse(lldpd frame): %v", err)
-	}
+	mustParse(t, lldpdFrame)
 }

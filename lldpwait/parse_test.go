@@ -14,10 +14,7 @@ import (
 )
 
 func TestParseLLDPD(t *testing.T) {
-	n, err := Parse(lldpdFrame)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := mustParse(t, lldpdFrame)
 	mac := net.HardwareAddr{0x12, 0x0e, 0x7d, 0x9e, 0x51, 0x8d}
 	want := &Neighbor{
 		ChassisIDSubtype:    ChassisMACAddress,
@@ -166,10 +163,7 @@ func TestParseShapes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n, err := Parse(tt.frame)
-			if err != nil {
-				t.Fatalf("Parse: %v", err)
-			}
+			n := mustParse(t, tt.frame)
 			got := ids{n.ChassisIDSubtype, n.ChassisID, n.PortIDSubtype, n.PortID}
 			if got != tt.want {
 				t.Errorf("IDs %+v, want %+v", got, tt.want)
@@ -267,14 +261,8 @@ func TestParseErrors(t *testing.T) {
 // Wait reuses its buffer for the next frame.
 func TestParseCopies(t *testing.T) {
 	frame := bytes.Clone(lldpdFrame)
-	n, err := Parse(frame)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before, err := Parse(lldpdFrame)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := mustParse(t, frame)
+	before := mustParse(t, lldpdFrame)
 	for i := range frame {
 		frame[i] = 0xff
 	}
@@ -284,10 +272,7 @@ func TestParseCopies(t *testing.T) {
 }
 
 func TestParseLLDPDU(t *testing.T) {
-	fromFrame, err := Parse(lldpdFrame)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fromFrame := mustParse(t, lldpdFrame)
 	n, err := ParseLLDPDU(lldpdFrame[ethHeaderLen:])
 	if err != nil {
 		t.Fatal(err)

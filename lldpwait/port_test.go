@@ -104,10 +104,7 @@ func TestPortFromClaimFields(t *testing.T) {
 	for _, frame := range [][]byte{lldpdFrame, unifiFrame("Port 5"), lldpFrame(cat(
 		chassisTLV(ChassisNetworkAddress, []byte{familyIPv4, 192, 0, 2, 1}),
 		portTLV(PortInterfaceName, []byte("ge-0/0/5")), ttlTLV(120), textTLV(tlvSystemName, "core-1")))} {
-		n, err := Parse(frame)
-		if err != nil {
-			t.Fatal(err)
-		}
+		n := mustParse(t, frame)
 		// The claim carries plain uint8s and strings.
 		claim := struct {
 			ChassisIDSubtype uint8
