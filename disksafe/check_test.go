@@ -41,6 +41,50 @@ func judgeWith(t *testing.T, cfg *Config, tg Target, b Boot) (Disk, error) {
 	return d, err
 }
 
+// checkVerdict fails t unless the judgement d, err is a wipe of disk (want
+// is nil), or a refusal in which errors.Is finds want and, when set, cause,
+// and whose text is text.
+func checkVerdict(t *testing.T, d Disk, err error, disk string, want, cause error, text string) {
+	t.Helper()
+	if want == nil {
+		if err != nil || d.Name != disk {
+			t.Fatalf("Check = %q, %v; want %s", d.Name, err, disk)
+		}
+		return
+	}
+	if !errors.Is(err, want) {
+		t.Fatalf("Check = %q, %v; want %v", d.Name, err, want)
+	}
+	if cause != nil && !errors.Is(err, cause) {
+		t.Errorf("errors.Is(%v, %v) = false", err, cause)
+	}
+	if err.Error() != text {
+		t.Errorf("Check error:\n got %q\nwant %q", err.Error(), text)
+	}
+}
+
+// fixInOrder judges, fixes the first step's refusal, and judges again, down
+// the steps: each judgement must be the next step's refusal, and the last
+// a wipe.
+func fixInOrder(t *testing.T, judge func() error, steps []fixStep) {
+	t.Helper()
+	for i, s := range steps {
+		if err := judge(); !errors.Is(err, s.want) {
+			t.Fatalf("step %d: got %v, want %v", i, err, s.want)
+		}
+		s.fix()
+	}
+	if err := judge(); err != nil {
+		t.Fatalf("all fixed: %v", err)
+	}
+}
+
+// fixStep is a refusal, and what takes its reason away.
+type fixStep struct {
+	want error
+	fix  func()
+}
+
 func TestCheckWipes(t *testing.T) {
 	tests := []struct {
 		name string
@@ -80,12 +124,7 @@ func TestCheckWipes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, err := judge(t, tt.tr, tt.tg, goodBoot())
-			if err != nil {
-				t.Fatalf("Check: %v", err)
-			}
-			if d.Name != tt.want {
-				t.Errorf("Check chose %s, want %s", d.Name, tt.want)
-			}
+			checkVerdict(t, d, err, tt.want, nil, nil, "")
 		})
 	}
 }
@@ -269,15 +308,7 @@ func TestCheckRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, err := judgeWith(t, &Config{Root: tt.tr.fs}, tt.tg, tt.boot)
-			if err == nil {
-				t.Fatalf("Check chose %s, want refusal %q", d.Name, tt.text)
-			}
-			if !errors.Is(err, tt.want) {
-				t.Errorf("errors.Is(%v, %v) = false", err, tt.want)
-			}
-			if err.Error() != tt.text {
-				t.Errorf("Check error:\n got %q\nwant %q", err.Error(), tt.text)
-			}
+			checkVerdict(t, d, err, "", tt.want, nil, tt.text)
 			if d.Name != "" {
 				t.Errorf("a refusal returned disk %q", d.Name)
 			}
@@ -298,22 +329,12 @@ func TestCheckOrder(t *testing.T) {
 	tr := newTree().
 		add(usbStick("sda", "8:0", "S1")).
 		add(usbStick("sdb", "8:16", "S1"))
-	cfg := &Config{Root: tr.fs}
 	tg := Target{Code: "ic-wrong"}
 	b := Boot{ID: testBootID}
-	check := func() error {
-		t.Helper()
-		l, err := Read(tg.Disk, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = check(l, tg, b)
+	fixInOrder(t, func() error {
+		_, err := judgeWith(t, &Config{Root: tr.fs}, tg, b)
 		return err
-	}
-	steps := []struct {
-		want error
-		fix  func()
-	}{
+	}, []fixStep{
 		{ErrNoSerial, func() { tg.Serial = "S1" }},
 		{ErrNoInstallDisk, func() { tg.Disk = "sdb" }},
 		{ErrBadInstallDisk, func() { tg.Disk = "/dev/sdb" }},
@@ -329,16 +350,7 @@ func TestCheckOrder(t *testing.T) {
 			tr.add(fakeDisk{name: "sda", dev: "8:0", sectors: 100, ro: "1", udev: "E:ID_SERIAL_SHORT=S1\n"})
 		}},
 		{ErrReadOnly, func() { tr.file("sys/devices/virtual/block/sda/ro", "0\n") }},
-	}
-	for i, s := range steps {
-		if err := check(); !errors.Is(err, s.want) {
-			t.Fatalf("step %d: got %v, want %v", i, err, s.want)
-		}
-		s.fix()
-	}
-	if err := check(); err != nil {
-		t.Fatalf("all fixed: %v", err)
-	}
+	})
 }
 
 func TestCheckNotFoundBeforeAmbiguity(t *testing.T) {

@@ -38,18 +38,10 @@ func TestCheckCodeSHA256(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, err := judge(t, tr, tt.tg, tt.boot)
-			if tt.want == nil {
-				if err != nil || d.Name != "sda" {
-					t.Fatalf("Check = %v, %v; want sda", d.Name, err)
-				}
-				return
-			}
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("Check = %v, %v; want %v", d.Name, err, tt.want)
-			}
-			if tt.want == ErrInstallCodeMismatch && err.Error() != "the Workflow's install code is not the one this boot received" {
-				t.Errorf("text %q", err)
-			}
+			checkVerdict(t, d, err, "sda", tt.want, nil, map[error]string{
+				ErrInstallCodeMismatch: "the Workflow's install code is not the one this boot received",
+				ErrNotAttested:         "this boot did not pass attestation",
+			}[tt.want])
 			if s := fmt.Sprintf("%v %+v %#v", err, err, err); strings.Contains(s, testCode) {
 				t.Errorf("the refusal holds the install code: %s", s)
 			}

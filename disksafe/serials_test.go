@@ -161,18 +161,7 @@ func TestCheckSerialSources(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, err := judge(t, tt.tr, tt.tg, goodBoot())
-			if tt.want == nil {
-				if err != nil || d.Name != tt.text {
-					t.Fatalf("Check = %q, %v; want %s", d.Name, err, tt.text)
-				}
-				return
-			}
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("Check = %q, %v; want %v", d.Name, err, tt.want)
-			}
-			if err.Error() != tt.text {
-				t.Errorf("Check error:\n got %q\nwant %q", err.Error(), tt.text)
-			}
+			checkVerdict(t, d, err, tt.text, tt.want, nil, tt.text)
 		})
 	}
 }
@@ -279,15 +268,7 @@ func (f faultFS) ReadLink(name string) (string, error) {
 func TestCheckUnreadableFlags(t *testing.T) {
 	sata := sataDisk("sda", "8:0", "S1")
 	sataDir := "sys/devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0/block/sda"
-	tests := []struct {
-		name  string
-		tr    *tree
-		fail  map[string]error
-		disk  string
-		want  error
-		cause error // what errors.Is also finds; nil: not checked
-		text  string
-	}{{
+	judgeFaults(t, []faultCase{{
 		name: "removable: read error",
 		tr:   newTree().add(sata),
 		fail: map[string]error{"sys/block/sda/removable": syscall.EIO},
@@ -363,7 +344,23 @@ func TestCheckUnreadableFlags(t *testing.T) {
 		fail: map[string]error{"sys/block/sda": syscall.EIO},
 		want: ErrUSB,
 		text: "/dev/sda is on USB",
-	}}
+	}})
+}
+
+// faultCase is a tree whose reads of fail fail, and the verdict on the
+// disk (default /dev/sda) that reports its serial.
+type faultCase struct {
+	name  string
+	tr    *tree
+	fail  map[string]error
+	disk  string
+	want  error // nil: a wipe of sda
+	cause error // what errors.Is also finds; nil: not checked
+	text  string
+}
+
+// judgeFaults judges each case; no refusal may call an unknown flag set.
+func judgeFaults(t *testing.T, tests []faultCase) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.disk == "" {
@@ -373,20 +370,8 @@ func TestCheckUnreadableFlags(t *testing.T) {
 			if tt.disk != "/dev/sda" {
 				tg.Serial = map[string]string{"/dev/mmcblk0": "0x1234abcd", "/dev/mmcblk1": "0x0badf00d"}[tt.disk]
 			}
-			l, err := Read(tg.Disk, &Config{Root: faultFS{tt.tr.fs, tt.fail}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, err := check(l, tg, goodBoot())
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("Check = %q, %v; want %v", d.Name, err, tt.want)
-			}
-			if tt.cause != nil && !errors.Is(err, tt.cause) {
-				t.Errorf("errors.Is(%v, %v) = false", err, tt.cause)
-			}
-			if err.Error() != tt.text {
-				t.Errorf("Check error:\n got %q\nwant %q", err.Error(), tt.text)
-			}
+			d, err := judgeWith(t, &Config{Root: faultFS{tt.tr.fs, tt.fail}}, tg, goodBoot())
+			checkVerdict(t, d, err, "sda", tt.want, tt.cause, tt.text)
 			for _, other := range []error{ErrRemovable, ErrReadOnly} {
 				if other != tt.want && errors.Is(err, other) {
 					t.Errorf("an unknown flag is reported as set: %v", err)
@@ -490,12 +475,7 @@ func TestCheckMultipathLUN(t *testing.T) {
 			serial = strings.TrimSuffix(serial, ":")
 			for _, disk := range []string{"/dev/sda", "/dev/sdb"} {
 				d, err := judge(t, tr, Target{Disk: disk, Serial: serial}, goodBoot())
-				if !errors.Is(err, ErrSerialAmbiguous) {
-					t.Fatalf("Check = %q, %v; want ErrSerialAmbiguous", d.Name, err)
-				}
-				if err.Error() != tt.want {
-					t.Errorf("Check error:\n got %q\nwant %q", err.Error(), tt.want)
-				}
+				checkVerdict(t, d, err, "", ErrSerialAmbiguous, nil, tt.want)
 				var r *Refusal
 				if !errors.As(err, &r) || !cmp.Equal(r.LUN, tt.lun) {
 					t.Errorf("Refusal.LUN = %+v, want %+v", r.LUN, tt.lun)
@@ -515,11 +495,10 @@ func TestCheckOrderOfDiskRefusals(t *testing.T) {
 	})
 	dir := "sys/devices/virtual/block/sda/"
 	fail := map[string]error{}
-	tg := Target{Disk: "/dev/sda", Serial: "S1"}
-	steps := []struct {
-		want error
-		fix  func()
-	}{
+	fixInOrder(t, func() error {
+		_, err := judgeWith(t, &Config{Root: faultFS{tr.fs, fail}}, Target{Disk: "/dev/sda", Serial: "S1"}, goodBoot())
+		return err
+	}, []fixStep{
 		{ErrSerialConflict, func() { tr.file(dir+"serial", "S1\n") }},
 		{ErrRemovable, func() { tr.file(dir+"removable", "2\n") }},
 		{ErrRemovableUnreadable, func() { tr.file(dir+"removable", "0\n") }},
@@ -530,37 +509,12 @@ func TestCheckOrderOfDiskRefusals(t *testing.T) {
 		{ErrDevicePathUnreadable, func() { delete(fail, "sys/block/sda") }},
 		{ErrReadOnly, func() { fail["sys/block/sda/ro"] = syscall.EIO }},
 		{ErrReadOnlyUnreadable, func() { delete(fail, "sys/block/sda/ro"); tr.file(dir+"ro", "0\n") }},
-	}
-	check := func() error {
-		t.Helper()
-		l, err := Read(tg.Disk, &Config{Root: faultFS{tr.fs, fail}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = check(l, tg, goodBoot())
-		return err
-	}
-	for i, s := range steps {
-		if err := check(); !errors.Is(err, s.want) {
-			t.Fatalf("step %d: got %v, want %v", i, err, s.want)
-		}
-		s.fix()
-	}
-	if err := check(); err != nil {
-		t.Fatalf("all fixed: %v", err)
-	}
+	})
 }
 
 func TestCheckUdevUnreadable(t *testing.T) {
 	two := func() *tree { return newTree().add(sataDisk("sda", "8:0", "S1")).add(sataDisk("sdb", "8:16", "S2")) }
-	tests := []struct {
-		name  string
-		tr    *tree
-		fail  map[string]error
-		want  error
-		cause error
-		text  string
-	}{{
+	judgeFaults(t, []faultCase{{
 		name: "another disk's record fails",
 		tr:   two(),
 		fail: map[string]error{"run/udev/data/b8:16": syscall.EIO},
@@ -602,30 +556,5 @@ func TestCheckUdevUnreadable(t *testing.T) {
 			delete(tr.fs, "run/udev/data/b8:16")
 			return tr
 		}(),
-	}}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tg := Target{Disk: "/dev/sda", Serial: "S1"}
-			l, err := Read(tg.Disk, &Config{Root: faultFS{tt.tr.fs, tt.fail}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, err := check(l, tg, goodBoot())
-			if tt.want == nil {
-				if err != nil || d.Name != "sda" {
-					t.Fatalf("Check = %q, %v; want sda", d.Name, err)
-				}
-				return
-			}
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("Check = %q, %v; want %v", d.Name, err, tt.want)
-			}
-			if tt.cause != nil && !errors.Is(err, tt.cause) {
-				t.Errorf("errors.Is(%v, %v) = false", err, tt.cause)
-			}
-			if err.Error() != tt.text {
-				t.Errorf("Check error:\n got %q\nwant %q", err.Error(), tt.text)
-			}
-		})
-	}
+	}})
 }
