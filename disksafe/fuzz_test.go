@@ -161,9 +161,7 @@ func FuzzSameSerial(f *testing.F) {
 // reader: it must not panic, and every partition it names lies inside the
 // disk.
 func FuzzPartitionTables(f *testing.F) {
-	img := &memDisk{b: make([]byte, 8<<10)}
-	writeGPTN(f, img, int64(len(img.b)), []gptEntry{{3, 6}, {7, 12}}, 4)
-	f.Add(img.b, int64(512))
+	f.Add(gptImage(f, 8<<10, 4, gptEntry{3, 6}, gptEntry{7, 12}), int64(512))
 	mbr := make([]byte, 4096)
 	copy(mbr[446:], []byte{0, 0, 0, 0, 0x05, 0, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0})
 	mbr[510], mbr[511] = 0x55, 0xaa

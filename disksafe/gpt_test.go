@@ -13,23 +13,38 @@ import (
 // linuxType is the Linux file system partition type writeGPTN writes.
 var linuxType = GUID{0xaf, 0x3d, 0xc6, 0x0f, 0x83, 0x84, 0x72, 0x47, 0x8e, 0x79, 0x3d, 0x69, 0xd8, 0x47, 0x7d, 0xe4}
 
-// gptImage is a 1 MiB disk of 512-byte sectors with a primary and backup
-// GPT of 128 entries holding parts.
-func gptImage(t testing.TB, parts []gptEntry) []byte {
-	img := &memDisk{b: make([]byte, 1<<20)}
-	writeGPTN(t, img, int64(len(img.b)), parts, 128)
+// gptImage is a disk of size bytes in 512-byte sectors with a primary and
+// backup GPT of n entries holding parts.
+func gptImage(t testing.TB, size, n int, parts ...gptEntry) []byte {
+	img := &memDisk{b: make([]byte, size)}
+	writeGPT(t, img, int64(size), parts, n)
 	return img.b
 }
 
-// rehash recomputes the primary header's CRC after a test changed it.
-func rehash(img []byte) {
-	h := img[512 : 512+92]
+// withHeader returns a copy of img whose primary header each edit changed,
+// with the header's CRC computed again.
+func withHeader(img []byte, edits ...func(h []byte)) []byte {
+	b := bytes.Clone(img)
+	for _, edit := range edits {
+		edit(b[512:])
+	}
+	h := b[512 : 512+92]
 	binary.LittleEndian.PutUint32(h[16:], 0)
 	binary.LittleEndian.PutUint32(h[16:], crc32.ChecksumIEEE(h))
+	return b
+}
+
+// put32 and put64 are header edits: v at byte off.
+func put32(off int, v uint32) func([]byte) {
+	return func(h []byte) { binary.LittleEndian.PutUint32(h[off:], v) }
+}
+
+func put64(off int, v uint64) func([]byte) {
+	return func(h []byte) { binary.LittleEndian.PutUint64(h[off:], v) }
 }
 
 func TestReadGPT(t *testing.T) {
-	img := gptImage(t, []gptEntry{{34, 1000}, {1001, 2000}})
+	img := gptImage(t, 1<<20, 128, gptEntry{34, 1000}, gptEntry{1001, 2000})
 	g, err := ReadGPT(bytes.NewReader(img), int64(len(img)), 512)
 	if err != nil {
 		t.Fatal(err)
@@ -56,22 +71,11 @@ func TestReadGPT(t *testing.T) {
 }
 
 func TestReadGPTRefuses(t *testing.T) {
-	good := gptImage(t, []gptEntry{{34, 1000}})
+	good := gptImage(t, 1<<20, 128, gptEntry{34, 1000})
 	change := func(f func(img []byte)) []byte {
 		b := bytes.Clone(good)
 		f(b)
 		return b
-	}
-	header := func(off int, v uint64, n int) []byte {
-		return change(func(img []byte) {
-			h := img[512:]
-			if n == 8 {
-				binary.LittleEndian.PutUint64(h[off:], v)
-			} else {
-				binary.LittleEndian.PutUint32(h[off:], uint32(v))
-			}
-			rehash(img)
-		})
 	}
 	tests := []struct {
 		name string
@@ -84,23 +88,17 @@ func TestReadGPTRefuses(t *testing.T) {
 		{"an odd sector size", good, 1000, "no GUID partition table: 1000-byte sectors"},
 		{"a changed header", change(func(img []byte) { img[512+40] ^= 0xff }), 512, "the header's CRC does not check"},
 		{"a changed entry", change(func(img []byte) { img[2*512+40] ^= 0xff }), 512, "the entries' CRC does not check"},
-		{"a header that names another LBA", header(24, 7, 8), 512, "the header at LBA 1 says it is at LBA 7"},
-		{"a header larger than its sector", header(12, 600, 4), 512, "header size 600"},
-		{"no entries", header(80, 0, 4), 512, "0 entries of 128 bytes at LBA 2"},
-		{"entries of 100 bytes", header(84, 100, 4), 512, "128 entries of 100 bytes at LBA 2"},
-		{"entries over the header", header(72, 1, 8), 512, "128 entries of 128 bytes at LBA 1"},
-		{"entries past the end", header(72, 1<<40, 8), 512, "128 entries of 128 bytes at LBA 1099511627776"},
-		{"a huge entry array", header(80, 1<<30, 4), 512, "1073741824 entries of 128 bytes at LBA 2"},
-		{"more than 1 MiB of entries", func() []byte {
-			img := &memDisk{b: make([]byte, 4<<20)}
-			writeGPTN(t, img, int64(len(img.b)), []gptEntry{{34, 1000}}, 128)
-			binary.LittleEndian.PutUint32(img.b[512+80:], 257)
-			binary.LittleEndian.PutUint32(img.b[512+84:], 4096)
-			rehash(img.b)
-			return img.b
-		}(), 512, "257 entries of 4096 bytes at LBA 2"},
-		{"a partition past the end", gptImage(t, []gptEntry{{34, 4096}}), 512, "partition 1 (LBA 34 to 4096) lies outside a disk of 2048 sectors"},
-		{"a partition that ends before it starts", gptImage(t, []gptEntry{{100, 99}}), 512, "partition 1 (LBA 100 to 99) lies outside"},
+		{"a header that names another LBA", withHeader(good, put64(24, 7)), 512, "the header at LBA 1 says it is at LBA 7"},
+		{"a header larger than its sector", withHeader(good, put32(12, 600)), 512, "header size 600"},
+		{"no entries", withHeader(good, put32(80, 0)), 512, "0 entries of 128 bytes at LBA 2"},
+		{"entries of 100 bytes", withHeader(good, put32(84, 100)), 512, "128 entries of 100 bytes at LBA 2"},
+		{"entries over the header", withHeader(good, put64(72, 1)), 512, "128 entries of 128 bytes at LBA 1"},
+		{"entries past the end", withHeader(good, put64(72, 1<<40)), 512, "128 entries of 128 bytes at LBA 1099511627776"},
+		{"a huge entry array", withHeader(good, put32(80, 1<<30)), 512, "1073741824 entries of 128 bytes at LBA 2"},
+		{"more than 1 MiB of entries", withHeader(gptImage(t, 4<<20, 128, gptEntry{34, 1000}), put32(80, 257), put32(84, 4096)),
+			512, "257 entries of 4096 bytes at LBA 2"},
+		{"a partition past the end", gptImage(t, 1<<20, 128, gptEntry{34, 4096}), 512, "partition 1 (LBA 34 to 4096) lies outside a disk of 2048 sectors"},
+		{"a partition that ends before it starts", gptImage(t, 1<<20, 128, gptEntry{100, 99}), 512, "partition 1 (LBA 100 to 99) lies outside"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -120,10 +118,8 @@ func TestReadGPTRefuses(t *testing.T) {
 // accepts names only partitions that lie inside the disk. Its corpus holds
 // the images of the partition table reader's and next-boot's tests.
 func FuzzReadGPT(f *testing.F) {
-	f.Add(gptImage(f, []gptEntry{{34, 1000}, {1001, 2000}}), int64(512))
-	img := &memDisk{b: make([]byte, 8<<10)}
-	writeGPTN(f, img, int64(len(img.b)), []gptEntry{{3, 6}, {7, 12}}, 4)
-	f.Add(img.b, int64(512))
+	f.Add(gptImage(f, 1<<20, 128, gptEntry{34, 1000}, gptEntry{1001, 2000}), int64(512))
+	f.Add(gptImage(f, 8<<10, 4, gptEntry{3, 6}, gptEntry{7, 12}), int64(512))
 	f.Add([]byte("EFI PART"), int64(4096))
 	f.Fuzz(func(t *testing.T, b []byte, ss int64) {
 		size := int64(len(b))

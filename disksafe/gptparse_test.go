@@ -10,22 +10,9 @@ import (
 )
 
 func TestParseGPTHeader(t *testing.T) {
-	img := gptImage(t, []gptEntry{{34, 1000}})
+	img := gptImage(t, 1<<20, 128, gptEntry{34, 1000})
 	const last = 1<<20/512 - 1
-	hdr := func(f func(h []byte)) []byte {
-		b := bytes.Clone(img)
-		if f != nil {
-			f(b[512:])
-			rehash(b)
-		}
-		return b[512:1024]
-	}
-	put32 := func(off int, v uint32) func([]byte) {
-		return func(h []byte) { binary.LittleEndian.PutUint32(h[off:], v) }
-	}
-	put64 := func(off int, v uint64) func([]byte) {
-		return func(h []byte) { binary.LittleEndian.PutUint64(h[off:], v) }
-	}
+	hdr := func(edits ...func([]byte)) []byte { return withHeader(img, edits...)[512:1024] }
 	tests := []struct {
 		name string
 		hdr  []byte
@@ -33,7 +20,7 @@ func TestParseGPTHeader(t *testing.T) {
 		want gptHeader // entriesCRC not compared
 		err  string
 	}{
-		{name: "primary", hdr: hdr(nil), lba: 1, want: gptHeader{entriesLBA: 2, count: 128, entrySize: 128}},
+		{name: "primary", hdr: hdr(), lba: 1, want: gptHeader{entriesLBA: 2, count: 128, entrySize: 128}},
 		{name: "the whole sector is the header", hdr: func() []byte {
 			h := bytes.Clone(img[512:1024])
 			binary.LittleEndian.PutUint32(h[12:], 512)
@@ -43,9 +30,9 @@ func TestParseGPTHeader(t *testing.T) {
 		}(), lba: 1, want: gptHeader{entriesLBA: 2, count: 128, entrySize: 128}},
 		{name: "entries end at the last LBA", hdr: hdr(put64(72, last-31)), lba: 1, want: gptHeader{entriesLBA: last - 31, count: 128, entrySize: 128}},
 		{name: "entries one sector past the last LBA", hdr: hdr(put64(72, last-30)), lba: 1, err: "128 entries of 128 bytes at LBA 2017"},
-		{name: "another LBA", hdr: hdr(nil), lba: 2, err: "the header at LBA 2 says it is at LBA 1"},
+		{name: "another LBA", hdr: hdr(), lba: 2, err: "the header at LBA 2 says it is at LBA 1"},
 		{name: "no signature", hdr: make([]byte, 512), lba: 1, err: "no GUID partition table"},
-		{name: "shorter than a header", hdr: hdr(nil)[:91], lba: 1, err: "no GUID partition table"},
+		{name: "shorter than a header", hdr: hdr()[:91], lba: 1, err: "no GUID partition table"},
 		{name: "a header of 91 bytes", hdr: hdr(put32(12, 91)), lba: 1, err: "header size 91"},
 		{name: "entries of 136 bytes", hdr: hdr(put32(84, 136)), lba: 1, want: gptHeader{entriesLBA: 2, count: 128, entrySize: 136}},
 		{name: "entries of 132 bytes", hdr: hdr(put32(84, 132)), lba: 1, err: "128 entries of 132 bytes"},
@@ -67,7 +54,7 @@ func TestParseGPTHeader(t *testing.T) {
 }
 
 func TestParseGPTEntries(t *testing.T) {
-	img := gptImage(t, []gptEntry{{34, 1000}, {1001, 2047}})
+	img := gptImage(t, 1<<20, 128, gptEntry{34, 1000}, gptEntry{1001, 2047})
 	const last = 1<<20/512 - 1
 	h, err := parseGPTHeader(img[512:1024], 1, last)
 	if err != nil {

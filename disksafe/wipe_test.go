@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -174,14 +175,9 @@ func checkErased(t *testing.T, r io.ReaderAt, sigs []signature) {
 // gptEntry is one partition of a GPT the tests build.
 type gptEntry struct{ first, last int64 } // LBAs
 
-// writeGPT writes a protective MBR and a primary and backup GPT of 128
-// entries with CRCs, as sfdisk does, for 512-byte sectors.
-func writeGPT(t testing.TB, w io.WriterAt, size int64, parts []gptEntry) {
-	writeGPTN(t, w, size, parts, 128)
-}
-
-// writeGPTN is writeGPT with n entries.
-func writeGPTN(t testing.TB, w io.WriterAt, size int64, parts []gptEntry, n int) {
+// writeGPT writes a protective MBR and a primary and backup GPT of n
+// entries with CRCs, as sfdisk does (with 128), for 512-byte sectors.
+func writeGPT(t testing.TB, w io.WriterAt, size int64, parts []gptEntry, n int) {
 	t.Helper()
 	const ss = 512
 	last := size/ss - 1
@@ -246,7 +242,7 @@ func TestEraseSignatures(t *testing.T) {
 	writeGPT(t, dev, size, []gptEntry{
 		{2048, 200*2048 - 1},
 		{p2.off / 512, p2.end()/512 - 1},
-	})
+	}, 128)
 	// A byte far from every signature, to show the wipe erases signatures
 	// and not everything.
 	marker := []byte("user data that no signature region covers")
@@ -363,7 +359,7 @@ func TestPartitionTablesMBR(t *testing.T) {
 
 func TestPartitionTablesBadGPT(t *testing.T) {
 	dev := newFileDevice(t, 64*mib)
-	writeGPT(t, dev, 64*mib, []gptEntry{{2048, 4095}})
+	writeGPT(t, dev, 64*mib, []gptEntry{{2048, 4095}}, 128)
 	// Break the primary header's CRC and the backup's entries: nothing
 	// left to trust.
 	if _, err := dev.WriteAt([]byte{0xff}, 512+40); err != nil {
@@ -406,58 +402,48 @@ func assertUntouched(t *testing.T, cfg *Config, file string) {
 	}
 }
 
-func TestWipeRefusalWipesNothing(t *testing.T) {
-	_, cfg, file := wipeFixture(t)
-	_, err := Wipe(t.Context(), Target{Disk: "/dev/sda", Serial: "S2"}, goodBoot(), cfg)
-	if !errors.Is(err, ErrWrongDisk) {
-		t.Fatalf("Wipe = %v, want ErrWrongDisk", err)
-	}
-	if want := "wipe: /dev/sda is sda, but the disk that reports S2 is sdb"; err.Error() != want {
-		t.Errorf("Wipe error %q, want %q", err, want)
-	}
-	assertUntouched(t, cfg, file)
-}
-
-func TestWipeContextEndsBeforeOpen(t *testing.T) {
-	_, cfg, file := wipeFixture(t)
-	ctx, cancel := context.WithCancel(t.Context())
+// TestWipeWipesNothing runs Wipe where it must wipe nothing: the device
+// file keeps its content, and no wipe is recorded.
+func TestWipeWipesNothing(t *testing.T) {
+	canceled, cancel := context.WithCancel(t.Context())
 	cancel()
-	_, err := Wipe(ctx, Target{Disk: "/dev/sda", Serial: "S1"}, goodBoot(), cfg)
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("Wipe = %v, want context.Canceled", err)
-	}
-	assertUntouched(t, cfg, file)
-}
-
-func TestWipeOpensOnlyTheJudgedBlockDevice(t *testing.T) {
-	// DevDir/sda is a regular file, not the block device 8:0 sysfs names.
-	_, cfg, file := wipeFixture(t)
-	_, err := Wipe(t.Context(), Target{Disk: "/dev/sda", Serial: "S1"}, goodBoot(), cfg)
-	if runtime.GOOS != "linux" {
-		if !errors.Is(err, ErrUnsupported) {
-			t.Fatalf("Wipe = %v, want ErrUnsupported", err)
-		}
-		assertUntouched(t, cfg, file)
-		return
-	}
-	want := "wipe: /dev/sda changed while it was being opened (not the judged device: " + file + " is not a block device); nothing wiped"
-	if err == nil || err.Error() != want || !errors.Is(err, ErrChanged) {
-		t.Fatalf("Wipe = %v\nwant %s", err, want)
-	}
-	assertUntouched(t, cfg, file)
-}
-
-func TestWipeMissingDeviceNode(t *testing.T) {
-	_, cfg, file := wipeFixture(t)
-	os.Remove(file)
-	_, err := Wipe(t.Context(), Target{Disk: "/dev/sda", Serial: "S1"}, goodBoot(), cfg)
-	if runtime.GOOS == "linux" {
-		want := "wipe: /dev/sda cannot be opened (open " + file + ": no such file or directory); nothing wiped"
-		if !errors.Is(err, ErrOpen) || !errors.Is(err, fs.ErrNotExist) || err.Error() != want {
-			t.Fatalf("Wipe = %v\nwant %s", err, want)
-		}
-	}
-	if err == nil {
-		t.Fatal("Wipe of a missing device node succeeded")
+	for _, tt := range []struct {
+		name   string
+		ctx    context.Context
+		serial string
+		gone   bool  // the device node is removed
+		want   error // on Linux; elsewhere the judged wipes fail ErrUnsupported
+		cause  error
+		text   string // on Linux; {file} is the device file; "": not compared
+	}{
+		{name: "a refusal", serial: "S2", want: ErrWrongDisk, text: "wipe: /dev/sda is sda, but the disk that reports S2 is sdb"},
+		{name: "the context ends before the open", ctx: canceled, serial: "S1", want: context.Canceled},
+		// DevDir/sda is a regular file, not the block device 8:0 sysfs names.
+		{name: "it opens only the judged block device", serial: "S1", want: ErrChanged,
+			text: "wipe: /dev/sda changed while it was being opened (not the judged device: {file} is not a block device); nothing wiped"},
+		{name: "the device node is missing", serial: "S1", gone: true, want: ErrOpen, cause: fs.ErrNotExist,
+			text: "wipe: /dev/sda cannot be opened (open {file}: no such file or directory); nothing wiped"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, cfg, file := wipeFixture(t)
+			if tt.gone {
+				os.Remove(file)
+			}
+			ctx := t.Context()
+			if tt.ctx != nil {
+				ctx = tt.ctx
+			}
+			_, err := Wipe(ctx, Target{Disk: "/dev/sda", Serial: tt.serial}, goodBoot(), cfg)
+			want, cause, text := tt.want, tt.cause, strings.ReplaceAll(tt.text, "{file}", file)
+			if runtime.GOOS != "linux" && tt.serial == "S1" && tt.ctx == nil {
+				want, cause, text = ErrUnsupported, nil, ""
+			}
+			if err == nil || !errors.Is(err, want) || (cause != nil && !errors.Is(err, cause)) || (text != "" && err.Error() != text) {
+				t.Fatalf("Wipe = %v\nwant %v, %v, %s", err, want, cause, text)
+			}
+			if !tt.gone {
+				assertUntouched(t, cfg, file)
+			}
+		})
 	}
 }
