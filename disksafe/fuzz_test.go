@@ -36,7 +36,7 @@ func FuzzDisks(f *testing.F) {
 			tr.file("run/udev/data/b"+itoa(int64(d))+":"+itoa(int64(m)), string(udev))
 		}
 
-		cfg := &Config{Root: boundedLinks{tr.fs}}
+		cfg := &Config{Root: newFastFS(tr.fs)}
 		disks, err := List(cfg)
 		if err != nil {
 			t.Fatalf("List: %v", err)

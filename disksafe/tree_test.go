@@ -3,13 +3,16 @@ package disksafe
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"testing/fstest"
+	"time"
 )
 
 // fakeDisk describes one disk of a fake sysfs/udev tree.
@@ -244,80 +247,170 @@ func charDevice() *fstest.MapFile {
 	return &fstest.MapFile{Mode: fs.ModeDevice | fs.ModeCharDevice | 0o666}
 }
 
-// boundedLinks serves a MapFS whose symbolic links are followed at most 40
-// times, then refused with ELOOP, as the kernel does. fstest.MapFS itself
-// follows a cycle of links forever, so a fuzzed link must not reach it.
-type boundedLinks struct{ m fstest.MapFS }
+// fastFS is a MapFS whose missing files are missing at once: MapFS looks
+// for a directory of that name through the whole map first, which makes a
+// fake machine of many disks slower than the package's own work. It
+// follows symbolic links itself, as the kernel does: at most 40 of them,
+// then ELOOP (MapFS follows a cycle of links forever, so a fuzzed link must
+// not reach it), an absolute target from the root, and none above the root.
+type fastFS struct {
+	m    fstest.MapFS // its own methods never run, so never follow a link
+	dirs map[string]bool
 
-// resolve follows the links of name's directories (and of its last element
-// when last is set), returning a path of the MapFS with none to follow.
-func (b boundedLinks) resolve(op, name string, last bool) (string, error) {
-	if !fs.ValidPath(name) {
-		return "", &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
+	mu   sync.Mutex
+	memo map[string]resolution // directory -> its resolution
+}
+
+type resolution struct {
+	name string
+	err  error
+}
+
+func newFastFS(m fstest.MapFS) *fastFS {
+	f := &fastFS{m: m, dirs: map[string]bool{".": true}, memo: map[string]resolution{}}
+	for name, file := range m {
+		if file.Mode.IsDir() {
+			f.dirs[name] = true
+		}
+		for d := path.Dir(name); d != "."; d = path.Dir(d) {
+			f.dirs[d] = true
+		}
 	}
-	if name == "." {
+	return f
+}
+
+// resolve follows the symbolic links among the components of name. The
+// resolution of each directory is remembered, as a kernel's dentry cache
+// does.
+func (f *fastFS) resolve(name string, depth int) (string, error) {
+	switch {
+	case depth > 40:
+		return "", syscall.ELOOP
+	case !fs.ValidPath(name):
+		return "", fs.ErrNotExist
+	case name == ".":
 		return name, nil
 	}
-	parts := strings.Split(name, "/")
-	cur, hops := "", 0
-	for i := 0; i < len(parts); i++ {
-		next := path.Join(cur, parts[i])
-		f, ok := b.m[next]
-		if !ok || f.Mode.Type() != fs.ModeSymlink || (i == len(parts)-1 && !last) {
-			cur = next
-			continue
-		}
-		if hops++; hops > 40 {
-			return "", &fs.PathError{Op: op, Path: name, Err: syscall.ELOOP}
-		}
-		target := string(f.Data)
-		base := path.Join(cur, target)
-		if path.IsAbs(target) {
-			base = path.Clean(strings.TrimLeft(target, "/"))
-		}
-		if base == ".." || strings.HasPrefix(base, "../") {
-			return "", &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
-		}
-		rest := parts[i+1:]
-		parts = nil
-		if base != "." && base != "" {
-			parts = strings.Split(base, "/")
-		}
-		parts = append(parts, rest...)
-		cur, i = "", -1
-	}
-	if cur == "" {
-		cur = "."
-	}
-	return cur, nil
-}
-
-func (b boundedLinks) Open(name string) (fs.File, error) {
-	p, err := b.resolve("open", name, true)
-	if err != nil {
-		return nil, err
-	}
-	return b.m.Open(p)
-}
-
-func (b boundedLinks) ReadLink(name string) (string, error) {
-	p, err := b.resolve("readlink", name, false)
+	dir, base := path.Dir(name), path.Base(name)
+	rdir, err := f.resolveDir(dir, depth)
 	if err != nil {
 		return "", err
 	}
-	return b.m.ReadLink(p)
+	full := base
+	if rdir != "." {
+		full = rdir + "/" + base
+	}
+	if file := f.m[full]; file != nil && file.Mode.Type() == fs.ModeSymlink {
+		target := string(file.Data)
+		if path.IsAbs(target) {
+			rdir = "."
+		}
+		return f.resolve(path.Join(rdir, target), depth+1)
+	}
+	return full, nil
 }
 
-func (b boundedLinks) Lstat(name string) (fs.FileInfo, error) {
-	p, err := b.resolve("lstat", name, false)
+func (f *fastFS) resolveDir(dir string, depth int) (string, error) {
+	f.mu.Lock()
+	r, ok := f.memo[dir]
+	f.mu.Unlock()
+	if ok {
+		return r.name, r.err
+	}
+	r.name, r.err = f.resolve(dir, depth+1)
+	f.mu.Lock()
+	f.memo[dir] = r
+	f.mu.Unlock()
+	return r.name, r.err
+}
+
+// resolveParent resolves name's directory, and names the entry there
+// without following it.
+func (f *fastFS) resolveParent(op, name string) (string, error) {
+	dir, err := f.resolve(path.Dir(name), 0)
+	p := path.Join(dir, path.Base(name))
+	if err == nil && f.m[p] == nil && !f.dirs[p] {
+		err = fs.ErrNotExist
+	}
+	if err != nil {
+		return "", &fs.PathError{Op: op, Path: name, Err: err}
+	}
+	return p, nil
+}
+
+func (f *fastFS) Open(name string) (fs.File, error) {
+	real, err := f.resolve(name, 0)
+	if err == nil {
+		if file := f.m[real]; file != nil && !file.Mode.IsDir() {
+			return &memFile{name: path.Base(name), f: file}, nil
+		}
+		if f.dirs[real] {
+			return f.m.Open(real)
+		}
+		err = fs.ErrNotExist
+	}
+	return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+}
+
+func (f *fastFS) Lstat(name string) (fs.FileInfo, error) {
+	p, err := f.resolveParent("lstat", name)
 	if err != nil {
 		return nil, err
 	}
-	return b.m.Lstat(p)
+	return f.m.Lstat(p)
 }
 
-func TestBoundedLinks(t *testing.T) {
-	b := boundedLinks{fstest.MapFS{
+func (f *fastFS) ReadLink(name string) (string, error) {
+	p, err := f.resolveParent("readlink", name)
+	if err != nil {
+		return "", err
+	}
+	return f.m.ReadLink(p)
+}
+
+func (f *fastFS) Stat(name string) (fs.FileInfo, error) {
+	real, err := f.resolve(name, 0)
+	if err == nil && f.m[real] == nil && !f.dirs[real] {
+		err = fs.ErrNotExist
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "stat", Path: name, Err: err}
+	}
+	return f.m.Stat(real)
+}
+
+// memFile is an open regular file of a fastFS.
+type memFile struct {
+	name string
+	f    *fstest.MapFile
+	off  int
+}
+
+func (m *memFile) Stat() (fs.FileInfo, error) { return memInfo{m.name, m.f}, nil }
+func (m *memFile) Close() error               { return nil }
+func (m *memFile) Read(b []byte) (int, error) {
+	if m.off >= len(m.f.Data) {
+		return 0, io.EOF
+	}
+	n := copy(b, m.f.Data[m.off:])
+	m.off += n
+	return n, nil
+}
+
+type memInfo struct {
+	name string
+	f    *fstest.MapFile
+}
+
+func (i memInfo) Name() string       { return i.name }
+func (i memInfo) Size() int64        { return int64(len(i.f.Data)) }
+func (i memInfo) Mode() fs.FileMode  { return i.f.Mode }
+func (i memInfo) ModTime() time.Time { return i.f.ModTime }
+func (i memInfo) IsDir() bool        { return i.f.Mode.IsDir() }
+func (i memInfo) Sys() any           { return i.f.Sys }
+
+func TestFastFSLinks(t *testing.T) {
+	b := newFastFS(fstest.MapFS{
 		"a/self":  &fstest.MapFile{Data: []byte("self"), Mode: fs.ModeSymlink},
 		"a/up":    &fstest.MapFile{Data: []byte("../b"), Mode: fs.ModeSymlink},
 		"a/abs":   &fstest.MapFile{Data: []byte("/b/f"), Mode: fs.ModeSymlink},
@@ -325,7 +418,7 @@ func TestBoundedLinks(t *testing.T) {
 		"b/f":     &fstest.MapFile{Data: []byte("data")},
 		"c/loop1": &fstest.MapFile{Data: []byte("loop2"), Mode: fs.ModeSymlink},
 		"c/loop2": &fstest.MapFile{Data: []byte("loop1"), Mode: fs.ModeSymlink},
-	}}
+	})
 	for _, name := range []string{"a/self", "c/loop1", "a/self/x"} {
 		if _, err := b.Open(name); !errors.Is(err, syscall.ELOOP) {
 			t.Errorf("Open(%s) = %v, want ELOOP", name, err)
