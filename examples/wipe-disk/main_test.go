@@ -26,41 +26,51 @@ func sha256Hex(code string) string {
 }
 
 // env is an action environment with an attested boot recorded in a
-// temporary directory, and a pull command that records that it ran.
+// temporary directory.
 type env struct {
 	vars    map[string]string
-	pullLog string
-	root    fs.FS // nil: the machine's own
+	pullLog string // what the pull command of newEnv ran
+	root    fs.FS  // nil: the machine's own
 }
 
+// newEnv is an env on this machine, with a pull command that records that
+// it ran.
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("the action reads Linux's boot_id and sysfs")
 	}
-	dir := t.TempDir()
 	id, err := disksafe.BootID(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bootDir := filepath.Join(dir, "fleet")
-	if err := disksafe.WriteBootRecord(bootDir, disksafe.BootRecord{BootID: id, Attested: true, Code: secret}); err != nil {
+	e := makeEnv(t, id, nil)
+	script := filepath.Join(t.TempDir(), "pull")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho \"$@\" >> "+e.pullLog+"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	pullLog := filepath.Join(dir, "pulls")
-	script := filepath.Join(dir, "pull")
-	if err := os.WriteFile(script, []byte("#!/bin/sh\necho \"$@\" >> "+pullLog+"\n"), 0o755); err != nil {
+	e.vars["PULL_COMMAND"] = script
+	return e
+}
+
+// makeEnv is an env over root, with an attested boot of bootID recorded.
+func makeEnv(t *testing.T, bootID string, root fs.FS) *env {
+	t.Helper()
+	dir := t.TempDir()
+	bootDir := filepath.Join(dir, "fleet")
+	if err := disksafe.WriteBootRecord(bootDir, disksafe.BootRecord{BootID: bootID, Attested: true, Code: secret}); err != nil {
 		t.Fatal(err)
 	}
 	return &env{
 		vars: map[string]string{
 			"INSTALL_CODE_SHA256": sha256Hex(secret),
 			"INSTALLER_IMAGE":     "ghcr.io/siderolabs/installer:v1.13.9",
-			"PULL_COMMAND":        script,
+			"PULL_COMMAND":        "/nonexistent/pull",
 			"FLEET_BOOT_DIR":      bootDir,
 			"FLEET_STATE_DIR":     filepath.Join(dir, "workflow"),
 		},
-		pullLog: pullLog,
+		pullLog: filepath.Join(dir, "pulls"),
+		root:    root,
 	}
 }
 
@@ -136,6 +146,12 @@ func TestMalformedBootRecord(t *testing.T) {
 	}
 }
 
+// file and link are a file and a symbolic link of a fake machine.
+func file(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s), Mode: 0o444} }
+func link(s string) *fstest.MapFile {
+	return &fstest.MapFile{Data: []byte(s), Mode: fs.ModeSymlink | 0o777}
+}
+
 // fakeBootID is the boot ID of fakeMachine.
 const fakeBootID = "0c4f8e2a-5b7d-4e19-a6c3-9d2e1f0b7a58"
 
@@ -143,8 +159,6 @@ const fakeBootID = "0c4f8e2a-5b7d-4e19-a6c3-9d2e1f0b7a58"
 // machine with a SATA SSD (serial in VPD page 0x80 and udev, reached
 // through a /dev/disk/by-id link) and a USB stick.
 func fakeMachine() fstest.MapFS {
-	file := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s), Mode: 0o444} }
-	link := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s), Mode: fs.ModeSymlink | 0o777} }
 	node := &fstest.MapFile{Mode: fs.ModeDevice | 0o660}
 	vpd80 := func(serial string) string {
 		return string([]byte{0x00, 0x80, 0x00, byte(len(serial))}) + serial
@@ -178,28 +192,9 @@ func fakeMachine() fstest.MapFS {
 	}
 }
 
-// fakeEnv is an action environment over fakeMachine, with an attested
-// boot of fakeMachine's boot ID recorded.
-func fakeEnv(t *testing.T) *env {
-	t.Helper()
-	dir := t.TempDir()
-	bootDir := filepath.Join(dir, "fleet")
-	if err := disksafe.WriteBootRecord(bootDir, disksafe.BootRecord{BootID: fakeBootID, Attested: true, Code: secret}); err != nil {
-		t.Fatal(err)
-	}
-	pullLog := filepath.Join(dir, "pulls")
-	return &env{
-		vars: map[string]string{
-			"INSTALL_CODE_SHA256": sha256Hex(secret),
-			"INSTALLER_IMAGE":     "ghcr.io/siderolabs/installer:v1.13.9",
-			"PULL_COMMAND":        "/nonexistent/pull",
-			"FLEET_BOOT_DIR":      bootDir,
-			"FLEET_STATE_DIR":     filepath.Join(dir, "workflow"),
-		},
-		pullLog: pullLog,
-		root:    fakeMachine(),
-	}
-}
+// fakeEnv is an env over fakeMachine, with an attested boot of
+// fakeMachine's boot ID recorded.
+func fakeEnv(t *testing.T) *env { return makeEnv(t, fakeBootID, fakeMachine()) }
 
 // TestDryRunWouldWipe judges the disks of a fake machine: the dry run
 // reads its sysfs, udev database and /dev links, and writes nothing.
@@ -345,8 +340,6 @@ func TestCommandPuller(t *testing.T) {
 // withLoopDisk adds to fakeMachine a file-backed loop device, loop3, that
 // reports the serial LOOP-0001 in udev.
 func withLoopDisk(m fstest.MapFS) fstest.MapFS {
-	file := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s), Mode: 0o444} }
-	link := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s), Mode: fs.ModeSymlink | 0o777} }
 	loop := "devices/virtual/block/loop3"
 	m["sys/block/loop3"] = link("../" + loop)
 	m["sys/class/block/loop3"] = link("../../" + loop)
