@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"hash/crc32"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,26 +18,15 @@ import (
 
 // guidBytes is the GPT (mixed-endian) form of a GUID in text.
 func guidBytes(s string) []byte {
-	var b [16]byte
-	h := strings.ReplaceAll(s, "-", "")
-	for i := range 16 {
-		var v byte
-		for _, c := range h[2*i : 2*i+2] {
-			v <<= 4
-			switch {
-			case c >= '0' && c <= '9':
-				v |= byte(c - '0')
-			default:
-				v |= byte(c-'a') + 10
-			}
-		}
-		b[i] = v
+	b, err := hex.DecodeString(strings.ReplaceAll(s, "-", ""))
+	if err != nil || len(b) != 16 {
+		panic("not a GUID: " + s)
 	}
 	// The first three fields are stored little-endian.
-	b[0], b[1], b[2], b[3] = b[3], b[2], b[1], b[0]
-	b[4], b[5] = b[5], b[4]
-	b[6], b[7] = b[7], b[6]
-	return b[:]
+	slices.Reverse(b[0:4])
+	slices.Reverse(b[4:6])
+	slices.Reverse(b[6:8])
+	return b
 }
 
 const (
@@ -118,6 +109,15 @@ func TestFindESPRefuses(t *testing.T) {
 		b[off] ^= 0xff
 		return b
 	}
+	// header changes the primary header, and computes its CRC again.
+	header := func(edit func(h []byte)) []byte {
+		b := bytes.Clone(good)
+		h := b[512 : 512+92]
+		edit(h)
+		binary.LittleEndian.PutUint32(h[16:], 0)
+		binary.LittleEndian.PutUint32(h[16:], crc32.ChecksumIEEE(h))
+		return b
+	}
 	tests := []struct {
 		name string
 		img  []byte
@@ -130,22 +130,10 @@ func TestFindESPRefuses(t *testing.T) {
 		{"no ESP", makeGPT(512, 4096, talosLayout(guid)[1:]), "no EFI system partition"},
 		{"two ESPs", makeGPT(512, 4096, append(talosLayout(guid), gptPart{espTypeText, "00000000-1111-4222-8333-444444444444", 4001, 4050})),
 			"more than one EFI system partition: partition 1 (" + guid + "), partition 5 (00000000-1111-4222-8333-444444444444)"},
-		{"entries past the end", func() []byte {
-			b := bytes.Clone(good)
-			h := b[512 : 512+92]
-			binary.LittleEndian.PutUint64(h[72:], 1<<40)
-			binary.LittleEndian.PutUint32(h[16:], 0)
-			binary.LittleEndian.PutUint32(h[16:], crc32.ChecksumIEEE(h))
-			return b
-		}(), "no GUID partition table: 128 entries of 128 bytes at LBA 1099511627776"},
-		{"a huge entry array", func() []byte {
-			b := bytes.Clone(good)
-			h := b[512 : 512+92]
-			binary.LittleEndian.PutUint32(h[80:], 1<<30)
-			binary.LittleEndian.PutUint32(h[16:], 0)
-			binary.LittleEndian.PutUint32(h[16:], crc32.ChecksumIEEE(h))
-			return b
-		}(), "no GUID partition table: 1073741824 entries of 128 bytes at LBA 2"},
+		{"entries past the end", header(func(h []byte) { binary.LittleEndian.PutUint64(h[72:], 1<<40) }),
+			"no GUID partition table: 128 entries of 128 bytes at LBA 1099511627776"},
+		{"a huge entry array", header(func(h []byte) { binary.LittleEndian.PutUint32(h[80:], 1<<30) }),
+			"no GUID partition table: 1073741824 entries of 128 bytes at LBA 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
