@@ -144,175 +144,84 @@ func TestCheckRefusals(t *testing.T) {
 	noID.ID = ""
 
 	two := newTree().add(sataDisk("sda", "8:0", "S1")).add(sataDisk("sdb", "8:16", "S2"))
+	sda := Target{Disk: "/dev/sda", Serial: "S1"}
+	const notAttested = "this boot did not pass attestation"
 	tests := []struct {
 		name  string
 		tr    *tree
 		tg    Target
-		boot  Boot
+		boot  *Boot // nil: goodBoot()
 		want  error
 		cause error // what errors.Is also finds; nil: not checked
 		text  string
-	}{{
-		name: "no serial declared",
-		tr:   two, tg: Target{Disk: "/dev/sda"}, boot: goodBoot(),
-		want: ErrNoSerial, text: "no install disk serial is declared",
-	}, {
-		name: "blank serial declared",
-		tr:   two, tg: Target{Disk: "/dev/sda", Serial: " \t"}, boot: goodBoot(),
-		want: ErrNoSerial, text: "no install disk serial is declared",
-	}, {
-		name: "zero target",
-		tr:   two, boot: goodBoot(),
-		want: ErrNoSerial, text: "no install disk serial is declared",
-	}, {
-		name: "no disk declared",
-		tr:   two, tg: Target{Serial: "S1"}, boot: goodBoot(),
-		want: ErrNoInstallDisk, text: "no install disk is declared",
-	}, {
-		name: "disk not under /dev",
-		tr:   two, tg: Target{Disk: "sda", Serial: "S1"}, boot: goodBoot(),
-		want: ErrBadInstallDisk, text: "the install disk sda is not a path under /dev",
-	}, {
-		name: "no boot record",
-		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S1"}, boot: Boot{ID: testBootID},
-		want: ErrNotAttested, cause: errNoRecord, text: "this boot did not pass attestation",
-	}, {
-		name: "zero boot",
-		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S1"},
-		want: ErrNotAttested, text: "this boot did not pass attestation",
-	}, {
-		name: "record of another boot",
-		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S1"}, boot: otherBoot,
-		want: ErrNotAttested, cause: errOtherBoot, text: "this boot did not pass attestation",
-	}, {
-		name: "this boot's ID unknown",
-		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S1"}, boot: noID,
-		want: ErrNotAttested, text: "this boot did not pass attestation",
-	}, {
-		name: "attestation failed",
-		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S1"}, boot: failed,
-		want: ErrNotAttested, text: "this boot did not pass attestation",
-	}, {
-		name: "no install code",
-		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S1"}, boot: noCode,
-		want: ErrNoInstallCode, text: "no install code",
-	}, {
-		name: "Workflow's code is another",
-		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S1", Code: "ic-someone-elses"}, boot: goodBoot(),
-		want: ErrInstallCodeMismatch, text: "the Workflow's install code is not the one this boot received",
-	}, {
-		name: "no disk reports the serial",
-		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S9"}, boot: goodBoot(),
-		want: ErrSerialNotFound, text: "no disk reports the serial S9",
-	}, {
-		name: "serial differs in case",
-		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "s1"}, boot: goodBoot(),
-		want: ErrSerialNotFound, text: "no disk reports the serial s1",
-	}, {
-		name: "the one disk reports another serial",
-		tr:   newTree().add(sataDisk("sda", "8:0", "S1")), tg: Target{Disk: "/dev/sda", Serial: "S3"}, boot: goodBoot(),
-		want: ErrSerialNotFound, text: "no disk reports the serial S3",
-	}, {
-		name: "no disks at all",
-		tr:   newTree(), tg: Target{Disk: "/dev/sda", Serial: "S1"}, boot: goodBoot(),
-		want: ErrSerialNotFound, text: "no disk reports the serial S1",
-	}, {
-		name: "two disks with one serial",
-		tr:   newTree().add(sataDisk("sda", "8:0", "S1")).add(nvmeDisk("nvme0n1", "259:0", "S1")),
-		tg:   Target{Disk: "/dev/sda", Serial: "S1"}, boot: goodBoot(),
-		want: ErrSerialAmbiguous, text: "more than one disk reports the serial S1",
-	}, {
-		name: "two disks with one serial in different places",
-		tr: newTree().add(sataDisk("sda", "8:0", "S1")).
-			add(fakeDisk{name: "sdb", dev: "8:16", sectors: 100, udev: "E:ID_SCSI_SERIAL=S1\n"}),
-		tg: Target{Disk: "/dev/sda", Serial: "S1"}, boot: goodBoot(),
-		want: ErrSerialAmbiguous, text: "more than one disk reports the serial S1",
-	}, {
-		name: "two namespaces of one NVMe controller",
-		tr:   newTree().add(nvmeDisk("nvme0n1", "259:0", "S64DNX0R123456")).add(nvmeDisk("nvme0n2", "259:1", "S64DNX0R123456")),
-		tg:   Target{Disk: "/dev/nvme0n1", Serial: "S64DNX0R123456"}, boot: goodBoot(),
-		want: ErrSerialAmbiguous, text: "more than one disk reports the serial S64DNX0R123456",
-	}, {
-		name: "a USB disk reports the serial too",
-		tr:   newTree().add(sataDisk("sda", "8:0", "S1")).add(usbDisk("sdb", "8:16", "S1")),
-		tg:   Target{Disk: "/dev/sda", Serial: "S1"}, boot: goodBoot(),
-		want: ErrSerialAmbiguous, text: "more than one disk reports the serial S1",
-	}, {
-		name: "slots swapped",
-		tr:   two, tg: Target{Disk: "/dev/sda", Serial: "S2"}, boot: goodBoot(),
-		want: ErrWrongDisk, text: "/dev/sda is sda, but the disk that reports S2 is sdb",
-	}, {
-		name: "by-id link to the wrong disk",
-		tr:   withLink(newTree().add(sataDisk("sda", "8:0", "S1")).add(sataDisk("sdb", "8:16", "S2")), "dev/disk/by-id/ata-S1", "../../sdb"),
-		tg:   Target{Disk: "/dev/disk/by-id/ata-S1", Serial: "S1"}, boot: goodBoot(),
-		want: ErrWrongDisk, text: "/dev/disk/by-id/ata-S1 is sdb, but the disk that reports S1 is sda",
-	}, {
-		name: "declared disk missing",
-		tr:   newTree().add(sataDisk("sda", "8:0", "S1")),
-		tg:   Target{Disk: "/dev/sdb", Serial: "S1"}, boot: goodBoot(),
-		want: ErrWrongDisk, text: "/dev/sdb is missing, but the disk that reports S1 is sda",
-	}, {
-		name: "dangling by-id link",
-		tr:   withLink(newTree().add(sataDisk("sda", "8:0", "S1")), "dev/disk/by-id/ata-S1", "../../sdq"),
-		tg:   Target{Disk: "/dev/disk/by-id/ata-S1", Serial: "S1"}, boot: goodBoot(),
-		want: ErrWrongDisk, text: "/dev/disk/by-id/ata-S1 is missing, but the disk that reports S1 is sda",
-	}, {
-		name: "declared a partition of the disk",
-		tr:   newTree().add(fakeDisk{name: "sda", dev: "8:0", sectors: 100, udev: "E:ID_SERIAL_SHORT=S1\n", parts: []fakePart{{"sda1", "8:1", 2048, 50}}}),
-		tg:   Target{Disk: "/dev/sda1", Serial: "S1"}, boot: goodBoot(),
-		want: ErrWrongDisk, text: "/dev/sda1 is sda1, but the disk that reports S1 is sda",
-	}, {
-		name: "a USB stick took the declared name",
-		tr:   newTree().add(usbStick("sda", "8:0", "USB1")).add(sataDisk("sdb", "8:16", "S1")),
-		tg:   Target{Disk: "/dev/sda", Serial: "S1"}, boot: goodBoot(),
-		want: ErrWrongDisk, text: "/dev/sda is sda, but the disk that reports S1 is sdb",
-	}, {
-		name: "USB stick",
-		tr:   newTree().add(sataDisk("sda", "8:0", "S1")).add(usbStick("sdb", "8:16", "USB1")),
-		tg:   Target{Disk: "/dev/sdb", Serial: "USB1"}, boot: goodBoot(),
-		want: ErrRemovable, text: "/dev/sdb is removable",
-	}, {
-		name: "SD card reader",
-		tr:   newTree().add(sdReader("sdc", "8:32", "000000000819")),
-		tg:   Target{Disk: "/dev/sdc", Serial: "000000000819"}, boot: goodBoot(),
-		want: ErrRemovable, text: "/dev/sdc is removable",
-	}, {
-		name: "SD card",
-		tr:   newTree().add(sdCard("mmcblk0", "179:0", "0x1234abcd")),
-		tg:   Target{Disk: "/dev/mmcblk0", Serial: "0x1234abcd"}, boot: goodBoot(),
-		want: ErrRemovable, text: "/dev/mmcblk0 is removable",
-	}, {
-		name: "USB hard disk, by its device path",
-		tr:   newTree().add(usbDisk("sdb", "8:16", "WD-1")),
-		tg:   Target{Disk: "/dev/sdb", Serial: "WD-1"}, boot: goodBoot(),
-		want: ErrUSB, text: "/dev/sdb is on USB",
-	}, {
-		name: "USB hard disk, by udev alone",
-		tr:   newTree().add(fakeDisk{name: "sdb", dev: "8:16", sectors: 100, udev: "E:ID_BUS=usb\nE:ID_SERIAL_SHORT=WD-1\n"}),
-		tg:   Target{Disk: "/dev/sdb", Serial: "WD-1"}, boot: goodBoot(),
-		want: ErrUSB, text: "/dev/sdb is on USB",
-	}, {
-		name: "USB, by a USB device in its path",
-		tr: newTree().add(fakeDisk{
+	}{
+		{name: "no serial declared", tr: two, tg: Target{Disk: "/dev/sda"}, want: ErrNoSerial, text: "no install disk serial is declared"},
+		{name: "blank serial declared", tr: two, tg: Target{Disk: "/dev/sda", Serial: " \t"}, want: ErrNoSerial, text: "no install disk serial is declared"},
+		{name: "zero target", tr: two, want: ErrNoSerial, text: "no install disk serial is declared"},
+		{name: "no disk declared", tr: two, tg: Target{Serial: "S1"}, want: ErrNoInstallDisk, text: "no install disk is declared"},
+		{name: "disk not under /dev", tr: two, tg: Target{Disk: "sda", Serial: "S1"}, want: ErrBadInstallDisk, text: "the install disk sda is not a path under /dev"},
+		{name: "no boot record", tr: two, tg: sda, boot: &Boot{ID: testBootID}, want: ErrNotAttested, cause: errNoRecord, text: notAttested},
+		{name: "zero boot", tr: two, tg: sda, boot: &Boot{}, want: ErrNotAttested, text: notAttested},
+		{name: "record of another boot", tr: two, tg: sda, boot: &otherBoot, want: ErrNotAttested, cause: errOtherBoot, text: notAttested},
+		{name: "this boot's ID unknown", tr: two, tg: sda, boot: &noID, want: ErrNotAttested, text: notAttested},
+		{name: "attestation failed", tr: two, tg: sda, boot: &failed, want: ErrNotAttested, text: notAttested},
+		{name: "no install code", tr: two, tg: sda, boot: &noCode, want: ErrNoInstallCode, text: "no install code"},
+		{name: "Workflow's code is another", tr: two, tg: Target{Disk: "/dev/sda", Serial: "S1", Code: "ic-someone-elses"},
+			want: ErrInstallCodeMismatch, text: "the Workflow's install code is not the one this boot received"},
+		{name: "no disk reports the serial", tr: two, tg: Target{Disk: "/dev/sda", Serial: "S9"}, want: ErrSerialNotFound, text: "no disk reports the serial S9"},
+		{name: "serial differs in case", tr: two, tg: Target{Disk: "/dev/sda", Serial: "s1"}, want: ErrSerialNotFound, text: "no disk reports the serial s1"},
+		{name: "the one disk reports another serial", tr: newTree().add(sataDisk("sda", "8:0", "S1")),
+			tg: Target{Disk: "/dev/sda", Serial: "S3"}, want: ErrSerialNotFound, text: "no disk reports the serial S3"},
+		{name: "no disks at all", tr: newTree(), tg: sda, want: ErrSerialNotFound, text: "no disk reports the serial S1"},
+		{name: "two disks with one serial", tr: newTree().add(sataDisk("sda", "8:0", "S1")).add(nvmeDisk("nvme0n1", "259:0", "S1")),
+			tg: sda, want: ErrSerialAmbiguous, text: "more than one disk reports the serial S1"},
+		{name: "two disks with one serial in different places",
+			tr: newTree().add(sataDisk("sda", "8:0", "S1")).add(fakeDisk{name: "sdb", dev: "8:16", sectors: 100, udev: "E:ID_SCSI_SERIAL=S1\n"}),
+			tg: sda, want: ErrSerialAmbiguous, text: "more than one disk reports the serial S1"},
+		{name: "two namespaces of one NVMe controller",
+			tr: newTree().add(nvmeDisk("nvme0n1", "259:0", "S64DNX0R123456")).add(nvmeDisk("nvme0n2", "259:1", "S64DNX0R123456")),
+			tg: Target{Disk: "/dev/nvme0n1", Serial: "S64DNX0R123456"}, want: ErrSerialAmbiguous, text: "more than one disk reports the serial S64DNX0R123456"},
+		{name: "a USB disk reports the serial too", tr: newTree().add(sataDisk("sda", "8:0", "S1")).add(usbDisk("sdb", "8:16", "S1")),
+			tg: sda, want: ErrSerialAmbiguous, text: "more than one disk reports the serial S1"},
+		{name: "slots swapped", tr: two, tg: Target{Disk: "/dev/sda", Serial: "S2"}, want: ErrWrongDisk, text: "/dev/sda is sda, but the disk that reports S2 is sdb"},
+		{name: "by-id link to the wrong disk",
+			tr: withLink(newTree().add(sataDisk("sda", "8:0", "S1")).add(sataDisk("sdb", "8:16", "S2")), "dev/disk/by-id/ata-S1", "../../sdb"),
+			tg: Target{Disk: "/dev/disk/by-id/ata-S1", Serial: "S1"}, want: ErrWrongDisk, text: "/dev/disk/by-id/ata-S1 is sdb, but the disk that reports S1 is sda"},
+		{name: "declared disk missing", tr: newTree().add(sataDisk("sda", "8:0", "S1")),
+			tg: Target{Disk: "/dev/sdb", Serial: "S1"}, want: ErrWrongDisk, text: "/dev/sdb is missing, but the disk that reports S1 is sda"},
+		{name: "dangling by-id link", tr: withLink(newTree().add(sataDisk("sda", "8:0", "S1")), "dev/disk/by-id/ata-S1", "../../sdq"),
+			tg: Target{Disk: "/dev/disk/by-id/ata-S1", Serial: "S1"}, want: ErrWrongDisk, text: "/dev/disk/by-id/ata-S1 is missing, but the disk that reports S1 is sda"},
+		{name: "declared a partition of the disk",
+			tr: newTree().add(fakeDisk{name: "sda", dev: "8:0", sectors: 100, udev: "E:ID_SERIAL_SHORT=S1\n", parts: []fakePart{{"sda1", "8:1", 2048, 50}}}),
+			tg: Target{Disk: "/dev/sda1", Serial: "S1"}, want: ErrWrongDisk, text: "/dev/sda1 is sda1, but the disk that reports S1 is sda"},
+		{name: "a USB stick took the declared name", tr: newTree().add(usbStick("sda", "8:0", "USB1")).add(sataDisk("sdb", "8:16", "S1")),
+			tg: sda, want: ErrWrongDisk, text: "/dev/sda is sda, but the disk that reports S1 is sdb"},
+		{name: "USB stick", tr: newTree().add(sataDisk("sda", "8:0", "S1")).add(usbStick("sdb", "8:16", "USB1")),
+			tg: Target{Disk: "/dev/sdb", Serial: "USB1"}, want: ErrRemovable, text: "/dev/sdb is removable"},
+		{name: "SD card reader", tr: newTree().add(sdReader("sdc", "8:32", "000000000819")),
+			tg: Target{Disk: "/dev/sdc", Serial: "000000000819"}, want: ErrRemovable, text: "/dev/sdc is removable"},
+		{name: "SD card", tr: newTree().add(sdCard("mmcblk0", "179:0", "0x1234abcd")),
+			tg: Target{Disk: "/dev/mmcblk0", Serial: "0x1234abcd"}, want: ErrRemovable, text: "/dev/mmcblk0 is removable"},
+		{name: "USB hard disk, by its device path", tr: newTree().add(usbDisk("sdb", "8:16", "WD-1")),
+			tg: Target{Disk: "/dev/sdb", Serial: "WD-1"}, want: ErrUSB, text: "/dev/sdb is on USB"},
+		{name: "USB hard disk, by udev alone", tr: newTree().add(fakeDisk{name: "sdb", dev: "8:16", sectors: 100, udev: "E:ID_BUS=usb\nE:ID_SERIAL_SHORT=WD-1\n"}),
+			tg: Target{Disk: "/dev/sdb", Serial: "WD-1"}, want: ErrUSB, text: "/dev/sdb is on USB"},
+		{name: "USB, by a USB device in its path", tr: newTree().add(fakeDisk{
 			name: "sdb", dev: "8:16", sectors: 100, udev: "E:ID_SERIAL_SHORT=WD-1\n",
 			sysPath: "devices/platform/xhci-hcd.0.auto/3-1.4/3-1.4:1.0/host7/target7:0:0/7:0:0:0/block/sdb",
-		}),
-		tg: Target{Disk: "/dev/sdb", Serial: "WD-1"}, boot: goodBoot(),
-		want: ErrUSB, text: "/dev/sdb is on USB",
-	}, {
-		name: "read-only",
-		tr:   newTree().add(fakeDisk{name: "sda", dev: "8:0", sectors: 100, ro: "1", udev: "E:ID_SERIAL_SHORT=S1\n"}),
-		tg:   Target{Disk: "/dev/sda", Serial: "S1"}, boot: goodBoot(),
-		want: ErrReadOnly, text: "/dev/sda is read-only",
-	}, {
-		name: "loop device not asked for",
-		tr:   newTree().add(loopDisk("loop0", "7:0", "L0")),
-		tg:   Target{Disk: "/dev/loop0", Serial: "L0"}, boot: goodBoot(),
-		want: ErrSerialNotFound, text: "no disk reports the serial L0",
-	}}
+		}), tg: Target{Disk: "/dev/sdb", Serial: "WD-1"}, want: ErrUSB, text: "/dev/sdb is on USB"},
+		{name: "read-only", tr: newTree().add(fakeDisk{name: "sda", dev: "8:0", sectors: 100, ro: "1", udev: "E:ID_SERIAL_SHORT=S1\n"}),
+			tg: sda, want: ErrReadOnly, text: "/dev/sda is read-only"},
+		{name: "loop device not asked for", tr: newTree().add(loopDisk("loop0", "7:0", "L0")),
+			tg: Target{Disk: "/dev/loop0", Serial: "L0"}, want: ErrSerialNotFound, text: "no disk reports the serial L0"},
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := judgeWith(t, &Config{Root: tt.tr.fs}, tt.tg, tt.boot)
+			boot := goodBoot()
+			if tt.boot != nil {
+				boot = *tt.boot
+			}
+			d, err := judgeWith(t, &Config{Root: tt.tr.fs}, tt.tg, boot)
 			checkVerdict(t, d, err, "", tt.want, tt.cause, tt.text)
 			if d.Name != "" {
 				t.Errorf("a refusal returned disk %q", d.Name)
