@@ -218,83 +218,45 @@ func (f faultFS) ReadLink(name string) (string, error) {
 func TestCheckUnreadableFlags(t *testing.T) {
 	sata := sataDisk("sda", "8:0", "S1")
 	sataDir := "sys/devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0/block/sda"
-	judgeFaults(t, []faultCase{{
-		name: "removable: read error",
-		tr:   newTree().add(sata),
-		fail: map[string]error{"sys/block/sda/removable": syscall.EIO},
-		want: ErrRemovableUnreadable, cause: syscall.EIO,
-		text: "/dev/sda's removable attribute cannot be read (/sys/block/sda/removable: input/output error); nothing wiped",
-	}, {
-		name: "removable: neither 0 nor 1",
-		tr:   func() *tree { d := sata; d.removable = "2"; return newTree().add(d) }(),
-		want: ErrRemovableUnreadable,
-		text: `/dev/sda's removable attribute cannot be read (/sys/block/sda/removable holds "2", not 0 or 1); nothing wiped`,
-	}, {
-		name: "removable: missing",
-		tr:   func() *tree { tr := newTree().add(sata); delete(tr.fs, sataDir+"/removable"); return tr }(),
-		want: ErrRemovableUnreadable, cause: fs.ErrNotExist,
-		text: "/dev/sda's removable attribute cannot be read (/sys/block/sda/removable: file does not exist); nothing wiped",
-	}, {
-		name: "removable: empty",
-		tr:   func() *tree { tr := newTree().add(sata); tr.file(sataDir+"/removable", "\n"); return tr }(),
-		want: ErrRemovableUnreadable,
-		text: `/dev/sda's removable attribute cannot be read (/sys/block/sda/removable holds "", not 0 or 1); nothing wiped`,
-	}, {
-		name: "removable: unreadable, but an SD card",
-		tr:   newTree().add(sdCard("mmcblk0", "179:0", "0x1234abcd")),
-		fail: map[string]error{"sys/block/mmcblk0/removable": syscall.EIO},
-		disk: "/dev/mmcblk0",
-		want: ErrRemovable,
-		text: "/dev/mmcblk0 is removable",
-	}, {
-		name: "MMC type unreadable",
-		tr:   newTree().add(emmc("mmcblk1", "179:8", "0x0badf00d")),
-		fail: map[string]error{"sys/block/mmcblk1/device/type": syscall.EACCES},
-		disk: "/dev/mmcblk1",
-		want: ErrRemovableUnreadable, cause: fs.ErrPermission,
-		text: "/dev/mmcblk1's removable attribute cannot be read (/sys/block/mmcblk1/device/type: permission denied); nothing wiped",
-	}, {
-		name: "MMC type unknown",
-		tr:   newTree().add(withFile(emmc("mmcblk1", "179:8", "0x0badf00d"), "device/type", "SDIO\n")),
-		disk: "/dev/mmcblk1",
-		want: ErrRemovableUnreadable,
-		text: `/dev/mmcblk1's removable attribute cannot be read (/sys/block/mmcblk1/device/type holds "SDIO", not MMC or SD); nothing wiped`,
-	}, {
-		name: "ro: read error",
-		tr:   newTree().add(sata),
-		fail: map[string]error{"sys/block/sda/ro": syscall.EIO},
-		want: ErrReadOnlyUnreadable, cause: syscall.EIO,
-		text: "/dev/sda's ro attribute cannot be read (/sys/block/sda/ro: input/output error); nothing wiped",
-	}, {
-		name: "ro: neither 0 nor 1",
-		tr:   func() *tree { d := sata; d.ro = "yes"; return newTree().add(d) }(),
-		want: ErrReadOnlyUnreadable,
-		text: `/dev/sda's ro attribute cannot be read (/sys/block/sda/ro holds "yes", not 0 or 1); nothing wiped`,
-	}, {
-		name: "device path: read error",
-		tr:   newTree().add(sata),
-		fail: map[string]error{"sys/block/sda": syscall.EIO},
-		want: ErrDevicePathUnreadable, cause: syscall.EIO,
-		text: "/dev/sda's device path cannot be read, so USB cannot be ruled out (/sys/block/sda: input/output error); nothing wiped",
-	}, {
-		name: "device path: outside /sys",
-		tr: func() *tree {
+	judgeFaults(t, []faultCase{
+		{name: "removable: read error", tr: newTree().add(sata), fail: map[string]error{"sys/block/sda/removable": syscall.EIO},
+			want: ErrRemovableUnreadable, cause: syscall.EIO,
+			text: "/dev/sda's removable attribute cannot be read (/sys/block/sda/removable: input/output error); nothing wiped"},
+		{name: "removable: neither 0 nor 1", tr: func() *tree { d := sata; d.removable = "2"; return newTree().add(d) }(), want: ErrRemovableUnreadable,
+			text: `/dev/sda's removable attribute cannot be read (/sys/block/sda/removable holds "2", not 0 or 1); nothing wiped`},
+		{name: "removable: missing", tr: newTree().add(sata).rm(sataDir + "/removable"),
+			want: ErrRemovableUnreadable, cause: fs.ErrNotExist,
+			text: "/dev/sda's removable attribute cannot be read (/sys/block/sda/removable: file does not exist); nothing wiped"},
+		{name: "removable: empty", tr: newTree().add(sata).file(sataDir+"/removable", "\n"),
+			want: ErrRemovableUnreadable, text: `/dev/sda's removable attribute cannot be read (/sys/block/sda/removable holds "", not 0 or 1); nothing wiped`},
+		{name: "removable: unreadable, but an SD card", tr: newTree().add(sdCard("mmcblk0", "179:0", "0x1234abcd")),
+			fail: map[string]error{"sys/block/mmcblk0/removable": syscall.EIO}, disk: "/dev/mmcblk0", want: ErrRemovable, text: "/dev/mmcblk0 is removable"},
+		{name: "MMC type unreadable", tr: newTree().add(emmc("mmcblk1", "179:8", "0x0badf00d")),
+			fail: map[string]error{"sys/block/mmcblk1/device/type": syscall.EACCES}, disk: "/dev/mmcblk1", want: ErrRemovableUnreadable, cause: fs.ErrPermission,
+			text: "/dev/mmcblk1's removable attribute cannot be read (/sys/block/mmcblk1/device/type: permission denied); nothing wiped"},
+		{name: "MMC type unknown", tr: newTree().add(withFile(emmc("mmcblk1", "179:8", "0x0badf00d"), "device/type", "SDIO\n")), disk: "/dev/mmcblk1",
+			want: ErrRemovableUnreadable,
+			text: `/dev/mmcblk1's removable attribute cannot be read (/sys/block/mmcblk1/device/type holds "SDIO", not MMC or SD); nothing wiped`},
+		{name: "ro: read error", tr: newTree().add(sata), fail: map[string]error{"sys/block/sda/ro": syscall.EIO},
+			want: ErrReadOnlyUnreadable, cause: syscall.EIO, text: "/dev/sda's ro attribute cannot be read (/sys/block/sda/ro: input/output error); nothing wiped"},
+		{name: "ro: neither 0 nor 1", tr: func() *tree { d := sata; d.ro = "yes"; return newTree().add(d) }(), want: ErrReadOnlyUnreadable,
+			text: `/dev/sda's ro attribute cannot be read (/sys/block/sda/ro holds "yes", not 0 or 1); nothing wiped`},
+		{name: "device path: read error", tr: newTree().add(sata), fail: map[string]error{"sys/block/sda": syscall.EIO},
+			want: ErrDevicePathUnreadable, cause: syscall.EIO,
+			text: "/dev/sda's device path cannot be read, so USB cannot be ruled out (/sys/block/sda: input/output error); nothing wiped"},
+		{name: "device path: outside /sys", tr: func() *tree {
 			tr := newTree().add(fakeDisk{name: "sda", dev: "8:0", sectors: 100, udev: "E:ID_SERIAL_SHORT=S1\n"})
 			tr.link("sys/block/sda", "../../tmp/sda")
 			for _, f := range []string{"dev", "size", "removable", "ro"} {
 				tr.fs["tmp/sda/"+f] = tr.fs["sys/devices/virtual/block/sda/"+f]
 			}
 			return tr
-		}(),
-		want: ErrDevicePathUnreadable,
-		text: `/dev/sda's device path cannot be read, so USB cannot be ruled out (/sys/block/sda links to "../../tmp/sda", outside /sys); nothing wiped`,
-	}, {
-		name: "device path: unreadable, but udev says USB",
-		tr:   newTree().add(fakeDisk{name: "sda", dev: "8:0", sectors: 100, udev: "E:ID_BUS=usb\nE:ID_SERIAL_SHORT=S1\n"}),
-		fail: map[string]error{"sys/block/sda": syscall.EIO},
-		want: ErrUSB,
-		text: "/dev/sda is on USB",
-	}})
+		}(), want: ErrDevicePathUnreadable,
+			text: `/dev/sda's device path cannot be read, so USB cannot be ruled out (/sys/block/sda links to "../../tmp/sda", outside /sys); nothing wiped`},
+		{name: "device path: unreadable, but udev says USB",
+			tr:   newTree().add(fakeDisk{name: "sda", dev: "8:0", sectors: 100, udev: "E:ID_BUS=usb\nE:ID_SERIAL_SHORT=S1\n"}),
+			fail: map[string]error{"sys/block/sda": syscall.EIO}, want: ErrUSB, text: "/dev/sda is on USB"},
+	})
 }
 
 // faultCase is a tree whose reads of fail fail, and the verdict on the
@@ -464,47 +426,18 @@ func TestCheckOrderOfDiskRefusals(t *testing.T) {
 
 func TestCheckUdevUnreadable(t *testing.T) {
 	two := func() *tree { return newTree().add(sataDisk("sda", "8:0", "S1")).add(sataDisk("sdb", "8:16", "S2")) }
-	judgeFaults(t, []faultCase{{
-		name: "another disk's record fails",
-		tr:   two(),
-		fail: map[string]error{"run/udev/data/b8:16": syscall.EIO},
-		want: ErrUdevUnreadable, cause: syscall.EIO,
-		text: "sdb's udev record cannot be read (/run/udev/data/b8:16: input/output error); nothing wiped",
-	}, {
-		name: "the declared disk's record fails",
-		tr:   two(),
-		fail: map[string]error{"run/udev/data/b8:0": syscall.EACCES},
-		want: ErrUdevUnreadable, cause: fs.ErrPermission,
-		text: "sda's udev record cannot be read (/run/udev/data/b8:0: permission denied); nothing wiped",
-	}, {
-		name: "another disk's device number fails",
-		tr:   two(),
-		fail: map[string]error{"sys/block/sdb/dev": syscall.EIO},
-		want: ErrUdevUnreadable, cause: syscall.EIO,
-		text: "sdb's udev record cannot be read (its device number is unknown: /sys/block/sdb/dev: input/output error); nothing wiped",
-	}, {
-		name: "another disk's device number is garbage",
-		tr: func() *tree {
-			tr := two()
-			tr.file("sys/devices/pci0000:00/0000:00:17.0/ata2/host1/target1:0:0/1:0:0:0/block/sdb/dev", "8-16\n")
-			return tr
-		}(),
-		want: ErrUdevUnreadable,
-		text: `sdb's udev record cannot be read (its device number is unknown: /sys/block/sdb/dev holds "8-16", not major:minor); nothing wiped`,
-	}, {
-		name: "another disk has no record",
-		tr: func() *tree {
-			tr := two()
-			delete(tr.fs, "run/udev/data/b8:16")
-			return tr
-		}(),
-	}, {
-		name: "no disk has a record",
-		tr: func() *tree {
-			tr := two()
-			delete(tr.fs, "run/udev/data/b8:0")
-			delete(tr.fs, "run/udev/data/b8:16")
-			return tr
-		}(),
-	}})
+	judgeFaults(t, []faultCase{
+		{name: "another disk's record fails", tr: two(), fail: map[string]error{"run/udev/data/b8:16": syscall.EIO},
+			want: ErrUdevUnreadable, cause: syscall.EIO, text: "sdb's udev record cannot be read (/run/udev/data/b8:16: input/output error); nothing wiped"},
+		{name: "the declared disk's record fails", tr: two(), fail: map[string]error{"run/udev/data/b8:0": syscall.EACCES},
+			want: ErrUdevUnreadable, cause: fs.ErrPermission, text: "sda's udev record cannot be read (/run/udev/data/b8:0: permission denied); nothing wiped"},
+		{name: "another disk's device number fails", tr: two(), fail: map[string]error{"sys/block/sdb/dev": syscall.EIO},
+			want: ErrUdevUnreadable, cause: syscall.EIO,
+			text: "sdb's udev record cannot be read (its device number is unknown: /sys/block/sdb/dev: input/output error); nothing wiped"},
+		{name: "another disk's device number is garbage",
+			tr: two().file("sys/devices/pci0000:00/0000:00:17.0/ata2/host1/target1:0:0/1:0:0:0/block/sdb/dev", "8-16\n"), want: ErrUdevUnreadable,
+			text: `sdb's udev record cannot be read (its device number is unknown: /sys/block/sdb/dev holds "8-16", not major:minor); nothing wiped`},
+		{name: "another disk has no record", tr: two().rm("run/udev/data/b8:16")},
+		{name: "no disk has a record", tr: two().rm("run/udev/data/b8:0", "run/udev/data/b8:16")},
+	})
 }

@@ -56,8 +56,20 @@ func newTree() *tree {
 	return t
 }
 
-func (t *tree) dir(p string)        { t.fs[p] = &fstest.MapFile{Mode: fs.ModeDir | 0o755} }
-func (t *tree) file(p, data string) { t.fs[p] = &fstest.MapFile{Data: []byte(data), Mode: 0o444} }
+func (t *tree) dir(p string) { t.fs[p] = &fstest.MapFile{Mode: fs.ModeDir | 0o755} }
+func (t *tree) file(p, data string) *tree {
+	t.fs[p] = &fstest.MapFile{Data: []byte(data), Mode: 0o444}
+	return t
+}
+
+// rm removes paths from the tree.
+func (t *tree) rm(paths ...string) *tree {
+	for _, p := range paths {
+		delete(t.fs, p)
+	}
+	return t
+}
+
 func (t *tree) link(p, target string) {
 	t.fs[p] = &fstest.MapFile{Data: []byte(target), Mode: fs.ModeSymlink | 0o777}
 }
