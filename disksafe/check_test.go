@@ -91,36 +91,19 @@ func TestCheckWipes(t *testing.T) {
 		tr   *tree
 		tg   Target
 		want string
-	}{{
-		name: "SATA by kernel name",
-		tr:   newTree().add(sataDisk("sda", "8:0", "S5Y2NX0R123456")).add(usbStick("sdb", "8:16", "USB1")),
-		tg:   Target{Disk: "/dev/sda", Serial: "S5Y2NX0R123456"},
-		want: "sda",
-	}, {
-		name: "SATA by-id link, serial with blanks",
-		tr: func() *tree {
-			tr := newTree().add(sataDisk("sda", "8:0", "S5Y2NX0R123456"))
-			tr.link("dev/disk/by-id/ata-Samsung_SSD_870_EVO_1TB_S5Y2NX0R123456", "../../sda")
-			return tr
-		}(),
-		tg:   Target{Disk: "/dev/disk/by-id/ata-Samsung_SSD_870_EVO_1TB_S5Y2NX0R123456", Serial: " S5Y2NX0R123456\n"},
-		want: "sda",
-	}, {
-		name: "NVMe",
-		tr:   newTree().add(nvmeDisk("nvme0n1", "259:0", "S64DNX0R123456")).add(sataDisk("sda", "8:0", "OTHER")),
-		tg:   Target{Disk: "/dev/nvme0n1", Serial: "S64DNX0R123456", Code: testCode},
-		want: "nvme0n1",
-	}, {
-		name: "virtio",
-		tr:   newTree().add(virtioDisk("vda", "254:0", "fleet-vd-0001")).add(virtioDisk("vdb", "254:16", "fleet-vd-0002")),
-		tg:   Target{Disk: "/dev/vdb", Serial: "fleet-vd-0002"},
-		want: "vdb",
-	}, {
-		name: "eMMC",
-		tr:   newTree().add(emmc("mmcblk1", "179:8", "0x0badf00d")).add(sdCard("mmcblk0", "179:0", "0x1234abcd")),
-		tg:   Target{Disk: "/dev/mmcblk1", Serial: "0x0badf00d"},
-		want: "mmcblk1",
-	}}
+	}{
+		{name: "SATA by kernel name", tr: newTree().add(sataDisk("sda", "8:0", "S5Y2NX0R123456")).add(usbStick("sdb", "8:16", "USB1")),
+			tg: Target{Disk: "/dev/sda", Serial: "S5Y2NX0R123456"}, want: "sda"},
+		{name: "SATA by-id link, serial with blanks",
+			tr: newTree().add(sataDisk("sda", "8:0", "S5Y2NX0R123456")).link("dev/disk/by-id/ata-Samsung_SSD_870_EVO_1TB_S5Y2NX0R123456", "../../sda"),
+			tg: Target{Disk: "/dev/disk/by-id/ata-Samsung_SSD_870_EVO_1TB_S5Y2NX0R123456", Serial: " S5Y2NX0R123456\n"}, want: "sda"},
+		{name: "NVMe", tr: newTree().add(nvmeDisk("nvme0n1", "259:0", "S64DNX0R123456")).add(sataDisk("sda", "8:0", "OTHER")),
+			tg: Target{Disk: "/dev/nvme0n1", Serial: "S64DNX0R123456", Code: testCode}, want: "nvme0n1"},
+		{name: "virtio", tr: newTree().add(virtioDisk("vda", "254:0", "fleet-vd-0001")).add(virtioDisk("vdb", "254:16", "fleet-vd-0002")),
+			tg: Target{Disk: "/dev/vdb", Serial: "fleet-vd-0002"}, want: "vdb"},
+		{name: "eMMC", tr: newTree().add(emmc("mmcblk1", "179:8", "0x0badf00d")).add(sdCard("mmcblk0", "179:0", "0x1234abcd")),
+			tg: Target{Disk: "/dev/mmcblk1", Serial: "0x0badf00d"}, want: "mmcblk1"},
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, err := judge(t, tt.tr, tt.tg, goodBoot())
@@ -130,10 +113,6 @@ func TestCheckWipes(t *testing.T) {
 }
 
 func TestCheckRefusals(t *testing.T) {
-	withLink := func(tr *tree, link, target string) *tree {
-		tr.link(link, target)
-		return tr
-	}
 	otherBoot := goodBoot()
 	otherBoot.Record.BootID = "00000000-0000-4000-8000-000000000000"
 	failed := goodBoot()
@@ -185,11 +164,11 @@ func TestCheckRefusals(t *testing.T) {
 			tg: sda, want: ErrSerialAmbiguous, text: "more than one disk reports the serial S1"},
 		{name: "slots swapped", tr: two, tg: Target{Disk: "/dev/sda", Serial: "S2"}, want: ErrWrongDisk, text: "/dev/sda is sda, but the disk that reports S2 is sdb"},
 		{name: "by-id link to the wrong disk",
-			tr: withLink(newTree().add(sataDisk("sda", "8:0", "S1")).add(sataDisk("sdb", "8:16", "S2")), "dev/disk/by-id/ata-S1", "../../sdb"),
+			tr: newTree().add(sataDisk("sda", "8:0", "S1")).add(sataDisk("sdb", "8:16", "S2")).link("dev/disk/by-id/ata-S1", "../../sdb"),
 			tg: Target{Disk: "/dev/disk/by-id/ata-S1", Serial: "S1"}, want: ErrWrongDisk, text: "/dev/disk/by-id/ata-S1 is sdb, but the disk that reports S1 is sda"},
 		{name: "declared disk missing", tr: newTree().add(sataDisk("sda", "8:0", "S1")),
 			tg: Target{Disk: "/dev/sdb", Serial: "S1"}, want: ErrWrongDisk, text: "/dev/sdb is missing, but the disk that reports S1 is sda"},
-		{name: "dangling by-id link", tr: withLink(newTree().add(sataDisk("sda", "8:0", "S1")), "dev/disk/by-id/ata-S1", "../../sdq"),
+		{name: "dangling by-id link", tr: newTree().add(sataDisk("sda", "8:0", "S1")).link("dev/disk/by-id/ata-S1", "../../sdq"),
 			tg: Target{Disk: "/dev/disk/by-id/ata-S1", Serial: "S1"}, want: ErrWrongDisk, text: "/dev/disk/by-id/ata-S1 is missing, but the disk that reports S1 is sda"},
 		{name: "declared a partition of the disk",
 			tr: newTree().add(fakeDisk{name: "sda", dev: "8:0", sectors: 100, udev: "E:ID_SERIAL_SHORT=S1\n", parts: []fakePart{{"sda1", "8:1", 2048, 50}}}),

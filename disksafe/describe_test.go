@@ -41,30 +41,21 @@ func TestSerialSources(t *testing.T) {
 		vpd80                []byte
 		udev                 map[string]string
 		want                 []SerialSource
-	}{{
-		name: "none",
-	}, {
-		name:         "every place, in order",
-		deviceSerial: " A \n", serial: "B\x00", vpd80: []byte(vpd80("C  ")),
-		udev: map[string]string{"ID_SERIAL_SHORT": "D"},
-		want: []SerialSource{
-			{"/sys/block/sda/device/serial", "A"},
-			{"/sys/block/sda/serial", "B"},
-			{"/sys/block/sda/device/vpd_pg80", "C"},
-			{"udev's ID_SERIAL_SHORT", "D"},
-		},
-	}, {
-		name: "scsi_id's identifier is not a serial",
-		udev: map[string]string{"ID_SERIAL_SHORT": "naa.5000", "ID_SCSI_SERIAL": "E"},
-		want: []SerialSource{{"udev's ID_SCSI_SERIAL", "E"}},
-	}, {
-		name: "an empty ID_SCSI_SERIAL still marks scsi_id",
-		udev: map[string]string{"ID_SERIAL_SHORT": "naa.5000", "ID_SCSI_SERIAL": ""},
-	}, {
-		name:         "values that are not serials are left out",
-		deviceSerial: "  \n", serial: "caf\xc3\xa9", vpd80: []byte{0, 0x83, 0, 1, 'X'},
-		udev: map[string]string{"ID_SERIAL_SHORT": "a\tb\x01"},
-	}}
+	}{
+		{name: "none"},
+		{name: "every place, in order", deviceSerial: " A \n", serial: "B\x00", vpd80: []byte(vpd80("C  ")),
+			udev: map[string]string{"ID_SERIAL_SHORT": "D"}, want: []SerialSource{
+				{"/sys/block/sda/device/serial", "A"},
+				{"/sys/block/sda/serial", "B"},
+				{"/sys/block/sda/device/vpd_pg80", "C"},
+				{"udev's ID_SERIAL_SHORT", "D"},
+			}},
+		{name: "scsi_id's identifier is not a serial", udev: map[string]string{"ID_SERIAL_SHORT": "naa.5000", "ID_SCSI_SERIAL": "E"},
+			want: []SerialSource{{"udev's ID_SCSI_SERIAL", "E"}}},
+		{name: "an empty ID_SCSI_SERIAL still marks scsi_id", udev: map[string]string{"ID_SERIAL_SHORT": "naa.5000", "ID_SCSI_SERIAL": ""}},
+		{name: "values that are not serials are left out", deviceSerial: "  \n", serial: "caf\xc3\xa9", vpd80: []byte{0, 0x83, 0, 1, 'X'},
+			udev: map[string]string{"ID_SERIAL_SHORT": "a\tb\x01"}},
+	}
 	for _, tt := range tests {
 		got := serialSources(dir, tt.deviceSerial, tt.serial, tt.vpd80, tt.udev)
 		if diff := cmp.Diff(tt.want, got); diff != "" {
@@ -193,56 +184,43 @@ func TestDescribe(t *testing.T) {
 		name string
 		s    sysDisk
 		want Disk
-	}{{
-		name: "sizes",
-		s:    sysDisk{name: "sda", dir: "sys/block/sda", dev: "8:0", size: "100", removable: "0", ro: "0", link: "../devices/virtual/block/sda"},
-		want: Disk{Name: "sda", Dev: "8:0", Size: 51200, SerialsAgree: true, SysPath: "/sys/devices/virtual/block/sda"},
-	}, {
-		name: "the largest size",
-		s:    sysDisk{name: "sda", dir: "sys/block/sda", dev: "8:0", size: "18014398509481983", removable: "0", ro: "0", link: "/sys/devices/virtual/block/sda"},
-		want: Disk{Name: "sda", Dev: "8:0", Size: 18014398509481983 * 512, SerialsAgree: true, SysPath: "/sys/devices/virtual/block/sda"},
-	}, {
-		name: "sizes that are not counts",
-		s:    sysDisk{name: "sda", dir: "sys/block/sda", dev: "8:0", size: "18014398509481984", removable: "0", ro: "0", link: "../devices/virtual/block/sda"},
-		want: Disk{Name: "sda", Dev: "8:0", SerialsAgree: true, SysPath: "/sys/devices/virtual/block/sda"},
-	}, {
-		name: "a negative size",
-		s:    sysDisk{name: "sda", dir: "sys/block/sda", dev: "8:0", size: "-1", removable: "0", ro: "0", link: "../devices/virtual/block/sda"},
-		want: Disk{Name: "sda", Dev: "8:0", SerialsAgree: true, SysPath: "/sys/devices/virtual/block/sda"},
-	}, {
-		name: "WWN and model from sysfs before udev",
-		s: sysDisk{name: "sda", dir: "sys/block/sda", dev: "8:0", removable: "0", ro: "0", link: "../devices/virtual/block/sda",
-			wwid: "naa.1\n", deviceWWID: "naa.2", model: "M1 ",
-			udev: []byte("E:ID_WWN_WITH_EXTENSION=naa.3\nE:ID_WWN=naa.4\nE:ID_MODEL=M2\n")},
-		want: Disk{Name: "sda", Dev: "8:0", SerialsAgree: true, SysPath: "/sys/devices/virtual/block/sda", WWN: "naa.1", Model: "M1"},
-	}, {
-		name: "WWN and model from udev, in order",
-		s: sysDisk{name: "sda", dir: "sys/block/sda", dev: "8:0", removable: "0", ro: "0", link: "../devices/virtual/block/sda",
-			wwid: " \n", model: "\x00",
-			udev: []byte("E:ID_WWN_WITH_EXTENSION=\nE:ID_WWN=naa.4\nE:ID_MODEL=M2\n")},
-		want: Disk{Name: "sda", Dev: "8:0", SerialsAgree: true, SysPath: "/sys/devices/virtual/block/sda", WWN: "naa.4", Model: "M2"},
-	}, {
-		name: "device/wwid",
-		s: sysDisk{name: "sda", dir: "sys/block/sda", dev: "8:0", removable: "0", ro: "0", link: "../devices/virtual/block/sda",
+	}{
+		{name: "sizes",
+			s:    sysDisk{name: "sda", dir: "sys/block/sda", dev: "8:0", size: "100", removable: "0", ro: "0", link: "../devices/virtual/block/sda"},
+			want: Disk{Name: "sda", Dev: "8:0", Size: 51200, SerialsAgree: true, SysPath: "/sys/devices/virtual/block/sda"}},
+		{name: "the largest size",
+			s:    sysDisk{name: "sda", dir: "sys/block/sda", dev: "8:0", size: "18014398509481983", removable: "0", ro: "0", link: "/sys/devices/virtual/block/sda"},
+			want: Disk{Name: "sda", Dev: "8:0", Size: 18014398509481983 * 512, SerialsAgree: true, SysPath: "/sys/devices/virtual/block/sda"}},
+		{name: "sizes that are not counts",
+			s:    sysDisk{name: "sda", dir: "sys/block/sda", dev: "8:0", size: "18014398509481984", removable: "0", ro: "0", link: "../devices/virtual/block/sda"},
+			want: Disk{Name: "sda", Dev: "8:0", SerialsAgree: true, SysPath: "/sys/devices/virtual/block/sda"}},
+		{name: "a negative size",
+			s:    sysDisk{name: "sda", dir: "sys/block/sda", dev: "8:0", size: "-1", removable: "0", ro: "0", link: "../devices/virtual/block/sda"},
+			want: Disk{Name: "sda", Dev: "8:0", SerialsAgree: true, SysPath: "/sys/devices/virtual/block/sda"}},
+		{name: "WWN and model from sysfs before udev",
+			s: sysDisk{name: "sda", dir: "sys/block/sda", dev: "8:0", removable: "0", ro: "0", link: "../devices/virtual/block/sda",
+				wwid: "naa.1\n", deviceWWID: "naa.2", model: "M1 ",
+				udev: []byte("E:ID_WWN_WITH_EXTENSION=naa.3\nE:ID_WWN=naa.4\nE:ID_MODEL=M2\n")},
+			want: Disk{Name: "sda", Dev: "8:0", SerialsAgree: true, SysPath: "/sys/devices/virtual/block/sda", WWN: "naa.1", Model: "M1"}},
+		{name: "WWN and model from udev, in order",
+			s: sysDisk{name: "sda", dir: "sys/block/sda", dev: "8:0", removable: "0", ro: "0", link: "../devices/virtual/block/sda",
+				wwid: " \n", model: "\x00",
+				udev: []byte("E:ID_WWN_WITH_EXTENSION=\nE:ID_WWN=naa.4\nE:ID_MODEL=M2\n")},
+			want: Disk{Name: "sda", Dev: "8:0", SerialsAgree: true, SysPath: "/sys/devices/virtual/block/sda", WWN: "naa.4", Model: "M2"}},
+		{name: "device/wwid", s: sysDisk{name: "sda", dir: "sys/block/sda", dev: "8:0", removable: "0", ro: "0", link: "../devices/virtual/block/sda",
 			deviceWWID: "naa.2", udev: []byte("E:ID_WWN=naa.4\n")},
-		want: Disk{Name: "sda", Dev: "8:0", SerialsAgree: true, SysPath: "/sys/devices/virtual/block/sda", WWN: "naa.2"},
-	}, {
-		name: "not a link",
-		s:    sysDisk{name: "sda", dir: "sys/block/sda", dev: "8:0", removable: "0", ro: "0", linkErr: notLink},
-		want: Disk{Name: "sda", Dev: "8:0", SerialsAgree: true, SysPathErr: errors.New("/sys/block/sda: invalid argument")},
-	}, {
-		name: "a link outside /sys",
-		s:    sysDisk{name: "sda", dir: "sys/block/sda", dev: "8:0", removable: "0", ro: "0", link: "../../dev/sda"},
-		want: Disk{Name: "sda", Dev: "8:0", SerialsAgree: true, SysPathErr: errors.New(`/sys/block/sda links to "../../dev/sda", outside /sys`)},
-	}, {
-		name: "an absolute link outside /sys",
-		s:    sysDisk{name: "sda", dir: "sys/block/sda", dev: "8:0", removable: "0", ro: "0", link: "/system/devices/sda"},
-		want: Disk{Name: "sda", Dev: "8:0", SerialsAgree: true, SysPathErr: errors.New(`/sys/block/sda links to "/system/devices/sda", outside /sys`)},
-	}, {
-		name: "a loop device",
-		s:    sysDisk{name: "loop0", dir: "sys/block/loop0", backingFile: "/tmp/a.img", dev: "7:0", removable: "0", ro: "1", link: "../devices/virtual/block/loop0"},
-		want: Disk{Name: "loop0", Dev: "7:0", ReadOnly: true, SerialsAgree: true, SysPath: "/sys/devices/virtual/block/loop0", Transport: "loop", BackingFile: "/tmp/a.img"},
-	}}
+			want: Disk{Name: "sda", Dev: "8:0", SerialsAgree: true, SysPath: "/sys/devices/virtual/block/sda", WWN: "naa.2"}},
+		{name: "not a link", s: sysDisk{name: "sda", dir: "sys/block/sda", dev: "8:0", removable: "0", ro: "0", linkErr: notLink},
+			want: Disk{Name: "sda", Dev: "8:0", SerialsAgree: true, SysPathErr: errors.New("/sys/block/sda: invalid argument")}},
+		{name: "a link outside /sys", s: sysDisk{name: "sda", dir: "sys/block/sda", dev: "8:0", removable: "0", ro: "0", link: "../../dev/sda"},
+			want: Disk{Name: "sda", Dev: "8:0", SerialsAgree: true, SysPathErr: errors.New(`/sys/block/sda links to "../../dev/sda", outside /sys`)}},
+		{name: "an absolute link outside /sys",
+			s:    sysDisk{name: "sda", dir: "sys/block/sda", dev: "8:0", removable: "0", ro: "0", link: "/system/devices/sda"},
+			want: Disk{Name: "sda", Dev: "8:0", SerialsAgree: true, SysPathErr: errors.New(`/sys/block/sda links to "/system/devices/sda", outside /sys`)}},
+		{name: "a loop device",
+			s:    sysDisk{name: "loop0", dir: "sys/block/loop0", backingFile: "/tmp/a.img", dev: "7:0", removable: "0", ro: "1", link: "../devices/virtual/block/loop0"},
+			want: Disk{Name: "loop0", Dev: "7:0", ReadOnly: true, SerialsAgree: true, SysPath: "/sys/devices/virtual/block/loop0", Transport: "loop", BackingFile: "/tmp/a.img"}},
+	}
 	for _, tt := range tests {
 		got := describe(tt.s)
 		if diff := cmp.Diff(tt.want, got, cmp.Comparer(func(a, b error) bool { return errText(a) == errText(b) })); diff != "" {

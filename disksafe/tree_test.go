@@ -70,8 +70,9 @@ func (t *tree) rm(paths ...string) *tree {
 	return t
 }
 
-func (t *tree) link(p, target string) {
+func (t *tree) link(p, target string) *tree {
 	t.fs[p] = &fstest.MapFile{Data: []byte(target), Mode: fs.ModeSymlink | 0o777}
+	return t
 }
 func (t *tree) node(p string) { t.fs[p] = &fstest.MapFile{Mode: fs.ModeDevice | 0o660} }
 
