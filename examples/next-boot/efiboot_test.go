@@ -11,11 +11,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func readFixture(t *testing.T, name string) string {
-	t.Helper()
+func readFixture(tb testing.TB, name string) string {
+	tb.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return string(b)
 }
@@ -181,11 +181,7 @@ func TestEfibootmgrProgram(t *testing.T) {
 
 func FuzzParseBootState(f *testing.F) {
 	for _, name := range []string{"efibootmgr17-v.txt", "efibootmgr18-v.txt", "efibootmgr18.txt", "efibootmgr-copied.txt"} {
-		b, err := os.ReadFile(filepath.Join("testdata", name))
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(string(b))
+		f.Add(readFixture(f, name))
 	}
 	f.Add("Boot0000* X\tHD(1,GPT,00000000-0000-0000-0000-000000000000,0x1,0x1)/File(")
 	f.Fuzz(func(t *testing.T, out string) {
