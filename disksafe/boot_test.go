@@ -26,19 +26,14 @@ func TestBootRecordRoundTrip(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ReadBootRecord (-want +got):\n%s", diff)
 	}
-	fi, err := os.Stat(filepath.Join(dir, BootRecordFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi.Mode().Perm() != 0o600 {
-		t.Errorf("record mode = %v, want 0600", fi.Mode().Perm())
-	}
-	di, err := os.Stat(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if di.Mode().Perm() != 0o700 {
-		t.Errorf("directory mode = %v, want 0700", di.Mode().Perm())
+	for p, want := range map[string]fs.FileMode{filepath.Join(dir, BootRecordFile): 0o600, dir: 0o700} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, want %v", p, fi.Mode().Perm(), want)
+		}
 	}
 
 	// A second write replaces the first, and leaves no temporary file.

@@ -16,44 +16,36 @@ func TestListDiskKinds(t *testing.T) {
 		disk fakeDisk
 		loop bool
 		want Disk
-	}{{
-		name: "SATA", disk: sataDisk("sda", "8:0", "S5Y2NX0R123456"), want: Disk{
+	}{
+		{name: "SATA", disk: sataDisk("sda", "8:0", "S5Y2NX0R123456"), want: Disk{
 			Sources: []SerialSource{{"/sys/block/sda/device/vpd_pg80", "S5Y2NX0R123456"}, {"udev's ID_SERIAL_SHORT", "S5Y2NX0R123456"}},
 			WWN:     "naa.5002538e40a1b2c3", Model: "Samsung SSD 870", Transport: "ata",
-		},
-	}, {
-		name: "NVMe", disk: nvmeDisk("nvme0n1", "259:0", "S64DNX0R123456"), want: Disk{
+		}},
+		{name: "NVMe", disk: nvmeDisk("nvme0n1", "259:0", "S64DNX0R123456"), want: Disk{
 			Sources: []SerialSource{{"/sys/block/nvme0n1/device/serial", "S64DNX0R123456"}, {"udev's ID_SERIAL_SHORT", "S64DNX0R123456"}},
 			WWN:     "eui.002538b231b2c3d4", Model: "Samsung SSD 980 1TB", Transport: "nvme",
-		},
-	}, {
-		name: "virtio", disk: virtioDisk("vda", "254:0", "fleet-vd-0001"),
-		want: Disk{Sources: []SerialSource{{"/sys/block/vda/serial", "fleet-vd-0001"}}, Transport: "virtio"},
-	}, {
-		name: "USB stick", disk: usbStick("sdb", "8:16", "4C530001230815117283"), want: Disk{
+		}},
+		{name: "virtio", disk: virtioDisk("vda", "254:0", "fleet-vd-0001"),
+			want: Disk{Sources: []SerialSource{{"/sys/block/vda/serial", "fleet-vd-0001"}}, Transport: "virtio"}},
+		{name: "USB stick", disk: usbStick("sdb", "8:16", "4C530001230815117283"), want: Disk{
 			Sources: []SerialSource{{"udev's ID_SERIAL_SHORT", "4C530001230815117283"}},
 			Model:   "Ultra Fit", Transport: "usb", Removable: true, USB: true,
-		},
-	}, {
-		name: "USB hard disk", disk: usbDisk("sdc", "8:32", "WD-WX12A3456789"), want: Disk{
+		}},
+		{name: "USB hard disk", disk: usbDisk("sdc", "8:32", "WD-WX12A3456789"), want: Disk{
 			Sources:   []SerialSource{{"/sys/block/sdc/device/vpd_pg80", "WD-WX12A3456789"}, {"udev's ID_SERIAL_SHORT", "WD-WX12A3456789"}},
 			Transport: "usb", USB: true,
-		},
-	}, {
-		name: "SD card reader on USB", disk: sdReader("sdd", "8:48", "000000000819"), want: Disk{
+		}},
+		{name: "SD card reader on USB", disk: sdReader("sdd", "8:48", "000000000819"), want: Disk{
 			Sources: []SerialSource{{"udev's ID_SERIAL_SHORT", "000000000819"}},
 			Model:   "SD/MMC Reader", Transport: "usb", Removable: true, USB: true,
-		},
-	}, {
-		name: "SD card", disk: sdCard("mmcblk0", "179:0", "0x1234abcd"),
-		want: Disk{Sources: []SerialSource{{"/sys/block/mmcblk0/device/serial", "0x1234abcd"}}, Transport: "mmc", Removable: true},
-	}, {
-		name: "eMMC", disk: emmc("mmcblk1", "179:8", "0x0badf00d"),
-		want: Disk{Sources: []SerialSource{{"/sys/block/mmcblk1/device/serial", "0x0badf00d"}}, Transport: "mmc"},
-	}, {
-		name: "loop with a backing file", disk: loopDisk("loop3", "7:3", "fleet-loop-3"), loop: true,
-		want: Disk{Sources: []SerialSource{{"udev's ID_SERIAL_SHORT", "fleet-loop-3"}}, Transport: "loop", BackingFile: "/tmp/loop3.img"},
-	}}
+		}},
+		{name: "SD card", disk: sdCard("mmcblk0", "179:0", "0x1234abcd"),
+			want: Disk{Sources: []SerialSource{{"/sys/block/mmcblk0/device/serial", "0x1234abcd"}}, Transport: "mmc", Removable: true}},
+		{name: "eMMC", disk: emmc("mmcblk1", "179:8", "0x0badf00d"),
+			want: Disk{Sources: []SerialSource{{"/sys/block/mmcblk1/device/serial", "0x0badf00d"}}, Transport: "mmc"}},
+		{name: "loop with a backing file", disk: loopDisk("loop3", "7:3", "fleet-loop-3"), loop: true,
+			want: Disk{Sources: []SerialSource{{"udev's ID_SERIAL_SHORT", "fleet-loop-3"}}, Transport: "loop", BackingFile: "/tmp/loop3.img"}},
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := List(&Config{Root: newTree().add(tt.disk).fs, Loop: tt.loop})
