@@ -39,18 +39,18 @@ func TestCheckWipedRefusals(t *testing.T) {
 	}{
 		{name: "no record: a new boot's empty /workflow", bootID: testBootID, disk: "/dev/sda", want: ErrResumedRun,
 			text: "install: this run resumed in a new boot after wipe-disk; nothing installed; set desired_action to provision"},
-		{name: "record of another boot", bootID: "00000000-0000-4000-8000-000000000000", disk: "/dev/sda", record: ptr(wiped("/dev/sda")),
+		{name: "record of another boot", bootID: "00000000-0000-4000-8000-000000000000", disk: "/dev/sda", record: new(wiped("/dev/sda")),
 			want: ErrResumedRun, text: "install: this run resumed in a new boot after wipe-disk; nothing installed; set desired_action to provision"},
-		{name: "this boot's ID unknown", bootID: "", disk: "/dev/sda", record: ptr(wiped("/dev/sda")), want: ErrResumedRun,
+		{name: "this boot's ID unknown", bootID: "", disk: "/dev/sda", record: new(wiped("/dev/sda")), want: ErrResumedRun,
 			text: "install: this run resumed in a new boot after wipe-disk; nothing installed; set desired_action to provision"},
-		{name: "record of another disk", bootID: testBootID, disk: "/dev/sdb", record: ptr(wiped("/dev/sda")), want: ErrNotWiped,
+		{name: "record of another disk", bootID: testBootID, disk: "/dev/sdb", record: new(wiped("/dev/sda")), want: ErrNotWiped,
 			text: "install: wipe-disk did not wipe /dev/sdb in this boot; nothing installed; set desired_action to provision"},
 		{name: "wipe did not finish", bootID: testBootID, disk: "/dev/sda",
 			record: func() *WipeRecord { r := wiped("/dev/sda"); r.Wiped = false; return &r }(), want: ErrNotWiped,
 			text: "install: wipe-disk did not wipe /dev/sda in this boot; nothing installed; set desired_action to provision"},
 		{name: "unreadable record", bootID: testBootID, disk: "/dev/sda", raw: "{not json", want: ErrNotWiped,
 			text: "install: wipe-disk did not wipe /dev/sda in this boot; nothing installed; set desired_action to provision"},
-		{name: "no disk declared", bootID: testBootID, record: ptr(wiped("")), want: ErrNoInstallDisk, text: "install: no install disk is declared"},
+		{name: "no disk declared", bootID: testBootID, record: new(wiped("")), want: ErrNoInstallDisk, text: "install: no install disk is declared"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,5 +71,3 @@ func TestCheckWipedRefusals(t *testing.T) {
 		})
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

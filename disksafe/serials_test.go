@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -147,21 +148,12 @@ func TestListSerialAgreement(t *testing.T) {
 				t.Errorf("SerialsAgree %t, Serial %q, Serials %q; want %t, %q, %q", d.SerialsAgree, d.Serial, d.Serials, tt.agree, tt.serial, tt.serials)
 			}
 			for _, s := range append([]string{"S1", "S2", "ZA1", "5000c500a1b2c3d4", "AB_C_D", "AB  C*D"}, tt.serials...) {
-				if want := contains(tt.reported, s); d.reports(s) != want {
+				if want := slices.Contains(tt.reported, s); d.reports(s) != want {
 					t.Errorf("reports(%q) = %t, want %t", s, d.reports(s), want)
 				}
 			}
 		})
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 func TestSameSerial(t *testing.T) {
