@@ -36,7 +36,7 @@ func TestDeps(t *testing.T) {
 
 // replicas are n Stores on one namespace of the test API server, as n
 // fleetd replicas make them.
-func replicas(t *testing.T, n int) (kubernetes.Interface, string, []*spentlease.Store) {
+func replicas(t testing.TB, n int) (kubernetes.Interface, string, []*spentlease.Store) {
 	t.Helper()
 	env := kubetest.Start(t)
 	ns := env.Namespace(t)
@@ -157,15 +157,9 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	return r.next.RoundTrip(req)
 }
 
-// Two attestation servers that share a SealingKey and a Store each on the
-// same Leases: a machine attests at one, and its proof replayed to the
-// other (and to the first) is refused.
-func TestReplayToReplicaRefused(t *testing.T) {
-	_, ns, _ := replicas(t, 0)
-	cs, err := kubernetes.NewForConfig(kubetest.Start(t).Config())
-	if err != nil {
-		t.Fatal(err)
-	}
+// softTPM is a new software TPM and the binding that approves its EKs.
+func softTPM(t *testing.T) (*attesttest.SoftTPM, attest.Binding) {
+	t.Helper()
 	tpm, err := attesttest.NewSoftTPM(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -174,20 +168,22 @@ func TestReplayToReplicaRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := bytes.Repeat([]byte{5}, 32)
-	var admitted atomic.Int32
-	var urls []string
-	var clients []*http.Client
-	for i := range 2 {
-		store, err := spentlease.New(cs.CoordinationV1(), ns, fmt.Sprint("fleetd-", i))
-		if err != nil {
-			t.Fatal(err)
-		}
+	return tpm, binding
+}
+
+// attestServers serves an attestation server on each store, as replicas
+// that share key: each knows binding as S1's and answers install code
+// code-1, counting its admissions in admitted when that is not nil.
+func attestServers(t *testing.T, stores []*spentlease.Store, key []byte, binding attest.Binding, admitted *atomic.Int32) (urls []string, clients []*http.Client, servers []*attest.Server) {
+	t.Helper()
+	for _, store := range stores {
 		bindings := &attesttest.Bindings{}
 		bindings.Set("S1", binding)
 		srv, err := attest.NewServer(bindings, &attest.Config{SealingKey: key, Spent: store,
 			Admit: func(context.Context, attest.Claim) (attest.Admission, error) {
-				admitted.Add(1)
+				if admitted != nil {
+					admitted.Add(1)
+				}
 				return attest.Admission{InstallCode: "code-1"}, nil
 			}})
 		if err != nil {
@@ -195,29 +191,46 @@ func TestReplayToReplicaRefused(t *testing.T) {
 		}
 		ts := httptest.NewTLSServer(srv)
 		t.Cleanup(ts.Close)
-		urls, clients = append(urls, ts.URL), append(clients, ts.Client())
+		urls, clients, servers = append(urls, ts.URL), append(clients, ts.Client()), append(servers, srv)
 	}
+	return urls, clients, servers
+}
+
+// attestAndReplay attests tpm as S1 at the first replica, then replays its
+// proof to each replica: every one answers 409, without the code.
+func attestAndReplay(t *testing.T, tpm attest.TPM, urls []string, clients []*http.Client) {
+	t.Helper()
 	rec := &recorder{next: clients[0].Transport, suffix: "/proof"}
 	res, err := attest.Run(context.Background(), urls[0], tpm, attest.Machine{Serial: "S1", MAC: []byte{2, 0, 0, 0, 0, 1}},
 		&attest.ClientConfig{HTTPClient: &http.Client{Transport: rec}, Console: io.Discard})
 	if err != nil || res.InstallCode != "code-1" {
-		t.Fatalf("attest at replica 0: %+v, %v", res, err)
+		t.Fatalf("S1 at replica 0: %+v, %v", res, err)
 	}
 	if rec.body == nil {
 		t.Fatal("no proof was recorded")
 	}
 	for i, u := range urls {
-		replay := strings.Replace(rec.url, urls[0], u, 1)
-		rsp, err := clients[i].Post(replay, "application/json", bytes.NewReader(rec.body))
+		rsp, err := clients[i].Post(strings.Replace(rec.url, urls[0], u, 1), "application/json", bytes.NewReader(rec.body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		body, _ := io.ReadAll(rsp.Body)
 		rsp.Body.Close()
 		if rsp.StatusCode != http.StatusConflict || strings.Contains(string(body), "code-1") {
-			t.Errorf("proof replayed to replica %d: %d %s; want 409 and no code", i, rsp.StatusCode, body)
+			t.Errorf("S1's proof replayed to replica %d: %d %s; want 409 and no code", i, rsp.StatusCode, body)
 		}
 	}
+}
+
+// Two attestation servers that share a SealingKey and a Store each on the
+// same Leases: a machine attests at one, and its proof replayed to the
+// other (and to the first) is refused.
+func TestReplayToReplicaRefused(t *testing.T) {
+	_, _, stores := replicas(t, 2)
+	tpm, binding := softTPM(t)
+	var admitted atomic.Int32
+	urls, clients, _ := attestServers(t, stores, bytes.Repeat([]byte{5}, 32), binding, &admitted)
+	attestAndReplay(t, tpm, urls, clients)
 	if n := admitted.Load(); n != 1 {
 		t.Errorf("admitted %d times, want 1", n)
 	}
@@ -227,16 +240,8 @@ func TestReplayToReplicaRefused(t *testing.T) {
 // on the test API server: one Lease create per op, from one goroutine and
 // from 8 at once.
 func BenchmarkSpend(b *testing.B) {
-	env := kubetest.Start(b)
-	ns := env.Namespace(b)
-	cs, err := kubernetes.NewForConfig(env.Config())
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := spentlease.New(cs.CoordinationV1(), ns, "fleetd-0")
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, _, stores := replicas(b, 1)
+	s := stores[0]
 	ctx := context.Background()
 	expires := time.Now().Add(time.Minute)
 	var n atomic.Int64
@@ -269,36 +274,9 @@ func BenchmarkSpend(b *testing.B) {
 // replayed to each replica gets 409.
 func TestUnknownSerialFloodLeavesNoLeases(t *testing.T) {
 	cs, ns, stores := replicas(t, 2)
-	flood, err := attesttest.NewSoftTPM(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tpm, err := attesttest.NewSoftTPM(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	binding, err := attesttest.Approve(tpm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := bytes.Repeat([]byte{7}, 32)
-	var urls []string
-	var clients []*http.Client
-	var servers []*attest.Server
-	for _, store := range stores {
-		bindings := &attesttest.Bindings{}
-		bindings.Set("S1", binding)
-		srv, err := attest.NewServer(bindings, &attest.Config{SealingKey: key, Spent: store,
-			Admit: func(context.Context, attest.Claim) (attest.Admission, error) {
-				return attest.Admission{InstallCode: "code-1"}, nil
-			}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ts := httptest.NewTLSServer(srv)
-		t.Cleanup(ts.Close)
-		urls, clients, servers = append(urls, ts.URL), append(clients, ts.Client()), append(servers, srv)
-	}
+	flood, _ := softTPM(t)
+	tpm, binding := softTPM(t)
+	urls, clients, servers := attestServers(t, stores, bytes.Repeat([]byte{7}, 32), binding, nil)
 	const n = 1000
 	var wg sync.WaitGroup
 	var verdicts sync.Map
@@ -343,23 +321,7 @@ func TestUnknownSerialFloodLeavesNoLeases(t *testing.T) {
 		t.Errorf("%d claims of the flood wait on the two replicas, want 1 to %d", waiting, max)
 	}
 
-	rec := &recorder{next: clients[0].Transport, suffix: "/proof"}
-	res, err := attest.Run(context.Background(), urls[0], tpm, attest.Machine{Serial: "S1", MAC: []byte{2, 0, 0, 0, 0, 1}},
-		&attest.ClientConfig{HTTPClient: &http.Client{Transport: rec}, Console: io.Discard})
-	if err != nil || res.InstallCode != "code-1" {
-		t.Fatalf("S1 at replica 0: %+v, %v", res, err)
-	}
-	for i, u := range urls {
-		rsp, err := clients[i].Post(strings.Replace(rec.url, urls[0], u, 1), "application/json", bytes.NewReader(rec.body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(rsp.Body)
-		rsp.Body.Close()
-		if rsp.StatusCode != http.StatusConflict || strings.Contains(string(body), "code-1") {
-			t.Errorf("S1's proof replayed to replica %d: %d %s; want 409 and no code", i, rsp.StatusCode, body)
-		}
-	}
+	attestAndReplay(t, tpm, urls, clients)
 	if got := countLeases(); got != 1 {
 		t.Errorf("%d spent-session Leases after one admitted proof, want 1", got)
 	}
