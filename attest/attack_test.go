@@ -19,9 +19,7 @@ import (
 )
 
 func TestReplayedProofRefused(t *testing.T) {
-	f := newFleet(t, nil)
-	tpm := quickTPM(t, 0)
-	f.bindings.Set("S1", approve(t, tpm))
+	f, tpm := approvedFleet(t, nil)
 	p := activate(t, tpm, f.challenge(t, tpm, "S1"))
 	if status, r := f.prove(t, p); status != http.StatusOK || r.Verdict != "attested" {
 		t.Fatalf("first proof: %d %+v", status, r)
@@ -39,9 +37,7 @@ func TestReplayedProofRefused(t *testing.T) {
 }
 
 func TestCrossSessionProofRefused(t *testing.T) {
-	f := newFleet(t, nil)
-	tpm := quickTPM(t, 0)
-	f.bindings.Set("S1", approve(t, tpm))
+	f, tpm := approvedFleet(t, nil)
 	a := activate(t, tpm, f.challenge(t, tpm, "S1"))
 	b := f.challenge(t, tpm, "S1")
 	// Session B with the secrets that answer session A.
@@ -66,9 +62,7 @@ func TestCrossSessionProofRefused(t *testing.T) {
 }
 
 func TestWrongSecretsRefused(t *testing.T) {
-	f := newFleet(t, nil)
-	tpm := quickTPM(t, 0)
-	f.bindings.Set("S1", approve(t, tpm))
+	f, tpm := approvedFleet(t, nil)
 	ch := f.challenge(t, tpm, "S1")
 	good := activate(t, tpm, ch)
 	random := func() []byte {
@@ -103,9 +97,7 @@ func TestWrongSecretsRefused(t *testing.T) {
 }
 
 func TestTamperedSessionRefused(t *testing.T) {
-	f := newFleet(t, nil)
-	tpm := quickTPM(t, 0)
-	f.bindings.Set("S1", approve(t, tpm))
+	f, tpm := approvedFleet(t, nil)
 	good := activate(t, tpm, f.challenge(t, tpm, "S1"))
 	for _, i := range []int{0, 12, len(good.Session) / 2, len(good.Session) - 1} {
 		p := good
@@ -121,8 +113,7 @@ func TestTamperedSessionRefused(t *testing.T) {
 		t.Errorf("truncated session: %d, want 403", status)
 	}
 	// A session sealed by a server with another key.
-	other := newFleet(t, nil)
-	other.bindings.Set("S1", approve(t, tpm))
+	other := newFleetFor(t, nil, tpm)
 	if status, _ := other.prove(t, good); status != http.StatusForbidden {
 		t.Errorf("a session of another key: %d, want 403", status)
 	}
@@ -155,10 +146,8 @@ func (s *sharedSpent) Spend(_ context.Context, id string, _ time.Time) (bool, er
 func TestReplicaFinishesSession(t *testing.T) {
 	key := bytes.Repeat([]byte{7}, 32)
 	spent := &sharedSpent{}
-	a := newFleet(t, &attest.Config{SealingKey: key, Spent: spent})
+	a, tpm := approvedFleet(t, &attest.Config{SealingKey: key, Spent: spent})
 	b := newFleet(t, &attest.Config{SealingKey: key, Spent: spent})
-	tpm := quickTPM(t, 0)
-	a.bindings.Set("S1", approve(t, tpm))
 	p := activate(t, tpm, a.challenge(t, tpm, "S1"))
 	status, r := b.prove(t, p)
 	if status != http.StatusOK || r.Verdict != "attested" || r.InstallCode == "" {
@@ -188,11 +177,8 @@ func TestSealingKeyWithoutSpentRefused(t *testing.T) {
 func TestReplayToReplicaRefused(t *testing.T) {
 	key := bytes.Repeat([]byte{9}, 32)
 	spent := &sharedSpent{}
-	a := newFleet(t, &attest.Config{SealingKey: key, Spent: spent})
-	b := newFleet(t, &attest.Config{SealingKey: key, Spent: spent})
-	tpm := quickTPM(t, 0)
-	a.bindings.Set("S1", approve(t, tpm))
-	b.bindings.Set("S1", approve(t, tpm))
+	a, tpm := approvedFleet(t, &attest.Config{SealingKey: key, Spent: spent})
+	b := newFleetFor(t, &attest.Config{SealingKey: key, Spent: spent}, tpm)
 	p := activate(t, tpm, a.challenge(t, tpm, "S1"))
 	if status, r := a.prove(t, p); status != http.StatusOK || r.InstallCode == "" {
 		t.Fatalf("first proof: %d %+v", status, r)
@@ -239,9 +225,7 @@ func TestExpiredSessionRefused(t *testing.T) {
 }
 
 func TestMalformedRequestsRefused(t *testing.T) {
-	f := newFleet(t, &attest.Config{MaxBody: 16 << 10})
-	tpm := quickTPM(t, 0)
-	f.bindings.Set("S1", approve(t, tpm))
+	f, tpm := approvedFleet(t, &attest.Config{MaxBody: 16 << 10})
 	claim := claimOf(t, tpm, "S1")
 	mutate := func(fn func(c *wireClaim)) []byte {
 		c := claim
@@ -327,9 +311,7 @@ func TestChallengeBoundToAK(t *testing.T) {
 }
 
 func TestBindingUnavailable(t *testing.T) {
-	f := newFleet(t, nil)
-	tpm := quickTPM(t, 0)
-	f.bindings.Set("S1", approve(t, tpm))
+	f, tpm := approvedFleet(t, nil)
 	f.bindings.SetUnavailable(true)
 	status, b := f.post(t, "claim", mustJSON(t, claimOf(t, tpm, "S1")))
 	if status != http.StatusServiceUnavailable {

@@ -78,9 +78,7 @@ func (f *failingTPM) ActivateCredential(c attest.Challenge) ([]byte, error) {
 }
 
 func TestTPMErrorsRetried(t *testing.T) {
-	f := newFleet(t, nil)
-	tpm := quickTPM(t, 0)
-	f.bindings.Set("S1", approve(t, tpm))
+	f, tpm := approvedFleet(t, nil)
 	res, console, err := f.run(t, &failingTPM{TPM: tpm, fails: 2}, "S1", nil)
 	if err != nil || res.Verdict != attest.Attested || res.Tries != 3 {
 		t.Fatalf("Run: %+v %v\n%s", res, err, console)
@@ -151,9 +149,8 @@ func TestAdmissionOutcomes(t *testing.T) {
 			reason: attest.ReasonAdmissionFailed, console: "attest: PASSED\nattest: " + attest.ReasonAdmissionFailed + "\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFleet(t, nil)
+			f := newFleetFor(t, nil, tpm)
 			f.hook.adm, f.hook.err = tc.adm, tc.err
-			f.bindings.Set("S1", approve(t, tpm))
 			res, console, err := f.run(t, tpm, "S1", nil)
 			if err != nil {
 				t.Fatal(err)
@@ -176,12 +173,10 @@ func TestAdmissionOutcomes(t *testing.T) {
 // again with a new session and gets the code; the audit says so for each
 // try, and the hook's own words stay out of both.
 func TestAdmitLaterTriesAgain(t *testing.T) {
-	tpm := quickTPM(t, 0)
-	f := newFleet(t, nil)
+	f, tpm := approvedFleet(t, nil)
 	f.hook.adm = attest.Admission{InstallCode: "c0de-secret"}
 	f.hook.first = []error{fmt.Errorf("%w: run provision-w-01-7 is starting elsewhere", attest.ErrAdmitLater),
 		fmt.Errorf("%w: still starting", attest.ErrAdmitLater)}
-	f.bindings.Set("S1", approve(t, tpm))
 	res, console, err := f.run(t, tpm, "S1", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -240,9 +235,7 @@ func (r *recorder) add(b []byte) {
 // sealed session, the sealing key, the install code, nor the hook's error.
 func TestNoSecretInLogs(t *testing.T) {
 	key := bytes.Repeat([]byte{0x5a, 0xa5}, 16)
-	f := newFleet(t, &attest.Config{SealingKey: key, Spent: &sharedSpent{}})
-	tpm := quickTPM(t, 0)
-	f.bindings.Set("S1", approve(t, tpm))
+	f, tpm := approvedFleet(t, &attest.Config{SealingKey: key, Spent: &sharedSpent{}})
 	rec := &recorder{rt: f.ts.Client().Transport}
 	client := &http.Client{Transport: rec}
 	run := func() attest.Result {

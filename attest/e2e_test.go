@@ -220,8 +220,7 @@ func TestDeviceMakesRoomForAK(t *testing.T) {
 	}
 	d := attest.OpenChannel(sim)
 	defer d.Close()
-	f := newFleet(t, nil)
-	f.bindings.Set("S1", approve(t, d))
+	f := newFleetFor(t, nil, d)
 	res, console, err := f.run(t, d, "S1", nil)
 	if err != nil || res.Verdict != attest.Attested {
 		t.Fatalf("Run: %+v %v\n%s", res, err, console)

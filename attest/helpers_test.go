@@ -81,6 +81,21 @@ func newFleet(t testing.TB, cfg *attest.Config) *fleet {
 	return f
 }
 
+// newFleetFor is newFleet with serial S1's binding approving tpm's EKs.
+func newFleetFor(t testing.TB, cfg *attest.Config, tpm attest.TPM) *fleet {
+	t.Helper()
+	f := newFleet(t, cfg)
+	f.bindings.Set("S1", approve(t, tpm))
+	return f
+}
+
+// approvedFleet is newFleetFor with quickTPM(t, 0), which it returns.
+func approvedFleet(t testing.TB, cfg *attest.Config) (*fleet, *attesttest.SoftTPM) {
+	t.Helper()
+	tpm := quickTPM(t, 0)
+	return newFleetFor(t, cfg, tpm), tpm
+}
+
 // newFleetWith mounts a server under test that reads bindings from src,
 // with cfg's settings and the fleet's log, admission hook and judgements.
 func newFleetWith(t testing.TB, src attest.Bindings, cfg *attest.Config) *fleet {
@@ -117,12 +132,22 @@ func newFleetWith(t testing.TB, src attest.Bindings, cfg *attest.Config) *fleet 
 var testMAC = net.HardwareAddr{0x52, 0x54, 0x00, 0x12, 0x34, 0x56}
 
 func (f *fleet) run(t testing.TB, tpm attest.TPM, serial string, lldp *attest.LLDP) (attest.Result, string, error) {
+	return f.runEventLog(t, tpm, serial, lldp, nil)
+}
+
+// runLog attests tpm with log as its event log.
+func (f *fleet) runLog(t testing.TB, tpm attest.TPM, serial string, log []byte) (attest.Result, string, error) {
+	return f.runEventLog(t, tpm, serial, nil, func() ([]byte, error) { return log, nil })
+}
+
+func (f *fleet) runEventLog(t testing.TB, tpm attest.TPM, serial string, lldp *attest.LLDP, log func() ([]byte, error)) (attest.Result, string, error) {
 	t.Helper()
 	var console bytes.Buffer
 	res, err := attest.Run(context.Background(), f.url, tpm, attest.Machine{Serial: serial, MAC: testMAC, LLDP: lldp}, &attest.ClientConfig{
 		HTTPClient: f.ts.Client(),
 		Backoff:    func(int) time.Duration { f.backoffs.Add(1); return 0 },
 		Console:    &console,
+		EventLog:   log,
 	})
 	return res, console.String(), err
 }

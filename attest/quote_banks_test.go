@@ -109,10 +109,9 @@ func TestQuoteEveryBankReplays(t *testing.T) {
 			on1, attest.ReasonQuoteSHA256, `error="the quote covers the banks (sha1)"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFleet(t, nil)
 			tpm := softTPM(t, &attesttest.SoftConfig{RSAEK: rsaKey(t, 0), Banks: tc.banks})
 			tc.measure(t, tpm)
-			f.bindings.Set("S1", approve(t, tpm))
+			f := newFleetFor(t, nil, tpm)
 			res, console, err := f.runLog(t, tpm, "S1", tc.log.Bytes())
 			if tc.reason == "" {
 				if err != nil || res.Verdict != attest.Attested {
@@ -166,10 +165,9 @@ func TestQuoteSelectionRefused(t *testing.T) {
 		{"SHA-1 and SHA-256, a TPM that implements no other", selection([]crypto.Hash{crypto.SHA1, crypto.SHA256}, pcrs07...), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFleet(t, nil)
 			tpm := softTPM(t, &attesttest.SoftConfig{RSAEK: rsaKey(t, 0), Banks: []crypto.Hash{crypto.SHA1, crypto.SHA256}})
 			tpm.Measure(on)
-			f.bindings.Set("S1", approve(t, tpm))
+			f := newFleetFor(t, nil, tpm)
 			ch := f.challenge(t, tpm, "S1")
 			p := activate(t, tpm, ch)
 			q, err := tpm.QuoteSelection(attest.QuoteNonce(ch.Session), tc.sel)

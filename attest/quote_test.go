@@ -80,19 +80,6 @@ func bankName(h crypto.Hash) string {
 	return "unknown"
 }
 
-// runLog attests tpm with log as its event log.
-func (f *fleet) runLog(t testing.TB, tpm attest.TPM, serial string, log []byte) (attest.Result, string, error) {
-	t.Helper()
-	var console bytes.Buffer
-	res, err := attest.Run(context.Background(), f.url, tpm, attest.Machine{Serial: serial, MAC: testMAC}, &attest.ClientConfig{
-		HTTPClient: f.ts.Client(),
-		Backoff:    func(int) time.Duration { f.backoffs.Add(1); return 0 },
-		Console:    &console,
-		EventLog:   func() ([]byte, error) { return log, nil },
-	})
-	return res, console.String(), err
-}
-
 // secureBootLogs returns a log of a boot with Secure Boot on, one with it
 // off, both with the PCR banks banks (none: the four), and the on log's db
 // certificate.
@@ -153,10 +140,7 @@ func testQuote(t *testing.T, banks []crypto.Hash, measured measuredTPM) {
 	})
 
 	t.Run("secure boot on", func(t *testing.T) {
-		f := newFleet(t, nil)
-		tpm := measured(t, on)
-		f.bindings.Set("S1", approve(t, tpm))
-		res, console, err := f.runLog(t, tpm, "S1", on.Bytes())
+		f, res, console, err := runMeasured(t, measured, on, on.Bytes())
 		if err != nil || res.Verdict != attest.Attested || console != "attest: PASSED\n" {
 			t.Fatalf("Run: %+v %v\n%s", res, err, console)
 		}
@@ -193,10 +177,7 @@ func testQuote(t *testing.T, banks []crypto.Hash, measured measuredTPM) {
 	})
 
 	t.Run("secure boot off", func(t *testing.T) {
-		f := newFleet(t, nil)
-		tpm := measured(t, off)
-		f.bindings.Set("S1", approve(t, tpm))
-		res, console, err := f.runLog(t, tpm, "S1", off.Bytes())
+		f, res, console, err := runMeasured(t, measured, off, off.Bytes())
 		if err != nil || res.Verdict != attest.Attested {
 			t.Fatalf("Run: %+v %v\n%s", res, err, console)
 		}
@@ -213,10 +194,8 @@ func testQuote(t *testing.T, banks []crypto.Hash, measured measuredTPM) {
 	})
 
 	t.Run("no event log", func(t *testing.T) {
-		f := newFleet(t, nil)
-		tpm := measured(t, on)
-		f.bindings.Set("S1", approve(t, tpm))
-		if res, console, err := f.runLog(t, tpm, "S1", nil); err != nil || res.Verdict != attest.Attested {
+		f, res, console, err := runMeasured(t, measured, on, nil)
+		if err != nil || res.Verdict != attest.Attested {
 			t.Fatalf("Run: %+v %v\n%s", res, err, console)
 		}
 		b := f.hook.calls()[0].Boot
@@ -232,10 +211,7 @@ func testQuote(t *testing.T, banks []crypto.Hash, measured measuredTPM) {
 	// The boot measured with Secure Boot on, the log sent of a boot with
 	// it off: the log lies about the PCRs.
 	t.Run("log does not replay", func(t *testing.T) {
-		f := newFleet(t, nil)
-		tpm := measured(t, on)
-		f.bindings.Set("S1", approve(t, tpm))
-		res, console, err := f.runLog(t, tpm, "S1", off.Bytes())
+		f, res, console, err := runMeasured(t, measured, on, off.Bytes())
 		checkQuoteRefused(t, f, res, console, err, attest.ReasonEventLogReplay)
 	})
 
@@ -316,9 +292,8 @@ func testQuote(t *testing.T, banks []crypto.Hash, measured measuredTPM) {
 			continue
 		}
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFleet(t, nil)
 			tpm := measured(t, on)
-			f.bindings.Set("S1", approve(t, tpm))
+			f := newFleetFor(t, nil, tpm)
 			ch := f.challenge(t, tpm, "S1")
 			p := activate(t, tpm, ch)
 			p.Quote = quoteOf(t, tpm, ch.Session, on.Bytes())
@@ -338,6 +313,15 @@ func testQuote(t *testing.T, banks []crypto.Hash, measured measuredTPM) {
 			}
 		})
 	}
+}
+
+// runMeasured attests, as S1 approved, a TPM that measured boot; the
+// client sends log.
+func runMeasured(t *testing.T, measured measuredTPM, boot *attesttest.BootLog, log []byte) (*fleet, attest.Result, string, error) {
+	tpm := measured(t, boot)
+	f := newFleetFor(t, nil, tpm)
+	res, console, err := f.runLog(t, tpm, "S1", log)
+	return f, res, console, err
 }
 
 // quoteOf is tpm's quote over session's nonce, with log.
@@ -398,9 +382,7 @@ type tpmOnly struct{ attest.TPM }
 // A TPM that cannot quote attests as before: the claim has no boot, and
 // the audit line says unquoted.
 func TestNoQuoteAttests(t *testing.T) {
-	f := newFleet(t, nil)
-	tpm := quickTPM(t, 0)
-	f.bindings.Set("S1", approve(t, tpm))
+	f, tpm := approvedFleet(t, nil)
 	res, console, err := f.runLog(t, tpmOnly{tpm}, "S1", []byte("never sent"))
 	if err != nil || res.Verdict != attest.Attested || console != "attest: PASSED\n" {
 		t.Fatalf("Run: %+v %v\n%s", res, err, console)
@@ -416,9 +398,7 @@ func TestNoQuoteAttests(t *testing.T) {
 // The client reads the event log once per Run, fails a try whose log
 // cannot be read, and sends no log larger than MaxEventLog.
 func TestClientEventLog(t *testing.T) {
-	f := newFleet(t, nil)
-	tpm := quickTPM(t, 0)
-	f.bindings.Set("S1", approve(t, tpm))
+	f, tpm := approvedFleet(t, nil)
 	reads := 0
 	var console bytes.Buffer
 	res, err := attest.Run(context.Background(), f.url, tpm, attest.Machine{Serial: "S1", MAC: testMAC}, &attest.ClientConfig{
@@ -441,9 +421,7 @@ func TestClientEventLog(t *testing.T) {
 // DefaultMaxProofBody 413, before any session is opened; a claim keeps
 // DefaultMaxBody.
 func TestMalformedQuotesRefused(t *testing.T) {
-	f := newFleet(t, nil)
-	tpm := quickTPM(t, 0)
-	f.bindings.Set("S1", approve(t, tpm))
+	f, tpm := approvedFleet(t, nil)
 	ch := f.challenge(t, tpm, "S1")
 	good := quoteOf(t, tpm, ch.Session, nil)
 	proof := func(fn func(q *wireQuote)) []byte {
