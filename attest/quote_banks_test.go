@@ -130,17 +130,6 @@ func TestQuoteEveryBankReplays(t *testing.T) {
 	}
 }
 
-// selection selects pcrs of each bank of banks, in order.
-func selection(banks []crypto.Hash, pcrs ...uint) tpm2.TPMLPCRSelection {
-	var sel tpm2.TPMLPCRSelection
-	for _, h := range banks {
-		alg := map[crypto.Hash]tpm2.TPMAlgID{crypto.SHA1: tpm2.TPMAlgSHA1, crypto.SHA256: tpm2.TPMAlgSHA256,
-			crypto.SHA384: tpm2.TPMAlgSHA384, crypto.SHA512: tpm2.TPMAlgSHA512}[h]
-		sel.PCRSelections = append(sel.PCRSelections, tpm2.TPMSPCRSelection{Hash: alg, PCRSelect: tpm2.PCClientCompatible.PCRs(pcrs...)})
-	}
-	return sel
-}
-
 // A quote is over PCRs 0-7 of every bank: a client that asks its TPM for
 // a quote of other PCRs, or of fewer banks (hiding one that is active),
 // is refused, though the TPM signed what it was asked.
@@ -153,16 +142,16 @@ func TestQuoteSelectionRefused(t *testing.T) {
 		sel    tpm2.TPMLPCRSelection
 		reason string // "": attested
 	}{
-		{"the four banks", selection(four, pcrs07...), ""},
-		{"the four banks, SHA-256 first", selection([]crypto.Hash{crypto.SHA256, crypto.SHA1, crypto.SHA384, crypto.SHA512}, pcrs07...), ""},
-		{"PCRs 0-6", selection(four, 0, 1, 2, 3, 4, 5, 6), attest.ReasonQuotePCRs},
-		{"PCRs 0-8", selection(four, 0, 1, 2, 3, 4, 5, 6, 7, 8), attest.ReasonQuotePCRs},
-		{"SHA-256 alone", selection([]crypto.Hash{crypto.SHA256}, pcrs07...), attest.ReasonQuotePCRs},
-		{"SHA-1 left out", selection([]crypto.Hash{crypto.SHA256, crypto.SHA384, crypto.SHA512}, pcrs07...), attest.ReasonQuotePCRs},
-		{"SHA-256 twice", selection([]crypto.Hash{crypto.SHA1, crypto.SHA256, crypto.SHA256, crypto.SHA512}, pcrs07...), attest.ReasonQuotePCRs},
+		{"the four banks", attesttest.Selection(four, pcrs07...), ""},
+		{"the four banks, SHA-256 first", attesttest.Selection([]crypto.Hash{crypto.SHA256, crypto.SHA1, crypto.SHA384, crypto.SHA512}, pcrs07...), ""},
+		{"PCRs 0-6", attesttest.Selection(four, 0, 1, 2, 3, 4, 5, 6), attest.ReasonQuotePCRs},
+		{"PCRs 0-8", attesttest.Selection(four, 0, 1, 2, 3, 4, 5, 6, 7, 8), attest.ReasonQuotePCRs},
+		{"SHA-256 alone", attesttest.Selection([]crypto.Hash{crypto.SHA256}, pcrs07...), attest.ReasonQuotePCRs},
+		{"SHA-1 left out", attesttest.Selection([]crypto.Hash{crypto.SHA256, crypto.SHA384, crypto.SHA512}, pcrs07...), attest.ReasonQuotePCRs},
+		{"SHA-256 twice", attesttest.Selection([]crypto.Hash{crypto.SHA1, crypto.SHA256, crypto.SHA256, crypto.SHA512}, pcrs07...), attest.ReasonQuotePCRs},
 		// A TPM that implements SHA-1 and SHA-256 alone (most hardware
 		// TPMs) lists those two.
-		{"SHA-1 and SHA-256, a TPM that implements no other", selection([]crypto.Hash{crypto.SHA1, crypto.SHA256}, pcrs07...), ""},
+		{"SHA-1 and SHA-256, a TPM that implements no other", attesttest.Selection([]crypto.Hash{crypto.SHA1, crypto.SHA256}, pcrs07...), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tpm := softTPM(t, &attesttest.SoftConfig{RSAEK: rsaKey(t, 0), Banks: []crypto.Hash{crypto.SHA1, crypto.SHA256}})

@@ -51,7 +51,7 @@ var bankSets = [][]crypto.Hash{
 func bankList(banks []crypto.Hash) string {
 	names := make([]string, len(banks))
 	for i, h := range banks {
-		names[i] = bankName(h)
+		names[i] = attesttest.BankName(h)
 	}
 	return strings.Join(names, "+")
 }
@@ -59,25 +59,11 @@ func bankList(banks []crypto.Hash) string {
 // bankHash is the bank the wire names name.
 func bankHash(name string) (crypto.Hash, bool) {
 	for _, h := range attesttest.Banks() {
-		if bankName(h) == name {
+		if attesttest.BankName(h) == name {
 			return h, true
 		}
 	}
 	return 0, false
-}
-
-func bankName(h crypto.Hash) string {
-	switch h {
-	case crypto.SHA1:
-		return "sha1"
-	case crypto.SHA256:
-		return "sha256"
-	case crypto.SHA384:
-		return "sha384"
-	case crypto.SHA512:
-		return "sha512"
-	}
-	return "unknown"
 }
 
 // secureBootLogs returns a log of a boot with Secure Boot on, one with it
@@ -131,7 +117,7 @@ func testQuote(t *testing.T, banks []crypto.Hash, measured measuredTPM) {
 		for _, bk := range q.Banks {
 			got = append(got, bk.Hash)
 			if want := on.BankPCRs(bk.Hash); !slices.EqualFunc(bk.PCRs, want, bytes.Equal) {
-				t.Errorf("the %s bank %x, want the log's %x", bankName(bk.Hash), bk.PCRs, want)
+				t.Errorf("the %s bank %x, want the log's %x", attesttest.BankName(bk.Hash), bk.PCRs, want)
 			}
 		}
 		if !slices.Equal(got, banks) {
@@ -282,7 +268,7 @@ func testQuote(t *testing.T, banks []crypto.Hash, measured measuredTPM) {
 		}, len(banks) > 1},
 		{"a bank not quoted added", attest.ReasonQuoteValues, func(_ *testing.T, _ *fleet, _ quoter, _ wireChallenge, q *wireQuote) {
 			zero := slices.Repeat([][]byte{make([]byte, notQuoted.Size())}, attest.QuotedPCRs)
-			q.Banks = append(q.Banks, wireBank{Alg: bankName(notQuoted), PCRs: zero})
+			q.Banks = append(q.Banks, wireBank{Alg: attesttest.BankName(notQuoted), PCRs: zero})
 		}, notQuoted != 0},
 		{"log of another boot", attest.ReasonEventLogReplay, func(_ *testing.T, _ *fleet, _ quoter, _ wireChallenge, q *wireQuote) {
 			q.EventLog = off.Bytes()
@@ -338,7 +324,7 @@ func quoteOf(t testing.TB, tpm attest.Quoter, session, log []byte) *wireQuote {
 func wireQuoteOf(q attest.Quote, log []byte) *wireQuote {
 	w := &wireQuote{Quote: q.Quote, Signature: q.Signature, EventLog: log}
 	for _, bk := range q.Banks {
-		w.Banks = append(w.Banks, wireBank{Alg: bankName(bk.Hash), PCRs: slices.Clone(bk.PCRs)})
+		w.Banks = append(w.Banks, wireBank{Alg: attesttest.BankName(bk.Hash), PCRs: slices.Clone(bk.PCRs)})
 	}
 	return w
 }
@@ -347,11 +333,11 @@ func wireQuoteOf(q attest.Quote, log []byte) *wireQuote {
 func bankOf(t testing.TB, q *wireQuote, h crypto.Hash) *wireBank {
 	t.Helper()
 	for i := range q.Banks {
-		if q.Banks[i].Alg == bankName(h) {
+		if q.Banks[i].Alg == attesttest.BankName(h) {
 			return &q.Banks[i]
 		}
 	}
-	t.Fatalf("the quote has no %s bank", bankName(h))
+	t.Fatalf("the quote has no %s bank", attesttest.BankName(h))
 	return nil
 }
 

@@ -65,8 +65,8 @@ func tpmAlg(h crypto.Hash) tpm2.TPMAlgID {
 	return 0
 }
 
-// bankName names a bank as attest's reasons do: "sha256".
-func bankName(h crypto.Hash) string {
+// BankName names a bank as attest's reasons and its wire do: "sha256".
+func BankName(h crypto.Hash) string {
 	switch h {
 	case crypto.SHA1:
 		return "sha1"
@@ -83,9 +83,19 @@ func bankName(h crypto.Hash) string {
 func bankNames(hs []crypto.Hash) string {
 	names := make([]string, len(hs))
 	for i, h := range hs {
-		names[i] = bankName(h)
+		names[i] = BankName(h)
 	}
 	return strings.Join(names, ", ")
+}
+
+// Selection selects pcrs of each bank of banks, in order, as a client asks
+// a TPM to quote or read them.
+func Selection(banks []crypto.Hash, pcrs ...uint) tpm2.TPMLPCRSelection {
+	var sel tpm2.TPMLPCRSelection
+	for _, h := range banks {
+		sel.PCRSelections = append(sel.PCRSelections, tpm2.TPMSPCRSelection{Hash: tpmAlg(h), PCRSelect: tpm2.PCClientCompatible.PCRs(pcrs...)})
+	}
+	return sel
 }
 
 // checkBanks checks a set of banks: each one of Banks, none twice. None:
@@ -96,10 +106,10 @@ func checkBanks(banks []crypto.Hash) ([]crypto.Hash, error) {
 	}
 	for i, h := range banks {
 		if tpmAlg(h) == 0 {
-			return nil, fmt.Errorf("attesttest: %s is not a PCR bank", bankName(h))
+			return nil, fmt.Errorf("attesttest: %s is not a PCR bank", BankName(h))
 		}
 		if slices.Contains(banks[:i], h) {
-			return nil, fmt.Errorf("attesttest: the %s bank twice", bankName(h))
+			return nil, fmt.Errorf("attesttest: the %s bank twice", BankName(h))
 		}
 	}
 	return slices.Clone(banks), nil
@@ -164,24 +174,6 @@ func (l *BootLog) Banks() []crypto.Hash { return slices.Clone(l.banks) }
 // and separators.
 func (l *BootLog) Add(pcr int, typ uint32, data []byte) {
 	l.add(pcr, typ, l.digestsOf(data), data)
-}
-
-// AddDigest appends an event of typ measured into pcr (0-7) with digest as
-// its SHA-256 digest, and data as its event data (for an image, a
-// description of it). Its digest in each other bank is that bank's hash
-// of digest, so that the log and the TPMs it is extended into agree.
-func (l *BootLog) AddDigest(pcr int, typ uint32, digest [sha256Size]byte, data []byte) {
-	digests := make([][]byte, len(l.banks))
-	for i, h := range l.banks {
-		if h == crypto.SHA256 {
-			digests[i] = bytes.Clone(digest[:])
-			continue
-		}
-		hh := h.New()
-		hh.Write(digest[:])
-		digests[i] = hh.Sum(nil)
-	}
-	l.add(pcr, typ, digests, data)
 }
 
 func (l *BootLog) digestsOf(data []byte) [][]byte {

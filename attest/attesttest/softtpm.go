@@ -411,13 +411,13 @@ func (s *SoftTPM) ExtendBank(h crypto.Hash, pcr int, digest []byte) error {
 		return fmt.Errorf("attesttest: PCR %d is not one of PCRs 0-7", pcr)
 	}
 	if len(digest) != h.Size() {
-		return fmt.Errorf("attesttest: a %s digest of %d bytes", bankName(h), len(digest))
+		return fmt.Errorf("attesttest: a %s digest of %d bytes", BankName(h), len(digest))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pcrs, ok := s.pcrs[h]
 	if !ok {
-		return fmt.Errorf("attesttest: the %s bank is not active", bankName(h))
+		return fmt.Errorf("attesttest: the %s bank is not active", BankName(h))
 	}
 	pcrs[pcr] = extend(h, pcrs[pcr], digest)
 	return nil
@@ -441,16 +441,7 @@ func (s *SoftTPM) BankPCRs(h crypto.Hash) [][]byte {
 
 // quoteSelection is the selection attest.Device quotes: PCRs 0-7 of each
 // of the four known banks.
-func quoteSelection() tpm2.TPMLPCRSelection {
-	var sel tpm2.TPMLPCRSelection
-	for _, h := range Banks() {
-		sel.PCRSelections = append(sel.PCRSelections, tpm2.TPMSPCRSelection{
-			Hash:      tpmAlg(h),
-			PCRSelect: tpm2.PCClientCompatible.PCRs(0, 1, 2, 3, 4, 5, 6, 7),
-		})
-	}
-	return sel
-}
+func quoteSelection() tpm2.TPMLPCRSelection { return Selection(Banks(), 0, 1, 2, 3, 4, 5, 6, 7) }
 
 // Quote signs PCRs 0-7 of its active banks with the AK over nonce, as
 // attest.Device has a TPM do it: QuoteSelection with PCRs 0-7 of the
