@@ -1,43 +1,13 @@
 package attest_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/fleetkit/fleet/attest"
 )
-
-// failingBindings is a binding source that answers every serial with err.
-type failingBindings struct {
-	mu    sync.Mutex
-	err   error
-	calls int
-}
-
-func (b *failingBindings) Binding(context.Context, string) (attest.Binding, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.calls++
-	return attest.Binding{}, b.err
-}
-
-func (b *failingBindings) Calls() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.calls
-}
-
-// newFailingFleet mounts a server under test whose binding source fails
-// with err.
-func newFailingFleet(t *testing.T, err error) (*fleet, *failingBindings) {
-	t.Helper()
-	src := &failingBindings{err: err}
-	return newFleetWith(t, src, nil), src
-}
 
 // The runbook: "The console says attest: FAILED and the agent starts at
 // once | fleetd refused the machine | Read the attest.verdict audit line".
@@ -48,7 +18,8 @@ func TestBindingErrorRefusesClaim(t *testing.T) {
 	const reason = `NetBox holds more than one device with serial "S1"`
 	cause := errors.New(`netbox: devices w-01 (id 3) and w-02 (id 7) both have serial "S1"`)
 	// The source may wrap its BindingError.
-	f, src := newFailingFleet(t, fmt.Errorf("binding of S1: %w", &attest.BindingError{Reason: reason, Err: cause}))
+	f := newFleet(t, nil)
+	f.bindings.SetError(fmt.Errorf("binding of S1: %w", &attest.BindingError{Reason: reason, Err: cause}))
 	res, console, err := f.run(t, quickTPM(t, 0), "S1", nil)
 	backoffs := f.backoffs.Load()
 
@@ -64,8 +35,8 @@ func TestBindingErrorRefusesClaim(t *testing.T) {
 	if want := "attest: FAILED\nattest: " + reason + "\n"; console != want {
 		t.Errorf("console:\n%s\nwant:\n%s", console, want)
 	}
-	if backoffs != 0 || src.Calls() != 1 {
-		t.Errorf("the client tried again: %d backoffs, %d binding reads", backoffs, src.Calls())
+	if backoffs != 0 || f.bindings.Calls() != 1 {
+		t.Errorf("the client tried again: %d backoffs, %d binding reads", backoffs, f.bindings.Calls())
 	}
 	admitted, judged := len(f.hook.calls()), len(f.judgements())
 	if admitted != 0 || judged != 0 {
@@ -104,7 +75,8 @@ func TestBindingSourceErrorsLogged(t *testing.T) {
 		{"failed", errors.New("netbox: GET /api/dcim/devices/: answered 400: role: unknown choice"), 500, "the binding could not be read"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f, _ := newFailingFleet(t, tc.err)
+			f := newFleet(t, nil)
+			f.bindings.SetError(tc.err)
 			res, console, err := f.run(t, quickTPM(t, 0), "S1", nil)
 			backoffs := f.backoffs.Load()
 			if !errors.Is(err, attest.ErrNoVerdict) || errors.Is(err, attest.ErrRefused) || res.Tries != attest.DefaultTries || backoffs != attest.DefaultTries-1 {

@@ -10,10 +10,10 @@ import (
 // Bindings is an in-memory attest.Bindings that counts its calls. The zero
 // value knows no serial. It is safe for concurrent use.
 type Bindings struct {
-	mu          sync.Mutex
-	m           map[string]attest.Binding
-	calls       int
-	unavailable bool
+	mu    sync.Mutex
+	m     map[string]attest.Binding
+	calls int
+	err   error
 }
 
 // Set makes serial's binding b.
@@ -29,9 +29,19 @@ func (b *Bindings) Set(serial string, binding attest.Binding) {
 // SetUnavailable makes Binding fail with attest.ErrBindingUnavailable
 // (down true) or answer again (false).
 func (b *Bindings) SetUnavailable(down bool) {
+	var err error
+	if down {
+		err = attest.ErrBindingUnavailable
+	}
+	b.SetError(err)
+}
+
+// SetError makes Binding fail with err for every serial, or answer again
+// when err is nil.
+func (b *Bindings) SetError(err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.unavailable = down
+	b.err = err
 }
 
 // Calls returns how many times Binding was called.
@@ -46,8 +56,8 @@ func (b *Bindings) Binding(_ context.Context, serial string) (attest.Binding, er
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.calls++
-	if b.unavailable {
-		return attest.Binding{}, attest.ErrBindingUnavailable
+	if b.err != nil {
+		return attest.Binding{}, b.err
 	}
 	return b.m[serial], nil
 }
