@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,13 +22,8 @@ import (
 func TestReplayedProofRefused(t *testing.T) {
 	f, tpm := approvedFleet(t, nil)
 	p := activate(t, tpm, f.challenge(t, tpm, "S1"))
-	if status, r := f.prove(t, p); status != http.StatusOK || r.Verdict != "attested" {
-		t.Fatalf("first proof: %d %+v", status, r)
-	}
-	status, r := f.prove(t, p)
-	if status != http.StatusConflict || r.InstallCode != "" || r.Verdict != "" {
-		t.Fatalf("replayed proof: %d %+v, want 409 and no verdict", status, r)
-	}
+	f.proveWant(t, "first proof", p, http.StatusOK)
+	f.proveWant(t, "replayed proof", p, http.StatusConflict)
 	if n := len(f.hook.calls()); n != 1 {
 		t.Errorf("the admission hook was called %d times, want 1", n)
 	}
@@ -40,25 +36,15 @@ func TestCrossSessionProofRefused(t *testing.T) {
 	f, tpm := approvedFleet(t, nil)
 	a := activate(t, tpm, f.challenge(t, tpm, "S1"))
 	b := f.challenge(t, tpm, "S1")
-	// Session B with the secrets that answer session A.
-	status, r := f.prove(t, wireProof{Session: b.Session, Secrets: a.Secrets})
-	if status != http.StatusForbidden || r.Verdict != "" {
-		t.Fatalf("proof for another session: %d %+v, want 403", status, r)
-	}
-	// Another machine's session with this machine's secrets.
+	f.proveWant(t, "session B with the secrets that answer session A", wireProof{Session: b.Session, Secrets: a.Secrets}, http.StatusForbidden)
 	other := quickTPM(t, 1)
 	f.bindings.Set("S2", approve(t, other))
 	c := f.challenge(t, other, "S2")
-	if status, _ := f.prove(t, wireProof{Session: c.Session, Secrets: a.Secrets}); status != http.StatusForbidden {
-		t.Fatalf("proof for another machine's session: %d, want 403", status)
-	}
+	f.proveWant(t, "another machine's session with this machine's secrets", wireProof{Session: c.Session, Secrets: a.Secrets}, http.StatusForbidden)
 	if n := len(f.hook.calls()); n != 0 {
 		t.Errorf("the admission hook was called %d times", n)
 	}
-	// Session A itself is still good.
-	if status, r := f.prove(t, a); status != http.StatusOK || r.Verdict != "attested" {
-		t.Fatalf("session A: %d %+v", status, r)
-	}
+	f.proveWant(t, "session A itself, still good", a, http.StatusOK)
 }
 
 func TestWrongSecretsRefused(t *testing.T) {
@@ -70,30 +56,24 @@ func TestWrongSecretsRefused(t *testing.T) {
 		rand.Read(b)
 		return b
 	}
+	// A secret for an EK the claim did not present.
+	eccOnly := softTPM(t, &attesttest.SoftConfig{NoRSA: true})
+	f.bindings.Set("S2", approve(t, eccOnly))
+	extra := activate(t, eccOnly, f.challenge(t, eccOnly, "S2"))
+	extra.Secrets = append(extra.Secrets, wireSecret{"rsa2048", random()})
 	for name, p := range map[string]wireProof{
 		"random secrets":  {Session: ch.Session, Secrets: []wireSecret{{"rsa2048", random()}, {"eccp256", random()}}},
 		"one secret":      {Session: ch.Session, Secrets: good.Secrets[:1]},
 		"one wrong":       {Session: ch.Session, Secrets: []wireSecret{good.Secrets[0], {good.Secrets[1].Kind, random()}}},
 		"secrets swapped": {Session: ch.Session, Secrets: []wireSecret{{"rsa2048", good.Secrets[1].Secret}, {"eccp256", good.Secrets[0].Secret}}},
+		"an extra secret": extra,
 	} {
-		if status, r := f.prove(t, p); status != http.StatusForbidden || r.Verdict != "" {
-			t.Errorf("%s: %d %+v, want 403", name, status, r)
-		}
-	}
-	// A secret for an EK the claim did not present.
-	eccOnly := softTPM(t, &attesttest.SoftConfig{NoRSA: true})
-	f.bindings.Set("S2", approve(t, eccOnly))
-	p := activate(t, eccOnly, f.challenge(t, eccOnly, "S2"))
-	p.Secrets = append(p.Secrets, wireSecret{"rsa2048", random()})
-	if status, _ := f.prove(t, p); status != http.StatusForbidden {
-		t.Errorf("an extra secret: %d, want 403", status)
+		f.proveWant(t, name, p, http.StatusForbidden)
 	}
 	if n := len(f.hook.calls()); n != 0 {
 		t.Errorf("the admission hook was called %d times", n)
 	}
-	if status, r := f.prove(t, good); status != http.StatusOK || r.Verdict != "attested" {
-		t.Errorf("the right secrets after wrong ones: %d %+v", status, r)
-	}
+	f.proveWant(t, "the right secrets after wrong ones", good, http.StatusOK)
 }
 
 func TestTamperedSessionRefused(t *testing.T) {
@@ -103,20 +83,14 @@ func TestTamperedSessionRefused(t *testing.T) {
 		p := good
 		p.Session = bytes.Clone(good.Session)
 		p.Session[i] ^= 0x01
-		if status, _ := f.prove(t, p); status != http.StatusForbidden {
-			t.Errorf("session with byte %d flipped: %d, want 403", i, status)
-		}
+		f.proveWant(t, fmt.Sprintf("session with byte %d flipped", i), p, http.StatusForbidden)
 	}
 	p := good
 	p.Session = good.Session[:len(good.Session)-1]
-	if status, _ := f.prove(t, p); status != http.StatusForbidden {
-		t.Errorf("truncated session: %d, want 403", status)
-	}
+	f.proveWant(t, "truncated session", p, http.StatusForbidden)
 	// A session sealed by a server with another key.
 	other := newFleetFor(t, nil, tpm)
-	if status, _ := other.prove(t, good); status != http.StatusForbidden {
-		t.Errorf("a session of another key: %d, want 403", status)
-	}
+	other.proveWant(t, "a session of another key", good, http.StatusForbidden)
 	if n := len(f.hook.calls()) + len(other.hook.calls()); n != 0 {
 		t.Errorf("the admission hook was called %d times", n)
 	}
@@ -149,10 +123,7 @@ func TestReplicaFinishesSession(t *testing.T) {
 	a, tpm := approvedFleet(t, &attest.Config{SealingKey: key, Spent: spent})
 	b := newFleet(t, &attest.Config{SealingKey: key, Spent: spent})
 	p := activate(t, tpm, a.challenge(t, tpm, "S1"))
-	status, r := b.prove(t, p)
-	if status != http.StatusOK || r.Verdict != "attested" || r.InstallCode == "" {
-		t.Fatalf("proof at the other replica: %d %+v", status, r)
-	}
+	b.proveWant(t, "proof at the other replica", p, http.StatusOK)
 	if b.bindings.Calls() != 0 {
 		t.Errorf("the finishing replica asked its binding source %d times, want 0", b.bindings.Calls())
 	}
@@ -180,13 +151,9 @@ func TestReplayToReplicaRefused(t *testing.T) {
 	a, tpm := approvedFleet(t, &attest.Config{SealingKey: key, Spent: spent})
 	b := newFleetFor(t, &attest.Config{SealingKey: key, Spent: spent}, tpm)
 	p := activate(t, tpm, a.challenge(t, tpm, "S1"))
-	if status, r := a.prove(t, p); status != http.StatusOK || r.InstallCode == "" {
-		t.Fatalf("first proof: %d %+v", status, r)
-	}
+	a.proveWant(t, "first proof", p, http.StatusOK)
 	for name, f := range map[string]*fleet{"the other replica": b, "the same replica": a} {
-		if status, r := f.prove(t, p); status != http.StatusConflict || r.InstallCode != "" || r.Verdict != "" {
-			t.Errorf("proof replayed to %s: %d %+v, want 409 and no code", name, status, r)
-		}
+		f.proveWant(t, "proof replayed to "+name, p, http.StatusConflict)
 	}
 	if n := len(a.hook.calls()) + len(b.hook.calls()); n != 1 {
 		t.Errorf("the admission hooks were called %d times in all, want 1", n)

@@ -323,6 +323,18 @@ func (f *fleet) prove(t testing.TB, p wireProof) (int, wireResult) {
 	return status, r
 }
 
+// proveWant sends p and fails t unless the answer has the status want:
+// for 200, with the verdict attested and an install code; otherwise with
+// neither.
+func (f *fleet) proveWant(t testing.TB, what string, p wireProof, want int) {
+	t.Helper()
+	status, r := f.prove(t, p)
+	ok := want == http.StatusOK
+	if status != want || ok && (r.Verdict != "attested" || r.InstallCode == "") || !ok && (r.Verdict != "" || r.InstallCode != "") {
+		t.Errorf("%s: %d %+v, want %d", what, status, r, want)
+	}
+}
+
 func softTPM(t testing.TB, cfg *attesttest.SoftConfig) *attesttest.SoftTPM {
 	t.Helper()
 	tpm, err := attesttest.NewSoftTPM(cfg)

@@ -224,9 +224,7 @@ func testQuote(t *testing.T, banks []crypto.Hash, measured measuredTPM) {
 			early := f.challenge(t, tpm, "S1")
 			p := activate(t, tpm, early)
 			p.Quote = quoteOf(t, tpm, early.Session, on.Bytes())
-			if status, r := f.prove(t, p); status != http.StatusOK || r.Verdict != "attested" {
-				t.Fatalf("the earlier session: %d %+v", status, r)
-			}
+			f.proveWant(t, "the earlier session", p, http.StatusOK)
 			*q = *p.Quote
 		}, true},
 		{"another AK", attest.ReasonQuoteSigner, func(t *testing.T, _ *fleet, _ quoter, ch wireChallenge, q *wireQuote) {
@@ -450,7 +448,5 @@ func TestMalformedQuotesRefused(t *testing.T) {
 	// The session was never spent: its proof with the quote attests.
 	p := activate(t, tpm, ch)
 	p.Quote = good
-	if status, r := f.prove(t, p); status != http.StatusOK || r.Verdict != "attested" {
-		t.Fatalf("the good proof: %d %+v", status, r)
-	}
+	f.proveWant(t, "the good proof", p, http.StatusOK)
 }
