@@ -125,66 +125,26 @@ func TestVerdictAttrs(t *testing.T) {
 		approved Binding
 		level    slog.Level
 		want     string
-	}{{
-		name:     "attested, unquoted",
-		c:        Claim{Serial: "S1", Peer: "10.0.0.5:4000", RSA2048: rsaHash, ECCP256: eccHash},
-		approved: approved,
-		level:    slog.LevelInfo,
-		want:     "serial=S1 verdict=attested reason=install code issued peer=10.0.0.5:4000 ek_rsa2048=" + rsaHash + " ek_eccp256=" + eccHash + " secure_boot=unquoted",
-	}, {
-		name:     "attested, Secure Boot on",
-		c:        Claim{Serial: "S1", Peer: "p", ECCP256: eccHash, Boot: on},
-		approved: Binding{Found: true, Authored: true, ECCP256: eccHash},
-		level:    slog.LevelInfo,
-		want:     "serial=S1 verdict=attested reason=install code issued peer=p ek_eccp256=" + eccHash + " secure_boot=on pcr7=abcd",
-	}, {
-		name:     "attested, Secure Boot unknown",
-		c:        Claim{Serial: "S1", Peer: "p", RSA2048: rsaHash, Boot: unknown},
-		approved: Binding{Found: true, Authored: true, RSA2048: rsaHash},
-		level:    slog.LevelInfo,
-		want:     "serial=S1 verdict=attested reason=install code issued peer=p ek_rsa2048=" + rsaHash + " secure_boot=unknown pcr7= secure_boot_unknown=the machine sent no event log",
-	}, {
-		name:     "ek-hash-mismatch",
-		c:        Claim{Serial: "S1", Peer: "p", RSA2048: other, ECCP256: eccHash},
-		approved: approved,
-		level:    slog.LevelWarn,
-		want: "serial=S1 verdict=ek-hash-mismatch reason=the TPM's RSA-2048 EK is not the one the entry approves refused_ek_hash=" + other +
-			" peer=p ek_rsa2048=" + other + " ek_eccp256=" + eccHash + " secure_boot=unquoted",
-	}, {
-		name:     "ek-missing, ECC",
-		c:        Claim{Serial: "S1", Peer: "p", RSA2048: rsaHash},
-		approved: approved,
-		level:    slog.LevelWarn,
-		want: "serial=S1 verdict=ek-missing reason=the entry approves an ECC P-256 EK the TPM did not present missing_ek_eccp256=" + eccHash +
-			" peer=p ek_rsa2048=" + rsaHash + " secure_boot=unquoted",
-	}, {
-		name:     "ek-missing, RSA",
-		c:        Claim{Serial: "S1", Peer: "p", ECCP256: eccHash},
-		approved: approved,
-		level:    slog.LevelWarn,
-		want: "serial=S1 verdict=ek-missing reason=the entry approves an RSA-2048 EK the TPM did not present missing_ek_rsa2048=" + rsaHash +
-			" peer=p ek_eccp256=" + eccHash + " secure_boot=unquoted",
-	}, {
-		name:     "ek-missing, both",
-		c:        Claim{Serial: "S1", Peer: "p"},
-		approved: approved,
-		level:    slog.LevelWarn,
-		want: "serial=S1 verdict=ek-missing reason=the entry approves an RSA-2048 EK the TPM did not present missing_ek_rsa2048=" + rsaHash +
-			" missing_ek_eccp256=" + eccHash + " peer=p secure_boot=unquoted",
-	}, {
-		name:     "pending-approval",
-		c:        Claim{Serial: "S2", Peer: "p", RSA2048: rsaHash},
-		approved: Binding{},
-		level:    slog.LevelInfo,
-		want:     "serial=S2 verdict=pending-approval reason=no entry names the serial peer=p ek_rsa2048=" + rsaHash + " secure_boot=unquoted",
-	}, {
-		name:     "ek-binding-unauthored",
-		c:        Claim{Serial: "S1", Peer: "p", RSA2048: rsaHash},
-		approved: Binding{Found: true, RSA2048: rsaHash},
-		level:    slog.LevelWarn,
-		want: "serial=S1 verdict=ek-binding-unauthored reason=the changelog does not show the binding author writing the binding" +
-			" peer=p ek_rsa2048=" + rsaHash + " secure_boot=unquoted",
-	}}
+	}{
+		{"attested, unquoted", Claim{Serial: "S1", Peer: "10.0.0.5:4000", RSA2048: rsaHash, ECCP256: eccHash}, approved, slog.LevelInfo,
+			"serial=S1 verdict=attested reason=install code issued peer=10.0.0.5:4000 ek_rsa2048=" + rsaHash + " ek_eccp256=" + eccHash + " secure_boot=unquoted"},
+		{"attested, Secure Boot on", Claim{Serial: "S1", Peer: "p", ECCP256: eccHash, Boot: on}, Binding{Found: true, Authored: true, ECCP256: eccHash}, slog.LevelInfo,
+			"serial=S1 verdict=attested reason=install code issued peer=p ek_eccp256=" + eccHash + " secure_boot=on pcr7=abcd"},
+		{"attested, Secure Boot unknown", Claim{Serial: "S1", Peer: "p", RSA2048: rsaHash, Boot: unknown}, Binding{Found: true, Authored: true, RSA2048: rsaHash}, slog.LevelInfo,
+			"serial=S1 verdict=attested reason=install code issued peer=p ek_rsa2048=" + rsaHash + " secure_boot=unknown pcr7= secure_boot_unknown=the machine sent no event log"},
+		{"ek-hash-mismatch", Claim{Serial: "S1", Peer: "p", RSA2048: other, ECCP256: eccHash}, approved, slog.LevelWarn,
+			"serial=S1 verdict=ek-hash-mismatch reason=the TPM's RSA-2048 EK is not the one the entry approves refused_ek_hash=" + other + " peer=p ek_rsa2048=" + other + " ek_eccp256=" + eccHash + " secure_boot=unquoted"},
+		{"ek-missing, ECC", Claim{Serial: "S1", Peer: "p", RSA2048: rsaHash}, approved, slog.LevelWarn,
+			"serial=S1 verdict=ek-missing reason=the entry approves an ECC P-256 EK the TPM did not present missing_ek_eccp256=" + eccHash + " peer=p ek_rsa2048=" + rsaHash + " secure_boot=unquoted"},
+		{"ek-missing, RSA", Claim{Serial: "S1", Peer: "p", ECCP256: eccHash}, approved, slog.LevelWarn,
+			"serial=S1 verdict=ek-missing reason=the entry approves an RSA-2048 EK the TPM did not present missing_ek_rsa2048=" + rsaHash + " peer=p ek_eccp256=" + eccHash + " secure_boot=unquoted"},
+		{"ek-missing, both", Claim{Serial: "S1", Peer: "p"}, approved, slog.LevelWarn,
+			"serial=S1 verdict=ek-missing reason=the entry approves an RSA-2048 EK the TPM did not present missing_ek_rsa2048=" + rsaHash + " missing_ek_eccp256=" + eccHash + " peer=p secure_boot=unquoted"},
+		{"pending-approval", Claim{Serial: "S2", Peer: "p", RSA2048: rsaHash}, Binding{}, slog.LevelInfo,
+			"serial=S2 verdict=pending-approval reason=no entry names the serial peer=p ek_rsa2048=" + rsaHash + " secure_boot=unquoted"},
+		{"ek-binding-unauthored", Claim{Serial: "S1", Peer: "p", RSA2048: rsaHash}, Binding{Found: true, RSA2048: rsaHash}, slog.LevelWarn,
+			"serial=S1 verdict=ek-binding-unauthored reason=the changelog does not show the binding author writing the binding peer=p ek_rsa2048=" + rsaHash + " secure_boot=unquoted"},
+	}
 	for _, tt := range tests {
 		j := Judge(tt.approved, Proven{RSA2048: tt.c.RSA2048, ECCP256: tt.c.ECCP256})
 		res := resultMsg{Verdict: j.Verdict.String(), Reason: j.Reason}

@@ -43,17 +43,6 @@ func (k bootKeys) log(t testing.TB, on bool, banks ...crypto.Hash) *attesttest.B
 	return l
 }
 
-// extendBank extends a digest of its own into PCR pcr of bank h alone, as
-// an OS that extends a bank itself.
-func extendBank(t testing.TB, tpm *attesttest.SoftTPM, h crypto.Hash, pcr int) {
-	t.Helper()
-	d := h.New()
-	d.Write([]byte("the OS's own measurement"))
-	if err := tpm.ExtendBank(h, pcr, d.Sum(nil)); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // Every PCR bank the TPM has active is replayed against the event log on
 // its own: a bank extended otherwise than the log says, whether the
 // firmware extended it with another boot or the OS extended it itself,
@@ -65,52 +54,44 @@ func TestQuoteEveryBankReplays(t *testing.T) {
 	on := k.log(t, true, sha1sha256...)
 	on1, on256 := k.log(t, true, crypto.SHA1), k.log(t, true, crypto.SHA256)
 	off1, off256 := k.log(t, false, crypto.SHA1), k.log(t, false, crypto.SHA256)
+	boots := func(l ...*attesttest.BootLog) []*attesttest.BootLog { return l }
+	const notBanks = "the TPM's active PCR banks (sha1, sha256) are not the event log's (sha256)"
 	for _, tc := range []struct {
-		name    string
-		banks   []crypto.Hash // the TPM's active banks
-		measure func(t *testing.T, tpm *attesttest.SoftTPM)
-		log     *attesttest.BootLog // the log sent
-		reason  string              // "": attested
-		cause   string              // in the audit line's error
+		name     string
+		banks    []crypto.Hash         // the TPM's active banks
+		measured []*attesttest.BootLog // the boots the firmware measured, in order
+		osBank   crypto.Hash           // a bank the OS then extended PCR 7 of itself
+		log      *attesttest.BootLog   // the log sent
+		reason   string                // "": attested
+		cause    string                // in the audit line's error
 	}{
-		{"both banks replay", sha1sha256, func(_ *testing.T, tpm *attesttest.SoftTPM) { tpm.Measure(on) }, on, "", ""},
-		{"the OS extended SHA-1 itself", sha1sha256, func(t *testing.T, tpm *attesttest.SoftTPM) {
-			tpm.Measure(on)
-			extendBank(t, tpm, crypto.SHA1, 7)
-		}, on, attest.ReasonEventLogReplay, `error="the sha1 bank: `},
-		{"the OS extended SHA-256 itself", sha1sha256, func(t *testing.T, tpm *attesttest.SoftTPM) {
-			tpm.Measure(on)
-			extendBank(t, tpm, crypto.SHA256, 7)
-		}, on, attest.ReasonEventLogReplay, `error="the sha256 bank: `},
-		{"the firmware extended SHA-1 with another boot", sha1sha256, func(_ *testing.T, tpm *attesttest.SoftTPM) {
-			tpm.Measure(on256)
-			tpm.Measure(off1)
-		}, on, attest.ReasonEventLogReplay, `error="the sha1 bank: `},
-		{"the firmware extended SHA-256 with another boot", sha1sha256, func(_ *testing.T, tpm *attesttest.SoftTPM) {
-			tpm.Measure(on1)
-			tpm.Measure(off256)
-		}, on, attest.ReasonEventLogReplay, `error="the sha256 bank: `},
+		{"both banks replay", sha1sha256, boots(on), 0, on, "", ""},
+		{"the OS extended SHA-1 itself", sha1sha256, boots(on), crypto.SHA1, on, attest.ReasonEventLogReplay, `error="the sha1 bank: `},
+		{"the OS extended SHA-256 itself", sha1sha256, boots(on), crypto.SHA256, on, attest.ReasonEventLogReplay, `error="the sha256 bank: `},
+		{"the firmware extended SHA-1 with another boot", sha1sha256, boots(on256, off1), 0, on, attest.ReasonEventLogReplay, `error="the sha1 bank: `},
+		{"the firmware extended SHA-256 with another boot", sha1sha256, boots(on1, off256), 0, on, attest.ReasonEventLogReplay, `error="the sha256 bank: `},
 		// The finding: firmware that extends SHA-1 alone leaves SHA-256 to
 		// the OS, which replays a Secure Boot history of its own into it
 		// and sends a log of that bank alone, or of both.
-		{"the OS filled SHA-256 and sends its log", sha1sha256, func(_ *testing.T, tpm *attesttest.SoftTPM) {
-			tpm.Measure(off1)
-			tpm.Measure(on256)
-		}, on256, "the TPM's active PCR banks (sha1, sha256) are not the event log's (sha256)", ""},
-		{"the OS filled SHA-256 and sends a log of both banks", sha1sha256, func(_ *testing.T, tpm *attesttest.SoftTPM) {
-			tpm.Measure(off1)
-			tpm.Measure(on256)
-		}, on, attest.ReasonEventLogReplay, `error="the sha1 bank: `},
-		{"a log without an active bank", sha1sha256, func(_ *testing.T, tpm *attesttest.SoftTPM) { tpm.Measure(on) },
-			on256, "the TPM's active PCR banks (sha1, sha256) are not the event log's (sha256)", ""},
-		{"a log of a bank the TPM does not have", []crypto.Hash{crypto.SHA256}, func(_ *testing.T, tpm *attesttest.SoftTPM) { tpm.Measure(on) },
+		{"the OS filled SHA-256 and sends its log", sha1sha256, boots(off1, on256), 0, on256, notBanks, ""},
+		{"the OS filled SHA-256 and sends a log of both banks", sha1sha256, boots(off1, on256), 0, on, attest.ReasonEventLogReplay, `error="the sha1 bank: `},
+		{"a log without an active bank", sha1sha256, boots(on), 0, on256, notBanks, ""},
+		{"a log of a bank the TPM does not have", []crypto.Hash{crypto.SHA256}, boots(on), 0,
 			on, "the TPM's active PCR banks (sha256) are not the event log's (sha1, sha256)", ""},
-		{"a TPM without SHA-256", []crypto.Hash{crypto.SHA1}, func(_ *testing.T, tpm *attesttest.SoftTPM) { tpm.Measure(on) },
-			on1, attest.ReasonQuoteSHA256, `error="the quote covers the banks (sha1)"`},
+		{"a TPM without SHA-256", []crypto.Hash{crypto.SHA1}, boots(on), 0, on1, attest.ReasonQuoteSHA256, `error="the quote covers the banks (sha1)"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tpm := softTPM(t, &attesttest.SoftConfig{RSAEK: rsaKey(t, 0), Banks: tc.banks})
-			tc.measure(t, tpm)
+			for _, boot := range tc.measured {
+				tpm.Measure(boot)
+			}
+			if tc.osBank != 0 { // a digest of the OS's own, into that bank alone
+				d := tc.osBank.New()
+				d.Write([]byte("the OS's own measurement"))
+				if err := tpm.ExtendBank(tc.osBank, 7, d.Sum(nil)); err != nil {
+					t.Fatal(err)
+				}
+			}
 			f := newFleetFor(t, nil, tpm)
 			res, console, err := f.runLog(t, tpm, "S1", tc.log.Bytes())
 			if tc.reason == "" {
