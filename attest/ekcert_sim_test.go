@@ -31,45 +31,39 @@ type ekMaker struct {
 
 func newEKMaker(t *testing.T) *ekMaker {
 	t.Helper()
-	now := time.Now()
-	rootKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rootTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{Organization: []string{"TPM maker"}, CommonName: "TPM maker EK root"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	rootDER, err := x509.CreateCertificate(rand.Reader, rootTmpl, rootTmpl, &rootKey.PublicKey, rootKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := x509.ParseCertificate(rootDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	interTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{Organization: []string{"TPM maker"}, CommonName: "TPM maker EK CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	interDER, err := x509.CreateCertificate(rand.Reader, interTmpl, root, &key.PublicKey, rootKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inter, err := x509.ParseCertificate(interDER)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rootKey, root := makerCA(t, 1, "TPM maker EK root", nil, nil)
+	key, inter := makerCA(t, 2, "TPM maker EK CA", root, rootKey)
 	m := &ekMaker{roots: x509.NewCertPool(), intermediates: x509.NewCertPool(), issuer: inter, key: key}
 	m.roots.AddCert(root)
 	m.intermediates.AddCert(inter)
 	return m
+}
+
+// makerCA is a CA certificate of the TPM maker's and its key, issued by
+// parent with parentKey (nil: self-signed).
+func makerCA(t *testing.T, serial int64, cn string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*ecdsa.PrivateKey, *x509.Certificate) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial), Subject: pkix.Name{Organization: []string{"TPM maker"}, CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key, cert
 }
 
 // certify issues an EK certificate for pub.
@@ -112,6 +106,7 @@ func certifiedSimulator(t *testing.T, seed int64, maker *ekMaker) (*attest.Devic
 	if err != nil {
 		t.Fatalf("start the TPM simulator: %v", err)
 	}
+	t.Cleanup(func() { sim.Close() }) // when t ends before the Device owns it; Close is idempotent
 	ch := attesttest.Channel(sim)
 	certs := map[attest.KeyKind][]byte{}
 	for i, ek := range []struct {
@@ -124,23 +119,19 @@ func certifiedSimulator(t *testing.T, seed int64, maker *ekMaker) (*attest.Devic
 	} {
 		rsp, err := tpm2.CreatePrimary{PrimaryHandle: tpm2.TPMRHEndorsement, InPublic: tpm2.New2B(ek.template)}.Execute(ch)
 		if err != nil {
-			sim.Close()
 			t.Fatalf("create the %s EK: %v", ek.kind, err)
 		}
 		_, _ = tpm2.FlushContext{FlushHandle: rsp.ObjectHandle}.Execute(ch)
 		pt, err := rsp.OutPublic.Contents()
 		if err != nil {
-			sim.Close()
 			t.Fatal(err)
 		}
 		pub, err := tpm2.Pub(*pt)
 		if err != nil {
-			sim.Close()
 			t.Fatal(err)
 		}
 		der := maker.certify(t, pub, int64(100+i))
 		if err := writeNV(ch, ek.index, der); err != nil {
-			sim.Close()
 			t.Fatalf("write the %s EK's certificate to NV: %v", ek.kind, err)
 		}
 		certs[ek.kind] = der
