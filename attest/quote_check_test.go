@@ -22,7 +22,7 @@ type testAK struct {
 }
 
 // eccAK is an ECC P-256 AK whose ECDSA scheme hashes with h.
-func eccAK(t *testing.T, h crypto.Hash) testAK {
+func eccAK(t testing.TB, h crypto.Hash) testAK {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
