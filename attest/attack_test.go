@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -169,23 +168,18 @@ func TestExpiredSessionRefused(t *testing.T) {
 		}
 		tpm := quickTPM(t, 0)
 		bindings.Set("S1", approve(t, tpm))
-		do := func(op string, body []byte) (int, []byte) {
-			rec := httptest.NewRecorder()
-			srv.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/attest/"+op, bytes.NewReader(body)))
-			return rec.Code, rec.Body.Bytes()
-		}
 		challenge := func() wireChallenge {
-			status, b := do("claim", mustJSON(t, claimOf(t, tpm, "S1")))
+			status, b := serve(srv, "claim", mustJSON(t, claimOf(t, tpm, "S1")))
 			return challengeOf(t, status, b)
 		}
 		late := activate(t, tpm, challenge())
 		time.Sleep(attest.DefaultSessionTTL)
-		if status, b := do("proof", mustJSON(t, late)); status != http.StatusGone {
+		if status, b := serve(srv, "proof", mustJSON(t, late)); status != http.StatusGone {
 			t.Errorf("a proof %v after the claim: %d %s, want 410", attest.DefaultSessionTTL, status, b)
 		}
 		inTime := activate(t, tpm, challenge())
 		time.Sleep(attest.DefaultSessionTTL - time.Second)
-		if status, b := do("proof", mustJSON(t, inTime)); status != http.StatusOK {
+		if status, b := serve(srv, "proof", mustJSON(t, inTime)); status != http.StatusOK {
 			t.Errorf("a proof 59 s after the claim: %d %s, want 200", status, b)
 		}
 	})

@@ -168,6 +168,13 @@ func (f *fleet) post(t testing.TB, op string, body []byte) (int, []byte) {
 	return rsp.StatusCode, b
 }
 
+// serve has h, mounted at /attest/, answer a POST of body to op.
+func serve(h http.Handler, op string, body []byte) (int, []byte) {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/attest/"+op, bytes.NewReader(body)))
+	return rec.Code, rec.Body.Bytes()
+}
+
 // The wire messages, as a client of our own writes them.
 type wireEK struct {
 	Kind   string `json:"kind"`

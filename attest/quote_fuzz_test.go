@@ -1,14 +1,12 @@
 package attest_test
 
 import (
-	"bytes"
 	"context"
 	"crypto"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -47,11 +45,6 @@ func FuzzQuoteEventLog(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	post := func(t *testing.T, op string, body []byte) (int, []byte) {
-		rec := httptest.NewRecorder()
-		srv.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/attest/"+op, bytes.NewReader(body)))
-		return rec.Code, rec.Body.Bytes()
-	}
 	f.Fuzz(func(t *testing.T, log []byte) {
 		el, err := goattest.ParseEventLog(log)
 		banks := attesttest.Banks()
@@ -74,11 +67,11 @@ func FuzzQuoteEventLog(f *testing.F) {
 				}
 			}
 		}
-		status, b := post(t, "claim", mustJSON(t, claimOf(t, tpm, "S1")))
+		status, b := serve(srv, "claim", mustJSON(t, claimOf(t, tpm, "S1")))
 		ch := challengeOf(t, status, b)
 		p := activate(t, tpm, ch)
 		p.Quote = quoteOf(t, tpm, ch.Session, log)
-		status, b = post(t, "proof", proofBody(t, p))
+		status, b = serve(srv, "proof", proofBody(t, p))
 		var r wireResult
 		if err := json.Unmarshal(b, &r); err != nil {
 			t.Fatalf("%d %q", status, b)
