@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -70,16 +71,24 @@ func (in *input) isNull(k string) bool {
 	return ok && bytes.Equal(bytes.TrimSpace(v), []byte("null"))
 }
 
+// null reports whether field k is null, refusing it unless nullable.
+func (in *input) null(k string, nullable bool) bool {
+	if !in.isNull(k) {
+		return false
+	}
+	if !nullable {
+		in.errs.add(k, "This field may not be null.")
+	}
+	return true
+}
+
 // str reads a string field; null reads as "" when nullable.
 func (in *input) str(k string, nullable bool) (string, bool) {
 	v, ok := in.raw[k]
 	if !ok {
 		return "", false
 	}
-	if in.isNull(k) {
-		if !nullable {
-			in.errs.add(k, "This field may not be null.")
-		}
+	if in.null(k, nullable) {
 		return "", true
 	}
 	var s string
@@ -93,7 +102,7 @@ func (in *input) str(k string, nullable bool) (string, bool) {
 // choice reads a string field that must be one of choices.
 func (in *input) choice(k string, nullable bool, choices ...string) (string, bool) {
 	s, ok := in.str(k, nullable)
-	if ok && s != "" && !contains(choices, s) {
+	if ok && s != "" && !slices.Contains(choices, s) {
 		in.errs.add(k, "%q is not a valid choice.", s)
 	}
 	return s, ok
@@ -118,10 +127,7 @@ func (in *input) integer(k string, nullable bool) (int64, bool) {
 	if !ok {
 		return 0, false
 	}
-	if in.isNull(k) {
-		if !nullable {
-			in.errs.add(k, "This field may not be null.")
-		}
+	if in.null(k, nullable) {
 		return 0, true
 	}
 	var n json.Number
@@ -144,10 +150,7 @@ func (in *input) ref(k string, nullable bool) (int64, bool) {
 	if !ok {
 		return 0, false
 	}
-	if in.isNull(k) {
-		if !nullable {
-			in.errs.add(k, "This field may not be null.")
-		}
+	if in.null(k, nullable) {
 		return 0, true
 	}
 	var n json.Number
@@ -169,6 +172,38 @@ func (in *input) ref(k string, nullable bool) (int64, bool) {
 	return *obj.ID, true
 }
 
+// setStr sets *dst to the string field k when in has it.
+func (in *input) setStr(k string, dst *string) {
+	if s, ok := in.str(k, false); ok {
+		*dst = s
+	}
+}
+
+// setChoice sets *dst to the choice field k when in has it.
+func (in *input) setChoice(k string, nullable bool, dst *string, choices ...string) {
+	if s, ok := in.choice(k, nullable, choices...); ok {
+		*dst = s
+	}
+}
+
+// setBool sets *dst to the boolean field k when in has it.
+func (in *input) setBool(k string, dst *bool) {
+	if b, ok := in.boolean(k); ok {
+		*dst = b
+	}
+}
+
+// related sets *dst to the related object k, an object of tab, when in
+// has it; an ID tab lacks is refused.
+func related[T any](in *input, k string, tab *table[T], dst *int64) {
+	if id, ok := in.ref(k, false); ok {
+		if tab.get(id) == nil {
+			in.errs.add(k, "Related object not found using the provided numeric ID: %d", id)
+		}
+		*dst = id
+	}
+}
+
 // object reads a JSON object field.
 func (in *input) object(k string) (map[string]json.RawMessage, bool) {
 	v, ok := in.raw[k]
@@ -188,7 +223,7 @@ func (in *input) object(k string) (map[string]json.RawMessage, bool) {
 // always allowed: bulk updates carry it.
 func (in *input) known(fields ...string) {
 	for k := range in.raw {
-		if k != "id" && !contains(fields, k) {
+		if k != "id" && !slices.Contains(fields, k) {
 			in.errs.add(k, "netboxtest does not implement this field.")
 		}
 	}
@@ -199,13 +234,4 @@ func (in *input) err() error {
 		return nil
 	}
 	return in.errs
-}
-
-func contains(list []string, s string) bool {
-	for _, e := range list {
-		if e == s {
-			return true
-		}
-	}
-	return false
 }

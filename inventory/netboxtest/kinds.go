@@ -3,6 +3,7 @@ package netboxtest
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"regexp"
 	"slices"
@@ -32,8 +33,7 @@ const (
 type kind struct {
 	path       string
 	objectType string
-	ids        func(s *store, fn func(id int64) bool) // every ID, in list order
-	exists     func(s *store, id int64) bool
+	rows       func(s *store) rows
 	filters    map[string]filter
 	// choices are the filters that name related objects by slug; NetBox
 	// answers 400 when a value names no object.
@@ -50,15 +50,15 @@ type kind struct {
 // values of one parameter and ANDs the parameters).
 type filter func(s *store, id int64, vals []string) (bool, error)
 
-func tableIDs[T any](tab func(*store) *table[T]) func(*store, func(int64) bool) {
-	return func(s *store, fn func(int64) bool) {
-		tab(s).all(func(id int64, _ *T) bool { return fn(id) })
-	}
+// rows is what a kind's table answers whatever its model.
+type rows interface {
+	each(fn func(id int64) bool) // every ID, in list order, until fn returns false
+	has(id int64) bool
 }
 
-func tableExists[T any](tab func(*store) *table[T]) func(*store, int64) bool {
-	return func(s *store, id int64) bool { return tab(s).get(id) != nil }
-}
+func (t *table[T]) each(fn func(id int64) bool) { t.all(func(id int64, _ *T) bool { return fn(id) }) }
+
+func (t *table[T]) has(id int64) bool { return t.get(id) != nil }
 
 // Choice checks for filters naming related objects by slug.
 func roleSlug(s *store, v string) bool {
@@ -79,15 +79,6 @@ func manufacturerSlug(s *store, v string) bool {
 }
 
 // Filters built from a field's value.
-
-func anyOf(vals []string, f func(string) bool) bool {
-	for _, v := range vals {
-		if f(v) {
-			return true
-		}
-	}
-	return false
-}
 
 func parseIDs(vals []string) ([]int64, error) {
 	out := make([]int64, 0, len(vals))
@@ -114,7 +105,7 @@ func idFilter(get func(s *store, id int64) int64) filter {
 func strFilter(get func(s *store, id int64) string) filter {
 	return func(s *store, id int64, vals []string) (bool, error) {
 		v := get(s, id)
-		return anyOf(vals, func(x string) bool { return x == v }), nil
+		return slices.Contains(vals, v), nil
 	}
 }
 
@@ -123,7 +114,7 @@ func strFilter(get func(s *store, id int64) string) filter {
 func iStrFilter(get func(s *store, id int64) string) filter {
 	return func(s *store, id int64, vals []string) (bool, error) {
 		v := get(s, id)
-		return anyOf(vals, func(x string) bool { return strings.EqualFold(x, v) }), nil
+		return slices.ContainsFunc(vals, func(x string) bool { return strings.EqualFold(x, v) }), nil
 	}
 }
 
@@ -170,6 +161,26 @@ func stamp(t *tx, m *meta, create bool) {
 	m.updated = now
 }
 
+// current returns a copy of tab's object id to change, or def to create
+// when there is none.
+func current[T any](tab *table[T], id int64, def T) T {
+	if old := tab.get(id); old != nil {
+		return *old
+	}
+	return def
+}
+
+// save stores v, whose meta is m, under id in tab (0 creates it), stamped
+// now, unless in holds errors; it returns v's ID.
+func save[T any](t *tx, tab *table[T], id int64, v *T, m *meta, in *input) (int64, error) {
+	if err := in.err(); err != nil {
+		return 0, err
+	}
+	stamp(t, m, id == 0)
+	m.id = put(t, tab, id, v)
+	return m.id, nil
+}
+
 // kinds is every model netboxtest serves, by path.
 var kinds = map[string]*kind{}
 
@@ -190,14 +201,22 @@ func init() {
 	register(changeKind())
 }
 
+// orNil is v, or nil (JSON null) when v is its type's zero.
+func orNil[T comparable](v T) any {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return v
+}
+
 func metaSnapshot(m meta) map[string]any {
 	return map[string]any{"created": timeString(m.created), "last_updated": timeString(m.updated)}
 }
 
-// namedFilters are the id, name and slug filters of an organizational kind.
+// namedFilters are the name and slug filters of an organizational kind.
 func namedFilters(get func(s *store, id int64) *named) map[string]filter {
 	return map[string]filter{
-		"id":   idFilter(func(_ *store, id int64) int64 { return id }),
 		"name": strFilter(func(s *store, id int64) string { return get(s, id).name }),
 		"slug": strFilter(func(s *store, id int64) string { return get(s, id).slug }),
 	}
@@ -207,16 +226,12 @@ func namedFilters(get func(s *store, id int64) *named) map[string]filter {
 // required when the object is created.
 func (v *named) read(in *input, create bool) {
 	required(in, create, "name", "slug")
-	if s, ok := in.str("name", false); ok {
-		v.name = s
-	}
+	in.setStr("name", &v.name)
 	if s, ok := in.str("slug", false); ok {
 		checkSlug(in, "slug", s)
 		v.slug = s
 	}
-	if s, ok := in.str("description", false); ok {
-		v.description = s
-	}
+	in.setStr("description", &v.description)
 }
 
 // unique refuses a name or slug that another object of tab holds, in
@@ -244,31 +259,18 @@ func (v named) snapshot(m map[string]any) map[string]any {
 var hexColor = regexp.MustCompile(`^[0-9a-f]{6}$`)
 
 func siteKind() *kind {
-	tab := func(s *store) *table[site] { return s.sites }
 	return &kind{
 		path: pathSites, objectType: "dcim.site",
-		ids: tableIDs(tab), exists: tableExists(tab),
+		rows:    func(s *store) rows { return s.sites },
 		filters: namedFilters(func(s *store, id int64) *named { return &s.sites.get(id).named }),
 		render:  (*renderer).site,
 		write: func(t *tx, id int64, in *input) (int64, error) {
-			var v site
-			if old := t.s.sites.get(id); old != nil {
-				v = *old
-			} else {
-				v.status = "active"
-			}
+			v := current(t.s.sites, id, site{status: "active"})
 			in.known("name", "slug", "status", "description")
 			v.read(in, id == 0)
-			if s, ok := in.choice("status", false, "planned", "staging", "active", "decommissioning", "retired"); ok {
-				v.status = s
-			}
+			in.setChoice("status", false, &v.status, "planned", "staging", "active", "decommissioning", "retired")
 			unique(in, t.s.sites, id, &v.named, "site", func(o *site) *named { return &o.named })
-			if err := in.err(); err != nil {
-				return 0, err
-			}
-			stamp(t, &v.meta, id == 0)
-			v.id = put(t, t.s.sites, id, &v)
-			return v.id, nil
+			return save(t, t.s.sites, id, &v, &v.meta, in)
 		},
 		snapshot: func(s *store, id int64) map[string]any {
 			v := s.sites.get(id)
@@ -281,26 +283,17 @@ func siteKind() *kind {
 }
 
 func manufacturerKind() *kind {
-	tab := func(s *store) *table[manufacturer] { return s.manufacturers }
 	return &kind{
 		path: pathManufacturers, objectType: "dcim.manufacturer",
-		ids: tableIDs(tab), exists: tableExists(tab),
+		rows:    func(s *store) rows { return s.manufacturers },
 		filters: namedFilters(func(s *store, id int64) *named { return &s.manufacturers.get(id).named }),
 		render:  (*renderer).manufacturer,
 		write: func(t *tx, id int64, in *input) (int64, error) {
-			var v manufacturer
-			if old := t.s.manufacturers.get(id); old != nil {
-				v = *old
-			}
+			v := current(t.s.manufacturers, id, manufacturer{})
 			in.known("name", "slug", "description")
 			v.read(in, id == 0)
 			unique(in, t.s.manufacturers, id, &v.named, "manufacturer", func(o *manufacturer) *named { return &o.named })
-			if err := in.err(); err != nil {
-				return 0, err
-			}
-			stamp(t, &v.meta, id == 0)
-			v.id = put(t, t.s.manufacturers, id, &v)
-			return v.id, nil
+			return save(t, t.s.manufacturers, id, &v, &v.meta, in)
 		},
 		snapshot: func(s *store, id int64) map[string]any {
 			v := s.manufacturers.get(id)
@@ -311,12 +304,10 @@ func manufacturerKind() *kind {
 }
 
 func deviceTypeKind() *kind {
-	tab := func(s *store) *table[deviceType] { return s.deviceTypes }
 	return &kind{
 		path: pathDeviceTypes, objectType: "dcim.devicetype",
-		ids: tableIDs(tab), exists: tableExists(tab),
+		rows: func(s *store) rows { return s.deviceTypes },
 		filters: map[string]filter{
-			"id":              idFilter(func(_ *store, id int64) int64 { return id }),
 			"slug":            strFilter(func(s *store, id int64) string { return s.deviceTypes.get(id).slug }),
 			"model":           strFilter(func(s *store, id int64) string { return s.deviceTypes.get(id).model }),
 			"manufacturer_id": idFilter(func(s *store, id int64) int64 { return s.deviceTypes.get(id).manufacturer }),
@@ -327,31 +318,17 @@ func deviceTypeKind() *kind {
 		choices: map[string]func(*store, string) bool{"manufacturer": manufacturerSlug},
 		render:  (*renderer).deviceType,
 		write: func(t *tx, id int64, in *input) (int64, error) {
-			var v deviceType
-			if old := t.s.deviceTypes.get(id); old != nil {
-				v = *old
-			}
+			v := current(t.s.deviceTypes, id, deviceType{})
 			in.known("manufacturer", "model", "slug", "part_number", "description", "u_height", "is_full_depth")
 			required(in, id == 0, "manufacturer", "model", "slug")
-			if m, ok := in.ref("manufacturer", false); ok {
-				if t.s.manufacturers.get(m) == nil {
-					in.errs.add("manufacturer", "Related object not found using the provided numeric ID: %d", m)
-				}
-				v.manufacturer = m
-			}
-			if s, ok := in.str("model", false); ok {
-				v.model = s
-			}
+			related(in, "manufacturer", t.s.manufacturers, &v.manufacturer)
+			in.setStr("model", &v.model)
 			if s, ok := in.str("slug", false); ok {
 				checkSlug(in, "slug", s)
 				v.slug = s
 			}
-			if s, ok := in.str("part_number", false); ok {
-				v.partNumber = s
-			}
-			if s, ok := in.str("description", false); ok {
-				v.description = s
-			}
+			in.setStr("part_number", &v.partNumber)
+			in.setStr("description", &v.description)
 			if in.has("u_height") {
 				var f float64
 				if json.Unmarshal(in.raw["u_height"], &f) != nil || f != 1 {
@@ -368,12 +345,7 @@ func deviceTypeKind() *kind {
 				}
 				return true
 			})
-			if err := in.err(); err != nil {
-				return 0, err
-			}
-			stamp(t, &v.meta, id == 0)
-			v.id = put(t, t.s.deviceTypes, id, &v)
-			return v.id, nil
+			return save(t, t.s.deviceTypes, id, &v, &v.meta, in)
 		},
 		snapshot: func(s *store, id int64) map[string]any {
 			v := s.deviceTypes.get(id)
@@ -386,19 +358,13 @@ func deviceTypeKind() *kind {
 }
 
 func roleKind() *kind {
-	tab := func(s *store) *table[role] { return s.roles }
 	return &kind{
 		path: pathRoles, objectType: "dcim.devicerole",
-		ids: tableIDs(tab), exists: tableExists(tab),
+		rows:    func(s *store) rows { return s.roles },
 		filters: namedFilters(func(s *store, id int64) *named { return &s.roles.get(id).named }),
 		render:  (*renderer).role,
 		write: func(t *tx, id int64, in *input) (int64, error) {
-			var v role
-			if old := t.s.roles.get(id); old != nil {
-				v = *old
-			} else {
-				v.color = "9e9e9e"
-			}
+			v := current(t.s.roles, id, role{color: "9e9e9e"})
 			in.known("name", "slug", "color", "description", "vm_role")
 			v.read(in, id == 0)
 			if s, ok := in.str("color", false); ok {
@@ -409,12 +375,7 @@ func roleKind() *kind {
 			}
 			in.boolean("vm_role")
 			unique(in, t.s.roles, id, &v.named, "device role", func(o *role) *named { return &o.named })
-			if err := in.err(); err != nil {
-				return 0, err
-			}
-			stamp(t, &v.meta, id == 0)
-			v.id = put(t, t.s.roles, id, &v)
-			return v.id, nil
+			return save(t, t.s.roles, id, &v, &v.meta, in)
 		},
 		snapshot: func(s *store, id int64) map[string]any {
 			v := s.roles.get(id)
@@ -429,13 +390,11 @@ func roleKind() *kind {
 var deviceStatuses = []string{"offline", "active", "planned", "staged", "failed", "inventory", "decommissioning"}
 
 func deviceKind() *kind {
-	tab := func(s *store) *table[device] { return s.devices }
 	dev := func(s *store, id int64) *device { return s.devices.get(id) }
 	k := &kind{
 		path: pathDevices, objectType: "dcim.device",
-		ids: tableIDs(tab), exists: tableExists(tab),
+		rows: func(s *store) rows { return s.devices },
 		filters: map[string]filter{
-			"id":             idFilter(func(_ *store, id int64) int64 { return id }),
 			"name":           strFilter(func(s *store, id int64) string { return dev(s, id).name }),
 			"serial":         iStrFilter(func(s *store, id int64) string { return dev(s, id).serial }), // iexact, as in NetBox
 			"status":         strFilter(func(s *store, id int64) string { return dev(s, id).status }),
@@ -451,15 +410,8 @@ func deviceKind() *kind {
 		snapshot: func(s *store, id int64) map[string]any {
 			v := s.devices.get(id)
 			m := metaSnapshot(v.meta)
-			var name, ip any
-			if v.name != "" {
-				name = v.name
-			}
-			if v.primaryIP4 != 0 {
-				ip = v.primaryIP4
-			}
-			m["name"], m["device_type"], m["role"], m["site"], m["serial"], m["status"] = name, v.deviceType, v.role, v.site, v.serial, v.status
-			m["primary_ip4"], m["description"], m["comments"] = ip, v.description, v.comments
+			m["name"], m["device_type"], m["role"], m["site"], m["serial"], m["status"] = orNil(v.name), v.deviceType, v.role, v.site, v.serial, v.status
+			m["primary_ip4"], m["description"], m["comments"] = orNil(v.primaryIP4), v.description, v.comments
 			m["custom_fields"] = (&renderer{s: s}).customFieldsOf("dcim.device", v.customFields)
 			return m
 		},
@@ -470,12 +422,7 @@ func deviceKind() *kind {
 
 func writeDevice(t *tx, id int64, in *input) (int64, error) {
 	s := t.s
-	var v device
-	if old := s.devices.get(id); old != nil {
-		v = *old
-	} else {
-		v.status = "active"
-	}
+	v := current(s.devices, id, device{status: "active"})
 	in.known("name", "device_type", "role", "site", "serial", "status", "primary_ip4", "description", "comments", "custom_fields")
 	required(in, id == 0, "device_type", "role", "site")
 	if n, ok := in.str("name", true); ok {
@@ -484,43 +431,22 @@ func writeDevice(t *tx, id int64, in *input) (int64, error) {
 		}
 		v.name = n
 	}
-	if r, ok := in.ref("device_type", false); ok {
-		if s.deviceTypes.get(r) == nil {
-			in.errs.add("device_type", "Related object not found using the provided numeric ID: %d", r)
-		}
-		v.deviceType = r
-	}
-	if r, ok := in.ref("role", false); ok {
-		if s.roles.get(r) == nil {
-			in.errs.add("role", "Related object not found using the provided numeric ID: %d", r)
-		}
-		v.role = r
-	}
-	if r, ok := in.ref("site", false); ok {
-		if s.sites.get(r) == nil {
-			in.errs.add("site", "Related object not found using the provided numeric ID: %d", r)
-		}
-		v.site = r
-	}
+	related(in, "device_type", s.deviceTypes, &v.deviceType)
+	related(in, "role", s.roles, &v.role)
+	related(in, "site", s.sites, &v.site)
 	if sn, ok := in.str("serial", false); ok {
 		if len(sn) > 50 {
 			in.errs.add("serial", "Ensure this field has no more than 50 characters.")
 		}
 		v.serial = sn
 	}
-	if st, ok := in.choice("status", false, deviceStatuses...); ok {
-		v.status = st
-	}
+	in.setChoice("status", false, &v.status, deviceStatuses...)
 	if r, ok := in.ref("primary_ip4", true); ok {
 		v.primaryIP4 = r
 		checkPrimaryIP4(s, in, id, r)
 	}
-	if d, ok := in.str("description", false); ok {
-		v.description = d
-	}
-	if c, ok := in.str("comments", false); ok {
-		v.comments = c
-	}
+	in.setStr("description", &v.description)
+	in.setStr("comments", &v.comments)
 	if cf, ok := in.object("custom_fields"); ok {
 		v.customFields = mergeCustomFields(s, in, "dcim.device", v.customFields, cf)
 	}
@@ -530,17 +456,15 @@ func writeDevice(t *tx, id int64, in *input) (int64, error) {
 			break
 		}
 	}
-	if err := in.err(); err != nil {
-		return 0, err
-	}
 	var fromKey string
 	if old := s.devices.get(id); old != nil {
 		fromKey = nameKey(old)
 	}
-	stamp(t, &v.meta, id == 0)
-	v.id = put(t, s.devices, id, &v)
-	reindex(t, s.devicesByName, v.id, fromKey, nameKey(&v))
-	return v.id, nil
+	nid, err := save(t, s.devices, id, &v, &v.meta, in)
+	if err == nil {
+		reindex(t, s.devicesByName, nid, fromKey, nameKey(&v))
+	}
+	return nid, err
 }
 
 // checkPrimaryIP4 refuses the IP address r as the primary IPv4 of device
@@ -566,10 +490,8 @@ func checkPrimaryIP4(s *store, in *input, id, r int64) {
 // customFieldValue refuses is added to in's errors and leaves the field as
 // it was.
 func mergeCustomFields(s *store, in *input, objectType string, old map[string]any, cf map[string]json.RawMessage) map[string]any {
-	merged := map[string]any{}
-	for k, val := range old {
-		merged[k] = val
-	}
+	merged := make(map[string]any, len(old))
+	maps.Copy(merged, old)
 	for k, raw := range cf {
 		val, err := s.customFieldValue(objectType, k, raw)
 		if err != nil {
@@ -599,7 +521,7 @@ func nameKey(d *device) string {
 func (s *store) customFieldValue(objectType, name string, raw json.RawMessage) (any, error) {
 	var cf *customField
 	s.customFields.all(func(_ int64, c *customField) bool {
-		if c.name == name && contains(c.objectTypes, objectType) {
+		if c.name == name && slices.Contains(c.objectTypes, objectType) {
 			cf = c
 			return false
 		}
@@ -671,13 +593,11 @@ func (s *store) customFieldValue(objectType, name string, raw json.RawMessage) (
 var interfaceTypes = []string{"virtual", "other", "1000base-t", "2.5gbase-t", "10gbase-t", "10gbase-x-sfpp"}
 
 func interfaceKind() *kind {
-	tab := func(s *store) *table[iface] { return s.interfaces }
 	ifc := func(s *store, id int64) *iface { return s.interfaces.get(id) }
 	return &kind{
 		path: pathInterfaces, objectType: typeInterface,
-		ids: tableIDs(tab), exists: tableExists(tab),
+		rows: func(s *store) rows { return s.interfaces },
 		filters: map[string]filter{
-			"id":          idFilter(func(_ *store, id int64) int64 { return id }),
 			"name":        strFilter(func(s *store, id int64) string { return ifc(s, id).name }),
 			"device_id":   idFilter(func(s *store, id int64) int64 { return ifc(s, id).device }),
 			"device":      strFilter(func(s *store, id int64) string { return s.devices.get(ifc(s, id).device).name }),
@@ -689,22 +609,13 @@ func interfaceKind() *kind {
 		render:  (*renderer).iface,
 		write: func(t *tx, id int64, in *input) (int64, error) {
 			s := t.s
-			var v iface
-			if old := s.interfaces.get(id); old != nil {
-				v = *old
-			} else {
-				v.enabled = true
-			}
+			v := current(s.interfaces, id, iface{enabled: true})
 			in.known("device", "name", "type", "enabled", "mgmt_only", "description", "label", "primary_mac_address")
 			required(in, id == 0, "device", "name", "type")
-			if d, ok := in.ref("device", false); ok {
-				if s.devices.get(d) == nil {
-					in.errs.add("device", "Related object not found using the provided numeric ID: %d", d)
-				}
-				if id != 0 && d != v.device {
-					in.errs.add("device", "netboxtest does not move interfaces between devices.")
-				}
-				v.device = d
+			was := v.device
+			related(in, "device", s.devices, &v.device)
+			if id != 0 && v.device != was {
+				in.errs.add("device", "netboxtest does not move interfaces between devices.")
 			}
 			if n, ok := in.str("name", false); ok {
 				if n == "" {
@@ -712,21 +623,11 @@ func interfaceKind() *kind {
 				}
 				v.name = n
 			}
-			if ty, ok := in.choice("type", false, interfaceTypes...); ok {
-				v.typ = ty
-			}
-			if b, ok := in.boolean("enabled"); ok {
-				v.enabled = b
-			}
-			if b, ok := in.boolean("mgmt_only"); ok {
-				v.mgmtOnly = b
-			}
-			if d, ok := in.str("description", false); ok {
-				v.description = d
-			}
-			if l, ok := in.str("label", false); ok {
-				v.label = l
-			}
+			in.setChoice("type", false, &v.typ, interfaceTypes...)
+			in.setBool("enabled", &v.enabled)
+			in.setBool("mgmt_only", &v.mgmtOnly)
+			in.setStr("description", &v.description)
+			in.setStr("label", &v.label)
 			if m, ok := in.ref("primary_mac_address", true); ok {
 				if m != 0 {
 					mac := s.macs.get(m)
@@ -744,33 +645,24 @@ func interfaceKind() *kind {
 					in.errs.add("__all__", "Interface with this Device and Name already exists.")
 				}
 			}
-			if err := in.err(); err != nil {
-				return 0, err
-			}
 			var fromKey string
 			if old := s.interfaces.get(id); old != nil {
 				fromKey = strconv.FormatInt(old.device, 10) + "/" + old.name
 			}
-			stamp(t, &v.meta, id == 0)
-			create := id == 0
-			v.id = put(t, s.interfaces, id, &v)
-			if create {
-				reindex(t, s.ifacesByDevice, v.id, 0, v.device)
+			nid, err := save(t, s.interfaces, id, &v, &v.meta, in)
+			if err != nil {
+				return 0, err
 			}
-			reindex(t, s.ifacesByName, v.id, fromKey, key)
-			return v.id, nil
+			if id == 0 {
+				reindex(t, s.ifacesByDevice, nid, 0, v.device)
+			}
+			reindex(t, s.ifacesByName, nid, fromKey, key)
+			return nid, nil
 		},
 		snapshot: func(s *store, id int64) map[string]any {
 			v := s.interfaces.get(id)
 			m := metaSnapshot(v.meta)
-			var mac, cab any
-			if v.primaryMAC != 0 {
-				mac = v.primaryMAC
-			}
-			if v.cable != 0 {
-				cab = v.cable
-			}
-			m["device"], m["name"], m["type"], m["enabled"], m["primary_mac_address"], m["cable"] = v.device, v.name, v.typ, v.enabled, mac, cab
+			m["device"], m["name"], m["type"], m["enabled"], m["primary_mac_address"], m["cable"] = v.device, v.name, v.typ, v.enabled, orNil(v.primaryMAC), orNil(v.cable)
 			m["description"] = v.description
 			return m
 		},
@@ -801,13 +693,11 @@ func assigned(s *store, in *input) (int64, bool) {
 }
 
 func macKind() *kind {
-	tab := func(s *store) *table[macAddress] { return s.macs }
 	mac := func(s *store, id int64) *macAddress { return s.macs.get(id) }
 	return &kind{
 		path: pathMACs, objectType: "dcim.macaddress",
-		ids: tableIDs(tab), exists: tableExists(tab),
+		rows: func(s *store) rows { return s.macs },
 		filters: map[string]filter{
-			"id":                   idFilter(func(_ *store, id int64) int64 { return id }),
 			"mac_address":          iStrFilter(func(s *store, id int64) string { return mac(s, id).mac }),
 			"assigned_object_type": strFilter(func(s *store, id int64) string { return ifNonZero(mac(s, id).iface, typeInterface) }),
 			"assigned_object_id":   idFilter(func(s *store, id int64) int64 { return mac(s, id).iface }),
@@ -822,11 +712,9 @@ func macKind() *kind {
 		render: (*renderer).macAddress,
 		write: func(t *tx, id int64, in *input) (int64, error) {
 			s := t.s
-			var v macAddress
 			old := s.macs.get(id)
-			if old != nil {
-				v = *old
-			}
+			v := current(s.macs, id, macAddress{})
+			from := v.iface
 			in.known("mac_address", "assigned_object_type", "assigned_object_id", "description")
 			required(in, id == 0, "mac_address")
 			if m, ok := in.str("mac_address", false); ok {
@@ -844,29 +732,18 @@ func macKind() *kind {
 				}
 				v.iface = i
 			}
-			if d, ok := in.str("description", false); ok {
-				v.description = d
+			in.setStr("description", &v.description)
+			nid, err := save(t, s.macs, id, &v, &v.meta, in)
+			if err == nil {
+				reindex(t, s.macsByIface, nid, from, v.iface)
 			}
-			if err := in.err(); err != nil {
-				return 0, err
-			}
-			stamp(t, &v.meta, id == 0)
-			var from int64
-			if old != nil {
-				from = old.iface
-			}
-			v.id = put(t, s.macs, id, &v)
-			reindex(t, s.macsByIface, v.id, from, v.iface)
-			return v.id, nil
+			return nid, err
 		},
 		snapshot: func(s *store, id int64) map[string]any {
 			v := s.macs.get(id)
 			m := metaSnapshot(v.meta)
-			var typ, oid any
-			if v.iface != 0 {
-				typ, oid = typeInterface, v.iface
-			}
-			m["mac_address"], m["assigned_object_type"], m["assigned_object_id"], m["description"] = v.mac, typ, oid, v.description
+			m["mac_address"], m["description"] = v.mac, v.description
+			m["assigned_object_type"], m["assigned_object_id"] = orNil(ifNonZero(v.iface, typeInterface)), orNil(v.iface)
 			return m
 		},
 		repr: func(s *store, id int64) string { return s.macs.get(id).mac },
@@ -901,13 +778,11 @@ func parseMAC(s string) (string, error) {
 }
 
 func ipKind() *kind {
-	tab := func(s *store) *table[ipAddress] { return s.ips }
 	ip := func(s *store, id int64) *ipAddress { return s.ips.get(id) }
 	return &kind{
 		path: pathIPs, objectType: "ipam.ipaddress",
-		ids: tableIDs(tab), exists: tableExists(tab),
+		rows: func(s *store) rows { return s.ips },
 		filters: map[string]filter{
-			"id": idFilter(func(_ *store, id int64) int64 { return id }),
 			// NetBox matches address by host, ignoring the prefix length.
 			"address": func(s *store, id int64, vals []string) (bool, error) {
 				a := ip(s, id).address.Addr()
@@ -952,14 +827,8 @@ func ipKind() *kind {
 		snapshot: func(s *store, id int64) map[string]any {
 			v := s.ips.get(id)
 			m := metaSnapshot(v.meta)
-			var typ, oid, role any
-			if v.iface != 0 {
-				typ, oid = typeInterface, v.iface
-			}
-			if v.role != "" {
-				role = v.role
-			}
-			m["address"], m["status"], m["role"], m["assigned_object_type"], m["assigned_object_id"] = v.address.String(), v.status, role, typ, oid
+			m["address"], m["status"], m["role"] = v.address.String(), v.status, orNil(v.role)
+			m["assigned_object_type"], m["assigned_object_id"] = orNil(ifNonZero(v.iface, typeInterface)), orNil(v.iface)
 			m["dns_name"], m["description"] = v.dnsName, v.description
 			return m
 		},
@@ -969,13 +838,9 @@ func ipKind() *kind {
 
 func writeIP(t *tx, id int64, in *input) (int64, error) {
 	s := t.s
-	var v ipAddress
 	old := s.ips.get(id)
-	if old != nil {
-		v = *old
-	} else {
-		v.status = "active"
-	}
+	v := current(s.ips, id, ipAddress{status: "active"})
+	from, fromHost := v.iface, v.address.Addr()
 	in.known("address", "status", "role", "assigned_object_type", "assigned_object_id", "dns_name", "description")
 	required(in, id == 0, "address")
 	if a, ok := in.str("address", false); ok {
@@ -985,12 +850,8 @@ func writeIP(t *tx, id int64, in *input) (int64, error) {
 		}
 		v.address = p
 	}
-	if st, ok := in.choice("status", false, "active", "reserved", "deprecated", "dhcp", "slaac"); ok {
-		v.status = st
-	}
-	if r, ok := in.choice("role", true, "loopback", "secondary", "anycast", "vip", "vrrp", "hsrp", "glbp", "carp"); ok {
-		v.role = r
-	}
+	in.setChoice("status", false, &v.status, "active", "reserved", "deprecated", "dhcp", "slaac")
+	in.setChoice("role", true, &v.role, "loopback", "secondary", "anycast", "vip", "vrrp", "hsrp", "glbp", "carp")
 	if i, ok := assigned(s, in); ok {
 		if old != nil && old.iface != i && old.iface != 0 {
 			if d := s.devices.get(s.interfaces.get(old.iface).device); d != nil && d.primaryIP4 == id {
@@ -999,12 +860,8 @@ func writeIP(t *tx, id int64, in *input) (int64, error) {
 		}
 		v.iface = i
 	}
-	if d, ok := in.str("dns_name", false); ok {
-		v.dnsName = d
-	}
-	if d, ok := in.str("description", false); ok {
-		v.description = d
-	}
+	in.setStr("dns_name", &v.dnsName)
+	in.setStr("description", &v.description)
 	// ENFORCE_GLOBAL_UNIQUE, on by default: one address per host in
 	// the global table.
 	if v.address.IsValid() {
@@ -1015,32 +872,23 @@ func writeIP(t *tx, id int64, in *input) (int64, error) {
 			}
 		}
 	}
-	if err := in.err(); err != nil {
-		return 0, err
+	nid, err := save(t, s.ips, id, &v, &v.meta, in)
+	if err == nil {
+		reindex(t, s.ipsByIface, nid, from, v.iface)
+		reindex(t, s.ipsByHost, nid, fromHost, v.address.Addr())
 	}
-	stamp(t, &v.meta, id == 0)
-	var from int64
-	var fromHost netip.Addr
-	if old != nil {
-		from, fromHost = old.iface, old.address.Addr()
-	}
-	v.id = put(t, s.ips, id, &v)
-	reindex(t, s.ipsByIface, v.id, from, v.iface)
-	reindex(t, s.ipsByHost, v.id, fromHost, v.address.Addr())
-	return v.id, nil
+	return nid, err
 }
 
 func cableKind() *kind {
-	tab := func(s *store) *table[cable] { return s.cables }
 	ends := func(s *store, id int64) []int64 {
 		c := s.cables.get(id)
 		return append(slices.Clone(c.a), c.b...)
 	}
 	return &kind{
 		path: pathCables, objectType: "dcim.cable",
-		ids: tableIDs(tab), exists: tableExists(tab),
+		rows: func(s *store) rows { return s.cables },
 		filters: map[string]filter{
-			"id": idFilter(func(_ *store, id int64) int64 { return id }),
 			"interface_id": func(s *store, id int64, vals []string) (bool, error) {
 				ids, err := parseIDs(vals)
 				if err != nil {
@@ -1070,12 +918,7 @@ func cableKind() *kind {
 		write:  writeCable,
 		remove: func(t *tx, id int64) error {
 			c := t.s.cables.get(id)
-			for _, e := range append(slices.Clone(c.a), c.b...) {
-				i := *t.s.interfaces.get(e)
-				i.cable, i.cableEnd = 0, ""
-				stamp(t, &i.meta, false)
-				put(t, t.s.interfaces, e, &i)
-			}
+			cableEnds(t, append(slices.Clone(c.a), c.b...), 0, "")
 			remove(t, t.s.cables, id)
 			return nil
 		},
@@ -1138,32 +981,28 @@ func writeCable(t *tx, id int64, in *input) (int64, error) {
 			in.errs.add("b_terminations", "A and B terminations cannot be the same object.")
 		}
 	}
-	if st, ok := in.choice("status", false, "connected", "planned", "decommissioning"); ok {
-		v.status = st
-	}
-	if ty, ok := in.choice("type", true, "cat3", "cat5", "cat5e", "cat6", "cat6a", "cat7", "cat7a", "cat8", "dac-active", "dac-passive", "mrj21-trunk", "coaxial"); ok {
-		v.typ = ty
-	}
-	if l, ok := in.str("label", false); ok {
-		v.label = l
-	}
-	if d, ok := in.str("description", false); ok {
-		v.description = d
-	}
-	if err := in.err(); err != nil {
+	in.setChoice("status", false, &v.status, "connected", "planned", "decommissioning")
+	in.setChoice("type", true, &v.typ, "cat3", "cat5", "cat5e", "cat6", "cat6a", "cat7", "cat7a", "cat8", "dac-active", "dac-passive", "mrj21-trunk", "coaxial")
+	in.setStr("label", &v.label)
+	in.setStr("description", &v.description)
+	nid, err := save(t, s.cables, 0, &v, &v.meta, in)
+	if err != nil {
 		return 0, err
 	}
-	stamp(t, &v.meta, true)
-	v.id = put(t, s.cables, 0, &v)
 	for end, ids := range map[string][]int64{"A": v.a, "B": v.b} {
-		for _, e := range ids {
-			i := *s.interfaces.get(e)
-			i.cable, i.cableEnd = v.id, end
-			stamp(t, &i.meta, false)
-			put(t, s.interfaces, e, &i)
-		}
+		cableEnds(t, ids, nid, end)
 	}
-	return v.id, nil
+	return nid, nil
+}
+
+// cableEnds sets the cable (0: none) and its end on the interfaces ids.
+func cableEnds(t *tx, ids []int64, cable int64, end string) {
+	for _, e := range ids {
+		i := *t.s.interfaces.get(e)
+		i.cable, i.cableEnd = cable, end
+		stamp(t, &i.meta, false)
+		put(t, t.s.interfaces, e, &i)
+	}
 }
 
 var customFieldTypes = []string{"text", "longtext", "integer", "boolean", "datetime", "url"}
@@ -1171,28 +1010,21 @@ var customFieldTypes = []string{"text", "longtext", "integer", "boolean", "datet
 var cfNameRE = regexp.MustCompile(`^[a-z0-9_]+$`)
 
 func customFieldKind() *kind {
-	tab := func(s *store) *table[customField] { return s.customFields }
 	cf := func(s *store, id int64) *customField { return s.customFields.get(id) }
 	return &kind{
 		path: pathCustomFields, objectType: "extras.customfield",
-		ids: tableIDs(tab), exists: tableExists(tab),
+		rows: func(s *store) rows { return s.customFields },
 		filters: map[string]filter{
-			"id":   idFilter(func(_ *store, id int64) int64 { return id }),
 			"name": strFilter(func(s *store, id int64) string { return cf(s, id).name }),
 			"type": strFilter(func(s *store, id int64) string { return cf(s, id).typ }),
 			"object_type": func(s *store, id int64, vals []string) (bool, error) {
-				return anyOf(vals, func(v string) bool { return contains(cf(s, id).objectTypes, v) }), nil
+				return slices.ContainsFunc(vals, func(v string) bool { return slices.Contains(cf(s, id).objectTypes, v) }), nil
 			},
 		},
 		render: (*renderer).customField,
 		write: func(t *tx, id int64, in *input) (int64, error) {
 			s := t.s
-			var v customField
-			if old := s.customFields.get(id); old != nil {
-				v = *old
-			} else {
-				v = customField{typ: "text", filterLogic: "loose", uiVisible: "always", uiEditable: "yes", weight: 100, searchWeight: 1000}
-			}
+			v := current(s.customFields, id, customField{typ: "text", filterLogic: "loose", uiVisible: "always", uiEditable: "yes", weight: 100, searchWeight: 1000})
 			in.known("name", "type", "object_types", "label", "description", "group_name", "required", "validation_regex",
 				"filter_logic", "ui_visible", "ui_editable", "weight", "search_weight")
 			required(in, id == 0, "name", "object_types")
@@ -1203,7 +1035,7 @@ func customFieldKind() *kind {
 				v.name = n
 			}
 			if ty, ok := in.choice("type", false, "text", "longtext", "integer", "decimal", "boolean", "date", "datetime", "url", "json", "select", "multiselect", "object", "multiobject"); ok {
-				if ty != "" && !contains(customFieldTypes, ty) {
+				if ty != "" && !slices.Contains(customFieldTypes, ty) {
 					in.errs.add("type", "netboxtest does not implement custom fields of type %s.", ty)
 				}
 				v.typ = ty
@@ -1221,28 +1053,18 @@ func customFieldKind() *kind {
 				v.objectTypes = ots
 			}
 			for k, dst := range map[string]*string{"label": &v.label, "description": &v.description, "group_name": &v.groupName} {
-				if s, ok := in.str(k, false); ok {
-					*dst = s
-				}
+				in.setStr(k, dst)
 			}
-			if b, ok := in.boolean("required"); ok {
-				v.required = b
-			}
+			in.setBool("required", &v.required)
 			if r, ok := in.str("validation_regex", false); ok {
 				if _, err := regexp.Compile(r); err != nil {
 					in.errs.add("validation_regex", "Invalid regular expression.")
 				}
 				v.regex = r
 			}
-			if f, ok := in.choice("filter_logic", false, "disabled", "loose", "exact"); ok {
-				v.filterLogic = f
-			}
-			if f, ok := in.choice("ui_visible", false, "always", "if-set", "hidden"); ok {
-				v.uiVisible = f
-			}
-			if f, ok := in.choice("ui_editable", false, "yes", "no", "hidden"); ok {
-				v.uiEditable = f
-			}
+			in.setChoice("filter_logic", false, &v.filterLogic, "disabled", "loose", "exact")
+			in.setChoice("ui_visible", false, &v.uiVisible, "always", "if-set", "hidden")
+			in.setChoice("ui_editable", false, &v.uiEditable, "yes", "no", "hidden")
 			if w, ok := in.integer("weight", false); ok {
 				v.weight = w
 			}
@@ -1255,12 +1077,7 @@ func customFieldKind() *kind {
 				}
 				return true
 			})
-			if err := in.err(); err != nil {
-				return 0, err
-			}
-			stamp(t, &v.meta, id == 0)
-			v.id = put(t, s.customFields, id, &v)
-			return v.id, nil
+			return save(t, s.customFields, id, &v, &v.meta, in)
 		},
 		snapshot: func(s *store, id int64) map[string]any {
 			v := s.customFields.get(id)
@@ -1284,32 +1101,24 @@ var objectTypes = map[string]bool{
 var journalKinds = []string{"info", "success", "warning", "danger"}
 
 func journalKind() *kind {
-	tab := func(s *store) *table[journalEntry] { return s.journal }
 	j := func(s *store, id int64) *journalEntry { return s.journal.get(id) }
 	return &kind{
 		path: pathJournal, objectType: "extras.journalentry",
-		ids: tableIDs(tab), exists: tableExists(tab),
+		rows: func(s *store) rows { return s.journal },
 		filters: map[string]filter{
-			"id":                   idFilter(func(_ *store, id int64) int64 { return id }),
 			"assigned_object_type": strFilter(func(s *store, id int64) string { return j(s, id).objectType }),
 			"assigned_object_id":   idFilter(func(s *store, id int64) int64 { return j(s, id).objectID }),
 			"kind":                 strFilter(func(s *store, id int64) string { return j(s, id).kind }),
 			// NetBox's search of journal entries: comments__icontains.
 			"q": func(s *store, id int64, vals []string) (bool, error) {
 				c := strings.ToLower(j(s, id).comments)
-				return anyOf(vals, func(x string) bool { return strings.Contains(c, strings.ToLower(x)) }), nil
+				return slices.ContainsFunc(vals, func(x string) bool { return strings.Contains(c, strings.ToLower(x)) }), nil
 			},
 		},
 		render: (*renderer).journalEntry,
 		write: func(t *tx, id int64, in *input) (int64, error) {
 			s := t.s
-			var v journalEntry
-			if old := s.journal.get(id); old != nil {
-				v = *old
-			} else {
-				v.kind = "info"
-				v.createdBy = t.user.id
-			}
+			v := current(s.journal, id, journalEntry{kind: "info", createdBy: t.user.id})
 			in.known("assigned_object_type", "assigned_object_id", "kind", "comments")
 			required(in, id == 0, "assigned_object_type", "assigned_object_id", "comments")
 			if ot, ok := in.str("assigned_object_type", false); ok {
@@ -1324,21 +1133,14 @@ func journalKind() *kind {
 				}
 				v.objectID = oid
 			}
-			if k, ok := in.choice("kind", false, journalKinds...); ok {
-				v.kind = k
-			}
+			in.setChoice("kind", false, &v.kind, journalKinds...)
 			if c, ok := in.str("comments", false); ok {
 				if strings.TrimSpace(c) == "" {
 					in.errs.add("comments", "This field may not be blank.")
 				}
 				v.comments = c
 			}
-			if err := in.err(); err != nil {
-				return 0, err
-			}
-			stamp(t, &v.meta, id == 0)
-			v.id = put(t, s.journal, id, &v)
-			return v.id, nil
+			return save(t, s.journal, id, &v, &v.meta, in)
 		},
 		snapshot: func(s *store, id int64) map[string]any {
 			v := s.journal.get(id)
@@ -1351,7 +1153,6 @@ func journalKind() *kind {
 }
 
 func changeKind() *kind {
-	tab := func(s *store) *table[objectChange] { return s.changes }
 	c := func(s *store, id int64) *objectChange { return s.changes.get(id) }
 	timeFilter := func(after bool) filter {
 		return func(s *store, id int64, vals []string) (bool, error) {
@@ -1370,9 +1171,8 @@ func changeKind() *kind {
 	}
 	return &kind{
 		path: pathChanges, objectType: "core.objectchange",
-		ids: tableIDs(tab), exists: tableExists(tab),
+		rows: func(s *store) rows { return s.changes },
 		filters: map[string]filter{
-			"id":                  idFilter(func(_ *store, id int64) int64 { return id }),
 			"changed_object_type": strFilter(func(s *store, id int64) string { return c(s, id).objectType }),
 			"changed_object_id":   idFilter(func(s *store, id int64) int64 { return c(s, id).objectID }),
 			"user_name":           strFilter(func(s *store, id int64) string { return c(s, id).userName }),

@@ -2,6 +2,7 @@ package netboxtest
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,7 +17,9 @@ type choice struct {
 	Label string `json:"label"`
 }
 
-type briefManufacturer struct {
+// briefNamed is the brief form of a site or a manufacturer, and a role's
+// but for its depth.
+type briefNamed struct {
 	ID          int64  `json:"id"`
 	URL         string `json:"url"`
 	Display     string `json:"display"`
@@ -26,32 +29,18 @@ type briefManufacturer struct {
 }
 
 type briefDeviceType struct {
-	ID           int64             `json:"id"`
-	URL          string            `json:"url"`
-	Display      string            `json:"display"`
-	Manufacturer briefManufacturer `json:"manufacturer"`
-	Model        string            `json:"model"`
-	Slug         string            `json:"slug"`
-	Description  string            `json:"description"`
+	ID           int64      `json:"id"`
+	URL          string     `json:"url"`
+	Display      string     `json:"display"`
+	Manufacturer briefNamed `json:"manufacturer"`
+	Model        string     `json:"model"`
+	Slug         string     `json:"slug"`
+	Description  string     `json:"description"`
 }
 
 type briefRole struct {
-	ID          int64  `json:"id"`
-	URL         string `json:"url"`
-	Display     string `json:"display"`
-	Name        string `json:"name"`
-	Slug        string `json:"slug"`
-	Description string `json:"description"`
-	Depth       int    `json:"_depth"`
-}
-
-type briefSite struct {
-	ID          int64  `json:"id"`
-	URL         string `json:"url"`
-	Display     string `json:"display"`
-	Name        string `json:"name"`
-	Slug        string `json:"slug"`
-	Description string `json:"description"`
+	briefNamed
+	Depth int `json:"_depth"`
 }
 
 type briefIP struct {
@@ -117,7 +106,7 @@ type deviceJSON struct {
 	Platform               any             `json:"platform"`
 	Serial                 string          `json:"serial"`
 	AssetTag               any             `json:"asset_tag"`
-	Site                   briefSite       `json:"site"`
+	Site                   briefNamed      `json:"site"`
 	Location               any             `json:"location"`
 	Rack                   any             `json:"rack"`
 	Position               any             `json:"position"`
@@ -239,24 +228,17 @@ var statusLabels = map[string]string{
 
 func statusChoice(v string) choice { return choice{Value: v, Label: statusLabels[v]} }
 
-func (r *renderer) briefManufacturer(id int64) briefManufacturer {
-	m := r.s.manufacturers.get(id)
-	return briefManufacturer{ID: id, URL: r.url(pathManufacturers, id), Display: m.name, Name: m.name, Slug: m.slug, Description: m.description}
+func (r *renderer) briefNamed(path string, id int64, n named) briefNamed {
+	return briefNamed{ID: id, URL: r.url(path, id), Display: n.name, Name: n.name, Slug: n.slug, Description: n.description}
+}
+
+func (r *renderer) briefManufacturer(id int64) briefNamed {
+	return r.briefNamed(pathManufacturers, id, r.s.manufacturers.get(id).named)
 }
 
 func (r *renderer) briefDeviceType(id int64) briefDeviceType {
 	dt := r.s.deviceTypes.get(id)
 	return briefDeviceType{ID: id, URL: r.url(pathDeviceTypes, id), Display: dt.model, Manufacturer: r.briefManufacturer(dt.manufacturer), Model: dt.model, Slug: dt.slug, Description: dt.description}
-}
-
-func (r *renderer) briefRole(id int64) briefRole {
-	ro := r.s.roles.get(id)
-	return briefRole{ID: id, URL: r.url(pathRoles, id), Display: ro.name, Name: ro.name, Slug: ro.slug, Description: ro.description}
-}
-
-func (r *renderer) briefSite(id int64) briefSite {
-	si := r.s.sites.get(id)
-	return briefSite{ID: id, URL: r.url(pathSites, id), Display: si.name, Name: si.name, Slug: si.slug, Description: si.description}
 }
 
 func (r *renderer) briefIP(id int64) *briefIP {
@@ -329,7 +311,7 @@ func (r *renderer) customFieldsOf(objectType string, values map[string]any) map[
 	names, ok := r.cfNames[objectType]
 	if !ok {
 		r.s.customFields.all(func(_ int64, cf *customField) bool {
-			if contains(cf.objectTypes, objectType) {
+			if slices.Contains(cf.objectTypes, objectType) {
 				names = append(names, cf.name)
 			}
 			return true
@@ -350,8 +332,8 @@ func (r *renderer) device(id int64) any {
 	d := r.s.devices.get(id)
 	out := &deviceJSON{
 		ID: id, URL: r.url(pathDevices, id), DisplayURL: r.displayURL(pathDevices, id), Display: deviceDisplay(d),
-		DeviceType: r.briefDeviceType(d.deviceType), Role: r.briefRole(d.role), Serial: d.serial,
-		Site: r.briefSite(d.site), Status: statusChoice(d.status),
+		DeviceType: r.briefDeviceType(d.deviceType), Role: briefRole{briefNamed: r.briefNamed(pathRoles, d.role, r.s.roles.get(d.role).named)}, Serial: d.serial,
+		Site: r.briefNamed(pathSites, d.site, r.s.sites.get(d.site).named), Status: statusChoice(d.status),
 		PrimaryIP: r.briefIP(d.primaryIP4), PrimaryIP4: r.briefIP(d.primaryIP4),
 		Description: d.description, Comments: d.comments, ConfigContext: map[string]any{}, Tags: []any{},
 		CustomFields: r.customFieldsOf("dcim.device", d.customFields),
@@ -461,13 +443,9 @@ func (r *renderer) cable(id int64) any {
 		}
 		return out
 	}
-	var typ any
-	if c.typ != "" {
-		typ = c.typ
-	}
 	return map[string]any{
 		"id": id, "url": r.url(pathCables, id), "display_url": r.displayURL(pathCables, id), "display": cableDisplay(c),
-		"type": typ, "a_terminations": terms(c.a), "b_terminations": terms(c.b),
+		"type": orNil(c.typ), "a_terminations": terms(c.a), "b_terminations": terms(c.b),
 		"status": statusChoice(c.status), "tenant": nil, "label": c.label, "color": "", "length": nil, "length_unit": nil,
 		"description": c.description, "comments": "", "tags": []any{}, "custom_fields": r.customFieldsOf("dcim.cable", nil),
 		"created": timeString(c.created), "last_updated": timeString(c.updated),
@@ -514,10 +492,6 @@ func (r *renderer) customField(id int64) any {
 
 func (r *renderer) journalEntry(id int64) any {
 	j := r.s.journal.get(id)
-	var createdBy any
-	if j.createdBy != 0 {
-		createdBy = j.createdBy
-	}
 	var assigned any
 	if j.objectType == "dcim.device" && r.s.devices.get(j.objectID) != nil {
 		assigned = r.briefDevice(j.objectID)
@@ -526,7 +500,7 @@ func (r *renderer) journalEntry(id int64) any {
 		"id": id, "url": r.url(pathJournal, id), "display_url": r.displayURL(pathJournal, id),
 		"display":              j.created.UTC().Format("2006-01-02 15:04 (MST)"),
 		"assigned_object_type": j.objectType, "assigned_object_id": j.objectID, "assigned_object": assigned,
-		"created": timeString(j.created), "created_by": createdBy, "kind": choice{Value: j.kind, Label: title(j.kind)},
+		"created": timeString(j.created), "created_by": orNil(j.createdBy), "kind": choice{Value: j.kind, Label: title(j.kind)},
 		"comments": j.comments, "tags": []any{}, "custom_fields": r.customFieldsOf("extras.journalentry", nil),
 		"last_updated": timeString(j.updated),
 	}
@@ -540,26 +514,16 @@ func (r *renderer) objectChange(id int64) any {
 	if c.objectType == "dcim.device" && r.s.devices.get(c.objectID) != nil {
 		changed = r.briefDevice(c.objectID)
 	}
-	var pre, post any
-	if c.pre != nil {
-		pre = c.pre
-	}
-	if c.post != nil {
-		post = c.post
-	}
-	var u any
-	if bu := r.briefUser(c.user); bu != nil {
-		u = bu
-	}
+	// A nil pre, post or user encodes as null.
 	return map[string]any{
 		"id": id, "url": r.url(pathChanges, id), "display_url": r.displayURL(pathChanges, id),
 		"display":   fmt.Sprintf("%s %s %s by %s", c.objectType, c.repr, strings.ToLower(actionLabels[c.action]), c.userName),
 		"time":      timeString(c.time),
-		"user":      u,
+		"user":      r.briefUser(c.user),
 		"user_name": c.userName, "request_id": c.requestID,
 		"action":              choice{Value: c.action, Label: actionLabels[c.action]},
 		"changed_object_type": c.objectType, "changed_object_id": c.objectID, "changed_object": changed,
-		"prechange_data": pre, "postchange_data": post,
+		"prechange_data": c.pre, "postchange_data": c.post,
 	}
 }
 

@@ -121,10 +121,17 @@ func slugify(name string) string {
 
 func (s *Server) addSite(name string) (int64, error) {
 	slug := slugify(name)
-	if id := find(s.st.sites, func(v *site) bool { return v.name == name || v.slug == slug }); id != 0 {
-		return id, nil
+	found := find(s.st.sites, func(v *site) bool { return v.name == name || v.slug == slug })
+	return s.ensure(found, pathSites, map[string]any{"name": name, "slug": slug})
+}
+
+// ensure returns found, or when it is 0 the ID of obj created at path. The
+// caller holds s.mu.
+func (s *Server) ensure(found int64, path string, obj any) (int64, error) {
+	if found != 0 {
+		return found, nil
 	}
-	ids, err := s.seed("", pathSites, 0, map[string]any{"name": name, "slug": slug})
+	ids, err := s.seed("", path, 0, obj)
 	if err != nil {
 		return 0, err
 	}
@@ -158,35 +165,25 @@ func (s *Server) AddSwitch(sw Switch) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	roleID := find(s.st.roles, func(v *role) bool { return v.slug == "switch" })
-	if roleID == 0 {
-		ids, err := s.seed("", pathRoles, 0, map[string]any{"name": "Switch", "slug": "switch", "color": "2196f3"})
-		if err != nil {
-			return 0, err
-		}
-		roleID = ids[0]
-	}
-	mfrID := find(s.st.manufacturers, func(v *manufacturer) bool { return v.slug == "ubiquiti" })
-	if mfrID == 0 {
-		ids, err := s.seed("", pathManufacturers, 0, map[string]any{"name": "Ubiquiti", "slug": "ubiquiti"})
-		if err != nil {
-			return 0, err
-		}
-		mfrID = ids[0]
-	}
-	dtID := find(s.st.deviceTypes, func(v *deviceType) bool { return v.manufacturer == mfrID && v.slug == "usw-pro-48" })
-	if dtID == 0 {
-		ids, err := s.seed("", pathDeviceTypes, 0, map[string]any{"manufacturer": mfrID, "model": "USW Pro 48", "slug": "usw-pro-48"})
-		if err != nil {
-			return 0, err
-		}
-		dtID = ids[0]
-	}
-	ids, err := s.seed("", pathDevices, 0, map[string]any{"name": sw.Name, "device_type": dtID, "role": roleID, "site": siteID, "status": "active"})
+	roleID, err := s.ensure(find(s.st.roles, func(v *role) bool { return v.slug == "switch" }),
+		pathRoles, map[string]any{"name": "Switch", "slug": "switch", "color": "2196f3"})
 	if err != nil {
 		return 0, err
 	}
-	devID := ids[0]
+	mfrID, err := s.ensure(find(s.st.manufacturers, func(v *manufacturer) bool { return v.slug == "ubiquiti" }),
+		pathManufacturers, map[string]any{"name": "Ubiquiti", "slug": "ubiquiti"})
+	if err != nil {
+		return 0, err
+	}
+	dtID, err := s.ensure(find(s.st.deviceTypes, func(v *deviceType) bool { return v.manufacturer == mfrID && v.slug == "usw-pro-48" }),
+		pathDeviceTypes, map[string]any{"manufacturer": mfrID, "model": "USW Pro 48", "slug": "usw-pro-48"})
+	if err != nil {
+		return 0, err
+	}
+	devID, err := s.ensure(0, pathDevices, map[string]any{"name": sw.Name, "device_type": dtID, "role": roleID, "site": siteID, "status": "active"})
+	if err != nil {
+		return 0, err
+	}
 	ports := make([]any, sw.Ports)
 	for i := range ports {
 		ports[i] = map[string]any{"device": devID, "name": fmt.Sprintf(format, i+1), "type": "1000base-t"}

@@ -261,27 +261,11 @@ func (s *Server) DeleteUser(name string) {
 }
 
 func (st *store) user(name string) *user {
-	var found *user
-	st.users.all(func(_ int64, u *user) bool {
-		if u.name == name {
-			found = u
-			return false
-		}
-		return true
-	})
-	return found
+	return st.users.get(find(st.users, func(u *user) bool { return u.name == name }))
 }
 
 func (st *store) userByToken(token string) *user {
-	var found *user
-	st.users.all(func(_ int64, u *user) bool {
-		if u.token == token {
-			found = u
-			return false
-		}
-		return true
-	})
-	return found
+	return st.users.get(find(st.users, func(u *user) bool { return u.token == token }))
 }
 
 // answer is a status and a JSON body.
@@ -426,21 +410,13 @@ func token(r *http.Request) string {
 func (s *Server) route(r *http.Request, u *user, body []byte) (answer, string, map[string]string) {
 	p := r.URL.Path
 	if k, ok := kinds[p]; ok {
-		switch r.Method {
-		case http.MethodGet:
+		switch {
+		case r.Method == http.MethodGet:
 			return s.list(r, k), p, nil
-		case http.MethodPost:
-			if k.write == nil {
-				break
-			}
-			return s.writes(u, k, body, true), p, nil
-		case http.MethodPatch:
-			if k.write == nil {
-				break
-			}
-			return s.writes(u, k, body, false), p, nil
+		case (r.Method == http.MethodPost || r.Method == http.MethodPatch) && k.write != nil:
+			return s.writes(u, k, body, r.Method == http.MethodPost), p, nil
 		}
-		return detail(http.StatusMethodNotAllowed, "Method \"%s\" not allowed (netboxtest implements part of the API).", r.Method), "", nil
+		return notAllowed(r.Method), "", nil
 	}
 	i := strings.LastIndex(strings.TrimSuffix(p, "/"), "/")
 	if i < 0 || !strings.HasSuffix(p, "/") {
@@ -465,7 +441,11 @@ func (s *Server) route(r *http.Request, u *user, body []byte) (answer, string, m
 			return s.delete(u, k, id), template, params
 		}
 	}
-	return detail(http.StatusMethodNotAllowed, "Method \"%s\" not allowed (netboxtest implements part of the API).", r.Method), "", nil
+	return notAllowed(r.Method), "", nil
+}
+
+func notAllowed(method string) answer {
+	return detail(http.StatusMethodNotAllowed, "Method \"%s\" not allowed (netboxtest implements part of the API).", method)
 }
 
 func (s *Server) renderer() *renderer { return &renderer{s: s.st, base: s.URL} }
@@ -473,7 +453,7 @@ func (s *Server) renderer() *renderer { return &renderer{s: s.st, base: s.URL} }
 func (s *Server) get(k *kind, id int64) answer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !k.exists(s.st, id) {
+	if !k.rows(s.st).has(id) {
 		return detail(http.StatusNotFound, "No %s matches the given query.", k.objectType)
 	}
 	return jsonAnswer(http.StatusOK, k.render(s.renderer(), id))
@@ -588,7 +568,7 @@ type queryFilter struct {
 func matching(st *store, k *kind, params []queryFilter) ([]int64, error) {
 	var ids []int64
 	var ferr error
-	k.ids(st, func(id int64) bool {
+	k.rows(st).each(func(id int64) bool {
 		for _, p := range params {
 			ok, err := p.f(st, id, p.vals)
 			if err != nil {
@@ -605,11 +585,17 @@ func matching(st *store, k *kind, params []queryFilter) ([]int64, error) {
 	return ids, ferr
 }
 
-// filterFor returns the filter a query parameter names: one of the kind's,
-// or a custom-field filter (cf_NAME, cf_NAME__n, cf_NAME__empty,
+// byID is the id filter every kind has.
+var byID = idFilter(func(_ *store, id int64) int64 { return id })
+
+// filterFor returns the filter a query parameter names: id, one of the
+// kind's, or a custom-field filter (cf_NAME, cf_NAME__n, cf_NAME__empty,
 // cf_NAME__ic, cf_NAME__ie) on a kind with custom fields. Unknown
 // parameters are refused, so that a client's typo cannot list everything.
 func (s *Server) filterFor(k *kind, name string) (filter, error) {
+	if name == "id" {
+		return byID, nil
+	}
 	if f, ok := k.filters[name]; ok {
 		return f, nil
 	}
@@ -620,7 +606,7 @@ func (s *Server) filterFor(k *kind, name string) (filter, error) {
 	cfName, lookup, _ := strings.Cut(cfName, "__")
 	var cf *customField
 	s.st.customFields.all(func(_ int64, c *customField) bool {
-		if c.name == cfName && contains(c.objectTypes, k.objectType) && c.filterLogic != "disabled" {
+		if c.name == cfName && slices.Contains(c.objectTypes, k.objectType) && c.filterLogic != "disabled" {
 			cf = c
 			return false
 		}
@@ -638,7 +624,7 @@ func (s *Server) filterFor(k *kind, name string) (filter, error) {
 	}
 	exact := func(st *store, id int64, vals []string) bool {
 		v, set := value(st, id)
-		return set && anyOf(vals, func(x string) bool {
+		return set && slices.ContainsFunc(vals, func(x string) bool {
 			if cf.filterLogic == "loose" && (cf.typ == "text" || cf.typ == "longtext" || cf.typ == "url") {
 				return strings.Contains(strings.ToLower(v), strings.ToLower(x))
 			}
@@ -653,12 +639,12 @@ func (s *Server) filterFor(k *kind, name string) (filter, error) {
 	case "ie":
 		return func(st *store, id int64, vals []string) (bool, error) {
 			v, set := value(st, id)
-			return set && anyOf(vals, func(x string) bool { return strings.EqualFold(v, x) }), nil
+			return set && slices.ContainsFunc(vals, func(x string) bool { return strings.EqualFold(v, x) }), nil
 		}, nil
 	case "ic":
 		return func(st *store, id int64, vals []string) (bool, error) {
 			v, set := value(st, id)
-			return set && anyOf(vals, func(x string) bool { return strings.Contains(strings.ToLower(v), strings.ToLower(x)) }), nil
+			return set && slices.ContainsFunc(vals, func(x string) bool { return strings.Contains(strings.ToLower(v), strings.ToLower(x)) }), nil
 		}, nil
 	case "empty":
 		return boolFilter(func(st *store, id int64) bool { v, set := value(st, id); return !set || v == "" }), nil
@@ -736,7 +722,7 @@ func updateID(st *store, k *kind, in *input) (int64, error) {
 		return 0, fieldErrors{"id": {"This field is required."}}
 	}
 	var id int64
-	if err := json.Unmarshal(raw, &id); err != nil || !k.exists(st, id) {
+	if err := json.Unmarshal(raw, &id); err != nil || !k.rows(st).has(id) {
 		return 0, fieldErrors{"id": {"Related object not found using the provided ID: " + string(raw)}}
 	}
 	return id, nil
@@ -773,7 +759,7 @@ func (s *Server) patchOne(u *user, k *kind, id int64, body []byte) answer {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !k.exists(s.st, id) {
+	if !k.rows(s.st).has(id) {
 		return detail(http.StatusNotFound, "No %s matches the given query.", k.objectType)
 	}
 	t := s.st.begin(u)
@@ -787,7 +773,7 @@ func (s *Server) patchOne(u *user, k *kind, id int64, body []byte) answer {
 func (s *Server) delete(u *user, k *kind, id int64) answer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !k.exists(s.st, id) {
+	if !k.rows(s.st).has(id) {
 		return detail(http.StatusNotFound, "No %s matches the given query.", k.objectType)
 	}
 	t := s.st.begin(u)
