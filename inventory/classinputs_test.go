@@ -28,9 +28,7 @@ func TestRenderClassInputs(t *testing.T) {
 	cpA := cpDevice("cp-a", "controlplane", "10.0.0.21/24", StatusActive)
 	w := cpDevice("node-03", "worker", "10.0.0.23/24", StatusPlanned)
 	got, err := RenderClassInputs([]Device{cpB, w, cpA}, cpTestClasses, []string{"api.folly.example", "10.0.0.10"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	want := `# fleet render-class-inputs: the class inputs of the next control plane.
 # Control planes: cp-a 10.0.0.21 (active), cp-b 10.0.0.22 (planned).
 machine:

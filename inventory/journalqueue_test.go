@@ -38,9 +38,7 @@ func journalOf(t *testing.T, srv *netboxtest.Server, id int64, prefix string) []
 func statusOf(t *testing.T, nb *NetBox, id int64) Status {
 	t.Helper()
 	d, err := nb.Device(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	return d.Status
 }
 
@@ -62,9 +60,7 @@ func TestJournalQueueBatches(t *testing.T) {
 	for i := range n {
 		q.Line(devs[i%3].ID, JournalInfo, fmt.Sprintf("queued %03d", i))
 	}
-	if err := q.Flush(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, q.Flush(t.Context()))
 	if c := requestsBy(srv); c["POST /api/extras/journal-entries/"] != 2 || len(c) != 1 {
 		t.Errorf("%d queued lines took %v, want 2 requests (bulk creates of %d)", n, c, DefaultJournalBatch)
 	}
@@ -88,9 +84,7 @@ func TestJournalQueueBatches(t *testing.T) {
 	// lost and that dev holds want queued lines.
 	flushed := func(dev Device, want int) {
 		t.Helper()
-		if err := q.Flush(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, q.Flush(t.Context()))
 		if l := lost.Load(); l != 1 {
 			t.Errorf("%d lines lost, want 1", l)
 		}
@@ -129,9 +123,7 @@ func TestJournalQueueJobsAndFull(t *testing.T) {
 		}
 		return nil
 	})
-	if err := q.Flush(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, q.Flush(t.Context()))
 	if tries != 3 || lost.Load() != 0 {
 		t.Errorf("a job NetBox answered on the third try ran %d times, %d lost", tries, lost.Load())
 	}
@@ -269,9 +261,7 @@ func TestJournalQueueWaitsOutAnOutage(t *testing.T) {
 	srv.ResetRequests()
 	testenv.WaitFor(t, 10*time.Second, "50 tries", func() bool { return srv.RequestCount() >= 50 })
 	srv.Inject(netboxtest.Fault{})
-	if err := q.Flush(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, q.Flush(t.Context()))
 	want := []string{"outage 0", "outage 1", "outage 2", "outage job"}
 	if got := journalOf(t, srv, dev.ID, "outage "); !slices.Equal(got, want) || lost.Load() != 0 {
 		t.Errorf("after an outage: journal %q, %d lost; want %q, none lost", got, lost.Load(), want)

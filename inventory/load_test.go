@@ -75,9 +75,7 @@ func TestLoadGenerated(t *testing.T) {
 		t.Fatal("the generated file is outside the fast scanner's subset")
 	}
 	inv, err := Parse("nodes.yaml", data, bigTopology)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if len(inv.Nodes) != 300 {
 		t.Fatalf("%d nodes", len(inv.Nodes))
 	}

@@ -23,15 +23,11 @@ func generatedFleet(t *testing.T, n int) (*netboxtest.Server, *NetBox, []Device)
 	t.Helper()
 	srv := fleetNetBox(t, true)
 	inv, err := Parse("nodes.yaml", []byte(generatedNodes(n)), wideTopology)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	applied(t, client(t, srv, userTerraform, nil), inv)
 	nb := client(t, srv, userFleetd, nil)
 	devs, err := nb.Devices(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if len(devs) != n {
 		t.Fatalf("%d devices, want %d", len(devs), n)
 	}
@@ -102,9 +98,7 @@ func TestRecordDeviceMACBatched(t *testing.T) {
 	}
 	for i := range n {
 		fresh, err := nb.Device(t.Context(), devs[i].ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		want := devs[i]
 		want.MAC = macOf(i)
 		if diff := cmp.Diff(want, fresh, deviceCmp); diff != "" {
@@ -119,9 +113,7 @@ func TestRecordDeviceMACBatched(t *testing.T) {
 	// no MAC object and no primary MAC again.
 	srv.ResetRequests()
 	again, err := nb.RecordDeviceMAC(t.Context(), devs[3], macOf(3))
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if n := srv.RequestCount(); n != 1 || again.MAC.String() != macOf(3).String() || again.SwitchPort != devs[3].SwitchPort {
 		t.Errorf("a repeat: %d requests (want 1, the interface), MAC %s, port %d: %v", n, again.MAC, again.SwitchPort, srv.Requests())
 	}
@@ -161,9 +153,7 @@ func TestRecordMACBatchRefused(t *testing.T) {
 	}
 	for i, d := range devs {
 		got, err := nb.Device(t.Context(), d.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		if want := (net.HardwareAddr{2, 0, 0, 0, 0, byte(i + 2)}); got.MAC.String() != want.String() {
 			t.Errorf("%s: MAC %s, want %s", d.Name, got.MAC, want)
 		}
@@ -277,9 +267,7 @@ func TestDeviceBindingAndUpdate(t *testing.T) {
 	w1 := devs["w-01"]
 	srv.ResetRequests()
 	dev, b, err := nb.DeviceBinding(ctx, w1.Serial)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if c := srv.RequestCount(); c != 2 {
 		t.Errorf("DeviceBinding took %d requests, want 2", c)
 	}
@@ -292,18 +280,14 @@ func TestDeviceBindingAndUpdate(t *testing.T) {
 		t.Errorf("DeviceBinding's device (-want +got):\n%s", diff)
 	}
 	full, err := nb.RecordDeviceMAC(ctx, dev, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if diff := cmp.Diff(w1, full, deviceCmp); diff != "" {
 		t.Errorf("completed by RecordDeviceMAC (-want +got):\n%s", diff)
 	}
 
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	run, none := "provision-w-01-1796119200", ""
-	if err := nb.SetDesiredAction(ctx, w1.ID, DesiredActionProvision); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, nb.SetDesiredAction(ctx, w1.ID, DesiredActionProvision))
 	srv.ResetRequests()
 	if err := nb.UpdateDevice(ctx, w1.ID, Update{
 		Attestation:   &Attestation{EKHash: hashC, SwitchPort: 7, At: at, Verdict: "attested"},
@@ -316,9 +300,7 @@ func TestDeviceBindingAndUpdate(t *testing.T) {
 		t.Errorf("UpdateDevice took %d requests, want 1", c)
 	}
 	got, err := nb.Device(ctx, w1.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	want = w1
 	want.AttestedEKHash, want.AttestedSwitchPort, want.AttestedAt, want.AttestVerdict, want.LastRun = hashC, 7, at, "attested", run
 	if diff := cmp.Diff(want, got, deviceCmp); diff != "" {
@@ -362,9 +344,7 @@ func TestDeviceBySerialBatched(t *testing.T) {
 
 	// w-01 takes w-02's serial; another serial no device has, and one
 	// that differs from w-03's in case.
-	if err := srv.Update(userAlice, "/api/dcim/devices/", map[string]any{"id": devs[1].ID, "serial": devs[2].Serial}); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, srv.Update(userAlice, "/api/dcim/devices/", map[string]any{"id": devs[1].ID, "serial": devs[2].Serial}))
 	serials := []string{devs[2].Serial, "NO-SUCH-SERIAL", strings.ToLower(devs[3].Serial), devs[4].Serial, devs[5].Serial}
 	srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: 100 * time.Millisecond})
 	srv.ResetRequests()

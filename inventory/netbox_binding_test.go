@@ -93,12 +93,8 @@ func TestBindingAuthorship(t *testing.T) {
 			then: func(t *testing.T, tc *bindingCase) {
 				tc.edit(t, userAlice, cfDesiredAction, DesiredActionProvision)
 				fleetd := client(t, tc.srv, userFleetd, nil)
-				if err := fleetd.RecordAttestation(t.Context(), tc.id, Attestation{EKHash: hashA, Verdict: "attested", At: time.Now()}); err != nil {
-					t.Fatal(err)
-				}
-				if err := fleetd.SetStatus(t.Context(), tc.id, StatusActive); err != nil {
-					t.Fatal(err)
-				}
+				noErr(t, fleetd.RecordAttestation(t.Context(), tc.id, Attestation{EKHash: hashA, Verdict: "attested", At: time.Now()}))
+				noErr(t, fleetd.SetStatus(t.Context(), tc.id, StatusActive))
 			},
 		},
 		{
@@ -145,9 +141,7 @@ func TestBindingAuthorship(t *testing.T) {
 			nb := client(t, tc.srv, userFleetd, &cfg)
 			tc.srv.ResetRequests()
 			b, err := nb.BindingBySerial(t.Context(), c.serial)
-			if err != nil {
-				t.Fatal(err)
-			}
+			noErr(t, err)
 			// The device, then its changelog, even for an empty binding
 			// (another user may have cleared it); the changelog only when
 			// there is an author to look for.
@@ -169,13 +163,9 @@ func TestBindingAuthorship(t *testing.T) {
 			}
 			// BindingAuthored agrees, from a Device.
 			d, err := nb.DeviceBySerial(t.Context(), c.serial)
-			if err != nil {
-				t.Fatal(err)
-			}
+			noErr(t, err)
 			got, err := nb.BindingAuthored(t.Context(), d)
-			if err != nil {
-				t.Fatal(err)
-			}
+			noErr(t, err)
 			if got != c.authored {
 				t.Errorf("BindingAuthored = %v, want %v", got, c.authored)
 			}
@@ -202,9 +192,7 @@ const hashD = "c27b93035afbcb6bdfd2d95501d1ffc89ded34b8e343ec6f90ae4c2cd7533434"
 
 func (tc *bindingCase) edit(t *testing.T, user, field string, value any) {
 	t.Helper()
-	if err := tc.srv.EditCustomField(user, tc.id, field, value); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, tc.srv.EditCustomField(user, tc.id, field, value))
 }
 
 func newBindingCase(t *testing.T, serial string) *bindingCase {
@@ -213,9 +201,7 @@ func newBindingCase(t *testing.T, serial string) *bindingCase {
 	inv := parseNodes(t, fleetNodes)
 	applied(t, terraform, inv)
 	d, err := terraform.DeviceBySerial(t.Context(), serial)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	return &bindingCase{srv: srv, terraform: terraform, id: d.ID, wantRSA: d.ApprovedEKHash, wantECC: d.ApprovedEKHashECC}
 }
 
@@ -225,22 +211,16 @@ func TestBindingAuthoredReadsOlderPages(t *testing.T) {
 	tc := newBindingCase(t, "MS01-0001")
 	fleetd := client(t, tc.srv, userFleetd, &NetBoxConfig{BindingAuthor: userTerraform, PageSize: 3})
 	for i := range 7 {
-		if err := fleetd.SetLastRun(t.Context(), tc.id, "provision-cp-01-"+string(rune('a'+i))); err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, fleetd.SetLastRun(t.Context(), tc.id, "provision-cp-01-"+string(rune('a'+i))))
 	}
 	b, err := fleetd.BindingBySerial(t.Context(), "MS01-0001")
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if !b.Authored {
 		t.Error("a binding written before 7 other changes is not authored")
 	}
 	tc.edit(t, userAlice, cfApprovedEKHash, hashC)
 	for i := range 7 {
-		if err := fleetd.SetLastRun(t.Context(), tc.id, "provision-cp-01-x"+string(rune('a'+i))); err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, fleetd.SetLastRun(t.Context(), tc.id, "provision-cp-01-x"+string(rune('a'+i))))
 	}
 	if b, err = fleetd.BindingBySerial(t.Context(), "MS01-0001"); err != nil || b.Authored {
 		t.Errorf("another user's edit 7 changes back: Authored %v, %v", b.Authored, err)
@@ -262,15 +242,11 @@ func TestBindingBySerialDuplicateSerial(t *testing.T) {
 	byName := map[string]int64{}
 	for _, serial := range []string{"MS01-0001", "MS01-0002", "G6NUC13-88121"} {
 		d, err := tc.terraform.DeviceBySerial(t.Context(), serial)
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		byName[d.Name] = d.ID
 	}
 	// An operator gives w-02 the serial of w-01.
-	if err := tc.srv.Update(userAlice, "/api/dcim/devices/", map[string]any{"id": byName["w-02"], "serial": "MS01-0002"}); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, tc.srv.Update(userAlice, "/api/dcim/devices/", map[string]any{"id": byName["w-02"], "serial": "MS01-0002"}))
 	fleetd := client(t, tc.srv, userFleetd, &NetBoxConfig{BindingAuthor: userTerraform})
 	tc.srv.ResetRequests()
 	_, err := fleetd.BindingBySerial(t.Context(), "MS01-0002")
@@ -294,9 +270,7 @@ func TestBindingBySerialDuplicateSerial(t *testing.T) {
 	}
 
 	// A third device: every one is named.
-	if err := tc.srv.Update(userAlice, "/api/dcim/devices/", map[string]any{"id": byName["cp-01"], "serial": "MS01-0002"}); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, tc.srv.Update(userAlice, "/api/dcim/devices/", map[string]any{"id": byName["cp-01"], "serial": "MS01-0002"}))
 	_, err = fleetd.BindingBySerial(t.Context(), "MS01-0002")
 	wantText = fmt.Sprintf(`netbox: devices cp-01 (id %d), w-01 (id %d) and w-02 (id %d) all have serial "MS01-0002"`, byName["cp-01"], byName["w-01"], byName["w-02"])
 	if !errors.Is(err, ErrDuplicateSerial) || err.Error() != wantText {

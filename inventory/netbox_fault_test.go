@@ -77,9 +77,7 @@ func TestFaults(t *testing.T) {
 	}
 	t.Run("refused token", func(t *testing.T) {
 		bad, err := NewNetBox(srv.URL, "0123456789abcdef0123456789abcdef01234567", &NetBoxConfig{Site: "folly", Switch: "usw", BindingAuthor: userTerraform})
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		for name, op := range operations(bad, id, inv) {
 			if err := op(t.Context()); !errors.Is(err, ErrRefusedToken) {
 				t.Errorf("%s: %v, want ErrRefusedToken", name, err)
@@ -88,15 +86,11 @@ func TestFaults(t *testing.T) {
 	})
 	t.Run("nothing listening", func(t *testing.T) {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		addr := l.Addr().String()
 		l.Close()
 		gone, err := NewNetBox("http://"+addr, "t", &NetBoxConfig{Site: "folly", Switch: "usw", BindingAuthor: userTerraform})
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		for name, op := range operations(gone, id, inv) {
 			if err := op(t.Context()); !errors.Is(err, ErrUnavailable) {
 				t.Errorf("%s: %v, want ErrUnavailable", name, err)
@@ -121,9 +115,7 @@ func fleetState(t *testing.T, srv *netboxtest.Server) []string {
 	t.Helper()
 	nb := client(t, srv, userAlice, nil)
 	devs, err := nb.Devices(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	var out []string
 	for _, d := range devs {
 		out = append(out, fmt.Sprintf("device %s serial=%s status=%s model=%s class=%s bmc=%s disk=%s/%s ek=%s/%s address=%s port=%d mac=%s",
@@ -221,9 +213,7 @@ func TestApplySlow(t *testing.T) {
 	srv := fleetNetBox(t, true)
 	nb := client(t, srv, userTerraform, &NetBoxConfig{Site: "folly", Switch: "usw", Timeout: 200 * time.Millisecond})
 	p, err := nb.Plan(t.Context(), inv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: time.Minute, After: 3})
 	start := time.Now()
 	err = nb.Apply(t.Context(), p)

@@ -9,6 +9,14 @@ import (
 	"github.com/fleetkit/fleet/inventory/netboxtest"
 )
 
+// noErr fails the test at once when err is not nil.
+func noErr(tb testing.TB, err error) {
+	tb.Helper()
+	if err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // The NetBox users of the tests: terraform applies the nodes file and is
 // the binding author; fleetd records attestations; alice is an operator.
 const (
@@ -70,9 +78,7 @@ nodes:
 func parseNodes(t testing.TB, data string) *Inventory {
 	t.Helper()
 	inv, err := Parse("nodes.yaml", []byte(data), fleetTopology)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	return inv
 }
 
@@ -101,9 +107,7 @@ func client(t testing.TB, srv *netboxtest.Server, user string, cfg *NetBoxConfig
 		c = *cfg
 	}
 	nb, err := NewNetBox(srv.URL, srv.Token(user), &c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	return nb
 }
 
@@ -111,12 +115,8 @@ func client(t testing.TB, srv *netboxtest.Server, user string, cfg *NetBoxConfig
 func applied(t testing.TB, nb *NetBox, inv *Inventory) *Plan {
 	t.Helper()
 	p, err := nb.Plan(t.Context(), inv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nb.Apply(t.Context(), p); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
+	noErr(t, nb.Apply(t.Context(), p))
 	return p
 }
 

@@ -15,9 +15,7 @@ func FuzzNetBoxAnswers(f *testing.F) {
 	f.Add([]byte(`{"count":1,"next":"http://x/?offset=1","results":[{"id":1,"address":"10.0.0.1/24","assigned_object_type":"dcim.interface","assigned_object_id":4,"assigned_object":{"id":4,"name":"eth0","device":{"id":1,"name":null}}}]}`))
 	f.Add([]byte(`{"results":[{"custom_fields":{"attested_switch_port":"12","attested_at":"2026-12-01 10:00:00","class":{"x":1}},"primary_ip4":{"address":"bogus"},"name":null}]}`))
 	nb, err := NewNetBox("https://netbox.example", "t", &NetBoxConfig{Switch: "usw"})
-	if err != nil {
-		f.Fatal(err)
-	}
+	noErr(f, err)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var devs page[nbDevice]
 		if json.Unmarshal(data, &devs) == nil {

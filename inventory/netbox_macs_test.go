@@ -158,9 +158,7 @@ func TestPlanMACs(t *testing.T) {
 func asJSON(t *testing.T, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	return string(b)
 }
 

@@ -29,21 +29,15 @@ func raw(t *testing.T, srv *netboxtest.Server, token, method, uri string, body, 
 	var r io.Reader
 	if body != nil {
 		data, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		r = bytes.NewReader(data)
 	}
 	req, err := http.NewRequest(method, srv.URL+uri, r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	req.Header.Set("Authorization", "Token "+token)
 	req.Header.Set("Content-Type", "application/json")
 	rsp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	defer rsp.Body.Close()
 	data, _ := io.ReadAll(rsp.Body)
 	if out != nil && rsp.StatusCode/100 == 2 {
@@ -61,9 +55,7 @@ func appliedFleet(t *testing.T) (*netboxtest.Server, *NetBox, map[string]Device)
 	applied(t, client(t, srv, userTerraform, nil), parseNodes(t, fleetNodes))
 	nb := client(t, srv, userFleetd, nil)
 	devs, err := nb.Devices(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	return srv, nb, byName(devs)
 }
 
@@ -82,16 +74,12 @@ func TestDeviceViews(t *testing.T) {
 		t.Errorf("Devices returned %d devices, want 3", len(devs))
 	}
 	got, err := nb.DeviceBySerial(ctx, "MS01-0001")
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if diff := cmp.Diff(want, got, deviceCmp); diff != "" {
 		t.Errorf("DeviceBySerial (-want +got):\n%s", diff)
 	}
 	got, err = nb.Device(ctx, want.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if diff := cmp.Diff(want, got, deviceCmp); diff != "" {
 		t.Errorf("Device (-want +got):\n%s", diff)
 	}
@@ -138,13 +126,9 @@ func TestRecordAttestationBoot(t *testing.T) {
 		{MAC: mac, EKHash: hashC, At: at, Verdict: "attested", SecureBoot: SecureBootUnquoted},
 		{MAC: mac, EKHash: hashC, At: at, Verdict: "attested"},
 	} {
-		if err := nb.RecordAttestation(ctx, w1.ID, a); err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, nb.RecordAttestation(ctx, w1.ID, a))
 		got, err := nb.Device(ctx, w1.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		if got.AttestedSecureBoot != a.SecureBoot || got.AttestedPCR7 != a.PCR7 || got.AttestVerdict != "attested" {
 			t.Errorf("after recording secure boot %q, pcr7 %q: the device holds %q, %q, verdict %q", a.SecureBoot, a.PCR7, got.AttestedSecureBoot, got.AttestedPCR7, got.AttestVerdict)
 		}
@@ -163,13 +147,9 @@ func TestRecordAttestation(t *testing.T) {
 	at := time.Date(2026, 12, 1, 10, 0, 0, 123456000, time.UTC)
 	mac, _ := net.ParseMAC("58:47:ca:71:0a:01")
 	a := Attestation{MAC: mac, EKHash: hashC, EKHashECC: hashA, SwitchPort: 5, At: at, Verdict: "attested"}
-	if err := nb.RecordAttestation(ctx, w1.ID, a); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, nb.RecordAttestation(ctx, w1.ID, a))
 	got, err := nb.Device(ctx, w1.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	want := w1
 	want.MAC, want.AttestedEKHash, want.AttestedEKHashECC, want.AttestedSwitchPort, want.AttestedAt, want.AttestVerdict = mac, hashC, hashA, 5, at, "attested"
 	if diff := cmp.Diff(want, got, deviceCmp); diff != "" {
@@ -178,21 +158,15 @@ func TestRecordAttestation(t *testing.T) {
 
 	// The same MAC again adds no MAC object; a new one becomes primary.
 	srv.ResetRequests()
-	if err := nb.RecordAttestation(ctx, w1.ID, a); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, nb.RecordAttestation(ctx, w1.ID, a))
 	if n := srv.RequestCount(); n != 2 {
 		t.Errorf("recording the same attestation again took %d requests, want 2 (interface, fields): %v", n, srv.Requests())
 	}
 	mac2, _ := net.ParseMAC("58:47:ca:71:0a:02")
 	a.MAC, a.SwitchPort, a.At, a.EKHashECC = mac2, 0, time.Time{}, ""
-	if err := nb.RecordAttestation(ctx, w1.ID, a); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, nb.RecordAttestation(ctx, w1.ID, a))
 	got, err = nb.Device(ctx, w1.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if got.MAC.String() != mac2.String() || got.AttestedSwitchPort != 0 || !got.AttestedAt.IsZero() || got.AttestedEKHashECC != "" {
 		t.Errorf("after a second attestation: MAC %s, port %d, at %v, ecc %q", got.MAC, got.AttestedSwitchPort, got.AttestedAt, got.AttestedEKHashECC)
 	}
@@ -218,19 +192,11 @@ func TestSetters(t *testing.T) {
 	srv, nb, devs := appliedFleet(t)
 	ctx := t.Context()
 	w2 := devs["w-02"]
-	if err := nb.SetStatus(ctx, w2.ID, StatusActive); err != nil {
-		t.Fatal(err)
-	}
-	if err := nb.SetDesiredAction(ctx, w2.ID, DesiredActionProvision); err != nil {
-		t.Fatal(err)
-	}
-	if err := nb.SetLastRun(ctx, w2.ID, "provision-w-02-1796119200"); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, nb.SetStatus(ctx, w2.ID, StatusActive))
+	noErr(t, nb.SetDesiredAction(ctx, w2.ID, DesiredActionProvision))
+	noErr(t, nb.SetLastRun(ctx, w2.ID, "provision-w-02-1796119200"))
 	got, err := nb.Device(ctx, w2.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if got.Status != StatusActive || got.DesiredAction != DesiredActionProvision || got.LastRun != "provision-w-02-1796119200" {
 		t.Errorf("after the setters: status %s, desired_action %q, last_run %q", got.Status, got.DesiredAction, got.LastRun)
 	}
@@ -239,22 +205,14 @@ func TestSetters(t *testing.T) {
 		t.Errorf("the setters changed declared fields: %+v", got)
 	}
 	waiting, err := nb.DevicesWithDesiredAction(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if len(waiting) != 1 || waiting[0].Name != "w-02" || waiting[0].SwitchPort != 6 {
 		t.Errorf("DevicesWithDesiredAction = %+v, want w-02 with its port", waiting)
 	}
-	if err := nb.SetDesiredAction(ctx, w2.ID, ""); err != nil {
-		t.Fatal(err)
-	}
-	if err := nb.SetLastRun(ctx, w2.ID, ""); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, nb.SetDesiredAction(ctx, w2.ID, ""))
+	noErr(t, nb.SetLastRun(ctx, w2.ID, ""))
 	got, err = nb.Device(ctx, w2.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if got.DesiredAction != "" || got.LastRun != "" {
 		t.Errorf("after clearing: desired_action %q, last_run %q", got.DesiredAction, got.LastRun)
 	}
@@ -295,9 +253,7 @@ func TestJournal(t *testing.T) {
 	id := devs["w-01"].ID
 	kinds := []JournalKind{JournalInfo, JournalSuccess, JournalWarning, JournalDanger}
 	for _, k := range kinds {
-		if err := nb.Journal(ctx, id, k, "on port 7, expected 5 ("+string(k)+")"); err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, nb.Journal(ctx, id, k, "on port 7, expected 5 ("+string(k)+")"))
 	}
 	var entries struct {
 		Results []struct {
@@ -331,9 +287,7 @@ func TestJournalHas(t *testing.T) {
 	has := func(id int64, kind JournalKind, text string) bool {
 		t.Helper()
 		ok, err := nb.JournalHas(ctx, id, kind, text)
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		return ok
 	}
 	if has(w1, JournalSuccess, line) {
@@ -344,16 +298,12 @@ func TestJournalHas(t *testing.T) {
 		{w1, JournalInfo, line},
 		{w2, JournalSuccess, line},
 	} {
-		if err := nb.Journal(ctx, e.Device, e.Kind, e.Text); err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, nb.Journal(ctx, e.Device, e.Kind, e.Text))
 	}
 	if has(w1, JournalSuccess, line) {
 		t.Error("JournalHas found the line in a longer one, another kind's or another device's")
 	}
-	if err := nb.Journal(ctx, w1, JournalSuccess, line); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, nb.Journal(ctx, w1, JournalSuccess, line))
 	if !has(w1, JournalSuccess, line) {
 		t.Error("JournalHas did not find the line once written")
 	}
@@ -397,9 +347,7 @@ func TestPortNames(t *testing.T) {
 		{"eth%d-x", 3, "eth3-x"},
 	} {
 		nb, err := NewNetBox("https://netbox.example", "t", &NetBoxConfig{PortName: c.format})
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		if got := nb.PortName(c.port); got != c.name {
 			t.Errorf("%q: PortName(%d) = %q, want %q", c.format, c.port, got, c.name)
 		}
@@ -423,9 +371,7 @@ func TestTokenNeverLogged(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	for _, tok := range []string{srv.Token(userFleetd), "0123456789abcdef0123456789abcdef01234567"} {
 		nb, err := NewNetBox(srv.URL, tok, &NetBoxConfig{Site: "folly", Switch: "usw", BindingAuthor: userTerraform, Logger: logger})
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		for name, op := range operations(nb, devs["w-01"].ID, parseNodes(t, fleetNodes)) {
 			if err := op(t.Context()); err != nil && strings.Contains(err.Error(), tok) {
 				t.Errorf("%s: the error shows the token: %v", name, err)

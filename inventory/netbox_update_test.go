@@ -37,9 +37,7 @@ func TestUpdateDeviceBatched(t *testing.T) {
 	const n = 16
 	srv, nb, devs := generatedFleet(t, n)
 	for _, d := range devs[:n/2] {
-		if err := nb.SetDesiredAction(t.Context(), d.ID, DesiredActionProvision); err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, nb.SetDesiredAction(t.Context(), d.ID, DesiredActionProvision))
 	}
 	srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: 100 * time.Millisecond})
 	srv.ResetRequests()
@@ -60,9 +58,7 @@ func TestUpdateDeviceBatched(t *testing.T) {
 	t.Logf("%d Updates at once: %d requests: %v", n, srv.RequestCount(), requestsBy(srv))
 	for i, d := range devs {
 		got, err := nb.Device(t.Context(), d.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		_, a, run := attestedUpdate(i)
 		want := d
 		want.AttestedEKHash, want.AttestedSwitchPort, want.AttestedAt, want.AttestVerdict, want.LastRun = a.EKHash, a.SwitchPort, a.At, a.Verdict, run
@@ -164,9 +160,7 @@ func TestUpdateDeviceBatchRefused(t *testing.T) {
 	}
 	for i, d := range devs {
 		got, err := nb.Device(t.Context(), d.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		_, a, run := attestedUpdate(i + 1)
 		if i+1 == badEK {
 			a.EKHash, run = "", ""
@@ -195,9 +189,7 @@ func TestUpdateDeviceBatchUnavailable(t *testing.T) {
 	}))
 	defer front.Close()
 	nb, err := NewNetBox(front.URL, srv.Token(userFleetd), &NetBoxConfig{Site: "folly", Switch: "usw"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if _, err := nb.Devices(t.Context()); err != nil {
 		t.Fatal(err)
 	}

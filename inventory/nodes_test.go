@@ -79,9 +79,7 @@ func TestParseValid(t *testing.T) {
 	// cp-02 has no disk: give the model one.
 	src = strings.Replace(src, "    name: MS-01\n", "    name: MS-01\n    disk: /dev/sda\n", 1)
 	inv, err := Parse("nodes.yaml", []byte(src), testTopology)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	want := &Inventory{
 		Nodes: []Node{
 			{Name: "w-01", Model: "ms-01", Serial: "SN-w-01", Class: "worker", SwitchPort: 5, Address: netip.MustParseAddr("10.40.0.21"), BMC: BMCAMT, Disk: "/dev/nvme0n1", DiskSerial: "DS-w-01", ApprovedEKRSA2048: hashA, ApprovedEKECCP256: hashB},
@@ -254,9 +252,7 @@ func TestParseYAMLFeatures(t *testing.T) {
   w-03: {model: ms-01, serial: SN-3, class: worker, switch_port: 7, address: 10.40.0.23, bmc: none, disk: /dev/sda}
 `
 	inv, err := Parse("nodes.yaml", []byte(src), testTopology)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if len(inv.Nodes) != 3 || inv.Nodes[1].Serial != "SN-2" || inv.Nodes[1].Disk != "/dev/nvme0n1" || inv.Nodes[1].SwitchPort != 6 {
 		t.Errorf("Nodes = %+v", inv.Nodes)
 	}
@@ -325,9 +321,7 @@ func TestParseRequiresTopology(t *testing.T) {
 
 func TestExampleInventory(t *testing.T) {
 	inv, err := Load("../examples/testdata/nodes.yaml", "../examples/testdata/cluster-topology.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	var cp int
 	for _, n := range inv.Nodes {
 		if inv.Classes[n.Class].Type == ControlPlane {
@@ -354,9 +348,7 @@ func TestApprovalLines(t *testing.T) {
 	// The printed lines are a valid part of a node entry.
 	src := header + node("w-01") + "    " + strings.ReplaceAll(strings.TrimSpace(want), "\n", "\n    ") + "\n"
 	inv, err := Parse("nodes.yaml", []byte(src), testTopology)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if n := inv.Nodes[0]; n.ApprovedEKRSA2048 != hashA || n.ApprovedEKECCP256 != hashB {
 		t.Errorf("pasted lines parse as %q, %q", n.ApprovedEKRSA2048, n.ApprovedEKECCP256)
 	}
@@ -384,9 +376,7 @@ func TestParseSecureBoot(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inv, err := Parse("nodes.yaml", []byte(tc.src), testTopology)
-			if err != nil {
-				t.Fatal(err)
-			}
+			noErr(t, err)
 			if got := inv.Classes["worker"].RequireSecureBoot; got != tc.worker {
 				t.Errorf("worker RequireSecureBoot = %v, want %v", got, tc.worker)
 			}

@@ -21,13 +21,9 @@ func scaleNetBox(tb testing.TB, n int) (srv *netboxtest.Server, sw int64, nb *Ne
 	srv = netboxtest.New(&netboxtest.Config{Users: []string{"admin", userTerraform}})
 	tb.Cleanup(srv.Close)
 	sw, err := srv.AddSwitch(netboxtest.Switch{Site: "folly", Name: "usw", Ports: n})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	noErr(tb, err)
 	inv, err = Parse("nodes.yaml", []byte(generatedNodes(n)), wideTopology)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	noErr(tb, err)
 	nb = client(tb, srv, userTerraform, &NetBoxConfig{Site: "folly", Switch: "usw", BindingAuthor: userTerraform, BulkSize: 1000})
 	return srv, sw, nb, inv
 }
@@ -40,9 +36,7 @@ func seedFleet(tb testing.TB, srv *netboxtest.Server, sw int64, nb *NetBox, inv 
 	tb.Helper()
 	must := func(ids []int64, err error) []int64 {
 		tb.Helper()
-		if err != nil {
-			tb.Fatal(err)
-		}
+		noErr(tb, err)
 		return ids
 	}
 	const u = userTerraform
@@ -57,9 +51,7 @@ func seedFleet(tb testing.TB, srv *netboxtest.Server, sw int64, nb *NetBox, inv 
 	must(srv.Create(u, "/api/extras/custom-fields/", cfs...))
 	role := must(srv.Create(u, "/api/dcim/device-roles/", map[string]any{"name": nb.cfg.Role, "slug": nb.cfg.Role}))[0]
 	site, err := srv.AddSite("folly")
-	if err != nil {
-		tb.Fatal(err)
-	}
+	noErr(tb, err)
 	types := map[string]int64{}
 	mfrs := map[string]int64{}
 	for key, m := range inv.Models {
@@ -93,9 +85,7 @@ func seedFleet(tb testing.TB, srv *netboxtest.Server, sw int64, nb *NetBox, inv 
 	for i, id := range devIDs {
 		primaries[i] = map[string]any{"id": id, "primary_ip4": ipIDs[i]}
 	}
-	if err := srv.Update(u, "/api/dcim/devices/", primaries...); err != nil {
-		tb.Fatal(err)
-	}
+	noErr(tb, srv.Update(u, "/api/dcim/devices/", primaries...))
 	ports := srv.Interfaces(sw)
 	cables := make([]any, len(ifaceIDs))
 	for i, id := range ifaceIDs {
@@ -116,9 +106,7 @@ func TestPlanRequests10k(t *testing.T) {
 	ctx := t.Context()
 	srv.ResetRequests()
 	p, err := nb.Plan(ctx, inv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if add, change := p.Counts(); add != scaleNodes+len(deviceFields)+3 || change != 0 {
 		t.Errorf("the plan of an empty NetBox adds %d and changes %d", add, change)
 	}
@@ -130,9 +118,7 @@ func TestPlanRequests10k(t *testing.T) {
 	seedFleet(t, srv, sw, nb, inv)
 	srv.ResetRequests()
 	p, err = nb.Plan(ctx, inv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if !p.Empty() {
 		t.Fatalf("the plan of a NetBox holding every node is not empty:\n%.3000s", p)
 	}
@@ -150,9 +136,7 @@ func BenchmarkPlan10k(b *testing.B) {
 	srv.ResetRequests()
 	for b.Loop() {
 		p, err := nb.Plan(b.Context(), inv)
-		if err != nil {
-			b.Fatal(err)
-		}
+		noErr(b, err)
 		if !p.Empty() {
 			b.Fatal("the plan is not empty")
 		}
@@ -169,12 +153,8 @@ func BenchmarkApply10k(b *testing.B) {
 		srv.ResetRequests()
 		b.StartTimer()
 		p, err := nb.Plan(b.Context(), inv)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := nb.Apply(b.Context(), p); err != nil {
-			b.Fatal(err)
-		}
+		noErr(b, err)
+		noErr(b, nb.Apply(b.Context(), p))
 		b.StopTimer()
 		b.ReportMetric(float64(srv.RequestCount()), "requests/op")
 		if p, err := nb.Plan(b.Context(), inv); err != nil || !p.Empty() {

@@ -18,9 +18,7 @@ func TestPlanApplyRoundTrip(t *testing.T) {
 	nb := client(t, srv, userTerraform, nil)
 	inv := parseNodes(t, fleetNodes)
 	p, err := nb.Plan(t.Context(), inv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if add, change := p.Counts(); add != 23 || change != 0 {
 		t.Errorf("the first plan adds %d and changes %d, want 23 and 0:\n%s", add, change, p)
 	}
@@ -41,20 +39,14 @@ func TestPlanApplyRoundTrip(t *testing.T) {
 	if strings.Contains(text, "mac") || strings.Contains(text, "approved_ek_hash_ecc = \"\"") {
 		t.Errorf("the plan writes a MAC or an empty field:\n%s", text)
 	}
-	if err := nb.Apply(t.Context(), p); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, nb.Apply(t.Context(), p))
 	again, err := nb.Plan(t.Context(), inv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if !again.Empty() || again.String() != "No changes. NetBox matches the nodes file.\n" {
 		t.Fatalf("the plan after apply is not empty:\n%s", again)
 	}
 	devs, err := nb.Devices(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	for _, d := range devs {
 		if d.Status != StatusPlanned || d.MAC != nil || !d.Address.IsValid() || d.SwitchPort == 0 {
 			t.Errorf("device %s after apply: %+v", d.Name, d)
@@ -74,9 +66,7 @@ func TestPlanOneFieldChange(t *testing.T) {
 	reapply(t, nb, fleetNodes)
 	changed := strings.Replace(fleetNodes, "disk_serial: S6B0NL0W412346B", "disk_serial: S6B0NL0W412399Z", 1)
 	p, err := nb.Plan(t.Context(), parseNodes(t, changed))
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	want := []Change{{Action: ActionUpdate, Kind: "device", Name: "w-01", Fields: []FieldChange{{Name: "install_disk_serial", Old: "S6B0NL0W412346B", New: "S6B0NL0W412399Z"}}}}
 	if diff := cmp.Diff(want, p.Changes); diff != "" {
 		t.Errorf("changes (-want +got):\n%s", diff)
@@ -92,9 +82,7 @@ Plan: 0 to add, 1 to change.
 		t.Errorf("plan text:\n%s\nwant:\n%s", got, wantText)
 	}
 	srv.ResetRequests()
-	if err := nb.Apply(t.Context(), p); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, nb.Apply(t.Context(), p))
 	if n := srv.RequestCount(); n != 1 {
 		t.Errorf("applying one field took %d requests, want 1: %v", n, srv.Requests())
 	}
@@ -112,36 +100,26 @@ func TestPlanKeepsWhatFleetdOwns(t *testing.T) {
 	fleetd := client(t, srv, userFleetd, nil)
 	ctx := t.Context()
 	d, err := fleetd.DeviceBySerial(ctx, "MS01-0002")
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	mac, _ := net.ParseMAC("58:47:ca:71:0a:01")
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	if err := fleetd.RecordAttestation(ctx, d.ID, Attestation{MAC: mac, EKHash: hashC, EKHashECC: hashD, SwitchPort: 5, At: at, Verdict: "attested"}); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, fleetd.RecordAttestation(ctx, d.ID, Attestation{MAC: mac, EKHash: hashC, EKHashECC: hashD, SwitchPort: 5, At: at, Verdict: "attested"}))
 	for _, err := range []error{
 		fleetd.SetStatus(ctx, d.ID, StatusActive),
 		fleetd.SetDesiredAction(ctx, d.ID, DesiredActionProvision),
 		fleetd.SetLastRun(ctx, d.ID, "provision-w-01-1796119200"),
 	} {
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 	}
 	before, err := fleetd.Device(ctx, d.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if p, err := nb.Plan(ctx, parseNodes(t, fleetNodes)); err != nil || !p.Empty() {
 		t.Fatalf("what fleetd wrote makes a plan: %v\n%s", err, p)
 	}
 	changed := strings.Replace(fleetNodes, "class: worker\n    switch_port: 5", "class: controlplane\n    switch_port: 5", 1)
 	reapply(t, nb, changed)
 	after, err := fleetd.Device(ctx, d.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	want := before
 	want.Class = "controlplane"
 	if diff := cmp.Diff(want, after, deviceCmp); diff != "" {
@@ -156,9 +134,7 @@ func TestPlanMovesPortsAndAddresses(t *testing.T) {
 	// w-01 and w-02 swap ports; w-01 moves to another address.
 	moved := strings.NewReplacer("switch_port: 5", "switch_port: 6", "switch_port: 6", "switch_port: 5", "address: 10.40.0.21", "address: 10.40.0.31").Replace(fleetNodes)
 	p, err := nb.Plan(t.Context(), parseNodes(t, moved))
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	want := []Change{
 		{Action: ActionUpdate, Kind: "device", Name: "w-01", Fields: []FieldChange{
 			{Name: "primary_ip4", Old: "10.40.0.21/24", New: "10.40.0.31/24"},
@@ -169,13 +145,9 @@ func TestPlanMovesPortsAndAddresses(t *testing.T) {
 	if diff := cmp.Diff(want, p.Changes); diff != "" {
 		t.Errorf("changes (-want +got):\n%s", diff)
 	}
-	if err := nb.Apply(t.Context(), p); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, nb.Apply(t.Context(), p))
 	devs, err := nb.Devices(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	got := byName(devs)
 	if got["w-01"].SwitchPort != 6 || got["w-02"].SwitchPort != 5 || got["w-01"].Address.String() != "10.40.0.31/24" {
 		t.Errorf("after the move: w-01 port %d at %s, w-02 port %d", got["w-01"].SwitchPort, got["w-01"].Address, got["w-02"].SwitchPort)
@@ -196,9 +168,7 @@ func TestPlanUnlistedDevices(t *testing.T) {
 	reapply(t, nb, fleetNodes)
 	without := fleetNodes[:strings.Index(fleetNodes, "  w-02:")]
 	p, err := nb.Plan(t.Context(), parseNodes(t, without))
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if !p.Empty() || !slicesEqual(p.Unlisted, []string{"w-02"}) {
 		t.Errorf("plan without w-02: empty %v, unlisted %v", p.Empty(), p.Unlisted)
 	}
@@ -234,9 +204,7 @@ func TestPlanConflicts(t *testing.T) {
 			name: "port cabled elsewhere",
 			setup: func(t *testing.T, srv *netboxtest.Server) {
 				sw2, err := srv.AddSwitch(netboxtest.Switch{Site: "folly", Name: "usw-2", Ports: 2})
-				if err != nil {
-					t.Fatal(err)
-				}
+				noErr(t, err)
 				tok := srv.Token(userAlice)
 				var ports struct{ Results []struct{ ID int64 } }
 				raw(t, srv, tok, "GET", "/api/dcim/interfaces/?device_id="+strconv.FormatInt(sw2, 10), nil, &ports)
@@ -257,9 +225,7 @@ func TestPlanConflicts(t *testing.T) {
 				nb := client(t, srv, userTerraform, nil)
 				applied(t, nb, inv)
 				d, err := nb.DeviceBySerial(t.Context(), "MS01-0002")
-				if err != nil {
-					t.Fatal(err)
-				}
+				noErr(t, err)
 				raw(t, srv, srv.Token(userAlice), "PATCH", "/api/dcim/devices/"+strconv.FormatInt(d.ID, 10)+"/", map[string]any{"name": "old-w-01"}, nil)
 			},
 			want: []string{

@@ -25,9 +25,7 @@ func TestRefusalJournal(t *testing.T) {
 	dup := &DuplicateSerialError{Serial: "MS01-0002", Devices: []DeviceRef{{cp01.ID, "cp-01"}, {w01.ID, "w-01"}}}
 	r.DuplicateSerial(dup, now)
 	r.DuplicateSerial(dup, now.Add(time.Minute))
-	if err := q.Flush(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, q.Flush(t.Context()))
 
 	unauthored := "attest: FAILED ek-binding-unauthored: NetBox's changelog does not show bindingAuthor terraform writing the approved EK binding; another user edited it, or the changelog lost the record, and fleetd admitted nothing. Restore the binding from git: remove the lines, apply, add them back and apply"
 	duplicate := fmt.Sprintf(`attest: FAILED: NetBox holds more than one device with serial "MS01-0002": cp-01 (id %d), w-01 (id %d); fleetd cannot tell which one's approved EK binding to judge, and admitted nothing. Correct the serial of each device whose machine does not report it (a device left from an earlier entry keeps its serial in NetBox), then power-cycle the machine`, cp01.ID, w01.ID)

@@ -11,35 +11,35 @@ import (
 	"time"
 )
 
+// noErr fails the test at once when err is not nil.
+func noErr(tb testing.TB, err error) {
+	tb.Helper()
+	if err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // call makes one API request as token and decodes the answer.
 func call(t *testing.T, srv *Server, token, method, uri string, body any) (int, any) {
 	t.Helper()
 	var r io.Reader
 	if body != nil {
 		data, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		r = bytes.NewReader(data)
 	}
 	req, err := http.NewRequest(method, srv.URL+uri, r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if token != "" {
 		req.Header.Set("Authorization", "Token "+token)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	rsp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	defer rsp.Body.Close()
 	data, err := io.ReadAll(rsp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	var v any
 	if len(data) > 0 {
 		if err := json.Unmarshal(data, &v); err != nil {
@@ -67,9 +67,7 @@ func TestTour(t *testing.T) {
 	defer srv.Close()
 	tok := srv.Token("terraform")
 	sw, err := srv.AddSwitch(Switch{Site: "folly", Name: "switch", Ports: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	ok := must(t, 200)
 	created := must(t, 201)
 	site := ok(call(t, srv, tok, "GET", "/api/dcim/sites/?slug=folly", nil))["results"].([]any)[0].(map[string]any)
@@ -126,18 +124,14 @@ func TestTour(t *testing.T) {
 func mustJSON(t *testing.T, v any) []byte {
 	t.Helper()
 	data, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	return data
 }
 
 func deepCopy(t *testing.T, v any) any {
 	t.Helper()
 	var out any
-	if err := json.Unmarshal(mustJSON(t, v), &out); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, json.Unmarshal(mustJSON(t, v), &out))
 	return out
 }
 
@@ -162,9 +156,7 @@ func fleet(t *testing.T) (*Server, string, map[string]int64) {
 	srv := New(&Config{Validate: answersOnly{t}, Users: []string{"admin", "terraform", "alice"}})
 	t.Cleanup(srv.Close)
 	sw, err := srv.AddSwitch(Switch{Site: "folly", Name: "usw", Ports: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	ids := map[string]int64{"switch": sw, "site": 1}
 	ids["role"] = mustIDs(t)(srv.Create("", pathRoles, map[string]any{"name": "node", "slug": "node"}))[0]
 	ids["type"] = mustIDs(t)(srv.Create("", pathDeviceTypes, map[string]any{"manufacturer": 1, "model": "MS-01", "slug": "ms-01"}))[0]
@@ -180,9 +172,7 @@ func fleet(t *testing.T) (*Server, string, map[string]int64) {
 func mustIDs(t *testing.T) func([]int64, error) []int64 {
 	return func(ids []int64, err error) []int64 {
 		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		return ids
 	}
 }
@@ -214,9 +204,7 @@ func TestPagination(t *testing.T) {
 		t.Helper()
 		_, v := call(t, srv, tok, "GET", uri, nil)
 		var p pg
-		if err := json.Unmarshal(mustJSON(t, v), &p); err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, json.Unmarshal(mustJSON(t, v), &p))
 		return p
 	}
 	p := get(pathDevices + "?role=node")
@@ -317,9 +305,7 @@ func TestChangelog(t *testing.T) {
 			} `json:"postchange_data"`
 		}
 	}
-	if err := json.Unmarshal(mustJSON(t, v), &p); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, json.Unmarshal(mustJSON(t, v), &p))
 	got := []string{}
 	for _, c := range p.Results {
 		pre := "-"

@@ -17,17 +17,11 @@ import (
 // go.mod requires: the same file (by SHA-256), pruned as schemagen prunes.
 func TestSchemaIsCurrent(t *testing.T) {
 	src, err := schema.ModuleSource()
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	data, err := os.ReadFile(src.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	want, err := schema.Prune(data, src)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if !bytes.Equal(want, openapiJSON) {
 		t.Fatalf("openapi.json is not what schemagen makes of %s@%s %s (sha256 %s): run go generate ./inventory/netboxtest", src.Module, src.Version, src.File, schema.Digest(data))
 	}
@@ -70,9 +64,7 @@ func TestRelaxations(t *testing.T) {
 		t.Fatal(err)
 	}
 	sw2, err := srv.AddSwitch(Switch{Site: "folly", Name: "usw-2", Ports: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if _, err := srv.Create("gone", pathCables, map[string]any{
 		"a_terminations": []any{map[string]any{"object_type": typeInterface, "object_id": ports["Port 2"]}},
 		"b_terminations": []any{map[string]any{"object_type": typeInterface, "object_id": srv.Interfaces(sw2)["Port 1"]}},
@@ -82,13 +74,9 @@ func TestRelaxations(t *testing.T) {
 	srv.DeleteUser("gone")
 
 	relaxed, err := newValidator()
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	strictDoc, err := loadDoc(false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	strict := validatorOf(strictDoc)
 	for _, c := range []struct {
 		uri    string
@@ -103,14 +91,10 @@ func TestRelaxations(t *testing.T) {
 		{pathCustomFields, nil},
 	} {
 		req, err := http.NewRequest("GET", srv.URL+c.uri, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		req.Header.Set("Authorization", "Token "+tok)
 		rsp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		body, _ := io.ReadAll(rsp.Body)
 		rsp.Body.Close()
 		h := http.Header{"Content-Type": {"application/json"}}
@@ -144,9 +128,7 @@ func TestValidationCatchesMistakes(t *testing.T) {
 	defer srv.Close()
 	tok := srv.Token("admin")
 	site, err := srv.AddSite("folly")
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	for _, c := range []struct {
 		method, uri string
 		body        any
@@ -173,9 +155,7 @@ func TestValidationCatchesMistakes(t *testing.T) {
 
 	// An answer missing a required field, or with a bad format, fails.
 	v, err := newValidator()
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	req, _ := http.NewRequest("GET", srv.URL+pathSites, nil)
 	h := http.Header{"Content-Type": {"application/json"}}
 	_, good := call(t, srv, tok, "GET", pathSites, nil)
