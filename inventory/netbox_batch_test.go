@@ -58,6 +58,19 @@ func concurrently(n int, f func(i int)) {
 	done.Wait()
 }
 
+// slow is a NetBox that answers every request late, so that the calls that
+// come while the first is sent all wait for it.
+var slow = netboxtest.Fault{Kind: netboxtest.Slow, Delay: 100 * time.Millisecond}
+
+// storm forgets srv's requests, then runs f(i) for i in [0, n) at once
+// while srv has the fault, and heals srv.
+func storm(srv *netboxtest.Server, fault netboxtest.Fault, n int, f func(i int)) {
+	srv.Inject(fault)
+	srv.ResetRequests()
+	concurrently(n, f)
+	srv.Inject(netboxtest.Fault{})
+}
+
 // TestRecordDeviceMACBatched: the MACs of 40 machines recorded at once cost
 // at most two batches of three requests (the first call may go alone, the
 // others wait for it and go together): the interfaces read in one list, the MAC objects
@@ -68,18 +81,13 @@ func TestRecordDeviceMACBatched(t *testing.T) {
 	const n = 40
 	srv, nb, devs := generatedFleet(t, n)
 	macOf := func(i int) net.HardwareAddr { return net.HardwareAddr{0x58, 0x47, 0xca, 0, byte(i >> 8), byte(i)} }
-	// Every request answers late, so the calls that come while the first
-	// is sent all wait for it.
-	srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: 100 * time.Millisecond})
-	srv.ResetRequests()
 	got := make([]Device, n)
 	errs := make([]error, n)
-	concurrently(n, func(i int) {
+	storm(srv, slow, n, func(i int) {
 		held := devs[i]
 		held.MAC, held.SwitchPort = nil, 0
 		got[i], errs[i] = nb.RecordDeviceMAC(t.Context(), held, macOf(i))
 	})
-	srv.Inject(netboxtest.Fault{})
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("%s: %v", devs[i].Name, err)
@@ -134,12 +142,10 @@ func TestRecordMACBatchRefused(t *testing.T) {
 	for _, d := range devs {
 		ids = append(ids, d.ID)
 	}
-	srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: 50 * time.Millisecond})
 	errs := make([]error, len(ids))
-	concurrently(len(ids), func(i int) {
+	storm(srv, netboxtest.Fault{Kind: netboxtest.Slow, Delay: 50 * time.Millisecond}, len(ids), func(i int) {
 		errs[i] = nb.RecordMAC(t.Context(), ids[i], net.HardwareAddr{2, 0, 0, 0, 0, byte(i)})
 	})
-	srv.Inject(netboxtest.Fault{})
 	for i, err := range errs {
 		if i < 2 {
 			if !errors.Is(err, ErrNotFound) {
@@ -167,17 +173,14 @@ func TestRecordMACBatchRefused(t *testing.T) {
 func TestJournalBatched(t *testing.T) {
 	const n = 40
 	srv, nb, devs := generatedFleet(t, n)
-	srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: 100 * time.Millisecond})
-	srv.ResetRequests()
 	errs := make([]error, n+1)
-	concurrently(n+1, func(i int) {
+	storm(srv, slow, n+1, func(i int) {
 		if i == n { // a device NetBox does not have
 			errs[i] = nb.Journal(t.Context(), 99999, JournalInfo, "nowhere")
 			return
 		}
 		errs[i] = nb.Journal(t.Context(), devs[i].ID, JournalSuccess, fmt.Sprintf("line of %s", devs[i].Name))
 	})
-	srv.Inject(netboxtest.Fault{})
 	for i, err := range errs[:n] {
 		if err != nil {
 			t.Errorf("%s: %v", devs[i].Name, err)
@@ -206,14 +209,11 @@ func TestJournalBatched(t *testing.T) {
 	}
 
 	// Without a refusal, the same storm costs at most two requests.
-	srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: 100 * time.Millisecond})
-	srv.ResetRequests()
-	concurrently(n, func(i int) {
+	storm(srv, slow, n, func(i int) {
 		if err := nb.Journal(t.Context(), devs[i].ID, JournalInfo, "again"); err != nil {
 			t.Error(err)
 		}
 	})
-	srv.Inject(netboxtest.Fault{})
 	if c := srv.RequestCount(); c > 2 {
 		t.Errorf("%d lines at once took %d requests, want at most 2: %v", n, c, requestsBy(srv))
 	}
@@ -320,14 +320,9 @@ func TestDeviceBindingAndUpdate(t *testing.T) {
 func TestDeviceBySerialBatched(t *testing.T) {
 	const n = 40
 	srv, nb, devs := generatedFleet(t, n)
-	// Every request answers late, so the calls that come while the first
-	// is sent all wait for it.
-	srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: 100 * time.Millisecond})
-	srv.ResetRequests()
 	got := make([]Device, n)
 	errs := make([]error, n)
-	concurrently(n, func(i int) { got[i], _, errs[i] = nb.DeviceBinding(t.Context(), devs[i].Serial) })
-	srv.Inject(netboxtest.Fault{})
+	storm(srv, slow, n, func(i int) { got[i], _, errs[i] = nb.DeviceBinding(t.Context(), devs[i].Serial) })
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("%s: %v", devs[i].Name, err)
@@ -346,12 +341,9 @@ func TestDeviceBySerialBatched(t *testing.T) {
 	// that differs from w-03's in case.
 	noErr(t, srv.Update(userAlice, "/api/dcim/devices/", map[string]any{"id": devs[1].ID, "serial": devs[2].Serial}))
 	serials := []string{devs[2].Serial, "NO-SUCH-SERIAL", strings.ToLower(devs[3].Serial), devs[4].Serial, devs[5].Serial}
-	srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: 100 * time.Millisecond})
-	srv.ResetRequests()
 	answers := make([]Device, len(serials))
 	errs = make([]error, len(serials))
-	concurrently(len(serials), func(i int) { answers[i], errs[i] = nb.DeviceBySerial(t.Context(), serials[i]) })
-	srv.Inject(netboxtest.Fault{})
+	storm(srv, slow, len(serials), func(i int) { answers[i], errs[i] = nb.DeviceBySerial(t.Context(), serials[i]) })
 	if reads := requestsBy(srv)["GET /api/dcim/devices/"]; reads > 2 {
 		t.Errorf("%d device reads for %d serials at once, want at most 2", reads, len(serials))
 	}
@@ -387,15 +379,12 @@ func TestDeviceBySerialLongSerials(t *testing.T) {
 	for i := range serials {
 		serials[i] = fmt.Sprintf("%03d%s", i, strings.Repeat("x/&=", 32)[:125]) // 128 bytes, 315 escaped
 	}
-	read := func() []error {
+	read := func(fault netboxtest.Fault) []error {
 		errs := make([]error, n)
-		srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: 100 * time.Millisecond})
-		concurrently(n, func(i int) { _, errs[i] = nb.DeviceBySerial(t.Context(), serials[i]) })
-		srv.Inject(netboxtest.Fault{})
+		storm(srv, fault, n, func(i int) { _, errs[i] = nb.DeviceBySerial(t.Context(), serials[i]) })
 		return errs
 	}
-	srv.ResetRequests()
-	for i, err := range read() {
+	for i, err := range read(slow) {
 		if !errors.Is(err, ErrNotFound) {
 			t.Errorf("serial %d: %v, want ErrNotFound", i, err)
 		}
@@ -421,11 +410,7 @@ func TestDeviceBySerialLongSerials(t *testing.T) {
 	if alone == nil || errors.Is(alone, ErrNotFound) || errors.Is(alone, ErrUnavailable) {
 		t.Fatalf("a serial read NetBox refused: %v, want its refusal", alone)
 	}
-	errs := make([]error, n)
-	srv.ResetRequests()
-	srv.Inject(netboxtest.Fault{Kind: netboxtest.Failing, Status: http.StatusRequestURITooLong})
-	concurrently(n, func(i int) { _, errs[i] = nb.DeviceBySerial(t.Context(), serials[i]) })
-	srv.Inject(netboxtest.Fault{})
+	errs := read(netboxtest.Fault{Kind: netboxtest.Failing, Status: http.StatusRequestURITooLong})
 	askedAlone := map[string]bool{}
 	for _, r := range srv.Requests() {
 		_, query, _ := strings.Cut(r.URI, "?")

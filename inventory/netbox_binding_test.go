@@ -28,8 +28,7 @@ func TestBindingAuthorship(t *testing.T) {
 		{
 			name: "both approvals cleared by another user", serial: "MS01-0001", authored: false,
 			then: func(t *testing.T, tc *bindingCase) {
-				tc.edit(t, userAlice, cfApprovedEKHash, nil)
-				tc.edit(t, userAlice, cfApprovedEKHashECC, nil)
+				aliceSets(cfApprovedEKHash, nil, cfApprovedEKHashECC, nil)(t, tc)
 				tc.wantRSA, tc.wantECC, tc.checkValues = "", "", true
 			},
 		},
@@ -43,8 +42,7 @@ func TestBindingAuthorship(t *testing.T) {
 		{
 			name: "both approvals cleared by another user, then by the author", serial: "MS01-0001", authored: true,
 			then: func(t *testing.T, tc *bindingCase) {
-				tc.edit(t, userAlice, cfApprovedEKHash, nil)
-				tc.edit(t, userAlice, cfApprovedEKHashECC, nil)
+				aliceSets(cfApprovedEKHash, nil, cfApprovedEKHashECC, nil)(t, tc)
 				// The nodes file still approves the EKs: the apply writes
 				// them back, and the next apply clears them as the author.
 				applied(t, tc.terraform, parseNodes(t, fleetNodes))
@@ -55,38 +53,22 @@ func TestBindingAuthorship(t *testing.T) {
 		{
 			name: "an EK approved by another user on a device planned without approvals, then cleared", serial: "G6NUC13-88121", authored: false,
 			then: func(t *testing.T, tc *bindingCase) {
-				tc.edit(t, userAlice, cfApprovedEKHash, hashD)
-				tc.edit(t, userAlice, cfApprovedEKHash, nil)
+				aliceSets(cfApprovedEKHash, hashD, cfApprovedEKHash, nil)(t, tc)
 				tc.checkValues = true
 			},
 		},
 		{name: "another author configured", serial: "MS01-0001", cfg: &NetBoxConfig{BindingAuthor: userAlice}, authored: false},
-		{
-			name: "edited afterwards by another user", serial: "MS01-0001", authored: false,
-			then: func(t *testing.T, tc *bindingCase) { tc.edit(t, userAlice, cfApprovedEKHash, hashC) },
-		},
-		{
-			name: "the other EK edited by another user", serial: "MS01-0001", authored: false,
-			then: func(t *testing.T, tc *bindingCase) { tc.edit(t, userAlice, cfApprovedEKHashECC, hashC) },
-		},
-		{
-			name: "an approval cleared by another user", serial: "MS01-0001", authored: false,
-			then: func(t *testing.T, tc *bindingCase) { tc.edit(t, userAlice, cfApprovedEKHashECC, nil) },
-		},
-		{
-			name: "an EK added by another user", serial: "MS01-0002", authored: false,
-			then: func(t *testing.T, tc *bindingCase) { tc.edit(t, userAlice, cfApprovedEKHashECC, hashA) },
-		},
+		{name: "edited afterwards by another user", serial: "MS01-0001", authored: false, then: aliceSets(cfApprovedEKHash, hashC)},
+		{name: "the other EK edited by another user", serial: "MS01-0001", authored: false, then: aliceSets(cfApprovedEKHashECC, hashC)},
+		{name: "an approval cleared by another user", serial: "MS01-0001", authored: false, then: aliceSets(cfApprovedEKHashECC, nil)},
+		{name: "an EK added by another user", serial: "MS01-0002", authored: false, then: aliceSets(cfApprovedEKHashECC, hashA)},
 		{
 			name: "edited by another user and changed back", serial: "MS01-0001", authored: false,
-			then: func(t *testing.T, tc *bindingCase) {
-				tc.edit(t, userAlice, cfApprovedEKHash, hashC)
-				tc.edit(t, userAlice, cfApprovedEKHash, hashA)
-			},
+			then: aliceSets(cfApprovedEKHash, hashC, cfApprovedEKHash, hashA),
 		},
 		{
 			name: "another user writes the same value: nothing changes", serial: "MS01-0001", authored: true,
-			then: func(t *testing.T, tc *bindingCase) { tc.edit(t, userAlice, cfApprovedEKHash, hashA) },
+			then: aliceSets(cfApprovedEKHash, hashA),
 		},
 		{
 			name: "other fields edited by other users", serial: "MS01-0001", authored: true,
@@ -193,6 +175,17 @@ const hashD = "c27b93035afbcb6bdfd2d95501d1ffc89ded34b8e343ec6f90ae4c2cd7533434"
 func (tc *bindingCase) edit(t *testing.T, user, field string, value any) {
 	t.Helper()
 	noErr(t, tc.srv.EditCustomField(user, tc.id, field, value))
+}
+
+// aliceSets is a case's then: alice sets each field to its value, in
+// turn (fieldValues holds field, value, field, value...).
+func aliceSets(fieldValues ...any) func(*testing.T, *bindingCase) {
+	return func(t *testing.T, tc *bindingCase) {
+		t.Helper()
+		for i := 0; i+1 < len(fieldValues); i += 2 {
+			tc.edit(t, userAlice, fieldValues[i].(string), fieldValues[i+1])
+		}
+	}
 }
 
 func newBindingCase(t *testing.T, serial string) *bindingCase {

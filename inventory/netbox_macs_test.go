@@ -54,6 +54,8 @@ func TestPlanMACs(t *testing.T) {
 	primary := iface(30, 3, true, nbMAC{ID: 8, MACAddress: "02:00:00:00:00:01"})
 	another := iface(40, 4, true, nbMAC{ID: 9, MACAddress: other}, nbMAC{ID: 11, MACAddress: mac})
 
+	// A case of one record leaves first, ierrs and errs unset: they are
+	// {0}, {nil} and {nil}.
 	tests := []struct {
 		name    string
 		recs    []macRecord
@@ -63,84 +65,41 @@ func TestPlanMACs(t *testing.T) {
 		outs    []*nbInterface
 		errs    []error
 		pending []macWork
-	}{{
-		name:    "a new MAC",
-		recs:    []macRecord{{1, mac}},
-		first:   []int{0},
-		ifaces:  []*nbInterface{bare},
-		ierrs:   []error{nil},
-		outs:    []*nbInterface{bare},
-		errs:    []error{nil},
-		pending: []macWork{{i: 0, iface: bare, mac: mac}},
-	}, {
-		name:    "a MAC object the interface holds, in another notation",
-		recs:    []macRecord{{2, mac}},
-		first:   []int{0},
-		ifaces:  []*nbInterface{holds},
-		ierrs:   []error{nil},
-		outs:    []*nbInterface{holds},
-		errs:    []error{nil},
-		pending: []macWork{{i: 0, iface: holds, mac: mac, macID: 7}},
-	}, {
-		name:   "already the primary MAC",
-		recs:   []macRecord{{3, mac}},
-		first:  []int{0},
-		ifaces: []*nbInterface{primary},
-		ierrs:  []error{nil},
-		outs:   []*nbInterface{primary},
-		errs:   []error{nil},
-	}, {
-		name:    "another primary MAC",
-		recs:    []macRecord{{4, mac}},
-		first:   []int{0},
-		ifaces:  []*nbInterface{another},
-		ierrs:   []error{nil},
-		outs:    []*nbInterface{another},
-		errs:    []error{nil},
-		pending: []macWork{{i: 0, iface: another, mac: mac, macID: 11}},
-	}, {
-		name:   "only a read",
-		recs:   []macRecord{{1, ""}},
-		first:  []int{0},
-		ifaces: []*nbInterface{bare},
-		ierrs:  []error{nil},
-		outs:   []*nbInterface{bare},
-		errs:   []error{nil},
-	}, {
-		name:   "no interface, a MAC to record",
-		recs:   []macRecord{{5, mac}},
-		first:  []int{0},
-		ifaces: []*nbInterface{nil},
-		ierrs:  []error{nil},
-		outs:   []*nbInterface{nil},
-		errs:   []error{ErrNotFound},
-	}, {
-		name:   "no interface, only a read",
-		recs:   []macRecord{{5, ""}},
-		first:  []int{0},
-		ifaces: []*nbInterface{nil},
-		ierrs:  []error{nil},
-		outs:   []*nbInterface{nil},
-		errs:   []error{nil},
-	}, {
-		name:   "the read failed",
-		recs:   []macRecord{{1, mac}},
-		first:  []int{0},
-		ifaces: []*nbInterface{bare},
-		ierrs:  []error{unavailable},
-		outs:   []*nbInterface{nil},
-		errs:   []error{ErrUnavailable},
-	}, {
-		name:    "a batch, a device twice",
-		recs:    []macRecord{{1, mac}, {3, mac}, {1, other}, {5, mac}, {2, mac}},
-		first:   []int{0, 1, 3, 4},
-		ifaces:  []*nbInterface{bare, primary, nil, holds},
-		ierrs:   []error{nil, nil, nil, nil},
-		outs:    []*nbInterface{bare, primary, nil, nil, holds},
-		errs:    []error{nil, nil, nil, ErrNotFound, nil},
-		pending: []macWork{{i: 0, iface: bare, mac: mac}, {i: 4, iface: holds, mac: mac, macID: 7}},
-	}}
+	}{
+		{name: "a new MAC", recs: []macRecord{{1, mac}}, ifaces: []*nbInterface{bare}, outs: []*nbInterface{bare},
+			pending: []macWork{{i: 0, iface: bare, mac: mac}}},
+		{name: "a MAC object the interface holds, in another notation", recs: []macRecord{{2, mac}}, ifaces: []*nbInterface{holds}, outs: []*nbInterface{holds},
+			pending: []macWork{{i: 0, iface: holds, mac: mac, macID: 7}}},
+		{name: "already the primary MAC", recs: []macRecord{{3, mac}}, ifaces: []*nbInterface{primary}, outs: []*nbInterface{primary}},
+		{name: "another primary MAC", recs: []macRecord{{4, mac}}, ifaces: []*nbInterface{another}, outs: []*nbInterface{another},
+			pending: []macWork{{i: 0, iface: another, mac: mac, macID: 11}}},
+		{name: "only a read", recs: []macRecord{{1, ""}}, ifaces: []*nbInterface{bare}, outs: []*nbInterface{bare}},
+		{name: "no interface, a MAC to record", recs: []macRecord{{5, mac}}, ifaces: []*nbInterface{nil}, outs: []*nbInterface{nil},
+			errs: []error{ErrNotFound}},
+		{name: "no interface, only a read", recs: []macRecord{{5, ""}}, ifaces: []*nbInterface{nil}, outs: []*nbInterface{nil}},
+		{name: "the read failed", recs: []macRecord{{1, mac}}, ifaces: []*nbInterface{bare}, ierrs: []error{unavailable},
+			outs: []*nbInterface{nil}, errs: []error{ErrUnavailable}},
+		{
+			name:    "a batch, a device twice",
+			recs:    []macRecord{{1, mac}, {3, mac}, {1, other}, {5, mac}, {2, mac}},
+			first:   []int{0, 1, 3, 4},
+			ifaces:  []*nbInterface{bare, primary, nil, holds},
+			ierrs:   []error{nil, nil, nil, nil},
+			outs:    []*nbInterface{bare, primary, nil, nil, holds},
+			errs:    []error{nil, nil, nil, ErrNotFound, nil},
+			pending: []macWork{{i: 0, iface: bare, mac: mac}, {i: 4, iface: holds, mac: mac, macID: 7}},
+		},
+	}
 	for _, tt := range tests {
+		if len(tt.recs) == 1 {
+			tt.first = []int{0}
+			if tt.ierrs == nil {
+				tt.ierrs = []error{nil}
+			}
+			if tt.errs == nil {
+				tt.errs = []error{nil}
+			}
+		}
 		outs, errs, pending := planMACs(tt.recs, tt.first, tt.ifaces, tt.ierrs, noIface)
 		if diff := cmp.Diff(tt.outs, outs); diff != "" {
 			t.Errorf("%s: interfaces (-want +got):\n%s", tt.name, diff)

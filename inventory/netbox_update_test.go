@@ -39,14 +39,11 @@ func TestUpdateDeviceBatched(t *testing.T) {
 	for _, d := range devs[:n/2] {
 		noErr(t, nb.SetDesiredAction(t.Context(), d.ID, DesiredActionProvision))
 	}
-	srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: 100 * time.Millisecond})
-	srv.ResetRequests()
 	errs := make([]error, n)
-	concurrently(n, func(i int) {
+	storm(srv, slow, n, func(i int) {
 		u, _, _ := attestedUpdate(i)
 		errs[i] = nb.UpdateDevice(t.Context(), devs[i].ID, u)
 	})
-	srv.Inject(netboxtest.Fault{})
 	for i, err := range errs {
 		if err != nil {
 			t.Errorf("%s: %v", devs[i].Name, err)
@@ -78,15 +75,13 @@ func TestUpdateDeviceBatched(t *testing.T) {
 		nb.places[id] = p
 	}
 	nb.placesMu.Unlock()
-	srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: 20 * time.Millisecond})
-	srv.ResetRequests()
-	concurrently(n, func(i int) {
+	briefly := netboxtest.Fault{Kind: netboxtest.Slow, Delay: 20 * time.Millisecond}
+	storm(srv, briefly, n, func(i int) {
 		run := "stale"
 		if err := nb.UpdateDevice(t.Context(), devs[i].ID, Update{LastRun: &run}); err != nil {
 			t.Errorf("%s: %v", devs[i].Name, err)
 		}
 	})
-	srv.Inject(netboxtest.Fault{})
 	if by := requestsBy(srv); by["PATCH /api/dcim/devices/"] != 0 || srv.RequestCount() != n {
 		t.Errorf("%d Updates of devices read long ago: %v, want %d PATCHes of each device", n, by, n)
 	}
@@ -94,15 +89,12 @@ func TestUpdateDeviceBatched(t *testing.T) {
 	// A client that has not read the devices does not know what a bulk
 	// update item of them must carry: each Update goes alone.
 	fresh := client(t, srv, userFleetd, nil)
-	srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: 20 * time.Millisecond})
-	srv.ResetRequests()
-	concurrently(n, func(i int) {
+	storm(srv, briefly, n, func(i int) {
 		run := "again"
 		if err := fresh.UpdateDevice(t.Context(), devs[i].ID, Update{LastRun: &run}); err != nil {
 			t.Errorf("%s: %v", devs[i].Name, err)
 		}
 	})
-	srv.Inject(netboxtest.Fault{})
 	if by := requestsBy(srv); by["PATCH /api/dcim/devices/"] != 0 || srv.RequestCount() != n {
 		t.Errorf("%d Updates of devices the client has not read: %v, want %d PATCHes of each device", n, by, n)
 	}
@@ -131,17 +123,14 @@ func TestUpdateDeviceBatchRefused(t *testing.T) {
 		ids = append(ids, d.ID)
 	}
 	const badEK = 3 // the index in ids of the Update whose EK hash is not one
-	srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: 50 * time.Millisecond})
-	srv.ResetRequests()
 	errs := make([]error, len(ids))
-	concurrently(len(ids), func(i int) {
+	storm(srv, netboxtest.Fault{Kind: netboxtest.Slow, Delay: 50 * time.Millisecond}, len(ids), func(i int) {
 		u, _, _ := attestedUpdate(i)
 		if i == badEK {
 			u.Attestation.EKHash = "not a hash"
 		}
 		errs[i] = nb.UpdateDevice(t.Context(), ids[i], u)
 	})
-	srv.Inject(netboxtest.Fault{})
 	if by := requestsBy(srv); by["PATCH /api/dcim/devices/"] == 0 {
 		t.Errorf("no bulk update: %v", by)
 	}

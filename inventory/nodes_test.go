@@ -100,6 +100,19 @@ func TestParseValid(t *testing.T) {
 	}
 }
 
+// wantProblems checks that Parse refuses src with exactly the problem
+// lines want.
+func wantProblems(t *testing.T, src string, want []string) {
+	t.Helper()
+	_, err := Parse("nodes.yaml", []byte(src), testTopology)
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Parse error = %v, want one that is ErrInvalid", err)
+	}
+	if diff := cmp.Diff(want, strings.Split(err.Error(), "\n")); diff != "" {
+		t.Errorf("problems (-want +got):\n%s\nfile:\n%s", diff, src)
+	}
+}
+
 // TestParseProblems holds one case per validation rule, each with the exact
 // problem lines Parse reports. Node entries start at line 11.
 func TestParseProblems(t *testing.T) {
@@ -220,16 +233,7 @@ func TestParseProblems(t *testing.T) {
 				`nodes.yaml:26:10: node w-02: bmc "z" is not one of amt, ipmi, redfish, none`,
 			}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse("nodes.yaml", []byte(tc.src), testTopology)
-			if !errors.Is(err, ErrInvalid) {
-				t.Fatalf("Parse error = %v, want one that is ErrInvalid", err)
-			}
-			got := strings.Split(err.Error(), "\n")
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("problems (-want +got):\n%s\nfile:\n%s", diff, tc.src)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { wantProblems(t, tc.src, tc.want) })
 	}
 }
 
@@ -398,14 +402,6 @@ func TestParseSecureBoot(t *testing.T) {
 		{"misspelt key", "    secureboot: required\n",
 			[]string{`nodes.yaml:9:5: class worker: unknown field "secureboot" (did you mean "secure_boot"?)`}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse("nodes.yaml", []byte(classes(tc.worker, "")), testTopology)
-			if !errors.Is(err, ErrInvalid) {
-				t.Fatalf("Parse error = %v, want one that is ErrInvalid", err)
-			}
-			if diff := cmp.Diff(tc.want, strings.Split(err.Error(), "\n")); diff != "" {
-				t.Errorf("problems (-want +got):\n%s", diff)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { wantProblems(t, classes(tc.worker, ""), tc.want) })
 	}
 }
