@@ -19,26 +19,39 @@ func noErr(tb testing.TB, err error) {
 	}
 }
 
-// call makes one API request as token and decodes the answer.
-func call(t *testing.T, srv *Server, token, method, uri string, body any) (int, any) {
-	t.Helper()
+// send makes one API request as token ("": none) through client and
+// returns the answer and its body.
+func send(client *http.Client, srv *Server, token, method, uri string, body any) (*http.Response, []byte, error) {
 	var r io.Reader
 	if body != nil {
 		data, err := json.Marshal(body)
-		noErr(t, err)
+		if err != nil {
+			return nil, nil, err
+		}
 		r = bytes.NewReader(data)
 	}
 	req, err := http.NewRequest(method, srv.URL+uri, r)
-	noErr(t, err)
+	if err != nil {
+		return nil, nil, err
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Token "+token)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	rsp, err := http.DefaultClient.Do(req)
-	noErr(t, err)
+	rsp, err := client.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
 	defer rsp.Body.Close()
 	data, err := io.ReadAll(rsp.Body)
+	return rsp, data, err
+}
+
+// call makes one API request as token and decodes the answer.
+func call(t *testing.T, srv *Server, token, method, uri string, body any) (int, any) {
+	t.Helper()
+	rsp, data, err := send(http.DefaultClient, srv, token, method, uri, body)
 	noErr(t, err)
 	var v any
 	if len(data) > 0 {
@@ -71,7 +84,7 @@ func TestTour(t *testing.T) {
 	ok := must(t, 200)
 	created := must(t, 201)
 	site := ok(call(t, srv, tok, "GET", "/api/dcim/sites/?slug=folly", nil))["results"].([]any)[0].(map[string]any)
-	cf := created(call(t, srv, tok, "POST", "/api/extras/custom-fields/", map[string]any{
+	created(call(t, srv, tok, "POST", "/api/extras/custom-fields/", map[string]any{
 		"name": "approved_ek_hash", "type": "text", "object_types": []string{"dcim.device"}, "validation_regex": "^[0-9a-f]{64}$",
 	}))
 	created(call(t, srv, tok, "POST", "/api/extras/custom-fields/", map[string]any{
@@ -80,7 +93,6 @@ func TestTour(t *testing.T) {
 	created(call(t, srv, tok, "POST", "/api/extras/custom-fields/", map[string]any{
 		"name": "attested_at", "type": "datetime", "object_types": []string{"dcim.device"},
 	}))
-	_ = cf
 	mfr := created(call(t, srv, tok, "POST", "/api/dcim/manufacturers/", map[string]any{"name": "Minisforum", "slug": "minisforum"}))
 	dt := created(call(t, srv, tok, "POST", "/api/dcim/device-types/", map[string]any{"manufacturer": id(mfr), "model": "MS-01", "slug": "ms-01"}))
 	ro := created(call(t, srv, tok, "POST", "/api/dcim/device-roles/", map[string]any{"name": "kubernetes-node", "slug": "kubernetes-node"}))
@@ -245,7 +257,6 @@ func TestPagination(t *testing.T) {
 
 func TestBulkWritesAreOneTransaction(t *testing.T) {
 	srv, tok, ids := fleet(t)
-	before := srv.RequestCount()
 	code, v := call(t, srv, tok, "POST", pathDevices, []any{newDevice(ids, "a"), newDevice(ids, "b", "status", "bogus"), newDevice(ids, "a")})
 	if code != 400 {
 		t.Fatalf("a bulk create with refused objects: %d %v", code, v)
@@ -262,7 +273,6 @@ func TestBulkWritesAreOneTransaction(t *testing.T) {
 	if n := ch.(map[string]any)["count"].(float64); n != 0 {
 		t.Errorf("%v changes recorded by a refused bulk create", n)
 	}
-	_ = before
 	// A bulk update needs IDs, and is one transaction too.
 	created := mustIDs(t)(srv.Create("terraform", pathDevices, newDevice(ids, "a"), newDevice(ids, "b")))
 	code, _ = call(t, srv, tok, "PATCH", pathDevices, []any{
@@ -402,6 +412,22 @@ func TestFilters(t *testing.T) {
 	}
 }
 
+// request is a named API request.
+type request struct {
+	name, method, uri string
+	body              any
+}
+
+// refused checks that the server answers each request 400.
+func refused(t *testing.T, srv *Server, tok string, reqs []request) {
+	t.Helper()
+	for _, c := range reqs {
+		if code, v := call(t, srv, tok, c.method, c.uri, c.body); code != 400 {
+			t.Errorf("%s: %d %v, want 400", c.name, code, v)
+		}
+	}
+}
+
 func TestNetBoxRules(t *testing.T) {
 	srv, tok, ids := fleet(t)
 	ports := srv.Interfaces(ids["switch"])
@@ -411,10 +437,7 @@ func TestNetBoxRules(t *testing.T) {
 		map[string]any{"device": dev[1], "name": "eth0", "type": "other"}))
 	ip := mustIDs(t)(srv.Create("terraform", pathIPs, map[string]any{"address": "10.0.0.1/24", "assigned_object_type": typeInterface, "assigned_object_id": ifc[0]}))
 	mac := mustIDs(t)(srv.Create("terraform", pathMACs, map[string]any{"mac_address": "58-47-ca-71-0a-01", "assigned_object_type": typeInterface, "assigned_object_id": ifc[0]}))
-	for _, c := range []struct {
-		name, method, uri string
-		body              any
-	}{
+	refused(t, srv, tok, []request{
 		{"a name twice in a site", "POST", pathDevices, newDevice(ids, "A")},
 		{"an address twice", "POST", pathIPs, map[string]any{"address": "10.0.0.1/16"}},
 		{"a primary address of another device", "PATCH", fmt.Sprintf("%s%d/", pathDevices, dev[1]), map[string]any{"primary_ip4": ip[0]}},
@@ -427,11 +450,7 @@ func TestNetBoxRules(t *testing.T) {
 		{"a field netboxtest lacks", "PATCH", fmt.Sprintf("%s%d/", pathDevices, dev[0]), map[string]any{"rack": 1}},
 		{"a cable to nothing", "POST", pathCables, map[string]any{"a_terminations": []any{map[string]any{"object_type": typeInterface, "object_id": ifc[0]}}, "b_terminations": []any{}}},
 		{"a journal entry without text", "POST", pathJournal, map[string]any{"assigned_object_type": "dcim.device", "assigned_object_id": dev[0], "comments": " "}},
-	} {
-		if code, v := call(t, srv, tok, c.method, c.uri, c.body); code != 400 {
-			t.Errorf("%s: %d %v, want 400", c.name, code, v)
-		}
-	}
+	})
 	// What NetBox allows.
 	must(t, 200)(call(t, srv, tok, "PATCH", fmt.Sprintf("%s%d/", pathDevices, dev[0]), map[string]any{"primary_ip4": ip[0], "custom_fields": map[string]any{"at": "2026-12-01T10:00:00.5Z", "port": 7}}))
 	must(t, 200)(call(t, srv, tok, "PATCH", fmt.Sprintf("%s%d/", pathInterfaces, ifc[0]), map[string]any{"primary_mac_address": mac[0]}))
@@ -441,21 +460,14 @@ func TestNetBoxRules(t *testing.T) {
 	}))
 	// Now: the primary address cannot move, the primary MAC cannot leave, a
 	// cabled interface takes no second cable.
-	for _, c := range []struct {
-		name, method, uri string
-		body              any
-	}{
+	refused(t, srv, tok, []request{
 		{"moving a primary address", "PATCH", fmt.Sprintf("%s%d/", pathIPs, ip[0]), map[string]any{"assigned_object_type": typeInterface, "assigned_object_id": ifc[1]}},
 		{"moving a primary MAC", "PATCH", fmt.Sprintf("%s%d/", pathMACs, mac[0]), map[string]any{"assigned_object_type": nil, "assigned_object_id": nil}},
 		{"a second cable", "POST", pathCables, map[string]any{
 			"a_terminations": []any{map[string]any{"object_type": typeInterface, "object_id": ifc[1]}},
 			"b_terminations": []any{map[string]any{"object_type": typeInterface, "object_id": ports["Port 3"]}},
 		}},
-	} {
-		if code, v := call(t, srv, tok, c.method, c.uri, c.body); code != 400 {
-			t.Errorf("%s: %d %v, want 400", c.name, code, v)
-		}
-	}
+	})
 	_, d := call(t, srv, tok, "GET", fmt.Sprintf("%s%d/", pathDevices, dev[0]), nil)
 	cf := d.(map[string]any)["custom_fields"].(map[string]any)
 	if cf["at"] != "2026-12-01T10:00:00.500000+00:00" || cf["port"] != float64(7) || cf["class"] != nil || d.(map[string]any)["interface_count"] != float64(1) {
@@ -494,18 +506,7 @@ func TestFaults(t *testing.T) {
 	srv, tok, ids := fleet(t)
 	client := &http.Client{Timeout: 200 * time.Millisecond}
 	do := func(method, uri string, body any) (*http.Response, error) {
-		var r io.Reader
-		if body != nil {
-			r = bytes.NewReader(mustJSON(t, body))
-		}
-		req, _ := http.NewRequest(method, srv.URL+uri, r)
-		req.Header.Set("Authorization", "Token "+tok)
-		req.Header.Set("Content-Type", "application/json")
-		rsp, err := client.Do(req)
-		if err == nil {
-			_, err = io.ReadAll(rsp.Body)
-			rsp.Body.Close()
-		}
+		rsp, _, err := send(client, srv, tok, method, uri, body)
 		return rsp, err
 	}
 	devices := func() int {
@@ -546,12 +547,8 @@ func TestFaults(t *testing.T) {
 	if rsp, err := do("GET", pathDevices, nil); err != nil || rsp.StatusCode != 200 {
 		t.Errorf("another user's request during alice's fault: %v %v", rsp, err)
 	}
-	req, _ := http.NewRequest("GET", srv.URL+pathDevices, nil)
-	req.Header.Set("Authorization", "Token "+srv.Token("alice"))
-	if rsp, err := client.Do(req); err != nil || rsp.StatusCode != 503 {
+	if rsp, _, err := send(client, srv, srv.Token("alice"), "GET", pathDevices, nil); err != nil || rsp.StatusCode != 503 {
 		t.Errorf("alice's request during her fault: %v %v, want 503", rsp, err)
-	} else {
-		rsp.Body.Close()
 	}
 	srv.Inject(Fault{})
 	// Only the cut request was processed.
