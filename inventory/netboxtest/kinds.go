@@ -697,18 +697,9 @@ func macKind() *kind {
 	return &kind{
 		path: pathMACs, objectType: "dcim.macaddress",
 		rows: func(s *store) rows { return s.macs },
-		filters: map[string]filter{
-			"mac_address":          iStrFilter(func(s *store, id int64) string { return mac(s, id).mac }),
-			"assigned_object_type": strFilter(func(s *store, id int64) string { return ifNonZero(mac(s, id).iface, typeInterface) }),
-			"assigned_object_id":   idFilter(func(s *store, id int64) int64 { return mac(s, id).iface }),
-			"interface_id":         idFilter(func(s *store, id int64) int64 { return mac(s, id).iface }),
-			"device_id": idFilter(func(s *store, id int64) int64 {
-				if i := s.interfaces.get(mac(s, id).iface); i != nil {
-					return i.device
-				}
-				return 0
-			}),
-		},
+		filters: assignedFilters(func(s *store, id int64) int64 { return mac(s, id).iface }, map[string]filter{
+			"mac_address": iStrFilter(func(s *store, id int64) string { return mac(s, id).mac }),
+		}),
 		render: (*renderer).macAddress,
 		write: func(t *tx, id int64, in *input) (int64, error) {
 			s := t.s
@@ -750,6 +741,21 @@ func macKind() *kind {
 	}
 }
 
+// assignedFilters adds to filters those of a kind assigned to an
+// interface, whose ID iface returns (0: none).
+func assignedFilters(iface func(s *store, id int64) int64, filters map[string]filter) map[string]filter {
+	filters["assigned_object_type"] = strFilter(func(s *store, id int64) string { return ifNonZero(iface(s, id), typeInterface) })
+	filters["assigned_object_id"] = idFilter(iface)
+	filters["interface_id"] = idFilter(iface)
+	filters["device_id"] = idFilter(func(s *store, id int64) int64 {
+		if i := s.interfaces.get(iface(s, id)); i != nil {
+			return i.device
+		}
+		return 0
+	})
+	return filters
+}
+
 func ifNonZero(id int64, s string) string {
 	if id == 0 {
 		return ""
@@ -782,7 +788,7 @@ func ipKind() *kind {
 	return &kind{
 		path: pathIPs, objectType: "ipam.ipaddress",
 		rows: func(s *store) rows { return s.ips },
-		filters: map[string]filter{
+		filters: assignedFilters(func(s *store, id int64) int64 { return ip(s, id).iface }, map[string]filter{
 			// NetBox matches address by host, ignoring the prefix length.
 			"address": func(s *store, id int64, vals []string) (bool, error) {
 				a := ip(s, id).address.Addr()
@@ -811,17 +817,8 @@ func ipKind() *kind {
 				}
 				return false, nil
 			},
-			"status":               strFilter(func(s *store, id int64) string { return ip(s, id).status }),
-			"assigned_object_type": strFilter(func(s *store, id int64) string { return ifNonZero(ip(s, id).iface, typeInterface) }),
-			"assigned_object_id":   idFilter(func(s *store, id int64) int64 { return ip(s, id).iface }),
-			"interface_id":         idFilter(func(s *store, id int64) int64 { return ip(s, id).iface }),
-			"device_id": idFilter(func(s *store, id int64) int64 {
-				if i := s.interfaces.get(ip(s, id).iface); i != nil {
-					return i.device
-				}
-				return 0
-			}),
-		},
+			"status": strFilter(func(s *store, id int64) string { return ip(s, id).status }),
+		}),
 		render: (*renderer).ipAddress,
 		write:  writeIP,
 		snapshot: func(s *store, id int64) map[string]any {
@@ -881,38 +878,24 @@ func writeIP(t *tx, id int64, in *input) (int64, error) {
 }
 
 func cableKind() *kind {
-	ends := func(s *store, id int64) []int64 {
-		c := s.cables.get(id)
-		return append(slices.Clone(c.a), c.b...)
+	// endFilter matches a cable with an end e for which of(e) is one of
+	// the IDs asked for.
+	endFilter := func(of func(s *store, e int64) int64) filter {
+		return func(s *store, id int64, vals []string) (bool, error) {
+			ids, err := parseIDs(vals)
+			if err != nil {
+				return false, err
+			}
+			c := s.cables.get(id)
+			return slices.ContainsFunc(append(slices.Clone(c.a), c.b...), func(e int64) bool { return slices.Contains(ids, of(s, e)) }), nil
+		}
 	}
 	return &kind{
 		path: pathCables, objectType: "dcim.cable",
 		rows: func(s *store) rows { return s.cables },
 		filters: map[string]filter{
-			"interface_id": func(s *store, id int64, vals []string) (bool, error) {
-				ids, err := parseIDs(vals)
-				if err != nil {
-					return false, err
-				}
-				for _, e := range ends(s, id) {
-					if slices.Contains(ids, e) {
-						return true, nil
-					}
-				}
-				return false, nil
-			},
-			"device_id": func(s *store, id int64, vals []string) (bool, error) {
-				ids, err := parseIDs(vals)
-				if err != nil {
-					return false, err
-				}
-				for _, e := range ends(s, id) {
-					if slices.Contains(ids, s.interfaces.get(e).device) {
-						return true, nil
-					}
-				}
-				return false, nil
-			},
+			"interface_id": endFilter(func(_ *store, e int64) int64 { return e }),
+			"device_id":    endFilter(func(s *store, e int64) int64 { return s.interfaces.get(e).device }),
 		},
 		render: (*renderer).cable,
 		write:  writeCable,

@@ -535,14 +535,15 @@ func (r *renderer) site(id int64) any {
 		"facility": "", "time_zone": nil, "description": s.description, "physical_address": "", "shipping_address": "",
 		"latitude": nil, "longitude": nil, "comments": "", "asns": []any{}, "tags": []any{},
 		"custom_fields": r.customFieldsOf("dcim.site", nil), "created": timeString(s.created), "last_updated": timeString(s.updated),
-		"device_count": r.count(func(d *device) bool { return d.site == id }),
+		"device_count": count(r.s.devices, func(d *device) bool { return d.site == id }),
 	}
 }
 
-func (r *renderer) count(pred func(*device) bool) int {
+// count returns how many objects of tab pred holds for.
+func count[T any](tab *table[T], pred func(*T) bool) int {
 	n := 0
-	r.s.devices.all(func(_ int64, d *device) bool {
-		if pred(d) {
+	tab.all(func(_ int64, v *T) bool {
+		if pred(v) {
 			n++
 		}
 		return true
@@ -552,18 +553,12 @@ func (r *renderer) count(pred func(*device) bool) int {
 
 func (r *renderer) manufacturer(id int64) any {
 	m := r.s.manufacturers.get(id)
-	n := 0
-	r.s.deviceTypes.all(func(_ int64, dt *deviceType) bool {
-		if dt.manufacturer == id {
-			n++
-		}
-		return true
-	})
 	return map[string]any{
 		"id": id, "url": r.url(pathManufacturers, id), "display_url": r.displayURL(pathManufacturers, id), "display": m.name,
 		"name": m.name, "slug": m.slug, "description": m.description, "tags": []any{},
 		"custom_fields": r.customFieldsOf("dcim.manufacturer", nil), "created": timeString(m.created), "last_updated": timeString(m.updated),
-		"devicetype_count": n, "inventoryitem_count": 0, "platform_count": 0,
+		"devicetype_count":    count(r.s.deviceTypes, func(dt *deviceType) bool { return dt.manufacturer == id }),
+		"inventoryitem_count": 0, "platform_count": 0,
 	}
 }
 
@@ -576,7 +571,7 @@ func (r *renderer) deviceType(id int64) any {
 		"subdevice_role": nil, "airflow": nil, "weight": nil, "weight_unit": nil, "front_image": nil, "rear_image": nil,
 		"description": dt.description, "comments": "", "tags": []any{}, "custom_fields": r.customFieldsOf("dcim.devicetype", nil),
 		"created": timeString(dt.created), "last_updated": timeString(dt.updated),
-		"device_count":                r.count(func(d *device) bool { return d.deviceType == id }),
+		"device_count":                count(r.s.devices, func(d *device) bool { return d.deviceType == id }),
 		"console_port_template_count": 0, "console_server_port_template_count": 0, "power_port_template_count": 0,
 		"power_outlet_template_count": 0, "interface_template_count": 0, "front_port_template_count": 0,
 		"rear_port_template_count": 0, "device_bay_template_count": 0, "module_bay_template_count": 0,
@@ -591,6 +586,6 @@ func (r *renderer) role(id int64) any {
 		"name": ro.name, "slug": ro.slug, "color": ro.color, "vm_role": true, "config_template": nil, "parent": nil,
 		"description": ro.description, "comments": "", "tags": []any{}, "custom_fields": r.customFieldsOf("dcim.devicerole", nil),
 		"created": timeString(ro.created), "last_updated": timeString(ro.updated),
-		"device_count": r.count(func(d *device) bool { return d.role == id }), "virtualmachine_count": 0, "_depth": 0,
+		"device_count": count(r.s.devices, func(d *device) bool { return d.role == id }), "virtualmachine_count": 0, "_depth": 0,
 	}
 }

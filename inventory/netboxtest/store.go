@@ -50,9 +50,8 @@ type meta struct {
 }
 
 type user struct {
-	id    int64
-	name  string
-	token string
+	id          int64
+	name, token string
 }
 
 // named is what NetBox's organizational objects (sites, manufacturers,
@@ -88,30 +87,17 @@ type role struct {
 
 type device struct {
 	meta
-	name         string
-	deviceType   int64
-	role         int64
-	site         int64
-	serial       string
-	status       string
-	primaryIP4   int64
-	description  string
-	comments     string
-	customFields map[string]any // set values only; unset fields render null
+	name, serial, status, description, comments string
+	deviceType, role, site, primaryIP4          int64
+	customFields                                map[string]any // set values only; unset fields render null
 }
 
 type iface struct {
 	meta
-	device      int64
-	name        string
-	typ         string
-	enabled     bool
-	mgmtOnly    bool
-	primaryMAC  int64
-	cable       int64
-	cableEnd    string // "A" or "B" while cabled
-	description string
-	label       string
+	device, primaryMAC, cable     int64
+	name, typ, description, label string
+	enabled, mgmtOnly             bool
+	cableEnd                      string // "A" or "B" while cabled
 }
 
 type macAddress struct {
@@ -123,60 +109,41 @@ type macAddress struct {
 
 type ipAddress struct {
 	meta
-	address     netip.Prefix
-	status      string
-	role        string
-	iface       int64 // 0: unassigned
-	dnsName     string
-	description string
+	address                            netip.Prefix
+	status, role, dnsName, description string
+	iface                              int64 // 0: unassigned
 }
 
 type cable struct {
 	meta
-	status      string
-	typ         string
-	label       string
-	description string
-	a, b        []int64 // interface IDs
+	status, typ, label, description string
+	a, b                            []int64 // interface IDs
 }
 
 type customField struct {
 	meta
-	name         string
-	typ          string
-	objectTypes  []string
-	label        string
-	description  string
-	groupName    string
-	required     bool
-	regex        string
-	filterLogic  string
-	uiVisible    string
-	uiEditable   string
-	weight       int64
-	searchWeight int64
-	defaultValue any
+	name, typ, label, description, groupName  string
+	objectTypes                               []string
+	required                                  bool
+	regex, filterLogic, uiVisible, uiEditable string
+	weight, searchWeight                      int64
+	defaultValue                              any
 }
 
 type journalEntry struct {
 	meta
-	objectType string
-	objectID   int64
-	kind       string
-	comments   string
-	createdBy  int64 // user ID; 0: none
+	objectType, kind, comments string
+	objectID                   int64
+	createdBy                  int64 // user ID; 0: none
 }
 
 type objectChange struct {
-	id         int64
-	time       time.Time
-	user       int64 // 0: the user was deleted (NetBox answers null)
-	userName   string
-	requestID  string
-	action     string // create, update, delete
-	objectType string
-	objectID   int64
-	repr       string
+	id                                    int64
+	time                                  time.Time
+	user                                  int64 // 0: the user was deleted (NetBox answers null)
+	userName, requestID, objectType, repr string
+	action                                string // create, update, delete
+	objectID                              int64
 	// The object's data before and after, as JSON: held as bytes, so that
 	// a large changelog costs the garbage collector little.
 	pre, post json.RawMessage
