@@ -56,21 +56,15 @@ func TestRelaxations(t *testing.T) {
 	if _, err := srv.AddSwitch(Switch{Site: "folly", Name: "usw", Ports: 2}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := srv.Create("gone", pathCustomFields, map[string]any{"name": "last_run", "type": "text", "object_types": []string{"dcim.device"}}); err != nil {
-		t.Fatal(err)
-	}
+	mustIDs(t)(srv.Create("gone", pathCustomFields, map[string]any{"name": "last_run", "type": "text", "object_types": []string{"dcim.device"}}))
 	ports := srv.Interfaces(1)
-	if _, err := srv.Create("gone", pathIPs, map[string]any{"address": "10.0.0.1/24", "assigned_object_type": typeInterface, "assigned_object_id": ports["Port 1"]}); err != nil {
-		t.Fatal(err)
-	}
+	mustIDs(t)(srv.Create("gone", pathIPs, map[string]any{"address": "10.0.0.1/24", "assigned_object_type": typeInterface, "assigned_object_id": ports["Port 1"]}))
 	sw2, err := srv.AddSwitch(Switch{Site: "folly", Name: "usw-2", Ports: 1})
 	noErr(t, err)
-	if _, err := srv.Create("gone", pathCables, map[string]any{
+	mustIDs(t)(srv.Create("gone", pathCables, map[string]any{
 		"a_terminations": []any{map[string]any{"object_type": typeInterface, "object_id": ports["Port 2"]}},
 		"b_terminations": []any{map[string]any{"object_type": typeInterface, "object_id": srv.Interfaces(sw2)["Port 1"]}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	}))
 	srv.DeleteUser("gone")
 
 	relaxed, err := newValidator()
