@@ -34,14 +34,6 @@ func journalOf(t *testing.T, srv *netboxtest.Server, id int64, prefix string) []
 	return out
 }
 
-// statusOf reads device id's status.
-func statusOf(t *testing.T, nb *NetBox, id int64) Status {
-	t.Helper()
-	d, err := nb.Device(t.Context(), id)
-	noErr(t, err)
-	return d.Status
-}
-
 // Lines queued together go to NetBox in bulk creates of Batch, in their
 // order; a batch NetBox refuses (one line names a device it does not have)
 // is written again line by line, so only that line is lost; a batch NetBox
@@ -178,7 +170,7 @@ func TestJournalQueueStatusLane(t *testing.T) {
 	}
 	srv.Inject(netboxtest.Fault{Kind: netboxtest.Healthy})
 	testenv.WaitFor(t, 10*time.Second, "both devices active", func() bool {
-		return statusOf(t, nb, a.ID) == StatusActive && statusOf(t, nb, b.ID) == StatusActive
+		return deviceOf(t, nb, a.ID).Status == StatusActive && deviceOf(t, nb, b.ID).Status == StatusActive
 	})
 	close(release)
 	q.Close(t.Context())
@@ -233,7 +225,7 @@ func testStatusLostAtClose(t *testing.T, action string) {
 		n = srv.RequestCount()
 	}
 	srv.Inject(netboxtest.Fault{Kind: netboxtest.Healthy})
-	if got := statusOf(t, nb, dev.ID); got != StatusPlanned {
+	if got := deviceOf(t, nb, dev.ID).Status; got != StatusPlanned {
 		t.Errorf("%s is %s", dev.Name, got)
 	}
 }

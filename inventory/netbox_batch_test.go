@@ -105,8 +105,7 @@ func TestRecordDeviceMACBatched(t *testing.T) {
 		t.Errorf("recording %d new MACs at once took %d requests, want at most 6 (at most 2 batches of interfaces, MAC objects, primary MACs): %v", n, srv.RequestCount(), by)
 	}
 	for i := range n {
-		fresh, err := nb.Device(t.Context(), devs[i].ID)
-		noErr(t, err)
+		fresh := deviceOf(t, nb, devs[i].ID)
 		want := devs[i]
 		want.MAC = macOf(i)
 		if diff := cmp.Diff(want, fresh, deviceCmp); diff != "" {
@@ -158,8 +157,7 @@ func TestRecordMACBatchRefused(t *testing.T) {
 		}
 	}
 	for i, d := range devs {
-		got, err := nb.Device(t.Context(), d.ID)
-		noErr(t, err)
+		got := deviceOf(t, nb, d.ID)
 		if want := (net.HardwareAddr{2, 0, 0, 0, 0, byte(i + 2)}); got.MAC.String() != want.String() {
 			t.Errorf("%s: MAC %s, want %s", d.Name, got.MAC, want)
 		}
@@ -299,8 +297,7 @@ func TestDeviceBindingAndUpdate(t *testing.T) {
 	if c := srv.RequestCount(); c != 1 {
 		t.Errorf("UpdateDevice took %d requests, want 1", c)
 	}
-	got, err := nb.Device(ctx, w1.ID)
-	noErr(t, err)
+	got := deviceOf(t, nb, w1.ID)
 	want = w1
 	want.AttestedEKHash, want.AttestedSwitchPort, want.AttestedAt, want.AttestVerdict, want.LastRun = hashC, 7, at, "attested", run
 	if diff := cmp.Diff(want, got, deviceCmp); diff != "" {

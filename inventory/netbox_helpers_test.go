@@ -120,6 +120,14 @@ func applied(t testing.TB, nb *NetBox, inv *Inventory) *Plan {
 	return p
 }
 
+// deviceOf reads device id through nb.
+func deviceOf(t *testing.T, nb *NetBox, id int64) Device {
+	t.Helper()
+	d, err := nb.Device(t.Context(), id)
+	noErr(t, err)
+	return d
+}
+
 // byName indexes devices by host name.
 func byName(devs []Device) map[string]Device {
 	m := map[string]Device{}

@@ -67,21 +67,15 @@ func TestDeviceViews(t *testing.T) {
 		Class: "controlplane", BMC: "amt", Address: netip.MustParsePrefix("10.40.0.10/24"), SwitchPort: 1,
 		InstallDisk: "/dev/nvme0n1", InstallDiskSerial: "S6B0NL0W412345A", ApprovedEKHash: hashA, ApprovedEKHashECC: hashB,
 	}
-	if diff := cmp.Diff(want, devs["cp-01"], deviceCmp); diff != "" {
-		t.Errorf("Devices: cp-01 (-want +got):\n%s", diff)
-	}
 	if len(devs) != 3 {
 		t.Errorf("Devices returned %d devices, want 3", len(devs))
 	}
-	got, err := nb.DeviceBySerial(ctx, "MS01-0001")
+	bySerial, err := nb.DeviceBySerial(ctx, "MS01-0001")
 	noErr(t, err)
-	if diff := cmp.Diff(want, got, deviceCmp); diff != "" {
-		t.Errorf("DeviceBySerial (-want +got):\n%s", diff)
-	}
-	got, err = nb.Device(ctx, want.ID)
-	noErr(t, err)
-	if diff := cmp.Diff(want, got, deviceCmp); diff != "" {
-		t.Errorf("Device (-want +got):\n%s", diff)
+	for view, got := range map[string]Device{"Devices: cp-01": devs["cp-01"], "DeviceBySerial": bySerial, "Device": deviceOf(t, nb, want.ID)} {
+		if diff := cmp.Diff(want, got, deviceCmp); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", view, diff)
+		}
 	}
 	if w2 := devs["w-02"]; w2.InstallDiskSerial != "" || w2.ApprovedEKHash != "" || w2.Model != "nuc-13" || w2.BMC != "none" || w2.SwitchPort != 6 {
 		t.Errorf("w-02: %+v", w2)
@@ -127,8 +121,7 @@ func TestRecordAttestationBoot(t *testing.T) {
 		{MAC: mac, EKHash: hashC, At: at, Verdict: "attested"},
 	} {
 		noErr(t, nb.RecordAttestation(ctx, w1.ID, a))
-		got, err := nb.Device(ctx, w1.ID)
-		noErr(t, err)
+		got := deviceOf(t, nb, w1.ID)
 		if got.AttestedSecureBoot != a.SecureBoot || got.AttestedPCR7 != a.PCR7 || got.AttestVerdict != "attested" {
 			t.Errorf("after recording secure boot %q, pcr7 %q: the device holds %q, %q, verdict %q", a.SecureBoot, a.PCR7, got.AttestedSecureBoot, got.AttestedPCR7, got.AttestVerdict)
 		}
@@ -148,8 +141,7 @@ func TestRecordAttestation(t *testing.T) {
 	mac, _ := net.ParseMAC("58:47:ca:71:0a:01")
 	a := Attestation{MAC: mac, EKHash: hashC, EKHashECC: hashA, SwitchPort: 5, At: at, Verdict: "attested"}
 	noErr(t, nb.RecordAttestation(ctx, w1.ID, a))
-	got, err := nb.Device(ctx, w1.ID)
-	noErr(t, err)
+	got := deviceOf(t, nb, w1.ID)
 	want := w1
 	want.MAC, want.AttestedEKHash, want.AttestedEKHashECC, want.AttestedSwitchPort, want.AttestedAt, want.AttestVerdict = mac, hashC, hashA, 5, at, "attested"
 	if diff := cmp.Diff(want, got, deviceCmp); diff != "" {
@@ -165,8 +157,7 @@ func TestRecordAttestation(t *testing.T) {
 	mac2, _ := net.ParseMAC("58:47:ca:71:0a:02")
 	a.MAC, a.SwitchPort, a.At, a.EKHashECC = mac2, 0, time.Time{}, ""
 	noErr(t, nb.RecordAttestation(ctx, w1.ID, a))
-	got, err = nb.Device(ctx, w1.ID)
-	noErr(t, err)
+	got = deviceOf(t, nb, w1.ID)
 	if got.MAC.String() != mac2.String() || got.AttestedSwitchPort != 0 || !got.AttestedAt.IsZero() || got.AttestedEKHashECC != "" {
 		t.Errorf("after a second attestation: MAC %s, port %d, at %v, ecc %q", got.MAC, got.AttestedSwitchPort, got.AttestedAt, got.AttestedEKHashECC)
 	}
@@ -195,8 +186,7 @@ func TestSetters(t *testing.T) {
 	noErr(t, nb.SetStatus(ctx, w2.ID, StatusActive))
 	noErr(t, nb.SetDesiredAction(ctx, w2.ID, DesiredActionProvision))
 	noErr(t, nb.SetLastRun(ctx, w2.ID, "provision-w-02-1796119200"))
-	got, err := nb.Device(ctx, w2.ID)
-	noErr(t, err)
+	got := deviceOf(t, nb, w2.ID)
 	if got.Status != StatusActive || got.DesiredAction != DesiredActionProvision || got.LastRun != "provision-w-02-1796119200" {
 		t.Errorf("after the setters: status %s, desired_action %q, last_run %q", got.Status, got.DesiredAction, got.LastRun)
 	}
@@ -211,8 +201,7 @@ func TestSetters(t *testing.T) {
 	}
 	noErr(t, nb.SetDesiredAction(ctx, w2.ID, ""))
 	noErr(t, nb.SetLastRun(ctx, w2.ID, ""))
-	got, err = nb.Device(ctx, w2.ID)
-	noErr(t, err)
+	got = deviceOf(t, nb, w2.ID)
 	if got.DesiredAction != "" || got.LastRun != "" {
 		t.Errorf("after clearing: desired_action %q, last_run %q", got.DesiredAction, got.LastRun)
 	}

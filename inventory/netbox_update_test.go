@@ -54,8 +54,7 @@ func TestUpdateDeviceBatched(t *testing.T) {
 	}
 	t.Logf("%d Updates at once: %d requests: %v", n, srv.RequestCount(), requestsBy(srv))
 	for i, d := range devs {
-		got, err := nb.Device(t.Context(), d.ID)
-		noErr(t, err)
+		got := deviceOf(t, nb, d.ID)
 		_, a, run := attestedUpdate(i)
 		want := d
 		want.AttestedEKHash, want.AttestedSwitchPort, want.AttestedAt, want.AttestVerdict, want.LastRun = a.EKHash, a.SwitchPort, a.At, a.Verdict, run
@@ -148,8 +147,7 @@ func TestUpdateDeviceBatchRefused(t *testing.T) {
 		t.Error("the client keeps the place of a device NetBox says it does not have")
 	}
 	for i, d := range devs {
-		got, err := nb.Device(t.Context(), d.ID)
-		noErr(t, err)
+		got := deviceOf(t, nb, d.ID)
 		_, a, run := attestedUpdate(i + 1)
 		if i+1 == badEK {
 			a.EKHash, run = "", ""

@@ -111,15 +111,13 @@ func TestPlanKeepsWhatFleetdOwns(t *testing.T) {
 	} {
 		noErr(t, err)
 	}
-	before, err := fleetd.Device(ctx, d.ID)
-	noErr(t, err)
+	before := deviceOf(t, fleetd, d.ID)
 	if p, err := nb.Plan(ctx, parseNodes(t, fleetNodes)); err != nil || !p.Empty() {
 		t.Fatalf("what fleetd wrote makes a plan: %v\n%s", err, p)
 	}
 	changed := strings.Replace(fleetNodes, "class: worker\n    switch_port: 5", "class: controlplane\n    switch_port: 5", 1)
 	reapply(t, nb, changed)
-	after, err := fleetd.Device(ctx, d.ID)
-	noErr(t, err)
+	after := deviceOf(t, fleetd, d.ID)
 	want := before
 	want.Class = "controlplane"
 	if diff := cmp.Diff(want, after, deviceCmp); diff != "" {
