@@ -371,7 +371,7 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 		tb.Fatal(err)
 	}
 	if w.admin, err = inventory.NewNetBox(w.nbsrv.URL, w.nbsrv.Token(userTerraform), &inventory.NetBoxConfig{
-		BindingAuthor: userTerraform, Site: site, Switch: demoSwitch,
+		BindingAuthor: userTerraform, Site: site, Switch: demoSwitch, Timeout: observerTimeout,
 	}); err != nil {
 		tb.Fatal(err)
 	}
