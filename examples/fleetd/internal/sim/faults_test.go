@@ -351,6 +351,10 @@ func runStorm(t *testing.T, cfg stormConfig) *stormRun {
 				pf.machines[name].powerCycle()
 				continue
 			}
+			// The runbook's rows for a last run whose config is missing,
+			// that never reported, or that ended FAILED or TIMEOUT (as a
+			// wipe refused for a code whose answer a fault took): set
+			// desired_action to provision, once a run.
 			run := byName[name].LastRun
 			if run == "" || retried[name] == run || byName[name].DesiredAction != "" {
 				continue
@@ -361,7 +365,8 @@ func runStorm(t *testing.T, cfg stormConfig) *stormRun {
 					after = true
 				}
 				if after && (strings.Contains(line, "the node asked for its Talos config, and fleetd holds none for it") ||
-					strings.Contains(line, "never reported its first action within its global timeout")) {
+					strings.Contains(line, "never reported its first action within its global timeout") ||
+					strings.HasPrefix(line, "Workflow "+run+" ended FAILED") || strings.HasPrefix(line, "Workflow "+run+" ended TIMEOUT")) {
 					if err := op.SetDesiredAction(ctx, byName[name].ID, inventory.DesiredActionProvision); err != nil {
 						t.Fatal(err)
 					}
