@@ -158,16 +158,12 @@ func exampleClaim(serial string) attest.Claim {
 // impostorClaim is another TPM's claim of serial, from another port, after
 // the machine's.
 func impostorClaim(serial string) attest.Claim {
-	return attest.Claim{
-		Serial: serial,
-		MAC:    net.HardwareAddr{0x02, 0, 0, 0, 0, 0x66},
-		LLDP: &attest.LLDP{ChassisIDSubtype: 4, ChassisID: "74:ac:b9:11:22:33", PortIDSubtype: 7, PortID: "Port 22",
-			PortDescription: "free", SystemName: "usw"},
-		RSA2048: otherRSAHash,
-		ECCP256: otherECCHash,
-		Peer:    "10.40.0.166:40022",
-		Proven:  time.Date(2026, 12, 2, 14, 7, 41, 0, time.UTC),
-	}
+	c := exampleClaim(serial)
+	c.MAC = net.HardwareAddr{0x02, 0, 0, 0, 0, 0x66}
+	c.LLDP.PortID, c.LLDP.PortDescription = "Port 22", "free"
+	c.RSA2048, c.ECCP256 = otherRSAHash, otherECCHash
+	c.Peer, c.Proven = "10.40.0.166:40022", time.Date(2026, 12, 2, 14, 7, 41, 0, time.UTC)
+	return c
 }
 
 // clientCert makes a CA and an approver's client certificate it signs,
@@ -278,8 +274,19 @@ func TestApproveAnswers(t *testing.T) {
 	onlyRSA := exampleClaim("ONLY-RSA")
 	onlyRSA.ECCP256 = ""
 	onlyRSA.LLDP = nil
-	noEK := exampleClaim("NO-EK")
-	noEK.RSA2048, noEK.ECCP256 = "", ""
+	withoutEK := func(serial string) attest.Claim {
+		c := exampleClaim(serial)
+		c.RSA2048, c.ECCP256 = "", ""
+		return c
+	}
+	noEK, twoNoEK, noEKTwice := withoutEK("NO-EK"), withoutEK("TWO-NO-EK"), withoutEK("NO-EK-TWICE")
+	// approves is what approve prints after the text of a claim that
+	// proved EKs of these hashes; noLine, of one that proved none.
+	approves := func(hashes string) string {
+		return "\nFor the node's entry in the nodes file, once each hash matches your evidence:\n" + hashes + "\n" + approveCaution + "\n" + approvedNothing + "\n"
+	}
+	both := "approved_ek_rsa2048: " + rsaHash + "\napproved_ek_eccp256: " + eccHash + "\n"
+	const noLine = "\nThe claim proved no EK, so no line can approve it.\n"
 	noText := claimJSON(exampleClaim("NO-TEXT"))
 	noText["text"] = ""
 	hostile := claimJSON(exampleClaim("HOSTILE"))
@@ -289,10 +296,6 @@ func TestApproveAnswers(t *testing.T) {
 	badHash["ek_rsa2048"] = strings.ToUpper(rsaHash)
 	secondBadHash := claimJSON(impostorClaim("SECOND-BAD-HASH"))
 	secondBadHash["ek_eccp256"] = "approved"
-	twoNoEK := exampleClaim("TWO-NO-EK")
-	twoNoEK.RSA2048, twoNoEK.ECCP256 = "", ""
-	noEKTwice := exampleClaim("NO-EK-TWICE")
-	noEKTwice.RSA2048, noEKTwice.ECCP256 = "", ""
 	for _, c := range []struct {
 		name   string
 		serial string
@@ -305,32 +308,22 @@ func TestApproveAnswers(t *testing.T) {
 		nreq   int    // requests fleetd must have seen; -1 for any
 	}{
 		{name: "no claim waits", serial: "MS01-2407-0099", code: 1, stdout: "no claim waits for serial MS01-2407-0099\n", nreq: 1},
-		{name: "a serial that needs escaping", serial: "A/B C?#", code: 0,
-			stdout: exampleClaim("A/B C?#").String() + "\nFor the node's entry in the nodes file, once each hash matches your evidence:\n" +
-				"approved_ek_rsa2048: " + rsaHash + "\napproved_ek_eccp256: " + eccHash + "\n\n" + approveCaution + "\n" + approvedNothing + "\n", nreq: 1},
-		{name: "one EK", serial: "ONLY-RSA", code: 0,
-			stdout: onlyRSA.String() + "\nFor the node's entry in the nodes file, once each hash matches your evidence:\n" +
-				"approved_ek_rsa2048: " + rsaHash + "\n\n" + approveCaution + "\n" + approvedNothing + "\n", nreq: 1},
-		{name: "no EK", serial: "NO-EK", code: 1,
-			stdout: noEK.String() + "\nThe claim proved no EK, so no line can approve it.\n" + approvedNothing + "\n", nreq: 1},
-		{name: "no text", serial: "NO-TEXT", code: 0,
-			stdout: exampleClaim("NO-TEXT").String() + "\nFor the node's entry in the nodes file, once each hash matches your evidence:\n" +
-				"approved_ek_rsa2048: " + rsaHash + "\napproved_ek_eccp256: " + eccHash + "\n\n" + approveCaution + "\n" + approvedNothing + "\n", nreq: 1},
+		{name: "a serial that needs escaping", serial: "A/B C?#", code: 0, stdout: exampleClaim("A/B C?#").String() + approves(both), nreq: 1},
+		{name: "one EK", serial: "ONLY-RSA", code: 0, stdout: onlyRSA.String() + approves("approved_ek_rsa2048: "+rsaHash+"\n"), nreq: 1},
+		{name: "no EK", serial: "NO-EK", code: 1, stdout: noEK.String() + noLine + approvedNothing + "\n", nreq: 1},
+		{name: "no text", serial: "NO-TEXT", code: 0, stdout: exampleClaim("NO-TEXT").String() + approves(both), nreq: 1},
 		{name: "a text that would drive the terminal", serial: "HOSTILE", code: 0,
-			stdout: `serial HOSTILE\x1b]0;approved\x07\u202e` + "\n\nFor the node's entry in the nodes file, once each hash matches your evidence:\n" +
-				"approved_ek_rsa2048: " + rsaHash + "\napproved_ek_eccp256: " + eccHash + "\n\n" + approveCaution + "\n" + approvedNothing + "\n", nreq: 1},
+			stdout: `serial HOSTILE\x1b]0;approved\x07\u202e` + "\n" + approves(both), nreq: 1},
 		{name: "the claim of another serial", serial: "ASKED", code: 2, stderr: "answered a claim of serial SOMEONE-ELSE, not of ASKED", nreq: 1},
 		{name: "a second claim of another serial", serial: "ASKED-TWICE", code: 2, stderr: "answered a claim of serial SOMEONE-ELSE, not of ASKED-TWICE", nreq: 1},
 		{name: "a malformed hash in a second claim", serial: "SECOND-BAD-HASH", code: 2, stderr: "ECC P-256 EK hash approved that is not 64 lowercase hex characters", nreq: 1},
 		{name: "two claims, one without an EK", serial: "TWO-NO-EK", code: 1,
 			stdout: "more than one TPM claims serial TWO-NO-EK: 2 claims; compare each with your evidence, and approve none you cannot tie to the machine\n" +
-				"\nclaim 1 of 2:\n" + twoNoEK.String() + "\nThe claim proved no EK, so no line can approve it.\n" +
-				"\nclaim 2 of 2:\n" + impostorClaim("TWO-NO-EK").String() + "\nFor the node's entry in the nodes file, once each hash matches your evidence:\n" +
-				"approved_ek_rsa2048: " + otherRSAHash + "\napproved_ek_eccp256: " + otherECCHash + "\n\n" + approveCaution + "\n" + approvedNothing + "\n", nreq: 1},
+				"\nclaim 1 of 2:\n" + twoNoEK.String() + noLine + "\nclaim 2 of 2:\n" + impostorClaim("TWO-NO-EK").String() +
+				approves("approved_ek_rsa2048: "+otherRSAHash+"\napproved_ek_eccp256: "+otherECCHash+"\n"), nreq: 1},
 		{name: "two claims, neither with an EK", serial: "NO-EK-TWICE", code: 1,
 			stdout: "more than one TPM claims serial NO-EK-TWICE: 2 claims; compare each with your evidence, and approve none you cannot tie to the machine\n" +
-				"\nclaim 1 of 2:\n" + noEKTwice.String() + "\nThe claim proved no EK, so no line can approve it.\n" +
-				"\nclaim 2 of 2:\n" + noEKTwice.String() + "\nThe claim proved no EK, so no line can approve it.\n" + approvedNothing + "\n", nreq: 1},
+				"\nclaim 1 of 2:\n" + noEKTwice.String() + noLine + "\nclaim 2 of 2:\n" + noEKTwice.String() + noLine + approvedNothing + "\n", nreq: 1},
 		{name: "an empty list", serial: "EMPTY", code: 1, stdout: "no claim waits for serial EMPTY\n", nreq: 1},
 		{name: "one claim, not a list", serial: "NOT-A-LIST", code: 2, stderr: "answered something that is not a list of claims", nreq: 1},
 		{name: "a malformed hash", serial: "BAD-HASH", code: 2, stderr: "RSA-2048 EK hash " + strings.ToUpper(rsaHash) + " that is not 64 lowercase hex characters", nreq: 1},
@@ -374,9 +367,7 @@ func TestApproveAnswers(t *testing.T) {
 			if c.down {
 				f.srv.Close()
 			}
-			for k, v := range c.env {
-				t.Setenv(k, v)
-			}
+			setenv(t, c.env)
 			var args []string
 			if c.serial != "" {
 				args = []string{c.serial}

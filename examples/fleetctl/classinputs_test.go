@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,27 +15,22 @@ func TestRenderClassInputsGolden(t *testing.T) {
 	must(t, nb.SetStatus(t.Context(), device(t, nb, "MS01-2407-0001").ID, inventory.StatusActive))
 
 	srv.ResetRequests()
-	var stdout, stderr bytes.Buffer
-	args := []string{"render-class-inputs", "-nodes", "../testdata/nodes.yaml", "-san", "api.folly.example", "-san", "10.40.0.10"}
-	if code := run(args, &stdout, &stderr); code != 0 || stderr.Len() > 0 {
-		t.Fatalf("exit %d\n%s%s", code, stdout.String(), stderr.String())
+	code, stdout, stderr := fleetctl("render-class-inputs", "-nodes", "../testdata/nodes.yaml", "-san", "api.folly.example", "-san", "10.40.0.10")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
-	golden(t, "testdata/class-inputs.golden", stdout.String())
-	for _, r := range srv.Requests() {
-		if r.Method != "GET" {
-			t.Errorf("render-class-inputs wrote: %s %s", r.Method, r.URI)
-		}
-	}
+	golden(t, "testdata/class-inputs.golden", stdout)
+	wroteNothing(t, srv, "render-class-inputs")
 	// Every control plane's address is a SAN of the API server, the
 	// workers' are not.
-	_, apiServer, _ := strings.Cut(stdout.String(), "apiServer:")
+	_, apiServer, _ := strings.Cut(stdout, "apiServer:")
 	for _, addr := range []string{"10.40.0.10", "10.40.0.11", "10.40.0.12", "api.folly.example"} {
 		if !strings.Contains(apiServer, `- "`+addr+`"`) {
-			t.Errorf("the API server's SANs lack %s:\n%s", addr, stdout.String())
+			t.Errorf("the API server's SANs lack %s:\n%s", addr, stdout)
 		}
 	}
-	if strings.Contains(stdout.String(), "10.40.0.2") || strings.Contains(stdout.String(), "10.40.0.31") {
-		t.Errorf("a worker's address is a SAN:\n%s", stdout.String())
+	if strings.Contains(stdout, "10.40.0.2") || strings.Contains(stdout, "10.40.0.31") {
+		t.Errorf("a worker's address is a SAN:\n%s", stdout)
 	}
 }
 
@@ -76,19 +70,16 @@ func TestRenderClassInputsRefuses(t *testing.T) {
 				srv = netBox(t)
 			}
 			srv.ResetRequests()
-			for k, v := range c.env {
-				t.Setenv(k, v)
+			setenv(t, c.env)
+			code, stdout, stderr := fleetctl(append([]string{"render-class-inputs", "-nodes", "../testdata/nodes.yaml"}, c.args...)...)
+			if code != c.code {
+				t.Errorf("exit %d, want %d\n%s%s", code, c.code, stdout, stderr)
 			}
-			args := append([]string{"render-class-inputs", "-nodes", "../testdata/nodes.yaml"}, c.args...)
-			var stdout, stderr bytes.Buffer
-			if code := run(args, &stdout, &stderr); code != c.code {
-				t.Errorf("exit %d, want %d\n%s%s", code, c.code, stdout.String(), stderr.String())
+			if stdout != "" {
+				t.Errorf("a refusal printed class inputs:\n%s", stdout)
 			}
-			if stdout.Len() > 0 {
-				t.Errorf("a refusal printed class inputs:\n%s", stdout.String())
-			}
-			if !strings.Contains(stderr.String(), c.stderr) {
-				t.Errorf("stderr %q, want it to hold %q", stderr.String(), c.stderr)
+			if !strings.Contains(stderr, c.stderr) {
+				t.Errorf("stderr %q, want it to hold %q", stderr, c.stderr)
 			}
 			if strings.Contains(c.name, "nodes file") && srv.RequestCount() > 0 {
 				t.Errorf("a nodes file that does not load reached NetBox: %d requests", srv.RequestCount())

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -16,22 +15,22 @@ import (
 // one JSON object on stdout, and returns stdout.
 func runJSON(t *testing.T, code int, args ...string) string {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
-	if got := run(args, &stdout, &stderr); got != code {
-		t.Fatalf("%q: exit %d, want %d\n%s%s", args, got, code, stdout.String(), stderr.String())
+	got, stdout, stderr := fleetctl(args...)
+	if got != code {
+		t.Fatalf("%q: exit %d, want %d\n%s%s", args, got, code, stdout, stderr)
 	}
-	if stderr.Len() > 0 {
-		t.Errorf("%q: stderr: %s", args, stderr.String())
+	if stderr != "" {
+		t.Errorf("%q: stderr: %s", args, stderr)
 	}
 	var v map[string]any
-	dec := json.NewDecoder(strings.NewReader(stdout.String()))
+	dec := json.NewDecoder(strings.NewReader(stdout))
 	if err := dec.Decode(&v); err != nil || dec.More() {
-		t.Fatalf("%q: stdout is not one JSON object (%v):\n%s", args, err, stdout.String())
+		t.Fatalf("%q: stdout is not one JSON object (%v):\n%s", args, err, stdout)
 	}
 	if v["format_version"] != float64(1) {
 		t.Errorf("%q: format_version %v, want 1", args, v["format_version"])
 	}
-	return stdout.String()
+	return stdout
 }
 
 func TestCheckJSONGolden(t *testing.T) {
@@ -45,11 +44,7 @@ func TestPlanJSONGolden(t *testing.T) {
 	golden(t, "testdata/plan.json.golden", runJSON(t, 0, append([]string{"plan", "-o", "json"}, args...)...))
 	golden(t, "testdata/plan-broken.json.golden", runJSON(t, 1, "plan", "-o", "json", "-nodes", "testdata/broken-nodes.yaml"))
 	golden(t, "testdata/plan-conflict.json.golden", runJSON(t, 1, "plan", "-o", "json", "-nodes", "../testdata/nodes.yaml"))
-
-	var stdout, stderr bytes.Buffer
-	if code := run(append([]string{"apply"}, args...), &stdout, &stderr); code != 0 {
-		t.Fatalf("apply: exit %d\n%s%s", code, stdout.String(), stderr.String())
-	}
+	mustRun(t, append([]string{"apply"}, args...)...)
 	golden(t, "testdata/plan-empty.json.golden", runJSON(t, 0, append([]string{"plan", "-o", "json"}, args...)...))
 }
 
@@ -72,9 +67,8 @@ func TestOutputFormatRefused(t *testing.T) {
 		{"plan", "-o", "yaml"},
 		{"status", "-o", "yaml"},
 	} {
-		var stdout, stderr bytes.Buffer
-		if code := run(args, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), `-o "yaml": the output is text or json`) {
-			t.Errorf("%q: exit %d, stderr %q", args, code, stderr.String())
+		if code, _, stderr := fleetctl(args...); code != 2 || !strings.Contains(stderr, `-o "yaml": the output is text or json`) {
+			t.Errorf("%q: exit %d, stderr %q", args, code, stderr)
 		}
 	}
 }
@@ -99,22 +93,15 @@ func TestPlanDetailedExitCode(t *testing.T) {
 		{name: "an unknown output", args: append([]string{"-o", "yaml"}, args...), code: 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			for k, v := range c.env {
-				t.Setenv(k, v)
-			}
-			var stdout, stderr bytes.Buffer
-			if code := run(append([]string{"plan", "-detailed-exitcode"}, c.args...), &stdout, &stderr); code != c.code {
-				t.Errorf("exit %d, want %d\n%s%s", code, c.code, stdout.String(), stderr.String())
+			setenv(t, c.env)
+			if code, stdout, stderr := fleetctl(append([]string{"plan", "-detailed-exitcode"}, c.args...)...); code != c.code {
+				t.Errorf("exit %d, want %d\n%s%s", code, c.code, stdout, stderr)
 			}
 		})
 	}
-	var stdout, stderr bytes.Buffer
-	if code := run(append([]string{"apply"}, args...), &stdout, &stderr); code != 0 {
-		t.Fatalf("apply: exit %d\n%s%s", code, stdout.String(), stderr.String())
-	}
-	stdout.Reset()
-	if code := run(append([]string{"plan", "-detailed-exitcode"}, args...), &stdout, &stderr); code != 0 {
-		t.Errorf("no changes: exit %d, want 0\n%s%s", code, stdout.String(), stderr.String())
+	mustRun(t, append([]string{"apply"}, args...)...)
+	if code, stdout, stderr := fleetctl(append([]string{"plan", "-detailed-exitcode"}, args...)...); code != 0 {
+		t.Errorf("no changes: exit %d, want 0\n%s%s", code, stdout, stderr)
 	}
 }
 
@@ -124,67 +111,41 @@ func TestApplySavedPlan(t *testing.T) {
 	planFile := filepath.Join(dir, "folly.plan")
 	args := []string{"-nodes", "../testdata/nodes.yaml", "-switch", "usw"}
 
-	var stdout, stderr bytes.Buffer
-	if code := run(append([]string{"plan", "-out", planFile}, args...), &stdout, &stderr); code != 0 {
-		t.Fatalf("plan -out: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	stdout := mustRun(t, append([]string{"plan", "-out", planFile}, args...)...)
+	if want := "\nSaved the plan to " + planFile + ". To write exactly it, run: fleetctl apply " + planFile + "\n"; !strings.HasSuffix(stdout, want) {
+		t.Errorf("plan -out printed:\n%s", stdout)
 	}
-	if want := "\nSaved the plan to " + planFile + ". To write exactly it, run: fleetctl apply " + planFile + "\n"; !strings.HasSuffix(stdout.String(), want) {
-		t.Errorf("plan -out printed:\n%s", stdout.String())
-	}
-	for _, r := range srv.Requests() {
-		if r.Method != "GET" {
-			t.Errorf("plan -out wrote: %s %s", r.Method, r.URI)
-		}
-	}
+	wroteNothing(t, srv, "plan -out")
 
 	// Another apply writes NetBox after the plan: the saved plan is stale.
 	stale := filepath.Join(dir, "stale.plan")
 	oneChange := changedNodes(t, dir)
-	stdout.Reset()
-	if code := run([]string{"plan", "-out", stale, "-nodes", oneChange, "-switch", "usw"}, &stdout, &stderr); code != 0 {
-		t.Fatalf("plan -out: exit %d\n%s%s", code, stdout.String(), stderr.String())
-	}
+	mustRun(t, "plan", "-out", stale, "-nodes", oneChange, "-switch", "usw")
 
 	// Applying the saved plan writes it, whatever the nodes file says now.
-	stdout.Reset()
-	if code := run([]string{"apply", planFile}, &stdout, &stderr); code != 0 {
-		t.Fatalf("apply FILE: exit %d\n%s%s", code, stdout.String(), stderr.String())
-	}
-	if !strings.HasSuffix(stdout.String(), "\nApply complete: 32 added, 0 changed.\n") {
-		t.Errorf("apply FILE printed:\n%s", stdout.String())
+	if stdout := mustRun(t, "apply", planFile); !strings.HasSuffix(stdout, "\nApply complete: 32 added, 0 changed.\n") {
+		t.Errorf("apply FILE printed:\n%s", stdout)
 	}
 
 	srv.ResetRequests()
-	stdout.Reset()
-	stderr.Reset()
-	if code := run([]string{"apply", stale}, &stdout, &stderr); code != 1 {
-		t.Errorf("apply of a stale plan: exit %d, want 1\n%s%s", code, stdout.String(), stderr.String())
+	code, stdout, stderr := fleetctl("apply", stale)
+	if code != 1 {
+		t.Errorf("apply of a stale plan: exit %d, want 1\n%s%s", code, stdout, stderr)
 	}
-	if want := "fleetctl apply: NetBox changed since the plan was made in " + stale; !strings.HasPrefix(stderr.String(), want) ||
-		!strings.HasSuffix(stderr.String(), "; nothing was applied: run fleetctl plan -out "+stale+" again\n") {
-		t.Errorf("apply of a stale plan said %q", stderr.String())
+	if want := "fleetctl apply: NetBox changed since the plan was made in " + stale; !strings.HasPrefix(stderr, want) ||
+		!strings.HasSuffix(stderr, "; nothing was applied: run fleetctl plan -out "+stale+" again\n") {
+		t.Errorf("apply of a stale plan said %q", stderr)
 	}
-	for _, r := range srv.Requests() {
-		if r.Method != "GET" {
-			t.Errorf("apply of a stale plan wrote: %s %s", r.Method, r.URI)
-		}
-	}
+	wroteNothing(t, srv, "apply of a stale plan")
 
 	// fleetd recording an attestation does not make a plan stale.
 	fresh := filepath.Join(dir, "fresh.plan")
-	stdout.Reset()
-	if code := run([]string{"plan", "-out", fresh, "-nodes", oneChange, "-switch", "usw"}, &stdout, &stderr); code != 0 {
-		t.Fatalf("plan -out: exit %d\n%s%s", code, stdout.String(), stderr.String())
-	}
+	mustRun(t, "plan", "-out", fresh, "-nodes", oneChange, "-switch", "usw")
 	fleetd, err := inventory.NewNetBox(srv.URL, srv.AddUser("fleetd"), &inventory.NetBoxConfig{Switch: "usw"})
 	must(t, err)
 	attested(t, fleetd, device(t, fleetd, "7090-CN0F4K2"), "58:47:ca:70:00:21", time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC))
-	stdout.Reset()
-	if code := run([]string{"apply", fresh}, &stdout, &stderr); code != 0 {
-		t.Fatalf("apply FILE after an attestation: exit %d\n%s%s", code, stdout.String(), stderr.String())
-	}
-	if !strings.HasSuffix(stdout.String(), "\nApply complete: 0 added, 1 changed.\n") {
-		t.Errorf("apply FILE printed:\n%s", stdout.String())
+	if stdout := mustRun(t, "apply", fresh); !strings.HasSuffix(stdout, "\nApply complete: 0 added, 1 changed.\n") {
+		t.Errorf("apply FILE printed:\n%s", stdout)
 	}
 }
 
@@ -192,10 +153,7 @@ func TestApplySavedPlanRefuses(t *testing.T) {
 	netBox(t)
 	dir := t.TempDir()
 	planFile := filepath.Join(dir, "folly.plan")
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"plan", "-out", planFile, "-nodes", "../testdata/nodes.yaml", "-switch", "usw"}, &stdout, &stderr); code != 0 {
-		t.Fatalf("plan -out: exit %d\n%s%s", code, stdout.String(), stderr.String())
-	}
+	mustRun(t, "plan", "-out", planFile, "-nodes", "../testdata/nodes.yaml", "-switch", "usw")
 	notPlan := filepath.Join(dir, "nodes.yaml")
 	writeFile(t, notPlan, "nodes: {}\n")
 	for _, c := range []struct {
@@ -212,12 +170,9 @@ func TestApplySavedPlanRefuses(t *testing.T) {
 		{name: "two files", args: []string{"apply", planFile, planFile}, code: 2, stderr: "usage: fleetctl apply"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			for k, v := range c.env {
-				t.Setenv(k, v)
-			}
-			var stdout, stderr bytes.Buffer
-			if code := run(c.args, &stdout, &stderr); code != c.code || !strings.Contains(stderr.String(), c.stderr) {
-				t.Errorf("exit %d, want %d; stderr %q, want it to hold %q", code, c.code, stderr.String(), c.stderr)
+			setenv(t, c.env)
+			if code, _, stderr := fleetctl(c.args...); code != c.code || !strings.Contains(stderr, c.stderr) {
+				t.Errorf("exit %d, want %d; stderr %q, want it to hold %q", code, c.code, stderr, c.stderr)
 			}
 		})
 	}
@@ -238,8 +193,8 @@ func changedNodes(t *testing.T, dir string) string {
 // TestJSONHelpNamesEveryKey checks that fleetctl help json and the package
 // documentation name every key the JSON goldens hold.
 func TestJSONHelpNamesEveryKey(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"help", "json"}, &stdout, &stderr); code != 0 {
+	code, stdout, _ := fleetctl("help", "json")
+	if code != 0 {
 		t.Fatalf("help json: exit %d", code)
 	}
 	doc := mustRead(t, "main.go")
@@ -251,7 +206,7 @@ func TestJSONHelpNamesEveryKey(t *testing.T) {
 		var v any
 		must(t, json.Unmarshal([]byte(mustRead(t, f)), &v))
 		for _, k := range jsonKeys(v) {
-			if !strings.Contains(stdout.String(), `"`+k+`"`) {
+			if !strings.Contains(stdout, `"`+k+`"`) {
 				t.Errorf("fleetctl help json does not name %q of %s", k, f)
 			}
 			if !strings.Contains(doc, `"`+k+`"`) {

@@ -1,10 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -22,23 +22,14 @@ func TestCheckGolden(t *testing.T) {
 		{"example, topology found beside it", []string{"check", "../testdata/nodes.yaml"}, 0, "testdata/example.golden"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			if code := run(tc.args, &stdout, &stderr); code != tc.code {
-				t.Fatalf("exit code %d, want %d; stderr:\n%s", code, tc.code, stderr.String())
+			code, stdout, stderr := fleetctl(tc.args...)
+			if code != tc.code {
+				t.Fatalf("exit code %d, want %d; stderr:\n%s", code, tc.code, stderr)
 			}
-			if stderr.Len() > 0 {
-				t.Errorf("stderr: %s", stderr.String())
+			if stderr != "" {
+				t.Errorf("stderr: %s", stderr)
 			}
-			if *update {
-				os.WriteFile(tc.golden, stdout.Bytes(), 0o644)
-			}
-			want, err := os.ReadFile(tc.golden)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := stdout.String(); got != string(want) {
-				t.Errorf("output:\n%s\nwant:\n%s", got, want)
-			}
+			golden(t, tc.golden, stdout)
 		})
 	}
 }
@@ -50,26 +41,19 @@ func TestCheckTopologyInConfigDir(t *testing.T) {
 		"../testdata/nodes.yaml":            "inventory/nodes.yaml",
 		"../testdata/cluster-topology.json": "config/cluster-topology.json",
 	} {
-		data, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		os.MkdirAll(filepath.Dir(filepath.Join(dir, dst)), 0o755)
-		os.WriteFile(filepath.Join(dir, dst), data, 0o644)
+		must(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, dst)), 0o755))
+		writeFile(t, filepath.Join(dir, dst), mustRead(t, src))
 	}
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"check", filepath.Join(dir, "inventory/nodes.yaml")}, &stdout, &stderr); code != 0 {
-		t.Fatalf("exit %d: %s%s", code, stdout.String(), stderr.String())
-	}
+	mustRun(t, "check", filepath.Join(dir, "inventory/nodes.yaml"))
 }
 
 func TestUsage(t *testing.T) {
 	for _, args := range [][]string{nil, {"frobnicate"}, {"check"}, {"check", "a", "b"}, {"check", "-topology", "/nonexistent", "../testdata/nodes.yaml"}} {
-		var stdout, stderr bytes.Buffer
-		if code := run(args, &stdout, &stderr); code != 2 {
+		code, _, stderr := fleetctl(args...)
+		if code != 2 {
 			t.Errorf("run(%q) = %d, want 2", args, code)
 		}
-		if stderr.Len() == 0 {
+		if stderr == "" {
 			t.Errorf("run(%q) explained nothing on stderr", args)
 		}
 	}
@@ -77,9 +61,8 @@ func TestUsage(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "nodes.yaml"), []byte("nodes: {}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"check", filepath.Join(dir, "nodes.yaml")}, &stdout, &stderr); code != 2 || !bytes.Contains(stderr.Bytes(), []byte("pass -topology FILE")) {
-		t.Errorf("no topology: exit %d, stderr %q", code, stderr.String())
+	if code, _, stderr := fleetctl("check", filepath.Join(dir, "nodes.yaml")); code != 2 || !strings.Contains(stderr, "pass -topology FILE") {
+		t.Errorf("no topology: exit %d, stderr %q", code, stderr)
 	}
 }
 
@@ -93,12 +76,12 @@ func TestCheckMissingNodesFile(t *testing.T) {
 		{"check", "-topology", "../testdata/cluster-topology.json", missing},
 		{"plan", "-nodes", missing},
 	} {
-		var stdout, stderr bytes.Buffer
-		if code := run(args, &stdout, &stderr); code != 2 {
+		code, _, stderr := fleetctl(args...)
+		if code != 2 {
 			t.Errorf("%q: exit %d, want 2", args, code)
 		}
-		if want := "fleetctl " + args[0] + ": no nodes file at " + missing + "\n"; stderr.String() != want {
-			t.Errorf("%q: stderr %q, want %q", args, stderr.String(), want)
+		if want := "fleetctl " + args[0] + ": no nodes file at " + missing + "\n"; stderr != want {
+			t.Errorf("%q: stderr %q, want %q", args, stderr, want)
 		}
 	}
 }

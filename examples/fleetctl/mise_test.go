@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"os"
 	"strconv"
 	"strings"
@@ -67,10 +66,8 @@ func TestMiseTasks(t *testing.T) {
 			t.Errorf("task %q runs %q, want go run ./examples/fleetctl %s", task, line, cmd)
 			continue
 		}
-		var stdout, stderr bytes.Buffer
-		run([]string{cmd, "-h"}, &stdout, &stderr)
-		if !strings.HasPrefix(stderr.String(), "usage: fleetctl "+cmd) {
-			t.Errorf("task %q: fleetctl %s -h printed %q, want its usage", task, cmd, stderr.String())
+		if _, _, stderr := fleetctl(cmd, "-h"); !strings.HasPrefix(stderr, "usage: fleetctl "+cmd) {
+			t.Errorf("task %q: fleetctl %s -h printed %q, want its usage", task, cmd, stderr)
 		}
 	}
 	if len(tasks) != 2 {

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -42,48 +41,57 @@ func golden(t *testing.T, path, got string) {
 	}
 }
 
+// fleetctl runs fleetctl with args and returns its exit code and output.
+func fleetctl(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// mustRun runs fleetctl with args, fails t unless it exits 0, and returns
+// its stdout.
+func mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	code, stdout, stderr := fleetctl(args...)
+	if code != 0 {
+		t.Fatalf("%q: exit %d\n%s%s", args, code, stdout, stderr)
+	}
+	return stdout
+}
+
+// wroteNothing fails t for each request srv took that was not a read;
+// what names the command that made them.
+func wroteNothing(t *testing.T, srv *netboxtest.Server, what string) {
+	t.Helper()
+	for _, r := range srv.Requests() {
+		if r.Method != "GET" {
+			t.Errorf("%s wrote: %s %s", what, r.Method, r.URI)
+		}
+	}
+}
+
+// setenv sets each of env's variables for the rest of t.
+func setenv(t *testing.T, env map[string]string) {
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+}
+
 func TestPlanApplyGolden(t *testing.T) {
 	srv := netBox(t)
 	args := []string{"-nodes", "../testdata/nodes.yaml", "-switch", "usw"}
-	var stdout, stderr bytes.Buffer
-	if code := run(append([]string{"plan"}, args...), &stdout, &stderr); code != 0 {
-		t.Fatalf("plan: exit %d\n%s%s", code, stdout.String(), stderr.String())
-	}
-	golden(t, "testdata/plan.golden", stdout.String())
-	for _, r := range srv.Requests() {
-		if r.Method != "GET" {
-			t.Errorf("plan wrote: %s %s", r.Method, r.URI)
-		}
-	}
+	golden(t, "testdata/plan.golden", mustRun(t, append([]string{"plan"}, args...)...))
+	wroteNothing(t, srv, "plan")
 
-	stdout.Reset()
-	stderr.Reset()
-	if code := run(append([]string{"apply"}, args...), &stdout, &stderr); code != 0 {
-		t.Fatalf("apply: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	if stdout := mustRun(t, append([]string{"apply"}, args...)...); !strings.HasSuffix(stdout, "\nApply complete: 32 added, 0 changed.\n") {
+		t.Errorf("apply printed:\n%s", stdout)
 	}
-	if !strings.HasSuffix(stdout.String(), "\nApply complete: 32 added, 0 changed.\n") {
-		t.Errorf("apply printed:\n%s", stdout.String())
-	}
-
-	stdout.Reset()
-	if code := run(append([]string{"plan"}, args...), &stdout, &stderr); code != 0 || stdout.String() != "No changes. NetBox matches the nodes file.\n" {
-		t.Errorf("plan after apply: exit %d\n%s", code, stdout.String())
+	if code, stdout, _ := fleetctl(append([]string{"plan"}, args...)...); code != 0 || stdout != "No changes. NetBox matches the nodes file.\n" {
+		t.Errorf("plan after apply: exit %d\n%s", code, stdout)
 	}
 
 	// One field of one node changes: one update of one field.
-	dir := t.TempDir()
-	data, err := os.ReadFile("../testdata/nodes.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	changed := strings.Replace(string(data), "disk_serial: BTHH81230456513B", "disk_serial: BTHH81230456599Z", 1)
-	writeFile(t, filepath.Join(dir, "nodes.yaml"), changed)
-	writeFile(t, filepath.Join(dir, "cluster-topology.json"), mustRead(t, "../testdata/cluster-topology.json"))
-	stdout.Reset()
-	if code := run([]string{"plan", "-nodes", filepath.Join(dir, "nodes.yaml"), "-switch", "usw"}, &stdout, &stderr); code != 0 {
-		t.Fatalf("plan of a changed file: exit %d\n%s%s", code, stdout.String(), stderr.String())
-	}
-	golden(t, "testdata/plan-one-change.golden", stdout.String())
+	golden(t, "testdata/plan-one-change.golden", mustRun(t, "plan", "-nodes", changedNodes(t, t.TempDir()), "-switch", "usw"))
 }
 
 func writeFile(t *testing.T, path, data string) {
@@ -126,24 +134,18 @@ func TestPlanRefuses(t *testing.T) {
 		{name: "no nodes file", args: []string{"plan", "-nodes", "/nonexistent/nodes.yaml"}, code: 2, stderr: "no nodes file at /nonexistent/nodes.yaml"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			for k, v := range c.env {
-				t.Setenv(k, v)
+			setenv(t, c.env)
+			code, stdout, stderr := fleetctl(c.args...)
+			if code != c.code {
+				t.Errorf("exit %d, want %d\n%s%s", code, c.code, stdout, stderr)
 			}
-			var stdout, stderr bytes.Buffer
-			if code := run(c.args, &stdout, &stderr); code != c.code {
-				t.Errorf("exit %d, want %d\n%s%s", code, c.code, stdout.String(), stderr.String())
+			if c.stdout != "" && !strings.Contains(stdout, c.stdout) {
+				t.Errorf("stdout lacks %q:\n%s", c.stdout, stdout)
 			}
-			if c.stdout != "" && !strings.Contains(stdout.String(), c.stdout) {
-				t.Errorf("stdout lacks %q:\n%s", c.stdout, stdout.String())
-			}
-			if c.stderr != "" && !strings.Contains(stderr.String(), c.stderr) {
-				t.Errorf("stderr lacks %q:\n%s", c.stderr, stderr.String())
+			if c.stderr != "" && !strings.Contains(stderr, c.stderr) {
+				t.Errorf("stderr lacks %q:\n%s", c.stderr, stderr)
 			}
 		})
 	}
-	for _, r := range srv.Requests() {
-		if r.Method != "GET" {
-			t.Errorf("a refused plan or apply wrote: %s %s", r.Method, r.URI)
-		}
-	}
+	wroteNothing(t, srv, "a refused plan or apply")
 }

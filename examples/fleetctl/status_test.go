@@ -18,10 +18,7 @@ import (
 func appliedNetBox(t *testing.T) (*netboxtest.Server, *inventory.NetBox) {
 	t.Helper()
 	srv := netBox(t)
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"apply", "-nodes", "../testdata/nodes.yaml", "-switch", "usw"}, &stdout, &stderr); code != 0 {
-		t.Fatalf("apply: exit %d\n%s%s", code, stdout.String(), stderr.String())
-	}
+	mustRun(t, "apply", "-nodes", "../testdata/nodes.yaml", "-switch", "usw")
 	fleetd, err := inventory.NewNetBox(srv.URL, srv.AddUser("fleetd"), &inventory.NetBoxConfig{Switch: "usw"})
 	if err != nil {
 		t.Fatal(err)
@@ -81,16 +78,12 @@ func TestStatusGolden(t *testing.T) {
 	must(t, nb.SetLastRun(ctx, w2.ID, "provision-w-02-1764684300"))
 
 	srv.ResetRequests()
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"status"}, &stdout, &stderr); code != 0 || stderr.Len() > 0 {
-		t.Fatalf("status: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	code, stdout, stderr := fleetctl("status")
+	if code != 0 || stderr != "" {
+		t.Fatalf("status: exit %d\n%s%s", code, stdout, stderr)
 	}
-	golden(t, "testdata/status.golden", stdout.String())
-	for _, r := range srv.Requests() {
-		if r.Method != "GET" {
-			t.Errorf("status wrote: %s %s", r.Method, r.URI)
-		}
-	}
+	golden(t, "testdata/status.golden", stdout)
+	wroteNothing(t, srv, "status")
 	if n := srv.RequestCount(); n != 2 {
 		t.Errorf("status made %d NetBox requests, want 2 (devices and interfaces)", n)
 	}
@@ -117,18 +110,16 @@ func TestStatusRefuses(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			srv := netBox(t)
 			srv.Inject(netboxtest.Fault{Kind: c.fault})
-			for k, v := range c.env {
-				t.Setenv(k, v)
+			setenv(t, c.env)
+			code, stdout, stderr := fleetctl(append([]string{"status"}, c.args...)...)
+			if code != c.code {
+				t.Errorf("exit %d, want %d\n%s%s", code, c.code, stdout, stderr)
 			}
-			var stdout, stderr bytes.Buffer
-			if code := run(append([]string{"status"}, c.args...), &stdout, &stderr); code != c.code {
-				t.Errorf("exit %d, want %d\n%s%s", code, c.code, stdout.String(), stderr.String())
+			if stdout != c.stdout {
+				t.Errorf("stdout %q, want %q", stdout, c.stdout)
 			}
-			if stdout.String() != c.stdout {
-				t.Errorf("stdout %q, want %q", stdout.String(), c.stdout)
-			}
-			if !strings.Contains(stderr.String(), c.stderr) || (c.stderr == "") != (stderr.Len() == 0) {
-				t.Errorf("stderr %q, want it to hold %q", stderr.String(), c.stderr)
+			if !strings.Contains(stderr, c.stderr) || (c.stderr == "") != (stderr == "") {
+				t.Errorf("stderr %q, want it to hold %q", stderr, c.stderr)
 			}
 		})
 	}
@@ -156,13 +147,13 @@ w-02  "S 2"   planned  -        -    "attested\x1b[2J"  -                      -
 }
 
 func TestUsageNamesEveryCommand(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"help"}, &stdout, &stderr); code != 0 {
+	code, stdout, _ := fleetctl("help")
+	if code != 0 {
 		t.Fatalf("help: exit %d", code)
 	}
 	for _, cmd := range []string{"check", "plan", "apply", "status", "approve SERIAL", "render-class-inputs"} {
-		if !strings.Contains(stdout.String(), "fleetctl "+cmd) {
-			t.Errorf("usage lacks fleetctl %s:\n%s", cmd, stdout.String())
+		if !strings.Contains(stdout, "fleetctl "+cmd) {
+			t.Errorf("usage lacks fleetctl %s:\n%s", cmd, stdout)
 		}
 	}
 }
@@ -200,12 +191,12 @@ func TestNetBoxUnansweredIsOneLine(t *testing.T) {
 			if c.url != "" {
 				t.Setenv("NETBOX_URL", c.url)
 			}
-			var stdout, stderr bytes.Buffer
-			if code := run(c.args, &stdout, &stderr); code != 2 {
+			code, _, stderr := fleetctl(c.args...)
+			if code != 2 {
 				t.Errorf("exit %d, want 2", code)
 			}
-			if want := strings.ReplaceAll(c.want, "URL", srv.URL); stderr.String() != want {
-				t.Errorf("stderr %q, want %q", stderr.String(), want)
+			if want := strings.ReplaceAll(c.want, "URL", srv.URL); stderr != want {
+				t.Errorf("stderr %q, want %q", stderr, want)
 			}
 		})
 	}
@@ -229,11 +220,11 @@ users: [{name: u, user: {token: t}}]
 contexts: [{name: c, context: {cluster: c, user: u}}]
 current-context: c
 `)
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"status", "-kubeconfig", kubeconfig}, &stdout, &stderr); code != 2 {
+	code, _, stderr := fleetctl("status", "-kubeconfig", kubeconfig)
+	if code != 2 {
 		t.Errorf("exit %d, want 2", code)
 	}
-	if want := "fleetctl status: the Kubernetes API server at " + closed + " did not answer: connection refused\n"; stderr.String() != want {
-		t.Errorf("stderr %q, want %q", stderr.String(), want)
+	if want := "fleetctl status: the Kubernetes API server at " + closed + " did not answer: connection refused\n"; stderr != want {
+		t.Errorf("stderr %q, want %q", stderr, want)
 	}
 }

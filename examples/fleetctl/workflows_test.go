@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"strings"
@@ -70,17 +69,16 @@ func workflowFleet(t *testing.T) (kubeconfig, ns string, client dynamic.Interfac
 
 func TestStatusWorkflows(t *testing.T) {
 	kubeconfig, ns, _, _ := workflowFleet(t)
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"status", "-kubeconfig", kubeconfig, "-namespace", ns}, &stdout, &stderr); code != 0 || stderr.Len() > 0 {
-		t.Fatalf("status: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	code, stdout, stderr := fleetctl("status", "-kubeconfig", kubeconfig, "-namespace", ns)
+	if code != 0 || stderr != "" {
+		t.Fatalf("status: exit %d\n%s%s", code, stdout, stderr)
 	}
-	golden(t, "testdata/status-workflows.golden", stdout.String())
+	golden(t, "testdata/status-workflows.golden", stdout)
 	golden(t, "testdata/status-workflows.json.golden", runJSON(t, 0, "status", "-o", "json", "-kubeconfig", kubeconfig, "-namespace", ns))
 
-	stderr.Reset()
-	if code := run([]string{"status", "-kubeconfig", "/nonexistent/kubeconfig"}, &stdout, &stderr); code != 2 ||
-		!strings.HasPrefix(stderr.String(), "fleetctl status: kubeconfig /nonexistent/kubeconfig: ") {
-		t.Errorf("a missing kubeconfig: exit %d, stderr %q", code, stderr.String())
+	if code, _, stderr := fleetctl("status", "-kubeconfig", "/nonexistent/kubeconfig"); code != 2 ||
+		!strings.HasPrefix(stderr, "fleetctl status: kubeconfig /nonexistent/kubeconfig: ") {
+		t.Errorf("a missing kubeconfig: exit %d, stderr %q", code, stderr)
 	}
 }
 
