@@ -20,12 +20,7 @@ func TestEventLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	tpm.Measure(boot)
-	f := newFleetd(t)
-	b, err := attesttest.Approve(tpm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.bindings.Set(testSerial, b)
+	f := newFleetd(t).approveTPM(t, tpm)
 	a := newAgent(t, f)
 	a.tpm = &closer{SoftTPM: tpm}
 	a.m.root.(fstest.MapFS)["run/boot/eventlog"] = &fstest.MapFile{Data: boot.Bytes(), Mode: 0o444}

@@ -3,16 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -26,6 +20,7 @@ import (
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/attesttest"
 	"github.com/fleetkit/fleet/disksafe"
+	"github.com/fleetkit/fleet/internal/testcert"
 	"github.com/fleetkit/fleet/lldpwait"
 )
 
@@ -133,13 +128,20 @@ func newFleetd(t *testing.T) *fleetd {
 }
 
 // approve makes fleetd's binding of the test serial the software TPM's.
-func (f *fleetd) approve(t *testing.T) {
+func (f *fleetd) approve(t *testing.T) *fleetd {
 	t.Helper()
-	b, err := attesttest.Approve(softTPM())
+	return f.approveTPM(t, softTPM())
+}
+
+// approveTPM makes fleetd's binding of the test serial tpm's.
+func (f *fleetd) approveTPM(t *testing.T, tpm *attesttest.SoftTPM) *fleetd {
+	t.Helper()
+	b, err := attesttest.Approve(tpm)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.bindings.Set(testSerial, b)
+	return f
 }
 
 // agent is one run of the agent on a fake HookOS.
@@ -203,9 +205,17 @@ func (a *agent) record(t *testing.T) disksafe.BootRecord {
 	return r
 }
 
+// wantRecord fails t unless the boot record is this boot's, attested or
+// not, and holds no install code.
+func (a *agent) wantRecord(t *testing.T, attested bool) {
+	t.Helper()
+	if r := a.record(t); r.Attested != attested || r.Code != "" || r.BootID != testBootID {
+		t.Errorf("record = %v, want this boot's, attested %t, with no code", r, attested)
+	}
+}
+
 func TestPassedWithCode(t *testing.T) {
-	f := newFleetd(t)
-	f.approve(t)
+	f := newFleetd(t).approve(t)
 	a := newAgent(t, f)
 	code, stdout, stderr := a.run(t)
 	if code != exitAttested {
@@ -248,8 +258,7 @@ func TestPassedWithCode(t *testing.T) {
 }
 
 func TestPassedWithoutCode(t *testing.T) {
-	f := newFleetd(t)
-	f.approve(t)
+	f := newFleetd(t).approve(t)
 	f.admit = attest.Admission{NoProvision: "a control plane waits for desired_action=provision"}
 	a := newAgent(t, f)
 	code, stdout, stderr := a.run(t)
@@ -260,9 +269,7 @@ func TestPassedWithoutCode(t *testing.T) {
 		strings.Contains(stdout, "install code written") {
 		t.Errorf("stdout = %q", stdout)
 	}
-	if r := a.record(t); !r.Attested || r.Code != "" || r.BootID != testBootID {
-		t.Errorf("record = %v", r)
-	}
+	a.wantRecord(t, true)
 }
 
 func TestPendingApproval(t *testing.T) {
@@ -283,9 +290,7 @@ func TestPendingApproval(t *testing.T) {
 	if strings.Contains(stdout, "install code written") {
 		t.Error("a refused machine says an install code was written")
 	}
-	if r := a.record(t); r.Attested || r.Code != "" || r.BootID != testBootID {
-		t.Errorf("record = %v", r)
-	}
+	a.wantRecord(t, false)
 	ws := f.srv.Waiting(testSerial)
 	if len(ws) != 1 {
 		t.Fatalf("%d claims wait, want 1", len(ws))
@@ -300,8 +305,7 @@ func TestPendingApproval(t *testing.T) {
 // hold the serial), so the agent says why, tries no more, and records
 // this boot as not attested.
 func TestRefusedClaim(t *testing.T) {
-	f := newFleetd(t)
-	f.approve(t)
+	f := newFleetd(t).approve(t)
 	reason := fmt.Sprintf("NetBox holds more than one device with serial %q", testSerial)
 	f.refusal = &attest.BindingError{Reason: reason, Err: errors.New("netbox: devices w-01 (id 3) and w-02 (id 7) both have serial")}
 	a := newAgent(t, f)
@@ -315,30 +319,21 @@ func TestRefusedClaim(t *testing.T) {
 	if !strings.HasSuffix(stdout, "\nattest: FAILED\nattest: "+reason+"\n") || strings.Contains(stdout, "try") || strings.Contains(stdout, "w-01") {
 		t.Errorf("stdout = %q", stdout)
 	}
-	if r := a.record(t); r.Attested || r.Code != "" || r.BootID != testBootID {
-		t.Errorf("record = %v", r)
-	}
+	a.wantRecord(t, false)
 }
 
 func TestSwappedTPM(t *testing.T) {
-	f := newFleetd(t)
 	other, err := attesttest.NewSoftTPM(&attesttest.SoftConfig{NoECC: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := attesttest.Approve(other)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.bindings.Set(testSerial, b)
+	f := newFleetd(t).approveTPM(t, other)
 	a := newAgent(t, f)
 	code, stdout, _ := a.run(t)
 	if code != exitRefused || !strings.Contains(stdout, "attest: FAILED ek-hash-mismatch\n") {
 		t.Errorf("exit %d, stdout %q", code, stdout)
 	}
-	if r := a.record(t); r.Attested || r.Code != "" {
-		t.Errorf("record = %v", r)
-	}
+	a.wantRecord(t, false)
 }
 
 func TestFleetdDown(t *testing.T) {
@@ -371,48 +366,28 @@ func TestFleetdDown(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("five tries with no back-off took %v", d)
 	}
-	if r := a.record(t); r.BootID != testBootID || r.Attested || r.Code != "" {
-		t.Errorf("record = %v", r)
-	}
+	a.wantRecord(t, false)
 }
 
 func TestWrongCA(t *testing.T) {
-	f := newFleetd(t)
-	f.approve(t)
+	f := newFleetd(t).approve(t)
 	a := newAgent(t, f)
-	a.env["FLEETD_CA"] = otherCA(t)
+	// A CA that signed nothing fleetd holds.
+	other, err := testcert.New("another CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.env["FLEETD_CA"], _, err = other.WriteFiles(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
 	code, stdout, _ := a.run(t)
 	if code != exitNoVerdict || !strings.Contains(stdout, "attest: try 5 failed\n") || !strings.Contains(stdout, "certificate") {
 		t.Errorf("exit %d, stdout %q", code, stdout)
 	}
 }
 
-// otherCA writes the PEM file of a CA that signed nothing fleetd holds.
-func otherCA(t *testing.T) string {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "another CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "other-ca.pem")
-	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func TestNoLLDPListening(t *testing.T) {
-	f := newFleetd(t)
-	f.approve(t)
+	f := newFleetd(t).approve(t)
 	a := newAgent(t, f)
 	a.lldpErr = fmt.Errorf("lldpwait: listening for LLDP frames on eth0 is not implemented on darwin: %w", errors.ErrUnsupported)
 	code, stdout, _ := a.run(t)
@@ -435,8 +410,7 @@ func TestNoLLDPListening(t *testing.T) {
 }
 
 func TestOverlongPortID(t *testing.T) {
-	f := newFleetd(t)
-	f.approve(t)
+	f := newFleetd(t).approve(t)
 	a := newAgent(t, f)
 	a.lldp.PortID = strings.Repeat("ab:", 200)
 	a.lldp.SystemName = strings.Repeat("s", 300)
@@ -453,8 +427,7 @@ func TestOverlongPortID(t *testing.T) {
 }
 
 func TestLocalFailures(t *testing.T) {
-	f := newFleetd(t)
-	f.approve(t)
+	f := newFleetd(t).approve(t)
 	tests := []struct {
 		name   string
 		change func(a *agent)
@@ -502,8 +475,7 @@ func TestLocalFailures(t *testing.T) {
 }
 
 func TestSettings(t *testing.T) {
-	f := newFleetd(t)
-	f.approve(t)
+	f := newFleetd(t).approve(t)
 	a := newAgent(t, f)
 	a.env["FLEET_LLDP_WAIT"] = "5s"
 	a.env["FLEET_INTERFACE"] = "eth1"
@@ -539,6 +511,8 @@ func TestSettings(t *testing.T) {
 
 func TestUsage(t *testing.T) {
 	env := map[string]string{"FLEETD_URL": "https://fleetd.example:8443/attest"}
+	notPEM := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(notPEM, []byte("not a certificate"), 0o644)
 	tests := []struct {
 		name string
 		args []string
@@ -552,6 +526,7 @@ func TestUsage(t *testing.T) {
 		{"bad wait", nil, map[string]string{"FLEETD_URL": env["FLEETD_URL"], "FLEET_LLDP_WAIT": "35"}, `FLEET_LLDP_WAIT="35" is not a duration`},
 		{"negative wait", []string{"-lldp-wait", "-1s"}, env, "-lldp-wait -1s is negative"},
 		{"missing CA file", []string{"-ca", "/nonexistent/ca.pem"}, env, "hookos-attest: fleetd's CA: open /nonexistent/ca.pem"},
+		{"a CA file without a certificate", []string{"-ca", notPEM}, env, "holds no PEM certificate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -561,14 +536,6 @@ func TestUsage(t *testing.T) {
 				t.Errorf("exit %d, stderr %q, want it to hold %q", code, errb.String(), tt.want)
 			}
 		})
-	}
-
-	notPEM := filepath.Join(t.TempDir(), "ca.pem")
-	os.WriteFile(notPEM, []byte("not a certificate"), 0o644)
-	var errb bytes.Buffer
-	if code := run(t.Context(), []string{"-ca", notPEM}, func(k string) string { return env[k] }, machine{}, &bytes.Buffer{}, &errb); code != exitUsage ||
-		!strings.Contains(errb.String(), "holds no PEM certificate") {
-		t.Errorf("exit %d, stderr %q", code, errb.String())
 	}
 }
 
@@ -654,14 +621,11 @@ func TestNoBootInterface(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 	// Nothing stands for this boot.
-	if r := a.record(t); r.Attested || r.BootID != testBootID {
-		t.Errorf("record = %v", r)
-	}
+	a.wantRecord(t, false)
 }
 
 func TestStopped(t *testing.T) {
-	f := newFleetd(t)
-	f.approve(t)
+	f := newFleetd(t).approve(t)
 	a := newAgent(t, f)
 	ctx, cancel := context.WithCancel(t.Context())
 	a.m.waitLLDP = func(ctx context.Context, ifname string, cfg *lldpwait.Config) (*lldpwait.Neighbor, error) {
