@@ -9,38 +9,30 @@ import (
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
 )
 
-// with returns the Template of run r made with im.
-func with(t *testing.T, name string, im *Images) (*tinkerbell.Template, error) {
-	t.Helper()
-	return map[string]func(*Images) (*tinkerbell.Template, error){ProvisionName: ProvisionWith, RetireName: RetireWith}[name](im)
-}
-
 // The files name the released images, and so do the Templates made with
 // no images or with DefaultImages.
 func TestDefaultImages(t *testing.T) {
-	for _, r := range runs {
-		t.Run(r.name, func(t *testing.T) {
-			file := map[string]func() *tinkerbellTemplate{ProvisionName: Provision, RetireName: Retire}[r.name]()
-			got := ActionImages(file)
-			if len(got) != len(r.actions) {
-				t.Errorf("the file names images of %v, want one for each of %q", got, r.actions)
+	eachRun(t, func(t *testing.T, r tplRun) {
+		file := r.tpl()
+		got := ActionImages(file)
+		if len(got) != len(r.actions) {
+			t.Errorf("the file names images of %v, want one for each of %q", got, r.actions)
+		}
+		for _, a := range r.actions {
+			if got[a] != DefaultImages.ByAction()[a] {
+				t.Errorf("%s: the file names %q, DefaultImages %q", a, got[a], DefaultImages.ByAction()[a])
 			}
-			for _, a := range r.actions {
-				if got[a] != DefaultImages.ByAction()[a] {
-					t.Errorf("%s: the file names %q, DefaultImages %q", a, got[a], DefaultImages.ByAction()[a])
-				}
+		}
+		for _, im := range []*Images{nil, {}, &DefaultImages} {
+			tpl, err := r.with(im)
+			if err != nil {
+				t.Fatal(err)
 			}
-			for _, im := range []*Images{nil, {}, &DefaultImages} {
-				tpl, err := with(t, r.name, im)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if *tpl.Spec.Data != *file.Spec.Data || tpl.Name != file.Name {
-					t.Errorf("with %+v, the Template is not the file's:\n%s", im, *tpl.Spec.Data)
-				}
+			if *tpl.Spec.Data != *file.Spec.Data || tpl.Name != file.Name {
+				t.Errorf("with %+v, the Template is not the file's:\n%s", im, *tpl.Spec.Data)
 			}
-		})
-	}
+		}
+	})
 	for a, ref := range DefaultImages.ByAction() {
 		if err := CheckImage(ref); err != nil {
 			t.Errorf("%s: %v", a, err)
@@ -61,37 +53,31 @@ func TestImages(t *testing.T) {
 		ActionWipeDisk: im.WipeDisk, ActionInstall: im.Install, ActionNextBoot: im.NextBoot,
 		ActionReboot: DefaultImages.Reboot,
 	}
-	for _, r := range runs {
-		t.Run(r.name, func(t *testing.T) {
-			tpl, err := with(t, r.name, im)
-			if err != nil {
-				t.Fatal(err)
+	eachRun(t, func(t *testing.T, r tplRun) {
+		tpl, err := r.with(im)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wf := mustRender(t, *tpl.Spec.Data, values(mac, disk, serial, code, image))
+		for _, a := range wf.Tasks[0].Actions {
+			if a.Image != want[a.Name] {
+				t.Errorf("%s runs %q, want %q", a.Name, a.Image, want[a.Name])
 			}
-			wf, err := render(t, *tpl.Spec.Data, values(mac, disk, serial, code, image))
-			if err != nil {
-				t.Fatal(err)
+		}
+		if got := ActionImages(tpl); !maps.Equal(got, subset(want, r.actions)) {
+			t.Errorf("ActionImages = %v", got)
+		}
+		// Only the image lines differ from the file.
+		a, b := strings.Split(r.data(), "\n"), strings.Split(*tpl.Spec.Data, "\n")
+		if len(a) != len(b) {
+			t.Fatalf("%d lines, the file %d", len(b), len(a))
+		}
+		for i := range a {
+			if a[i] != b[i] && !strings.HasPrefix(strings.TrimSpace(a[i]), "image: ") {
+				t.Errorf("line %d is %q, the file's %q", i+1, b[i], a[i])
 			}
-			for _, a := range wf.Tasks[0].Actions {
-				if a.Image != want[a.Name] {
-					t.Errorf("%s runs %q, want %q", a.Name, a.Image, want[a.Name])
-				}
-			}
-			if got := ActionImages(tpl); !maps.Equal(got, subset(want, r.actions)) {
-				t.Errorf("ActionImages = %v", got)
-			}
-			// Only the image lines differ from the file.
-			file := map[string]func() *tinkerbellTemplate{ProvisionName: Provision, RetireName: Retire}[r.name]()
-			a, b := strings.Split(*file.Spec.Data, "\n"), strings.Split(*tpl.Spec.Data, "\n")
-			if len(a) != len(b) {
-				t.Fatalf("%d lines, the file %d", len(b), len(a))
-			}
-			for i := range a {
-				if a[i] != b[i] && !strings.HasPrefix(strings.TrimSpace(a[i]), "image: ") {
-					t.Errorf("line %d is %q, the file's %q", i+1, b[i], a[i])
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 func subset(m map[string]string, keys []string) map[string]string {
@@ -115,7 +101,7 @@ func TestImageRefused(t *testing.T) {
 		"registry.example/fleet/wipe-disk@sha256:abc",
 	} {
 		for _, r := range runs {
-			if _, err := with(t, r.name, &Images{WipeDisk: ref}); !errors.Is(err, ErrImage) {
+			if _, err := r.with(&Images{WipeDisk: ref}); !errors.Is(err, ErrImage) {
 				t.Errorf("%s with wipe-disk %q: %v, want ErrImage", r.name, ref, err)
 			}
 		}

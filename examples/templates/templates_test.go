@@ -6,6 +6,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -118,22 +119,16 @@ func TestValuesAreProvisions(t *testing.T) {
 // No Template hands an action the install code: rendered with a run's
 // values, no action's environment, command or volume holds it.
 func TestNoCodeInRender(t *testing.T) {
-	for _, r := range runs {
-		t.Run(r.name, func(t *testing.T) {
-			for _, m := range regexp.MustCompile(`\{\{ \.([a-z_0-9]+) \| quote \}\}`).FindAllStringSubmatch(dataOf(t, r.name), -1) {
-				if _, ok := values(mac, disk, serial, code, image)[m[1]]; !ok {
-					t.Errorf("the Template reads %s, which provision does not set", m[1])
-				}
+	eachRun(t, func(t *testing.T, r tplRun) {
+		for _, m := range regexp.MustCompile(`\{\{ \.([a-z_0-9]+) \| quote \}\}`).FindAllStringSubmatch(r.data(), -1) {
+			if _, ok := values(mac, disk, serial, code, image)[m[1]]; !ok {
+				t.Errorf("the Template reads %s, which provision does not set", m[1])
 			}
-			wf, err := render(t, dataOf(t, r.name), values(mac, disk, serial, code, image))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if s := fmt.Sprintf("%+v", wf); strings.Contains(s, code) {
-				t.Errorf("the rendered run holds the install code: %s", s)
-			}
-		})
-	}
+		}
+		if s := fmt.Sprintf("%+v", mustRender(t, r.data(), values(mac, disk, serial, code, image))); strings.Contains(s, code) {
+			t.Errorf("the rendered run holds the install code: %s", s)
+		}
+	})
 }
 
 // render renders template data as Tinkerbell does: text/template, a
@@ -159,45 +154,61 @@ func render(t *testing.T, data string, vals map[string]any) (workflow, error) {
 	return wf, nil
 }
 
-// runs are the Templates, each with the actions it must run, in order.
-var runs = []struct {
-	name    string
-	get     func() []byte
-	actions []string
-}{
-	{ProvisionName, ProvisionYAML, []string{"wipe-disk", "install", "next-boot", "reboot"}},
-	{RetireName, RetireYAML, []string{"wipe-disk"}},
+// mustRender is render that fails t when vals lack a value data reads.
+func mustRender(t *testing.T, data string, vals map[string]any) workflow {
+	t.Helper()
+	wf, err := render(t, data, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wf
 }
 
-func dataOf(t *testing.T, name string) string {
-	t.Helper()
-	tpl := map[string]func() *tinkerbellTemplate{ProvisionName: Provision, RetireName: Retire}[name]()
-	return *tpl.Spec.Data
+// A tplRun is a Template: its name, its YAML, its object made with the
+// released images or with others, and the actions it must run, in order.
+type tplRun struct {
+	name    string
+	get     func() []byte
+	tpl     func() *tinkerbellTemplate
+	with    func(*Images) (*tinkerbellTemplate, error)
+	actions []string
+}
+
+// data is the Template's data, released images and all.
+func (r tplRun) data() string { return *r.tpl().Spec.Data }
+
+var runs = []tplRun{
+	{ProvisionName, ProvisionYAML, Provision, ProvisionWith, []string{"wipe-disk", "install", "next-boot", "reboot"}},
+	{RetireName, RetireYAML, Retire, RetireWith, []string{"wipe-disk"}},
+}
+
+// eachRun runs test as a subtest for each of runs.
+func eachRun(t *testing.T, test func(t *testing.T, r tplRun)) {
+	for _, r := range runs {
+		t.Run(r.name, func(t *testing.T) { test(t, r) })
+	}
 }
 
 func TestObjects(t *testing.T) {
-	for _, r := range runs {
-		t.Run(r.name, func(t *testing.T) {
-			tpl := map[string]func() *tinkerbellTemplate{ProvisionName: Provision, RetireName: Retire}[r.name]()
-			if tpl.APIVersion != "tinkerbell.org/v1alpha1" || tpl.Kind != "Template" || tpl.Name != r.name || tpl.Namespace != "" {
-				t.Errorf("the Template is %s %s %s/%s", tpl.APIVersion, tpl.Kind, tpl.Namespace, tpl.Name)
-			}
-			file, err := os.ReadFile(r.name + ".yaml")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(file, r.get()) {
-				t.Error("the embedded YAML is not the file")
-			}
-			// Each call returns a Template of its own.
-			tpl.Name = "changed"
-			*tpl.Spec.Data = "changed"
-			again := map[string]func() *tinkerbellTemplate{ProvisionName: Provision, RetireName: Retire}[r.name]()
-			if again.Name != r.name || *again.Spec.Data == "changed" {
-				t.Error("a caller's change reached the next call")
-			}
-		})
-	}
+	eachRun(t, func(t *testing.T, r tplRun) {
+		tpl := r.tpl()
+		if tpl.APIVersion != "tinkerbell.org/v1alpha1" || tpl.Kind != "Template" || tpl.Name != r.name || tpl.Namespace != "" {
+			t.Errorf("the Template is %s %s %s/%s", tpl.APIVersion, tpl.Kind, tpl.Namespace, tpl.Name)
+		}
+		file, err := os.ReadFile(r.name + ".yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(file, r.get()) {
+			t.Error("the embedded YAML is not the file")
+		}
+		// Each call returns a Template of its own.
+		tpl.Name = "changed"
+		*tpl.Spec.Data = "changed"
+		if again := r.tpl(); again.Name != r.name || *again.Spec.Data == "changed" {
+			t.Error("a caller's change reached the next call")
+		}
+	})
 	// provision's defaults (provision.Config) name these.
 	if ProvisionName != "fleet-provision" || RetireName != "fleet-retire" {
 		t.Errorf("names %q, %q", ProvisionName, RetireName)
@@ -205,79 +216,72 @@ func TestObjects(t *testing.T) {
 }
 
 func TestRender(t *testing.T) {
-	for _, r := range runs {
-		t.Run(r.name, func(t *testing.T) {
-			wf, err := render(t, dataOf(t, r.name), values(mac, disk, serial, code, image))
-			if err != nil {
-				t.Fatal(err)
+	eachRun(t, func(t *testing.T, r tplRun) {
+		wf := mustRender(t, r.data(), values(mac, disk, serial, code, image))
+		if wf.Name != r.name || wf.Version != "0.1" || len(wf.Tasks) != 1 {
+			t.Fatalf("workflow %q version %q with %d tasks", wf.Name, wf.Version, len(wf.Tasks))
+		}
+		if strings.Contains(fmt.Sprint(wf), "{{") {
+			t.Errorf("the rendered template still holds {{: %+v", wf)
+		}
+		tk := wf.Tasks[0]
+		if tk.WorkerAddr != mac {
+			t.Errorf("worker %q, want the attested MAC %q", tk.WorkerAddr, mac)
+		}
+		var names []string
+		var sum int64
+		for _, a := range tk.Actions {
+			names = append(names, a.Name)
+			if a.Timeout <= 0 {
+				t.Errorf("%s has timeout %d", a.Name, a.Timeout)
 			}
-			if wf.Name != r.name || wf.Version != "0.1" || len(wf.Tasks) != 1 {
-				t.Fatalf("workflow %q version %q with %d tasks", wf.Name, wf.Version, len(wf.Tasks))
+			sum += a.Timeout
+			if err := CheckImage(a.Image); err != nil {
+				t.Error(err)
 			}
-			if strings.Contains(fmt.Sprint(wf), "{{") {
-				t.Errorf("the rendered template still holds {{: %+v", wf)
+			if want := DefaultImages.ByAction()[a.Name]; a.Image != want {
+				t.Errorf("%s's image is %q, not the released %q", a.Name, a.Image, want)
 			}
-			tk := wf.Tasks[0]
-			if tk.WorkerAddr != mac {
-				t.Errorf("worker %q, want the attested MAC %q", tk.WorkerAddr, mac)
-			}
-			var names []string
-			var sum int64
-			for _, a := range tk.Actions {
-				names = append(names, a.Name)
-				if a.Timeout <= 0 {
-					t.Errorf("%s has timeout %d", a.Name, a.Timeout)
-				}
-				sum += a.Timeout
-				if err := CheckImage(a.Image); err != nil {
-					t.Error(err)
-				}
-				if want := DefaultImages.ByAction()[a.Name]; a.Image != want {
-					t.Errorf("%s's image is %q, not the released %q", a.Name, a.Image, want)
-				}
-			}
-			if !slices.Equal(names, r.actions) {
-				t.Errorf("actions %q, want %q", names, r.actions)
-			}
-			if int64(wf.GlobalTimeout) < sum {
-				t.Errorf("global timeout %d s is shorter than its actions' %d s", wf.GlobalTimeout, sum)
-			}
-		})
-	}
+		}
+		if !slices.Equal(names, r.actions) {
+			t.Errorf("actions %q, want %q", names, r.actions)
+		}
+		if int64(wf.GlobalTimeout) < sum {
+			t.Errorf("global timeout %d s is shorter than its actions' %d s", wf.GlobalTimeout, sum)
+		}
+	})
 }
 
 // TestValues renders each Template without each value in turn: a value
 // the Template reads is one provision sets, or Tinkerbell would refuse to
 // render it, and the run would never start.
 func TestValues(t *testing.T) {
-	for _, r := range runs {
-		t.Run(r.name, func(t *testing.T) {
-			data := dataOf(t, r.name)
-			for _, m := range regexp.MustCompile(`\{\{[^}]*\}\}`).FindAllString(data, -1) {
-				if !regexp.MustCompile(`^\{\{ \.[a-z_0-9]+ \| quote \}\}$`).MatchString(m) {
-					t.Errorf("%s: %s is not a quoted value", r.name, m)
+	eachRun(t, func(t *testing.T, r tplRun) {
+		data := r.data()
+		for _, m := range regexp.MustCompile(`\{\{[^}]*\}\}`).FindAllString(data, -1) {
+			if !regexp.MustCompile(`^\{\{ \.[a-z_0-9]+ \| quote \}\}$`).MatchString(m) {
+				t.Errorf("%s: %s is not a quoted value", r.name, m)
+			}
+		}
+		used := 0
+		for k := range values(mac, disk, serial, code, image) {
+			vals := values(mac, disk, serial, code, image)
+			delete(vals, k)
+			if _, err := render(t, data, vals); err != nil {
+				used++
+				if !strings.Contains(err.Error(), `map has no entry for key "`+k+`"`) {
+					t.Errorf("without %s: %v", k, err)
 				}
 			}
-			used := 0
-			for k := range values(mac, disk, serial, code, image) {
-				vals := values(mac, disk, serial, code, image)
-				delete(vals, k)
-				if _, err := render(t, data, vals); err != nil {
-					used++
-					if !strings.Contains(err.Error(), `map has no entry for key "`+k+`"`) {
-						t.Errorf("without %s: %v", k, err)
-					}
-				}
-			}
-			want := 5
-			if r.name == RetireName {
-				want = 4 // no installer image
-			}
-			if used != want {
-				t.Errorf("the Template reads %d of provision's values, want %d", used, want)
-			}
-		})
-	}
+		}
+		want := 5
+		if r.name == RetireName {
+			want = 4 // no installer image
+		}
+		if used != want {
+			t.Errorf("the Template reads %d of provision's values, want %d", used, want)
+		}
+	})
 }
 
 // actionDirs are the example actions' sources, by action name.
@@ -336,12 +340,8 @@ func readsEnv(t *testing.T, dir string) []string {
 // the action's over it.
 func env(tk task, a action) map[string]string {
 	m := map[string]string{}
-	for k, v := range tk.Environment {
-		m[k] = v
-	}
-	for k, v := range a.Environment {
-		m[k] = v
-	}
+	maps.Copy(m, tk.Environment)
+	maps.Copy(m, a.Environment)
 	return m
 }
 
@@ -354,45 +354,39 @@ func TestEnvironment(t *testing.T) {
 		"FLEET_STATE_DIR":     disksafe.DefaultStateDir,
 		"FLEET_BOOT_DIR":      disksafe.DefaultBootDir,
 	}
-	for _, r := range runs {
-		t.Run(r.name, func(t *testing.T) {
-			wf, err := render(t, dataOf(t, r.name), values(mac, disk, serial, code, image))
-			if err != nil {
-				t.Fatal(err)
+	eachRun(t, func(t *testing.T, r tplRun) {
+		tk := mustRender(t, r.data(), values(mac, disk, serial, code, image)).Tasks[0]
+		for _, a := range tk.Actions {
+			e := env(tk, a)
+			dir, ours := actionDirs[a.Name]
+			if !ours {
+				continue
 			}
-			tk := wf.Tasks[0]
-			for _, a := range tk.Actions {
-				e := env(tk, a)
-				dir, ours := actionDirs[a.Name]
-				if !ours {
-					continue
-				}
-				reads := readsEnv(t, dir)
-				for _, k := range reads {
-					v, set := e[k]
-					switch {
-					case k == "INSTALLER_IMAGE" && a.Name == "wipe-disk" && r.name == RetireName:
-						if set {
-							t.Errorf("%s: a retirement's wipe-disk gets INSTALLER_IMAGE %q; it must pull nothing", a.Name, v)
-						}
-					case slices.Contains(optional[a.Name], k):
-						if set {
-							t.Errorf("%s sets %s, which has a default", a.Name, k)
-						}
-					case !set:
-						t.Errorf("%s reads %s, and the Template does not set it", a.Name, k)
-					case v != want[k]:
-						t.Errorf("%s: %s = %q, want %q", a.Name, k, v, want[k])
+			reads := readsEnv(t, dir)
+			for _, k := range reads {
+				v, set := e[k]
+				switch {
+				case k == "INSTALLER_IMAGE" && a.Name == "wipe-disk" && r.name == RetireName:
+					if set {
+						t.Errorf("%s: a retirement's wipe-disk gets INSTALLER_IMAGE %q; it must pull nothing", a.Name, v)
 					}
-				}
-				for k := range a.Environment {
-					if !slices.Contains(reads, k) {
-						t.Errorf("%s sets %s, which the action never reads", a.Name, k)
+				case slices.Contains(optional[a.Name], k):
+					if set {
+						t.Errorf("%s sets %s, which has a default", a.Name, k)
 					}
+				case !set:
+					t.Errorf("%s reads %s, and the Template does not set it", a.Name, k)
+				case v != want[k]:
+					t.Errorf("%s: %s = %q, want %q", a.Name, k, v, want[k])
 				}
 			}
-		})
-	}
+			for k := range a.Environment {
+				if !slices.Contains(reads, k) {
+					t.Errorf("%s sets %s, which the action never reads", a.Name, k)
+				}
+			}
+		}
+	})
 }
 
 // mounts returns an action's volumes (the task's, then its own) by their
@@ -423,47 +417,41 @@ func TestVolumes(t *testing.T) {
 		"next-boot": {"/dev:/dev", "/sys:/sys"},
 		"reboot":    {docker},
 	}
-	for _, r := range runs {
-		t.Run(r.name, func(t *testing.T) {
-			wf, err := render(t, dataOf(t, r.name), values(mac, disk, serial, code, image))
-			if err != nil {
-				t.Fatal(err)
-			}
-			tk := wf.Tasks[0]
-			for _, a := range tk.Actions {
-				m := mounts(t, tk, a)
-				for _, v := range need[a.Name] {
-					target := strings.Split(v, ":")[1]
-					if m[target] != v {
-						t.Errorf("%s mounts %q at %s, want %q", a.Name, m[target], target, v)
-					}
-				}
-				e := env(tk, a)
-				// The run's shared directory: one host directory in every
-				// action, in a tmpfs.
-				if dir := e["FLEET_STATE_DIR"]; dir != "" {
-					v := m[dir]
-					if !strings.HasPrefix(v, "/run/") || v != tk.Volumes[0] {
-						t.Errorf("%s: FLEET_STATE_DIR %s is mounted from %q, not the task's directory in /run", a.Name, dir, v)
-					}
-				}
-				if dir := e["FLEET_BOOT_DIR"]; dir != "" && m[dir] == "" {
-					t.Errorf("%s: FLEET_BOOT_DIR %s is not mounted", a.Name, dir)
-				}
-				// An action that checks the code's digest reads the code
-				// from the boot record, which it may not change.
-				if _, checks := e["INSTALL_CODE_SHA256"]; checks && m[e["FLEET_BOOT_DIR"]] != disksafe.DefaultBootDir+":"+disksafe.DefaultBootDir+":ro" {
-					t.Errorf("%s checks the code's digest, and mounts the boot record as %q", a.Name, m[e["FLEET_BOOT_DIR"]])
-				}
-				if a.Name == "wipe-disk" {
-					_, pulls := e["INSTALLER_IMAGE"]
-					if _, sock := m["/var/run/docker.sock"]; pulls != sock {
-						t.Errorf("wipe-disk pulls (%t) but mounts the Docker socket (%t)", pulls, sock)
-					}
+	eachRun(t, func(t *testing.T, r tplRun) {
+		tk := mustRender(t, r.data(), values(mac, disk, serial, code, image)).Tasks[0]
+		for _, a := range tk.Actions {
+			m := mounts(t, tk, a)
+			for _, v := range need[a.Name] {
+				target := strings.Split(v, ":")[1]
+				if m[target] != v {
+					t.Errorf("%s mounts %q at %s, want %q", a.Name, m[target], target, v)
 				}
 			}
-		})
-	}
+			e := env(tk, a)
+			// The run's shared directory: one host directory in every
+			// action, in a tmpfs.
+			if dir := e["FLEET_STATE_DIR"]; dir != "" {
+				v := m[dir]
+				if !strings.HasPrefix(v, "/run/") || v != tk.Volumes[0] {
+					t.Errorf("%s: FLEET_STATE_DIR %s is mounted from %q, not the task's directory in /run", a.Name, dir, v)
+				}
+			}
+			if dir := e["FLEET_BOOT_DIR"]; dir != "" && m[dir] == "" {
+				t.Errorf("%s: FLEET_BOOT_DIR %s is not mounted", a.Name, dir)
+			}
+			// An action that checks the code's digest reads the code
+			// from the boot record, which it may not change.
+			if _, checks := e["INSTALL_CODE_SHA256"]; checks && m[e["FLEET_BOOT_DIR"]] != disksafe.DefaultBootDir+":"+disksafe.DefaultBootDir+":ro" {
+				t.Errorf("%s checks the code's digest, and mounts the boot record as %q", a.Name, m[e["FLEET_BOOT_DIR"]])
+			}
+			if a.Name == "wipe-disk" {
+				_, pulls := e["INSTALLER_IMAGE"]
+				if _, sock := m["/var/run/docker.sock"]; pulls != sock {
+					t.Errorf("wipe-disk pulls (%t) but mounts the Docker socket (%t)", pulls, sock)
+				}
+			}
+		}
+	})
 }
 
 // TestQuoting renders values that hold what YAML would read as syntax: each
@@ -471,27 +459,21 @@ func TestVolumes(t *testing.T) {
 func TestQuoting(t *testing.T) {
 	evilDisk := "/dev/sda\"\n            image: registry.evil/x:1\n            x: \""
 	evilSerial := "S1 \\ ' \" \t: # {{ .install_code_sha256 }} é 漢"
-	for _, r := range runs {
-		t.Run(r.name, func(t *testing.T) {
-			wf, err := render(t, dataOf(t, r.name), values(mac, evilDisk, evilSerial, code, image))
-			if err != nil {
-				t.Fatal(err)
+	eachRun(t, func(t *testing.T, r tplRun) {
+		tk := mustRender(t, r.data(), values(mac, evilDisk, evilSerial, code, image)).Tasks[0]
+		if len(tk.Actions) != len(r.actions) {
+			t.Fatalf("%d actions", len(tk.Actions))
+		}
+		for _, a := range tk.Actions {
+			if strings.Contains(a.Image, "evil") {
+				t.Errorf("%s's image is %q", a.Name, a.Image)
 			}
-			tk := wf.Tasks[0]
-			if len(tk.Actions) != len(r.actions) {
-				t.Fatalf("%d actions", len(tk.Actions))
+			if _, ok := a.Environment["INSTALL_DISK"]; ok && a.Environment["INSTALL_DISK"] != evilDisk {
+				t.Errorf("%s: INSTALL_DISK = %q", a.Name, a.Environment["INSTALL_DISK"])
 			}
-			for _, a := range tk.Actions {
-				if strings.Contains(a.Image, "evil") {
-					t.Errorf("%s's image is %q", a.Name, a.Image)
-				}
-				if _, ok := a.Environment["INSTALL_DISK"]; ok && a.Environment["INSTALL_DISK"] != evilDisk {
-					t.Errorf("%s: INSTALL_DISK = %q", a.Name, a.Environment["INSTALL_DISK"])
-				}
-				if _, ok := a.Environment["INSTALL_DISK_SERIAL"]; ok && a.Environment["INSTALL_DISK_SERIAL"] != evilSerial {
-					t.Errorf("%s: INSTALL_DISK_SERIAL = %q", a.Name, a.Environment["INSTALL_DISK_SERIAL"])
-				}
+			if _, ok := a.Environment["INSTALL_DISK_SERIAL"]; ok && a.Environment["INSTALL_DISK_SERIAL"] != evilSerial {
+				t.Errorf("%s: INSTALL_DISK_SERIAL = %q", a.Name, a.Environment["INSTALL_DISK_SERIAL"])
 			}
-		})
-	}
+		}
+	})
 }
