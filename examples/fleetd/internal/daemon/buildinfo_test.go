@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
@@ -44,12 +42,9 @@ func TestBuildInfoGauge(t *testing.T) {
 
 // fleetd's /metrics carries the running build's fleet_build_info.
 func TestMetricsBuildInfo(t *testing.T) {
-	d := &Daemon{metrics: newMetrics(func() time.Time { return time.Time{} }, func() int { return 0 })}
-	rec := httptest.NewRecorder()
-	d.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	want := `fleet_build_info{goversion="` + runtime.Version() + `",revision="unknown",version=`
-	if !strings.Contains(rec.Body.String(), want) {
-		t.Errorf("/metrics lacks %s...:\n%s", want, rec.Body.String())
+	metrics := scrape(&Daemon{metrics: newMetrics(func() time.Time { return time.Time{} }, func() int { return 0 })})
+	if want := `fleet_build_info{goversion="` + runtime.Version() + `",revision="unknown",version=`; !strings.Contains(metrics, want) {
+		t.Errorf("/metrics lacks %s...:\n%s", want, metrics)
 	}
 }
 
@@ -65,11 +60,9 @@ func TestMainVersion(t *testing.T) {
 	}
 
 	out.Reset()
-	code := Main(context.Background(), nil, env(map[string]string{
-		"FLEET_TLS_CERT": "c.pem", "FLEET_TLS_KEY": "k.pem", "FLEET_PUBLIC_URL": "https://fleetd.example:8443",
-		"FLEET_SECRETS_BUNDLE": "secrets.yaml", "FLEET_NODES": t.TempDir() + "/no-nodes.yaml",
-		"NETBOX_URL": "https://netbox.example", "NETBOX_TOKEN": "t",
-	}), &out, &errb)
+	settings := baseSettings()
+	settings["FLEET_NODES"] = t.TempDir() + "/no-nodes.yaml"
+	code := Main(context.Background(), nil, env(settings), &out, &errb)
 	if code != 1 {
 		t.Fatalf("a missing nodes file: exit %d, want 1; stderr:\n%s", code, errb.String())
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,13 +54,11 @@ func TestDeployImageSettings(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	data := configMapData(t, render(t, dir), "fleetd")
+	data := configMapData(t, dir, "fleetd")
 	if data == nil {
 		t.Fatal("the overlay renders no ConfigMap fleetd")
 	}
-	getenv := baseSettings()
-	maps.Copy(getenv, data)
-	s, err := readSettings(env(getenv))
+	s, err := readWith(data)
 	if err != nil {
 		t.Fatalf("the overlay's settings: %v", err)
 	}
@@ -84,14 +81,13 @@ func TestDeployImageSettings(t *testing.T) {
 	if err := ensureTemplates(t.Context(), c, "tinkerbell", s.Images, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := inCluster(t, c); !sameImages(got, wantImages(want)) {
-		t.Errorf("the Templates run %v, want %v", got, wantImages(want))
-	}
+	wantTemplateImages(t, c, want)
 }
 
-// render renders the kustomization in dir with tools/kustomize
-// (kustomize's Go API in a module of its own).
-func render(t *testing.T, dir string) []*unstructured.Unstructured {
+// configMapData renders the kustomization in dir with tools/kustomize
+// (kustomize's Go API in a module of its own), and returns the data of its
+// ConfigMap name; nil: it renders none.
+func configMapData(t *testing.T, dir, name string) map[string]string {
 	t.Helper()
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
@@ -105,34 +101,19 @@ func render(t *testing.T, dir string) []*unstructured.Unstructured {
 	if err != nil {
 		t.Fatalf("go -C tools/kustomize run . %s: %v\n%s", dir, err, stderr.String())
 	}
-	var objs []*unstructured.Unstructured
+	var data map[string]string
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
 	for {
 		var u unstructured.Unstructured
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return data
+		} else if err != nil {
 			t.Fatalf("decode kustomize %s: %v", dir, err)
 		}
-		if u.Object != nil {
-			objs = append(objs, &u)
-		}
-	}
-	return objs
-}
-
-// configMapData returns the data of ConfigMap name among objs; nil: none.
-func configMapData(t *testing.T, objs []*unstructured.Unstructured, name string) map[string]string {
-	t.Helper()
-	for _, u := range objs {
-		if u.GetKind() == "ConfigMap" && u.GetName() == name {
-			data, _, err := unstructured.NestedStringMap(u.Object, "data")
-			if err != nil {
+		if u.Object != nil && u.GetKind() == "ConfigMap" && u.GetName() == name && data == nil {
+			if data, _, err = unstructured.NestedStringMap(u.Object, "data"); err != nil {
 				t.Fatal(err)
 			}
-			return data
 		}
 	}
-	return nil
 }

@@ -241,20 +241,15 @@ func TestReadinessAsks(t *testing.T) {
 
 // The readiness window is a setting, at least 1s.
 func TestReadyWindowSetting(t *testing.T) {
+	// Unset and set to "" are one to fleetd: its getenv answers "" for both.
 	for v, want := range map[string]time.Duration{"": time.Minute, "2s": 2 * time.Second, "5m": 5 * time.Minute} {
-		s := baseSettings()
-		if v != "" {
-			s["FLEET_READY_WINDOW"] = v
-		}
-		got, err := readSettings(env(s))
+		got, err := readWith(map[string]string{"FLEET_READY_WINDOW": v})
 		if err != nil || got.ReadyWindow != want {
 			t.Errorf("FLEET_READY_WINDOW=%q: %v, %v; want %v", v, got.ReadyWindow, err, want)
 		}
 	}
 	for _, v := range []string{"500ms", "0s", "-1m", "soon"} {
-		s := baseSettings()
-		s["FLEET_READY_WINDOW"] = v
-		if _, err := readSettings(env(s)); err == nil || !strings.Contains(err.Error(), "FLEET_READY_WINDOW=") {
+		if _, err := readWith(map[string]string{"FLEET_READY_WINDOW": v}); err == nil || !strings.Contains(err.Error(), "FLEET_READY_WINDOW=") {
 			t.Errorf("FLEET_READY_WINDOW=%q: %v, want it refused", v, err)
 		}
 	}

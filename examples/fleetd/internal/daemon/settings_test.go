@@ -14,14 +14,34 @@ import (
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
-func TestReadSettings(t *testing.T) {
-	full := map[string]string{
-		"FLEET_TLS_CERT": "c.pem", "FLEET_TLS_KEY": "k.pem", "FLEET_PUBLIC_URL": "https://fleetd.example:8443/",
+// baseSettings are the settings fleetd requires, each set.
+func baseSettings() map[string]string {
+	return map[string]string{
+		"FLEET_TLS_CERT": "c.pem", "FLEET_TLS_KEY": "k.pem", "FLEET_PUBLIC_URL": "https://fleetd.example:8443",
 		"FLEET_SECRETS_BUNDLE": "secrets.yaml", "FLEET_NODES": "nodes.yaml",
 		"NETBOX_URL": "https://netbox.example", "NETBOX_TOKEN": "t",
-		"FLEET_CONFIG_TTL": "2h",
 	}
-	s, err := readSettings(env(full))
+}
+
+// readWith reads baseSettings with set's settings over them.
+func readWith(set map[string]string) (Settings, error) {
+	m := baseSettings()
+	maps.Copy(m, set)
+	return readSettings(env(m))
+}
+
+// wantErrs fails t unless err holds each of wants.
+func wantErrs(t *testing.T, err error, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("the error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestReadSettings(t *testing.T) {
+	s, err := readWith(map[string]string{"FLEET_PUBLIC_URL": "https://fleetd.example:8443/", "FLEET_CONFIG_TTL": "2h"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,31 +52,19 @@ func TestReadSettings(t *testing.T) {
 		"FLEET_PUBLIC_URL": "http://fleetd", "FLEET_CONFIG_TTL": "soon", "FLEET_CONTROL_PLANES": "maybe",
 		"FLEET_SEALING_KEY": "abc", "FLEET_APPROVER_TOKEN": "short",
 	}))
-	for _, want := range []string{
+	wantErrs(t, err,
 		"FLEET_TLS_CERT is required", "FLEET_TLS_KEY is required", "FLEET_SECRETS_BUNDLE is required",
 		"FLEET_NODES is required", "NETBOX_URL is required", "NETBOX_TOKEN is required",
 		`FLEET_PUBLIC_URL="http://fleetd" is not an https URL`, `FLEET_CONFIG_TTL="soon"`,
 		`FLEET_CONTROL_PLANES="maybe" is not true or false`, "FLEET_SEALING_KEY is refused",
-		"FLEET_APPROVER_TOKEN is shorter than 16 characters",
-	} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("the error lacks %q:\n%v", want, err)
-		}
-	}
+		"FLEET_APPROVER_TOKEN is shorter than 16 characters")
 }
 
 // Workers provision at their first attestation unless the operator turns
 // it off; control planes never do without FLEET_CONTROL_PLANES.
 func TestReadSettingsAutoProvision(t *testing.T) {
-	base := map[string]string{
-		"FLEET_TLS_CERT": "c.pem", "FLEET_TLS_KEY": "k.pem", "FLEET_PUBLIC_URL": "https://fleetd.example:8443",
-		"FLEET_SECRETS_BUNDLE": "secrets.yaml", "FLEET_NODES": "nodes.yaml",
-		"NETBOX_URL": "https://netbox.example", "NETBOX_TOKEN": "t",
-	}
 	for v, want := range map[string]bool{"": true, "true": true, "false": false} {
-		m := maps.Clone(base)
-		m["FLEET_AUTO_PROVISION"] = v
-		s, err := readSettings(env(m))
+		s, err := readWith(map[string]string{"FLEET_AUTO_PROVISION": v})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,9 +74,7 @@ func TestReadSettingsAutoProvision(t *testing.T) {
 	}
 	// A valid key is refused as well without FLEET_REPLICA: one fleetd has
 	// no shared record of spent sessions for others that share the key.
-	m := maps.Clone(base)
-	m["FLEET_SEALING_KEY"] = strings.Repeat("ab", 32)
-	if _, err := readSettings(env(m)); err == nil || !strings.Contains(err.Error(), "FLEET_SEALING_KEY is refused") {
+	if _, err := readWith(map[string]string{"FLEET_SEALING_KEY": strings.Repeat("ab", 32)}); err == nil || !strings.Contains(err.Error(), "FLEET_SEALING_KEY is refused") {
 		t.Errorf("a 64-hex-character FLEET_SEALING_KEY: %v, want it refused", err)
 	}
 }
@@ -76,14 +82,12 @@ func TestReadSettingsAutoProvision(t *testing.T) {
 // Replicas: FLEET_REPLICA needs FLEET_PEERS naming it and a 32-byte
 // FLEET_SEALING_KEY; FLEET_PEERS without FLEET_REPLICA is refused.
 func TestReadSettingsReplicas(t *testing.T) {
-	base := map[string]string{
-		"FLEET_TLS_CERT": "c.pem", "FLEET_TLS_KEY": "k.pem", "FLEET_PUBLIC_URL": "https://fleetd.example:8443",
-		"FLEET_SECRETS_BUNDLE": "s.yaml", "FLEET_NODES": "n.yaml", "NETBOX_URL": "https://nb", "NETBOX_TOKEN": "t",
+	replica := map[string]string{
 		"FLEET_REPLICA":     "fleetd-1",
 		"FLEET_PEERS":       "fleetd-0=https://fleetd-0.fleetd-peers:8443, fleetd-1=https://fleetd-1.fleetd-peers:8443/",
 		"FLEET_SEALING_KEY": strings.Repeat("ab", 32),
 	}
-	s, err := readSettings(env(base))
+	s, err := readWith(replica)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,8 +95,8 @@ func TestReadSettingsReplicas(t *testing.T) {
 	if s.Replica != "fleetd-1" || !slices.Equal(s.Peers, want) || len(s.SealingKey) != 32 || s.SealingKey[0] != 0xab || s.PeersListen != ":8444" {
 		t.Errorf("replica settings: %q %v %x, peers' API at %q", s.Replica, s.Peers, s.SealingKey, s.PeersListen)
 	}
-	base["FLEET_PEERS_LISTEN"] = "10.1.2.3:9444"
-	if s, err := readSettings(env(base)); err != nil || s.PeersListen != "10.1.2.3:9444" {
+	replica["FLEET_PEERS_LISTEN"] = "10.1.2.3:9444"
+	if s, err := readWith(replica); err != nil || s.PeersListen != "10.1.2.3:9444" {
 		t.Errorf("FLEET_PEERS_LISTEN=10.1.2.3:9444: %q, %v", s.PeersListen, err)
 	}
 	for _, c := range []struct {
@@ -107,9 +111,9 @@ func TestReadSettingsReplicas(t *testing.T) {
 		{"FLEET_REPLICA", "", "FLEET_PEERS is refused without FLEET_REPLICA"},
 		{"FLEET_REPLICA", "", "FLEET_PEERS_LISTEN is refused without FLEET_REPLICA"},
 	} {
-		m := maps.Clone(base)
+		m := maps.Clone(replica)
 		m[c.name] = c.value
-		if _, err := readSettings(env(m)); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := readWith(m); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s=%q: %v, want %q", c.name, c.value, err, c.want)
 		}
 	}
@@ -119,12 +123,7 @@ func TestReadSettingsReplicas(t *testing.T) {
 // configserve's and provision's defaults; set, they must be positive
 // durations, and a bad one is named.
 func TestReadSettingsTimings(t *testing.T) {
-	base := map[string]string{
-		"FLEET_TLS_CERT": "c.pem", "FLEET_TLS_KEY": "k.pem", "FLEET_PUBLIC_URL": "https://fleetd.example:8443",
-		"FLEET_SECRETS_BUNDLE": "secrets.yaml", "FLEET_NODES": "nodes.yaml",
-		"NETBOX_URL": "https://netbox.example", "NETBOX_TOKEN": "t",
-	}
-	s, err := readSettings(env(base))
+	s, err := readWith(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,26 +131,21 @@ func TestReadSettingsTimings(t *testing.T) {
 		t.Errorf("defaults: poll %v, run timeout %v, config write timeout %v, admissions %d; want 15s, 2h, %v, 16",
 			s.PollInterval, s.RunTimeout, s.ConfigWriteTimeout, s.MaxAdmissions, configserve.DefaultWriteTimeout)
 	}
-	m := maps.Clone(base)
-	m["FLEET_POLL_INTERVAL"], m["FLEET_RUN_TIMEOUT"], m["FLEET_CONFIG_WRITE_TIMEOUT"], m["FLEET_MAX_ADMISSIONS"] = "5s", "90m", "1m", "4"
-	if s, err = readSettings(env(m)); err != nil {
+	timings := func(poll, run, write, admissions string) map[string]string {
+		return map[string]string{"FLEET_POLL_INTERVAL": poll, "FLEET_RUN_TIMEOUT": run, "FLEET_CONFIG_WRITE_TIMEOUT": write, "FLEET_MAX_ADMISSIONS": admissions}
+	}
+	if s, err = readWith(timings("5s", "90m", "1m", "4")); err != nil {
 		t.Fatal(err)
 	}
 	if s.PollInterval != 5*time.Second || s.RunTimeout != 90*time.Minute || s.ConfigWriteTimeout != time.Minute || s.MaxAdmissions != 4 {
 		t.Errorf("set: poll %v, run timeout %v, config write timeout %v, admissions %d; want 5s, 1h30m, 1m, 4", s.PollInterval, s.RunTimeout, s.ConfigWriteTimeout, s.MaxAdmissions)
 	}
-	m["FLEET_POLL_INTERVAL"], m["FLEET_RUN_TIMEOUT"], m["FLEET_CONFIG_WRITE_TIMEOUT"], m["FLEET_MAX_ADMISSIONS"] = "0s", "-1h", "soon", "0"
-	_, err = readSettings(env(m))
-	for _, want := range []string{
+	_, err = readWith(timings("0s", "-1h", "soon", "0"))
+	wantErrs(t, err,
 		`FLEET_POLL_INTERVAL="0s" is not a positive duration such as 15s`,
 		`FLEET_RUN_TIMEOUT="-1h" is not a positive duration such as 2h`,
 		`FLEET_CONFIG_WRITE_TIMEOUT="soon" is not a positive duration such as 30s`,
-		`FLEET_MAX_ADMISSIONS="0" is not a positive number`,
-	} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("the error lacks %q:\n%v", want, err)
-		}
-	}
+		`FLEET_MAX_ADMISSIONS="0" is not a positive number`)
 }
 
 func TestRunUsage(t *testing.T) {

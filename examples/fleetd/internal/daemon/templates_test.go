@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -69,30 +70,45 @@ func inCluster(t *testing.T, c *dynfake.FakeDynamicClient) map[string]map[string
 	return out
 }
 
-// writes returns the verbs and names of the fake's writes.
-func writes(c *dynfake.FakeDynamicClient) []string {
-	var out []string
+// wantWrites fails t unless the fake's writes, "verb name" each, are want.
+func wantWrites(t *testing.T, c *dynfake.FakeDynamicClient, want ...string) {
+	t.Helper()
+	var got []string
 	for _, a := range c.Actions() {
 		switch a.GetVerb() {
 		case "create", "update":
-			out = append(out, a.GetVerb()+" "+a.(interface{ GetObject() runtime.Object }).GetObject().(*unstructured.Unstructured).GetName())
+			got = append(got, a.GetVerb()+" "+a.(interface{ GetObject() runtime.Object }).GetObject().(*unstructured.Unstructured).GetName())
 		case "patch", "delete":
-			out = append(out, a.GetVerb()+" "+a.(interface{ GetName() string }).GetName())
+			got = append(got, a.GetVerb()+" "+a.(interface{ GetName() string }).GetName())
 		}
 	}
-	return out
+	if !slices.Equal(got, want) {
+		t.Errorf("writes %q, want %q", got, want)
+	}
 }
 
-func wantImages(im templates.Images) map[string]map[string]string {
+// wantTemplateImages fails t unless each Template in the fake runs im's
+// images for its actions.
+func wantTemplateImages(t *testing.T, c *dynfake.FakeDynamicClient, im templates.Images) {
+	t.Helper()
 	all := im.ByAction()
-	return map[string]map[string]string{
+	want := map[string]map[string]string{
 		templates.ProvisionName: all,
 		templates.RetireName:    {templates.ActionWipeDisk: all[templates.ActionWipeDisk]},
 	}
+	if got := inCluster(t, c); !maps.EqualFunc(got, want, func(x, y map[string]string) bool { return maps.Equal(x, y) }) {
+		t.Errorf("with %+v, the Templates run %v, want %v", im, got, want)
+	}
 }
 
-func sameImages(a, b map[string]map[string]string) bool {
-	return maps.EqualFunc(a, b, func(x, y map[string]string) bool { return maps.Equal(x, y) })
+// ensure runs ensureTemplates on the fake with im, and returns its log.
+func ensure(t *testing.T, c *dynfake.FakeDynamicClient, im templates.Images) string {
+	t.Helper()
+	var log bytes.Buffer
+	if err := ensureTemplates(t.Context(), c, "tinkerbell", im, slog.New(slog.NewTextHandler(&log, nil))); err != nil {
+		t.Fatal(err)
+	}
+	return log.String()
 }
 
 // Missing Templates are created with the settings' images, or the
@@ -100,19 +116,12 @@ func sameImages(a, b map[string]map[string]string) bool {
 func TestEnsureTemplatesCreates(t *testing.T) {
 	for _, im := range []templates.Images{{}, mine, {Install: mine.Install}} {
 		c := templateClient()
-		var log bytes.Buffer
-		if err := ensureTemplates(t.Context(), c, "tinkerbell", im, slog.New(slog.NewTextHandler(&log, nil))); err != nil {
-			t.Fatal(err)
-		}
-		if got, want := inCluster(t, c), wantImages(im); !sameImages(got, want) {
-			t.Errorf("with %+v, the Templates run %v, want %v", im, got, want)
-		}
-		if got := writes(c); strings.Join(got, ",") != "create fleet-provision,create fleet-retire" {
-			t.Errorf("writes %q", got)
-		}
+		log := ensure(t, c, im)
+		wantTemplateImages(t, c, im)
+		wantWrites(t, c, "create fleet-provision", "create fleet-retire")
 		for _, name := range []string{templates.ProvisionName, templates.RetireName} {
-			if !strings.Contains(log.String(), `level=INFO msg="fleetd: created Template" namespace=tinkerbell template=`+name+" images=") {
-				t.Errorf("no line of log for %s:\n%s", name, log.String())
+			if !strings.Contains(log, `level=INFO msg="fleetd: created Template" namespace=tinkerbell template=`+name+" images=") {
+				t.Errorf("no line of log for %s:\n%s", name, log)
 			}
 		}
 	}
@@ -122,16 +131,9 @@ func TestEnsureTemplatesCreates(t *testing.T) {
 // Template with them, with a line of log naming it and both images.
 func TestEnsureTemplatesUpdates(t *testing.T) {
 	c := templateClient(existing(t, templates.ProvisionWith, templates.Images{}), existing(t, templates.RetireWith, templates.Images{}))
-	var log bytes.Buffer
-	if err := ensureTemplates(t.Context(), c, "tinkerbell", mine, slog.New(slog.NewTextHandler(&log, nil))); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := inCluster(t, c), wantImages(mine); !sameImages(got, want) {
-		t.Errorf("the Templates run %v, want %v", got, want)
-	}
-	if got := writes(c); strings.Join(got, ",") != "update fleet-provision,update fleet-retire" {
-		t.Errorf("writes %q", got)
-	}
+	log := ensure(t, c, mine)
+	wantTemplateImages(t, c, mine)
+	wantWrites(t, c, "update fleet-provision", "update fleet-retire")
 	for _, want := range []string{
 		`level=INFO msg="fleetd: updated Template to the images of its settings" namespace=tinkerbell template=fleet-provision ` +
 			`old_images="install=` + templates.DefaultImages.Install + ` next-boot=` + templates.DefaultImages.NextBoot +
@@ -139,8 +141,8 @@ func TestEnsureTemplatesUpdates(t *testing.T) {
 			`new_images="install=` + mine.Install + ` next-boot=` + mine.NextBoot + ` reboot=` + mine.Reboot + ` wipe-disk=` + mine.WipeDisk + `"`,
 		`template=fleet-retire old_images="wipe-disk=` + templates.DefaultImages.WipeDisk + `" new_images="wipe-disk=` + mine.WipeDisk + `"`,
 	} {
-		if !strings.Contains(log.String(), want) {
-			t.Errorf("the log lacks %s:\n%s", want, log.String())
+		if !strings.Contains(log, want) {
+			t.Errorf("the log lacks %s:\n%s", want, log)
 		}
 	}
 	// The whole spec is fleet's Template with the settings' images.
@@ -166,16 +168,10 @@ func TestEnsureTemplatesUntouched(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := templateClient(provisionT, existing(t, templates.RetireWith, mine))
-	var log bytes.Buffer
-	if err := ensureTemplates(t.Context(), c, "tinkerbell", mine, slog.New(slog.NewTextHandler(&log, nil))); err != nil {
-		t.Fatal(err)
+	if log := ensure(t, c, mine); log != "" {
+		t.Errorf("log:\n%s", log)
 	}
-	if got := writes(c); len(got) != 0 {
-		t.Errorf("writes %q, want none", got)
-	}
-	if log.Len() != 0 {
-		t.Errorf("log:\n%s", log.String())
-	}
+	wantWrites(t, c)
 }
 
 // A replica that updates a Template another replica just wrote reads it
@@ -196,17 +192,10 @@ func TestEnsureTemplatesConflict(t *testing.T) {
 		}
 		return true, nil, apierrors.NewConflict(TemplateResource.GroupResource(), templates.ProvisionName, errors.New("the object has been modified"))
 	})
-	var log bytes.Buffer
-	if err := ensureTemplates(t.Context(), c, "tinkerbell", mine, slog.New(slog.NewTextHandler(&log, nil))); err != nil {
-		t.Fatal(err)
+	if log := ensure(t, c, mine); log != "" {
+		t.Errorf("log:\n%s", log)
 	}
-	if got, want := inCluster(t, c), wantImages(mine); !sameImages(got, want) {
-		t.Errorf("the Templates run %v, want %v", got, want)
-	}
-	if got := writes(c); strings.Join(got, ",") != "update fleet-provision" {
-		t.Errorf("writes %q, want the one update that met the conflict", got)
-	}
-	if log.Len() != 0 {
-		t.Errorf("log:\n%s", log.String())
-	}
+	wantTemplateImages(t, c, mine)
+	// The one update that met the conflict.
+	wantWrites(t, c, "update fleet-provision")
 }
