@@ -92,16 +92,19 @@ func TestAlertCertificateRenewed(t *testing.T) {
 	alerttest.Want(t, alertRules, "", scrape(d), now)
 }
 
-// runLoop runs d's provision loop, as Serve does, until t ends.
-func runLoop(t *testing.T, d *Daemon) {
+// runLoop runs d's provision loop, as Serve does, until stop is called or
+// t ends.
+func runLoop(t *testing.T, d *Daemon) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { d.runLoop(ctx) })
-	t.Cleanup(func() {
+	stop = func() {
 		cancel()
 		wg.Wait()
-	})
+	}
+	t.Cleanup(stop)
 	synctest.Wait()
+	return stop
 }
 
 // A fleetd that runs alone leads the provision loop while it runs it:
@@ -114,13 +117,9 @@ func TestAlertNoProvisionLeader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d, _ := w.fleetd(t)
 		scrapes[0] = scrape(d)
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		wg.Go(func() { d.runLoop(ctx) })
-		synctest.Wait()
+		stop := runLoop(t, d)
 		scrapes[1] = scrape(d)
-		cancel()
-		wg.Wait()
+		stop()
 		scrapes[2] = scrape(d)
 		at = time.Now()
 	})
@@ -225,9 +224,7 @@ func TestAlertNetBoxWritesGivenUp(t *testing.T) {
 		refused = scrape(d)
 		at = time.Now()
 	})
-	if got := w.journal(t, "w-01"); len(got) != 1 || got[0] != "info: a line NetBox takes late" {
-		t.Errorf("the journal of w-01 is %q, want the delayed line alone", got)
-	}
+	w.wantJournal(t, "w-01", "the delayed line taken, the refused one given up", "info: a line NetBox takes late")
 	alerttest.Want(t, alertRules, before, delayed, at)
 	alerttest.Want(t, alertRules, before, refused, at, alerttest.Firing{Alert: "FleetNetBoxWritesGivenUp"})
 }

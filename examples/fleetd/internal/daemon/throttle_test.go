@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -188,6 +189,14 @@ var (
 	memBundleErr  error
 )
 
+// replicaOfTwo makes a fleetd fleetd-0, a replica whose peer, fleetd-1,
+// is never reached.
+func replicaOfTwo(s *Settings) {
+	s.Replica = "fleetd-0"
+	s.Peers = []Peer{{Name: "fleetd-0", URL: "https://127.0.0.1:1"}, {Name: "fleetd-1", URL: "https://127.0.0.1:2"}}
+	s.SealingKey = make([]byte, 32)
+}
+
 // fleetd makes a fleetd with New, on the world's NetBox and client-go's
 // fakes, and stops it when t ends. Called in a bubble, its clock and its
 // goroutines are the bubble's.
@@ -269,6 +278,15 @@ func (w *memWorld) journal(t *testing.T, name string) []string {
 	return out
 }
 
+// wantJournal fails t unless the journal of device name is want, line by
+// line; when says when it is read.
+func (w *memWorld) wantJournal(t *testing.T, name, when string, want ...string) {
+	t.Helper()
+	if got := w.journal(t, name); !slices.Equal(got, want) {
+		t.Errorf("%s: the journal of %s is\n%s\nwant\n%s", when, name, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // fleetdRequests returns the requests fleetd made of NetBox since the last
 // ResetRequests, "METHOD URI" each.
 func (w *memWorld) fleetdRequests() []string {
@@ -293,9 +311,7 @@ func flush(t *testing.T, d *Daemon) {
 // as a scrape writes them; 0 when absent.
 func metricValue(t *testing.T, d *Daemon, series string) float64 {
 	t.Helper()
-	rec := httptest.NewRecorder()
-	d.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	for _, l := range strings.Split(rec.Body.String(), "\n") {
+	for _, l := range strings.Split(scrape(d), "\n") {
 		if v, ok := strings.CutPrefix(l, series+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
@@ -394,10 +410,7 @@ func TestMissingConfigAsksJournalEvery(t *testing.T) {
 		lines := func(when string, want ...string) {
 			t.Helper()
 			flush(t, d)
-			got := w.journal(t, "w-01")
-			if strings.Join(got, "\n") != strings.Join(want, "\n") {
-				t.Errorf("%s: the journal of w-01 is\n%s\nwant\n%s", when, strings.Join(got, "\n"), strings.Join(want, "\n"))
-			}
+			w.wantJournal(t, "w-01", when, want...)
 		}
 		const stamp = `fleet_install_config_missing_last_timestamp_seconds{node="w-01"}`
 
@@ -464,16 +477,12 @@ func TestLostLoanJournaled(t *testing.T) {
 		time.Sleep(time.Until(l.Deadline) - time.Second)
 		synctest.Wait()
 		flush(t, d)
-		if got := w.journal(t, "w-01"); len(got) != 0 {
-			t.Errorf("a second before the loan's deadline, w-01's journal holds %q", got)
-		}
+		w.wantJournal(t, "w-01", "a second before the loan's deadline")
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		flush(t, d)
 		want := "warning: the Talos config of " + run + " was lent for a fetch that never reported back; it was dropped, so that it is never served twice"
-		if got := w.journal(t, "w-01"); len(got) != 1 || got[0] != want {
-			t.Errorf("after the loan's deadline, w-01's journal holds %q, want %q", got, want)
-		}
+		w.wantJournal(t, "w-01", "after the loan's deadline", want)
 		if _, err := d.configs.Lend(context.Background(), code); !errors.Is(err, configserve.ErrNotHeld) {
 			t.Errorf("Lend after the loan was lost: %v, want ErrNotHeld", err)
 		}
@@ -698,9 +707,7 @@ func TestServedLineLandingLateIsNotWrittenTwice(t *testing.T) {
 		time.Sleep(servedSettle + servedWriteTimeout)
 		synctest.Wait()
 		flush(t, d)
-		if got := w.journal(t, "w-01"); len(got) != 1 || got[0] != "success: "+text {
-			t.Errorf("w-01's journal: %q, want the served line once", got)
-		}
+		w.wantJournal(t, "w-01", "the served line landed late", "success: "+text)
 	})
 }
 
@@ -746,9 +753,7 @@ func TestReplicaWritesServedLineBeforeStatus(t *testing.T) {
 			!strings.HasPrefix(writes[1], "PATCH /api/dcim/devices/") || writes[2] != writes[1] {
 			t.Errorf("the replica's NetBox writes: %q, want the journal line, then the status, then the queue's second try of it", writes)
 		}
-		if got := w.journal(t, "w-01"); len(got) != 1 || got[0] != "success: "+text {
-			t.Errorf("w-01's journal with the status not taken: %q, want the served line", got)
-		}
+		w.wantJournal(t, "w-01", "the status not taken", "success: "+text)
 	})
 }
 
@@ -770,11 +775,7 @@ func TestReplicaWritesMissingLineAtOnce(t *testing.T) {
 		})
 	}
 	synctest.Test(t, func(t *testing.T) {
-		d, _ := w.fleetd(t, func(s *Settings) {
-			s.Replica = "fleetd-0"
-			s.Peers = []Peer{{Name: "fleetd-0", URL: "https://127.0.0.1:1"}, {Name: "fleetd-1", URL: "https://127.0.0.1:2"}}
-			s.SealingKey = make([]byte, 32)
-		})
+		d, _ := w.fleetd(t, replicaOfTwo)
 		// The queue is busy: a line it held would not reach NetBox.
 		release := make(chan struct{})
 		defer close(release)
@@ -788,9 +789,7 @@ func TestReplicaWritesMissingLineAtOnce(t *testing.T) {
 		if err := d.recordMissing(ctx, node); err == nil {
 			t.Fatal("recordMissing with the line refused: nil, want an error (503 to the node)")
 		}
-		if got := w.journal(t, "w-01"); len(got) != 0 {
-			t.Fatalf("w-01's journal after a refused line: %q", got)
-		}
+		w.wantJournal(t, "w-01", "after a refused line")
 		// The node asks again: the line is written before the answer, and
 		// counts both asks.
 		if err := d.recordMissing(ctx, node); err != nil {
@@ -804,9 +803,7 @@ func TestReplicaWritesMissingLineAtOnce(t *testing.T) {
 		if err := d.recordMissing(ctx, node); err != nil {
 			t.Fatal(err)
 		}
-		if got := w.journal(t, "w-01"); len(got) != 1 {
-			t.Errorf("w-01's journal after a third ask: %q, want the line once", got)
-		}
+		w.wantJournal(t, "w-01", "after a third ask", got...)
 	})
 }
 
@@ -827,11 +824,7 @@ func TestReplicaStartedLineNetBoxDidNotTake(t *testing.T) {
 		})
 	}
 	synctest.Test(t, func(t *testing.T) {
-		d, _ := w.fleetd(t, func(s *Settings) {
-			s.Replica = "fleetd-0"
-			s.Peers = []Peer{{Name: "fleetd-0", URL: "https://127.0.0.1:1"}, {Name: "fleetd-1", URL: "https://127.0.0.1:2"}}
-			s.SealingKey = make([]byte, 32)
-		})
+		d, _ := w.fleetd(t, replicaOfTwo)
 		if err := d.configs.ConfigureServer(&http.Server{}); err != nil {
 			t.Fatal(err)
 		}
@@ -848,15 +841,10 @@ func TestReplicaStartedLineNetBoxDidNotTake(t *testing.T) {
 		if !refused.Load() {
 			t.Fatal("the started line was never written")
 		}
-		if lines := w.journal(t, "w-01"); len(lines) != 0 {
-			t.Fatalf("w-01's journal right after NetBox refused the started line: %q", lines)
-		}
+		w.wantJournal(t, "w-01", "right after NetBox refused the started line")
 		time.Sleep(servedSettle + time.Second)
 		synctest.Wait()
 		flush(t, d)
-		want := fmt.Sprintf("info: started Workflow %s; the machine attested from HookOS at %s", got.Run, dev.Address.Addr())
-		if lines := w.journal(t, "w-01"); len(lines) != 1 || lines[0] != want {
-			t.Errorf("w-01's journal after servedSettle: %q, want %q", lines, want)
-		}
+		w.wantJournal(t, "w-01", "after servedSettle", fmt.Sprintf("info: started Workflow %s; the machine attested from HookOS at %s", got.Run, dev.Address.Addr()))
 	})
 }
