@@ -11,7 +11,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
-	"errors"
 	"io"
 	"log"
 	"math/big"
@@ -93,15 +92,11 @@ func (f *fakeFleetd) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	serial, err := url.PathUnescape(escaped)
-	var answer any
-	if c, found := f.claims[serial]; found {
-		answer = c
-	} else if raw, found := f.raw[serial]; found {
-		answer = raw
-	} else {
-		err = errors.New("no claim")
+	answer, found := f.raw[serial]
+	if c, ok := f.claims[serial]; ok {
+		answer, found = c, true
 	}
-	if err != nil {
+	if err != nil || !found {
 		http.Error(w, "no claim waits", http.StatusNotFound)
 		return
 	}

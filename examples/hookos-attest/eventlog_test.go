@@ -26,17 +26,13 @@ func TestEventLog(t *testing.T) {
 	a.m.root.(fstest.MapFS)["run/boot/eventlog"] = &fstest.MapFile{Data: boot.Bytes(), Mode: 0o444}
 
 	a.env["FLEET_EVENT_LOG"] = "/run/boot/eventlog"
-	if code, stdout, stderr := a.run(t); code != exitAttested {
-		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
-	}
+	a.runExits(t, exitAttested)
 	if c := <-f.claims; c.Boot == nil || c.Boot.SecureBoot != attest.SecureBootOn {
 		t.Errorf("boot %+v, want Secure Boot on", c.Boot)
 	}
 
 	delete(a.env, "FLEET_EVENT_LOG")
-	if code, stdout, stderr := a.run(t); code != exitAttested {
-		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
-	}
+	a.runExits(t, exitAttested)
 	if c := <-f.claims; c.Boot == nil || c.Boot.SecureBoot != attest.SecureBootUnknown || c.Boot.Unknown != "the machine sent no event log" {
 		t.Errorf("boot %+v, want no event log", c.Boot)
 	}

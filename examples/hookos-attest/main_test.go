@@ -196,6 +196,16 @@ func (a *agent) run(t *testing.T, args ...string) (code int, stdout, stderr stri
 	return code, out.String(), errb.String()
 }
 
+// runExits is run that fails t at once unless the agent exits code.
+func (a *agent) runExits(t *testing.T, code int, args ...string) (stdout, stderr string) {
+	t.Helper()
+	got, stdout, stderr := a.run(t, args...)
+	if got != code {
+		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", got, code, stdout, stderr)
+	}
+	return stdout, stderr
+}
+
 func (a *agent) record(t *testing.T) disksafe.BootRecord {
 	t.Helper()
 	r, err := disksafe.ReadBootRecord(a.bootDir)
@@ -217,10 +227,7 @@ func (a *agent) wantRecord(t *testing.T, attested bool) {
 func TestPassedWithCode(t *testing.T) {
 	f := newFleetd(t).approve(t)
 	a := newAgent(t, f)
-	code, stdout, stderr := a.run(t)
-	if code != exitAttested {
-		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
-	}
+	stdout, stderr := a.runExits(t, exitAttested)
 	want := "lldp: eth0 is on switch port Port 5 of usw-pro-24\nattest: PASSED\ninstall code written\n"
 	if stdout != want {
 		t.Errorf("stdout = %q, want %q", stdout, want)
@@ -261,10 +268,7 @@ func TestPassedWithoutCode(t *testing.T) {
 	f := newFleetd(t).approve(t)
 	f.admit = attest.Admission{NoProvision: "a control plane waits for desired_action=provision"}
 	a := newAgent(t, f)
-	code, stdout, stderr := a.run(t)
-	if code != exitAttested {
-		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
-	}
+	stdout, _ := a.runExits(t, exitAttested)
 	if !strings.HasSuffix(stdout, "attest: PASSED\nattest: no provision: a control plane waits for desired_action=provision\n") ||
 		strings.Contains(stdout, "install code written") {
 		t.Errorf("stdout = %q", stdout)
@@ -280,10 +284,7 @@ func TestPendingApproval(t *testing.T) {
 	if err := disksafe.WriteBootRecord(a.bootDir, disksafe.BootRecord{BootID: testBootID, Attested: true, Code: testCode}); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := a.run(t)
-	if code != exitRefused {
-		t.Fatalf("exit %d, want 1\n%s%s", code, stdout, stderr)
-	}
+	stdout, _ := a.runExits(t, exitRefused)
 	if !strings.Contains(stdout, "lldp: no LLDP frame on eth0 within 35s; attesting with no switch port\nattest: FAILED pending-approval\nattest: ") {
 		t.Errorf("stdout = %q", stdout)
 	}
@@ -312,10 +313,7 @@ func TestRefusedClaim(t *testing.T) {
 	if err := disksafe.WriteBootRecord(a.bootDir, disksafe.BootRecord{BootID: testBootID, Attested: true, Code: testCode}); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := a.run(t)
-	if code != exitRefused {
-		t.Fatalf("exit %d, want 1\n%s%s", code, stdout, stderr)
-	}
+	stdout, _ := a.runExits(t, exitRefused)
 	if !strings.HasSuffix(stdout, "\nattest: FAILED\nattest: "+reason+"\n") || strings.Contains(stdout, "try") || strings.Contains(stdout, "w-01") {
 		t.Errorf("stdout = %q", stdout)
 	}
@@ -348,10 +346,7 @@ func TestFleetdDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	code, stdout, stderr := a.run(t)
-	if code != exitNoVerdict {
-		t.Fatalf("exit %d, want 3\n%s%s", code, stdout, stderr)
-	}
+	stdout, stderr := a.runExits(t, exitNoVerdict)
 	for n := 1; n <= 5; n++ {
 		if !strings.Contains(stdout, fmt.Sprintf("attest: try %d failed\n", n)) {
 			t.Errorf("stdout lacks try %d:\n%s", n, stdout)

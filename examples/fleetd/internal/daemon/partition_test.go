@@ -250,20 +250,19 @@ func newCutReplicas(t *testing.T) cutReplicas {
 	}
 	lender, _ := w.fleetd(t, replica("fleetd-0", []Peer{{Name: "fleetd-0", URL: "http://127.0.0.1:1"}, {Name: "fleetd-1", URL: "http://127.0.0.1:2"}}))
 	borrower, _ := w.fleetd(t, replica("fleetd-1", []Peer{{Name: "fleetd-0", URL: "http://" + cut.ln.Addr().String()}, {Name: "fleetd-1", URL: "http://127.0.0.1:2"}}))
-	peersSrv := httptest.NewUnstartedServer(peersAsReplica(lender, lender.peersHandler()))
-	if err := lender.configs.ConfigureServer(peersSrv.Config); err != nil {
-		t.Fatal(err)
+	// serve serves h as d's config server is served, until t ends.
+	serve := func(d *Daemon, h http.Handler) *httptest.Server {
+		srv := httptest.NewUnstartedServer(h)
+		if err := d.configs.ConfigureServer(srv.Config); err != nil {
+			t.Fatal(err)
+		}
+		srv.Start()
+		t.Cleanup(srv.Close)
+		return srv
 	}
-	peersSrv.Start()
-	t.Cleanup(peersSrv.Close)
+	peersSrv := serve(lender, peersAsReplica(lender, lender.peersHandler()))
 	cut.set(func(c *peerCut) { c.to = peersSrv.Listener.Addr().String() })
-
-	nodeSrv := httptest.NewUnstartedServer(withFetchFrom(borrower.configs))
-	if err := borrower.configs.ConfigureServer(nodeSrv.Config); err != nil {
-		t.Fatal(err)
-	}
-	nodeSrv.Start()
-	t.Cleanup(nodeSrv.Close)
+	nodeSrv := serve(borrower, withFetchFrom(borrower.configs))
 
 	dev := w.devices["w-01"]
 	code := configserve.NewCode()
