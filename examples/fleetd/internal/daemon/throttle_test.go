@@ -287,6 +287,20 @@ func (w *memWorld) wantJournal(t *testing.T, name, when string, want ...string) 
 	}
 }
 
+// refuseJournalWrites makes NetBox answer 503 to each journal write of
+// fleetd's that refuse, asked once for each, says to refuse.
+func (w *memWorld) refuseJournalWrites(refuse func() bool) {
+	w.wrapFleetd = func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/api/extras/journal-entries/") && refuse() {
+				http.Error(rw, "service unavailable", http.StatusServiceUnavailable)
+				return
+			}
+			h.ServeHTTP(rw, r)
+		})
+	}
+}
+
 // fleetdRequests returns the requests fleetd made of NetBox since the last
 // ResetRequests, "METHOD URI" each.
 func (w *memWorld) fleetdRequests() []string {
@@ -765,15 +779,7 @@ func TestReplicaWritesServedLineBeforeStatus(t *testing.T) {
 func TestReplicaWritesMissingLineAtOnce(t *testing.T) {
 	w := newMemWorld(t, "w-01")
 	var refused atomic.Int32
-	w.wrapFleetd = func(h http.Handler) http.Handler {
-		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/api/extras/journal-entries/") && refused.Add(-1) >= 0 {
-				http.Error(rw, "service unavailable", http.StatusServiceUnavailable)
-				return
-			}
-			h.ServeHTTP(rw, r)
-		})
-	}
+	w.refuseJournalWrites(func() bool { return refused.Add(-1) >= 0 })
 	synctest.Test(t, func(t *testing.T) {
 		d, _ := w.fleetd(t, replicaOfTwo)
 		// The queue is busy: a line it held would not reach NetBox.
@@ -814,15 +820,7 @@ func TestReplicaWritesMissingLineAtOnce(t *testing.T) {
 func TestReplicaStartedLineNetBoxDidNotTake(t *testing.T) {
 	w := newMemWorld(t, "w-01")
 	var refused atomic.Bool
-	w.wrapFleetd = func(h http.Handler) http.Handler {
-		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/api/extras/journal-entries/") && !refused.Swap(true) {
-				http.Error(rw, "service unavailable", http.StatusServiceUnavailable)
-				return
-			}
-			h.ServeHTTP(rw, r)
-		})
-	}
+	w.refuseJournalWrites(func() bool { return !refused.Swap(true) })
 	synctest.Test(t, func(t *testing.T) {
 		d, _ := w.fleetd(t, replicaOfTwo)
 		if err := d.configs.ConfigureServer(&http.Server{}); err != nil {
