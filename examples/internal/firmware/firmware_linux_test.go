@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/fleetkit/fleet/configserve"
+	"github.com/fleetkit/fleet/examples/internal/machinetest"
 	"github.com/fleetkit/fleet/examples/templates"
 	"github.com/fleetkit/fleet/internal/kubetest"
 	"github.com/fleetkit/fleet/internal/testenv"
@@ -155,12 +156,15 @@ func TestIntegrationFirmware(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := startFleet(t, env, bins, nodes, topology, net.JoinHostPort(nw.uplink, fmt.Sprint(freePort(t, nw.uplink))), ns)
-	ca := readFile(t, f.caFile)
+	f := machinetest.Start(t, env, machinetest.Config{
+		Fleetd: bins.path("fleetd"), Nodes: nodes, Topology: topology, NS: ns,
+		Listen: net.JoinHostPort(nw.uplink, fmt.Sprint(machinetest.FreePort(t, nw.uplink))),
+	})
+	ca := readFile(t, f.CAFile)
 
 	t0 = time.Now()
 	kernel := kernelVersion(t)
-	inst := buildInstaller(t, tl, t.TempDir(), bins, kernel, installerRef, ca, installedArgs(t, f.publicURL))
+	inst := buildInstaller(t, tl, t.TempDir(), bins, kernel, installerRef, ca, installedArgs(t, f.PublicURL))
 	img := buildImage(t, tl, t.TempDir(), bins, inst)
 	t.Logf("built the boot image in %v: kernel %s, initramfs %d bytes with modules %s; the installer's EFI system partition %d bytes, the installed kernel's arguments %s",
 		time.Since(t0).Round(10*time.Millisecond), img.kernel, img.initrd, strings.Join(img.modules, " "), len(inst.esp), inst.args)
@@ -180,7 +184,7 @@ func TestIntegrationFirmware(t *testing.T) {
 				defer func() { <-slots }()
 				dir := t.TempDir()
 				install := oldInstall(t, tl, dir)
-				before := digest(t, install)
+				before := machinetest.Digest(t, install)
 				seed := uint64(i + 1)
 				decoy := decoyDisk(t, dir, seed)
 				// The runner waits for a Workflow as long as the case
@@ -191,7 +195,7 @@ func TestIntegrationFirmware(t *testing.T) {
 				}
 				disk := img.caseDisk(t, tl, dir, c.load, map[string]string{
 					"env": fmt.Sprintf("FLEETD_URL=%s\nFLEETD_CA=/etc/fleet/ca.pem\nFLEET_INTERFACE=eth0\nFLEET_ADDRESS=%s/24\nFLEET_LLDP_WAIT=60s\nFLEET_BOOT_DIR=/run/fleet\nFLEET_INSTALL_DISK=%s\nFLEET_INSTALL_DISK_SERIAL=%s\nFLEET_TINK_SERVER=%s\nFLEET_RUNNER_WAIT=%s\n",
-						f.attestURL, c.addr, installDisk, c.diskSerial, tinkServer, wait),
+						f.PublicURL+"/attest", c.addr, installDisk, c.diskSerial, tinkServer, wait),
 					"ca.pem": string(ca),
 				})
 				r := boot(t, tl, vmConfig{
@@ -225,7 +229,7 @@ func TestIntegrationFirmware(t *testing.T) {
 	// Boot on measures another.
 	pcr7 := map[string]string{}
 	for _, c := range cases {
-		pcr7[c.name] = f.device(t, c.node).AttestedPCR7
+		pcr7[c.name] = f.Device(t, c.node).AttestedPCR7
 	}
 	t.Logf("attested_pcr7: %v", pcr7)
 	on, off := pcr7["SecureBootOn"], pcr7["SecureBootOffRequired"]
@@ -305,10 +309,10 @@ var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // check holds a boot to the case's words: the console, NetBox's device
 // and journal, and fleetd's audit lines.
-func (c *fwCase) check(t *testing.T, f *fleet, r bootResult) {
+func (c *fwCase) check(t *testing.T, f *machinetest.Fleet, r bootResult) {
 	t.Helper()
 	lines := consoleLines(r.console)
-	lldp := fmt.Sprintf("lldp: eth0 is on switch port Port %d (Port %d) of %s", c.plugged(), c.plugged(), switchName)
+	lldp := fmt.Sprintf("lldp: eth0 is on switch port Port %d (Port %d) of %s", c.plugged(), c.plugged(), machinetest.SwitchName)
 	want := []string{"fleet-init: efivarfs: SecureBoot=" + c.efiSecureBoot}
 	if c.eventLog {
 		want = append(want, "fleet-init: event log: ")
@@ -347,7 +351,7 @@ func (c *fwCase) check(t *testing.T, f *fleet, r bootResult) {
 		t.Error("the console says install code written")
 	}
 
-	d := f.device(t, c.node)
+	d := f.Device(t, c.node)
 	if d.AttestVerdict != "attested" || d.AttestedSecureBoot != c.secureBoot || !hex64.MatchString(d.AttestedPCR7) ||
 		d.MAC.String() != c.mac || d.AttestedSwitchPort != c.plugged() {
 		t.Errorf("NetBox holds %s: attest_verdict %q, attested_secure_boot %q, attested_pcr7 %q, MAC %v, attested_switch_port %d; want attested, %s, a PCR 7 digest, %s, %d",
@@ -362,14 +366,14 @@ func (c *fwCase) check(t *testing.T, f *fleet, r bootResult) {
 
 	var journal []string
 	if err := testenv.Until(t.Context(), 30*time.Second, func() bool {
-		journal = f.journal(t, c.node)
+		journal = f.Journal(t, c.node)
 		return slices.ContainsFunc(journal, func(l string) bool { return strings.HasPrefix(l, c.journal) })
 	}); err != nil {
 		t.Errorf("the journal of %s has no line beginning %q:\n%s", c.node, c.journal, strings.Join(journal, "\n"))
 	}
 	t.Logf("journal of %s:\n%s", c.node, strings.Join(journal, "\n"))
 
-	verdicts := f.audit("attest.verdict", c.serial)
+	verdicts := f.Audit("attest.verdict", c.serial)
 	if len(verdicts) != 1 {
 		t.Fatalf("fleetd wrote %d attest.verdict lines for %s, want 1", len(verdicts), c.serial)
 	}
@@ -378,7 +382,7 @@ func (c *fwCase) check(t *testing.T, f *fleet, r bootResult) {
 	if v["verdict"] != "attested" || v["secure_boot"] != c.secureBoot || v["pcr7"] != d.AttestedPCR7 || unknown != c.unknown {
 		t.Errorf("attest.verdict: %v; want attested, secure_boot %s, pcr7 as NetBox holds it, secure_boot_unknown %q", v, c.secureBoot, c.unknown)
 	}
-	installs := f.audit("attest.install", c.serial)
+	installs := f.Audit("attest.install", c.serial)
 	reason := fmt.Sprintf("run %s started", d.LastRun)
 	if !c.code {
 		_, reason, _ = strings.Cut(c.journal, ": ")
@@ -414,14 +418,14 @@ const (
 // machine with a code, the Workflow's actions, the reboot, and the
 // installed system's boot, which fetches its config; for one without, the
 // runner finding no action.
-func (c *fwCase) runLines(f *fleet) []string {
+func (c *fwCase) runLines(f *machinetest.Fleet) []string {
 	start := fmt.Sprintf("runner: worker %s asks tink-server ", c.mac)
 	if !c.code {
 		return []string{start, fmt.Sprintf("runner: no action for %s for 10s; stopping", c.mac), "fleet-init: runner exited 0 after "}
 	}
 	im := templates.DefaultImages
 	action := func(name, image string) string {
-		return fmt.Sprintf("runner: action %s (%s) of Workflow %s/provision-%s-", name, image, f.ns, c.node)
+		return fmt.Sprintf("runner: action %s (%s) of Workflow %s/provision-%s-", name, image, f.NS, c.node)
 	}
 	return []string{
 		start,
@@ -440,7 +444,7 @@ func (c *fwCase) runLines(f *fleet) []string {
 		markRebooting,
 		markTalos,
 		"fleet-init: talos: the firmware booted Boot",
-		"fleet-init: talos: talos.config=" + f.publicURL + configserve.PathPrefix + "${code}",
+		"fleet-init: talos: talos.config=" + f.PublicURL + configserve.PathPrefix + "${code}",
 		fmt.Sprintf("fleet-init: talos: META on nvme0n1 (serial %s) holds the install code", c.diskSerial),
 		markFetched,
 	}
@@ -476,20 +480,22 @@ func lineWith(lines []string, prefix string) string {
 // installed disk's EFI system partition; the config served once (a second
 // fetch with META's code is 410) and the device active. Without one, no
 // Workflow, and the install disk as it was.
-func (c *fwCase) checkRun(t *testing.T, f *fleet, tink dynamic.Interface, r bootResult, install, before string) {
+func (c *fwCase) checkRun(t *testing.T, f *machinetest.Fleet, tink dynamic.Interface, r bootResult, install, before string) {
 	t.Helper()
 	ctx := t.Context()
 	if !c.code {
-		if wfs := workflowNames(ctx, t, tink, f.ns, "provision-"+c.node+"-"); len(wfs) != 0 {
-			t.Errorf("fleetd created Workflows %v for %s", wfs, c.node)
+		for _, wf := range machinetest.Workflows(ctx, t, tink, f.NS) {
+			if strings.HasPrefix(wf.Name, "provision-"+c.node+"-") {
+				t.Errorf("fleetd created Workflow %s for %s", wf.Name, c.node)
+			}
 		}
-		if digest(t, install) != before {
+		if machinetest.Digest(t, install) != before {
 			t.Error("the install disk changed")
 		}
 		return
 	}
-	name := f.device(t, c.node).LastRun
-	wf := waitEnded(ctx, t, tink, f.ns, name)
+	name := f.Device(t, c.node).LastRun
+	wf := waitEnded(ctx, t, tink, f.NS, name)
 	var acts []string
 	if len(wf.Status.Tasks) == 1 {
 		for _, a := range wf.Status.Tasks[0].Actions {
@@ -530,11 +536,11 @@ func (c *fwCase) checkRun(t *testing.T, f *fleet, tink dynamic.Interface, r boot
 	if code == "" {
 		t.Fatal("META holds no install code")
 	}
-	if st := f.fetchConfig(ctx, t, code); st != http.StatusGone {
+	if st, _ := f.FetchConfig(ctx, t, nil, code); st != http.StatusGone {
 		t.Errorf("a second fetch of the config with META's code: %d, want 410", st)
 	}
-	if err := testenv.Until(ctx, time.Minute, func() bool { return f.device(t, c.node).Status == inventory.StatusActive }); err != nil {
-		t.Errorf("NetBox holds %s %s, want active", c.node, f.device(t, c.node).Status)
+	if err := testenv.Until(ctx, time.Minute, func() bool { return f.Device(t, c.node).Status == inventory.StatusActive }); err != nil {
+		t.Errorf("NetBox holds %s %s, want active", c.node, f.Device(t, c.node).Status)
 	}
 	wantJournal := []string{
 		"success: fleetd served the config of " + name,
@@ -543,7 +549,7 @@ func (c *fwCase) checkRun(t *testing.T, f *fleet, tink dynamic.Interface, r boot
 	}
 	var journal []string
 	if err := testenv.Until(ctx, time.Minute, func() bool {
-		journal = f.journal(t, c.node)
+		journal = f.Journal(t, c.node)
 		for _, w := range wantJournal {
 			if !slices.ContainsFunc(journal, func(l string) bool { return strings.HasPrefix(l, w) }) {
 				return false
@@ -553,7 +559,7 @@ func (c *fwCase) checkRun(t *testing.T, f *fleet, tink dynamic.Interface, r boot
 	}); err != nil {
 		t.Errorf("the journal of %s:\n%s\nwant lines beginning:\n%s", c.node, strings.Join(journal, "\n"), strings.Join(wantJournal, "\n"))
 	}
-	if strings.Contains(f.log.String(), code) || slices.ContainsFunc(journal, func(l string) bool { return strings.Contains(l, code) }) || strings.Contains(r.console, code) {
+	if strings.Contains(f.Log.String(), code) || slices.ContainsFunc(journal, func(l string) bool { return strings.Contains(l, code) }) || strings.Contains(r.console, code) {
 		t.Error("fleetd's log, the journal or the console holds the install code")
 	}
 }

@@ -2,18 +2,14 @@ package firmware
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/fleetkit/fleet/attest"
-	"github.com/fleetkit/fleet/attest/attesttest"
-	"github.com/fleetkit/fleet/internal/syncbuf"
+	"github.com/fleetkit/fleet/examples/internal/machinetest"
 	"github.com/fleetkit/fleet/internal/testenv"
 )
 
@@ -95,9 +91,6 @@ func (tl tools) ipRun(t *testing.T, args ...string) {
 	}
 }
 
-// The switch every machine plugs into.
-const switchName = "usw-pro-24"
-
 // A network is the switch: a network namespace whose bridge joins the
 // machines' ports (tap devices, one per port, which QEMU opens) to an
 // uplink whose other end is in the test's namespace, and lldpd, which
@@ -132,10 +125,11 @@ func newNetwork(t *testing.T, tl tools, ports []int) *network {
 	// The test's end goes with the switch's namespace.
 	tl.ipRun(t, "link", "add", up, "type", "veth", "peer", "name", "uplink", "netns", nw.ns)
 	tl.ipRun(t, "-n", nw.ns, "link", "add", "br0", "type", "bridge")
-	links := []string{"uplink"}
+	links, lldp := []string{"uplink"}, map[string]int{}
 	for _, p := range ports {
 		tl.ipRun(t, "-n", nw.ns, "tuntap", "add", "dev", port(p), "mode", "tap")
 		links = append(links, port(p))
+		lldp[port(p)] = p
 	}
 	for _, l := range links {
 		tl.ipRun(t, "-n", nw.ns, "link", "set", l, "master", "br0")
@@ -144,45 +138,8 @@ func newNetwork(t *testing.T, tl tools, ports []int) *network {
 	tl.ipRun(t, "-n", nw.ns, "link", "set", "br0", "up")
 	tl.ipRun(t, "addr", "add", nw.uplink+"/24", "dev", up)
 	tl.ipRun(t, "link", "set", up, "up")
-	nw.startLLDPD(t, tl, ports)
+	machinetest.StartLLDPD(t, []string{tl.nsenter, "--net=/run/netns/" + nw.ns, tl.lldpd}, lldp)
 	return nw
-}
-
-// startLLDPD starts lldpd in the switch's namespace, sending every second
-// on each port, which it names by a locally assigned port ID "Port N", as
-// UniFi switches do. Only the process the test started is stopped.
-func (nw *network) startLLDPD(t *testing.T, tl tools, ports []int) {
-	t.Helper()
-	// lldpd runs the lldpcli that reads its configuration as its own
-	// unprivileged user (_lldpd), which must reach the control socket: a
-	// directory of t.TempDir's is closed to it.
-	dir, err := os.MkdirTemp("", "firmware-lldpd-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	conf := fmt.Sprintf("configure lldp tx-interval 1\nconfigure system hostname %s\n", switchName)
-	var ifs []string
-	for _, p := range ports {
-		name := fmt.Sprintf("Port %d", p)
-		conf += fmt.Sprintf("configure ports %s lldp portidsubtype local %q description %q\n", port(p), name, name)
-		ifs = append(ifs, port(p))
-	}
-	confFile := filepath.Join(dir, "lldpd.conf")
-	if err := os.WriteFile(confFile, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(tl.nsenter, "--net=/run/netns/"+nw.ns, tl.lldpd,
-		"-d", "-u", filepath.Join(dir, "ctl"), "-p", filepath.Join(dir, "pid"), "-I", strings.Join(ifs, ","), "-O", confFile)
-	var out syncbuf.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start lldpd: %v", err)
-	}
-	testenv.StopAtCleanup(t, "lldpd", cmd, &out)
 }
 
 // A tpm is a machine's TPM: swtpm's state, manufactured by swtpm_setup
@@ -205,36 +162,7 @@ func manufactureTPM(t *testing.T, tl tools, dir string) tpm {
 	t.Helper()
 	_, state := testenv.ManufactureTPMBanks(t, dir, tpmBanks)
 	sock := filepath.Join(dir, "scan.sock")
-	cmd := exec.Command(tl.swtpm, "socket", "--tpm2", "--tpmstate", "dir="+state,
-		"--server", "type=unixio,path="+sock, "--flags", "not-need-init,startup-clear")
-	var out syncbuf.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start swtpm: %v", err)
-	}
-	stop := func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	}
+	stop := machinetest.ServeTPM(t, tl.swtpm, state, sock)
 	defer stop()
-	var conn net.Conn
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.Dial("unix", sock)
-		if err == nil {
-			conn = c
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("swtpm does not listen on %s: %v\n%s", sock, err, out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	dev := attest.OpenChannel(conn)
-	b, err := attesttest.Approve(dev)
-	dev.Close()
-	if err != nil {
-		t.Fatalf("read swtpm's EKs: %v", err)
-	}
-	return tpm{dir: dir, state: state, eks: b}
+	return tpm{dir: dir, state: state, eks: machinetest.EKs(t, sock)}
 }

@@ -3,16 +3,11 @@ package firmware
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -22,13 +17,10 @@ import (
 
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/fleetkit/fleet/configserve"
 	"github.com/fleetkit/fleet/examples/internal/firmware/talosdisk"
-	"github.com/fleetkit/fleet/provision"
+	"github.com/fleetkit/fleet/examples/internal/machinetest"
 )
 
 // forward serves on listen (an address of the test's end of the uplink)
@@ -98,33 +90,6 @@ func forward(t *testing.T, listen, to string) string {
 	return ln.Addr().String()
 }
 
-// getWorkflow reads Workflow name of ns.
-func getWorkflow(ctx context.Context, tink dynamic.Interface, ns, name string) (tinkerbell.Workflow, error) {
-	var wf tinkerbell.Workflow
-	u, err := tink.Resource(provision.WorkflowResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return wf, err
-	}
-	err = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &wf)
-	return wf, err
-}
-
-// workflowNames lists the names of ns's Workflows that begin with prefix.
-func workflowNames(ctx context.Context, t *testing.T, tink dynamic.Interface, ns, prefix string) []string {
-	t.Helper()
-	list, err := tink.Resource(provision.WorkflowResource).Namespace(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, u := range list.Items {
-		if strings.HasPrefix(u.GetName(), prefix) {
-			out = append(out, u.GetName())
-		}
-	}
-	return out
-}
-
 // waitEnded waits until Workflow name ended (SUCCESS, FAILED, TIMEOUT): the
 // controller moves it from POST to SUCCESS after the last report. It fails
 // t when it stands still for a minute.
@@ -137,12 +102,11 @@ func waitEnded(ctx context.Context, t *testing.T, tink dynamic.Interface, ns, na
 	)
 	for {
 		var err error
-		wf, err = getWorkflow(ctx, tink, ns, name)
+		wf, err = machinetest.GetWorkflow(ctx, tink, ns, name)
 		if err != nil && !apierrors.IsNotFound(err) {
 			t.Fatal(err)
 		}
-		switch wf.Status.State {
-		case tinkerbell.WorkflowStateSuccess, tinkerbell.WorkflowStateFailed, tinkerbell.WorkflowStateTimeout:
+		if machinetest.Ended(wf) {
 			return wf
 		}
 		if wf.Status.State != last {
@@ -239,21 +203,6 @@ func firstDiff(a, b []byte) int {
 	return len(a)
 }
 
-// digest is the SHA-256 of the file p.
-func digest(t *testing.T, p string) string {
-	t.Helper()
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
 // installed reads the install disk as the installed system reads it.
 func installed(t *testing.T, p string) (talosdisk.Disk, error) {
 	t.Helper()
@@ -263,24 +212,4 @@ func installed(t *testing.T, p string) (talosdisk.Disk, error) {
 	}
 	defer f.Close()
 	return talosdisk.Read(f, diskSize)
-}
-
-// fetchConfig GETs the config of code from fleetd, as the installed system
-// does, and returns the status.
-func (f *fleet) fetchConfig(ctx context.Context, t *testing.T, code string) int {
-	t.Helper()
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(readFile(t, f.caFile))
-	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 30 * time.Second}
-	defer c.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.publicURL+configserve.PathPrefix+code, nil)
-	if err != nil {
-		t.Fatal("the config's request")
-	}
-	rsp, err := c.Do(req)
-	if err != nil {
-		t.Fatal("fetching the config failed")
-	}
-	rsp.Body.Close()
-	return rsp.StatusCode
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
 
 	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/examples/internal/machinetest"
 	"github.com/fleetkit/fleet/internal/imagetest"
 	"github.com/fleetkit/fleet/internal/testenv"
 	"github.com/fleetkit/fleet/inventory"
@@ -68,7 +69,7 @@ func approvePowerCycle(t *testing.T, s shared) {
 
 	// mise run attest:approve <serial>
 	code, out := w.fleetctl(ctx, "approve", w.m.cfg.serial)
-	evidence, stranger := w.m.approvedEKs(mine), w.m.approvedEKs(other)
+	evidence, stranger := machinetest.EKs(t, mine), machinetest.EKs(t, other)
 	lines := inventory.ApprovalLines(evidence.RSA2048, evidence.ECCP256)
 	for _, want := range []string{
 		"more than one TPM claims serial " + w.m.cfg.serial + ": 2 claims; compare each with your evidence, and approve none you cannot tie to the machine\n",
@@ -101,7 +102,7 @@ func approvePowerCycle(t *testing.T, s shared) {
 	wf := w.workflow(ctx)
 	w.wantJournal("info: started Workflow " + wf.Name + "; the machine attested from HookOS at " + w.m.addr)
 	var verdicts []string
-	for _, a := range w.audit("attest.verdict") {
+	for _, a := range w.f.Audit("attest.verdict", "") {
 		verdicts = append(verdicts, fmt.Sprint(a["verdict"]))
 	}
 	if want := []string{"pending-approval", "pending-approval", "attested"}; !slices.Equal(verdicts, want) {
@@ -133,7 +134,7 @@ func approvePowerCycle(t *testing.T, s shared) {
 
 	// Lines 135 and 136: the config waited unread for its TTL.
 	w.f.waitJournal(node, "the Talos config of "+wf.Name+" expired unread", time.Minute)
-	if status, _ := w.fetch(ctx, w.installed().Meta[uint8(meta.DownloadURLCode)]); status != http.StatusNotFound {
+	if status, _ := w.f.FetchConfig(ctx, t, w.m.dial, w.installed().Meta[uint8(meta.DownloadURLCode)]); status != http.StatusNotFound {
 		t.Errorf("the installed Talos's fetch after the TTL: %d, want 404", status)
 	}
 	w.wantJournal("warning: the node asked for its Talos config, and fleetd holds none for it")
@@ -153,9 +154,9 @@ func approvePowerCycle(t *testing.T, s shared) {
 func replacedTPM(t *testing.T, s shared) {
 	w := newWorld(t, s, worldConfig{})
 	ctx := t.Context()
-	old := w.m.approvedEKs(w.m.tpm)
+	old := machinetest.EKs(t, w.m.tpm)
 	w.m.tpm = w.m.newTPM("tpm-new")
-	swapped := w.m.approvedEKs(w.m.tpm)
+	swapped := machinetest.EKs(t, w.m.tpm)
 
 	r, rec := w.attestRun(ctx)
 	if r.code != 1 || !strings.HasPrefix(r.stdout, w.lldpLine()+"attest: FAILED ek-hash-mismatch\n") {
@@ -164,7 +165,7 @@ func replacedTPM(t *testing.T, s shared) {
 	if rec.Attested || rec.Code != "" {
 		t.Errorf("the boot record: attested %v, with a code %v; want neither", rec.Attested, rec.Code != "")
 	}
-	verdicts := w.audit("attest.verdict")
+	verdicts := w.f.Audit("attest.verdict", "")
 	if len(verdicts) != 1 || verdicts[0]["verdict"] != "ek-hash-mismatch" || verdicts[0]["serial"] != w.m.cfg.serial ||
 		(verdicts[0]["refused_ek_hash"] != swapped.RSA2048 && verdicts[0]["refused_ek_hash"] != swapped.ECCP256) {
 		t.Errorf("attest.verdict lines %v; want one ek-hash-mismatch refusing a hash of the new TPM (%s, %s)", verdicts, swapped.RSA2048, swapped.ECCP256)
@@ -173,7 +174,7 @@ func replacedTPM(t *testing.T, s shared) {
 	if d := w.f.device(node); d.ApprovedEKHash != old.RSA2048 {
 		t.Errorf("the refusal changed the binding: %q", d.ApprovedEKHash)
 	}
-	if wfs := workflows(ctx, t, w.tink, w.f.ns); len(wfs) != 0 {
+	if wfs := machinetest.Workflows(ctx, t, w.tink, w.f.NS); len(wfs) != 0 {
 		t.Errorf("fleetd created %d Workflows", len(wfs))
 	}
 
@@ -228,7 +229,7 @@ func fleetdDoesNotAnswer(t *testing.T, s shared) {
 	refusedWipe(t, w, func() {
 		w.powerCycle()
 		env := w.hookosEnv()
-		env["FLEETD_URL"] = "https://" + net.JoinHostPort(w.m.uplink, strconv.Itoa(freePort(t, w.m.uplink))) + "/attest"
+		env["FLEETD_URL"] = "https://" + net.JoinHostPort(w.m.uplink, strconv.Itoa(machinetest.FreePort(t, w.m.uplink))) + "/attest"
 		r, rec := w.attestEnv(t.Context(), env)
 		if r.code != 3 || !strings.HasPrefix(r.stdout, w.lldpLine()+"attest: try 1 failed\n") || !strings.Contains(r.stdout, "attest: try 5 failed\n") {
 			t.Errorf("hookos-attest without fleetd: %+v; want exit 3 and attest: try 1 failed ... try 5 failed", r)
@@ -253,7 +254,7 @@ func noLLDPFrame(t *testing.T, s shared) {
 		t.Errorf("the boot record: attested %v, with a code %v; want attested without a code", rec.Attested, rec.Code != "")
 	}
 	w.wantJournal("warning: refused a run before rendering anything: attested no switch port")
-	if wfs := workflows(ctx, t, w.tink, w.f.ns); len(wfs) != 0 {
+	if wfs := machinetest.Workflows(ctx, t, w.tink, w.f.NS); len(wfs) != 0 {
 		t.Errorf("fleetd created %d Workflows", len(wfs))
 	}
 }
@@ -265,7 +266,7 @@ func noLLDPFrame(t *testing.T, s shared) {
 func bindingUnauthored(t *testing.T, s shared) {
 	w := newWorld(t, s, worldConfig{})
 	d := w.f.device(node)
-	if err := w.f.nb.EditCustomField(userOperator, d.ID, "approved_ek_hash", strings.Repeat("ab", 32)); err != nil {
+	if err := w.f.NB.EditCustomField(machinetest.UserOperator, d.ID, "approved_ek_hash", strings.Repeat("ab", 32)); err != nil {
 		t.Fatal(err)
 	}
 	r, _ := w.attestRun(t.Context())
@@ -286,12 +287,12 @@ func bindingUnauthored(t *testing.T, s shared) {
 func neverReported(t *testing.T, s shared) {
 	w := newWorld(t, s, worldConfig{tink: true})
 	ctx := t.Context()
-	install := digest(t, w.m.install)
+	install := machinetest.Digest(t, w.m.install.path)
 	w.setGlobalTimeout(ctx, 10)
 	w.attest(ctx)
 	wf := w.workflow(ctx)
 	w.wantJournal("warning: Workflow " + wf.Name + " never reported its first action within its global timeout (10s); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision")
-	if err := testenv.Until(ctx, time.Minute, func() bool { return len(workflows(ctx, t, w.tink, w.f.ns)) == 0 }); err != nil {
+	if err := testenv.Until(ctx, time.Minute, func() bool { return len(machinetest.Workflows(ctx, t, w.tink, w.f.NS)) == 0 }); err != nil {
 		t.Errorf("Workflow %s is not deleted", wf.Name)
 	}
 
@@ -304,15 +305,15 @@ func neverReported(t *testing.T, s shared) {
 	if rec.Code != "" {
 		t.Error("the next boot received an install code")
 	}
-	if !slices.ContainsFunc(w.audit("attest.install"), func(a map[string]any) bool {
+	if !slices.ContainsFunc(w.f.Audit("attest.install", ""), func(a map[string]any) bool {
 		return a["outcome"] == "no provision" && a["reason"] == why
 	}) {
 		t.Errorf("no attest.install audit line says no provision: %s", why)
 	}
-	if len(workflows(ctx, t, w.tink, w.f.ns)) != 0 {
+	if len(machinetest.Workflows(ctx, t, w.tink, w.f.NS)) != 0 {
 		t.Error("the next boot started a run")
 	}
-	if digest(t, w.m.install) != install {
+	if machinetest.Digest(t, w.m.install.path) != install {
 		t.Error("the install disk changed")
 	}
 }
@@ -419,7 +420,7 @@ func passedGlobalTimeout(t *testing.T, s shared) {
 	w.d.Stop(t)
 
 	// The node boots its install and fetches its config.
-	if status, _ := w.fetch(ctx, w.installed().Meta[uint8(meta.DownloadURLCode)]); status != http.StatusOK {
+	if status, _ := w.f.FetchConfig(ctx, t, w.m.dial, w.installed().Meta[uint8(meta.DownloadURLCode)]); status != http.StatusOK {
 		t.Fatalf("the installed Talos's fetch: %d, want 200", status)
 	}
 	if err := testenv.Until(ctx, time.Minute, func() bool { return w.f.device(node).Status == inventory.StatusActive }); err != nil {
@@ -434,7 +435,7 @@ func passedGlobalTimeout(t *testing.T, s shared) {
 	var end tinkerbell.Workflow
 	var err error
 	_ = testenv.Until(ctx, 2*time.Minute, func() bool {
-		end, err = getWorkflow(ctx, w.tink, w.f.ns, wf.Name)
+		end, err = machinetest.GetWorkflow(ctx, w.tink, w.f.NS, wf.Name)
 		return err != nil || end.Status.State == tinkerbell.WorkflowStateTimeout || end.Status.GlobalExecutionStop == nil
 	})
 	switch {
@@ -468,7 +469,7 @@ func refusedWipe(t *testing.T, w *world, change func(), line string) []string {
 func refusedWipeLike(t *testing.T, w *world, change func(), what string, match func(string) bool, pullless bool) []string {
 	t.Helper()
 	ctx := t.Context()
-	install, decoy := digest(t, w.m.install), digest(t, w.m.decoy)
+	install, decoy := machinetest.Digest(t, w.m.install.path), machinetest.Digest(t, w.m.decoy.path)
 	before := w.s.img.pulls()
 	w.attest(ctx)
 	wf := w.workflow(ctx)
@@ -499,7 +500,7 @@ func refusedWipeLike(t *testing.T, w *world, change func(), what string, match f
 			t.Errorf("the registry served %d pulls of the installer, want none: wipe-disk judges the machine before it pulls", n)
 		}
 	}
-	if digest(t, w.m.install) != install || digest(t, w.m.decoy) != decoy {
+	if machinetest.Digest(t, w.m.install.path) != install || machinetest.Digest(t, w.m.decoy.path) != decoy {
 		t.Error("a disk changed")
 	}
 	w.wantJournal("warning: Workflow " + wf.Name + " ended FAILED at action wipe-disk; read its output with journalctl -t hookos HOOKOS_HOST=" + w.m.addr)
@@ -594,12 +595,12 @@ func noProvision(t *testing.T, w *world, why string) {
 	if !rec.Attested || rec.Code != "" {
 		t.Errorf("the boot record: attested %v, with a code %v; want attested without a code", rec.Attested, rec.Code != "")
 	}
-	if !slices.ContainsFunc(w.audit("attest.install"), func(a map[string]any) bool {
+	if !slices.ContainsFunc(w.f.Audit("attest.install", ""), func(a map[string]any) bool {
 		return a["outcome"] == "no provision" && a["reason"] == why
 	}) {
 		t.Errorf("no attest.install audit line says no provision: %s", why)
 	}
-	if wfs := workflows(ctx, t, w.tink, w.f.ns); len(wfs) != 0 {
+	if wfs := machinetest.Workflows(ctx, t, w.tink, w.f.NS); len(wfs) != 0 {
 		t.Errorf("fleetd created %d Workflows", len(wfs))
 	}
 }
@@ -633,7 +634,7 @@ func controlPlanesOff(t *testing.T, s shared) {
 // refuses its run before rendering anything.
 func firstControlPlane(t *testing.T, s shared) {
 	w := newWorld(t, s, worldConfig{class: "controlplane", firstCP: true, settings: map[string]string{"FLEET_CONTROL_PLANES": "true"}})
-	op, err := inventory.NewNetBox(w.f.nb.URL, w.f.nb.Token(userOperator), nil)
+	op, err := inventory.NewNetBox(w.f.NB.URL, w.f.NB.Token(machinetest.UserOperator), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -652,7 +653,7 @@ func firstControlPlane(t *testing.T, s shared) {
 	if n := countLines(w.f.journal(node), "warning: "+why); n != 1 {
 		t.Errorf("the refusal is journaled %d times, want once", n)
 	}
-	if wfs := workflows(t.Context(), t, w.tink, w.f.ns); len(wfs) != 0 {
+	if wfs := machinetest.Workflows(t.Context(), t, w.tink, w.f.NS); len(wfs) != 0 {
 		t.Errorf("fleetd created %d Workflows", len(wfs))
 	}
 }
@@ -663,7 +664,7 @@ func firstControlPlane(t *testing.T, s shared) {
 // as before an apply of an entry with disk_serial.
 func lacksDiskSerial(t *testing.T, s shared) {
 	w := newWorld(t, s, worldConfig{})
-	if err := w.f.nb.EditCustomField(userTerraform, w.f.device(node).ID, "install_disk_serial", nil); err != nil {
+	if err := w.f.NB.EditCustomField(machinetest.UserTerraform, w.f.device(node).ID, "install_disk_serial", nil); err != nil {
 		t.Fatal(err)
 	}
 	r, rec := w.attestRun(t.Context())
@@ -671,7 +672,7 @@ func lacksDiskSerial(t *testing.T, s shared) {
 		t.Errorf("hookos-attest: %+v; want exit 0, attest: PASSED and no install code", r)
 	}
 	w.wantJournal("warning: " + node + " lacks install_disk_serial: the run waits for install_disk_serial, and desired_action stays provision")
-	if wfs := workflows(t.Context(), t, w.tink, w.f.ns); len(wfs) != 0 {
+	if wfs := machinetest.Workflows(t.Context(), t, w.tink, w.f.NS); len(wfs) != 0 {
 		t.Errorf("fleetd created %d Workflows", len(wfs))
 	}
 }
@@ -687,7 +688,7 @@ func unknownSerial(t *testing.T, s shared) {
 	if r.code != 1 || !strings.HasPrefix(r.stdout, w.lldpLine()+"attest: FAILED pending-approval\n") || rec.Attested {
 		t.Errorf("hookos-attest: %+v; want exit 1 and attest: FAILED pending-approval", r)
 	}
-	if v := w.audit("attest.verdict"); len(v) != 1 || v[0]["verdict"] != "pending-approval" || v[0]["serial"] != w.m.cfg.serial {
+	if v := w.f.Audit("attest.verdict", ""); len(v) != 1 || v[0]["verdict"] != "pending-approval" || v[0]["serial"] != w.m.cfg.serial {
 		t.Errorf("attest.verdict lines %v, want one pending-approval of %s", v, w.m.cfg.serial)
 	}
 	w.wantNothingWritten()

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -18,10 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetkit/fleet/attest"
-	"github.com/fleetkit/fleet/attest/attesttest"
+	"github.com/fleetkit/fleet/examples/internal/machinetest"
 	"github.com/fleetkit/fleet/internal/dockertest"
-	"github.com/fleetkit/fleet/internal/syncbuf"
 	"github.com/fleetkit/fleet/internal/testenv"
 )
 
@@ -104,7 +101,8 @@ func newMachine(t *testing.T, tl tools, cfg machineConfig) *machine {
 	m.addr = fmt.Sprintf("10.213.%d.21", net)
 	m.network(n)
 	if !cfg.noLLDP {
-		m.startLLDPD()
+		// The switch announces swp as "Port N".
+		machinetest.StartLLDPD(t, []string{tl.ip, "netns", "exec", m.swNS, tl.lldpd}, map[string]int{"swp": cfg.port})
 	}
 	m.tpm = m.newTPM("tpm")
 	m.disks()
@@ -169,37 +167,6 @@ func (m *machine) network(n int) {
 	m.mac = mac
 }
 
-// startLLDPD starts lldpd in the switch's namespace, sending every second
-// on swp, which it names by a locally assigned port ID "Port N", as UniFi
-// switches do. Only the process the test started is stopped.
-func (m *machine) startLLDPD() {
-	t := m.t
-	// lldpd runs the lldpcli that reads its configuration as its own
-	// unprivileged user (_lldpd), which must reach the control socket: a
-	// directory of t.TempDir's is closed to it.
-	dir, err := os.MkdirTemp("", "wholemachine-lldpd-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	port := fmt.Sprintf("Port %d", m.cfg.port)
-	conf := filepath.Join(dir, "lldpd.conf")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf("configure lldp tx-interval 1\nconfigure system hostname %s\nconfigure ports swp lldp portidsubtype local %q description %q\n", switchName, port, port)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(m.tl.ip, "netns", "exec", m.swNS, m.tl.lldpd,
-		"-d", "-u", filepath.Join(dir, "ctl"), "-p", filepath.Join(dir, "pid"), "-I", "swp", "-O", conf)
-	var out syncbuf.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start lldpd: %v", err)
-	}
-	testenv.StopAtCleanup(t, "lldpd", cmd, &out)
-}
-
 // newTPM manufactures a TPM with EK certificates (swtpm_setup, with a
 // local CA of the test's own) in the machine's directory name, serves it on
 // a unix socket there, and returns the socket: the machine's TPM
@@ -212,38 +179,8 @@ func (m *machine) newTPM(name string) string {
 	}
 	swtpm, state := testenv.ManufactureTPM(t, dir)
 	sock := filepath.Join(dir, "swtpm.sock")
-	cmd := exec.Command(swtpm, "socket", "--tpm2", "--tpmstate", "dir="+state,
-		"--server", "type=unixio,path="+sock, "--flags", "not-need-init,startup-clear")
-	var out syncbuf.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start swtpm: %v", err)
-	}
-	testenv.StopAtCleanup(t, "swtpm", cmd, &out)
-	if err := testenv.Until(t.Context(), 10*time.Second, func() bool {
-		fi, err := os.Stat(sock)
-		return err == nil && fi.Mode()&os.ModeSocket != 0
-	}); err != nil {
-		t.Fatalf("swtpm does not listen on %s: %s", sock, out.String())
-	}
+	machinetest.ServeTPM(t, swtpm, state, sock)
 	return sock
-}
-
-// approvedEKs reads the EK hashes of the TPM at socket tpm, as the
-// receiving scan the runbook asks for would.
-func (m *machine) approvedEKs(tpm string) attest.Binding {
-	m.t.Helper()
-	conn, err := net.Dial("unix", tpm)
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	dev := attest.OpenChannel(conn)
-	defer dev.Close()
-	b, err := attesttest.Approve(dev)
-	if err != nil {
-		m.t.Fatalf("read swtpm's EKs: %v", err)
-	}
-	return b
 }
 
 // disks attaches the install disk, which holds an old install (a GPT over
@@ -296,21 +233,6 @@ func (m *machine) setSerial(d loopDev, serial string) {
 	if err := os.WriteFile(rec, []byte("E:ID_SERIAL_SHORT="+serial+"\nE:ID_SERIAL="+serial+"\n"), 0o644); err != nil {
 		m.t.Fatal(err)
 	}
-}
-
-// digest returns the SHA-256 of the whole of d.
-func digest(t *testing.T, d loopDev) [32]byte {
-	t.Helper()
-	f, err := os.Open(d.path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		t.Fatal(err)
-	}
-	return [32]byte(h.Sum(nil))
 }
 
 // smbios writes the machine's SMBIOS serial, as its firmware reports it.
@@ -388,15 +310,4 @@ func (m *machine) dial(ctx context.Context, network, addr string) (net.Conn, err
 		return err
 	})
 	return c, err
-}
-
-// freePort returns a port free on addr.
-func freePort(t *testing.T, addr string) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -9,16 +9,14 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
 
+	"github.com/fleetkit/fleet/examples/internal/machinetest"
 	"github.com/fleetkit/fleet/internal/dockertest"
 	"github.com/fleetkit/fleet/internal/imagetest"
 	"github.com/fleetkit/fleet/internal/testenv"
-	"github.com/fleetkit/fleet/provision"
 )
 
 // The registries the fleet-provision Template names its images in: the
@@ -80,33 +78,6 @@ func (im images) pulls() map[string]int {
 	return out
 }
 
-// workflows returns the Workflows of the namespace.
-func workflows(ctx context.Context, t *testing.T, tink dynamic.Interface, ns string) []tinkerbell.Workflow {
-	t.Helper()
-	list, err := tink.Resource(provision.WorkflowResource).Namespace(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]tinkerbell.Workflow, len(list.Items))
-	for i, u := range list.Items {
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &out[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
-}
-
-// getWorkflow reads Workflow name of ns.
-func getWorkflow(ctx context.Context, tink dynamic.Interface, ns, name string) (tinkerbell.Workflow, error) {
-	var wf tinkerbell.Workflow
-	u, err := tink.Resource(provision.WorkflowResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return wf, err
-	}
-	err = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &wf)
-	return wf, err
-}
-
 // Waits on the real parts are sized by their progress, on two shared and
 // loaded cores: a Workflow may take as long as it keeps moving (a state, an
 // action or an action's state changes), and fails the test only when it
@@ -132,13 +103,6 @@ func progress(wf tinkerbell.Workflow) string {
 	return b.String()
 }
 
-// ended reports whether the Workflow reached an end.
-func ended(wf tinkerbell.Workflow) bool {
-	return slices.Contains([]tinkerbell.WorkflowState{
-		tinkerbell.WorkflowStateSuccess, tinkerbell.WorkflowStateFailed, tinkerbell.WorkflowStateTimeout,
-	}, wf.Status.State)
-}
-
 // waitRun follows Workflow name from since until it ends, logging each
 // change of its progress with the time it was seen, and returns it as it
 // ended. It fails t when the Workflow stands still for stall or runs past
@@ -153,14 +117,14 @@ func waitRun(ctx context.Context, t *testing.T, tink dynamic.Interface, ns, name
 	)
 	for {
 		var err error
-		wf, err = getWorkflow(ctx, tink, ns, name)
+		wf, err = machinetest.GetWorkflow(ctx, tink, ns, name)
 		now := time.Now()
 		if err == nil {
 			if p := progress(wf); p != last {
 				last, moved = p, now
 				changes = append(changes, fmt.Sprintf("  %6.2fs %s", now.Sub(since).Seconds(), p))
 			}
-			if ended(wf) {
+			if machinetest.Ended(wf) {
 				t.Logf("Workflow %s, from the agent's start:\n%s", name, strings.Join(changes, "\n"))
 				return wf
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/meta"
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
 
+	"github.com/fleetkit/fleet/examples/internal/machinetest"
 	"github.com/fleetkit/fleet/internal/imagetest"
 	"github.com/fleetkit/fleet/internal/kubetest"
 	"github.com/fleetkit/fleet/internal/testenv"
@@ -95,7 +96,7 @@ func provisionANode(t *testing.T, s shared) {
 	t0 := time.Now()
 	w := newWorld(t, s, worldConfig{tink: true, settings: map[string]string{"FLEET_CONFIG_WRITE_TIMEOUT": "2s"}})
 	ctx := t.Context()
-	decoy := digest(t, w.m.decoy)
+	decoy := machinetest.Digest(t, w.m.decoy.path)
 	before := s.img.pulls()
 
 	// Line 33: the planned device, before the machine's first boot.
@@ -165,9 +166,9 @@ func provisionANode(t *testing.T, s shared) {
 
 	// Line 134: NetBox does not answer fleetd: the node's fetch gets 503,
 	// and the config stays for its next try.
-	w.f.nb.Inject(netboxtest.Fault{Kind: netboxtest.Failing, User: userFleetd})
-	status, _ := w.fetch(ctx, code)
-	w.f.nb.Inject(netboxtest.Fault{})
+	w.f.NB.Inject(netboxtest.Fault{Kind: netboxtest.Failing, User: machinetest.UserFleetd})
+	status, _ := w.f.FetchConfig(ctx, t, w.m.dial, code)
+	w.f.NB.Inject(netboxtest.Fault{})
 	if status != http.StatusServiceUnavailable {
 		t.Errorf("the fetch while NetBox does not answer: %d, want 503", status)
 	}
@@ -184,7 +185,7 @@ func provisionANode(t *testing.T, s shared) {
 		t.Errorf("NetBox holds %s %s after the unread fetch, want planned", node, s)
 	}
 
-	status, body := w.fetch(ctx, code)
+	status, body := w.f.FetchConfig(ctx, t, w.m.dial, code)
 	if status != http.StatusOK || !strings.Contains(body, "machine:") {
 		t.Fatalf("the node's fetch of the config: %d, %d bytes; want 200 and a machine config", status, len(body))
 	}
@@ -198,7 +199,7 @@ func provisionANode(t *testing.T, s shared) {
 	}
 	t.Logf("the whole machine: from its parts' start to its node active, %v", time.Since(t0).Round(10*time.Millisecond))
 	// Line 137: the node asks again for the config it was served.
-	if status, _ := w.fetch(ctx, code); status != http.StatusGone {
+	if status, _ := w.f.FetchConfig(ctx, t, w.m.dial, code); status != http.StatusGone {
 		t.Errorf("the second fetch of the config: %d, want 410", status)
 	}
 
@@ -231,7 +232,7 @@ func provisionANode(t *testing.T, s shared) {
 	if m := w.f.scrape(); !strings.Contains(m, `fleet_install_config_events_total{event="not-acknowledged"} 1`) {
 		t.Errorf("fleetd counts no unacknowledged answer:\n%s", grep(m, "fleet_install_config_events_total"))
 	}
-	if digest(t, w.m.decoy) != decoy {
+	if machinetest.Digest(t, w.m.decoy.path) != decoy {
 		t.Error("the decoy disk changed")
 	}
 	w.noSecrets(code)
@@ -243,7 +244,7 @@ func provisionANode(t *testing.T, s shared) {
 func anotherPort(t *testing.T, s shared) {
 	w := newWorld(t, s, worldConfig{port: 12})
 	ctx := t.Context()
-	install, decoy := digest(t, w.m.install), digest(t, w.m.decoy)
+	install, decoy := machinetest.Digest(t, w.m.install.path), machinetest.Digest(t, w.m.decoy.path)
 
 	r, rec := w.attestRun(ctx)
 	const why = "on port 12, expected 7"
@@ -258,10 +259,10 @@ func anotherPort(t *testing.T, s shared) {
 	if !slices.Contains(journal, "warning: refused a run before rendering anything: "+why) {
 		t.Errorf("journal of %s:\n%s", node, strings.Join(journal, "\n"))
 	}
-	if wfs := workflows(ctx, t, w.tink, w.f.ns); len(wfs) != 0 {
+	if wfs := machinetest.Workflows(ctx, t, w.tink, w.f.NS); len(wfs) != 0 {
 		t.Errorf("fleetd created %d Workflows", len(wfs))
 	}
-	if digest(t, w.m.install) != install || digest(t, w.m.decoy) != decoy {
+	if machinetest.Digest(t, w.m.install.path) != install || machinetest.Digest(t, w.m.decoy.path) != decoy {
 		t.Error("a disk changed")
 	}
 }

@@ -4,13 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,6 +25,7 @@ import (
 
 	"github.com/fleetkit/fleet/configserve"
 	"github.com/fleetkit/fleet/disksafe"
+	"github.com/fleetkit/fleet/examples/internal/machinetest"
 	"github.com/fleetkit/fleet/internal/dockertest"
 	"github.com/fleetkit/fleet/internal/imagetest/standin"
 	"github.com/fleetkit/fleet/internal/kubetest"
@@ -111,7 +109,7 @@ func newWorld(t *testing.T, s shared, cfg worldConfig) *world {
 	}
 	approved := ""
 	if !cfg.unapproved {
-		ek := m.approvedEKs(m.tpm)
+		ek := machinetest.EKs(t, m.tpm)
 		approved = "    approved_ek_rsa2048: " + ek.RSA2048 + "\n    approved_ek_eccp256: " + ek.ECCP256 + "\n"
 	}
 	dir := t.TempDir()
@@ -148,10 +146,10 @@ nodes:
 	if err := os.WriteFile(topo, fmt.Appendf(nil, `{"CLUSTER_NAME": "folly", "K8S_NODE_CIDR": %q, "API_SERVER_IP": %q}`, m.subnet, apiServer), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	w.f = startFleet(t, s.env, fleetConfig{
-		nodes: w.nodes, topology: topo, bins: s.bins, ns: ns,
-		listen:   net.JoinHostPort(m.uplink, fmt.Sprint(freePort(t, m.uplink))),
-		settings: cfg.settings,
+	w.f = startFleet(t, s.env, machinetest.Config{
+		Fleetd: s.bins.path("fleetd"), Nodes: w.nodes, Topology: topo, NS: ns,
+		Listen:   net.JoinHostPort(m.uplink, fmt.Sprint(machinetest.FreePort(t, m.uplink))),
+		Settings: cfg.settings,
 	})
 	var err error
 	if w.tink, err = dynamic.NewForConfig(s.env.Config()); err != nil {
@@ -208,8 +206,8 @@ func (w *world) hookosEnv() map[string]string {
 		wait = "3s"
 	}
 	return map[string]string{
-		"FLEETD_URL":      w.f.publicURL + "/attest",
-		"FLEETD_CA":       w.f.caFile,
+		"FLEETD_URL":      w.f.PublicURL + "/attest",
+		"FLEETD_CA":       w.f.CAFile,
 		"FLEET_INTERFACE": "eth0",
 		"FLEET_TPM":       w.m.tpm,
 		"FLEET_BOOT_DIR":  "/run/fleet",
@@ -237,7 +235,7 @@ func (w *world) attestEnv(ctx context.Context, env map[string]string) (result, d
 
 // lldpLine is hookos-attest's first line on the machine's port.
 func (w *world) lldpLine() string {
-	return fmt.Sprintf("lldp: eth0 is on switch port Port %d (Port %d) of %s\n", w.m.cfg.port, w.m.cfg.port, switchName)
+	return fmt.Sprintf("lldp: eth0 is on switch port Port %d (Port %d) of %s\n", w.m.cfg.port, w.m.cfg.port, machinetest.SwitchName)
 }
 
 // attest boots HookOS's agent and wants the port it is plugged into
@@ -258,7 +256,7 @@ func (w *world) attest(ctx context.Context) disksafe.BootRecord {
 // workflow returns the one Workflow fleetd created for the node.
 func (w *world) workflow(ctx context.Context) tinkerbell.Workflow {
 	w.t.Helper()
-	wfs := workflows(ctx, w.t, w.tink, w.f.ns)
+	wfs := machinetest.Workflows(ctx, w.t, w.tink, w.f.NS)
 	if len(wfs) != 1 || !strings.HasPrefix(wfs[0].Name, "provision-"+node+"-") {
 		names := make([]string, len(wfs))
 		for i, wf := range wfs {
@@ -281,7 +279,7 @@ func (w *world) run(ctx context.Context, wf tinkerbell.Workflow) tinkerbell.Work
 // follow follows wf, run by agent, until it ends, as run does.
 func (w *world) follow(ctx context.Context, wf tinkerbell.Workflow, agent *dockertest.Agent) tinkerbell.Workflow {
 	w.t.Helper()
-	end := waitRun(ctx, w.t, w.tink, w.f.ns, wf.Name, agent.Started())
+	end := waitRun(ctx, w.t, w.tink, w.f.NS, wf.Name, agent.Started())
 	var times []string
 	for _, a := range actions(w.t, end) {
 		times = append(times, fmt.Sprintf("%s %s %s", a.Name, a.State, a.ExecutionDuration))
@@ -301,12 +299,12 @@ func (w *world) waitCurrent(ctx context.Context, name string, states ...tinkerbe
 	w.t.Helper()
 	moved, last := time.Now(), ""
 	for {
-		wf, err := getWorkflow(ctx, w.tink, w.f.ns, w.workflow(ctx).Name)
+		wf, err := machinetest.GetWorkflow(ctx, w.tink, w.f.NS, w.workflow(ctx).Name)
 		if err == nil {
 			if cs := wf.Status.CurrentState; cs != nil && cs.ActionName == name && slices.Contains(states, cs.State) {
 				return wf
 			}
-			if ended(wf) {
+			if machinetest.Ended(wf) {
 				w.t.Fatalf("Workflow %s ended before %s was current %v: %s", wf.Name, name, states, progress(wf))
 			}
 			if p := progress(wf); p != last {
@@ -331,7 +329,7 @@ func (w *world) waitCurrent(ctx context.Context, name string, states ...tinkerbe
 // Template whose images are its settings' unwritten.
 func (w *world) setGlobalTimeout(ctx context.Context, seconds int) {
 	w.t.Helper()
-	c := w.tink.Resource(tinkerbell.GroupVersion.WithResource("templates")).Namespace(w.f.ns)
+	c := w.tink.Resource(tinkerbell.GroupVersion.WithResource("templates")).Namespace(w.f.NS)
 	// fleetd creates its Templates as it starts serving.
 	var (
 		u   *unstructured.Unstructured
@@ -382,11 +380,11 @@ func (w *world) approveFromClaim(ctx context.Context, lines string) {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	plan, err := w.f.admin.Plan(ctx, inv)
+	plan, err := w.f.Admin.Plan(ctx, inv)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	if err := w.f.admin.Apply(ctx, plan); err != nil {
+	if err := w.f.Admin.Apply(ctx, plan); err != nil {
 		w.t.Fatal(err)
 	}
 }
@@ -398,8 +396,8 @@ func (w *world) fleetctl(ctx context.Context, args ...string) (int, string) {
 	cmd := exec.CommandContext(ctx, w.bins.path("fleetctl"), args...)
 	cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"),
-		"FLEETD_URL=" + w.f.publicURL,
-		"FLEETD_CA=" + w.f.caFile,
+		"FLEETD_URL=" + w.f.PublicURL,
+		"FLEETD_CA=" + w.f.CAFile,
 		"FLEET_APPROVER_TOKEN=" + approverToken,
 	}
 	out, err := cmd.CombinedOutput()
@@ -455,49 +453,6 @@ func (w *world) partial() bool {
 	return !ok
 }
 
-// configClient is an HTTPS client of fleetd from the machine, trusting
-// fleetd's certificate.
-func (w *world) configClient() *http.Client {
-	w.t.Helper()
-	return &http.Client{
-		Transport: &http.Transport{DialContext: w.m.dial, TLSClientConfig: w.tlsConfig()},
-		Timeout:   30 * time.Second,
-	}
-}
-
-func (w *world) tlsConfig() *tls.Config {
-	w.t.Helper()
-	pem, err := os.ReadFile(w.f.caFile)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	return &tls.Config{RootCAs: pool}
-}
-
-// fetch GETs the node's config as Talos does, from the machine, at the URL
-// of its talos.config= kernel argument with the code for ${code}.
-func (w *world) fetch(ctx context.Context, code string) (int, string) {
-	w.t.Helper()
-	c := w.configClient()
-	defer c.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.f.publicURL+configserve.PathPrefix+code, nil)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	rsp, err := c.Do(req)
-	if err != nil {
-		w.t.Fatalf("fetch the config: %v", err)
-	}
-	defer rsp.Body.Close()
-	b, err := io.ReadAll(rsp.Body)
-	if err != nil {
-		w.t.Fatalf("read the config: %v", err)
-	}
-	return rsp.StatusCode, string(b)
-}
-
 // fetchUnread asks for the node's config from the machine as fetch does,
 // from a socket with the smallest receive buffer, and never reads the
 // answer, as a node whose network or power fails mid-answer: its kernel
@@ -518,16 +473,14 @@ func (w *world) fetchUnread(ctx context.Context, code string) string {
 			return serr
 		}}
 		var err error
-		raw, err = d.DialContext(ctx, "tcp", strings.TrimPrefix(w.f.publicURL, "https://"))
+		raw, err = d.DialContext(ctx, "tcp", strings.TrimPrefix(w.f.PublicURL, "https://"))
 		return err
 	})
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	w.t.Cleanup(func() { raw.Close() })
-	conf := w.tlsConfig()
-	conf.ServerName = w.m.uplink
-	conn := tls.Client(raw, conf)
+	conn := tls.Client(raw, &tls.Config{RootCAs: w.f.RootCAs, ServerName: w.m.uplink})
 	if err := conn.HandshakeContext(ctx); err != nil {
 		w.t.Fatal(err)
 	}
@@ -541,13 +494,13 @@ func (w *world) fetchUnread(ctx context.Context, code string) string {
 // journal or a Workflow.
 func (w *world) noSecrets(code string) {
 	w.t.Helper()
-	if strings.Contains(w.f.log.String(), code) {
+	if strings.Contains(w.f.Log.String(), code) {
 		w.t.Error("fleetd's log holds the install code")
 	}
 	if slices.ContainsFunc(w.f.journal(node), func(l string) bool { return strings.Contains(l, code) }) {
 		w.t.Error("the journal holds the install code")
 	}
-	for _, wf := range workflows(w.t.Context(), w.t, w.tink, w.f.ns) {
+	for _, wf := range machinetest.Workflows(w.t.Context(), w.t, w.tink, w.f.NS) {
 		if strings.Contains(fmt.Sprintf("%+v", wf), code) {
 			w.t.Errorf("Workflow %s holds the install code", wf.Name)
 		}
@@ -575,19 +528,6 @@ func (w *world) wantNothingWritten() {
 		w.t.Errorf("NetBox holds the machine's attestation: MAC %v, verdict %q, EK %q, port %d, last run %q",
 			d.MAC, d.AttestVerdict, d.AttestedEKHash, d.AttestedSwitchPort, d.LastRun)
 	}
-}
-
-// audit returns fleetd's audit records (its JSON log lines) with message
-// msg, oldest first.
-func (w *world) audit(msg string) []map[string]any {
-	var out []map[string]any
-	for l := range strings.Lines(w.f.log.String()) {
-		var rec map[string]any
-		if json.Unmarshal([]byte(l), &rec) == nil && rec["msg"] == msg {
-			out = append(out, rec)
-		}
-	}
-	return out
 }
 
 // inOrder reports whether lines hold, in this order, a line containing

@@ -1,0 +1,130 @@
+package machinetest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/attest/attesttest"
+	"github.com/fleetkit/fleet/internal/syncbuf"
+	"github.com/fleetkit/fleet/internal/testenv"
+)
+
+// StartLLDPD starts lldpd with the command line enter (a program that
+// enters the switch's network namespace, its arguments, and lldpd),
+// sending every second on each interface of ports, which it names by a
+// locally assigned port ID "Port N", as UniFi switches do, until t ends.
+// Only the process the test started is stopped.
+func StartLLDPD(t *testing.T, enter []string, ports map[string]int) {
+	t.Helper()
+	// lldpd runs the lldpcli that reads its configuration as its own
+	// unprivileged user (_lldpd), which must reach the control socket: a
+	// directory of t.TempDir's is closed to it.
+	dir, err := os.MkdirTemp("", "machinetest-lldpd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	conf := fmt.Sprintf("configure lldp tx-interval 1\nconfigure system hostname %s\n", SwitchName)
+	ifs := slices.Sorted(maps.Keys(ports))
+	for _, i := range ifs {
+		name := fmt.Sprintf("Port %d", ports[i])
+		conf += fmt.Sprintf("configure ports %s lldp portidsubtype local %q description %q\n", i, name, name)
+	}
+	confFile := filepath.Join(dir, "lldpd.conf")
+	if err := os.WriteFile(confFile, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(enter[0], append(enter[1:],
+		"-d", "-u", filepath.Join(dir, "ctl"), "-p", filepath.Join(dir, "pid"), "-I", strings.Join(ifs, ","), "-O", confFile)...)
+	var out syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start lldpd: %v", err)
+	}
+	testenv.StopAtCleanup(t, "lldpd", cmd, &out)
+}
+
+// ServeTPM serves the swtpm TPM state on the unix socket sock, and returns
+// once it listens. It stops at stop, or when t ends.
+func ServeTPM(t *testing.T, swtpm, state, sock string) (stop func()) {
+	t.Helper()
+	cmd := exec.Command(swtpm, "socket", "--tpm2", "--tpmstate", "dir="+state,
+		"--server", "type=unixio,path="+sock, "--flags", "not-need-init,startup-clear")
+	var out syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start swtpm: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	stop = sync.OnceFunc(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Errorf("swtpm (PID %d) did not stop on SIGTERM; killed", cmd.Process.Pid)
+		}
+		if t.Failed() {
+			t.Logf("swtpm (PID %d) output:\n%s", cmd.Process.Pid, out.String())
+		}
+	})
+	t.Cleanup(stop)
+	if err := testenv.Until(t.Context(), 10*time.Second, func() bool {
+		fi, err := os.Stat(sock)
+		return err == nil && fi.Mode()&os.ModeSocket != 0
+	}); err != nil {
+		t.Fatalf("swtpm does not listen on %s: %s", sock, out.String())
+	}
+	return stop
+}
+
+// EKs reads the EK hashes of the TPM served at sock, as the receiving scan
+// the runbook asks for would.
+func EKs(t testing.TB, sock string) attest.Binding {
+	t.Helper()
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := attest.OpenChannel(conn)
+	defer dev.Close()
+	b, err := attesttest.Approve(dev)
+	if err != nil {
+		t.Fatalf("read swtpm's EKs: %v", err)
+	}
+	return b
+}
+
+// Digest returns the SHA-256 of the whole of the file p.
+func Digest(t testing.TB, p string) string {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
