@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/fleetkit/fleet/examples/templates"
+	"github.com/fleetkit/fleet/internal/testenv"
 )
 
 // Debian's signed boot chain, and the kernel's modules.
@@ -63,7 +64,7 @@ func kernelVersion(t *testing.T) string {
 		}
 	}
 	if len(versions) == 0 {
-		unavailable(t, "needs Debian's signed kernel in /boot with its modules: apt-get install -y linux-image-amd64")
+		testenv.Unavailable(t, "needs Debian's signed kernel in /boot with its modules: apt-get install -y linux-image-amd64")
 	}
 	slices.Sort(versions)
 	return versions[len(versions)-1]

@@ -13,12 +13,6 @@ import (
 	"github.com/fleetkit/fleet/internal/testenv"
 )
 
-// unavailable ends t because something it needs is missing (see testenv).
-func unavailable(t *testing.T, format string, args ...any) {
-	t.Helper()
-	testenv.Unavailable(t, format, args...)
-}
-
 // OVMF's builds and variable stores (Debian's ovmf).
 const (
 	ovmfCode       = "/usr/share/OVMF/OVMF_CODE_4M.fd"
@@ -67,7 +61,7 @@ func needTools(t *testing.T) tools {
 		{"/dev/net/tun", "(the tun driver: modprobe tun)"},
 	} {
 		if _, err := os.Stat(f.path); err != nil {
-			unavailable(t, "needs %s: apt-get install -y %s", f.path, f.pkg)
+			testenv.Unavailable(t, "needs %s: apt-get install -y %s", f.path, f.pkg)
 		}
 	}
 	return tl

@@ -9,10 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/fleetkit/fleet/examples/internal/machinetest"
 	"github.com/fleetkit/fleet/internal/syncbuf"
 )
 
@@ -129,7 +129,7 @@ func boot(t *testing.T, tl tools, cfg vmConfig) bootResult {
 	if err := sw.Start(); err != nil {
 		t.Fatalf("start swtpm: %v", err)
 	}
-	stopAtCleanup(t, "swtpm", sw, &swOut)
+	machinetest.Stopper(t, "swtpm", sw, &swOut)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if fi, err := os.Stat(sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
@@ -227,30 +227,6 @@ func boot(t *testing.T, tl tools, cfg vmConfig) bootResult {
 				con.since().Round(time.Second), limit.Round(time.Second), stderr.String(), tail(strings.ReplaceAll(con.String(), "\r\n", "\n"), 80))
 		}
 	}
-}
-
-// stopAtCleanup stops cmd when t ends, unless it ended on its own first;
-// when t failed it logs the output.
-func stopAtCleanup(t *testing.T, name string, cmd *exec.Cmd, output fmt.Stringer) {
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		select {
-		case <-done:
-		default:
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-done:
-			case <-time.After(5 * time.Second):
-				_ = cmd.Process.Kill()
-				<-done
-				t.Errorf("%s (PID %d) did not stop on SIGTERM; killed", name, cmd.Process.Pid)
-			}
-		}
-		if t.Failed() {
-			t.Logf("%s's output:\n%s", name, output.String())
-		}
-	})
 }
 
 // tail returns the last n lines of s.

@@ -61,6 +61,34 @@ func StartLLDPD(t *testing.T, enter []string, ports map[string]int) {
 	testenv.StopAtCleanup(t, "lldpd", cmd, &out)
 }
 
+// Stopper returns stop, which stops the started cmd with SIGTERM (and
+// SIGKILL, failing t, when it does not stop within 5 s) unless it ended on
+// its own first, and logs its output when t failed. stop runs once, at the
+// latest when t ends.
+func Stopper(t testing.TB, name string, cmd *exec.Cmd, output fmt.Stringer) (stop func()) {
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	stop = sync.OnceFunc(func() {
+		select {
+		case <-done:
+		default:
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+				t.Errorf("%s (PID %d) did not stop on SIGTERM; killed", name, cmd.Process.Pid)
+			}
+		}
+		if t.Failed() {
+			t.Logf("%s's output:\n%s", name, output.String())
+		}
+	})
+	t.Cleanup(stop)
+	return stop
+}
+
 // ServeTPM serves the swtpm TPM state on the unix socket sock, and returns
 // once it listens. It stops at stop, or when t ends.
 func ServeTPM(t *testing.T, swtpm, state, sock string) (stop func()) {
@@ -72,22 +100,7 @@ func ServeTPM(t *testing.T, swtpm, state, sock string) (stop func()) {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start swtpm: %v", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	stop = sync.OnceFunc(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-			t.Errorf("swtpm (PID %d) did not stop on SIGTERM; killed", cmd.Process.Pid)
-		}
-		if t.Failed() {
-			t.Logf("swtpm (PID %d) output:\n%s", cmd.Process.Pid, out.String())
-		}
-	})
-	t.Cleanup(stop)
+	stop = Stopper(t, "swtpm", cmd, &out)
 	if err := testenv.Until(t.Context(), 10*time.Second, func() bool {
 		fi, err := os.Stat(sock)
 		return err == nil && fi.Mode()&os.ModeSocket != 0

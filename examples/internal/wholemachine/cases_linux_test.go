@@ -174,9 +174,7 @@ func replacedTPM(t *testing.T, s shared) {
 	if d := w.f.device(node); d.ApprovedEKHash != old.RSA2048 {
 		t.Errorf("the refusal changed the binding: %q", d.ApprovedEKHash)
 	}
-	if wfs := machinetest.Workflows(ctx, t, w.tink, w.f.NS); len(wfs) != 0 {
-		t.Errorf("fleetd created %d Workflows", len(wfs))
-	}
+	w.wantNoRun()
 
 	// The same change as an approval: the entry names the new EKs.
 	w.setApproved(ctx, swapped)
@@ -254,9 +252,7 @@ func noLLDPFrame(t *testing.T, s shared) {
 		t.Errorf("the boot record: attested %v, with a code %v; want attested without a code", rec.Attested, rec.Code != "")
 	}
 	w.wantJournal("warning: refused a run before rendering anything: attested no switch port")
-	if wfs := machinetest.Workflows(ctx, t, w.tink, w.f.NS); len(wfs) != 0 {
-		t.Errorf("fleetd created %d Workflows", len(wfs))
-	}
+	w.wantNoRun()
 }
 
 // bindingUnauthored is the runbook's row "attest: FAILED with
@@ -296,23 +292,9 @@ func neverReported(t *testing.T, s shared) {
 		t.Errorf("Workflow %s is not deleted", wf.Name)
 	}
 
+	// The next boot starts no run.
 	w.powerCycle()
-	why := "last run " + wf.Name + " is not repeated; set desired_action to provision"
-	r, rec := w.attestRun(ctx)
-	if want := w.lldpLine() + "attest: PASSED\nattest: no provision: " + why + "\n"; r.code != 0 || r.stdout != want {
-		t.Errorf("hookos-attest in the next boot: %+v; want exit 0 and %q", r, want)
-	}
-	if rec.Code != "" {
-		t.Error("the next boot received an install code")
-	}
-	if !slices.ContainsFunc(w.f.Audit("attest.install", ""), func(a map[string]any) bool {
-		return a["outcome"] == "no provision" && a["reason"] == why
-	}) {
-		t.Errorf("no attest.install audit line says no provision: %s", why)
-	}
-	if len(machinetest.Workflows(ctx, t, w.tink, w.f.NS)) != 0 {
-		t.Error("the next boot started a run")
-	}
+	noProvision(t, w, "last run "+wf.Name+" is not repeated; set desired_action to provision")
 	if machinetest.Digest(t, w.m.install.path) != install {
 		t.Error("the install disk changed")
 	}
@@ -334,13 +316,7 @@ func resumedAfterWipe(t *testing.T, s shared) {
 	w.waitPartial(ctx)
 
 	w.powerCycle()
-	r, rec := w.attestRun(ctx)
-	if want := w.lldpLine() + "attest: PASSED\nattest: no provision: run " + wf.Name + " is in flight at action install\n"; r.code != 0 || r.stdout != want {
-		t.Errorf("hookos-attest in the new boot: %+v; want exit 0 and %q", r, want)
-	}
-	if !rec.Attested || rec.Code != "" {
-		t.Errorf("the boot record: attested %v, with a code %v; want attested without a code", rec.Attested, rec.Code != "")
-	}
+	w.attestNoProvision(ctx, "run "+wf.Name+" is in flight at action install")
 	end := w.follow(ctx, wf, w.d.StartAgent(t, w.m.mac.String(), w.tb.GRPC(), nil))
 	acts := actions(t, end)
 	if end.Status.State != tinkerbell.WorkflowStateFailed || acts[0].State != tinkerbell.WorkflowStateSuccess || acts[1].Name != "install" || acts[1].State != tinkerbell.WorkflowStateFailed {
@@ -587,22 +563,13 @@ func grep(s, sub string) string {
 // the attest.install audit line of the same reason, and no run.
 func noProvision(t *testing.T, w *world, why string) {
 	t.Helper()
-	ctx := t.Context()
-	r, rec := w.attestRun(ctx)
-	if want := w.lldpLine() + "attest: PASSED\nattest: no provision: " + why + "\n"; r.code != 0 || r.stdout != want {
-		t.Errorf("hookos-attest: %+v; want exit 0 and %q", r, want)
-	}
-	if !rec.Attested || rec.Code != "" {
-		t.Errorf("the boot record: attested %v, with a code %v; want attested without a code", rec.Attested, rec.Code != "")
-	}
+	w.attestNoProvision(t.Context(), why)
 	if !slices.ContainsFunc(w.f.Audit("attest.install", ""), func(a map[string]any) bool {
 		return a["outcome"] == "no provision" && a["reason"] == why
 	}) {
 		t.Errorf("no attest.install audit line says no provision: %s", why)
 	}
-	if wfs := machinetest.Workflows(ctx, t, w.tink, w.f.NS); len(wfs) != 0 {
-		t.Errorf("fleetd created %d Workflows", len(wfs))
-	}
+	w.wantNoRun()
 }
 
 // autoProvisionOff is the runbook's row "The audit line says no
@@ -642,20 +609,12 @@ func firstControlPlane(t *testing.T, s shared) {
 		t.Fatal(err)
 	}
 	why := "refused a run before rendering anything: " + node + " is at API_SERVER_IP " + w.m.addr + ": the cluster's first control plane, which the Talos root bootstraps, never installs this way; no run starts, nothing is wiped"
-	r, rec := w.attestRun(t.Context())
-	if want := w.lldpLine() + "attest: PASSED\nattest: no provision: refused: " + why + "\n"; r.code != 0 || r.stdout != want {
-		t.Errorf("hookos-attest: %+v; want exit 0 and %q", r, want)
-	}
-	if rec.Code != "" {
-		t.Error("the first control plane received an install code")
-	}
+	w.attestNoProvision(t.Context(), "refused: "+why)
 	w.wantJournal("warning: " + why)
 	if n := countLines(w.f.journal(node), "warning: "+why); n != 1 {
 		t.Errorf("the refusal is journaled %d times, want once", n)
 	}
-	if wfs := machinetest.Workflows(t.Context(), t, w.tink, w.f.NS); len(wfs) != 0 {
-		t.Errorf("fleetd created %d Workflows", len(wfs))
-	}
+	w.wantNoRun()
 }
 
 // lacksDiskSerial is the runbook's rows "The journal says the device lacks
@@ -672,9 +631,7 @@ func lacksDiskSerial(t *testing.T, s shared) {
 		t.Errorf("hookos-attest: %+v; want exit 0, attest: PASSED and no install code", r)
 	}
 	w.wantJournal("warning: " + node + " lacks install_disk_serial: the run waits for install_disk_serial, and desired_action stays provision")
-	if wfs := machinetest.Workflows(t.Context(), t, w.tink, w.f.NS); len(wfs) != 0 {
-		t.Errorf("fleetd created %d Workflows", len(wfs))
-	}
+	w.wantNoRun()
 }
 
 // unknownSerial is the runbook's line 87, "So does a serial no entry

@@ -246,22 +246,13 @@ func anotherPort(t *testing.T, s shared) {
 	ctx := t.Context()
 	install, decoy := machinetest.Digest(t, w.m.install.path), machinetest.Digest(t, w.m.decoy.path)
 
-	r, rec := w.attestRun(ctx)
 	const why = "on port 12, expected 7"
-	want := w.lldpLine() + "attest: PASSED\nattest: no provision: refused: " + why + "\n"
-	if r.code != 0 || r.stdout != want {
-		t.Errorf("hookos-attest: %+v; want exit 0 and %q: attested, refused a run, no install code", r, want)
-	}
-	if !rec.Attested || rec.Code != "" {
-		t.Errorf("the boot record: attested %v, with a code %v; want attested without a code", rec.Attested, rec.Code != "")
-	}
+	w.attestNoProvision(ctx, "refused: "+why)
 	journal := w.f.waitJournal(node, why, time.Minute)
 	if !slices.Contains(journal, "warning: refused a run before rendering anything: "+why) {
 		t.Errorf("journal of %s:\n%s", node, strings.Join(journal, "\n"))
 	}
-	if wfs := machinetest.Workflows(ctx, t, w.tink, w.f.NS); len(wfs) != 0 {
-		t.Errorf("fleetd created %d Workflows", len(wfs))
-	}
+	w.wantNoRun()
 	if machinetest.Digest(t, w.m.install.path) != install || machinetest.Digest(t, w.m.decoy.path) != decoy {
 		t.Error("a disk changed")
 	}

@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -253,6 +252,20 @@ func (w *world) attest(ctx context.Context) disksafe.BootRecord {
 	return rec
 }
 
+// attestNoProvision boots HookOS's agent and wants the port named, attest:
+// PASSED and fleetd's answer "no provision: <why>" (exit 0), and this
+// boot's record attested, without an install code.
+func (w *world) attestNoProvision(ctx context.Context, why string) {
+	w.t.Helper()
+	r, rec := w.attestRun(ctx)
+	if want := w.lldpLine() + "attest: PASSED\nattest: no provision: " + why + "\n"; r.code != 0 || r.stdout != want {
+		w.t.Errorf("hookos-attest: %+v; want exit 0 and %q", r, want)
+	}
+	if !rec.Attested || rec.Code != "" {
+		w.t.Errorf("the boot record: attested %v, with a code %v; want attested without a code", rec.Attested, rec.Code != "")
+	}
+}
+
 // workflow returns the one Workflow fleetd created for the node.
 func (w *world) workflow(ctx context.Context) tinkerbell.Workflow {
 	w.t.Helper()
@@ -420,10 +433,7 @@ func (w *world) installed() standin.Installed {
 		w.t.Fatal(err)
 	}
 	defer f.Close()
-	size, err := f.Seek(0, io.SeekEnd)
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	size := w.m.cfg.diskSize
 	in, ok, err := standin.Read(f, size)
 	if err != nil || !ok {
 		w.t.Fatalf("the install disk holds no install of the stand-in installer (%v)", err)
@@ -441,10 +451,7 @@ func (w *world) partial() bool {
 		w.t.Fatal(err)
 	}
 	defer f.Close()
-	size, err := f.Seek(0, io.SeekEnd)
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	size := w.m.cfg.diskSize
 	gpt, err := disksafe.ReadGPT(f, size, 512)
 	if err != nil || len(gpt.Partitions) != 4 {
 		return false
@@ -517,6 +524,14 @@ func (w *world) wantJournal(line string) []string {
 		w.t.Errorf("journal of %s:\n%s\nwant the line %q", node, strings.Join(journal, "\n"), line)
 	}
 	return journal
+}
+
+// wantNoRun fails when fleetd created a Workflow.
+func (w *world) wantNoRun() {
+	w.t.Helper()
+	if wfs := machinetest.Workflows(w.t.Context(), w.t, w.tink, w.f.NS); len(wfs) != 0 {
+		w.t.Errorf("fleetd created %d Workflows", len(wfs))
+	}
 }
 
 // wantNothingWritten fails when NetBox holds anything of the machine's
