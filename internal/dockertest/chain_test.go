@@ -116,11 +116,13 @@ func TestIntegrationAgentRunsAnAction(t *testing.T) {
 	top := t // the agent serves every subtest
 	var agent *dockertest.Agent
 
-	// run creates Template and Workflow name from data, starts the agent
-	// when none runs yet, waits until the Workflow ends, logs where the
-	// time went, deletes the Workflow, and returns it as it ended.
-	run := func(t *testing.T, name, data string) tinkerbell.Workflow {
+	// run creates Template and Workflow name, of one task, whose volumes
+	// and actions task gives, for the machine; starts the agent when none
+	// runs yet, waits until the Workflow ends, logs where the time went,
+	// deletes the Workflow, and returns it as it ended.
+	run := func(t *testing.T, name, task string) tinkerbell.Workflow {
 		t.Helper()
+		data := "version: \"0.1\"\nname: " + name + "\nglobal_timeout: 600\ntasks:\n  - name: run\n    worker: \"{{.device_1}}\"\n" + task
 		create(ctx, t, dyn, templateResource, ns, &tinkerbell.Template{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec:       tinkerbell.TemplateSpec{Data: &data},
@@ -160,13 +162,7 @@ func TestIntegrationAgentRunsAnAction(t *testing.T) {
 	}
 
 	t.Run("good", func(t *testing.T) {
-		wf := run(t, "good", fmt.Sprintf(`version: "0.1"
-name: good
-global_timeout: 600
-tasks:
-  - name: run
-    worker: "{{.device_1}}"
-    volumes:
+		wf := run(t, "good", fmt.Sprintf(`    volumes:
       - %s:/out
     actions:
       - name: write
@@ -203,13 +199,7 @@ tasks:
 	})
 
 	t.Run("failing", func(t *testing.T) {
-		wf := run(t, "failing", fmt.Sprintf(`version: "0.1"
-name: failing
-global_timeout: 600
-tasks:
-  - name: run
-    worker: "{{.device_1}}"
-    volumes:
+		wf := run(t, "failing", fmt.Sprintf(`    volumes:
       - %s:/out
     actions:
       - name: fail
@@ -242,13 +232,7 @@ tasks:
 
 	t.Run("missing image", func(t *testing.T) {
 		before := reg.Pulls("fleet/missing")
-		wf := run(t, "missing", fmt.Sprintf(`version: "0.1"
-name: missing
-global_timeout: 600
-tasks:
-  - name: run
-    worker: "{{.device_1}}"
-    actions:
+		wf := run(t, "missing", fmt.Sprintf(`    actions:
       - name: missing
         image: %s
         timeout: 120
@@ -272,13 +256,7 @@ tasks:
 
 	t.Run("wipe-disk", func(t *testing.T) {
 		before := reg.Pulls("fleet/wipe-disk")
-		wf := run(t, "wipe", fmt.Sprintf(`version: "0.1"
-name: wipe
-global_timeout: 600
-tasks:
-  - name: run
-    worker: "{{.device_1}}"
-    actions:
+		wf := run(t, "wipe", fmt.Sprintf(`    actions:
       - name: wipe-disk
         image: %s
         timeout: 120

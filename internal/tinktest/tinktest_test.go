@@ -270,24 +270,12 @@ func create(ctx context.Context, t *testing.T, dyn dynamic.Interface, gvr schema
 	}
 	u := &unstructured.Unstructured{Object: m}
 	u.SetAPIVersion(gvr.GroupVersion().String())
-	u.SetKind(kindOf(gvr))
+	u.SetKind(map[schema.GroupVersionResource]string{
+		hardwareResource: "Hardware", templateResource: "Template", workflowResource: "Workflow", machineResource: "Machine",
+	}[gvr])
 	if _, err := dyn.Resource(gvr).Namespace(ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create %s %s: %v", u.GetKind(), u.GetName(), err)
 	}
-}
-
-func kindOf(gvr schema.GroupVersionResource) string {
-	switch gvr {
-	case hardwareResource:
-		return "Hardware"
-	case templateResource:
-		return "Template"
-	case workflowResource:
-		return "Workflow"
-	case machineResource:
-		return "Machine"
-	}
-	panic("no kind for " + gvr.String())
 }
 
 // waitFor reads name into obj until done reports true, or fails t when
