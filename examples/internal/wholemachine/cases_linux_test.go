@@ -86,13 +86,13 @@ func approvePowerCycle(t *testing.T, s shared) {
 	if code != 1 {
 		t.Errorf("fleetctl approve exited %d, want 1 for more than one claim", code)
 	}
-	if d := w.f.device(node); d.ApprovedEKHash != "" || d.ApprovedEKHashECC != "" {
+	if d := w.f.Device(w.t, node); d.ApprovedEKHash != "" || d.ApprovedEKHashECC != "" {
 		t.Errorf("fleetctl approve approved: the device holds %q, %q", d.ApprovedEKHash, d.ApprovedEKHashECC)
 	}
 
 	// The lines that match the evidence, into the entry, and the apply.
 	w.approveFromClaim(ctx, lines)
-	if d := w.f.device(node); d.ApprovedEKHash != evidence.RSA2048 || d.ApprovedEKHashECC != evidence.ECCP256 {
+	if d := w.f.Device(w.t, node); d.ApprovedEKHash != evidence.RSA2048 || d.ApprovedEKHashECC != evidence.ECCP256 {
 		t.Fatalf("after the apply the device holds %q, %q; want the evidence's", d.ApprovedEKHash, d.ApprovedEKHashECC)
 	}
 
@@ -112,7 +112,7 @@ func approvePowerCycle(t *testing.T, s shared) {
 		t.Fatalf("Workflow %s ended %s, want SUCCESS: %s", wf.Name, end.Status.State, progress(end))
 	}
 	w.wantJournal("success: Workflow " + wf.Name + " ended SUCCESS")
-	d := w.f.device(node)
+	d := w.f.Device(w.t, node)
 	if d.AttestVerdict != "attested" || d.MAC.String() != w.m.mac.String() || d.AttestedEKHash != evidence.RSA2048 || d.AttestedEKHashECC != evidence.ECCP256 {
 		t.Errorf("NetBox holds %+v", d)
 	}
@@ -128,7 +128,7 @@ func approvePowerCycle(t *testing.T, s shared) {
 	w.wantMetric(`fleet_node_booted_hookos_after_install_timestamp_seconds{node="`+node+`"}`, 86400)
 	// Once per run.
 	w.attestRun(ctx)
-	if n := countLines(w.f.journal(node), booted); n != 1 {
+	if n := countLines(w.f.Journal(w.t, node), booted); n != 1 {
 		t.Errorf("the journal says %d times that the node booted HookOS after the run, want once", n)
 	}
 
@@ -139,7 +139,7 @@ func approvePowerCycle(t *testing.T, s shared) {
 	}
 	w.wantJournal("warning: the node asked for its Talos config, and fleetd holds none for it")
 	w.wantMetric(`fleet_install_config_missing_last_timestamp_seconds{node="`+node+`"}`, 1800)
-	if d := w.f.device(node); d.Status != inventory.StatusPlanned {
+	if d := w.f.Device(w.t, node); d.Status != inventory.StatusPlanned {
 		t.Errorf("NetBox holds %s %s, want planned: the node never got its config", node, d.Status)
 	}
 	w.noSecrets(rec.Code)
@@ -171,7 +171,7 @@ func replacedTPM(t *testing.T, s shared) {
 		t.Errorf("attest.verdict lines %v; want one ek-hash-mismatch refusing a hash of the new TPM (%s, %s)", verdicts, swapped.RSA2048, swapped.ECCP256)
 	}
 	w.wantNothingWritten()
-	if d := w.f.device(node); d.ApprovedEKHash != old.RSA2048 {
+	if d := w.f.Device(w.t, node); d.ApprovedEKHash != old.RSA2048 {
 		t.Errorf("the refusal changed the binding: %q", d.ApprovedEKHash)
 	}
 	w.wantNoRun()
@@ -261,7 +261,7 @@ func noLLDPFrame(t *testing.T, s shared) {
 // why, and nothing is written.
 func bindingUnauthored(t *testing.T, s shared) {
 	w := newWorld(t, s, worldConfig{})
-	d := w.f.device(node)
+	d := w.f.Device(w.t, node)
 	if err := w.f.NB.EditCustomField(machinetest.UserOperator, d.ID, "approved_ek_hash", strings.Repeat("ab", 32)); err != nil {
 		t.Fatal(err)
 	}
@@ -399,8 +399,8 @@ func passedGlobalTimeout(t *testing.T, s shared) {
 	if status, _ := w.f.FetchConfig(ctx, t, w.m.dial, w.installed().Meta[uint8(meta.DownloadURLCode)]); status != http.StatusOK {
 		t.Fatalf("the installed Talos's fetch: %d, want 200", status)
 	}
-	if err := testenv.Until(ctx, time.Minute, func() bool { return w.f.device(node).Status == inventory.StatusActive }); err != nil {
-		t.Fatalf("NetBox holds %s %s, want active", node, w.f.device(node).Status)
+	if err := testenv.Until(ctx, time.Minute, func() bool { return w.f.Device(w.t, node).Status == inventory.StatusActive }); err != nil {
+		t.Fatalf("NetBox holds %s %s, want active", node, w.f.Device(w.t, node).Status)
 	}
 	line := "info: Workflow " + wf.Name + " passed its global timeout while next-boot was current; the node is active, so it has its config, and nothing else is done"
 	w.f.waitJournal(node, "passed its global timeout", 2*globalTimeout*time.Second+time.Minute)
@@ -480,7 +480,7 @@ func refusedWipeLike(t *testing.T, w *world, change func(), what string, match f
 		t.Error("a disk changed")
 	}
 	w.wantJournal("warning: Workflow " + wf.Name + " ended FAILED at action wipe-disk; read its output with journalctl -t hookos HOOKOS_HOST=" + w.m.addr)
-	if s := w.f.device(node).Status; s != inventory.StatusPlanned {
+	if s := w.f.Device(w.t, node).Status; s != inventory.StatusPlanned {
 		t.Errorf("NetBox holds %s %s, want planned", node, s)
 	}
 	return lines
@@ -605,13 +605,13 @@ func firstControlPlane(t *testing.T, s shared) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := op.SetDesiredAction(t.Context(), w.f.device(node).ID, inventory.DesiredActionProvision); err != nil {
+	if err := op.SetDesiredAction(t.Context(), w.f.Device(w.t, node).ID, inventory.DesiredActionProvision); err != nil {
 		t.Fatal(err)
 	}
 	why := "refused a run before rendering anything: " + node + " is at API_SERVER_IP " + w.m.addr + ": the cluster's first control plane, which the Talos root bootstraps, never installs this way; no run starts, nothing is wiped"
 	w.attestNoProvision(t.Context(), "refused: "+why)
 	w.wantJournal("warning: " + why)
-	if n := countLines(w.f.journal(node), "warning: "+why); n != 1 {
+	if n := countLines(w.f.Journal(w.t, node), "warning: "+why); n != 1 {
 		t.Errorf("the refusal is journaled %d times, want once", n)
 	}
 	w.wantNoRun()
@@ -623,7 +623,7 @@ func firstControlPlane(t *testing.T, s shared) {
 // as before an apply of an entry with disk_serial.
 func lacksDiskSerial(t *testing.T, s shared) {
 	w := newWorld(t, s, worldConfig{})
-	if err := w.f.NB.EditCustomField(machinetest.UserTerraform, w.f.device(node).ID, "install_disk_serial", nil); err != nil {
+	if err := w.f.NB.EditCustomField(machinetest.UserTerraform, w.f.Device(w.t, node).ID, "install_disk_serial", nil); err != nil {
 		t.Fatal(err)
 	}
 	r, rec := w.attestRun(t.Context())

@@ -16,13 +16,10 @@ import (
 	"github.com/fleetkit/fleet/examples/internal/machinetest"
 	"github.com/fleetkit/fleet/internal/kubetest"
 	"github.com/fleetkit/fleet/internal/testenv"
-	"github.com/fleetkit/fleet/inventory"
 )
 
 // binaries are the programs a user deploys, built with go build.
-type binaries struct {
-	dir string
-}
+type binaries struct{ dir string }
 
 func (b binaries) path(name string) string { return filepath.Join(b.dir, name) }
 
@@ -109,25 +106,13 @@ func (f *fleet) scrape() string {
 	return string(b)
 }
 
-// device reads a device from NetBox.
-func (f *fleet) device(name string) inventory.Device {
-	f.t.Helper()
-	return f.Device(f.t, name)
-}
-
-// journal returns the NetBox journal of a device (machinetest's Journal).
-func (f *fleet) journal(name string) []string {
-	f.t.Helper()
-	return f.Journal(f.t, name)
-}
-
 // waitJournal waits up to limit for a journal line of the device that
 // contains text, and returns the journal.
 func (f *fleet) waitJournal(name, text string, limit time.Duration) []string {
 	f.t.Helper()
 	var lines []string
 	err := testenv.Until(f.t.Context(), limit, func() bool {
-		lines = f.journal(name)
+		lines = f.Journal(f.t, name)
 		for _, l := range lines {
 			if strings.Contains(l, text) {
 				return true

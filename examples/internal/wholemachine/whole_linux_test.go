@@ -100,7 +100,7 @@ func provisionANode(t *testing.T, s shared) {
 	before := s.img.pulls()
 
 	// Line 33: the planned device, before the machine's first boot.
-	d := w.f.device(node)
+	d := w.f.Device(w.t, node)
 	if d.Status != inventory.StatusPlanned || d.Serial != w.m.cfg.serial || d.InstallDiskSerial != w.m.cfg.diskSerial ||
 		d.ApprovedEKHash == "" || d.ApprovedEKHashECC == "" || len(d.MAC) != 0 || d.SwitchPort != declaredPort {
 		t.Errorf("before the first boot NetBox holds %+v, want a planned device with the serial, install disk serial, approved EKs and cable, and no MAC", d)
@@ -181,7 +181,7 @@ func provisionANode(t *testing.T, s shared) {
 		t.Errorf("the unread fetch went from %s, want the node's address %s", peer, w.m.addr)
 	}
 	w.wantJournal("warning: the peer did not acknowledge all of it: the config of " + wf.Name + " went to " + peer + "; it stays for the next fetch")
-	if s := w.f.device(node).Status; s != inventory.StatusPlanned {
+	if s := w.f.Device(w.t, node).Status; s != inventory.StatusPlanned {
 		t.Errorf("NetBox holds %s %s after the unread fetch, want planned", node, s)
 	}
 
@@ -194,8 +194,8 @@ func provisionANode(t *testing.T, s shared) {
 	if !strings.Contains(body, w.m.addr) || !strings.Contains(body, w.m.cfg.diskSerial) {
 		t.Errorf("the config does not set the node's address %s and install disk serial %s", w.m.addr, w.m.cfg.diskSerial)
 	}
-	if err := testenv.Until(ctx, time.Minute, func() bool { return w.f.device(node).Status == inventory.StatusActive }); err != nil {
-		t.Errorf("NetBox holds %s %s, want active", node, w.f.device(node).Status)
+	if err := testenv.Until(ctx, time.Minute, func() bool { return w.f.Device(w.t, node).Status == inventory.StatusActive }); err != nil {
+		t.Errorf("NetBox holds %s %s, want active", node, w.f.Device(w.t, node).Status)
 	}
 	t.Logf("the whole machine: from its parts' start to its node active, %v", time.Since(t0).Round(10*time.Millisecond))
 	// Line 137: the node asks again for the config it was served.
@@ -222,7 +222,7 @@ func provisionANode(t *testing.T, s shared) {
 		}
 	}
 	t.Logf("journal of %s:\n%s", node, strings.Join(journal, "\n"))
-	d = w.f.device(node)
+	d = w.f.Device(w.t, node)
 	if d.MAC.String() != w.m.mac.String() || d.AttestVerdict != "attested" || d.AttestedSwitchPort != declaredPort || d.LastRun != wf.Name {
 		t.Errorf("NetBox holds %+v", d)
 	}

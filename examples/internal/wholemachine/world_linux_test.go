@@ -504,7 +504,7 @@ func (w *world) noSecrets(code string) {
 	if strings.Contains(w.f.Log.String(), code) {
 		w.t.Error("fleetd's log holds the install code")
 	}
-	if slices.ContainsFunc(w.f.journal(node), func(l string) bool { return strings.Contains(l, code) }) {
+	if slices.ContainsFunc(w.f.Journal(w.t, node), func(l string) bool { return strings.Contains(l, code) }) {
 		w.t.Error("the journal holds the install code")
 	}
 	for _, wf := range machinetest.Workflows(w.t.Context(), w.t, w.tink, w.f.NS) {
@@ -538,7 +538,7 @@ func (w *world) wantNoRun() {
 // attestation: a MAC, a verdict, an attested port or a run.
 func (w *world) wantNothingWritten() {
 	w.t.Helper()
-	d := w.f.device(node)
+	d := w.f.Device(w.t, node)
 	if len(d.MAC) != 0 || d.AttestVerdict != "" || d.AttestedEKHash != "" || d.AttestedSwitchPort != 0 || d.LastRun != "" {
 		w.t.Errorf("NetBox holds the machine's attestation: MAC %v, verdict %q, EK %q, port %d, last run %q",
 			d.MAC, d.AttestVerdict, d.AttestedEKHash, d.AttestedSwitchPort, d.LastRun)

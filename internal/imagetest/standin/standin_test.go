@@ -21,7 +21,15 @@ import (
 // (the one EFI system partition next-boot looks for) and Read reads back,
 // and refuses the disk once it holds that layout.
 func TestInstallAndRead(t *testing.T) {
-	f := emptyDisk(t)
+	const size = 64 << 20
+	f, err := os.Create(filepath.Join(t.TempDir(), "disk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
 	if _, ok, err := standin.Read(f, size); ok || err != nil {
 		t.Fatalf("Read of an empty disk = %v, %v; want no install", ok, err)
 	}
@@ -59,31 +67,22 @@ func TestInstallAndRead(t *testing.T) {
 	}
 }
 
-// size is the size of the tests' disks.
-const size = 64 << 20
-
-// emptyDisk returns a disk of size zeros, closed when t ends.
-func emptyDisk(t *testing.T) *os.File {
-	t.Helper()
-	f, err := os.Create(filepath.Join(t.TempDir(), "disk"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	if err := f.Truncate(size); err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
 // A disk that holds a partition table is refused as Talos's installer
 // refuses it, naming what it holds; InstallPaced calls writing between the
 // partition table and the marks, so a program stopped there leaves a
 // partition table without them.
 func TestNotEmptyAndPaced(t *testing.T) {
-	f := emptyDisk(t)
+	const size = 64 << 20
+	f, err := os.Create(filepath.Join(t.TempDir(), "disk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
 	var atWriting bool
-	err := standin.InstallPaced(f, size, "image", nil, log.New(io.Discard, "", 0), func() {
+	err = standin.InstallPaced(f, size, "image", nil, log.New(io.Discard, "", 0), func() {
 		gpt, err := disksafe.ReadGPT(f, size, 512)
 		_, ok, _ := standin.Read(f, size)
 		atWriting = err == nil && len(gpt.Partitions) == 4 && !ok
