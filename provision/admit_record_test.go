@@ -34,15 +34,15 @@ func TestAdmitHandedDeviceWritesOnce(t *testing.T) {
 			handed := tc.dev
 			handed.MAC = c.Attestation.MAC
 			c.Device = &handed
-			h.nb.mu.Lock()
-			h.nb.calls = 0
-			h.nb.mu.Unlock()
+			h.mem.mu.Lock()
+			h.mem.calls = 0
+			h.mem.mu.Unlock()
 			if _, err := h.p.Admit(context.Background(), c); err != nil {
 				t.Fatal(err)
 			}
-			h.nb.mu.Lock()
-			calls := h.nb.calls
-			h.nb.mu.Unlock()
+			h.mem.mu.Lock()
+			calls := h.mem.calls
+			h.mem.mu.Unlock()
 			if calls != tc.calls {
 				t.Errorf("%s: %d NetBox calls, want %d", tc.dev.Name, calls, tc.calls)
 			}
@@ -60,9 +60,9 @@ func TestAdmitHandedDeviceWritesOnce(t *testing.T) {
 		c := claimOf(dev)
 		other := ran
 		c.Device = &other
-		h.nb.mu.Lock()
-		before := len(h.nb.journal)
-		h.nb.mu.Unlock()
+		h.mem.mu.Lock()
+		before := len(h.mem.journal)
+		h.mem.mu.Unlock()
 		d, err := h.p.Admit(context.Background(), c)
 		if err != nil {
 			t.Fatal(err)
@@ -70,9 +70,9 @@ func TestAdmitHandedDeviceWritesOnce(t *testing.T) {
 		if d.Outcome != Provision || d.Run != "provision-node-01-946684800" {
 			t.Errorf("Admit of node-01 handed node-02: %+v, want node-01's waiting run", d)
 		}
-		h.nb.mu.Lock()
-		after := len(h.nb.journal)
-		h.nb.mu.Unlock()
+		h.mem.mu.Lock()
+		after := len(h.mem.journal)
+		h.mem.mu.Unlock()
 		if after != before {
 			t.Errorf("%d journal lines written", after-before)
 		}

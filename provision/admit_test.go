@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -21,7 +22,8 @@ import (
 
 // Plug a machine in: a planned worker attests from HookOS, and its run
 // starts with a rendered config held under a fresh code. On the apiserver,
-// the objects of the run pass the real CRDs' schema.
+// the objects of the run pass the real CRDs' schema; on netboxtest, NetBox
+// takes what fleetd's client writes.
 func TestAdmitWorkerStartsRun(t *testing.T) {
 	onClusters(t, func(t *testing.T, c cluster) {
 		dev := worker(1, "node-01")
@@ -38,8 +40,8 @@ func TestAdmitWorkerStartsRun(t *testing.T) {
 		h.wantJournal(1, journalLine{1, inventory.JournalInfo,
 			"started Workflow " + run + "; the machine attested from HookOS at 10.0.0.21"})
 		got := h.nb.dev(1)
-		if got.LastRun != run || got.DesiredAction != "" || got.MAC.String() != "02:00:00:00:00:01" {
-			t.Errorf("device after the run started: last_run %q, desired_action %q, MAC %s", got.LastRun, got.DesiredAction, got.MAC)
+		if got.LastRun != run || got.DesiredAction != "" || got.MAC.String() != "02:00:00:00:00:01" || got.AttestedSwitchPort != 1 {
+			t.Errorf("device after the run started: last_run %q, desired_action %q, MAC %s, port %d", got.LastRun, got.DesiredAction, got.MAC, got.AttestedSwitchPort)
 		}
 
 		// The Workflow carries the run's values: the code's SHA-256, never the
@@ -58,7 +60,7 @@ func TestAdmitWorkerStartsRun(t *testing.T) {
 		if wf.Spec.TemplateRef != "fleet-provision" || wf.Spec.HardwareRef != "node-01" || wf.Spec.BootOptions.BootMode != "" {
 			t.Errorf("Workflow spec = %+v; want template fleet-provision, hardware node-01, no boot job (the machine is in HookOS)", wf.Spec)
 		}
-		if wf.Labels[LabelDeviceID] != "1" || wf.Labels[LabelRunKind] != string(RunProvision) {
+		if wf.Labels[LabelDeviceID] != strconv.FormatInt(h.nb.id(1), 10) || wf.Labels[LabelRunKind] != string(RunProvision) {
 			t.Errorf("Workflow labels = %v", wf.Labels)
 		}
 
@@ -118,36 +120,40 @@ func TestAdmitWorkerStartsRun(t *testing.T) {
 			t.Errorf("fleet.render lines = %v", r)
 		}
 		h.wantNoSecretsLogged()
-	})
+	}, fakes, apiserver, withNetBox)
 }
 
 // "The journal says on port N, expected M": the run is refused before
 // anything is rendered, and the journal carries the check's text.
 func TestAdmitWrongSwitchPort(t *testing.T) {
-	for _, portErr := range []string{"on port 7, expected 1", "attested no switch port"} {
-		t.Run(portErr, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
+	for _, tc := range []struct {
+		claimed int
+		portErr string
+	}{{7, "on port 7, expected 1"}, {1, "attested no switch port"}} {
+		t.Run(tc.portErr, func(t *testing.T) {
+			onClusters(t, func(t *testing.T, cl cluster) {
 				dev := worker(1, "node-01")
-				h := newHarness(t, nil, dev)
+				h := cl.harness(t, nil, dev)
 				c := claimOf(dev)
-				c.CheckPort = func(int) error { return errors.New(portErr) }
+				c.Attestation.SwitchPort = tc.claimed
+				c.CheckPort = func(int) error { return errors.New(tc.portErr) }
 				d, err := h.p.Admit(context.Background(), c)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if d.Outcome != Refused || d.Code != "" || d.Reason != portErr {
+				if d.Outcome != Refused || d.Code != "" || d.Reason != tc.portErr {
 					t.Errorf("Admit = %+v, want refused with no code", d)
 				}
-				h.wantJournal(1, journalLine{1, inventory.JournalWarning, "refused a run before rendering anything: " + portErr})
+				h.wantJournal(1, journalLine{1, inventory.JournalWarning, "refused a run before rendering anything: " + tc.portErr})
 				h.wantNothingCreated()
-				if r := h.audit.records("attest.install"); len(r) != 1 || r[0].Attrs["outcome"] != "refused" || r[0].Attrs["reason"] != portErr {
+				if r := h.audit.records("attest.install"); len(r) != 1 || r[0].Attrs["outcome"] != "refused" || r[0].Attrs["reason"] != tc.portErr {
 					t.Errorf("attest.install = %v", r)
 				}
-				// The attestation itself is recorded.
-				if got := h.nb.dev(1); got.AttestVerdict != "attested" || len(got.MAC) == 0 {
+				// The attestation itself is recorded, with the claimed port.
+				if got := h.nb.dev(1); got.AttestVerdict != "attested" || len(got.MAC) == 0 || got.AttestedSwitchPort != tc.claimed {
 					t.Errorf("attestation not recorded: %+v", got)
 				}
-			})
+			}, fakes, withNetBox)
 		})
 	}
 }
@@ -156,10 +162,10 @@ func TestAdmitWrongSwitchPort(t *testing.T) {
 // set": the run waits for the field, once journaled, and starts when
 // NetBox holds it.
 func TestAdmitLacksField(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	onClusters(t, func(t *testing.T, c cluster) {
 		dev := worker(1, "node-01")
 		dev.InstallDiskSerial = ""
-		h := newHarness(t, nil, dev)
+		h := c.harness(t, nil, dev)
 		d, err := h.p.Admit(context.Background(), claimOf(dev))
 		if err != nil {
 			t.Fatal(err)
@@ -181,14 +187,15 @@ func TestAdmitLacksField(t *testing.T) {
 
 		// terraform applies the entry; the loop starts the run through Rufio.
 		h.nb.set(1, func(d *inventory.Device) { d.InstallDiskSerial = "DISK-node-01" })
+		since := time.Now()
 		pass := h.reconcile()
-		if len(pass.Started) != 1 || pass.Started[0] != "provision-node-01-946684800" {
+		if len(pass.Started) != 1 || !runNamed(pass.Started[0], "provision-node-01-", since) {
 			t.Fatalf("pass started %v", pass.Started)
 		}
 		if got := h.nb.dev(1); got.DesiredAction != "" {
 			t.Errorf("desired_action = %q after the run started", got.DesiredAction)
 		}
-	})
+	}, fakes, withNetBox)
 }
 
 func TestAdmitLacksEveryField(t *testing.T) {
@@ -383,24 +390,29 @@ func TestControlPlaneRefused(t *testing.T) {
 	}
 }
 
-// Provision a control plane: desired_action=provision makes the loop start
-// a run whose Rufio job power-cycles the machine, and the machine's next
-// attestation receives the run's code. The rendered SANs include every
-// control plane.
+// Provision a control plane: it waits in HookOS until its owner sets
+// desired_action=provision, which makes the loop start a run whose Rufio
+// job power-cycles the machine, and the machine's next attestation
+// receives the run's code. The rendered SANs, and the class inputs,
+// include every control plane.
 func TestControlPlaneRunFromDesiredAction(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	onClusters(t, func(t *testing.T, c cluster) {
 		cp1 := attested(worker(1, "cp-01"))
 		cp1.Class, cp1.Status = ClassControlPlane, inventory.StatusActive
 		cp1.LastRun = "provision-cp-01-1767000000"
 		cp2 := attested(worker(2, "cp-02"))
 		cp2.Class = ClassControlPlane
-		cp2.DesiredAction = inventory.DesiredActionProvision
-		h := newHarness(t, nil, cp1, cp2)
+		h := c.harness(t, nil, cp1, cp2)
+		if d, err := h.p.Admit(context.Background(), claimOf(cp2)); err != nil || d.Outcome != NoProvision || d.Reason != reasonControlPlane {
+			t.Fatalf("Admit before desired_action = %+v, %v", d, err)
+		}
+		h.nb.set(2, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
+		since := time.Now()
 		pass := h.reconcile()
-		const run = "provision-cp-02-946684800"
-		if len(pass.Started) != 1 || pass.Started[0] != run {
+		if len(pass.Started) != 1 || !runNamed(pass.Started[0], "provision-cp-02-", since) {
 			t.Fatalf("pass = %+v", pass)
 		}
+		run := pass.Started[0]
 		wf := h.workflow(run)
 		if wf.Spec.BootOptions.BootMode != tinkerbell.BootModeNetboot {
 			t.Errorf("boot mode = %q, want netboot (Tinkerbell's Rufio job power-cycles the machine)", wf.Spec.BootOptions.BootMode)
@@ -409,7 +421,7 @@ func TestControlPlaneRunFromDesiredAction(t *testing.T) {
 			t.Errorf("%d Rufio Machines, want one for cp-02", n)
 		}
 		h.wantJournal(2, journalLine{2, inventory.JournalInfo,
-			"started Workflow provision-cp-02-946684800; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"})
+			"started Workflow " + run + "; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"})
 		if got := h.nb.dev(2); got.DesiredAction != "" || got.LastRun != run {
 			t.Errorf("device: desired_action %q, last_run %q", got.DesiredAction, got.LastRun)
 		}
@@ -419,9 +431,16 @@ func TestControlPlaneRunFromDesiredAction(t *testing.T) {
 		}
 		sans := cfg.RawV1Alpha1().ClusterConfig.APIServerConfig.CertSANs
 		for _, want := range []string{"10.0.0.21", "10.0.0.22", "api.folly.example"} {
-			if !contains(sans, want) {
+			if !slices.Contains(sans, want) {
 				t.Errorf("API server SANs %v lack %s", sans, want)
 			}
+		}
+		out, err := h.p.ClassInputs(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "# Control planes: cp-01 10.0.0.21 (active), cp-02 10.0.0.22 (planned)."; !slices.Contains(strings.Split(string(out), "\n"), want) {
+			t.Errorf("class inputs:\n%s", out)
 		}
 		// Another pass starts nothing more.
 		if pass := h.reconcile(); len(pass.Started) != 0 {
@@ -429,9 +448,9 @@ func TestControlPlaneRunFromDesiredAction(t *testing.T) {
 		}
 
 		// Rufio booted it into HookOS: the attestation gets the run's code.
-		c := claimOf(cp2)
-		c.From = mustAddr("10.0.0.99")
-		d, err := h.p.Admit(context.Background(), c)
+		cl := claimOf(cp2)
+		cl.From = mustAddr("10.0.0.99")
+		d, err := h.p.Admit(context.Background(), cl)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -445,7 +464,7 @@ func TestControlPlaneRunFromDesiredAction(t *testing.T) {
 			t.Errorf("%d tokens, want one (no second render)", n)
 		}
 		h.wantNoSecretsLogged()
-	})
+	}, fakes, withNetBox)
 }
 
 // Retirement starts on its own for a decommissioning device with a BMC.
@@ -503,12 +522,12 @@ func TestNewRefusesMissingInputs(t *testing.T) {
 }
 
 // NetBox down: Admit answers an error that matches inventory.ErrUnavailable
-// and starts nothing.
+// (so that fleetd answers 503) and starts nothing.
 func TestAdmitNetBoxDown(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	onClusters(t, func(t *testing.T, c cluster) {
 		dev := worker(1, "node-01")
-		h := newHarness(t, nil, dev)
-		h.nb.down = true
+		h := c.harness(t, nil, dev)
+		h.nb.fail()
 		_, err := h.p.Admit(context.Background(), claimOf(dev))
 		if !errors.Is(err, inventory.ErrUnavailable) {
 			t.Fatalf("Admit error = %v, want ErrUnavailable", err)
@@ -517,7 +536,7 @@ func TestAdmitNetBoxDown(t *testing.T) {
 		if _, err := h.p.Reconcile(context.Background()); !errors.Is(err, inventory.ErrUnavailable) {
 			t.Errorf("Reconcile error = %v", err)
 		}
-	})
+	}, fakes, withNetBox)
 }
 
 // A config that cannot be held starts no run.
@@ -574,9 +593,9 @@ func TestAdmitRecordStartFails(t *testing.T) {
 		dev := worker(1, "node-01")
 		h := newHarness(t, nil, dev)
 		h.tink.PrependReactor("create", "workflows", func(k8stesting.Action) (bool, runtime.Object, error) {
-			h.nb.mu.Lock()
-			h.nb.down = true // NetBox goes away right after the Workflow is created
-			h.nb.mu.Unlock()
+			h.mem.mu.Lock()
+			h.mem.down = true // NetBox goes away right after the Workflow is created
+			h.mem.mu.Unlock()
 			return false, nil, nil
 		})
 		d, err := h.p.Admit(context.Background(), claimOf(dev))
@@ -590,15 +609,6 @@ func TestAdmitRecordStartFails(t *testing.T) {
 			t.Errorf("%d bootstrap tokens left", n)
 		}
 	})
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // A claim without a switch-port check never starts a run.
@@ -628,7 +638,7 @@ func TestAdmitLastRunWrittenAnswerLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dev := worker(1, "node-01")
 		h := newHarness(t, nil, dev)
-		h.nb.lostAnswers = 1
+		h.mem.lostAnswers = 1
 		d, err := h.p.Admit(context.Background(), claimOf(dev))
 		if err != nil || d.Run != run1 || d.Code == "" {
 			t.Fatalf("Admit = %+v, %v; want run %s with its code", d, err, run1)
@@ -659,7 +669,7 @@ func TestAdmitStartedLineNotTaken(t *testing.T) {
 						}
 					}
 				}, dev)
-				h.nb.journalDown = 1
+				h.mem.journalDown = 1
 				d, err := h.p.Admit(context.Background(), claimOf(dev))
 				if err != nil || d.Run != run1 || d.Code == "" {
 					t.Fatalf("Admit = %+v, %v; want run %s with its code", d, err, run1)

@@ -189,6 +189,15 @@ func (nb *memNetBox) JournalHas(_ context.Context, id int64, kind inventory.Jour
 	return slices.Contains(nb.journal, journalLine{id, kind, text}), nil
 }
 
+// fail makes every later call answer inventory.ErrUnavailable.
+func (nb *memNetBox) fail() {
+	nb.mu.Lock()
+	defer nb.mu.Unlock()
+	nb.down = true
+}
+
+func (nb *memNetBox) id(id int64) int64 { return id }
+
 func (nb *memNetBox) dev(id int64) inventory.Device {
 	nb.mu.Lock()
 	defer nb.mu.Unlock()
@@ -428,9 +437,22 @@ func portCheck(claimed int) func(declared int) error {
 	}
 }
 
+// A netboxView is a test's own access to the harness's NetBox, behind
+// fleet's back: memNetBox, or netboxtest through its API (netBoxView). It
+// names devices by the IDs the test gave them; id is the NetBox's own.
+type netboxView interface {
+	dev(id int64) inventory.Device
+	set(id int64, f func(*inventory.Device))
+	lines() []journalLine
+	fail() // every later call answers inventory.ErrUnavailable
+	id(id int64) int64
+}
+
 type harness struct {
 	t       testing.TB
-	nb      *memNetBox
+	nb      netboxView
+	nbAPI   NetBox                     // Deps.NetBox: mem, or netboxtest's client
+	mem     *memNetBox                 // nil on netboxtest (newNetBoxHarness)
 	kube    *kubefake.Clientset        // nil on the real apiserver (newRealHarness)
 	tink    *dynfake.FakeDynamicClient // nil on the real apiserver
 	kubeAPI kubernetes.Interface       // kube, or the real apiserver's
@@ -459,9 +481,12 @@ func newTinkClient() *dynfake.FakeDynamicClient {
 // for a timeout, runs in a synctest bubble, where the clock starts at t0.
 func newHarness(t testing.TB, edit func(*Cluster, *Config), devs ...inventory.Device) *harness {
 	t.Helper()
+	mem := newMemNetBox(devs...)
 	h := &harness{
 		t:       t,
-		nb:      newMemNetBox(devs...),
+		nb:      mem,
+		nbAPI:   mem,
+		mem:     mem,
 		kube:    kubefake.NewClientset(),
 		tink:    newTinkClient(),
 		ns:      "tinkerbell",
@@ -476,9 +501,10 @@ func newHarness(t testing.TB, edit func(*Cluster, *Config), devs ...inventory.De
 
 // A cluster is what a test body runs on: "fakes", client-go's fakes in a
 // synctest bubble whose clock starts at t0 and moves only as the test
-// sleeps, or "apiserver", the test binary's kube-apiserver
-// (internal/kubetest) on real time. A body reads the names and times it
-// expects off the clock (runNamed, runTime), so that it holds on both.
+// sleeps, "apiserver", the test binary's kube-apiserver
+// (internal/kubetest) on real time, or "netbox", the fakes on real time
+// with netboxtest as the NetBox. A body reads the names and times it
+// expects off the clock (runNamed, runTime), so that it holds on each.
 type cluster struct {
 	name    string
 	harness func(testing.TB, func(*Cluster, *Config), ...inventory.Device) *harness
@@ -489,12 +515,21 @@ var fakes = cluster{"fakes", newHarness}
 
 func (c cluster) apiserver() bool { return c.name == "apiserver" }
 
-// onClusters runs body on the fakes and on the apiserver, a subtest each.
-func onClusters(t *testing.T, body func(t *testing.T, c cluster)) {
-	t.Run("fakes", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) { body(t, fakes) })
-	})
-	t.Run("apiserver", func(t *testing.T) { body(t, apiserver) })
+// onClusters runs body on each of cs, a subtest each, the fakes in a
+// bubble; without cs, on the fakes and on the apiserver.
+func onClusters(t *testing.T, body func(t *testing.T, c cluster), cs ...cluster) {
+	if len(cs) == 0 {
+		cs = []cluster{fakes, apiserver}
+	}
+	for _, c := range cs {
+		t.Run(c.name, func(t *testing.T) {
+			if c.name != fakes.name {
+				body(t, c)
+				return
+			}
+			synctest.Test(t, func(t *testing.T) { body(t, c) })
+		})
+	}
 }
 
 // startWorker starts node-01's run on c through its attestation, and
@@ -570,7 +605,7 @@ func (h *harness) restart() {
 
 // deps are the harness's NetBox, clusters and Configs.
 func (h *harness) deps() Deps {
-	return Deps{NetBox: h.nb, Kube: h.kubeAPI, Tink: h.tinkAPI, Configs: h.configs}
+	return Deps{NetBox: h.nbAPI, Kube: h.kubeAPI, Tink: h.tinkAPI, Configs: h.configs}
 }
 
 func (h *harness) reconcile() Pass {

@@ -59,9 +59,12 @@ func newRealHarnessIn(t testing.TB, env *kubetest.Env, ns string, edit func(*Clu
 		metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + managedBy}); err != nil {
 		t.Fatal(err)
 	}
+	mem := newMemNetBox(devs...)
 	h := &harness{
 		t:       t,
-		nb:      newMemNetBox(devs...),
+		nb:      mem,
+		nbAPI:   mem,
+		mem:     mem,
 		kubeAPI: kube,
 		tinkAPI: dyn,
 		ns:      ns,
@@ -125,8 +128,9 @@ func TestAPIServerListByLabel(t *testing.T) {
 	// A new run of the device replaces fleet's run, and leaves the rest.
 	h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
 	sleepPast(run1)
+	since := time.Now()
 	d, err := h.p.Admit(ctx, claimOf(h.nb.dev(1)))
-	if err != nil || d.Run == run1 || !isRunName(d.Run, "provision-node-01-") {
+	if err != nil || d.Run == run1 || !runNamed(d.Run, "provision-node-01-", since) {
 		t.Fatalf("Admit = %+v, %v", d, err)
 	}
 	var names []string
@@ -209,8 +213,9 @@ func TestAPIServerHardwareConflict(t *testing.T) {
 	h.restart()
 	h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
 	sleepPast(run1)
+	since := time.Now()
 	d, err := h.p.Admit(ctx, claimOf(h.nb.dev(1)))
-	if err != nil || d.Run == run1 || !isRunName(d.Run, "provision-node-01-") {
+	if err != nil || d.Run == run1 || !runNamed(d.Run, "provision-node-01-", since) {
 		t.Fatalf("Admit after a concurrent write of the Hardware = %+v, %v", d, err)
 	}
 	if writes != 1 {
@@ -258,7 +263,8 @@ func TestAPIServerHardwareDeletedMeanwhile(t *testing.T) {
 		})
 	}}
 	h.restart()
-	if d, err := h.p.Admit(ctx, claimOf(dev)); err != nil || !isRunName(d.Run, "provision-node-01-") {
+	since := time.Now()
+	if d, err := h.p.Admit(ctx, claimOf(dev)); err != nil || !runNamed(d.Run, "provision-node-01-", since) {
 		t.Fatalf("Admit after a concurrent delete of the Hardware = %+v, %v", d, err)
 	}
 	if deleted != 1 {

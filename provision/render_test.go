@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -86,7 +87,7 @@ func TestRenderControlPlane(t *testing.T) {
 	}
 	raw := cfg.RawV1Alpha1()
 	for _, want := range sans {
-		if !contains(raw.ClusterConfig.APIServerConfig.CertSANs, want) || !contains(raw.MachineConfig.MachineCertSANs, want) {
+		if !slices.Contains(raw.ClusterConfig.APIServerConfig.CertSANs, want) || !slices.Contains(raw.MachineConfig.MachineCertSANs, want) {
 			t.Errorf("SAN %s missing: apiserver %v machine %v", want, raw.ClusterConfig.APIServerConfig.CertSANs, raw.MachineConfig.MachineCertSANs)
 		}
 	}
@@ -207,7 +208,7 @@ func TestClassInputsPatchRenderedConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, san := range []string{"10.0.0.21", "10.0.0.22", "api.folly.example"} {
-		if !contains(cfg.RawV1Alpha1().ClusterConfig.APIServerConfig.CertSANs, san) {
+		if !slices.Contains(cfg.RawV1Alpha1().ClusterConfig.APIServerConfig.CertSANs, san) {
 			t.Errorf("patched API server SANs %v lack %s", cfg.RawV1Alpha1().ClusterConfig.APIServerConfig.CertSANs, san)
 		}
 	}

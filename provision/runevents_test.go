@@ -110,7 +110,7 @@ func TestRunEndedOnce(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			h, events := runEvents(t)
 			h.setStatus(run1, succeeded)
-			if err := h.nb.Journal(context.Background(), 1, inventory.JournalSuccess, "Workflow "+run1+" ended SUCCESS"); err != nil {
+			if err := h.mem.Journal(context.Background(), 1, inventory.JournalSuccess, "Workflow "+run1+" ended SUCCESS"); err != nil {
 				t.Fatal(err)
 			}
 			h.restart()

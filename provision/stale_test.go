@@ -38,7 +38,7 @@ func TestPassOnStaleListingKeepsAdmittedRun(t *testing.T) {
 		dev.DesiredAction = inventory.DesiredActionProvision
 		h := newHarness(t, nil, dev)
 		var admitted Decision
-		nb := &staleListing{memNetBox: h.nb, meanwhile: func() {
+		nb := &staleListing{memNetBox: h.mem, meanwhile: func() {
 			d, err := h.p.Admit(context.Background(), claimOf(dev))
 			if err != nil || d.Code == "" {
 				t.Fatalf("Admit = %+v, %v", d, err)

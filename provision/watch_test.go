@@ -79,7 +79,8 @@ func TestWatchSuccess(t *testing.T) {
 // leaves no config to fetch and no token to join with, but one whose
 // reports stopped while install was current: its node may boot the install
 // and fetch its config yet. Tinkerbell writes the status through the
-// status subresource, and the mark of the journaled end leaves it so.
+// status subresource, and the mark of the journaled end leaves it so. On
+// netboxtest, NetBox keeps the line across the restart.
 func TestWatchEndedFailedOrTimeout(t *testing.T) {
 	for _, tc := range []struct {
 		state  tinkerbell.WorkflowState
@@ -130,7 +131,7 @@ func TestWatchEndedFailedOrTimeout(t *testing.T) {
 				if got := h.workflow(run); got.Status.State != tc.state || got.Annotations[annReported] != string(tc.state) {
 					t.Errorf("Workflow after the end was journaled: state %s, annotations %v", got.Status.State, got.Annotations)
 				}
-			})
+			}, fakes, apiserver, withNetBox)
 		})
 	}
 }
@@ -636,14 +637,14 @@ func TestNewRunReplacesStalledRun(t *testing.T) {
 func TestRunBacksOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, nil, worker(1, "node-01"))
-		h.nb.down = true
+		h.mem.down = true
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
 		go func() { done <- h.p.Run(ctx) }()
 		calls := func() int {
-			h.nb.mu.Lock()
-			defer h.nb.mu.Unlock()
-			return h.nb.calls
+			h.mem.mu.Lock()
+			defer h.mem.mu.Unlock()
+			return h.mem.calls
 		}
 		var at []time.Duration
 		start := time.Now()
@@ -663,9 +664,9 @@ func TestRunBacksOff(t *testing.T) {
 		if !slices.Equal(at, want) {
 			t.Errorf("passes at %v, want %v", at, want)
 		}
-		h.nb.mu.Lock()
-		h.nb.down = false
-		h.nb.mu.Unlock()
+		h.mem.mu.Lock()
+		h.mem.down = false
+		h.mem.mu.Unlock()
 		time.Sleep(5 * time.Minute)
 		synctest.Wait()
 		n := calls()
@@ -759,8 +760,8 @@ func TestEndJournaledOnceWhenTheMarkFails(t *testing.T) {
 		if !slices.Equal(pass.Ended, []string{run1}) {
 			t.Errorf("the pass after the failed annotation ended %v, want %s", pass.Ended, run1)
 		}
-		if h.nb.journalReads != 0 {
-			t.Errorf("NetBox's journal read %d times after a clean pass", h.nb.journalReads)
+		if h.mem.journalReads != 0 {
+			t.Errorf("NetBox's journal read %d times after a clean pass", h.mem.journalReads)
 		}
 		h.wantJournal(1, started1, journalLine{1, inventory.JournalWarning,
 			"Workflow " + run1 + " ended FAILED at action wipe-disk; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21"})
@@ -785,7 +786,7 @@ func TestEndJournaledOnceAfterTakeover(t *testing.T) {
 		}
 		// The previous leader journaled run1's end and died.
 		ended1 := journalLine{1, inventory.JournalSuccess, "Workflow " + run1 + " ended SUCCESS"}
-		if err := h.nb.Journal(context.Background(), 1, ended1.Kind, ended1.Text); err != nil {
+		if err := h.mem.Journal(context.Background(), 1, ended1.Kind, ended1.Text); err != nil {
 			t.Fatal(err)
 		}
 		h.restart()
