@@ -34,16 +34,11 @@ func TestAdmitHandedDeviceWritesOnce(t *testing.T) {
 			handed := tc.dev
 			handed.MAC = c.Attestation.MAC
 			c.Device = &handed
-			h.mem.mu.Lock()
-			h.mem.calls = 0
-			h.mem.mu.Unlock()
+			before := h.mem.callCount()
 			if _, err := h.p.Admit(context.Background(), c); err != nil {
 				t.Fatal(err)
 			}
-			h.mem.mu.Lock()
-			calls := h.mem.calls
-			h.mem.mu.Unlock()
-			if calls != tc.calls {
+			if calls := h.mem.callCount() - before; calls != tc.calls {
 				t.Errorf("%s: %d NetBox calls, want %d", tc.dev.Name, calls, tc.calls)
 			}
 			got := h.nb.dev(tc.dev.ID)
@@ -60,9 +55,7 @@ func TestAdmitHandedDeviceWritesOnce(t *testing.T) {
 		c := claimOf(dev)
 		other := ran
 		c.Device = &other
-		h.mem.mu.Lock()
-		before := len(h.mem.journal)
-		h.mem.mu.Unlock()
+		before := len(h.nb.lines())
 		d, err := h.p.Admit(context.Background(), c)
 		if err != nil {
 			t.Fatal(err)
@@ -70,10 +63,7 @@ func TestAdmitHandedDeviceWritesOnce(t *testing.T) {
 		if d.Outcome != Provision || d.Run != "provision-node-01-946684800" {
 			t.Errorf("Admit of node-01 handed node-02: %+v, want node-01's waiting run", d)
 		}
-		h.mem.mu.Lock()
-		after := len(h.mem.journal)
-		h.mem.mu.Unlock()
-		if after != before {
+		if after := len(h.nb.lines()); after != before {
 			t.Errorf("%d journal lines written", after-before)
 		}
 	})

@@ -354,16 +354,18 @@ func TestAdmitDesiredActionRepeatsRun(t *testing.T) {
 // The runbook's spore failure mode ("wipes the disk and installs
 // nothing") cannot happen: a control plane is refused before any run
 // exists when control-plane support or the bundle's CA keys are missing.
+// The refusal is typed (TestAdmitRefusalTyped).
 func TestControlPlaneRefused(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		edit func(*Cluster, *Config)
-		line string
+		name  string
+		edit  func(*Cluster, *Config)
+		line  string
+		cause error
 	}{
 		{"support off", func(c *Cluster, _ *Config) { c.ControlPlanes = false },
-			"cp-01 is a control plane, and fleetd runs without control-plane support (homelab.fleetd.controlPlanes): no run starts, nothing is wiped, and desired_action stays provision"},
+			"cp-01 is a control plane, and fleetd runs without control-plane support (homelab.fleetd.controlPlanes): no run starts, nothing is wiped, and desired_action stays provision", ErrControlPlanesOff},
 		{"no CA keys", func(c *Cluster, _ *Config) { c.Bundle = workerBundle(t) },
-			"cp-01 is a control plane, and fleetd holds no secrets bundle with the cluster's CA keys: no run starts, nothing is wiped, and desired_action stays provision"},
+			"cp-01 is a control plane, and fleetd holds no secrets bundle with the cluster's CA keys: no run starts, nothing is wiped, and desired_action stays provision", ErrNoBundleKeys},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -377,6 +379,9 @@ func TestControlPlaneRefused(t *testing.T) {
 				}
 				if d.Outcome != Refused || d.Code != "" || d.Reason != tc.line {
 					t.Errorf("Admit = %+v", d)
+				}
+				if ref := d.Refusal; ref == nil || !errors.Is(ref, tc.cause) || ref.Node != "cp-01" || ref.Error() != d.Reason || ref.Journal() != tc.line {
+					t.Errorf("Refusal = %#v, want cause %v, node cp-01, its line %q", ref, tc.cause, tc.line)
 				}
 				// The loop does not start it either, nor journal it twice.
 				h.reconcile()
@@ -539,76 +544,53 @@ func TestAdmitNetBoxDown(t *testing.T) {
 	}, fakes, withNetBox)
 }
 
-// A config that cannot be held starts no run.
-func TestAdmitHoldFails(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		dev := worker(1, "node-01")
-		h := newHarness(t, nil, dev)
-		h.configs.fail = errors.New("configserve closed")
-		_, err := h.p.Admit(context.Background(), claimOf(dev))
-		if err == nil || !strings.Contains(err.Error(), "configserve closed") {
-			t.Fatalf("Admit error = %v", err)
-		}
-		if n := h.count(WorkflowResource); n != 0 {
-			t.Errorf("%d Workflows after a failed hold", n)
-		}
-		if h.nb.dev(1).LastRun != "" {
-			t.Error("last_run set after a failed hold")
-		}
-		if n := len(h.secrets()); n != 0 {
-			t.Errorf("%d bootstrap tokens left by a run that did not start", n)
-		}
-	})
-}
-
-// Kubernetes API errors after the render: no code, no run, no token left.
-func TestAdmitWorkflowCreateFails(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		dev := worker(1, "node-01")
-		h := newHarness(t, nil, dev)
-		h.tink.PrependReactor("create", "workflows", func(k8stesting.Action) (bool, runtime.Object, error) {
-			return true, nil, errors.New("the server is currently unable to handle the request")
+// A run that cannot start leaves nothing behind: no code, no Workflow, no
+// token, no last_run: a config that cannot be held, a Workflow the
+// Kubernetes API refuses after the render, or NetBox failing to take the
+// run's start (the Workflow is deleted again, so no run exists that NetBox
+// does not know).
+func TestAdmitStartFails(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		fail    func(*harness)
+		wantErr func(error) bool
+	}{
+		{"hold fails", func(h *harness) { h.configs.fail = errors.New("configserve closed") },
+			func(err error) bool { return err != nil && strings.Contains(err.Error(), "configserve closed") }},
+		{"Workflow create fails", func(h *harness) {
+			h.tink.PrependReactor("create", "workflows", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, errors.New("the server is currently unable to handle the request")
+			})
+		}, func(err error) bool { return err != nil }},
+		{"NetBox fails to take the start", func(h *harness) {
+			h.tink.PrependReactor("create", "workflows", func(k8stesting.Action) (bool, runtime.Object, error) {
+				h.nb.fail() // NetBox goes away right after the Workflow is created
+				return false, nil, nil
+			})
+		}, func(err error) bool { return errors.Is(err, inventory.ErrUnavailable) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				dev := worker(1, "node-01")
+				h := newHarness(t, nil, dev)
+				tc.fail(h)
+				d, err := h.p.Admit(context.Background(), claimOf(dev))
+				if !tc.wantErr(err) || d.Code != "" {
+					t.Fatalf("Admit = %+v, %v; want the failure and no code", d, err)
+				}
+				if n := h.count(WorkflowResource); n != 0 {
+					t.Errorf("%d Workflows left", n)
+				}
+				if n := len(h.secrets()); n != 0 {
+					t.Errorf("%d bootstrap tokens left by a run that did not start", n)
+				}
+				if got := h.mem.dev(1); got.LastRun != "" {
+					t.Errorf("last_run = %q", got.LastRun)
+				}
+				h.wantJournal(1)
+			})
 		})
-		d, err := h.p.Admit(context.Background(), claimOf(dev))
-		if err == nil || d.Code != "" {
-			t.Fatalf("Admit = %+v, %v; want an error and no code", d, err)
-		}
-		if n := len(h.secrets()); n != 0 {
-			t.Errorf("%d bootstrap tokens left by a run that did not start", n)
-		}
-		if n := h.count(WorkflowResource); n != 0 {
-			t.Errorf("%d Workflows", n)
-		}
-		if got := h.nb.dev(1); got.LastRun != "" {
-			t.Errorf("last_run = %q", got.LastRun)
-		}
-		h.wantJournal(1)
-	})
-}
-
-// NetBox fails to take the run's start: the Workflow is deleted again, so
-// no run exists that NetBox does not know.
-func TestAdmitRecordStartFails(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		dev := worker(1, "node-01")
-		h := newHarness(t, nil, dev)
-		h.tink.PrependReactor("create", "workflows", func(k8stesting.Action) (bool, runtime.Object, error) {
-			h.mem.mu.Lock()
-			h.mem.down = true // NetBox goes away right after the Workflow is created
-			h.mem.mu.Unlock()
-			return false, nil, nil
-		})
-		d, err := h.p.Admit(context.Background(), claimOf(dev))
-		if !errors.Is(err, inventory.ErrUnavailable) || d.Code != "" {
-			t.Fatalf("Admit = %+v, %v; want ErrUnavailable and no code", d, err)
-		}
-		if n := h.count(WorkflowResource); n != 0 {
-			t.Errorf("%d Workflows left", n)
-		}
-		if n := len(h.secrets()); n != 0 {
-			t.Errorf("%d bootstrap tokens left", n)
-		}
-	})
+	}
 }
 
 // A claim without a switch-port check never starts a run.

@@ -84,9 +84,7 @@ func endedRuns(b *testing.B, h *harness, devs []inventory.Device, state tinkerbe
 type apiCalls struct{ netbox, kube int }
 
 func (h *harness) apiCalls() apiCalls {
-	h.mem.mu.Lock()
-	defer h.mem.mu.Unlock()
-	return apiCalls{h.mem.calls, len(h.tink.Actions()) + len(h.kube.Actions())}
+	return apiCalls{h.mem.callCount(), len(h.tink.Actions()) + len(h.kube.Actions())}
 }
 
 // BenchmarkReconcileSteady1000 is one pass over 1,000 devices and 1,000

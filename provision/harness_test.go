@@ -198,6 +198,13 @@ func (nb *memNetBox) fail() {
 
 func (nb *memNetBox) id(id int64) int64 { return id }
 
+// callCount is the number of calls so far, JournalHas's aside.
+func (nb *memNetBox) callCount() int {
+	nb.mu.Lock()
+	defer nb.mu.Unlock()
+	return nb.calls
+}
+
 func (nb *memNetBox) dev(id int64) inventory.Device {
 	nb.mu.Lock()
 	defer nb.mu.Unlock()
@@ -464,6 +471,34 @@ type harness struct {
 	cfg     Config
 	p       *Provisioner
 	booted  []string
+
+	mu     sync.Mutex
+	events []runEvent // Config.RunStarted and RunEnded, in order
+}
+
+// runEvent is one call of Config.RunStarted ("started") or
+// Config.RunEnded.
+type runEvent struct {
+	kind    RunKind
+	outcome string
+	took    time.Duration
+}
+
+func (h *harness) runEvent(e runEvent) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.events = append(h.events, e)
+}
+
+// wantRunEvents fails unless Config.RunStarted and RunEnded were called
+// as want says, in order.
+func (h *harness) wantRunEvents(want ...runEvent) {
+	h.t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !slices.Equal(h.events, want) {
+		h.t.Errorf("reported %+v, want %+v", h.events, want)
+	}
 }
 
 func newTinkClient() *dynfake.FakeDynamicClient {
@@ -481,20 +516,19 @@ func newTinkClient() *dynfake.FakeDynamicClient {
 // for a timeout, runs in a synctest bubble, where the clock starts at t0.
 func newHarness(t testing.TB, edit func(*Cluster, *Config), devs ...inventory.Device) *harness {
 	t.Helper()
+	kube, tink := kubefake.NewClientset(), newTinkClient()
+	h := newHarnessOn(t, kube, tink, "tinkerbell", edit, devs...)
+	h.kube, h.tink = kube, tink
+	return h
+}
+
+// newHarnessOn builds a Provisioner over an in-memory NetBox of devs and
+// the clusters kube and tink, its runs in namespace ns.
+func newHarnessOn(t testing.TB, kube kubernetes.Interface, tink dynamic.Interface, ns string, edit func(*Cluster, *Config), devs ...inventory.Device) *harness {
+	t.Helper()
 	mem := newMemNetBox(devs...)
-	h := &harness{
-		t:       t,
-		nb:      mem,
-		nbAPI:   mem,
-		mem:     mem,
-		kube:    kubefake.NewClientset(),
-		tink:    newTinkClient(),
-		ns:      "tinkerbell",
-		configs: &memConfigs{},
-		audit:   &auditLog{},
-		cluster: testCluster(t),
-	}
-	h.kubeAPI, h.tinkAPI = h.kube, h.tink
+	h := &harness{t: t, nb: mem, nbAPI: mem, mem: mem, kubeAPI: kube, tinkAPI: tink, ns: ns,
+		configs: &memConfigs{}, audit: &auditLog{}, cluster: testCluster(t)}
 	h.setConfig(edit)
 	return h
 }
@@ -584,6 +618,8 @@ func (h *harness) setConfig(edit func(*Cluster, *Config)) {
 			return nil
 		},
 		BootedHookOSAfterInstall: func(node string) { h.booted = append(h.booted, node) },
+		RunStarted:               func(k RunKind) { h.runEvent(runEvent{kind: k, outcome: "started"}) },
+		RunEnded:                 func(k RunKind, outcome string, took time.Duration) { h.runEvent(runEvent{k, outcome, took}) },
 		Logger:                   slog.New(h.audit),
 	}
 	if edit != nil {
@@ -634,16 +670,9 @@ func (h *harness) workflows() []tinkerbell.Workflow {
 	return out
 }
 
-func (h *harness) workflow(name string) tinkerbell.Workflow {
+func (h *harness) workflow(name string) (wf tinkerbell.Workflow) {
 	h.t.Helper()
-	u, err := h.tinkAPI.Resource(WorkflowResource).Namespace(h.ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	var wf tinkerbell.Workflow
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &wf); err != nil {
-		h.t.Fatal(err)
-	}
+	h.get(WorkflowResource, name, &wf)
 	return wf
 }
 
@@ -746,15 +775,7 @@ func (h *harness) wantNoRun() {
 // exists.
 func (h *harness) wantNothingCreated() {
 	h.t.Helper()
-	if n := len(h.secrets()); n != 0 {
-		h.t.Errorf("%d bootstrap token Secrets exist, want none", n)
-	}
-	if n := h.configs.count(); n != 0 {
-		h.t.Errorf("%d configs held, want none", n)
-	}
-	if n := h.count(WorkflowResource); n != 0 {
-		h.t.Errorf("%d Workflows exist, want none", n)
-	}
+	h.wantNoRun()
 	if n := h.count(HardwareResource); n != 0 {
 		h.t.Errorf("%d Hardware objects exist, want none", n)
 	}

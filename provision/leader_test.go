@@ -14,9 +14,6 @@ import (
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -25,41 +22,42 @@ import (
 	"github.com/fleetkit/fleet/inventory"
 )
 
-// cuttable is a Leases client that a test can cut off the API server, as
-// a replica that died or lost its network looks to the others.
-type cuttable struct {
+// hookedLeases is a Leases client whose Get, Create and Update ask hook
+// first, which may answer an error in their place: a replica cut off from
+// the API server, or one whose writes the server refuses or never answers.
+type hookedLeases struct {
 	coordinationclient.LeasesGetter
-	cut *atomic.Bool
+	hook func(verb string) error
 }
 
 var errCut = errors.New("the replica is cut off")
 
-func (c cuttable) Leases(ns string) coordinationclient.LeaseInterface {
-	return cutLeases{c.LeasesGetter.Leases(ns), c.cut}
+func (c hookedLeases) Leases(ns string) coordinationclient.LeaseInterface {
+	return hookedLeaseClient{c.LeasesGetter.Leases(ns), c.hook}
 }
 
-type cutLeases struct {
+type hookedLeaseClient struct {
 	coordinationclient.LeaseInterface
-	cut *atomic.Bool
+	hook func(verb string) error
 }
 
-func (c cutLeases) Get(ctx context.Context, name string, o metav1.GetOptions) (*coordinationv1.Lease, error) {
-	if c.cut.Load() {
-		return nil, errCut
+func (c hookedLeaseClient) Get(ctx context.Context, name string, o metav1.GetOptions) (*coordinationv1.Lease, error) {
+	if err := c.hook("get"); err != nil {
+		return nil, err
 	}
 	return c.LeaseInterface.Get(ctx, name, o)
 }
 
-func (c cutLeases) Create(ctx context.Context, l *coordinationv1.Lease, o metav1.CreateOptions) (*coordinationv1.Lease, error) {
-	if c.cut.Load() {
-		return nil, errCut
+func (c hookedLeaseClient) Create(ctx context.Context, l *coordinationv1.Lease, o metav1.CreateOptions) (*coordinationv1.Lease, error) {
+	if err := c.hook("create"); err != nil {
+		return nil, err
 	}
 	return c.LeaseInterface.Create(ctx, l, o)
 }
 
-func (c cutLeases) Update(ctx context.Context, l *coordinationv1.Lease, o metav1.UpdateOptions) (*coordinationv1.Lease, error) {
-	if c.cut.Load() {
-		return nil, errCut
+func (c hookedLeaseClient) Update(ctx context.Context, l *coordinationv1.Lease, o metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	if err := c.hook("update"); err != nil {
+		return nil, err
 	}
 	return c.LeaseInterface.Update(ctx, l, o)
 }
@@ -72,7 +70,7 @@ type replica struct {
 	stop   context.CancelFunc
 	done   chan struct{} // closed when RunLeader returned err
 	err    error
-	cut    atomic.Bool
+	cut    atomic.Bool // cut off the API server, as a replica that died or lost its network looks to the others
 	events *leaderEvents
 }
 
@@ -153,7 +151,12 @@ func TestAPIServerLeaderElection(t *testing.T) {
 		go func() {
 			defer close(r.done)
 			r.err = p.RunLeader(ctx, Leader{
-				Leases: cuttable{cs.CoordinationV1(), &r.cut}, Identity: id,
+				Leases: hookedLeases{cs.CoordinationV1(), func(string) error {
+					if r.cut.Load() {
+						return errCut
+					}
+					return nil
+				}}, Identity: id,
 				LeaseDuration: lease, RenewDeadline: renew, RetryPeriod: retry,
 				Elected: func(leading bool) { events.add(id, leading) },
 			})
@@ -253,43 +256,6 @@ func TestRunLeaderNeedsIdentity(t *testing.T) {
 	}
 }
 
-// beforeCreate is a dynamic client whose first Workflow create runs first
-// once: another replica that starts a run of the same device just before.
-type beforeCreate struct {
-	dynamic.Interface
-	once  *sync.Once
-	first func()
-}
-
-func (c beforeCreate) Resource(gvr schema.GroupVersionResource) dynamic.NamespaceableResourceInterface {
-	r := c.Interface.Resource(gvr)
-	if gvr != WorkflowResource {
-		return r
-	}
-	return beforeCreateResource{r, c.once, c.first}
-}
-
-type beforeCreateResource struct {
-	dynamic.NamespaceableResourceInterface
-	once  *sync.Once
-	first func()
-}
-
-func (r beforeCreateResource) Namespace(ns string) dynamic.ResourceInterface {
-	return beforeCreateNS{r.NamespaceableResourceInterface.Namespace(ns), r.once, r.first}
-}
-
-type beforeCreateNS struct {
-	dynamic.ResourceInterface
-	once  *sync.Once
-	first func()
-}
-
-func (r beforeCreateNS) Create(ctx context.Context, u *unstructured.Unstructured, o metav1.CreateOptions, sub ...string) (*unstructured.Unstructured, error) {
-	r.once.Do(r.first)
-	return r.ResourceInterface.Create(ctx, u, o, sub...)
-}
-
 // Two replicas start a run of one device at once (each holds only its own
 // lock): at once (b's run, rendered first, finds its name taken) and a
 // second apart (b's run, named for an earlier second, is created after
@@ -308,16 +274,21 @@ func TestAPIServerRacedRunGivesWay(t *testing.T) {
 			cfg := h.cfg
 			cfg.PeerCode = func(_ context.Context, run string) (string, bool) { return a.HeldCode(run) }
 			deps := h.deps()
-			deps.Tink = beforeCreate{Interface: h.tinkAPI, once: &sync.Once{}, first: func() {
-				if apart {
-					// b rendered its run in this second: a's is named
-					// for the next, and created first.
-					sleepPast(fmt.Sprintf("provision-node-01-%d", time.Now().Unix()))
-				}
-				var err error
-				if aRun, err = a.Admit(ctx, claimOf(dev)); err != nil || aRun.Run == "" {
-					t.Errorf("the other replica's Admit = %+v, %v", aRun, err)
-				}
+			// Another replica starts a run of the same device just before b's
+			// first Workflow create.
+			var once sync.Once
+			deps.Tink = hookedDynamic{Interface: h.tinkAPI, gvr: WorkflowResource, beforeCreate: func() {
+				once.Do(func() {
+					if apart {
+						// b rendered its run in this second: a's is named
+						// for the next, and created first.
+						sleepPast(fmt.Sprintf("provision-node-01-%d", time.Now().Unix()))
+					}
+					var err error
+					if aRun, err = a.Admit(ctx, claimOf(dev)); err != nil || aRun.Run == "" {
+						t.Errorf("the other replica's Admit = %+v, %v", aRun, err)
+					}
+				})
 			}}
 			b, err := New(deps, h.cluster, &cfg)
 			if err != nil {
@@ -326,12 +297,7 @@ func TestAPIServerRacedRunGivesWay(t *testing.T) {
 			if d, err := b.Admit(ctx, claimOf(dev)); !errors.Is(err, ErrRunRaced) || d.Code != "" {
 				t.Fatalf("Admit racing another replica's = %+v, %v; want ErrRunRaced and no code", d, err)
 			}
-			wfs := h.workflows()
-			if len(wfs) != 1 || wfs[0].Name != aRun.Run {
-				var names []string
-				for _, wf := range wfs {
-					names = append(names, wf.Name)
-				}
+			if names := h.runNames(); !slices.Equal(names, []string{aRun.Run}) {
 				t.Fatalf("Workflows after the race: %v, want %s alone", names, aRun.Run)
 			}
 			if n := len(h.secrets()); n != 1 {
@@ -343,44 +309,6 @@ func TestAPIServerRacedRunGivesWay(t *testing.T) {
 			}
 		})
 	}
-}
-
-// flakyLeases lets this replica take the Lease whenever it expired (a
-// create, or an update at least every LeaseDuration apart) and refuses
-// every renewal: it wins the Lease and loses it again at once, round
-// after round.
-type flakyLeases struct {
-	coordinationclient.LeasesGetter
-	every time.Duration // LeaseDuration
-	mu    *sync.Mutex
-	last  *time.Time // the last write let through
-}
-
-func (f flakyLeases) Leases(ns string) coordinationclient.LeaseInterface {
-	return flakyLeaseClient{f.LeasesGetter.Leases(ns), f}
-}
-
-type flakyLeaseClient struct {
-	coordinationclient.LeaseInterface
-	f flakyLeases
-}
-
-func (c flakyLeaseClient) Create(ctx context.Context, l *coordinationv1.Lease, o metav1.CreateOptions) (*coordinationv1.Lease, error) {
-	c.f.mu.Lock()
-	*c.f.last = time.Now()
-	c.f.mu.Unlock()
-	return c.LeaseInterface.Create(ctx, l, o)
-}
-
-func (c flakyLeaseClient) Update(ctx context.Context, l *coordinationv1.Lease, o metav1.UpdateOptions) (*coordinationv1.Lease, error) {
-	c.f.mu.Lock()
-	if time.Since(*c.f.last) < c.f.every {
-		c.f.mu.Unlock()
-		return nil, errCut
-	}
-	*c.f.last = time.Now()
-	c.f.mu.Unlock()
-	return c.LeaseInterface.Update(ctx, l, o)
 }
 
 // A Lease lost right after it is won, round after round: Elected(true)
@@ -396,8 +324,24 @@ func TestLeaseLostRightAfterWon(t *testing.T) {
 	losses := 0
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	// This replica may take the Lease whenever it expired (a create, or an
+	// update at least every LeaseDuration apart), and every renewal is
+	// refused: it wins the Lease and loses it again at once.
+	const every = 60 * time.Millisecond
+	var last time.Time // the last write let through
+	flaky := func(verb string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case verb == "update" && time.Since(last) < every:
+			return errCut
+		case verb != "get":
+			last = time.Now()
+		}
+		return nil
+	}
 	err := h.p.RunLeader(ctx, Leader{
-		Leases:        flakyLeases{kubefake.NewClientset().CoordinationV1(), 60 * time.Millisecond, new(sync.Mutex), new(time.Time)},
+		Leases:        hookedLeases{kubefake.NewClientset().CoordinationV1(), flaky},
 		Identity:      "fleetd-0",
 		LeaseDuration: 60 * time.Millisecond, RenewDeadline: 40 * time.Millisecond, RetryPeriod: 10 * time.Millisecond,
 		Elected: func(on bool) {
@@ -438,33 +382,6 @@ func TestLeaseLostRightAfterWon(t *testing.T) {
 	}
 }
 
-// hangingLeases answers until hang is closed, then never answers an update
-// again (as the API server looks to a replica whose process was frozen,
-// or whose network stalled, while it thought it led).
-type hangingLeases struct {
-	coordinationclient.LeasesGetter
-	hang, release chan struct{}
-}
-
-func (h hangingLeases) Leases(ns string) coordinationclient.LeaseInterface {
-	return hangingLeaseClient{h.LeasesGetter.Leases(ns), h.hang, h.release}
-}
-
-type hangingLeaseClient struct {
-	coordinationclient.LeaseInterface
-	hang, release chan struct{}
-}
-
-func (h hangingLeaseClient) Update(ctx context.Context, l *coordinationv1.Lease, o metav1.UpdateOptions) (*coordinationv1.Lease, error) {
-	select {
-	case <-h.hang:
-		<-h.release // whatever the context says, until the test ends
-		return nil, errCut
-	default:
-	}
-	return h.LeaseInterface.Update(ctx, l, o)
-}
-
 // A leader whose renewals stop answering (frozen, or its network stalled)
 // stops acting once its last renewal is RenewDeadline old, though its
 // leading context lives on: another replica may hold the Lease by then.
@@ -472,13 +389,27 @@ func (h hangingLeaseClient) Update(ctx context.Context, l *coordinationv1.Lease,
 func TestLeaderStopsActingPastRenewDeadline(t *testing.T) {
 	dev := attested(worker(1, "node-01"))
 	h := newHarness(t, func(_ *Cluster, c *Config) { c.Interval = 20 * time.Millisecond }, dev)
+	// Updates answer until hang is closed, then never again (as the API
+	// server looks to a replica whose process was frozen, or whose network
+	// stalled, while it thought it led).
 	hang, release := make(chan struct{}), make(chan struct{})
+	hanging := func(verb string) error {
+		select {
+		case <-hang:
+			if verb == "update" {
+				<-release // whatever the context says, until the test ends
+				return errCut
+			}
+		default:
+		}
+		return nil
+	}
 	elected := make(chan bool, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- h.p.RunLeader(ctx, Leader{
-			Leases: hangingLeases{kubefake.NewClientset().CoordinationV1(), hang, release}, Identity: "fleetd-0",
+			Leases: hookedLeases{kubefake.NewClientset().CoordinationV1(), hanging}, Identity: "fleetd-0",
 			LeaseDuration: 600 * time.Millisecond, RenewDeadline: 400 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
 			Elected: func(on bool) { elected <- on },
 		})

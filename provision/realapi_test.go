@@ -59,21 +59,7 @@ func newRealHarnessIn(t testing.TB, env *kubetest.Env, ns string, edit func(*Clu
 		metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + managedBy}); err != nil {
 		t.Fatal(err)
 	}
-	mem := newMemNetBox(devs...)
-	h := &harness{
-		t:       t,
-		nb:      mem,
-		nbAPI:   mem,
-		mem:     mem,
-		kubeAPI: kube,
-		tinkAPI: dyn,
-		ns:      ns,
-		configs: &memConfigs{},
-		audit:   &auditLog{},
-		cluster: testCluster(t),
-	}
-	h.setConfig(edit)
-	return h
+	return newHarnessOn(t, kube, dyn, ns, edit, devs...)
 }
 
 // heldToken is the bootstrap token of the config held under code, as the
@@ -133,49 +119,56 @@ func TestAPIServerListByLabel(t *testing.T) {
 	if err != nil || d.Run == run1 || !runNamed(d.Run, "provision-node-01-", since) {
 		t.Fatalf("Admit = %+v, %v", d, err)
 	}
-	var names []string
-	for _, wf := range h.workflows() {
-		names = append(names, wf.Name)
-	}
-	if want := []string{"by-hand", d.Run}; !slices.Equal(names, want) {
+	if names, want := h.runNames(), []string{"by-hand", d.Run}; !slices.Equal(names, want) {
 		t.Errorf("Workflows = %v, want %v", names, want)
 	}
 }
 
-// interposed is a dynamic client whose Get of one resource runs then with
-// the server's error after the server answered: a writer that changes the
-// object between provision's read and its write.
-type interposed struct {
+// hookedDynamic is a dynamic client whose Create of resource gvr runs
+// beforeCreate first, and whose Get of it runs afterGet with the server's
+// error after the server answered (either may be nil): a writer that acts
+// between provision's calls.
+type hookedDynamic struct {
 	dynamic.Interface
-	gvr  schema.GroupVersionResource
-	then func(getErr error)
+	gvr          schema.GroupVersionResource
+	beforeCreate func()
+	afterGet     func(getErr error)
 }
 
-func (c interposed) Resource(gvr schema.GroupVersionResource) dynamic.NamespaceableResourceInterface {
+func (c hookedDynamic) Resource(gvr schema.GroupVersionResource) dynamic.NamespaceableResourceInterface {
 	r := c.Interface.Resource(gvr)
 	if gvr != c.gvr {
 		return r
 	}
-	return interposedResource{r, c.then}
+	return hookedResource{r, c}
 }
 
-type interposedResource struct {
+type hookedResource struct {
 	dynamic.NamespaceableResourceInterface
-	then func(error)
+	c hookedDynamic
 }
 
-func (r interposedResource) Namespace(ns string) dynamic.ResourceInterface {
-	return interposedGet{r.NamespaceableResourceInterface.Namespace(ns), r.then}
+func (r hookedResource) Namespace(ns string) dynamic.ResourceInterface {
+	return hookedNamespace{r.NamespaceableResourceInterface.Namespace(ns), r.c}
 }
 
-type interposedGet struct {
+type hookedNamespace struct {
 	dynamic.ResourceInterface
-	then func(error)
+	c hookedDynamic
 }
 
-func (r interposedGet) Get(ctx context.Context, name string, opts metav1.GetOptions, sub ...string) (*unstructured.Unstructured, error) {
+func (r hookedNamespace) Create(ctx context.Context, u *unstructured.Unstructured, o metav1.CreateOptions, sub ...string) (*unstructured.Unstructured, error) {
+	if r.c.beforeCreate != nil {
+		r.c.beforeCreate()
+	}
+	return r.ResourceInterface.Create(ctx, u, o, sub...)
+}
+
+func (r hookedNamespace) Get(ctx context.Context, name string, opts metav1.GetOptions, sub ...string) (*unstructured.Unstructured, error) {
 	u, err := r.ResourceInterface.Get(ctx, name, opts, sub...)
-	r.then(err)
+	if r.c.afterGet != nil {
+		r.c.afterGet(err)
+	}
 	return u, err
 }
 
@@ -189,7 +182,7 @@ func TestAPIServerHardwareConflict(t *testing.T) {
 	real := h.tinkAPI
 	var writes int
 	var once sync.Once
-	h.tinkAPI = interposed{Interface: real, gvr: HardwareResource, then: func(error) {
+	h.tinkAPI = hookedDynamic{Interface: real, gvr: HardwareResource, afterGet: func(error) {
 		once.Do(func() {
 			c := real.Resource(HardwareResource).Namespace(h.ns)
 			u, err := c.Get(ctx, "node-01", metav1.GetOptions{})
@@ -250,7 +243,7 @@ func TestAPIServerHardwareDeletedMeanwhile(t *testing.T) {
 	}
 	var deleted int
 	var once sync.Once
-	h.tinkAPI = interposed{Interface: real, gvr: HardwareResource, then: func(getErr error) {
+	h.tinkAPI = hookedDynamic{Interface: real, gvr: HardwareResource, afterGet: func(getErr error) {
 		if getErr != nil {
 			return
 		}

@@ -27,16 +27,8 @@ func TestAdmitRefusalTyped(t *testing.T) {
 		{name: "lacks a field", dev: func(d *inventory.Device) { d.InstallDiskSerial = "" }, cause: ErrLacks},
 		{name: "node name", dev: func(d *inventory.Device) { d.Name = "Node_01" }, cause: ErrNodeName},
 		{name: "unknown class", dev: func(d *inventory.Device) { d.Class = "gpu" }, cause: ErrClass},
-		{name: "control planes off", edit: func(c *Cluster, _ *Config) { c.ControlPlanes = false },
-			dev: func(d *inventory.Device) {
-				d.Class = ClassControlPlane
-				d.DesiredAction = inventory.DesiredActionProvision
-			}, cause: ErrControlPlanesOff},
-		{name: "no CA keys", edit: func(c *Cluster, _ *Config) { c.Bundle = workerBundle(t) },
-			dev: func(d *inventory.Device) {
-				d.Class = ClassControlPlane
-				d.DesiredAction = inventory.DesiredActionProvision
-			}, cause: ErrNoBundleKeys},
+		// A control plane without control-plane support or the CA keys:
+		// TestControlPlaneRefused.
 		{name: "first control plane", dev: func(d *inventory.Device) {
 			d.Class = ClassControlPlane
 			d.DesiredAction = inventory.DesiredActionProvision

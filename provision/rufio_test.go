@@ -1,28 +1,19 @@
 package provision
 
 import (
-	"context"
 	"testing"
 
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/bmc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/fleetkit/fleet/inventory"
 )
 
 // machine reads the Rufio Machine of a node.
-func (h *harness) machine(name string) bmc.Machine {
+func (h *harness) machine(name string) (m bmc.Machine) {
 	h.t.Helper()
-	u, err := h.tinkAPI.Resource(MachineResource).Namespace(h.ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	var m bmc.Machine
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &m); err != nil {
-		h.t.Fatal(err)
-	}
+	h.get(MachineResource, name, &m)
 	return m
 }
 

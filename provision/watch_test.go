@@ -2,9 +2,7 @@ package provision
 
 import (
 	"context"
-	"errors"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,8 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/fleetkit/fleet/inventory"
 )
@@ -623,9 +619,8 @@ func TestNewRunReplacesStalledRun(t *testing.T) {
 		if err != nil || d.Run != "provision-node-01-946684860" {
 			t.Fatalf("Admit = %+v, %v", d, err)
 		}
-		wfs := h.workflows()
-		if len(wfs) != 1 || wfs[0].Name != d.Run {
-			t.Errorf("Workflows = %d, want only the new run", len(wfs))
+		if names := h.runNames(); !slices.Equal(names, []string{d.Run}) {
+			t.Errorf("Workflows = %v, want only the new run", names)
 		}
 		h.wantKept(run1, false) // replaced: nothing to fetch or join with
 		h.wantKept(d.Run, true)
@@ -641,11 +636,7 @@ func TestRunBacksOff(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
 		go func() { done <- h.p.Run(ctx) }()
-		calls := func() int {
-			h.mem.mu.Lock()
-			defer h.mem.mu.Unlock()
-			return h.mem.calls
-		}
+		calls := h.mem.callCount
 		var at []time.Duration
 		start := time.Now()
 		last := 0
@@ -740,18 +731,11 @@ func TestEndJournaledOnceWhenTheMarkFails(t *testing.T) {
 			s.State = tinkerbell.WorkflowStateFailed
 			s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "FAILED"})
 		})
-		var fail atomic.Bool
-		fail.Store(true)
-		h.tink.PrependReactor("patch", "workflows", func(k8stesting.Action) (bool, runtime.Object, error) {
-			if fail.Load() {
-				return true, nil, errors.New("the server is currently unable to handle the request")
-			}
-			return false, nil, nil
-		})
+		failing := failPatches(h)
 		if _, err := h.p.Reconcile(context.Background()); err == nil {
 			t.Fatal("a pass whose annotation failed reported no error")
 		}
-		fail.Store(false)
+		failing.Store(false)
 		pass := h.reconcile()
 		h.reconcile()
 		if n := len(h.p.journaled); n != 0 {
@@ -771,7 +755,8 @@ func TestEndJournaledOnceWhenTheMarkFails(t *testing.T) {
 // A process that journaled a run's end and was stopped (or lost its
 // leadership) before it annotated the Workflow: the next Provisioner's
 // first pass finds the line in NetBox's journal and only annotates the
-// Workflow; a line not in the journal it writes.
+// Workflow, and does not report the run's end again; a line not in the
+// journal it writes.
 func TestEndJournaledOnceAfterTakeover(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, nil, worker(1, "node-01"), worker(2, "node-02"))
@@ -797,37 +782,14 @@ func TestEndJournaledOnceAfterTakeover(t *testing.T) {
 		}
 		h.reconcile()
 		h.wantJournal(1, started1, ended1)
+		started := runEvent{kind: RunProvision, outcome: "started"}
+		h.wantRunEvents(started, started, runEvent{RunProvision, "success", 0})
 		h.wantJournal(2, journalLine{2, inventory.JournalInfo, "started Workflow " + run2 + "; the machine attested from HookOS at 10.0.0.22"},
 			journalLine{2, inventory.JournalSuccess, "Workflow " + run2 + " ended SUCCESS"})
 		for _, wf := range h.workflows() {
 			if wf.Annotations[annReported] == "" {
 				t.Errorf("%s is not marked reported", wf.Name)
 			}
-		}
-	})
-}
-
-// A run whose end was journaled, whose mark failed, and which was then
-// deleted is forgotten at the next pass.
-func TestJournaledEndOfDeletedRunForgotten(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := startWorker(t, nil)
-		h.setStatus(run1, succeeded)
-		h.tink.PrependReactor("patch", "workflows", func(k8stesting.Action) (bool, runtime.Object, error) {
-			return true, nil, errors.New("the server is currently unable to handle the request")
-		})
-		if _, err := h.p.Reconcile(context.Background()); err == nil {
-			t.Fatal("a pass whose annotation failed reported no error")
-		}
-		if !h.p.journaled[run1] {
-			t.Fatalf("%s not remembered as journaled after its mark failed", run1)
-		}
-		if err := h.tinkAPI.Resource(WorkflowResource).Namespace(h.ns).Delete(context.Background(), run1, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		h.reconcile()
-		if n := len(h.p.journaled); n != 0 {
-			t.Errorf("%d deleted runs still remembered as journaled", n)
 		}
 	})
 }
