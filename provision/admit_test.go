@@ -29,10 +29,7 @@ func TestAdmitWorkerStartsRun(t *testing.T) {
 		dev := worker(1, "node-01")
 		h := c.harness(t, nil, dev)
 		since := time.Now()
-		d, err := h.p.Admit(context.Background(), claimOf(dev))
-		if err != nil {
-			t.Fatal(err)
-		}
+		d := h.admit(claimOf(dev))
 		run := d.Run
 		if d.Outcome != Provision || !runNamed(run, "provision-node-01-", since) || d.Code != "SECRETCODE0001" {
 			t.Fatalf("Admit = %+v, want a provision run named at its admission with code SECRETCODE0001", d)
@@ -137,10 +134,7 @@ func TestAdmitWrongSwitchPort(t *testing.T) {
 				c := claimOf(dev)
 				c.Attestation.SwitchPort = tc.claimed
 				c.CheckPort = func(int) error { return errors.New(tc.portErr) }
-				d, err := h.p.Admit(context.Background(), c)
-				if err != nil {
-					t.Fatal(err)
-				}
+				d := h.admit(c)
 				if d.Outcome != Refused || d.Code != "" || d.Reason != tc.portErr {
 					t.Errorf("Admit = %+v, want refused with no code", d)
 				}
@@ -166,10 +160,7 @@ func TestAdmitLacksField(t *testing.T) {
 		dev := worker(1, "node-01")
 		dev.InstallDiskSerial = ""
 		h := c.harness(t, nil, dev)
-		d, err := h.p.Admit(context.Background(), claimOf(dev))
-		if err != nil {
-			t.Fatal(err)
-		}
+		d := h.admit(claimOf(dev))
 		if d.Outcome != Refused || d.Code != "" || d.Reason != "node-01 lacks install_disk_serial" {
 			t.Errorf("Admit = %+v", d)
 		}
@@ -306,10 +297,7 @@ func TestAdmitNoProvision(t *testing.T) {
 						tc.cluster(cl)
 					}
 				}, tc.dev)
-				d, err := h.p.Admit(context.Background(), claimOf(tc.dev))
-				if err != nil {
-					t.Fatal(err)
-				}
+				d := h.admit(claimOf(tc.dev))
 				if d.Outcome != NoProvision || d.Reason != tc.reason || d.Code != "" {
 					t.Errorf("Admit = %+v, want no provision: %s", d, tc.reason)
 				}
@@ -373,10 +361,7 @@ func TestControlPlaneRefused(t *testing.T) {
 				cp.Class = ClassControlPlane
 				cp.DesiredAction = inventory.DesiredActionProvision
 				h := newHarness(t, tc.edit, cp)
-				d, err := h.p.Admit(context.Background(), claimOf(cp))
-				if err != nil {
-					t.Fatal(err)
-				}
+				d := h.admit(claimOf(cp))
 				if d.Outcome != Refused || d.Code != "" || d.Reason != tc.line {
 					t.Errorf("Admit = %+v", d)
 				}
@@ -455,10 +440,7 @@ func TestControlPlaneRunFromDesiredAction(t *testing.T) {
 		// Rufio booted it into HookOS: the attestation gets the run's code.
 		cl := claimOf(cp2)
 		cl.From = mustAddr("10.0.0.99")
-		d, err := h.p.Admit(context.Background(), cl)
-		if err != nil {
-			t.Fatal(err)
-		}
+		d := h.admit(cl)
 		if d.Outcome != Provision || d.Run != run || d.Code != "SECRETCODE0001" {
 			t.Errorf("Admit = %+v, want the waiting run's code", d)
 		}
@@ -470,40 +452,6 @@ func TestControlPlaneRunFromDesiredAction(t *testing.T) {
 		}
 		h.wantNoSecretsLogged()
 	}, fakes, withNetBox)
-}
-
-// Retirement starts on its own for a decommissioning device with a BMC.
-func TestRetirementStarts(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		dev := attested(worker(1, "node-01"))
-		dev.Status = inventory.StatusDecommissioning
-		dev.LastRun = "provision-node-01-1767000000"
-		h := newHarness(t, nil, dev)
-		pass := h.reconcile()
-		const run = "retire-node-01-946684800"
-		if len(pass.Started) != 1 || pass.Started[0] != run {
-			t.Fatalf("pass = %+v", pass)
-		}
-		wf := h.workflow(run)
-		if wf.Spec.TemplateRef != "fleet-retire" || wf.Spec.HardwareMap[ValueInstallDiskSerial] != "DISK-node-01" || wf.Spec.HardwareMap[ValueInstallCodeSHA256] != sha256Code1 {
-			t.Errorf("retire Workflow spec = %+v", wf.Spec)
-		}
-		if n := len(h.secrets()); n != 0 {
-			t.Errorf("a retirement created %d bootstrap tokens", n)
-		}
-		if n := h.configs.count(); n != 0 {
-			t.Errorf("a retirement held %d configs", n)
-		}
-		h.wantJournal(1, journalLine{1, inventory.JournalInfo,
-			"started Workflow retire-node-01-946684800; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code, and the run wipes its install disk"})
-		d, err := h.p.Admit(context.Background(), claimOf(dev))
-		if err != nil || d.Outcome != Retire || d.Run != run || d.Code != "SECRETCODE0001" {
-			t.Errorf("Admit = %+v, %v", d, err)
-		}
-		if pass := h.reconcile(); len(pass.Started) != 0 {
-			t.Errorf("second pass started %v", pass.Started)
-		}
-	})
 }
 
 func TestNewRefusesMissingInputs(t *testing.T) {
@@ -600,10 +548,7 @@ func TestAdmitWithoutPortCheck(t *testing.T) {
 		h := newHarness(t, nil, dev)
 		c := claimOf(dev)
 		c.CheckPort = nil
-		d, err := h.p.Admit(context.Background(), c)
-		if err != nil {
-			t.Fatal(err)
-		}
+		d := h.admit(c)
 		if d.Outcome != Refused || d.Code != "" {
 			t.Errorf("Admit = %+v, want refused with no code", d)
 		}

@@ -190,9 +190,7 @@ func TestCodesForgotten(t *testing.T) {
 		devA, devB := worker(1, "node-01"), worker(2, "node-02")
 		h := newHarness(t, nil, devA, devB)
 		for _, d := range []inventory.Device{devA, devB} {
-			if _, err := h.p.Admit(context.Background(), claimOf(d)); err != nil {
-				t.Fatal(err)
-			}
+			h.admit(claimOf(d))
 		}
 		held := func() int {
 			h.p.mu.Lock()

@@ -644,6 +644,16 @@ func (h *harness) deps() Deps {
 	return Deps{NetBox: h.nbAPI, Kube: h.kubeAPI, Tink: h.tinkAPI, Configs: h.configs}
 }
 
+// admit admits c, and fails the test on an error.
+func (h *harness) admit(c Claim) Decision {
+	h.t.Helper()
+	d, err := h.p.Admit(context.Background(), c)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return d
+}
+
 func (h *harness) reconcile() Pass {
 	h.t.Helper()
 	pass, err := h.p.Reconcile(context.Background())

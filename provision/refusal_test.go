@@ -61,10 +61,7 @@ func TestAdmitRefusalTyped(t *testing.T) {
 				if tc.port != nil {
 					c.CheckPort = func(int) error { return tc.port }
 				}
-				d, err := h.p.Admit(context.Background(), c)
-				if err != nil {
-					t.Fatal(err)
-				}
+				d := h.admit(c)
 				ref := d.Refusal
 				if d.Outcome != Refused || ref == nil {
 					t.Fatalf("Admit = %+v, want a refusal", d)

@@ -32,27 +32,35 @@ func bootClaim(dev inventory.Device, sb, unknown string) Claim {
 
 // A class with secure_boot: required: a machine whose quoted boot is not
 // Secure Boot on is attested, and recorded, but gets no install code, and
-// nothing is rendered; one whose boot is on starts its run.
+// nothing is rendered; one whose boot is on starts its run. A class
+// without the policy admits a machine whatever its boot, as before; the
+// boot is recorded.
 func TestAdmitSecureBootRequired(t *testing.T) {
 	for _, tc := range []struct {
 		name, sb, unknown string
 		reason            string // "": the run starts
+		optional          bool   // the class does not require Secure Boot
 	}{
-		{"on", inventory.SecureBootOn, "", ""},
-		{"off", inventory.SecureBootOff, "", "Secure Boot is off"},
-		{"unknown", inventory.SecureBootUnknown, "the machine sent no event log", "Secure Boot is unknown: the machine sent no event log"},
-		{"unknown without why", inventory.SecureBootUnknown, "", "Secure Boot is unknown"},
-		{"unquoted", inventory.SecureBootUnquoted, "", "the TPM sent no quote of its boot"},
-		{"not told", "", "", "the TPM sent no quote of its boot"},
+		{"on", inventory.SecureBootOn, "", "", false},
+		{"off", inventory.SecureBootOff, "", "Secure Boot is off", false},
+		{"unknown", inventory.SecureBootUnknown, "the machine sent no event log", "Secure Boot is unknown: the machine sent no event log", false},
+		{"unknown without why", inventory.SecureBootUnknown, "", "Secure Boot is unknown", false},
+		{"unquoted", inventory.SecureBootUnquoted, "", "the TPM sent no quote of its boot", false},
+		{"not told", "", "", "the TPM sent no quote of its boot", false},
+		{"optional, off", inventory.SecureBootOff, "why", "", true},
+		{"optional, unknown", inventory.SecureBootUnknown, "why", "", true},
+		{"optional, unquoted", inventory.SecureBootUnquoted, "why", "", true},
+		{"optional, not told", "", "why", "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				dev := worker(1, "node-01")
-				h := newHarness(t, requireSecureBoot, dev)
-				d, err := h.p.Admit(context.Background(), bootClaim(dev, tc.sb, tc.unknown))
-				if err != nil {
-					t.Fatal(err)
+				policy := requireSecureBoot
+				if tc.optional {
+					policy = nil
 				}
+				h := newHarness(t, policy, dev)
+				d := h.admit(bootClaim(dev, tc.sb, tc.unknown))
 				got := h.nb.dev(1)
 				if got.AttestVerdict != "attested" || got.AttestedSecureBoot != tc.sb || got.AttestedPCR7 != bootClaim(dev, tc.sb, "").Attestation.PCR7 {
 					t.Errorf("device: verdict %q, attested_secure_boot %q, attested_pcr7 %q; want the attestation recorded", got.AttestVerdict, got.AttestedSecureBoot, got.AttestedPCR7)
@@ -83,36 +91,13 @@ func TestAdmitSecureBootRequired(t *testing.T) {
 
 				// Each refused attestation is journaled; a later boot with
 				// Secure Boot on starts the run.
-				if _, err := h.p.Admit(context.Background(), bootClaim(dev, tc.sb, tc.unknown)); err != nil {
-					t.Fatal(err)
-				}
-				d, err = h.p.Admit(context.Background(), bootClaim(dev, inventory.SecureBootOn, ""))
-				if err != nil || d.Outcome != Provision || d.Code == "" {
-					t.Fatalf("Admit with Secure Boot on = %+v, %v; want the run", d, err)
+				h.admit(bootClaim(dev, tc.sb, tc.unknown))
+				if d := h.admit(bootClaim(dev, inventory.SecureBootOn, "")); d.Outcome != Provision || d.Code == "" {
+					t.Fatalf("Admit with Secure Boot on = %+v; want the run", d)
 				}
 				line := journalLine{1, inventory.JournalWarning, "no provision: " + tc.reason}
 				h.wantJournal(1, line, line, journalLine{1, inventory.JournalInfo,
 					"started Workflow provision-node-01-946684800; the machine attested from HookOS at 10.0.0.21"})
-			})
-		})
-	}
-}
-
-// A class without the policy admits a machine whatever its boot, as
-// before; the boot is recorded.
-func TestAdmitSecureBootOptional(t *testing.T) {
-	for _, sb := range []string{inventory.SecureBootOff, inventory.SecureBootUnknown, inventory.SecureBootUnquoted, ""} {
-		t.Run("secure boot "+sb, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				dev := worker(1, "node-01")
-				h := newHarness(t, nil, dev)
-				d, err := h.p.Admit(context.Background(), bootClaim(dev, sb, "why"))
-				if err != nil || d.Outcome != Provision || d.Code == "" {
-					t.Fatalf("Admit = %+v, %v; want a provision run", d, err)
-				}
-				if got := h.nb.dev(1); got.AttestedSecureBoot != sb {
-					t.Errorf("attested_secure_boot = %q, want %q", got.AttestedSecureBoot, sb)
-				}
 			})
 		})
 	}
@@ -131,20 +116,14 @@ func TestAdmitSecureBootWaitingRun(t *testing.T) {
 		if len(pass.Started) != 1 || pass.Started[0] != run {
 			t.Fatalf("pass = %+v", pass)
 		}
-		d, err := h.p.Admit(context.Background(), bootClaim(dev, inventory.SecureBootOff, ""))
-		if err != nil {
-			t.Fatal(err)
-		}
+		d := h.admit(bootClaim(dev, inventory.SecureBootOff, ""))
 		if d.Outcome != NoProvision || d.Code != "" || d.Reason != "Secure Boot is off" {
 			t.Errorf("Admit with Secure Boot off = %+v, want no provision and no code", d)
 		}
 		if n := h.count(WorkflowResource); n != 1 {
 			t.Errorf("%d Workflows, want the waiting run alone", n)
 		}
-		d, err = h.p.Admit(context.Background(), bootClaim(dev, inventory.SecureBootOn, ""))
-		if err != nil {
-			t.Fatal(err)
-		}
+		d = h.admit(bootClaim(dev, inventory.SecureBootOn, ""))
 		if d.Outcome != Provision || d.Run != run || d.Code != "SECRETCODE0001" {
 			t.Errorf("Admit with Secure Boot on = %+v, want the waiting run's code", d)
 		}

@@ -325,10 +325,7 @@ func TestBootedHookOSAfterSuccess(t *testing.T) {
 		h.reconcile()
 		dev := h.nb.dev(1)
 		for range 3 {
-			d, err := h.p.Admit(context.Background(), claimOf(dev))
-			if err != nil {
-				t.Fatal(err)
-			}
+			d := h.admit(claimOf(dev))
 			if d.Outcome != NoProvision || d.Code != "" {
 				t.Errorf("Admit = %+v", d)
 			}
@@ -341,9 +338,7 @@ func TestBootedHookOSAfterSuccess(t *testing.T) {
 		}
 		// After a restart it is still once per run.
 		h.restart()
-		if _, err := h.p.Admit(context.Background(), claimOf(dev)); err != nil {
-			t.Fatal(err)
-		}
+		h.admit(claimOf(dev))
 		if len(h.booted) != 1 {
 			t.Errorf("metric hook called %d times after a restart", len(h.booted))
 		}
@@ -500,16 +495,18 @@ func TestRufioOwnJobFailureRetriedSooner(t *testing.T) {
 	})
 }
 
-// A retirement's Workflow boots the machine through Rufio (boot mode
-// netboot), with no bootstrap token. "A retirement that ended this way is
-// a danger line", and the device stays decommissioning; one that ends
-// SUCCESS is a success line.
+// Retirement starts on its own for a decommissioning device with a BMC:
+// its Workflow boots the machine through Rufio (boot mode netboot), with
+// no bootstrap token and no config, and the machine's attestation gets
+// its code. "A retirement that ended this way is a danger line", and the
+// device stays decommissioning; one that ends SUCCESS is a success line.
 func TestRetirementEnds(t *testing.T) {
 	for _, state := range []tinkerbell.WorkflowState{tinkerbell.WorkflowStateFailed, tinkerbell.WorkflowStateTimeout, tinkerbell.WorkflowStateSuccess} {
 		t.Run(string(state), func(t *testing.T) {
 			onClusters(t, func(t *testing.T, c cluster) {
 				dev := attested(worker(1, "node-01"))
 				dev.Status = inventory.StatusDecommissioning
+				dev.LastRun = "provision-node-01-1767000000"
 				h := c.harness(t, nil, dev)
 				since := time.Now()
 				pass := h.reconcile()
@@ -518,11 +515,21 @@ func TestRetirementEnds(t *testing.T) {
 				}
 				run := pass.Started[0]
 				wf := h.workflow(run)
-				if wf.Spec.TemplateRef != "fleet-retire" || wf.Spec.BootOptions.BootMode != tinkerbell.BootModeNetboot || wf.Labels[LabelRunKind] != string(RunRetire) {
+				if wf.Spec.TemplateRef != "fleet-retire" || wf.Spec.BootOptions.BootMode != tinkerbell.BootModeNetboot || wf.Labels[LabelRunKind] != string(RunRetire) ||
+					wf.Spec.HardwareMap[ValueInstallDiskSerial] != "DISK-node-01" || wf.Spec.HardwareMap[ValueInstallCodeSHA256] != sha256Code1 {
 					t.Errorf("Workflow spec %+v, labels %v", wf.Spec, wf.Labels)
 				}
 				if n := len(h.secrets()); n != 0 {
 					t.Errorf("%d bootstrap tokens for a retirement, want none", n)
+				}
+				if n := h.configs.count(); n != 0 {
+					t.Errorf("a retirement held %d configs", n)
+				}
+				if d, err := h.p.Admit(context.Background(), claimOf(dev)); err != nil || d.Outcome != Retire || d.Run != run || d.Code != "SECRETCODE0001" {
+					t.Errorf("Admit = %+v, %v", d, err)
+				}
+				if pass := h.reconcile(); len(pass.Started) != 0 {
+					t.Errorf("second pass started %v", pass.Started)
 				}
 				h.setStatus(run, func(s *tinkerbell.WorkflowStatus) {
 					s.State = state
@@ -761,9 +768,7 @@ func TestEndJournaledOnceAfterTakeover(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, nil, worker(1, "node-01"), worker(2, "node-02"))
 		for _, id := range []int64{1, 2} {
-			if _, err := h.p.Admit(context.Background(), claimOf(h.nb.dev(id))); err != nil {
-				t.Fatal(err)
-			}
+			h.admit(claimOf(h.nb.dev(id)))
 		}
 		run2 := "provision-node-02-946684800"
 		for _, r := range []string{run1, run2} {
