@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -289,25 +290,23 @@ func TestAdmitNoProvision(t *testing.T) {
 			"a control plane waits, and fleetd holds no secrets bundle with the cluster's CA keys: no run starts, nothing is wiped, even with desired_action=provision"},
 		{"auto-provision off", plain, false, nil, "auto-provision is off"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				h := newHarness(t, func(cl *Cluster, c *Config) {
-					c.AutoProvision = tc.auto
-					if tc.cluster != nil {
-						tc.cluster(cl)
-					}
-				}, tc.dev)
-				d := h.admit(claimOf(tc.dev))
-				if d.Outcome != NoProvision || d.Reason != tc.reason || d.Code != "" {
-					t.Errorf("Admit = %+v, want no provision: %s", d, tc.reason)
+		inBubble(t, tc.name, func(t *testing.T) {
+			h := newHarness(t, func(cl *Cluster, c *Config) {
+				c.AutoProvision = tc.auto
+				if tc.cluster != nil {
+					tc.cluster(cl)
 				}
-				r := h.audit.records("attest.install")
-				if len(r) != 1 || r[0].Attrs["outcome"] != "no provision" || r[0].Attrs["reason"] != tc.reason {
-					t.Errorf("attest.install = %v", r)
-				}
-				h.wantNothingCreated()
-				h.wantJournal(tc.dev.ID)
-			})
+			}, tc.dev)
+			d := h.admit(claimOf(tc.dev))
+			if d.Outcome != NoProvision || d.Reason != tc.reason || d.Code != "" {
+				t.Errorf("Admit = %+v, want no provision: %s", d, tc.reason)
+			}
+			r := h.audit.records("attest.install")
+			if len(r) != 1 || r[0].Attrs["outcome"] != "no provision" || r[0].Attrs["reason"] != tc.reason {
+				t.Errorf("attest.install = %v", r)
+			}
+			h.wantNothingCreated()
+			h.wantJournal(tc.dev.ID)
 		})
 	}
 }
@@ -355,27 +354,25 @@ func TestControlPlaneRefused(t *testing.T) {
 		{"no CA keys", func(c *Cluster, _ *Config) { c.Bundle = workerBundle(t) },
 			"cp-01 is a control plane, and fleetd holds no secrets bundle with the cluster's CA keys: no run starts, nothing is wiped, and desired_action stays provision", ErrNoBundleKeys},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				cp := worker(1, "cp-01")
-				cp.Class = ClassControlPlane
-				cp.DesiredAction = inventory.DesiredActionProvision
-				h := newHarness(t, tc.edit, cp)
-				d := h.admit(claimOf(cp))
-				if d.Outcome != Refused || d.Code != "" || d.Reason != tc.line {
-					t.Errorf("Admit = %+v", d)
-				}
-				if ref := d.Refusal; ref == nil || !errors.Is(ref, tc.cause) || ref.Node != "cp-01" || ref.Error() != d.Reason || ref.Journal() != tc.line {
-					t.Errorf("Refusal = %#v, want cause %v, node cp-01, its line %q", ref, tc.cause, tc.line)
-				}
-				// The loop does not start it either, nor journal it twice.
-				h.reconcile()
-				h.wantJournal(1, journalLine{1, inventory.JournalWarning, tc.line})
-				h.wantNothingCreated()
-				if got := h.nb.dev(1); got.DesiredAction != inventory.DesiredActionProvision {
-					t.Errorf("desired_action = %q, want it kept", got.DesiredAction)
-				}
-			})
+		inBubble(t, tc.name, func(t *testing.T) {
+			cp := worker(1, "cp-01")
+			cp.Class = ClassControlPlane
+			cp.DesiredAction = inventory.DesiredActionProvision
+			h := newHarness(t, tc.edit, cp)
+			d := h.admit(claimOf(cp))
+			if d.Outcome != Refused || d.Code != "" || d.Reason != tc.line {
+				t.Errorf("Admit = %+v", d)
+			}
+			if ref := d.Refusal; ref == nil || !errors.Is(ref, tc.cause) || ref.Node != "cp-01" || ref.Error() != d.Reason || ref.Journal() != tc.line {
+				t.Errorf("Refusal = %#v, want cause %v, node cp-01, its line %q", ref, tc.cause, tc.line)
+			}
+			// The loop does not start it either, nor journal it twice.
+			h.reconcile()
+			h.wantJournal(1, journalLine{1, inventory.JournalWarning, tc.line})
+			h.wantNothingCreated()
+			if got := h.nb.dev(1); got.DesiredAction != inventory.DesiredActionProvision {
+				t.Errorf("desired_action = %q, want it kept", got.DesiredAction)
+			}
 		})
 	}
 }
@@ -439,7 +436,7 @@ func TestControlPlaneRunFromDesiredAction(t *testing.T) {
 
 		// Rufio booted it into HookOS: the attestation gets the run's code.
 		cl := claimOf(cp2)
-		cl.From = mustAddr("10.0.0.99")
+		cl.From = netip.MustParseAddr("10.0.0.99")
 		d := h.admit(cl)
 		if d.Outcome != Provision || d.Run != run || d.Code != "SECRETCODE0001" {
 			t.Errorf("Admit = %+v, want the waiting run's code", d)
@@ -455,23 +452,21 @@ func TestControlPlaneRunFromDesiredAction(t *testing.T) {
 }
 
 func TestNewRefusesMissingInputs(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, nil)
-		for name, edit := range map[string]func(*Cluster){
-			"name":     func(c *Cluster) { c.Name = "" },
-			"endpoint": func(c *Cluster) { c.Endpoint = "" },
-			"bundle":   func(c *Cluster) { c.Bundle = nil },
-		} {
-			c := testCluster(t)
-			edit(&c)
-			if _, err := New(h.deps(), c, nil); err == nil {
-				t.Errorf("New without %s gave no error", name)
-			}
+	h := newHarness(t, nil)
+	for name, edit := range map[string]func(*Cluster){
+		"name":     func(c *Cluster) { c.Name = "" },
+		"endpoint": func(c *Cluster) { c.Endpoint = "" },
+		"bundle":   func(c *Cluster) { c.Bundle = nil },
+	} {
+		c := testCluster(t)
+		edit(&c)
+		if _, err := New(h.deps(), c, nil); err == nil {
+			t.Errorf("New without %s gave no error", name)
 		}
-		if _, err := New(Deps{Kube: h.kube, Tink: h.tink, Configs: h.configs}, testCluster(t), nil); err == nil {
-			t.Error("New without NetBox gave no error")
-		}
-	})
+	}
+	if _, err := New(Deps{Kube: h.kube, Tink: h.tink, Configs: h.configs}, testCluster(t), nil); err == nil {
+		t.Error("New without NetBox gave no error")
+	}
 }
 
 // NetBox down: Admit answers an error that matches inventory.ErrUnavailable
@@ -517,26 +512,24 @@ func TestAdmitStartFails(t *testing.T) {
 			})
 		}, func(err error) bool { return errors.Is(err, inventory.ErrUnavailable) }},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				dev := worker(1, "node-01")
-				h := newHarness(t, nil, dev)
-				tc.fail(h)
-				d, err := h.p.Admit(context.Background(), claimOf(dev))
-				if !tc.wantErr(err) || d.Code != "" {
-					t.Fatalf("Admit = %+v, %v; want the failure and no code", d, err)
-				}
-				if n := h.count(WorkflowResource); n != 0 {
-					t.Errorf("%d Workflows left", n)
-				}
-				if n := len(h.secrets()); n != 0 {
-					t.Errorf("%d bootstrap tokens left by a run that did not start", n)
-				}
-				if got := h.mem.dev(1); got.LastRun != "" {
-					t.Errorf("last_run = %q", got.LastRun)
-				}
-				h.wantJournal(1)
-			})
+		inBubble(t, tc.name, func(t *testing.T) {
+			dev := worker(1, "node-01")
+			h := newHarness(t, nil, dev)
+			tc.fail(h)
+			d, err := h.p.Admit(context.Background(), claimOf(dev))
+			if !tc.wantErr(err) || d.Code != "" {
+				t.Fatalf("Admit = %+v, %v; want the failure and no code", d, err)
+			}
+			if n := h.count(WorkflowResource); n != 0 {
+				t.Errorf("%d Workflows left", n)
+			}
+			if n := len(h.secrets()); n != 0 {
+				t.Errorf("%d bootstrap tokens left by a run that did not start", n)
+			}
+			if got := h.mem.dev(1); got.LastRun != "" {
+				t.Errorf("last_run = %q", got.LastRun)
+			}
+			h.wantJournal(1)
 		})
 	}
 }
@@ -585,30 +578,28 @@ func TestAdmitLastRunWrittenAnswerLost(t *testing.T) {
 // same; without JournalUnwritten the failure is logged.
 func TestAdmitStartedLineNotTaken(t *testing.T) {
 	for _, hooked := range []bool{true, false} {
-		t.Run(fmt.Sprint("JournalUnwritten set ", hooked), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				dev := worker(1, "node-01")
-				var unwritten []journalLine
-				h := newHarness(t, func(_ *Cluster, c *Config) {
-					if hooked {
-						c.JournalUnwritten = func(id int64, kind inventory.JournalKind, text string) {
-							unwritten = append(unwritten, journalLine{id, kind, text})
-						}
+		inBubble(t, fmt.Sprint("JournalUnwritten set ", hooked), func(t *testing.T) {
+			dev := worker(1, "node-01")
+			var unwritten []journalLine
+			h := newHarness(t, func(_ *Cluster, c *Config) {
+				if hooked {
+					c.JournalUnwritten = func(id int64, kind inventory.JournalKind, text string) {
+						unwritten = append(unwritten, journalLine{id, kind, text})
 					}
-				}, dev)
-				h.mem.journalDown = 1
-				d, err := h.p.Admit(context.Background(), claimOf(dev))
-				if err != nil || d.Run != run1 || d.Code == "" {
-					t.Fatalf("Admit = %+v, %v; want run %s with its code", d, err, run1)
 				}
-				h.wantJournal(1)
-				if want := []journalLine{started1}; hooked && !slices.Equal(unwritten, want) {
-					t.Errorf("JournalUnwritten got %v, want %v", unwritten, want)
-				}
-				if got := h.audit.records("fleet.journal"); len(got) != 1 {
-					t.Errorf("fleet.journal lines: %v, want one", got)
-				}
-			})
+			}, dev)
+			h.mem.journalDown = 1
+			d, err := h.p.Admit(context.Background(), claimOf(dev))
+			if err != nil || d.Run != run1 || d.Code == "" {
+				t.Fatalf("Admit = %+v, %v; want run %s with its code", d, err, run1)
+			}
+			h.wantJournal(1)
+			if want := []journalLine{started1}; hooked && !slices.Equal(unwritten, want) {
+				t.Errorf("JournalUnwritten got %v, want %v", unwritten, want)
+			}
+			if got := h.audit.records("fleet.journal"); len(got) != 1 {
+				t.Errorf("fleet.journal lines: %v, want one", got)
+			}
 		})
 	}
 }

@@ -566,6 +566,11 @@ func onClusters(t *testing.T, body func(t *testing.T, c cluster), cs ...cluster)
 	}
 }
 
+// inBubble runs body as subtest name, in a synctest bubble.
+func inBubble(t *testing.T, name string, body func(t *testing.T)) {
+	t.Run(name, func(t *testing.T) { synctest.Test(t, body) })
+}
+
 // startWorker starts node-01's run on c through its attestation, and
 // returns the run's name and its started line.
 func (c cluster) startWorker(t *testing.T) (h *harness, run string, started journalLine) {
@@ -818,5 +823,3 @@ func unstructuredOf(t testing.TB, obj any, gvk schema.GroupVersionKind) *unstruc
 	}
 	return u
 }
-
-func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }

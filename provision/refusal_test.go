@@ -50,37 +50,35 @@ func TestAdmitRefusalTyped(t *testing.T) {
 			c.FirstControlPlane = netip.MustParseAddr("10.0.0.21") // node-01's
 		}, cause: ErrFirstControlPlane},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				dev := worker(1, "node-01")
-				if tc.dev != nil {
-					tc.dev(&dev)
+		inBubble(t, tc.name, func(t *testing.T) {
+			dev := worker(1, "node-01")
+			if tc.dev != nil {
+				tc.dev(&dev)
+			}
+			h := newHarness(t, tc.edit, dev)
+			c := claimOf(dev)
+			if tc.port != nil {
+				c.CheckPort = func(int) error { return tc.port }
+			}
+			d := h.admit(c)
+			ref := d.Refusal
+			if d.Outcome != Refused || ref == nil {
+				t.Fatalf("Admit = %+v, want a refusal", d)
+			}
+			if !errors.Is(ref, tc.cause) || ref.Node != dev.Name || ref.Error() != d.Reason {
+				t.Errorf("Refusal = %#v (%v), want cause %v, node %s, reason %q", ref, ref, tc.cause, dev.Name, d.Reason)
+			}
+			lines := h.nb.lines()
+			if len(lines) != 1 || lines[0].Text != ref.Journal() {
+				t.Errorf("journal %+v, want the refusal's line %q", lines, ref.Journal())
+			}
+			h.wantNothingCreated()
+			if errors.Is(ref, ErrFirstControlPlane) {
+				want := fmt.Sprintf("refused a run before rendering anything: node-01 is at API_SERVER_IP %s: the cluster's first control plane, which the Talos root bootstraps, never installs this way; no run starts, nothing is wiped", dev.Address.Addr())
+				if ref.Journal() != want {
+					t.Errorf("journal line %q, want %q", ref.Journal(), want)
 				}
-				h := newHarness(t, tc.edit, dev)
-				c := claimOf(dev)
-				if tc.port != nil {
-					c.CheckPort = func(int) error { return tc.port }
-				}
-				d := h.admit(c)
-				ref := d.Refusal
-				if d.Outcome != Refused || ref == nil {
-					t.Fatalf("Admit = %+v, want a refusal", d)
-				}
-				if !errors.Is(ref, tc.cause) || ref.Node != dev.Name || ref.Error() != d.Reason {
-					t.Errorf("Refusal = %#v (%v), want cause %v, node %s, reason %q", ref, ref, tc.cause, dev.Name, d.Reason)
-				}
-				lines := h.nb.lines()
-				if len(lines) != 1 || lines[0].Text != ref.Journal() {
-					t.Errorf("journal %+v, want the refusal's line %q", lines, ref.Journal())
-				}
-				h.wantNothingCreated()
-				if errors.Is(ref, ErrFirstControlPlane) {
-					want := fmt.Sprintf("refused a run before rendering anything: node-01 is at API_SERVER_IP %s: the cluster's first control plane, which the Talos root bootstraps, never installs this way; no run starts, nothing is wiped", dev.Address.Addr())
-					if ref.Journal() != want {
-						t.Errorf("journal line %q, want %q", ref.Journal(), want)
-					}
-				}
-			})
+			}
 		})
 	}
 	synctest.Test(t, func(t *testing.T) {

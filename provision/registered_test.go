@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,37 +27,35 @@ func TestRegisteredNodeTakenActive(t *testing.T) {
 		{"an earlier install's Node", -time.Hour, false},
 		{"no Node", 0, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				h := startWorker(t, nil)
-				time.Sleep(2 * time.Minute)
-				h.setStatus(run1, succeeded)
-				h.reconcile() // journals the end, and first sees it
-				if tc.node != 0 {
-					if _, err := h.kube.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-						Name: "node-01", CreationTimestamp: metav1.NewTime(t0.Add(tc.node)),
-					}}, metav1.CreateOptions{}); err != nil {
-						t.Fatal(err)
-					}
+		inBubble(t, tc.name, func(t *testing.T) {
+			h := startWorker(t, nil)
+			time.Sleep(2 * time.Minute)
+			h.setStatus(run1, succeeded)
+			h.reconcile() // journals the end, and first sees it
+			if tc.node != 0 {
+				if _, err := h.kube.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+					Name: "node-01", CreationTimestamp: metav1.NewTime(t0.Add(tc.node)),
+				}}, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
 				}
-				h.reconcile()
-				if got := h.nb.dev(1).Status; got != inventory.StatusPlanned {
-					t.Fatalf("status %s before a minute passed, want planned", got)
-				}
-				time.Sleep(registeredAfter)
-				h.reconcile()
-				h.reconcile()
-				want := []journalLine{started1, {1, inventory.JournalSuccess, "Workflow provision-node-01-946684800 ended SUCCESS"}}
-				status := inventory.StatusPlanned
-				if tc.active {
-					status = inventory.StatusActive
-					want = append(want, journalLine{1, inventory.JournalSuccess, fmt.Sprintf(registeredText, "node-01", run1)})
-				}
-				if got := h.nb.dev(1).Status; got != status {
-					t.Errorf("status %s, want %s", got, status)
-				}
-				h.wantJournal(1, want...)
-			})
+			}
+			h.reconcile()
+			if got := h.nb.dev(1).Status; got != inventory.StatusPlanned {
+				t.Fatalf("status %s before a minute passed, want planned", got)
+			}
+			time.Sleep(registeredAfter)
+			h.reconcile()
+			h.reconcile()
+			want := []journalLine{started1, {1, inventory.JournalSuccess, "Workflow provision-node-01-946684800 ended SUCCESS"}}
+			status := inventory.StatusPlanned
+			if tc.active {
+				status = inventory.StatusActive
+				want = append(want, journalLine{1, inventory.JournalSuccess, fmt.Sprintf(registeredText, "node-01", run1)})
+			}
+			if got := h.nb.dev(1).Status; got != status {
+				t.Errorf("status %s, want %s", got, status)
+			}
+			h.wantJournal(1, want...)
 		})
 	}
 }

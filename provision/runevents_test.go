@@ -37,15 +37,13 @@ func TestRunStartedAndEnded(t *testing.T) {
 			s.Tasks = actions(nil)
 		}, "never-reported"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				h := startWorker(t, nil)
-				time.Sleep(20 * time.Minute)
-				h.setStatus(run1, tc.status)
-				h.reconcile()
-				h.reconcile()
-				h.wantRunEvents(runEvent{kind: RunProvision, outcome: "started"}, runEvent{RunProvision, tc.outcome, 20 * time.Minute})
-			})
+		inBubble(t, tc.name, func(t *testing.T) {
+			h := startWorker(t, nil)
+			time.Sleep(20 * time.Minute)
+			h.setStatus(run1, tc.status)
+			h.reconcile()
+			h.reconcile()
+			h.wantRunEvents(runEvent{kind: RunProvision, outcome: "started"}, runEvent{RunProvision, tc.outcome, 20 * time.Minute})
 		})
 	}
 }
@@ -71,28 +69,26 @@ func failPatches(h *harness) *atomic.Bool {
 // is not reported again: TestEndJournaledOnceAfterTakeover.)
 func TestRunEndedOnce(t *testing.T) {
 	for _, deleted := range []bool{false, true} {
-		t.Run(map[bool]string{false: "mark failed", true: "mark failed, run deleted"}[deleted], func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				h := startWorker(t, nil)
-				h.setStatus(run1, succeeded)
-				failing := failPatches(h)
-				if _, err := h.p.Reconcile(context.Background()); err == nil {
-					t.Fatal("a pass whose annotation failed reported no error")
-				}
-				if !h.p.journaled[run1] {
-					t.Fatalf("%s not remembered as journaled after its mark failed", run1)
-				}
-				if !deleted {
-					failing.Store(false)
-				} else if err := h.tinkAPI.Resource(WorkflowResource).Namespace(h.ns).Delete(context.Background(), run1, metav1.DeleteOptions{}); err != nil {
-					t.Fatal(err)
-				}
-				h.reconcile()
-				if n := len(h.p.journaled); n != 0 {
-					t.Errorf("%d runs still remembered as journaled", n)
-				}
-				h.wantRunEvents(runEvent{kind: RunProvision, outcome: "started"}, runEvent{RunProvision, "success", 0})
-			})
+		inBubble(t, map[bool]string{false: "mark failed", true: "mark failed, run deleted"}[deleted], func(t *testing.T) {
+			h := startWorker(t, nil)
+			h.setStatus(run1, succeeded)
+			failing := failPatches(h)
+			if _, err := h.p.Reconcile(context.Background()); err == nil {
+				t.Fatal("a pass whose annotation failed reported no error")
+			}
+			if !h.p.journaled[run1] {
+				t.Fatalf("%s not remembered as journaled after its mark failed", run1)
+			}
+			if !deleted {
+				failing.Store(false)
+			} else if err := h.tinkAPI.Resource(WorkflowResource).Namespace(h.ns).Delete(context.Background(), run1, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			h.reconcile()
+			if n := len(h.p.journaled); n != 0 {
+				t.Errorf("%d runs still remembered as journaled", n)
+			}
+			h.wantRunEvents(runEvent{kind: RunProvision, outcome: "started"}, runEvent{RunProvision, "success", 0})
 		})
 	}
 }

@@ -52,53 +52,51 @@ func TestAdmitSecureBootRequired(t *testing.T) {
 		{"optional, unquoted", inventory.SecureBootUnquoted, "why", "", true},
 		{"optional, not told", "", "why", "", true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				dev := worker(1, "node-01")
-				policy := requireSecureBoot
-				if tc.optional {
-					policy = nil
+		inBubble(t, tc.name, func(t *testing.T) {
+			dev := worker(1, "node-01")
+			policy := requireSecureBoot
+			if tc.optional {
+				policy = nil
+			}
+			h := newHarness(t, policy, dev)
+			d := h.admit(bootClaim(dev, tc.sb, tc.unknown))
+			got := h.nb.dev(1)
+			if got.AttestVerdict != "attested" || got.AttestedSecureBoot != tc.sb || got.AttestedPCR7 != bootClaim(dev, tc.sb, "").Attestation.PCR7 {
+				t.Errorf("device: verdict %q, attested_secure_boot %q, attested_pcr7 %q; want the attestation recorded", got.AttestVerdict, got.AttestedSecureBoot, got.AttestedPCR7)
+			}
+			r := h.audit.records("attest.install")
+			if tc.reason == "" {
+				if d.Outcome != Provision || d.Code == "" {
+					t.Fatalf("Admit = %+v, want a provision run with a code", d)
 				}
-				h := newHarness(t, policy, dev)
-				d := h.admit(bootClaim(dev, tc.sb, tc.unknown))
-				got := h.nb.dev(1)
-				if got.AttestVerdict != "attested" || got.AttestedSecureBoot != tc.sb || got.AttestedPCR7 != bootClaim(dev, tc.sb, "").Attestation.PCR7 {
-					t.Errorf("device: verdict %q, attested_secure_boot %q, attested_pcr7 %q; want the attestation recorded", got.AttestVerdict, got.AttestedSecureBoot, got.AttestedPCR7)
-				}
-				r := h.audit.records("attest.install")
-				if tc.reason == "" {
-					if d.Outcome != Provision || d.Code == "" {
-						t.Fatalf("Admit = %+v, want a provision run with a code", d)
-					}
-					h.wantJournal(1, journalLine{1, inventory.JournalInfo,
-						"started Workflow provision-node-01-946684800; the machine attested from HookOS at 10.0.0.21"})
-					if len(r) != 1 || r[0].Attrs["outcome"] != "provision" {
-						t.Errorf("attest.install = %v", r)
-					}
-					return
-				}
-				if d.Outcome != NoProvision || d.Reason != tc.reason || d.Code != "" || d.Run != "" {
-					t.Errorf("Admit = %+v, want no provision: %s", d, tc.reason)
-				}
-				h.wantJournal(1, journalLine{1, inventory.JournalWarning, "no provision: " + tc.reason})
-				h.wantNothingCreated()
-				if len(r) != 1 || r[0].Attrs["outcome"] != "no provision" || r[0].Attrs["reason"] != tc.reason {
+				h.wantJournal(1, journalLine{1, inventory.JournalInfo,
+					"started Workflow provision-node-01-946684800; the machine attested from HookOS at 10.0.0.21"})
+				if len(r) != 1 || r[0].Attrs["outcome"] != "provision" {
 					t.Errorf("attest.install = %v", r)
 				}
-				if got.LastRun != "" {
-					t.Errorf("last_run = %q, want none", got.LastRun)
-				}
+				return
+			}
+			if d.Outcome != NoProvision || d.Reason != tc.reason || d.Code != "" || d.Run != "" {
+				t.Errorf("Admit = %+v, want no provision: %s", d, tc.reason)
+			}
+			h.wantJournal(1, journalLine{1, inventory.JournalWarning, "no provision: " + tc.reason})
+			h.wantNothingCreated()
+			if len(r) != 1 || r[0].Attrs["outcome"] != "no provision" || r[0].Attrs["reason"] != tc.reason {
+				t.Errorf("attest.install = %v", r)
+			}
+			if got.LastRun != "" {
+				t.Errorf("last_run = %q, want none", got.LastRun)
+			}
 
-				// Each refused attestation is journaled; a later boot with
-				// Secure Boot on starts the run.
-				h.admit(bootClaim(dev, tc.sb, tc.unknown))
-				if d := h.admit(bootClaim(dev, inventory.SecureBootOn, "")); d.Outcome != Provision || d.Code == "" {
-					t.Fatalf("Admit with Secure Boot on = %+v; want the run", d)
-				}
-				line := journalLine{1, inventory.JournalWarning, "no provision: " + tc.reason}
-				h.wantJournal(1, line, line, journalLine{1, inventory.JournalInfo,
-					"started Workflow provision-node-01-946684800; the machine attested from HookOS at 10.0.0.21"})
-			})
+			// Each refused attestation is journaled; a later boot with
+			// Secure Boot on starts the run.
+			h.admit(bootClaim(dev, tc.sb, tc.unknown))
+			if d := h.admit(bootClaim(dev, inventory.SecureBootOn, "")); d.Outcome != Provision || d.Code == "" {
+				t.Fatalf("Admit with Secure Boot on = %+v; want the run", d)
+			}
+			line := journalLine{1, inventory.JournalWarning, "no provision: " + tc.reason}
+			h.wantJournal(1, line, line, journalLine{1, inventory.JournalInfo,
+				"started Workflow provision-node-01-946684800; the machine attested from HookOS at 10.0.0.21"})
 		})
 	}
 }
@@ -108,14 +106,7 @@ func TestAdmitSecureBootRequired(t *testing.T) {
 // next boot with Secure Boot on gets the run's code.
 func TestAdmitSecureBootWaitingRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		dev := attested(worker(1, "node-01"))
-		dev.DesiredAction = inventory.DesiredActionProvision
-		h := newHarness(t, requireSecureBoot, dev)
-		pass := h.reconcile()
-		const run = "provision-node-01-946684800"
-		if len(pass.Started) != 1 || pass.Started[0] != run {
-			t.Fatalf("pass = %+v", pass)
-		}
+		h, dev := waitingRun(t, requireSecureBoot)
 		d := h.admit(bootClaim(dev, inventory.SecureBootOff, ""))
 		if d.Outcome != NoProvision || d.Code != "" || d.Reason != "Secure Boot is off" {
 			t.Errorf("Admit with Secure Boot off = %+v, want no provision and no code", d)
@@ -124,7 +115,7 @@ func TestAdmitSecureBootWaitingRun(t *testing.T) {
 			t.Errorf("%d Workflows, want the waiting run alone", n)
 		}
 		d = h.admit(bootClaim(dev, inventory.SecureBootOn, ""))
-		if d.Outcome != Provision || d.Run != run || d.Code != "SECRETCODE0001" {
+		if d.Outcome != Provision || d.Run != run1 || d.Code != "SECRETCODE0001" {
 			t.Errorf("Admit with Secure Boot on = %+v, want the waiting run's code", d)
 		}
 		h.wantNoSecretsLogged()

@@ -104,60 +104,58 @@ func TestRunStartingElsewhereKept(t *testing.T) {
 		{"starter alive", false},
 		{"starter died mid-start", true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				dev := attested(worker(1, "node-01"))
-				dev.LastRun = "provision-node-01-946000000"
-				dev.DesiredAction = inventory.DesiredActionProvision
-				var other *Provisioner
-				h := newHarness(t, func(_ *Cluster, c *Config) {
-					c.Shared = true
-					c.PeerCode = func(_ context.Context, run string) (string, bool) { return other.HeldCode(run) }
-				}, dev)
-				var err error
-				if other, err = New(h.deps(), h.cluster, &h.cfg); err != nil {
-					t.Fatal(err)
-				}
-				d, err := other.Admit(context.Background(), claimOf(dev))
-				if err != nil || d.Code == "" {
-					t.Fatalf("the other replica's admission = %+v, %v", d, err)
-				}
-				// As it stands before the other replica records its run.
-				h.nb.set(1, func(d *inventory.Device) {
-					d.LastRun, d.DesiredAction = dev.LastRun, inventory.DesiredActionProvision
-				})
-				time.Sleep(time.Second)
-				if pass := h.reconcile(); len(pass.Started) != 0 {
-					t.Errorf("the pass started %v over a run started %v ago elsewhere", pass.Started, time.Second)
-				}
-				if _, err := h.p.Admit(context.Background(), claimOf(dev)); !errors.Is(err, ErrRunRaced) {
-					t.Errorf("an admission here: %v, want ErrRunRaced", err)
-				}
-				if tc.starterDie {
-					other.dropCode(d.Run) // a new process holds nothing
-				}
-				time.Sleep(startSettle)
-				pass := h.reconcile()
-				if tc.starterDie {
-					if len(pass.Started) != 1 {
-						t.Fatalf("the pass started %v over a run whose starter died, want a run that replaces it", pass.Started)
-					}
-					h.wantKept(d.Run, false)
-					return
-				}
-				if len(pass.Started) != 0 {
-					t.Errorf("the pass started %v over a run whose starter holds its code", pass.Started)
-				}
-				if wfs := h.workflows(); len(wfs) != 1 || wfs[0].Name != d.Run {
-					t.Fatalf("Workflows %d, want %s alone", len(wfs), d.Run)
-				}
-				h.wantKept(d.Run, true)
-				time.Sleep(startGrace)
-				if pass := h.reconcile(); len(pass.Started) != 1 {
-					t.Fatalf("after startGrace the pass started %v, want the run that replaces the orphan", pass.Started)
+		inBubble(t, tc.name, func(t *testing.T) {
+			dev := attested(worker(1, "node-01"))
+			dev.LastRun = "provision-node-01-946000000"
+			dev.DesiredAction = inventory.DesiredActionProvision
+			var other *Provisioner
+			h := newHarness(t, func(_ *Cluster, c *Config) {
+				c.Shared = true
+				c.PeerCode = func(_ context.Context, run string) (string, bool) { return other.HeldCode(run) }
+			}, dev)
+			var err error
+			if other, err = New(h.deps(), h.cluster, &h.cfg); err != nil {
+				t.Fatal(err)
+			}
+			d, err := other.Admit(context.Background(), claimOf(dev))
+			if err != nil || d.Code == "" {
+				t.Fatalf("the other replica's admission = %+v, %v", d, err)
+			}
+			// As it stands before the other replica records its run.
+			h.nb.set(1, func(d *inventory.Device) {
+				d.LastRun, d.DesiredAction = dev.LastRun, inventory.DesiredActionProvision
+			})
+			time.Sleep(time.Second)
+			if pass := h.reconcile(); len(pass.Started) != 0 {
+				t.Errorf("the pass started %v over a run started %v ago elsewhere", pass.Started, time.Second)
+			}
+			if _, err := h.p.Admit(context.Background(), claimOf(dev)); !errors.Is(err, ErrRunRaced) {
+				t.Errorf("an admission here: %v, want ErrRunRaced", err)
+			}
+			if tc.starterDie {
+				other.dropCode(d.Run) // a new process holds nothing
+			}
+			time.Sleep(startSettle)
+			pass := h.reconcile()
+			if tc.starterDie {
+				if len(pass.Started) != 1 {
+					t.Fatalf("the pass started %v over a run whose starter died, want a run that replaces it", pass.Started)
 				}
 				h.wantKept(d.Run, false)
-			})
+				return
+			}
+			if len(pass.Started) != 0 {
+				t.Errorf("the pass started %v over a run whose starter holds its code", pass.Started)
+			}
+			if wfs := h.workflows(); len(wfs) != 1 || wfs[0].Name != d.Run {
+				t.Fatalf("Workflows %d, want %s alone", len(wfs), d.Run)
+			}
+			h.wantKept(d.Run, true)
+			time.Sleep(startGrace)
+			if pass := h.reconcile(); len(pass.Started) != 1 {
+				t.Fatalf("after startGrace the pass started %v, want the run that replaces the orphan", pass.Started)
+			}
+			h.wantKept(d.Run, false)
 		})
 	}
 }

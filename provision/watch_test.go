@@ -217,26 +217,24 @@ func TestWatchStartedRunNotDeleted(t *testing.T) {
 // no stop, so fleetd deletes it once the global timeout passed.
 func TestWatchFirstActionNeverEnded(t *testing.T) {
 	for _, state := range []tinkerbell.WorkflowState{tinkerbell.WorkflowStatePending, tinkerbell.WorkflowStateRunning} {
-		t.Run(string(state), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				h := startWorker(t, nil)
-				h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-					s.State = state
-					s.GlobalTimeout = 3600
-					s.CurrentState = &tinkerbell.CurrentState{ActionName: "wipe-disk", State: state}
-					s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": state})
-				})
-				time.Sleep(59 * time.Minute)
-				if pass := h.reconcile(); len(pass.Deleted) != 0 {
-					t.Fatalf("deleted %v before the global timeout", pass.Deleted)
-				}
-				time.Sleep(2 * time.Minute)
-				if pass := h.reconcile(); !slices.Equal(pass.Deleted, []string{run1}) {
-					t.Fatalf("deleted %v, want %s", pass.Deleted, run1)
-				}
-				h.wantJournal(1, started1, journalLine{1, inventory.JournalWarning,
-					"Workflow provision-node-01-946684800 never reported its first action within its global timeout (1h0m0s); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision"})
+		inBubble(t, string(state), func(t *testing.T) {
+			h := startWorker(t, nil)
+			h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+				s.State = state
+				s.GlobalTimeout = 3600
+				s.CurrentState = &tinkerbell.CurrentState{ActionName: "wipe-disk", State: state}
+				s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": state})
 			})
+			time.Sleep(59 * time.Minute)
+			if pass := h.reconcile(); len(pass.Deleted) != 0 {
+				t.Fatalf("deleted %v before the global timeout", pass.Deleted)
+			}
+			time.Sleep(2 * time.Minute)
+			if pass := h.reconcile(); !slices.Equal(pass.Deleted, []string{run1}) {
+				t.Fatalf("deleted %v, want %s", pass.Deleted, run1)
+			}
+			h.wantJournal(1, started1, journalLine{1, inventory.JournalWarning,
+				"Workflow provision-node-01-946684800 never reported its first action within its global timeout (1h0m0s); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision"})
 		})
 	}
 }
@@ -254,29 +252,27 @@ func TestWatchPassedGlobalTimeoutActive(t *testing.T) {
 		{"RUNNING at next-boot past its stop", "next-boot", tinkerbell.WorkflowStateRunning},
 		{"TIMEOUT at reboot", "reboot", tinkerbell.WorkflowStateTimeout},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				h := startWorker(t, nil)
-				stop := metav1.NewTime(t0.Add(time.Hour))
-				h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-					s.State = tc.state
-					s.GlobalExecutionStop = &stop
-					s.CurrentState = &tinkerbell.CurrentState{ActionName: tc.action, State: tinkerbell.WorkflowStateRunning}
-					s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "SUCCESS", tc.action: "RUNNING"})
-				})
-				h.nb.set(1, func(d *inventory.Device) { d.Status = inventory.StatusActive })
-				time.Sleep(2 * time.Hour)
-				h.reconcile()
-				h.reconcile()
-				h.wantJournal(1, started1, journalLine{1, inventory.JournalInfo,
-					"Workflow provision-node-01-946684800 passed its global timeout while " + tc.action + " was current; the node is active, so it has its config, and nothing else is done"})
-				if n := h.count(WorkflowResource); n != 1 {
-					t.Errorf("%d Workflows, want it kept", n)
-				}
-				if got := h.nb.dev(1); got.Status != inventory.StatusActive || got.DesiredAction != "" {
-					t.Errorf("device changed: %+v", got)
-				}
+		inBubble(t, tc.name, func(t *testing.T) {
+			h := startWorker(t, nil)
+			stop := metav1.NewTime(t0.Add(time.Hour))
+			h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+				s.State = tc.state
+				s.GlobalExecutionStop = &stop
+				s.CurrentState = &tinkerbell.CurrentState{ActionName: tc.action, State: tinkerbell.WorkflowStateRunning}
+				s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "SUCCESS", tc.action: "RUNNING"})
 			})
+			h.nb.set(1, func(d *inventory.Device) { d.Status = inventory.StatusActive })
+			time.Sleep(2 * time.Hour)
+			h.reconcile()
+			h.reconcile()
+			h.wantJournal(1, started1, journalLine{1, inventory.JournalInfo,
+				"Workflow provision-node-01-946684800 passed its global timeout while " + tc.action + " was current; the node is active, so it has its config, and nothing else is done"})
+			if n := h.count(WorkflowResource); n != 1 {
+				t.Errorf("%d Workflows, want it kept", n)
+			}
+			if got := h.nb.dev(1); got.Status != inventory.StatusActive || got.DesiredAction != "" {
+				t.Errorf("device changed: %+v", got)
+			}
 		})
 	}
 }
@@ -691,24 +687,22 @@ func TestLoopRecordedPortRefused(t *testing.T) {
 		{0, "refused a run before rendering anything: recorded no attested switch port"},
 		{7, "refused a run before rendering anything: on port 7, expected 1"},
 	} {
-		t.Run(tc.line, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				dev := attested(worker(1, "node-01"))
-				dev.AttestedSwitchPort = tc.recorded
-				dev.DesiredAction = inventory.DesiredActionProvision
-				h := newHarness(t, nil, dev)
-				h.reconcile()
-				h.reconcile()
-				h.wantJournal(1, journalLine{1, inventory.JournalWarning, tc.line})
-				h.wantNothingCreated()
-				if got := h.nb.dev(1); got.DesiredAction != inventory.DesiredActionProvision {
-					t.Errorf("desired_action = %q, want it kept", got.DesiredAction)
-				}
-				// A fresh claim on the right port starts the run.
-				if d, err := h.p.Admit(context.Background(), claimOf(dev)); err != nil || d.Outcome != Provision {
-					t.Errorf("Admit = %+v, %v", d, err)
-				}
-			})
+		inBubble(t, tc.line, func(t *testing.T) {
+			dev := attested(worker(1, "node-01"))
+			dev.AttestedSwitchPort = tc.recorded
+			dev.DesiredAction = inventory.DesiredActionProvision
+			h := newHarness(t, nil, dev)
+			h.reconcile()
+			h.reconcile()
+			h.wantJournal(1, journalLine{1, inventory.JournalWarning, tc.line})
+			h.wantNothingCreated()
+			if got := h.nb.dev(1); got.DesiredAction != inventory.DesiredActionProvision {
+				t.Errorf("desired_action = %q, want it kept", got.DesiredAction)
+			}
+			// A fresh claim on the right port starts the run.
+			if d, err := h.p.Admit(context.Background(), claimOf(dev)); err != nil || d.Outcome != Provision {
+				t.Errorf("Admit = %+v, %v", d, err)
+			}
 		})
 	}
 }
@@ -846,32 +840,30 @@ func TestWatchNoStopSet(t *testing.T) {
 		{"planned", false, "Workflow provision-node-01-946684800 ended TIMEOUT at action install; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21", true},
 		{"active", true, "Workflow provision-node-01-946684800 passed its global timeout while install was current; the node is active, so it has its config, and nothing else is done", true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				h := startWorker(t, nil)
-				start := metav1.NewTime(t0.Add(time.Minute))
-				h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-					s.State = tinkerbell.WorkflowStateRunning
-					s.GlobalTimeout = 3600
-					s.CurrentState = &tinkerbell.CurrentState{ActionName: "install", State: tinkerbell.WorkflowStateRunning}
-					s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "RUNNING"})
-					s.Tasks[0].Actions[0].ExecutionStart = &start
-				})
-				if tc.active {
-					h.nb.set(1, func(d *inventory.Device) { d.Status = inventory.StatusActive })
-				}
-				time.Sleep(60 * time.Minute)
-				if pass := h.reconcile(); len(pass.Ended) != 0 {
-					t.Fatalf("ended %v before the first action's start plus the global timeout", pass.Ended)
-				}
-				time.Sleep(2 * time.Minute)
-				if pass := h.reconcile(); !slices.Equal(pass.Ended, []string{run1}) {
-					t.Fatalf("ended %v, want %s", pass.Ended, run1)
-				}
-				h.reconcile()
-				h.wantJournal(1, started1, journalLine{1, map[bool]inventory.JournalKind{false: inventory.JournalWarning, true: inventory.JournalInfo}[tc.active], tc.want})
-				h.wantKept(run1, tc.kept)
+		inBubble(t, tc.name, func(t *testing.T) {
+			h := startWorker(t, nil)
+			start := metav1.NewTime(t0.Add(time.Minute))
+			h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
+				s.State = tinkerbell.WorkflowStateRunning
+				s.GlobalTimeout = 3600
+				s.CurrentState = &tinkerbell.CurrentState{ActionName: "install", State: tinkerbell.WorkflowStateRunning}
+				s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "RUNNING"})
+				s.Tasks[0].Actions[0].ExecutionStart = &start
 			})
+			if tc.active {
+				h.nb.set(1, func(d *inventory.Device) { d.Status = inventory.StatusActive })
+			}
+			time.Sleep(60 * time.Minute)
+			if pass := h.reconcile(); len(pass.Ended) != 0 {
+				t.Fatalf("ended %v before the first action's start plus the global timeout", pass.Ended)
+			}
+			time.Sleep(2 * time.Minute)
+			if pass := h.reconcile(); !slices.Equal(pass.Ended, []string{run1}) {
+				t.Fatalf("ended %v, want %s", pass.Ended, run1)
+			}
+			h.reconcile()
+			h.wantJournal(1, started1, journalLine{1, map[bool]inventory.JournalKind{false: inventory.JournalWarning, true: inventory.JournalInfo}[tc.active], tc.want})
+			h.wantKept(run1, tc.kept)
 		})
 	}
 }
