@@ -15,6 +15,7 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -206,41 +207,44 @@ func TestAdmitLacksEveryField(t *testing.T) {
 
 // "The attest.install or fleet.render audit line says create <node>'s
 // bootstrap token": no code is answered and nothing is created that could
-// wipe.
+// wipe; the next attestation, once the API answers, starts the run. On the
+// fakes the API answers Unauthorized; on the apiserver fleetd's RBAC does
+// not let it create Secrets in kube-system, and the server refuses.
 func TestAdmitBootstrapTokenFails(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	onClusters(t, func(t *testing.T, c cluster) {
 		dev := worker(1, "node-01")
-		h := newHarness(t, nil, dev)
-		h.kube.PrependReactor("create", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
-			return true, nil, errors.New(`Unauthorized`)
-		})
+		h := c.harness(t, nil, dev)
+		refused := func(err error) bool { return err.Error() == "create node-01's bootstrap token: Unauthorized" }
+		allow := func() { h.kube.ReactionChain = h.kube.ReactionChain[1:] }
+		if c.apiserver() {
+			refused, allow = apierrors.IsForbidden, forbidSecrets(t, h)
+		} else {
+			h.kube.PrependReactor("create", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, errors.New(`Unauthorized`)
+			})
+		}
 		d, err := h.p.Admit(context.Background(), claimOf(dev))
-		if !errors.Is(err, ErrBootstrapToken) {
-			t.Fatalf("Admit error = %v, want ErrBootstrapToken", err)
+		if !errors.Is(err, ErrBootstrapToken) || !refused(err) || d.Code != "" {
+			t.Fatalf("Admit = %+v, %v; want ErrBootstrapToken wrapping the API's refusal, and no code", d, err)
 		}
-		if d.Code != "" {
-			t.Error("a code was answered")
-		}
-		const text = "create node-01's bootstrap token: Unauthorized"
-		if err.Error() != text {
-			t.Errorf("error = %q, want %q", err, text)
+		if want := "create node-01's bootstrap token: "; !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("error %q, want it to start %q", err, want)
 		}
 		r := h.audit.records("fleet.render")
-		if len(r) != 1 || r[0].Attrs["error"] != text {
+		if len(r) != 1 || r[0].Attrs["error"] != err.Error() {
 			t.Errorf("fleet.render = %v", r)
 		}
 		a := h.audit.records("attest.install")
-		if len(a) != 1 || a[0].Attrs["error"] != text || a[0].Attrs["outcome"] != "refused" {
+		if len(a) != 1 || a[0].Attrs["error"] != err.Error() || a[0].Attrs["outcome"] != "refused" {
 			t.Errorf("attest.install = %v", a)
 		}
+		allow()
 		h.wantNoRun()
 		if got := h.nb.dev(1); got.LastRun != "" {
 			t.Errorf("last_run = %q after a failed render", got.LastRun)
 		}
-		// The next attestation, once the API answers, starts the run.
-		h.kube.ReactionChain = h.kube.ReactionChain[1:]
-		if d, err := h.p.Admit(context.Background(), claimOf(dev)); err != nil || d.Outcome != Provision {
-			t.Fatalf("second Admit = %+v, %v", d, err)
+		if d := h.admit(claimOf(dev)); d.Outcome != Provision {
+			t.Fatalf("Admit once the API answers = %+v", d)
 		}
 	})
 }

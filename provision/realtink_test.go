@@ -51,11 +51,8 @@ tasks:
         image: 127.0.0.1:5000/install:v1
         timeout: 600
 `, globalTimeout)
-	tpl := &tinkerbell.Template{ObjectMeta: metav1.ObjectMeta{Name: "fleet-provision", Namespace: ns}, Spec: tinkerbell.TemplateSpec{Data: &data}}
-	if _, err := h.tinkAPI.Resource(tinkerbell.GroupVersion.WithResource("templates")).Namespace(ns).Create(ctx,
-		unstructuredOf(t, tpl, tinkerbell.GroupVersion.WithKind("Template")), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	h.create(tinkerbell.GroupVersion.WithResource("templates"), tinkerbell.GroupVersion.WithKind("Template"),
+		&tinkerbell.Template{ObjectMeta: metav1.ObjectMeta{Name: "fleet-provision", Namespace: ns}, Spec: tinkerbell.TemplateSpec{Data: &data}}, nil)
 	return &realTink{harness: h, agent: tb.Agent(), ctx: ctx}
 }
 

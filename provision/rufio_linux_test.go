@@ -143,30 +143,16 @@ func TestIntegrationRufioPowerCycles(t *testing.T) {
 	// The machines' BMCs answer over RPC: the Machines say so, and the
 	// runs keep what they say but the host.
 	data := "version: \"0.1\"\nname: fleet-provision\nglobal_timeout: 1800\ntasks:\n  - name: provision\n    worker: \"{{.device_1}}\"\n    actions:\n      - name: wipe-disk\n        image: 127.0.0.1:5000/wipe-disk:v1\n        timeout: 600\n"
-	create := func(obj any, gvk string) {
-		t.Helper()
-		kind := map[string]struct {
-			gvr  string
-			bmc  bool
-			kind string
-		}{"Template": {"templates", false, "Template"}, "Machine": {"machines", true, "Machine"}}[gvk]
-		gv := tinkerbell.GroupVersion
-		if kind.bmc {
-			gv = bmc.GroupVersion
-		}
-		if _, err := h.tinkAPI.Resource(gv.WithResource(kind.gvr)).Namespace(ns).Create(ctx, unstructuredOf(t, obj, gv.WithKind(kind.kind)), metav1.CreateOptions{}); err != nil {
-			t.Fatalf("create %s: %v", gvk, err)
-		}
-	}
-	create(&tinkerbell.Template{ObjectMeta: metav1.ObjectMeta{Name: "fleet-provision", Namespace: ns}, Spec: tinkerbell.TemplateSpec{Data: &data}}, "Template")
+	h.create(tinkerbell.GroupVersion.WithResource("templates"), tinkerbell.GroupVersion.WithKind("Template"),
+		&tinkerbell.Template{ObjectMeta: metav1.ObjectMeta{Name: "fleet-provision", Namespace: ns}, Spec: tinkerbell.TemplateSpec{Data: &data}}, nil)
 	for _, d := range []inventory.Device{cp, refusing} {
-		create(&bmc.Machine{
+		h.create(MachineResource, bmc.GroupVersion.WithKind("Machine"), &bmc.Machine{
 			ObjectMeta: metav1.ObjectMeta{Name: d.Name, Namespace: ns},
 			Spec: bmc.MachineSpec{Connection: bmc.Connection{
 				Host:            d.Address.Addr().String(),
 				ProviderOptions: &bmc.ProviderOptions{RPC: &bmc.RPCOptions{ConsumerURL: bmcs.url(d.Name)}},
 			}},
-		}, "Machine")
+		}, nil)
 	}
 
 	// An admitted control plane waits in HookOS after attestation.
