@@ -3,7 +3,6 @@ package sim
 import (
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fleetkit/fleet/provision"
@@ -18,15 +17,12 @@ func TestBMCSecretReachesMachine(t *testing.T) {
 	f.startTinkerbell()
 	f.powerOn("w-01")
 	f.waitJournal("w-01", "started Workflow provision-w-01-")
-	l, err := f.tink.Resource(provision.MachineResource).Namespace(f.settings.Namespace).List(f.ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
+	l := f.list(provision.MachineResource)
+	if len(l) != 1 {
+		t.Fatalf("%d Machines, want the node's", len(l))
 	}
-	if len(l.Items) != 1 {
-		t.Fatalf("%d Machines, want the node's", len(l.Items))
-	}
-	ref, _, _ := unstructured.NestedStringMap(l.Items[0].Object, "spec", "connection", "authSecretRef")
+	ref, _, _ := unstructured.NestedStringMap(l[0].Object, "spec", "connection", "authSecretRef")
 	if ref["name"] != "bmc-lab" || ref["namespace"] != f.settings.Namespace {
-		t.Errorf("Machine %s names the Secret %v, want bmc-lab in %s", l.Items[0].GetName(), ref, f.settings.Namespace)
+		t.Errorf("Machine %s names the Secret %v, want bmc-lab in %s", l[0].GetName(), ref, f.settings.Namespace)
 	}
 }

@@ -3,7 +3,6 @@ package sim
 import (
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -55,17 +54,7 @@ func TestIntegrationFleetdCredentials(t *testing.T) {
 	t.Logf("%d machines attested and got their codes; the slowest in %v", len(lat), lat[len(lat)-1].Round(time.Millisecond))
 
 	ask := func(token string) int {
-		req, err := http.NewRequest(http.MethodGet, pf.lb.url()+"/v1/claims/SN-nobody", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		rsp, err := pf.client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, rsp.Body)
-		rsp.Body.Close()
+		rsp, _ := claimsAt(t, pf.client, pf.lb.url(), "SN-nobody", token)
 		return rsp.StatusCode
 	}
 	if code := ask(approverToken); code != http.StatusNotFound {

@@ -383,12 +383,8 @@ func TestIntegrationDeployRoleWithoutWorkflowCreate(t *testing.T) {
 	f.wait("fleetd's create of the Workflow refused", func() bool {
 		return strings.Contains(f.audit.String(), `cannot create resource \"workflows\" in API group \"tinkerbell.org\"`)
 	})
-	l, err := f.tink.Resource(provision.WorkflowResource).Namespace(d.ns).List(t.Context(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(l.Items) != 0 {
-		t.Errorf("%d Workflows exist, want none", len(l.Items))
+	if wfs := f.list(provision.WorkflowResource); len(wfs) != 0 {
+		t.Errorf("%d Workflows exist, want none", len(wfs))
 	}
 	if res, ok, _, _, _ := f.machines["w-01"].state(); ok && res.InstallCode != "" {
 		t.Errorf("w-01 received an install code without a Workflow")

@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -24,6 +25,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetkit/fleet/attest"
@@ -80,12 +82,7 @@ func (f *testFleet) status(name string) inventory.Status {
 func TestProvisionANode(t *testing.T) {
 	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true})
 	f.startTinkerbell()
-	for _, name := range []string{"fleet-provision", "fleet-retire"} {
-		f.wait("Template "+name, func() bool {
-			_, err := f.tink.Resource(daemon.TemplateResource).Namespace(f.settings.Namespace).Get(f.ctx, name, metav1.GetOptions{})
-			return err == nil
-		})
-	}
+	f.waitTemplates()
 	f.powerOn("w-01")
 	res := f.attested("w-01")
 	if res.Verdict != attest.Attested || res.InstallCode == "" {
@@ -149,13 +146,7 @@ func TestProvisionAControlPlane(t *testing.T) {
 	if res.Verdict != attest.Attested || res.InstallCode != "" || res.Reason != "no provision: a control plane waits for desired_action=provision" {
 		t.Fatalf("attestation = %+v", res)
 	}
-	op, err := inventory.NewNetBox(f.nbsrv.URL, f.nbsrv.Token(userOperator), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := op.SetDesiredAction(f.ctx, f.devices["cp-02"].ID, inventory.DesiredActionProvision); err != nil {
-		t.Fatal(err)
-	}
+	f.setDesiredAction("cp-02")
 	f.waitJournal("cp-02", "Rufio power-cycles the machine so that its next attestation from HookOS receives the install code")
 	f.wait("cp-02 active", func() bool { return f.status("cp-02") == inventory.StatusActive })
 	m := f.machines["cp-02"]
@@ -180,13 +171,7 @@ func TestProvisionAControlPlane(t *testing.T) {
 func TestFirstControlPlaneNeverInstalls(t *testing.T) {
 	f := newTestFleet(t, nil, testNode{name: "cp-01", class: "controlplane", approve: true, addr: "127.0.0.10"})
 	f.startTinkerbell()
-	op, err := inventory.NewNetBox(f.nbsrv.URL, f.nbsrv.Token(userOperator), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := op.SetDesiredAction(f.ctx, f.devices["cp-01"].ID, inventory.DesiredActionProvision); err != nil {
-		t.Fatal(err)
-	}
+	f.setDesiredAction("cp-01")
 	const line = "refused a run before rendering anything: cp-01 is at API_SERVER_IP 127.0.0.10: the cluster's first control plane, which the Talos root bootstraps, never installs this way; no run starts, nothing is wiped"
 	f.powerOn("cp-01")
 	res := f.attested("cp-01")
@@ -201,12 +186,8 @@ func TestFirstControlPlaneNeverInstalls(t *testing.T) {
 	}
 	// The loop's passes refuse it too, and write the line once.
 	time.Sleep(3 * f.settings.PollInterval)
-	l, err := f.tink.Resource(provision.WorkflowResource).Namespace(f.settings.Namespace).List(f.ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(l.Items) != 0 {
-		t.Errorf("%d Workflows, want none", len(l.Items))
+	if wfs := f.list(provision.WorkflowResource); len(wfs) != 0 {
+		t.Errorf("%d Workflows, want none", len(wfs))
 	}
 	if n := len(slices.DeleteFunc(f.journalOf("cp-01"), func(l string) bool { return !strings.Contains(l, line) })); n != 1 {
 		t.Errorf("the refusal journaled %d times, want once:\n%s", n, strings.Join(f.journalOf("cp-01"), "\n"))
@@ -290,13 +271,7 @@ func TestNoInstallCodeInCluster(t *testing.T) {
 	}
 	f.waitJournal("w-01", "started Workflow provision-w-01-")
 	f.attested("cp-02")
-	op, err := inventory.NewNetBox(f.nbsrv.URL, f.nbsrv.Token(userOperator), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := op.SetDesiredAction(f.ctx, f.devices["cp-02"].ID, inventory.DesiredActionProvision); err != nil {
-		t.Fatal(err)
-	}
+	f.setDesiredAction("cp-02")
 	f.waitJournal("cp-02", "started Workflow provision-cp-02-")
 	f.wait("cp-02 receives its code", func() bool {
 		m := f.machines["cp-02"]
@@ -315,10 +290,7 @@ func TestNoInstallCodeInCluster(t *testing.T) {
 // "The node polls its config URL and gets 503": NetBox does not answer;
 // the config stays and is served once NetBox answers.
 func TestConfigWhileNetBoxDown(t *testing.T) {
-	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true})
-	f.powerOn("w-01")
-	f.attested("w-01")
-	url := f.configURL("w-01")
+	f, url := attestedWorker(t, nil)
 	f.nbsrv.Inject(netboxtest.Fault{Kind: netboxtest.Failing})
 	status, _, err := fetch(f.ctx, f.machines["w-01"].client, url)
 	if err != nil || status != http.StatusServiceUnavailable {
@@ -337,10 +309,7 @@ func TestConfigWhileNetBoxDown(t *testing.T) {
 // fleetd served; it gets none, the journal says so, and the metric the
 // alert reads names the node.
 func TestConfigRefetched(t *testing.T) {
-	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true})
-	f.powerOn("w-01")
-	f.attested("w-01")
-	url := f.configURL("w-01")
+	f, url := attestedWorker(t, nil)
 	c := f.machines["w-01"].client
 	if status, _, err := fetch(f.ctx, c, url); err != nil || status != http.StatusOK {
 		t.Fatalf("first fetch = %d, %v", status, err)
@@ -548,23 +517,14 @@ func TestApproverAPI(t *testing.T) {
 	}
 	get := func(c *http.Client, token string) (int, attest.WaitingClaim) {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, f.url+daemon.ClaimsPath+"SN-w-04", nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
+		rsp, wcs := claimsAt(t, c, f.url, "SN-w-04", token)
+		if rsp.StatusCode != http.StatusOK {
+			return rsp.StatusCode, attest.WaitingClaim{}
 		}
-		rsp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		if len(wcs) != 1 {
+			t.Fatalf("the answer is %d claims; want a list of one", len(wcs))
 		}
-		defer rsp.Body.Close()
-		var wcs []attest.WaitingClaim
-		if rsp.StatusCode == http.StatusOK {
-			if err := json.NewDecoder(rsp.Body).Decode(&wcs); err != nil || len(wcs) != 1 {
-				t.Fatalf("the answer is %d claims, %v; want a list of one", len(wcs), err)
-			}
-			return rsp.StatusCode, wcs[0]
-		}
-		return rsp.StatusCode, attest.WaitingClaim{}
+		return rsp.StatusCode, wcs[0]
 	}
 	if code, _ := get(f.client, ""); code != http.StatusUnauthorized {
 		t.Errorf("anonymous: %d, want 401", code)
@@ -581,10 +541,8 @@ func TestApproverAPI(t *testing.T) {
 	if code, wc := get(&http.Client{Transport: tr}, ""); code != http.StatusOK || wc.Serial != "SN-w-04" {
 		t.Errorf("approver certificate: %d", code)
 	}
-	req, _ := http.NewRequest(http.MethodGet, f.url+daemon.ClaimsPath+"SN-none", nil)
-	req.Header.Set("Authorization", "Bearer "+approverToken)
-	if rsp, err := f.client.Do(req); err != nil || rsp.StatusCode != http.StatusNotFound {
-		t.Errorf("unknown serial: %v %v", rsp, err)
+	if rsp, _ := claimsAt(t, f.client, f.url, "SN-none", approverToken); rsp.StatusCode != http.StatusNotFound {
+		t.Errorf("unknown serial: %s", rsp.Status)
 	}
 	if len(f.auditLines("fleet.approve")) != 5 {
 		t.Errorf("fleet.approve lines: %v", f.auditLines("fleet.approve"))
@@ -608,16 +566,9 @@ func TestApproverAPIEveryTPM(t *testing.T) {
 	if err != nil || res.Verdict != attest.PendingApproval {
 		t.Fatalf("the impostor's claim: %v, %v", res.Verdict, err)
 	}
-	req, _ := http.NewRequest(http.MethodGet, f.url+daemon.ClaimsPath+"SN-w-04", nil)
-	req.Header.Set("Authorization", "Bearer "+approverToken)
-	rsp, err := f.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rsp.Body.Close()
-	var wcs []attest.WaitingClaim
-	if err := json.NewDecoder(rsp.Body).Decode(&wcs); err != nil || rsp.StatusCode != http.StatusOK {
-		t.Fatalf("%s, %v", rsp.Status, err)
+	rsp, wcs := claimsAt(t, f.client, f.url, "SN-w-04", approverToken)
+	if rsp.StatusCode != http.StatusOK {
+		t.Fatal(rsp.Status)
 	}
 	machine, _ := attesttest.Approve(f.machines["w-04"].tpm)
 	other, _ := attesttest.Approve(impostor)
@@ -625,6 +576,33 @@ func TestApproverAPIEveryTPM(t *testing.T) {
 		wcs[1].RSA2048 != other.RSA2048 || wcs[1].MAC != mac.String() || !strings.Contains(wcs[1].Text, other.ECCP256) {
 		t.Errorf("claims of SN-w-04: %+v; want the machine's, then the impostor's", wcs)
 	}
+}
+
+// claimsAt asks the approvers' API at url, over c, for the claims that
+// wait with serial, with the bearer token ("": none), and returns its
+// answer (its body read) and, when it is 200, the claims.
+func claimsAt(t testing.TB, c *http.Client, url, serial, token string) (*http.Response, []attest.WaitingClaim) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url+daemon.ClaimsPath+serial, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	rsp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rsp.Body.Close()
+	var wcs []attest.WaitingClaim
+	if rsp.StatusCode == http.StatusOK {
+		if err := json.NewDecoder(rsp.Body).Decode(&wcs); err != nil {
+			t.Fatalf("the claims of %s at %s: %v", serial, url, err)
+		}
+	}
+	io.Copy(io.Discard, rsp.Body)
+	return rsp, wcs
 }
 
 func inventoryHash(s string) bool { return len(s) == 64 && strings.Trim(s, "0123456789abcdef") == "" }
@@ -664,7 +642,7 @@ func (f *testFleet) configURL(name string) string {
 			return false
 		}
 		for _, u := range l.Items {
-			hm, _, _ := unstructuredMap(u.Object, "spec", "hardwareMap")
+			hm, _, _ := unstructured.NestedStringMap(u.Object, "spec", "hardwareMap")
 			if strings.HasPrefix(u.GetName(), "provision-"+name+"-") && hm[provision.ValueInstallCodeSHA256] == provision.CodeSHA256(code) {
 				url = f.url + "/config/" + code
 				return true
@@ -673,28 +651,6 @@ func (f *testFleet) configURL(name string) string {
 		return false
 	})
 	return url
-}
-
-func unstructuredMap(obj map[string]any, path ...string) (map[string]string, bool, error) {
-	cur := any(obj)
-	for _, p := range path {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false, nil
-		}
-		cur = m[p]
-	}
-	m, ok := cur.(map[string]any)
-	if !ok {
-		return nil, false, nil
-	}
-	out := map[string]string{}
-	for k, v := range m {
-		if s, ok := v.(string); ok {
-			out[k] = s
-		}
-	}
-	return out, true, nil
 }
 
 func grep(s, sub string) string {

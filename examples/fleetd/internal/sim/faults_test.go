@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/spentlease"
@@ -455,7 +456,7 @@ func (s *stormRun) check(devs []inventory.Device) {
 	}
 	var open []string
 	for _, u := range wfs.Items {
-		state, _, _ := unstructuredString(u.Object, "status", "state")
+		state, _, _ := unstructured.NestedString(u.Object, "status", "state")
 		switch state {
 		case "SUCCESS", "FAILED", "TIMEOUT":
 		default:
@@ -537,20 +538,6 @@ func (s *stormRun) check(devs []inventory.Device) {
 			t.Errorf("the proof replayed to %s: %d %s; want 409 (or 410) and no code", p.name, rsp.StatusCode, body)
 		}
 	}
-}
-
-// unstructuredString reads a string field of an unstructured object.
-func unstructuredString(obj map[string]any, fields ...string) (string, bool, error) {
-	var cur any = obj
-	for _, f := range fields {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return "", false, nil
-		}
-		cur = m[f]
-	}
-	v, ok := cur.(string)
-	return v, ok, nil
 }
 
 // killLeader kills the leader with SIGKILL, waits for another replica to
@@ -709,12 +696,7 @@ func TestIntegrationFaults(t *testing.T) {
 	if os.Getenv("FLEET_FAULTS") != "1" {
 		t.Skip("the fault matrix runs with FLEET_FAULTS=1 (scripts/test sets it), one storm per fault, about 10 minutes in all")
 	}
-	n := faultMachines
-	if v := os.Getenv("FLEET_FAULT_MACHINES"); v != "" {
-		if _, err := fmt.Sscan(v, &n); err != nil || n < 1 {
-			t.Fatalf("FLEET_FAULT_MACHINES=%q is not a positive number", v)
-		}
-	}
+	n := envCount(t, "FLEET_FAULT_MACHINES", faultMachines)
 	for _, f := range faultMatrix {
 		t.Run(f.name, func(t *testing.T) {
 			runStorm(t, stormConfig{machines: n, fleet: f.fleet, faults: []stormFault{f.fault}})

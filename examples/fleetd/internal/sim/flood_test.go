@@ -30,10 +30,7 @@ import (
 func TestConfigAskFlood(t *testing.T) {
 	// provision's loop reads every device each pass; this test counts what
 	// the flood costs NetBox, so the loop makes its first pass alone.
-	f := newTestFleet(t, func(s *daemon.Settings) { s.PollInterval = time.Hour }, testNode{name: "w-01", class: "worker", approve: true})
-	f.powerOn("w-01")
-	f.attested("w-01")
-	url := f.configURL("w-01")
+	f, url := attestedWorker(t, func(s *daemon.Settings) { s.PollInterval = time.Hour })
 	f.waitJournal("w-01", "started Workflow provision-w-01-")
 	node := f.machines["w-01"].client
 	ask := func() {
@@ -165,10 +162,7 @@ func TestConfigAskFlood(t *testing.T) {
 // full: the status does not wait behind journal lines, and is not dropped
 // with them.
 func TestServedWhileJournalFull(t *testing.T) {
-	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true})
-	f.powerOn("w-01")
-	f.attested("w-01")
-	url := f.configURL("w-01")
+	f, url := attestedWorker(t, nil)
 	f.waitJournal("w-01", "started Workflow provision-w-01-")
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })

@@ -51,16 +51,17 @@ func (ix journalIndex) count(device, prefix string) int {
 	return n
 }
 
-// machinesCount is FLEET_REPLICAS_MACHINES, or def.
-func machinesCount(tb testing.TB, def int) int {
+// envCount is the machine count the environment variable name sets, or
+// def.
+func envCount(tb testing.TB, name string, def int) int {
 	tb.Helper()
-	v := os.Getenv("FLEET_REPLICAS_MACHINES")
+	v := os.Getenv(name)
 	if v == "" {
 		return def
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		tb.Fatalf("FLEET_REPLICAS_MACHINES=%q is not a positive number", v)
+		tb.Fatalf("%s=%q is not a positive number", name, v)
 	}
 	return n
 }
@@ -88,16 +89,6 @@ func (pf *procFleet) leaderOf(limit time.Duration) (int, error) {
 	return l[0], nil
 }
 
-// sortedNames is the fleet's machine names, sorted.
-func (pf *procFleet) sortedNames() []string {
-	names := make([]string, 0, len(pf.machines))
-	for n := range pf.machines {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
-
 // defaultReplicaMachines is TestIntegrationReplicas's machine count when
 // FLEET_REPLICAS_MACHINES sets none: a storm that fits beside every other
 // package of a plain `go test ./...` within go test's 10 minutes on two
@@ -116,7 +107,7 @@ const defaultReplicaMachines = 100
 // checks are runStorm's (faults_test.go): every machine ends active, no
 // code or config twice, every journal line once, nothing left behind.
 func TestIntegrationReplicas(t *testing.T) {
-	runStorm(t, stormConfig{machines: machinesCount(t, defaultReplicaMachines), faults: leaderKills})
+	runStorm(t, stormConfig{machines: envCount(t, "FLEET_REPLICAS_MACHINES", defaultReplicaMachines), faults: leaderKills})
 }
 
 // checkCodesAndConfigs checks that no install code was answered to two
@@ -329,7 +320,7 @@ func (pf *procFleet) servedAtKill(node string, kills []killAt) (string, bool) {
 // process's), and the fleetd processes' CPU per machine. A machine that
 // gets no code fails the benchmark after its round's figures are logged.
 func BenchmarkFleetdReplicas(b *testing.B) {
-	n := machinesCount(b, 1000)
+	n := envCount(b, "FLEET_REPLICAS_MACHINES", 1000)
 	bin := buildFleetd(b, b.TempDir())
 	kinds := []struct {
 		name string

@@ -8,12 +8,10 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,7 +25,6 @@ import (
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/spentlease"
 	"github.com/fleetkit/fleet/configserve"
-	"github.com/fleetkit/fleet/inventory"
 	"github.com/fleetkit/fleet/provision"
 
 	"github.com/fleetkit/fleet/examples/fleetd/internal/daemon"
@@ -118,9 +115,7 @@ func (r *replicaSet) balancer(addr string) *http.Client {
 func (r *replicaSet) leaders() []int {
 	var l []int
 	for i, d := range r.ds {
-		rec := httptest.NewRecorder()
-		d.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-		if metricValue(rec.Body.String(), "fleet_provision_leader") == 1 {
+		if metricValue(scrape(d), "fleet_provision_leader") == 1 {
 			l = append(l, i)
 		}
 	}
@@ -231,17 +226,9 @@ func TestReplicas(t *testing.T) {
 		t.Fatalf("w-02: verdict %q, want pending-approval", res.Verdict)
 	}
 	for i, u := range r.urls {
-		req, _ := http.NewRequest(http.MethodGet, u+daemon.ClaimsPath+m2.serial, nil)
-		req.Header.Set("Authorization", "Bearer "+approverToken)
-		rsp, err := r.client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var claims []attest.WaitingClaim
-		err = json.NewDecoder(rsp.Body).Decode(&claims)
-		rsp.Body.Close()
-		if rsp.StatusCode != http.StatusOK || err != nil || len(claims) != 1 || rsp.Header.Get("Fleet-Replicas-Unanswered") != "" {
-			t.Errorf("claims of %s at fleetd-%d: %d %v, %v; want the one waiting claim", m2.serial, i, rsp.StatusCode, claims, err)
+		rsp, claims := claimsAt(t, r.client, u, m2.serial, approverToken)
+		if rsp.StatusCode != http.StatusOK || len(claims) != 1 || rsp.Header.Get("Fleet-Replicas-Unanswered") != "" {
+			t.Errorf("claims of %s at fleetd-%d: %d %v; want the one waiting claim", m2.serial, i, rsp.StatusCode, claims)
 		}
 	}
 
@@ -261,13 +248,7 @@ func TestReplicas(t *testing.T) {
 	if res := cp(r.urls[0]); res.InstallCode != "" {
 		t.Fatalf("cp-03 before the operator asked: %+v, want no code", res)
 	}
-	op, err := inventory.NewNetBox(r.nbsrv.URL, r.nbsrv.Token(userOperator), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := op.SetDesiredAction(r.ctx, r.devices["cp-03"].ID, inventory.DesiredActionProvision); err != nil {
-		t.Fatal(err)
-	}
+	r.setDesiredAction("cp-03")
 	const startedBy = "; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"
 	started := r.waitJournal("cp-03", startedBy)
 	_, run3, _ := strings.Cut(strings.TrimSuffix(started, startedBy), "started Workflow ")
@@ -408,13 +389,7 @@ func TestReplacedRunConfigDropped(t *testing.T) {
 	if !hasToken(runA) {
 		t.Fatalf("no bootstrap token of run A (%s)", runA)
 	}
-	op, err := inventory.NewNetBox(r.nbsrv.URL, r.nbsrv.Token(userOperator), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := op.SetDesiredAction(r.ctx, r.devices["w-01"].ID, inventory.DesiredActionProvision); err != nil {
-		t.Fatal(err)
-	}
+	r.setDesiredAction("w-01")
 	b := at(1)
 	if b.InstallCode == a.InstallCode {
 		t.Fatal("the new run answered the old run's code")
@@ -449,9 +424,7 @@ func TestUnknownCodeFloodAsksPeersLittle(t *testing.T) {
 	lends := func() float64 {
 		n := 0.0
 		for _, i := range []int{0, 2} {
-			rec := httptest.NewRecorder()
-			r.ds[i].MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-			n += metricValue(rec.Body.String(), `fleet_peer_requests_total{path="lend",result="answered"}`)
+			n += metricValue(scrape(r.ds[i]), `fleet_peer_requests_total{path="lend",result="answered"}`)
 		}
 		return n
 	}

@@ -26,11 +26,8 @@ import (
 // device active. (Linux: fleetd reads the peer's acknowledgement from the
 // kernel's TCP_INFO.)
 func TestConfigNotAcknowledgedNamesPeer(t *testing.T) {
-	f := newTestFleet(t, func(s *daemon.Settings) { s.ConfigWriteTimeout = 2 * time.Second },
-		testNode{name: "w-01", class: "worker", approve: true})
-	f.powerOn("w-01")
-	f.attested("w-01")
-	url := f.configURL("w-01") // the Tinkerbell agent is not started: nothing fetches it
+	// The Tinkerbell agent is not started: nothing fetches the config.
+	f, url := attestedWorker(t, func(s *daemon.Settings) { s.ConfigWriteTimeout = 2 * time.Second })
 	run := strings.TrimPrefix(strings.SplitN(f.waitJournal("w-01", "started Workflow "), ";", 2)[0], "info: started Workflow ")
 
 	// Another peer, from 127.0.0.99, with the smallest receive buffer.

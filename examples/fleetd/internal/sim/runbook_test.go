@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/attesttest"
 	"github.com/fleetkit/fleet/inventory"
@@ -56,37 +54,14 @@ func (f *testFleet) loopPasses(n int) {
 	f.wait(fmt.Sprintf("%d passes of the provision loop", n), func() bool { return lists() > start+n })
 }
 
-// workflows returns the names of the Workflows in Tinkerbell's namespace.
-func (f *testFleet) workflows() []string {
-	f.t.Helper()
-	l, err := f.tink.Resource(provision.WorkflowResource).Namespace(f.settings.Namespace).List(f.ctx, metav1.ListOptions{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	var names []string
-	for _, u := range l.Items {
-		names = append(names, u.GetName())
-	}
-	return names
-}
-
-// withoutRetries drops the console lines of tries that failed ("attest:
-// try N failed: ..."): a loaded machine may time a try out, and the
-// client tries again.
-func withoutRetries(console []string) []string {
-	return slices.DeleteFunc(slices.Clone(console), func(l string) bool { return strings.HasPrefix(l, "attest: try ") })
-}
-
-// setDesiredAction sets a device's desired_action to provision, as the
-// operator does in NetBox.
-func (f *testFleet) setDesiredAction(name string) {
-	f.t.Helper()
-	op, err := inventory.NewNetBox(f.nbsrv.URL, f.nbsrv.Token(userOperator), nil)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if err := op.SetDesiredAction(f.ctx, f.devices[name].ID, inventory.DesiredActionProvision); err != nil {
-		f.t.Fatal(err)
+// wantConsole fails t when the console lines, less those of tries that
+// failed ("attest: try N failed: ...": a loaded machine may time a try
+// out, and the client tries again), are not want.
+func wantConsole(t *testing.T, console, want []string) {
+	t.Helper()
+	got := slices.DeleteFunc(slices.Clone(console), func(l string) bool { return strings.HasPrefix(l, "attest: try ") })
+	if !slices.Equal(got, want) {
+		t.Errorf("console:\n%s\nwant:\n%s", strings.Join(console, "\n"), strings.Join(want, "\n"))
 	}
 }
 
@@ -110,9 +85,7 @@ func TestControlPlaneSupportOff(t *testing.T) {
 	if res.Verdict != attest.Attested || res.InstallCode != "" || res.Reason != "no provision: "+waits {
 		t.Fatalf("first attestation = %+v, want attested, no code, reason %q", res, "no provision: "+waits)
 	}
-	if want := []string{"attest: PASSED", "attest: no provision: " + waits}; !slices.Equal(withoutRetries(console), want) {
-		t.Errorf("console:\n%s\nwant:\n%s", strings.Join(console, "\n"), strings.Join(want, "\n"))
-	}
+	wantConsole(t, console, []string{"attest: PASSED", "attest: no provision: " + waits})
 
 	f.setDesiredAction("cp-02")
 	const line = "cp-02 is a control plane, and fleetd runs without control-plane support (homelab.fleetd.controlPlanes): no run starts, nothing is wiped, and desired_action stays provision"
@@ -125,9 +98,7 @@ func TestControlPlaneSupportOff(t *testing.T) {
 	if res.Verdict != attest.Attested || res.InstallCode != "" || res.Reason != "no provision: refused: "+line {
 		t.Fatalf("second attestation = %+v, want attested, no code, reason %q", res, "no provision: refused: "+line)
 	}
-	if want := []string{"attest: PASSED", "attest: no provision: " + waits, "attest: PASSED", "attest: no provision: refused: " + line}; !slices.Equal(withoutRetries(console), want) {
-		t.Errorf("console:\n%s\nwant:\n%s", strings.Join(console, "\n"), strings.Join(want, "\n"))
-	}
+	wantConsole(t, console, []string{"attest: PASSED", "attest: no provision: " + waits, "attest: PASSED", "attest: no provision: refused: " + line})
 	var reasons []string
 	for _, r := range f.auditLines("attest.install") {
 		if r["node"] == "cp-02" {
@@ -141,15 +112,11 @@ func TestControlPlaneSupportOff(t *testing.T) {
 	// Passes of the loop after both refusals start nothing and write the
 	// line no second time.
 	f.loopPasses(3)
-	if wfs := f.workflows(); len(wfs) != 0 {
-		t.Errorf("Workflows %v, want none", wfs)
+	if wfs := f.list(provision.WorkflowResource); len(wfs) != 0 {
+		t.Errorf("%d Workflows, want none", len(wfs))
 	}
-	jobs, err := f.tink.Resource(provision.JobResource).Namespace(f.settings.Namespace).List(f.ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(jobs.Items) != 0 {
-		t.Errorf("%d Rufio jobs, want none", len(jobs.Items))
+	if jobs := f.list(provision.JobResource); len(jobs) != 0 {
+		t.Errorf("%d Rufio jobs, want none", len(jobs))
 	}
 	if n := len(slices.DeleteFunc(f.journalOf("cp-02"), func(l string) bool { return !strings.Contains(l, line) })); n != 1 {
 		t.Errorf("the refusal journaled %d times, want once:\n%s", n, strings.Join(f.journalOf("cp-02"), "\n"))
@@ -190,9 +157,7 @@ func TestApproveThenPowerCycle(t *testing.T) {
 		t.Fatalf("first attestation = %+v, want pending-approval without a code", res)
 	}
 	pending := []string{"attest: FAILED pending-approval", "attest: the entry approves no EK"}
-	if console = withoutRetries(console); !slices.Equal(console, pending) {
-		t.Errorf("console:\n%s\nwant:\n%s", strings.Join(console, "\n"), strings.Join(pending, "\n"))
-	}
+	wantConsole(t, console, pending)
 	if d, _ := f.device(f.ctx, "w-04"); len(d.MAC) != 0 || d.AttestVerdict != "" || d.LastRun != "" {
 		t.Errorf("pending-approval wrote to the device: %+v", d)
 	}
@@ -259,9 +224,7 @@ func TestApproveThenPowerCycle(t *testing.T) {
 	if res.Verdict != attest.Attested || res.InstallCode == "" {
 		t.Fatalf("attestation after the approval = %+v, want attested with a code", res)
 	}
-	if want := append(pending, "attest: PASSED", "install code written"); !slices.Equal(withoutRetries(console), want) {
-		t.Errorf("console:\n%s\nwant:\n%s", strings.Join(console, "\n"), strings.Join(want, "\n"))
-	}
+	wantConsole(t, console, append(pending, "attest: PASSED", "install code written"))
 	line := f.waitJournal("w-04", "started Workflow provision-w-04-")
 	if !strings.HasSuffix(line, "; the machine attested from HookOS at 127.0.0.21") {
 		t.Errorf("journal: %q", line)

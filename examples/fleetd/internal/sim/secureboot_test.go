@@ -7,8 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/attesttest"
 	"github.com/fleetkit/fleet/inventory"
@@ -108,11 +106,7 @@ func TestSecureBootRequired(t *testing.T) {
 	}
 
 	// Nothing was rendered for w-01: no Workflow, no bootstrap token.
-	wfs, err := f.tink.Resource(provision.WorkflowResource).Namespace(f.settings.Namespace).List(f.ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, wf := range wfs.Items {
+	for _, wf := range f.list(provision.WorkflowResource) {
 		if strings.HasPrefix(wf.GetName(), "provision-w-01-") {
 			t.Errorf("Workflow %s exists for w-01", wf.GetName())
 		}

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -176,6 +177,11 @@ func childCPU(tb testing.TB) map[string]time.Duration {
 	return out
 }
 
+// sortedNames is the fleet's machine names, sorted.
+func (f *testFleet) sortedNames() []string {
+	return slices.Sorted(maps.Keys(f.machines))
+}
+
 // storm attests every machine of f at once, attest to install code, and
 // returns each machine's latency; it fails tb if a machine got no code.
 func storm(tb testing.TB, f *testFleet) []time.Duration {
@@ -191,11 +197,7 @@ func storm(tb testing.TB, f *testFleet) []time.Duration {
 // returns each machine's latency, sorted, and what the machines that got no
 // code were told.
 func stormAll(f *testFleet) (lat []time.Duration, failed []string) {
-	names := make([]string, 0, len(f.machines))
-	for n := range f.machines {
-		names = append(names, n)
-	}
-	slices.Sort(names)
+	names := f.sortedNames()
 	lat = make([]time.Duration, len(names))
 	var start, done sync.WaitGroup
 	start.Add(1)
@@ -239,11 +241,7 @@ func TestFleetdStorm(t *testing.T) {
 		t.Fatal(err)
 	}
 	by := requestsBy(f.nbsrv)
-	var admitted int
-	for _, c := range by {
-		admitted += c
-	}
-	perMachine := float64(admitted) / n
+	perMachine := float64(sum(by)) / n
 	t.Logf("%d machines: p50 %v, p99 %v; %.2f NetBox requests per machine (%.2f with the run loop's passes): %v",
 		n, lat[n/2], lat[n*99/100], perMachine, float64(f.nbsrv.RequestCount())/n, by)
 	if perMachine > 4 {
@@ -283,18 +281,12 @@ func TestFleetdAttestationRequests(t *testing.T) {
 		t.Fatalf("the first attestation got no code: %+v", res)
 	}
 	repeat := count("repeat")
-	total := func(by map[string]int) (n int) {
-		for _, v := range by {
-			n += v
-		}
-		return n
+	t.Logf("first attestation: %d NetBox requests %v; repeat: %d %v", sum(first), first, sum(repeat), repeat)
+	if sum(first) > 7 {
+		t.Errorf("a first attestation took %d NetBox requests, want at most 7", sum(first))
 	}
-	t.Logf("first attestation: %d NetBox requests %v; repeat: %d %v", total(first), first, total(repeat), repeat)
-	if total(first) > 7 {
-		t.Errorf("a first attestation took %d NetBox requests, want at most 7", total(first))
-	}
-	if total(repeat) > 4 {
-		t.Errorf("a repeat attestation took %d NetBox requests, want at most 4", total(repeat))
+	if sum(repeat) > 4 {
+		t.Errorf("a repeat attestation took %d NetBox requests, want at most 4", sum(repeat))
 	}
 	for k, v := range repeat {
 		if strings.Contains(k, "mac-addresses") || strings.HasPrefix(k, "PATCH /api/dcim/interfaces/") {
@@ -320,6 +312,15 @@ func requestsBy(srv *netboxtest.Server) map[string]int {
 			path = "/api/dcim/interfaces/{id}/"
 		}
 		n[r.Method+" "+path]++
+	}
+	return n
+}
+
+// sum is the sum of counts.
+func sum(counts map[string]int) int {
+	n := 0
+	for _, c := range counts {
+		n += c
 	}
 	return n
 }
@@ -369,11 +370,8 @@ func bareRound(b *testing.B, n int, calls *kubeCalls) time.Duration {
 	cpu0, self0 := childCPU(b), selfCPU(b)
 	wall := bareAdmissions(b, env, n, 16, calls)
 	cpu1, self1 := childCPU(b), selfCPU(b)
-	var total int
 	by := calls.reset()
-	for _, c := range by {
-		total += c
-	}
+	total := sum(by)
 	if total < 5*n {
 		b.Fatalf("the bare loop made %d Kubernetes requests for %d machines, want 5 each: %v", total, n, by)
 	}
@@ -404,13 +402,7 @@ func bareRound(b *testing.B, n int, calls *kubeCalls) time.Duration {
 // benchmark after its round's figures are logged. FLEET_STORM_MACHINES sets
 // another count, FLEET_STORM_ROUNDS one round alone (fakes or apiserver).
 func BenchmarkFleetdStorm(b *testing.B) {
-	n := 1000
-	if v := os.Getenv("FLEET_STORM_MACHINES"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1 {
-			b.Fatalf("FLEET_STORM_MACHINES=%q is not a positive number", v)
-		}
-	}
+	n := envCount(b, "FLEET_STORM_MACHINES", 1000)
 	kinds := stormKinds(b)
 	raiseFileLimit(b, n)
 	var calls kubeCalls
@@ -478,17 +470,9 @@ func stormRound(b *testing.B, kind string, n int, bare time.Duration, calls *kub
 	}
 	b.ReportMetric(float64(f.nbsrv.RequestCount())/float64(n), kind+"-netbox-requests/machine")
 	nbBy := requestsBy(f.nbsrv)
-	admitting := 0
-	for _, c := range nbBy {
-		admitting += c
-	}
-	b.Logf("%s: NetBox requests %v, and %d of the run loop's lists", kind, nbBy, f.nbsrv.RequestCount()-admitting)
+	b.Logf("%s: NetBox requests %v, and %d of the run loop's lists", kind, nbBy, f.nbsrv.RequestCount()-sum(nbBy))
 	if kind == "apiserver" {
-		var total int
-		for _, c := range by {
-			total += c
-		}
-		b.ReportMetric(float64(total)/float64(n), "apiserver-kube-requests/machine")
+		b.ReportMetric(float64(sum(by))/float64(n), "apiserver-kube-requests/machine")
 		spent := map[string]time.Duration{}
 		var all time.Duration
 		for name, d := range cpu1 {

@@ -99,12 +99,7 @@ func parityCase(t *testing.T, real bool) paritySeen {
 	}
 	rec := recordStatuses(f.ctx, t, tink, ns)
 	f.startTinkerbell()
-	for _, name := range []string{"fleet-provision", "fleet-retire"} {
-		f.wait("Template "+name, func() bool {
-			_, err := f.tink.Resource(daemon.TemplateResource).Namespace(ns).Get(f.ctx, name, metav1.GetOptions{})
-			return err == nil
-		})
-	}
+	f.waitTemplates()
 	f.powerOn("w-01", "w-02")
 	f.waitJournal("w-01", "fleetd served the config of provision-w-01-")
 	f.waitJournal("w-01", "ended SUCCESS")

@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -22,6 +25,7 @@ import (
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/attesttest"
 	"github.com/fleetkit/fleet/internal/kubetest"
+	"github.com/fleetkit/fleet/inventory"
 	"github.com/fleetkit/fleet/inventory/netboxtest"
 
 	"github.com/fleetkit/fleet/examples/fleetd/internal/daemon"
@@ -108,6 +112,17 @@ func newTestReplica(t *testing.T, edit func(*daemon.Settings), peers net.Listene
 		}
 	}
 	return newFleet(t, worldConfig{Validate: t, Edit: withNamespace, Kube: kube, Tink: tink, Leases: kube.CoordinationV1(), Peers: peers}, nodes...)
+}
+
+// attestedWorker is a fleet (edit changes its settings) of one approved
+// worker, w-01, whose machine is on and attested, and the URL of the
+// config its run's Workflow waits for.
+func attestedWorker(t *testing.T, edit func(*daemon.Settings)) (*testFleet, string) {
+	t.Helper()
+	f := newTestFleet(t, edit, testNode{name: "w-01", class: "worker", approve: true})
+	f.powerOn("w-01")
+	f.attested("w-01")
+	return f, f.configURL("w-01")
 }
 
 // newTestFleetWith is a fleet on client-go's fakes, for any test or
@@ -295,9 +310,45 @@ func (f *testFleet) waitJournal(name, text string) string {
 }
 
 // metrics scrapes fleetd's metrics.
-func (f *testFleet) metrics() string {
-	f.t.Helper()
+func (f *testFleet) metrics() string { return scrape(f.d) }
+
+// scrape reads d's metrics.
+func scrape(d *daemon.Daemon) string {
 	rec := httptest.NewRecorder()
-	f.d.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	d.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	return rec.Body.String()
+}
+
+// list returns the objects of gvr in Tinkerbell's namespace.
+func (f *testFleet) list(gvr schema.GroupVersionResource) []unstructured.Unstructured {
+	f.t.Helper()
+	l, err := f.tink.Resource(gvr).Namespace(f.settings.Namespace).List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return l.Items
+}
+
+// waitTemplates waits until fleetd made its Templates.
+func (f *testFleet) waitTemplates() {
+	f.t.Helper()
+	for _, name := range []string{"fleet-provision", "fleet-retire"} {
+		f.wait("Template "+name, func() bool {
+			_, err := f.tink.Resource(daemon.TemplateResource).Namespace(f.settings.Namespace).Get(f.ctx, name, metav1.GetOptions{})
+			return err == nil
+		})
+	}
+}
+
+// setDesiredAction sets a device's desired_action to provision, as the
+// operator does in NetBox.
+func (f *testFleet) setDesiredAction(name string) {
+	f.t.Helper()
+	op, err := inventory.NewNetBox(f.nbsrv.URL, f.nbsrv.Token(userOperator), nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := op.SetDesiredAction(f.ctx, f.devices[name].ID, inventory.DesiredActionProvision); err != nil {
+		f.t.Fatal(err)
+	}
 }
