@@ -53,25 +53,12 @@ func TestAlertsFromFleetd(t *testing.T) {
 	// w-02's node was served its config, and asks again.
 	f.powerOn("w-02")
 	f.attested("w-02")
-	url := f.configURL("w-02")
-	c := f.machines["w-02"].client
-	if status, _, err := fetch(f.ctx, c, url); err != nil || status != http.StatusOK {
-		t.Fatalf("w-02's first fetch = %d, %v", status, err)
-	}
-	f.wait("w-02's second fetch told the code is spent", func() bool {
-		s, _, err := fetch(f.ctx, c, url)
-		return err == nil && s == http.StatusGone
-	})
-	f.waitJournal("w-02", "the node asked again for the Talos config fleetd served it")
+	f.refetch("w-02", f.configURL("w-02"))
 
 	// w-03's run succeeds, and its firmware netboots HookOS again.
 	f.powerOn("w-03")
 	f.startTinkerbell()
-	f.wait("w-03 active", func() bool {
-		d, err := f.device(f.ctx, "w-03")
-		return err == nil && d.Status == "active"
-	})
-	f.waitJournal("w-03", "ended SUCCESS")
+	f.provisioned("w-03", nodeAddr(2))
 	f.machines["w-03"].powerCycle()
 	f.waitJournal("w-03", "the node booted HookOS and attested after Workflow")
 

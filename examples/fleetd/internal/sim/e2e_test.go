@@ -43,10 +43,7 @@ func (f *testFleet) wantNoSecrets() {
 	f.t.Helper()
 	logs := f.audit.String()
 	for _, m := range f.machines {
-		m.mu.Lock()
-		codes := slices.Clone(m.codes)
-		m.mu.Unlock()
-		for _, c := range codes {
+		for _, c := range m.receivedCodes() {
 			if strings.Contains(logs, c) || strings.Contains(logs, c[:12]) {
 				f.t.Errorf("fleetd's log holds %s's install code", m.name)
 			}
@@ -88,17 +85,7 @@ func TestProvisionANode(t *testing.T) {
 	if res.Verdict != attest.Attested || res.InstallCode == "" {
 		t.Fatalf("attestation = %+v, want attested with a code", res)
 	}
-	line := f.waitJournal("w-01", "started Workflow provision-w-01-")
-	if !strings.HasSuffix(line, "; the machine attested from HookOS at 127.0.0.21") {
-		t.Errorf("journal: %q", line)
-	}
-	f.waitJournal("w-01", "fleetd served the config of provision-w-01-")
-	f.waitJournal("w-01", "ended SUCCESS")
-	f.wait("w-01 active", func() bool { return f.status("w-01") == inventory.StatusActive })
-	d, err := f.device(f.ctx, "w-01")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := f.provisioned("w-01", "127.0.0.21")
 	m := f.machines["w-01"]
 	if d.MAC.String() != m.mac.String() || d.AttestVerdict != "attested" || d.AttestedSwitchPort != 1 || !strings.HasPrefix(d.LastRun, "provision-w-01-") {
 		t.Errorf("NetBox holds %+v", d)
@@ -205,9 +192,7 @@ func (f *testFleet) wantNoCodeInCluster() {
 	f.t.Helper()
 	var codes []string
 	for _, m := range f.machines {
-		m.mu.Lock()
-		codes = append(codes, m.codes...)
-		m.mu.Unlock()
+		codes = append(codes, m.receivedCodes()...)
 	}
 	if len(codes) == 0 {
 		f.t.Fatal("no machine received an install code")
@@ -273,12 +258,7 @@ func TestNoInstallCodeInCluster(t *testing.T) {
 	f.attested("cp-02")
 	f.setDesiredAction("cp-02")
 	f.waitJournal("cp-02", "started Workflow provision-cp-02-")
-	f.wait("cp-02 receives its code", func() bool {
-		m := f.machines["cp-02"]
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		return len(m.codes) > 0
-	})
+	f.wait("cp-02 receives its code", func() bool { return len(f.machines["cp-02"].receivedCodes()) > 0 })
 	f.wantNoCodeInCluster()
 	f.wait("both nodes active", func() bool {
 		return f.status("w-01") == inventory.StatusActive && f.status("cp-02") == inventory.StatusActive
@@ -310,26 +290,32 @@ func TestConfigWhileNetBoxDown(t *testing.T) {
 // alert reads names the node.
 func TestConfigRefetched(t *testing.T) {
 	f, url := attestedWorker(t, nil)
-	c := f.machines["w-01"].client
-	if status, _, err := fetch(f.ctx, c, url); err != nil || status != http.StatusOK {
-		t.Fatalf("first fetch = %d, %v", status, err)
+	f.refetch("w-01", url)
+	if m := f.metrics(); !strings.Contains(m, `fleet_install_config_refetched_last_timestamp_seconds{node="w-01"}`) {
+		t.Errorf("no refetched metric for w-01:\n%s", grep(m, "fleet_install_config"))
 	}
-	// A fetch while the first answer's acknowledgement is still being
-	// checked is told to retry (503); the node does, and is told the code
-	// is spent.
+}
+
+// refetch fetches the config at url as the machine's node, and again: the
+// second fetch, while the first answer's acknowledgement is still being
+// checked, is told to retry (503); the node does, and is told the code is
+// spent (410), and the device's journal says so.
+func (f *testFleet) refetch(name, url string) {
+	f.t.Helper()
+	c := f.machines[name].client
+	if status, _, err := fetch(f.ctx, c, url); err != nil || status != http.StatusOK {
+		f.t.Fatalf("%s's first fetch = %d, %v", name, status, err)
+	}
 	var status int
-	f.wait("an answer to the second fetch", func() bool {
+	f.wait("an answer to "+name+"'s second fetch", func() bool {
 		s, _, err := fetch(f.ctx, c, url)
 		status = s
 		return err == nil && s != http.StatusServiceUnavailable
 	})
 	if status != http.StatusGone {
-		t.Fatalf("second fetch = %d; want 410", status)
+		f.t.Fatalf("%s's second fetch = %d; want 410", name, status)
 	}
-	f.waitJournal("w-01", "warning: the node asked again for the Talos config fleetd served it")
-	if m := f.metrics(); !strings.Contains(m, `fleet_install_config_refetched_last_timestamp_seconds{node="w-01"}`) {
-		t.Errorf("no refetched metric for w-01:\n%s", grep(m, "fleet_install_config"))
-	}
+	f.waitJournal(name, "warning: the node asked again for the Talos config fleetd served it")
 }
 
 // A fleetd restart mid-run: the run is picked up from the cluster and

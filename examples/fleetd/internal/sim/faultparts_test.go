@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -40,7 +41,7 @@ func buildSkewedFleetd(tb testing.TB, dir string, skew time.Duration) string {
 	if strings.Count(string(src), call) != 1 {
 		tb.Fatalf("%s: time.Now does not read the clock as %q; the skewed build needs another edit", orig, strings.TrimSpace(call))
 	}
-	patched := strings.Replace(string(src), call, call+"\tsec += "+itoa(int64(skew/time.Second))+"\n", 1)
+	patched := strings.Replace(string(src), call, call+"\tsec += "+strconv.FormatInt(int64(skew/time.Second), 10)+"\n", 1)
 	file := filepath.Join(dir, "time.go")
 	if err := os.WriteFile(file, []byte(patched), 0o600); err != nil {
 		tb.Fatal(err)
@@ -66,11 +67,6 @@ func buildSkewedFleetd(tb testing.TB, dir string, skew time.Duration) string {
 	}
 	tb.Logf("built fleetd with its clock %v ahead in %v", skew, time.Since(t0).Round(10*time.Millisecond))
 	return out
-}
-
-func itoa(n int64) string {
-	b, _ := json.Marshal(n)
-	return string(b)
 }
 
 // freeze stops the process with SIGSTOP, as a host that stalls does;

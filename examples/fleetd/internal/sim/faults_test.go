@@ -198,26 +198,22 @@ func runStorm(t *testing.T, cfg stormConfig) *stormRun {
 	gaveUp := fmt.Sprintf("attest: try %d failed", attest.DefaultTries)
 	for _, name := range names {
 		pf.machines[name].say = func(who, _, text string) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
 			switch {
 			case text == "install code written":
-				s.mu.Lock()
 				if _, ok := s.admittedAt[who]; !ok {
 					s.admittedAt[who] = time.Now()
 				}
-				s.mu.Unlock()
 			case text == gaveUp:
-				s.mu.Lock()
 				s.noVerdict[who] = true
-				s.mu.Unlock()
 			case text == "attest: "+attest.ReasonAdmissionFailed,
 				// A replica that read the device while another replaced
 				// its run (the old Workflow deleted, the new one not yet
 				// created) finds no run, and last_run naming the old one:
 				// the runbook's row "The audit line says no provision".
 				strings.HasPrefix(text, "attest: no provision: last run "):
-				s.mu.Lock()
 				s.noCode[who] = true
-				s.mu.Unlock()
 			}
 		}
 	}

@@ -1,14 +1,17 @@
 package sim
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // TestMonitoringDeploy renders examples/deploy/monitoring with kustomize
@@ -58,7 +61,8 @@ func TestMonitoringDeploy(t *testing.T) {
 
 	// The ServiceMonitor finds the metrics Service of the base.
 	var metricsSvc *unstructured.Unstructured
-	for _, u := range kustomize(t, deployDir) {
+	base := kustomize(t, deployDir)
+	for _, u := range base {
 		if u.GetKind() == "Service" && u.GetName() == "fleetd-metrics" {
 			metricsSvc = u
 		}
@@ -79,8 +83,8 @@ func TestMonitoringDeploy(t *testing.T) {
 			t.Errorf("the ServiceMonitor selects %s=%s; fleetd-metrics has labels %v", k, v, metricsSvc.GetLabels())
 		}
 	}
-	for _, u := range kustomize(t, deployDir) {
-		if u.GetKind() == "Service" && u.GetName() != "fleetd-metrics" && selects(match, u.GetLabels()) {
+	for _, u := range base {
+		if u.GetKind() == "Service" && u.GetName() != "fleetd-metrics" && labels.SelectorFromSet(match).Matches(labels.Set(u.GetLabels())) {
 			t.Errorf("the ServiceMonitor also selects the Service %s", u.GetName())
 		}
 	}
@@ -115,7 +119,7 @@ func TestMonitoringDeploy(t *testing.T) {
 	}
 	data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
 	if data[filepath.Base(dashboard)] != string(dash) {
-		t.Errorf("the ConfigMap %s does not hold %s as it is (keys %v)", cm.GetName(), dashboard, keys(data))
+		t.Errorf("the ConfigMap %s does not hold %s as it is (keys %v)", cm.GetName(), dashboard, slices.Sorted(maps.Keys(data)))
 	}
 	if cm.GetLabels()["grafana_dashboard"] != "1" {
 		t.Errorf("the ConfigMap %s has labels %v, want grafana_dashboard=1 for Grafana's sidecar", cm.GetName(), cm.GetLabels())
@@ -133,25 +137,6 @@ func normalize(t *testing.T, v any) any {
 	var out any
 	if err := yaml.Unmarshal(b, &out); err != nil {
 		t.Fatal(err)
-	}
-	return out
-}
-
-// selects reports whether labels holds every pair of match.
-func selects(match, labels map[string]string) bool {
-	for k, v := range match {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-// keys are m's keys.
-func keys(m map[string]string) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
 	}
 	return out
 }

@@ -122,10 +122,7 @@ func (pf *procFleet) checkCodesAndConfigs() error {
 	var errs []error
 	owner := map[string]string{}
 	for name, m := range pf.machines {
-		m.mu.Lock()
-		codes := slices.Clone(m.codes)
-		m.mu.Unlock()
-		for _, c := range codes {
+		for _, c := range m.receivedCodes() {
 			if o, ok := owner[c]; ok && o != name {
 				errs = append(errs, fmt.Errorf("an install code was answered to %s and to %s", o, name))
 			}
@@ -283,10 +280,7 @@ func (pf *procFleet) checkJournal(devs []inventory.Device, kills []killAt) {
 // connection to the killed replica at most servedLineWindow before it was
 // dead, and says when.
 func (pf *procFleet) servedAtKill(node string, kills []killAt) (string, bool) {
-	m := pf.machines[node]
-	m.mu.Lock()
-	codes := slices.Clone(m.codes)
-	m.mu.Unlock()
+	codes := pf.machines[node].receivedCodes()
 	pf.fetches.mu.Lock()
 	var last wholeFetch
 	for _, c := range codes {

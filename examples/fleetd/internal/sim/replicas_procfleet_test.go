@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -399,7 +400,6 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 	if err != nil {
 		tb.Fatal(err)
 	}
-	pool := cert.Pool
 	bundleFile := filepath.Join(dir, "secrets.yaml")
 	b, err := yaml.Marshal(testBundle(tb))
 	if err != nil {
@@ -434,10 +434,7 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 		return strings.Join(l, ",")
 	}
 	lb := newBalancer(tb, backends)
-	poll := pc.poll
-	if poll == 0 {
-		poll = 200 * time.Millisecond
-	}
+	poll := cmp.Or(pc.poll, 200*time.Millisecond)
 	for i, p := range procs {
 		settings := map[string]string{
 			"FLEET_LISTEN":          p.addr,
@@ -479,7 +476,7 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 
 	w.url = lb.url()
 	w.settings.PublicURL, w.settings.Namespace = lb.url(), ns
-	w.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 30 * time.Second}
+	w.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cert.Pool}}, Timeout: 30 * time.Second}
 	f := &testFleet{world: w, t: tb, machines: map[string]*simMachine{}, ctx: ctx}
 	quiet := func(string, string, string) {}
 	f.sim = &tinkSim{w: w, ns: ns, machines: map[string]*simMachine{}, say: quiet, failAt: map[string]string{}, every: 250 * time.Millisecond}

@@ -307,25 +307,22 @@ func TestReplicas(t *testing.T) {
 	}{
 		"the token without a client certificate":       {r.client, token},
 		"the token with another certificate":           {withCert(other.TLS), token},
-		"the replicas' certificate without the token":  {withCert(r.servingCert()), ""},
-		"the replicas' certificate with a wrong token": {withCert(r.servingCert()), strings.Repeat("0", 64)},
+		"the replicas' certificate without the token":  {withCert(r.cert), ""},
+		"the replicas' certificate with a wrong token": {withCert(r.cert), strings.Repeat("0", 64)},
 	} {
 		if status := lend(c.client, r.peerURLs[1], c.token); status != http.StatusUnauthorized {
 			t.Errorf("a lend with %s: %d, want 401", name, status)
 		}
 	}
-	if status := lend(withCert(r.servingCert()), r.peerURLs[1], token); status != http.StatusNotFound {
+	if status := lend(withCert(r.cert), r.peerURLs[1], token); status != http.StatusNotFound {
 		t.Errorf("a lend of an unknown code with the token and the certificate: %d, want 404 (not held)", status)
 	}
 	for i, u := range r.urls {
-		if status := lend(withCert(r.servingCert()), u, token); status != http.StatusNotFound {
+		if status := lend(withCert(r.cert), u, token); status != http.StatusNotFound {
 			t.Errorf("a lend at fleetd-%d's machines' listener, with the token and the certificate: %d, want 404", i, status)
 		}
 	}
 }
-
-// servingCert is the certificate every replica serves.
-func (r *replicaSet) servingCert() tls.Certificate { return r.cert }
 
 // peersTokenOf is the peers' bearer token fleetd derives from the sealing
 // key: what a replica sends.

@@ -225,15 +225,7 @@ func TestApproveThenPowerCycle(t *testing.T) {
 		t.Fatalf("attestation after the approval = %+v, want attested with a code", res)
 	}
 	wantConsole(t, console, append(pending, "attest: PASSED", "install code written"))
-	line := f.waitJournal("w-04", "started Workflow provision-w-04-")
-	if !strings.HasSuffix(line, "; the machine attested from HookOS at 127.0.0.21") {
-		t.Errorf("journal: %q", line)
-	}
-	f.wait("w-04 active", func() bool { return f.status("w-04") == inventory.StatusActive })
-	d, err = f.device(f.ctx, "w-04")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d = f.provisioned("w-04", "127.0.0.21")
 	if d.AttestVerdict != "attested" || d.MAC.String() != m.mac.String() || d.AttestedEKHash != evidence.RSA2048 || d.AttestedEKHashECC != evidence.ECCP256 {
 		t.Errorf("NetBox holds %+v", d)
 	}

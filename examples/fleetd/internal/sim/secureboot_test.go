@@ -95,12 +95,7 @@ func TestSecureBootRequired(t *testing.T) {
 	if res := f.attested("w-02"); res.Verdict != attest.Attested || res.InstallCode == "" {
 		t.Fatalf("w-02's attestation = %+v, want attested with a code", res)
 	}
-	f.waitJournal("w-02", "started Workflow provision-w-02-")
-	f.wait("w-02 active", func() bool { return f.status("w-02") == inventory.StatusActive })
-	d2, err := f.device(f.ctx, "w-02")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d2 := f.provisioned("w-02", nodeAddr(1))
 	if d2.AttestedSecureBoot != inventory.SecureBootOn || d2.AttestedPCR7 != hex.EncodeToString(onLog.PCRs()[7]) {
 		t.Errorf("NetBox holds w-02 with attested_secure_boot %q, attested_pcr7 %q", d2.AttestedSecureBoot, d2.AttestedPCR7)
 	}

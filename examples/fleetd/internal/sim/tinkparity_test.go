@@ -21,7 +21,6 @@ import (
 	"github.com/fleetkit/fleet/examples/fleetd/internal/daemon"
 	"github.com/fleetkit/fleet/internal/kubetest"
 	"github.com/fleetkit/fleet/internal/tinktest"
-	"github.com/fleetkit/fleet/inventory"
 	"github.com/fleetkit/fleet/provision"
 )
 
@@ -101,9 +100,7 @@ func parityCase(t *testing.T, real bool) paritySeen {
 	f.startTinkerbell()
 	f.waitTemplates()
 	f.powerOn("w-01", "w-02")
-	f.waitJournal("w-01", "fleetd served the config of provision-w-01-")
-	f.waitJournal("w-01", "ended SUCCESS")
-	f.wait("w-01 active", func() bool { return f.status("w-01") == inventory.StatusActive })
+	f.provisioned("w-01", nodeAddr(0))
 	f.waitJournal("w-02", "Workflow provision-w-02-")
 	f.wait("w-02's failed run journaled", func() bool {
 		return slices.ContainsFunc(f.journalOf("w-02"), func(l string) bool { return strings.Contains(l, " ended FAILED ") })

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -243,6 +244,13 @@ func boundClient(w *world, addr string) *http.Client {
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 }
 
+// receivedCodes are the install codes the machine was answered so far.
+func (m *simMachine) receivedCodes() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.codes)
+}
+
 // powerOn starts the named machines.
 func (f *testFleet) powerOn(names ...string) {
 	for _, n := range names {
@@ -307,6 +315,25 @@ func (f *testFleet) waitJournal(name, text string) string {
 		return false
 	})
 	return got
+}
+
+// provisioned waits until the run that the machine's attestation from addr
+// started (its journal line names addr) has served its config and ended
+// SUCCESS, with the device active, and returns the device.
+func (f *testFleet) provisioned(name, addr string) inventory.Device {
+	f.t.Helper()
+	line := f.waitJournal(name, "started Workflow provision-"+name+"-")
+	if !strings.HasSuffix(line, "; the machine attested from HookOS at "+addr) {
+		f.t.Errorf("journal: %q", line)
+	}
+	f.waitJournal(name, "fleetd served the config of provision-"+name+"-")
+	f.waitJournal(name, "ended SUCCESS")
+	f.wait(name+" active", func() bool { return f.status(name) == inventory.StatusActive })
+	d, err := f.device(f.ctx, name)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return d
 }
 
 // metrics scrapes fleetd's metrics.
