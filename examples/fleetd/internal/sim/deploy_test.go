@@ -145,10 +145,7 @@ type applier struct {
 
 func newApplier(t *testing.T, cfg *rest.Config) *applier {
 	t.Helper()
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, dyn := kubeClients(t, cfg)
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -249,13 +246,8 @@ func deploy(t *testing.T, edit func(role *unstructured.Unstructured)) *deployed 
 	}
 	d := &deployed{env: env, ns: ns, base: base}
 	d.tinkConfig = env.ConfigFor(env.ServiceAccountToken(t, ns, "fleetd"))
-	var err error
-	if d.tink, err = dynamic.NewForConfig(d.tinkConfig); err != nil {
-		t.Fatal(err)
-	}
-	if d.kube, err = kubernetes.NewForConfig(env.ConfigFor(env.ServiceAccountToken(t, metav1.NamespaceSystem, "fleetd"))); err != nil {
-		t.Fatal(err)
-	}
+	_, d.tink = kubeClients(t, d.tinkConfig)
+	d.kube, _ = kubeClients(t, env.ConfigFor(env.ServiceAccountToken(t, metav1.NamespaceSystem, "fleetd")))
 	return d
 }
 
@@ -264,14 +256,8 @@ func deploy(t *testing.T, edit func(role *unstructured.Unstructured)) *deployed 
 // test's checks use the admin's.
 func (d *deployed) fleet(t *testing.T, nodes ...testNode) *testFleet {
 	t.Helper()
-	admin, err := dynamic.NewForConfig(d.env.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	leases, err := kubernetes.NewForConfig(d.tinkConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, admin := kubeClients(t, d.env.Config())
+	leases, _ := kubeClients(t, d.tinkConfig)
 	key := make([]byte, 32)
 	rand.Read(key)
 	peers, err := net.Listen("tcp", "127.0.0.1:0")
@@ -332,14 +318,15 @@ func TestIntegrationDeploy(t *testing.T) {
 
 	ctx := t.Context()
 	other := d.env.Namespace(t)
+	tinkKube, _ := kubeClients(t, d.tinkConfig)
 	refused := map[string]error{}
-	_, refused["list secrets in Tinkerbell's namespace"] = kubernetes.NewForConfigOrDie(d.tinkConfig).CoreV1().Secrets(d.ns).List(ctx, metav1.ListOptions{})
-	_, refused["create a ConfigMap in Tinkerbell's namespace"] = kubernetes.NewForConfigOrDie(d.tinkConfig).CoreV1().ConfigMaps(d.ns).Create(ctx,
+	_, refused["list secrets in Tinkerbell's namespace"] = tinkKube.CoreV1().Secrets(d.ns).List(ctx, metav1.ListOptions{})
+	_, refused["create a ConfigMap in Tinkerbell's namespace"] = tinkKube.CoreV1().ConfigMaps(d.ns).Create(ctx,
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "not-fleetds"}}, metav1.CreateOptions{})
 	refused["delete Hardware"] = d.tink.Resource(provision.HardwareResource).Namespace(d.ns).Delete(ctx, "w-01", metav1.DeleteOptions{})
 	_, refused["list Workflows in another namespace"] = d.tink.Resource(provision.WorkflowResource).Namespace(other).List(ctx, metav1.ListOptions{})
 	_, refused["list Workflows in every namespace"] = d.tink.Resource(provision.WorkflowResource).Namespace(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-	_, refused["update a Lease other than fleet-provision"] = kubernetes.NewForConfigOrDie(d.tinkConfig).CoordinationV1().Leases(d.ns).Update(ctx,
+	_, refused["update a Lease other than fleet-provision"] = tinkKube.CoordinationV1().Leases(d.ns).Update(ctx,
 		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "not-fleetds"}}, metav1.UpdateOptions{})
 	_, refused["list Nodes with the nodes' cluster's token"] = d.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	_, refused["list Secrets of kube-system in the nodes' cluster"] = d.kube.CoreV1().Secrets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})

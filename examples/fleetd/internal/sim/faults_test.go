@@ -270,7 +270,9 @@ func runStorm(t *testing.T, cfg stormConfig) *stormRun {
 		}
 		readAt = time.Now()
 		var waiting []string
+		byName := map[string]inventory.Device{}
 		for _, d := range devs {
+			byName[d.Name] = d
 			if d.Status != inventory.StatusActive {
 				waiting = append(waiting, d.Name)
 			}
@@ -284,8 +286,8 @@ func runStorm(t *testing.T, cfg stormConfig) *stormRun {
 		if p := s.progress() + n - len(waiting) + recorded; p != lastProgress {
 			lastProgress, movedAt = p, time.Now()
 		}
+		ix := pf.journalIndex()
 		if time.Since(movedAt) > stormStall {
-			ix := pf.journalIndex()
 			for _, name := range waiting[:min(len(waiting), 5)] {
 				m := pf.machines[name]
 				res, attested, inHookOS, installed, fetched := m.state()
@@ -296,7 +298,7 @@ func runStorm(t *testing.T, cfg stormConfig) *stormRun {
 				}
 				codes := len(m.codes)
 				m.mu.Unlock()
-				d := deviceNamed(devs, name)
+				d := byName[name]
 				// One line each: a CI excerpt keeps whole lines.
 				t.Logf("%s: attested %v (%q), %d codes, in HookOS %v, installed %v, fetched %d, its config fetches answered %v; device %s, desired_action %q, last run %s; journal: %s", name,
 					attested, res.Reason, codes, inHookOS, installed, fetched, answers, d.Status, d.DesiredAction, d.LastRun, strings.Join(ix.byDevice[name], " | "))
@@ -308,11 +310,6 @@ func runStorm(t *testing.T, cfg stormConfig) *stormRun {
 			}
 			t.Fatalf("no progress for %v, %v after the storm began: %d of %d machines admitted, %d nodes not active (%v), %d of %d faults done",
 				stormStall, time.Since(s.start).Round(time.Second), s.admitted(), n, len(waiting), waiting[:min(len(waiting), 20)], recorded, len(cfg.faults))
-		}
-		ix := pf.journalIndex()
-		byName := map[string]inventory.Device{}
-		for _, d := range devs {
-			byName[d.Name] = d
 		}
 		for _, name := range waiting {
 			s.mu.Lock()

@@ -164,12 +164,7 @@ func TestConfigAskFlood(t *testing.T) {
 func TestServedWhileJournalFull(t *testing.T) {
 	f, url := attestedWorker(t, nil)
 	f.waitJournal("w-01", "started Workflow provision-w-01-")
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
-	f.d.Journal().Do(func(context.Context) error { <-release; return nil })
-	for range inventory.DefaultJournalQueueSize + 1 {
-		f.d.Journal().Do(func(context.Context) error { return nil })
-	}
+	fillJournal(t, f)
 	status, n, err := fetch(f.ctx, f.machines["w-01"].client, url)
 	if err != nil || status != http.StatusOK || n == 0 {
 		t.Fatalf("the node's fetch = %d (%d bytes), %v; want its config", status, n, err)
@@ -197,11 +192,8 @@ func metricValue(scrape, name string) float64 {
 // and NetBox takes the latest of each device once it answers.
 func TestStatusLane(t *testing.T) {
 	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker"}, testNode{name: "w-02", class: "worker"})
+	fillJournal(t, f)
 	j := f.d.Journal()
-	release := make(chan struct{})
-	j.Do(func(context.Context) error { <-release; return nil })
-	for j.Do(func(context.Context) error { return nil }) {
-	}
 	f.nbsrv.Inject(netboxtest.Fault{Kind: netboxtest.Down})
 	w1, w2 := f.devices["w-01"].ID, f.devices["w-02"].ID
 	for range 1000 {
@@ -216,7 +208,17 @@ func TestStatusLane(t *testing.T) {
 	if lost := metricValue(f.metrics(), "fleet_device_status_writes_lost_total"); lost != 0 {
 		t.Errorf("%v device statuses lost", lost)
 	}
-	close(release)
+}
+
+// fillJournal holds the worker of fleetd's journal queue until t ends,
+// and fills the queue: one line more is lost.
+func fillJournal(t *testing.T, f *testFleet) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	j := f.d.Journal()
+	j.Do(func(context.Context) error { <-release; return nil })
+	for j.Do(func(context.Context) error { return nil }) {
+	}
 }
 
 // A status NetBox has not taken when fleetd shuts down, or one wanted

@@ -74,8 +74,6 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 	return sorted[min(len(sorted)-1, len(sorted)*p/100)]
 }
 
-var errNoLeader = errors.New("no replica leads")
-
 // leaderOf waits for exactly one leader among the processes, and returns it.
 func (pf *procFleet) leaderOf(limit time.Duration) (int, error) {
 	var l []int
@@ -84,7 +82,7 @@ func (pf *procFleet) leaderOf(limit time.Duration) (int, error) {
 		return len(l) == 1, nil
 	})
 	if err != nil {
-		return -1, fmt.Errorf("%w within %v: leaders %v", errNoLeader, limit, l)
+		return -1, fmt.Errorf("no replica leads within %v: leaders %v", limit, l)
 	}
 	return l[0], nil
 }
@@ -169,16 +167,6 @@ func furtherFetch(ctx context.Context, c *http.Client, url string) (int, error) 
 		}
 		time.Sleep(time.Second)
 	}
-}
-
-// deviceNamed returns the device named name among devs.
-func deviceNamed(devs []inventory.Device, name string) inventory.Device {
-	for _, d := range devs {
-		if d.Name == name {
-			return d
-		}
-	}
-	return inventory.Device{}
 }
 
 // killAt is the SIGKILL of a replica: which one, and when it was dead.

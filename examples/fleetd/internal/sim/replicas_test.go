@@ -20,7 +20,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/spentlease"
@@ -39,8 +38,6 @@ type replicaSet struct {
 	ds       []*daemon.Daemon // by replica
 	urls     []string         // the HTTPS listeners machines reach
 	peerURLs []string         // the peers' API's listeners
-	kube     kubernetes.Interface
-	ns       string
 }
 
 func newReplicaSet(t *testing.T, nodes ...testNode) *replicaSet {
@@ -71,8 +68,7 @@ func newReplicaSet(t *testing.T, nodes ...testNode) *replicaSet {
 		}
 	}
 	f := newTestReplica(t, edit, peerLns[0], nodes...)
-	r := &replicaSet{testFleet: f, ds: []*daemon.Daemon{f.d}, urls: []string{f.url}, peerURLs: []string{f.settings.Peers[0].URL},
-		kube: f.kube, ns: f.settings.Namespace}
+	r := &replicaSet{testFleet: f, ds: []*daemon.Daemon{f.d}, urls: []string{f.url}, peerURLs: []string{f.settings.Peers[0].URL}}
 	for i, ln := range lns {
 		s := f.settings
 		s.Replica = fmt.Sprint("fleetd-", i+1)
@@ -166,7 +162,7 @@ func TestReplicas(t *testing.T) {
 	if err != nil || res.InstallCode == "" {
 		t.Fatalf("w-01 through the balancer: %+v, %v\n%s", res, err, console.String())
 	}
-	leases, err := r.kube.CoordinationV1().Leases(r.ns).List(r.ctx, metav1.ListOptions{LabelSelector: spentlease.LabelSpent + "=true"})
+	leases, err := r.kube.CoordinationV1().Leases(r.settings.Namespace).List(r.ctx, metav1.ListOptions{LabelSelector: spentlease.LabelSpent + "=true"})
 	if err != nil || len(leases.Items) != 1 {
 		t.Errorf("spent session Leases: %v, %v; want the one session's", leases, err)
 	}
@@ -252,7 +248,7 @@ func TestReplicas(t *testing.T) {
 	const startedBy = "; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"
 	started := r.waitJournal("cp-03", startedBy)
 	_, run3, _ := strings.Cut(strings.TrimSuffix(started, startedBy), "started Workflow ")
-	wfs := r.tink.Resource(provision.WorkflowResource).Namespace(r.ns)
+	wfs := r.tink.Resource(provision.WorkflowResource).Namespace(r.settings.Namespace)
 	before, err := wfs.Get(r.ctx, run3, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -361,7 +357,7 @@ func TestReplacedRunConfigDropped(t *testing.T) {
 		if name, ok := tokens[run]; ok {
 			return name
 		}
-		wf, err := r.tink.Resource(provision.WorkflowResource).Namespace(r.ns).Get(r.ctx, run, metav1.GetOptions{})
+		wf, err := r.tink.Resource(provision.WorkflowResource).Namespace(r.settings.Namespace).Get(r.ctx, run, metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("Workflow %s: %v", run, err)
 		}
