@@ -243,7 +243,7 @@ func TestFleetdStorm(t *testing.T) {
 	by := requestsBy(f.nbsrv)
 	perMachine := float64(sum(by)) / n
 	t.Logf("%d machines: p50 %v, p99 %v; %.2f NetBox requests per machine (%.2f with the run loop's passes): %v",
-		n, lat[n/2], lat[n*99/100], perMachine, float64(f.nbsrv.RequestCount())/n, by)
+		n, percentile(lat, 50), percentile(lat, 99), perMachine, float64(f.nbsrv.RequestCount())/n, by)
 	if perMachine > 4 {
 		t.Errorf("%.2f NetBox requests per admitted machine, want at most 4", perMachine)
 	}
@@ -455,7 +455,7 @@ func stormRound(b *testing.B, kind string, n int, bare time.Duration, calls *kub
 	wall := time.Since(t0)
 	b.StopTimer()
 	b.Logf("%s: %d machines in %v, %.1f machines/s, p50 %v, p99 %v; %d got no install code",
-		kind, n, wall.Round(time.Millisecond), float64(n)/wall.Seconds(), lat[n/2].Round(time.Millisecond), lat[n*99/100].Round(time.Millisecond), len(failed))
+		kind, n, wall.Round(time.Millisecond), float64(n)/wall.Seconds(), percentile(lat, 50).Round(time.Millisecond), percentile(lat, 99).Round(time.Millisecond), len(failed))
 	if len(failed) > 0 {
 		b.Errorf("%s: %d machines got no install code; the first: %s", kind, len(failed), failed[0])
 	}
@@ -463,8 +463,8 @@ func stormRound(b *testing.B, kind string, n int, bare time.Duration, calls *kub
 	b.ReportMetric(float64((self1-self0).Microseconds())/1000/float64(n), kind+"-test-process-cpu-ms/machine")
 	by := calls.reset()
 	b.ReportMetric(float64(n)/wall.Seconds(), kind+"-machines/s")
-	b.ReportMetric(float64(lat[n/2].Milliseconds()), kind+"-p50-ms")
-	b.ReportMetric(float64(lat[n*99/100].Milliseconds()), kind+"-p99-ms")
+	b.ReportMetric(float64(percentile(lat, 50).Milliseconds()), kind+"-p50-ms")
+	b.ReportMetric(float64(percentile(lat, 99).Milliseconds()), kind+"-p99-ms")
 	if err := f.d.Journal().Flush(f.ctx); err != nil {
 		b.Fatal(err)
 	}
