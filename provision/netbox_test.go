@@ -2,11 +2,8 @@ package provision
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/netip"
-	"slices"
 	"strings"
 	"testing"
 
@@ -154,40 +151,13 @@ func (v *netBoxView) set(id int64, f func(*inventory.Device)) {
 
 // lines reads every device's journal from NetBox, oldest first.
 func (v *netBoxView) lines() []journalLine {
-	v.t.Helper()
-	req, err := http.NewRequest("GET", v.srv.URL+"/api/extras/journal-entries/?limit=0&assigned_object_type=dcim.device", nil)
-	if err != nil {
-		v.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Token "+v.srv.Token("alice"))
-	rsp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		v.t.Fatal(err)
-	}
-	defer rsp.Body.Close()
-	var page struct {
-		Results []journalEntry `json:"results"`
-	}
-	if err := json.NewDecoder(rsp.Body).Decode(&page); err != nil {
-		v.t.Fatal(err)
-	}
-	slices.SortFunc(page.Results, func(a, b journalEntry) int { return int(a.ID - b.ID) })
 	var out []journalLine
-	for _, r := range page.Results {
+	for _, e := range v.srv.Journal(0) {
 		for id, nb := range v.ids {
-			if nb == r.Device {
-				out = append(out, journalLine{id, inventory.JournalKind(r.Kind.Value), r.Comments})
+			if nb == e.Device {
+				out = append(out, journalLine{id, inventory.JournalKind(e.Kind), e.Text})
 			}
 		}
 	}
 	return out
-}
-
-type journalEntry struct {
-	ID       int64  `json:"id"`
-	Device   int64  `json:"assigned_object_id"`
-	Comments string `json:"comments"`
-	Kind     struct {
-		Value string `json:"value"`
-	} `json:"kind"`
 }

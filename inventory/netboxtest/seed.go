@@ -241,3 +241,28 @@ func (s *Server) Interfaces(deviceID int64) map[string]int64 {
 	}
 	return out
 }
+
+// JournalEntry is one journal entry NetBox holds: its ID, the ID of the
+// device it is assigned to, its kind ("info", "success", "warning",
+// "danger") and its text.
+type JournalEntry struct {
+	ID, Device int64
+	Kind, Text string
+}
+
+// Journal returns the journal entries of the device with ID deviceID, or
+// of every device when deviceID is 0 (netboxtest journals on devices
+// only), oldest first: what a client reads from GET
+// /api/extras/journal-entries/, without the pages.
+func (s *Server) Journal(deviceID int64) []JournalEntry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []JournalEntry
+	s.st.journal.all(func(id int64, j *journalEntry) bool {
+		if deviceID == 0 || j.objectID == deviceID {
+			out = append(out, JournalEntry{ID: id, Device: j.objectID, Kind: j.kind, Text: j.comments})
+		}
+		return true
+	})
+	return out
+}

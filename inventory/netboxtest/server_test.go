@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -115,7 +116,10 @@ func TestTour(t *testing.T) {
 	ok(call(t, srv, tok, "PATCH", fmt.Sprintf("/api/dcim/interfaces/%d/", id(ifc)), map[string]any{"primary_mac_address": id(mac)}))
 	ok(call(t, srv, tok, "PATCH", fmt.Sprintf("/api/dcim/devices/%d/", id(d1)), map[string]any{"custom_fields": map[string]any{"attested_switch_port": 5, "attested_at": "2026-12-01T10:00:00Z"}}))
 	ok(call(t, srv, tok, "PATCH", "/api/dcim/devices/", []any{map[string]any{"id": id(d1), "device_type": id(dt), "role": id(ro), "site": id(site), "serial": "SN1b"}}))
-	created(call(t, srv, tok, "POST", "/api/extras/journal-entries/", map[string]any{"assigned_object_type": "dcim.device", "assigned_object_id": id(d1), "kind": "success", "comments": "hello"}))
+	j := created(call(t, srv, tok, "POST", "/api/extras/journal-entries/", map[string]any{"assigned_object_type": "dcim.device", "assigned_object_id": id(d1), "kind": "success", "comments": "hello"}))
+	if got, want := srv.Journal(0), []JournalEntry{{ID: id(j), Device: id(d1), Kind: "success", Text: "hello"}}; !slices.Equal(got, want) || len(srv.Journal(id(d1)+1)) != 0 {
+		t.Errorf("Journal: %+v, want %+v", got, want)
+	}
 	ok(call(t, srv, tok, "GET", "/api/dcim/interfaces/?device_role=kubernetes-node&name=eth0&limit=1000", nil))
 	ok(call(t, srv, tok, "GET", "/api/dcim/devices/?role=kubernetes-node&limit=1", nil))
 	ok(call(t, srv, tok, "GET", "/api/dcim/devices/?cf_attested_switch_port__empty=false", nil))

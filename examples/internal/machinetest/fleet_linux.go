@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -229,52 +228,9 @@ func (f *Fleet) Device(t testing.TB, name string) inventory.Device {
 // "kind: text".
 func (f *Fleet) Journal(t testing.TB, name string) []string {
 	t.Helper()
-	type entry struct {
-		id   int64
-		line string
-	}
-	var out []entry
-	next := f.NB.URL + "/api/extras/journal-entries/?limit=1000"
-	for next != "" {
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, next, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Token "+f.NB.Token(UserOperator))
-		rsp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var page struct {
-			Next    *string `json:"next"`
-			Results []struct {
-				ID               int64 `json:"id"`
-				AssignedObjectID int64 `json:"assigned_object_id"`
-				Kind             struct {
-					Value string `json:"value"`
-				} `json:"kind"`
-				Comments string `json:"comments"`
-			} `json:"results"`
-		}
-		err = json.NewDecoder(rsp.Body).Decode(&page)
-		rsp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range page.Results {
-			if r.AssignedObjectID == f.Devices[name].ID {
-				out = append(out, entry{r.ID, r.Kind.Value + ": " + r.Comments})
-			}
-		}
-		next = ""
-		if page.Next != nil {
-			next = *page.Next
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
-	lines := make([]string, len(out))
-	for i, e := range out {
-		lines[i] = e.line
+	var lines []string
+	for _, e := range f.NB.Journal(f.Devices[name].ID) {
+		lines = append(lines, e.Kind+": "+e.Text)
 	}
 	return lines
 }

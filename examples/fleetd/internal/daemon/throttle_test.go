@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -250,30 +249,9 @@ func (w *memWorld) fleetd(t *testing.T, edit ...func(*Settings)) (*Daemon, *sync
 // the order NetBox holds them.
 func (w *memWorld) journal(t *testing.T, name string) []string {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/api/extras/journal-entries/?limit=1000&assigned_object_id=%d", w.nbsrv.URL, w.devices[name].ID), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Token "+w.nbsrv.Token(memOperator))
-	rsp, err := memClient(w.nbsrv.Handler(), "127.0.0.1:40000").Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rsp.Body.Close()
-	var page struct {
-		Results []struct {
-			Kind struct {
-				Value string `json:"value"`
-			} `json:"kind"`
-			Comments string `json:"comments"`
-		} `json:"results"`
-	}
-	if err := json.NewDecoder(rsp.Body).Decode(&page); err != nil || rsp.StatusCode != http.StatusOK {
-		t.Fatalf("reading the journal of %s: %s, %v", name, rsp.Status, err)
-	}
 	var out []string
-	for _, r := range page.Results {
-		out = append(out, r.Kind.Value+": "+r.Comments)
+	for _, e := range w.nbsrv.Journal(w.devices[name].ID) {
+		out = append(out, e.Kind+": "+e.Text)
 	}
 	return out
 }

@@ -29,12 +29,8 @@ type journalIndex struct {
 
 func (pf *procFleet) journalIndex() journalIndex {
 	pf.t.Helper()
-	entries, err := pf.journal(pf.ctx)
-	if err != nil {
-		pf.t.Fatal(err)
-	}
 	ix := journalIndex{byDevice: map[string][]string{}}
-	for _, e := range entries {
+	for _, e := range pf.journal() {
 		ix.byDevice[e.Device] = append(ix.byDevice[e.Device], e.Text)
 	}
 	return ix

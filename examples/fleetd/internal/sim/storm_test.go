@@ -329,12 +329,8 @@ func sum(counts map[string]int) int {
 // with prefix.
 func journalLines(t *testing.T, f *testFleet, prefix string) int {
 	t.Helper()
-	entries, err := f.journal(f.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var lines int
-	for _, e := range entries {
+	for _, e := range f.journal() {
 		if strings.HasPrefix(e.Text, prefix) {
 			lines++
 		}

@@ -4,12 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
 	"net/http"
-	"sort"
 	"sync"
 	"time"
 
@@ -292,50 +290,17 @@ type journalEntry struct {
 	Text   string
 }
 
-// journal reads every journal entry NetBox holds, oldest first.
-func (w *world) journal(ctx context.Context) ([]journalEntry, error) {
+// journal returns every journal entry NetBox holds, oldest first.
+func (w *world) journal() []journalEntry {
 	names := map[int64]string{}
 	for n, d := range w.devices {
 		names[d.ID] = n
 	}
 	var out []journalEntry
-	next := w.nbsrv.URL + "/api/extras/journal-entries/?limit=1000"
-	for next != "" {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, next, nil)
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Authorization", "Token "+w.nbsrv.Token(userOperator))
-		rsp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		var page struct {
-			Next    *string `json:"next"`
-			Results []struct {
-				ID               int64 `json:"id"`
-				AssignedObjectID int64 `json:"assigned_object_id"`
-				Kind             struct {
-					Value string `json:"value"`
-				} `json:"kind"`
-				Comments string `json:"comments"`
-			} `json:"results"`
-		}
-		err = json.NewDecoder(rsp.Body).Decode(&page)
-		rsp.Body.Close()
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range page.Results {
-			out = append(out, journalEntry{ID: r.ID, Device: names[r.AssignedObjectID], Kind: r.Kind.Value, Text: r.Comments})
-		}
-		next = ""
-		if page.Next != nil {
-			next = *page.Next
-		}
+	for _, e := range w.nbsrv.Journal(0) {
+		out = append(out, journalEntry{ID: e.ID, Device: names[e.Device], Kind: e.Kind, Text: e.Text})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, nil
+	return out
 }
 
 // newBundle makes a Talos secrets bundle for the demo's cluster (about a

@@ -280,20 +280,15 @@ func (f *testFleet) attested(name string) attest.Result {
 func (f *testFleet) wait(what string, cond func() bool) {
 	f.t.Helper()
 	if err := eventually(f.ctx, 20*time.Second, func() (bool, error) { return cond(), nil }); err != nil {
-		entries, _ := f.journal(f.ctx)
-		f.t.Fatalf("%s: %v\njournal: %+v", what, err, entries)
+		f.t.Fatalf("%s: %v\njournal: %+v", what, err, f.journal())
 	}
 }
 
 // journalOf returns the journal lines of a device, "kind: text" each.
 func (f *testFleet) journalOf(name string) []string {
 	f.t.Helper()
-	entries, err := f.journal(f.ctx)
-	if err != nil {
-		f.t.Fatal(err)
-	}
 	var out []string
-	for _, e := range entries {
+	for _, e := range f.journal() {
 		if e.Device == name {
 			out = append(out, e.Kind+": "+e.Text)
 		}
