@@ -30,7 +30,6 @@ import (
 	"github.com/fleetkit/fleet/internal/testcert"
 	"github.com/fleetkit/fleet/internal/testenv"
 	"github.com/fleetkit/fleet/inventory"
-	"github.com/fleetkit/fleet/inventory/netboxtest"
 )
 
 // buildFleetd builds fleetd with go build into dir, and returns its path.
@@ -363,33 +362,8 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &world{inv: inv, kube: kube, tink: tink, audit: &lockedBuffer{}}
-	w.nbsrv = netboxtest.New(&netboxtest.Config{Users: []string{userTerraform, userFleetd, userOperator}})
-	site := inv.Topology.Name
-	if _, err := w.nbsrv.AddSite(site); err != nil {
+	if err := w.startNetBox(ctx, nil, observerTimeout); err != nil {
 		tb.Fatal(err)
-	}
-	if _, err := w.nbsrv.AddSwitch(netboxtest.Switch{Site: site, Name: demoSwitch, Ports: max(24, len(nodes))}); err != nil {
-		tb.Fatal(err)
-	}
-	if w.admin, err = inventory.NewNetBox(w.nbsrv.URL, w.nbsrv.Token(userTerraform), &inventory.NetBoxConfig{
-		BindingAuthor: userTerraform, Site: site, Switch: demoSwitch, Timeout: observerTimeout,
-	}); err != nil {
-		tb.Fatal(err)
-	}
-	plan, err := w.admin.Plan(ctx, inv)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := w.admin.Apply(ctx, plan); err != nil {
-		tb.Fatal(err)
-	}
-	devs, err := w.admin.Devices(ctx)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	w.devices = map[string]inventory.Device{}
-	for _, d := range devs {
-		w.devices[d.Name] = d
 	}
 
 	cert, err := testcert.New("127.0.0.1")

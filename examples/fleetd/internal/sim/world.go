@@ -100,45 +100,15 @@ func newWorld(ctx context.Context, wc worldConfig) (*world, error) {
 		return nil, err
 	}
 	w := &world{inv: inv, audit: &lockedBuffer{}}
-	w.nbsrv = netboxtest.New(&netboxtest.Config{Validate: wc.Validate, Users: []string{userTerraform, userFleetd, userOperator}})
+	if err := w.startNetBox(ctx, wc.Validate, 0); err != nil {
+		return nil, err
+	}
 	ok := false
 	defer func() {
 		if !ok {
 			w.nbsrv.Close()
 		}
 	}()
-	site := inv.Topology.Name
-	if _, err := w.nbsrv.AddSite(site); err != nil {
-		return nil, err
-	}
-	ports := 24
-	for _, n := range inv.Nodes {
-		ports = max(ports, n.SwitchPort)
-	}
-	if _, err := w.nbsrv.AddSwitch(netboxtest.Switch{Site: site, Name: demoSwitch, Ports: ports}); err != nil {
-		return nil, err
-	}
-	w.admin, err = inventory.NewNetBox(w.nbsrv.URL, w.nbsrv.Token(userTerraform), &inventory.NetBoxConfig{
-		BindingAuthor: userTerraform, Site: site, Switch: demoSwitch,
-	})
-	if err != nil {
-		return nil, err
-	}
-	plan, err := w.admin.Plan(ctx, inv)
-	if err != nil {
-		return nil, err
-	}
-	if err := w.admin.Apply(ctx, plan); err != nil {
-		return nil, err
-	}
-	devs, err := w.admin.Devices(ctx)
-	if err != nil {
-		return nil, err
-	}
-	w.devices = map[string]inventory.Device{}
-	for _, d := range devs {
-		w.devices[d.Name] = d
-	}
 	w.nb, err = inventory.NewNetBox(w.nbsrv.URL, w.nbsrv.Token(userFleetd), &inventory.NetBoxConfig{
 		BindingAuthor: userTerraform, Switch: demoSwitch,
 	})
@@ -280,6 +250,52 @@ func (w *world) close() error {
 // device reads a device from NetBox.
 func (w *world) device(ctx context.Context, name string) (inventory.Device, error) {
 	return w.admin.Device(ctx, w.devices[name].ID)
+}
+
+// startNetBox starts w's in-process NetBox with fleet's users, w.inv's site
+// and a switch with a port for each node, applies w.inv's nodes as the
+// binding author (w.admin) and reads their devices into w.devices. timeout
+// bounds each of w.admin's requests (0: inventory's default). On an error
+// nothing is left running.
+func (w *world) startNetBox(ctx context.Context, validate netboxtest.Reporter, timeout time.Duration) (err error) {
+	w.nbsrv = netboxtest.New(&netboxtest.Config{Validate: validate, Users: []string{userTerraform, userFleetd, userOperator}})
+	defer func() {
+		if err != nil {
+			w.nbsrv.Close()
+		}
+	}()
+	site := w.inv.Topology.Name
+	if _, err := w.nbsrv.AddSite(site); err != nil {
+		return err
+	}
+	ports := 24
+	for _, n := range w.inv.Nodes {
+		ports = max(ports, n.SwitchPort)
+	}
+	if _, err := w.nbsrv.AddSwitch(netboxtest.Switch{Site: site, Name: demoSwitch, Ports: ports}); err != nil {
+		return err
+	}
+	if w.admin, err = inventory.NewNetBox(w.nbsrv.URL, w.nbsrv.Token(userTerraform), &inventory.NetBoxConfig{
+		BindingAuthor: userTerraform, Site: site, Switch: demoSwitch, Timeout: timeout,
+	}); err != nil {
+		return err
+	}
+	plan, err := w.admin.Plan(ctx, w.inv)
+	if err != nil {
+		return err
+	}
+	if err := w.admin.Apply(ctx, plan); err != nil {
+		return err
+	}
+	devs, err := w.admin.Devices(ctx)
+	if err != nil {
+		return err
+	}
+	w.devices = map[string]inventory.Device{}
+	for _, d := range devs {
+		w.devices[d.Name] = d
+	}
+	return nil
 }
 
 // journalEntry is one NetBox journal line of a device.
