@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,16 +18,11 @@ import (
 
 // journalOf returns the texts of device id's journal lines that start with
 // prefix, oldest first.
-func journalOf(t *testing.T, srv *netboxtest.Server, id int64, prefix string) []string {
-	t.Helper()
-	var p struct {
-		Results []struct{ Comments string }
-	}
-	raw(t, srv, srv.Token(userAlice), "GET", "/api/extras/journal-entries/?limit=1000&assigned_object_type=dcim.device&assigned_object_id="+strconv.FormatInt(id, 10), nil, &p)
+func journalOf(srv *netboxtest.Server, id int64, prefix string) []string {
 	var out []string
-	for _, r := range p.Results {
-		if strings.HasPrefix(r.Comments, prefix) {
-			out = append(out, r.Comments)
+	for _, e := range srv.Journal(id) {
+		if strings.HasPrefix(e.Text, prefix) {
+			out = append(out, e.Text)
 		}
 	}
 	return out
@@ -60,7 +54,7 @@ func TestJournalQueueBatches(t *testing.T) {
 	for i := 0; i < n; i += 3 {
 		want = append(want, fmt.Sprintf("queued %03d", i))
 	}
-	if got := journalOf(t, srv, devs[0].ID, "queued "); !slices.Equal(got, want) {
+	if got := journalOf(srv, devs[0].ID, "queued "); !slices.Equal(got, want) {
 		t.Errorf("%s's journal: %q, want %q", devs[0].Name, got, want)
 	}
 
@@ -80,7 +74,7 @@ func TestJournalQueueBatches(t *testing.T) {
 		if l := lost.Load(); l != 1 {
 			t.Errorf("%d lines lost, want 1", l)
 		}
-		if got := len(journalOf(t, srv, dev.ID, "queued ")); got != want {
+		if got := len(journalOf(srv, dev.ID, "queued ")); got != want {
 			t.Errorf("%s holds %d queued lines, want %d", dev.Name, got, want)
 		}
 	}
@@ -255,7 +249,7 @@ func TestJournalQueueWaitsOutAnOutage(t *testing.T) {
 	srv.Inject(netboxtest.Fault{})
 	noErr(t, q.Flush(t.Context()))
 	want := []string{"outage 0", "outage 1", "outage 2", "outage job"}
-	if got := journalOf(t, srv, dev.ID, "outage "); !slices.Equal(got, want) || lost.Load() != 0 {
+	if got := journalOf(srv, dev.ID, "outage "); !slices.Equal(got, want) || lost.Load() != 0 {
 		t.Errorf("after an outage: journal %q, %d lost; want %q, none lost", got, lost.Load(), want)
 	}
 

@@ -6,7 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -131,13 +131,9 @@ func TestRecordDeviceMACBatched(t *testing.T) {
 // the caller of the device NetBox cannot record gets the error.
 func TestRecordMACBatchRefused(t *testing.T) {
 	srv, nb, devs := generatedFleet(t, 6)
-	var bare struct{ ID int64 }
-	if code := raw(t, srv, srv.Token(userAlice), "POST", "/api/dcim/devices/", map[string]any{
-		"name": "bare", "device_type": 1, "role": 1, "site": 1,
-	}, &bare); code != 201 {
-		t.Fatalf("POST device: %d", code)
-	}
-	ids := []int64{bare.ID, 99999}
+	bare, err := srv.Create(userAlice, "/api/dcim/devices/", map[string]any{"name": "bare", "device_type": 1, "role": 1, "site": 1})
+	noErr(t, err)
+	ids := []int64{bare[0], 99999}
 	for _, d := range devs {
 		ids = append(ids, d.ID)
 	}
@@ -192,17 +188,9 @@ func TestJournalBatched(t *testing.T) {
 	if c := srv.RequestCount(); c > n+3 {
 		t.Errorf("%d requests for %d lines", c, n+1)
 	}
-	for i, d := range devs {
-		var p struct {
-			Count   int
-			Results []struct {
-				Comments string
-				Kind     struct{ Value string }
-			}
-		}
-		raw(t, srv, srv.Token(userAlice), "GET", "/api/extras/journal-entries/?assigned_object_type=dcim.device&assigned_object_id="+strconv.FormatInt(d.ID, 10), nil, &p)
-		if p.Count != 1 || p.Results[0].Comments != fmt.Sprintf("line of %s", devs[i].Name) || p.Results[0].Kind.Value != "success" {
-			t.Errorf("%s's journal: %+v", d.Name, p)
+	for _, d := range devs {
+		if j := srv.Journal(d.ID); len(j) != 1 || j[0].Text != "line of "+d.Name || j[0].Kind != "success" {
+			t.Errorf("%s's journal: %+v", d.Name, j)
 		}
 	}
 
@@ -234,12 +222,8 @@ func TestJournalEntries(t *testing.T) {
 	if c := srv.RequestCount(); c != 3 {
 		t.Errorf("5 lines, 2 a request: %d requests, want 3", c)
 	}
-	var p struct {
-		Results []struct{ Comments string }
-	}
-	raw(t, srv, srv.Token(userAlice), "GET", "/api/extras/journal-entries/?assigned_object_type=dcim.device&assigned_object_id="+strconv.FormatInt(devs[0].ID, 10), nil, &p)
-	if len(p.Results) != 2 || p.Results[0].Comments != "line 0" || p.Results[1].Comments != "line 3" {
-		t.Errorf("%s's journal: %+v", devs[0].Name, p.Results)
+	if got, want := journalOf(srv, devs[0].ID, ""), []string{"line 0", "line 3"}; !slices.Equal(got, want) {
+		t.Errorf("%s's journal: %q, want %q", devs[0].Name, got, want)
 	}
 
 	// NetBox stops answering after the first request: 2 written.

@@ -36,7 +36,7 @@ func TestRefusalJournal(t *testing.T) {
 		{w01, []string{unauthored, unauthored, duplicate}},
 		{cp01, []string{unauthored, duplicate}},
 	} {
-		got := journalOf(t, srv, tc.dev.ID, "attest: ")
+		got := journalOf(srv, tc.dev.ID, "attest: ")
 		slices.Sort(got) // compared in any order
 		slices.Sort(tc.want)
 		if !slices.Equal(got, tc.want) {
