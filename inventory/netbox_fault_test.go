@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -75,28 +76,27 @@ func TestFaults(t *testing.T) {
 			}
 		})
 	}
-	t.Run("refused token", func(t *testing.T) {
-		bad, err := NewNetBox(srv.URL, "0123456789abcdef0123456789abcdef01234567", &NetBoxConfig{Site: "folly", Switch: "usw", BindingAuthor: userTerraform})
-		noErr(t, err)
-		for name, op := range operations(bad, id, inv) {
-			if err := op(t.Context()); !errors.Is(err, ErrRefusedToken) {
-				t.Errorf("%s: %v, want ErrRefusedToken", name, err)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	noErr(t, err)
+	nothing := "http://" + l.Addr().String()
+	l.Close()
+	for _, c := range []struct {
+		name, url, token string
+		want             error
+	}{
+		{"refused token", srv.URL, "0123456789abcdef0123456789abcdef01234567", ErrRefusedToken},
+		{"nothing listening", nothing, "t", ErrUnavailable},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			nb, err := NewNetBox(c.url, c.token, &NetBoxConfig{Site: "folly", Switch: "usw", BindingAuthor: userTerraform})
+			noErr(t, err)
+			for name, op := range operations(nb, id, inv) {
+				if err := op(t.Context()); !errors.Is(err, c.want) {
+					t.Errorf("%s: %v, want %v", name, err, c.want)
+				}
 			}
-		}
-	})
-	t.Run("nothing listening", func(t *testing.T) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		noErr(t, err)
-		addr := l.Addr().String()
-		l.Close()
-		gone, err := NewNetBox("http://"+addr, "t", &NetBoxConfig{Site: "folly", Switch: "usw", BindingAuthor: userTerraform})
-		noErr(t, err)
-		for name, op := range operations(gone, id, inv) {
-			if err := op(t.Context()); !errors.Is(err, ErrUnavailable) {
-				t.Errorf("%s: %v, want ErrUnavailable", name, err)
-			}
-		}
-	})
+		})
+	}
 	t.Run("caller's deadline", func(t *testing.T) {
 		srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: time.Minute})
 		defer srv.Inject(netboxtest.Fault{})
@@ -121,25 +121,17 @@ func fleetState(t *testing.T, srv *netboxtest.Server) []string {
 		out = append(out, fmt.Sprintf("device %s serial=%s status=%s model=%s class=%s bmc=%s disk=%s/%s ek=%s/%s address=%s port=%d mac=%s",
 			d.Name, d.Serial, d.Status, d.Model, d.Class, d.BMC, d.InstallDisk, d.InstallDiskSerial, d.ApprovedEKHash, d.ApprovedEKHashECC, d.Address, d.SwitchPort, d.MAC))
 	}
-	tok := srv.Token(userAlice)
-	count := func(uri string) int {
+	for _, uri := range []string{
+		"/api/dcim/devices/", "/api/dcim/interfaces/", "/api/ipam/ip-addresses/",
+		"/api/dcim/cables/", "/api/dcim/mac-addresses/", "/api/extras/custom-fields/",
+		"/api/dcim/device-types/", "/api/dcim/manufacturers/", "/api/dcim/device-roles/",
+	} {
 		var p struct{ Count int }
-		if code := raw(t, srv, tok, "GET", uri, nil, &p); code != 200 {
+		if code := raw(t, srv, srv.Token(userAlice), "GET", uri, nil, &p); code != 200 {
 			t.Fatalf("GET %s: %d", uri, code)
 		}
-		return p.Count
+		out = append(out, fmt.Sprintf("%s=%d", path.Base(uri), p.Count))
 	}
-	out = append(out,
-		fmt.Sprintf("devices=%d", count("/api/dcim/devices/")),
-		fmt.Sprintf("interfaces=%d", count("/api/dcim/interfaces/")),
-		fmt.Sprintf("ip-addresses=%d", count("/api/ipam/ip-addresses/")),
-		fmt.Sprintf("cables=%d", count("/api/dcim/cables/")),
-		fmt.Sprintf("mac-addresses=%d", count("/api/dcim/mac-addresses/")),
-		fmt.Sprintf("custom-fields=%d", count("/api/extras/custom-fields/")),
-		fmt.Sprintf("device-types=%d", count("/api/dcim/device-types/")),
-		fmt.Sprintf("manufacturers=%d", count("/api/dcim/manufacturers/")),
-		fmt.Sprintf("device-roles=%d", count("/api/dcim/device-roles/")),
-	)
 	slices.Sort(out)
 	return out
 }

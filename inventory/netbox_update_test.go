@@ -74,28 +74,23 @@ func TestUpdateDeviceBatched(t *testing.T) {
 		nb.places[id] = p
 	}
 	nb.placesMu.Unlock()
-	briefly := netboxtest.Fault{Kind: netboxtest.Slow, Delay: 20 * time.Millisecond}
-	storm(srv, briefly, n, func(i int) {
-		run := "stale"
-		if err := nb.UpdateDevice(t.Context(), devs[i].ID, Update{LastRun: &run}); err != nil {
-			t.Errorf("%s: %v", devs[i].Name, err)
-		}
-	})
-	if by := requestsBy(srv); by["PATCH /api/dcim/devices/"] != 0 || srv.RequestCount() != n {
-		t.Errorf("%d Updates of devices read long ago: %v, want %d PATCHes of each device", n, by, n)
-	}
-
 	// A client that has not read the devices does not know what a bulk
-	// update item of them must carry: each Update goes alone.
-	fresh := client(t, srv, userFleetd, nil)
-	storm(srv, briefly, n, func(i int) {
-		run := "again"
-		if err := fresh.UpdateDevice(t.Context(), devs[i].ID, Update{LastRun: &run}); err != nil {
-			t.Errorf("%s: %v", devs[i].Name, err)
+	// update item of them must carry: each Update goes alone too.
+	for _, c := range []struct {
+		what, run string
+		nb        *NetBox
+	}{
+		{"devices read long ago", "stale", nb},
+		{"devices the client has not read", "again", client(t, srv, userFleetd, nil)},
+	} {
+		storm(srv, netboxtest.Fault{Kind: netboxtest.Slow, Delay: 20 * time.Millisecond}, n, func(i int) {
+			if err := c.nb.UpdateDevice(t.Context(), devs[i].ID, Update{LastRun: &c.run}); err != nil {
+				t.Errorf("%s: %v", devs[i].Name, err)
+			}
+		})
+		if by := requestsBy(srv); by["PATCH /api/dcim/devices/"] != 0 || srv.RequestCount() != n {
+			t.Errorf("%d Updates of %s: %v, want %d PATCHes of each device", n, c.what, by, n)
 		}
-	})
-	if by := requestsBy(srv); by["PATCH /api/dcim/devices/"] != 0 || srv.RequestCount() != n {
-		t.Errorf("%d Updates of devices the client has not read: %v, want %d PATCHes of each device", n, by, n)
 	}
 }
 

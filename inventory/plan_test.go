@@ -3,6 +3,7 @@ package inventory
 import (
 	"errors"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -167,7 +168,7 @@ func TestPlanUnlistedDevices(t *testing.T) {
 	without := fleetNodes[:strings.Index(fleetNodes, "  w-02:")]
 	p, err := nb.Plan(t.Context(), parseNodes(t, without))
 	noErr(t, err)
-	if !p.Empty() || !slicesEqual(p.Unlisted, []string{"w-02"}) {
+	if !p.Empty() || !slices.Equal(p.Unlisted, []string{"w-02"}) {
 		t.Errorf("plan without w-02: empty %v, unlisted %v", p.Empty(), p.Unlisted)
 	}
 	if !strings.Contains(p.String(), "names 1 of fleet's devices in NetBox, which fleet never deletes: w-02") {
@@ -178,8 +179,6 @@ func TestPlanUnlistedDevices(t *testing.T) {
 		t.Errorf("w-02 after applying a file without it: %v", err)
 	}
 }
-
-func slicesEqual(a, b []string) bool { return strings.Join(a, "\x00") == strings.Join(b, "\x00") }
 
 func TestPlanConflicts(t *testing.T) {
 	inv := parseNodes(t, fleetNodes)
