@@ -17,7 +17,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("a: 'b''c'\n\"d\": e # f\n"))
 	f.Add([]byte(strings.Replace(header, "    type: worker\n", "    type: worker\n    secure_boot: required\n", 1) + node("w-01")))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		inv, err := Parse("nodes.yaml", data, testTopology)
+		inv, err := Parse("nodes.yaml", data, fleetTopology)
 		if (inv == nil) == (err == nil) {
 			t.Fatalf("Parse = %v, %v: want exactly one of them", inv, err)
 		}
@@ -32,7 +32,7 @@ func FuzzLoad(f *testing.F) {
 		// What validates holds what validation promises.
 		seen := map[netip.Addr]bool{}
 		for _, n := range inv.Nodes {
-			if !validHostName(n.Name) || !testTopology.NodeCIDR.Contains(n.Address) || seen[n.Address] {
+			if !validHostName(n.Name) || !fleetTopology.NodeCIDR.Contains(n.Address) || seen[n.Address] {
 				t.Fatalf("validated node %+v breaks a rule", n)
 			}
 			seen[n.Address] = true
@@ -67,14 +67,12 @@ func nodesFile(n int) []byte {
 	return []byte(sb.String())
 }
 
-var bigTopology = Topology{NodeCIDR: netip.MustParsePrefix("10.0.0.0/8"), APIServerIP: netip.MustParseAddr("10.0.0.1")}
-
 func TestLoadGenerated(t *testing.T) {
 	data := nodesFile(300)
 	if _, ok := scanBlockYAML(data); !ok {
 		t.Fatal("the generated file is outside the fast scanner's subset")
 	}
-	inv, err := Parse("nodes.yaml", data, bigTopology)
+	inv, err := Parse("nodes.yaml", data, wideTopology)
 	noErr(t, err)
 	if len(inv.Nodes) != 300 {
 		t.Fatalf("%d nodes", len(inv.Nodes))
@@ -86,7 +84,7 @@ func BenchmarkLoad(b *testing.B) {
 	data := nodesFile(10000)
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {
-		inv, err := Parse("nodes.yaml", data, bigTopology)
+		inv, err := Parse("nodes.yaml", data, wideTopology)
 		if err != nil || len(inv.Nodes) != 10000 {
 			b.Fatal(err)
 		}

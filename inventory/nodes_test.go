@@ -13,11 +13,6 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
-var testTopology = Topology{
-	NodeCIDR:    netip.MustParsePrefix("10.40.0.0/24"),
-	APIServerIP: netip.MustParseAddr("10.40.0.10"),
-}
-
 const (
 	hashA = "1b5bbe2e96054f7bc34ebe7ba9a4a9eac5611c6879285ceff6094fa556af485c"
 	hashB = "8b79d607109d613d398d5b49889cb09495322067e60aebc09b72575429ce4534"
@@ -78,8 +73,7 @@ func TestParseValid(t *testing.T) {
 		node("cp-02", "class: controlplane", "switch_port: 2", "address: 10.40.0.11", "-disk", "bmc: none")
 	// cp-02 has no disk: give the model one.
 	src = strings.Replace(src, "    name: MS-01\n", "    name: MS-01\n    disk: /dev/sda\n", 1)
-	inv, err := Parse("nodes.yaml", []byte(src), testTopology)
-	noErr(t, err)
+	inv := parseNodes(t, src)
 	want := &Inventory{
 		Nodes: []Node{
 			{Name: "w-01", Model: "ms-01", Serial: "SN-w-01", Class: "worker", SwitchPort: 5, Address: netip.MustParseAddr("10.40.0.21"), BMC: BMCAMT, Disk: "/dev/nvme0n1", DiskSerial: "DS-w-01", ApprovedEKRSA2048: hashA, ApprovedEKECCP256: hashB},
@@ -90,7 +84,7 @@ func TestParseValid(t *testing.T) {
 			"worker":       {Name: "worker", Type: Worker, InstallerImage: "factory.talos.dev/installer/abc:v1.13.9"},
 			"controlplane": {Name: "controlplane", Type: ControlPlane, InstallerImage: "factory.talos.dev/installer/abc:v1.13.9"},
 		},
-		Topology: testTopology,
+		Topology: fleetTopology,
 	}
 	if diff := cmp.Diff(want, inv, cmpopts.EquateComparable(netip.Addr{}, netip.Prefix{})); diff != "" {
 		t.Errorf("Parse (-want +got):\n%s", diff)
@@ -104,7 +98,7 @@ func TestParseValid(t *testing.T) {
 // lines want.
 func wantProblems(t *testing.T, src string, want []string) {
 	t.Helper()
-	_, err := Parse("nodes.yaml", []byte(src), testTopology)
+	_, err := Parse("nodes.yaml", []byte(src), fleetTopology)
 	if !errors.Is(err, ErrInvalid) {
 		t.Fatalf("Parse error = %v, want one that is ErrInvalid", err)
 	}
@@ -255,15 +249,14 @@ func TestParseYAMLFeatures(t *testing.T) {
     address: "10.40.0.22"
   w-03: {model: ms-01, serial: SN-3, class: worker, switch_port: 7, address: 10.40.0.23, bmc: none, disk: /dev/sda}
 `
-	inv, err := Parse("nodes.yaml", []byte(src), testTopology)
-	noErr(t, err)
+	inv := parseNodes(t, src)
 	if len(inv.Nodes) != 3 || inv.Nodes[1].Serial != "SN-2" || inv.Nodes[1].Disk != "/dev/nvme0n1" || inv.Nodes[1].SwitchPort != 6 {
 		t.Errorf("Nodes = %+v", inv.Nodes)
 	}
 	// The merged entry still holds w-01's values where it does not
 	// override them: no duplicate is reported for fields it replaced.
 	bad := strings.Replace(src, "    switch_port: 6\n", "", 1)
-	_, err = Parse("nodes.yaml", []byte(bad), testTopology)
+	_, err := Parse("nodes.yaml", []byte(bad), fleetTopology)
 	if err == nil || !strings.Contains(err.Error(), "node w-02: switch_port 5 is also held by node w-01") {
 		t.Errorf("merged duplicate port: %v", err)
 	}
@@ -286,7 +279,7 @@ func TestParseTopology(t *testing.T) {
 	} {
 		topo, err := ParseTopology("t.json", []byte(tc.src))
 		if tc.want == "" {
-			if err != nil || topo != testTopology {
+			if err != nil || topo != fleetTopology {
 				t.Errorf("ParseTopology(%s) = %v, %v", tc.src, topo, err)
 			}
 			continue
@@ -351,8 +344,7 @@ func TestApprovalLines(t *testing.T) {
 	}
 	// The printed lines are a valid part of a node entry.
 	src := header + node("w-01") + "    " + strings.ReplaceAll(strings.TrimSpace(want), "\n", "\n    ") + "\n"
-	inv, err := Parse("nodes.yaml", []byte(src), testTopology)
-	noErr(t, err)
+	inv := parseNodes(t, src)
 	if n := inv.Nodes[0]; n.ApprovedEKRSA2048 != hashA || n.ApprovedEKECCP256 != hashB {
 		t.Errorf("pasted lines parse as %q, %q", n.ApprovedEKRSA2048, n.ApprovedEKECCP256)
 	}
@@ -379,8 +371,7 @@ func TestParseSecureBoot(t *testing.T) {
 		{"one class requires it", classes("    secure_boot: required\n", ""), true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			inv, err := Parse("nodes.yaml", []byte(tc.src), testTopology)
-			noErr(t, err)
+			inv := parseNodes(t, tc.src)
 			if got := inv.Classes["worker"].RequireSecureBoot; got != tc.worker {
 				t.Errorf("worker RequireSecureBoot = %v, want %v", got, tc.worker)
 			}

@@ -122,7 +122,7 @@ func TestSyntaxErrorLine(t *testing.T) {
 			"nodes.yaml:3:8: not YAML: unknown anchor 'b' referenced"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse("nodes.yaml", []byte(tc.src), testTopology)
+			_, err := Parse("nodes.yaml", []byte(tc.src), fleetTopology)
 			if err == nil || err.Error() != tc.want {
 				t.Errorf("Parse error:\n%v\nwant:\n%s\nfile:\n%s", err, tc.want, tc.src)
 			}
