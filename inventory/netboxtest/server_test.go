@@ -85,15 +85,15 @@ func TestTour(t *testing.T) {
 	ok := must(t, 200)
 	created := must(t, 201)
 	site := ok(call(t, srv, tok, "GET", "/api/dcim/sites/?slug=folly", nil))["results"].([]any)[0].(map[string]any)
-	created(call(t, srv, tok, "POST", "/api/extras/custom-fields/", map[string]any{
-		"name": "approved_ek_hash", "type": "text", "object_types": []string{"dcim.device"}, "validation_regex": "^[0-9a-f]{64}$",
-	}))
-	created(call(t, srv, tok, "POST", "/api/extras/custom-fields/", map[string]any{
-		"name": "attested_switch_port", "type": "integer", "object_types": []string{"dcim.device"},
-	}))
-	created(call(t, srv, tok, "POST", "/api/extras/custom-fields/", map[string]any{
-		"name": "attested_at", "type": "datetime", "object_types": []string{"dcim.device"},
-	}))
+	for _, cf := range []map[string]any{
+		{"name": "approved_ek_hash", "type": "text", "object_types": []string{"dcim.device"}, "validation_regex": "^[0-9a-f]{64}$"},
+		{"name": "attested_switch_port", "type": "integer", "object_types": []string{"dcim.device"}},
+		{"name": "attested_at", "type": "datetime", "object_types": []string{"dcim.device"}},
+	} {
+		if code, v := call(t, srv, tok, "POST", "/api/extras/custom-fields/", cf); code != 201 {
+			t.Fatalf("POST custom field %s: %d %v", cf["name"], code, v)
+		}
+	}
 	mfr := created(call(t, srv, tok, "POST", "/api/dcim/manufacturers/", map[string]any{"name": "Minisforum", "slug": "minisforum"}))
 	dt := created(call(t, srv, tok, "POST", "/api/dcim/device-types/", map[string]any{"manufacturer": id(mfr), "model": "MS-01", "slug": "ms-01"}))
 	ro := created(call(t, srv, tok, "POST", "/api/dcim/device-roles/", map[string]any{"name": "kubernetes-node", "slug": "kubernetes-node"}))
@@ -120,17 +120,19 @@ func TestTour(t *testing.T) {
 	if got, want := srv.Journal(0), []JournalEntry{{ID: id(j), Device: id(d1), Kind: "success", Text: "hello"}}; !slices.Equal(got, want) || len(srv.Journal(id(d1)+1)) != 0 {
 		t.Errorf("Journal: %+v, want %+v", got, want)
 	}
-	ok(call(t, srv, tok, "GET", "/api/dcim/interfaces/?device_role=kubernetes-node&name=eth0&limit=1000", nil))
-	ok(call(t, srv, tok, "GET", "/api/dcim/devices/?role=kubernetes-node&limit=1", nil))
-	ok(call(t, srv, tok, "GET", "/api/dcim/devices/?cf_attested_switch_port__empty=false", nil))
-	ok(call(t, srv, tok, "GET", "/api/ipam/ip-addresses/?parent=10.40.0.0/24", nil))
-	ok(call(t, srv, tok, "GET", "/api/dcim/mac-addresses/", nil))
-	ok(call(t, srv, tok, "GET", "/api/dcim/cables/", nil))
-	ok(call(t, srv, tok, "GET", "/api/extras/custom-fields/?object_type=dcim.device", nil))
-	ok(call(t, srv, tok, "GET", "/api/extras/journal-entries/", nil))
-	ok(call(t, srv, tok, "GET", "/api/dcim/device-types/", nil))
-	ok(call(t, srv, tok, "GET", "/api/dcim/device-roles/", nil))
-	ok(call(t, srv, tok, "GET", "/api/dcim/manufacturers/", nil))
+	for _, uri := range []string{
+		"/api/dcim/interfaces/?device_role=kubernetes-node&name=eth0&limit=1000",
+		"/api/dcim/devices/?role=kubernetes-node&limit=1",
+		"/api/dcim/devices/?cf_attested_switch_port__empty=false",
+		"/api/ipam/ip-addresses/?parent=10.40.0.0/24",
+		"/api/extras/custom-fields/?object_type=dcim.device",
+		"/api/dcim/mac-addresses/", "/api/dcim/cables/", "/api/extras/journal-entries/",
+		"/api/dcim/device-types/", "/api/dcim/device-roles/", "/api/dcim/manufacturers/",
+	} {
+		if code, v := call(t, srv, tok, "GET", uri, nil); code != 200 {
+			t.Fatalf("GET %s: %d %v", uri, code, v)
+		}
+	}
 	srv.DeleteUser("admin")
 	ch := ok(call(t, srv, tok, "GET", fmt.Sprintf("/api/core/object-changes/?changed_object_type=dcim.device&changed_object_id=%d&limit=1000", id(d1)), nil))
 	t.Logf("%d changes", len(ch["results"].([]any)))
@@ -507,57 +509,46 @@ func TestNetBoxRules(t *testing.T) {
 }
 
 func TestFaults(t *testing.T) {
-	srv, tok, ids := fleet(t)
+	srv, _, ids := fleet(t)
 	client := &http.Client{Timeout: 200 * time.Millisecond}
-	do := func(method, uri string, body any) (*http.Response, error) {
-		rsp, _, err := send(client, srv, tok, method, uri, body)
-		return rsp, err
-	}
-	devices := func() int {
-		_, v := call(t, srv, tok, "GET", pathDevices+"?role=node", nil)
-		return int(v.(map[string]any)["count"].(float64))
-	}
-
-	srv.Inject(Fault{Kind: Down})
-	if _, err := do("GET", pathDevices, nil); err == nil {
-		t.Error("Down: a request got an answer")
-	}
-	srv.Inject(Fault{Kind: Failing, After: 1})
-	if rsp, err := do("GET", pathDevices, nil); err != nil || rsp.StatusCode != 200 {
-		t.Errorf("Failing after 1: the first request: %v %v", rsp, err)
-	}
-	if rsp, _ := do("POST", pathDevices, newDevice(ids, "x")); rsp == nil || rsp.StatusCode != 503 {
-		t.Errorf("Failing: %v", rsp)
-	}
-	srv.Inject(Fault{Kind: Failing, Status: 502})
-	if rsp, _ := do("GET", pathDevices, nil); rsp == nil || rsp.StatusCode != 502 {
-		t.Errorf("Failing 502: %v", rsp)
-	}
-	srv.Inject(Fault{Kind: Slow, Delay: time.Hour})
-	start := time.Now()
-	if _, err := do("POST", pathDevices, newDevice(ids, "y")); err == nil || time.Since(start) > 5*time.Second {
-		t.Errorf("Slow: %v after %v", err, time.Since(start))
-	}
-	srv.Inject(Fault{Kind: Slow, Delay: 10 * time.Millisecond})
-	if rsp, err := do("GET", pathDevices, nil); err != nil || rsp.StatusCode != 200 {
-		t.Errorf("Slow 10ms: %v %v", rsp, err)
-	}
-	srv.Inject(Fault{Kind: Cut})
-	if _, err := do("POST", pathDevices, newDevice(ids, "z")); err == nil {
-		t.Error("Cut: the answer arrived whole")
-	}
-	// A fault of one user's requests: alice's fail, terraform's go on.
-	srv.Inject(Fault{Kind: Failing, User: "alice"})
-	if rsp, err := do("GET", pathDevices, nil); err != nil || rsp.StatusCode != 200 {
-		t.Errorf("another user's request during alice's fault: %v %v", rsp, err)
-	}
-	if rsp, _, err := send(client, srv, srv.Token("alice"), "GET", pathDevices, nil); err != nil || rsp.StatusCode != 503 {
-		t.Errorf("alice's request during her fault: %v %v, want 503", rsp, err)
+	for _, c := range []struct {
+		name   string
+		fault  *Fault // nil: the fault of the row before goes on
+		user   string
+		method string
+		body   any
+		status int // 0: no whole answer
+	}{
+		{"Down", &Fault{Kind: Down}, "terraform", "GET", nil, 0},
+		{"Failing after 1: the first request", &Fault{Kind: Failing, After: 1}, "terraform", "GET", nil, 200},
+		{"Failing", nil, "terraform", "POST", newDevice(ids, "x"), 503},
+		{"Failing 502", &Fault{Kind: Failing, Status: 502}, "terraform", "GET", nil, 502},
+		{"Slow", &Fault{Kind: Slow, Delay: time.Hour}, "terraform", "POST", newDevice(ids, "y"), 0},
+		{"Slow 10ms", &Fault{Kind: Slow, Delay: 10 * time.Millisecond}, "terraform", "GET", nil, 200},
+		{"Cut", &Fault{Kind: Cut}, "terraform", "POST", newDevice(ids, "z"), 0},
+		// A fault of one user's requests: alice's fail, terraform's go on.
+		{"another user's request during alice's fault", &Fault{Kind: Failing, User: "alice"}, "terraform", "GET", nil, 200},
+		{"alice's request during her fault", nil, "alice", "GET", nil, 503},
+	} {
+		if c.fault != nil {
+			srv.Inject(*c.fault)
+		}
+		start := time.Now()
+		rsp, _, err := send(client, srv, srv.Token(c.user), c.method, pathDevices, c.body)
+		switch took := time.Since(start); {
+		case c.status == 0 && err == nil:
+			t.Errorf("%s: the answer arrived whole: %d", c.name, rsp.StatusCode)
+		case c.status != 0 && (err != nil || rsp.StatusCode != c.status):
+			t.Errorf("%s: %v %v, want %d", c.name, rsp, err, c.status)
+		case took > 5*time.Second:
+			t.Errorf("%s: %v after %v", c.name, err, took)
+		}
 	}
 	srv.Inject(Fault{})
 	// Only the cut request was processed.
-	if n := devices(); n != 1 {
-		t.Errorf("%d devices after the faults, want 1 (the cut request's)", n)
+	_, v := call(t, srv, srv.Token("terraform"), "GET", pathDevices+"?role=node", nil)
+	if n := v.(map[string]any)["count"].(float64); n != 1 {
+		t.Errorf("%v devices after the faults, want 1 (the cut request's)", n)
 	}
 	if srv.RequestCount() < 7 {
 		t.Errorf("%d requests counted", srv.RequestCount())
