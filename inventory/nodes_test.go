@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -42,19 +43,14 @@ func node(name string, fields ...string) string {
 	}
 	for _, f := range fields {
 		k, v, _ := strings.Cut(f, ": ")
-		found := false
-		for i := range def {
-			if def[i][0] == strings.TrimPrefix(k, "-") {
-				found = true
-				if strings.HasPrefix(k, "-") {
-					def[i][1] = "\x00"
-				} else {
-					def[i][1] = v
-				}
-			}
-		}
-		if !found {
+		i := slices.IndexFunc(def, func(kv [2]string) bool { return kv[0] == strings.TrimPrefix(k, "-") })
+		switch {
+		case i < 0:
 			def = append(def, [2]string{k, v})
+		case strings.HasPrefix(k, "-"):
+			def[i][1] = "\x00"
+		default:
+			def[i][1] = v
 		}
 	}
 	var sb strings.Builder
