@@ -22,7 +22,7 @@ import (
 func generatedFleet(t *testing.T, n int) (*netboxtest.Server, *NetBox, []Device) {
 	t.Helper()
 	srv := fleetNetBox(t, true)
-	inv, err := Parse("nodes.yaml", []byte(generatedNodes(n)), wideTopology)
+	inv, err := Parse("nodes.yaml", nodesFile(n), wideTopology)
 	noErr(t, err)
 	applied(t, client(t, srv, userTerraform, nil), inv)
 	nb := client(t, srv, userFleetd, nil)

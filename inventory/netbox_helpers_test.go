@@ -1,9 +1,7 @@
 package inventory
 
 import (
-	"fmt"
 	"net/netip"
-	"strings"
 	"testing"
 
 	"github.com/fleetkit/fleet/inventory/netboxtest"
@@ -137,21 +135,5 @@ func byName(devs []Device) map[string]Device {
 	return m
 }
 
-// generatedNodes is a nodes file of n workers in 10.0.0.0/8, each on its own
-// switch port.
-func generatedNodes(n int) string {
-	var b strings.Builder
-	b.WriteString(`models:
-  ms-01: {manufacturer: Minisforum, name: MS-01, disk: /dev/nvme0n1}
-classes:
-  worker: {type: worker, installer_image: "factory.talos.dev/installer/abc:v1.13.9"}
-nodes:
-`)
-	for i := range n {
-		fmt.Fprintf(&b, "  n-%05d: {model: ms-01, serial: SN%08d, class: worker, switch_port: %d, address: 10.%d.%d.%d, bmc: amt, disk_serial: DS%08d, approved_ek_rsa2048: %064x}\n",
-			i, i, i+1, (i+1)>>16, ((i+1)>>8)&0xff, (i+1)&0xff, i, i+1)
-	}
-	return b.String()
-}
-
+// wideTopology is the cluster of the generated nodes files (nodesFile).
 var wideTopology = Topology{NodeCIDR: netip.MustParsePrefix("10.0.0.0/8"), APIServerIP: netip.MustParseAddr("10.0.0.1")}

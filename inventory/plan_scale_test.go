@@ -22,7 +22,7 @@ func scaleNetBox(tb testing.TB, n int) (srv *netboxtest.Server, sw int64, nb *Ne
 	tb.Cleanup(srv.Close)
 	sw, err := srv.AddSwitch(netboxtest.Switch{Site: "folly", Name: "usw", Ports: n})
 	noErr(tb, err)
-	inv, err = Parse("nodes.yaml", []byte(generatedNodes(n)), wideTopology)
+	inv, err = Parse("nodes.yaml", nodesFile(n), wideTopology)
 	noErr(tb, err)
 	nb = client(tb, srv, userTerraform, &NetBoxConfig{Site: "folly", Switch: "usw", BindingAuthor: userTerraform, BulkSize: 1000})
 	return srv, sw, nb, inv
