@@ -250,12 +250,7 @@ func TestCertifiedEKPendingApproval(t *testing.T) {
 			rec.mu.Lock()
 			first := bytes.Clone(rec.bodies[0])
 			rec.mu.Unlock()
-			var claim struct {
-				EKs []struct {
-					Kind        string `json:"kind"`
-					Certificate []byte `json:"certificate"`
-				} `json:"eks"`
-			}
+			var claim wireClaim
 			if err := json.Unmarshal(first, &claim); err != nil {
 				t.Fatalf("the first request is not a claim: %v", err)
 			}

@@ -72,15 +72,6 @@ func (f *fleet) judgements() []attest.Judgement {
 	return append([]attest.Judgement(nil), f.judged...)
 }
 
-// newFleet mounts a server under test whose bindings are f.bindings.
-func newFleet(t testing.TB, cfg *attest.Config) *fleet {
-	t.Helper()
-	b := &attesttest.Bindings{}
-	f := newFleetWith(t, b, cfg)
-	f.bindings = b
-	return f
-}
-
 // newFleetFor is newFleet with serial S1's binding approving tpm's EKs.
 func newFleetFor(t testing.TB, cfg *attest.Config, tpm attest.TPM) *fleet {
 	t.Helper()
@@ -96,11 +87,12 @@ func approvedFleet(t testing.TB, cfg *attest.Config) (*fleet, *attesttest.SoftTP
 	return newFleetFor(t, cfg, tpm), tpm
 }
 
-// newFleetWith mounts a server under test that reads bindings from src,
-// with cfg's settings and the fleet's log, admission hook and judgements.
-func newFleetWith(t testing.TB, src attest.Bindings, cfg *attest.Config) *fleet {
+// newFleet mounts a server under test whose bindings are f.bindings, with
+// cfg's settings and the fleet's log, admission hook and judgements.
+func newFleet(t testing.TB, cfg *attest.Config) *fleet {
 	t.Helper()
-	f := &fleet{logs: &syncbuf.Buffer{}, hook: &hook{adm: attest.Admission{InstallCode: "code-Zq81-secret"}}}
+	f := &fleet{logs: &syncbuf.Buffer{}, bindings: &attesttest.Bindings{},
+		hook: &hook{adm: attest.Admission{InstallCode: "code-Zq81-secret"}}}
 	var c attest.Config
 	if cfg != nil {
 		c = *cfg
@@ -116,7 +108,7 @@ func newFleetWith(t testing.TB, src attest.Bindings, cfg *attest.Config) *fleet 
 			f.judged = append(f.judged, j)
 		}
 	}
-	srv, err := attest.NewServer(src, &c)
+	srv, err := attest.NewServer(f.bindings, &c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,8 +169,9 @@ func serve(h http.Handler, op string, body []byte) (int, []byte) {
 
 // The wire messages, as a client of our own writes them.
 type wireEK struct {
-	Kind   string `json:"kind"`
-	Public []byte `json:"public"`
+	Kind        string `json:"kind"`
+	Public      []byte `json:"public"`
+	Certificate []byte `json:"certificate,omitempty"`
 }
 
 type wireAK struct {
