@@ -5,12 +5,10 @@ import (
 	"context"
 	"crypto"
 	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -27,6 +25,7 @@ import (
 
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/attesttest"
+	"github.com/fleetkit/fleet/internal/testcert"
 	goattest "github.com/google/go-attestation/attest"
 	legacy "github.com/google/go-tpm/legacy/tpm2"
 	"github.com/google/go-tpm/legacy/tpm2/credactivation"
@@ -222,12 +221,11 @@ func benchAttestation(b *testing.B, boot *attesttest.BootLog) {
 			sessions[i] = ch.Session
 			p := activate(b, tpm, ch)
 			if boot != nil {
-				p.Quote = quoteOf(b, tpm, ch.Session, boot.Bytes())
-				q := attest.Quote{Quote: p.Quote.Quote, Signature: p.Quote.Signature}
-				for _, bk := range p.Quote.Banks {
-					h, _ := bankHash(bk.Alg)
-					q.Banks = append(q.Banks, attest.PCRBank{Hash: h, PCRs: bk.PCRs})
+				q, err := tpm.Quote(attest.QuoteNonce(ch.Session))
+				if err != nil {
+					b.Fatal(err)
 				}
+				p.Quote = wireQuoteOf(q, boot.Bytes())
 				quotes = append(quotes, q)
 			}
 			proofs[i] = proofBody(b, p)
@@ -330,30 +328,14 @@ func stormMachines(tb testing.TB, bindings *attesttest.Bindings, n int) []stormM
 	return stormSet[:n]
 }
 
-// stormTLS is a server certificate for 127.0.0.1 with an ECDSA P-256 key,
-// like the ACME certificate fleetd serves, and a pool that trusts it.
-func stormTLS() (*tls.Config, *x509.CertPool) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+// stormTLS is fleetd's serving certificate for 127.0.0.1, with an ECDSA
+// P-256 key like the ACME certificate fleetd serves.
+func stormTLS() (*tls.Config, *x509.CertPool, error) {
+	c, err := testcert.New("127.0.0.1")
 	if err != nil {
-		panic(err)
+		return nil, nil, err
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "fleetd"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		panic(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}, pool
+	return &tls.Config{Certificates: []tls.Certificate{c.TLS}}, c.Pool, nil
 }
 
 // stormResult is one boot storm's outcome.
@@ -403,7 +385,10 @@ func bootStorm(tb testing.TB, n int) stormResult {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tlsCfg, pool := stormTLS()
+	tlsCfg, pool, err := stormTLS()
+	if err != nil {
+		tb.Fatal(err)
+	}
 	ts := httptest.NewUnstartedServer(srv)
 	ts.TLS = tlsCfg
 	// Goroutines carry the side they work for into a CPU profile (go tool
@@ -411,32 +396,40 @@ func bootStorm(tb testing.TB, n int) stormResult {
 	// label of the goroutine that starts it.
 	pprof.Do(context.Background(), pprof.Labels("side", "fleetd"), func(context.Context) { ts.StartTLS() })
 	defer ts.Close()
+	r := stormRun(tb, machines, ts.URL+"/attest", pool)
+	r.bindingRequests = bindings.Calls()
+	return r
+}
 
-	lat := make([]time.Duration, n)
-	wait := make([]time.Duration, n)
-	errs := make([]error, n)
-	results := make([]attest.Result, n)
-	var start sync.WaitGroup
+// stormRun starts every machine at once against the attestation server at
+// url, which pool trusts, each with its own HTTPS connection, and checks
+// every verdict and install code; it returns the storm's outcome but its
+// binding requests.
+func stormRun(tb testing.TB, machines []stormMachine, url string, pool *x509.CertPool) stormResult {
+	tb.Helper()
+	n := len(machines)
+	lat, wait := make([]time.Duration, n), make([]time.Duration, n)
+	errs, results := make([]error, n), make([]attest.Result, n)
+	start := make(chan struct{})
 	var done sync.WaitGroup
-	start.Add(1)
 	for i, m := range machines {
-		done.Add(1)
-		go pprof.Do(context.Background(), pprof.Labels("side", "machine"), func(context.Context) {
-			defer done.Done()
-			tt := &timingTransport{rt: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-			client := &http.Client{Transport: tt}
-			start.Wait()
-			t0 := time.Now()
-			results[i], errs[i] = attest.Run(context.Background(), ts.URL+"/attest", m.tpm,
-				attest.Machine{Serial: m.serial, MAC: net.HardwareAddr{2, 0, 0, 0, byte(i >> 8), byte(i)}},
-				&attest.ClientConfig{HTTPClient: client, Tries: 1})
-			lat[i] = time.Since(t0)
-			wait[i] = tt.wait
-			tt.rt.(*http.Transport).CloseIdleConnections()
+		done.Go(func() {
+			pprof.Do(context.Background(), pprof.Labels("side", "machine"), func(context.Context) {
+				tt := &timingTransport{rt: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+				client := &http.Client{Transport: tt}
+				<-start
+				t0 := time.Now()
+				results[i], errs[i] = attest.Run(context.Background(), url, m.tpm,
+					attest.Machine{Serial: m.serial, MAC: net.HardwareAddr{2, 0, 0, 0, byte(i >> 8), byte(i)}},
+					&attest.ClientConfig{HTTPClient: client, Tries: 1})
+				lat[i] = time.Since(t0)
+				wait[i] = tt.wait
+				tt.rt.(*http.Transport).CloseIdleConnections()
+			})
 		})
 	}
 	t0 := time.Now()
-	start.Done()
+	close(start)
 	done.Wait()
 	wall := time.Since(t0)
 	for i, m := range machines {
@@ -456,7 +449,6 @@ func bootStorm(tb testing.TB, n int) stormResult {
 	return stormResult{
 		wall: wall, p50: pct(lat, 0.50), p99: pct(lat, 0.99), max: lat[n-1],
 		fp50: pct(wait, 0.50), fp99: pct(wait, 0.99),
-		bindingRequests: bindings.Calls(),
 	}
 }
 

@@ -57,16 +57,6 @@ func bankList(banks []crypto.Hash) string {
 	return strings.Join(names, "+")
 }
 
-// bankHash is the bank the wire names name.
-func bankHash(name string) (crypto.Hash, bool) {
-	for _, h := range attesttest.Banks() {
-		if attesttest.BankName(h) == name {
-			return h, true
-		}
-	}
-	return 0, false
-}
-
 // secureBootLogs returns a log of a boot with Secure Boot on, one with it
 // off, both with the PCR banks banks (none: the four), and the on log's db
 // certificate.
