@@ -62,19 +62,8 @@ func bankList(banks []crypto.Hash) string {
 // certificate.
 func secureBootLogs(t testing.TB, banks ...crypto.Hash) (on, off *attesttest.BootLog, db []byte) {
 	t.Helper()
-	db, err := attesttest.Certificate("attesttest db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	on, err = attesttest.SecureBootLog(&attesttest.SecureBootConfig{Enabled: true, DB: db, Banks: banks})
-	if err != nil {
-		t.Fatal(err)
-	}
-	off, err = attesttest.SecureBootLog(&attesttest.SecureBootConfig{DB: db, Banks: banks})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return on, off, db
+	k := newBootKeys(t)
+	return k.log(t, true, banks...), k.log(t, false, banks...), k.db
 }
 
 func fingerprint(der []byte) string {
@@ -117,17 +106,10 @@ func testQuote(t *testing.T, banks []crypto.Hash, measured measuredTPM) {
 	})
 
 	t.Run("secure boot on", func(t *testing.T) {
-		f, res, console, err := runMeasured(t, measured, on, on.Bytes())
-		if err != nil || res.Verdict != attest.Attested || console != "attest: PASSED\n" {
-			t.Fatalf("Run: %+v %v\n%s", res, err, console)
-		}
-		calls := f.hook.calls()
-		if len(calls) != 1 || calls[0].Boot == nil {
-			t.Fatalf("admitted %+v, want one claim with its boot", calls)
-		}
-		b := calls[0].Boot
-		if b.SecureBoot != attest.SecureBootOn || b.Unknown != "" {
-			t.Errorf("Secure Boot %v (%q), want on", b.SecureBoot, b.Unknown)
+		f, tpm := measuredFleet(t, measured, on)
+		b := f.attestBoot(t, tpm, on.Bytes())
+		if b == nil || b.SecureBoot != attest.SecureBootOn || b.Unknown != "" {
+			t.Fatalf("boot %+v, want Secure Boot on", b)
 		}
 		if want := hex.EncodeToString(on.PCRs()[7]); b.PCR7() != want {
 			t.Errorf("PCR 7 %s, want %s", b.PCR7(), want)
@@ -154,11 +136,8 @@ func testQuote(t *testing.T, banks []crypto.Hash, measured measuredTPM) {
 	})
 
 	t.Run("secure boot off", func(t *testing.T) {
-		f, res, console, err := runMeasured(t, measured, off, off.Bytes())
-		if err != nil || res.Verdict != attest.Attested {
-			t.Fatalf("Run: %+v %v\n%s", res, err, console)
-		}
-		b := f.hook.calls()[0].Boot
+		f, tpm := measuredFleet(t, measured, off)
+		b := f.attestBoot(t, tpm, off.Bytes())
 		if b == nil || b.SecureBoot != attest.SecureBootOff || len(b.BootLoaderAuthority) != 0 {
 			t.Fatalf("boot %+v, want Secure Boot off and no authority", b)
 		}
@@ -171,11 +150,8 @@ func testQuote(t *testing.T, banks []crypto.Hash, measured measuredTPM) {
 	})
 
 	t.Run("no event log", func(t *testing.T) {
-		f, res, console, err := runMeasured(t, measured, on, nil)
-		if err != nil || res.Verdict != attest.Attested {
-			t.Fatalf("Run: %+v %v\n%s", res, err, console)
-		}
-		b := f.hook.calls()[0].Boot
+		f, tpm := measuredFleet(t, measured, on)
+		b := f.attestBoot(t, tpm, nil)
 		if b == nil || b.SecureBoot != attest.SecureBootUnknown || b.Unknown != "the machine sent no event log" {
 			t.Fatalf("boot %+v, want unknown: no event log", b)
 		}
@@ -188,7 +164,8 @@ func testQuote(t *testing.T, banks []crypto.Hash, measured measuredTPM) {
 	// The boot measured with Secure Boot on, the log sent of a boot with
 	// it off: the log lies about the PCRs.
 	t.Run("log does not replay", func(t *testing.T) {
-		f, res, console, err := runMeasured(t, measured, on, off.Bytes())
+		f, tpm := measuredFleet(t, measured, on)
+		res, console, err := f.runLog(t, tpm, "S1", off.Bytes())
 		checkQuoteRefused(t, f, res, console, err, attest.ReasonEventLogReplay)
 	})
 
@@ -267,8 +244,7 @@ func testQuote(t *testing.T, banks []crypto.Hash, measured measuredTPM) {
 			continue
 		}
 		t.Run(tc.name, func(t *testing.T) {
-			tpm := measured(t, on)
-			f := newFleetFor(t, nil, tpm)
+			f, tpm := measuredFleet(t, measured, on)
 			ch := f.challenge(t, tpm, "S1")
 			p := activate(t, tpm, ch)
 			p.Quote = quoteOf(t, tpm, ch.Session, on.Bytes())
@@ -290,13 +266,26 @@ func testQuote(t *testing.T, banks []crypto.Hash, measured measuredTPM) {
 	}
 }
 
-// runMeasured attests, as S1 approved, a TPM that measured boot; the
-// client sends log.
-func runMeasured(t *testing.T, measured measuredTPM, boot *attesttest.BootLog, log []byte) (*fleet, attest.Result, string, error) {
+// measuredFleet is a TPM that measured boot and a fleet that approves it
+// as S1.
+func measuredFleet(t *testing.T, measured measuredTPM, boot *attesttest.BootLog) (*fleet, quoter) {
 	tpm := measured(t, boot)
-	f := newFleetFor(t, nil, tpm)
+	return newFleetFor(t, nil, tpm), tpm
+}
+
+// attestBoot attests tpm as S1 with log as its event log, fails t unless
+// it passed and one claim was admitted, and returns that claim's boot.
+func (f *fleet) attestBoot(t *testing.T, tpm attest.TPM, log []byte) *attest.BootState {
+	t.Helper()
 	res, console, err := f.runLog(t, tpm, "S1", log)
-	return f, res, console, err
+	if err != nil || res.Verdict != attest.Attested || console != "attest: PASSED\n" {
+		t.Fatalf("Run: %+v %v\n%s", res, err, console)
+	}
+	calls := f.hook.calls()
+	if len(calls) != 1 {
+		t.Fatalf("admitted %+v, want one claim", calls)
+	}
+	return calls[0].Boot
 }
 
 // quoteOf is tpm's quote over session's nonce, with log.
@@ -358,12 +347,8 @@ type tpmOnly struct{ attest.TPM }
 // the audit line says unquoted.
 func TestNoQuoteAttests(t *testing.T) {
 	f, tpm := approvedFleet(t, nil)
-	res, console, err := f.runLog(t, tpmOnly{tpm}, "S1", []byte("never sent"))
-	if err != nil || res.Verdict != attest.Attested || console != "attest: PASSED\n" {
-		t.Fatalf("Run: %+v %v\n%s", res, err, console)
-	}
-	if c := f.hook.calls(); len(c) != 1 || c[0].Boot != nil {
-		t.Fatalf("admitted %+v, want a claim without a boot", c)
+	if b := f.attestBoot(t, tpmOnly{tpm}, []byte("never sent")); b != nil {
+		t.Fatalf("admitted a claim with the boot %+v, want none", b)
 	}
 	if line := f.logs.Lines("attest.verdict"); len(line) != 1 || !strings.Contains(line[0], "secure_boot=unquoted") || strings.Contains(line[0], "pcr7") {
 		t.Errorf("attest.verdict %q, want secure_boot=unquoted", line)
@@ -383,11 +368,7 @@ func TestClientEventLog(t *testing.T) {
 	if !errors.Is(err, attest.ErrNoVerdict) || !strings.Contains(console.String(), "attest: read the event log: permission denied") {
 		t.Fatalf("Run with an unreadable log: %+v %v\n%s", res, err, console.String())
 	}
-	res, _, err = f.runLog(t, tpm, "S1", make([]byte, attest.MaxEventLog+1))
-	if err != nil || res.Verdict != attest.Attested {
-		t.Fatalf("Run with a log too large: %+v %v", res, err)
-	}
-	if b := f.hook.calls()[0].Boot; b == nil || b.Unknown != "the machine sent no event log" {
+	if b := f.attestBoot(t, tpm, make([]byte, attest.MaxEventLog+1)); b == nil || b.Unknown != "the machine sent no event log" {
 		t.Errorf("boot %+v, want no event log", b)
 	}
 }
@@ -398,16 +379,14 @@ func TestClientEventLog(t *testing.T) {
 func TestMalformedQuotesRefused(t *testing.T) {
 	f, tpm := approvedFleet(t, nil)
 	ch := f.challenge(t, tpm, "S1")
-	good := quoteOf(t, tpm, ch.Session, nil)
+	quote, err := tpm.Quote(attest.QuoteNonce(ch.Session))
+	if err != nil {
+		t.Fatal(err)
+	}
 	proof := func(fn func(q *wireQuote)) []byte {
 		p := activate(t, tpm, ch)
-		q := *good
-		q.Banks = nil
-		for _, bk := range good.Banks {
-			q.Banks = append(q.Banks, wireBank{Alg: bk.Alg, PCRs: slices.Clone(bk.PCRs)})
-		}
-		fn(&q)
-		p.Quote = &q
+		p.Quote = wireQuoteOf(quote, nil)
+		fn(p.Quote)
 		return proofBody(t, p)
 	}
 	for name, tc := range map[string]struct {
@@ -438,7 +417,7 @@ func TestMalformedQuotesRefused(t *testing.T) {
 	}
 	// The session was never spent: its proof with the quote attests.
 	p := activate(t, tpm, ch)
-	p.Quote = good
+	p.Quote = wireQuoteOf(quote, nil)
 	f.proveWant(t, "the good proof", p, http.StatusOK)
 }
 
@@ -523,16 +502,13 @@ func TestQuoteEveryBankReplays(t *testing.T) {
 				}
 			}
 			f := newFleetFor(t, nil, tpm)
-			res, console, err := f.runLog(t, tpm, "S1", tc.log.Bytes())
 			if tc.reason == "" {
-				if err != nil || res.Verdict != attest.Attested {
-					t.Fatalf("Run: %+v %v\n%s", res, err, console)
-				}
-				if b := f.hook.calls()[0].Boot; b == nil || b.SecureBoot != attest.SecureBootOn {
+				if b := f.attestBoot(t, tpm, tc.log.Bytes()); b == nil || b.SecureBoot != attest.SecureBootOn {
 					t.Fatalf("boot %+v, want Secure Boot on", b)
 				}
 				return
 			}
+			res, console, err := f.runLog(t, tpm, "S1", tc.log.Bytes())
 			checkQuoteRefused(t, f, res, console, err, tc.reason)
 			if line := f.logs.Lines("attest.verdict"); len(line) != 1 || !strings.Contains(line[0], tc.cause) {
 				t.Errorf("attest.verdict %q, want %q", line, tc.cause)
