@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -44,14 +45,9 @@ func TestFleetdDoesNotAnswer(t *testing.T) {
 	if fmt.Sprint(waits) != "[1 2 3 4]" {
 		t.Errorf("backed off after tries %v, want [1 2 3 4]", waits)
 	}
-	var tries []string
-	for _, l := range strings.Split(strings.TrimSpace(console.String()), "\n") {
-		if strings.HasPrefix(l, "attest: try ") {
-			tries = append(tries, l)
-		}
-	}
+	tries := slices.DeleteFunc(strings.Split(console.String(), "\n"), func(l string) bool { return !strings.HasPrefix(l, "attest: try ") })
 	want := []string{"attest: try 1 failed", "attest: try 2 failed", "attest: try 3 failed", "attest: try 4 failed", "attest: try 5 failed"}
-	if fmt.Sprint(tries) != fmt.Sprint(want) {
+	if !slices.Equal(tries, want) {
 		t.Errorf("console try lines %q, want %q", tries, want)
 	}
 	if !strings.Contains(console.String(), "connection refused") {
