@@ -78,7 +78,9 @@ func checkCounts(t *testing.T, w *waitingStore) int {
 }
 
 // A second TPM's claim under a serial waits beside the first, which it
-// neither replaces nor hides.
+// neither replaces nor hides. The same TPM claiming again replaces its
+// own claim, which becomes the newest and waits the TTL from its new
+// proof.
 func TestWaitingSecondTPMDoesNotReplace(t *testing.T) {
 	w := newWaitingStore(time.Hour, 1024, 8, noPeerBound)
 	w.put(tpmClaim("S", 1, 0), waitT0)
@@ -93,20 +95,13 @@ func TestWaitingSecondTPMDoesNotReplace(t *testing.T) {
 	if w.get("other", waitT0) != nil {
 		t.Error("a serial nobody claimed has claims")
 	}
-}
 
-// The same TPM claiming again replaces its own claim, which becomes the
-// newest and waits the TTL from its new proof.
-func TestWaitingSameTPMRefreshes(t *testing.T) {
-	w := newWaitingStore(time.Hour, 1024, 8, noPeerBound)
-	w.put(tpmClaim("S", 1, 0), waitT0)
-	w.put(tpmClaim("S", 2, time.Minute), waitT0.Add(time.Minute))
 	again := tpmClaim("S", 1, 30*time.Minute)
 	again.MAC = net.HardwareAddr{0x52, 0x54, 0, 0, 0, 0x99}
 	lldp := &LLDP{PortID: "Port 7"}
 	again.LLDP = lldp
 	w.put(again, again.Proven)
-	got := w.get("S", waitT0.Add(31*time.Minute))
+	got = w.get("S", waitT0.Add(31*time.Minute))
 	if !slices.Equal(tpmsOf(t, got), []int{2, 1}) || !bytes.Equal(got[1].MAC, again.MAC) {
 		t.Fatalf("after TPM 1 claimed again: TPMs %v, %+v; want 2, then 1 with its new MAC", tpmsOf(t, got), got)
 	}
