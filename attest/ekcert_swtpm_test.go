@@ -5,6 +5,7 @@ import (
 	"encoding/asn1"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -16,35 +17,33 @@ var oidSubjectAltName = asn1.ObjectIdentifier{2, 5, 29, 17}
 // The runbook's "pending-approval, even when a trusted maker certified
 // each EK", on swtpm as swtpm_setup manufactures it: its local CA
 // certified the EKs (the RSA EK at least), and a test that trusts that CA's root verifies each
-// certificate in NV; fleetd, which trusts no EK certificate authority,
-// tells the TPM pending-approval all the same while no entry approves an
-// EK. (TestCertifiedEKPendingApproval proves the same on the reference
+// certificate in NV, of the key the client presents; fleetd, which trusts
+// no EK certificate authority, tells the TPM pending-approval all the same
+// while no entry approves an EK, and once one does the whole flow, client
+// to server, over TCP as HookOS reaches a TPM (a command channel), attests
+// it. (TestCertifiedEKPendingApproval proves the same on the reference
 // simulator with a CA of the test's own, and that the certificates reach
 // the server.)
 func TestIntegrationSWTPMCertifiedEKPendingApproval(t *testing.T) {
 	swtpm, state := setupSWTPM(t)
-	roots := x509.NewCertPool()
-	rootPEM, err := os.ReadFile(filepath.Join(filepath.Dir(state), "ca", "swtpm-localca-rootca-cert.pem"))
-	if err != nil {
-		t.Fatalf("swtpm_localca's root: %v", err)
+	pool := func(file string) *x509.CertPool {
+		p := x509.NewCertPool()
+		pem, err := os.ReadFile(filepath.Join(filepath.Dir(state), "ca", file))
+		if err != nil || !p.AppendCertsFromPEM(pem) {
+			t.Fatalf("swtpm_localca's %s is no PEM certificate: %v", file, err)
+		}
+		return p
 	}
-	if !roots.AppendCertsFromPEM(rootPEM) {
-		t.Fatal("swtpm_localca's root is no PEM certificate")
-	}
-	intermediates := x509.NewCertPool()
-	interPEM, err := os.ReadFile(filepath.Join(filepath.Dir(state), "ca", "issuercert.pem"))
-	if err != nil {
-		t.Fatalf("swtpm_localca's issuer: %v", err)
-	}
-	if !intermediates.AppendCertsFromPEM(interPEM) {
-		t.Fatal("swtpm_localca's issuer is no PEM certificate")
-	}
+	roots, intermediates := pool("swtpm-localca-rootca-cert.pem"), pool("issuercert.pem")
 
 	dev := attest.OpenChannel(startSWTPM(t, swtpm, state))
 	t.Cleanup(func() { dev.Close() })
 	eks, err := dev.EKs()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(eks) != 2 || eks[0].Kind != attest.RSA2048 || eks[1].Kind != attest.ECCP256 {
+		t.Fatalf("EKs %+v, want RSA-2048 and ECC P-256", eks)
 	}
 	certified := 0
 	for _, ek := range eks {
@@ -54,6 +53,9 @@ func TestIntegrationSWTPMCertifiedEKPendingApproval(t *testing.T) {
 		c, err := x509.ParseCertificate(ek.Certificate)
 		if err != nil {
 			t.Fatalf("the %s EK's certificate: %v", ek.Kind, err)
+		}
+		if !reflect.DeepEqual(c.PublicKey, ek.Public) {
+			t.Fatalf("the %s EK's certificate certifies another key", ek.Kind)
 		}
 		// The TCG EK profile names the TPM's maker, model and version in a
 		// critical subjectAltName of directoryName form only, which
@@ -78,6 +80,11 @@ func TestIntegrationSWTPMCertifiedEKPendingApproval(t *testing.T) {
 	}
 	if want := "attest: FAILED pending-approval\nattest: no entry names the serial\n"; res.Verdict != attest.PendingApproval || console != want {
 		t.Fatalf("verdict %s, console:\n%s\nwant pending-approval, console:\n%s", res.Verdict, console, want)
+	}
+	f.bindings.Set("SWTPM-0002", approve(t, dev))
+	res, console, err = f.run(t, dev, "SWTPM-0002", nil)
+	if err != nil || console != "attest: PASSED\n" || res.Verdict != attest.Attested || res.InstallCode == "" {
+		t.Fatalf("once approved: console %q, result %+v, %v", console, res, err)
 	}
 	t.Logf("%d of %d EKs certified by swtpm_localca", certified, len(eks))
 }

@@ -3,11 +3,8 @@ package attest_test
 import (
 	"bytes"
 	"crypto"
-	"crypto/x509"
 	"net"
 	"os/exec"
-	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,46 +14,6 @@ import (
 	"github.com/fleetkit/fleet/attest/attesttest"
 	"github.com/fleetkit/fleet/internal/testenv"
 )
-
-// TestIntegrationSWTPM runs the whole flow, client to server, against
-// swtpm manufactured with EK certificates by swtpm_setup, reached over TCP
-// as HookOS reaches a TPM: through a command channel.
-func TestIntegrationSWTPM(t *testing.T) {
-	swtpm, state := setupSWTPM(t)
-	conn := startSWTPM(t, swtpm, state)
-	dev := attest.OpenChannel(conn)
-	t.Cleanup(func() { dev.Close() })
-
-	eks, err := dev.EKs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(eks) != 2 || eks[0].Kind != attest.RSA2048 || eks[1].Kind != attest.ECCP256 {
-		t.Fatalf("EKs %+v, want RSA-2048 and ECC P-256", eks)
-	}
-	// swtpm_setup certified the RSA EK: the certificate in NV is of the
-	// key the client presents.
-	if len(eks[0].Certificate) == 0 {
-		t.Fatal("the RSA EK has no certificate in NV")
-	}
-	cert, err := x509.ParseCertificate(eks[0].Certificate)
-	if err != nil {
-		t.Fatalf("the RSA EK certificate: %v", err)
-	}
-	if !reflect.DeepEqual(cert.PublicKey, eks[0].Public) {
-		t.Fatal("the RSA EK certificate certifies another key")
-	}
-
-	f := newFleet(t, nil)
-	f.bindings.Set("SWTPM-0001", approve(t, dev))
-	res, console, err := f.run(t, dev, "SWTPM-0001", nil)
-	if err != nil {
-		t.Fatalf("Run: %v\n%s", err, console)
-	}
-	if console != "attest: PASSED\n" || res.Verdict != attest.Attested || res.InstallCode == "" {
-		t.Fatalf("console %q, result %+v", console, res)
-	}
-}
 
 // setupSWTPM manufactures a swtpm state with EK certificates and the
 // SHA-256 PCR bank alone active, and returns the swtpm command and the state's
@@ -136,22 +93,15 @@ func freePortPair(t *testing.T) int {
 // TestIntegrationSWTPMQuote quotes swtpm's PCRs after a synthetic boot
 // extended into them, with Secure Boot on and off, and refuses quotes
 // that do not verify (testQuote): with the PCR banks swtpm_setup
-// activates by default (SHA-256 alone), then reconfigured to SHA-1 and
-// SHA-256, and to the four banks (as OVMF allocates them). Each case
+// activates by default (SHA-256 alone), then manufactured with SHA-1 and
+// SHA-256, and with the four banks (as OVMF allocates them). Each case
 // starts swtpm anew on one manufactured state: startup-clear resets its
 // PCRs.
 func TestIntegrationSWTPMQuote(t *testing.T) {
 	for _, banks := range bankSets {
 		t.Run(bankList(banks), func(t *testing.T) {
-			swtpm, state := setupSWTPM(t)
-			if !slices.Equal(banks, []crypto.Hash{crypto.SHA256}) {
-				names := strings.ReplaceAll(bankList(banks), "+", ",")
-				setup := testenv.Command(t, "swtpm_setup", "swtpm-tools")
-				out, err := exec.Command(setup, "--tpm2", "--tpmstate", state, "--reconfigure", "--pcr-banks", names).CombinedOutput()
-				if err != nil {
-					t.Fatalf("swtpm_setup --reconfigure --pcr-banks %s: %v\n%s", names, err, out)
-				}
-			}
+			testenv.Short(t)
+			swtpm, state := testenv.ManufactureTPMBanks(t, t.TempDir(), strings.ReplaceAll(bankList(banks), "+", ","))
 			testQuote(t, banks, func(t *testing.T, boot *attesttest.BootLog) quoter {
 				conn := startSWTPM(t, swtpm, state)
 				if err := boot.ExtendInto(attesttest.Channel(conn)); err != nil {
