@@ -12,6 +12,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -50,34 +51,22 @@ func Banks() []crypto.Hash {
 	return []crypto.Hash{crypto.SHA1, crypto.SHA256, crypto.SHA384, crypto.SHA512}
 }
 
-// tpmAlg is the TPM algorithm of a bank, 0 for a hash that is no bank.
-func tpmAlg(h crypto.Hash) tpm2.TPMAlgID {
-	switch h {
-	case crypto.SHA1:
-		return tpm2.TPMAlgSHA1
-	case crypto.SHA256:
-		return tpm2.TPMAlgSHA256
-	case crypto.SHA384:
-		return tpm2.TPMAlgSHA384
-	case crypto.SHA512:
-		return tpm2.TPMAlgSHA512
-	}
-	return 0
+// bankAlgs are the TPM algorithms of the banks of Banks.
+var bankAlgs = map[crypto.Hash]tpm2.TPMAlgID{
+	crypto.SHA1: tpm2.TPMAlgSHA1, crypto.SHA256: tpm2.TPMAlgSHA256,
+	crypto.SHA384: tpm2.TPMAlgSHA384, crypto.SHA512: tpm2.TPMAlgSHA512,
 }
 
-// BankName names a bank as attest's reasons and its wire do: "sha256".
+// tpmAlg is the TPM algorithm of a bank, 0 for a hash that is no bank.
+func tpmAlg(h crypto.Hash) tpm2.TPMAlgID { return bankAlgs[h] }
+
+// BankName names a bank as attest's reasons and its wire do: "sha256"
+// for crypto.SHA256, whose name is "SHA-256".
 func BankName(h crypto.Hash) string {
-	switch h {
-	case crypto.SHA1:
-		return "sha1"
-	case crypto.SHA256:
-		return "sha256"
-	case crypto.SHA384:
-		return "sha384"
-	case crypto.SHA512:
-		return "sha512"
+	if tpmAlg(h) == 0 {
+		return fmt.Sprintf("hash %d", uint(h))
 	}
-	return fmt.Sprintf("hash %d", uint(h))
+	return strings.ToLower(strings.ReplaceAll(h.String(), "-", ""))
 }
 
 func bankNames(hs []crypto.Hash) string {
@@ -225,9 +214,14 @@ func (l *BootLog) BankPCRs(h crypto.Hash) [][]byte {
 	if i < 0 {
 		return nil
 	}
-	out := make([][]byte, quotedPCRs)
-	for pcr := range out {
-		out[pcr] = bytes.Clone(l.pcrs[i][pcr])
+	return clonePCRs(l.pcrs[i][:])
+}
+
+// clonePCRs is a copy of PCR values that shares no byte with them.
+func clonePCRs(pcrs [][]byte) [][]byte {
+	out := make([][]byte, len(pcrs))
+	for i, v := range pcrs {
+		out[i] = bytes.Clone(v)
 	}
 	return out
 }
@@ -246,7 +240,8 @@ func (l *BootLog) ExtendInto(t transport.TPM) error {
 	if err != nil {
 		return err
 	}
-	if len(active) != len(l.banks) || !containsAll(active, l.banks) {
+	missing := func(h crypto.Hash) bool { return !slices.Contains(active, h) }
+	if len(active) != len(l.banks) || slices.ContainsFunc(l.banks, missing) {
 		return fmt.Errorf("attesttest: the TPM's active PCR banks (%s) are not the log's (%s)", bankNames(active), bankNames(l.banks))
 	}
 	for _, e := range l.events {
@@ -288,15 +283,6 @@ func activeBanks(t transport.TPM) ([]crypto.Hash, error) {
 		active = append(active, h)
 	}
 	return active, nil
-}
-
-func containsAll(have, want []crypto.Hash) bool {
-	for _, w := range want {
-		if !slices.Contains(have, w) {
-			return false
-		}
-	}
-	return true
 }
 
 // SecureBootConfig describes the boot a SecureBootLog measures.
@@ -405,9 +391,7 @@ func variableData(vendor, name string, data []byte) []byte {
 	b := guid(vendor)
 	b = binary.LittleEndian.AppendUint64(b, uint64(len(u)))
 	b = binary.LittleEndian.AppendUint64(b, uint64(len(data)))
-	for _, c := range u {
-		b = binary.LittleEndian.AppendUint16(b, c)
-	}
+	b, _ = binary.Append(b, binary.LittleEndian, u)
 	return append(b, data...)
 }
 
@@ -446,25 +430,9 @@ func signatureList(typ string, entries [][]byte) []byte {
 // guid encodes an EFI_GUID written as text: its first three fields little
 // endian, the last eight bytes as written.
 func guid(s string) []byte {
-	var raw [16]byte
-	j := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] == '-' {
-			continue
-		}
-		var v byte
-		for _, c := range s[i : i+2] {
-			v <<= 4
-			switch {
-			case c >= '0' && c <= '9':
-				v |= byte(c - '0')
-			default:
-				v |= byte(c-'a') + 10
-			}
-		}
-		raw[j] = v
-		j++
-		i++
+	raw, err := hex.DecodeString(strings.ReplaceAll(s, "-", ""))
+	if err != nil || len(raw) != 16 {
+		panic("attesttest: not a GUID: " + s)
 	}
 	b := binary.LittleEndian.AppendUint32(nil, binary.BigEndian.Uint32(raw[0:4]))
 	b = binary.LittleEndian.AppendUint16(b, binary.BigEndian.Uint16(raw[4:6]))
@@ -475,11 +443,8 @@ func guid(s string) []byte {
 // utf16z is s in UTF-16LE with a terminating zero, as firmware writes
 // version strings.
 func utf16z(s string) []byte {
-	var b []byte
-	for _, c := range utf16.Encode([]rune(s)) {
-		b = binary.LittleEndian.AppendUint16(b, c)
-	}
-	return append(b, 0, 0)
+	b, _ := binary.Append(nil, binary.LittleEndian, append(utf16.Encode([]rune(s)), 0))
+	return b
 }
 
 // Channel returns a go-tpm transport over a TPM command stream (a swtpm

@@ -222,8 +222,7 @@ func TestSameChallengeMathAsSimulator(t *testing.T) {
 			if err != nil {
 				t.Fatalf("MakeCredential: %v", err)
 			}
-			size := func(b []byte) []byte { return append([]byte{byte(len(b) >> 8), byte(len(b))}, b...) }
-			got, err := soft.ActivateCredential(attest.Challenge{Kind: tc.kind, Credential: size(mc.CredentialBlob.Buffer), Secret: size(mc.Secret.Buffer)})
+			got, err := soft.ActivateCredential(attest.Challenge{Kind: tc.kind, Credential: tpm2.Marshal(mc.CredentialBlob), Secret: tpm2.Marshal(mc.Secret)})
 			if err != nil || !bytes.Equal(got, want) {
 				t.Errorf("the software TPM opened %q, %v", got, err)
 			}

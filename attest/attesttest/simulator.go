@@ -104,31 +104,28 @@ func (s *Simulator) Close() error {
 // does not start.
 func NewSimulatorDevice(tb testing.TB, seed int64) *attest.Device {
 	tb.Helper()
-	sim, err := OpenSimulator(seed)
-	if err != nil {
-		tb.Fatalf("attesttest: start the TPM simulator: %v", err)
-	}
-	d := attest.OpenChannel(sim)
-	tb.Cleanup(func() { _ = d.Close() })
-	return d
+	return NewMeasuredSimulatorDevice(tb, seed, nil)
 }
 
 // NewMeasuredSimulatorDevice is NewSimulatorDevice with boot's PCR banks
 // allocated (AllocateBanks) and its events extended into them first, as
-// firmware allocates and extends them before the OS runs.
+// firmware allocates and extends them before the OS runs. A nil boot
+// leaves the simulator as it starts.
 func NewMeasuredSimulatorDevice(tb testing.TB, seed int64, boot *BootLog) *attest.Device {
 	tb.Helper()
 	sim, err := OpenSimulator(seed)
 	if err != nil {
 		tb.Fatalf("attesttest: start the TPM simulator: %v", err)
 	}
-	if err := sim.AllocateBanks(boot.Banks()...); err != nil {
-		sim.Close()
-		tb.Fatalf("attesttest: allocate the boot's PCR banks: %v", err)
-	}
-	if err := boot.ExtendInto(Channel(sim)); err != nil {
-		sim.Close()
-		tb.Fatalf("attesttest: measure the boot: %v", err)
+	if boot != nil {
+		if err := sim.AllocateBanks(boot.Banks()...); err != nil {
+			sim.Close()
+			tb.Fatalf("attesttest: allocate the boot's PCR banks: %v", err)
+		}
+		if err := boot.ExtendInto(Channel(sim)); err != nil {
+			sim.Close()
+			tb.Fatalf("attesttest: measure the boot: %v", err)
+		}
 	}
 	d := attest.OpenChannel(sim)
 	tb.Cleanup(func() { _ = d.Close() })

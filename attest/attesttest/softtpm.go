@@ -15,7 +15,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash"
 	"sync"
 
 	"github.com/fleetkit/fleet/attest"
@@ -185,21 +184,29 @@ func (s *SoftTPM) certifyAK() error {
 			CreationHash: tpm2.TPM2BDigest{Buffer: creationHash[:]},
 		}),
 	})
-	h := sha256.Sum256(att)
-	r, ss, err := ecdsa.Sign(rand.Reader, s.ak, h[:])
+	sig, err := sign(s.ak, att)
 	if err != nil {
 		return err
 	}
-	sig := tpm2.Marshal(tpm2.TPMTSignature{
+	s.akp = attest.AKParameters{Public: pub, CreateData: createData, CreateAttestation: att, CreateSignature: sig}
+	return nil
+}
+
+// sign is key's ECDSA signature over data's SHA-256, as a TPMT_SIGNATURE.
+func sign(key *ecdsa.PrivateKey, data []byte) ([]byte, error) {
+	h := sha256.Sum256(data)
+	r, s, err := ecdsa.Sign(rand.Reader, key, h[:])
+	if err != nil {
+		return nil, err
+	}
+	return tpm2.Marshal(tpm2.TPMTSignature{
 		SigAlg: tpm2.TPMAlgECDSA,
 		Signature: tpm2.NewTPMUSignature(tpm2.TPMAlgECDSA, &tpm2.TPMSSignatureECC{
 			Hash:       tpm2.TPMAlgSHA256,
 			SignatureR: tpm2.TPM2BECCParameter{Buffer: r.FillBytes(make([]byte, 32))},
-			SignatureS: tpm2.TPM2BECCParameter{Buffer: ss.FillBytes(make([]byte, 32))},
+			SignatureS: tpm2.TPM2BECCParameter{Buffer: s.FillBytes(make([]byte, 32))},
 		}),
-	})
-	s.akp = attest.AKParameters{Public: pub, CreateData: createData, CreateAttestation: att, CreateSignature: sig}
-	return nil
+	}), nil
 }
 
 // Errors ActivateCredential returns, as a TPM would refuse.
@@ -289,7 +296,7 @@ func (s *SoftTPM) eccSeed(encSecret []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: the ECC EK: %w", ErrBadChallenge, err)
 	}
-	return kdfe(z, "IDENTITY", point[1:33], ek[1:33], 256), nil
+	return tpm2.KDFe(crypto.SHA256, z, "IDENTITY", point[1:33], ek[1:33], 256), nil
 }
 
 // unwrap checks the credential's integrity HMAC against the AK's name and
@@ -299,14 +306,14 @@ func (s *SoftTPM) unwrap(akName, cred, seed []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: the integrity HMAC: %w", ErrBadChallenge, err)
 	}
-	macKey := kdfa(seed, "INTEGRITY", nil, nil, 256)
+	macKey := tpm2.KDFa(crypto.SHA256, seed, "INTEGRITY", nil, nil, 256)
 	mac := hmac.New(sha256.New, macKey)
 	mac.Write(encIdentity)
 	mac.Write(akName)
 	if !hmac.Equal(mac.Sum(nil), integrity) {
 		return nil, ErrIntegrity
 	}
-	symKey := kdfa(seed, "STORAGE", akName, nil, 128)
+	symKey := tpm2.KDFa(crypto.SHA256, seed, "STORAGE", akName, nil, 128)
 	block, err := aes.NewCipher(symKey)
 	if err != nil {
 		return nil, err
@@ -322,43 +329,6 @@ func (s *SoftTPM) unwrap(akName, cred, seed []byte) ([]byte, error) {
 	s.acts++
 	s.mu.Unlock()
 	return secret, nil
-}
-
-// kdfa is TPM 2.0's KDFa with SHA-256 (SP 800-108 counter mode with HMAC),
-// Part 1, 11.4.10.2.
-func kdfa(key []byte, label string, contextU, contextV []byte, bits int) []byte {
-	mac := hmac.New(sha256.New, key)
-	return kdf(mac, bits, func(h hash.Hash) {
-		h.Write([]byte(label))
-		h.Write([]byte{0})
-		h.Write(contextU)
-		h.Write(contextV)
-		_ = binary.Write(h, binary.BigEndian, uint32(bits))
-	})
-}
-
-// kdfe is TPM 2.0's KDFe with SHA-256 (SP 800-56A concatenation), Part 1,
-// 11.4.10.3.
-func kdfe(z []byte, use string, partyU, partyV []byte, bits int) []byte {
-	return kdf(sha256.New(), bits, func(h hash.Hash) {
-		h.Write(z)
-		h.Write([]byte(use))
-		h.Write([]byte{0})
-		h.Write(partyU)
-		h.Write(partyV)
-	})
-}
-
-func kdf(h hash.Hash, bits int, update func(hash.Hash)) []byte {
-	n := (bits + 7) / 8
-	var out []byte
-	for counter := uint32(1); len(out) < n; counter++ {
-		h.Reset()
-		_ = binary.Write(h, binary.BigEndian, counter)
-		update(h)
-		out = h.Sum(out)
-	}
-	return out[:n]
 }
 
 func unsize(b []byte) ([]byte, error) {
@@ -432,11 +402,7 @@ func (s *SoftTPM) BankPCRs(h crypto.Hash) [][]byte {
 	if !ok {
 		return nil
 	}
-	out := make([][]byte, quotedPCRs)
-	for i := range out {
-		out[i] = bytes.Clone(pcrs[i])
-	}
-	return out
+	return clonePCRs(pcrs[:])
 }
 
 // quoteSelection is the selection attest.Device quotes: PCRs 0-7 of each
@@ -510,11 +476,7 @@ func (s *SoftTPM) quote(key *ecdsa.PrivateKey, nonce []byte, sel tpm2.TPMLPCRSel
 			}
 		}
 		if selected {
-			bank := attest.PCRBank{Hash: h}
-			for _, v := range pcrs {
-				bank.PCRs = append(bank.PCRs, bytes.Clone(v))
-			}
-			q.Banks = append(q.Banks, bank)
+			q.Banks = append(q.Banks, attest.PCRBank{Hash: h, PCRs: clonePCRs(pcrs[:])})
 		}
 		quoted.PCRSelections = append(quoted.PCRSelections, out)
 	}
@@ -529,19 +491,10 @@ func (s *SoftTPM) quote(key *ecdsa.PrivateKey, nonce []byte, sel tpm2.TPMLPCRSel
 			PCRDigest: tpm2.TPM2BDigest{Buffer: digest.Sum(nil)},
 		}),
 	})
-	h := sha256.Sum256(q.Quote)
-	r, ss, err := ecdsa.Sign(rand.Reader, key, h[:])
-	if err != nil {
+	var err error
+	if q.Signature, err = sign(key, q.Quote); err != nil {
 		return attest.Quote{}, err
 	}
-	q.Signature = tpm2.Marshal(tpm2.TPMTSignature{
-		SigAlg: tpm2.TPMAlgECDSA,
-		Signature: tpm2.NewTPMUSignature(tpm2.TPMAlgECDSA, &tpm2.TPMSSignatureECC{
-			Hash:       tpm2.TPMAlgSHA256,
-			SignatureR: tpm2.TPM2BECCParameter{Buffer: r.FillBytes(make([]byte, 32))},
-			SignatureS: tpm2.TPM2BECCParameter{Buffer: ss.FillBytes(make([]byte, 32))},
-		}),
-	})
 	return q, nil
 }
 
