@@ -70,7 +70,8 @@ func stormServer(in io.Reader, out io.Writer) error {
 	}
 	var admitted atomic.Int64
 	srv, err := attest.NewServer(src, &attest.Config{
-		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Logger:     slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		SessionTTL: stormPatience,
 		Admit: func(_ context.Context, c attest.Claim) (attest.Admission, error) {
 			admitted.Add(1)
 			return attest.Admission{InstallCode: "code-" + c.Serial}, nil
