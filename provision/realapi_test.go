@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/fleetkit/fleet/internal/kubetest"
+	"github.com/fleetkit/fleet/internal/testenv"
 	"github.com/fleetkit/fleet/inventory"
 )
 
@@ -346,6 +347,12 @@ func forbidSecrets(t *testing.T, h *harness) (allow func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// RBAC's authorizer reads Roles and RoleBindings from caches: wait
+	// until they let the ServiceAccount list Workflows, as fleetd does.
+	testenv.WaitFor(t, time.Minute, "fleetd's Role in force", func() bool {
+		_, err := dyn.Resource(WorkflowResource).Namespace(h.ns).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil
+	})
 	h.kubeAPI, h.tinkAPI = kube, dyn
 	h.restart()
 	return func() {

@@ -570,7 +570,9 @@ func TestRestartResumesWatching(t *testing.T) {
 		devA, devB := worker(1, "node-01"), worker(2, "node-02")
 		timeout, edit := 2*time.Hour, func(*Cluster, *Config) {}
 		if c.apiserver() {
-			timeout, edit = 3*time.Second, func(_ *Cluster, cfg *Config) { cfg.GlobalTimeout = 3 * time.Second }
+			// node-02's run must outlive the admissions and the first pass
+			// (seconds on a loaded machine), then time out.
+			timeout, edit = 10*time.Second, func(_ *Cluster, cfg *Config) { cfg.GlobalTimeout = 10 * time.Second }
 		}
 		h := c.harness(t, edit, devA, devB)
 		var runs []string
@@ -586,6 +588,7 @@ func TestRestartResumesWatching(t *testing.T) {
 		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
 			s.State = tinkerbell.WorkflowStateRunning
 			s.CurrentState = &tinkerbell.CurrentState{ActionName: "install"}
+			s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "RUNNING"})
 		})
 		h.reconcile()
 
