@@ -33,8 +33,8 @@ func TestAdmitWorkerStartsRun(t *testing.T) {
 		since := time.Now()
 		d := h.admit(claimOf(dev))
 		run := d.Run
-		if d.Outcome != Provision || !runNamed(run, "provision-node-01-", since) || d.Code != "SECRETCODE0001" {
-			t.Fatalf("Admit = %+v, want a provision run named at its admission with code SECRETCODE0001", d)
+		if d.Outcome != Provision || !runNamed(run, "provision-node-01-", since) || d.Code != "SECRETCODE0001" || d.Refusal != nil {
+			t.Fatalf("Admit = %+v, want a provision run named at its admission with code SECRETCODE0001, and no refusal", d)
 		}
 		h.wantJournal(1, journalLine{1, inventory.JournalInfo,
 			"started Workflow " + run + "; the machine attested from HookOS at 10.0.0.21"})
@@ -63,13 +63,20 @@ func TestAdmitWorkerStartsRun(t *testing.T) {
 			t.Errorf("Workflow labels = %v", wf.Labels)
 		}
 
-		// The Hardware holds NetBox's facts, and the Rufio Machine the
-		// node's address.
+		// The Hardware holds NetBox's facts, and says the machine boots by
+		// UEFI (Tinkerbell's controller takes a netboot Job's efiBoot from
+		// dhcp.uefi); the Rufio Machine holds the node's address.
 		var hard tinkerbell.Hardware
 		h.get(HardwareResource, "node-01", &hard)
+		if len(hard.Spec.Interfaces) != 1 || hard.Spec.Interfaces[0].DHCP == nil {
+			t.Fatalf("Hardware interfaces = %+v, want one with DHCP", hard.Spec.Interfaces)
+		}
 		dhcp := hard.Spec.Interfaces[0].DHCP
 		if dhcp.MAC != "02:00:00:00:00:01" || dhcp.IP.Address != "10.0.0.21" || dhcp.IP.Netmask != "255.255.255.0" || dhcp.IP.Gateway != "10.0.0.1" || hard.Spec.Disks[0].Device != "/dev/nvme0n1" {
 			t.Errorf("Hardware = %+v / %+v", dhcp, dhcp.IP)
+		}
+		if !dhcp.UEFI {
+			t.Errorf("Hardware DHCP = %+v, want UEFI true", dhcp)
 		}
 		if hard.Spec.BMCRef == nil || hard.Spec.BMCRef.Name != "node-01" {
 			t.Errorf("Hardware's BMC ref = %+v, want the Rufio Machine node-01", hard.Spec.BMCRef)
@@ -123,19 +130,28 @@ func TestAdmitWorkerStartsRun(t *testing.T) {
 }
 
 // "The journal says on port N, expected M": the run is refused before
-// anything is rendered, and the journal carries the check's text.
+// anything is rendered, and the journal carries the check's text. A claim
+// without a switch-port check never starts a run either.
 func TestAdmitWrongSwitchPort(t *testing.T) {
 	for _, tc := range []struct {
 		claimed int
 		portErr string
-	}{{7, "on port 7, expected 1"}, {1, "attested no switch port"}} {
+		check   bool // the claim carries a check, which answers portErr
+	}{
+		{7, "on port 7, expected 1", true},
+		{1, "attested no switch port", true},
+		{1, "no switch-port check was given for the claim", false},
+	} {
 		t.Run(tc.portErr, func(t *testing.T) {
 			onClusters(t, func(t *testing.T, cl cluster) {
 				dev := worker(1, "node-01")
 				h := cl.harness(t, nil, dev)
 				c := claimOf(dev)
 				c.Attestation.SwitchPort = tc.claimed
-				c.CheckPort = func(int) error { return errors.New(tc.portErr) }
+				c.CheckPort = nil
+				if tc.check {
+					c.CheckPort = func(int) error { return errors.New(tc.portErr) }
+				}
 				d := h.admit(c)
 				if d.Outcome != Refused || d.Code != "" || d.Reason != tc.portErr {
 					t.Errorf("Admit = %+v, want refused with no code", d)
@@ -524,33 +540,13 @@ func TestAdmitStartFails(t *testing.T) {
 			if !tc.wantErr(err) || d.Code != "" {
 				t.Fatalf("Admit = %+v, %v; want the failure and no code", d, err)
 			}
-			if n := h.count(WorkflowResource); n != 0 {
-				t.Errorf("%d Workflows left", n)
-			}
-			if n := len(h.secrets()); n != 0 {
-				t.Errorf("%d bootstrap tokens left by a run that did not start", n)
-			}
+			h.wantNoRun()
 			if got := h.mem.dev(1); got.LastRun != "" {
 				t.Errorf("last_run = %q", got.LastRun)
 			}
 			h.wantJournal(1)
 		})
 	}
-}
-
-// A claim without a switch-port check never starts a run.
-func TestAdmitWithoutPortCheck(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		dev := worker(1, "node-01")
-		h := newHarness(t, nil, dev)
-		c := claimOf(dev)
-		c.CheckPort = nil
-		d := h.admit(c)
-		if d.Outcome != Refused || d.Code != "" {
-			t.Errorf("Admit = %+v, want refused with no code", d)
-		}
-		h.wantNothingCreated()
-	})
 }
 
 // NetBox takes the write of a run's last_run, but its answer does not come

@@ -1,19 +1,18 @@
 package provision
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/netip"
 	"testing"
-	"testing/synctest"
 
 	"github.com/fleetkit/fleet/inventory"
 )
 
 // Every refusal comes back as a *RefusalError in Decision.Refusal: its
 // Error is the Reason, Journal the line the device's journal holds, and
-// errors.Is finds its cause.
+// errors.Is finds its cause. (A started run has none:
+// TestAdmitWorkerStartsRun.)
 func TestAdmitRefusalTyped(t *testing.T) {
 	errPort := errors.New("on port 7, expected 1")
 	for _, tc := range []struct {
@@ -81,11 +80,4 @@ func TestAdmitRefusalTyped(t *testing.T) {
 			}
 		})
 	}
-	synctest.Test(t, func(t *testing.T) {
-		dev := worker(1, "node-01")
-		h := newHarness(t, nil, dev)
-		if d, err := h.p.Admit(context.Background(), claimOf(dev)); err != nil || d.Refusal != nil {
-			t.Errorf("a started run: %+v, %v; want no refusal", d, err)
-		}
-	})
 }
