@@ -10,7 +10,6 @@ import (
 
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetkit/fleet/inventory"
@@ -166,17 +165,9 @@ func TestAdmitAfterRestartReplacesWaitingRun(t *testing.T) {
 func TestAdmitRefusesEditedDigest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h, dev := waitingRun(t, nil)
-		res := h.tink.Resource(WorkflowResource).Namespace("tinkerbell")
-		u, err := res.Get(context.Background(), run1, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var wf tinkerbell.Workflow
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &wf); err != nil {
-			t.Fatal(err)
-		}
+		wf := h.workflow(run1)
 		wf.Spec.HardwareMap[ValueInstallCodeSHA256] = CodeSHA256("a code someone else chose")
-		if _, err := res.Update(context.Background(), unstructuredOf(t, &wf, tinkerbell.GroupVersion.WithKind("Workflow")), metav1.UpdateOptions{}); err != nil {
+		if _, err := h.tink.Resource(WorkflowResource).Namespace(h.ns).Update(context.Background(), unstructuredOf(t, &wf, tinkerbell.GroupVersion.WithKind("Workflow")), metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Minute)

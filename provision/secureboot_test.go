@@ -69,8 +69,7 @@ func TestAdmitSecureBootRequired(t *testing.T) {
 				if d.Outcome != Provision || d.Code == "" {
 					t.Fatalf("Admit = %+v, want a provision run with a code", d)
 				}
-				h.wantJournal(1, journalLine{1, inventory.JournalInfo,
-					"started Workflow provision-node-01-946684800; the machine attested from HookOS at 10.0.0.21"})
+				h.wantJournal(1, started1)
 				if len(r) != 1 || r[0].Attrs["outcome"] != "provision" {
 					t.Errorf("attest.install = %v", r)
 				}
@@ -95,8 +94,7 @@ func TestAdmitSecureBootRequired(t *testing.T) {
 				t.Fatalf("Admit with Secure Boot on = %+v; want the run", d)
 			}
 			line := journalLine{1, inventory.JournalWarning, "no provision: " + tc.reason}
-			h.wantJournal(1, line, line, journalLine{1, inventory.JournalInfo,
-				"started Workflow provision-node-01-946684800; the machine attested from HookOS at 10.0.0.21"})
+			h.wantJournal(1, line, line, started1)
 		})
 	}
 }
