@@ -571,11 +571,15 @@ func inBubble(t *testing.T, name string, body func(t *testing.T)) {
 	t.Run(name, func(t *testing.T) { synctest.Test(t, body) })
 }
 
-// startWorker starts node-01's run on c through its attestation, and
-// returns the run's name and its started line.
-func (c cluster) startWorker(t *testing.T) (h *harness, run string, started journalLine) {
+// startWorker starts node-01's run on c through its attestation (edit, if
+// not nil, tunes the device first), and returns the run's name and its
+// started line.
+func (c cluster) startWorker(t *testing.T, edit func(*inventory.Device)) (h *harness, run string, started journalLine) {
 	t.Helper()
 	dev := worker(1, "node-01")
+	if edit != nil {
+		edit(&dev)
+	}
 	h = c.harness(t, nil, dev)
 	since := time.Now()
 	d, err := h.p.Admit(context.Background(), claimOf(dev))

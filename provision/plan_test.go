@@ -23,11 +23,6 @@ func TestPlan(t *testing.T) {
 		}
 		return r
 	}
-	atInstall := func(r *run) {
-		r.WF.Status.State = tinkerbell.WorkflowStateRunning
-		r.WF.Status.CurrentState = &tinkerbell.CurrentState{ActionName: "install"}
-		r.WF.Status.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "RUNNING"})
-	}
 	succeeded := func(r *run) { r.WF.Status.State = tinkerbell.WorkflowStateSuccess }
 	with := func(mod func(*inventory.Device)) inventory.Device {
 		d := node
@@ -72,7 +67,7 @@ func TestPlan(t *testing.T) {
 		{name: "a waiting run whose code no replica holds", runs: []*run{waiting("provision-node-01-1", nil)},
 			want: admissionPlan{decision: Decision{Outcome: Provision}, start: &runStart{kind: RunProvision, hookOS: from,
 				note: "the machine attested from HookOS at " + from.String() + "; it replaces Workflow provision-node-01-1, whose install code fleetd no longer holds"}}},
-		{name: "a run past wipe-disk", runs: []*run{waiting("provision-node-01-1", atInstall)}, code: "CODE",
+		{name: "a run past wipe-disk", runs: []*run{waiting("provision-node-01-1", func(r *run) { atInstall(&r.WF.Status) })}, code: "CODE",
 			want: admissionPlan{decision: Decision{Outcome: NoProvision, Run: "provision-node-01-1",
 				Reason: "run provision-node-01-1 is in flight at action install"}}},
 		{name: "Secure Boot off, the class requires it", p: requireSB, claim: bootOff,

@@ -80,7 +80,7 @@ func (h *harness) heldToken(code string) (id, token string) {
 // make, in the same namespace, and a fleet Workflow of another namespace
 // are not fleet's runs.
 func TestAPIServerListByLabel(t *testing.T) {
-	h, run1, _ := apiserver.startWorker(t)
+	h, run1, _ := apiserver.startWorker(t, nil)
 	ctx := context.Background()
 	foreign := tinkerbell.Workflow{
 		ObjectMeta: metav1.ObjectMeta{Name: "by-hand", Namespace: h.ns, Labels: map[string]string{LabelDeviceID: "1"}},
@@ -176,7 +176,7 @@ func (r hookedNamespace) Get(ctx context.Context, name string, opts metav1.GetOp
 // update with a real 409, and provision reads it again and writes NetBox's
 // facts, so the run starts.
 func TestAPIServerHardwareConflict(t *testing.T) {
-	h, run1, _ := apiserver.startWorker(t)
+	h, run1, _ := apiserver.startWorker(t, nil)
 	ctx := context.Background()
 	real := h.tinkAPI
 	var writes int
@@ -274,7 +274,7 @@ func TestAPIServerHardwareDeletedMeanwhile(t *testing.T) {
 // answers the delete's preconditions with a conflict), the runs are read
 // again, and the ended run stays for the loop to record.
 func TestAPIServerEndedRunNotDeleted(t *testing.T) {
-	h, run1, _ := apiserver.startWorker(t)
+	h, run1, _ := apiserver.startWorker(t, nil)
 	ctx := context.Background()
 	runs, err := h.p.runsOf(ctx, 1)
 	if err != nil || len(runs) != 1 || runs[0].Name() != run1 {

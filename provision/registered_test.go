@@ -28,7 +28,7 @@ func TestRegisteredNodeTakenActive(t *testing.T) {
 		{"no Node", 0, false},
 	} {
 		inBubble(t, tc.name, func(t *testing.T) {
-			h := startWorker(t, nil)
+			h, _, _ := fakes.startWorker(t, nil)
 			time.Sleep(2 * time.Minute)
 			h.setStatus(run1, succeeded)
 			h.reconcile() // journals the end, and first sees it

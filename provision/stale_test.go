@@ -71,23 +71,6 @@ func TestPassOnStaleListingKeepsAdmittedRun(t *testing.T) {
 	})
 }
 
-// A run replaced in the second it started (the machine admitted, then
-// desired_action set at once) does not lend its name to its successor:
-// the new run takes the next second, and the old run's config and token
-// go, not the new one's.
-func TestRunReplacedInItsSecond(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := startWorker(t, nil)
-		h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
-		d, err := h.p.Admit(context.Background(), claimOf(h.nb.dev(1)))
-		if err != nil || d.Run != "provision-node-01-946684801" {
-			t.Fatalf("Admit in run %s's second = %+v, %v; want run provision-node-01-946684801", run1, d, err)
-		}
-		h.wantKept(run1, false)
-		h.wantKept(d.Run, true)
-	})
-}
-
 // Another replica is starting a run of the device: its Workflow exists,
 // not yet named by NetBox's last_run (its starter writes that next), and
 // desired_action still says provision. Neither this replica's pass nor an

@@ -27,7 +27,7 @@ func (h *harness) runNames() []string {
 // has journaled it, and that pass deletes it.
 func TestSupersededRunsDeleted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := startWorker(t, nil)
+		h, _, _ := fakes.startWorker(t, nil)
 		h.setStatus(run1, succeeded)
 		h.reconcile() // journals run1's end
 		time.Sleep(time.Minute)

@@ -20,21 +20,6 @@ const run1 = "provision-node-01-946684800"
 
 var started1 = journalLine{1, inventory.JournalInfo, "started Workflow provision-node-01-946684800; the machine attested from HookOS at 10.0.0.21"}
 
-// startWorker starts node-01's run through its attestation.
-func startWorker(t *testing.T, edit func(*inventory.Device)) *harness {
-	t.Helper()
-	dev := worker(1, "node-01")
-	if edit != nil {
-		edit(&dev)
-	}
-	h := newHarness(t, nil, dev)
-	d, err := h.p.Admit(context.Background(), claimOf(dev))
-	if err != nil || d.Run != run1 {
-		t.Fatalf("Admit = %+v, %v", d, err)
-	}
-	return h
-}
-
 func actions(states map[string]tinkerbell.WorkflowState) []tinkerbell.Task {
 	var acts []tinkerbell.Action
 	for _, name := range []string{"wipe-disk", "install", "next-boot", "reboot"} {
@@ -54,19 +39,23 @@ func succeeded(s *tinkerbell.WorkflowStatus) {
 	s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "SUCCESS", "next-boot": "SUCCESS", "reboot": "SUCCESS"})
 }
 
-// The run ends SUCCESS: one success line, however many passes.
-func TestWatchSuccess(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := startWorker(t, nil)
-		h.setStatus(run1, succeeded)
-		pass := h.reconcile()
-		h.reconcile()
-		if !slices.Equal(pass.Ended, []string{run1}) {
-			t.Errorf("ended %v", pass.Ended)
-		}
-		h.wantJournal(1, started1, journalLine{1, inventory.JournalSuccess, "Workflow provision-node-01-946684800 ended SUCCESS"})
-		h.wantKept(run1, true) // the installed node fetches it next
-	})
+// endedAt makes a Workflow's status that of a run that ended in state at
+// action, after wipe-disk succeeded (unless action is wipe-disk).
+func endedAt(state tinkerbell.WorkflowState, action string) func(*tinkerbell.WorkflowStatus) {
+	return func(s *tinkerbell.WorkflowStatus) {
+		states := map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS"}
+		states[action] = state
+		s.State = state
+		s.Tasks = actions(states)
+	}
+}
+
+// atInstall makes a Workflow's status that of a run at install, its
+// wipe-disk done.
+func atInstall(s *tinkerbell.WorkflowStatus) {
+	s.State = tinkerbell.WorkflowStateRunning
+	s.CurrentState = &tinkerbell.CurrentState{ActionName: "install", State: tinkerbell.WorkflowStateRunning}
+	s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "RUNNING"})
 }
 
 // "The journal says a Workflow ended FAILED or ended TIMEOUT and names an
@@ -90,7 +79,7 @@ func TestWatchEndedFailedOrTimeout(t *testing.T) {
 	} {
 		t.Run(string(tc.state)+" at "+tc.action, func(t *testing.T) {
 			onClusters(t, func(t *testing.T, c cluster) {
-				h, run, started := c.startWorker(t)
+				h, run, started := c.startWorker(t, nil)
 				if c.apiserver() {
 					// On the real CRD, an update of the Workflow itself drops a status.
 					wf := h.workflow(run)
@@ -104,8 +93,7 @@ func TestWatchEndedFailedOrTimeout(t *testing.T) {
 					}
 				}
 				h.setStatus(run, func(s *tinkerbell.WorkflowStatus) {
-					s.State = tc.state
-					s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", tc.action: tc.state})
+					endedAt(tc.state, tc.action)(s)
 					// Tinkerbell's own message says only this.
 					s.Conditions = []tinkerbell.WorkflowCondition{{Type: "ActionComplete", Status: "True", Message: "action completed"}}
 				})
@@ -148,93 +136,63 @@ func (h *harness) wantKept(run string, kept bool) {
 
 // "The journal says a Workflow never reported its first action within its
 // global timeout": fleetd deletes it, once the timeout passed and not
-// before.
+// before. That covers a run whose wipe-disk was fetched, or reported
+// RUNNING, and never reported its end (the machine lost power, the agent
+// died): Tinkerbell sets such a run no stop.
 func TestWatchNeverReported(t *testing.T) {
-	onClusters(t, func(t *testing.T, c cluster) {
-		h, run, started := c.startWorker(t)
-		const timeout = 6 * time.Second
-		h.setStatus(run, func(s *tinkerbell.WorkflowStatus) {
-			s.State = tinkerbell.WorkflowStatePending
-			s.GlobalTimeout = int64(timeout / time.Second)
-			s.Tasks = actions(nil)
-		})
-		// Passes at once, before the timeout and past it. Each is judged
-		// by the clock around it, so that a loaded machine that oversleeps
-		// makes a pass come later, not a check fail.
-		deadline := h.workflowCreated(run).Add(timeout)
-		deleted := false
-		for _, at := range []time.Time{time.Now(), deadline.Add(-2 * time.Second), deadline.Add(time.Second)} {
-			time.Sleep(time.Until(at))
-			began := time.Now()
-			pass := h.reconcile()
-			switch {
-			case deleted && len(pass.Deleted) != 0:
-				t.Fatalf("deleted %v again", pass.Deleted)
-			case len(pass.Deleted) != 0 && time.Now().Before(deadline):
-				t.Fatalf("deleted %v before the global timeout", pass.Deleted)
-			case len(pass.Deleted) != 0 && !slices.Equal(pass.Deleted, []string{run}):
-				t.Fatalf("deleted %v", pass.Deleted)
-			case !deleted && len(pass.Deleted) == 0 && !began.Before(deadline):
-				t.Fatalf("a pass begun %v past the global timeout deleted nothing", began.Sub(deadline))
-			}
-			deleted = deleted || len(pass.Deleted) != 0
-		}
-		_, err := h.tinkAPI.Resource(WorkflowResource).Namespace(h.ns).Get(context.Background(), run, metav1.GetOptions{})
-		if !apierrors.IsNotFound(err) {
-			t.Errorf("Get of the deleted Workflow: %v, want NotFound", err)
-		}
-		h.reconcile()
-		h.wantJournal(1, started, journalLine{1, inventory.JournalWarning,
-			"Workflow " + run + " never reported its first action within its global timeout (6s); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision"})
-		h.wantKept(run, false)
-	})
-}
-
-// A run whose first action reported its end is never deleted for the
-// global timeout: Tinkerbell set its stop, and ends it TIMEOUT.
-func TestWatchStartedRunNotDeleted(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := startWorker(t, nil)
-		stop := metav1.NewTime(t0.Add(time.Hour))
-		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-			s.State = tinkerbell.WorkflowStateRunning
-			s.GlobalTimeout = 3600
-			s.GlobalExecutionStop = &stop
-			s.CurrentState = &tinkerbell.CurrentState{ActionName: "install", State: tinkerbell.WorkflowStateRunning}
-			s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "RUNNING"})
-		})
-		time.Sleep(10 * time.Hour)
-		if pass := h.reconcile(); len(pass.Deleted)+len(pass.Ended) != 0 {
-			t.Errorf("pass = %+v", pass)
-		}
-		h.wantJournal(1, started1)
-	})
-}
-
-// "never reported its first action within its global timeout" covers a run
-// whose wipe-disk was fetched, or reported RUNNING, and never reported its
-// end (the machine lost power, the agent died): Tinkerbell sets such a run
-// no stop, so fleetd deletes it once the global timeout passed.
-func TestWatchFirstActionNeverEnded(t *testing.T) {
-	for _, state := range []tinkerbell.WorkflowState{tinkerbell.WorkflowStatePending, tinkerbell.WorkflowStateRunning} {
-		inBubble(t, string(state), func(t *testing.T) {
-			h := startWorker(t, nil)
-			h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-				s.State = state
-				s.GlobalTimeout = 3600
-				s.CurrentState = &tinkerbell.CurrentState{ActionName: "wipe-disk", State: state}
-				s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": state})
-			})
-			time.Sleep(59 * time.Minute)
-			if pass := h.reconcile(); len(pass.Deleted) != 0 {
-				t.Fatalf("deleted %v before the global timeout", pass.Deleted)
-			}
-			time.Sleep(2 * time.Minute)
-			if pass := h.reconcile(); !slices.Equal(pass.Deleted, []string{run1}) {
-				t.Fatalf("deleted %v, want %s", pass.Deleted, run1)
-			}
-			h.wantJournal(1, started1, journalLine{1, inventory.JournalWarning,
-				"Workflow provision-node-01-946684800 never reported its first action within its global timeout (1h0m0s); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision"})
+	for _, tc := range []struct {
+		name     string
+		wipeDisk tinkerbell.WorkflowState // its state as the current action; "": no action is current
+		clusters []cluster                // nil: the fakes and the apiserver
+	}{
+		{"no action", "", nil},
+		{"wipe-disk PENDING", tinkerbell.WorkflowStatePending, []cluster{fakes}},
+		{"wipe-disk RUNNING", tinkerbell.WorkflowStateRunning, []cluster{fakes}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			onClusters(t, func(t *testing.T, c cluster) {
+				h, run, started := c.startWorker(t, nil)
+				const timeout = 6 * time.Second
+				h.setStatus(run, func(s *tinkerbell.WorkflowStatus) {
+					s.State = tinkerbell.WorkflowStatePending
+					s.GlobalTimeout = int64(timeout / time.Second)
+					s.Tasks = actions(nil)
+					if tc.wipeDisk != "" {
+						s.State = tc.wipeDisk
+						s.CurrentState = &tinkerbell.CurrentState{ActionName: "wipe-disk", State: tc.wipeDisk}
+						s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": tc.wipeDisk})
+					}
+				})
+				// Passes at once, before the timeout and past it. Each is judged
+				// by the clock around it, so that a loaded machine that oversleeps
+				// makes a pass come later, not a check fail.
+				deadline := h.workflowCreated(run).Add(timeout)
+				deleted := false
+				for _, at := range []time.Time{time.Now(), deadline.Add(-2 * time.Second), deadline.Add(time.Second)} {
+					time.Sleep(time.Until(at))
+					began := time.Now()
+					pass := h.reconcile()
+					switch {
+					case deleted && len(pass.Deleted) != 0:
+						t.Fatalf("deleted %v again", pass.Deleted)
+					case len(pass.Deleted) != 0 && time.Now().Before(deadline):
+						t.Fatalf("deleted %v before the global timeout", pass.Deleted)
+					case len(pass.Deleted) != 0 && !slices.Equal(pass.Deleted, []string{run}):
+						t.Fatalf("deleted %v", pass.Deleted)
+					case !deleted && len(pass.Deleted) == 0 && !began.Before(deadline):
+						t.Fatalf("a pass begun %v past the global timeout deleted nothing", began.Sub(deadline))
+					}
+					deleted = deleted || len(pass.Deleted) != 0
+				}
+				_, err := h.tinkAPI.Resource(WorkflowResource).Namespace(h.ns).Get(context.Background(), run, metav1.GetOptions{})
+				if !apierrors.IsNotFound(err) {
+					t.Errorf("Get of the deleted Workflow: %v, want NotFound", err)
+				}
+				h.reconcile()
+				h.wantJournal(1, started, journalLine{1, inventory.JournalWarning,
+					"Workflow " + run + " never reported its first action within its global timeout (6s); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision"})
+				h.wantKept(run, false)
+			}, tc.clusters...)
 		})
 	}
 }
@@ -253,7 +211,7 @@ func TestWatchPassedGlobalTimeoutActive(t *testing.T) {
 		{"TIMEOUT at reboot", "reboot", tinkerbell.WorkflowStateTimeout},
 	} {
 		inBubble(t, tc.name, func(t *testing.T) {
-			h := startWorker(t, nil)
+			h, _, _ := fakes.startWorker(t, nil)
 			stop := metav1.NewTime(t0.Add(time.Hour))
 			h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
 				s.State = tc.state
@@ -280,24 +238,24 @@ func TestWatchPassedGlobalTimeoutActive(t *testing.T) {
 // A RUNNING run past its stop on a node that is not active yet is left to
 // Tinkerbell, which ends it TIMEOUT: fleetd annotates it once past its
 // stop (not before), so that tink-controller reconciles it, and journals
-// nothing until it ended.
+// nothing until it ended. A run whose first action reported its end is
+// never deleted for the global timeout: Tinkerbell set its stop.
 func TestWatchPastStopNotActive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := startWorker(t, nil)
+		h, _, _ := fakes.startWorker(t, nil)
 		stop := metav1.NewTime(t0.Add(time.Hour))
 		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-			s.State = tinkerbell.WorkflowStateRunning
+			atInstall(s)
+			s.GlobalTimeout = 3600
 			s.GlobalExecutionStop = &stop
-			s.CurrentState = &tinkerbell.CurrentState{ActionName: "install"}
-			s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "RUNNING"})
 		})
 		h.reconcile()
 		if a := h.workflow(run1).Annotations[annPastStop]; a != "" {
 			t.Errorf("annotated %q before its stop", a)
 		}
 		time.Sleep(2 * time.Hour)
-		if pass := h.reconcile(); len(pass.Ended) != 0 {
-			t.Errorf("ended %v", pass.Ended)
+		if pass := h.reconcile(); len(pass.Deleted)+len(pass.Ended) != 0 {
+			t.Errorf("pass past its stop and its global timeout = %+v, want nothing ended or deleted", pass)
 		}
 		first := h.workflow(run1).Annotations[annPastStop]
 		if first != t0.Add(2*time.Hour).Format(time.RFC3339) {
@@ -316,7 +274,7 @@ func TestWatchPastStopNotActive(t *testing.T) {
 // booted HookOS and attested after Workflow": once per run.
 func TestBootedHookOSAfterSuccess(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := startWorker(t, nil)
+		h, _, _ := fakes.startWorker(t, nil)
 		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) { s.State = tinkerbell.WorkflowStateSuccess })
 		h.reconcile()
 		dev := h.nb.dev(1)
@@ -345,17 +303,13 @@ func TestBootedHookOSAfterSuccess(t *testing.T) {
 // after wipe-disk it gets none.
 func TestAdmitInFlightRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := startWorker(t, nil)
+		h, _, _ := fakes.startWorker(t, nil)
 		dev := h.nb.dev(1)
 		d, err := h.p.Admit(context.Background(), claimOf(dev))
 		if err != nil || d.Outcome != Provision || d.Code != "SECRETCODE0001" || d.Run != run1 {
 			t.Fatalf("Admit before any action = %+v, %v", d, err)
 		}
-		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-			s.State = tinkerbell.WorkflowStateRunning
-			s.CurrentState = &tinkerbell.CurrentState{ActionName: "install"}
-			s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "RUNNING"})
-		})
+		h.setStatus(run1, atInstall)
 		d, err = h.p.Admit(context.Background(), claimOf(dev))
 		if err != nil || d.Outcome != NoProvision || d.Code != "" {
 			t.Fatalf("Admit during install = %+v, %v", d, err)
@@ -453,7 +407,9 @@ func TestRufioJobFailsPowerOnByHand(t *testing.T) {
 	})
 }
 
-// The loop power-cycles the machine again only after PowerRetry.
+// The loop power-cycles the machine again only after PowerRetry. A Rufio
+// job that failed to power the machine ends the run's watch as
+// boot-job-failed; the run the loop started is reported started.
 func TestRufioJobFailsRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h, _, _ := rufioFails(t, fakes)
@@ -463,9 +419,20 @@ func TestRufioJobFailsRetry(t *testing.T) {
 		}
 		h.restart() // the wait survives a restart: it is read from the cluster
 		time.Sleep(2 * time.Minute)
-		if pass := h.reconcile(); !slices.Equal(pass.Started, []string{"provision-node-01-946686660"}) {
-			t.Errorf("started %v after PowerRetry", pass.Started)
+		pass := h.reconcile()
+		if !slices.Equal(pass.Started, []string{"provision-node-01-946686660"}) {
+			t.Fatalf("started %v after PowerRetry", pass.Started)
 		}
+		// The new run's Rufio job fails too, a minute after it started.
+		h.setStatus(pass.Started[0], func(s *tinkerbell.WorkflowStatus) {
+			s.State = tinkerbell.WorkflowStatePreparing
+			s.Conditions = []tinkerbell.WorkflowCondition{{Type: tinkerbell.BootJobFailed, Status: "True", Message: "job failed"}}
+		})
+		time.Sleep(time.Minute)
+		h.reconcile()
+		h.reconcile()
+		started := runEvent{kind: RunProvision, outcome: "started"}
+		h.wantRunEvents(started, runEvent{RunProvision, "boot-job-failed", 0}, started, runEvent{RunProvision, "boot-job-failed", time.Minute})
 	})
 }
 
@@ -593,10 +560,7 @@ func TestRestartResumesWatching(t *testing.T) {
 		h.reconcile()
 
 		h.restart() // nothing in memory survives
-		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-			s.State = tinkerbell.WorkflowStateFailed
-			s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "FAILED"})
-		})
+		h.setStatus(run1, endedAt(tinkerbell.WorkflowStateFailed, "install"))
 		time.Sleep(time.Until(h.workflowCreated(run2).Add(timeout + time.Second))) // node-02's run never reported
 		pass := h.reconcile()
 		if !slices.Equal(pass.Ended, []string{run1}) || !slices.Equal(pass.Deleted, []string{run2}) {
@@ -615,22 +579,35 @@ func TestRestartResumesWatching(t *testing.T) {
 }
 
 // A new run from desired_action replaces a run of the device that has not
-// ended.
+// ended, a minute later or in the second it started (the machine
+// admitted, then desired_action set at once): a replaced run does not
+// lend its name to its successor, which takes the next second, and the
+// old run's config and token go, not the new one's.
 func TestNewRunReplacesStalledRun(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := startWorker(t, func(d *inventory.Device) { d.BMC = "none" })
-		h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
-		time.Sleep(time.Minute)
-		d, err := h.p.Admit(context.Background(), claimOf(h.nb.dev(1)))
-		if err != nil || d.Run != "provision-node-01-946684860" {
-			t.Fatalf("Admit = %+v, %v", d, err)
-		}
-		if names := h.runNames(); !slices.Equal(names, []string{d.Run}) {
-			t.Errorf("Workflows = %v, want only the new run", names)
-		}
-		h.wantKept(run1, false) // replaced: nothing to fetch or join with
-		h.wantKept(d.Run, true)
-	})
+	for _, tc := range []struct {
+		name  string
+		bmc   string
+		after time.Duration // from the old run's start
+		run   string        // the new run
+	}{
+		{"a minute later", "none", time.Minute, "provision-node-01-946684860"},
+		{"in its second", "amt", 0, "provision-node-01-946684801"},
+	} {
+		inBubble(t, tc.name, func(t *testing.T) {
+			h, _, _ := fakes.startWorker(t, func(d *inventory.Device) { d.BMC = tc.bmc })
+			h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
+			time.Sleep(tc.after)
+			d, err := h.p.Admit(context.Background(), claimOf(h.nb.dev(1)))
+			if err != nil || d.Run != tc.run {
+				t.Fatalf("Admit %v after run %s started = %+v, %v; want run %s", tc.after, run1, d, err, tc.run)
+			}
+			if names := h.runNames(); !slices.Equal(names, []string{d.Run}) {
+				t.Errorf("Workflows = %v, want only the new run", names)
+			}
+			h.wantKept(run1, false) // replaced: nothing to fetch or join with
+			h.wantKept(d.Run, true)
+		})
+	}
 }
 
 // The loop backs off while NetBox does not answer, and returns to its
@@ -682,22 +659,31 @@ func TestRunBacksOff(t *testing.T) {
 // "The journal says recorded no attested switch port" (and a recorded port
 // that differs): a run from desired_action, without a fresh claim, is
 // refused on the port the device recorded, before anything is rendered.
+// Without a port check for such runs, the loop starts none either: the run
+// waits for an attestation.
 func TestLoopRecordedPortRefused(t *testing.T) {
 	for _, tc := range []struct {
 		recorded int
-		line     string
+		check    bool // Config.PortCheck is set
+		line     journalLine
 	}{
-		{0, "refused a run before rendering anything: recorded no attested switch port"},
-		{7, "refused a run before rendering anything: on port 7, expected 1"},
+		{0, true, journalLine{1, inventory.JournalWarning, "refused a run before rendering anything: recorded no attested switch port"}},
+		{7, true, journalLine{1, inventory.JournalWarning, "refused a run before rendering anything: on port 7, expected 1"}},
+		{1, false, journalLine{1, inventory.JournalInfo,
+			"node-01 waits for an attestation from HookOS: fleetd has no switch-port check for a run without a fresh claim; power-cycle the machine"}},
 	} {
-		inBubble(t, tc.line, func(t *testing.T) {
+		inBubble(t, tc.line.Text, func(t *testing.T) {
 			dev := attested(worker(1, "node-01"))
 			dev.AttestedSwitchPort = tc.recorded
 			dev.DesiredAction = inventory.DesiredActionProvision
-			h := newHarness(t, nil, dev)
+			h := newHarness(t, func(_ *Cluster, c *Config) {
+				if !tc.check {
+					c.PortCheck = nil
+				}
+			}, dev)
 			h.reconcile()
 			h.reconcile()
-			h.wantJournal(1, journalLine{1, inventory.JournalWarning, tc.line})
+			h.wantJournal(1, tc.line)
 			h.wantNothingCreated()
 			if got := h.nb.dev(1); got.DesiredAction != inventory.DesiredActionProvision {
 				t.Errorf("desired_action = %q, want it kept", got.DesiredAction)
@@ -710,50 +696,47 @@ func TestLoopRecordedPortRefused(t *testing.T) {
 	}
 }
 
-// Without a port check for runs from desired_action, the loop starts none:
-// the run waits for an attestation.
-func TestLoopWithoutPortCheck(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		dev := attested(worker(1, "node-01"))
-		dev.DesiredAction = inventory.DesiredActionProvision
-		h := newHarness(t, func(_ *Cluster, c *Config) { c.PortCheck = nil }, dev)
-		h.reconcile()
-		h.wantJournal(1, journalLine{1, inventory.JournalInfo,
-			"node-01 waits for an attestation from HookOS: fleetd has no switch-port check for a run without a fresh claim; power-cycle the machine"})
-		h.wantNothingCreated()
-	})
-}
-
 // A run's end is journaled, then its Workflow is annotated: when the
-// annotation fails, the next pass annotates it without journaling the
-// end again (and, past the first clean pass, without asking NetBox).
+// annotation fails, the run is remembered as journaled, and its end is
+// journaled and reported once: the next pass annotates it without
+// journaling the end again (and, past the first clean pass, without
+// asking NetBox), or, if it was deleted meanwhile, forgets it. (One whose
+// end another process journaled is not reported again:
+// TestEndJournaledOnceAfterTakeover.)
 func TestEndJournaledOnceWhenTheMarkFails(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := startWorker(t, nil)
-		h.reconcile() // clean: later passes do not ask NetBox
-		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-			s.State = tinkerbell.WorkflowStateFailed
-			s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "FAILED"})
+	for _, deleted := range []bool{false, true} {
+		inBubble(t, map[bool]string{false: "mark failed", true: "mark failed, run deleted"}[deleted], func(t *testing.T) {
+			h, _, _ := fakes.startWorker(t, nil)
+			h.reconcile() // clean: later passes do not ask NetBox
+			h.setStatus(run1, endedAt(tinkerbell.WorkflowStateFailed, "wipe-disk"))
+			failing := failPatches(h)
+			if _, err := h.p.Reconcile(context.Background()); err == nil {
+				t.Fatal("a pass whose annotation failed reported no error")
+			}
+			if !h.p.journaled[run1] {
+				t.Fatalf("%s not remembered as journaled after its mark failed", run1)
+			}
+			if !deleted {
+				failing.Store(false)
+			} else if err := h.tinkAPI.Resource(WorkflowResource).Namespace(h.ns).Delete(context.Background(), run1, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			pass := h.reconcile()
+			h.reconcile()
+			if n := len(h.p.journaled); n != 0 {
+				t.Errorf("%d runs left remembered as journaled once marked", n)
+			}
+			if !deleted && !slices.Equal(pass.Ended, []string{run1}) {
+				t.Errorf("the pass after the failed annotation ended %v, want %s", pass.Ended, run1)
+			}
+			if h.mem.journalReads != 0 {
+				t.Errorf("NetBox's journal read %d times after a clean pass", h.mem.journalReads)
+			}
+			h.wantJournal(1, started1, journalLine{1, inventory.JournalWarning,
+				"Workflow " + run1 + " ended FAILED at action wipe-disk; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21"})
+			h.wantRunEvents(runEvent{kind: RunProvision, outcome: "started"}, runEvent{RunProvision, "failed", 0})
 		})
-		failing := failPatches(h)
-		if _, err := h.p.Reconcile(context.Background()); err == nil {
-			t.Fatal("a pass whose annotation failed reported no error")
-		}
-		failing.Store(false)
-		pass := h.reconcile()
-		h.reconcile()
-		if n := len(h.p.journaled); n != 0 {
-			t.Errorf("%d runs left remembered as journaled once marked", n)
-		}
-		if !slices.Equal(pass.Ended, []string{run1}) {
-			t.Errorf("the pass after the failed annotation ended %v, want %s", pass.Ended, run1)
-		}
-		if h.mem.journalReads != 0 {
-			t.Errorf("NetBox's journal read %d times after a clean pass", h.mem.journalReads)
-		}
-		h.wantJournal(1, started1, journalLine{1, inventory.JournalWarning,
-			"Workflow " + run1 + " ended FAILED at action wipe-disk; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21"})
-	})
+	}
 }
 
 // A process that journaled a run's end and was stopped (or lost its
@@ -792,6 +775,7 @@ func TestEndJournaledOnceAfterTakeover(t *testing.T) {
 			if wf.Annotations[annReported] == "" {
 				t.Errorf("%s is not marked reported", wf.Name)
 			}
+			h.wantKept(wf.Name, true) // the installed node fetches it next
 		}
 	})
 }
@@ -844,13 +828,11 @@ func TestWatchNoStopSet(t *testing.T) {
 		{"active", true, "Workflow provision-node-01-946684800 passed its global timeout while install was current; the node is active, so it has its config, and nothing else is done", true},
 	} {
 		inBubble(t, tc.name, func(t *testing.T) {
-			h := startWorker(t, nil)
+			h, _, _ := fakes.startWorker(t, nil)
 			start := metav1.NewTime(t0.Add(time.Minute))
 			h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-				s.State = tinkerbell.WorkflowStateRunning
+				atInstall(s)
 				s.GlobalTimeout = 3600
-				s.CurrentState = &tinkerbell.CurrentState{ActionName: "install", State: tinkerbell.WorkflowStateRunning}
-				s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "RUNNING"})
 				s.Tasks[0].Actions[0].ExecutionStart = &start
 			})
 			if tc.active {
