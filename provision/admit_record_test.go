@@ -7,6 +7,15 @@ import (
 	"github.com/fleetkit/fleet/inventory"
 )
 
+// handedClaim is dev's claim, handed dev as its caller just read it,
+// holding the claimed MAC.
+func handedClaim(dev inventory.Device) Claim {
+	c := claimOf(dev)
+	dev.MAC = c.Attestation.MAC
+	c.Device = &dev
+	return c
+}
+
 // Admit, handed the device the caller just read and holding the claimed
 // MAC, reads nothing and writes the attestation with the started run's
 // last_run in one write: two NetBox calls with the run's journal line, one
@@ -29,12 +38,8 @@ func TestAdmitHandedDeviceWritesOnce(t *testing.T) {
 			{ran, 1, ran.LastRun},                   // the fields alone
 			{lacks, 2, ""},                          // the line, the fields with desired_action
 		} {
-			c := claimOf(tc.dev)
-			handed := tc.dev
-			handed.MAC = c.Attestation.MAC
-			c.Device = &handed
 			before := h.mem.callCount()
-			h.admit(c)
+			h.admit(handedClaim(tc.dev))
 			if calls := h.mem.callCount() - before; calls != tc.calls {
 				t.Errorf("%s: %d NetBox calls, want %d", tc.dev.Name, calls, tc.calls)
 			}

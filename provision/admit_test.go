@@ -265,27 +265,6 @@ func TestAdmitBootstrapTokenFails(t *testing.T) {
 	})
 }
 
-// A bootstrap token whose create the API server carried out, while its
-// answer never came (the request's deadline passed), is deleted with the
-// run that did not start: no token is left that no Workflow names.
-func TestAdmitTokenCreateAnswerLost(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		dev := worker(1, "node-01")
-		h := newHarness(t, nil, dev)
-		h.kube.PrependReactor("create", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
-			obj := a.(k8stesting.CreateAction).GetObject()
-			if err := h.kube.Tracker().Create(a.GetResource(), obj, a.GetNamespace()); err != nil {
-				t.Fatal(err)
-			}
-			return true, nil, context.DeadlineExceeded
-		})
-		if _, err := h.p.Admit(context.Background(), claimOf(dev)); !errors.Is(err, ErrBootstrapToken) {
-			t.Fatalf("Admit error = %v, want ErrBootstrapToken", err)
-		}
-		h.wantNoRun()
-	})
-}
-
 // "The audit line says no provision": a last run the owner has not
 // repeated, a control plane, or auto-provision off.
 func TestAdmitNoProvision(t *testing.T) {
@@ -511,7 +490,10 @@ func TestAdmitNetBoxDown(t *testing.T) {
 // token, no last_run: a config that cannot be held, a Workflow the
 // Kubernetes API refuses after the render, or NetBox failing to take the
 // run's start (the Workflow is deleted again, so no run exists that NetBox
-// does not know).
+// does not know). A bootstrap token whose create the API server carried
+// out, while its answer never came (the request's deadline passed), is
+// deleted with the run that did not start: no token is left that no
+// Workflow names.
 func TestAdmitStartFails(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -531,6 +513,14 @@ func TestAdmitStartFails(t *testing.T) {
 				return false, nil, nil
 			})
 		}, func(err error) bool { return errors.Is(err, inventory.ErrUnavailable) }},
+		{"token create's answer lost", func(h *harness) {
+			h.kube.PrependReactor("create", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if err := h.kube.Tracker().Create(a.GetResource(), a.(k8stesting.CreateAction).GetObject(), a.GetNamespace()); err != nil {
+					h.t.Fatal(err)
+				}
+				return true, nil, context.DeadlineExceeded
+			})
+		}, func(err error) bool { return errors.Is(err, ErrBootstrapToken) }},
 	} {
 		inBubble(t, tc.name, func(t *testing.T) {
 			dev := worker(1, "node-01")
