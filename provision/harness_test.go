@@ -317,13 +317,7 @@ func (a *auditLog) Handle(_ context.Context, r slog.Record) error {
 func (a *auditLog) records(msg string) []auditRecord {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var out []auditRecord
-	for _, r := range a.recs {
-		if r.Msg == msg {
-			out = append(out, r)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(a.recs), func(r auditRecord) bool { return r.Msg != msg })
 }
 
 // text is every record as one string, to look for leaked secrets.
@@ -763,12 +757,7 @@ func (h *harness) count(gvr schema.GroupVersionResource) int {
 // wantJournal fails unless the journal of id holds exactly want.
 func (h *harness) wantJournal(id int64, want ...journalLine) {
 	h.t.Helper()
-	var got []journalLine
-	for _, l := range h.nb.lines() {
-		if l.ID == id {
-			got = append(got, l)
-		}
-	}
+	got := slices.DeleteFunc(h.nb.lines(), func(l journalLine) bool { return l.ID != id })
 	if !slices.Equal(got, want) {
 		h.t.Errorf("journal of device %d:\n got %+v\nwant %+v", id, got, want)
 	}

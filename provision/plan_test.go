@@ -96,6 +96,12 @@ func TestPlan(t *testing.T) {
 			d.Status, d.LastRun = inventory.StatusDecommissioning, "provision-node-01-1"
 		}), want: admissionPlan{decision: Decision{Outcome: Retire}, start: &runStart{kind: RunRetire, hookOS: from,
 			note: "the machine attested from HookOS at " + from.String() + ", and the run wipes its install disk"}}},
+		// A retirement wipes the disk and renders no secret: the policy does
+		// not hold it back.
+		{name: "Secure Boot off, the class requires it, a retirement", p: requireSB, claim: bootOff, dev: with(func(d *inventory.Device) {
+			d.Status, d.LastRun = inventory.StatusDecommissioning, "provision-node-01-1"
+		}), want: admissionPlan{decision: Decision{Outcome: Retire}, start: &runStart{kind: RunRetire, hookOS: from,
+			note: "the machine attested from HookOS at " + from.String() + ", and the run wipes its install disk"}}},
 		{name: "a retirement that ran is not repeated", dev: with(func(d *inventory.Device) {
 			d.Status, d.LastRun = inventory.StatusDecommissioning, "retire-node-01-1"
 		}), want: admissionPlan{decision: Decision{Outcome: NoProvision, Reason: lastRunReason("retire-node-01-1")}}},

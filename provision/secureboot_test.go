@@ -1,7 +1,6 @@
 package provision
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -117,21 +116,5 @@ func TestAdmitSecureBootWaitingRun(t *testing.T) {
 			t.Errorf("Admit with Secure Boot on = %+v, want the waiting run's code", d)
 		}
 		h.wantNoSecretsLogged()
-	})
-}
-
-// A retirement wipes the disk and renders no secret: the policy does not
-// hold it back.
-func TestAdmitSecureBootRetirement(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		dev := attested(worker(1, "node-01"))
-		dev.Status = inventory.StatusDecommissioning
-		dev.LastRun = "provision-node-01-1767000000"
-		dev.BMC = "none"
-		h := newHarness(t, requireSecureBoot, dev)
-		d, err := h.p.Admit(context.Background(), bootClaim(dev, inventory.SecureBootOff, ""))
-		if err != nil || d.Outcome != Retire || d.Code == "" {
-			t.Fatalf("Admit = %+v, %v; want the retirement with its code", d, err)
-		}
 	})
 }

@@ -47,16 +47,9 @@ func TestPassOnStaleListingKeepsAdmittedRun(t *testing.T) {
 			admitted = d
 			time.Sleep(2 * time.Second) // a later run would have another name
 		}}
-		p, err := New(Deps{NetBox: nb, Kube: h.kubeAPI, Tink: h.tinkAPI, Configs: h.configs}, h.cluster, &h.cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.p = p
-		pass, err := p.Reconcile(context.Background())
-		if err != nil {
-			t.Fatalf("Reconcile: %v", err)
-		}
-		if len(pass.Started) != 0 {
+		h.nbAPI = nb
+		h.restart()
+		if pass := h.reconcile(); len(pass.Started) != 0 {
 			t.Errorf("the pass started %v on its old listing", pass.Started)
 		}
 		if names := h.runNames(); !slices.Equal(names, []string{admitted.Run}) {

@@ -359,10 +359,12 @@ func rufioJobFails(t *testing.T, c cluster, jobMsg func(task string) string, tas
 		ObjectMeta: metav1.ObjectMeta{Name: "netboot-" + run, Namespace: h.ns},
 		Spec:       bmc.JobSpec{MachineRef: bmc.MachineRef{Name: "node-01", Namespace: h.ns}, Tasks: []bmc.Action{{PowerAction: &on}}},
 	}
-	h.create(JobResource, bmc.GroupVersion.WithKind("Job"), &job, nil)
 	task := bmc.Task{ObjectMeta: metav1.ObjectMeta{Name: bmc.FormatTaskName(job, 0), Namespace: h.ns},
 		Spec: bmc.TaskSpec{Task: job.Spec.Tasks[0], Connection: bmc.Connection{Host: "10.0.0.21", Port: 16992,
 			AuthSecretRef: corev1.SecretReference{Name: "amt-node-01", Namespace: h.ns}}}}
+	h.create(JobResource, bmc.GroupVersion.WithKind("Job"), &job, func() {
+		job.Status.Conditions = []bmc.JobCondition{{Type: bmc.JobFailed, Status: bmc.ConditionTrue, Message: jobMsg(h.ns + "/" + task.Name)}}
+	})
 	var failed func()
 	if taskMsg != "" {
 		failed = func() {
@@ -370,11 +372,6 @@ func rufioJobFails(t *testing.T, c cluster, jobMsg func(task string) string, tas
 		}
 	}
 	h.create(TaskResource, bmc.GroupVersion.WithKind("Task"), &task, failed)
-	job.Status.Conditions = []bmc.JobCondition{{Type: bmc.JobFailed, Status: bmc.ConditionTrue, Message: jobMsg(h.ns + "/" + task.Name)}}
-	if _, err := h.tinkAPI.Resource(JobResource).Namespace(h.ns).UpdateStatus(context.Background(),
-		unstructuredOf(t, &job, bmc.GroupVersion.WithKind("Job")), metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	h.setStatus(run, func(s *tinkerbell.WorkflowStatus) {
 		s.State = tinkerbell.WorkflowStatePreparing
 		s.Conditions = []tinkerbell.WorkflowCondition{{Type: tinkerbell.BootJobFailed, Status: "True", Message: "job failed"}}
