@@ -19,6 +19,7 @@ import (
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/fleetkit/fleet/internal/kubetest"
+	"github.com/fleetkit/fleet/internal/testenv"
 	"github.com/fleetkit/fleet/inventory"
 )
 
@@ -212,10 +213,7 @@ func TestAPIServerLeaderElection(t *testing.T) {
 		}
 		h.setStatus(d.Run, func(s *tinkerbell.WorkflowStatus) { s.State = tinkerbell.WorkflowStateSuccess })
 		line := "Workflow " + d.Run + " ended SUCCESS"
-		deadline := time.Now().Add(10 * time.Second)
-		for n := 0; n == 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			n = journaled(h, id, line)
-		}
+		testenv.WaitFor(t, 10*time.Second, "line "+line, func() bool { return journaled(h, id, line) != 0 })
 		time.Sleep(5 * 100 * time.Millisecond) // five more passes of every loop that runs
 		if n := journaled(h, id, line); n != 1 {
 			t.Fatalf("%q journaled %d times, want once", line, n)

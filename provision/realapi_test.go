@@ -86,10 +86,7 @@ func TestAPIServerListByLabel(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "by-hand", Namespace: h.ns, Labels: map[string]string{LabelDeviceID: "1"}},
 		Spec:       tinkerbell.WorkflowSpec{TemplateRef: "debug", HardwareRef: "node-01"},
 	}
-	if _, err := h.tinkAPI.Resource(WorkflowResource).Namespace(h.ns).Create(ctx,
-		unstructuredOf(t, &foreign, tinkerbell.GroupVersion.WithKind("Workflow")), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	h.create(WorkflowResource, tinkerbell.GroupVersion.WithKind("Workflow"), &foreign, nil)
 	other := kubetest.Start(t).Namespace(t)
 	elsewhere := tinkerbell.Workflow{
 		ObjectMeta: metav1.ObjectMeta{Name: "provision-node-09-1", Namespace: other,
@@ -236,10 +233,8 @@ func TestAPIServerHardwareDeletedMeanwhile(t *testing.T) {
 			DHCP: &tinkerbell.DHCP{MAC: "02:00:00:00:00:99", Hostname: "node-01"},
 		}}},
 	}
+	h.create(HardwareResource, tinkerbell.GroupVersion.WithKind("Hardware"), &other, nil)
 	c := real.Resource(HardwareResource).Namespace(h.ns)
-	if _, err := c.Create(ctx, unstructuredOf(t, &other, tinkerbell.GroupVersion.WithKind("Hardware")), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	var deleted int
 	var once sync.Once
 	h.tinkAPI = hookedDynamic{Interface: real, gvr: HardwareResource, afterGet: func(getErr error) {
@@ -280,20 +275,11 @@ func TestAPIServerEndedRunNotDeleted(t *testing.T) {
 	if err != nil || len(runs) != 1 || runs[0].Name() != run1 {
 		t.Fatalf("runsOf = %v, %v", runs, err)
 	}
-	c := h.tinkAPI.Resource(WorkflowResource).Namespace(h.ns)
-	u, err := c.Get(ctx, run1, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unstructured.SetNestedField(u.Object, string(tinkerbell.WorkflowStateSuccess), "status", "state"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) { s.State = tinkerbell.WorkflowStateSuccess })
 	if _, err := h.p.endRuns(ctx, 1, &runs); err != nil {
 		t.Fatalf("endRuns on a stale read: %v", err)
 	}
+	c := h.tinkAPI.Resource(WorkflowResource).Namespace(h.ns)
 	if _, err := c.Get(ctx, run1, metav1.GetOptions{}); err != nil {
 		t.Errorf("the run that ended after the read: %v; want it kept", err)
 	}

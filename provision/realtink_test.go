@@ -28,7 +28,7 @@ type realTink struct {
 
 // newRealTink starts Tinkerbell and a harness of devs, and creates the
 // Template fleet-provision: global_timeout seconds, and the actions
-// wipe-disk and install for the worker the Workflow's device_1 names.
+// wipe-disk and install.
 func newRealTink(t *testing.T, globalTimeout int, devs ...inventory.Device) *realTink {
 	t.Helper()
 	env := kubetest.Start(t)
@@ -37,23 +37,22 @@ func newRealTink(t *testing.T, globalTimeout int, devs ...inventory.Device) *rea
 	h := newRealHarnessIn(t, env, ns, nil, devs...)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	t.Cleanup(cancel)
-	data := fmt.Sprintf(`version: "0.1"
-name: fleet-provision
-global_timeout: %d
-tasks:
-  - name: provision
-    worker: "{{.device_1}}"
-    actions:
-      - name: wipe-disk
-        image: 127.0.0.1:5000/wipe-disk:v1
-        timeout: 600
-      - name: install
-        image: 127.0.0.1:5000/install:v1
-        timeout: 600
-`, globalTimeout)
-	h.create(tinkerbell.GroupVersion.WithResource("templates"), tinkerbell.GroupVersion.WithKind("Template"),
-		&tinkerbell.Template{ObjectMeta: metav1.ObjectMeta{Name: "fleet-provision", Namespace: ns}, Spec: tinkerbell.TemplateSpec{Data: &data}}, nil)
+	h.createTemplate(globalTimeout, "wipe-disk", "install")
 	return &realTink{harness: h, agent: tb.Agent(), ctx: ctx}
+}
+
+// createTemplate creates the Template fleet-provision in the harness's
+// namespace: global_timeout seconds, and one task of actions (images of
+// their names, each with a 600 s timeout) for the worker the Workflow's
+// device_1 names.
+func (h *harness) createTemplate(globalTimeout int, actions ...string) {
+	h.t.Helper()
+	data := fmt.Sprintf("version: \"0.1\"\nname: fleet-provision\nglobal_timeout: %d\ntasks:\n  - name: provision\n    worker: \"{{.device_1}}\"\n    actions:\n", globalTimeout)
+	for _, a := range actions {
+		data += fmt.Sprintf("      - name: %s\n        image: 127.0.0.1:5000/%s:v1\n        timeout: 600\n", a, a)
+	}
+	h.create(tinkerbell.GroupVersion.WithResource("templates"), tinkerbell.GroupVersion.WithKind("Template"),
+		&tinkerbell.Template{ObjectMeta: metav1.ObjectMeta{Name: "fleet-provision", Namespace: h.ns}, Spec: tinkerbell.TemplateSpec{Data: &data}}, nil)
 }
 
 // admit starts dev's run through its attestation and returns its name.

@@ -51,26 +51,20 @@ func (b *rpcBMC) url(name string) string { return b.srv.URL + "/" + name }
 
 func (b *rpcBMC) serve(w http.ResponseWriter, r *http.Request) {
 	var req struct {
-		ID     int64           `json:"id"`
-		Host   string          `json:"host"`
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params"`
+		ID     int64  `json:"id"`
+		Host   string `json:"host"`
+		Method string `json:"method"`
+		Params struct {
+			State   string `json:"state"`
+			Device  string `json:"device"`
+			EFIBoot bool   `json:"efiBoot"`
+		} `json:"params"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	var params struct {
-		State   string `json:"state"`
-		Device  string `json:"device"`
-		EFIBoot bool   `json:"efiBoot"`
-	}
-	if len(req.Params) > 0 {
-		if err := json.Unmarshal(req.Params, &params); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-	}
+	params := req.Params
 	name := strings.TrimPrefix(r.URL.Path, "/")
 	rsp := map[string]any{"id": req.ID, "host": req.Host}
 	b.mu.Lock()
@@ -142,9 +136,7 @@ func TestIntegrationRufioPowerCycles(t *testing.T) {
 
 	// The machines' BMCs answer over RPC: the Machines say so, and the
 	// runs keep what they say but the host.
-	data := "version: \"0.1\"\nname: fleet-provision\nglobal_timeout: 1800\ntasks:\n  - name: provision\n    worker: \"{{.device_1}}\"\n    actions:\n      - name: wipe-disk\n        image: 127.0.0.1:5000/wipe-disk:v1\n        timeout: 600\n"
-	h.create(tinkerbell.GroupVersion.WithResource("templates"), tinkerbell.GroupVersion.WithKind("Template"),
-		&tinkerbell.Template{ObjectMeta: metav1.ObjectMeta{Name: "fleet-provision", Namespace: ns}, Spec: tinkerbell.TemplateSpec{Data: &data}}, nil)
+	h.createTemplate(1800, "wipe-disk")
 	for _, d := range []inventory.Device{cp, refusing} {
 		h.create(MachineResource, bmc.GroupVersion.WithKind("Machine"), &bmc.Machine{
 			ObjectMeta: metav1.ObjectMeta{Name: d.Name, Namespace: ns},
