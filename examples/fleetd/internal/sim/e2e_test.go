@@ -285,17 +285,6 @@ func TestConfigWhileNetBoxDown(t *testing.T) {
 	f.wait("w-01 active", func() bool { return f.status("w-01") == inventory.StatusActive })
 }
 
-// "FleetInstallConfigRefetched fires": the node asks again for a config
-// fleetd served; it gets none, the journal says so, and the metric the
-// alert reads names the node.
-func TestConfigRefetched(t *testing.T) {
-	f, url := attestedWorker(t, nil)
-	f.refetch("w-01", url)
-	if m := f.metrics(); !strings.Contains(m, `fleet_install_config_refetched_last_timestamp_seconds{node="w-01"}`) {
-		t.Errorf("no refetched metric for w-01:\n%s", grep(m, "fleet_install_config"))
-	}
-}
-
 // refetch fetches the config at url as the machine's node, and again: the
 // second fetch, while the first answer's acknowledgement is still being
 // checked, is told to retry (503); the node does, and is told the code is
