@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -260,10 +259,7 @@ func (d *deployed) fleet(t *testing.T, nodes ...testNode) *testFleet {
 	leases, _ := kubeClients(t, d.tinkConfig)
 	key := make([]byte, 32)
 	rand.Read(key)
-	peers, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	peers := listen(t)
 	// fleetd runs as the StatefulSet runs it, a replica, alone here: its
 	// Leases (the leader's, the spent sessions') carry the token too.
 	return newFleet(t, worldConfig{

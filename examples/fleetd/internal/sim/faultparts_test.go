@@ -109,10 +109,7 @@ type peerLink struct {
 // link returns the address of from's link to to, at upstream.
 func (p *peerLinks) link(tb testing.TB, from, to int, upstream string) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
+	ln := listen(tb)
 	l := &peerLink{ln: ln, to: upstream, conns: map[net.Conn]bool{}}
 	p.mu.Lock()
 	p.links[[2]int{from, to}] = l

@@ -161,10 +161,7 @@ func (r *replicaProc) leading(ctx context.Context) bool {
 // freeAddr is a free port of 127.0.0.1, for a process to listen on.
 func freeAddr(tb testing.TB) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
+	ln := listen(tb)
 	defer ln.Close()
 	return ln.Addr().String()
 }
@@ -189,11 +186,7 @@ type balancer struct {
 
 func newBalancer(tb testing.TB, backends []string) *balancer {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	b := &balancer{ln: ln, backends: backends, conns: map[net.Conn]bool{}, routes: map[string]int{}}
+	b := &balancer{ln: listen(tb), backends: backends, conns: map[net.Conn]bool{}, routes: map[string]int{}}
 	b.wg.Go(b.serve)
 	tb.Cleanup(b.close)
 	return b

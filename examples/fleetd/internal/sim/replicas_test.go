@@ -42,21 +42,14 @@ type replicaSet struct {
 
 func newReplicaSet(t *testing.T, nodes ...testNode) *replicaSet {
 	t.Helper()
-	listen := func() net.Listener {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ln
-	}
 	// Each replica's HTTPS listener (fleetd-0's is the world's) and
 	// peers' listener.
 	var lns, peerLns []net.Listener
 	for i := range 3 {
 		if i > 0 {
-			lns = append(lns, listen())
+			lns = append(lns, listen(t))
 		}
-		peerLns = append(peerLns, listen())
+		peerLns = append(peerLns, listen(t))
 	}
 	key := make([]byte, 32)
 	rand.Read(key)

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"net"
 	"testing"
 
 	"github.com/fleetkit/fleet/examples/fleetd/internal/daemon"
@@ -16,13 +15,9 @@ func TestServeStoppedWhileStarting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := d.Serve(ctx, daemon.Listeners{HTTPS: ln}); err != nil {
+	if err := d.Serve(ctx, daemon.Listeners{HTTPS: listen(t)}); err != nil {
 		t.Errorf("serve stopped while starting: %v, want a clean stop", err)
 	}
 }

@@ -244,6 +244,16 @@ func boundClient(w *world, addr string) *http.Client {
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 }
 
+// listen listens on a free port of 127.0.0.1.
+func listen(tb testing.TB) net.Listener {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ln
+}
+
 // receivedCodes are the install codes the machine was answered so far.
 func (m *simMachine) receivedCodes() []string {
 	m.mu.Lock()
