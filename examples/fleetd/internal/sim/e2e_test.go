@@ -176,7 +176,7 @@ func TestFirstControlPlaneNeverInstalls(t *testing.T) {
 	if wfs := f.list(provision.WorkflowResource); len(wfs) != 0 {
 		t.Errorf("%d Workflows, want none", len(wfs))
 	}
-	if n := len(slices.DeleteFunc(f.journalOf("cp-01"), func(l string) bool { return !strings.Contains(l, line) })); n != 1 {
+	if n := len(f.journalWith("cp-01", "warning: "+line)); n != 1 {
 		t.Errorf("the refusal journaled %d times, want once:\n%s", n, strings.Join(f.journalOf("cp-01"), "\n"))
 	}
 	if d, _ := f.device(f.ctx, "cp-01"); d.Status != inventory.StatusPlanned {
@@ -430,13 +430,7 @@ func TestDuplicateSerial(t *testing.T) {
 		t.Helper()
 		for _, name := range []string{"w-01", "w-02"} {
 			f.wait(fmt.Sprintf("%d journal lines of %s", want, name), func() bool {
-				n := 0
-				for _, l := range f.journalOf(name) {
-					if strings.HasPrefix(l, line) {
-						n++
-					}
-				}
-				return n == want
+				return len(f.journalWith(name, line)) == want
 			})
 		}
 	}

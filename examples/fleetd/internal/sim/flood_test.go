@@ -109,12 +109,7 @@ func TestConfigAskFlood(t *testing.T) {
 	if took := time.Since(firstAsk); took >= time.Minute {
 		t.Fatalf("the flood took %v from the node's first ask, past the minute in which its asks journal nothing", took)
 	}
-	var lines []string
-	for _, l := range f.journalOf("w-01") {
-		if strings.HasPrefix(l, missingText) {
-			lines = append(lines, l)
-		}
-	}
+	lines := f.journalWith("w-01", missingText)
 	if len(lines) != 1 || lines[0] != missingText {
 		t.Errorf("the node's %d asks made the journal lines\n%s\nwant the first ask's alone", nodeAsks+1, strings.Join(lines, "\n"))
 	}
@@ -260,13 +255,6 @@ func TestStatusLostAtShutdown(t *testing.T) {
 	}
 }
 
-// countSeries is the number of fleet series in a scrape.
-func countSeries(scrape string) int {
-	n := 0
-	for _, l := range strings.Split(scrape, "\n") {
-		if strings.HasPrefix(l, "fleet") {
-			n++
-		}
-	}
-	return n
-}
+// countSeries is the number of fleet series in a scrape: its lines that
+// begin with "fleet".
+func countSeries(scrape string) int { return strings.Count("\n"+scrape, "\nfleet") }

@@ -25,15 +25,7 @@ func TestReplicaJournalsRunLines(t *testing.T) {
 	if err != nil || res.InstallCode == "" {
 		t.Fatalf("w-01: %+v, %v", res, err)
 	}
-	journaled := func(prefix string) bool {
-		for _, l := range r.journalOf("w-01") {
-			if strings.HasPrefix(l, prefix) {
-				return true
-			}
-		}
-		return false
-	}
-	if !journaled("info: started Workflow provision-w-01-") {
+	if len(r.journalWith("w-01", "info: started Workflow provision-w-01-")) == 0 {
 		t.Errorf("when w-01 held its install code, its journal held no started line: %q", r.journalOf("w-01"))
 	}
 
@@ -49,7 +41,9 @@ func TestReplicaJournalsRunLines(t *testing.T) {
 			t.Fatalf("w-01's config fetch: %d", status)
 		}
 	}
-	served := func() (bool, error) { return journaled("success: fleetd served the config of provision-w-01-"), nil }
+	served := func() (bool, error) {
+		return len(r.journalWith("w-01", "success: fleetd served the config of provision-w-01-")) > 0, nil
+	}
 	if err := eventually(r.ctx, 150*time.Millisecond, served); err != nil {
 		t.Errorf("150 ms after w-01's config was fetched, its journal held no served line: %q", r.journalOf("w-01"))
 	}

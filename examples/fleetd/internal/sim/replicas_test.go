@@ -194,13 +194,7 @@ func TestReplicas(t *testing.T) {
 		}
 	}
 	line := r.waitJournal("w-01", "fleetd served the config of ")
-	n := 0
-	for _, l := range r.journalOf("w-01") {
-		if l == line {
-			n++
-		}
-	}
-	if n != 1 {
+	if n := len(r.journalWith("w-01", line)); n != 1 {
 		t.Errorf("%q journaled %d times, want once", line, n)
 	}
 	if status, _, err := fetch(r.ctx, lb, r.url+configserve.PathPrefix+configserve.NewCode()); err != nil || status != http.StatusNotFound {

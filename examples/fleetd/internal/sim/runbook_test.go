@@ -118,7 +118,7 @@ func TestControlPlaneSupportOff(t *testing.T) {
 	if jobs := f.list(provision.JobResource); len(jobs) != 0 {
 		t.Errorf("%d Rufio jobs, want none", len(jobs))
 	}
-	if n := len(slices.DeleteFunc(f.journalOf("cp-02"), func(l string) bool { return !strings.Contains(l, line) })); n != 1 {
+	if n := len(f.journalWith("cp-02", "warning: "+line)); n != 1 {
 		t.Errorf("the refusal journaled %d times, want once:\n%s", n, strings.Join(f.journalOf("cp-02"), "\n"))
 	}
 	d, err := f.device(f.ctx, "cp-02")

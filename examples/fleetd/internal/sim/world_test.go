@@ -306,6 +306,13 @@ func (f *testFleet) journalOf(name string) []string {
 	return out
 }
 
+// journalWith returns the journal lines of a device ("kind: text" each)
+// that start with prefix.
+func (f *testFleet) journalWith(name, prefix string) []string {
+	f.t.Helper()
+	return slices.DeleteFunc(f.journalOf(name), func(l string) bool { return !strings.HasPrefix(l, prefix) })
+}
+
 // waitJournal waits for a journal line of the device that contains text.
 func (f *testFleet) waitJournal(name, text string) string {
 	f.t.Helper()
