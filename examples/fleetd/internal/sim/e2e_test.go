@@ -277,12 +277,18 @@ func TestConfigWhileNetBoxDown(t *testing.T) {
 		t.Fatalf("fetch with NetBox down = %d, %v; want 503", status, err)
 	}
 	f.nbsrv.Inject(netboxtest.Fault{Kind: netboxtest.Healthy})
-	status, n, err := fetch(f.ctx, f.machines["w-01"].client, url)
-	if err != nil || status != http.StatusOK || n == 0 {
-		t.Fatalf("fetch with NetBox back = %d (%d bytes), %v; want the config", status, n, err)
-	}
+	f.wantServed(f.machines["w-01"].client, url, "fetch with NetBox back")
 	f.waitJournal("w-01", "fleetd served the config of provision-w-01-")
 	f.wait("w-01 active", func() bool { return f.status("w-01") == inventory.StatusActive })
+}
+
+// wantServed fails f's test unless a fetch of url over c gets the config
+// whole; what names the fetch.
+func (f *testFleet) wantServed(c *http.Client, url, what string) {
+	f.t.Helper()
+	if status, n, err := fetch(f.ctx, c, url); err != nil || status != http.StatusOK || n == 0 {
+		f.t.Fatalf("%s = %d (%d bytes), %v; want the config", what, status, n, err)
+	}
 }
 
 // refetch fetches the config at url as the machine's node, and again: the

@@ -93,10 +93,7 @@ func TestConfigAskFlood(t *testing.T) {
 
 	// The node fetches its config while NetBox answers, slowly.
 	f.nbsrv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: 500 * time.Millisecond})
-	status, n, err := fetch(f.ctx, node, url)
-	if err != nil || status != http.StatusOK || n == 0 {
-		t.Fatalf("the node's fetch = %d (%d bytes), %v; want its config", status, n, err)
-	}
+	f.wantServed(node, url, "the node's fetch")
 	f.nbsrv.Inject(netboxtest.Fault{Kind: netboxtest.Healthy})
 	f.waitJournal("w-01", "success: fleetd served the config of provision-w-01-")
 	f.wait("w-01 active", func() bool { return f.status("w-01") == inventory.StatusActive })
@@ -160,10 +157,7 @@ func TestServedWhileJournalFull(t *testing.T) {
 	f, url := attestedWorker(t, nil)
 	f.waitJournal("w-01", "started Workflow provision-w-01-")
 	fillJournal(t, f)
-	status, n, err := fetch(f.ctx, f.machines["w-01"].client, url)
-	if err != nil || status != http.StatusOK || n == 0 {
-		t.Fatalf("the node's fetch = %d (%d bytes), %v; want its config", status, n, err)
-	}
+	f.wantServed(f.machines["w-01"].client, url, "the node's fetch")
 	f.wait("w-01 active", func() bool { return f.status("w-01") == inventory.StatusActive })
 	if lost := metricValue(f.metrics(), "fleet_journal_lines_lost_total"); lost != 2 {
 		t.Errorf("%v journal lines lost, want 2: the one beyond the full queue, and the served line", lost)

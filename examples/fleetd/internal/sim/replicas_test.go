@@ -388,9 +388,7 @@ func TestReplacedRunConfigDropped(t *testing.T) {
 	if hasToken(runA) || !hasToken(runB) {
 		t.Errorf("bootstrap tokens after run B (%s): A's %v, B's %v; want B's alone", runB, hasToken(runA), hasToken(runB))
 	}
-	if status, n, err := fetch(r.ctx, boundClient(r.world, nodeAddr(0)), r.urls[2]+configserve.PathPrefix+b.InstallCode); err != nil || status != http.StatusOK || n == 0 {
-		t.Errorf("run B's config: %d, %d bytes, %v; want it served", status, n, err)
-	}
+	r.wantServed(boundClient(r.world, nodeAddr(0)), r.urls[2]+configserve.PathPrefix+b.InstallCode, "run B's config")
 }
 
 // A flood of made-up install codes from one address at one replica costs
@@ -425,7 +423,5 @@ func TestUnknownCodeFloodAsksPeersLittle(t *testing.T) {
 	if err != nil || res.InstallCode == "" {
 		t.Fatalf("w-01 at fleetd-0: %+v, %v", res, err)
 	}
-	if status, size, err := fetch(r.ctx, boundClient(r.world, nodeAddr(0)), r.urls[1]+configserve.PathPrefix+res.InstallCode); err != nil || status != http.StatusOK || size == 0 {
-		t.Errorf("w-01's config, held at fleetd-0, fetched at fleetd-1: %d, %d bytes, %v; want it served", status, size, err)
-	}
+	r.wantServed(boundClient(r.world, nodeAddr(0)), r.urls[1]+configserve.PathPrefix+res.InstallCode, "w-01's config, held at fleetd-0, fetched at fleetd-1")
 }

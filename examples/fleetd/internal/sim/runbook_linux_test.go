@@ -71,10 +71,7 @@ func TestConfigNotAcknowledgedNamesPeer(t *testing.T) {
 	}
 
 	// The node's own fetch gets the config whole.
-	status, n, err := fetch(f.ctx, f.machines["w-01"].client, url)
-	if err != nil || status != http.StatusOK || n == 0 {
-		t.Fatalf("the node's fetch = %d (%d bytes), %v; want the config", status, n, err)
-	}
+	f.wantServed(f.machines["w-01"].client, url, "the node's fetch")
 	f.waitJournal("w-01", "fleetd served the config of "+run)
 	f.wait("w-01 active", func() bool { return f.status("w-01") == inventory.StatusActive })
 	if m := f.metrics(); !strings.Contains(m, `fleet_install_config_events_total{event="`+configserve.NotAcknowledged.String()+`"} 1`) {
