@@ -63,13 +63,20 @@ func (f *testFleet) auditLines(msg string) []map[string]any {
 	return out
 }
 
-func (f *testFleet) status(name string) inventory.Status {
+// readDevice reads a device from NetBox, and fails the test when NetBox
+// does not answer.
+func (f *testFleet) readDevice(name string) inventory.Device {
 	f.t.Helper()
 	d, err := f.device(f.ctx, name)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return d.Status
+	return d
+}
+
+func (f *testFleet) status(name string) inventory.Status {
+	f.t.Helper()
+	return f.readDevice(name).Status
 }
 
 // The runbook's "Plug a machine in" for a worker, from the nodes file to an
@@ -143,8 +150,7 @@ func TestProvisionAControlPlane(t *testing.T) {
 	if boots != 2 {
 		t.Errorf("cp-02 booted %d times, want 2 (power on, Rufio's cycle)", boots)
 	}
-	d, _ := f.device(f.ctx, "cp-02")
-	if d.DesiredAction != "" {
+	if d := f.readDevice("cp-02"); d.DesiredAction != "" {
 		t.Errorf("desired_action = %q after the run started", d.DesiredAction)
 	}
 	f.wantNoSecrets()
@@ -179,7 +185,7 @@ func TestFirstControlPlaneNeverInstalls(t *testing.T) {
 	if n := len(f.journalWith("cp-01", "warning: "+line)); n != 1 {
 		t.Errorf("the refusal journaled %d times, want once:\n%s", n, strings.Join(f.journalOf("cp-01"), "\n"))
 	}
-	if d, _ := f.device(f.ctx, "cp-01"); d.Status != inventory.StatusPlanned {
+	if d := f.readDevice("cp-01"); d.Status != inventory.StatusPlanned {
 		t.Errorf("cp-01 is %s, want planned", d.Status)
 	}
 }
@@ -387,8 +393,7 @@ func TestBindingUnauthored(t *testing.T) {
 				t.Fatalf("attestation = %+v", res)
 			}
 			f.waitJournal("w-01", "warning: attest: FAILED ek-binding-unauthored")
-			dev, _ := f.device(f.ctx, "w-01")
-			if len(dev.MAC) != 0 || dev.AttestVerdict != "" {
+			if dev := f.readDevice("w-01"); len(dev.MAC) != 0 || dev.AttestVerdict != "" {
 				t.Errorf("a refusal wrote the attestation: %+v", dev)
 			}
 			if c := f.d.Attest().Waiting("SN-w-01"); len(c) != 0 {
@@ -463,10 +468,7 @@ func TestDuplicateSerial(t *testing.T) {
 		t.Errorf("%d attest.verdict lines for 2 refusals", n)
 	}
 	for _, name := range []string{"w-01", "w-02"} {
-		dev, err := f.device(f.ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
+		dev := f.readDevice(name)
 		if len(dev.MAC) != 0 || dev.AttestVerdict != "" || dev.Status != inventory.StatusPlanned || len(f.journalOf(name)) != 1 {
 			t.Errorf("a refusal wrote more than its journal lines on %s: %+v, journal %q", name, dev, f.journalOf(name))
 		}

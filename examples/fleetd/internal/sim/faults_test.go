@@ -438,17 +438,13 @@ func (s *stormRun) check(devs []inventory.Device) {
 
 	// Nothing left behind: every Workflow ended; with a control plane of
 	// the storm's own, every bootstrap token its device's last run's.
-	wfs, err := pf.tink.Resource(provision.WorkflowResource).Namespace(pf.settings.Namespace).List(pf.ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	lastToken := map[string]bool{}
 	last := map[string]bool{}
 	for _, d := range devs {
 		last[d.LastRun] = true
 	}
 	var open []string
-	for _, u := range wfs.Items {
+	for _, u := range pf.list(provision.WorkflowResource) {
 		state, _, _ := unstructured.NestedString(u.Object, "status", "state")
 		switch state {
 		case "SUCCESS", "FAILED", "TIMEOUT":

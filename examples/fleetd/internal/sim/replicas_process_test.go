@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/fleetkit/fleet/configserve"
 	"github.com/fleetkit/fleet/examples/fleetd/internal/daemon"
 	"github.com/fleetkit/fleet/inventory"
@@ -194,11 +192,7 @@ func (pf *procFleet) checkJournal(devs []inventory.Device, kills []killAt) {
 	for _, d := range devs {
 		runs[d.LastRun] = d.Name
 	}
-	wfs, err := pf.tink.Resource(provision.WorkflowResource).Namespace(pf.settings.Namespace).List(pf.ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, u := range wfs.Items {
+	for _, u := range pf.list(provision.WorkflowResource) {
 		run := u.GetName()
 		node := strings.TrimPrefix(run[:strings.LastIndexByte(run, '-')], "provision-")
 		runs[run] = node

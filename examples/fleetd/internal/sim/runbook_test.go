@@ -121,10 +121,7 @@ func TestControlPlaneSupportOff(t *testing.T) {
 	if n := len(f.journalWith("cp-02", "warning: "+line)); n != 1 {
 		t.Errorf("the refusal journaled %d times, want once:\n%s", n, strings.Join(f.journalOf("cp-02"), "\n"))
 	}
-	d, err := f.device(f.ctx, "cp-02")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := f.readDevice("cp-02")
 	if d.Status != inventory.StatusPlanned || d.DesiredAction != inventory.DesiredActionProvision || d.LastRun != "" || d.AttestVerdict != "attested" {
 		t.Errorf("cp-02: status %s, desired_action %q, last_run %q, attest_verdict %q; want planned, provision kept, no run, attested",
 			d.Status, d.DesiredAction, d.LastRun, d.AttestVerdict)
@@ -158,7 +155,7 @@ func TestApproveThenPowerCycle(t *testing.T) {
 	}
 	pending := []string{"attest: FAILED pending-approval", "attest: the entry approves no EK"}
 	wantConsole(t, console, pending)
-	if d, _ := f.device(f.ctx, "w-04"); len(d.MAC) != 0 || d.AttestVerdict != "" || d.LastRun != "" {
+	if d := f.readDevice("w-04"); len(d.MAC) != 0 || d.AttestVerdict != "" || d.LastRun != "" {
 		t.Errorf("pending-approval wrote to the device: %+v", d)
 	}
 
@@ -210,10 +207,7 @@ func TestApproveThenPowerCycle(t *testing.T) {
 	if err := f.admin.Apply(f.ctx, plan); err != nil {
 		t.Fatal(err)
 	}
-	d, err := f.device(f.ctx, "w-04")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := f.readDevice("w-04")
 	if d.ApprovedEKHash != evidence.RSA2048 || d.ApprovedEKHashECC != evidence.ECCP256 {
 		t.Fatalf("after the apply the device holds approved_ek_hash %q, approved_ek_hash_ecc %q; want the evidence's", d.ApprovedEKHash, d.ApprovedEKHashECC)
 	}

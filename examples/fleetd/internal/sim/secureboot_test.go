@@ -66,10 +66,7 @@ func TestSecureBootRequired(t *testing.T) {
 			t.Errorf("w-01's attest.verdict = %v", l)
 		}
 	}
-	d, err := f.device(f.ctx, "w-01")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := f.readDevice("w-01")
 	if d.AttestVerdict != "attested" || d.AttestedSecureBoot != inventory.SecureBootOff || d.AttestedPCR7 != hex.EncodeToString(offLog.PCRs()[7]) || d.LastRun != "" {
 		t.Errorf("NetBox holds w-01 with verdict %q, attested_secure_boot %q, attested_pcr7 %q, last_run %q", d.AttestVerdict, d.AttestedSecureBoot, d.AttestedPCR7, d.LastRun)
 	}

@@ -108,10 +108,7 @@ func parityCase(t *testing.T, real bool) paritySeen {
 	seen := paritySeen{statuses: rec.stop(), journal: map[string][]string{}, devices: map[string]string{}}
 	for _, node := range []string{"w-01", "w-02"} {
 		seen.journal[node] = alike(f.journalOf(node))
-		d, err := f.device(f.ctx, node)
-		if err != nil {
-			t.Fatal(err)
-		}
+		d := f.readDevice(node)
 		seen.devices[node] = fmt.Sprintf("status %s, verdict %s, desired_action %q, last run %s", d.Status, d.AttestVerdict, d.DesiredAction, alikeRun.ReplaceAllString(d.LastRun, "$1-<run>"))
 		t.Logf("%s: %s", node, strings.Join(seen.statuses[node], " -> "))
 	}

@@ -341,11 +341,7 @@ func (f *testFleet) provisioned(name, addr string) inventory.Device {
 	f.waitJournal(name, "fleetd served the config of provision-"+name+"-")
 	f.waitJournal(name, "ended SUCCESS")
 	f.wait(name+" active", func() bool { return f.status(name) == inventory.StatusActive })
-	d, err := f.device(f.ctx, name)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return d
+	return f.readDevice(name)
 }
 
 // metrics scrapes fleetd's metrics.
