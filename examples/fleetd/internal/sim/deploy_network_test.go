@@ -219,11 +219,9 @@ func TestDeployServicesAndPolicies(t *testing.T) {
 		t.Errorf("livenessProbe restarts fleetd after %d s without an answer; want a minute at least", l.PeriodSeconds*l.FailureThreshold)
 	}
 
-	spread := false
-	for _, tsc := range b.sts.Spec.Template.Spec.TopologySpreadConstraints {
-		spread = spread || tsc.TopologyKey == corev1.LabelHostname && tsc.MaxSkew == 1 && b.selectsPods(tsc.LabelSelector)
-	}
-	if !spread {
+	if !slices.ContainsFunc(b.sts.Spec.Template.Spec.TopologySpreadConstraints, func(tsc corev1.TopologySpreadConstraint) bool {
+		return tsc.TopologyKey == corev1.LabelHostname && tsc.MaxSkew == 1 && b.selectsPods(tsc.LabelSelector)
+	}) {
 		t.Errorf("the StatefulSet does not spread its replicas over nodes (a topologySpreadConstraint on %s of fleetd's Pods): %+v",
 			corev1.LabelHostname, b.sts.Spec.Template.Spec.TopologySpreadConstraints)
 	}
@@ -245,7 +243,7 @@ func TestIntegrationDeployNetworkDryRun(t *testing.T) {
 	for _, u := range base {
 		switch u.GetKind() {
 		case "Service", "NetworkPolicy", "StatefulSet":
-			got, err := a.applied(t.Context(), u, true)
+			got, err := a.apply(t.Context(), u, true)
 			if err != nil {
 				t.Errorf("server-side dry-run: %v", err)
 				continue

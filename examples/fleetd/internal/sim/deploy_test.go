@@ -152,16 +152,10 @@ func newApplier(t *testing.T, cfg *rest.Config) *applier {
 	return &applier{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}
 }
 
-// apply applies u; dryRun asks the server to validate and admit it, and to
-// store nothing.
-func (a *applier) apply(ctx context.Context, u *unstructured.Unstructured, dryRun bool) error {
-	_, err := a.applied(ctx, u, dryRun)
-	return err
-}
-
-// applied applies u as apply does, and returns the object as the server
-// made it (with what it defaulted and allocated).
-func (a *applier) applied(ctx context.Context, u *unstructured.Unstructured, dryRun bool) (*unstructured.Unstructured, error) {
+// apply applies u, and returns the object as the server made it (with what
+// it defaulted and allocated); dryRun asks the server to validate and admit
+// it, and to store nothing.
+func (a *applier) apply(ctx context.Context, u *unstructured.Unstructured, dryRun bool) (*unstructured.Unstructured, error) {
 	gvk := u.GroupVersionKind()
 	m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
@@ -225,7 +219,7 @@ func deploy(t *testing.T, edit func(role *unstructured.Unstructured)) *deployed 
 	a := newApplier(t, env.Config())
 	ctx := t.Context()
 	for _, u := range slices.Concat(crds, base, cluster) {
-		if err := a.apply(ctx, u, true); err != nil {
+		if _, err := a.apply(ctx, u, true); err != nil {
 			t.Errorf("server-side dry-run: %v", err)
 		}
 	}
@@ -235,7 +229,7 @@ func deploy(t *testing.T, edit func(role *unstructured.Unstructured)) *deployed 
 			if u.GetKind() == "Role" && u.GetNamespace() == ns && edit != nil {
 				edit(u)
 			}
-			if err := a.apply(ctx, u, false); err != nil {
+			if _, err := a.apply(ctx, u, false); err != nil {
 				t.Fatal(err)
 			}
 		}

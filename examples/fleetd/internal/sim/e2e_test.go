@@ -513,9 +513,7 @@ func TestApproverAPI(t *testing.T) {
 	if code != http.StatusOK || wc.Serial != "SN-w-04" || !inventoryHash(wc.RSA2048) || !inventoryHash(wc.ECCP256) || !strings.Contains(wc.Text, wc.RSA2048) {
 		t.Errorf("approver token: %d %+v", code, wc)
 	}
-	tr := f.client.Transport.(*http.Transport).Clone()
-	tr.TLSClientConfig.Certificates = []tls.Certificate{clientCert}
-	if code, wc := get(&http.Client{Transport: tr}, ""); code != http.StatusOK || wc.Serial != "SN-w-04" {
+	if code, wc := get(withCert(f.client, clientCert), ""); code != http.StatusOK || wc.Serial != "SN-w-04" {
 		t.Errorf("approver certificate: %d", code)
 	}
 	if rsp, _ := claimsAt(t, f.client, f.url, "SN-none", approverToken); rsp.StatusCode != http.StatusNotFound {
@@ -583,6 +581,13 @@ func claimsAt(t testing.TB, c *http.Client, url, serial, token string) (*http.Re
 }
 
 func inventoryHash(s string) bool { return len(s) == 64 && strings.Trim(s, "0123456789abcdef") == "" }
+
+// withCert is a client like c that presents cert.
+func withCert(c *http.Client, cert tls.Certificate) *http.Client {
+	tr := c.Transport.(*http.Transport).Clone()
+	tr.TLSClientConfig.Certificates = []tls.Certificate{cert}
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
 
 // approverCA makes a CA and a client certificate it issued.
 func approverCA(t *testing.T) ([]byte, tls.Certificate) {

@@ -54,19 +54,7 @@ func buildSkewedFleetd(tb testing.TB, dir string, skew time.Duration) string {
 	if err := os.WriteFile(ovl, overlay, 0o600); err != nil {
 		tb.Fatal(err)
 	}
-	gomod, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	t0 := time.Now()
-	out := filepath.Join(dir, "fleetd")
-	cmd := exec.Command("go", "build", "-overlay", ovl, "-o", out, "./examples/fleetd")
-	cmd.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
-	if b, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("go build -overlay ./examples/fleetd: %v\n%s", err, b)
-	}
-	tb.Logf("built fleetd with its clock %v ahead in %v", skew, time.Since(t0).Round(10*time.Millisecond))
-	return out
+	return buildFleetd(tb, dir, "-overlay", ovl)
 }
 
 // freeze stops the process with SIGSTOP, as a host that stalls does;

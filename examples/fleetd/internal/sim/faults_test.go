@@ -151,15 +151,7 @@ func (s *stormRun) recovery(from time.Time) time.Duration {
 
 func (s *stormRun) allActive() bool {
 	devs, err := s.pf.admin.Devices(s.pf.ctx)
-	if err != nil {
-		return false
-	}
-	for _, d := range devs {
-		if d.Status != inventory.StatusActive {
-			return false
-		}
-	}
-	return true
+	return err == nil && !slices.ContainsFunc(devs, func(d inventory.Device) bool { return d.Status != inventory.StatusActive })
 }
 
 // stormStall is how long a storm may make no progress (a code answered, a

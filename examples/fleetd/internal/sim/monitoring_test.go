@@ -60,16 +60,14 @@ func TestMonitoringDeploy(t *testing.T) {
 	}
 
 	// The ServiceMonitor finds the metrics Service of the base.
-	var metricsSvc *unstructured.Unstructured
 	base := kustomize(t, deployDir)
-	for _, u := range base {
-		if u.GetKind() == "Service" && u.GetName() == "fleetd-metrics" {
-			metricsSvc = u
-		}
-	}
-	if metricsSvc == nil {
+	i := slices.IndexFunc(base, func(u *unstructured.Unstructured) bool {
+		return u.GetKind() == "Service" && u.GetName() == "fleetd-metrics"
+	})
+	if i < 0 {
 		t.Fatal("examples/deploy renders no Service fleetd-metrics")
 	}
+	metricsSvc := base[i]
 	sm := byKind["ServiceMonitor"]
 	if sm.GetNamespace() != metricsSvc.GetNamespace() {
 		t.Errorf("the ServiceMonitor is in namespace %q, the Service in %q", sm.GetNamespace(), metricsSvc.GetNamespace())
@@ -94,20 +92,15 @@ func TestMonitoringDeploy(t *testing.T) {
 		t.Fatalf("the ServiceMonitor has %d endpoints, want 1", len(eps))
 	}
 	ep := eps[0].(map[string]any)
-	found := false
-	for _, p := range ports {
-		found = found || p.(map[string]any)["name"] == ep["port"]
-	}
+	found := slices.ContainsFunc(ports, func(p any) bool { return p.(map[string]any)["name"] == ep["port"] })
 	if !found || ep["path"] != "/metrics" {
 		t.Errorf("the ServiceMonitor scrapes port %v at %v; fleetd-metrics has ports %v, fleetd serves /metrics", ep["port"], ep["path"], ports)
 	}
-	job := false
 	rl, _, _ := unstructured.NestedSlice(ep, "relabelings")
-	for _, r := range rl {
+	if !slices.ContainsFunc(rl, func(r any) bool {
 		m := r.(map[string]any)
-		job = job || (m["targetLabel"] == "job" && m["replacement"] == "fleetd" && m["sourceLabels"] == nil)
-	}
-	if !job {
+		return m["targetLabel"] == "job" && m["replacement"] == "fleetd" && m["sourceLabels"] == nil
+	}) {
 		t.Errorf("the ServiceMonitor's relabelings %v do not name the job fleetd, which the rules select", rl)
 	}
 

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,20 +33,22 @@ import (
 	"github.com/fleetkit/fleet/inventory"
 )
 
-// buildFleetd builds fleetd with go build into dir, and returns its path.
-func buildFleetd(tb testing.TB, dir string) string {
+// buildFleetd builds fleetd with go build and flags into dir, and returns
+// its path.
+func buildFleetd(tb testing.TB, dir string, flags ...string) string {
 	tb.Helper()
 	gomod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		testenv.Unavailable(tb, "cannot build fleetd: go env GOMOD: %v", err)
 	}
 	t0 := time.Now()
-	cmd := exec.Command("go", "build", "-o", dir+"/", "./examples/fleetd")
+	args := slices.Concat([]string{"build"}, flags, []string{"-o", dir + "/", "./examples/fleetd"})
+	cmd := exec.Command("go", args...)
 	cmd.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
 	if out, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("go build ./examples/fleetd: %v\n%s", err, out)
+		tb.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	tb.Logf("built fleetd in %v", time.Since(t0).Round(10*time.Millisecond))
+	tb.Logf("built fleetd (go %s) in %v", strings.Join(args, " "), time.Since(t0).Round(10*time.Millisecond))
 	return filepath.Join(dir, "fleetd")
 }
 
@@ -479,9 +482,10 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 				// The whole logs go to files that outlive the test.
 				dir, err := os.MkdirTemp("", "fleetd-logs-")
 				for _, p := range procs {
-					tb.Logf("%s's log (last 2 KB):\n%s", p.name, tail(p.log.String(), 2048))
+					l := p.log.String()
+					tb.Logf("%s's log (last 2 KB):\n%s", p.name, l[max(0, len(l)-2048):])
 					if err == nil {
-						err = os.WriteFile(filepath.Join(dir, p.name+".log"), []byte(p.log.String()), 0o644)
+						err = os.WriteFile(filepath.Join(dir, p.name+".log"), []byte(l), 0o644)
 					}
 				}
 				if err == nil {
@@ -524,14 +528,6 @@ func lastLine(s string) string {
 	s = strings.TrimRight(s, "\n")
 	l := s[strings.LastIndexByte(s, '\n')+1:]
 	return l[:min(len(l), 500)]
-}
-
-// tail is the last n bytes of s.
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[len(s)-n:]
 }
 
 // fetchLog counts, by install code, the config fetches whose answer was

@@ -6,7 +6,6 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -279,29 +278,24 @@ func TestReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	withCert := func(c tls.Certificate) *http.Client {
-		tr := r.client.Transport.(*http.Transport).Clone()
-		tr.TLSClientConfig.Certificates = []tls.Certificate{c}
-		return &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	}
 	for name, c := range map[string]struct {
 		client *http.Client
 		token  string
 	}{
 		"the token without a client certificate":       {r.client, token},
-		"the token with another certificate":           {withCert(other.TLS), token},
-		"the replicas' certificate without the token":  {withCert(r.cert), ""},
-		"the replicas' certificate with a wrong token": {withCert(r.cert), strings.Repeat("0", 64)},
+		"the token with another certificate":           {withCert(r.client, other.TLS), token},
+		"the replicas' certificate without the token":  {withCert(r.client, r.cert), ""},
+		"the replicas' certificate with a wrong token": {withCert(r.client, r.cert), strings.Repeat("0", 64)},
 	} {
 		if status := lend(c.client, r.peerURLs[1], c.token); status != http.StatusUnauthorized {
 			t.Errorf("a lend with %s: %d, want 401", name, status)
 		}
 	}
-	if status := lend(withCert(r.cert), r.peerURLs[1], token); status != http.StatusNotFound {
+	if status := lend(withCert(r.client, r.cert), r.peerURLs[1], token); status != http.StatusNotFound {
 		t.Errorf("a lend of an unknown code with the token and the certificate: %d, want 404 (not held)", status)
 	}
 	for i, u := range r.urls {
-		if status := lend(withCert(r.cert), u, token); status != http.StatusNotFound {
+		if status := lend(withCert(r.client, r.cert), u, token); status != http.StatusNotFound {
 			t.Errorf("a lend at fleetd-%d's machines' listener, with the token and the certificate: %d, want 404", i, status)
 		}
 	}

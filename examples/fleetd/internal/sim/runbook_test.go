@@ -200,11 +200,7 @@ func TestApproveThenPowerCycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := f.admin.Plan(f.ctx, inv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.admin.Apply(f.ctx, plan); err != nil {
+	if err := f.apply(f.ctx, inv); err != nil {
 		t.Fatal(err)
 	}
 	d := f.readDevice("w-04")

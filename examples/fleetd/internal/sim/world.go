@@ -280,11 +280,7 @@ func (w *world) startNetBox(ctx context.Context, validate netboxtest.Reporter, t
 	}); err != nil {
 		return err
 	}
-	plan, err := w.admin.Plan(ctx, w.inv)
-	if err != nil {
-		return err
-	}
-	if err := w.admin.Apply(ctx, plan); err != nil {
+	if err := w.apply(ctx, w.inv); err != nil {
 		return err
 	}
 	devs, err := w.admin.Devices(ctx)
@@ -296,6 +292,16 @@ func (w *world) startNetBox(ctx context.Context, validate netboxtest.Reporter, t
 		w.devices[d.Name] = d
 	}
 	return nil
+}
+
+// apply plans inv against NetBox as the binding author (w.admin), and
+// applies the plan.
+func (w *world) apply(ctx context.Context, inv *inventory.Inventory) error {
+	plan, err := w.admin.Plan(ctx, inv)
+	if err != nil {
+		return err
+	}
+	return w.admin.Apply(ctx, plan)
 }
 
 // journalEntry is one NetBox journal line of a device.
