@@ -200,12 +200,14 @@ func TestStatusLane(t *testing.T) {
 }
 
 // fillJournal holds the worker of fleetd's journal queue until t ends,
-// and fills the queue: one line more is lost.
+// and, once the worker took the job that holds it, fills the queue: one
+// line more is lost.
 func fillJournal(t *testing.T, f *testFleet) {
-	release := make(chan struct{})
+	release, held := make(chan struct{}), make(chan struct{})
 	t.Cleanup(func() { close(release) })
 	j := f.d.Journal()
-	j.Do(func(context.Context) error { <-release; return nil })
+	j.Do(func(context.Context) error { close(held); <-release; return nil })
+	<-held
 	for j.Do(func(context.Context) error { return nil }) {
 	}
 }
