@@ -166,7 +166,10 @@ func TestAPIServerLeaderElection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const lease, renew, retry = 2 * time.Second, 1 * time.Second, 100 * time.Millisecond
+	// A renewal may take the kube-apiserver up to renew to answer: on a
+	// loaded machine one took over a second, which a shorter deadline
+	// turns into a lost Lease.
+	const lease, renew, retry = 4 * time.Second, 3 * time.Second, 200 * time.Millisecond
 	events := &leaderEvents{}
 	replicas := map[string]*replica{}
 	for _, id := range []string{"fleetd-0", "fleetd-1", "fleetd-2"} {
