@@ -224,43 +224,6 @@ func TestDryRunWouldWipe(t *testing.T) {
 	}
 }
 
-// TestDryRunRefusesFake shows the judgement of the fake machine's disks
-// refusing what the runbook says it refuses.
-func TestDryRunRefusesFake(t *testing.T) {
-	tests := []struct {
-		name         string
-		disk, serial string
-		boot         *disksafe.BootRecord
-		want         string
-	}{
-		{"the serial names the USB stick", "/dev/sdb", "4C530001230815117283", nil, "wipe: /dev/sdb is removable\n"},
-		{"another disk reports the serial", "/dev/sdb", "S4EWNX0R612345A", nil,
-			"wipe: /dev/sdb is sdb, but the disk that reports S4EWNX0R612345A is sda\n"},
-		{"the install disk is missing", "/dev/nvme0n1", "S4EWNX0R612345A", nil,
-			"wipe: /dev/nvme0n1 is missing, but the disk that reports S4EWNX0R612345A is sda\n"},
-		{"a record of another boot", "/dev/sda", "S4EWNX0R612345A",
-			&disksafe.BootRecord{BootID: "11111111-2222-3333-4444-555555555555", Attested: true, Code: secret},
-			"wipe: this boot did not pass attestation\n"},
-		{"this boot failed attestation", "/dev/sda", "S4EWNX0R612345A",
-			&disksafe.BootRecord{BootID: fakeBootID}, "wipe: this boot did not pass attestation\n"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			e := fakeEnv(t)
-			if tt.boot != nil {
-				if err := disksafe.WriteBootRecord(e.vars["FLEET_BOOT_DIR"], *tt.boot); err != nil {
-					t.Fatal(err)
-				}
-			}
-			e.vars["INSTALL_DISK"], e.vars["INSTALL_DISK_SERIAL"] = tt.disk, tt.serial
-			code, stdout, stderr := e.run(t, "-dry-run")
-			if code != 1 || !strings.HasPrefix(stderr, tt.want) || !strings.HasSuffix(stdout, "wipe: dry run: nothing wiped\n") {
-				t.Errorf("exit %d\nstdout %q\nstderr %q\nwant stderr starting %q", code, stdout, stderr, tt.want)
-			}
-		})
-	}
-}
-
 // A Workflow whose install_code_sha256 is not the digest of the code this
 // boot received wipes nothing: the run is refused before the pull, and no
 // wipe is recorded. With the right digest the same run goes on to the pull.

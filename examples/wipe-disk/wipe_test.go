@@ -62,44 +62,48 @@ func assertUntouched(t *testing.T, cfg *disksafe.Config, file string) {
 
 var sda = disksafe.Target{Disk: "/dev/sda", Serial: "S4EWNX0R612345A"}
 
-func TestWipeRefusalPullsNothing(t *testing.T) {
-	_, boot, cfg, file := wipeFixture(t)
-	p := &recordingPuller{}
-	_, err := wipe(t.Context(), disksafe.Target{Disk: "/dev/sda", Serial: "4C530001230815117283"}, testImage, boot, p, cfg)
-	if !errors.Is(err, disksafe.ErrWrongDisk) {
-		t.Fatalf("wipe = %v, want ErrWrongDisk", err)
-	}
-	if len(p.pulls) != 0 {
-		t.Errorf("a refused wipe pulled %q", p.pulls)
-	}
-	assertUntouched(t, cfg, file)
-}
-
+// TestWipePullFails runs wipe where it must wipe nothing before the wipe
+// itself: a refusal pulls nothing, and an image that cannot be pulled is
+// the runbook's line.
 func TestWipePullFails(t *testing.T) {
-	_, boot, cfg, file := wipeFixture(t)
-	p := &recordingPuller{err: errors.New("Error response from daemon: manifest for ghcr.io/siderolabs/installer:v1.13.9 not found: manifest unknown\n")}
-	_, err := wipe(t.Context(), sda, testImage, boot, p, cfg)
-	want := "wipe: the installer image ghcr.io/siderolabs/installer:v1.13.9 cannot be pulled (Error response from daemon: manifest for ghcr.io/siderolabs/installer:v1.13.9 not found: manifest unknown); nothing wiped"
-	if err == nil || err.Error() != want {
-		t.Fatalf("wipe = %v\nwant %s", err, want)
+	manifest := errors.New("Error response from daemon: manifest for ghcr.io/siderolabs/installer:v1.13.9 not found: manifest unknown\n")
+	for _, tt := range []struct {
+		name  string
+		tg    disksafe.Target
+		p     *recordingPuller // nil: no puller is configured
+		want  []error          // what errors.Is finds
+		text  string
+		pulls []string
+	}{
+		{"a refusal", disksafe.Target{Disk: "/dev/sda", Serial: "4C530001230815117283"}, &recordingPuller{}, []error{disksafe.ErrWrongDisk},
+			"wipe: /dev/sda is sda, but the disk that reports 4C530001230815117283 is sdb", nil},
+		{"the pull fails", sda, &recordingPuller{err: manifest}, []error{errPull, manifest},
+			"wipe: the installer image ghcr.io/siderolabs/installer:v1.13.9 cannot be pulled (Error response from daemon: manifest for ghcr.io/siderolabs/installer:v1.13.9 not found: manifest unknown); nothing wiped",
+			[]string{testImage}},
+		{"no puller", sda, nil, []error{errPull},
+			"wipe: the installer image ghcr.io/siderolabs/installer:v1.13.9 cannot be pulled (no puller is configured); nothing wiped", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, boot, cfg, file := wipeFixture(t)
+			var p puller
+			if tt.p != nil {
+				p = tt.p
+			}
+			_, err := wipe(t.Context(), tt.tg, testImage, boot, p, cfg)
+			if err == nil || err.Error() != tt.text {
+				t.Fatalf("wipe = %v\nwant %s", err, tt.text)
+			}
+			for _, w := range tt.want {
+				if !errors.Is(err, w) {
+					t.Errorf("errors.Is(%v, %v) = false", err, w)
+				}
+			}
+			if tt.p != nil && !slices.Equal(tt.p.pulls, tt.pulls) {
+				t.Errorf("pulls = %q, want %q", tt.p.pulls, tt.pulls)
+			}
+			assertUntouched(t, cfg, file)
+		})
 	}
-	if !errors.Is(err, errPull) || !errors.Is(err, p.err) {
-		t.Errorf("errors.Is does not find errPull and the puller's error in %v", err)
-	}
-	if !slices.Equal(p.pulls, []string{testImage}) {
-		t.Errorf("pulls = %q", p.pulls)
-	}
-	assertUntouched(t, cfg, file)
-}
-
-func TestWipeNoPuller(t *testing.T) {
-	_, boot, cfg, file := wipeFixture(t)
-	_, err := wipe(t.Context(), sda, testImage, boot, nil, cfg)
-	want := "wipe: the installer image ghcr.io/siderolabs/installer:v1.13.9 cannot be pulled (no puller is configured); nothing wiped"
-	if err == nil || err.Error() != want || !errors.Is(err, errPull) {
-		t.Fatalf("wipe = %v, want %s", err, want)
-	}
-	assertUntouched(t, cfg, file)
 }
 
 // TestWipeRechecksAfterPull changes the machine while the image is pulled:
@@ -140,7 +144,8 @@ func TestWipeRechecksAfterPull(t *testing.T) {
 }
 
 // TestRunbookLines runs the action on the fake machine into each wipe line
-// the runbook quotes, and checks that it prints that line word for word.
+// the runbook quotes, and checks that it prints that line word for word, a
+// refusal's first on stderr with exit 1, and a dry run's verdict last.
 func TestRunbookLines(t *testing.T) {
 	stick := func(root fstest.MapFS) {
 		usb := "sys/devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0/block/sdb"
@@ -163,6 +168,8 @@ func TestRunbookLines(t *testing.T) {
 			want: "wipe: no disk reports the serial S9\n"},
 		{name: "another disk reports the serial", disk: "/dev/sdb", serial: "S4EWNX0R612345A",
 			want: "wipe: /dev/sdb is sdb, but the disk that reports S4EWNX0R612345A is sda\n"},
+		{name: "the install disk is missing", disk: "/dev/nvme0n1", serial: "S4EWNX0R612345A",
+			want: "wipe: /dev/nvme0n1 is missing, but the disk that reports S4EWNX0R612345A is sda\n"},
 		{name: "removable", disk: "/dev/sdb", serial: "4C530001230815117283",
 			want: "wipe: /dev/sdb is removable\n"},
 		{name: "on USB", disk: "/dev/sdb", serial: "4C530001230815117283", machine: stick,
@@ -173,6 +180,9 @@ func TestRunbookLines(t *testing.T) {
 		{name: "no serial", disk: "/dev/sda",
 			want: "wipe: no install disk serial is declared\n"},
 		{name: "not attested", disk: "/dev/sda", serial: "S4EWNX0R612345A", boot: &disksafe.BootRecord{BootID: fakeBootID},
+			want: "wipe: this boot did not pass attestation\n"},
+		{name: "a record of another boot", disk: "/dev/sda", serial: "S4EWNX0R612345A",
+			boot: &disksafe.BootRecord{BootID: "11111111-2222-3333-4444-555555555555", Attested: true, Code: secret},
 			want: "wipe: this boot did not pass attestation\n"},
 		{name: "no install code", disk: "/dev/sda", serial: "S4EWNX0R612345A", boot: &disksafe.BootRecord{BootID: fakeBootID, Attested: true},
 			want: "wipe: no install code\n"},
@@ -204,13 +214,13 @@ func TestRunbookLines(t *testing.T) {
 				if tt.pull != "" {
 					e.vars["PULL_COMMAND"] = tt.pull
 				}
-				_, stdout, stderr := e.run(t, args...)
-				out := stderr
+				code, stdout, stderr := e.run(t, args...)
+				said, wantCode := strings.HasPrefix(stderr, tt.want), 1
 				if tt.onStdout {
-					out = stdout
+					said, wantCode = strings.Contains(stdout, "\n"+tt.want), 0
 				}
-				if !strings.HasPrefix(out, tt.want) && !strings.Contains(out, "\n"+tt.want) {
-					t.Errorf("output lacks the runbook's line %q:\nstdout %q\nstderr %q", tt.want, stdout, stderr)
+				if !said || code != wantCode || (dry && !strings.HasSuffix(stdout, "wipe: dry run: nothing wiped\n")) {
+					t.Errorf("exit %d, want %d; want the runbook's line %q:\nstdout %q\nstderr %q", code, wantCode, tt.want, stdout, stderr)
 				}
 			})
 		}
