@@ -96,6 +96,12 @@ func TestTransport(t *testing.T) {
 		{"loop, udev's ID_BUS", "loop0", loop, map[string]string{"ID_BUS": "ata"}, false, "loop"},
 		{"loop on usb", "loop0", loop, map[string]string{"ID_BUS": "usb"}, true, "usb"},
 		{"nothing known", "sda", "", nil, false, ""},
+		{"a virtual path says nothing", "zram0", loop, nil, false, ""},
+		{"usb path through a hub's ports", "sdc", "/sys/devices/platform/xhci/3-1.4.2/3-1.4.2:1.0/host7/target7:0:0/7:0:0:0/block/sdc", nil, true, "usb"},
+		{"virtio path", "vda", "/sys/devices/pci0000:00/0000:00:02.0/virtio1/block/vda", nil, false, "virtio"},
+		{"mmc path", "mmcblk0", "/sys/devices/pci0000:00/0000:00:1a.0/mmc_host/mmc0/mmc0:aaaa/block/mmcblk0", nil, false, "mmc"},
+		// Not USB: PCI addresses, SCSI addresses, names with letters.
+		{"no usb in the path", "sde", "/sys/devices/pci0000:00/0000:00:14.0/usbx/1-/-1/1-1:/1-1:1/1-a/usb/host0/block/sde", nil, false, "scsi"},
 	}
 	for _, tt := range tests {
 		usb, tr := transport(tt.disk, tt.sysPath, tt.udev)

@@ -231,31 +231,6 @@ func TestResolve(t *testing.T) {
 	}
 }
 
-func TestDevicePath(t *testing.T) {
-	tests := []struct {
-		p         string
-		usb       bool
-		transport string
-	}{
-		{"sys/devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0/block/sda", false, "ata"},
-		{"sys/devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0/block/sdb", true, "usb"},
-		{"sys/devices/platform/xhci/3-1.4.2/3-1.4.2:1.0/host7/target7:0:0/7:0:0:0/block/sdc", true, "usb"},
-		{"sys/devices/pci0000:00/0000:00:1d.0/0000:3d:00.0/nvme/nvme0/nvme0n1", false, "nvme"},
-		{"sys/devices/pci0000:00/0000:00:02.0/virtio1/block/vda", false, "virtio"},
-		{"sys/devices/pci0000:00/0000:00:1a.0/mmc_host/mmc0/mmc0:aaaa/block/mmcblk0", false, "mmc"},
-		{"sys/devices/pci0000:00/0000:00:10.0/host2/target2:0:0/2:0:0:0/block/sdd", false, "scsi"},
-		{"sys/devices/virtual/block/loop0", false, ""},
-		// Not USB: PCI addresses, SCSI addresses, names with letters.
-		{"sys/devices/pci0000:00/0000:00:14.0/usbx/1-/-1/1-1:/1-1:1/1-a/usb/host0/block/sde", false, "scsi"},
-	}
-	for _, tt := range tests {
-		usb, tr := devicePath(tt.p)
-		if usb != tt.usb || tr != tt.transport {
-			t.Errorf("devicePath(%s) = %t, %q; want %t, %q", tt.p, usb, tr, tt.usb, tt.transport)
-		}
-	}
-}
-
 func TestReadFileBounds(t *testing.T) {
 	tr := newTree()
 	for _, n := range []int{0, 1, 63, 64, 65, 4096, maxAttr} {
