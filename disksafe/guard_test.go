@@ -2,6 +2,7 @@ package disksafe
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -20,36 +21,30 @@ func wiped(disk string) WipeRecord {
 }
 
 func TestCheckWiped(t *testing.T) {
-	dir := t.TempDir()
-	writeWipeRecord(t, dir, wiped("/dev/sda"))
-	if err := CheckWiped("/dev/sda", testBootID, &Config{StateDir: dir}); err != nil {
-		t.Fatalf("CheckWiped = %v", err)
-	}
-}
-
-func TestCheckWipedRefusals(t *testing.T) {
+	const (
+		resumed  = "install: this run resumed in a new boot after wipe-disk; nothing installed; set desired_action to provision"
+		notWiped = "install: wipe-disk did not wipe %s in this boot; nothing installed; set desired_action to provision"
+	)
+	unfinished := wiped("/dev/sda")
+	unfinished.Wiped = false
 	tests := []struct {
 		name   string
 		record *WipeRecord
 		raw    string
 		bootID string
 		disk   string
-		want   error
+		want   error // nil: the install may go on
 		text   string
 	}{
-		{name: "no record: a new boot's empty /workflow", bootID: testBootID, disk: "/dev/sda", want: ErrResumedRun,
-			text: "install: this run resumed in a new boot after wipe-disk; nothing installed; set desired_action to provision"},
+		{name: "this boot wiped the disk", bootID: testBootID, disk: "/dev/sda", record: new(wiped("/dev/sda"))},
+		{name: "no record: a new boot's empty /workflow", bootID: testBootID, disk: "/dev/sda", want: ErrResumedRun, text: resumed},
 		{name: "record of another boot", bootID: "00000000-0000-4000-8000-000000000000", disk: "/dev/sda", record: new(wiped("/dev/sda")),
-			want: ErrResumedRun, text: "install: this run resumed in a new boot after wipe-disk; nothing installed; set desired_action to provision"},
-		{name: "this boot's ID unknown", bootID: "", disk: "/dev/sda", record: new(wiped("/dev/sda")), want: ErrResumedRun,
-			text: "install: this run resumed in a new boot after wipe-disk; nothing installed; set desired_action to provision"},
+			want: ErrResumedRun, text: resumed},
+		{name: "this boot's ID unknown", bootID: "", disk: "/dev/sda", record: new(wiped("/dev/sda")), want: ErrResumedRun, text: resumed},
 		{name: "record of another disk", bootID: testBootID, disk: "/dev/sdb", record: new(wiped("/dev/sda")), want: ErrNotWiped,
-			text: "install: wipe-disk did not wipe /dev/sdb in this boot; nothing installed; set desired_action to provision"},
-		{name: "wipe did not finish", bootID: testBootID, disk: "/dev/sda",
-			record: func() *WipeRecord { r := wiped("/dev/sda"); r.Wiped = false; return &r }(), want: ErrNotWiped,
-			text: "install: wipe-disk did not wipe /dev/sda in this boot; nothing installed; set desired_action to provision"},
-		{name: "unreadable record", bootID: testBootID, disk: "/dev/sda", raw: "{not json", want: ErrNotWiped,
-			text: "install: wipe-disk did not wipe /dev/sda in this boot; nothing installed; set desired_action to provision"},
+			text: fmt.Sprintf(notWiped, "/dev/sdb")},
+		{name: "wipe did not finish", bootID: testBootID, disk: "/dev/sda", record: &unfinished, want: ErrNotWiped, text: fmt.Sprintf(notWiped, "/dev/sda")},
+		{name: "unreadable record", bootID: testBootID, disk: "/dev/sda", raw: "{not json", want: ErrNotWiped, text: fmt.Sprintf(notWiped, "/dev/sda")},
 		{name: "no disk declared", bootID: testBootID, record: new(wiped("")), want: ErrNoInstallDisk, text: "install: no install disk is declared"},
 	}
 	for _, tt := range tests {
@@ -62,11 +57,8 @@ func TestCheckWipedRefusals(t *testing.T) {
 				os.WriteFile(filepath.Join(dir, WipeRecordFile), []byte(tt.raw), 0o600)
 			}
 			err := CheckWiped(tt.disk, tt.bootID, &Config{StateDir: dir})
-			if !errors.Is(err, tt.want) {
-				t.Errorf("CheckWiped = %v, want %v", err, tt.want)
-			}
-			if err == nil || err.Error() != tt.text {
-				t.Errorf("CheckWiped error:\n got %v\nwant %s", err, tt.text)
+			if !errors.Is(err, tt.want) || errText(err) != tt.text {
+				t.Errorf("CheckWiped = %v\nwant %v: %s", err, tt.want, tt.text)
 			}
 		})
 	}
