@@ -109,15 +109,6 @@ func TestFindESPRefuses(t *testing.T) {
 		b[off] ^= 0xff
 		return b
 	}
-	// header changes the primary header, and computes its CRC again.
-	header := func(edit func(h []byte)) []byte {
-		b := bytes.Clone(good)
-		h := b[512 : 512+92]
-		edit(h)
-		binary.LittleEndian.PutUint32(h[16:], 0)
-		binary.LittleEndian.PutUint32(h[16:], crc32.ChecksumIEEE(h))
-		return b
-	}
 	tests := []struct {
 		name string
 		img  []byte
@@ -130,10 +121,6 @@ func TestFindESPRefuses(t *testing.T) {
 		{"no ESP", makeGPT(512, 4096, talosLayout(guid)[1:]), "no EFI system partition"},
 		{"two ESPs", makeGPT(512, 4096, append(talosLayout(guid), gptPart{espTypeText, "00000000-1111-4222-8333-444444444444", 4001, 4050})),
 			"more than one EFI system partition: partition 1 (" + guid + "), partition 5 (00000000-1111-4222-8333-444444444444)"},
-		{"entries past the end", header(func(h []byte) { binary.LittleEndian.PutUint64(h[72:], 1<<40) }),
-			"no GUID partition table: 128 entries of 128 bytes at LBA 1099511627776"},
-		{"a huge entry array", header(func(h []byte) { binary.LittleEndian.PutUint32(h[80:], 1<<30) }),
-			"no GUID partition table: 1073741824 entries of 128 bytes at LBA 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
