@@ -8,31 +8,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestSerials(t *testing.T) {
-	tests := []struct {
-		name    string
-		sources []SerialSource
-		serial  string
-		all     []string
-		agree   bool
-	}{
-		{"none", nil, "", nil, true},
-		{"one", []SerialSource{{"a", "S1"}}, "S1", []string{"S1"}, true},
-		{"two alike", []SerialSource{{"a", "S1"}, {"b", "S1"}}, "S1", []string{"S1"}, true},
-		{"udev's spelling", []SerialSource{{"a", "WD WX12"}, {"b", "WD_WX12"}}, "WD WX12", []string{"WD WX12", "WD_WX12"}, true},
-		{"udev's spelling first", []SerialSource{{"a", "WD_WX12"}, {"b", "WD WX12"}}, "WD_WX12", []string{"WD_WX12", "WD WX12"}, true},
-		{"two differ", []SerialSource{{"a", "S1"}, {"b", "S2"}}, "", []string{"S1", "S2"}, false},
-		{"case counts", []SerialSource{{"a", "s1"}, {"b", "S1"}}, "", []string{"s1", "S1"}, false},
-		{"the third differs", []SerialSource{{"a", "S1"}, {"b", "S1"}, {"c", "S3"}, {"d", "S1"}}, "", []string{"S1", "S3"}, false},
-	}
-	for _, tt := range tests {
-		serial, all, agree := serials(tt.sources)
-		if serial != tt.serial || !cmp.Equal(all, tt.all) || agree != tt.agree {
-			t.Errorf("%s: serials = %q, %q, %t; want %q, %q, %t", tt.name, serial, all, agree, tt.serial, tt.all, tt.agree)
-		}
-	}
-}
-
 func TestSerialSources(t *testing.T) {
 	const dir = "sys/block/sda"
 	tests := []struct {

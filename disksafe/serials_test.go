@@ -130,10 +130,14 @@ func TestListSerialAgreement(t *testing.T) {
 		{"no place", fakeDisk{}, true, "", nil, nil},
 		{"two places alike", fakeDisk{files: map[string]string{"device/serial": " S1 \n"}, udev: "E:ID_SERIAL_SHORT=S1\n"}, true, "S1", []string{"S1"}, []string{"S1"}},
 		{"two places apart", fakeDisk{files: map[string]string{"device/serial": "S1"}, udev: "E:ID_SERIAL_SHORT=S2\n"}, false, "", []string{"S1", "S2"}, nil},
+		{"case counts", fakeDisk{files: map[string]string{"device/serial": "s1"}, udev: "E:ID_SERIAL_SHORT=S1\n"}, false, "", []string{"s1", "S1"}, nil},
 		{"udev's spelling", fakeDisk{files: map[string]string{"device/vpd_pg80": vpd80("AB  C*D")}, udev: "E:ID_SERIAL_SHORT=AB_C_D\n"}, true, "AB  C*D", []string{"AB  C*D", "AB_C_D"}, []string{"AB  C*D", "AB_C_D"}},
 		{"not udev's spelling", fakeDisk{files: map[string]string{"device/vpd_pg80": vpd80("AB  C*D")}, udev: "E:ID_SERIAL_SHORT=AB__C_D\n"}, false, "", []string{"AB  C*D", "AB__C_D"}, nil},
 		{"a longer serial", fakeDisk{files: map[string]string{"serial": "S1"}, udev: "E:ID_SERIAL_SHORT=S1X\n"}, false, "", []string{"S1", "S1X"}, nil},
 		{"scsi_id's WWN left out", fakeDisk{udev: "E:ID_SERIAL_SHORT=5000c500a1b2c3d4\nE:ID_SCSI_SERIAL=ZA1\n"}, true, "ZA1", []string{"ZA1"}, []string{"ZA1"}},
+		{"udev's spelling first", fakeDisk{files: map[string]string{"device/serial": "AB_C_D", "serial": "AB  C*D"}}, true, "AB_C_D", []string{"AB_C_D", "AB  C*D"}, []string{"AB_C_D", "AB  C*D"}},
+		{"the third of four places disagrees", fakeDisk{files: map[string]string{"device/serial": "S1", "serial": "S1", "device/vpd_pg80": vpd80("S3")}, udev: "E:ID_SERIAL_SHORT=S1\n"},
+			false, "", []string{"S1", "S3"}, nil},
 		{"a third place disagrees", fakeDisk{files: map[string]string{"device/serial": "S1", "serial": "S1"}, udev: "E:ID_SCSI_SERIAL=S2\n"}, false, "", []string{"S1", "S2"}, nil},
 	}
 	for _, tt := range tests {
