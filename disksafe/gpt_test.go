@@ -44,14 +44,15 @@ func put64(off int, v uint64) func([]byte) {
 }
 
 func TestReadGPT(t *testing.T) {
-	img := gptImage(t, 1<<20, 128, gptEntry{34, 1000}, gptEntry{1001, 2000})
+	// The second partition ends at the disk's last LBA.
+	img := gptImage(t, 1<<20, 128, gptEntry{34, 1000}, gptEntry{1001, 2047})
 	g, err := ReadGPT(bytes.NewReader(img), int64(len(img)), 512)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []Partition{
 		{Index: 1, Type: linuxType, FirstLBA: 34, LastLBA: 1000},
-		{Index: 2, Type: linuxType, FirstLBA: 1001, LastLBA: 2000},
+		{Index: 2, Type: linuxType, FirstLBA: 1001, LastLBA: 2047},
 	}
 	want[0].ID[0], want[1].ID[0] = 1, 2
 	if g.SectorSize != 512 || len(g.Partitions) != 2 || g.Partitions[0] != want[0] || g.Partitions[1] != want[1] {
@@ -98,6 +99,7 @@ func TestReadGPTRefuses(t *testing.T) {
 		{"more than 1 MiB of entries", withHeader(gptImage(t, 4<<20, 128, gptEntry{34, 1000}), put32(80, 257), put32(84, 4096)),
 			512, "257 entries of 4096 bytes at LBA 2"},
 		{"a partition past the end", gptImage(t, 1<<20, 128, gptEntry{34, 4096}), 512, "partition 1 (LBA 34 to 4096) lies outside a disk of 2048 sectors"},
+		{"a partition one past the last LBA", gptImage(t, 1<<20, 128, gptEntry{34, 2048}), 512, "partition 1 (LBA 34 to 2048) lies outside a disk of 2048 sectors"},
 		{"a partition that ends before it starts", gptImage(t, 1<<20, 128, gptEntry{100, 99}), 512, "partition 1 (LBA 100 to 99) lies outside"},
 	}
 	for _, tt := range tests {

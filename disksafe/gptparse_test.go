@@ -52,25 +52,3 @@ func TestParseGPTHeader(t *testing.T) {
 		}
 	}
 }
-
-func TestParseGPTEntries(t *testing.T) {
-	img := gptImage(t, 1<<20, 128, gptEntry{34, 1000}, gptEntry{1001, 2047})
-	const last = 1<<20/512 - 1
-	h, err := parseGPTHeader(img[512:1024], 1, last)
-	if err != nil {
-		t.Fatal(err)
-	}
-	arr := img[2*512 : 2*512+128*128]
-	g, err := parseGPTEntries(arr, h, 512, last)
-	if err != nil || g.SectorSize != 512 || len(g.Partitions) != 2 || g.Partitions[1].Index != 2 || g.Partitions[1].LastLBA != last {
-		t.Errorf("parseGPTEntries = %+v, %v", g, err)
-	}
-	if _, err := parseGPTEntries(arr, h, 512, last-1); err == nil || !strings.Contains(err.Error(), "partition 2 (LBA 1001 to 2047) lies outside a disk of 2047 sectors") {
-		t.Errorf("parseGPTEntries of a shorter disk = %v", err)
-	}
-	bad := h
-	bad.entriesCRC++
-	if _, err := parseGPTEntries(arr, bad, 512, last); !errors.Is(err, ErrNoGPT) || !strings.Contains(err.Error(), "the entries' CRC does not check") {
-		t.Errorf("parseGPTEntries with another CRC = %v", err)
-	}
-}
