@@ -56,14 +56,6 @@ func TestCheckCode(t *testing.T) {
 	if err := CheckCode(tg, goodBoot()); err != nil {
 		t.Fatalf("CheckCode = %v", err)
 	}
-	other := goodBoot()
-	other.Record.BootID = "00000000-aaaa-bbbb-cccc-dddddddddddd"
-	failed := goodBoot()
-	failed.Record.Attested = false
-	noCode := goodBoot()
-	noCode.Record.Code = ""
-	wrong := goodBoot()
-	wrong.Record.Code = "ic-someone-elses"
 	for _, tt := range []struct {
 		name  string
 		boot  Boot
@@ -71,10 +63,10 @@ func TestCheckCode(t *testing.T) {
 		cause error
 	}{
 		{"no record", Boot{ID: testBootID}, ErrNotAttested, errNoRecord},
-		{"another boot's record", other, ErrNotAttested, errOtherBoot},
-		{"a boot that did not pass", failed, ErrNotAttested, errNotAttested},
-		{"no code", noCode, ErrNoInstallCode, nil},
-		{"another code", wrong, ErrInstallCodeMismatch, nil},
+		{"another boot's record", bootWith(func(r *BootRecord) { r.BootID = "00000000-aaaa-bbbb-cccc-dddddddddddd" }), ErrNotAttested, errOtherBoot},
+		{"a boot that did not pass", bootWith(func(r *BootRecord) { r.Attested = false }), ErrNotAttested, errNotAttested},
+		{"no code", bootWith(func(r *BootRecord) { r.Code = "" }), ErrNoInstallCode, nil},
+		{"another code", bootWith(func(r *BootRecord) { r.Code = "ic-someone-elses" }), ErrInstallCodeMismatch, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := CheckCode(tg, tt.boot)

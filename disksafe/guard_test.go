@@ -9,13 +9,6 @@ import (
 	"time"
 )
 
-func writeWipeRecord(t *testing.T, dir string, r WipeRecord) {
-	t.Helper()
-	if err := writeJSON(dir, WipeRecordFile, r); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func wiped(disk string) WipeRecord {
 	return WipeRecord{BootID: testBootID, Disk: disk, Name: "sda", Serial: "S1", Wiped: true, Time: time.Now()}
 }
@@ -51,7 +44,9 @@ func TestCheckWiped(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			if tt.record != nil {
-				writeWipeRecord(t, dir, *tt.record)
+				if err := writeJSON(dir, WipeRecordFile, *tt.record); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if tt.raw != "" {
 				os.WriteFile(filepath.Join(dir, WipeRecordFile), []byte(tt.raw), 0o600)

@@ -147,7 +147,8 @@ func signatures(base, size int64) []signature {
 	return sigs
 }
 
-func plant(t *testing.T, w io.WriterAt, sigs []signature) {
+// plant writes each of sigs at its offset.
+func plant(t testing.TB, w io.WriterAt, sigs []signature) {
 	t.Helper()
 	for _, s := range sigs {
 		if _, err := w.WriteAt(s.data, s.off); err != nil {
@@ -211,20 +212,13 @@ func writeGPT(t testing.TB, w io.WriterAt, size int64, parts []gptEntry, n int) 
 		binary.LittleEndian.PutUint32(h[16:], crc32.ChecksumIEEE(h[:92]))
 		return h
 	}
-	for _, x := range []struct {
-		off  int64
-		data []byte
-	}{
-		{0, mbr},
-		{ss, header(1, last, 2)},
-		{2 * ss, entries},
-		{(last - entrySectors) * ss, entries},
-		{last * ss, header(last, 1, last-entrySectors)},
-	} {
-		if _, err := w.WriteAt(x.data, x.off); err != nil {
-			t.Fatal(err)
-		}
-	}
+	plant(t, w, []signature{
+		{"protective MBR", 0, mbr},
+		{"primary GPT", ss, header(1, last, 2)},
+		{"primary entries", 2 * ss, entries},
+		{"backup entries", (last - entrySectors) * ss, entries},
+		{"backup GPT", last * ss, header(last, 1, last-entrySectors)},
+	})
 }
 
 func TestEraseSignatures(t *testing.T) {
@@ -246,9 +240,7 @@ func TestEraseSignatures(t *testing.T) {
 	// A byte far from every signature, to show the wipe erases signatures
 	// and not everything.
 	marker := []byte("user data that no signature region covers")
-	if _, err := dev.WriteAt(marker, 150*mib); err != nil {
-		t.Fatal(err)
-	}
+	plant(t, dev, []signature{{"marker", 150 * mib, marker}})
 	if got := partitionTables(dev, size, 512); !cmp.Equal(got, []extent{{mib, 199 * mib}, p2, {mib, 199 * mib}, p2}, cmp.AllowUnexported(extent{})) {
 		t.Fatalf("partitionTables = %v", got)
 	}
@@ -324,9 +316,7 @@ func TestPartitionTablesMBR(t *testing.T) {
 	put(0, 0x83, 2048, 8192)
 	put(1, 0x05, 20480, 40960) // extended
 	sec[510], sec[511] = 0x55, 0xaa
-	if _, err := dev.WriteAt(sec, 0); err != nil {
-		t.Fatal(err)
-	}
+	plant(t, dev, []signature{{"MBR", 0, sec}})
 	// Two logical partitions chained from the extended one.
 	ebr := func(at int64, start, n, next uint32) {
 		b := make([]byte, 512)
@@ -339,9 +329,7 @@ func TestPartitionTablesMBR(t *testing.T) {
 			binary.LittleEndian.PutUint32(b[462+12:], 1000)
 		}
 		b[510], b[511] = 0x55, 0xaa
-		if _, err := dev.WriteAt(b, at*512); err != nil {
-			t.Fatal(err)
-		}
+		plant(t, dev, []signature{{"EBR", at * 512, b}})
 	}
 	ebr(20480, 63, 1000, 4096)
 	ebr(20480+4096, 63, 2000, 0)
@@ -362,12 +350,7 @@ func TestPartitionTablesBadGPT(t *testing.T) {
 	writeGPT(t, dev, 64*mib, []gptEntry{{2048, 4095}}, 128)
 	// Break the primary header's CRC and the backup's entries: nothing
 	// left to trust.
-	if _, err := dev.WriteAt([]byte{0xff}, 512+40); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dev.WriteAt([]byte{0xff}, (64*mib/512-33)*512+32); err != nil {
-		t.Fatal(err)
-	}
+	plant(t, dev, []signature{{"primary header", 512 + 40, []byte{0xff}}, {"backup entries", (64*mib/512-33)*512 + 32, []byte{0xff}}})
 	if got := partitionTables(dev, 64*mib, 512); len(got) != 0 {
 		t.Errorf("partitionTables of damaged GPTs = %v, want none", got)
 	}
