@@ -25,14 +25,11 @@ type layout struct {
 }
 
 type truth struct {
-	name                 string
-	listed               bool     // a disk List must list
-	serials              []string // every spelling its places hold
-	agree                bool     // its places name one serial of serialPool
-	removable, usb, ro   bool
-	usbByUdev, usbByPath bool
-	usbByPort, sdCard    bool
-	mmc                  bool
+	name               string
+	listed             bool     // a disk List must list
+	serials            []string // every spelling its places hold
+	agree              bool     // its places name one serial of serialPool
+	removable, usb, ro bool
 
 	// Flags that cannot be read: their attribute is missing, fails, or
 	// holds a value the kernel never writes; or the device path fails.
@@ -149,11 +146,10 @@ func randomLayout(i int) *layout {
 		d.removable = flag("removable", &tr.removable, &tr.removableUnknown)
 		d.ro = flag("ro", &tr.ro, &tr.roUnknown)
 		if strings.HasPrefix(name, "mmcblk") {
-			tr.mmc = true
 			switch r.IntN(8) {
 			case 0, 1, 2:
 				d.files["device/type"] = "SD\n"
-				tr.sdCard, tr.removable = true, true
+				tr.removable = true // an SD card
 			case 3:
 				d.files["device/type"] = "SDIO\n"
 				tr.mmcTypeUnknown = true
@@ -183,15 +179,14 @@ func randomLayout(i int) *layout {
 		switch r.IntN(8) {
 		case 0:
 			fmt.Fprintf(&udev, "E:ID_BUS=usb\n")
-			tr.usbByUdev = true
+			tr.usb = true
 		case 1:
 			d.sysPath = fmt.Sprintf("devices/pci0000:00/0000:00:14.0/usb%d/%d-1/%d-1:1.0/host%d/target%d:0:0/%d:0:0:0/block/%s", k+1, k+1, k+1, k, k, k, name)
-			tr.usbByPath = true
+			tr.usb = !tr.pathUnknown // a path that cannot be read tells nothing
 		case 2:
 			d.sysPath = fmt.Sprintf("devices/platform/xhci.%d/%d-2.%d/%d-2.%d:1.0/host%d/target%d:0:0/%d:0:0:0/block/%s", k, k+1, k, k+1, k, k, k, k, name)
-			tr.usbByPort = true
+			tr.usb = !tr.pathUnknown
 		}
-		tr.usb = tr.usbByUdev || (!tr.pathUnknown && (tr.usbByPath || tr.usbByPort))
 		d.udev = udev.String()
 		l.tr.add(d)
 		sp := "sys/" + d.sysPath
