@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -196,44 +197,39 @@ func TestCreatesTheEntry(t *testing.T) {
 	}
 }
 
-func TestUsesTheInstallersEntry(t *testing.T) {
-	m := newMachine(t, 17)
-	// The Talos installer's systemd-boot entry, as it writes the path.
-	m.nv.entries["0005"] = fakeEntry{label: "Talos Linux UKI", active: true,
-		path: `HD(1,GPT,` + installedGUID + `,0x800,0x200000)/File(\EFI\boot\BOOTX64.efi)`}
-	code, stdout, _ := m.run(t)
-	if code != exitDone || stdout != "next-boot: "+byID+" boots next: Boot0005 Talos Linux UKI\n" {
-		t.Fatalf("exit %d, stdout %q, calls %q", code, stdout, m.nv.calls)
-	}
-	if m.nv.next != "0005" || slices.ContainsFunc(m.nv.calls, func(c string) bool { return strings.HasPrefix(c, "--create") }) {
-		t.Errorf("BootNext %q, calls %q", m.nv.next, m.nv.calls)
-	}
-}
-
-func TestUsesTheFirmwaresEntry(t *testing.T) {
-	m := newMachine(t, 18)
-	// Firmware made an entry for the disk's fallback loader on its own, and
-	// the earlier entry of ours points at this install's ESP already.
-	m.nv.entries["0002"] = fakeEntry{label: "UEFI OS", active: true,
-		path: `HD(1,GPT,` + installedGUID + `,0x800,0x200000)/File(\EFI\BOOT\BOOTX64.EFI)0000424f`}
-	code, stdout, _ := m.run(t)
-	if code != exitDone || stdout != "next-boot: "+byID+" boots next: Boot0002 UEFI OS\n" {
-		t.Fatalf("exit %d, stdout %q, calls %q", code, stdout, m.nv.calls)
-	}
-	for _, c := range m.nv.calls {
-		if strings.HasPrefix(c, "--create") {
-			t.Errorf("created an entry: %q", c)
-		}
-	}
-
-	// Ours, when it boots this ESP, is preferred; an inactive one is not used.
-	m = newMachine(t, 17)
-	m.nv.entries["0002"] = fakeEntry{label: "UEFI OS", active: true, path: `HD(1,GPT,` + installedGUID + `,0x800,0x200000)/File(\EFI\BOOT\BOOTX64.EFI)`}
-	m.nv.entries["0003"] = fakeEntry{label: defaultLabel, active: true, path: `HD(1,GPT,` + installedGUID + `,0x800,0x200000)/File(\EFI\BOOT\BOOTX64.EFI)`}
-	m.nv.entries["0005"] = fakeEntry{label: defaultLabel, path: `HD(1,GPT,` + installedGUID + `,0x800,0x200000)/File(\EFI\BOOT\BOOTX64.EFI)`}
-	code, stdout, _ = m.run(t)
-	if code != exitDone || stdout != "next-boot: "+byID+" boots next: Boot0003 Talos (fleet)\n" || len(m.nv.entries) != 5 {
-		t.Errorf("exit %d, stdout %q, calls %q", code, stdout, m.nv.calls)
+// TestUsesAnEntry boots an entry that already boots the disk's ESP, and
+// creates none.
+func TestUsesAnEntry(t *testing.T) {
+	hd := `HD(1,GPT,` + installedGUID + `,0x800,0x200000)/File(\EFI\BOOT\BOOTX64.EFI)`
+	for _, tt := range []struct {
+		name    string
+		style   int
+		entries map[string]fakeEntry
+		want    string // the entry that boots next
+		count   int    // the entries left: ours of the earlier install's ESP is deleted
+	}{
+		{"the Talos installer's systemd-boot entry, as it writes the path", 17, map[string]fakeEntry{"0005": {label: "Talos Linux UKI", active: true,
+			path: `HD(1,GPT,` + installedGUID + `,0x800,0x200000)/File(\EFI\boot\BOOTX64.efi)`}}, "Boot0005 Talos Linux UKI", 3},
+		{"the firmware's own entry for the disk's fallback loader", 18, map[string]fakeEntry{"0002": {label: "UEFI OS", active: true, path: hd + "0000424f"}},
+			"Boot0002 UEFI OS", 3},
+		{"not an inactive one of ours", 17, map[string]fakeEntry{"0002": {label: "UEFI OS", active: true, path: hd}, "0005": {label: defaultLabel, path: hd}},
+			"Boot0002 UEFI OS", 4},
+		// Ours, when it boots this ESP, is preferred; an inactive one is not used.
+		{"ours", 17, map[string]fakeEntry{"0002": {label: "UEFI OS", active: true, path: hd}, "0003": {label: defaultLabel, active: true, path: hd},
+			"0005": {label: defaultLabel, path: hd}}, "Boot0003 Talos (fleet)", 5},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMachine(t, tt.style)
+			maps.Copy(m.nv.entries, tt.entries)
+			code, stdout, _ := m.run(t)
+			if code != exitDone || stdout != "next-boot: "+byID+" boots next: "+tt.want+"\n" {
+				t.Fatalf("exit %d, stdout %q, calls %q", code, stdout, m.nv.calls)
+			}
+			created := slices.ContainsFunc(m.nv.calls, func(c string) bool { return strings.HasPrefix(c, "--create") })
+			if m.nv.next != tt.want[4:8] || created || len(m.nv.entries) != tt.count {
+				t.Errorf("BootNext %q, %d entries, calls %q", m.nv.next, len(m.nv.entries), m.nv.calls)
+			}
+		})
 	}
 }
 
