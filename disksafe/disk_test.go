@@ -2,8 +2,10 @@ package disksafe
 
 import (
 	"errors"
+	"io/fs"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -196,7 +198,7 @@ func TestResolve(t *testing.T) {
 	tr.link("dev/disk/by-id/escape", "../../../../../../sys/block/sda")
 	tr.file("dev/notadevice", "")
 	tr.node("dev/mapper/sda") // a block node outside /dev's top level
-	tr.fs["dev/chardev"] = charDevice()
+	tr.fs["dev/chardev"] = &fstest.MapFile{Mode: fs.ModeDevice | fs.ModeCharDevice | 0o666}
 	tr.node("dev/unknown") // no sysfs entry
 
 	tests := map[string]string{

@@ -8,6 +8,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // linuxType is the Linux file system partition type writeGPTN writes.
@@ -55,8 +57,8 @@ func TestReadGPT(t *testing.T) {
 		{Index: 2, Type: linuxType, FirstLBA: 1001, LastLBA: 2047},
 	}
 	want[0].ID[0], want[1].ID[0] = 1, 2
-	if g.SectorSize != 512 || len(g.Partitions) != 2 || g.Partitions[0] != want[0] || g.Partitions[1] != want[1] {
-		t.Errorf("ReadGPT = %+v, want %+v", g, want)
+	if diff := cmp.Diff(GPT{SectorSize: 512, Partitions: want}, g); diff != "" {
+		t.Errorf("ReadGPT (-want +got):\n%s", diff)
 	}
 	if got := linuxType.String(); got != "0fc63daf-8483-4772-8e79-3d69d8477de4" {
 		t.Errorf("GUID.String = %s", got)
@@ -66,8 +68,8 @@ func TestReadGPT(t *testing.T) {
 	}
 	// The backup, at the last LBA, reads the same.
 	b, err := readGPT(bytes.NewReader(img), int64(len(img)), 512, int64(len(img))/512-1)
-	if err != nil || len(b.Partitions) != 2 || b.Partitions[1] != want[1] {
-		t.Errorf("the backup GPT = %+v, %v", b, err)
+	if err != nil || !cmp.Equal(b, g) {
+		t.Errorf("the backup GPT = %+v, %v; want %+v", b, err, g)
 	}
 }
 

@@ -256,10 +256,6 @@ func loopDisk(name, dev, serial string) fakeDisk {
 	}
 }
 
-func charDevice() *fstest.MapFile {
-	return &fstest.MapFile{Mode: fs.ModeDevice | fs.ModeCharDevice | 0o666}
-}
-
 // fastFS is a MapFS whose missing files are missing at once: MapFS looks
 // for a directory of that name through the whole map first, which makes a
 // fake machine of many disks slower than the package's own work. It
