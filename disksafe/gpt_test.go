@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// linuxType is the Linux file system partition type writeGPTN writes.
+// linuxType is the Linux file system partition type writeGPT writes.
 var linuxType = GUID{0xaf, 0x3d, 0xc6, 0x0f, 0x83, 0x84, 0x72, 0x47, 0x8e, 0x79, 0x3d, 0x69, 0xd8, 0x47, 0x7d, 0xe4}
 
 // gptImage is a disk of size bytes in 512-byte sectors with a primary and
