@@ -34,18 +34,13 @@ func digest(c string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// root is the fake root file system the boot ID is read from.
-func root() fstest.MapFS {
-	return fstest.MapFS{"proc/sys/kernel/random/boot_id": &fstest.MapFile{Data: []byte(bootID + "\n")}}
-}
-
 // env is an install action's environment: this boot's attestation record
 // with the run's code, a state directory where wipe-disk recorded its wipe
 // of /dev/sda in this boot, and a fake installer script that records its
 // arguments and environment.
 type env struct {
 	vars     map[string]string
-	root     fstest.MapFS
+	root     fstest.MapFS // the fake root file system the boot ID is read from
 	dir      string
 	argsFile string // the installer's arguments, one a line
 	metaFile string // the installer's INSTALLER_META_BASE64
@@ -58,7 +53,7 @@ func newEnv(t *testing.T, script string) *env {
 	}
 	dir := t.TempDir()
 	e := &env{
-		root:     root(),
+		root:     fstest.MapFS{"proc/sys/kernel/random/boot_id": &fstest.MapFile{Data: []byte(bootID + "\n")}},
 		dir:      dir,
 		argsFile: filepath.Join(dir, "args"),
 		metaFile: filepath.Join(dir, "meta"),
