@@ -24,13 +24,14 @@ func gptImage(t testing.TB, size, n int, parts ...gptEntry) []byte {
 }
 
 // withHeader returns a copy of img whose primary header each edit changed,
-// with the header's CRC computed again.
+// with the header's CRC computed again over the size it now says (at most
+// its sector).
 func withHeader(img []byte, edits ...func(h []byte)) []byte {
 	b := bytes.Clone(img)
 	for _, edit := range edits {
 		edit(b[512:])
 	}
-	h := b[512 : 512+92]
+	h := b[512 : 512+min(binary.LittleEndian.Uint32(b[512+12:]), 512)]
 	binary.LittleEndian.PutUint32(h[16:], 0)
 	binary.LittleEndian.PutUint32(h[16:], crc32.ChecksumIEEE(h))
 	return b
