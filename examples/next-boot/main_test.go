@@ -120,11 +120,12 @@ const (
 // (its GPT in a file in the test's /dev), and a firmware with a PXE entry
 // first in BootOrder, a shell, and an entry of ours from an earlier install.
 type machine struct {
-	root   fstest.MapFS
-	devDir string
-	nv     *nvram
-	env    map[string]string
-	mounts int
+	root     fstest.MapFS
+	devDir   string
+	nv       *nvram
+	env      map[string]string
+	mounts   int   // how often efivarfs was mounted
+	mountErr error // what mounting it returns
 }
 
 func newMachine(t *testing.T, style int) *machine {
@@ -159,7 +160,7 @@ func newMachine(t *testing.T, style int) *machine {
 func (m *machine) run(t *testing.T) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	sys := system{root: m.root, devDir: m.devDir, efi: m.nv, mountEFIVars: func() error { m.mounts++; return nil }}
+	sys := system{root: m.root, devDir: m.devDir, efi: m.nv, mountEFIVars: func() error { m.mounts++; return m.mountErr }}
 	code = run(t.Context(), nil, func(k string) string { return m.env[k] }, sys, &out, &errb)
 	return code, out.String(), errb.String()
 }
@@ -235,11 +236,7 @@ func TestUsesAnEntry(t *testing.T) {
 
 func TestLegacyBIOS(t *testing.T) {
 	m := newMachine(t, 17)
-	for p := range m.root {
-		if strings.HasPrefix(p, "sys/firmware/") {
-			delete(m.root, p)
-		}
-	}
+	maps.DeleteFunc(m.root, func(p string, _ *fstest.MapFile) bool { return strings.HasPrefix(p, "sys/firmware/") })
 	code, stdout, _ := m.run(t)
 	if code != exitDone || !strings.HasPrefix(stdout, "next-boot: this machine booted by legacy BIOS, which has no BootNext;") || len(m.nv.calls) != 0 {
 		t.Errorf("exit %d, stdout %q, calls %q", code, stdout, m.nv.calls)
@@ -248,21 +245,14 @@ func TestLegacyBIOS(t *testing.T) {
 
 func TestMountsEFIVars(t *testing.T) {
 	m := newMachine(t, 17)
-	for p := range m.root {
-		if strings.HasPrefix(p, "sys/firmware/efi/efivars/") {
-			delete(m.root, p)
-		}
-	}
+	maps.DeleteFunc(m.root, func(p string, _ *fstest.MapFile) bool { return strings.HasPrefix(p, "sys/firmware/efi/efivars/") })
 	m.root["sys/firmware/efi/efivars"] = &fstest.MapFile{Mode: fs.ModeDir | 0o755}
 	if code, _, stderr := m.run(t); code != exitDone || m.mounts != 1 {
 		t.Errorf("exit %d, %d mounts, stderr %q", code, m.mounts, stderr)
 	}
-
-	var errb bytes.Buffer
-	sys := system{root: m.root, devDir: m.devDir, efi: m.nv, mountEFIVars: func() error { return errors.New("operation not permitted") }}
-	if code := run(t.Context(), nil, func(k string) string { return m.env[k] }, sys, &bytes.Buffer{}, &errb); code != exitFailed ||
-		errb.String() != "next-boot: mount efivarfs: operation not permitted\n" {
-		t.Errorf("exit %d, stderr %q", code, errb.String())
+	m.mountErr = errors.New("operation not permitted")
+	if code, _, stderr := m.run(t); code != exitFailed || stderr != "next-boot: mount efivarfs: operation not permitted\n" {
+		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 }
 
