@@ -19,12 +19,6 @@ import (
 // sha256sum prints it.
 const sha256Code1 = "e5b2fe226b0e2473c4b62fe5722319f92ab98b16b2f0abbfbc60033139e67957"
 
-func TestCodeSHA256(t *testing.T) {
-	if got := CodeSHA256("SECRETCODE0001"); got != sha256Code1 {
-		t.Errorf("CodeSHA256 = %s, want %s", got, sha256Code1)
-	}
-}
-
 // wantNoCodeInCluster fails when an install code the harness handed out,
 // or a config URL with it, is in any object of the Tinkerbell cluster, or
 // in any Secret but a bootstrap token or any ConfigMap of the node cluster.

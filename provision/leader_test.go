@@ -66,13 +66,12 @@ func (c hookedLeaseClient) Update(ctx context.Context, l *coordinationv1.Lease, 
 // replica is one of several Provisioners over one NetBox and cluster, as
 // fleetd's replicas are, running RunLeader.
 type replica struct {
-	id     string
-	p      *Provisioner
-	stop   context.CancelFunc
-	done   chan struct{} // closed when RunLeader returned err
-	err    error
-	cut    atomic.Bool // cut off the API server, as a replica that died or lost its network looks to the others
-	events *leaderEvents
+	id   string
+	p    *Provisioner
+	stop context.CancelFunc
+	done chan struct{} // closed when RunLeader returned err
+	err  error
+	cut  atomic.Bool // cut off the API server, as a replica that died or lost its network looks to the others
 }
 
 // schedLag measures, until stop, how late at most a goroutine that sleeps
@@ -177,7 +176,7 @@ func TestAPIServerLeaderElection(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := &replica{id: id, p: p, done: make(chan struct{}), events: events}
+		r := &replica{id: id, p: p, done: make(chan struct{})}
 		ctx, stop := context.WithCancel(context.Background())
 		r.stop = stop
 		go func() {

@@ -28,23 +28,19 @@ func FuzzFrom(f *testing.F) {
 			if err != nil {
 				continue
 			}
-			checkRun(t, r)
+			_ = r.Name()
+			_ = r.HookOS()
+			_ = r.Terminal()
+			_ = r.Started()
+			_ = r.CurrentAction()
+			_ = r.CodeSHA256()
+			_ = r.Created()
+			_, _ = r.BootJobFailure()
+			if d := r.GlobalTimeout(time.Hour); d <= 0 {
+				t.Errorf("global timeout %v of status.globalTimeout %d is not positive", d, r.WF.Status.GlobalTimeout)
+			}
 		}
 	})
-}
-
-func checkRun(t *testing.T, r *Run) {
-	_ = r.Name()
-	_ = r.HookOS()
-	_ = r.Terminal()
-	_ = r.Started()
-	_ = r.CurrentAction()
-	_ = r.CodeSHA256()
-	_ = r.Created()
-	_, _ = r.BootJobFailure()
-	if d := r.GlobalTimeout(time.Hour); d <= 0 {
-		t.Errorf("global timeout %v of status.globalTimeout %d is not positive", d, r.WF.Status.GlobalTimeout)
-	}
 }
 
 // A run has started once an action reported its end, or Tinkerbell set
