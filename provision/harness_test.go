@@ -225,11 +225,10 @@ func (nb *memNetBox) lines() []journalLine {
 
 // memConfigs hands out numbered codes and keeps what it holds.
 type memConfigs struct {
-	mu      sync.Mutex
-	n       int
-	held    map[string]heldConfig
-	fail    error
-	dropped []string // the runs whose configs Drop let go of
+	mu   sync.Mutex
+	n    int
+	held map[string]heldConfig
+	fail error
 }
 
 type heldConfig struct {
@@ -264,22 +263,9 @@ func (c *memConfigs) Drop(_ context.Context, run string) error {
 	for code, h := range c.held {
 		if h.run == run {
 			delete(c.held, code)
-			c.dropped = append(c.dropped, run)
 		}
 	}
 	return nil
-}
-
-// heldRuns returns the runs whose configs are held, sorted.
-func (c *memConfigs) heldRuns() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var runs []string
-	for _, h := range c.held {
-		runs = append(runs, h.run)
-	}
-	slices.Sort(runs)
-	return runs
 }
 
 func (c *memConfigs) count() int {
@@ -495,22 +481,19 @@ func (h *harness) wantRunEvents(want ...runEvent) {
 	}
 }
 
-func newTinkClient() *dynfake.FakeDynamicClient {
-	return dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+// newHarness builds a Provisioner over fakes; edit tunes its Cluster and
+// Config first. A test that reads the time the runs are named by, or waits
+// for a timeout, runs in a synctest bubble, where the clock starts at t0.
+func newHarness(t testing.TB, edit func(*Cluster, *Config), devs ...inventory.Device) *harness {
+	t.Helper()
+	kube := kubefake.NewClientset()
+	tink := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		WorkflowResource: "WorkflowList",
 		HardwareResource: "HardwareList",
 		MachineResource:  "MachineList",
 		JobResource:      "JobList",
 		TaskResource:     "TaskList",
 	})
-}
-
-// newHarness builds a Provisioner over fakes; edit tunes its Cluster and
-// Config first. A test that reads the time the runs are named by, or waits
-// for a timeout, runs in a synctest bubble, where the clock starts at t0.
-func newHarness(t testing.TB, edit func(*Cluster, *Config), devs ...inventory.Device) *harness {
-	t.Helper()
-	kube, tink := kubefake.NewClientset(), newTinkClient()
 	h := newHarnessOn(t, kube, tink, "tinkerbell", edit, devs...)
 	h.kube, h.tink = kube, tink
 	return h
@@ -581,6 +564,21 @@ func (c cluster) startWorker(t *testing.T, edit func(*inventory.Device)) (h *har
 		t.Fatalf("Admit = %+v, %v", d, err)
 	}
 	return h, d.Run, journalLine{1, inventory.JournalInfo, "started Workflow " + d.Run + "; the machine attested from HookOS at 10.0.0.21"}
+}
+
+// rerun sets node-01's desired_action to provision once the second run is
+// named by passed, and returns the new run the machine's attestation
+// then starts, named for a time since, with its code.
+func (h *harness) rerun(run string) Decision {
+	h.t.Helper()
+	sleepPast(run)
+	h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
+	since := time.Now()
+	d, err := h.p.Admit(context.Background(), claimOf(h.nb.dev(1)))
+	if err != nil || d.Outcome != Provision || d.Run == run || !runNamed(d.Run, "provision-node-01-", since) || d.Code == "" {
+		h.t.Fatalf("Admit after desired_action = %+v, %v; want a new run with its code", d, err)
+	}
+	return d
 }
 
 // runNamed reports whether name is prefix and the unix seconds of a time

@@ -108,13 +108,7 @@ func TestAPIServerListByLabel(t *testing.T) {
 		t.Errorf("runs of device 1 = %v, want only %s", runs, run1)
 	}
 	// A new run of the device replaces fleet's run, and leaves the rest.
-	h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
-	sleepPast(run1)
-	since := time.Now()
-	d, err := h.p.Admit(ctx, claimOf(h.nb.dev(1)))
-	if err != nil || d.Run == run1 || !runNamed(d.Run, "provision-node-01-", since) {
-		t.Fatalf("Admit = %+v, %v", d, err)
-	}
+	d := h.rerun(run1)
 	if names, want := h.runNames(), []string{"by-hand", d.Run}; !slices.Equal(names, want) {
 		t.Errorf("Workflows = %v, want %v", names, want)
 	}
@@ -168,99 +162,74 @@ func (r hookedNamespace) Get(ctx context.Context, name string, opts metav1.GetOp
 	return u, err
 }
 
-// A Hardware that another writer changed after provision read it (the tink
-// controller toggles allowPXE on it): the server answers provision's stale
-// update with a real 409, and provision reads it again and writes NetBox's
-// facts, so the run starts.
-func TestAPIServerHardwareConflict(t *testing.T) {
-	h, run1, _ := apiserver.startWorker(t, nil)
-	ctx := context.Background()
-	real := h.tinkAPI
-	var writes int
-	var once sync.Once
-	h.tinkAPI = hookedDynamic{Interface: real, gvr: HardwareResource, afterGet: func(error) {
-		once.Do(func() {
-			c := real.Resource(HardwareResource).Namespace(h.ns)
-			u, err := c.Get(ctx, "node-01", metav1.GetOptions{})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			ifaces, _, _ := unstructured.NestedSlice(u.Object, "spec", "interfaces")
+// A Hardware that another writer (a second fleetd replica, an operator)
+// made first, and then changed (the tink controller toggles allowPXE) or
+// deleted just after provision read it: provision's update of what it read
+// is answered with a real 409, or finds nothing (NotFound), and provision
+// writes NetBox's facts once more, so the run starts.
+func TestAPIServerHardwareRaced(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		act  func(c dynamic.ResourceInterface, hw *unstructured.Unstructured) error
+	}{
+		{"changed", func(c dynamic.ResourceInterface, hw *unstructured.Unstructured) error {
+			ifaces, _, _ := unstructured.NestedSlice(hw.Object, "spec", "interfaces")
 			ifaces[0].(map[string]any)["netboot"].(map[string]any)["allowPXE"] = false
-			if err := unstructured.SetNestedSlice(u.Object, ifaces, "spec", "interfaces"); err != nil {
-				t.Error(err)
-				return
+			if err := unstructured.SetNestedSlice(hw.Object, ifaces, "spec", "interfaces"); err != nil {
+				return err
 			}
-			if _, err := c.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
-				t.Error(err)
-				return
+			_, err := c.Update(context.Background(), hw, metav1.UpdateOptions{})
+			return err
+		}},
+		{"deleted", func(c dynamic.ResourceInterface, _ *unstructured.Unstructured) error {
+			return c.Delete(context.Background(), "node-01", metav1.DeleteOptions{})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev := worker(1, "node-01")
+			h := newRealHarness(t, nil, dev)
+			other := tinkerbell.Hardware{
+				ObjectMeta: metav1.ObjectMeta{Name: "node-01", Namespace: h.ns},
+				Spec: tinkerbell.HardwareSpec{Interfaces: []tinkerbell.Interface{{
+					DHCP:    &tinkerbell.DHCP{MAC: "02:00:00:00:00:99", Hostname: "node-01"},
+					Netboot: &tinkerbell.Netboot{AllowPXE: new(true)},
+				}}},
 			}
-			writes++
+			h.create(HardwareResource, tinkerbell.GroupVersion.WithKind("Hardware"), &other, nil)
+			c := h.tinkAPI.Resource(HardwareResource).Namespace(h.ns)
+			acted := 0
+			var once sync.Once
+			h.tinkAPI = hookedDynamic{Interface: h.tinkAPI, gvr: HardwareResource, afterGet: func(getErr error) {
+				if getErr != nil {
+					return
+				}
+				once.Do(func() {
+					hw, err := c.Get(context.Background(), "node-01", metav1.GetOptions{})
+					if err == nil {
+						err = tc.act(c, hw)
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					acted++
+				})
+			}}
+			h.restart()
+			since := time.Now()
+			if d, err := h.p.Admit(context.Background(), claimOf(dev)); err != nil || !runNamed(d.Run, "provision-node-01-", since) {
+				t.Fatalf("Admit after a concurrent write of the Hardware = %+v, %v", d, err)
+			}
+			if acted != 1 {
+				t.Fatalf("the concurrent writer acted %d times, want 1", acted)
+			}
+			var hw tinkerbell.Hardware
+			h.get(HardwareResource, "node-01", &hw)
+			i := hw.Spec.Interfaces[0]
+			if i.DHCP.MAC != "02:00:00:00:00:01" || hw.Labels[LabelDeviceID] != "1" || i.Netboot == nil || i.Netboot.AllowPXE == nil || !*i.Netboot.AllowPXE {
+				t.Errorf("Hardware MAC %s, netboot %+v, labels %v; want NetBox's facts (allowPXE) written over the concurrent change", i.DHCP.MAC, i.Netboot, hw.Labels)
+			}
 		})
-	}}
-	h.restart()
-	h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
-	sleepPast(run1)
-	since := time.Now()
-	d, err := h.p.Admit(ctx, claimOf(h.nb.dev(1)))
-	if err != nil || d.Run == run1 || !runNamed(d.Run, "provision-node-01-", since) {
-		t.Fatalf("Admit after a concurrent write of the Hardware = %+v, %v", d, err)
-	}
-	if writes != 1 {
-		t.Fatalf("the concurrent writer wrote %d times, want 1", writes)
-	}
-	var hw tinkerbell.Hardware
-	h.get(HardwareResource, "node-01", &hw)
-	if nb := hw.Spec.Interfaces[0].Netboot; nb == nil || nb.AllowPXE == nil || !*nb.AllowPXE {
-		t.Errorf("Hardware netboot = %+v, want NetBox's facts (allowPXE) written over the concurrent change", nb)
-	}
-}
-
-// A Hardware that another writer made first (a second fleetd replica, or
-// an operator) and then deleted just after provision read it: provision's
-// create is refused as AlreadyExists, its update of what it read finds
-// nothing (NotFound), and it creates once more with NetBox's facts, so the
-// run starts.
-func TestAPIServerHardwareDeletedMeanwhile(t *testing.T) {
-	dev := worker(1, "node-01")
-	h := newRealHarness(t, nil, dev)
-	ctx := context.Background()
-	real := h.tinkAPI
-	other := tinkerbell.Hardware{
-		ObjectMeta: metav1.ObjectMeta{Name: "node-01", Namespace: h.ns},
-		Spec: tinkerbell.HardwareSpec{Interfaces: []tinkerbell.Interface{{
-			DHCP: &tinkerbell.DHCP{MAC: "02:00:00:00:00:99", Hostname: "node-01"},
-		}}},
-	}
-	h.create(HardwareResource, tinkerbell.GroupVersion.WithKind("Hardware"), &other, nil)
-	c := real.Resource(HardwareResource).Namespace(h.ns)
-	var deleted int
-	var once sync.Once
-	h.tinkAPI = hookedDynamic{Interface: real, gvr: HardwareResource, afterGet: func(getErr error) {
-		if getErr != nil {
-			return
-		}
-		once.Do(func() {
-			if err := c.Delete(ctx, "node-01", metav1.DeleteOptions{}); err != nil {
-				t.Error(err)
-				return
-			}
-			deleted++
-		})
-	}}
-	h.restart()
-	since := time.Now()
-	if d, err := h.p.Admit(ctx, claimOf(dev)); err != nil || !runNamed(d.Run, "provision-node-01-", since) {
-		t.Fatalf("Admit after a concurrent delete of the Hardware = %+v, %v", d, err)
-	}
-	if deleted != 1 {
-		t.Fatalf("the concurrent writer deleted %d Hardware objects, want 1", deleted)
-	}
-	var hw tinkerbell.Hardware
-	h.get(HardwareResource, "node-01", &hw)
-	if mac := hw.Spec.Interfaces[0].DHCP.MAC; mac != "02:00:00:00:00:01" || hw.Labels[LabelDeviceID] != "1" {
-		t.Errorf("Hardware MAC %s, labels %v; want NetBox's facts", mac, hw.Labels)
 	}
 }
 
@@ -284,12 +253,7 @@ func TestAPIServerEndedRunNotDeleted(t *testing.T) {
 		t.Errorf("the run that ended after the read: %v; want it kept", err)
 	}
 	// Read afresh, a run that has not ended is deleted.
-	sleepPast(run1)
-	h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
-	d, err := h.p.Admit(ctx, claimOf(h.nb.dev(1)))
-	if err != nil || d.Run == run1 {
-		t.Fatalf("Admit = %+v, %v", d, err)
-	}
+	d := h.rerun(run1)
 	if _, err := h.p.endRuns(ctx, 1, nil); err != nil {
 		t.Fatal(err)
 	}

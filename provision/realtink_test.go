@@ -203,9 +203,7 @@ func TestIntegrationTinkerbellEndedRunDeleted(t *testing.T) {
 	r.waitWorkflow(run1, "SUCCESS", func(wf tinkerbell.Workflow) bool { return wf.Status.State == tinkerbell.WorkflowStateSuccess })
 	r.untilJournal(1, "Workflow "+run1+" ended SUCCESS")
 
-	sleepPast(run1)
-	r.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
-	run2 := r.admit(r.nb.dev(1))
+	run2 := r.rerun(run1).Run
 	if got := r.runNames(); !slices.Equal(got, []string{run2}) {
 		t.Fatalf("Workflows %v once %s started, want only it", got, run2)
 	}

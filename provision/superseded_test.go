@@ -1,13 +1,9 @@
 package provision
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"testing/synctest"
-	"time"
-
-	"github.com/fleetkit/fleet/inventory"
 )
 
 // runNames returns the names of the Workflows in the harness's namespace.
@@ -30,28 +26,16 @@ func TestSupersededRunsDeleted(t *testing.T) {
 		h, _, _ := fakes.startWorker(t, nil)
 		h.setStatus(run1, succeeded)
 		h.reconcile() // journals run1's end
-		time.Sleep(time.Minute)
 
 		// desired_action=provision, and the machine attests: run2.
-		h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
-		d, err := h.p.Admit(context.Background(), claimOf(h.nb.dev(1)))
-		if err != nil || d.Outcome != Provision || d.Run == run1 {
-			t.Fatalf("Admit = %+v, %v", d, err)
-		}
-		run2 := d.Run
+		run2 := h.rerun(run1).Run
 		if got := h.runNames(); !slices.Equal(got, []string{run2}) {
 			t.Fatalf("Workflows %v once %s started, want only it: %s ended and is journaled", got, run2, run1)
 		}
 
 		// run2 ends; before the loop journals it, run3 starts.
 		h.setStatus(run2, succeeded)
-		time.Sleep(time.Minute)
-		h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
-		d, err = h.p.Admit(context.Background(), claimOf(h.nb.dev(1)))
-		if err != nil || d.Outcome != Provision {
-			t.Fatalf("Admit = %+v, %v", d, err)
-		}
-		run3 := d.Run
+		run3 := h.rerun(run2).Run
 		if got := h.runNames(); !slices.Equal(got, []string{run2, run3}) {
 			t.Fatalf("Workflows %v, want %s kept until its end is journaled, and %s", got, run2, run3)
 		}

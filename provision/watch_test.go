@@ -124,8 +124,12 @@ func TestWatchEndedFailedOrTimeout(t *testing.T) {
 // (kept) or both gone.
 func (h *harness) wantKept(run string, kept bool) {
 	h.t.Helper()
-	held := slices.Contains(h.configs.heldRuns(), run)
-	token := false
+	held, token := false, false
+	h.configs.mu.Lock()
+	for _, c := range h.configs.held {
+		held = held || c.run == run
+	}
+	h.configs.mu.Unlock()
 	for _, s := range h.secrets() {
 		token = token || s.Annotations[annRun] == run
 	}
