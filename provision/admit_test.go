@@ -184,9 +184,7 @@ func TestAdmitLacksField(t *testing.T) {
 		}
 		const line = "node-01 lacks install_disk_serial: the run waits for install_disk_serial, and desired_action stays provision"
 		h.wantJournal(1, journalLine{1, inventory.JournalWarning, line})
-		if got := h.nb.dev(1); got.DesiredAction != inventory.DesiredActionProvision {
-			t.Errorf("desired_action = %q, want provision", got.DesiredAction)
-		}
+		h.wantDesired(1)
 		h.wantNothingCreated()
 
 		// The loop sees desired_action, still lacking the field: no new line.
@@ -201,9 +199,7 @@ func TestAdmitLacksField(t *testing.T) {
 		if len(pass.Started) != 1 || !runNamed(pass.Started[0], "provision-node-01-", since) {
 			t.Fatalf("pass started %v", pass.Started)
 		}
-		if got := h.nb.dev(1); got.DesiredAction != "" {
-			t.Errorf("desired_action = %q after the run started", got.DesiredAction)
-		}
+		h.wantLastRun(1, pass.Started[0])
 	}, fakes, withNetBox)
 }
 
@@ -328,9 +324,7 @@ func TestAdmitDesiredActionRepeatsRun(t *testing.T) {
 		if err != nil || d.Outcome != Provision || d.Code == "" {
 			t.Fatalf("Admit = %+v, %v", d, err)
 		}
-		if got := h.nb.dev(1); got.DesiredAction != "" || got.LastRun != d.Run {
-			t.Errorf("device: desired_action %q, last_run %q", got.DesiredAction, got.LastRun)
-		}
+		h.wantLastRun(1, d.Run)
 		if n := h.count(MachineResource); n != 0 {
 			t.Errorf("%d Rufio Machines for a device without a BMC", n)
 		}
@@ -369,9 +363,7 @@ func TestControlPlaneRefused(t *testing.T) {
 			h.reconcile()
 			h.wantJournal(1, journalLine{1, inventory.JournalWarning, tc.line})
 			h.wantNothingCreated()
-			if got := h.nb.dev(1); got.DesiredAction != inventory.DesiredActionProvision {
-				t.Errorf("desired_action = %q, want it kept", got.DesiredAction)
-			}
+			h.wantDesired(1)
 		})
 	}
 }
@@ -408,9 +400,7 @@ func TestControlPlaneRunFromDesiredAction(t *testing.T) {
 		}
 		h.wantJournal(2, journalLine{2, inventory.JournalInfo,
 			"started Workflow " + run + "; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"})
-		if got := h.nb.dev(2); got.DesiredAction != "" || got.LastRun != run {
-			t.Errorf("device: desired_action %q, last_run %q", got.DesiredAction, got.LastRun)
-		}
+		h.wantLastRun(2, run)
 		cfg, err := configloader.NewFromBytes(h.configs.held["SECRETCODE0001"].config)
 		if err != nil {
 			t.Fatal(err)

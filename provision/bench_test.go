@@ -165,23 +165,22 @@ func endedPass(b *testing.B, h *harness, n int) time.Duration {
 // that waits for a fix (a device that lacks install_disk_serial).
 func BenchmarkAdmit(b *testing.B) {
 	for _, bc := range []struct {
-		name string
-		dev  func(i int) inventory.Device
-		same bool // every admission is the same device's
+		name  string
+		same  bool // every admission is the same device's
+		lacks bool // each device lacks install_disk_serial
 	}{
-		{"first-sight", func(i int) inventory.Device { return worker(int64(i), fmt.Sprintf("node-%04d", i)) }, false},
-		{"repeat", func(i int) inventory.Device { return worker(int64(i), fmt.Sprintf("node-%04d", i)) }, true},
-		{"refused", func(i int) inventory.Device {
-			d := worker(int64(i), fmt.Sprintf("node-%04d", i))
-			d.InstallDiskSerial = ""
-			return d
-		}, false},
+		{"first-sight", false, false},
+		{"repeat", true, false},
+		{"refused", false, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			const n = 200
 			var devs []inventory.Device
 			for i := 1; i <= n; i++ {
-				d := bc.dev(i)
+				d := worker(int64(i), fmt.Sprintf("node-%04d", i))
+				if bc.lacks {
+					d.InstallDiskSerial = ""
+				}
 				d.Address = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 1, byte(i / 256), byte(i % 256)}), 16)
 				devs = append(devs, d)
 			}

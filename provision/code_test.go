@@ -138,9 +138,7 @@ func TestAdmitAfterRestartReplacesWaitingRun(t *testing.T) {
 		if wf := h.workflow(run2); wf.Spec.BootOptions.BootMode != "" || wf.Spec.HardwareMap[ValueInstallCodeSHA256] != CodeSHA256("SECRETCODE0002") {
 			t.Errorf("the new run's spec = %+v", wf.Spec)
 		}
-		if got := h.nb.dev(1); got.LastRun != run2 || got.DesiredAction != "" {
-			t.Errorf("device: last_run %q, desired_action %q", got.LastRun, got.DesiredAction)
-		}
+		h.wantLastRun(1, run2)
 		h.wantJournal(1,
 			journalLine{1, inventory.JournalInfo, "started Workflow provision-node-01-946684800; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"},
 			journalLine{1, inventory.JournalInfo, "started Workflow provision-node-01-946684860; the machine attested from HookOS at 10.0.0.21; it replaces Workflow provision-node-01-946684800, whose install code fleetd no longer holds"})

@@ -761,6 +761,24 @@ func (h *harness) wantJournal(id int64, want ...journalLine) {
 	}
 }
 
+// wantDesired fails unless device id's desired_action is provision: kept
+// or set again for a run that waits.
+func (h *harness) wantDesired(id int64) {
+	h.t.Helper()
+	if got := h.nb.dev(id).DesiredAction; got != inventory.DesiredActionProvision {
+		h.t.Errorf("device %d: desired_action %q, want provision", id, got)
+	}
+}
+
+// wantLastRun fails unless device id's last_run is run and its
+// desired_action is cleared: run started.
+func (h *harness) wantLastRun(id int64, run string) {
+	h.t.Helper()
+	if got := h.nb.dev(id); got.LastRun != run || got.DesiredAction != "" {
+		h.t.Errorf("device %d: last_run %q, desired_action %q; want %s and none", id, got.LastRun, got.DesiredAction, run)
+	}
+}
+
 // wantNoRun fails if any token, config or Workflow exists: a run that did
 // not start (the device's Hardware and Rufio Machine, which describe the
 // machine for every run, may).

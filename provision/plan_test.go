@@ -30,10 +30,8 @@ func TestPlan(t *testing.T) {
 		return d
 	}
 	bootOff := func(c *Claim) { c.Attestation.SecureBoot = inventory.SecureBootOff }
-	requireSB := &Provisioner{cluster: testCluster(t), cfg: p.cfg} // its own Classes
-	c := requireSB.cluster.Classes[ClassWorker]
-	c.RequireSecureBoot = true
-	requireSB.cluster.Classes[ClassWorker] = c
+	requireSB := &Provisioner{cluster: testCluster(t), cfg: p.cfg}
+	requireSecureBoot(&requireSB.cluster, nil)
 	noAuto := &Provisioner{cluster: testCluster(t)}
 	cpOff := &Provisioner{cluster: testCluster(t), cfg: p.cfg}
 	cpOff.cluster.ControlPlanes = false

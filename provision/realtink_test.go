@@ -241,7 +241,5 @@ func TestIntegrationTinkerbellBootJobSetupFailed(t *testing.T) {
 	if line != want {
 		t.Errorf("line %q, want %q", line, want)
 	}
-	if got := r.nb.dev(3); got.DesiredAction != inventory.DesiredActionProvision {
-		t.Errorf("desired_action %q, want provision again", got.DesiredAction)
-	}
+	r.wantDesired(3)
 }

@@ -283,9 +283,7 @@ func TestIntegrationRufioPowerCycles(t *testing.T) {
 		!strings.HasSuffix(line, "; set AMT's address to 10.0.0.22, or power the machine on by hand") {
 		t.Errorf("node-02's line %q: want the BMC's words %q and the address to set", line, refusal)
 	}
-	if got := h.nb.dev(2); got.DesiredAction != inventory.DesiredActionProvision {
-		t.Errorf("node-02's desired_action = %q, want provision again", got.DesiredAction)
-	}
+	h.wantDesired(2)
 }
 
 // jobFailed reports whether Rufio's Job name in ns has failed.

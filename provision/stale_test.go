@@ -55,9 +55,7 @@ func TestPassOnStaleListingKeepsAdmittedRun(t *testing.T) {
 		if names := h.runNames(); !slices.Equal(names, []string{admitted.Run}) {
 			t.Errorf("Workflows %v, want the admitted run %s alone", names, admitted.Run)
 		}
-		if got := h.nb.dev(1); got.LastRun != admitted.Run || got.DesiredAction != "" {
-			t.Errorf("device: last_run %q, desired_action %q; want %s and none", got.LastRun, got.DesiredAction, admitted.Run)
-		}
+		h.wantLastRun(1, admitted.Run)
 		if n := h.count(JobResource); n != 0 {
 			t.Errorf("%d Rufio Jobs: the machine was power-cycled mid-run", n)
 		}

@@ -50,6 +50,13 @@ func endedAt(state tinkerbell.WorkflowState, action string) func(*tinkerbell.Wor
 	}
 }
 
+// bootJobFailed makes a Workflow's status that of a run whose Rufio job
+// failed, as tink-controller writes it.
+func bootJobFailed(s *tinkerbell.WorkflowStatus) {
+	s.State = tinkerbell.WorkflowStatePreparing
+	s.Conditions = []tinkerbell.WorkflowCondition{{Type: tinkerbell.BootJobFailed, Status: "True", Message: "job failed"}}
+}
+
 // atInstall makes a Workflow's status that of a run at install, its
 // wipe-disk done.
 func atInstall(s *tinkerbell.WorkflowStatus) {
@@ -376,17 +383,12 @@ func rufioJobFails(t *testing.T, c cluster, jobMsg func(task string) string, tas
 		}
 	}
 	h.create(TaskResource, bmc.GroupVersion.WithKind("Task"), &task, failed)
-	h.setStatus(run, func(s *tinkerbell.WorkflowStatus) {
-		s.State = tinkerbell.WorkflowStatePreparing
-		s.Conditions = []tinkerbell.WorkflowCondition{{Type: tinkerbell.BootJobFailed, Status: "True", Message: "job failed"}}
-	})
+	h.setStatus(run, bootJobFailed)
 	if pass := h.reconcile(); !slices.Equal(pass.Ended, []string{run}) || len(pass.Started) != 0 {
 		t.Errorf("pass right after the Rufio job failed = %+v", pass)
 	}
 	h.reconcile()
-	if got := h.nb.dev(1); got.DesiredAction != inventory.DesiredActionProvision {
-		t.Errorf("desired_action = %q, want provision again", got.DesiredAction)
-	}
+	h.wantDesired(1)
 	return h, dev, run
 }
 
@@ -402,9 +404,7 @@ func TestRufioJobFailsPowerOnByHand(t *testing.T) {
 		if err != nil || d.Outcome != Provision || d.Run == run || !runNamed(d.Run, "provision-node-01-", since) || d.Code != "SECRETCODE0002" {
 			t.Fatalf("Admit = %+v, %v", d, err)
 		}
-		if got := h.nb.dev(1); got.DesiredAction != "" {
-			t.Errorf("desired_action = %q after the run started", got.DesiredAction)
-		}
+		h.wantLastRun(1, d.Run)
 	})
 }
 
@@ -425,10 +425,7 @@ func TestRufioJobFailsRetry(t *testing.T) {
 			t.Fatalf("started %v after PowerRetry", pass.Started)
 		}
 		// The new run's Rufio job fails too, a minute after it started.
-		h.setStatus(pass.Started[0], func(s *tinkerbell.WorkflowStatus) {
-			s.State = tinkerbell.WorkflowStatePreparing
-			s.Conditions = []tinkerbell.WorkflowCondition{{Type: tinkerbell.BootJobFailed, Status: "True", Message: "job failed"}}
-		})
+		h.setStatus(pass.Started[0], bootJobFailed)
 		time.Sleep(time.Minute)
 		h.reconcile()
 		h.reconcile()
@@ -686,9 +683,7 @@ func TestLoopRecordedPortRefused(t *testing.T) {
 			h.reconcile()
 			h.wantJournal(1, tc.line)
 			h.wantNothingCreated()
-			if got := h.nb.dev(1); got.DesiredAction != inventory.DesiredActionProvision {
-				t.Errorf("desired_action = %q, want it kept", got.DesiredAction)
-			}
+			h.wantDesired(1)
 			// A fresh claim on the right port starts the run.
 			if d, err := h.p.Admit(context.Background(), claimOf(dev)); err != nil || d.Outcome != Provision {
 				t.Errorf("Admit = %+v, %v", d, err)
@@ -823,10 +818,9 @@ func TestWatchNoStopSet(t *testing.T) {
 		name   string
 		active bool
 		want   string
-		kept   bool
 	}{
-		{"planned", false, "Workflow provision-node-01-946684800 ended TIMEOUT at action install; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21", true},
-		{"active", true, "Workflow provision-node-01-946684800 passed its global timeout while install was current; the node is active, so it has its config, and nothing else is done", true},
+		{"planned", false, "Workflow provision-node-01-946684800 ended TIMEOUT at action install; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21"},
+		{"active", true, "Workflow provision-node-01-946684800 passed its global timeout while install was current; the node is active, so it has its config, and nothing else is done"},
 	} {
 		inBubble(t, tc.name, func(t *testing.T) {
 			h, _, _ := fakes.startWorker(t, nil)
@@ -849,7 +843,7 @@ func TestWatchNoStopSet(t *testing.T) {
 			}
 			h.reconcile()
 			h.wantJournal(1, started1, journalLine{1, map[bool]inventory.JournalKind{false: inventory.JournalWarning, true: inventory.JournalInfo}[tc.active], tc.want})
-			h.wantKept(run1, tc.kept)
+			h.wantKept(run1, true)
 		})
 	}
 }
