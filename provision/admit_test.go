@@ -13,8 +13,11 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	"github.com/tinkerbell/tinkerbell/api/v1alpha1/bmc"
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
@@ -68,18 +71,18 @@ func TestAdmitWorkerStartsRun(t *testing.T) {
 		// dhcp.uefi); the Rufio Machine holds the node's address.
 		var hard tinkerbell.Hardware
 		h.get(HardwareResource, "node-01", &hard)
-		if len(hard.Spec.Interfaces) != 1 || hard.Spec.Interfaces[0].DHCP == nil {
-			t.Fatalf("Hardware interfaces = %+v, want one with DHCP", hard.Spec.Interfaces)
+		group := bmc.GroupVersion.Group
+		wantHW := tinkerbell.HardwareSpec{
+			Interfaces: []tinkerbell.Interface{{
+				DHCP: &tinkerbell.DHCP{MAC: "02:00:00:00:00:01", Hostname: "node-01", UEFI: true,
+					IP: &tinkerbell.IP{Address: "10.0.0.21", Netmask: "255.255.255.0", Gateway: "10.0.0.1", Family: 4}},
+				Netboot: &tinkerbell.Netboot{AllowPXE: new(true), AllowWorkflow: new(true)},
+			}},
+			Disks:  []tinkerbell.Disk{{Device: "/dev/nvme0n1"}},
+			BMCRef: &corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "Machine", Name: "node-01"},
 		}
-		dhcp := hard.Spec.Interfaces[0].DHCP
-		if dhcp.MAC != "02:00:00:00:00:01" || dhcp.IP.Address != "10.0.0.21" || dhcp.IP.Netmask != "255.255.255.0" || dhcp.IP.Gateway != "10.0.0.1" || hard.Spec.Disks[0].Device != "/dev/nvme0n1" {
-			t.Errorf("Hardware = %+v / %+v", dhcp, dhcp.IP)
-		}
-		if !dhcp.UEFI {
-			t.Errorf("Hardware DHCP = %+v, want UEFI true", dhcp)
-		}
-		if hard.Spec.BMCRef == nil || hard.Spec.BMCRef.Name != "node-01" {
-			t.Errorf("Hardware's BMC ref = %+v, want the Rufio Machine node-01", hard.Spec.BMCRef)
+		if diff := cmp.Diff(wantHW, hard.Spec); diff != "" {
+			t.Errorf("Hardware spec (-want +got):\n%s", diff)
 		}
 		if m := h.machine("node-01"); m.Spec.Connection.Host != "10.0.0.21" {
 			t.Errorf("Machine host = %q", m.Spec.Connection.Host)

@@ -69,30 +69,26 @@ func (nb *memNetBox) call() error {
 }
 
 func (nb *memNetBox) DeviceBySerial(_ context.Context, serial string) (inventory.Device, error) {
+	return nb.find(func(d *inventory.Device) bool { return d.Serial == serial })
+}
+
+func (nb *memNetBox) Device(_ context.Context, id int64) (inventory.Device, error) {
+	return nb.find(func(d *inventory.Device) bool { return d.ID == id })
+}
+
+// find is one call that answers the device match takes.
+func (nb *memNetBox) find(match func(*inventory.Device) bool) (inventory.Device, error) {
 	nb.mu.Lock()
 	defer nb.mu.Unlock()
 	if err := nb.call(); err != nil {
 		return inventory.Device{}, err
 	}
 	for _, d := range nb.devs {
-		if d.Serial == serial {
+		if match(d) {
 			return *d, nil
 		}
 	}
 	return inventory.Device{}, inventory.ErrNotFound
-}
-
-func (nb *memNetBox) Device(_ context.Context, id int64) (inventory.Device, error) {
-	nb.mu.Lock()
-	defer nb.mu.Unlock()
-	if err := nb.call(); err != nil {
-		return inventory.Device{}, err
-	}
-	d, ok := nb.devs[id]
-	if !ok {
-		return inventory.Device{}, inventory.ErrNotFound
-	}
-	return *d, nil
 }
 
 func (nb *memNetBox) Devices(context.Context) ([]inventory.Device, error) {

@@ -395,11 +395,8 @@ func TestLeaseLostRightAfterWon(t *testing.T) {
 	wins := 0
 	leading := false
 	for i, on := range events {
-		if on && leading {
-			t.Fatalf("event %d: elected while leading: %v", i, events)
-		}
-		if !on && !leading {
-			t.Fatalf("event %d: a loss while not leading: %v", i, events)
+		if on == leading { // elected while leading, or a loss while not leading
+			t.Fatalf("event %d: elected %v while leading %v: %v", i, on, leading, events)
 		}
 		if on {
 			wins++
