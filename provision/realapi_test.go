@@ -61,21 +61,6 @@ func newRealHarnessIn(t testing.TB, env *kubetest.Env, ns string, edit func(*Clu
 	return newHarnessOn(t, kube, dyn, ns, edit, devs...)
 }
 
-// heldToken is the bootstrap token of the config held under code, as the
-// node reads it.
-func (h *harness) heldToken(code string) (id, token string) {
-	h.t.Helper()
-	h.configs.mu.Lock()
-	held := h.configs.held[code]
-	h.configs.mu.Unlock()
-	cfg, err := configloader.NewFromBytes(held.config)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	tok := cfg.Cluster().Token()
-	return tok.ID(), tok.ID() + "." + tok.Secret()
-}
-
 // Runs are found by their labels on the server: a Workflow fleet did not
 // make, in the same namespace, and a fleet Workflow of another namespace
 // are not fleet's runs.
@@ -332,7 +317,13 @@ func TestAPIServerBootstrapTokenAuthenticates(t *testing.T) {
 	if _, err := h.p.render(ctx, dev, "provision-node-01-1", code, tok, rendered); err != nil {
 		t.Fatalf("render: %v", err)
 	}
-	id, token := h.heldToken(code)
+	// The token as the node reads it from its config.
+	cfg, err := configloader.NewFromBytes(h.configs.held[code].config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := cfg.Cluster().Token()
+	id, token := held.ID(), held.ID()+"."+held.Secret()
 	s, err := h.kubeAPI.CoreV1().Secrets("kube-system").Get(ctx, "bootstrap-token-"+id, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

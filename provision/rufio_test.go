@@ -26,8 +26,7 @@ func TestRufioMachineAtNodeAddress(t *testing.T) {
 	for _, made := range []bool{false, true} {
 		t.Run(map[bool]string{false: "created", true: "host corrected"}[made], func(t *testing.T) {
 			onClusters(t, func(t *testing.T, c cluster) {
-				dev := attested(worker(1, "node-01"))
-				dev.BMC = "amt"
+				dev := attested(worker(1, "node-01")) // its BMC is AMT
 				dev.DesiredAction = inventory.DesiredActionProvision
 				h := c.harness(t, nil, dev)
 				creds := corev1.SecretReference{Name: "bmc-auth", Namespace: h.ns}
