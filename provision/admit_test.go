@@ -445,19 +445,17 @@ func TestControlPlaneRunFromDesiredAction(t *testing.T) {
 
 func TestNewRefusesMissingInputs(t *testing.T) {
 	h := newHarness(t, nil)
-	for name, edit := range map[string]func(*Cluster){
-		"name":     func(c *Cluster) { c.Name = "" },
-		"endpoint": func(c *Cluster) { c.Endpoint = "" },
-		"bundle":   func(c *Cluster) { c.Bundle = nil },
+	for name, edit := range map[string]func(*Cluster, *Deps){
+		"name":     func(c *Cluster, _ *Deps) { c.Name = "" },
+		"endpoint": func(c *Cluster, _ *Deps) { c.Endpoint = "" },
+		"bundle":   func(c *Cluster, _ *Deps) { c.Bundle = nil },
+		"NetBox":   func(_ *Cluster, d *Deps) { d.NetBox = nil },
 	} {
-		c := testCluster(t)
-		edit(&c)
-		if _, err := New(h.deps(), c, nil); err == nil {
+		c, d := testCluster(t), h.deps()
+		edit(&c, &d)
+		if _, err := New(d, c, nil); err == nil {
 			t.Errorf("New without %s gave no error", name)
 		}
-	}
-	if _, err := New(Deps{Kube: h.kube, Tink: h.tink, Configs: h.configs}, testCluster(t), nil); err == nil {
-		t.Error("New without NetBox gave no error")
 	}
 }
 

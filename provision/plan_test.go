@@ -15,6 +15,9 @@ func TestPlan(t *testing.T) {
 	p := &Provisioner{cluster: testCluster(t), cfg: Config{AutoProvision: true}}
 	node := attested(worker(1, "node-01"))
 	from := node.Address.Addr()
+	attestedNote := "the machine attested from HookOS at " + from.String()
+	provisionStart := &runStart{kind: RunProvision, hookOS: from, note: attestedNote}
+	retireStart := &runStart{kind: RunRetire, hookOS: from, note: attestedNote + ", and the run wipes its install disk"}
 	waiting := func(name string, mod func(*run)) *run {
 		r := &run{Kind: string(RunProvision), Node: "node-01", DeviceID: 1}
 		r.WF.Name = name
@@ -50,8 +53,7 @@ func TestPlan(t *testing.T) {
 		{name: "the port refused", port: errors.New("on port 7, expected 1"),
 			want: admissionPlan{decision: Decision{Outcome: Refused, Reason: "on port 7, expected 1"},
 				line: "refused a run before rendering anything: on port 7, expected 1"}},
-		{name: "a planned worker that never ran", want: admissionPlan{decision: Decision{Outcome: Provision},
-			start: &runStart{kind: RunProvision, hookOS: from, note: "the machine attested from HookOS at " + from.String()}}},
+		{name: "a planned worker that never ran", want: admissionPlan{decision: Decision{Outcome: Provision}, start: provisionStart}},
 		{name: "auto-provision off", p: noAuto,
 			want: admissionPlan{decision: Decision{Outcome: NoProvision, Reason: reasonAutoOff}}},
 		{name: "the waiting run's code", runs: []*run{waiting("provision-node-01-1", nil)}, code: "CODE",
@@ -64,7 +66,7 @@ func TestPlan(t *testing.T) {
 				Reason: "run provision-node-01-1 waits for the machine"}}},
 		{name: "a waiting run whose code no replica holds", runs: []*run{waiting("provision-node-01-1", nil)},
 			want: admissionPlan{decision: Decision{Outcome: Provision}, start: &runStart{kind: RunProvision, hookOS: from,
-				note: "the machine attested from HookOS at " + from.String() + "; it replaces Workflow provision-node-01-1, whose install code fleetd no longer holds"}}},
+				note: attestedNote + "; it replaces Workflow provision-node-01-1, whose install code fleetd no longer holds"}}},
 		{name: "a run past wipe-disk", runs: []*run{waiting("provision-node-01-1", func(r *run) { atInstall(&r.WF.Status) })}, code: "CODE",
 			want: admissionPlan{decision: Decision{Outcome: NoProvision, Run: "provision-node-01-1",
 				Reason: "run provision-node-01-1 is in flight at action install"}}},
@@ -80,8 +82,7 @@ func TestPlan(t *testing.T) {
 		{name: "desired_action repeats the last run", dev: with(func(d *inventory.Device) {
 			d.LastRun, d.DesiredAction = "provision-node-01-1", inventory.DesiredActionProvision
 		}), runs: []*run{waiting("provision-node-01-1", succeeded)},
-			want: admissionPlan{decision: Decision{Outcome: Provision}, start: &runStart{kind: RunProvision, hookOS: from,
-				note: "the machine attested from HookOS at " + from.String()}}},
+			want: admissionPlan{decision: Decision{Outcome: Provision}, start: provisionStart}},
 		{name: "a device that lacks its disk's serial waits", dev: with(func(d *inventory.Device) { d.InstallDiskSerial = "" }),
 			want: admissionPlan{decision: Decision{Outcome: Refused, Reason: (&LacksError{Node: "node-01", Fields: []string{"install_disk_serial"}}).Error()},
 				line: "node-01 lacks install_disk_serial: the run waits for install_disk_serial, and desired_action stays provision", once: true, waits: true}},
@@ -92,14 +93,12 @@ func TestPlan(t *testing.T) {
 		}), want: admissionPlan{decision: Decision{Outcome: Refused, Reason: cpOffLine}, line: cpOffLine, once: true}},
 		{name: "a decommissioning device gets its retirement", dev: with(func(d *inventory.Device) {
 			d.Status, d.LastRun = inventory.StatusDecommissioning, "provision-node-01-1"
-		}), want: admissionPlan{decision: Decision{Outcome: Retire}, start: &runStart{kind: RunRetire, hookOS: from,
-			note: "the machine attested from HookOS at " + from.String() + ", and the run wipes its install disk"}}},
+		}), want: admissionPlan{decision: Decision{Outcome: Retire}, start: retireStart}},
 		// A retirement wipes the disk and renders no secret: the policy does
 		// not hold it back.
 		{name: "Secure Boot off, the class requires it, a retirement", p: requireSB, claim: bootOff, dev: with(func(d *inventory.Device) {
 			d.Status, d.LastRun = inventory.StatusDecommissioning, "provision-node-01-1"
-		}), want: admissionPlan{decision: Decision{Outcome: Retire}, start: &runStart{kind: RunRetire, hookOS: from,
-			note: "the machine attested from HookOS at " + from.String() + ", and the run wipes its install disk"}}},
+		}), want: admissionPlan{decision: Decision{Outcome: Retire}, start: retireStart}},
 		{name: "a retirement that ran is not repeated", dev: with(func(d *inventory.Device) {
 			d.Status, d.LastRun = inventory.StatusDecommissioning, "retire-node-01-1"
 		}), want: admissionPlan{decision: Decision{Outcome: NoProvision, Reason: lastRunReason("retire-node-01-1")}}},
