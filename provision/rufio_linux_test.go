@@ -255,7 +255,7 @@ func TestIntegrationRufioPowerCycles(t *testing.T) {
 	// so a pass after PowerRetry starts another run, which its BMC refuses
 	// in turn; on a loaded machine a pass can start the next run before
 	// the line of the last one is read.
-	var line string
+	var line, lineRun string
 	for line == "" {
 		for _, r := range h.reconcile().Started {
 			if strings.HasPrefix(r, "provision-node-02-") {
@@ -265,7 +265,7 @@ func TestIntegrationRufioPowerCycles(t *testing.T) {
 		for _, l := range h.nb.lines() {
 			for _, r := range refusedRuns {
 				if l.ID == 2 && strings.HasPrefix(l.Text, fmt.Sprintf("the Rufio job netboot-%s of Workflow %s failed to power the machine: ", r, r)) {
-					line = l.Text
+					line, lineRun = l.Text, r
 				}
 			}
 		}
@@ -283,7 +283,11 @@ func TestIntegrationRufioPowerCycles(t *testing.T) {
 		!strings.HasSuffix(line, "; set AMT's address to 10.0.0.22, or power the machine on by hand") {
 		t.Errorf("node-02's line %q: want the BMC's words %q and the address to set", line, refusal)
 	}
-	h.wantDesired(2)
+	// The line set desired_action to provision again: it says so still,
+	// unless the last pass started node-02's next run from it.
+	if got := h.nb.dev(2); got.DesiredAction != inventory.DesiredActionProvision && got.LastRun == lineRun {
+		t.Errorf("node-02's desired_action = %q after the line of its last run %s, want provision again", got.DesiredAction, lineRun)
+	}
 }
 
 // jobFailed reports whether Rufio's Job name in ns has failed.
