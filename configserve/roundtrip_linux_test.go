@@ -102,7 +102,7 @@ func carry(from, to *os.File, delay time.Duration) {
 	go func() {
 		defer close(done)
 		for p := range q {
-			sleepUntil(p.due)
+			nap(time.Until(p.due))
 			to.Write(p.b)
 		}
 	}()
@@ -115,18 +115,6 @@ func carry(from, to *os.File, delay time.Duration) {
 			return
 		}
 		q <- packet{time.Now().Add(delay), buf[:n]}
-	}
-}
-
-// sleepUntil sleeps until t, the last millisecond in the kernel, where
-// Go's timers would wake late.
-func sleepUntil(t time.Time) {
-	if d := time.Until(t) - time.Millisecond; d > 0 {
-		time.Sleep(d)
-	}
-	if d := time.Until(t); d > 0 {
-		ts := unix.NsecToTimespec(d.Nanoseconds())
-		unix.Nanosleep(&ts, nil)
 	}
 }
 
@@ -237,14 +225,11 @@ func serveOverLink(t testing.TB, l *netnsLink, n, size int) *ackLog {
 		}
 	}
 	// The last log line may trail the last answer.
-	for wait := time.Now().Add(5 * time.Second); time.Now().Before(wait); time.Sleep(time.Millisecond) {
+	testenv.WaitFor(t, 5*time.Second, "acknowledgement line per answer", func() bool {
 		acks.mu.Lock()
-		got := len(acks.waits)
-		acks.mu.Unlock()
-		if got == n {
-			break
-		}
-	}
+		defer acks.mu.Unlock()
+		return len(acks.waits) >= n
+	})
 	acks.mu.Lock()
 	defer acks.mu.Unlock()
 	if len(acks.waits) != n || len(acks.polls) != n {
