@@ -43,7 +43,7 @@ func TestFetchWaitsAndGetsTheUnacknowledgedConfig(t *testing.T) {
 	h := newHarness(t, harnessOpts{cfg: Config{WriteTimeout: 500 * time.Millisecond}})
 	code, _, orig := h.put(1<<20, node01, run01)
 	c, _ := h.rawConn(16 << 10)
-	sendGet(t, c, code) // never read: the answer cannot arrive whole
+	sendGet(t, c, PathPrefix+code) // never read: the answer cannot arrive whole
 	testenv.WaitFor(t, 10*time.Second, "the stuck answer asks the gate", func() bool { return h.gate.callCount() == 1 })
 	h.want(h.get(h.client(), code), http.StatusOK, orig, "the fetch that waited")
 	kinds := []Kind{h.waitEvent().Kind, h.waitEvent().Kind}

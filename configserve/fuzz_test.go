@@ -146,10 +146,6 @@ func FuzzHandler(f *testing.F) {
 				t.Fatalf("a %d answer dropped the config", w.Code)
 			}
 		}
-		sec := &secrets{}
-		sec.add(code)
-		sec.add(spent)
-		sec.add(tagOf(orig))
-		sec.check(t, logs.String(), events)
+		checkNoSecrets(t, []string{code, spent, tagOf(orig)}, logs.String(), events)
 	})
 }

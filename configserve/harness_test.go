@@ -61,25 +61,11 @@ func (g *testGate) callCount() int {
 	return g.calls
 }
 
-// secrets collects what must never appear in a log line or an event.
-type secrets struct {
-	mu   sync.Mutex
-	list []string
-}
-
-func (s *secrets) add(v string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.list = append(s.list, v)
-}
-
-// checkNoSecrets fails t if logs or any event text or field carries a
-// code, a code's first 12 characters, or a config's tag.
-func (s *secrets) check(t testing.TB, logs string, events []Event) {
+// checkNoSecrets fails t if logs or any event text or field carries one
+// of secrets (codes and configs' tags) or its first 12 characters.
+func checkNoSecrets(t testing.TB, secrets []string, logs string, events []Event) {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, v := range s.list {
+	for _, v := range secrets {
 		for _, needle := range []string{v, v[:12]} {
 			if strings.Contains(logs, needle) {
 				t.Errorf("a log line carries a secret (%d characters of it)", len(needle))
@@ -101,7 +87,7 @@ type harness struct {
 	ts      *httptest.Server
 	gate    *testGate
 	logs    *syncbuf.Buffer
-	secrets *secrets
+	secrets []string // what must never appear in a log line or an event
 
 	evMu   sync.Mutex
 	events []Event
@@ -140,11 +126,10 @@ const lendPrefix = "/lend/"
 func newHarness(t *testing.T, o harnessOpts) *harness {
 	t.Helper()
 	h := &harness{
-		t:       t,
-		gate:    &testGate{planned: true},
-		logs:    &syncbuf.Buffer{},
-		secrets: &secrets{},
-		evCh:    make(chan Event, 4096),
+		t:    t,
+		gate: &testGate{planned: true},
+		logs: &syncbuf.Buffer{},
+		evCh: make(chan Event, 4096),
 	}
 	cfg := o.cfg
 	// fleetd's names, which make the runbook's lines.
@@ -211,7 +196,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	t.Cleanup(func() {
 		h.ts.Close()
 		srv.Close()
-		h.secrets.check(t, h.logs.String(), h.allEvents())
+		checkNoSecrets(t, h.secrets, h.logs.String(), h.allEvents())
 		if t.Failed() {
 			t.Logf("server log:\n%s", h.logs.String())
 		}
@@ -225,8 +210,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 func (h *harness) put(n int, dev Device, run string) (code string, config, orig []byte) {
 	h.t.Helper()
 	code, config = putNew(h.t, h.srv, n, dev, run)
-	h.secrets.add(code)
-	h.secrets.add(tagOf(config))
+	h.secrets = append(h.secrets, code, tagOf(config))
 	return code, config, bytes.Clone(config)
 }
 
@@ -426,9 +410,10 @@ func (h *harness) rawConn(rcvbuf int) (net.Conn, *net.TCPConn) {
 	return tlsc, tc
 }
 
-func sendGet(t *testing.T, c net.Conn, code string) {
+// sendGet sends a GET of path on c.
+func sendGet(t *testing.T, c net.Conn, path string) {
 	t.Helper()
-	if _, err := fmt.Fprintf(c, "GET %s%s HTTP/1.1\r\nHost: fleetd\r\n\r\n", PathPrefix, code); err != nil {
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: fleetd\r\n\r\n", path); err != nil {
 		t.Fatal(err)
 	}
 }

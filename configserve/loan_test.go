@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -153,7 +152,7 @@ func TestBorrowedNotAcknowledged(t *testing.T) {
 	r := newReplicas(t, Config{WriteTimeout: 500 * time.Millisecond})
 	code, _, orig := r.a.put(1<<20, node01, run01)
 	c, tc := r.b.rawConn(16 << 10)
-	sendGet(t, c, code)
+	sendGet(t, c, PathPrefix+code)
 	ev := r.b.waitEvent()
 	if ev.Kind != NotAcknowledged || ev.Peer != tc.LocalAddr().String() || ev.Run != run01 || !ev.Borrowed {
 		t.Fatalf("the borrower's event %+v, want not-acknowledged by %s, borrowed", ev, tc.LocalAddr())
@@ -233,8 +232,7 @@ func TestBorrowedServedLenderGone(t *testing.T) {
 	b := newHarness(t, harnessOpts{cfg: Config{Borrow: func(ctx context.Context, code string) (*Loan, error) {
 		return NewLoan(bytes.Clone(orig), node01, run01, time.Now().Add(time.Minute), func(bool, string) { settles.Add(1) }), nil
 	}}})
-	b.secrets.add(tagOf(orig))
-	b.secrets.add(code)
+	b.secrets = append(b.secrets, tagOf(orig), code)
 	b.want(b.get(b.client(), code), http.StatusOK, orig, "fetch at the borrower")
 	ev := b.waitEvent()
 	if d := cmp.Diff(Event{Kind: Served, Device: node01, Run: run01, Text: "fleetd served the config of " + run01, Borrowed: true}, ev, ignoreTime); d != "" {
@@ -260,10 +258,9 @@ func TestBorrowOutlivesTheNode(t *testing.T) {
 		borrowErr <- ctx.Err()
 		return NewLoan(bytes.Clone(orig), node01, run01, time.Now().Add(time.Minute), func(served bool, _ string) { settled <- served }), nil
 	}}})
-	b.secrets.add(tagOf(orig))
-	b.secrets.add(code)
+	b.secrets = append(b.secrets, tagOf(orig), code)
 	c, _ := b.rawConn(64 << 10)
-	sendGet(t, c, code)
+	sendGet(t, c, PathPrefix+code)
 	<-started
 	c.Close()
 	time.Sleep(300 * time.Millisecond) // the server reads the close
@@ -293,9 +290,7 @@ func TestLendAnswerNotReceived(t *testing.T) {
 	// A borrower that asks and never reads: its kernel cannot take the
 	// whole answer.
 	c, _ := h.rawConn(16 << 10)
-	if _, err := fmt.Fprintf(c, "GET %s%s HTTP/1.1\r\nHost: fleetd\r\n\r\n", lendPrefix, code); err != nil {
-		t.Fatal(err)
-	}
+	sendGet(t, c, lendPrefix+code)
 	if err := <-h.lent; err == nil {
 		t.Fatal("SendLoan to a borrower that never read: nil, want an error")
 	}
@@ -305,9 +300,7 @@ func TestLendAnswerNotReceived(t *testing.T) {
 
 	// A borrower that hangs up mid-answer.
 	c2, tc2 := h.rawConn(16 << 10)
-	if _, err := fmt.Fprintf(c2, "GET %s%s HTTP/1.1\r\nHost: fleetd\r\n\r\n", lendPrefix, code); err != nil {
-		t.Fatal(err)
-	}
+	sendGet(t, c2, lendPrefix+code)
 	io.ReadFull(c2, make([]byte, 4096))
 	tc2.SetLinger(0)
 	c2.Close()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -161,7 +162,7 @@ func TestIntegrationUnacknowledgedRealSizeConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	sendGet(t, c, code)
+	sendGet(t, c, PathPrefix+code)
 	testenv.WaitFor(t, 10*time.Second, "the request reaches the server", func() bool { return h.gate.callCount() == 1 })
 	// The request is in; the network fails before the answer leaves.
 	l.cut(t)
@@ -193,23 +194,43 @@ func TestIntegrationUnacknowledgedRealSizeConfig(t *testing.T) {
 	t.Logf("took %v, of which %v from the cut to the event", time.Since(start), elapsed)
 }
 
-// A client that asks for a real-size config and never reads, with the
-// smallest receive buffer: its kernel takes a little of the answer and
-// then advertises a closed window. The whole answer fits in the server's
-// send buffer, so its write returns at once; only the acknowledgement
-// check can tell that the peer does not hold it. The write deadline ends
-// the answer, and the config stays.
+// A client that asks for a config and never reads: its kernel takes a
+// little of the answer and then advertises a closed window. A real-size
+// config, asked with the smallest receive buffer, fits whole in the
+// server's send buffer, so its write returns at once; only the
+// acknowledgement check can tell that the peer does not hold it. A config
+// of 1 MiB fills the send buffer, and its write blocks. Either way the
+// write deadline ends the answer, the connection is reset so no more of
+// it arrives, and the config stays.
 func TestUnreadRealSizeConfigNotServed(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			const deadline = 300 * time.Millisecond
-			h := newHarness(t, harnessOpts{tls: tr.tls, cfg: Config{WriteTimeout: deadline}})
-			code, _, orig := h.put(realConfigSize, node01, run01)
+	for _, tt := range []struct {
+		name                 string
+		tls                  bool
+		size, rcvbuf, sndbuf int // rcvbuf 1: the kernel raises it to its smallest
+		deadline             time.Duration
+	}{
+		{"tcp", false, realConfigSize, 1, 0, 300 * time.Millisecond},
+		{"tls", true, realConfigSize, 1, 0, 300 * time.Millisecond},
+		{"1MiB", false, 1 << 20, 16 << 10, 64 << 10, time.Second},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, harnessOpts{tls: tt.tls, sndbuf: tt.sndbuf, cfg: Config{WriteTimeout: tt.deadline}})
+			code, _, orig := h.put(tt.size, node01, run01)
 
-			c, tc := h.rawConn(1) // the kernel raises it to its smallest
+			c, tc := h.rawConn(tt.rcvbuf)
 			start := time.Now()
-			sendGet(t, c, code)
-			h.wantNotAcknowledged(tc, start, deadline)
+			sendGet(t, c, PathPrefix+code)
+			h.wantNotAcknowledged(tc, start, tt.deadline)
+			// The stalled client now reads: it never gets the whole
+			// answer, since the server reset the connection.
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			got, err := io.ReadAll(c)
+			if !isReset(err) {
+				t.Errorf("reading the stalled connection ended with %v, want a reset", err)
+			}
+			if len(got) >= len(orig) {
+				t.Errorf("the stalled client read %d bytes, the whole answer", len(got))
+			}
 			h.wantServedWhole(h.client(), code, orig)
 		})
 	}
@@ -224,7 +245,7 @@ func TestHalfReadOfRealSizeConfigSpendsCode(t *testing.T) {
 	code, _, orig := h.put(realConfigSize, node01, run01)
 
 	c, tc := h.rawConn(64 << 10)
-	sendGet(t, c, code)
+	sendGet(t, c, PathPrefix+code)
 	readHalfAndReset(t, c, tc, orig)
 
 	want := Event{Kind: Served, Device: node01, Run: run01, Text: h.srv.text.served(run01)}
