@@ -22,50 +22,33 @@ func wantError(t *testing.T, err, want error, text string) {
 	}
 }
 
+// TestCheck checks what Check and CheckRecorded return for the ports a
+// neighbour names (or the one recorded) and the declared one.
 func TestCheck(t *testing.T) {
 	lldpd := mustParse(t, lldpdFrame) // names port 5
-	tests := []struct {
-		name     string
-		n        *Neighbor
-		declared int
-		want     error
-		text     string // the journal line, when the runbook gives one
+	for _, tt := range []struct {
+		name string
+		err  error
+		want error
+		text string // the journal line, when the runbook gives one
 	}{
-		{"on its port", lldpd, 5, nil, ""},
-		{"UniFi on its port", nb(PortLocal, "Port 12", "Port 12"), 12, nil, ""},
-		{"on another port", lldpd, 7, &PortError{Port: 5, Expected: 7}, "on port 5, expected 7"},
-		{"UniFi on another port", nb(PortLocal, "Port 3", ""), 4, &PortError{Port: 3, Expected: 4}, "on port 3, expected 4"},
-		{"no frame, so no port attested", nil, 5, ErrNoAttestedPort, "attested no switch port"},
-		{"port not named", nb(PortMACAddress, "74:83:c2:01:02:03", ""), 5, ErrPortUnnamed, ""},
-		{"no declared port", lldpd, 0, ErrNoDeclaredPort, "no switch port is declared"},
-		{"negative declared port", lldpd, -2, ErrNoDeclaredPort, ""},
-		{"no declared port and no frame", nil, 0, ErrNoDeclaredPort, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			wantError(t, Check(tt.n, tt.declared, nil), tt.want, tt.text)
-		})
-	}
-}
-
-func TestCheckRecorded(t *testing.T) {
-	tests := []struct {
-		name               string
-		recorded, declared int
-		want               error
-		text               string
-	}{
-		{"recorded its port", 5, 5, nil, ""},
-		{"recorded another port", 9, 5, &PortError{Port: 9, Expected: 5}, "on port 9, expected 5"},
-		{"recorded none", 0, 5, ErrNoRecordedPort, "recorded no attested switch port"},
-		{"recorded a negative port", -1, 5, ErrNoRecordedPort, ""},
-		{"declared none", 5, 0, ErrNoDeclaredPort, "no switch port is declared"},
-		{"declared and recorded none", 0, 0, ErrNoDeclaredPort, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			wantError(t, CheckRecorded(tt.recorded, tt.declared), tt.want, tt.text)
-		})
+		{"on its port", Check(lldpd, 5, nil), nil, ""},
+		{"UniFi on its port", Check(nb(PortLocal, "Port 12", "Port 12"), 12, nil), nil, ""},
+		{"on another port", Check(lldpd, 7, nil), &PortError{Port: 5, Expected: 7}, "on port 5, expected 7"},
+		{"UniFi on another port", Check(nb(PortLocal, "Port 3", ""), 4, nil), &PortError{Port: 3, Expected: 4}, "on port 3, expected 4"},
+		{"no frame, so no port attested", Check(nil, 5, nil), ErrNoAttestedPort, "attested no switch port"},
+		{"port not named", Check(nb(PortMACAddress, "74:83:c2:01:02:03", ""), 5, nil), ErrPortUnnamed, ""},
+		{"no declared port", Check(lldpd, 0, nil), ErrNoDeclaredPort, "no switch port is declared"},
+		{"negative declared port", Check(lldpd, -2, nil), ErrNoDeclaredPort, ""},
+		{"no declared port and no frame", Check(nil, 0, nil), ErrNoDeclaredPort, ""},
+		{"recorded its port", CheckRecorded(5, 5), nil, ""},
+		{"recorded another port", CheckRecorded(9, 5), &PortError{Port: 9, Expected: 5}, "on port 9, expected 5"},
+		{"recorded none", CheckRecorded(0, 5), ErrNoRecordedPort, "recorded no attested switch port"},
+		{"recorded a negative port", CheckRecorded(-1, 5), ErrNoRecordedPort, ""},
+		{"declared none", CheckRecorded(5, 0), ErrNoDeclaredPort, "no switch port is declared"},
+		{"declared and recorded none", CheckRecorded(0, 0), ErrNoDeclaredPort, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) { wantError(t, tt.err, tt.want, tt.text) })
 	}
 }
 
@@ -110,8 +93,8 @@ func TestRunbookNoLLDPFrame(t *testing.T) {
 		}()
 		start := time.Now()
 		n, err := l.Wait(t.Context())
-		if !errors.Is(err, ErrTimeout) || time.Since(start) != 35*time.Second {
-			t.Fatalf("Wait = %+v, %v after %v; want ErrTimeout after 35s", n, err, time.Since(start))
+		if !errors.Is(err, ErrTimeout) || err.Error() != "eth0: no LLDP frame arrived in time (waited 35s)" || time.Since(start) != 35*time.Second {
+			t.Fatalf("Wait = %+v, %v after %v; want ErrTimeout, waited 35s", n, err, time.Since(start))
 		}
 		// The claim carries no neighbour; fleetd checks it.
 		wantError(t, Check(n, 5, nil), ErrNoAttestedPort, "attested no switch port")
