@@ -1,7 +1,6 @@
 package configserve
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -21,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fleetkit/fleet/internal/testenv"
 )
 
 // benchConfigSize is about the size of a rendered Talos worker config.
@@ -102,12 +103,8 @@ func benchCert(b *testing.B) (tls.Certificate, *x509.CertPool) {
 func putCodes(b *testing.B, srv *Server, n int) []string {
 	b.Helper()
 	codes := make([]string, n)
-	config := makeConfig(benchConfigSize)
 	for i := range codes {
-		codes[i] = NewCode()
-		if err := srv.Put(codes[i], bytes.Clone(config), Device{ID: int64(i + 1)}, "provision-bench-"+strconv.Itoa(i)); err != nil {
-			b.Fatal(err)
-		}
+		codes[i], _ = putNew(b, srv, benchConfigSize, Device{ID: int64(i + 1)}, "provision-bench-"+strconv.Itoa(i))
 	}
 	return codes
 }
@@ -156,9 +153,7 @@ func BenchmarkServe(b *testing.B) {
 			codes := putCodes(b, srv, b.N)
 			runServes(b, ts, func(i int) string { return ts.URL + PathPrefix + codes[i] })
 			// The last Served events may trail the answers a little.
-			for wait := time.Now().Add(5 * time.Second); served.Load() < int64(b.N) && time.Now().Before(wait); {
-				time.Sleep(time.Millisecond)
-			}
+			testenv.WaitFor(b, 5*time.Second, "served event per serve", func() bool { return served.Load() >= int64(b.N) })
 			if got := served.Load(); got != int64(b.N) || srv.Waiting() != 0 {
 				b.Fatalf("%d served, %d waiting, want %d served", got, srv.Waiting(), b.N)
 			}

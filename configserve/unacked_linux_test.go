@@ -84,19 +84,6 @@ func (l *netnsLink) run(t testing.TB, args ...string) {
 	}
 }
 
-// cut sets the client's end down: from then on no packet crosses the link
-// either way, as when a node's network fails.
-func (l *netnsLink) cut(t *testing.T) {
-	t.Helper()
-	l.run(t, "-n", l.clientNS, "link", "set", l.clientDev, "down")
-}
-
-// mend sets the client's end up again.
-func (l *netnsLink) mend(t *testing.T) {
-	t.Helper()
-	l.run(t, "-n", l.clientNS, "link", "set", l.clientDev, "up")
-}
-
 func (l *netnsLink) listen(t testing.TB) net.Listener {
 	t.Helper()
 	var ln net.Listener
@@ -164,8 +151,9 @@ func TestIntegrationUnacknowledgedRealSizeConfig(t *testing.T) {
 	defer c.Close()
 	sendGet(t, c, PathPrefix+code)
 	testenv.WaitFor(t, 10*time.Second, "the request reaches the server", func() bool { return h.gate.callCount() == 1 })
-	// The request is in; the network fails before the answer leaves.
-	l.cut(t)
+	// The request is in; the network fails before the answer leaves: the
+	// client's end goes down, and no packet crosses the link either way.
+	l.run(t, "-n", l.clientNS, "link", "set", l.clientDev, "down")
 	cutAt := time.Now()
 	close(hold)
 	elapsed := h.wantNotAcknowledged(c, cutAt, writeTimeout)
@@ -181,7 +169,7 @@ func TestIntegrationUnacknowledgedRealSizeConfig(t *testing.T) {
 	// the server's namespace, not closing with the answer still queued.
 	l.noConnection(t, c.LocalAddr().String())
 
-	l.mend(t)
+	l.run(t, "-n", l.clientNS, "link", "set", l.clientDev, "up")
 	// A healthy fetch gets the config whole.
 	hc := &http.Client{
 		Transport: &http.Transport{DialContext: l.dial, DisableKeepAlives: true},
