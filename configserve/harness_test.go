@@ -275,22 +275,30 @@ func (h *harness) client() *http.Client {
 
 type reply struct {
 	status int
+	proto  string // "HTTP/1.1"
 	header http.Header
 	body   []byte
 }
 
-func (h *harness) get(c *http.Client, code string) reply {
+func (h *harness) get(c *http.Client, code string) reply { return h.do(c, "GET", PathPrefix+code) }
+
+// do sends a request of method for path with c, and reads the whole answer.
+func (h *harness) do(c *http.Client, method, path string) reply {
 	h.t.Helper()
-	resp, err := c.Get(h.url(code))
+	req, err := http.NewRequest(method, h.ts.URL+path, nil)
 	if err != nil {
-		h.t.Fatalf("GET: %v", err)
+		h.t.Fatal(err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		h.t.Fatalf("%s: %v", method, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		h.t.Fatalf("GET: reading the body: %v", err)
+		h.t.Fatalf("%s: reading the body: %v", method, err)
 	}
-	return reply{resp.StatusCode, resp.Header, body}
+	return reply{resp.StatusCode, resp.Proto, resp.Header, body}
 }
 
 // want fails t unless r has status and carries the whole config orig if

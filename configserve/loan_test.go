@@ -310,14 +310,9 @@ func TestLendAnswerNotReceived(t *testing.T) {
 
 	// Handed back each time: a borrower that reads the answer whole gets
 	// the config, and the loan stays out until it settles.
-	rsp, err := h.client().Get(h.ts.URL + lendPrefix + code)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(rsp.Body)
-	rsp.Body.Close()
-	if err := <-h.lent; err != nil || rsp.StatusCode != http.StatusOK || !bytes.Equal(body, orig) {
-		t.Fatalf("a lend read whole: %d, %d bytes, SendLoan %v; want 200, the config, nil", rsp.StatusCode, len(body), err)
+	r := h.do(h.client(), "GET", lendPrefix+code)
+	if err := <-h.lent; err != nil || r.status != http.StatusOK || !bytes.Equal(r.body, orig) {
+		t.Fatalf("a lend read whole: %d, %d bytes, SendLoan %v; want 200, the config, nil", r.status, len(r.body), err)
 	}
 	if _, err := h.srv.Lend(context.Background(), code); !errors.Is(err, ErrBusy) {
 		t.Errorf("a Lend while the loan read whole is out: %v, want ErrBusy", err)

@@ -372,18 +372,12 @@ func TestRequestShapes(t *testing.T) {
 		{"POST", "/config/" + code, 405},
 		{"DELETE", "/config/" + code, 405},
 	} {
-		req, _ := http.NewRequest(tc.method, h.ts.URL+tc.path, nil)
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		r := h.do(c, tc.method, tc.path)
+		if r.status != tc.status || bytes.Contains(r.body, orig[:64]) {
+			t.Errorf("%s %s: %d, want %d without the config", tc.method, strings.ReplaceAll(tc.path, code, "<code>"), r.status, tc.status)
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != tc.status || bytes.Contains(body, orig[:64]) {
-			t.Errorf("%s %s: %d, want %d without the config", tc.method, strings.ReplaceAll(tc.path, code, "<code>"), resp.StatusCode, tc.status)
-		}
-		if tc.status == 405 && resp.Header.Get("Allow") != "GET" {
-			t.Errorf("%s: Allow %q, want GET", tc.method, resp.Header.Get("Allow"))
+		if tc.status == 405 && r.header.Get("Allow") != "GET" {
+			t.Errorf("%s: Allow %q, want GET", tc.method, r.header.Get("Allow"))
 		}
 	}
 	h.noEvent(20 * time.Millisecond)
@@ -410,17 +404,12 @@ func TestMisconfiguredServerRefuses(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, tt.opts)
 			code, _, orig := h.put(4096, node01, run01)
-			resp, err := h.ts.Client().Get(h.url(code))
-			if err != nil {
-				t.Fatal(err)
+			r := h.get(h.ts.Client(), code)
+			if tt.opts.http2 && r.proto != "HTTP/2.0" {
+				t.Fatalf("the client spoke %s; the test needs HTTP/2", r.proto)
 			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if tt.opts.http2 && resp.ProtoMajor != 2 {
-				t.Fatalf("the client spoke %s; the test needs HTTP/2", resp.Proto)
-			}
-			if resp.StatusCode != tt.status || bytes.Contains(body, orig[:64]) {
-				t.Fatalf("%d, want %d without the config", resp.StatusCode, tt.status)
+			if r.status != tt.status || bytes.Contains(r.body, orig[:64]) {
+				t.Fatalf("%d, want %d without the config", r.status, tt.status)
 			}
 			if h.srv.Waiting() != 1 {
 				t.Errorf("waiting %d: want the config kept", h.srv.Waiting())
