@@ -427,12 +427,7 @@ func TestTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		gate := &testGate{planned: false}
 		var events []Event
-		var mu sync.Mutex
-		srv := newBareServer(t, gate, &Config{TTL: 10 * time.Minute, Events: func(ev Event) {
-			mu.Lock()
-			events = append(events, ev)
-			mu.Unlock()
-		}})
+		srv := newBareServer(t, gate, &Config{TTL: 10 * time.Minute, Events: func(ev Event) { events = append(events, ev) }})
 		code, config := putNew(t, srv, 1000, node01, run01)
 		time.Sleep(10*time.Minute - time.Second)
 		if st := fetchRecorded(srv, code); st != http.StatusConflict || gate.callCount() != 1 {
@@ -446,8 +441,6 @@ func TestTTL(t *testing.T) {
 		if st := fetchRecorded(srv, code); st != http.StatusNotFound {
 			t.Fatalf("after the TTL: %d, want 404", st)
 		}
-		mu.Lock()
-		defer mu.Unlock()
 		want := []Event{
 			{Kind: Expired, Device: node01, Run: run01, Text: "the Talos config of provision-node-01-1767225600 expired unread"},
 			{Kind: Missing, Peer: "192.0.2.1:1234", Text: "the node asked for its Talos config, and the config server holds none for it"},
