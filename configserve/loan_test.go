@@ -70,10 +70,7 @@ func TestBorrowedConfigServedOnce(t *testing.T) {
 	r := newReplicas(t, Config{})
 	code, _, orig := r.a.put(4096, node01, run01)
 	r.b.want(r.b.get(r.b.client(), code), http.StatusOK, orig, "fetch at the borrower")
-	ev := r.b.waitEvent()
-	if d := cmp.Diff(Event{Kind: Served, Device: node01, Run: run01, Text: "fleetd served the config of " + run01, Borrowed: true}, ev, ignoreTime); d != "" {
-		t.Errorf("the borrower's event (-want +got):\n%s", d)
-	}
+	r.b.wantEvent(Event{Kind: Served, Device: node01, Run: run01, Text: "fleetd served the config of " + run01, Borrowed: true})
 	if !r.waitSettled(t) {
 		t.Error("the loan was settled unserved")
 	}
@@ -234,10 +231,7 @@ func TestBorrowedServedLenderGone(t *testing.T) {
 	}}})
 	b.secrets = append(b.secrets, tagOf(orig), code)
 	b.want(b.get(b.client(), code), http.StatusOK, orig, "fetch at the borrower")
-	ev := b.waitEvent()
-	if d := cmp.Diff(Event{Kind: Served, Device: node01, Run: run01, Text: "fleetd served the config of " + run01, Borrowed: true}, ev, ignoreTime); d != "" {
-		t.Errorf("the borrower's event (-want +got):\n%s", d)
-	}
+	b.wantEvent(Event{Kind: Served, Device: node01, Run: run01, Text: "fleetd served the config of " + run01, Borrowed: true})
 	b.noEvent(100 * time.Millisecond)
 	if n := settles.Load(); n != 1 {
 		t.Errorf("Settle called %d times, want 1", n)

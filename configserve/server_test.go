@@ -27,6 +27,17 @@ const run01 = "provision-node-01-1767225600"
 // ignoreTime compares events without their time stamps.
 var ignoreTime = cmpopts.IgnoreFields(Event{}, "Time")
 
+// wantEvent returns the next event, failing t unless it is want, its time
+// aside.
+func (h *harness) wantEvent(want Event) Event {
+	h.t.Helper()
+	ev := h.waitEvent()
+	if d := cmp.Diff(want, ev, ignoreTime); d != "" {
+		h.t.Errorf("event (-want +got):\n%s", d)
+	}
+	return ev
+}
+
 func zeroed(b []byte) bool { return bytes.Count(b, []byte{0}) == len(b) }
 
 func TestServeOnceOverTLS(t *testing.T) {
@@ -38,11 +49,7 @@ func TestServeOnceOverTLS(t *testing.T) {
 	if got := r.header.Get("Cache-Control"); got != "no-store" {
 		t.Errorf("Cache-Control %q, want no-store", got)
 	}
-	ev := h.waitEvent()
-	want := Event{Kind: Served, Device: node01, Run: run01, Text: "fleetd served the config of provision-node-01-1767225600"}
-	if d := cmp.Diff(want, ev, ignoreTime); d != "" {
-		t.Errorf("served event (-want +got):\n%s", d)
-	}
+	ev := h.wantEvent(Event{Kind: Served, Device: node01, Run: run01, Text: "fleetd served the config of provision-node-01-1767225600"})
 	if ev.Time.IsZero() {
 		t.Error("the event has no time")
 	}
@@ -59,7 +66,7 @@ func TestServeOnceOverTLS(t *testing.T) {
 	if ev.Peer == "" {
 		t.Error("the refetch event names no peer")
 	}
-	want = Event{Kind: Refetched, Device: node01, Run: run01, Peer: ev.Peer, Text: "the node asked again for the Talos config fleetd served it"}
+	want := Event{Kind: Refetched, Device: node01, Run: run01, Peer: ev.Peer, Text: "the node asked again for the Talos config fleetd served it"}
 	if d := cmp.Diff(want, ev, ignoreTime); d != "" {
 		t.Errorf("refetch event (-want +got):\n%s", d)
 	}

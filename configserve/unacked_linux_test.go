@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/fleetkit/fleet/internal/testenv"
 )
 
@@ -236,10 +234,7 @@ func TestHalfReadOfRealSizeConfigSpendsCode(t *testing.T) {
 	sendGet(t, c, PathPrefix+code)
 	readHalfAndReset(t, c, tc, orig)
 
-	want := Event{Kind: Served, Device: node01, Run: run01, Text: h.srv.text.served(run01)}
-	if d := cmp.Diff(want, h.waitEvent(), ignoreTime); d != "" {
-		t.Fatalf("event (-want +got):\n%s", d)
-	}
+	h.wantEvent(Event{Kind: Served, Device: node01, Run: run01, Text: h.srv.text.served(run01)})
 	h.want(h.get(h.client(), code), http.StatusGone, orig, "next fetch")
 	if ev := h.waitEvent(); ev.Kind != Refetched || ev.Text != h.srv.text.refetched {
 		t.Errorf("event %v (%q), want refetched", ev.Kind, ev.Text)
