@@ -249,12 +249,19 @@ func TestIntegrationAckWithinOneRoundTrip(t *testing.T) {
 	if rtt < 35*time.Millisecond {
 		t.Fatalf("the link's round trip is %v, want about 40 ms", rtt)
 	}
-	acks := serveOverLink(t, l, 7, 16<<10)
-	t.Logf("round trip %v; acknowledgement waits %v; queries %v", rtt, acks.waits, acks.polls)
-	// A busy machine can hold any one wait back (the process is not
-	// scheduled), never make it short: the best wait shows the pacing.
-	if best := slices.Min(acks.waits); best > rtt*5/4 {
-		t.Errorf("the shortest check lasted %v, more than 1.25 round trips (%v)", best, rtt)
+	// A busy machine can hold any wait back (the process is not
+	// scheduled), never make it short: the best wait shows the pacing. On
+	// a loaded machine all of seven may be held back, so up to five
+	// batches are served until one wait shows it.
+	var acks *ackLog
+	for batch := range 5 {
+		acks = serveOverLink(t, l, 7, 16<<10)
+		t.Logf("round trip %v; acknowledgement waits %v; queries %v", rtt, acks.waits, acks.polls)
+		if best := slices.Min(acks.waits); best <= rtt*5/4 {
+			break
+		} else if batch == 4 {
+			t.Errorf("the shortest check of five batches lasted %v, more than 1.25 round trips (%v)", best, rtt)
+		}
 	}
 	for _, w := range acks.waits {
 		if w < rtt/2 {
