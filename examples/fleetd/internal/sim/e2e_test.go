@@ -82,7 +82,9 @@ func (f *testFleet) status(name string) inventory.Status {
 // The runbook's "Plug a machine in" for a worker, from the nodes file to an
 // active node over real HTTPS: attest: PASSED, the Workflow starts with the
 // note that the machine attested from HookOS, the installed Talos fetches
-// its config once, and NetBox holds the node active.
+// its config once, and NetBox holds the node active. The install code
+// reaches only the machine: once the run started, and again once the node
+// is active, no object in either cluster carries it (wantNoCodeInCluster).
 func TestProvisionANode(t *testing.T) {
 	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true})
 	f.startTinkerbell()
@@ -92,6 +94,7 @@ func TestProvisionANode(t *testing.T) {
 	if res.Verdict != attest.Attested || res.InstallCode == "" {
 		t.Fatalf("attestation = %+v, want attested with a code", res)
 	}
+	f.wantNoCodeInCluster()
 	d := f.provisioned("w-01", "127.0.0.21")
 	m := f.machines["w-01"]
 	if d.MAC.String() != m.mac.String() || d.AttestVerdict != "attested" || d.AttestedSwitchPort != 1 || !strings.HasPrefix(d.LastRun, "provision-w-01-") {
@@ -126,12 +129,14 @@ func TestProvisionANode(t *testing.T) {
 	if !strings.Contains(f.metrics(), `fleet_attest_verdicts_total{verdict="attested"} 1`) {
 		t.Error("the verdict is not counted")
 	}
+	f.wantNoCodeInCluster()
 	f.wantNoSecrets()
 }
 
 // The runbook's "Provision a control plane": it waits in HookOS after
 // attestation until desired_action=provision; Rufio power-cycles it so its
-// next attestation receives the code; it ends active.
+// next attestation receives the code, which no object in either cluster
+// carries, then or once the node is active; it ends active.
 func TestProvisionAControlPlane(t *testing.T) {
 	f := newTestFleet(t, nil, testNode{name: "cp-02", class: "controlplane", approve: true})
 	f.startTinkerbell()
@@ -142,6 +147,8 @@ func TestProvisionAControlPlane(t *testing.T) {
 	}
 	f.setDesiredAction("cp-02")
 	f.waitJournal("cp-02", "Rufio power-cycles the machine so that its next attestation from HookOS receives the install code")
+	f.wait("cp-02 receives its code", func() bool { return len(f.machines["cp-02"].receivedCodes()) > 0 })
+	f.wantNoCodeInCluster()
 	f.wait("cp-02 active", func() bool { return f.status("cp-02") == inventory.StatusActive })
 	m := f.machines["cp-02"]
 	m.mu.Lock()
@@ -153,6 +160,7 @@ func TestProvisionAControlPlane(t *testing.T) {
 	if d := f.readDevice("cp-02"); d.DesiredAction != "" {
 		t.Errorf("desired_action = %q after the run started", d.DesiredAction)
 	}
+	f.wantNoCodeInCluster()
 	f.wantNoSecrets()
 }
 
@@ -247,30 +255,6 @@ func (f *testFleet) wantNoCodeInCluster() {
 			}
 		}
 	}
-}
-
-// The install code reaches only the attested machine: once a worker's run
-// (from its attestation) and a control plane's run (from desired_action,
-// through Rufio) have started, and again once both nodes are active, no
-// object in either cluster carries a code or the config URL with it.
-func TestNoInstallCodeInCluster(t *testing.T) {
-	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true}, testNode{name: "cp-02", class: "controlplane", approve: true})
-	f.startTinkerbell()
-	f.powerOn("w-01", "cp-02")
-	if res := f.attested("w-01"); res.InstallCode == "" {
-		t.Fatalf("w-01's attestation = %+v, want a code", res)
-	}
-	f.waitJournal("w-01", "started Workflow provision-w-01-")
-	f.attested("cp-02")
-	f.setDesiredAction("cp-02")
-	f.waitJournal("cp-02", "started Workflow provision-cp-02-")
-	f.wait("cp-02 receives its code", func() bool { return len(f.machines["cp-02"].receivedCodes()) > 0 })
-	f.wantNoCodeInCluster()
-	f.wait("both nodes active", func() bool {
-		return f.status("w-01") == inventory.StatusActive && f.status("cp-02") == inventory.StatusActive
-	})
-	f.wantNoCodeInCluster()
-	f.wantNoSecrets()
 }
 
 // "The node polls its config URL and gets 503": NetBox does not answer;
@@ -481,7 +465,9 @@ func TestDuplicateSerial(t *testing.T) {
 	}
 }
 
-// The waiting-claims API answers approvers only.
+// The waiting-claims API answers approvers only. Another TPM claiming the
+// waiting machine's serial does not replace its claim: the API answers
+// both, the machine's first.
 func TestApproverAPI(t *testing.T) {
 	dir := t.TempDir()
 	caPEM, clientCert := approverCA(t)
@@ -522,16 +508,7 @@ func TestApproverAPI(t *testing.T) {
 	if len(f.auditLines("fleet.approve")) != 5 {
 		t.Errorf("fleet.approve lines: %v", f.auditLines("fleet.approve"))
 	}
-}
 
-// Another TPM claiming a waiting machine's serial does not replace its
-// claim: the approver API answers both, the machine's first.
-func TestApproverAPIEveryTPM(t *testing.T) {
-	f := newTestFleet(t, nil, testNode{name: "w-04", class: "worker"})
-	f.powerOn("w-04")
-	if res := f.attested("w-04"); res.Verdict != attest.PendingApproval {
-		t.Fatalf("verdict %s", res.Verdict)
-	}
 	impostor, err := attesttest.NewSoftTPM(nil)
 	if err != nil {
 		t.Fatal(err)
