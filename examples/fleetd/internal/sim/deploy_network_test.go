@@ -66,15 +66,6 @@ func readBase(t *testing.T, objs []*unstructured.Unstructured) baseObjects {
 	return b
 }
 
-// containerPorts are the StatefulSet's container ports, by name.
-func (b baseObjects) containerPorts() map[string]corev1.ContainerPort {
-	ports := map[string]corev1.ContainerPort{}
-	for _, p := range b.sts.Spec.Template.Spec.Containers[0].Ports {
-		ports[p.Name] = p
-	}
-	return ports
-}
-
 // selectsPods reports whether sel selects the StatefulSet's Pods.
 func (b baseObjects) selectsPods(sel *metav1.LabelSelector) bool {
 	if sel == nil {
@@ -95,7 +86,10 @@ func (b baseObjects) selectsPods(sel *metav1.LabelSelector) bool {
 // port; and the replicas spread over nodes.
 func TestDeployServicesAndPolicies(t *testing.T) {
 	b := readBase(t, kustomize(t, deployDir))
-	ports := b.containerPorts()
+	ports := map[string]corev1.ContainerPort{}
+	for _, p := range b.sts.Spec.Template.Spec.Containers[0].Ports {
+		ports[p.Name] = p
+	}
 	if got, want := slices.Sorted(maps.Keys(ports)), []string{"https", "metrics", "peers"}; !slices.Equal(got, want) {
 		t.Fatalf("the StatefulSet's container ports are %q, want %q", got, want)
 	}
@@ -224,60 +218,6 @@ func TestDeployServicesAndPolicies(t *testing.T) {
 	}) {
 		t.Errorf("the StatefulSet does not spread its replicas over nodes (a topologySpreadConstraint on %s of fleetd's Pods): %+v",
 			corev1.LabelHostname, b.sts.Spec.Template.Spec.TopologySpreadConstraints)
-	}
-}
-
-// The real kube-apiserver takes the Services, NetworkPolicies and
-// StatefulSet of examples/deploy as they are written (server-side apply,
-// dry-run, strict about unknown fields): it allocates the machines'
-// LoadBalancer a node port and, for externalTrafficPolicy Local, the
-// health check node port through which a load balancer sends machines to
-// nodes with a ready replica alone; it keeps the policies' named ports and
-// selectors, and the StatefulSet's probes and topology spread.
-func TestIntegrationDeployNetworkDryRun(t *testing.T) {
-	env := kubetest.Start(t)
-	ns := env.Namespace(t)
-	a := newApplier(t, env.Config())
-	base := kustomize(t, overlay(t, deployDir, ns))
-	var made []*unstructured.Unstructured
-	for _, u := range base {
-		switch u.GetKind() {
-		case "Service", "NetworkPolicy", "StatefulSet":
-			got, err := a.apply(t.Context(), u, true)
-			if err != nil {
-				t.Errorf("server-side dry-run: %v", err)
-				continue
-			}
-			made = append(made, got)
-		}
-	}
-	if t.Failed() {
-		t.FailNow()
-	}
-	want, got := readBase(t, base), readBase(t, made)
-	lb := got.services["fleetd"]
-	if lb.Spec.Type != corev1.ServiceTypeLoadBalancer || lb.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
-		t.Errorf("the API server made Service fleetd of type %q, externalTrafficPolicy %q", lb.Spec.Type, lb.Spec.ExternalTrafficPolicy)
-	}
-	if lb.Spec.HealthCheckNodePort == 0 || len(lb.Spec.Ports) != 1 || lb.Spec.Ports[0].NodePort == 0 {
-		t.Errorf("the API server allocated Service fleetd no node port or health check node port: %+v", lb.Spec)
-	}
-	for name, p := range want.policies {
-		if diff := cmp.Diff(p.Spec, got.policies[name].Spec); diff != "" {
-			t.Errorf("NetworkPolicy %s as the API server made it (-manifest +server):\n%s", name, diff)
-		}
-	}
-	wc, gc := want.sts.Spec.Template.Spec.Containers[0], got.sts.Spec.Template.Spec.Containers[0]
-	for _, p := range []struct {
-		what      string
-		want, got *corev1.Probe
-	}{{"readinessProbe", wc.ReadinessProbe, gc.ReadinessProbe}, {"livenessProbe", wc.LivenessProbe, gc.LivenessProbe}} {
-		if p.got == nil || p.got.HTTPGet == nil || p.got.HTTPGet.Path != p.want.HTTPGet.Path || p.got.HTTPGet.Port != p.want.HTTPGet.Port {
-			t.Errorf("%s as the API server made it: %+v, want %+v", p.what, p.got, p.want)
-		}
-	}
-	if diff := cmp.Diff(want.sts.Spec.Template.Spec.TopologySpreadConstraints, got.sts.Spec.Template.Spec.TopologySpreadConstraints); diff != "" {
-		t.Errorf("topologySpreadConstraints as the API server made them (-manifest +server):\n%s", diff)
 	}
 }
 

@@ -199,6 +199,8 @@ type deployed struct {
 	env        *kubetest.Env
 	ns         string
 	base       []*unstructured.Unstructured // examples/deploy in ns
+	made       []*unstructured.Unstructured // base as the server-side dry-run made it
+	cluster    []*unstructured.Unstructured // examples/deploy/cluster
 	tink       dynamic.Interface            // as system:serviceaccount:<ns>:fleetd
 	kube       kubernetes.Interface         // as system:serviceaccount:kube-system:fleetd
 	tinkConfig *rest.Config
@@ -206,7 +208,8 @@ type deployed struct {
 
 // deploy renders examples/deploy into a namespace of its own and
 // examples/deploy/cluster, validates every object of both and of
-// examples/deploy/crds by server-side dry-run, applies the ServiceAccounts
+// examples/deploy/crds by server-side dry-run (keeping what it made of the
+// base's), applies the ServiceAccounts
 // and RBAC objects (with edit changing the base's Role first, when not
 // nil), and returns fleetd's clients.
 func deploy(t *testing.T, edit func(role *unstructured.Unstructured)) *deployed {
@@ -218,9 +221,13 @@ func deploy(t *testing.T, edit func(role *unstructured.Unstructured)) *deployed 
 	crds := kustomize(t, filepath.Join(deployDir, "crds"))
 	a := newApplier(t, env.Config())
 	ctx := t.Context()
+	var made []*unstructured.Unstructured
 	for _, u := range slices.Concat(crds, base, cluster) {
-		if _, err := a.apply(ctx, u, true); err != nil {
+		got, err := a.apply(ctx, u, true)
+		if err != nil {
 			t.Errorf("server-side dry-run: %v", err)
+		} else if slices.Contains(base, u) {
+			made = append(made, got)
 		}
 	}
 	for _, u := range slices.Concat(base, cluster) {
@@ -237,7 +244,7 @@ func deploy(t *testing.T, edit func(role *unstructured.Unstructured)) *deployed 
 	if t.Failed() {
 		t.FailNow()
 	}
-	d := &deployed{env: env, ns: ns, base: base}
+	d := &deployed{env: env, ns: ns, base: base, made: made, cluster: cluster}
 	d.tinkConfig = env.ConfigFor(env.ServiceAccountToken(t, ns, "fleetd"))
 	_, d.tink = kubeClients(t, d.tinkConfig)
 	d.kube, _ = kubeClients(t, env.ConfigFor(env.ServiceAccountToken(t, metav1.NamespaceSystem, "fleetd")))
@@ -268,19 +275,49 @@ func (d *deployed) fleet(t *testing.T, nodes ...testNode) *testFleet {
 
 // The deploy manifests: every object of examples/deploy, its cluster/ and
 // crds/ kustomizations is valid for the real apiserver (server-side
-// dry-run); fleetd provisions a worker to active with only the tokens of
-// the ServiceAccounts they create; and those tokens are refused anything
-// their Roles do not grant.
+// dry-run, strict about unknown fields); fleetd provisions a worker to
+// active with only the tokens of the ServiceAccounts they create; and
+// those tokens are refused anything their Roles do not grant. The
+// apiserver takes the Services, NetworkPolicies and StatefulSet as they
+// are written: it allocates the machines' LoadBalancer a node port and,
+// for externalTrafficPolicy Local, the health check node port through
+// which a load balancer sends machines to nodes with a ready replica
+// alone; it keeps the policies' named ports and selectors, and the
+// StatefulSet's probes and topology spread.
 func TestIntegrationDeploy(t *testing.T) {
 	d := deploy(t, nil)
+	want, got := readBase(t, d.base), readBase(t, d.made)
+	lb := got.services["fleetd"]
+	if lb.Spec.Type != corev1.ServiceTypeLoadBalancer || lb.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
+		t.Errorf("the API server made Service fleetd of type %q, externalTrafficPolicy %q", lb.Spec.Type, lb.Spec.ExternalTrafficPolicy)
+	}
+	if lb.Spec.HealthCheckNodePort == 0 || len(lb.Spec.Ports) != 1 || lb.Spec.Ports[0].NodePort == 0 {
+		t.Errorf("the API server allocated Service fleetd no node port or health check node port: %+v", lb.Spec)
+	}
+	for name, p := range want.policies {
+		if diff := cmp.Diff(p.Spec, got.policies[name].Spec); diff != "" {
+			t.Errorf("NetworkPolicy %s as the API server made it (-manifest +server):\n%s", name, diff)
+		}
+	}
+	wc, gc := want.sts.Spec.Template.Spec.Containers[0], got.sts.Spec.Template.Spec.Containers[0]
+	for _, p := range []struct {
+		what      string
+		want, got *corev1.Probe
+	}{{"readinessProbe", wc.ReadinessProbe, gc.ReadinessProbe}, {"livenessProbe", wc.LivenessProbe, gc.LivenessProbe}} {
+		if p.got == nil || p.got.HTTPGet == nil || p.got.HTTPGet.Path != p.want.HTTPGet.Path || p.got.HTTPGet.Port != p.want.HTTPGet.Port {
+			t.Errorf("%s as the API server made it: %+v, want %+v", p.what, p.got, p.want)
+		}
+	}
+	if diff := cmp.Diff(want.sts.Spec.Template.Spec.TopologySpreadConstraints, got.sts.Spec.Template.Spec.TopologySpreadConstraints); diff != "" {
+		t.Errorf("topologySpreadConstraints as the API server made them (-manifest +server):\n%s", diff)
+	}
 	if diff := cmp.Diff(wantRole, rules(t, d.base, "fleetd")); diff != "" {
 		t.Errorf("Role fleetd (-want +examples/deploy):\n%s", diff)
 	}
-	cluster := kustomize(t, filepath.Join(deployDir, "cluster"))
-	if diff := cmp.Diff(wantTokenRole, rules(t, cluster, "fleetd-bootstrap-tokens")); diff != "" {
+	if diff := cmp.Diff(wantTokenRole, rules(t, d.cluster, "fleetd-bootstrap-tokens")); diff != "" {
 		t.Errorf("Role fleetd-bootstrap-tokens (-want +examples/deploy/cluster):\n%s", diff)
 	}
-	if diff := cmp.Diff(wantNodesRole, rules(t, cluster, "fleetd-nodes")); diff != "" {
+	if diff := cmp.Diff(wantNodesRole, rules(t, d.cluster, "fleetd-nodes")); diff != "" {
 		t.Errorf("ClusterRole fleetd-nodes (-want +examples/deploy/cluster):\n%s", diff)
 	}
 	// The nodes' cluster's token reads a Node by name (and lists neither
