@@ -13,7 +13,7 @@ import (
 // FLEET_BMC_SECRET names the Secret each Rufio Machine fleetd writes
 // refers to, in Tinkerbell's namespace.
 func TestBMCSecretReachesMachine(t *testing.T) {
-	f := newTestFleetWith(t, t, func(s *daemon.Settings) { s.BMCSecret = "bmc-lab" }, testNode{name: "w-01", class: "worker", approve: true})
+	f := newFleet(t, worldConfig{Validate: t, Edit: func(s *daemon.Settings) { s.BMCSecret = "bmc-lab" }}, testNode{name: "w-01", class: "worker", approve: true})
 	f.startTinkerbell()
 	f.powerOn("w-01")
 	f.waitJournal("w-01", "started Workflow provision-w-01-")

@@ -127,7 +127,6 @@ func (s *stormRun) ended() int {
 // progress counts what the storm has done: codes, configs, ended runs.
 func (s *stormRun) progress() int { return s.admitted() + s.served() + s.ended() }
 
-// since is the time from the storm's start.
 func (s *stormRun) since() time.Duration { return time.Since(s.start).Round(time.Millisecond) }
 
 // recovery waits, after a fault ended, for the storm's next progress (up

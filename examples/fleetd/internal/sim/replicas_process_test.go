@@ -60,7 +60,6 @@ func envCount(tb testing.TB, name string, def int) int {
 	return n
 }
 
-// percentile is the p'th percentile of sorted durations.
 func percentile(sorted []time.Duration, p int) time.Duration {
 	if len(sorted) == 0 {
 		return 0

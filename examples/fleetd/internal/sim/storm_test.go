@@ -37,7 +37,7 @@ import (
 // per machine.
 func stormFleet(tb testing.TB, n int) *testFleet {
 	tb.Helper()
-	return newTestFleetWith(tb, nil, func(s *daemon.Settings) { s.ConfigTTL, s.PollInterval = time.Hour, stormPoll }, stormNodes(tb, n)...)
+	return newFleet(tb, worldConfig{Edit: func(s *daemon.Settings) { s.ConfigTTL, s.PollInterval = time.Hour, stormPoll }}, stormNodes(tb, n)...)
 }
 
 // stormPoll is a storm's poll interval: fleetd's default. A storm measures
@@ -67,17 +67,6 @@ func stormNodes(tb testing.TB, n int) []testNode {
 		nodes[i] = testNode{name: fmt.Sprintf("w-%04d", i), class: "worker", approve: true, eccOnly: true, tpm: tpm}
 	}
 	return nodes
-}
-
-// stormFleetOnAPIServer is stormFleet on internal/kubetest's real
-// kube-apiserver and etcd, in a namespace of its own, with Kubernetes
-// clients made as fleetd makes them (kubeconfig, its client-side rate
-// limits included). calls counts their requests by verb and resource.
-func stormFleetOnAPIServer(tb testing.TB, n int, calls *kubeCalls) *testFleet {
-	tb.Helper()
-	ns, kube, tink := countedClients(tb, kubetest.Start(tb), calls)
-	edit := func(s *daemon.Settings) { s.ConfigTTL, s.Namespace, s.PollInterval = time.Hour, ns, stormPoll }
-	return newFleet(tb, worldConfig{Edit: edit, Kube: kube, Tink: tink}, stormNodes(tb, n)...)
 }
 
 // countedClients makes a namespace of its own on env and Kubernetes
@@ -177,7 +166,6 @@ func childCPU(tb testing.TB) map[string]time.Duration {
 	return out
 }
 
-// sortedNames is the fleet's machine names, sorted.
 func (f *testFleet) sortedNames() []string {
 	return slices.Sorted(maps.Keys(f.machines))
 }
@@ -247,7 +235,13 @@ func TestFleetdStorm(t *testing.T) {
 	if perMachine > 4 {
 		t.Errorf("%.2f NetBox requests per admitted machine, want at most 4", perMachine)
 	}
-	if lines := journalLines(t, f, "started Workflow provision-"); lines != n {
+	lines := 0
+	for _, e := range f.journal() {
+		if strings.HasPrefix(e.Text, "started Workflow provision-") {
+			lines++
+		}
+	}
+	if lines != n {
 		t.Errorf("%d journal lines of a started run, want %d", lines, n)
 	}
 }
@@ -314,26 +308,12 @@ func requestsBy(srv *netboxtest.Server) map[string]int {
 	return n
 }
 
-// sum is the sum of counts.
 func sum(counts map[string]int) int {
 	n := 0
 	for _, c := range counts {
 		n += c
 	}
 	return n
-}
-
-// journalLines counts the journal entries in f's NetBox whose text starts
-// with prefix.
-func journalLines(t *testing.T, f *testFleet, prefix string) int {
-	t.Helper()
-	var lines int
-	for _, e := range f.journal() {
-		if strings.HasPrefix(e.Text, prefix) {
-			lines++
-		}
-	}
-	return lines
 }
 
 // raiseFileLimit makes room for n machines' connections in this process,
@@ -438,7 +418,11 @@ func stormRound(b *testing.B, kind string, n int, bare time.Duration, calls *kub
 	if kind == "fakes" {
 		f = stormFleet(b, n)
 	} else {
-		f = stormFleetOnAPIServer(b, n, calls)
+		// stormFleet on internal/kubetest's real kube-apiserver and etcd,
+		// its requests counted by calls.
+		ns, kube, tink := countedClients(b, kubetest.Start(b), calls)
+		edit := func(s *daemon.Settings) { s.ConfigTTL, s.Namespace, s.PollInterval = time.Hour, ns, stormPoll }
+		f = newFleet(b, worldConfig{Edit: edit, Kube: kube, Tink: tink}, stormNodes(b, n)...)
 	}
 	f.nbsrv.ResetRequests()
 	calls.reset()

@@ -169,7 +169,6 @@ func recordStatuses(ctx context.Context, t *testing.T, tink dynamic.Interface, n
 	return r
 }
 
-// stop ends the recording and returns it.
 func (r *statusRecorder) stop() map[string][]string {
 	r.wt.Stop()
 	<-r.done

@@ -27,7 +27,6 @@ import (
 	"github.com/fleetkit/fleet/attest/attesttest"
 	"github.com/fleetkit/fleet/internal/kubetest"
 	"github.com/fleetkit/fleet/inventory"
-	"github.com/fleetkit/fleet/inventory/netboxtest"
 
 	"github.com/fleetkit/fleet/examples/fleetd/internal/daemon"
 )
@@ -64,7 +63,8 @@ type testNode struct {
 // newTestFleet's clusters are the test binary's real kube-apiserver
 // (internal/kubetest): Tinkerbell's objects in a namespace of the test's
 // own (TINKERBELL_NAMESPACE), bootstrap token Secrets in kube-system, which
-// the tests share. newTestFleetWith's are client-go's fakes.
+// the tests share. newFleet's, unless its worldConfig names clusters, are
+// client-go's fakes.
 type testFleet struct {
 	*world
 	t        testing.TB
@@ -124,14 +124,6 @@ func attestedWorker(t *testing.T, edit func(*daemon.Settings)) (*testFleet, stri
 	f.powerOn("w-01")
 	f.attested("w-01")
 	return f, f.configURL("w-01")
-}
-
-// newTestFleetWith is a fleet on client-go's fakes, for any test or
-// benchmark; validate receives NetBox schema mismatches (nil: no schema
-// check).
-func newTestFleetWith(t testing.TB, validate netboxtest.Reporter, edit func(*daemon.Settings), nodes ...testNode) *testFleet {
-	t.Helper()
-	return newFleet(t, worldConfig{Validate: validate, Edit: edit}, nodes...)
 }
 
 // newFleet makes a fleet of nodes from wc, whose Nodes, Topology and
@@ -244,7 +236,6 @@ func boundClient(w *world, addr string) *http.Client {
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 }
 
-// listen listens on a free port of 127.0.0.1.
 func listen(tb testing.TB) net.Listener {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -261,7 +252,6 @@ func (m *simMachine) receivedCodes() []string {
 	return slices.Clone(m.codes)
 }
 
-// powerOn starts the named machines.
 func (f *testFleet) powerOn(names ...string) {
 	for _, n := range names {
 		m := f.machines[n]
@@ -344,10 +334,8 @@ func (f *testFleet) provisioned(name, addr string) inventory.Device {
 	return f.readDevice(name)
 }
 
-// metrics scrapes fleetd's metrics.
 func (f *testFleet) metrics() string { return scrape(f.d) }
 
-// scrape reads d's metrics.
 func scrape(d *daemon.Daemon) string {
 	rec := httptest.NewRecorder()
 	d.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
