@@ -69,7 +69,9 @@ type replicaProc struct {
 }
 
 // start runs the process and waits until it serves HTTPS (after it made
-// its Templates).
+// its Templates) and metrics: fleetd binds its metrics listener just after
+// the HTTPS one, and a test that reads /healthz as soon as HTTPS answers
+// would otherwise find it refused now and then on a loaded machine.
 func (r *replicaProc) start(tb testing.TB) {
 	tb.Helper()
 	cmd := exec.Command(r.bin)
@@ -91,12 +93,20 @@ func (r *replicaProc) start(tb testing.TB) {
 			tb.Fatalf("%s exited at start: %v\n%s", r.name, err, r.log.String())
 		default:
 		}
-		if c, err := net.DialTimeout("tcp", r.addr, time.Second); err == nil {
+		listening := true
+		for _, a := range []string{r.addr, r.metrics} {
+			c, err := net.DialTimeout("tcp", a, time.Second)
+			if err != nil {
+				listening = false
+				break
+			}
 			c.Close()
+		}
+		if listening {
 			return
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("%s does not listen on %s after 60 s:\n%s", r.name, r.addr, r.log.String())
+			tb.Fatalf("%s does not listen on %s and %s after 60 s:\n%s", r.name, r.addr, r.metrics, r.log.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -132,7 +142,9 @@ func (r *replicaProc) stop(tb testing.TB) {
 	select {
 	case err := <-done:
 		if err != nil {
-			tb.Errorf("%s exited with %v: %s", r.name, err, lastLine(r.log.String()))
+			l := strings.TrimRight(r.log.String(), "\n")
+			l = l[strings.LastIndexByte(l, '\n')+1:]
+			tb.Errorf("%s exited with %v: %s", r.name, err, l[:min(len(l), 500)])
 		}
 	case <-time.After(40 * time.Second):
 		_ = cmd.Process.Kill()
@@ -521,13 +533,6 @@ func (pf *procFleet) logLines(name string, n int) []string {
 		out = append(out, lines[max(0, len(lines)-n/len(pf.replicas)):]...)
 	}
 	return out
-}
-
-// lastLine is the last non-empty line of s, cut to 500 bytes.
-func lastLine(s string) string {
-	s = strings.TrimRight(s, "\n")
-	l := s[strings.LastIndexByte(s, '\n')+1:]
-	return l[:min(len(l), 500)]
 }
 
 // fetchLog counts, by install code, the config fetches whose answer was
