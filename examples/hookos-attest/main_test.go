@@ -591,14 +591,7 @@ func TestBootInterface(t *testing.T) {
 			}
 		})
 	}
-
-	m := hookOS()
-	delete(m, "proc/cmdline")
-	delete(m, "proc/net/route")
-	m["sys/class/net/eth0/flags"] = file("0x1002\n")
-	if got, err := bootInterface(m); err == nil {
-		t.Errorf("bootInterface with every Ethernet down = %q", got)
-	}
+	// TestNoBootInterface runs the agent with every Ethernet down.
 	if _, err := bootInterface(fstest.MapFS{}); err == nil || !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("bootInterface without /sys/class/net: %v", err)
 	}
