@@ -3,6 +3,7 @@ package templates
 import (
 	"errors"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -64,8 +65,10 @@ func TestImages(t *testing.T) {
 				t.Errorf("%s runs %q, want %q", a.Name, a.Image, want[a.Name])
 			}
 		}
-		if got := ActionImages(tpl); !maps.Equal(got, subset(want, r.actions)) {
-			t.Errorf("ActionImages = %v", got)
+		wantHere := maps.Clone(want)
+		maps.DeleteFunc(wantHere, func(a, _ string) bool { return !slices.Contains(r.actions, a) })
+		if got := ActionImages(tpl); !maps.Equal(got, wantHere) {
+			t.Errorf("ActionImages = %v, want %v", got, wantHere)
 		}
 		// Only the image lines differ from the file.
 		a, b := strings.Split(r.data(), "\n"), strings.Split(*tpl.Spec.Data, "\n")
@@ -78,14 +81,6 @@ func TestImages(t *testing.T) {
 			}
 		}
 	})
-}
-
-func subset(m map[string]string, keys []string) map[string]string {
-	out := map[string]string{}
-	for _, k := range keys {
-		out[k] = m[k]
-	}
-	return out
 }
 
 // An image that is no reference, or that would add YAML or a template
