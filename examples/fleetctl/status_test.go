@@ -158,15 +158,24 @@ func TestUsageNamesEveryCommand(t *testing.T) {
 	}
 }
 
-// TestNetBoxUnansweredIsOneLine checks that a NetBox that does not answer
-// is said in one short line, with the cause an operator acts on.
-func TestNetBoxUnansweredIsOneLine(t *testing.T) {
+// TestUnansweredIsOneLine checks that a NetBox, or a cluster at
+// -kubeconfig's address, that does not answer is said in one short line,
+// with the cause an operator acts on.
+func TestUnansweredIsOneLine(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	closed := "http://" + l.Addr().String()
+	closed, closedTLS := "http://"+l.Addr().String(), "https://"+l.Addr().String()
 	l.Close()
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	writeFile(t, kubeconfig, `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "`+closedTLS+`", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`)
 	for _, c := range []struct {
 		name  string
 		args  []string
@@ -184,6 +193,8 @@ func TestNetBoxUnansweredIsOneLine(t *testing.T) {
 			want: "fleetctl status: netbox did not answer at URL: it answered 503\n"},
 		{name: "status, down", args: []string{"status"}, fault: netboxtest.Down,
 			want: "fleetctl status: netbox did not answer at URL: the connection closed without an answer\n"},
+		{name: "status, the cluster refused", args: []string{"status", "-kubeconfig", kubeconfig},
+			want: "fleetctl status: the Kubernetes API server at " + closedTLS + " did not answer: connection refused\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := netBox(t)
@@ -199,32 +210,5 @@ func TestNetBoxUnansweredIsOneLine(t *testing.T) {
 				t.Errorf("stderr %q, want %q", stderr, want)
 			}
 		})
-	}
-}
-
-// TestStatusClusterUnansweredIsOneLine checks that a cluster that does not
-// answer -kubeconfig's address is one short line.
-func TestStatusClusterUnansweredIsOneLine(t *testing.T) {
-	netBox(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "https://" + l.Addr().String()
-	l.Close()
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	writeFile(t, kubeconfig, `apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "`+closed+`", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-`)
-	code, _, stderr := fleetctl("status", "-kubeconfig", kubeconfig)
-	if code != 2 {
-		t.Errorf("exit %d, want 2", code)
-	}
-	if want := "fleetctl status: the Kubernetes API server at " + closed + " did not answer: connection refused\n"; stderr != want {
-		t.Errorf("stderr %q, want %q", stderr, want)
 	}
 }
