@@ -48,19 +48,6 @@ func TestPlanJSONGolden(t *testing.T) {
 	golden(t, "testdata/plan-empty.json.golden", runJSON(t, 0, append([]string{"plan", "-o", "json"}, args...)...))
 }
 
-func TestStatusJSONGolden(t *testing.T) {
-	_, nb := appliedNetBox(t)
-	ctx := t.Context()
-	at := time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC)
-	cp2, w1 := device(t, nb, "MS01-2407-0002"), device(t, nb, "7090-CN0F4K2")
-	attested(t, nb, cp2, "58:47:ca:70:00:02", at)
-	must(t, nb.SetDesiredAction(ctx, cp2.ID, inventory.DesiredActionProvision))
-	attested(t, nb, w1, "58:47:ca:70:00:21", at)
-	must(t, nb.SetLastRun(ctx, w1.ID, "provision-w-01-1764684000"))
-	must(t, nb.SetStatus(ctx, w1.ID, inventory.StatusActive))
-	golden(t, "testdata/status.json.golden", runJSON(t, 0, "status", "-o", "json"))
-}
-
 func TestOutputFormatRefused(t *testing.T) {
 	for _, args := range [][]string{
 		{"check", "-o", "yaml", "../testdata/nodes.yaml"},

@@ -87,6 +87,7 @@ func TestStatusGolden(t *testing.T) {
 	if n := srv.RequestCount(); n != 2 {
 		t.Errorf("status made %d NetBox requests, want 2 (devices and interfaces)", n)
 	}
+	golden(t, "testdata/status.json.golden", runJSON(t, 0, "status", "-o", "json"))
 }
 
 func TestStatusRefuses(t *testing.T) {
