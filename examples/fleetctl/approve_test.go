@@ -301,9 +301,11 @@ func TestApproveAnswers(t *testing.T) {
 		stdout string // what stdout holds ("" for nothing)
 		stderr string // a part of stderr
 		nreq   int    // requests fleetd must have seen; -1 for any
+		path   string // when set, the one path fleetd was asked
 	}{
 		{name: "no claim waits", serial: "MS01-2407-0099", code: 1, stdout: "no claim waits for serial MS01-2407-0099\n", nreq: 1},
-		{name: "a serial that needs escaping", serial: "A/B C?#", code: 0, stdout: exampleClaim("A/B C?#").String() + approves(both), nreq: 1},
+		{name: "a serial that needs escaping", serial: "A/B C?#", code: 0, stdout: exampleClaim("A/B C?#").String() + approves(both), nreq: 1,
+			path: "/v1/claims/A%2FB%20C%3F%23"},
 		{name: "one EK", serial: "ONLY-RSA", code: 0, stdout: onlyRSA.String() + approves("approved_ek_rsa2048: "+rsaHash+"\n"), nreq: 1},
 		{name: "no EK", serial: "NO-EK", code: 1, stdout: noEK.String() + noLine + approvedNothing + "\n", nreq: 1},
 		{name: "no text", serial: "NO-TEXT", code: 0, stdout: exampleClaim("NO-TEXT").String() + approves(both), nreq: 1},
@@ -383,17 +385,10 @@ func TestApproveAnswers(t *testing.T) {
 			if n := len(f.requested()); c.nreq >= 0 && n != c.nreq {
 				t.Errorf("fleetd saw %d requests, want %d", n, c.nreq)
 			}
+			if got := f.requested(); c.path != "" && (len(got) != 1 || got[0] != c.path) {
+				t.Errorf("requested %q, want %q", got, c.path)
+			}
 		})
-	}
-}
-
-// TestApproveEscapesThePath checks the request path of a serial with
-// characters a URL path gives meaning to.
-func TestApproveEscapesThePath(t *testing.T) {
-	f := newFakeFleetd(t, nil)
-	runApprove(t, "A/B C?#")
-	if got := f.requested(); len(got) != 1 || got[0] != "/v1/claims/A%2FB%20C%3F%23" {
-		t.Errorf("requested %q", got)
 	}
 }
 
