@@ -161,37 +161,25 @@ func impostorClaim(serial string) attest.Claim {
 	return c
 }
 
-// clientCert makes a CA and an approver's client certificate it signs,
-// written as PEM files; it returns the CA and the files' paths.
+// clientCert makes an approver's client certificate, its own CA, and
+// writes it and its key as PEM files; it returns the certificate, which
+// fleetd trusts as the CA of approvers, and the files' paths.
 func clientCert(t *testing.T) (ca *x509.Certificate, certPath, keyPath string) {
 	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "approvers"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ca, err = x509.ParseCertificate(caDER); err != nil {
-		t.Fatal(err)
-	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	leafDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "ada"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ada"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}, ca, &key.PublicKey, caKey)
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if ca, err = x509.ParseCertificate(der); err != nil {
 		t.Fatal(err)
 	}
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
@@ -200,7 +188,7 @@ func clientCert(t *testing.T) (ca *x509.Certificate, certPath, keyPath string) {
 	}
 	dir := t.TempDir()
 	certPath, keyPath = filepath.Join(dir, "approver.pem"), filepath.Join(dir, "approver-key.pem")
-	writeFile(t, certPath, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER})))
+	writeFile(t, certPath, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
 	writeFile(t, keyPath, string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})))
 	return ca, certPath, keyPath
 }
