@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"bytes"
-	"context"
 	"maps"
 	"os"
 	"path/filepath"
@@ -75,15 +73,5 @@ func TestReadSettingsSecretFiles(t *testing.T) {
 				t.Errorf("the error holds the secret: %v", err)
 			}
 		})
-	}
-}
-
-func TestUsageSecretFiles(t *testing.T) {
-	var out, errb bytes.Buffer
-	Main(context.Background(), []string{"-help"}, env(nil), &out, &errb)
-	for _, name := range []string{"NETBOX_TOKEN_FILE", "FLEET_APPROVER_TOKEN_FILE", "FLEET_SEALING_KEY_FILE", "CREDENTIALS_DIRECTORY"} {
-		if !strings.Contains(errb.String(), name) {
-			t.Errorf("-help does not name %s", name)
-		}
 	}
 }

@@ -153,7 +153,8 @@ func TestRunUsage(t *testing.T) {
 	if code := Main(context.Background(), []string{"-help"}, env(nil), &out, &errb); code != 0 || !strings.Contains(errb.String(), "FLEET_CONFIG_TTL") {
 		t.Errorf("-help: exit %d, %q", code, errb.String())
 	}
-	for _, name := range []string{"FLEET_POLL_INTERVAL", "FLEET_RUN_TIMEOUT", "FLEET_CONFIG_WRITE_TIMEOUT", "FLEET_MAX_ADMISSIONS"} {
+	for _, name := range []string{"FLEET_POLL_INTERVAL", "FLEET_RUN_TIMEOUT", "FLEET_CONFIG_WRITE_TIMEOUT", "FLEET_MAX_ADMISSIONS",
+		"NETBOX_TOKEN_FILE", "FLEET_APPROVER_TOKEN_FILE", "FLEET_SEALING_KEY_FILE", "CREDENTIALS_DIRECTORY"} {
 		if !strings.Contains(errb.String(), name) {
 			t.Errorf("-help does not list %s", name)
 		}
