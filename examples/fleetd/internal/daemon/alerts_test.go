@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -184,25 +185,8 @@ func TestAlertEKHashMismatch(t *testing.T) {
 // and fires nothing.
 func TestAlertNetBoxWritesGivenUp(t *testing.T) {
 	w := newMemWorld(t, "w-01")
-	var status int // what NetBox answers fleetd's journal writes; 0: as NetBox does
-	var mu sync.Mutex
-	w.wrapFleetd = func(h http.Handler) http.Handler {
-		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-			mu.Lock()
-			s := status
-			mu.Unlock()
-			if s != 0 && r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/api/extras/journal-entries/") {
-				http.Error(rw, `{"comments": ["This field is required."]}`, s)
-				return
-			}
-			h.ServeHTTP(rw, r)
-		})
-	}
-	answer := func(s int) {
-		mu.Lock()
-		status = s
-		mu.Unlock()
-	}
+	var status atomic.Int64 // what NetBox answers fleetd's journal writes; 0: as NetBox does
+	w.answerJournalWrites(func() int { return int(status.Load()) })
 	var before, delayed, refused string
 	var at time.Time
 	synctest.Test(t, func(t *testing.T) {
@@ -211,14 +195,14 @@ func TestAlertNetBoxWritesGivenUp(t *testing.T) {
 		id := w.devices["w-01"].ID
 		before = scrape(d)
 
-		answer(http.StatusServiceUnavailable)
+		status.Store(http.StatusServiceUnavailable)
 		d.Journal().Line(id, inventory.JournalInfo, "a line NetBox takes late")
 		time.Sleep(10 * time.Second)
-		answer(0)
+		status.Store(0)
 		flush(t, d)
 		delayed = scrape(d)
 
-		answer(http.StatusBadRequest)
+		status.Store(http.StatusBadRequest)
 		d.Journal().Line(id, inventory.JournalInfo, "a line NetBox refuses")
 		flush(t, d)
 		refused = scrape(d)

@@ -265,18 +265,31 @@ func (w *memWorld) wantJournal(t *testing.T, name, when string, want ...string) 
 	}
 }
 
-// refuseJournalWrites makes NetBox answer 503 to each journal write of
-// fleetd's that refuse, asked once for each, says to refuse.
-func (w *memWorld) refuseJournalWrites(refuse func() bool) {
+// answerJournalWrites makes NetBox answer each journal write of fleetd's
+// with the status answer, asked once for each, gives; 0: as NetBox does.
+func (w *memWorld) answerJournalWrites(answer func() int) {
 	w.wrapFleetd = func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/api/extras/journal-entries/") && refuse() {
-				http.Error(rw, "service unavailable", http.StatusServiceUnavailable)
-				return
+			if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/api/extras/journal-entries/") {
+				if s := answer(); s != 0 {
+					http.Error(rw, `{"comments": ["This field is required."]}`, s)
+					return
+				}
 			}
 			h.ServeHTTP(rw, r)
 		})
 	}
+}
+
+// refuseJournalWrites makes NetBox answer 503 to each journal write of
+// fleetd's that refuse, asked once for each, says to refuse.
+func (w *memWorld) refuseJournalWrites(refuse func() bool) {
+	w.answerJournalWrites(func() int {
+		if refuse() {
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	})
 }
 
 // fleetdRequests returns the requests fleetd made of NetBox since the last
