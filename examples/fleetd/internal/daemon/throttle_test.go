@@ -572,19 +572,10 @@ func TestAdmissionMeetingAStartingRunTriedAgain(t *testing.T) {
 			t.Fatalf("fleetd-0's admission: %+v, %v", a, err)
 		}
 		flush(t, d0)
-		dev := w.devices["w-01"]
-		devs, err := w.netBox(t, memOperator, "folly").Devices(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		named := ""
-		for _, d := range devs {
-			if d.ID == dev.ID {
-				named = d.LastRun
-			}
-		}
-		if named == "" {
-			t.Fatal("fleetd-0's admission named no run")
+		dev, err := w.netBox(t, memOperator, "folly").DeviceBySerial(ctx, "SN-w-01")
+		named := dev.LastRun
+		if err != nil || named == "" {
+			t.Fatalf("fleetd-0's admission named no run: %v", err)
 		}
 		// As it stands before fleetd-0 records its run.
 		if err := w.nbsrv.EditCustomField(memAuthor, dev.ID, "last_run", nil); err != nil {
