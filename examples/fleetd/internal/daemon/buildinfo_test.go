@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"runtime"
 	"strings"
 	"testing"
@@ -30,13 +31,8 @@ func TestBuildInfoGauge(t *testing.T) {
 		labels[l.GetName()] = l.GetValue()
 	}
 	want := map[string]string{"version": "v1.2.0+dirty", "revision": "3c16fca", "goversion": "go1.26.8"}
-	if len(labels) != len(want) || m.GetGauge().GetValue() != 1 {
+	if !maps.Equal(labels, want) || m.GetGauge().GetValue() != 1 {
 		t.Errorf("fleet_build_info %v = %v, want %v = 1", labels, m.GetGauge().GetValue(), want)
-	}
-	for k, v := range want {
-		if labels[k] != v {
-			t.Errorf("label %s=%q, want %q", k, labels[k], v)
-		}
 	}
 }
 
