@@ -4,6 +4,7 @@ package alerttest
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,7 +72,13 @@ func Want(t *testing.T, rulesFile, before, scrape string, at time.Time, want ...
 	if before != "" {
 		earlier = samples(t, before, origin)
 	}
-	series := seriesOf(after, earlier)
+	series := slices.Collect(maps.Keys(after))
+	for s := range earlier {
+		if _, ok := after[s]; !ok {
+			series = append(series, s)
+		}
+	}
+	slices.Sort(series)
 
 	var b strings.Builder
 	b.WriteString("rule_files: [rules.yaml]\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n")
@@ -152,21 +159,6 @@ func readRules(t *testing.T, rulesFile string) (rules ruleFile, named []string, 
 		}
 	}
 	return rules, named, severity
-}
-
-// seriesOf returns the series of after and of earlier, sorted.
-func seriesOf(after, earlier map[string]string) []string {
-	var series []string
-	for s := range after {
-		series = append(series, s)
-	}
-	for s := range earlier {
-		if _, ok := after[s]; !ok {
-			series = append(series, s)
-		}
-	}
-	slices.Sort(series)
-	return series
 }
 
 // samples reads fleetd's series of a scrape (those named fleet...), each
