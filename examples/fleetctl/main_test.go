@@ -58,9 +58,7 @@ func TestUsage(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "nodes.yaml"), []byte("nodes: {}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, filepath.Join(dir, "nodes.yaml"), "nodes: {}\n")
 	if code, _, stderr := fleetctl("check", filepath.Join(dir, "nodes.yaml")); code != 2 || !strings.Contains(stderr, "pass -topology FILE") {
 		t.Errorf("no topology: exit %d, stderr %q", code, stderr)
 	}

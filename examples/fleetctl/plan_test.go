@@ -28,15 +28,9 @@ func netBox(t *testing.T) *netboxtest.Server {
 func golden(t *testing.T, path, got string) {
 	t.Helper()
 	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeFile(t, path, got)
 	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != string(want) {
+	if want := mustRead(t, path); got != want {
 		t.Errorf("output:\n%s\nwant (%s):\n%s", got, path, want)
 	}
 }
