@@ -228,8 +228,12 @@ func runStorm(t *testing.T, cfg stormConfig) *stormRun {
 	struck := 0
 	var faults sync.WaitGroup
 	// The storm fails when it stops moving, not at a time: on a loaded
-	// machine it moves slower, and one stuck machine stops it anyway.
-	lastProgress, movedAt, readAt := -1, time.Now(), time.Now()
+	// machine it moves slower, and one stuck machine stops it anyway. It
+	// says how far it got every two minutes, and fails with the same
+	// report as a stall a minute before go test's -timeout would end the
+	// binary without one.
+	lastProgress, movedAt, readAt, saidAt := -1, time.Now(), time.Now(), time.Now()
+	deadline, hasDeadline := t.Deadline()
 	for {
 		if struck < len(cfg.faults) && cfg.faults[struck].ready(s) {
 			f := cfg.faults[struck]
@@ -277,8 +281,14 @@ func runStorm(t *testing.T, cfg stormConfig) *stormRun {
 		if p := s.progress() + n - len(waiting) + recorded; p != lastProgress {
 			lastProgress, movedAt = p, time.Now()
 		}
+		if time.Since(saidAt) > 2*time.Minute {
+			saidAt = time.Now()
+			t.Logf("%v after the storm began: %d of %d machines admitted, %d nodes not active, %d of %d faults done",
+				time.Since(s.start).Round(time.Second), s.admitted(), n, len(waiting), recorded, len(cfg.faults))
+		}
 		ix := pf.journalIndex()
-		if time.Since(movedAt) > stormStall {
+		stalled := time.Since(movedAt) > stormStall
+		if stalled || hasDeadline && time.Until(deadline) < time.Minute {
 			for _, name := range waiting[:min(len(waiting), 5)] {
 				m := pf.machines[name]
 				res, attested, inHookOS, installed, fetched := m.state()
@@ -299,8 +309,12 @@ func runStorm(t *testing.T, cfg stormConfig) *stormRun {
 					t.Logf("%s", l)
 				}
 			}
-			t.Fatalf("no progress for %v, %v after the storm began: %d of %d machines admitted, %d nodes not active (%v), %d of %d faults done",
-				stormStall, time.Since(s.start).Round(time.Second), s.admitted(), n, len(waiting), waiting[:min(len(waiting), 20)], recorded, len(cfg.faults))
+			why := fmt.Sprintf("no progress for %v", stormStall)
+			if !stalled {
+				why = fmt.Sprintf("go test's -timeout ends the test in %v, though it still moves", time.Until(deadline).Round(time.Second))
+			}
+			t.Fatalf("%s, %v after the storm began: %d of %d machines admitted, %d nodes not active (%v), %d of %d faults done",
+				why, time.Since(s.start).Round(time.Second), s.admitted(), n, len(waiting), waiting[:min(len(waiting), 20)], recorded, len(cfg.faults))
 		}
 		for _, name := range waiting {
 			s.mu.Lock()
