@@ -108,8 +108,8 @@
 // docker.io), containerd, runc, unshare and nsenter (util-linux), ip
 // (iproute2) with Config.Netns, and mount with Config.Registries.
 // StartAgent does when the go command or the tools module is missing or
-// the agent does not build. containerd or dockerd not ready within a
-// minute fails the test, with its output.
+// the agent does not build. containerd or dockerd standing still unready
+// for a minute fails the test, with its output.
 //
 // # Cost
 //

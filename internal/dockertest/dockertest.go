@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fleetkit/fleet/internal/syncbuf"
+	"github.com/fleetkit/fleet/internal/testproc"
 )
 
 // Config holds the optional settings of Start. A nil *Config means every
@@ -101,7 +102,7 @@ type Agent struct {
 	id      string
 	out     *syncbuf.Buffer
 	started time.Time
-	p       *process
+	p       *testproc.Process
 }
 
 // ID returns the agent's worker ID.
@@ -128,12 +129,12 @@ const agentStop = 30 * time.Second
 // without reporting the action, which tink-server then serves again to the
 // next agent of the worker. After agentStop it is killed, and Stop returns
 // an error. Stopping a stopped agent does nothing.
-func (a *Agent) Stop() error { return a.p.stop(agentStop) }
+func (a *Agent) Stop() error { return a.p.Stop(agentStop) }
 
 // Kill kills the agent at once (SIGKILL), as a power loss does, and waits
 // until it has exited: it reports nothing more, and the action's container
 // is left to dockerd. Killing a stopped agent does nothing.
-func (a *Agent) Kill() error { return a.p.kill() }
+func (a *Agent) Kill() error { return a.p.Kill() }
 
 // Start starts a container engine for t: containerd and dockerd, each with
 // its own state under a new temporary directory, in the network namespace

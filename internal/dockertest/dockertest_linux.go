@@ -18,12 +18,13 @@ import (
 	"github.com/fleetkit/fleet/internal/repotest"
 	"github.com/fleetkit/fleet/internal/syncbuf"
 	"github.com/fleetkit/fleet/internal/testenv"
+	"github.com/fleetkit/fleet/internal/testproc"
 	"golang.org/x/sys/unix"
 )
 
 const (
-	// readyTimeout bounds the wait for containerd, then dockerd, to serve:
-	// about a second each here.
+	// readyTimeout is how long a starting containerd, then dockerd, may
+	// stand still (Process.WaitReady): each serves in about a second here.
 	readyTimeout = 60 * time.Second
 	// dockerdStop is how long dockerd has to stop after SIGTERM: it
 	// stops its containers first (10 s each at most) before it exits.
@@ -109,7 +110,7 @@ func start(t testing.TB, cfg *Config) *Docker {
 	cp, err := d.startContainerd(tl)
 	if cp != nil {
 		d.atStop(func(t testing.TB) {
-			if err := cp.stop(stopTimeout); err != nil {
+			if err := cp.Stop(stopTimeout); err != nil {
 				t.Errorf("dockertest: %v", err)
 			}
 		})
@@ -117,7 +118,7 @@ func start(t testing.TB, cfg *Config) *Docker {
 	if err != nil {
 		t.Fatalf("dockertest: %v", err)
 	}
-	if err := waitReady(ctx, cp, "containerd", func() error {
+	if err := cp.WaitReady(ctx, readyTimeout, func(context.Context) error {
 		c, err := net.Dial("unix", d.containerdSocket())
 		if err == nil {
 			c.Close()
@@ -126,7 +127,7 @@ func start(t testing.TB, cfg *Config) *Docker {
 	}); err != nil {
 		t.Fatalf("dockertest: %v", err)
 	}
-	d.nsPID = cp.cmd.Process.Pid
+	d.nsPID = cp.Pid()
 	containerdReady := time.Since(t1)
 	if len(names) > 0 {
 		if err := d.nameRegistries(tl, names); err != nil {
@@ -141,11 +142,11 @@ func start(t testing.TB, cfg *Config) *Docker {
 	dp, err := d.startDockerd(tl, append(runtimeArgs, sl.args()...), cfg.Args)
 	if dp != nil {
 		d.atStop(func(t testing.TB) {
-			if err := dp.stop(dockerdStop); err != nil {
+			if err := dp.Stop(dockerdStop); err != nil {
 				t.Errorf("dockertest: %v", err)
 			}
 			if t.Failed() {
-				t.Logf("dockertest: dockerd's output ends:\n%s", repotest.Tail(dp.out(), 3000))
+				t.Logf("dockertest: dockerd's %s", dp.Tail())
 			}
 		})
 	}
@@ -153,7 +154,7 @@ func start(t testing.TB, cfg *Config) *Docker {
 		t.Fatalf("dockertest: %v", err)
 	}
 	client := d.client()
-	if err := waitReady(ctx, dp, "dockerd", func() error { return ping(ctx, client) }); err != nil {
+	if err := dp.WaitReady(ctx, readyTimeout, func(ctx context.Context) error { return ping(ctx, client) }); err != nil {
 		t.Fatalf("dockertest: %v", err)
 	}
 	where := "the test's network namespace"
@@ -233,7 +234,7 @@ func (d *Docker) containerdSocket() string {
 // startContainerd writes containerd's config and starts it in a mount
 // namespace of its own, whose mounts are slaves of the test's, in the
 // network namespace d.netns.
-func (d *Docker) startContainerd(tl tools) (*process, error) {
+func (d *Docker) startContainerd(tl tools) (*testproc.Process, error) {
 	state := filepath.Join(d.dir, "containerd")
 	config := fmt.Sprintf(`version = 2
 root = %q
@@ -263,7 +264,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 		return nil, err
 	}
 	defer f.Close() // the child has its own descriptor
-	return startProcess("containerd", exec.Command(args[0], args[1:]...), f, fileOutput(logPath))
+	return startProcess("containerd", exec.Command(args[0], args[1:]...), f, testproc.FileOutput(logPath))
 }
 
 // registryName is a registry's host name and its address in the machine.
@@ -306,7 +307,7 @@ func (d *Docker) nameRegistries(tl tools, names []registryName) error {
 
 // startDockerd starts dockerd in containerd's mount and network
 // namespaces, on containerd, with its own state.
-func (d *Docker) startDockerd(tl tools, runtimeArgs, extra []string) (*process, error) {
+func (d *Docker) startDockerd(tl tools, runtimeArgs, extra []string) (*testproc.Process, error) {
 	daemonJSON := filepath.Join(d.dir, "daemon.json")
 	if err := os.WriteFile(daemonJSON, []byte("{}\n"), 0o600); err != nil {
 		return nil, err
@@ -331,7 +332,7 @@ func (d *Docker) startDockerd(tl tools, runtimeArgs, extra []string) (*process, 
 		return nil, err
 	}
 	defer f.Close()
-	return startProcess("dockerd", exec.Command(args[0], args[1:]...), f, fileOutput(d.log))
+	return startProcess("dockerd", exec.Command(args[0], args[1:]...), f, testproc.FileOutput(d.log))
 }
 
 // client returns an HTTP client of dockerd's API socket.
@@ -360,27 +361,6 @@ func ping(ctx context.Context, c *http.Client) error {
 		return fmt.Errorf("/_ping answered %s", resp.Status)
 	}
 	return nil
-}
-
-// waitReady calls probe until it succeeds, p exits, or readyTimeout
-// passes.
-func waitReady(ctx context.Context, p *process, name string, probe func() error) error {
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	for {
-		last := probe()
-		if last == nil {
-			return nil
-		}
-		if err := p.exited(); err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s was not ready within %v (last: %v); its output ends:\n%s", name, readyTimeout, last, repotest.Tail(p.out(), 3000))
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 // boundedRuntime returns dockerd's flags that make boundedrunc its default
@@ -531,7 +511,7 @@ func (d *Docker) startAgent(t testing.TB, id, grpc string, cfg *AgentConfig) *Ag
 	a.p = p
 	d.agents = append(d.agents, a)
 	t.Cleanup(func() {
-		if err := p.stop(stopTimeout); err != nil {
+		if err := p.Stop(stopTimeout); err != nil {
 			t.Errorf("dockertest: %v", err)
 		}
 		if t.Failed() {

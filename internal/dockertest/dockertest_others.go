@@ -5,7 +5,6 @@ package dockertest
 import (
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/fleetkit/fleet/internal/testenv"
 )
@@ -22,11 +21,5 @@ func (d *Docker) startAgent(t testing.TB, _, _ string, _ *AgentConfig) *Agent {
 	testenv.Unavailable(t, "dockertest needs Linux, not %s", runtime.GOOS)
 	return nil
 }
-
-// process is Linux's: no agent runs elsewhere.
-type process struct{}
-
-func (*process) stop(time.Duration) error { return nil }
-func (*process) kill() error              { return nil }
 
 func (d *Docker) stop(testing.TB) {}

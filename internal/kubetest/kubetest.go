@@ -159,7 +159,7 @@ func (e *Env) Kill(c Component) error {
 	if err != nil {
 		return err
 	}
-	return p.kill()
+	return p.Kill()
 }
 
 // Restart starts c again, with the same arguments, ports and data, after

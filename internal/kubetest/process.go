@@ -11,23 +11,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
-	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/fleetkit/fleet/internal/repotest"
+	"github.com/fleetkit/fleet/internal/testproc"
 )
 
-// Readiness deadlines: a loaded 2-core machine has been seen to take 3 s for
-// kube-apiserver; these leave a wide margin.
+// How long a starting etcd or kube-apiserver may stand still
+// (Process.WaitReady): a loaded 2-core machine has been seen to take 3 s
+// for kube-apiserver, and minutes under many other tests' load.
 const (
 	etcdReadyTimeout      = 30 * time.Second
 	apiserverReadyTimeout = 90 * time.Second
@@ -48,15 +45,12 @@ type controlPlane struct {
 	etcdReady, apiserverReady time.Duration
 }
 
-// process is one program the control plane started.
+// process is one program the control plane started, with what restart
+// needs to start it again.
 type process struct {
-	name string
-	path string
-	args []string
-	cmd  *exec.Cmd
-	log  string        // path of its combined output
-	done chan struct{} // closed when it has exited
-	err  error         // its exit, once done is closed
+	*testproc.Process
+	path, log string
+	args      []string
 }
 
 // startControlPlane starts etcd and kube-apiserver in a new temporary
@@ -79,7 +73,7 @@ func startControlPlane(ctx context.Context, bins binaries) (*controlPlane, error
 		if stopErr := cp.stopProcesses(); stopErr != nil {
 			err = errors.Join(err, stopErr)
 		}
-		if attempt == 3 || !errors.Is(err, errPortTaken) {
+		if attempt == 3 || !errors.Is(err, testproc.ErrPortTaken) {
 			return cp, err
 		}
 		if err := os.RemoveAll(filepath.Join(dir, "etcd")); err != nil {
@@ -88,11 +82,8 @@ func startControlPlane(ctx context.Context, bins binaries) (*controlPlane, error
 	}
 }
 
-// errPortTaken is wrapped when a process exited because its port was taken.
-var errPortTaken = errors.New("a port was taken")
-
 func (cp *controlPlane) start(ctx context.Context, bins binaries) error {
-	ports, err := freePorts(3)
+	ports, err := testproc.FreePorts(3)
 	if err != nil {
 		return err
 	}
@@ -163,11 +154,11 @@ func (cp *controlPlane) start(ctx context.Context, bins binaries) error {
 		if err == nil && len(cp.caData) > 0 {
 			break
 		}
-		if err := cp.apiserver.exited(); err != nil {
+		if err := cp.apiserver.Exited(); err != nil {
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("kube-apiserver wrote no %s within %v: %s", caFile, apiserverReadyTimeout, cp.apiserver.logTail())
+			return fmt.Errorf("kube-apiserver wrote no %s within %v: %s", caFile, apiserverReadyTimeout, cp.apiserver.Tail())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -179,42 +170,17 @@ func (cp *controlPlane) start(ctx context.Context, bins binaries) error {
 		Timeout:   2 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
 	}
-	if err := waitReady(ctx, cp.apiserver, time.Until(deadline), secure, cp.host+"/readyz", cp.adminToken); err != nil {
+	if err := waitReady(ctx, cp.apiserver, apiserverReadyTimeout, secure, cp.host+"/readyz", cp.adminToken); err != nil {
 		return err
 	}
 	cp.apiserverReady = time.Since(t1)
 	return nil
 }
 
-// kill kills p (SIGKILL) and waits for it to exit.
-func (p *process) kill() error {
-	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("kill %s (pid %d): %w", p.name, p.cmd.Process.Pid, err)
-	}
-	<-p.done
-	return nil
-}
-
 // restart starts p's program again, with the same arguments and log (its
 // output appended), after it exited.
 func (p *process) restart() (*process, error) {
-	logFile, err := os.OpenFile(p.log, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("restart %s: %w", p.name, err)
-	}
-	defer logFile.Close()
-	cmd := exec.Command(p.path, p.args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = procAttr()
-	if err := startOnSpawner(cmd); err != nil {
-		return nil, fmt.Errorf("restart %s (%s): %w", p.name, p.path, err)
-	}
-	np := &process{name: p.name, path: p.path, args: p.args, cmd: cmd, log: p.log, done: make(chan struct{})}
-	go func() {
-		np.err = cmd.Wait()
-		close(np.done)
-	}()
-	return np, nil
+	return launch(p.Name(), p.path, p.log, os.O_APPEND, p.args)
 }
 
 // stop stops kube-apiserver, then etcd, and removes the directory.
@@ -230,7 +196,7 @@ func (cp *controlPlane) stopProcesses() error {
 	var errs []error
 	for _, p := range []*process{cp.apiserver, cp.etcd} {
 		if p != nil {
-			errs = append(errs, p.stop())
+			errs = append(errs, p.Stop(stopTimeout))
 		}
 	}
 	return errors.Join(errs...)
@@ -238,165 +204,48 @@ func (cp *controlPlane) stopProcesses() error {
 
 // startProcess starts path with args, its output going to logPath.
 func startProcess(name, path, logPath string, args ...string) (*process, error) {
-	logFile, err := os.Create(logPath)
+	return launch(name, path, logPath, os.O_TRUNC, args)
+}
+
+// launch starts path with args, its output going to logPath, opened with
+// flag (and created).
+func launch(name, path, logPath string, flag int, args []string) (*process, error) {
+	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|flag, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	defer logFile.Close() // the child has its own descriptor
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = procAttr()
-	if err := startOnSpawner(cmd); err != nil {
-		return nil, fmt.Errorf("start %s (%s): %w", name, path, err)
-	}
-	p := &process{name: name, path: path, args: args, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// spawns carries commands to the spawner goroutine, which starts them.
-var (
-	spawnerOnce sync.Once
-	spawns      chan spawn
-)
-
-type spawn struct {
-	cmd  *exec.Cmd
-	done chan error
-}
-
-// startOnSpawner starts cmd from one goroutine locked to its OS thread for
-// the life of the test binary. Linux ties a child's parent-death signal
-// (procAttr) to the thread that started it, and Go ends a thread when a
-// goroutine that locked it returns: a child started from an ordinary
-// goroutine could be signalled mid-test because some unrelated test locked
-// and left that thread.
-func startOnSpawner(cmd *exec.Cmd) error {
-	spawnerOnce.Do(func() {
-		spawns = make(chan spawn)
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread lives on
-			for s := range spawns {
-				s.done <- s.cmd.Start()
-			}
-		}()
-	})
-	s := spawn{cmd: cmd, done: make(chan error, 1)}
-	spawns <- s
-	return <-s.done
-}
-
-// exited returns an error when p has exited, nil while it runs.
-func (p *process) exited() error {
-	select {
-	case <-p.done:
-		log := p.logTail()
-		if strings.Contains(log, "address already in use") {
-			return fmt.Errorf("%s exited (%v): %w: %s", p.name, p.err, errPortTaken, log)
-		}
-		return fmt.Errorf("%s exited (%v): %s", p.name, p.err, log)
-	default:
-		return nil
-	}
-}
-
-// stop sends p SIGTERM and waits for it to exit; after stopTimeout it sends
-// SIGKILL. Only p's own process is signalled.
-func (p *process) stop() error {
-	select {
-	case <-p.done:
-		return nil // exited already; start reported it
-	default:
-	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("stop %s (pid %d): %w", p.name, p.cmd.Process.Pid, err)
-	}
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(stopTimeout):
-	}
-	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("kill %s (pid %d): %w", p.name, p.cmd.Process.Pid, err)
-	}
-	<-p.done
-	return fmt.Errorf("%s (pid %d) did not exit within %v of SIGTERM and was killed", p.name, p.cmd.Process.Pid, stopTimeout)
-}
-
-// logTail returns the end of p's output, for error messages.
-func (p *process) logTail() string {
-	f, err := os.Open(p.log)
+	p, err := testproc.Start(name, cmd, testproc.FileOutput(logPath))
 	if err != nil {
-		return "(no log: " + err.Error() + ")"
+		return nil, err
 	}
-	defer f.Close()
-	const n = 1500
-	if fi, err := f.Stat(); err == nil && fi.Size() > n {
-		if _, err := f.Seek(fi.Size()-n, io.SeekStart); err != nil {
-			return "(log unreadable: " + err.Error() + ")"
-		}
-	}
-	data, _ := io.ReadAll(f)
-	return "its log " + p.log + " ends:\n" + repotest.Tail(string(data), n)
+	return &process{Process: p, path: path, log: logPath, args: args}, nil
 }
 
-// waitReady polls url until it answers 200, p exits, or timeout passes.
-func waitReady(ctx context.Context, p *process, timeout time.Duration, client *http.Client, url, token string) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last string
-	for {
+// waitReady waits (Process.WaitReady) until url answers 200, asked with
+// token as a bearer token when not "".
+func waitReady(ctx context.Context, p *process, stall time.Duration, client *http.Client, url, token string) error {
+	return p.WaitReady(ctx, stall, func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
-			return fmt.Errorf("wait for %s: %w", p.name, err)
+			return err
 		}
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
 		resp, err := client.Do(req)
-		if err == nil {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = fmt.Sprintf("%s answered %s: %s", url, resp.Status, repotest.Tail(string(body), 500))
-		} else {
-			last = err.Error()
-		}
-		if err := p.exited(); err != nil {
+		if err != nil {
 			return err
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s was not ready within %v (last: %s): %s", p.name, timeout, last, p.logTail())
-		case <-time.After(50 * time.Millisecond):
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s answered %s: %s", url, resp.Status, repotest.Tail(string(body), 500))
 		}
-	}
-}
-
-// freePorts returns n distinct ports of 127.0.0.1 that were free a moment
-// ago.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
+		return nil
+	})
 }
 
 // writeServiceAccountKey writes a new RSA key pair for kube-apiserver to

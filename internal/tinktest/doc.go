@@ -72,7 +72,7 @@
 // # When it cannot run
 //
 // When the go command or the tools module is missing, the binary does not
-// build, or tinkerbell exits or is not ready within a minute, Start ends the
+// build, or tinkerbell exits or stands still unready for a minute, Start ends the
 // test through internal/testenv: a skip with the reason by hand, a failure
 // with FLEET_REQUIRE_INTEGRATION=1. The reason ends with the tail of
 // tinkerbell's log. Start also ends tests run with -short.

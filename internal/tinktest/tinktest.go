@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleetkit/fleet/internal/kubetest"
 	"github.com/fleetkit/fleet/internal/testenv"
+	"github.com/fleetkit/fleet/internal/testproc"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,9 +23,9 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// readyTimeout bounds the wait for tinkerbell to serve: its own wait for
-// kube-apiserver and its CRD migration take about a second here; a loaded
-// machine has a wide margin.
+// readyTimeout is how long a starting tinkerbell may stand still
+// (Process.WaitReady): its own wait for kube-apiserver and its CRD
+// migration take about a second here.
 const readyTimeout = 60 * time.Second
 
 // Config holds the optional settings of Start. A nil *Config means every
@@ -106,12 +107,12 @@ func Start(t testing.TB, env *kubetest.Env, ns string, cfg *Config) *Tinkerbell 
 	tb, p, err := run(ctx, bin, dir, kubeconfig, ns, cfg.Args)
 	if p != nil {
 		t.Cleanup(func() {
-			if err := p.stop(); err != nil {
+			if err := p.Stop(stopTimeout); err != nil {
 				t.Errorf("tinktest: %v", err)
 			}
 			if tb != nil && t.Failed() {
-				t.Logf("tinktest: %s", p.logTail())
-				t.Logf("tinktest: %s", p.keepLog())
+				t.Logf("tinktest: tinkerbell's %s", p.Tail())
+				t.Logf("tinktest: %s", keepLog(tb.log))
 			}
 		})
 	}
@@ -142,10 +143,10 @@ func claim(t testing.TB, host string) {
 // run starts tinkerbell and waits until it serves, on new ports when one
 // it was given was taken meanwhile. The returned process, when not nil, is
 // to be stopped, even when it did not become ready.
-func run(ctx context.Context, bin, dir, kubeconfig, ns string, extra []string) (*Tinkerbell, *process, error) {
+func run(ctx context.Context, bin, dir, kubeconfig, ns string, extra []string) (*Tinkerbell, *testproc.Process, error) {
 	log := filepath.Join(dir, "tinkerbell.log")
 	for attempt := 1; ; attempt++ {
-		ports, err := freePorts(2)
+		ports, err := testproc.FreePorts(2)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -174,7 +175,7 @@ func run(ctx context.Context, bin, dir, kubeconfig, ns string, extra []string) (
 		if err == nil {
 			return &Tinkerbell{grpc: grpc, namespace: ns, log: log}, p, nil
 		}
-		if attempt == 3 || !errors.Is(err, errPortTaken) {
+		if attempt == 3 || !errors.Is(err, testproc.ErrPortTaken) {
 			return nil, p, err
 		}
 	}

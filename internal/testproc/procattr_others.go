@@ -1,6 +1,6 @@
 //go:build !linux
 
-package tinktest
+package testproc
 
 import "syscall"
 

@@ -1,9 +1,9 @@
-package kubetest
+package testproc
 
 import "syscall"
 
 // procAttr makes the kernel send a started process SIGTERM when the test
-// binary dies without stopping it (a panic, a -timeout, a SIGKILL).
+// binary dies without stopping it.
 func procAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 }

@@ -1,8 +1,0 @@
-//go:build !linux
-
-package kubetest
-
-import "syscall"
-
-// procAttr returns nil: only Linux can tie a child's life to its parent's.
-func procAttr() *syscall.SysProcAttr { return nil }
