@@ -19,9 +19,6 @@ import (
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -81,10 +78,7 @@ func TestIntegrationAgentRunsAnAction(t *testing.T) {
 	env := kubetest.Start(t)
 	ns := env.Namespace(t)
 	tb := tinktest.Start(t, env, ns, nil)
-	dyn, err := dynamic.NewForConfig(env.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dyn := kubetest.Dynamic(t, env.Config())
 
 	reg := imagetest.StartRegistry(t)
 	action := imagetest.Build(t, reg, "internal/dockertest/testaction", "fleettest/testaction", &imagetest.Config{Programs: []string{docker}})
@@ -106,7 +100,7 @@ func TestIntegrationAgentRunsAnAction(t *testing.T) {
 	const mac = "02:00:00:d0:c4:01"
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	create(ctx, t, dyn, hardwareResource, ns, &tinkerbell.Hardware{
+	kubetest.Create(ctx, t, dyn, hardwareResource, ns, &tinkerbell.Hardware{
 		ObjectMeta: metav1.ObjectMeta{Name: "machine-1"},
 		Spec: tinkerbell.HardwareSpec{
 			Interfaces: []tinkerbell.Interface{{DHCP: &tinkerbell.DHCP{MAC: mac, Hostname: "machine-1"}}},
@@ -123,12 +117,12 @@ func TestIntegrationAgentRunsAnAction(t *testing.T) {
 	run := func(t *testing.T, name, task string) tinkerbell.Workflow {
 		t.Helper()
 		data := "version: \"0.1\"\nname: " + name + "\nglobal_timeout: 600\ntasks:\n  - name: run\n    worker: \"{{.device_1}}\"\n" + task
-		create(ctx, t, dyn, templateResource, ns, &tinkerbell.Template{
+		kubetest.Create(ctx, t, dyn, templateResource, ns, &tinkerbell.Template{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec:       tinkerbell.TemplateSpec{Data: &data},
 		})
 		t0 := time.Now()
-		create(ctx, t, dyn, workflowResource, ns, &tinkerbell.Workflow{
+		kubetest.Create(ctx, t, dyn, workflowResource, ns, &tinkerbell.Workflow{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: tinkerbell.WorkflowSpec{
 				TemplateRef: name,
@@ -139,14 +133,14 @@ func TestIntegrationAgentRunsAnAction(t *testing.T) {
 		t.Cleanup(func() { deleteWorkflow(t, dyn, ns, name) })
 		var wf tinkerbell.Workflow
 		if agent == nil {
-			waitFor(ctx, t, dyn, ns, name, &wf, func() bool { return wf.Status.State == tinkerbell.WorkflowStatePending })
+			kubetest.WaitFor(ctx, t, dyn, workflowResource, ns, name, &wf, func() bool { return wf.Status.State == tinkerbell.WorkflowStatePending })
 			agent = d.StartAgent(top, mac, tb.GRPC(), nil)
-			waitFor(ctx, t, dyn, ns, name, &wf, func() bool {
+			kubetest.WaitFor(ctx, t, dyn, workflowResource, ns, name, &wf, func() bool {
 				return len(wf.Status.Tasks) > 0 && wf.Status.Tasks[0].Actions[0].State != tinkerbell.WorkflowStatePending
 			})
 			t.Logf("the agent's first action began %v after it started", time.Since(agent.Started()).Round(time.Millisecond))
 		}
-		waitFor(ctx, t, dyn, ns, name, &wf, func() bool {
+		kubetest.WaitFor(ctx, t, dyn, workflowResource, ns, name, &wf, func() bool {
 			switch wf.Status.State {
 			case tinkerbell.WorkflowStateSuccess, tinkerbell.WorkflowStateFailed, tinkerbell.WorkflowStateTimeout:
 				return true
@@ -293,44 +287,6 @@ func printed(t *testing.T, d *dockertest.Docker, a *dockertest.Agent, text strin
 	}
 	if !strings.Contains(a.Output(), strings.ReplaceAll(text, `"`, `\"`)) {
 		t.Logf("the agent's log lacks the container's output %q", text)
-	}
-}
-
-// create creates obj, a typed Tinkerbell object, in ns.
-func create(ctx context.Context, t *testing.T, dyn dynamic.Interface, gvr schema.GroupVersionResource, ns string, obj runtime.Object) {
-	t.Helper()
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{Object: m}
-	u.SetAPIVersion(gvr.GroupVersion().String())
-	u.SetKind(map[schema.GroupVersionResource]string{hardwareResource: "Hardware", templateResource: "Template", workflowResource: "Workflow"}[gvr])
-	if _, err := dyn.Resource(gvr).Namespace(ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create %s %s: %v", u.GetKind(), u.GetName(), err)
-	}
-}
-
-// waitFor reads Workflow name into wf until done reports true, or fails t
-// when ctx ends.
-func waitFor(ctx context.Context, t *testing.T, dyn dynamic.Interface, ns, name string, wf *tinkerbell.Workflow, done func() bool) {
-	t.Helper()
-	for {
-		u, err := dyn.Resource(workflowResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-		if err == nil {
-			*wf = tinkerbell.Workflow{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, wf); err != nil {
-				t.Fatal(err)
-			}
-			if done() {
-				return
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("Workflow %s/%s: %v; last read %+v", ns, name, ctx.Err(), wf.Status)
-		case <-time.After(50 * time.Millisecond):
-		}
 	}
 }
 

@@ -21,9 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -41,30 +38,12 @@ func ctxFor(t *testing.T) context.Context {
 	return ctx
 }
 
-func dynamicFor(t *testing.T, cfg *rest.Config) dynamic.Interface {
-	t.Helper()
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dyn
-}
-
-func clientsetFor(t *testing.T, cfg *rest.Config) kubernetes.Interface {
-	t.Helper()
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs
-}
-
 // Every CRD of examples/deploy/crds is served and Established: the seven
 // kinds of Tinkerbell's v1alpha1 API.
 func TestIntegrationCRDsEstablished(t *testing.T) {
 	env := Start(t)
 	ctx := ctxFor(t)
-	list, err := dynamicFor(t, env.Config()).Resource(crdResource).List(ctx, metav1.ListOptions{})
+	list, err := Dynamic(t, env.Config()).Resource(crdResource).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +73,7 @@ func TestIntegrationCRDsEstablished(t *testing.T) {
 		"spec":       map[string]any{"data": "version: \"0.1\"\n"},
 	}}
 	t0 := time.Now()
-	if _, err := dynamicFor(t, env.Config()).Resource(templates).Namespace(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+	if _, err := Dynamic(t, env.Config()).Resource(templates).Namespace(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create Template: %v", err)
 	}
 	if d := time.Since(t0); d > crdSettle/2 {
@@ -123,7 +102,7 @@ func TestIntegrationWorkflowRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := dynamicFor(t, env.Config()).Resource(workflows).Namespace(ns)
+	client := Dynamic(t, env.Config()).Resource(workflows).Namespace(ns)
 	if _, err := client.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create Workflow: %v", err)
 	}
@@ -161,7 +140,7 @@ func TestIntegrationSchemaEnforced(t *testing.T) {
 			"tasks":      []any{},
 		},
 	}}
-	_, err := dynamicFor(t, env.Config()).Resource(bmcJobs).Namespace(ns).Create(ctx, job, metav1.CreateOptions{})
+	_, err := Dynamic(t, env.Config()).Resource(bmcJobs).Namespace(ns).Create(ctx, job, metav1.CreateOptions{})
 	if !apierrors.IsInvalid(err) {
 		t.Fatalf("create a bmc Job with tasks: []: got %v, want 422 Invalid", err)
 	}
@@ -180,7 +159,7 @@ func TestIntegrationStaleUpdateConflicts(t *testing.T) {
 	env := Start(t)
 	ctx := ctxFor(t)
 	ns := env.Namespace(t)
-	client := dynamicFor(t, env.Config()).Resource(workflows).Namespace(ns)
+	client := Dynamic(t, env.Config()).Resource(workflows).Namespace(ns)
 	created, err := client.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "tinkerbell.org/v1alpha1",
 		"kind":       "Workflow",
@@ -220,7 +199,7 @@ func TestIntegrationServiceAccountWithoutRoleForbidden(t *testing.T) {
 	token := env.ServiceAccountToken(t, ns, "no-role")
 	cfg := env.ConfigFor(token)
 
-	review, err := clientsetFor(t, cfg).AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	review, err := Clientset(t, cfg).AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("the ServiceAccount's token does not authenticate: %v", err)
 	}
@@ -228,7 +207,7 @@ func TestIntegrationServiceAccountWithoutRoleForbidden(t *testing.T) {
 		t.Errorf("the token authenticates as %q, want %q", got, want)
 	}
 
-	wfs := dynamicFor(t, cfg).Resource(workflows).Namespace(ns)
+	wfs := Dynamic(t, cfg).Resource(workflows).Namespace(ns)
 	_, err = wfs.List(ctx, metav1.ListOptions{})
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("list Workflows as a ServiceAccount with no Role: got %v, want 403 Forbidden", err)
@@ -285,7 +264,7 @@ func TestIntegrationBootstrapTokenAuthenticatesUntilExpiry(t *testing.T) {
 	if _, err := env.Admin().CoreV1().Secrets("kube-system").Create(ctx, s, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	reviews := clientsetFor(t, env.ConfigFor(id+"."+secret)).AuthenticationV1().SelfSubjectReviews()
+	reviews := Clientset(t, env.ConfigFor(id+"."+secret)).AuthenticationV1().SelfSubjectReviews()
 	review := func() (*authenticationv1.SelfSubjectReview, error) {
 		return reviews.Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	}
@@ -351,7 +330,7 @@ func TestIntegrationKubeconfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := clientsetFor(t, cfg).CoreV1().Namespaces().Get(ctxFor(t), "kube-system", metav1.GetOptions{}); err != nil {
+	if _, err := Clientset(t, cfg).CoreV1().Namespaces().Get(ctxFor(t), "kube-system", metav1.GetOptions{}); err != nil {
 		t.Fatalf("get namespace kube-system with %s: %v", env.Kubeconfig(), err)
 	}
 }

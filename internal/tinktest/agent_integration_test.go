@@ -21,23 +21,23 @@ func TestIntegrationAgentReports(t *testing.T) {
 	env := kubetest.Start(t)
 	ns := env.Namespace(t)
 	tb := tinktest.Start(t, env, ns, nil)
-	dyn := dynamicFor(t, env.Config())
+	dyn := kubetest.Dynamic(t, env.Config())
 	ctx := ctxFor(t, 2*time.Minute)
 	const mac = "02:00:00:00:00:07"
-	create(ctx, t, dyn, hardwareResource, ns, &tinkerbell.Hardware{
+	kubetest.Create(ctx, t, dyn, hardwareResource, ns, &tinkerbell.Hardware{
 		ObjectMeta: metav1.ObjectMeta{Name: "node-7"},
 		Spec:       tinkerbell.HardwareSpec{Interfaces: []tinkerbell.Interface{{DHCP: &tinkerbell.DHCP{MAC: mac}}}},
 	})
-	create(ctx, t, dyn, templateResource, ns, &tinkerbell.Template{
+	kubetest.Create(ctx, t, dyn, templateResource, ns, &tinkerbell.Template{
 		ObjectMeta: metav1.ObjectMeta{Name: "tinktest"},
 		Spec:       tinkerbell.TemplateSpec{Data: ptr(templateData)},
 	})
-	create(ctx, t, dyn, workflowResource, ns, &tinkerbell.Workflow{
+	kubetest.Create(ctx, t, dyn, workflowResource, ns, &tinkerbell.Workflow{
 		ObjectMeta: metav1.ObjectMeta{Name: "wf-7"},
 		Spec:       tinkerbell.WorkflowSpec{TemplateRef: "tinktest", HardwareRef: "node-7", HardwareMap: map[string]string{"device_1": mac}},
 	})
 	var wf tinkerbell.Workflow
-	waitFor(ctx, t, dyn, workflowResource, ns, "wf-7", &wf, func() bool { return wf.Status.State == tinkerbell.WorkflowStatePending })
+	kubetest.WaitFor(ctx, t, dyn, workflowResource, ns, "wf-7", &wf, func() bool { return wf.Status.State == tinkerbell.WorkflowStatePending })
 
 	agent := tb.Agent()
 	a, err := agent.GetAction(ctx, mac)
@@ -52,7 +52,7 @@ func TestIntegrationAgentReports(t *testing.T) {
 		a.TaskID != wf.Status.Tasks[0].ID || a.Image != "127.0.0.1:5000/tinktest/hello:v1" || a.Timeout != 60 {
 		t.Fatalf("GetAction = %+v; the Workflow's action is %+v", a, want)
 	}
-	waitFor(ctx, t, dyn, workflowResource, ns, "wf-7", &wf, func() bool {
+	kubetest.WaitFor(ctx, t, dyn, workflowResource, ns, "wf-7", &wf, func() bool {
 		cs := wf.Status.CurrentState
 		return cs != nil && cs.ActionName == "hello" && cs.State == tinkerbell.WorkflowStatePending
 	})
@@ -63,7 +63,7 @@ func TestIntegrationAgentReports(t *testing.T) {
 	if err := agent.Report(ctx, a, "RUNNING", "running action", time.Time{}, time.Time{}, ""); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(ctx, t, dyn, workflowResource, ns, "wf-7", &wf, func() bool { return wf.Status.State == tinkerbell.WorkflowStateRunning })
+	kubetest.WaitFor(ctx, t, dyn, workflowResource, ns, "wf-7", &wf, func() bool { return wf.Status.State == tinkerbell.WorkflowStateRunning })
 	if act := wf.Status.Tasks[0].Actions[0]; act.State != tinkerbell.WorkflowStateRunning || act.ExecutionStart != nil || act.Message != "running action" {
 		t.Errorf("action after RUNNING: %+v", act)
 	}
@@ -73,7 +73,7 @@ func TestIntegrationAgentReports(t *testing.T) {
 	if err := agent.Report(ctx, a, "SUCCESS", "action completed", start, stop, "1s500ms"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(ctx, t, dyn, workflowResource, ns, "wf-7", &wf, func() bool { return wf.Status.State == tinkerbell.WorkflowStateSuccess })
+	kubetest.WaitFor(ctx, t, dyn, workflowResource, ns, "wf-7", &wf, func() bool { return wf.Status.State == tinkerbell.WorkflowStateSuccess })
 	act := wf.Status.Tasks[0].Actions[0]
 	if act.State != tinkerbell.WorkflowStateSuccess || act.Message != "action completed" || act.ExecutionDuration != "1s500ms" ||
 		act.ExecutionStart == nil || !act.ExecutionStart.Time.Equal(start.Truncate(time.Second)) {

@@ -40,7 +40,7 @@ const controllerGenVersion = "controller-gen.kubebuilder.io/version"
 func TestIntegrationCRDsEqualTinkerbells(t *testing.T) {
 	env := kubetest.StartOwn(t)
 	ctx := ctxFor(t, 2*time.Minute)
-	dyn := dynamicFor(t, env.Config())
+	dyn := kubetest.Dynamic(t, env.Config())
 	client := dyn.Resource(crdResource)
 	files := readCRDs(t, filepath.Join(repoRoot(t), filepath.FromSlash(kubetest.CRDDir)))
 	if len(files) != 7 {

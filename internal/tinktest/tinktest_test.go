@@ -4,12 +4,12 @@ import (
 	"context"
 	"net"
 	"os"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/fleetkit/fleet/internal/deptest"
 	"github.com/fleetkit/fleet/internal/kubetest"
+	"github.com/fleetkit/fleet/internal/testproc"
 	"github.com/fleetkit/fleet/internal/tinktest"
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/bmc"
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
@@ -17,11 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 )
 
 func TestMain(m *testing.M) { os.Exit(kubetest.Run(m)) }
@@ -77,23 +73,23 @@ func TestIntegrationTinkerbellStarts(t *testing.T) {
 	if _, err := os.Stat(tb.Log()); err != nil {
 		t.Errorf("Log(): %v", err)
 	}
-	dyn := dynamicFor(t, env.Config())
+	dyn := kubetest.Dynamic(t, env.Config())
 
 	t.Run("workflow", func(t *testing.T) {
 		ctx := ctxFor(t, time.Minute)
 		const mac = "02:00:00:00:00:01"
-		create(ctx, t, dyn, hardwareResource, ns, &tinkerbell.Hardware{
+		kubetest.Create(ctx, t, dyn, hardwareResource, ns, &tinkerbell.Hardware{
 			ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
 			Spec: tinkerbell.HardwareSpec{
 				Interfaces: []tinkerbell.Interface{{DHCP: &tinkerbell.DHCP{MAC: mac, Hostname: "node-1"}}},
 			},
 		})
-		create(ctx, t, dyn, templateResource, ns, &tinkerbell.Template{
+		kubetest.Create(ctx, t, dyn, templateResource, ns, &tinkerbell.Template{
 			ObjectMeta: metav1.ObjectMeta{Name: "tinktest"},
 			Spec:       tinkerbell.TemplateSpec{Data: ptr(templateData)},
 		})
 		t0 := time.Now()
-		create(ctx, t, dyn, workflowResource, ns, &tinkerbell.Workflow{
+		kubetest.Create(ctx, t, dyn, workflowResource, ns, &tinkerbell.Workflow{
 			ObjectMeta: metav1.ObjectMeta{Name: "wf-1"},
 			Spec: tinkerbell.WorkflowSpec{
 				TemplateRef: "tinktest",
@@ -102,7 +98,7 @@ func TestIntegrationTinkerbellStarts(t *testing.T) {
 			},
 		})
 		var wf tinkerbell.Workflow
-		waitFor(ctx, t, dyn, workflowResource, ns, "wf-1", &wf, func() bool {
+		kubetest.WaitFor(ctx, t, dyn, workflowResource, ns, "wf-1", &wf, func() bool {
 			return wf.Status.State == tinkerbell.WorkflowStatePending
 		})
 		t.Logf("Workflow PENDING %v after its create", time.Since(t0).Round(time.Millisecond))
@@ -126,18 +122,22 @@ func TestIntegrationTinkerbellStarts(t *testing.T) {
 		// A BMC where nothing listens: each of Rufio's providers dials its
 		// own port of 127.0.0.1 (443, 16992; the Machine's port for
 		// ipmitool, when installed) and is refused at once.
+		closed, err := testproc.FreePorts(1)
+		if err != nil {
+			t.Fatal(err)
+		}
 		t0 := time.Now()
-		create(ctx, t, dyn, machineResource, ns, &bmc.Machine{
+		kubetest.Create(ctx, t, dyn, machineResource, ns, &bmc.Machine{
 			ObjectMeta: metav1.ObjectMeta{Name: "bmc-1"},
 			Spec: bmc.MachineSpec{Connection: bmc.Connection{
 				Host:          "127.0.0.1",
-				Port:          closedPort(t),
+				Port:          closed[0],
 				AuthSecretRef: corev1.SecretReference{Name: "bmc-1", Namespace: ns},
 				InsecureTLS:   true,
 			}},
 		})
 		var m bmc.Machine
-		waitFor(ctx, t, dyn, machineResource, ns, "bmc-1", &m, func() bool {
+		kubetest.WaitFor(ctx, t, dyn, machineResource, ns, "bmc-1", &m, func() bool {
 			return len(m.Status.Conditions) > 0
 		})
 		t.Logf("Machine status written %v after its create: %+v", time.Since(t0).Round(time.Millisecond), m.Status)
@@ -153,8 +153,8 @@ func TestIntegrationTinkerbellStarts(t *testing.T) {
 	t.Run("least privilege", func(t *testing.T) {
 		ctx := ctxFor(t, time.Minute)
 		cfg := env.ConfigFor(env.ServiceAccountToken(t, ns, tinktest.ServiceAccount))
-		cs := clientsetFor(t, cfg)
-		sa := dynamicFor(t, cfg)
+		cs := kubetest.Clientset(t, cfg)
+		sa := kubetest.Dynamic(t, cfg)
 		// What it is granted works, so the refusals below are RBAC's.
 		if _, err := sa.Resource(workflowResource).Namespace(ns).List(ctx, metav1.ListOptions{}); err != nil {
 			t.Fatalf("list Workflows as %s: %v", tinktest.ServiceAccount, err)
@@ -241,73 +241,4 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), d)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-func dynamicFor(t *testing.T, cfg *rest.Config) dynamic.Interface {
-	t.Helper()
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dyn
-}
-
-func clientsetFor(t *testing.T, cfg *rest.Config) kubernetes.Interface {
-	t.Helper()
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs
-}
-
-// create creates obj, a typed Tinkerbell object, in ns.
-func create(ctx context.Context, t *testing.T, dyn dynamic.Interface, gvr schema.GroupVersionResource, ns string, obj runtime.Object) {
-	t.Helper()
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{Object: m}
-	u.SetAPIVersion(gvr.GroupVersion().String())
-	u.SetKind(map[schema.GroupVersionResource]string{
-		hardwareResource: "Hardware", templateResource: "Template", workflowResource: "Workflow", machineResource: "Machine",
-	}[gvr])
-	if _, err := dyn.Resource(gvr).Namespace(ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create %s %s: %v", u.GetKind(), u.GetName(), err)
-	}
-}
-
-// waitFor reads name into obj until done reports true, or fails t when
-// ctx ends.
-func waitFor(ctx context.Context, t *testing.T, dyn dynamic.Interface, gvr schema.GroupVersionResource, ns, name string, obj any, done func() bool) {
-	t.Helper()
-	for {
-		u, err := dyn.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-		if err == nil {
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
-				t.Fatal(err)
-			}
-			if done() {
-				return
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s %s/%s: %v; last read %+v", gvr.Resource, ns, name, ctx.Err(), obj)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// closedPort returns a port of 127.0.0.1 where nothing listens.
-func closedPort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, p, _ := net.SplitHostPort(l.Addr().String())
-	l.Close()
-	n, _ := strconv.Atoi(p)
-	return n
 }
