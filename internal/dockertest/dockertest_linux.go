@@ -482,7 +482,7 @@ func (d *Docker) startAgent(t testing.TB, id, grpc string, cfg *AgentConfig) *Ag
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	t0 := time.Now()
-	bin, err := findTool(ctx, "agent")
+	bin, err := repotest.Tool(ctx, "tools/tinkerbell", "agent")
 	if err != nil {
 		testenv.Unavailable(t, "Tinkerbell's agent: %v", err)
 	}

@@ -11,16 +11,6 @@ import (
 	"github.com/fleetkit/fleet/internal/repotest"
 )
 
-// toolsModule is the directory, relative to the repository root, of the Go
-// module whose tools are Tinkerbell's programs.
-const toolsModule = "tools/tinkerbell"
-
-// findTool returns the path of tool in Go's build cache, building it first
-// when it is not there (repotest.Tool).
-func findTool(ctx context.Context, tool string) (string, error) {
-	return repotest.Tool(ctx, toolsModule, tool)
-}
-
 // goBuild builds the main package in dir (relative to the repository root)
 // without cgo into out, with ldflags.
 func goBuild(ctx context.Context, dir, out, ldflags string) error {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fleetkit/fleet/internal/kubetest"
+	"github.com/fleetkit/fleet/internal/repotest"
 	"github.com/fleetkit/fleet/internal/testenv"
 	"github.com/fleetkit/fleet/internal/testproc"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -85,7 +86,9 @@ func Start(t testing.TB, env *kubetest.Env, ns string, cfg *Config) *Tinkerbell 
 
 	ctx := context.Background()
 	t0 := time.Now()
-	bin, err := findTool(ctx, tinkerbellTool)
+	// tink-server, tink-controller and Rufio are one binary, a tool of
+	// tools/tinkerbell (go tool tinkerbell).
+	bin, err := repotest.Tool(ctx, "tools/tinkerbell", "tinkerbell")
 	if err != nil {
 		testenv.Unavailable(t, "Tinkerbell: %v", err)
 	}
