@@ -146,7 +146,7 @@ func start(t testing.TB, cfg *Config) *Docker {
 				t.Errorf("dockertest: %v", err)
 			}
 			if t.Failed() {
-				t.Logf("dockertest: dockerd's %s", dp.Tail())
+				t.Logf("dockertest: dockerd: %s", dp.Tail())
 			}
 		})
 	}

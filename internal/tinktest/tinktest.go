@@ -114,7 +114,7 @@ func Start(t testing.TB, env *kubetest.Env, ns string, cfg *Config) *Tinkerbell 
 				t.Errorf("tinktest: %v", err)
 			}
 			if tb != nil && t.Failed() {
-				t.Logf("tinktest: tinkerbell's %s", p.Tail())
+				t.Logf("tinktest: tinkerbell: %s", p.Tail())
 				t.Logf("tinktest: %s", keepLog(tb.log))
 			}
 		})
