@@ -47,7 +47,9 @@
 //     (OVMF's variable store, the VM's copy), disks and TPM. A kernel
 //     panic stops the kernel (panic=0); the test reads "Kernel panic" on
 //     the console and ends the VM, as it does when HookOS's /init starts a
-//     second time (a machine back in HookOS after its install).
+//     second time (a machine back in HookOS after its install). The kernel
+//     skips its IO-APIC timer test (no_timer_check), which a loaded host's
+//     emulated timer can fail.
 //   - fw_cfg item opt/fleet/address: the node's address, which the
 //     installed system reads where Talos has it from DHCP.
 //

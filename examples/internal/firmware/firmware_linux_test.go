@@ -454,9 +454,17 @@ func (c *fwCase) runLines(f *machinetest.Fleet) []string {
 func (c *fwCase) times(r bootResult) string {
 	s := fmt.Sprintf("%s: %v, /init at %v", c.name, r.took.Round(100*time.Millisecond), r.toInit.Round(100*time.Millisecond))
 	at := func(m string) time.Duration { return r.marks[m].Round(100 * time.Millisecond) }
+	// since says how long after the mark from the mark to came, or that
+	// the console never showed it.
+	since := func(from, to string) string {
+		if _, ok := r.marks[to]; !ok {
+			return "never"
+		}
+		return (at(to) - at(from)).String()
+	}
 	if _, ok := r.marks[markRebooting]; ok {
-		s += fmt.Sprintf("; the actions from the runner's start to the reboot %v, the reboot to the installed system's /init %v, to its config fetched %v",
-			at(markRebooting)-at(markRunner), at(markTalos)-at(markRebooting), at(markFetched)-at(markRebooting))
+		s += fmt.Sprintf("; the actions from the runner's start to the reboot %s, the reboot to the installed system's /init %s, to its config fetched %s",
+			since(markRunner, markRebooting), since(markRebooting, markTalos), since(markRebooting, markFetched))
 	} else if _, ok := r.marks[markRunner]; ok {
 		s += fmt.Sprintf("; the runner from %v to the power-off", at(markRunner))
 	}
