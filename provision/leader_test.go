@@ -14,7 +14,6 @@ import (
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
@@ -161,10 +160,7 @@ func waitLeader(t *testing.T, e *leaderEvents, within time.Duration, not string)
 func TestAPIServerLeaderElection(t *testing.T) {
 	h := newRealHarness(t, func(_ *Cluster, c *Config) { c.Interval = 100 * time.Millisecond },
 		worker(1, "node-01"), worker(2, "node-02"), worker(3, "node-03"))
-	cs, err := kubernetes.NewForConfig(kubetest.Start(t).Config())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := kubetest.Clientset(t, kubetest.Start(t).Config())
 	// A renewal may take the kube-apiserver up to renew to answer: on a
 	// loaded machine one took over a second, which a shorter deadline
 	// turns into a lost Lease.

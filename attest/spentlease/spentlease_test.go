@@ -40,10 +40,7 @@ func replicas(t testing.TB, n int) (kubernetes.Interface, string, []*spentlease.
 	t.Helper()
 	env := kubetest.Start(t)
 	ns := env.Namespace(t)
-	cs, err := kubernetes.NewForConfig(env.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := kubetest.Clientset(t, env.Config())
 	var stores []*spentlease.Store
 	for i := range n {
 		s, err := spentlease.New(cs.CoordinationV1(), ns, fmt.Sprintf("fleetd-%d", i))

@@ -152,10 +152,7 @@ func TestIntegrationFirmware(t *testing.T) {
 	tb := tinktest.Start(t, env, ns, nil)
 	tinkServer := forward(t, net.JoinHostPort(nw.uplink, "0"), tb.GRPC())
 	t.Logf("Tinkerbell ready in %v; the machines reach tink-server at %s", time.Since(t0).Round(10*time.Millisecond), tinkServer)
-	tink, err := dynamic.NewForConfig(env.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
+	tink := kubetest.Dynamic(t, env.Config())
 	f := machinetest.Start(t, env, machinetest.Config{
 		Fleetd: bins.path("fleetd"), Nodes: nodes, Topology: topology, NS: ns,
 		Listen: net.JoinHostPort(nw.uplink, fmt.Sprint(machinetest.FreePort(t, nw.uplink))),
