@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -68,28 +69,6 @@ func checkVerdict(t *testing.T, d Disk, err error, disk string, want, cause erro
 	if err.Error() != text {
 		t.Errorf("Check error:\n got %q\nwant %q", err.Error(), text)
 	}
-}
-
-// fixInOrder judges, fixes the first step's refusal, and judges again, down
-// the steps: each judgement must be the next step's refusal, and the last
-// a wipe.
-func fixInOrder(t *testing.T, judge func() error, steps []fixStep) {
-	t.Helper()
-	for i, s := range steps {
-		if err := judge(); !errors.Is(err, s.want) {
-			t.Fatalf("step %d: got %v, want %v", i, err, s.want)
-		}
-		s.fix()
-	}
-	if err := judge(); err != nil {
-		t.Fatalf("all fixed: %v", err)
-	}
-}
-
-// fixStep is a refusal, and what takes its reason away.
-type fixStep struct {
-	want error
-	fix  func()
 }
 
 func TestCheckWipes(t *testing.T) {
@@ -213,32 +192,49 @@ func TestCheckRefusals(t *testing.T) {
 
 func TestCheckOrder(t *testing.T) {
 	// Everything is wrong at once; fixing one thing at a time, in the
-	// documented order, reveals the next refusal.
-	tr := newTree().
-		add(usbStick("sda", "8:0", "S1")).
-		add(usbStick("sdb", "8:16", "S1"))
+	// documented order, reveals the next refusal, and the last fix a wipe.
+	tr := newTree().add(fakeDisk{
+		name: "sda", dev: "8:0", sectors: 100, removable: "1", ro: "1",
+		files: map[string]string{"serial": "S7"},
+		udev:  "E:ID_BUS=usb\nE:ID_SERIAL_SHORT=S1\n",
+	}).add(fakeDisk{name: "sdb", dev: "8:16", sectors: 100, udev: "E:ID_SERIAL_SHORT=S1\n"})
+	dir := "sys/devices/virtual/block/sda/"
+	fail := map[string]error{"run/udev/data/b8:16": syscall.EIO}
 	tg := Target{Code: "ic-wrong"}
 	b := Boot{ID: testBootID}
-	fixInOrder(t, func() error {
-		_, err := judgeWith(t, &Config{Root: tr.fs}, tg, b)
-		return err
-	}, []fixStep{
+	for i, s := range []struct {
+		want error // nil: a wipe of sda
+		fix  func()
+	}{
 		{ErrNoSerial, func() { tg.Serial = "S1" }},
 		{ErrNoInstallDisk, func() { tg.Disk = "sdb" }},
 		{ErrBadInstallDisk, func() { tg.Disk = "/dev/sdb" }},
 		{ErrNotAttested, func() { b.Record = &BootRecord{BootID: testBootID, Attested: true} }},
 		{ErrNoInstallCode, func() { b.Record.Code = testCode }},
 		{ErrInstallCodeMismatch, func() { tg.Code = testCode }},
-		{ErrSerialAmbiguous, func() { tr.file("run/udev/data/b8:16", "E:ID_BUS=usb\nE:ID_SERIAL_SHORT=S2\n") }},
+		{ErrUdevUnreadable, func() { delete(fail, "run/udev/data/b8:16") }},
+		{ErrSerialConflict, func() { tr.file(dir+"serial", "S1\n") }},
+		{ErrSerialAmbiguous, func() { tr.file("run/udev/data/b8:16", "E:ID_SERIAL_SHORT=S2\n") }},
 		{ErrWrongDisk, func() { tg.Disk = "/dev/sda" }},
-		{ErrRemovable, func() {
-			tr.file("sys/devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0/block/sda/removable", "0\n")
-		}},
+		{ErrRemovable, func() { tr.file(dir+"removable", "2\n") }},
+		{ErrRemovableUnreadable, func() { tr.file(dir+"removable", "0\n") }},
 		{ErrUSB, func() {
-			tr.add(fakeDisk{name: "sda", dev: "8:0", sectors: 100, ro: "1", udev: "E:ID_SERIAL_SHORT=S1\n"})
+			tr.file("run/udev/data/b8:0", "E:ID_SERIAL_SHORT=S1\n")
+			fail["sys/block/sda"] = syscall.EIO
 		}},
-		{ErrReadOnly, func() { tr.file("sys/devices/virtual/block/sda/ro", "0\n") }},
-	})
+		{ErrDevicePathUnreadable, func() { delete(fail, "sys/block/sda") }},
+		{ErrReadOnly, func() { fail["sys/block/sda/ro"] = syscall.EIO }},
+		{ErrReadOnlyUnreadable, func() { delete(fail, "sys/block/sda/ro"); tr.file(dir+"ro", "0\n") }},
+		{nil, nil},
+	} {
+		d, err := judgeWith(t, &Config{Root: faultFS{tr.fs, fail}}, tg, b)
+		if !errors.Is(err, s.want) || (s.want == nil && d.Name != "sda") {
+			t.Fatalf("step %d: got %q, %v; want %v", i, d.Name, err, s.want)
+		}
+		if s.fix != nil {
+			s.fix()
+		}
+	}
 }
 
 func TestCheckLayoutOfAnotherDisk(t *testing.T) {

@@ -117,41 +117,40 @@ func TestCheckSerialSources(t *testing.T) {
 	}
 }
 
-func TestListSerialAgreement(t *testing.T) {
+// TestSerials judges what a disk's places say together (serials); which
+// places say a serial, and how it is trimmed, is TestSerialSources's.
+func TestSerials(t *testing.T) {
 	tests := []struct {
 		name     string
-		disk     fakeDisk
+		says     []string // what each place says, in Disk.Sources's order
 		agree    bool
 		serial   string
 		serials  []string
 		reported []string // serials the disk reports
 	}{
-		{"one place", fakeDisk{udev: "E:ID_SERIAL_SHORT=S1\n"}, true, "S1", []string{"S1"}, []string{"S1"}},
-		{"no place", fakeDisk{}, true, "", nil, nil},
-		{"two places alike", fakeDisk{files: map[string]string{"device/serial": " S1 \n"}, udev: "E:ID_SERIAL_SHORT=S1\n"}, true, "S1", []string{"S1"}, []string{"S1"}},
-		{"two places apart", fakeDisk{files: map[string]string{"device/serial": "S1"}, udev: "E:ID_SERIAL_SHORT=S2\n"}, false, "", []string{"S1", "S2"}, nil},
-		{"case counts", fakeDisk{files: map[string]string{"device/serial": "s1"}, udev: "E:ID_SERIAL_SHORT=S1\n"}, false, "", []string{"s1", "S1"}, nil},
-		{"udev's spelling", fakeDisk{files: map[string]string{"device/vpd_pg80": vpd80("AB  C*D")}, udev: "E:ID_SERIAL_SHORT=AB_C_D\n"}, true, "AB  C*D", []string{"AB  C*D", "AB_C_D"}, []string{"AB  C*D", "AB_C_D"}},
-		{"not udev's spelling", fakeDisk{files: map[string]string{"device/vpd_pg80": vpd80("AB  C*D")}, udev: "E:ID_SERIAL_SHORT=AB__C_D\n"}, false, "", []string{"AB  C*D", "AB__C_D"}, nil},
-		{"a longer serial", fakeDisk{files: map[string]string{"serial": "S1"}, udev: "E:ID_SERIAL_SHORT=S1X\n"}, false, "", []string{"S1", "S1X"}, nil},
-		{"scsi_id's WWN left out", fakeDisk{udev: "E:ID_SERIAL_SHORT=5000c500a1b2c3d4\nE:ID_SCSI_SERIAL=ZA1\n"}, true, "ZA1", []string{"ZA1"}, []string{"ZA1"}},
-		{"udev's spelling first", fakeDisk{files: map[string]string{"device/serial": "AB_C_D", "serial": "AB  C*D"}}, true, "AB_C_D", []string{"AB_C_D", "AB  C*D"}, []string{"AB_C_D", "AB  C*D"}},
-		{"the third of four places disagrees", fakeDisk{files: map[string]string{"device/serial": "S1", "serial": "S1", "device/vpd_pg80": vpd80("S3")}, udev: "E:ID_SERIAL_SHORT=S1\n"},
-			false, "", []string{"S1", "S3"}, nil},
-		{"a third place disagrees", fakeDisk{files: map[string]string{"device/serial": "S1", "serial": "S1"}, udev: "E:ID_SCSI_SERIAL=S2\n"}, false, "", []string{"S1", "S2"}, nil},
+		{"one place", []string{"S1"}, true, "S1", []string{"S1"}, []string{"S1"}},
+		{"no place", nil, true, "", nil, nil},
+		{"two places alike", []string{"S1", "S1"}, true, "S1", []string{"S1"}, []string{"S1"}},
+		{"two places apart", []string{"S1", "S2"}, false, "", []string{"S1", "S2"}, nil},
+		{"case counts", []string{"s1", "S1"}, false, "", []string{"s1", "S1"}, nil},
+		{"udev's spelling", []string{"AB  C*D", "AB_C_D"}, true, "AB  C*D", []string{"AB  C*D", "AB_C_D"}, []string{"AB  C*D", "AB_C_D"}},
+		{"not udev's spelling", []string{"AB  C*D", "AB__C_D"}, false, "", []string{"AB  C*D", "AB__C_D"}, nil},
+		{"a longer serial", []string{"S1", "S1X"}, false, "", []string{"S1", "S1X"}, nil},
+		{"udev's spelling first", []string{"AB_C_D", "AB  C*D"}, true, "AB_C_D", []string{"AB_C_D", "AB  C*D"}, []string{"AB_C_D", "AB  C*D"}},
+		{"the third of four places disagrees", []string{"S1", "S1", "S3", "S1"}, false, "", []string{"S1", "S3"}, nil},
+		{"a third place disagrees", []string{"S1", "S1", "S2"}, false, "", []string{"S1", "S2"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.disk.name, tt.disk.dev, tt.disk.sectors = "sda", "8:0", 100
-			got, err := List(&Config{Root: newTree().add(tt.disk).fs})
-			if err != nil || len(got) != 1 {
-				t.Fatalf("List = %v, %v", got, err)
+			var d Disk
+			for _, s := range tt.says {
+				d.Sources = append(d.Sources, SerialSource{Where: "somewhere", Serial: s})
 			}
-			d := got[0]
+			d.Serial, d.Serials, d.SerialsAgree = serials(d.Sources)
 			if d.SerialsAgree != tt.agree || d.Serial != tt.serial || !cmp.Equal(d.Serials, tt.serials) {
 				t.Errorf("SerialsAgree %t, Serial %q, Serials %q; want %t, %q, %q", d.SerialsAgree, d.Serial, d.Serials, tt.agree, tt.serial, tt.serials)
 			}
-			for _, s := range append([]string{"S1", "S2", "ZA1", "5000c500a1b2c3d4", "AB_C_D", "AB  C*D"}, tt.serials...) {
+			for _, s := range append([]string{"S1", "S2", "AB_C_D", "AB  C*D"}, tt.serials...) {
 				if want := slices.Contains(tt.reported, s); d.reports(s) != want {
 					t.Errorf("reports(%q) = %t, want %t", s, d.reports(s), want)
 				}
@@ -211,10 +210,22 @@ func (f faultFS) ReadLink(name string) (string, error) {
 	return f.MapFS.ReadLink(name)
 }
 
-func TestCheckUnreadableFlags(t *testing.T) {
+// TestCheckUnreadable judges trees whose reads of fail fail: the verdict on
+// the disk (default /dev/sda) that reports its serial. An unknown flag is
+// never reported as set.
+func TestCheckUnreadable(t *testing.T) {
 	sata := sataDisk("sda", "8:0", "S1")
 	sataDir := "sys/devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0/block/sda"
-	judgeFaults(t, []faultCase{
+	two := func() *tree { return newTree().add(sata).add(sataDisk("sdb", "8:16", "S2")) }
+	tests := []struct {
+		name  string
+		tr    *tree
+		fail  map[string]error
+		disk  string
+		want  error // nil: a wipe of sda
+		cause error // what errors.Is also finds; nil: not checked
+		text  string
+	}{
 		{name: "removable: read error", tr: newTree().add(sata), fail: map[string]error{"sys/block/sda/removable": syscall.EIO},
 			want: ErrRemovableUnreadable, cause: syscall.EIO,
 			text: "/dev/sda's removable attribute cannot be read (/sys/block/sda/removable: input/output error); nothing wiped"},
@@ -252,23 +263,22 @@ func TestCheckUnreadableFlags(t *testing.T) {
 		{name: "device path: unreadable, but udev says USB",
 			tr:   newTree().add(fakeDisk{name: "sda", dev: "8:0", sectors: 100, udev: "E:ID_BUS=usb\nE:ID_SERIAL_SHORT=S1\n"}),
 			fail: map[string]error{"sys/block/sda": syscall.EIO}, want: ErrUSB, text: "/dev/sda is on USB"},
-	})
-}
-
-// faultCase is a tree whose reads of fail fail, and the verdict on the
-// disk (default /dev/sda) that reports its serial.
-type faultCase struct {
-	name  string
-	tr    *tree
-	fail  map[string]error
-	disk  string
-	want  error // nil: a wipe of sda
-	cause error // what errors.Is also finds; nil: not checked
-	text  string
-}
-
-// judgeFaults judges each case; no refusal may call an unknown flag set.
-func judgeFaults(t *testing.T, tests []faultCase) {
+		// Another disk's unknown flags and device path block nothing.
+		{name: "another disk's flags and device path: read errors", tr: two(),
+			fail: map[string]error{"sys/block/sdb/removable": syscall.EIO, "sys/block/sdb/ro": syscall.EIO, "sys/block/sdb": syscall.EIO}},
+		{name: "another disk's record fails", tr: two(), fail: map[string]error{"run/udev/data/b8:16": syscall.EIO},
+			want: ErrUdevUnreadable, cause: syscall.EIO, text: "sdb's udev record cannot be read (/run/udev/data/b8:16: input/output error); nothing wiped"},
+		{name: "the declared disk's record fails", tr: two(), fail: map[string]error{"run/udev/data/b8:0": syscall.EACCES},
+			want: ErrUdevUnreadable, cause: fs.ErrPermission, text: "sda's udev record cannot be read (/run/udev/data/b8:0: permission denied); nothing wiped"},
+		{name: "another disk's device number fails", tr: two(), fail: map[string]error{"sys/block/sdb/dev": syscall.EIO},
+			want: ErrUdevUnreadable, cause: syscall.EIO,
+			text: "sdb's udev record cannot be read (its device number is unknown: /sys/block/sdb/dev: input/output error); nothing wiped"},
+		{name: "another disk's device number is garbage",
+			tr: two().file("sys/devices/pci0000:00/0000:00:17.0/ata2/host1/target1:0:0/1:0:0:0/block/sdb/dev", "8-16\n"), want: ErrUdevUnreadable,
+			text: `sdb's udev record cannot be read (its device number is unknown: /sys/block/sdb/dev holds "8-16", not major:minor); nothing wiped`},
+		{name: "another disk has no record", tr: two().rm("run/udev/data/b8:16")},
+		{name: "no disk has a record", tr: two().rm("run/udev/data/b8:0", "run/udev/data/b8:16")},
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.disk == "" {
@@ -286,31 +296,6 @@ func judgeFaults(t *testing.T, tests []faultCase) {
 				}
 			}
 		})
-	}
-}
-
-func TestListUnreadableFlags(t *testing.T) {
-	// Another disk's unknown flags are listed, and block nothing.
-	tr := newTree().add(sataDisk("sda", "8:0", "S1")).add(sataDisk("sdb", "8:16", "S2"))
-	fail := map[string]error{"sys/block/sdb/removable": syscall.EIO, "sys/block/sdb/ro": syscall.EIO, "sys/block/sdb": syscall.EIO}
-	l, err := Read("/dev/sda", &Config{Root: faultFS{tr.fs, fail}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(l.Disks) != 2 {
-		t.Fatalf("listed %d disks, want 2", len(l.Disks))
-	}
-	sdb := l.Disks[1]
-	if sdb.Removable || sdb.ReadOnly || sdb.USB || sdb.SysPath != "" {
-		t.Errorf("unknown flags of sdb are set: %+v", sdb)
-	}
-	for _, err := range []error{sdb.RemovableErr, sdb.ReadOnlyErr, sdb.SysPathErr} {
-		if !errors.Is(err, syscall.EIO) {
-			t.Errorf("sdb: %v, want EIO", err)
-		}
-	}
-	if d, err := check(l, Target{Disk: "/dev/sda", Serial: "S1"}, goodBoot()); err != nil || d.Name != "sda" {
-		t.Errorf("Check = %q, %v; want sda", d.Name, err)
 	}
 }
 
@@ -366,49 +351,4 @@ func TestCheckMultipathLUN(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestCheckOrderOfDiskRefusals(t *testing.T) {
-	// Everything about the disk is wrong at once; fixing one thing at a
-	// time, in the documented order, reveals the next refusal.
-	tr := newTree().add(fakeDisk{
-		name: "sda", dev: "8:0", sectors: 100, removable: "1", ro: "1",
-		files: map[string]string{"serial": "S7"},
-		udev:  "E:ID_BUS=usb\nE:ID_SERIAL_SHORT=S1\n",
-	})
-	dir := "sys/devices/virtual/block/sda/"
-	fail := map[string]error{}
-	fixInOrder(t, func() error {
-		_, err := judgeWith(t, &Config{Root: faultFS{tr.fs, fail}}, Target{Disk: "/dev/sda", Serial: "S1"}, goodBoot())
-		return err
-	}, []fixStep{
-		{ErrSerialConflict, func() { tr.file(dir+"serial", "S1\n") }},
-		{ErrRemovable, func() { tr.file(dir+"removable", "2\n") }},
-		{ErrRemovableUnreadable, func() { tr.file(dir+"removable", "0\n") }},
-		{ErrUSB, func() {
-			tr.file("run/udev/data/b8:0", "E:ID_SERIAL_SHORT=S1\n")
-			fail["sys/block/sda"] = syscall.EIO
-		}},
-		{ErrDevicePathUnreadable, func() { delete(fail, "sys/block/sda") }},
-		{ErrReadOnly, func() { fail["sys/block/sda/ro"] = syscall.EIO }},
-		{ErrReadOnlyUnreadable, func() { delete(fail, "sys/block/sda/ro"); tr.file(dir+"ro", "0\n") }},
-	})
-}
-
-func TestCheckUdevUnreadable(t *testing.T) {
-	two := func() *tree { return newTree().add(sataDisk("sda", "8:0", "S1")).add(sataDisk("sdb", "8:16", "S2")) }
-	judgeFaults(t, []faultCase{
-		{name: "another disk's record fails", tr: two(), fail: map[string]error{"run/udev/data/b8:16": syscall.EIO},
-			want: ErrUdevUnreadable, cause: syscall.EIO, text: "sdb's udev record cannot be read (/run/udev/data/b8:16: input/output error); nothing wiped"},
-		{name: "the declared disk's record fails", tr: two(), fail: map[string]error{"run/udev/data/b8:0": syscall.EACCES},
-			want: ErrUdevUnreadable, cause: fs.ErrPermission, text: "sda's udev record cannot be read (/run/udev/data/b8:0: permission denied); nothing wiped"},
-		{name: "another disk's device number fails", tr: two(), fail: map[string]error{"sys/block/sdb/dev": syscall.EIO},
-			want: ErrUdevUnreadable, cause: syscall.EIO,
-			text: "sdb's udev record cannot be read (its device number is unknown: /sys/block/sdb/dev: input/output error); nothing wiped"},
-		{name: "another disk's device number is garbage",
-			tr: two().file("sys/devices/pci0000:00/0000:00:17.0/ata2/host1/target1:0:0/1:0:0:0/block/sdb/dev", "8-16\n"), want: ErrUdevUnreadable,
-			text: `sdb's udev record cannot be read (its device number is unknown: /sys/block/sdb/dev holds "8-16", not major:minor); nothing wiped`},
-		{name: "another disk has no record", tr: two().rm("run/udev/data/b8:16")},
-		{name: "no disk has a record", tr: two().rm("run/udev/data/b8:0", "run/udev/data/b8:16")},
-	})
 }
