@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -144,22 +145,30 @@ func TestWipeRechecksAfterPull(t *testing.T) {
 }
 
 // TestRunbookLines runs the action on the fake machine into each refusal
-// the runbook quotes, and checks that it prints that line word for word,
-// first on stderr, with exit 1, and a dry run's verdict last. The wipe's
-// own line is TestDryRunWouldWipe's.
+// the runbook quotes, and checks that it prints that line word for word on
+// stderr (and, below it, what lies under it where that helps), with exit 1;
+// that it pulls nothing, records no wipe and never names the digest; and
+// that a dry run's verdict comes last. The wipe's own line is
+// TestDryRunWouldWipe's.
 func TestRunbookLines(t *testing.T) {
 	stick := func(root fstest.MapFS) {
 		usb := "sys/devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0/block/sdb"
 		root[usb+"/removable"] = &fstest.MapFile{Data: []byte("0\n")}
 	}
+	const (
+		notAttested = "wipe: this boot did not pass attestation\n"
+		mismatch    = "wipe: the Workflow's install code is not the one this boot received\n"
+	)
 	for _, tt := range []struct {
 		name    string
 		disk    string
 		serial  string
 		boot    *disksafe.BootRecord
+		record  string // the boot record's file, when set
 		machine func(fstest.MapFS)
-		pull    string // PULL_COMMAND
-		want    string // the runbook's line, as printed
+		set     map[string]string // more of the environment
+		pull    string            // PULL_COMMAND
+		want    string            // stderr: the runbook's line, as printed; {boot dir}: FLEET_BOOT_DIR
 	}{
 		{name: "no disk reports the serial", disk: "/dev/sda", serial: "S9",
 			want: "wipe: no disk reports the serial S9\n"},
@@ -176,13 +185,25 @@ func TestRunbookLines(t *testing.T) {
 		}, want: "wipe: more than one disk reports the serial S4EWNX0R612345A\n"},
 		{name: "no serial", disk: "/dev/sda",
 			want: "wipe: no install disk serial is declared\n"},
+		{name: "no disk", serial: "S4EWNX0R612345A",
+			want: "wipe: no install disk is declared\n"},
 		{name: "not attested", disk: "/dev/sda", serial: "S4EWNX0R612345A", boot: &disksafe.BootRecord{BootID: fakeBootID},
-			want: "wipe: this boot did not pass attestation\n"},
+			want: notAttested + "  (the attestation record says this boot did not pass)\n"},
 		{name: "a record of another boot", disk: "/dev/sda", serial: "S4EWNX0R612345A",
 			boot: &disksafe.BootRecord{BootID: "11111111-2222-3333-4444-555555555555", Attested: true, Code: secret},
-			want: "wipe: this boot did not pass attestation\n"},
+			want: notAttested + "  (the attestation record is of another boot)\n"},
+		{name: "no boot record", disk: "/dev/sda", serial: "S4EWNX0R612345A", set: map[string]string{"FLEET_BOOT_DIR": "/nonexistent/fleet"},
+			want: notAttested + "  (the HookOS agent recorded no attestation in this boot)\n"},
+		{name: "a malformed boot record", disk: "/dev/sda", serial: "S4EWNX0R612345A",
+			record: `{"boot_id": "x", "install_code": "` + secret + `", "attested": tr`,
+			want: "wipe-disk: disksafe: {boot dir}/" + disksafe.BootRecordFile + " is not a valid record (unexpected EOF)\n" +
+				notAttested + "  (the HookOS agent recorded no attestation in this boot)\n"},
 		{name: "no install code", disk: "/dev/sda", serial: "S4EWNX0R612345A", boot: &disksafe.BootRecord{BootID: fakeBootID, Attested: true},
 			want: "wipe: no install code\n"},
+		{name: "another code's digest", disk: "/dev/sda", serial: "S4EWNX0R612345A",
+			set: map[string]string{"INSTALL_CODE_SHA256": disksafe.CodeSHA256("ic-someone-elses")}, want: mismatch},
+		{name: "the code in place of its digest", disk: "/dev/sda", serial: "S4EWNX0R612345A",
+			set: map[string]string{"INSTALL_CODE_SHA256": secret}, want: mismatch},
 		{name: "the image cannot be pulled", disk: "/dev/sda", serial: "S4EWNX0R612345A", pull: "/nonexistent/pull",
 			want: "wipe: the installer image ghcr.io/siderolabs/installer:v1.13.9 cannot be pulled (/nonexistent/pull: fork/exec /nonexistent/pull: no such file or directory); nothing wiped\n"},
 	} {
@@ -207,13 +228,29 @@ func TestRunbookLines(t *testing.T) {
 					}
 					e.vars["INSTALL_CODE_SHA256"] = ""
 				}
+				if tt.record != "" {
+					if err := os.WriteFile(filepath.Join(e.vars["FLEET_BOOT_DIR"], disksafe.BootRecordFile), []byte(tt.record), 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
 				e.vars["INSTALL_DISK"], e.vars["INSTALL_DISK_SERIAL"] = tt.disk, tt.serial
 				if tt.pull != "" {
 					e.vars["PULL_COMMAND"] = tt.pull
 				}
+				maps.Copy(e.vars, tt.set)
 				code, stdout, stderr := e.run(t, args...)
-				if code != 1 || !strings.HasPrefix(stderr, tt.want) || (dry && !strings.HasSuffix(stdout, "wipe: dry run: nothing wiped\n")) {
-					t.Errorf("exit %d, want 1 and the runbook's line %q first on stderr:\nstdout %q\nstderr %q", code, tt.want, stdout, stderr)
+				want := strings.ReplaceAll(tt.want, "{boot dir}", e.vars["FLEET_BOOT_DIR"])
+				if code != 1 || stderr != want || (dry && !strings.HasSuffix(stdout, "wipe: dry run: nothing wiped\n")) || (!dry && stdout != "") {
+					t.Errorf("exit %d, want 1 and the runbook's line on stderr:\n%q\nstdout %q\nstderr %q", code, want, stdout, stderr)
+				}
+				if sum := e.vars["INSTALL_CODE_SHA256"]; sum != "" && strings.Contains(stderr, sum) {
+					t.Errorf("stderr names the digest: %q", stderr)
+				}
+				if p := e.pulled(t); p != "" {
+					t.Errorf("a refused run pulled %q", p)
+				}
+				if _, err := disksafe.ReadWipeRecord(e.vars["FLEET_STATE_DIR"]); !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("a wipe was recorded: %v", err)
 				}
 			})
 		}
