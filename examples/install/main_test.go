@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"maps"
 	"os"
@@ -27,12 +25,6 @@ const (
 	configURL   = "https://fleetd.example:8443/config/" + code
 	image       = "factory.talos.dev/metal-installer-secureboot/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.13.9"
 )
-
-// digest is the install_code_sha256 a Workflow carries for c.
-func digest(c string) string {
-	sum := sha256.Sum256([]byte(c))
-	return hex.EncodeToString(sum[:])
-}
 
 // env is an install action's environment: this boot's attestation record
 // with the run's code, a state directory where wipe-disk recorded its wipe
@@ -67,7 +59,7 @@ func newEnv(t *testing.T, script string) *env {
 	e.vars = map[string]string{
 		"INSTALL_DISK":        "/dev/sda",
 		"INSTALL_DISK_SERIAL": "S4EWNX0R612345A",
-		"INSTALL_CODE_SHA256": digest(code),
+		"INSTALL_CODE_SHA256": disksafe.CodeSHA256(code),
 		"CONFIG_URL_TEMPLATE": urlTemplate,
 		"INSTALLER_IMAGE":     image,
 		"INSTALL_COMMAND":     installer + " {image} install --disk {disk} --platform metal --config {config_url}",
@@ -217,21 +209,92 @@ func TestInstallerFailed(t *testing.T) {
 	}
 }
 
-// refusal is a change to newEnv's run (set, then edit, when not nil), and
-// the exit code and the whole stderr ({boot dir}: FLEET_BOOT_DIR) that
-// refuse it.
-type refusal struct {
-	name   string
-	set    map[string]string
-	edit   func(t *testing.T, e *env)
-	exit   int
-	stderr string
-}
+// TestRefusals changes newEnv's run (set, then edit, when not nil) into
+// each refusal: the exit code and the whole stderr ({boot dir}:
+// FLEET_BOOT_DIR), nothing on stdout, no installer run, and neither code in
+// the output.
+func TestRefusals(t *testing.T) {
+	const (
+		notWiped    = "install: wipe-disk did not wipe /dev/sda in this boot; nothing installed; set desired_action to provision\n"
+		notAttested = "install: this boot did not pass attestation; nothing installed\n"
+		noCode      = "install: this boot received no install code; nothing installed\n"
+		mismatch    = "install: the Workflow's install code is not the one this boot received; nothing installed\n"
+		resumed     = "install: this run resumed in a new boot after wipe-disk; nothing installed; set desired_action to provision\n"
+	)
+	booted := func(r disksafe.BootRecord) func(*testing.T, *env) {
+		return func(t *testing.T, e *env) { e.booted(t, r) }
+	}
+	wiped := func(r disksafe.WipeRecord) func(*testing.T, *env) {
+		return func(t *testing.T, e *env) { e.wiped(t, r) }
+	}
+	for _, tt := range []struct {
+		name   string
+		set    map[string]string
+		edit   func(t *testing.T, e *env)
+		exit   int
+		stderr string
+	}{
+		// The runbook's row: the power failed during install, and the run
+		// resumed at install in the next HookOS boot, whose /workflow is
+		// empty.
+		{name: "no wipe recorded", exit: exitRefused, stderr: resumed, edit: func(t *testing.T, e *env) {
+			os.Remove(filepath.Join(e.vars["FLEET_STATE_DIR"], disksafe.WipeRecordFile))
+		}},
+		{name: "a wipe of another boot", exit: exitRefused, stderr: resumed,
+			edit: wiped(disksafe.WipeRecord{BootID: "00000000-aaaa-bbbb-cccc-dddddddddddd", Disk: "/dev/sda", Name: "sda", Wiped: true})},
+		{name: "a wipe of another disk", exit: exitRefused, stderr: notWiped + "  (wipe-disk wiped /dev/sdb)\n",
+			edit: wiped(disksafe.WipeRecord{BootID: bootID, Disk: "/dev/sdb", Name: "sdb", Wiped: true})},
+		{name: "an unfinished wipe", exit: exitRefused, stderr: notWiped + "  (wipe-disk started and did not finish)\n",
+			edit: wiped(disksafe.WipeRecord{BootID: bootID, Disk: "/dev/sda", Name: "sda"})},
 
-// refuse runs each refusal: nothing on stdout, no installer run, and
-// neither code in the output.
-func refuse(t *testing.T, tests []refusal) {
-	for _, tt := range tests {
+		// The install code comes from this boot's record alone: without a
+		// record of this boot that passed attestation and holds a code whose
+		// SHA-256 the Workflow names, nothing is installed.
+		{name: "no boot record", exit: exitRefused, stderr: notAttested + "  (the HookOS agent recorded no attestation in this boot)\n",
+			edit: func(t *testing.T, e *env) {
+				os.Remove(filepath.Join(e.vars["FLEET_BOOT_DIR"], disksafe.BootRecordFile))
+			}},
+		{name: "a boot record of another boot", exit: exitRefused, stderr: notAttested + "  (the attestation record is of another boot)\n",
+			edit: booted(disksafe.BootRecord{BootID: "00000000-aaaa-bbbb-cccc-dddddddddddd", Attested: true, Code: code})},
+		{name: "a boot that did not pass", exit: exitRefused, stderr: notAttested + "  (the attestation record says this boot did not pass)\n",
+			edit: booted(disksafe.BootRecord{BootID: bootID, Code: code})},
+		{name: "a malformed boot record", exit: exitRefused,
+			stderr: "install: disksafe: {boot dir}/" + disksafe.BootRecordFile + " is not a valid record (unexpected EOF)\n" +
+				notAttested + "  (the HookOS agent recorded no attestation in this boot)\n",
+			edit: func(t *testing.T, e *env) {
+				os.WriteFile(filepath.Join(e.vars["FLEET_BOOT_DIR"], disksafe.BootRecordFile), []byte(`{"boot_id": "`+bootID+`", "install_code": "`+code+`", "attested": tr`), 0o600)
+			}},
+		{name: "no code", exit: exitRefused, stderr: noCode, edit: booted(disksafe.BootRecord{BootID: bootID, Attested: true})},
+		{name: "another code", exit: exitRefused, stderr: mismatch,
+			edit: booted(disksafe.BootRecord{BootID: bootID, Attested: true, Code: "ic-someone-elses"})},
+		{name: "another run's digest", exit: exitRefused, stderr: mismatch, set: map[string]string{"INSTALL_CODE_SHA256": disksafe.CodeSHA256("ic-someone-elses")}},
+		// A run resumed in a new boot, whose attestation got no code (its
+		// run was in flight), gets the runbook's line for that.
+		{name: "a resumed run without a code", exit: exitRefused, stderr: resumed, edit: func(t *testing.T, e *env) {
+			e.booted(t, disksafe.BootRecord{BootID: bootID, Attested: true})
+			os.Remove(filepath.Join(e.vars["FLEET_STATE_DIR"], disksafe.WipeRecordFile))
+		}},
+		{name: "no boot ID", exit: exitRefused,
+			stderr: "install: disksafe: read this boot's ID: open proc/sys/kernel/random/boot_id: file does not exist; nothing installed\n", edit: func(t *testing.T, e *env) {
+				delete(e.root, "proc/sys/kernel/random/boot_id")
+			}},
+
+		// Settings.
+		{"no disk", map[string]string{"INSTALL_DISK": ""}, nil, exitUsage, "install: no install disk is declared (INSTALL_DISK); nothing installed\n"},
+		{"no image", map[string]string{"INSTALLER_IMAGE": ""}, nil, exitUsage, "install: no installer image is declared (INSTALLER_IMAGE); nothing installed\n"},
+		{"no digest", map[string]string{"INSTALL_CODE_SHA256": ""}, nil, exitUsage,
+			"install: the Workflow carries no install_code_sha256 (INSTALL_CODE_SHA256); nothing installed\n"},
+		{"the code in place of its digest", map[string]string{"INSTALL_CODE_SHA256": code}, nil, exitUsage,
+			"install: INSTALL_CODE_SHA256 is not 64 lowercase hex characters; nothing installed\n"},
+		{"a digest in upper case", map[string]string{"INSTALL_CODE_SHA256": strings.ToUpper(disksafe.CodeSHA256(code))}, nil, exitUsage,
+			"install: INSTALL_CODE_SHA256 is not 64 lowercase hex characters; nothing installed\n"},
+		{"{config_url} without CONFIG_URL_TEMPLATE", map[string]string{"CONFIG_URL_TEMPLATE": ""}, nil, exitUsage,
+			"install: the install command names {config_url}, and CONFIG_URL_TEMPLATE is not set; nothing installed\n"},
+		{"a config URL template without {code}", map[string]string{"CONFIG_URL_TEMPLATE": "https://fleetd.example:8443/config/"}, nil, exitUsage,
+			"install: CONFIG_URL_TEMPLATE has no \"{code}\"; nothing installed\n"},
+		{"an unknown placeholder", map[string]string{"INSTALL_COMMAND": "docker run {image} install --disk {disk} --serial {serial}"}, nil, exitUsage,
+			"install: the install command names {serial}; it may name {image}, {disk} and {config_url}; nothing installed\n"},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, "")
 			maps.Copy(e.vars, tt.set)
@@ -253,73 +316,6 @@ func refuse(t *testing.T, tests []refusal) {
 	}
 }
 
-const resumed = "install: this run resumed in a new boot after wipe-disk; nothing installed; set desired_action to provision\n"
-
-// The runbook's row: the power failed during install, and the run resumed
-// at install in the next HookOS boot, whose /workflow is empty.
-func TestResumedRun(t *testing.T) {
-	refuse(t, []refusal{
-		{name: "no wipe recorded", exit: exitRefused, stderr: resumed, edit: func(t *testing.T, e *env) {
-			os.Remove(filepath.Join(e.vars["FLEET_STATE_DIR"], disksafe.WipeRecordFile))
-		}},
-		{name: "a wipe of another boot", exit: exitRefused, stderr: resumed, edit: func(t *testing.T, e *env) {
-			e.wiped(t, disksafe.WipeRecord{BootID: "00000000-aaaa-bbbb-cccc-dddddddddddd", Disk: "/dev/sda", Name: "sda", Wiped: true})
-		}},
-	})
-}
-
-func TestNotWiped(t *testing.T) {
-	const notWiped = "install: wipe-disk did not wipe /dev/sda in this boot; nothing installed; set desired_action to provision\n"
-	refuse(t, []refusal{
-		{name: "another disk", exit: exitRefused, stderr: notWiped + "  (wipe-disk wiped /dev/sdb)\n", edit: func(t *testing.T, e *env) {
-			e.wiped(t, disksafe.WipeRecord{BootID: bootID, Disk: "/dev/sdb", Name: "sdb", Wiped: true})
-		}},
-		{name: "an unfinished wipe", exit: exitRefused, stderr: notWiped + "  (wipe-disk started and did not finish)\n", edit: func(t *testing.T, e *env) {
-			e.wiped(t, disksafe.WipeRecord{BootID: bootID, Disk: "/dev/sda", Name: "sda"})
-		}},
-	})
-}
-
-// The install code comes from this boot's record alone: without a record of
-// this boot that passed attestation and holds a code whose SHA-256 the
-// Workflow names, nothing is installed.
-func TestCodeRefused(t *testing.T) {
-	const (
-		notAttested = "install: this boot did not pass attestation; nothing installed\n"
-		noCode      = "install: this boot received no install code; nothing installed\n"
-		mismatch    = "install: the Workflow's install code is not the one this boot received; nothing installed\n"
-	)
-	booted := func(r disksafe.BootRecord) func(*testing.T, *env) {
-		return func(t *testing.T, e *env) { e.booted(t, r) }
-	}
-	refuse(t, []refusal{
-		{name: "no record", exit: exitRefused, stderr: notAttested + "  (the HookOS agent recorded no attestation in this boot)\n",
-			edit: func(t *testing.T, e *env) {
-				os.Remove(filepath.Join(e.vars["FLEET_BOOT_DIR"], disksafe.BootRecordFile))
-			}},
-		{name: "a record of another boot", exit: exitRefused, stderr: notAttested + "  (the attestation record is of another boot)\n",
-			edit: booted(disksafe.BootRecord{BootID: "00000000-aaaa-bbbb-cccc-dddddddddddd", Attested: true, Code: code})},
-		{name: "a boot that did not pass", exit: exitRefused, stderr: notAttested + "  (the attestation record says this boot did not pass)\n",
-			edit: booted(disksafe.BootRecord{BootID: bootID, Code: code})},
-		{name: "a malformed record", exit: exitRefused,
-			stderr: "install: disksafe: {boot dir}/" + disksafe.BootRecordFile + " is not a valid record (unexpected EOF)\n" +
-				notAttested + "  (the HookOS agent recorded no attestation in this boot)\n",
-			edit: func(t *testing.T, e *env) {
-				os.WriteFile(filepath.Join(e.vars["FLEET_BOOT_DIR"], disksafe.BootRecordFile), []byte(`{"boot_id": "`+bootID+`", "install_code": "`+code+`", "attested": tr`), 0o600)
-			}},
-		{name: "no code", exit: exitRefused, stderr: noCode, edit: booted(disksafe.BootRecord{BootID: bootID, Attested: true})},
-		{name: "another code", exit: exitRefused, stderr: mismatch,
-			edit: booted(disksafe.BootRecord{BootID: bootID, Attested: true, Code: "ic-someone-elses"})},
-		{name: "another run's digest", exit: exitRefused, stderr: mismatch, set: map[string]string{"INSTALL_CODE_SHA256": digest("ic-someone-elses")}},
-		// A run resumed in a new boot, whose attestation got no code (its
-		// run was in flight), gets the runbook's line for that.
-		{name: "a resumed run without a code", exit: exitRefused, stderr: resumed, edit: func(t *testing.T, e *env) {
-			e.booted(t, disksafe.BootRecord{BootID: bootID, Attested: true})
-			os.Remove(filepath.Join(e.vars["FLEET_STATE_DIR"], disksafe.WipeRecordFile))
-		}},
-	})
-}
-
 func TestStopped(t *testing.T) {
 	e := newEnv(t, "echo started\nsleep 30 &\nwait\n")
 	ctx, cancel := context.WithCancel(t.Context())
@@ -332,36 +328,6 @@ func TestStopped(t *testing.T) {
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("stopping took %v", d)
-	}
-}
-
-func TestSettings(t *testing.T) {
-	refuse(t, []refusal{
-		{"no disk", map[string]string{"INSTALL_DISK": ""}, nil, exitUsage, "install: no install disk is declared (INSTALL_DISK); nothing installed\n"},
-		{"no image", map[string]string{"INSTALLER_IMAGE": ""}, nil, exitUsage, "install: no installer image is declared (INSTALLER_IMAGE); nothing installed\n"},
-		{"no digest", map[string]string{"INSTALL_CODE_SHA256": ""}, nil, exitUsage,
-			"install: the Workflow carries no install_code_sha256 (INSTALL_CODE_SHA256); nothing installed\n"},
-		{"the code in place of its digest", map[string]string{"INSTALL_CODE_SHA256": code}, nil, exitUsage,
-			"install: INSTALL_CODE_SHA256 is not 64 lowercase hex characters; nothing installed\n"},
-		{"a digest in upper case", map[string]string{"INSTALL_CODE_SHA256": strings.ToUpper(digest(code))}, nil, exitUsage,
-			"install: INSTALL_CODE_SHA256 is not 64 lowercase hex characters; nothing installed\n"},
-		{"{config_url} without CONFIG_URL_TEMPLATE", map[string]string{"CONFIG_URL_TEMPLATE": ""}, nil, exitUsage,
-			"install: the install command names {config_url}, and CONFIG_URL_TEMPLATE is not set; nothing installed\n"},
-		{"a config URL template without {code}", map[string]string{"CONFIG_URL_TEMPLATE": "https://fleetd.example:8443/config/"}, nil, exitUsage,
-			"install: CONFIG_URL_TEMPLATE has no \"{code}\"; nothing installed\n"},
-		{"an unknown placeholder", map[string]string{"INSTALL_COMMAND": "docker run {image} install --disk {disk} --serial {serial}"}, nil, exitUsage,
-			"install: the install command names {serial}; it may name {image}, {disk} and {config_url}; nothing installed\n"},
-	})
-
-	e := newEnv(t, "")
-	for _, args := range [][]string{{"now"}, {"-force"}} {
-		if exit, _, _ := e.run(t, args...); exit != exitUsage {
-			t.Errorf("%q: exit %d", args, exit)
-		}
-	}
-	delete(e.root, "proc/sys/kernel/random/boot_id")
-	if exit, _, stderr := e.run(t); exit != exitRefused || !strings.HasSuffix(stderr, "; nothing installed\n") || e.ran(t) != nil {
-		t.Errorf("no boot ID: exit %d, stderr %q", exit, stderr)
 	}
 }
 
@@ -398,7 +364,13 @@ func TestDefaultCommand(t *testing.T) {
 	}
 }
 
-func TestHelp(t *testing.T) {
+func TestUsage(t *testing.T) {
+	e := newEnv(t, "")
+	for _, args := range [][]string{{"now"}, {"-force"}} {
+		if exit, _, _ := e.run(t, args...); exit != exitUsage || e.ran(t) != nil {
+			t.Errorf("%q: exit %d", args, exit)
+		}
+	}
 	var out, errb bytes.Buffer
 	if exit := run(t.Context(), []string{"-help"}, func(string) string { return "" }, nil, &out, &errb); exit != 0 {
 		t.Errorf("-help exits %d", exit)
