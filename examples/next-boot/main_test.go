@@ -234,64 +234,60 @@ func TestUsesAnEntry(t *testing.T) {
 	}
 }
 
-func TestLegacyBIOS(t *testing.T) {
-	m := newMachine(t, 17)
-	maps.DeleteFunc(m.root, func(p string, _ *fstest.MapFile) bool { return strings.HasPrefix(p, "sys/firmware/") })
-	code, stdout, _ := m.run(t)
-	if code != exitDone || !strings.HasPrefix(stdout, "next-boot: this machine booted by legacy BIOS, which has no BootNext;") || len(m.nv.calls) != 0 {
-		t.Errorf("exit %d, stdout %q, calls %q", code, stdout, m.nv.calls)
+// TestOutcomes runs next-boot on newMachine changed by change, into each
+// outcome but the boot entry's: the exit code, the whole stdout and stderr
+// ({dev}: the disk's device file), how often it mounted efivarfs, and
+// whether it ran efibootmgr.
+func TestOutcomes(t *testing.T) {
+	noVars := func(m *machine) {
+		maps.DeleteFunc(m.root, func(p string, _ *fstest.MapFile) bool { return strings.HasPrefix(p, "sys/firmware/efi/efivars/") })
+		m.root["sys/firmware/efi/efivars"] = &fstest.MapFile{Mode: fs.ModeDir | 0o755}
 	}
-}
-
-func TestMountsEFIVars(t *testing.T) {
-	m := newMachine(t, 17)
-	maps.DeleteFunc(m.root, func(p string, _ *fstest.MapFile) bool { return strings.HasPrefix(p, "sys/firmware/efi/efivars/") })
-	m.root["sys/firmware/efi/efivars"] = &fstest.MapFile{Mode: fs.ModeDir | 0o755}
-	if code, _, stderr := m.run(t); code != exitDone || m.mounts != 1 {
-		t.Errorf("exit %d, %d mounts, stderr %q", code, m.mounts, stderr)
-	}
-	m.mountErr = errors.New("operation not permitted")
-	if code, _, stderr := m.run(t); code != exitFailed || stderr != "next-boot: mount efivarfs: operation not permitted\n" {
-		t.Errorf("exit %d, stderr %q", code, stderr)
-	}
-}
-
-func TestFailures(t *testing.T) {
 	tests := []struct {
-		name   string
-		change func(m *machine)
-		want   string
+		name           string
+		change         func(m *machine)
+		exit           int
+		stdout, stderr string
+		mounts         int
+		efi            bool // efibootmgr ran
 	}{
+		{"legacy BIOS", func(m *machine) {
+			maps.DeleteFunc(m.root, func(p string, _ *fstest.MapFile) bool { return strings.HasPrefix(p, "sys/firmware/") })
+		}, exitDone, "next-boot: this machine booted by legacy BIOS, which has no BootNext; its boot order decides what boots next, and nothing was changed\n", "", 0, false},
+		{"efivarfs not mounted", noVars, exitDone, "next-boot: " + byID + " boots next: Boot0000 Talos (fleet)\n", "", 1, true},
+		{"efivarfs cannot be mounted", func(m *machine) { noVars(m); m.mountErr = errors.New("operation not permitted") },
+			exitFailed, "", "next-boot: mount efivarfs: operation not permitted\n", 1, false},
 		{"efivarfs without variables", func(m *machine) { m.nv.fail = "EFI variables are not supported on this system." },
-			"next-boot: efibootmgr -v: EFI variables are not supported on this system.\n"},
+			exitFailed, "", "next-boot: efibootmgr -v: EFI variables are not supported on this system.\n", 0, true},
 		{"the firmware refuses the entry", func(m *machine) { m.nv.failCreate = true },
-			"next-boot: efibootmgr: Could not prepare Boot variable: No space left on device\n"},
+			exitFailed, "", "next-boot: efibootmgr: Could not prepare Boot variable: No space left on device\n", 0, true},
 		{"the firmware drops BootNext", func(m *machine) { m.nv.dropNext = true },
-			"next-boot: BootNext is unset after efibootmgr --bootnext 0000\n"},
+			exitFailed, "", "next-boot: BootNext is unset after efibootmgr --bootnext 0000\n", 0, true},
 		{"a wiped disk", func(m *machine) {
 			os.WriteFile(filepath.Join(m.devDir, "nvme0n1"), make([]byte, 1<<20), 0o600)
-		}, "next-boot: " + byID + " (nvme0n1): no GUID partition table\n"},
-		{"no such disk", func(m *machine) { m.env["INSTALL_DISK"] = "/dev/sdz" }, "next-boot: /dev/sdz is no block device\n"},
-		{"a disk that cannot be opened", func(m *machine) { os.Remove(filepath.Join(m.devDir, "nvme0n1")) }, "no such file or directory\n"},
+		}, exitFailed, "", "next-boot: " + byID + " (nvme0n1): no GUID partition table\n", 0, false},
+		{"no such disk", func(m *machine) { m.env["INSTALL_DISK"] = "/dev/sdz" }, exitFailed, "", "next-boot: /dev/sdz is no block device\n", 0, false},
+		{"a disk that cannot be opened", func(m *machine) { os.Remove(filepath.Join(m.devDir, "nvme0n1")) },
+			exitFailed, "", "next-boot: open {dev}: no such file or directory\n", 0, false},
+		{"no install disk", func(m *machine) { delete(m.env, "INSTALL_DISK") }, exitUsage, "", "next-boot: no install disk is declared (INSTALL_DISK)\n", 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newMachine(t, 17)
 			tt.change(m)
 			code, stdout, stderr := m.run(t)
-			if code != exitFailed || !strings.HasSuffix(stderr, tt.want) || stdout != "" {
-				t.Errorf("exit %d\nstdout %q\nstderr %q\nwant stderr ending %q", code, stdout, stderr, tt.want)
+			want := strings.ReplaceAll(tt.stderr, "{dev}", filepath.Join(m.devDir, "nvme0n1"))
+			if code != tt.exit || stdout != tt.stdout || stderr != want || m.mounts != tt.mounts {
+				t.Errorf("exit %d, %d mounts\nstdout %q\nstderr %q\nwant exit %d, %d mounts, stdout %q, stderr %q", code, m.mounts, stdout, stderr, tt.exit, tt.mounts, tt.stdout, want)
+			}
+			if ran := len(m.nv.calls) > 0; ran != tt.efi {
+				t.Errorf("efibootmgr ran %t, want %t: %q", ran, tt.efi, m.nv.calls)
 			}
 		})
 	}
 }
 
 func TestUsage(t *testing.T) {
-	m := newMachine(t, 17)
-	delete(m.env, "INSTALL_DISK")
-	if code, _, stderr := m.run(t); code != exitUsage || stderr != "next-boot: no install disk is declared (INSTALL_DISK)\n" {
-		t.Errorf("exit %d, stderr %q", code, stderr)
-	}
 	var errb bytes.Buffer
 	if code := run(t.Context(), []string{"now"}, func(string) string { return "" }, system{}, &bytes.Buffer{}, &errb); code != exitUsage {
 		t.Errorf("an argument: exit %d", code)
