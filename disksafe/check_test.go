@@ -71,46 +71,37 @@ func checkVerdict(t *testing.T, d Disk, err error, disk string, want, cause erro
 	}
 }
 
-func TestCheckWipes(t *testing.T) {
-	tests := []struct {
-		name string
-		tr   *tree
-		tg   Target
-		want string
-	}{
-		{name: "SATA by kernel name", tr: newTree().add(sataDisk("sda", "8:0", "S5Y2NX0R123456")).add(usbStick("sdb", "8:16", "USB1")),
-			tg: Target{Disk: "/dev/sda", Serial: "S5Y2NX0R123456"}, want: "sda"},
-		{name: "SATA by-id link, serial with blanks",
-			tr: newTree().add(sataDisk("sda", "8:0", "S5Y2NX0R123456")).link("dev/disk/by-id/ata-Samsung_SSD_870_EVO_1TB_S5Y2NX0R123456", "../../sda"),
-			tg: Target{Disk: "/dev/disk/by-id/ata-Samsung_SSD_870_EVO_1TB_S5Y2NX0R123456", Serial: " S5Y2NX0R123456\n"}, want: "sda"},
-		{name: "NVMe", tr: newTree().add(nvmeDisk("nvme0n1", "259:0", "S64DNX0R123456")).add(sataDisk("sda", "8:0", "OTHER")),
-			tg: Target{Disk: "/dev/nvme0n1", Serial: "S64DNX0R123456", Code: testCode}, want: "nvme0n1"},
-		{name: "virtio", tr: newTree().add(virtioDisk("vda", "254:0", "fleet-vd-0001")).add(virtioDisk("vdb", "254:16", "fleet-vd-0002")),
-			tg: Target{Disk: "/dev/vdb", Serial: "fleet-vd-0002"}, want: "vdb"},
-		{name: "eMMC", tr: newTree().add(emmc("mmcblk1", "179:8", "0x0badf00d")).add(sdCard("mmcblk0", "179:0", "0x1234abcd")),
-			tg: Target{Disk: "/dev/mmcblk1", Serial: "0x0badf00d"}, want: "mmcblk1"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			d, err := judge(t, tt.tr, tt.tg, goodBoot())
-			checkVerdict(t, d, err, tt.want, nil, nil, "")
-		})
-	}
-}
-
-func TestCheckRefusals(t *testing.T) {
+// TestCheck judges each tree: a wipe of the disk text names (want is nil),
+// or a refusal and its text, which never shows the install code.
+func TestCheck(t *testing.T) {
+	const (
+		wwn         = "5000c500a1b2c3d4"
+		notAttested = "this boot did not pass attestation"
+	)
 	two := newTree().add(sataDisk("sda", "8:0", "S1")).add(sataDisk("sdb", "8:16", "S2"))
-	sda := Target{Disk: "/dev/sda", Serial: "S1"}
-	const notAttested = "this boot did not pass attestation"
+	// sata is a SATA disk whose udev record is udev.
+	sata := func(name, dev, serial, udev string) fakeDisk { return withUdev(sataDisk(name, dev, serial), udev) }
+	sda, nvme := Target{Disk: "/dev/sda", Serial: "S1"}, Target{Disk: "/dev/nvme0n1", Serial: "S64DNX0R123456"}
 	tests := []struct {
 		name  string
 		tr    *tree
 		tg    Target
-		boot  *Boot // nil: goodBoot()
-		want  error
-		cause error // what errors.Is also finds; nil: not checked
-		text  string
+		boot  *Boot  // nil: goodBoot()
+		want  error  // nil: the wipe is allowed
+		cause error  // what errors.Is also finds; nil: not checked
+		text  string // the refusal's text, or the disk chosen
 	}{
+		{name: "SATA by kernel name", tr: newTree().add(sataDisk("sda", "8:0", "S5Y2NX0R123456")).add(usbStick("sdb", "8:16", "USB1")),
+			tg: Target{Disk: "/dev/sda", Serial: "S5Y2NX0R123456"}, text: "sda"},
+		{name: "SATA by-id link, serial with blanks",
+			tr: newTree().add(sataDisk("sda", "8:0", "S5Y2NX0R123456")).link("dev/disk/by-id/ata-Samsung_SSD_870_EVO_1TB_S5Y2NX0R123456", "../../sda"),
+			tg: Target{Disk: "/dev/disk/by-id/ata-Samsung_SSD_870_EVO_1TB_S5Y2NX0R123456", Serial: " S5Y2NX0R123456\n"}, text: "sda"},
+		{name: "NVMe", tr: newTree().add(nvmeDisk("nvme0n1", "259:0", "S64DNX0R123456")).add(sataDisk("sda", "8:0", "OTHER")),
+			tg: Target{Disk: "/dev/nvme0n1", Serial: "S64DNX0R123456", Code: testCode}, text: "nvme0n1"},
+		{name: "virtio", tr: newTree().add(virtioDisk("vda", "254:0", "fleet-vd-0001")).add(virtioDisk("vdb", "254:16", "fleet-vd-0002")),
+			tg: Target{Disk: "/dev/vdb", Serial: "fleet-vd-0002"}, text: "vdb"},
+		{name: "eMMC", tr: newTree().add(emmc("mmcblk1", "179:8", "0x0badf00d")).add(sdCard("mmcblk0", "179:0", "0x1234abcd")),
+			tg: Target{Disk: "/dev/mmcblk1", Serial: "0x0badf00d"}, text: "mmcblk1"},
 		{name: "no serial declared", tr: two, tg: Target{Disk: "/dev/sda"}, want: ErrNoSerial, text: "no install disk serial is declared"},
 		{name: "blank serial declared", tr: two, tg: Target{Disk: "/dev/sda", Serial: " \t"}, want: ErrNoSerial, text: "no install disk serial is declared"},
 		{name: "zero target", tr: two, want: ErrNoSerial, text: "no install disk serial is declared"},
@@ -171,6 +162,43 @@ func TestCheckRefusals(t *testing.T) {
 			tg: sda, want: ErrReadOnly, text: "/dev/sda is read-only"},
 		{name: "loop device not asked for", tr: newTree().add(loopDisk("loop0", "7:0", "L0")),
 			tg: Target{Disk: "/dev/loop0", Serial: "L0"}, want: ErrSerialNotFound, text: "no disk reports the serial L0"},
+		{name: "SATA: VPD page 0x80 and udev disagree", tr: newTree().add(sata("sda", "8:0", "S1", "E:ID_BUS=ata\nE:ID_SERIAL_SHORT=S9\n")), tg: sda,
+			want: ErrSerialConflict, text: "sda reports the serial S1 in /sys/block/sda/device/vpd_pg80 but S9 in udev's ID_SERIAL_SHORT; nothing wiped"},
+		{name: "SATA: declared as udev says it", tr: newTree().add(sata("sda", "8:0", "S1", "E:ID_BUS=ata\nE:ID_SERIAL_SHORT=S9\n")),
+			tg: Target{Disk: "/dev/sda", Serial: "S9"}, want: ErrSerialConflict,
+			text: "sda reports the serial S9 in udev's ID_SERIAL_SHORT but S1 in /sys/block/sda/device/vpd_pg80; nothing wiped"},
+		{name: "NVMe: controller serial and udev disagree",
+			tr: newTree().add(withUdev(nvmeDisk("nvme0n1", "259:0", "S64DNX0R123456"), "E:ID_SERIAL_SHORT=S64DNX0R999999\n")), tg: nvme, want: ErrSerialConflict,
+			text: "nvme0n1 reports the serial S64DNX0R123456 in /sys/block/nvme0n1/device/serial but S64DNX0R999999 in udev's ID_SERIAL_SHORT; nothing wiped"},
+		{name: "SAS: page 0x80 and udev's ID_SCSI_SERIAL disagree",
+			tr: newTree().add(withFile(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2), "device/vpd_pg80", vpd80("ZA9999ZZ"))),
+			tg: Target{Disk: "/dev/sda", Serial: "ZA1234AB"}, want: ErrSerialConflict,
+			text: "sda reports the serial ZA1234AB in udev's ID_SCSI_SERIAL but ZA9999ZZ in /sys/block/sda/device/vpd_pg80; nothing wiped"},
+		{name: "case counts", tr: newTree().add(sata("sda", "8:0", "s1", "E:ID_SERIAL_SHORT=S1\n")), tg: sda,
+			want: ErrSerialConflict, text: "sda reports the serial S1 in udev's ID_SERIAL_SHORT but s1 in /sys/block/sda/device/vpd_pg80; nothing wiped"},
+		{name: "another disk that may be the declared one", tr: newTree().add(sataDisk("sda", "8:0", "S1")).add(sata("sdb", "8:16", "S1", "E:ID_SERIAL_SHORT=S7\n")),
+			tg: sda, want: ErrSerialConflict, text: "sdb reports the serial S1 in /sys/block/sdb/device/vpd_pg80 but S7 in udev's ID_SERIAL_SHORT; nothing wiped"},
+		{name: "another disk that may be the declared one, and no other",
+			tr: newTree().add(sataDisk("sda", "8:0", "S2")).add(sata("sdb", "8:16", "S1", "E:ID_SERIAL_SHORT=S7\n")), tg: Target{Disk: "/dev/sdb", Serial: "S1"},
+			want: ErrSerialConflict, text: "sdb reports the serial S1 in /sys/block/sdb/device/vpd_pg80 but S7 in udev's ID_SERIAL_SHORT; nothing wiped"},
+		{name: "another disk's disagreement on other serials",
+			tr: newTree().add(sataDisk("sda", "8:0", "S1")).add(sata("sdb", "8:16", "S2", "E:ID_SERIAL_SHORT=S3\n")), tg: sda, text: "sda"},
+		{name: "the declared disk disagrees on other serials, and another reports it",
+			tr: newTree().add(sata("sda", "8:0", "S2", "E:ID_SERIAL_SHORT=S3\n")).add(sataDisk("sdb", "8:16", "S1")), tg: sda,
+			want: ErrWrongDisk, text: "/dev/sda is sda, but the disk that reports S1 is sdb"},
+		{name: "the declared disk disagrees on other serials, and none reports it", tr: newTree().add(sata("sda", "8:0", "S2", "E:ID_SERIAL_SHORT=S3\n")),
+			tg: sda, want: ErrSerialNotFound, text: "no disk reports the serial S1"},
+		{name: "blanks inside the serial, as the kernel and udev spell them",
+			tr: newTree().add(sata("sda", "8:0", "WD WX12  A34/5", "E:ID_BUS=ata\nE:ID_SERIAL_SHORT=WD_WX12_A34_5\n")),
+			tg: Target{Disk: "/dev/sda", Serial: "WD WX12  A34/5"}, text: "sda"},
+		{name: "blanks inside the serial, declared as udev spells it",
+			tr: newTree().add(sata("sda", "8:0", "WD WX12  A34/5", "E:ID_BUS=ata\nE:ID_SERIAL_SHORT=WD_WX12_A34_5\n")),
+			tg: Target{Disk: "/dev/sda", Serial: "WD_WX12_A34_5"}, text: "sda"},
+		{name: "NVMe serial padded in sysfs, trimmed in udev", tr: newTree().add(nvmeDisk("nvme0n1", "259:0", "S64DNX0R123456")), tg: nvme, text: "nvme0n1"},
+		{name: "SAS: udev's ID_SERIAL_SHORT is the WWN, not a serial", tr: newTree().add(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2)),
+			tg: Target{Disk: "/dev/sda", Serial: "ZA1234AB"}, text: "sda"},
+		{name: "SAS: the WWN names no disk", tr: newTree().add(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2)),
+			tg: Target{Disk: "/dev/sda", Serial: wwn}, want: ErrSerialNotFound, text: "no disk reports the serial " + wwn},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -179,8 +207,8 @@ func TestCheckRefusals(t *testing.T) {
 				boot = *tt.boot
 			}
 			d, err := judgeWith(t, &Config{Root: tt.tr.fs}, tt.tg, boot)
-			checkVerdict(t, d, err, "", tt.want, tt.cause, tt.text)
-			if d.Name != "" {
+			checkVerdict(t, d, err, tt.text, tt.want, tt.cause, tt.text)
+			if tt.want != nil && d.Name != "" {
 				t.Errorf("a refusal returned disk %q", d.Name)
 			}
 			if strings.Contains(fmt.Sprintf("%v %+v %#v", err, err, err), testCode) {

@@ -17,68 +17,55 @@ func TestCodeSHA256(t *testing.T) {
 	}
 }
 
-// The Workflow carries the code's SHA-256, not the code: the wipe happens
-// only when this boot's recorded code hashes to it.
-func TestCheckCodeSHA256(t *testing.T) {
-	tr := newTree().add(sataDisk("sda", "8:0", "S1"))
-	tests := []struct {
-		name string
-		tg   Target
-		boot Boot
-		want error
-	}{
-		{"the record's code hashes to it", Target{Disk: "/dev/sda", Serial: "S1", CodeSHA256: CodeSHA256(testCode)}, goodBoot(), nil},
-		{"no digest: the record stands alone", Target{Disk: "/dev/sda", Serial: "S1"}, goodBoot(), nil},
-		{"another code's digest", Target{Disk: "/dev/sda", Serial: "S1", CodeSHA256: CodeSHA256("ic-someone-elses")}, goodBoot(), ErrInstallCodeMismatch},
-		{"the digest in upper case", Target{Disk: "/dev/sda", Serial: "S1", CodeSHA256: strings.ToUpper(CodeSHA256(testCode))}, goodBoot(), ErrInstallCodeMismatch},
-		{"the code itself in place of its digest", Target{Disk: "/dev/sda", Serial: "S1", CodeSHA256: testCode}, goodBoot(), ErrInstallCodeMismatch},
-		{"a digest with a code of another run", Target{Disk: "/dev/sda", Serial: "S1", CodeSHA256: CodeSHA256(testCode), Code: "ic-other"}, goodBoot(), ErrInstallCodeMismatch},
-		{"a digest and no record", Target{Disk: "/dev/sda", Serial: "S1", CodeSHA256: CodeSHA256(testCode)}, Boot{ID: testBootID}, ErrNotAttested},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			d, err := judge(t, tr, tt.tg, tt.boot)
-			checkVerdict(t, d, err, "sda", tt.want, nil, map[error]string{
-				ErrInstallCodeMismatch: "the Workflow's install code is not the one this boot received",
-				ErrNotAttested:         "this boot did not pass attestation",
-			}[tt.want])
-			if s := fmt.Sprintf("%v %+v %#v", err, err, err); strings.Contains(s, testCode) {
-				t.Errorf("the refusal holds the install code: %s", s)
-			}
-		})
-	}
-}
-
-// CheckCode judges the boot alone, as the install action needs it.
+// CheckCode judges the boot alone, as the install action needs it, and as
+// Check judges it before any disk. The Workflow carries the code's SHA-256,
+// not the code: the wipe or the install happens only when this boot's
+// recorded code hashes to it.
 func TestCheckCode(t *testing.T) {
+	const (
+		notAttested = "this boot did not pass attestation"
+		mismatch    = "the Workflow's install code is not the one this boot received"
+	)
 	sum := CodeSHA256(testCode)
-	tg := Target{Disk: "/dev/sda", Serial: " S1 ", CodeSHA256: sum}
-	if err := CheckCode(tg, goodBoot()); err != nil {
-		t.Fatalf("CheckCode = %v", err)
-	}
 	for _, tt := range []struct {
-		name  string
-		boot  Boot
-		want  error
-		cause error
+		name      string
+		sum, code string // the Target's CodeSHA256 and Code
+		boot      Boot
+		want      error // nil: the boot may go on
+		cause     error
+		text      string
 	}{
-		{"no record", Boot{ID: testBootID}, ErrNotAttested, errNoRecord},
-		{"another boot's record", bootWith(func(r *BootRecord) { r.BootID = "00000000-aaaa-bbbb-cccc-dddddddddddd" }), ErrNotAttested, errOtherBoot},
-		{"a boot that did not pass", bootWith(func(r *BootRecord) { r.Attested = false }), ErrNotAttested, errNotAttested},
-		{"no code", bootWith(func(r *BootRecord) { r.Code = "" }), ErrNoInstallCode, nil},
-		{"another code", bootWith(func(r *BootRecord) { r.Code = "ic-someone-elses" }), ErrInstallCodeMismatch, nil},
+		{name: "the record's code hashes to it", sum: sum, boot: goodBoot()},
+		{name: "no digest: the record stands alone", boot: goodBoot()},
+		{name: "another code's digest", sum: CodeSHA256("ic-someone-elses"), boot: goodBoot(), want: ErrInstallCodeMismatch, text: mismatch},
+		{name: "the digest in upper case", sum: strings.ToUpper(sum), boot: goodBoot(), want: ErrInstallCodeMismatch, text: mismatch},
+		{name: "the code itself in place of its digest", sum: testCode, boot: goodBoot(), want: ErrInstallCodeMismatch, text: mismatch},
+		{name: "a digest with a code of another run", sum: sum, code: "ic-other", boot: goodBoot(), want: ErrInstallCodeMismatch, text: mismatch},
+		{name: "no record", sum: sum, boot: Boot{ID: testBootID}, want: ErrNotAttested, cause: errNoRecord, text: notAttested},
+		{name: "another boot's record", sum: sum, boot: bootWith(func(r *BootRecord) { r.BootID = "00000000-aaaa-bbbb-cccc-dddddddddddd" }),
+			want: ErrNotAttested, cause: errOtherBoot, text: notAttested},
+		{name: "a boot that did not pass", sum: sum, boot: bootWith(func(r *BootRecord) { r.Attested = false }),
+			want: ErrNotAttested, cause: errNotAttested, text: notAttested},
+		{name: "no code", sum: sum, boot: bootWith(func(r *BootRecord) { r.Code = "" }), want: ErrNoInstallCode, text: "no install code"},
+		{name: "another code", sum: sum, boot: bootWith(func(r *BootRecord) { r.Code = "ic-someone-elses" }), want: ErrInstallCodeMismatch, text: mismatch},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			err := CheckCode(tg, tt.boot)
+			err := CheckCode(Target{Disk: "/dev/sda", Serial: " S1 ", CodeSHA256: tt.sum, Code: tt.code}, tt.boot)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("CheckCode = %v", err)
+				}
+				return
+			}
 			var r *Refusal
-			if !errors.Is(err, tt.want) || !errors.As(err, &r) || r.Disk != "/dev/sda" || r.Serial != "S1" {
-				t.Fatalf("CheckCode = %#v, want a *Refusal of %v for /dev/sda S1", err, tt.want)
+			if !errors.Is(err, tt.want) || !errors.As(err, &r) || r.Disk != "/dev/sda" || r.Serial != "S1" || err.Error() != tt.text {
+				t.Fatalf("CheckCode = %#v, want a *Refusal of %v for /dev/sda S1: %s", err, tt.want, tt.text)
 			}
 			if tt.cause != nil && !errors.Is(err, tt.cause) {
 				t.Errorf("CheckCode = %v, want the cause %v", err, tt.cause)
 			}
-			if strings.Contains(fmt.Sprintf("%v %+v %#v", err, err, err), "ic-someone-elses") {
-				t.Error("the refusal holds the install code")
+			if s := fmt.Sprintf("%v %+v %#v", err, err, err); strings.Contains(s, testCode) || strings.Contains(s, "ic-someone-elses") {
+				t.Errorf("the refusal holds the install code: %s", s)
 			}
 		})
 	}

@@ -59,64 +59,6 @@ func (t *tree) multipath(dm, wwid string, paths ...string) *tree {
 	return t.add(fakeDisk{name: dm, dev: "253:0", sectors: 100, files: files})
 }
 
-func TestCheckSerialSources(t *testing.T) {
-	const wwn = "5000c500a1b2c3d4"
-	// sata is a SATA disk whose udev record is udev.
-	sata := func(name, dev, serial, udev string) fakeDisk { return withUdev(sataDisk(name, dev, serial), udev) }
-	sda, nvme := Target{Disk: "/dev/sda", Serial: "S1"}, Target{Disk: "/dev/nvme0n1", Serial: "S64DNX0R123456"}
-	tests := []struct {
-		name string
-		tr   *tree
-		tg   Target
-		want error  // nil: the wipe is allowed
-		text string // the refusal's text, or the disk chosen
-	}{
-		{name: "SATA: VPD page 0x80 and udev disagree", tr: newTree().add(sata("sda", "8:0", "S1", "E:ID_BUS=ata\nE:ID_SERIAL_SHORT=S9\n")), tg: sda,
-			want: ErrSerialConflict, text: "sda reports the serial S1 in /sys/block/sda/device/vpd_pg80 but S9 in udev's ID_SERIAL_SHORT; nothing wiped"},
-		{name: "SATA: declared as udev says it", tr: newTree().add(sata("sda", "8:0", "S1", "E:ID_BUS=ata\nE:ID_SERIAL_SHORT=S9\n")),
-			tg: Target{Disk: "/dev/sda", Serial: "S9"}, want: ErrSerialConflict,
-			text: "sda reports the serial S9 in udev's ID_SERIAL_SHORT but S1 in /sys/block/sda/device/vpd_pg80; nothing wiped"},
-		{name: "NVMe: controller serial and udev disagree",
-			tr: newTree().add(withUdev(nvmeDisk("nvme0n1", "259:0", "S64DNX0R123456"), "E:ID_SERIAL_SHORT=S64DNX0R999999\n")), tg: nvme, want: ErrSerialConflict,
-			text: "nvme0n1 reports the serial S64DNX0R123456 in /sys/block/nvme0n1/device/serial but S64DNX0R999999 in udev's ID_SERIAL_SHORT; nothing wiped"},
-		{name: "SAS: page 0x80 and udev's ID_SCSI_SERIAL disagree",
-			tr: newTree().add(withFile(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2), "device/vpd_pg80", vpd80("ZA9999ZZ"))),
-			tg: Target{Disk: "/dev/sda", Serial: "ZA1234AB"}, want: ErrSerialConflict,
-			text: "sda reports the serial ZA1234AB in udev's ID_SCSI_SERIAL but ZA9999ZZ in /sys/block/sda/device/vpd_pg80; nothing wiped"},
-		{name: "case counts", tr: newTree().add(sata("sda", "8:0", "s1", "E:ID_SERIAL_SHORT=S1\n")), tg: sda,
-			want: ErrSerialConflict, text: "sda reports the serial S1 in udev's ID_SERIAL_SHORT but s1 in /sys/block/sda/device/vpd_pg80; nothing wiped"},
-		{name: "another disk that may be the declared one", tr: newTree().add(sataDisk("sda", "8:0", "S1")).add(sata("sdb", "8:16", "S1", "E:ID_SERIAL_SHORT=S7\n")),
-			tg: sda, want: ErrSerialConflict, text: "sdb reports the serial S1 in /sys/block/sdb/device/vpd_pg80 but S7 in udev's ID_SERIAL_SHORT; nothing wiped"},
-		{name: "another disk that may be the declared one, and no other",
-			tr: newTree().add(sataDisk("sda", "8:0", "S2")).add(sata("sdb", "8:16", "S1", "E:ID_SERIAL_SHORT=S7\n")), tg: Target{Disk: "/dev/sdb", Serial: "S1"},
-			want: ErrSerialConflict, text: "sdb reports the serial S1 in /sys/block/sdb/device/vpd_pg80 but S7 in udev's ID_SERIAL_SHORT; nothing wiped"},
-		{name: "another disk's disagreement on other serials",
-			tr: newTree().add(sataDisk("sda", "8:0", "S1")).add(sata("sdb", "8:16", "S2", "E:ID_SERIAL_SHORT=S3\n")), tg: sda, text: "sda"},
-		{name: "the declared disk disagrees on other serials, and another reports it",
-			tr: newTree().add(sata("sda", "8:0", "S2", "E:ID_SERIAL_SHORT=S3\n")).add(sataDisk("sdb", "8:16", "S1")), tg: sda,
-			want: ErrWrongDisk, text: "/dev/sda is sda, but the disk that reports S1 is sdb"},
-		{name: "the declared disk disagrees on other serials, and none reports it", tr: newTree().add(sata("sda", "8:0", "S2", "E:ID_SERIAL_SHORT=S3\n")),
-			tg: sda, want: ErrSerialNotFound, text: "no disk reports the serial S1"},
-		{name: "blanks inside the serial, as the kernel and udev spell them",
-			tr: newTree().add(sata("sda", "8:0", "WD WX12  A34/5", "E:ID_BUS=ata\nE:ID_SERIAL_SHORT=WD_WX12_A34_5\n")),
-			tg: Target{Disk: "/dev/sda", Serial: "WD WX12  A34/5"}, text: "sda"},
-		{name: "blanks inside the serial, declared as udev spells it",
-			tr: newTree().add(sata("sda", "8:0", "WD WX12  A34/5", "E:ID_BUS=ata\nE:ID_SERIAL_SHORT=WD_WX12_A34_5\n")),
-			tg: Target{Disk: "/dev/sda", Serial: "WD_WX12_A34_5"}, text: "sda"},
-		{name: "NVMe serial padded in sysfs, trimmed in udev", tr: newTree().add(nvmeDisk("nvme0n1", "259:0", "S64DNX0R123456")), tg: nvme, text: "nvme0n1"},
-		{name: "SAS: udev's ID_SERIAL_SHORT is the WWN, not a serial", tr: newTree().add(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2)),
-			tg: Target{Disk: "/dev/sda", Serial: "ZA1234AB"}, text: "sda"},
-		{name: "SAS: the WWN names no disk", tr: newTree().add(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2)),
-			tg: Target{Disk: "/dev/sda", Serial: wwn}, want: ErrSerialNotFound, text: "no disk reports the serial " + wwn},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			d, err := judge(t, tt.tr, tt.tg, goodBoot())
-			checkVerdict(t, d, err, tt.text, tt.want, nil, tt.text)
-		})
-	}
-}
-
 // TestSerials judges what a disk's places say together (serials); which
 // places say a serial, and how it is trimmed, is TestSerialSources's.
 func TestSerials(t *testing.T) {
