@@ -63,36 +63,56 @@ func assertUntouched(t *testing.T, cfg *disksafe.Config, file string) {
 
 var sda = disksafe.Target{Disk: "/dev/sda", Serial: "S4EWNX0R612345A"}
 
-// TestWipePullFails runs wipe where it must wipe nothing before the wipe
-// itself: a refusal pulls nothing, and an image that cannot be pulled is
-// the runbook's line.
-func TestWipePullFails(t *testing.T) {
+// TestWipeWipesNothing runs wipe where it must wipe nothing: a refusal
+// pulls nothing, an image that cannot be pulled is the runbook's line, and
+// a machine that changes while the image is pulled is judged again, and
+// refused. {file} is sda's device file.
+func TestWipeWipesNothing(t *testing.T) {
 	manifest := errors.New("Error response from daemon: manifest for ghcr.io/siderolabs/installer:v1.13.9 not found: manifest unknown\n")
+	sata := "sys/devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0"
 	for _, tt := range []struct {
-		name  string
-		tg    disksafe.Target
-		p     *recordingPuller // nil: no puller is configured
-		want  []error          // what errors.Is finds
-		text  string
-		pulls []string
+		name   string
+		tg     disksafe.Target
+		p      *recordingPuller        // nil: no puller is configured
+		during func(root fstest.MapFS) // changes the machine while the image is pulled
+		want   []error                 // what errors.Is finds
+		text   string
+		pulls  []string
 	}{
-		{"a refusal", disksafe.Target{Disk: "/dev/sda", Serial: "4C530001230815117283"}, &recordingPuller{}, []error{disksafe.ErrWrongDisk},
-			"wipe: /dev/sda is sda, but the disk that reports 4C530001230815117283 is sdb", nil},
-		{"the pull fails", sda, &recordingPuller{err: manifest}, []error{errPull, manifest},
-			"wipe: the installer image ghcr.io/siderolabs/installer:v1.13.9 cannot be pulled (Error response from daemon: manifest for ghcr.io/siderolabs/installer:v1.13.9 not found: manifest unknown); nothing wiped",
-			[]string{testImage}},
-		{"no puller", sda, nil, []error{errPull},
-			"wipe: the installer image ghcr.io/siderolabs/installer:v1.13.9 cannot be pulled (no puller is configured); nothing wiped", nil},
+		{name: "a refusal", tg: disksafe.Target{Disk: "/dev/sda", Serial: "4C530001230815117283"}, p: &recordingPuller{},
+			want: []error{disksafe.ErrWrongDisk}, text: "wipe: /dev/sda is sda, but the disk that reports 4C530001230815117283 is sdb"},
+		{name: "the pull fails", tg: sda, p: &recordingPuller{err: manifest}, want: []error{errPull, manifest},
+			text:  "wipe: the installer image ghcr.io/siderolabs/installer:v1.13.9 cannot be pulled (Error response from daemon: manifest for ghcr.io/siderolabs/installer:v1.13.9 not found: manifest unknown); nothing wiped",
+			pulls: []string{testImage}},
+		{name: "no puller", tg: sda, want: []error{errPull},
+			text: "wipe: the installer image ghcr.io/siderolabs/installer:v1.13.9 cannot be pulled (no puller is configured); nothing wiped"},
+		{name: "another disk now reports the serial", tg: sda, p: &recordingPuller{}, during: func(root fstest.MapFS) {
+			root["run/udev/data/b8:16"] = &fstest.MapFile{Data: []byte("E:ID_BUS=usb\nE:ID_SERIAL_SHORT=S4EWNX0R612345A\n")}
+		}, want: []error{disksafe.ErrSerialAmbiguous}, text: "wipe: more than one disk reports the serial S4EWNX0R612345A", pulls: []string{testImage}},
+		{name: "the disk is gone", tg: sda, p: &recordingPuller{}, during: func(root fstest.MapFS) {
+			delete(root, "sys/block/sda")
+			delete(root, "sys/class/block/sda")
+		}, want: []error{disksafe.ErrSerialNotFound}, text: "wipe: no disk reports the serial S4EWNX0R612345A", pulls: []string{testImage}},
+		{name: "the disk now says removable", tg: sda, p: &recordingPuller{}, during: func(root fstest.MapFS) {
+			root[sata+"/block/sda/removable"] = &fstest.MapFile{Data: []byte("1\n")}
+		}, want: []error{disksafe.ErrRemovable}, text: "wipe: /dev/sda is removable", pulls: []string{testImage}},
+		{name: "the disk has another device number", tg: sda, p: &recordingPuller{}, during: func(root fstest.MapFS) {
+			root[sata+"/block/sda/dev"] = &fstest.MapFile{Data: []byte("8:64\n")}
+			root["run/udev/data/b8:64"] = root["run/udev/data/b8:0"]
+		}, want: []error{disksafe.ErrChanged}, text: "wipe: /dev/sda changed while it was being opened (not the judged device: {file} is not a block device); nothing wiped", pulls: []string{testImage}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, boot, cfg, file := wipeFixture(t)
+			root, boot, cfg, file := wipeFixture(t)
 			var p puller
 			if tt.p != nil {
+				if tt.during != nil {
+					tt.p.during = func() { tt.during(root) }
+				}
 				p = tt.p
 			}
 			_, err := wipe(t.Context(), tt.tg, testImage, boot, p, cfg)
-			if err == nil || err.Error() != tt.text {
-				t.Fatalf("wipe = %v\nwant %s", err, tt.text)
+			if text := strings.ReplaceAll(tt.text, "{file}", file); err == nil || err.Error() != text {
+				t.Fatalf("wipe = %v\nwant %s", err, text)
 			}
 			for _, w := range tt.want {
 				if !errors.Is(err, w) {
@@ -101,43 +121,6 @@ func TestWipePullFails(t *testing.T) {
 			}
 			if tt.p != nil && !slices.Equal(tt.p.pulls, tt.pulls) {
 				t.Errorf("pulls = %q, want %q", tt.p.pulls, tt.pulls)
-			}
-			assertUntouched(t, cfg, file)
-		})
-	}
-}
-
-// TestWipeRechecksAfterPull changes the machine while the image is pulled:
-// the wipe judges the disks again, and refuses.
-func TestWipeRechecksAfterPull(t *testing.T) {
-	sata := "sys/devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0"
-	tests := []struct {
-		name   string
-		change func(root fstest.MapFS)
-		want   error
-	}{
-		{"another disk now reports the serial", func(root fstest.MapFS) {
-			root["run/udev/data/b8:16"] = &fstest.MapFile{Data: []byte("E:ID_BUS=usb\nE:ID_SERIAL_SHORT=S4EWNX0R612345A\n")}
-		}, disksafe.ErrSerialAmbiguous},
-		{"the disk is gone", func(root fstest.MapFS) {
-			delete(root, "sys/block/sda")
-			delete(root, "sys/class/block/sda")
-		}, disksafe.ErrSerialNotFound},
-		{"the disk now says removable", func(root fstest.MapFS) {
-			root[sata+"/block/sda/removable"] = &fstest.MapFile{Data: []byte("1\n")}
-		}, disksafe.ErrRemovable},
-		{"the disk has another device number", func(root fstest.MapFS) {
-			root[sata+"/block/sda/dev"] = &fstest.MapFile{Data: []byte("8:64\n")}
-			root["run/udev/data/b8:64"] = root["run/udev/data/b8:0"]
-		}, disksafe.ErrChanged},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			root, boot, cfg, file := wipeFixture(t)
-			p := &recordingPuller{during: func() { tt.change(root) }}
-			_, err := wipe(t.Context(), sda, testImage, boot, p, cfg)
-			if !errors.Is(err, tt.want) || !strings.HasPrefix(err.Error(), "wipe: ") {
-				t.Fatalf("wipe = %v, want %v", err, tt.want)
 			}
 			assertUntouched(t, cfg, file)
 		})
