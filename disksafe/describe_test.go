@@ -198,6 +198,29 @@ func TestDescribe(t *testing.T) {
 		{name: "an absolute link outside /sys",
 			s:    sysDisk{name: "sda", dir: "sys/block/sda", dev: "8:0", removable: "0", ro: "0", link: "/system/devices/sda"},
 			want: Disk{Name: "sda", Dev: "8:0", SerialsAgree: true, SysPathErr: errors.New(`/sys/block/sda links to "/system/devices/sda", outside /sys`)}},
+		// One disk reporting different serials in different places lists
+		// each, in the documented order, and reports none of them; beside
+		// ID_SCSI_SERIAL, udev's ID_SERIAL_SHORT is scsi_id's device
+		// identifier, not a serial.
+		{name: "serials from every place, and the first of a udev key's values",
+			s: sysDisk{name: "sda", dir: "sys/block/sda", dev: "8:0", size: "100", removable: "0", ro: "0",
+				link:         "../devices/pci0000:00/0000:00:10.0/host0/target0:0:0/0:0:0:0/block/sda",
+				deviceSerial: "  A-dev \n", serial: "B-virtio\x00\x00", vpd80: []byte(vpd80("C-vpd   ")),
+				udev: []byte("E:ID_SERIAL_SHORT=D-short\nE:ID_SCSI_SERIAL=E-scsi\nE:ID_SCSI_SERIAL=ignored-second\n")},
+			want: Disk{Name: "sda", Dev: "8:0", Size: 51200, Transport: "scsi",
+				Serials: []string{"A-dev", "B-virtio", "C-vpd", "E-scsi"},
+				Sources: []SerialSource{
+					{"/sys/block/sda/device/serial", "A-dev"},
+					{"/sys/block/sda/serial", "B-virtio"},
+					{"/sys/block/sda/device/vpd_pg80", "C-vpd"},
+					{"udev's ID_SCSI_SERIAL", "E-scsi"},
+				},
+				SysPath: "/sys/devices/pci0000:00/0000:00:10.0/host0/target0:0:0/0:0:0:0/block/sda"}},
+		{name: "the first of udev's ID_SERIAL_SHORT values",
+			s: sysDisk{name: "sdb", dir: "sys/block/sdb", dev: "8:16", size: "100", removable: "0", ro: "0", link: "../devices/virtual/block/sdb",
+				udev: []byte("E:ID_SERIAL_SHORT=D-short\nE:ID_SERIAL_SHORT=ignored-second\n")},
+			want: Disk{Name: "sdb", Dev: "8:16", Size: 51200, Serial: "D-short", Serials: []string{"D-short"}, SerialsAgree: true,
+				Sources: []SerialSource{{"udev's ID_SERIAL_SHORT", "D-short"}}, SysPath: "/sys/devices/virtual/block/sdb"}},
 		{name: "a loop device",
 			s:    sysDisk{name: "loop0", dir: "sys/block/loop0", backingFile: "/tmp/a.img", dev: "7:0", removable: "0", ro: "1", link: "../devices/virtual/block/loop0"},
 			want: Disk{Name: "loop0", Dev: "7:0", ReadOnly: true, SerialsAgree: true, SysPath: "/sys/devices/virtual/block/loop0", Transport: "loop", BackingFile: "/tmp/a.img"}},

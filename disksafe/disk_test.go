@@ -68,49 +68,6 @@ func TestListDiskKinds(t *testing.T) {
 	}
 }
 
-func TestListSerialSources(t *testing.T) {
-	// One disk reporting different serials in different places lists each,
-	// in the documented order, and reports none of them.
-	tr := newTree().add(fakeDisk{
-		name: "sda", dev: "8:0", sectors: 100,
-		sysPath: "devices/pci0000:00/0000:00:10.0/host0/target0:0:0/0:0:0:0/block/sda",
-		files: map[string]string{
-			"device/serial":   "  A-dev \n",
-			"serial":          "B-virtio\x00\x00",
-			"device/vpd_pg80": vpd80("C-vpd   "),
-		},
-		udev: "E:ID_SERIAL_SHORT=D-short\nE:ID_SCSI_SERIAL=E-scsi\nE:ID_SCSI_SERIAL=ignored-second\n",
-	}).add(fakeDisk{
-		name: "sdb", dev: "8:16", sectors: 100,
-		udev: "E:ID_SERIAL_SHORT=D-short\nE:ID_SERIAL_SHORT=ignored-second\n",
-	})
-	got, err := List(&Config{Root: tr.fs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// udev's ID_SERIAL_SHORT beside ID_SCSI_SERIAL is scsi_id's device
-	// identifier, not a serial.
-	want := []Disk{{
-		Name: "sda", Dev: "8:0", Size: 100 * 512, Transport: "scsi",
-		Serials: []string{"A-dev", "B-virtio", "C-vpd", "E-scsi"},
-		Sources: []SerialSource{
-			{"/sys/block/sda/device/serial", "A-dev"},
-			{"/sys/block/sda/serial", "B-virtio"},
-			{"/sys/block/sda/device/vpd_pg80", "C-vpd"},
-			{"udev's ID_SCSI_SERIAL", "E-scsi"},
-		},
-		SysPath: "/sys/devices/pci0000:00/0000:00:10.0/host0/target0:0:0/0:0:0:0/block/sda",
-	}, {
-		Name: "sdb", Dev: "8:16", Size: 100 * 512,
-		Serial: "D-short", Serials: []string{"D-short"}, SerialsAgree: true,
-		Sources: []SerialSource{{"udev's ID_SERIAL_SHORT", "D-short"}},
-		SysPath: "/sys/devices/virtual/block/sdb",
-	}}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("List (-want +got):\n%s", diff)
-	}
-}
-
 func TestListSkips(t *testing.T) {
 	tr := newTree().
 		add(sataDisk("sda", "8:0", "KEEP")).
