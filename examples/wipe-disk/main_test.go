@@ -99,7 +99,8 @@ const fakeBootID = "0c4f8e2a-5b7d-4e19-a6c3-9d2e1f0b7a58"
 
 // fakeMachine is a root file system as sysfs, udev and devtmpfs show a
 // machine with a SATA SSD (serial in VPD page 0x80 and udev, reached
-// through a /dev/disk/by-id link) and a USB stick.
+// through a /dev/disk/by-id link), a USB stick, and a file-backed loop
+// device, loop3, that reports the serial LOOP-0001 in udev.
 func fakeMachine() fstest.MapFS {
 	node := &fstest.MapFile{Mode: fs.ModeDevice | 0o660}
 	vpd80 := func(serial string) string {
@@ -107,6 +108,7 @@ func fakeMachine() fstest.MapFS {
 	}
 	sata := "devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0"
 	usb := "devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0"
+	loop := "devices/virtual/block/loop3"
 	return fstest.MapFS{
 		"proc/sys/kernel/random/boot_id": file(fakeBootID + "\n"),
 
@@ -131,6 +133,16 @@ func fakeMachine() fstest.MapFS {
 		"sys/" + usb + "/block/sdb/ro":        file("0\n"),
 		"run/udev/data/b8:16":                 file("E:ID_BUS=usb\nE:ID_SERIAL_SHORT=4C530001230815117283\n"),
 		"dev/sdb":                             node,
+
+		"sys/block/loop3":                    link("../" + loop),
+		"sys/class/block/loop3":              link("../../" + loop),
+		"sys/" + loop + "/dev":               file("7:3\n"),
+		"sys/" + loop + "/size":              file("131072\n"),
+		"sys/" + loop + "/removable":         file("0\n"),
+		"sys/" + loop + "/ro":                file("0\n"),
+		"sys/" + loop + "/loop/backing_file": file("/var/lib/fleet-test/disk.img\n"),
+		"run/udev/data/b7:3":                 file("E:ID_SERIAL_SHORT=LOOP-0001\nE:ID_SERIAL=LOOP-0001\n"),
+		"dev/loop3":                          node,
 	}
 }
 
@@ -138,23 +150,52 @@ func fakeMachine() fstest.MapFS {
 // fakeMachine's boot ID recorded.
 func fakeEnv(t *testing.T) *env { return makeEnv(t, fakeBootID, fakeMachine()) }
 
-// TestDryRunWouldWipe judges the disks of a fake machine: the dry run
-// reads its sysfs, udev database and /dev links, and writes nothing.
-func TestDryRunWouldWipe(t *testing.T) {
-	for _, disk := range []string{"/dev/sda", "/dev/disk/by-id/ata-Samsung_SSD_870_EVO_1TB_S4EWNX0R612345A"} {
-		t.Run(disk, func(t *testing.T) {
+// TestDryRun judges the disks of the fake machine: the dry run reads its
+// sysfs, udev database and /dev links, prints them and its verdict, and
+// writes nothing. FLEET_LOOP_DEVICES=true makes a file-backed loop device a
+// disk it judges; without it, a loop device is never listed, so never
+// wiped.
+func TestDryRun(t *testing.T) {
+	const (
+		byID = "/dev/disk/by-id/ata-Samsung_SSD_870_EVO_1TB_S4EWNX0R612345A"
+		sda  = "sda        8:0          1.0 TB  S4EWNX0R612345A          ata       \n"
+		sdb  = "sdb        8:16        30.9 GB  4C530001230815117283     usb       removable,usb\n"
+	)
+	for _, tt := range []struct {
+		name         string
+		disk, serial string
+		loop         string // FLEET_LOOP_DEVICES
+		exit         int
+		stdout       string   // what stdout ends with
+		lines        []string // lines stdout holds
+		stderr       string
+	}{
+		{name: "/dev/sda", disk: "/dev/sda", serial: "S4EWNX0R612345A",
+			stdout: "wipe: /dev/sda reports the serial S4EWNX0R612345A\nwipe: dry run: nothing wiped\n",
+			lines:  []string{sda, sdb, "install disk /dev/sda resolves to sda\n"}},
+		{name: byID, disk: byID, serial: "S4EWNX0R612345A",
+			stdout: "wipe: " + byID + " reports the serial S4EWNX0R612345A\nwipe: dry run: nothing wiped\n",
+			lines:  []string{sda, sdb, "install disk " + byID + " resolves to sda\n"}},
+		{name: "a disk that is missing", disk: "/dev/nvme0n1", serial: "S4EWNX0R612345A", exit: 1,
+			stdout: "wipe: dry run: nothing wiped\n", lines: []string{sda, sdb, "install disk /dev/nvme0n1 resolves to no block device\n"},
+			stderr: "wipe: /dev/nvme0n1 is missing, but the disk that reports S4EWNX0R612345A is sda\n"},
+		{name: "FLEET_LOOP_DEVICES=", disk: "/dev/loop3", serial: "LOOP-0001", exit: 1,
+			stdout: "wipe: dry run: nothing wiped\n", stderr: "wipe: no disk reports the serial LOOP-0001\n"},
+		{name: "FLEET_LOOP_DEVICES=false", disk: "/dev/loop3", serial: "LOOP-0001", loop: "false", exit: 1,
+			stdout: "wipe: dry run: nothing wiped\n", stderr: "wipe: no disk reports the serial LOOP-0001\n"},
+		{name: "FLEET_LOOP_DEVICES=true", disk: "/dev/loop3", serial: "LOOP-0001", loop: "true",
+			stdout: "wipe: /dev/loop3 reports the serial LOOP-0001\nwipe: dry run: nothing wiped\n"},
+		{name: "FLEET_LOOP_DEVICES=yes please", disk: "/dev/loop3", serial: "LOOP-0001", loop: "yes please", exit: 2,
+			stderr: "wipe-disk: FLEET_LOOP_DEVICES=\"yes please\" is not true or false; nothing wiped\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
 			e := fakeEnv(t)
-			e.vars["INSTALL_DISK"], e.vars["INSTALL_DISK_SERIAL"] = disk, "S4EWNX0R612345A"
+			e.vars["INSTALL_DISK"], e.vars["INSTALL_DISK_SERIAL"], e.vars["FLEET_LOOP_DEVICES"] = tt.disk, tt.serial, tt.loop
 			code, stdout, stderr := e.run(t, "-dry-run")
-			want := "wipe: " + disk + " reports the serial S4EWNX0R612345A\nwipe: dry run: nothing wiped\n"
-			if code != 0 || !strings.HasSuffix(stdout, want) {
-				t.Fatalf("exit %d\nstdout %q\nstderr %q\nwant stdout ending %q", code, stdout, stderr, want)
+			if code != tt.exit || !strings.HasSuffix(stdout, tt.stdout) || (tt.stdout == "" && stdout != "") || stderr != tt.stderr {
+				t.Fatalf("exit %d\nstdout %q\nstderr %q\nwant exit %d, stdout ending %q, stderr %q", code, stdout, stderr, tt.exit, tt.stdout, tt.stderr)
 			}
-			for _, line := range []string{
-				"sda        8:0          1.0 TB  S4EWNX0R612345A          ata       \n",
-				"sdb        8:16        30.9 GB  4C530001230815117283     usb       removable,usb\n",
-				"install disk " + disk + " resolves to sda\n",
-			} {
+			for _, line := range tt.lines {
 				if !strings.Contains(stdout, line) {
 					t.Errorf("stdout lacks %q:\n%s", line, stdout)
 				}
@@ -209,48 +250,5 @@ func TestCommandPuller(t *testing.T) {
 	}
 	if got := newCommandPuller("").argv; strings.Join(got, " ") != defaultPullCommand {
 		t.Errorf("default command = %q", got)
-	}
-}
-
-// withLoopDisk adds to fakeMachine a file-backed loop device, loop3, that
-// reports the serial LOOP-0001 in udev.
-func withLoopDisk(m fstest.MapFS) fstest.MapFS {
-	loop := "devices/virtual/block/loop3"
-	m["sys/block/loop3"] = link("../" + loop)
-	m["sys/class/block/loop3"] = link("../../" + loop)
-	m["sys/"+loop+"/dev"] = file("7:3\n")
-	m["sys/"+loop+"/size"] = file("131072\n")
-	m["sys/"+loop+"/removable"] = file("0\n")
-	m["sys/"+loop+"/ro"] = file("0\n")
-	m["sys/"+loop+"/loop/backing_file"] = file("/var/lib/fleet-test/disk.img\n")
-	m["run/udev/data/b7:3"] = file("E:ID_SERIAL_SHORT=LOOP-0001\nE:ID_SERIAL=LOOP-0001\n")
-	m["dev/loop3"] = &fstest.MapFile{Mode: fs.ModeDevice | 0o660}
-	return m
-}
-
-// FLEET_LOOP_DEVICES=true makes a file-backed loop device a disk the action
-// judges; without it, a loop device is never listed, so never wiped.
-func TestLoopDevices(t *testing.T) {
-	tests := []struct {
-		loop        string
-		code        int
-		out, errOut string
-	}{
-		{"", 1, "wipe: dry run: nothing wiped\n", "wipe: no disk reports the serial LOOP-0001\n"},
-		{"false", 1, "wipe: dry run: nothing wiped\n", "wipe: no disk reports the serial LOOP-0001\n"},
-		{"true", 0, "wipe: /dev/loop3 reports the serial LOOP-0001\nwipe: dry run: nothing wiped\n", ""},
-		{"yes please", 2, "", "wipe-disk: FLEET_LOOP_DEVICES=\"yes please\" is not true or false; nothing wiped\n"},
-	}
-	for _, tt := range tests {
-		t.Run("FLEET_LOOP_DEVICES="+tt.loop, func(t *testing.T) {
-			e := fakeEnv(t)
-			e.root = withLoopDisk(fakeMachine())
-			e.vars["INSTALL_DISK"], e.vars["INSTALL_DISK_SERIAL"] = "/dev/loop3", "LOOP-0001"
-			e.vars["FLEET_LOOP_DEVICES"] = tt.loop
-			code, stdout, stderr := e.run(t, "-dry-run")
-			if code != tt.code || !strings.HasSuffix(stdout, tt.out) || !strings.HasPrefix(stderr, tt.errOut) {
-				t.Errorf("exit %d\nstdout %q\nstderr %q\nwant exit %d, stdout ending %q, stderr starting %q", code, stdout, stderr, tt.code, tt.out, tt.errOut)
-			}
-		})
 	}
 }

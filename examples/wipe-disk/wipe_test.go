@@ -131,8 +131,7 @@ func TestWipeWipesNothing(t *testing.T) {
 // the runbook quotes, and checks that it prints that line word for word on
 // stderr (and, below it, what lies under it where that helps), with exit 1;
 // that it pulls nothing, records no wipe and never names the digest; and
-// that a dry run's verdict comes last. The wipe's own line is
-// TestDryRunWouldWipe's.
+// that a dry run's verdict comes last. The wipe's own line is TestDryRun's.
 func TestRunbookLines(t *testing.T) {
 	stick := func(root fstest.MapFS) {
 		usb := "sys/devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0/block/sdb"
