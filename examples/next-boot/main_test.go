@@ -165,70 +165,66 @@ func (m *machine) run(t *testing.T) (code int, stdout, stderr string) {
 	return code, out.String(), errb.String()
 }
 
-func TestCreatesTheEntry(t *testing.T) {
-	for _, style := range []int{17, 18} {
-		t.Run(fmt.Sprint("efibootmgr ", style), func(t *testing.T) {
-			m := newMachine(t, style)
+// TestBootsNext runs next-boot on newMachine, whose firmware has an entry
+// of ours for an earlier install's ESP, with more entries: it boots an
+// active entry that boots the disk's ESP (ours first) and creates none, or
+// creates one, and deletes ours that boot another ESP. BootOrder is never
+// set.
+func TestBootsNext(t *testing.T) {
+	hd := `HD(1,GPT,` + installedGUID + `,0x800,0x200000)/File(\EFI\BOOT\BOOTX64.EFI)`
+	create := []string{
+		"-v",
+		"--bootnum 0003 --delete-bootnum", // the earlier install's ESP
+		"--create-only --disk {dev} --part 1 --loader \\EFI\\BOOT\\BOOTX64.EFI --label Talos (fleet)",
+		"-v",
+		"--bootnext 0000",
+		"-v",
+	}
+	for _, tt := range []struct {
+		name    string
+		style   int
+		entries map[string]fakeEntry
+		want    string   // the entry that boots next
+		calls   []string // efibootmgr's arguments ({dev}: the disk's device file); nil: not compared
+		order   []string // BootOrder after
+		created bool
+		count   int // the entries left
+	}{
+		{"efibootmgr 17 creates the entry", 17, nil, "Boot0000 Talos (fleet)", create, []string{"0004", "0001"}, true, 3},
+		{"efibootmgr 18 creates the entry", 18, nil, "Boot0000 Talos (fleet)", create, []string{"0004", "0001"}, true, 3},
+		{"the Talos installer's systemd-boot entry, as it writes the path", 17, map[string]fakeEntry{"0005": {label: "Talos Linux UKI", active: true,
+			path: `HD(1,GPT,` + installedGUID + `,0x800,0x200000)/File(\EFI\boot\BOOTX64.efi)`}}, "Boot0005 Talos Linux UKI", nil, []string{"0004", "0001"}, false, 3},
+		{"the firmware's own entry for the disk's fallback loader", 18, map[string]fakeEntry{"0002": {label: "UEFI OS", active: true, path: hd + "0000424f"}},
+			"Boot0002 UEFI OS", nil, []string{"0004", "0001"}, false, 3},
+		{"not an inactive one of ours", 17, map[string]fakeEntry{"0002": {label: "UEFI OS", active: true, path: hd}, "0005": {label: defaultLabel, path: hd}},
+			"Boot0002 UEFI OS", nil, []string{"0004", "0001"}, false, 4},
+		// Ours, when it boots this ESP, is preferred; an inactive one is not used.
+		{"ours", 17, map[string]fakeEntry{"0002": {label: "UEFI OS", active: true, path: hd}, "0003": {label: defaultLabel, active: true, path: hd},
+			"0005": {label: defaultLabel, path: hd}}, "Boot0003 Talos (fleet)", nil, []string{"0004", "0003", "0001"}, false, 5},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMachine(t, tt.style)
+			maps.Copy(m.nv.entries, tt.entries)
 			code, stdout, stderr := m.run(t)
-			if code != exitDone || stdout != "next-boot: "+byID+" boots next: Boot0000 Talos (fleet)\n" || stderr != "" {
+			if code != exitDone || stdout != "next-boot: "+byID+" boots next: "+tt.want+"\n" || stderr != "" {
 				t.Fatalf("exit %d\nstdout %q\nstderr %q\ncalls %q", code, stdout, stderr, m.nv.calls)
 			}
-			dev := filepath.Join(m.devDir, "nvme0n1")
-			want := []string{
-				"-v",
-				"--bootnum 0003 --delete-bootnum", // the earlier install's ESP
-				"--create-only --disk " + dev + ` --part 1 --loader \EFI\BOOT\BOOTX64.EFI --label Talos (fleet)`,
-				"-v",
-				"--bootnext 0000",
-				"-v",
+			var calls []string
+			for _, c := range tt.calls {
+				calls = append(calls, strings.ReplaceAll(c, "{dev}", filepath.Join(m.devDir, "nvme0n1")))
 			}
-			if !slices.Equal(m.nv.calls, want) {
-				t.Errorf("efibootmgr calls\n%q\nwant\n%q", m.nv.calls, want)
+			if tt.calls != nil && !slices.Equal(m.nv.calls, calls) {
+				t.Errorf("efibootmgr calls\n%q\nwant\n%q", m.nv.calls, calls)
 			}
-			if m.nv.next != "0000" || !slices.Equal(m.nv.order, []string{"0004", "0001"}) {
-				t.Errorf("BootNext %q, BootOrder %q", m.nv.next, m.nv.order)
+			created := slices.ContainsFunc(m.nv.calls, func(c string) bool { return strings.HasPrefix(c, "--create") })
+			if m.nv.next != tt.want[4:8] || !slices.Equal(m.nv.order, tt.order) || created != tt.created || len(m.nv.entries) != tt.count {
+				t.Errorf("BootNext %q, BootOrder %q, %d entries, calls %q", m.nv.next, m.nv.order, len(m.nv.entries), m.nv.calls)
 			}
 			if _, ok := m.nv.entries["0001"]; !ok {
 				t.Error("the shell's entry was deleted")
 			}
 			if m.mounts != 0 {
 				t.Error("mounted efivarfs over a mounted one")
-			}
-		})
-	}
-}
-
-// TestUsesAnEntry boots an entry that already boots the disk's ESP, and
-// creates none.
-func TestUsesAnEntry(t *testing.T) {
-	hd := `HD(1,GPT,` + installedGUID + `,0x800,0x200000)/File(\EFI\BOOT\BOOTX64.EFI)`
-	for _, tt := range []struct {
-		name    string
-		style   int
-		entries map[string]fakeEntry
-		want    string // the entry that boots next
-		count   int    // the entries left: ours of the earlier install's ESP is deleted
-	}{
-		{"the Talos installer's systemd-boot entry, as it writes the path", 17, map[string]fakeEntry{"0005": {label: "Talos Linux UKI", active: true,
-			path: `HD(1,GPT,` + installedGUID + `,0x800,0x200000)/File(\EFI\boot\BOOTX64.efi)`}}, "Boot0005 Talos Linux UKI", 3},
-		{"the firmware's own entry for the disk's fallback loader", 18, map[string]fakeEntry{"0002": {label: "UEFI OS", active: true, path: hd + "0000424f"}},
-			"Boot0002 UEFI OS", 3},
-		{"not an inactive one of ours", 17, map[string]fakeEntry{"0002": {label: "UEFI OS", active: true, path: hd}, "0005": {label: defaultLabel, path: hd}},
-			"Boot0002 UEFI OS", 4},
-		// Ours, when it boots this ESP, is preferred; an inactive one is not used.
-		{"ours", 17, map[string]fakeEntry{"0002": {label: "UEFI OS", active: true, path: hd}, "0003": {label: defaultLabel, active: true, path: hd},
-			"0005": {label: defaultLabel, path: hd}}, "Boot0003 Talos (fleet)", 5},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			m := newMachine(t, tt.style)
-			maps.Copy(m.nv.entries, tt.entries)
-			code, stdout, _ := m.run(t)
-			if code != exitDone || stdout != "next-boot: "+byID+" boots next: "+tt.want+"\n" {
-				t.Fatalf("exit %d, stdout %q, calls %q", code, stdout, m.nv.calls)
-			}
-			created := slices.ContainsFunc(m.nv.calls, func(c string) bool { return strings.HasPrefix(c, "--create") })
-			if m.nv.next != tt.want[4:8] || created || len(m.nv.entries) != tt.count {
-				t.Errorf("BootNext %q, %d entries, calls %q", m.nv.next, len(m.nv.entries), m.nv.calls)
 			}
 		})
 	}
