@@ -21,16 +21,11 @@ func bootWith(edit func(r *BootRecord)) Boot {
 	return b
 }
 
-// judge checks t in boot b against tr's disks (Check), and also judges
-// the Layout Check read (Judge): the two must agree on the disk, and on
-// every refusal that is not of the boot.
-func judge(t *testing.T, tr *tree, tg Target, b Boot) (Disk, error) {
-	t.Helper()
-	return judgeWith(t, &Config{Root: tr.fs, Loop: true}, tg, b)
-}
-
-// judgeWith is judge with cfg. Every error must be a *Refusal.
-func judgeWith(t *testing.T, cfg *Config, tg Target, b Boot) (Disk, error) {
+// judge checks tg in boot b against the disks cfg reads (Check), and also
+// judges the Layout Check read (Judge): the two must agree on the disk, and
+// on every refusal that is not of the boot. Every error must be a
+// *Refusal.
+func judge(t *testing.T, cfg *Config, tg Target, b Boot) (Disk, error) {
 	t.Helper()
 	l, d, err := Check(tg, b, cfg)
 	if err != nil && !errors.As(err, new(*Refusal)) {
@@ -206,7 +201,7 @@ func TestCheck(t *testing.T) {
 			if tt.boot != nil {
 				boot = *tt.boot
 			}
-			d, err := judgeWith(t, &Config{Root: tt.tr.fs}, tt.tg, boot)
+			d, err := judge(t, &Config{Root: tt.tr.fs}, tt.tg, boot)
 			checkVerdict(t, d, err, tt.text, tt.want, tt.cause, tt.text)
 			if tt.want != nil && d.Name != "" {
 				t.Errorf("a refusal returned disk %q", d.Name)
@@ -255,7 +250,7 @@ func TestCheckOrder(t *testing.T) {
 		{ErrReadOnlyUnreadable, func() { delete(fail, "sys/block/sda/ro"); tr.file(dir+"ro", "0\n") }},
 		{nil, nil},
 	} {
-		d, err := judgeWith(t, &Config{Root: faultFS{tr.fs, fail}}, tg, b)
+		d, err := judge(t, &Config{Root: faultFS{tr.fs, fail}}, tg, b)
 		if !errors.Is(err, s.want) || (s.want == nil && d.Name != "sda") {
 			t.Fatalf("step %d: got %q, %v; want %v", i, d.Name, err, s.want)
 		}

@@ -230,7 +230,7 @@ func TestCheckUnreadable(t *testing.T) {
 			if tt.disk != "/dev/sda" {
 				tg.Serial = map[string]string{"/dev/mmcblk0": "0x1234abcd", "/dev/mmcblk1": "0x0badf00d"}[tt.disk]
 			}
-			d, err := judgeWith(t, &Config{Root: faultFS{tt.tr.fs, tt.fail}}, tg, goodBoot())
+			d, err := judge(t, &Config{Root: faultFS{tt.tr.fs, tt.fail}}, tg, goodBoot())
 			checkVerdict(t, d, err, "sda", tt.want, tt.cause, tt.text)
 			for _, other := range []error{ErrRemovable, ErrReadOnly} {
 				if other != tt.want && errors.Is(err, other) {
@@ -284,7 +284,7 @@ func TestCheckMultipathLUN(t *testing.T) {
 			serial := strings.Fields(strings.TrimPrefix(tt.want, "more than one disk reports the serial "))[0]
 			serial = strings.TrimSuffix(serial, ":")
 			for _, disk := range []string{"/dev/sda", "/dev/sdb"} {
-				d, err := judge(t, tt.tr, Target{Disk: disk, Serial: serial}, goodBoot())
+				d, err := judge(t, &Config{Root: tt.tr.fs}, Target{Disk: disk, Serial: serial}, goodBoot())
 				checkVerdict(t, d, err, "", ErrSerialAmbiguous, nil, tt.want)
 				var r *Refusal
 				if !errors.As(err, &r) || !cmp.Equal(r.LUN, tt.lun) {
