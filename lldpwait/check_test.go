@@ -35,6 +35,8 @@ func TestCheck(t *testing.T) {
 		{"on its port", Check(lldpd, 5, nil), nil, ""},
 		{"UniFi on its port", Check(nb(PortLocal, "Port 12", "Port 12"), 12, nil), nil, ""},
 		{"on another port", Check(lldpd, 7, nil), &PortError{Port: 5, Expected: 7}, "on port 5, expected 7"},
+		{"lldpd's port ID interface name, on its port", Check(mustParse(t, lldpdFrameWith(lldpdPortIfname)), 5, nil), nil, ""},
+		{"lldpd's port ID locally assigned, on another port", Check(mustParse(t, lldpdFrameWith(lldpdPortLocal7)), 5, nil), &PortError{Port: 7, Expected: 5}, "on port 7, expected 5"},
 		{"UniFi on another port", Check(nb(PortLocal, "Port 3", ""), 4, nil), &PortError{Port: 3, Expected: 4}, "on port 3, expected 4"},
 		{"no frame, so no port attested", Check(nil, 5, nil), ErrNoAttestedPort, "attested no switch port"},
 		{"port not named", Check(nb(PortMACAddress, "74:83:c2:01:02:03", ""), 5, nil), ErrPortUnnamed, ""},

@@ -92,21 +92,37 @@ func unifiFrame(port string) []byte {
 	))
 }
 
-// lldpdFrame is a frame lldpd 1.0.16 sent from interface eth4 (port ID
-// subtype MAC, interface name in the port description) with
+// lldpdFrameWith is a frame lldpd 1.0.16 sent from interface eth4 with
 // "configure lldp tx-interval 1" and "configure system hostname sw-test",
-// as an AF_PACKET socket read it.
-var lldpdFrame = mustHex(strings.Join([]string{
-	"0180c200000e120e7d9e518d88cc",
-	"020704120e7d9e518d", "040703120e7d9e518d", "06020004",
-	"0a0773772d74657374",
-	"0c5644656269616e20474e552f4c696e75782031322028626f6f6b776f726d29204c696e757820362e31382e34342d66632d763130343520233120534d5020505245454d50545f44594e414d4943204030207838365f3634",
-	"0e04009c0080",
-	"10181102fe80000000000000100e7dfffe9e518d020000000600",
-	"080465746834",
-	"fe0900120f030100000000", "fe0900120f010080000036",
-	"0000",
-}, ""))
+// as an AF_PACKET socket read it, with the port ID TLV portID (in hex):
+// lldpdPortMAC by default, lldpdPortIfname after "configure lldp
+// portidsubtype ifname", lldpdPortLocal7 after "configure ports eth4 lldp
+// portidsubtype local Port 7". The interface name is in the port
+// description whatever the port ID.
+func lldpdFrameWith(portID string) []byte {
+	return mustHex(strings.Join([]string{
+		"0180c200000e120e7d9e518d88cc",
+		"020704120e7d9e518d", portID, "06020004",
+		"0a0773772d74657374",
+		"0c5644656269616e20474e552f4c696e75782031322028626f6f6b776f726d29204c696e757820362e31382e34342d66632d763130343520233120534d5020505245454d50545f44594e414d4943204030207838365f3634",
+		"0e04009c0080",
+		"10181102fe80000000000000100e7dfffe9e518d020000000600",
+		"080465746834",
+		"fe0900120f030100000000", "fe0900120f010080000036",
+		"0000",
+	}, ""))
+}
+
+// Port ID TLVs lldpd sends (lldpdFrameWith).
+const (
+	lldpdPortMAC    = "040703120e7d9e518d" // MAC address
+	lldpdPortIfname = "04050565746834"     // interface name "eth4"
+	lldpdPortLocal7 = "040707506f72742037" // locally assigned "Port 7"
+)
+
+// lldpdFrame is the frame lldpd sends by default: port ID subtype MAC,
+// interface name in the port description.
+var lldpdFrame = lldpdFrameWith(lldpdPortMAC)
 
 func mustHex(s string) []byte {
 	b, err := hex.DecodeString(s)

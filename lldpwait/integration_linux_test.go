@@ -150,17 +150,11 @@ func packetConn(tb testing.TB, l *Listener) *packet.Conn {
 	return c
 }
 
-// lldpd is Debian's lldpd running in the switch namespace, sending on eth4
-// every second. Only the process the test started is stopped.
-type lldpd struct {
-	lldpcli string
-	sock    string
-}
-
-func startLLDPD(tb testing.TB, p *vethPair) *lldpd {
+// startLLDPD starts Debian's lldpd in the switch namespace, sending on
+// eth4 every second. Only the process the test started is stopped.
+func startLLDPD(tb testing.TB, p *vethPair) {
 	tb.Helper()
 	bin := testenv.Command(tb, "lldpd", "lldpd")
-	d := &lldpd{lldpcli: testenv.Command(tb, "lldpcli", "lldpd")}
 	// lldpd runs the lldpcli that reads its configuration as its own
 	// unprivileged user (_lldpd), which must reach the control socket: a
 	// directory of t.TempDir's is closed to it.
@@ -172,7 +166,6 @@ func startLLDPD(tb testing.TB, p *vethPair) *lldpd {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	d.sock = filepath.Join(dir, "ctl")
 	conf := filepath.Join(dir, "lldpd.conf")
 	if err := os.WriteFile(conf, []byte("configure lldp tx-interval 1\nconfigure system hostname sw-test\n"), 0o644); err != nil {
 		tb.Fatal(err)
@@ -180,8 +173,8 @@ func startLLDPD(tb testing.TB, p *vethPair) *lldpd {
 	// ip netns exec execs lldpd: the PID started is lldpd's (its privilege
 	// separation monitor, which stops its child when it stops).
 	cmd := exec.Command(p.ip, "netns", "exec", p.nsSwitch, bin,
-		"-d",         // foreground
-		"-u", d.sock, // a control socket of its own
+		"-d",                            // foreground
+		"-u", filepath.Join(dir, "ctl"), // a control socket of its own
 		"-p", filepath.Join(dir, "pid"), // not /run/lldpd.pid
 		"-I", p.switchIf,
 		"-O", conf)
@@ -191,76 +184,31 @@ func startLLDPD(tb testing.TB, p *vethPair) *lldpd {
 		tb.Fatalf("start lldpd: %v", err)
 	}
 	testenv.StopAtCleanup(tb, "lldpd", cmd, &out)
-	return d
-}
-
-func (d *lldpd) configure(tb testing.TB, args ...string) {
-	tb.Helper()
-	out, err := exec.Command(d.lldpcli, append([]string{"-u", d.sock}, args...)...).CombinedOutput()
-	if err != nil {
-		tb.Fatalf("lldpcli %s: %v: %s", strings.Join(args, " "), err, out)
-	}
-}
-
-// waitFor calls Wait until a neighbour satisfies ok, for up to limit.
-func waitFor(tb testing.TB, l *Listener, limit time.Duration, ok func(*Neighbor) bool) *Neighbor {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(tb.Context(), limit)
-	defer cancel()
-	for {
-		n, err := l.Wait(ctx)
-		if err != nil {
-			tb.Fatalf("no wanted neighbour within %v: %v", limit, err)
-		}
-		if ok(n) {
-			return n
-		}
-	}
 }
 
 // TestIntegrationLLDPD waits for the frames of a real LLDP agent, lldpd,
 // and names its port: lldpd sends from an interface named eth4, which the
-// default rules name port 5.
+// default rules name port 5. TestParseLLDPD and TestCheck decode the frames
+// lldpd sends when configured with other port IDs.
 func TestIntegrationLLDPD(t *testing.T) {
 	p := newVethPair(t)
 	l := p.listen(t, &Config{Wait: 2 * time.Second})
-	d := startLLDPD(t, p)
+	startLLDPD(t, p)
 	start := time.Now()
-
-	t.Run("default: MAC port ID, name in the description", func(t *testing.T) {
-		n, err := l.Wait(t.Context())
-		if err != nil {
-			t.Fatalf("Wait (2 s) after starting lldpd: %v", err)
-		}
-		t.Logf("lldpd's first frame after %v", time.Since(start).Round(time.Millisecond))
-		mac := p.switchMAC.String()
-		if n.ChassisIDSubtype != ChassisMACAddress || n.ChassisID != mac ||
-			n.PortIDSubtype != PortMACAddress || n.PortID != mac ||
-			n.PortDescription != p.switchIf || n.SystemName != "sw-test" ||
-			n.TTL <= 0 || !bytes.Equal(n.Source, p.switchMAC) || !bytes.Equal(n.Destination, nearestBridge[:]) {
-			t.Errorf("neighbour %+v; want lldpd on %s (%s)", n, p.switchIf, mac)
-		}
-		wantError(t, Check(n, 5, nil), nil, "")
-		wantError(t, Check(n, 6, nil), &PortError{Port: 5, Expected: 6}, "on port 5, expected 6")
-	})
-
-	t.Run("port ID interface name", func(t *testing.T) {
-		d.configure(t, "configure", "lldp", "portidsubtype", "ifname")
-		n := waitFor(t, l, 10*time.Second, func(n *Neighbor) bool { return n.PortIDSubtype == PortInterfaceName })
-		if n.PortID != p.switchIf {
-			t.Errorf("port ID %q, want %q", n.PortID, p.switchIf)
-		}
-		wantError(t, Check(n, 5, nil), nil, "")
-	})
-
-	t.Run("port ID locally assigned, UniFi style", func(t *testing.T) {
-		d.configure(t, "configure", "ports", p.switchIf, "lldp", "portidsubtype", "local", "Port 7")
-		n := waitFor(t, l, 10*time.Second, func(n *Neighbor) bool { return n.PortIDSubtype == PortLocal })
-		if n.PortID != "Port 7" {
-			t.Errorf("port ID %q, want Port 7", n.PortID)
-		}
-		wantError(t, Check(n, 5, nil), &PortError{Port: 7, Expected: 5}, "on port 7, expected 5")
-	})
+	n, err := l.Wait(t.Context())
+	if err != nil {
+		t.Fatalf("Wait (2 s) after starting lldpd: %v", err)
+	}
+	t.Logf("lldpd's first frame after %v", time.Since(start).Round(time.Millisecond))
+	mac := p.switchMAC.String()
+	if n.ChassisIDSubtype != ChassisMACAddress || n.ChassisID != mac ||
+		n.PortIDSubtype != PortMACAddress || n.PortID != mac ||
+		n.PortDescription != p.switchIf || n.SystemName != "sw-test" ||
+		n.TTL <= 0 || !bytes.Equal(n.Source, p.switchMAC) || !bytes.Equal(n.Destination, nearestBridge[:]) {
+		t.Errorf("neighbour %+v; want lldpd on %s (%s)", n, p.switchIf, mac)
+	}
+	wantError(t, Check(n, 5, nil), nil, "")
+	wantError(t, Check(n, 6, nil), &PortError{Port: 5, Expected: 6}, "on port 5, expected 6")
 }
 
 // TestIntegrationFilter floods the host's interface with frames that are
@@ -347,44 +295,44 @@ func TestIntegrationFilter(t *testing.T) {
 	}
 }
 
-// TestIntegrationVLANTagged pins what the kernel does with an LLDP frame
-// that arrives with an 802.1Q tag: it removes the tag before the filter
-// runs, so Wait receives the LLDP frame inside.
-func TestIntegrationVLANTagged(t *testing.T) {
+// TestIntegrationWait waits on a real packet socket: until the wait passes,
+// until its context ends or its Listener is closed, for a frame that
+// arrives with an 802.1Q tag, and in the one-call Wait.
+func TestIntegrationWait(t *testing.T) {
 	p := newVethPair(t)
-	l := p.listen(t, &Config{Wait: 2 * time.Second})
-	send(t, p.sender(t, p.nsSwitch, p.switchIf),
-		cat(dstNearest, switchMAC, []byte{0x81, 0x00, 0x00, 0x05, 0x88, 0xcc}, mandatory("Port 6"), make([]byte, 20)))
-	n, err := l.Wait(t.Context())
-	if err != nil || n.PortID != "Port 6" {
-		t.Errorf("Wait = %+v, %v; want the tagged frame's Port 6", n, err)
-	}
-}
-
-func TestIntegrationWaitTimeout(t *testing.T) {
-	p := newVethPair(t)
-	l := p.listen(t, &Config{Wait: 100 * time.Millisecond})
 	toHost := p.sender(t, p.nsSwitch, p.switchIf)
-	// A non-LLDP frame and a malformed LLDP frame do not end the wait.
-	send(t, toHost, cat(dstBcast, switchMAC, []byte{0x08, 0x06}, make([]byte, 46)))
-	send(t, toHost, lldpFrame(cat(chassisTLV(ChassisMACAddress, switchMAC), ttlTLV(120))))
-	start := time.Now()
-	n, err := l.Wait(t.Context())
-	elapsed := time.Since(start)
-	if !errors.Is(err, ErrTimeout) {
-		t.Fatalf("Wait = %+v, %v; want ErrTimeout", n, err)
-	}
-	if elapsed < 100*time.Millisecond || elapsed > 2*time.Second {
-		t.Errorf("Wait timed out after %v, want 100 ms", elapsed)
-	}
-	if got := l.reads.Load(); got != 1 {
-		t.Errorf("reads = %d, want 1 (the malformed LLDP frame)", got)
-	}
-	t.Logf("timed out after %v: %v", elapsed, err)
-}
 
-func TestIntegrationWaitInterrupt(t *testing.T) {
-	p := newVethPair(t)
+	t.Run("timeout", func(t *testing.T) {
+		l := p.listen(t, &Config{Wait: 100 * time.Millisecond})
+		// A non-LLDP frame and a malformed LLDP frame do not end the wait.
+		send(t, toHost, cat(dstBcast, switchMAC, []byte{0x08, 0x06}, make([]byte, 46)))
+		send(t, toHost, lldpFrame(cat(chassisTLV(ChassisMACAddress, switchMAC), ttlTLV(120))))
+		start := time.Now()
+		n, err := l.Wait(t.Context())
+		elapsed := time.Since(start)
+		if !errors.Is(err, ErrTimeout) {
+			t.Fatalf("Wait = %+v, %v; want ErrTimeout", n, err)
+		}
+		if elapsed < 100*time.Millisecond || elapsed > 2*time.Second {
+			t.Errorf("Wait timed out after %v, want 100 ms", elapsed)
+		}
+		if got := l.reads.Load(); got != 1 {
+			t.Errorf("reads = %d, want 1 (the malformed LLDP frame)", got)
+		}
+		t.Logf("timed out after %v: %v", elapsed, err)
+	})
+
+	// The kernel removes the 802.1Q tag of an LLDP frame before the filter
+	// runs, so Wait receives the LLDP frame inside.
+	t.Run("VLAN-tagged", func(t *testing.T) {
+		l := p.listen(t, &Config{Wait: 2 * time.Second})
+		send(t, toHost, cat(dstNearest, switchMAC, []byte{0x81, 0x00, 0x00, 0x05, 0x88, 0xcc}, mandatory("Port 6"), make([]byte, 20)))
+		n, err := l.Wait(t.Context())
+		if err != nil || n.PortID != "Port 6" {
+			t.Errorf("Wait = %+v, %v; want the tagged frame's Port 6", n, err)
+		}
+	})
+
 	t.Run("context", func(t *testing.T) {
 		l := p.listen(t, &Config{Wait: 30 * time.Second})
 		ctx, cancel := context.WithCancel(t.Context())
@@ -398,11 +346,12 @@ func TestIntegrationWaitInterrupt(t *testing.T) {
 			t.Errorf("Wait returned %v after the cancellation", d)
 		}
 		// The socket still works.
-		send(t, p.sender(t, p.nsSwitch, p.switchIf), unifiFrame("Port 3"))
+		send(t, toHost, unifiFrame("Port 3"))
 		if n, err := l.Wait(t.Context()); err != nil || n.PortID != "Port 3" {
 			t.Errorf("Wait after a cancelled Wait = %+v, %v", n, err)
 		}
 	})
+
 	t.Run("Close", func(t *testing.T) {
 		l := p.listen(t, &Config{Wait: 30 * time.Second})
 		time.AfterFunc(50*time.Millisecond, func() { l.Close() })
@@ -415,36 +364,33 @@ func TestIntegrationWaitInterrupt(t *testing.T) {
 			t.Errorf("Wait returned %v after Close", d)
 		}
 	})
-}
 
-// TestIntegrationWaitFunction uses the one-call Wait, which opens and
-// closes its own socket.
-func TestIntegrationWaitFunction(t *testing.T) {
-	p := newVethPair(t)
-	toHost := p.sender(t, p.nsSwitch, p.switchIf)
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		// Frames sent before Wait opens its socket are not seen: keep
-		// sending, as a switch does.
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-				_, _ = toHost.WriteTo(unifiFrame("Port 4"), &packet.Addr{HardwareAddr: dstNearest})
+	// The one-call Wait opens and closes its own socket.
+	t.Run("Wait function", func(t *testing.T) {
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			// Frames sent before Wait opens its socket are not seen: keep
+			// sending, as a switch does.
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(20 * time.Millisecond):
+					_, _ = toHost.WriteTo(unifiFrame("Port 4"), &packet.Addr{HardwareAddr: dstNearest})
+				}
 			}
+		}()
+		var n *Neighbor
+		err := testenv.InNetns(p.nsHost, func() (err error) {
+			n, err = Wait(t.Context(), p.hostIf, &Config{Wait: 2 * time.Second})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}()
-	var n *Neighbor
-	err := testenv.InNetns(p.nsHost, func() (err error) {
-		n, err = Wait(t.Context(), p.hostIf, &Config{Wait: 2 * time.Second})
-		return err
+		wantError(t, Check(n, 4, nil), nil, "")
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantError(t, Check(n, 4, nil), nil, "")
 }
 
 func TestListenNoInterface(t *testing.T) {

@@ -13,49 +13,64 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
-// TestParseLLDPD decodes lldpd's frame, and checks that the Neighbor
-// shares no memory with it: Wait reuses its buffer for the next frame.
-// ParseLLDPDU decodes the frame's payload alike, with no addresses.
+// TestParseLLDPD decodes lldpd's frames, with each port ID it was
+// configured to send, and checks that the Neighbor shares no memory with
+// its frame: Wait reuses its buffer for the next frame. ParseLLDPDU decodes
+// a frame's payload alike, with no addresses.
 func TestParseLLDPD(t *testing.T) {
-	frame := bytes.Clone(lldpdFrame)
-	n := mustParse(t, frame)
 	mac := net.HardwareAddr{0x12, 0x0e, 0x7d, 0x9e, 0x51, 0x8d}
-	want := &Neighbor{
-		ChassisIDSubtype:    ChassisMACAddress,
-		ChassisID:           "12:0e:7d:9e:51:8d",
-		ChassisIDRaw:        mac,
-		PortIDSubtype:       PortMACAddress,
-		PortID:              "12:0e:7d:9e:51:8d",
-		PortIDRaw:           mac,
-		TTL:                 4 * time.Second,
-		PortDescription:     "eth4",
-		SystemName:          "sw-test",
-		SystemDescription:   "Debian GNU/Linux 12 (bookworm) Linux 6.18.44-fc-v1045 #1 SMP PREEMPT_DYNAMIC @0 x86_64",
-		Capabilities:        0x009c,
-		EnabledCapabilities: 0x0080,
-		ManagementAddresses: []ManagementAddress{{
-			Family:           familyIPv6,
-			Addr:             netip.MustParseAddr("fe80::100e:7dff:fe9e:518d"),
-			Raw:              netip.MustParseAddr("fe80::100e:7dff:fe9e:518d").AsSlice(),
-			InterfaceSubtype: 2,
-			InterfaceNumber:  6,
-		}},
-		Source:      mac,
-		Destination: net.HardwareAddr(dstNearest),
-	}
-	if diff := cmp.Diff(want, n, cmpopts.EquateComparable(netip.Addr{})); diff != "" {
-		t.Errorf("Parse(lldpd frame) (-want +got):\n%s", diff)
-	}
-	for i := range frame {
-		frame[i] = 0xff
-	}
-	if diff := cmp.Diff(want, n, cmpopts.EquateComparable(netip.Addr{})); diff != "" {
-		t.Errorf("the Neighbor changed with its frame (-want +got):\n%s", diff)
-	}
-	fromPDU, err := ParseLLDPDU(lldpdFrame[ethHeaderLen:])
-	want.Source, want.Destination = nil, nil
-	if diff := cmp.Diff(want, fromPDU, cmpopts.EquateComparable(netip.Addr{})); err != nil || diff != "" {
-		t.Errorf("ParseLLDPDU(lldpd frame's payload): %v (-want +got):\n%s", err, diff)
+	for _, tt := range []struct {
+		name   string
+		portID string // the port ID TLV, as lldpdFrameWith takes it
+		sub    PortIDSubtype
+		id     string
+		raw    []byte
+	}{
+		{"default: MAC port ID, name in the description", lldpdPortMAC, PortMACAddress, "12:0e:7d:9e:51:8d", mac},
+		{"port ID interface name", lldpdPortIfname, PortInterfaceName, "eth4", []byte("eth4")},
+		{"port ID locally assigned, UniFi style", lldpdPortLocal7, PortLocal, "Port 7", []byte("Port 7")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			frame := lldpdFrameWith(tt.portID)
+			n := mustParse(t, frame)
+			want := &Neighbor{
+				ChassisIDSubtype:    ChassisMACAddress,
+				ChassisID:           "12:0e:7d:9e:51:8d",
+				ChassisIDRaw:        mac,
+				PortIDSubtype:       tt.sub,
+				PortID:              tt.id,
+				PortIDRaw:           tt.raw,
+				TTL:                 4 * time.Second,
+				PortDescription:     "eth4",
+				SystemName:          "sw-test",
+				SystemDescription:   "Debian GNU/Linux 12 (bookworm) Linux 6.18.44-fc-v1045 #1 SMP PREEMPT_DYNAMIC @0 x86_64",
+				Capabilities:        0x009c,
+				EnabledCapabilities: 0x0080,
+				ManagementAddresses: []ManagementAddress{{
+					Family:           familyIPv6,
+					Addr:             netip.MustParseAddr("fe80::100e:7dff:fe9e:518d"),
+					Raw:              netip.MustParseAddr("fe80::100e:7dff:fe9e:518d").AsSlice(),
+					InterfaceSubtype: 2,
+					InterfaceNumber:  6,
+				}},
+				Source:      mac,
+				Destination: net.HardwareAddr(dstNearest),
+			}
+			if diff := cmp.Diff(want, n, cmpopts.EquateComparable(netip.Addr{})); diff != "" {
+				t.Errorf("Parse(lldpd frame) (-want +got):\n%s", diff)
+			}
+			fromPDU, err := ParseLLDPDU(frame[ethHeaderLen:])
+			for i := range frame {
+				frame[i] = 0xff
+			}
+			if diff := cmp.Diff(want, n, cmpopts.EquateComparable(netip.Addr{})); diff != "" {
+				t.Errorf("the Neighbor changed with its frame (-want +got):\n%s", diff)
+			}
+			want.Source, want.Destination = nil, nil
+			if diff := cmp.Diff(want, fromPDU, cmpopts.EquateComparable(netip.Addr{})); err != nil || diff != "" {
+				t.Errorf("ParseLLDPDU(lldpd frame's payload): %v (-want +got):\n%s", err, diff)
+			}
+		})
 	}
 	if _, err := ParseLLDPDU(lldpdFrame); !errors.Is(err, ErrMalformed) {
 		t.Errorf("ParseLLDPDU(whole frame) = %v, want ErrMalformed", err)
