@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -37,7 +38,8 @@ var fuzzConn = sync.OnceValues(func() (net.Conn, error) {
 // FuzzHandler sends the Server request shapes (method, path, query, a
 // header, the gate's answer, the HTTP version) and checks every answer
 // against a model of the documented statuses: nothing panics, only the one
-// documented shape gets the config, and no code or config reaches a log
+// documented shape gets the config, the gate is asked and an event
+// reported only where ServeHTTP says, and no code or config reaches a log
 // line or an event. In the path, {code} stands for the held config's code
 // and {spent} for a served one.
 func FuzzHandler(f *testing.F) {
@@ -55,10 +57,17 @@ func FuzzHandler(f *testing.F) {
 		{"GET", "/config/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "", "", "", 0, false},
 		{"HEAD", "/config/{code}", "", "", "", 0, false},
 		{"POST", "/config/{code}", "", "Content-Type", "text/plain", 0, false},
+		{"DELETE", "/config/{code}", "", "", "", 0, false},
 		{"GET", "/config/{code}/", "", "", "", 0, false},
+		{"GET", "/config/{code}/x", "", "", "", 0, false},
 		{"GET", "/config/../config/{code}", "", "", "", 0, false},
+		{"GET", "/configs/{code}", "", "", "", 0, false},
 		{"GET", "/config/{code}{code}", "", "", "", 0, false},
+		{"GET", "/config/{code}A", "", "", "", 0, false},
+		{"GET", "/config/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", "", "", "", 0, false},
+		{"GET", "/config/short", "", "", "", 0, false},
 		{"GET", "/config/", "", "", "", 0, false},
+		{"GET", "/config", "", "", "", 0, false},
 		{"GET", "/", "", "", "", 0, false},
 		{"GET", "/config/\x00\xff", "", "Connection", "close", 0, false},
 		{"", "", "", "", "", 0, false},
@@ -109,9 +118,9 @@ func FuzzHandler(f *testing.F) {
 		w := httptest.NewRecorder()
 		srv.ServeHTTP(w, req)
 
-		// The model.
+		// The model: the status, the event, whether the gate is asked.
 		rest, isConfig := strings.CutPrefix(p, PathPrefix)
-		want := http.StatusNotFound
+		want, event, asked := http.StatusNotFound, Kind(0), false
 		switch {
 		case !isConfig || rest == "" || strings.Contains(rest, "/"):
 		case method != http.MethodGet:
@@ -119,24 +128,38 @@ func FuzzHandler(f *testing.F) {
 		case !ValidCode(rest):
 			want = http.StatusBadRequest
 		case rest == spent:
-			want = http.StatusGone
+			want, event = http.StatusGone, Refetched
 		case rest != code:
+			event = Missing
 		case gateMode%3 == 1:
-			want = http.StatusConflict
+			want, asked = http.StatusConflict, true
 		case gateMode%3 == 2:
-			want = http.StatusServiceUnavailable
+			want, asked = http.StatusServiceUnavailable, true
 		case h2:
-			want = http.StatusHTTPVersionNotSupported
+			want, asked = http.StatusHTTPVersionNotSupported, true
 		default:
-			want = http.StatusOK
+			want, event, asked = http.StatusOK, Served, true
 		}
 		if w.Code != want {
 			t.Fatalf("%q %q: %d, want %d", method, path, w.Code, want)
 		}
+		var kinds, wantKinds []Kind
+		for _, ev := range events {
+			kinds = append(kinds, ev.Kind)
+		}
+		if event != 0 {
+			wantKinds = []Kind{event}
+		}
+		if !slices.Equal(kinds, wantKinds) || (gate.callCount() == 1) != asked {
+			t.Fatalf("%q %q: events %v and %d gate calls, want %v and gate asked %v", method, path, kinds, gate.callCount(), wantKinds, asked)
+		}
+		if allow := w.Header().Get("Allow"); (want == http.StatusMethodNotAllowed) != (allow == http.MethodGet) {
+			t.Fatalf("%q %q: %d with Allow %q", method, path, w.Code, allow)
+		}
 		body := w.Body.Bytes()
 		if want == http.StatusOK {
-			if !bytes.Equal(body, orig) || len(events) != 1 || events[0].Kind != Served || srv.Waiting() != 0 {
-				t.Fatalf("a serve gave %d bytes and events %v", len(body), events)
+			if !bytes.Equal(body, orig) || srv.Waiting() != 0 {
+				t.Fatalf("a serve gave %d bytes, and %d configs wait", len(body), srv.Waiting())
 			}
 		} else {
 			if bytes.Contains(body, []byte(tagOf(orig))) {

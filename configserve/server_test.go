@@ -295,26 +295,36 @@ func TestHalfReadAndReset(t *testing.T) {
 	}
 }
 
-// A gate that does not answer, or that says the device is not planned:
-// the answer carries no config, nothing is reported, the config stays,
-// and once the gate says planned the next fetch gets it.
-func TestGateRefusalKeepsConfig(t *testing.T) {
+// A fetch refused before any of the config is written: the gate does not
+// answer, or says the device is not planned; the http.Server's set-up was
+// not ConfigureServer's, or it was made to speak HTTP/2 after it. The
+// answer carries no config, nothing is reported, the config stays, and a
+// log line says why where one must; once the gate says planned, the next
+// fetch gets the config.
+func TestRefusalKeepsConfig(t *testing.T) {
 	for _, tt := range []struct {
-		name   string
-		err    error
-		status int
-		retry  string // Retry-After
-		log    string // what a log line says, if one must
+		name    string
+		opts    harnessOpts
+		planned bool  // what the gate says
+		err     error // the gate's error
+		status  int
+		retry   string // Retry-After
+		log     string // what a log line says, if one must
 	}{
-		{"gate down", errors.New("netbox did not answer: dial tcp: connection refused"), http.StatusServiceUnavailable, "5", "NetBox did not answer"},
-		{"not planned", nil, http.StatusConflict, "", ""},
+		{"gate down", harnessOpts{}, false, errors.New("netbox did not answer: dial tcp: connection refused"), http.StatusServiceUnavailable, "5", "NetBox did not answer"},
+		{"not planned", harnessOpts{}, false, nil, http.StatusConflict, "", ""},
+		{"without ConnContext", harnessOpts{noConnContext: true}, true, nil, http.StatusInternalServerError, "", "ConnContext"},
+		{"HTTP/2", harnessOpts{tls: true, http2: true}, true, nil, http.StatusHTTPVersionNotSupported, "", "HTTP/1.1 only"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, harnessOpts{})
+			h := newHarness(t, tt.opts)
 			code, config, orig := h.put(4096, node01, run01)
-			h.gate.set(false, tt.err)
-			c := h.client()
+			h.gate.set(tt.planned, tt.err)
+			c := h.ts.Client()
 			r := h.get(c, code)
+			if tt.opts.http2 && r.proto != "HTTP/2.0" {
+				t.Fatalf("the client spoke %s; the test needs HTTP/2", r.proto)
+			}
 			if r.status != tt.status || r.header.Get("Retry-After") != tt.retry || bytes.Contains(r.body, orig[:64]) {
 				t.Fatalf("%d (Retry-After %q), want %d (Retry-After %q) without the config", r.status, r.header.Get("Retry-After"), tt.status, tt.retry)
 			}
@@ -324,6 +334,9 @@ func TestGateRefusalKeepsConfig(t *testing.T) {
 			}
 			if tt.log != "" && !strings.Contains(h.logs.String(), tt.log) {
 				t.Errorf("no log line says %s", tt.log)
+			}
+			if tt.planned {
+				return
 			}
 			h.gate.set(true, nil)
 			h.want(h.get(c, code), http.StatusOK, orig, "planned")
@@ -353,78 +366,6 @@ func TestMissing(t *testing.T) {
 	}
 	if g := h.gate.callCount(); g != 0 {
 		t.Errorf("the gate was asked %d times for an unknown code", g)
-	}
-}
-
-// Request shapes that are not a fetch of a code: no event, no gate call,
-// no config.
-func TestRequestShapes(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
-	code, _, orig := h.put(4096, node01, run01)
-	c := h.client()
-	for _, tc := range []struct {
-		method, path string
-		status       int
-	}{
-		{"GET", "/", 404},
-		{"GET", "/config", 404},
-		{"GET", "/config/", 404},
-		{"GET", "/configs/" + code, 404},
-		{"GET", "/config/" + code + "/", 404},
-		{"GET", "/config/" + code + "/x", 404},
-		{"GET", "/config/short", 400},
-		{"GET", "/config/" + code[:CodeLen-1] + "=", 400},
-		{"GET", "/config/" + code + "A", 400},
-		{"HEAD", "/config/" + code, 405},
-		{"POST", "/config/" + code, 405},
-		{"DELETE", "/config/" + code, 405},
-	} {
-		r := h.do(c, tc.method, tc.path)
-		if r.status != tc.status || bytes.Contains(r.body, orig[:64]) {
-			t.Errorf("%s %s: %d, want %d without the config", tc.method, strings.ReplaceAll(tc.path, code, "<code>"), r.status, tc.status)
-		}
-		if tc.status == 405 && r.header.Get("Allow") != "GET" {
-			t.Errorf("%s: Allow %q, want GET", tc.method, r.header.Get("Allow"))
-		}
-	}
-	h.noEvent(20 * time.Millisecond)
-	if h.gate.callCount() != 0 || h.srv.Waiting() != 1 {
-		t.Errorf("gate calls %d, waiting %d: want 0 and 1", h.gate.callCount(), h.srv.Waiting())
-	}
-	// The query is ignored.
-	h.want(h.get(c, code+"?x=1&code=y"), http.StatusOK, orig, "with a query")
-}
-
-// A server whose set-up ConfigureServer did not make, or that was made to
-// speak HTTP/2 after it: the fetch is refused, the config stays, and a
-// log line says what to set.
-func TestMisconfiguredServerRefuses(t *testing.T) {
-	for _, tt := range []struct {
-		name   string
-		opts   harnessOpts
-		status int
-		log    string
-	}{
-		{"without ConnContext", harnessOpts{noConnContext: true}, http.StatusInternalServerError, "ConnContext"},
-		{"HTTP/2", harnessOpts{tls: true, http2: true}, http.StatusHTTPVersionNotSupported, "HTTP/1.1 only"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, tt.opts)
-			code, _, orig := h.put(4096, node01, run01)
-			r := h.get(h.ts.Client(), code)
-			if tt.opts.http2 && r.proto != "HTTP/2.0" {
-				t.Fatalf("the client spoke %s; the test needs HTTP/2", r.proto)
-			}
-			if r.status != tt.status || bytes.Contains(r.body, orig[:64]) {
-				t.Fatalf("%d, want %d without the config", r.status, tt.status)
-			}
-			if h.srv.Waiting() != 1 {
-				t.Errorf("waiting %d: want the config kept", h.srv.Waiting())
-			}
-			if !strings.Contains(h.logs.String(), tt.log) {
-				t.Error("no log line says what to set")
-			}
-		})
 	}
 }
 
@@ -502,48 +443,49 @@ func TestSpentCodesBounded(t *testing.T) {
 	}
 }
 
-func TestDropAndClose(t *testing.T) {
+// Drop and DropRun let go of one config, by its code or by its run's
+// name, and of no other; Close lets go of every config, and Puts and
+// fetches after it are refused.
+func TestDropRun(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
+	const run02 = "provision-node-02-1767225601"
 	code1, config1, _ := h.put(100, node01, run01)
-	code2, config2, _ := h.put(100, Device{Name: "node-02"}, "provision-node-02-1767225601")
-	if !h.srv.Drop(code1) || !zeroed(config1) {
-		t.Fatal("Drop did not drop and zero the config")
+	code2, config2, _ := h.put(100, Device{Name: "node-02"}, run02)
+	code3, _, orig3 := h.put(100, Device{Name: "node-03"}, "provision-node-03-1767225602")
+	code4, config4, _ := h.put(100, Device{Name: "node-04"}, "provision-node-04-1767225603")
+	if !h.srv.Drop(code1) || !zeroed(config1) || h.srv.Waiting() != 3 {
+		t.Fatal("Drop did not drop and zero the config alone")
 	}
 	if h.srv.Drop(code1) || h.srv.Drop("short") {
 		t.Error("Drop reported a config it does not hold")
 	}
+	if !h.srv.DropRun(run02) || !zeroed(config2) || h.srv.Waiting() != 2 {
+		t.Fatal("DropRun did not drop and zero the run's config alone")
+	}
+	if h.srv.DropRun(run02) || h.srv.DropRun("") {
+		t.Error("DropRun reported a config it does not hold")
+	}
 	c := h.client()
 	h.want(h.get(c, code1), http.StatusNotFound, nil, "a dropped code")
-	h.waitEvent()
+	h.wantKind(Missing)
+	h.want(h.get(c, code2), http.StatusNotFound, nil, "a dropped run's code")
+	h.wantKind(Missing)
+	h.want(h.get(c, code3), http.StatusOK, orig3, "another run's code")
+	h.wantKind(Served)
+
 	if err := h.srv.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if !zeroed(config2) || h.srv.Waiting() != 0 {
+	if !zeroed(config4) || h.srv.Waiting() != 0 {
 		t.Error("Close kept a config")
 	}
 	if err := h.srv.Put(NewCode(), makeConfig(100), node01, run01); !errors.Is(err, ErrClosed) {
 		t.Errorf("Put after Close: %v, want ErrClosed", err)
 	}
-	h.want(h.get(c, code2), http.StatusServiceUnavailable, nil, "a fetch after Close")
+	h.want(h.get(c, code4), http.StatusServiceUnavailable, nil, "a fetch after Close")
 	if err := h.srv.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
-}
-
-// DropRun lets go of the config of one run, by its name, and of no other.
-func TestDropRun(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
-	code1, config1, _ := h.put(100, node01, run01)
-	code2, _, orig2 := h.put(100, Device{Name: "node-02"}, "provision-node-02-1767225601")
-	if !h.srv.DropRun(run01) || !zeroed(config1) || h.srv.Waiting() != 1 {
-		t.Fatal("DropRun did not drop and zero the run's config alone")
-	}
-	if h.srv.DropRun(run01) || h.srv.DropRun("") {
-		t.Error("DropRun reported a config it does not hold")
-	}
-	c := h.client()
-	h.want(h.get(c, code1), http.StatusNotFound, nil, "a dropped run's code")
-	h.want(h.get(c, code2), http.StatusOK, orig2, "another run's code")
 }
 
 func TestPutErrors(t *testing.T) {
