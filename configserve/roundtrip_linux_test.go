@@ -44,11 +44,11 @@ func newDelayLink(t testing.TB, oneWay time.Duration) *netnsLink {
 		{l.serverNS, linkServerIP, linkClientIP},
 		{l.clientNS, linkClientIP, linkServerIP},
 	} {
-		l.run(t, "-n", side.ns, "tuntap", "add", "dev", linkDev, "mode", "tun")
+		testenv.IP(t, "-n", side.ns, "tuntap", "add", "dev", linkDev, "mode", "tun")
 		// A large MTU, so that an answer leaves in one segment and its
 		// acknowledgement is due one round trip after it was written.
-		l.run(t, "-n", side.ns, "link", "set", linkDev, "mtu", "65000", "up")
-		l.run(t, "-n", side.ns, "addr", "add", side.addr, "peer", side.to, "dev", linkDev)
+		testenv.IP(t, "-n", side.ns, "link", "set", linkDev, "mtu", "65000", "up")
+		testenv.IP(t, "-n", side.ns, "addr", "add", side.addr, "peer", side.to, "dev", linkDev)
 		var f *os.File
 		if err := testenv.InNetns(side.ns, func() error {
 			var err error

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,7 +27,6 @@ const realConfigSize = 8 << 10
 // clientDev, can be cut (set down), which drops every packet either way,
 // and mended.
 type netnsLink struct {
-	ip                  string // ip(8)
 	serverNS, clientNS  string // namespace names
 	serverIP, clientDev string
 }
@@ -39,16 +37,13 @@ var netnsLinks atomic.Int64
 // removes them when the test ends; the caller makes the link.
 func newNetnsLink(t testing.TB, name, serverIP, clientDev string) *netnsLink {
 	t.Helper()
-	l := &netnsLink{ip: testenv.Command(t, "ip", "iproute2"), serverIP: serverIP, clientDev: clientDev}
+	l := &netnsLink{serverIP: serverIP, clientDev: clientDev}
 	n := netnsLinks.Add(1)
 	l.serverNS = fmt.Sprintf("fleet-cs-%s-srv-%d-%d", name, os.Getpid(), n)
 	l.clientNS = fmt.Sprintf("fleet-cs-%s-cli-%d-%d", name, os.Getpid(), n)
-	for _, ns := range []string{l.serverNS, l.clientNS} {
-		l.run(t, "netns", "add", ns)
-		// Deleting a namespace deletes the link's end in it.
-		t.Cleanup(func() { exec.Command(l.ip, "netns", "del", ns).Run() })
-		l.run(t, "-n", ns, "link", "set", "lo", "up")
-	}
+	// Deleting a namespace deletes the link's end in it.
+	testenv.Netns(t, l.serverNS)
+	testenv.Netns(t, l.clientNS)
 	return l
 }
 
@@ -66,20 +61,13 @@ func newVethLink(t *testing.T) *netnsLink {
 	testenv.Short(t)
 	testenv.Root(t, "network namespaces and a veth pair")
 	l := newNetnsLink(t, "ack", vethServerIP, vethClientDev)
-	l.run(t, "-n", l.serverNS, "link", "add", vethServerDev, "type", "veth",
+	testenv.IP(t, "-n", l.serverNS, "link", "add", vethServerDev, "type", "veth",
 		"peer", "name", vethClientDev, "netns", l.clientNS)
-	l.run(t, "-n", l.serverNS, "addr", "add", vethServerIP+"/24", "dev", vethServerDev)
-	l.run(t, "-n", l.clientNS, "addr", "add", vethClientIP+"/24", "dev", vethClientDev)
-	l.run(t, "-n", l.serverNS, "link", "set", vethServerDev, "up")
-	l.run(t, "-n", l.clientNS, "link", "set", vethClientDev, "up")
+	testenv.IP(t, "-n", l.serverNS, "addr", "add", vethServerIP+"/24", "dev", vethServerDev)
+	testenv.IP(t, "-n", l.clientNS, "addr", "add", vethClientIP+"/24", "dev", vethClientDev)
+	testenv.IP(t, "-n", l.serverNS, "link", "set", vethServerDev, "up")
+	testenv.IP(t, "-n", l.clientNS, "link", "set", vethClientDev, "up")
 	return l
-}
-
-func (l *netnsLink) run(t testing.TB, args ...string) {
-	t.Helper()
-	if out, err := exec.Command(l.ip, args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-	}
 }
 
 func (l *netnsLink) listen(t testing.TB) net.Listener {
@@ -151,7 +139,7 @@ func TestIntegrationUnacknowledgedRealSizeConfig(t *testing.T) {
 	testenv.WaitFor(t, 10*time.Second, "the request reaches the server", func() bool { return h.gate.callCount() == 1 })
 	// The request is in; the network fails before the answer leaves: the
 	// client's end goes down, and no packet crosses the link either way.
-	l.run(t, "-n", l.clientNS, "link", "set", l.clientDev, "down")
+	testenv.IP(t, "-n", l.clientNS, "link", "set", l.clientDev, "down")
 	cutAt := time.Now()
 	close(hold)
 	elapsed := h.wantNotAcknowledged(c, cutAt, writeTimeout)
@@ -167,7 +155,7 @@ func TestIntegrationUnacknowledgedRealSizeConfig(t *testing.T) {
 	// the server's namespace, not closing with the answer still queued.
 	l.noConnection(t, c.LocalAddr().String())
 
-	l.run(t, "-n", l.clientNS, "link", "set", l.clientDev, "up")
+	testenv.IP(t, "-n", l.clientNS, "link", "set", l.clientDev, "up")
 	// A healthy fetch gets the config whole.
 	hc := &http.Client{
 		Transport: &http.Transport{DialContext: l.dial, DisableKeepAlives: true},

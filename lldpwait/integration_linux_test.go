@@ -48,29 +48,16 @@ func newVethPair(tb testing.TB) *vethPair {
 	}
 	id := fmt.Sprintf("%d-%d", os.Getpid(), netSeq.Add(1))
 	p.nsSwitch, p.nsHost = "lldpwait-sw-"+id, "lldpwait-host-"+id
-	for _, ns := range []string{p.nsSwitch, p.nsHost} {
-		p.run(tb, "netns", "add", ns)
-		tb.Cleanup(func() {
-			if out, err := exec.Command(p.ip, "netns", "del", ns).CombinedOutput(); err != nil {
-				tb.Errorf("remove network namespace %s: %v: %s", ns, err, out)
-			}
-		})
-	}
+	testenv.Netns(tb, p.nsSwitch)
+	testenv.Netns(tb, p.nsHost)
 	// Both ends are created inside their namespaces: nothing is left in
 	// the test's own namespace, and removing the namespaces removes them.
-	p.run(tb, "link", "add", p.switchIf, "netns", p.nsSwitch, "type", "veth", "peer", "name", p.hostIf, "netns", p.nsHost)
-	p.run(tb, "-n", p.nsSwitch, "link", "set", p.switchIf, "up")
-	p.run(tb, "-n", p.nsHost, "link", "set", p.hostIf, "up")
+	testenv.IP(tb, "link", "add", p.switchIf, "netns", p.nsSwitch, "type", "veth", "peer", "name", p.hostIf, "netns", p.nsHost)
+	testenv.IP(tb, "-n", p.nsSwitch, "link", "set", p.switchIf, "up")
+	testenv.IP(tb, "-n", p.nsHost, "link", "set", p.hostIf, "up")
 	p.switchMAC, _ = p.link(tb, p.nsSwitch, p.switchIf)
 	p.hostMAC, _ = p.link(tb, p.nsHost, p.hostIf)
 	return p
-}
-
-func (p *vethPair) run(tb testing.TB, args ...string) {
-	tb.Helper()
-	if out, err := exec.Command(p.ip, args...).CombinedOutput(); err != nil {
-		tb.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-	}
 }
 
 // link returns an interface's MAC address and the packets it received,
