@@ -33,9 +33,9 @@ func (alwaysPlanned) Planned(context.Context, Device) (bool, error) { return tru
 
 // benchServer starts srv (or, when srv is nil, a handler that writes
 // benchConfigSize bytes with no store, gate or acknowledgement check)
-// behind a loopback HTTP(S) server.
-func benchServer(b *testing.B, srv *Server, tlsOn bool) *httptest.Server {
-	b.Helper()
+// behind an HTTP(S) server on ln (nil: loopback), closed when tb ends.
+func benchServer(tb testing.TB, srv *Server, tlsOn bool, ln net.Listener) *httptest.Server {
+	tb.Helper()
 	var h http.Handler = srv
 	if srv == nil {
 		body := makeConfig(benchConfigSize)
@@ -46,9 +46,13 @@ func benchServer(b *testing.B, srv *Server, tlsOn bool) *httptest.Server {
 		})
 	}
 	ts := httptest.NewUnstartedServer(h)
+	if ln != nil {
+		ts.Listener.Close()
+		ts.Listener = ln
+	}
 	if srv != nil {
 		if err := srv.ConfigureServer(ts.Config); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 	} else {
 		ts.Config.ConnContext = connContext
@@ -56,24 +60,43 @@ func benchServer(b *testing.B, srv *Server, tlsOn bool) *httptest.Server {
 	if tlsOn {
 		// An ECDSA P-256 certificate, as ACME issues, rather than
 		// httptest's RSA one.
-		cert, pool := benchCert(b)
+		cert, pool := benchCert(tb)
 		ts.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 		ts.StartTLS()
 		ts.Client().Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: pool}
 	} else {
 		ts.Start()
 	}
-	b.Cleanup(ts.Close)
+	tb.Cleanup(ts.Close)
 	return ts
+}
+
+// benchStore starts a Server of cfg whose gate says every device is
+// planned, remembering b.N+1 spent codes, behind benchServer, and holds
+// b.N configs of benchConfigSize under fresh codes.
+func benchStore(b *testing.B, cfg *Config, tlsOn bool) (*Server, *httptest.Server, []string) {
+	b.Helper()
+	cfg.SpentCodes = b.N + 1
+	srv, err := New(alwaysPlanned{}, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.Close() })
+	ts := benchServer(b, srv, tlsOn, nil)
+	codes := make([]string, b.N)
+	for i := range codes {
+		codes[i], _ = putNew(b, srv, benchConfigSize, Device{ID: int64(i + 1)}, "provision-bench-"+strconv.Itoa(i))
+	}
+	return srv, ts, codes
 }
 
 // benchCert returns a self-signed ECDSA P-256 certificate for 127.0.0.1
 // and a pool that trusts it.
-func benchCert(b *testing.B) (tls.Certificate, *x509.CertPool) {
-	b.Helper()
+func benchCert(tb testing.TB) (tls.Certificate, *x509.CertPool) {
+	tb.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
@@ -88,25 +111,15 @@ func benchCert(b *testing.B) (tls.Certificate, *x509.CertPool) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	leaf, err := x509.ParseCertificate(der)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(leaf)
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
-}
-
-// putCodes holds n configs of benchConfigSize under fresh codes.
-func putCodes(b *testing.B, srv *Server, n int) []string {
-	b.Helper()
-	codes := make([]string, n)
-	for i := range codes {
-		codes[i], _ = putNew(b, srv, benchConfigSize, Device{ID: int64(i + 1)}, "provision-bench-"+strconv.Itoa(i))
-	}
-	return codes
 }
 
 func fetchOnce(c *http.Client, url string) error {
@@ -137,20 +150,11 @@ func BenchmarkServe(b *testing.B) {
 	for _, tr := range transports {
 		b.Run(tr.name+"/configserve", func(b *testing.B) {
 			var served atomic.Int64
-			srv, err := New(alwaysPlanned{}, &Config{
-				SpentCodes: b.N + 1,
-				Events: func(ev Event) {
-					if ev.Kind == Served {
-						served.Add(1)
-					}
-				},
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer srv.Close()
-			ts := benchServer(b, srv, tr.tls)
-			codes := putCodes(b, srv, b.N)
+			srv, ts, codes := benchStore(b, &Config{Events: func(ev Event) {
+				if ev.Kind == Served {
+					served.Add(1)
+				}
+			}}, tr.tls)
 			runServes(b, ts, func(i int) string { return ts.URL + PathPrefix + codes[i] })
 			// The last Served events may trail the answers a little.
 			testenv.WaitFor(b, 5*time.Second, "served event per serve", func() bool { return served.Load() >= int64(b.N) })
@@ -159,7 +163,7 @@ func BenchmarkServe(b *testing.B) {
 			}
 		})
 		b.Run(tr.name+"/plain-handler", func(b *testing.B) {
-			ts := benchServer(b, nil, tr.tls)
+			ts := benchServer(b, nil, tr.tls, nil)
 			runServes(b, ts, func(int) string { return ts.URL + "/x" })
 		})
 	}
@@ -208,13 +212,7 @@ func cpuTime() time.Duration {
 // against a handler that only writes the same number of bytes.
 func BenchmarkFetchLatency(b *testing.B) {
 	b.Run("configserve", func(b *testing.B) {
-		srv, err := New(alwaysPlanned{}, &Config{SpentCodes: b.N + 1})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer srv.Close()
-		ts := benchServer(b, srv, false)
-		codes := putCodes(b, srv, b.N)
+		_, ts, codes := benchStore(b, &Config{}, false)
 		c := ts.Client()
 		b.ResetTimer()
 		for i := range b.N {
@@ -224,7 +222,7 @@ func BenchmarkFetchLatency(b *testing.B) {
 		}
 	})
 	b.Run("plain-handler", func(b *testing.B) {
-		ts := benchServer(b, nil, false)
+		ts := benchServer(b, nil, false, nil)
 		c := ts.Client()
 		for b.Loop() {
 			if err := fetchOnce(c, ts.URL+PathPrefix+"x"); err != nil {

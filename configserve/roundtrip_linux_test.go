@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
@@ -198,14 +197,7 @@ func serveOverLink(t testing.TB, l *netnsLink, n, size int) *ackLog {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	ts := httptest.NewUnstartedServer(srv)
-	ts.Listener.Close()
-	ts.Listener = l.listen(t)
-	if err := srv.ConfigureServer(ts.Config); err != nil {
-		t.Fatal(err)
-	}
-	ts.Start()
-	defer ts.Close()
+	ts := benchServer(t, srv, false, l.listen(t))
 	c := &http.Client{Transport: &http.Transport{DialContext: l.dial}}
 	defer c.CloseIdleConnections()
 	config := makeConfig(size)
