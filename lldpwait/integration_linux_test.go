@@ -297,8 +297,8 @@ func TestIntegrationWait(t *testing.T) {
 		start := time.Now()
 		n, err := l.Wait(t.Context())
 		elapsed := time.Since(start)
-		if !errors.Is(err, ErrTimeout) {
-			t.Fatalf("Wait = %+v, %v; want ErrTimeout", n, err)
+		if !errors.Is(err, ErrTimeout) || err.Error() != "eth0: no LLDP frame arrived in time (waited 100ms)" {
+			t.Fatalf("Wait = %+v, %v; want ErrTimeout, waited 100ms", n, err)
 		}
 		if elapsed < 100*time.Millisecond || elapsed > 2*time.Second {
 			t.Errorf("Wait timed out after %v, want 100 ms", elapsed)
@@ -341,7 +341,8 @@ func TestIntegrationWait(t *testing.T) {
 
 	t.Run("Close", func(t *testing.T) {
 		l := p.listen(t, &Config{Wait: 30 * time.Second})
-		time.AfterFunc(50*time.Millisecond, func() { l.Close() })
+		closed := make(chan error, 1)
+		time.AfterFunc(50*time.Millisecond, func() { closed <- l.Close() })
 		start := time.Now()
 		_, err := l.Wait(t.Context())
 		if !errors.Is(err, net.ErrClosed) {
@@ -349,6 +350,15 @@ func TestIntegrationWait(t *testing.T) {
 		}
 		if d := time.Since(start); d > 2*time.Second {
 			t.Errorf("Wait returned %v after Close", d)
+		}
+		if err := <-closed; err != nil {
+			t.Fatalf("Close = %v", err)
+		}
+		if _, err := l.Wait(t.Context()); !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Wait after Close = %v; want net.ErrClosed", err)
+		}
+		if err := l.Close(); err != nil {
+			t.Errorf("second Close = %v, want the first's result (nil)", err)
 		}
 	})
 

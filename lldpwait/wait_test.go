@@ -160,27 +160,6 @@ func TestWaitSkipsUntilValid(t *testing.T) {
 	})
 }
 
-// TestWaitTimeout waits the configured wait; TestRunbookNoLLDPFrame waits
-// the default one.
-func TestWaitTimeout(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		c, l := fakeListener(t, 50*time.Millisecond, nil)
-		start := time.Now()
-		// Invalid frames do not extend the wait.
-		go func() {
-			time.Sleep(10 * time.Millisecond)
-			c.push(cat(dstBcast, switchMAC, []byte{0x08, 0x06}, make([]byte, 46)))
-		}()
-		n, err := l.Wait(t.Context())
-		if !errors.Is(err, ErrTimeout) || err.Error() != "eth0: no LLDP frame arrived in time (waited 50ms)" {
-			t.Fatalf("Wait = %+v, %v; want ErrTimeout, waited 50ms", n, err)
-		}
-		if got := time.Since(start); got != 50*time.Millisecond {
-			t.Errorf("Wait timed out after %v, want 50ms", got)
-		}
-	})
-}
-
 func TestWaitContext(t *testing.T) {
 	t.Run("cancel while blocked", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
@@ -233,31 +212,6 @@ func TestWaitContext(t *testing.T) {
 				t.Errorf("Wait = %v; want context.Canceled", err)
 			}
 		})
-	})
-}
-
-func TestWaitClose(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		_, l := fakeListener(t, 0, nil)
-		start := time.Now()
-		ch := waitAsync(t.Context(), l, start)
-		time.Sleep(2 * time.Second)
-		if err := l.Close(); err != nil {
-			t.Fatal(err)
-		}
-		r := <-ch
-		if !errors.Is(r.err, net.ErrClosed) {
-			t.Errorf("Wait = %v; want net.ErrClosed", r.err)
-		}
-		if r.at != 2*time.Second {
-			t.Errorf("Wait returned after %v, want 2s", r.at)
-		}
-		if _, err := l.Wait(t.Context()); !errors.Is(err, net.ErrClosed) {
-			t.Errorf("Wait after Close = %v; want net.ErrClosed", err)
-		}
-		if err := l.Close(); err != nil {
-			t.Errorf("second Close = %v, want the first's result (nil)", err)
-		}
 	})
 }
 
