@@ -215,6 +215,31 @@ func TestWaitContext(t *testing.T) {
 	})
 }
 
+func TestWaitClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, l := fakeListener(t, 0, nil)
+		start := time.Now()
+		ch := waitAsync(t.Context(), l, start)
+		time.Sleep(2 * time.Second)
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		r := <-ch
+		if !errors.Is(r.err, net.ErrClosed) {
+			t.Errorf("Wait = %v; want net.ErrClosed", r.err)
+		}
+		if r.at != 2*time.Second {
+			t.Errorf("Wait returned after %v, want 2s", r.at)
+		}
+		if _, err := l.Wait(t.Context()); !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Wait after Close = %v; want net.ErrClosed", err)
+		}
+		if err := l.Close(); err != nil {
+			t.Errorf("second Close = %v, want the first's result (nil)", err)
+		}
+	})
+}
+
 func TestWaitSerialised(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, l := fakeListener(t, 0, nil)
