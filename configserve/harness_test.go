@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"syscall"
@@ -278,6 +279,8 @@ type reply struct {
 	proto  string // "HTTP/1.1"
 	header http.Header
 	body   []byte
+	closed bool // the answer closes its connection (Connection: close)
+	reused bool // it came on a connection an earlier answer came on
 }
 
 func (h *harness) get(c *http.Client, code string) reply { return h.do(c, "GET", PathPrefix+code) }
@@ -285,7 +288,11 @@ func (h *harness) get(c *http.Client, code string) reply { return h.do(c, "GET",
 // do sends a request of method for path with c, and reads the whole answer.
 func (h *harness) do(c *http.Client, method, path string) reply {
 	h.t.Helper()
-	req, err := http.NewRequest(method, h.ts.URL+path, nil)
+	var reused bool
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused },
+	})
+	req, err := http.NewRequestWithContext(ctx, method, h.ts.URL+path, nil)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -298,7 +305,7 @@ func (h *harness) do(c *http.Client, method, path string) reply {
 	if err != nil {
 		h.t.Fatalf("%s: reading the body: %v", method, err)
 	}
-	return reply{resp.StatusCode, resp.Proto, resp.Header, body}
+	return reply{resp.StatusCode, resp.Proto, resp.Header, body, resp.Close, reused}
 }
 
 // want fails t unless r has status and carries the whole config orig if

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"strings"
 	"sync"
 	"testing"
@@ -40,12 +39,23 @@ func (h *harness) wantEvent(want Event) Event {
 
 func zeroed(b []byte) bool { return bytes.Count(b, []byte{0}) == len(b) }
 
+// A config is served once, over TLS, on the connection the node kept
+// alive, and its answer closes that connection (the client's FIN
+// acknowledges it at once); other answers keep their connection alive.
 func TestServeOnceOverTLS(t *testing.T) {
 	h := newHarness(t, harnessOpts{tls: true})
 	code, config, orig := h.put(20<<10, node01, run01)
-	c := h.client()
+	c := h.ts.Client()
 
-	r := h.want(h.get(c, code), http.StatusOK, orig, "first fetch")
+	h.gate.set(false, nil)
+	if r := h.get(c, code); r.status != http.StatusConflict || r.closed {
+		t.Fatalf("not planned: %d, closing %v; want 409 on a kept-alive connection", r.status, r.closed)
+	}
+	h.gate.set(true, nil)
+	r := h.want(h.get(c, code), http.StatusOK, orig, "planned")
+	if !r.closed || !r.reused {
+		t.Errorf("served: closing %v, on the earlier connection %v; want Connection: close on the kept-alive connection", r.closed, r.reused)
+	}
 	if got := r.header.Get("Cache-Control"); got != "no-store" {
 		t.Errorf("Cache-Control %q, want no-store", got)
 	}
@@ -60,8 +70,10 @@ func TestServeOnceOverTLS(t *testing.T) {
 		t.Errorf("%d configs wait after the serve, want 0", n)
 	}
 
-	// Asked again: 410, and the event names the device.
-	h.want(h.get(c, code), http.StatusGone, orig, "second fetch")
+	// Asked again: 410 on a new connection, and the event names the device.
+	if r := h.want(h.get(c, code), http.StatusGone, orig, "second fetch"); r.reused {
+		t.Error("410 on the earlier connection; want a new connection")
+	}
 	ev = h.waitEvent()
 	if ev.Peer == "" {
 		t.Error("the refetch event names no peer")
@@ -75,43 +87,6 @@ func TestServeOnceOverTLS(t *testing.T) {
 	}
 	if !strings.Contains(h.logs.String(), "node-01") {
 		t.Error("the log names no device; the secret check would look at nothing")
-	}
-}
-
-// An answer that carries a config closes its connection (the client's FIN
-// acknowledges it at once); other answers keep the connection alive.
-func TestServedAnswerClosesConnection(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
-	c := h.ts.Client()
-	code, _, orig := h.put(3000, node01, run01)
-	fetch := func() (status int, body []byte, closed, reused bool) {
-		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
-			GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused },
-		})
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.url(code), nil)
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, err = io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, body, resp.Close, reused
-	}
-	h.gate.set(false, nil)
-	if st, _, closed, _ := fetch(); st != http.StatusConflict || closed {
-		t.Fatalf("not planned: %d, closing %v; want 409 on a kept-alive connection", st, closed)
-	}
-	h.gate.set(true, nil)
-	st, body, closed, reused := fetch()
-	if st != 200 || !bytes.Equal(body, orig) || !closed || !reused {
-		t.Fatalf("served: %d, closing %v, on the earlier connection %v; want 200 with Connection: close on the kept-alive connection", st, closed, reused)
-	}
-	h.wantKind(Served)
-	if st, _, _, reused := fetch(); st != http.StatusGone || reused {
-		t.Fatalf("after the serve: %d on the earlier connection %v; want 410 on a new connection", st, reused)
 	}
 }
 
