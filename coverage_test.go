@@ -1,6 +1,7 @@
 package fleet_test
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -136,4 +137,62 @@ func readCoverage(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return string(doc)
+}
+
+// securityCitation is how SECURITY.md names the tests that show a defence
+// holds: a test function's name in backquotes.
+var securityCitation = regexp.MustCompile("`((?:Test|Fuzz|Benchmark)\\w+)")
+
+// Every test SECURITY.md names is a test function of some test file in the
+// repository, so that the threat table cannot go on citing a test that was
+// renamed or deleted.
+func TestSecurityNamesTests(t *testing.T) {
+	doc, err := os.ReadFile("SECURITY.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defined := testFuncs(t)
+	n := 0
+	for _, m := range securityCitation.FindAllStringSubmatch(string(doc), -1) {
+		n++
+		if !defined[m[1]] {
+			t.Errorf("SECURITY.md names %s, which no test file defines", m[1])
+		}
+	}
+	// The table cites about a hundred tests: far fewer means the pattern
+	// no longer reads it.
+	if n < 50 {
+		t.Errorf("read %d test names from SECURITY.md, want at least 50", n)
+	}
+}
+
+// testFuncs returns the names of the test, fuzz and benchmark functions of
+// every *_test.go file under the repository's root.
+func testFuncs(t *testing.T) map[string]bool {
+	t.Helper()
+	decl := regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)\w+)\(`)
+	names := map[string]bool{}
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range decl.FindAllStringSubmatch(string(src), -1) {
+			names[m[1]] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
 }
