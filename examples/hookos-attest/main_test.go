@@ -381,40 +381,42 @@ func TestWrongCA(t *testing.T) {
 	}
 }
 
-func TestNoLLDPListening(t *testing.T) {
+// Listening that fails, or none, or a frame whose port does not fit a
+// claim leaves the claim without a switch port: the agent says so, and
+// attests all the same.
+func TestNoSwitchPort(t *testing.T) {
 	f := newFleetd(t).approve(t)
-	a := newAgent(t, f)
-	a.lldpErr = fmt.Errorf("lldpwait: listening for LLDP frames on eth0 is not implemented on darwin: %w", errors.ErrUnsupported)
-	code, stdout, _ := a.run(t)
-	if code != exitAttested || !strings.HasPrefix(stdout, "lldp: lldpwait: listening for LLDP frames on eth0 is not implemented on darwin: unsupported operation; attesting with no switch port\n") {
-		t.Errorf("exit %d, stdout %q", code, stdout)
-	}
-	if c := <-f.claims; c.LLDP != nil {
-		t.Errorf("claimed port %+v", c.LLDP)
+	for _, tc := range []struct {
+		name   string
+		change func(a *agent)
+		args   []string
+		waited string // the interface waited on; "": none
+		stdout string // how stdout starts
+	}{
+		{"listening fails", func(a *agent) {
+			a.lldpErr = fmt.Errorf("lldpwait: listening for LLDP frames on eth0 is not implemented on darwin: %w", errors.ErrUnsupported)
+		}, nil, "eth0", "lldp: lldpwait: listening for LLDP frames on eth0 is not implemented on darwin: unsupported operation; attesting with no switch port\n"},
+		{"-lldp-wait 0 does not listen", func(a *agent) {}, []string{"-lldp-wait", "0"}, "",
+			"lldp: not listening on eth0 (-lldp-wait 0); attesting with no switch port\n"},
+		{"an overlong port ID", func(a *agent) {
+			a.lldp.PortID = strings.Repeat("ab:", 200)
+			a.lldp.SystemName = strings.Repeat("s", 300)
+		}, nil, "eth0", "lldp: the switch's frame names its port in more than 255 bytes; attesting with no switch port\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAgent(t, f)
+			tc.change(a)
+			code, stdout, _ := a.run(t, tc.args...)
+			if code != exitAttested || a.waited != tc.waited || !strings.HasPrefix(stdout, tc.stdout) {
+				t.Fatalf("exit %d, waited on %q, stdout %q", code, a.waited, stdout)
+			}
+			if c := <-f.claims; c.LLDP != nil {
+				t.Errorf("claimed port %+v", c.LLDP)
+			}
+		})
 	}
 
-	// -lldp-wait 0 does not listen.
-	a.waited = ""
-	code, stdout, _ = a.run(t, "-lldp-wait", "0")
-	if code != exitAttested || a.waited != "" || !strings.HasPrefix(stdout, "lldp: not listening on eth0 (-lldp-wait 0); attesting with no switch port\n") {
-		t.Errorf("exit %d, waited on %q, stdout %q", code, a.waited, stdout)
-	}
-	if c := <-f.claims; c.LLDP != nil {
-		t.Errorf("claimed port %+v", c.LLDP)
-	}
-}
-
-func TestOverlongPortID(t *testing.T) {
-	f := newFleetd(t).approve(t)
-	a := newAgent(t, f)
-	a.lldp.PortID = strings.Repeat("ab:", 200)
-	a.lldp.SystemName = strings.Repeat("s", 300)
-	code, stdout, _ := a.run(t)
-	if code != exitAttested || !strings.HasPrefix(stdout, "lldp: the switch's frame names its port in more than 255 bytes; attesting with no switch port\n") {
-		t.Errorf("exit %d, stdout %q", code, stdout)
-	}
-	<-f.claims
-
+	// A description or system name that does not fit is left out.
 	p, err := claimedPort(&lldpwait.Neighbor{ChassisID: "c", PortID: "Port 5", PortDescription: strings.Repeat("d", 256), SystemName: "sw"})
 	if err != nil || p.PortDescription != "" || p.SystemName != "sw" || p.PortID != "Port 5" {
 		t.Errorf("claimedPort = %+v, %v", p, err)
@@ -424,30 +426,37 @@ func TestOverlongPortID(t *testing.T) {
 func TestLocalFailures(t *testing.T) {
 	f := newFleetd(t).approve(t)
 	tests := []struct {
-		name   string
-		change func(a *agent)
-		want   string
+		name     string
+		change   func(a *agent)
+		want     string
+		recorded bool // this boot is recorded, not attested
 	}{
 		{"no TPM", func(a *agent) {
 			a.m.openTPM = func(string) (tpmDevice, error) {
 				return nil, fmt.Errorf("%w: open /dev/tpmrm0: no such file or directory", attest.ErrTPM)
 			}
-		}, "hookos-attest: attest: the TPM failed: open /dev/tpmrm0: no such file or directory\n"},
+		}, "hookos-attest: attest: the TPM failed: open /dev/tpmrm0: no such file or directory\n", true},
 		{"placeholder serial", func(a *agent) {
 			a.m.root.(fstest.MapFS)["sys/class/dmi/id/product_serial"] = &fstest.MapFile{Data: []byte("To Be Filled By O.E.M.\n")}
-		}, `hookos-attest: attest: SMBIOS reports no serial: product_serial is the placeholder "To Be Filled By O.E.M."` + "\n"},
+		}, `hookos-attest: attest: SMBIOS reports no serial: product_serial is the placeholder "To Be Filled By O.E.M."` + "\n", true},
 		{"no boot ID", func(a *agent) {
 			delete(a.m.root.(fstest.MapFS), "proc/sys/kernel/random/boot_id")
-		}, "hookos-attest: "},
+		}, "hookos-attest: ", false},
 		{"no such interface", func(a *agent) { a.env["FLEET_INTERFACE"] = "eth9" },
-			"hookos-attest: no interface eth9\n"},
+			"hookos-attest: no interface eth9\n", true},
 		{"an interface without a MAC", func(a *agent) { a.env["FLEET_INTERFACE"] = "lo" },
-			`hookos-attest: lo has no Ethernet MAC ("00:00:00:00:00:00")` + "\n"},
+			`hookos-attest: lo has no Ethernet MAC ("00:00:00:00:00:00")` + "\n", true},
+		{"no boot interface", func(a *agent) {
+			m := a.m.root.(fstest.MapFS)
+			delete(m, "proc/cmdline")
+			delete(m, "proc/net/route")
+			m["sys/class/net/eth0/flags"] = &fstest.MapFile{Data: []byte("0x1002\n")}
+		}, "hookos-attest: no boot interface: no interface has the MAC hw_addr= names, carries the default route, or is up with an Ethernet MAC; name it with -interface or FLEET_INTERFACE\n", true},
 		{"the boot record cannot be written", func(a *agent) {
 			file := filepath.Join(filepath.Dir(a.bootDir), "file")
 			os.WriteFile(file, nil, 0o600)
 			a.env["FLEET_BOOT_DIR"] = filepath.Join(file, "fleet")
-		}, "hookos-attest: record this boot: "},
+		}, "hookos-attest: record this boot: ", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -464,6 +473,9 @@ func TestLocalFailures(t *testing.T) {
 			case c := <-f.claims:
 				t.Errorf("fleetd admitted %v", c)
 			default:
+			}
+			if tt.recorded {
+				a.wantRecord(t, false)
 			}
 		})
 	}
@@ -591,25 +603,10 @@ func TestBootInterface(t *testing.T) {
 			}
 		})
 	}
-	// TestNoBootInterface runs the agent with every Ethernet down.
+	// TestLocalFailures runs the agent with every Ethernet down.
 	if _, err := bootInterface(fstest.MapFS{}); err == nil || !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("bootInterface without /sys/class/net: %v", err)
 	}
-}
-
-func TestNoBootInterface(t *testing.T) {
-	f := newFleetd(t)
-	a := newAgent(t, f)
-	m := a.m.root.(fstest.MapFS)
-	delete(m, "proc/cmdline")
-	delete(m, "proc/net/route")
-	m["sys/class/net/eth0/flags"] = &fstest.MapFile{Data: []byte("0x1002\n")}
-	code, _, stderr := a.run(t)
-	if code != exitLocal || !strings.Contains(stderr, "no boot interface") || !strings.Contains(stderr, "name it with -interface or FLEET_INTERFACE") {
-		t.Errorf("exit %d, stderr %q", code, stderr)
-	}
-	// Nothing stands for this boot.
-	a.wantRecord(t, false)
 }
 
 func TestStopped(t *testing.T) {
