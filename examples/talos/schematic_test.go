@@ -3,15 +3,10 @@
 package talos_test
 
 import (
-	"context"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -73,7 +68,8 @@ func configArg(t *testing.T) string {
 // The kernel argument is fleetd's config URL: FLEET_PUBLIC_URL, then
 // configserve's path, then ${code}, which Talos replaces with the code the
 // install action writes to META; the install action documents the same
-// argument.
+// argument. With the code in its place, the URL is one configserve serves
+// the node's config at, once (configserve's TestServeOnceOverTLS).
 func TestSchematicConfigURL(t *testing.T) {
 	arg := configArg(t)
 	if want := publicURL(t) + configserve.PathPrefix + "${code}"; arg != want {
@@ -89,45 +85,5 @@ func TestSchematicConfigURL(t *testing.T) {
 	}
 	if !strings.Contains(string(install), "//\ttalos.config="+arg+"\n") {
 		t.Errorf("examples/install documents another talos.config= than the schematic's %s", arg)
-	}
-}
-
-type planned struct{}
-
-func (planned) Planned(context.Context, configserve.Device) (bool, error) { return true, nil }
-
-// With the code in place of ${code}, the URL is the one configserve
-// serves the node's config at, once.
-func TestSchematicURLServesConfig(t *testing.T) {
-	arg := configArg(t)
-	srv, err := configserve.New(planned{}, &configserve.Config{TTL: time.Minute, Name: "fleetd", GateName: "NetBox"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	mux := http.NewServeMux()
-	mux.Handle(configserve.PathPrefix, srv)
-	ts := httptest.NewUnstartedServer(mux)
-	if err := srv.ConfigureServer(ts.Config); err != nil {
-		t.Fatal(err)
-	}
-	ts.StartTLS()
-	defer ts.Close()
-	code := configserve.NewCode()
-	if err := srv.Put(code, []byte("version: v1alpha1\n"), configserve.Device{ID: 1, Name: "w-01"}, "provision-w-01-1"); err != nil {
-		t.Fatal(err)
-	}
-	// The node reaches fleetd at FLEET_PUBLIC_URL; here, at the test's.
-	fetch := ts.URL + strings.TrimPrefix(strings.Replace(arg, "${code}", code, 1), publicURL(t))
-	for i, want := range []int{http.StatusOK, http.StatusGone} {
-		resp, err := ts.Client().Get(fetch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != want || (i == 0 && string(body) != "version: v1alpha1\n") {
-			t.Errorf("fetch %d: %d %q, want %d", i+1, resp.StatusCode, body, want)
-		}
 	}
 }
