@@ -408,10 +408,16 @@ func TestNoSwitchPort(t *testing.T) {
 			tc.change(a)
 			code, stdout, _ := a.run(t, tc.args...)
 			if code != exitAttested || a.waited != tc.waited || !strings.HasPrefix(stdout, tc.stdout) {
-				t.Fatalf("exit %d, waited on %q, stdout %q", code, a.waited, stdout)
+				t.Errorf("exit %d, waited on %q, stdout %q", code, a.waited, stdout)
 			}
-			if c := <-f.claims; c.LLDP != nil {
-				t.Errorf("claimed port %+v", c.LLDP)
+			// fleetd took the claim before it answered the agent.
+			select {
+			case c := <-f.claims:
+				if c.LLDP != nil {
+					t.Errorf("claimed port %+v", c.LLDP)
+				}
+			default:
+				t.Error("fleetd admitted no claim")
 			}
 		})
 	}
