@@ -451,6 +451,7 @@ func TestNetBoxRules(t *testing.T) {
 		{"a field netboxtest lacks", "PATCH", fmt.Sprintf("%s%d/", pathDevices, dev[0]), map[string]any{"rack": 1}},
 		{"a cable to nothing", "POST", pathCables, map[string]any{"a_terminations": []any{map[string]any{"object_type": typeInterface, "object_id": ifc[0]}}, "b_terminations": []any{}}},
 		{"a journal entry without text", "POST", pathJournal, map[string]any{"assigned_object_type": "dcim.device", "assigned_object_id": dev[0], "comments": " "}},
+		{"a role color that is not hex", "POST", pathRoles, map[string]any{"name": "red", "slug": "red", "color": "red"}},
 	})
 	// What NetBox allows.
 	must(t, 200)(call(t, srv, tok, "PATCH", fmt.Sprintf("%s%d/", pathDevices, dev[0]), map[string]any{"primary_ip4": ip[0], "custom_fields": map[string]any{"at": "2026-12-01T10:00:00.5Z", "port": 7}}))
