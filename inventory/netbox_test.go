@@ -154,13 +154,6 @@ func TestRecordAttestation(t *testing.T) {
 	if macs.Count != 2 {
 		t.Errorf("%d MAC objects on w-01, want 2", macs.Count)
 	}
-
-	// A device without its interface has nowhere to hold a MAC.
-	bare, err := srv.Create(userAlice, "/api/dcim/devices/", map[string]any{"name": "bare", "device_type": 1, "role": 1, "site": 1})
-	noErr(t, err)
-	if err := nb.RecordAttestation(ctx, bare[0], a); !errors.Is(err, ErrNotFound) {
-		t.Errorf("RecordAttestation on a device without an interface: %v, want ErrNotFound", err)
-	}
 }
 
 func TestSetters(t *testing.T) {

@@ -208,6 +208,14 @@ func TestParseProblems(t *testing.T) {
 				`nodes.yaml:6:3: class x: type is missing`,
 				`nodes.yaml:7:22: class x: installer_image "r/i@sha256:abc" has a digest that is not sha256:<64 hex characters>`,
 			}},
+		{"secure_boot neither required nor optional", classes("    secure_boot: on\n", ""),
+			[]string{`nodes.yaml:9:18: class worker: secure_boot "on" is neither required nor optional`}},
+		{"secure_boot misspelt", classes("    secure_boot: requried\n", ""),
+			[]string{`nodes.yaml:9:18: class worker: secure_boot "requried" is neither required nor optional`}},
+		{"secure_boot empty", classes("    secure_boot:\n", ""),
+			[]string{`nodes.yaml:9:17: class worker: secure_boot is empty`}},
+		{"secure_boot key misspelt", classes("    secureboot: required\n", ""),
+			[]string{`nodes.yaml:9:5: class worker: unknown field "secureboot" (did you mean "secure_boot"?)`}},
 		{"not a mapping", "- a\n- b\n",
 			[]string{`nodes.yaml:1:1: the top level must be a mapping of models, classes and nodes, not a list`}},
 		{"empty file", "# nothing\n",
@@ -346,16 +354,19 @@ func TestApprovalLines(t *testing.T) {
 	}
 }
 
+// classes is header with worker added to the worker class (a block
+// line) and cp to the controlplane class (a flow entry), and node w-01.
+func classes(worker, cp string) string {
+	return strings.NewReplacer(
+		"    installer_image: factory.talos.dev/installer/abc:v1.13.9\n",
+		"    installer_image: factory.talos.dev/installer/abc:v1.13.9\n"+worker,
+		`installer_image: "factory.talos.dev/installer/abc:v1.13.9"}`,
+		`installer_image: "factory.talos.dev/installer/abc:v1.13.9"`+cp+"}",
+	).Replace(header) + node("w-01")
+}
+
 // A class's secure_boot is required or optional; absent is optional.
 func TestParseSecureBoot(t *testing.T) {
-	classes := func(worker, cp string) string {
-		return strings.NewReplacer(
-			"    installer_image: factory.talos.dev/installer/abc:v1.13.9\n",
-			"    installer_image: factory.talos.dev/installer/abc:v1.13.9\n"+worker,
-			`installer_image: "factory.talos.dev/installer/abc:v1.13.9"}`,
-			`installer_image: "factory.talos.dev/installer/abc:v1.13.9"`+cp+"}",
-		).Replace(header) + node("w-01")
-	}
 	for _, tc := range []struct {
 		name           string
 		src            string
@@ -375,20 +386,5 @@ func TestParseSecureBoot(t *testing.T) {
 				t.Errorf("controlplane RequireSecureBoot = %v, want %v", got, tc.cplane)
 			}
 		})
-	}
-	for _, tc := range []struct {
-		name, worker string
-		want         []string
-	}{
-		{"bad value", "    secure_boot: on\n",
-			[]string{`nodes.yaml:9:18: class worker: secure_boot "on" is neither required nor optional`}},
-		{"typo", "    secure_boot: requried\n",
-			[]string{`nodes.yaml:9:18: class worker: secure_boot "requried" is neither required nor optional`}},
-		{"empty", "    secure_boot:\n",
-			[]string{`nodes.yaml:9:17: class worker: secure_boot is empty`}},
-		{"misspelt key", "    secureboot: required\n",
-			[]string{`nodes.yaml:9:5: class worker: unknown field "secureboot" (did you mean "secure_boot"?)`}},
-	} {
-		t.Run(tc.name, func(t *testing.T) { wantProblems(t, classes(tc.worker, ""), tc.want) })
 	}
 }
