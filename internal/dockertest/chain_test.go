@@ -300,16 +300,7 @@ func deleteWorkflow(t *testing.T, dyn dynamic.Interface, ns, name string) {
 		t.Errorf("delete Workflow %s: %v", name, err)
 		return
 	}
-	for {
-		_, err := client.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Errorf("Workflow %s not deleted: %v (last: %v)", name, ctx.Err(), err)
-			return
-		case <-time.After(50 * time.Millisecond):
-		}
+	if err := kubetest.WaitGone(ctx, client, name); err != nil {
+		t.Errorf("Workflow %s not deleted: %v", name, err)
 	}
 }

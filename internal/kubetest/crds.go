@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -115,6 +116,22 @@ func readCRDs(dir string) ([]*unstructured.Unstructured, error) {
 		}
 	}
 	return crds, nil
+}
+
+// ReadCRDs returns every CRD of dir's *.yaml files, by name, as the
+// control plane applies them from CRDDir. It ends t when a file cannot be
+// read or holds anything but CRDs.
+func ReadCRDs(t testing.TB, dir string) map[string]*unstructured.Unstructured {
+	t.Helper()
+	crds, err := readCRDs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := make(map[string]*unstructured.Unstructured, len(crds))
+	for _, crd := range crds {
+		byName[crd.GetName()] = crd
+	}
+	return byName
 }
 
 // waitEstablished polls CRD name until its Established condition is True

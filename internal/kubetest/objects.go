@@ -2,10 +2,12 @@ package kubetest
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -72,6 +74,23 @@ func WaitFor(ctx context.Context, t testing.TB, dyn dynamic.Interface, gvr schem
 		case <-ctx.Done():
 			t.Fatalf("%s %s/%s: %v; last read %+v", gvr.Resource, ns, name, ctx.Err(), obj)
 		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// WaitGone waits until the object name of client is gone: a read of it
+// answers NotFound. When ctx ends first it returns ctx's error with the
+// last read's.
+func WaitGone(ctx context.Context, client dynamic.ResourceInterface, name string) error {
+	for {
+		_, err := client.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last read: %v)", ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }

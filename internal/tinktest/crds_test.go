@@ -1,24 +1,20 @@
 package tinktest_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"io"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/fleetkit/fleet/internal/kubetest"
+	"github.com/fleetkit/fleet/internal/repotest"
+	"github.com/fleetkit/fleet/internal/testenv"
 	"github.com/fleetkit/fleet/internal/tinktest"
 	"github.com/google/go-cmp/cmp"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -39,10 +35,14 @@ const controllerGenVersion = "controller-gen.kubebuilder.io/version"
 // whole; and, after they were deleted, where its apply creates them.
 func TestIntegrationCRDsEqualTinkerbells(t *testing.T) {
 	env := kubetest.StartOwn(t)
-	ctx := ctxFor(t, 2*time.Minute)
+	ctx := testenv.Context(t, 2*time.Minute)
 	dyn := kubetest.Dynamic(t, env.Config())
 	client := dyn.Resource(crdResource)
-	files := readCRDs(t, filepath.Join(repoRoot(t), filepath.FromSlash(kubetest.CRDDir)))
+	root, err := repotest.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := kubetest.ReadCRDs(t, filepath.Join(root, filepath.FromSlash(kubetest.CRDDir)))
 	if len(files) != 7 {
 		t.Fatalf("%s holds %d CRDs, want Tinkerbell's 7 v1alpha1 ones", kubetest.CRDDir, len(files))
 	}
@@ -67,7 +67,9 @@ func TestIntegrationCRDsEqualTinkerbells(t *testing.T) {
 			}
 		}
 		for name := range fleet {
-			waitGone(ctx, t, client, name)
+			if err := kubetest.WaitGone(ctx, client, name); err != nil {
+				t.Fatalf("CRD %s not deleted: %v", name, err)
+			}
 		}
 		tinktest.Start(t, env, env.Namespace(t), nil)
 		compareCRDs(ctx, t, client, fleet)
@@ -128,69 +130,6 @@ func comparable(crd *unstructured.Unstructured) map[string]any {
 		unstructured.RemoveNestedField(c.Object, "metadata", "annotations")
 	}
 	return c.Object
-}
-
-// readCRDs decodes every CRD of dir's *.yaml files, by name.
-func readCRDs(t *testing.T, dir string) map[string]*unstructured.Unstructured {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	crds := map[string]*unstructured.Unstructured{}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		for {
-			var obj unstructured.Unstructured
-			if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				t.Fatalf("decode %s: %v", f, err)
-			}
-			if obj.Object == nil {
-				continue
-			}
-			if obj.GetKind() != "CustomResourceDefinition" {
-				t.Fatalf("%s holds a %s %q, not a CustomResourceDefinition", f, obj.GetKind(), obj.GetName())
-			}
-			crds[obj.GetName()] = &obj
-		}
-	}
-	return crds
-}
-
-// waitGone waits until CRD name is deleted.
-func waitGone(ctx context.Context, t *testing.T, client dynamic.NamespaceableResourceInterface, name string) {
-	t.Helper()
-	for {
-		_, err := client.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("CRD %s not deleted: %v (last: %v)", name, ctx.Err(), err)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-// repoRoot returns the repository root, two directories above this
-// package.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatal(err)
-	}
-	return root
 }
 
 // clusterAdmin is a binding of ns's ServiceAccount ServiceAccount to
