@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetkit/fleet/internal/testenv"
 	"github.com/google/go-cmp/cmp"
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -32,17 +33,11 @@ var (
 	bmcJobs   = schema.GroupVersionResource{Group: "bmc.tinkerbell.org", Version: "v1alpha1", Resource: "jobs"}
 )
 
-func ctxFor(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // Every CRD of examples/deploy/crds is served and Established: the seven
 // kinds of Tinkerbell's v1alpha1 API.
 func TestIntegrationCRDsEstablished(t *testing.T) {
 	env := Start(t)
-	ctx := ctxFor(t)
+	ctx := testenv.Context(t, time.Minute)
 	list, err := Dynamic(t, env.Config()).Resource(crdResource).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +81,7 @@ func TestIntegrationCRDsEstablished(t *testing.T) {
 // sets.
 func TestIntegrationWorkflowRoundTrip(t *testing.T) {
 	env := Start(t)
-	ctx := ctxFor(t)
+	ctx := testenv.Context(t, time.Minute)
 	ns := env.Namespace(t)
 	wf := &tinkerbell.Workflow{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "tinkerbell.org/v1alpha1", Kind: "Workflow"},
@@ -129,7 +124,7 @@ func TestIntegrationWorkflowRoundTrip(t *testing.T) {
 // with 422 Invalid, naming spec.tasks.
 func TestIntegrationSchemaEnforced(t *testing.T) {
 	env := Start(t)
-	ctx := ctxFor(t)
+	ctx := testenv.Context(t, time.Minute)
 	ns := env.Namespace(t)
 	job := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "bmc.tinkerbell.org/v1alpha1",
@@ -157,7 +152,7 @@ func TestIntegrationSchemaEnforced(t *testing.T) {
 // refused with 409 Conflict.
 func TestIntegrationStaleUpdateConflicts(t *testing.T) {
 	env := Start(t)
-	ctx := ctxFor(t)
+	ctx := testenv.Context(t, time.Minute)
 	ns := env.Namespace(t)
 	client := Dynamic(t, env.Config()).Resource(workflows).Namespace(ns)
 	created, err := client.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
@@ -194,7 +189,7 @@ func TestIntegrationStaleUpdateConflicts(t *testing.T) {
 // same token lists them.
 func TestIntegrationServiceAccountWithoutRoleForbidden(t *testing.T) {
 	env := Start(t)
-	ctx := ctxFor(t)
+	ctx := testenv.Context(t, time.Minute)
 	ns := env.Namespace(t)
 	token := env.ServiceAccountToken(t, ns, "no-role")
 	cfg := env.ConfigFor(token)
@@ -230,16 +225,11 @@ func TestIntegrationServiceAccountWithoutRoleForbidden(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The authorizer learns of the binding through a watch: moments.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if testenv.Until(ctx, 10*time.Second, func() bool {
 		_, err = wfs.List(ctx, metav1.ListOptions{})
-		if err == nil {
-			break
-		}
-		if !apierrors.IsForbidden(err) || time.Now().After(deadline) {
-			t.Fatalf("list Workflows once a Role allows it: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return !apierrors.IsForbidden(err)
+	}) != nil || err != nil {
+		t.Fatalf("list Workflows once a Role allows it: %v", err)
 	}
 }
 
@@ -248,7 +238,7 @@ func TestIntegrationServiceAccountWithoutRoleForbidden(t *testing.T) {
 // passed.
 func TestIntegrationBootstrapTokenAuthenticatesUntilExpiry(t *testing.T) {
 	env := Start(t)
-	ctx := ctxFor(t)
+	ctx := testenv.Context(t, time.Minute)
 	id, secret := randomTokenPart(6), randomTokenPart(16)
 	expiry := time.Now().Add(4 * time.Second).Truncate(time.Second)
 	s := &corev1.Secret{
@@ -330,7 +320,7 @@ func TestIntegrationKubeconfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Clientset(t, cfg).CoreV1().Namespaces().Get(ctxFor(t), "kube-system", metav1.GetOptions{}); err != nil {
+	if _, err := Clientset(t, cfg).CoreV1().Namespaces().Get(testenv.Context(t, time.Minute), "kube-system", metav1.GetOptions{}); err != nil {
 		t.Fatalf("get namespace kube-system with %s: %v", env.Kubeconfig(), err)
 	}
 }
@@ -380,12 +370,10 @@ func TestOwnControlPlaneRestarts(t *testing.T) {
 		}
 		t.Logf("%v ready again %v after its restart", c, time.Since(t0).Round(time.Millisecond))
 		var err error
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			if _, err = env.Admin().CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil {
-				break
-			}
-		}
-		if err != nil {
+		if testenv.Until(ctx, 30*time.Second, func() bool {
+			_, err = env.Admin().CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+			return err == nil
+		}) != nil {
 			t.Errorf("namespace %s after %v restarted: %v", ns, c, err)
 		}
 	}

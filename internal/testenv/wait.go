@@ -41,3 +41,11 @@ func WaitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
 		t.Fatalf("no %s: %v", what, err)
 	}
 }
+
+// Context returns t's context, ended after d too: a bound on the calls of
+// one test, which t's end also cancels.
+func Context(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fleetkit/fleet/internal/kubetest"
+	"github.com/fleetkit/fleet/internal/testenv"
 	"github.com/fleetkit/fleet/internal/tinktest"
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +23,7 @@ func TestIntegrationAgentReports(t *testing.T) {
 	ns := env.Namespace(t)
 	tb := tinktest.Start(t, env, ns, nil)
 	dyn := kubetest.Dynamic(t, env.Config())
-	ctx := ctxFor(t, 2*time.Minute)
+	ctx := testenv.Context(t, 2*time.Minute)
 	const mac = "02:00:00:00:00:07"
 	kubetest.Create(ctx, t, dyn, hardwareResource, ns, &tinkerbell.Hardware{
 		ObjectMeta: metav1.ObjectMeta{Name: "node-7"},

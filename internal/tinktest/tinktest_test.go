@@ -1,7 +1,6 @@
 package tinktest_test
 
 import (
-	"context"
 	"net"
 	"os"
 	"testing"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/fleetkit/fleet/internal/deptest"
 	"github.com/fleetkit/fleet/internal/kubetest"
+	"github.com/fleetkit/fleet/internal/testenv"
 	"github.com/fleetkit/fleet/internal/testproc"
 	"github.com/fleetkit/fleet/internal/tinktest"
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/bmc"
@@ -76,7 +76,7 @@ func TestIntegrationTinkerbellStarts(t *testing.T) {
 	dyn := kubetest.Dynamic(t, env.Config())
 
 	t.Run("workflow", func(t *testing.T) {
-		ctx := ctxFor(t, time.Minute)
+		ctx := testenv.Context(t, time.Minute)
 		const mac = "02:00:00:00:00:01"
 		kubetest.Create(ctx, t, dyn, hardwareResource, ns, &tinkerbell.Hardware{
 			ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
@@ -111,7 +111,7 @@ func TestIntegrationTinkerbellStarts(t *testing.T) {
 	})
 
 	t.Run("rufio", func(t *testing.T) {
-		ctx := ctxFor(t, time.Minute)
+		ctx := testenv.Context(t, time.Minute)
 		secret := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: "bmc-1", Namespace: ns},
 			Data:       map[string][]byte{"username": []byte("admin"), "password": []byte("secret")},
@@ -151,7 +151,7 @@ func TestIntegrationTinkerbellStarts(t *testing.T) {
 	})
 
 	t.Run("least privilege", func(t *testing.T) {
-		ctx := ctxFor(t, time.Minute)
+		ctx := testenv.Context(t, time.Minute)
 		cfg := env.ConfigFor(env.ServiceAccountToken(t, ns, tinktest.ServiceAccount))
 		cs := kubetest.Clientset(t, cfg)
 		sa := kubetest.Dynamic(t, cfg)
@@ -236,9 +236,3 @@ func (f *fatalRecorder) Fatalf(format string, args ...any) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
