@@ -248,41 +248,65 @@ type Installed struct {
 // no such install (no GPT, another layout, or no marks); err is a read
 // error or a META line that does not parse.
 func Read(disk io.ReaderAt, size int64) (in Installed, ok bool, err error) {
-	gpt, err := disksafe.ReadGPT(disk, size, sector)
-	if errors.Is(err, disksafe.ErrNoGPT) || err == nil && len(gpt.Partitions) != len(layout) {
-		return Installed{}, false, nil
-	}
-	if err != nil {
+	l, ok, err := ReadLayout(disk, size)
+	if err != nil || !ok {
 		return Installed{}, false, err
 	}
-	read := func(p disksafe.Partition) (string, error) {
-		b := make([]byte, 4096)
-		if _, err := disk.ReadAt(b, p.FirstLBA*sector); err != nil {
-			return "", err
-		}
-		return string(bytes.TrimRight(b, "\x00")), nil
-	}
-	esp, err := read(gpt.Partitions[0])
+	esp, err := readPart(disk, l.ESP)
 	if err != nil || !strings.HasPrefix(esp, ImageMark) {
 		return Installed{}, false, err
 	}
 	in.Image = strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(esp, ImageMark), "image "))
-	m, err := read(gpt.Partitions[1])
-	if err != nil || !strings.HasPrefix(m, MetaMark) {
-		return in, false, err
+	in.Meta = l.Meta
+	return in, true, nil
+}
+
+// Layout is the layout as a disk holds it: its EFI system partition and
+// META's values.
+type Layout struct {
+	ESP  disksafe.Partition
+	Meta map[uint8]string // by key
+}
+
+// ReadLayout reads the layout's partitions and META's values from disk, of
+// size bytes, whatever its EFI system partition holds now (a program may
+// have written a file system over ImageMark). ok is false when the disk
+// holds no such layout (no GPT, other partitions, or META without its
+// mark); err is a read error or a META line that does not parse.
+func ReadLayout(disk io.ReaderAt, size int64) (l Layout, ok bool, err error) {
+	gpt, err := disksafe.ReadGPT(disk, size, sector)
+	if errors.Is(err, disksafe.ErrNoGPT) || err == nil && (len(gpt.Partitions) != len(layout) || gpt.Partitions[0].Type != disksafe.ESPType) {
+		return Layout{}, false, nil
 	}
-	in.Meta = map[uint8]string{}
-	for l := range strings.Lines(strings.TrimPrefix(m, MetaMark)) {
-		l = strings.TrimRight(l, "\n")
-		if l == "" {
+	if err != nil {
+		return Layout{}, false, err
+	}
+	m, err := readPart(disk, gpt.Partitions[1])
+	if err != nil || !strings.HasPrefix(m, MetaMark) {
+		return Layout{}, false, err
+	}
+	l = Layout{ESP: gpt.Partitions[0], Meta: map[uint8]string{}}
+	for line := range strings.Lines(strings.TrimPrefix(m, MetaMark)) {
+		line = strings.TrimRight(line, "\n")
+		if line == "" {
 			continue
 		}
-		k, v, _ := strings.Cut(l, " ")
+		k, v, _ := strings.Cut(line, " ")
 		key, err := strconv.ParseUint(k, 0, 8)
 		if err != nil {
-			return in, false, fmt.Errorf("META line %q: %w", l, err)
+			return Layout{}, false, fmt.Errorf("META line %q: %w", line, err)
 		}
-		in.Meta[uint8(key)] = v
+		l.Meta[uint8(key)] = v
 	}
-	return in, true, nil
+	return l, true, nil
+}
+
+// readPart returns the first 4 KiB of partition p, without trailing
+// zeros.
+func readPart(disk io.ReaderAt, p disksafe.Partition) (string, error) {
+	b := make([]byte, 4096)
+	if _, err := disk.ReadAt(b, p.FirstLBA*sector); err != nil {
+		return "", err
+	}
+	return string(bytes.TrimRight(b, "\x00")), nil
 }

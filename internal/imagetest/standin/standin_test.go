@@ -17,19 +17,28 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/meta"
 )
 
-// Install lays out an empty disk as a Talos install that disksafe reads
-// (the one EFI system partition next-boot looks for) and Read reads back,
-// and refuses the disk once it holds that layout.
-func TestInstallAndRead(t *testing.T) {
-	const size = 64 << 20
+// size is the size of the disks the tests install to.
+const size = 64 << 20
+
+// emptyDisk returns a file of size zero bytes, closed when t ends.
+func emptyDisk(t *testing.T) *os.File {
+	t.Helper()
 	f, err := os.Create(filepath.Join(t.TempDir(), "disk"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { f.Close() })
 	if err := f.Truncate(size); err != nil {
 		t.Fatal(err)
 	}
+	return f
+}
+
+// Install lays out an empty disk as a Talos install that disksafe reads
+// (the one EFI system partition next-boot looks for) and Read reads back,
+// and refuses the disk once it holds that layout.
+func TestInstallAndRead(t *testing.T) {
+	f := emptyDisk(t)
 	if _, ok, err := standin.Read(f, size); ok || err != nil {
 		t.Fatalf("Read of an empty disk = %v, %v; want no install", ok, err)
 	}
@@ -72,17 +81,9 @@ func TestInstallAndRead(t *testing.T) {
 // partition table and the marks, so a program stopped there leaves a
 // partition table without them.
 func TestNotEmptyAndPaced(t *testing.T) {
-	const size = 64 << 20
-	f, err := os.Create(filepath.Join(t.TempDir(), "disk"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := f.Truncate(size); err != nil {
-		t.Fatal(err)
-	}
+	f := emptyDisk(t)
 	var atWriting bool
-	err = standin.InstallPaced(f, size, "image", nil, log.New(io.Discard, "", 0), func() {
+	err := standin.InstallPaced(f, size, "image", nil, log.New(io.Discard, "", 0), func() {
 		gpt, err := disksafe.ReadGPT(f, size, 512)
 		_, ok, _ := standin.Read(f, size)
 		atWriting = err == nil && len(gpt.Partitions) == 4 && !ok

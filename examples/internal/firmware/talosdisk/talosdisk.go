@@ -7,12 +7,9 @@
 package talosdisk
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 
 	"github.com/fleetkit/fleet/disksafe"
 	"github.com/fleetkit/fleet/internal/imagetest/standin"
@@ -20,13 +17,6 @@ import (
 
 // sector is the layout's sector size.
 const sector = 512
-
-// The layout's partitions, by their index in the GPT.
-const (
-	espIndex  = 1
-	metaIndex = 2
-	parts     = 4
-)
 
 // ErrNoInstall: the disk holds no install of the layout.
 var ErrNoInstall = errors.New("no install of the stand-in Talos layout")
@@ -38,41 +28,17 @@ type Disk struct {
 }
 
 // Read reads an installed disk of size bytes: its GPT, whose partitions
-// are the layout's, and META's values. It returns ErrNoInstall for a disk
-// without that layout or without META's mark.
+// are the layout's, and META's values (standin.ReadLayout). It returns
+// ErrNoInstall for a disk without that layout or without META's mark.
 func Read(r io.ReaderAt, size int64) (Disk, error) {
-	gpt, err := disksafe.ReadGPT(r, size, sector)
-	if errors.Is(err, disksafe.ErrNoGPT) {
-		return Disk{}, ErrNoInstall
-	}
+	l, ok, err := standin.ReadLayout(r, size)
 	if err != nil {
 		return Disk{}, err
 	}
-	if len(gpt.Partitions) != parts || gpt.Partitions[espIndex-1].Type != disksafe.ESPType {
-		return Disk{}, fmt.Errorf("%w: %d partitions", ErrNoInstall, len(gpt.Partitions))
-	}
-	d := Disk{ESP: gpt.Partitions[espIndex-1], Meta: map[uint8]string{}}
-	b := make([]byte, 4096)
-	if _, err := r.ReadAt(b, gpt.Partitions[metaIndex-1].FirstLBA*sector); err != nil {
-		return Disk{}, fmt.Errorf("read META: %w", err)
-	}
-	m, ok := strings.CutPrefix(string(bytes.TrimRight(b, "\x00")), standin.MetaMark)
 	if !ok {
-		return Disk{}, fmt.Errorf("%w: META has no mark", ErrNoInstall)
+		return Disk{}, ErrNoInstall
 	}
-	for l := range strings.Lines(m) {
-		l = strings.TrimRight(l, "\n")
-		if l == "" {
-			continue
-		}
-		k, v, _ := strings.Cut(l, " ")
-		key, err := strconv.ParseUint(k, 0, 8)
-		if err != nil {
-			return Disk{}, fmt.Errorf("META line %q: %w", l, err)
-		}
-		d.Meta[uint8(key)] = v
-	}
-	return d, nil
+	return Disk{ESP: l.ESP, Meta: l.Meta}, nil
 }
 
 // WriteESP writes the file system image esp over the EFI system partition
