@@ -264,49 +264,26 @@ func TestAdmitBootstrapTokenFails(t *testing.T) {
 	})
 }
 
-// "The audit line says no provision": a last run the owner has not
-// repeated, a control plane, or auto-provision off.
+// "The audit line says no provision": the line gives the reason, and
+// nothing is created or journaled. (Each reason, a last run the owner has
+// not repeated, a control plane, or auto-provision off: TestPlan.)
 func TestAdmitNoProvision(t *testing.T) {
-	cp := worker(1, "cp-01")
-	cp.Class = ClassControlPlane
-	ran := worker(2, "node-02")
-	ran.LastRun = "provision-node-02-1767000000"
-	plain := worker(3, "node-03")
-	for _, tc := range []struct {
-		name    string
-		dev     inventory.Device
-		auto    bool
-		cluster func(*Cluster) // nil: the harness's
-		reason  string
-	}{
-		{"last run", ran, true, nil, "last run provision-node-02-1767000000 is not repeated; set desired_action to provision"},
-		{"control plane", cp, true, nil, "a control plane waits for desired_action=provision"},
-		// desired_action alone would start no run: the reason says why.
-		{"control plane, support off", cp, true, func(c *Cluster) { c.ControlPlanes = false },
-			"a control plane waits, and fleetd runs without control-plane support (homelab.fleetd.controlPlanes): no run starts, nothing is wiped, even with desired_action=provision"},
-		{"control plane, no CA keys", cp, true, func(c *Cluster) { c.Bundle = workerBundle(t) },
-			"a control plane waits, and fleetd holds no secrets bundle with the cluster's CA keys: no run starts, nothing is wiped, even with desired_action=provision"},
-		{"auto-provision off", plain, false, nil, "auto-provision is off"},
-	} {
-		inBubble(t, tc.name, func(t *testing.T) {
-			h := newHarness(t, func(cl *Cluster, c *Config) {
-				c.AutoProvision = tc.auto
-				if tc.cluster != nil {
-					tc.cluster(cl)
-				}
-			}, tc.dev)
-			d := h.admit(claimOf(tc.dev))
-			if d.Outcome != NoProvision || d.Reason != tc.reason || d.Code != "" {
-				t.Errorf("Admit = %+v, want no provision: %s", d, tc.reason)
-			}
-			r := h.audit.records("attest.install")
-			if len(r) != 1 || r[0].Attrs["outcome"] != "no provision" || r[0].Attrs["reason"] != tc.reason {
-				t.Errorf("attest.install = %v", r)
-			}
-			h.wantNothingCreated()
-			h.wantJournal(tc.dev.ID)
-		})
-	}
+	synctest.Test(t, func(t *testing.T) {
+		dev := worker(1, "node-01")
+		dev.LastRun = "provision-node-01-1767000000"
+		const reason = "last run provision-node-01-1767000000 is not repeated; set desired_action to provision"
+		h := newHarness(t, nil, dev)
+		d := h.admit(claimOf(dev))
+		if d.Outcome != NoProvision || d.Reason != reason || d.Code != "" {
+			t.Errorf("Admit = %+v, want no provision: %s", d, reason)
+		}
+		r := h.audit.records("attest.install")
+		if len(r) != 1 || r[0].Attrs["outcome"] != "no provision" || r[0].Attrs["reason"] != reason {
+			t.Errorf("attest.install = %v", r)
+		}
+		h.wantNothingCreated()
+		h.wantJournal(dev.ID)
+	})
 }
 
 // Setting desired_action=provision repeats a last run at the next
@@ -337,7 +314,7 @@ func TestAdmitDesiredActionRepeatsRun(t *testing.T) {
 // The runbook's spore failure mode ("wipes the disk and installs
 // nothing") cannot happen: a control plane is refused before any run
 // exists when control-plane support or the bundle's CA keys are missing.
-// The refusal is typed (TestAdmitRefusalTyped).
+// The refusal is typed (TestPlan).
 func TestControlPlaneRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

@@ -310,30 +310,6 @@ func TestBootedHookOSAfterSuccess(t *testing.T) {
 	})
 }
 
-// A HookOS reboot before the run's first action gets the same code again;
-// after wipe-disk it gets none.
-func TestAdmitInFlightRun(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h, _, _ := fakes.startWorker(t, nil)
-		dev := h.nb.dev(1)
-		d, err := h.p.Admit(context.Background(), claimOf(dev))
-		if err != nil || d.Outcome != Provision || d.Code != "SECRETCODE0001" || d.Run != run1 {
-			t.Fatalf("Admit before any action = %+v, %v", d, err)
-		}
-		h.setStatus(run1, atInstall)
-		d, err = h.p.Admit(context.Background(), claimOf(dev))
-		if err != nil || d.Outcome != NoProvision || d.Code != "" {
-			t.Fatalf("Admit during install = %+v, %v", d, err)
-		}
-		if d.Reason != "run provision-node-01-946684800 is in flight at action install" {
-			t.Errorf("reason = %q", d.Reason)
-		}
-		if n := len(h.secrets()); n != 1 {
-			t.Errorf("%d tokens, want 1", n)
-		}
-	})
-}
-
 // bmcUnreachable is the message of a Task whose BMC did not answer, as
 // Rufio writes it: bmclib's errors one per line.
 const bmcUnreachable = "Failed to connect to BMC: failed to open connection to BMC: 1 error occurred:\n\t* dial tcp 10.0.0.21:16992: connect: no route to host\n\n"
