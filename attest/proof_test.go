@@ -127,6 +127,8 @@ func TestVerdictAttrs(t *testing.T) {
 	approved := Binding{Found: true, Authored: true, RSA2048: rsaHash, ECCP256: eccHash}
 	on := &BootState{SecureBoot: SecureBootOn}
 	on.PCRs[7] = []byte{0xab, 0xcd}
+	off := &BootState{SecureBoot: SecureBootOff}
+	off.PCRs[7] = []byte{0xef}
 	unknown := &BootState{SecureBoot: SecureBootUnknown, Unknown: "the machine sent no event log"}
 	tests := []struct {
 		name     string
@@ -139,6 +141,8 @@ func TestVerdictAttrs(t *testing.T) {
 			"serial=S1 verdict=attested reason=install code issued peer=10.0.0.5:4000 ek_rsa2048=" + rsaHash + " ek_eccp256=" + eccHash + " secure_boot=unquoted"},
 		{"attested, Secure Boot on", Claim{Serial: "S1", Peer: "p", ECCP256: eccHash, Boot: on}, Binding{Found: true, Authored: true, ECCP256: eccHash}, slog.LevelInfo,
 			"serial=S1 verdict=attested reason=install code issued peer=p ek_eccp256=" + eccHash + " secure_boot=on pcr7=abcd"},
+		{"attested, Secure Boot off", Claim{Serial: "S1", Peer: "p", ECCP256: eccHash, Boot: off}, Binding{Found: true, Authored: true, ECCP256: eccHash}, slog.LevelInfo,
+			"serial=S1 verdict=attested reason=install code issued peer=p ek_eccp256=" + eccHash + " secure_boot=off pcr7=ef"},
 		{"attested, Secure Boot unknown", Claim{Serial: "S1", Peer: "p", RSA2048: rsaHash, Boot: unknown}, Binding{Found: true, Authored: true, RSA2048: rsaHash}, slog.LevelInfo,
 			"serial=S1 verdict=attested reason=install code issued peer=p ek_rsa2048=" + rsaHash + " secure_boot=unknown pcr7= secure_boot_unknown=the machine sent no event log"},
 		{"ek-hash-mismatch", Claim{Serial: "S1", Peer: "p", RSA2048: other, ECCP256: eccHash}, approved, slog.LevelWarn,
