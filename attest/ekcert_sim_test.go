@@ -190,44 +190,45 @@ func writeNV(tpm transport.TPM, index tpm2.TPMHandle, data []byte) error {
 func TestCertifiedEKPendingApproval(t *testing.T) {
 	maker := newEKMaker(t)
 	const serial = "FLK-0007"
-	for _, tc := range []struct {
+	dev, certs := certifiedSimulator(t, 7, maker)
+	eks, err := dev.EKs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(eks) != 2 {
+		t.Fatalf("%d EKs, want RSA-2048 and ECC P-256", len(eks))
+	}
+	for _, ek := range eks {
+		if !bytes.Equal(ek.Certificate, certs[ek.Kind]) {
+			t.Fatalf("the %s EK's certificate is not the one in NV", ek.Kind)
+		}
+		if err := maker.verify(ek.Certificate); err != nil {
+			t.Fatalf("the %s EK's certificate does not chain to the maker's root: %v", ek.Kind, err)
+		}
+	}
+
+	f := newFleet(t, nil)
+	// f.run's client is the test server's: record what it sends.
+	rec := &recorder{rt: f.ts.Client().Transport}
+	f.ts.Client().Transport = rec
+	approved := approve(t, dev)
+	for i, tc := range []struct {
 		name    string
-		binding func(approved attest.Binding) *attest.Binding // nil: no entry names the serial
+		binding *attest.Binding // nil: no entry names the serial
 		verdict attest.Verdict
 		console string
 	}{
-		{name: "no entry names the serial", binding: func(attest.Binding) *attest.Binding { return nil },
-			verdict: attest.PendingApproval, console: "attest: FAILED pending-approval\nattest: no entry names the serial\n"},
-		{name: "the entry approves no EK", binding: func(attest.Binding) *attest.Binding { return &attest.Binding{Found: true, Authored: true} },
-			verdict: attest.PendingApproval, console: "attest: FAILED pending-approval\nattest: the entry approves no EK\n"},
-		{name: "the entry approves both EKs", binding: func(b attest.Binding) *attest.Binding { return &b },
-			verdict: attest.Attested, console: "attest: PASSED\n"},
+		{"no entry names the serial", nil, attest.PendingApproval, "attest: FAILED pending-approval\nattest: no entry names the serial\n"},
+		{"the entry approves no EK", &attest.Binding{Found: true, Authored: true}, attest.PendingApproval, "attest: FAILED pending-approval\nattest: the entry approves no EK\n"},
+		{"the entry approves both EKs", &approved, attest.Attested, "attest: PASSED\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dev, certs := certifiedSimulator(t, 7, maker)
-			eks, err := dev.EKs()
-			if err != nil {
-				t.Fatal(err)
+			if tc.binding != nil {
+				f.bindings.Set(serial, *tc.binding)
 			}
-			if len(eks) != 2 {
-				t.Fatalf("%d EKs, want RSA-2048 and ECC P-256", len(eks))
-			}
-			for _, ek := range eks {
-				if !bytes.Equal(ek.Certificate, certs[ek.Kind]) {
-					t.Fatalf("the %s EK's certificate is not the one in NV", ek.Kind)
-				}
-				if err := maker.verify(ek.Certificate); err != nil {
-					t.Fatalf("the %s EK's certificate does not chain to the maker's root: %v", ek.Kind, err)
-				}
-			}
-
-			f := newFleet(t, nil)
-			if b := tc.binding(approve(t, dev)); b != nil {
-				f.bindings.Set(serial, *b)
-			}
-			// f.run's client is the test server's: record what it sends.
-			rec := &recorder{rt: f.ts.Client().Transport}
-			f.ts.Client().Transport = rec
+			rec.mu.Lock()
+			before := len(rec.bodies)
+			rec.mu.Unlock()
 			res, console, err := f.run(t, dev, serial, nil)
 			if err != nil {
 				t.Fatalf("Run: %v\n%s", err, console)
@@ -235,8 +236,8 @@ func TestCertifiedEKPendingApproval(t *testing.T) {
 			if res.Verdict != tc.verdict || console != tc.console {
 				t.Fatalf("verdict %s, console:\n%s\nwant %s, console:\n%s", res.Verdict, console, tc.verdict, tc.console)
 			}
-			if js := f.judgements(); len(js) != 1 || js[0].Verdict != tc.verdict {
-				t.Errorf("judgements %+v, want one %s", js, tc.verdict)
+			if js := f.judgements(); len(js) != i+1 || js[i].Verdict != tc.verdict {
+				t.Errorf("judgements %+v, want a %s one last", js, tc.verdict)
 			}
 			wantCalls := 0
 			if tc.verdict == attest.Attested {
@@ -248,11 +249,11 @@ func TestCertifiedEKPendingApproval(t *testing.T) {
 
 			// The claim carried both certificates to the server.
 			rec.mu.Lock()
-			first := bytes.Clone(rec.bodies[0])
+			first := bytes.Clone(rec.bodies[before])
 			rec.mu.Unlock()
 			var claim wireClaim
 			if err := json.Unmarshal(first, &claim); err != nil {
-				t.Fatalf("the first request is not a claim: %v", err)
+				t.Fatalf("the Run's first request is not a claim: %v", err)
 			}
 			sent := map[string][]byte{}
 			for _, ek := range claim.EKs {

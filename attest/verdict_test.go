@@ -40,6 +40,7 @@ func TestJudge(t *testing.T) {
 		{"RSA missing", both, attest.Proven{"", e1}, attest.EKMissing, ""},
 		{"RSA-only entry", attest.Binding{Found: true, Authored: true, RSA2048: r1}, attest.Proven{r1, e2}, attest.Attested, ""},
 		{"ECC-only entry", attest.Binding{Found: true, Authored: true, ECCP256: e1}, attest.Proven{r2, e1}, attest.Attested, ""},
+		{"ECC-only entry, another ECC EK", attest.Binding{Found: true, Authored: true, ECCP256: e1}, attest.Proven{r2, e2}, attest.EKHashMismatch, e2},
 		{"ECC-only entry, RSA-only TPM", attest.Binding{Found: true, Authored: true, ECCP256: e1}, attest.Proven{r1, ""}, attest.EKMissing, ""},
 		{"uppercase approval never matches", attest.Binding{Found: true, Authored: true, RSA2048: strings.ToUpper(r1)}, attest.Proven{r1, ""}, attest.EKHashMismatch, r1},
 	} {
