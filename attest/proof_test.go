@@ -53,6 +53,7 @@ func TestVerifyProof(t *testing.T) {
 			Proven{RSA2048: rsaHash}, 0, ""},
 		{"as it expires", rsaOnly, map[KeyKind][]byte{RSA2048: secret(1)}, now.Add(time.Minute), Proven{}, http.StatusGone, expired},
 		{"expired, secrets wrong", rsaOnly, nil, now.Add(time.Hour), Proven{}, http.StatusGone, expired},
+		{"both secrets wrong", both, map[KeyKind][]byte{RSA2048: secret(3), ECCP256: secret(4)}, now, Proven{}, http.StatusForbidden, refused},
 		{"one secret wrong", both, map[KeyKind][]byte{RSA2048: secret(1), ECCP256: secret(3)}, now, Proven{}, http.StatusForbidden, refused},
 		{"secrets swapped", both, map[KeyKind][]byte{RSA2048: secret(2), ECCP256: secret(1)}, now, Proven{}, http.StatusForbidden, refused},
 		{"one missing", both, map[KeyKind][]byte{RSA2048: secret(1)}, now, Proven{}, http.StatusForbidden, refused},
