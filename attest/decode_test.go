@@ -29,6 +29,7 @@ func TestSplitProof(t *testing.T) {
 		{name: "a long log", data: `{"quote":{"event_log_bytes":2}}abc`, reason: "the event log has 3 bytes after the proof, want 2"},
 		{name: "a negative log", data: `{"quote":{"event_log_bytes":-1}}`, reason: "the event log has -1 bytes, over "},
 		{name: "a log over the limit", data: `{"quote":{"event_log_bytes":1073741824}}`, reason: "the event log has 1073741824 bytes, over "},
+		{name: "a log a byte over the limit", data: `{"quote":{"event_log_bytes":` + strconv.Itoa(MaxEventLog+1) + `}}`, reason: "the event log has 524289 bytes, over "},
 	}
 	for _, tt := range tests {
 		m, err := splitProof([]byte(tt.data))
@@ -95,6 +96,8 @@ func TestCheckQuoteMsg(t *testing.T) {
 	sha1, sha256 := bank("sha1", 20, QuotedPCRs), bank("sha256", 32, QuotedPCRs)
 	short := bank("sha256", 32, QuotedPCRs)
 	short.PCRs[5] = short.PCRs[5][:31]
+	sha1Value := bank("sha256", 32, QuotedPCRs)
+	sha1Value.PCRs[3] = make([]byte, 20)
 	q := func(banks ...bankMsg) *quoteMsg {
 		return &quoteMsg{Quote: []byte{1}, Signature: []byte{2}, Banks: banks}
 	}
@@ -111,9 +114,11 @@ func TestCheckQuoteMsg(t *testing.T) {
 		{name: "no bank", q: q(), reason: "the quote carries 0 PCR banks, want 1 to 4"},
 		{name: "five banks", q: q(sha1, sha256, sha1, sha256, sha1), reason: "the quote carries 5 PCR banks"},
 		{name: "an unknown bank", q: q(bank("md5", 16, QuotedPCRs)), reason: `an unknown PCR bank "md5"`},
+		{name: "an unnamed bank", q: q(sha1, bank("", 32, QuotedPCRs)), reason: `an unknown PCR bank ""`},
 		{name: "two of a bank", q: q(sha256, sha1, sha256), reason: "two sha256 PCR banks"},
 		{name: "seven values", q: q(bank("sha256", 32, QuotedPCRs-1)), reason: "the sha256 bank carries 7 PCR values, want 8"},
 		{name: "a short value", q: q(sha1, short), reason: "PCR 5's value in the sha256 bank has 31 bytes, want 32"},
+		{name: "a SHA-1 value", q: q(sha1, sha1Value), reason: "PCR 3's value in the sha256 bank has 20 bytes, want 32"},
 	}
 	for _, tt := range tests {
 		err := checkQuoteMsg(tt.q)

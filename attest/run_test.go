@@ -22,13 +22,17 @@ func TestCheckRun(t *testing.T) {
 		{name: "good, with LLDP", url: "https://fleetd/attest/", tpm: tpm, m: Machine{Serial: "S1", MAC: mac, LLDP: &LLDP{PortID: "Ethernet5"}}},
 		{name: "http", url: "http://fleetd/attest", tpm: tpm, m: Machine{Serial: "S1", MAC: mac}, target: ErrBadURL, reason: `the server URL "http://fleetd/attest" is not an https URL`},
 		{name: "no host", url: "https:///attest", tpm: tpm, m: Machine{Serial: "S1", MAC: mac}, target: ErrBadURL},
+		{name: "no scheme", url: "fleetd/attest", tpm: tpm, m: Machine{Serial: "S1", MAC: mac}, target: ErrBadURL},
 		{name: "not a URL", url: "https://[::1", tpm: tpm, m: Machine{Serial: "S1", MAC: mac}, target: ErrBadURL},
+		{name: "a colon pair", url: "::", tpm: tpm, m: Machine{Serial: "S1", MAC: mac}, target: ErrBadURL},
 		{name: "no TPM", url: "https://fleetd", m: Machine{Serial: "S1", MAC: mac}, target: ErrBadMachine, reason: "no TPM"},
 		{name: "no serial", url: "https://fleetd", tpm: tpm, m: Machine{MAC: mac}, target: ErrBadMachine, reason: "no serial"},
+		{name: "a serial with a NUL", url: "https://fleetd", tpm: tpm, m: Machine{Serial: "S1\x00", MAC: mac}, target: ErrBadMachine, reason: "a byte 0x00 that is not printable ASCII"},
 		{name: "a serial with spaces", url: "https://fleetd", tpm: tpm, m: Machine{Serial: " S1", MAC: mac}, target: ErrBadMachine, reason: "surrounding spaces"},
 		{name: "an EUI-64", url: "https://fleetd", tpm: tpm, m: Machine{Serial: "S1", MAC: append(mac, 0, 0)}, target: ErrBadMachine, reason: "is not an EUI-48"},
 		{name: "no MAC", url: "https://fleetd", tpm: tpm, m: Machine{Serial: "S1"}, target: ErrBadMachine, reason: `the MAC "" is not an EUI-48`},
 		{name: "LLDP with a control character", url: "https://fleetd", tpm: tpm, m: Machine{Serial: "S1", MAC: mac, LLDP: &LLDP{PortID: "a\x01"}}, target: ErrBadMachine, reason: "control character"},
+		{name: "LLDP with an escape", url: "https://fleetd", tpm: tpm, m: Machine{Serial: "S1", MAC: mac, LLDP: &LLDP{SystemName: "\x1b]0;x"}}, target: ErrBadMachine, reason: "control character"},
 	}
 	for _, tt := range tests {
 		err := checkRun(tt.url, tt.tpm, tt.m)
