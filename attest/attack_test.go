@@ -120,15 +120,9 @@ func TestReplayToReplicaRefused(t *testing.T) {
 
 func TestExpiredSessionRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		bindings := &attesttest.Bindings{}
-		srv, err := attest.NewServer(bindings, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tpm := quickTPM(t, 0)
-		bindings.Set("S1", approve(t, tpm))
+		srv, tpm, claim := approvedServer(t)
 		challenge := func() wireChallenge {
-			status, b := serve(srv, "claim", mustJSON(t, claimOf(t, tpm, "S1")))
+			status, b := serve(srv, "claim", claim)
 			return challengeOf(t, status, b)
 		}
 		late := activate(t, tpm, challenge())

@@ -119,7 +119,10 @@ func quoteFloor(b testing.TB, ak attest.AKParameters, q attest.Quote, nonce, log
 	}
 }
 
-func benchServer(b *testing.B) (*attest.Server, *attesttest.SoftTPM, []byte) {
+// approvedServer is a Server that approves quickTPM(tb, 0) as S1 and
+// admits it with an install code, its audit lines discarded, with that
+// TPM and its claim.
+func approvedServer(tb testing.TB) (*attest.Server, *attesttest.SoftTPM, []byte) {
 	bindings := &attesttest.Bindings{}
 	srv, err := attest.NewServer(bindings, &attest.Config{
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
@@ -128,11 +131,11 @@ func benchServer(b *testing.B) (*attest.Server, *attesttest.SoftTPM, []byte) {
 		},
 	})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	tpm := quickTPM(b, 0)
-	bindings.Set("S1", approve(b, tpm))
-	return srv, tpm, mustJSON(b, claimOf(b, tpm, "S1"))
+	tpm := quickTPM(tb, 0)
+	bindings.Set("S1", approve(tb, tpm))
+	return srv, tpm, mustJSON(tb, claimOf(tb, tpm, "S1"))
 }
 
 // BenchmarkServerAttestation measures the server's CPU per attestation: its
@@ -168,7 +171,7 @@ func BenchmarkServerAttestationQuote48KiB(b *testing.B) {
 // with boot, the TPM measured it and each proof carries a quote and its
 // log.
 func benchAttestation(b *testing.B, boot *attesttest.BootLog) {
-	srv, tpm, claim := benchServer(b)
+	srv, tpm, claim := approvedServer(b)
 	ak, _ := tpm.AK()
 	eks, _ := tpm.EKs()
 	if boot != nil {
@@ -373,15 +376,11 @@ func bootStorm(tb testing.TB, n int) stormResult {
 	bindings := &attesttest.Bindings{}
 	machines := stormMachines(tb, bindings, n)
 	var admitted sync.Map
-	srv, err := attest.NewServer(bindings, &attest.Config{
-		Logger:     slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		SessionTTL: stormPatience,
-		Admit: func(_ context.Context, c attest.Claim) (attest.Admission, error) {
-			if _, dup := admitted.LoadOrStore(c.Serial, true); dup {
-				return attest.Admission{}, fmt.Errorf("%s admitted twice", c.Serial)
-			}
-			return attest.Admission{InstallCode: "code-" + c.Serial}, nil
-		},
+	srv, err := stormServer(bindings, func(serial string) error {
+		if _, dup := admitted.LoadOrStore(serial, true); dup {
+			return fmt.Errorf("%s admitted twice", serial)
+		}
+		return nil
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -400,6 +399,22 @@ func bootStorm(tb testing.TB, n int) stormResult {
 	r := stormRun(tb, machines, ts.URL+"/attest", pool)
 	r.bindingRequests = bindings.Calls()
 	return r
+}
+
+// stormServer is the storm's fleetd: it judges against bindings, keeps a
+// session stormPatience, and answers each claim admit lets pass the
+// install code "code-" and its serial.
+func stormServer(bindings attest.Bindings, admit func(serial string) error) (*attest.Server, error) {
+	return attest.NewServer(bindings, &attest.Config{
+		Logger:     slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		SessionTTL: stormPatience,
+		Admit: func(_ context.Context, c attest.Claim) (attest.Admission, error) {
+			if err := admit(c.Serial); err != nil {
+				return attest.Admission{}, err
+			}
+			return attest.Admission{InstallCode: "code-" + c.Serial}, nil
+		},
+	})
 }
 
 // stormPatience is how long a storm's machine waits for each answer, and
