@@ -20,7 +20,7 @@ var oidSubjectAltName = asn1.ObjectIdentifier{2, 5, 29, 17}
 // certificate in NV, of the key the client presents; fleetd, which trusts
 // no EK certificate authority, tells the TPM pending-approval all the same
 // while no entry approves an EK, and once one does the whole flow, client
-// to server, over TCP as HookOS reaches a TPM (a command channel), attests
+// to server, over swtpm's socket as a command channel, attests
 // it. (TestCertifiedEKPendingApproval proves the same on the reference
 // simulator with a CA of the test's own, and that the certificates reach
 // the server.)

@@ -1,17 +1,17 @@
 package attest_test
 
 import (
-	"bytes"
 	"crypto"
 	"net"
 	"os/exec"
-	"strconv"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/attesttest"
+	"github.com/fleetkit/fleet/internal/syncbuf"
 	"github.com/fleetkit/fleet/internal/testenv"
 )
 
@@ -24,70 +24,28 @@ func setupSWTPM(t *testing.T) (swtpm, state string) {
 	return testenv.ManufactureTPM(t, t.TempDir())
 }
 
-// startSWTPM starts swtpm on a free pair of loopback ports, dials its
-// command port, and stops the one process it started when t ends.
+// startSWTPM starts swtpm on a unix socket of t's, dials it, and stops
+// the one process it started when t ends.
 func startSWTPM(t *testing.T, swtpm, state string) net.Conn {
 	t.Helper()
-	for attempt := 0; attempt < 5; attempt++ {
-		port := freePortPair(t)
-		var stderr bytes.Buffer
-		cmd := exec.Command(swtpm, "socket", "--tpm2",
-			"--tpmstate", "dir="+state,
-			"--server", "type=tcp,port="+strconv.Itoa(port)+",bindaddr=127.0.0.1",
-			"--ctrl", "type=tcp,port="+strconv.Itoa(port+1)+",bindaddr=127.0.0.1",
-			"--flags", "not-need-init,startup-clear")
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		stop := func() {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			select {
-			case err := <-exited:
-				t.Logf("swtpm on port %d exited: %v: %s", port, err, stderr.String())
-				exited <- err
-				goto next
-			default:
-			}
-			conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
-			if err == nil {
-				t.Cleanup(stop)
-				return conn
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		stop()
-		t.Fatalf("swtpm did not listen on port %d: %s", port, stderr.String())
-	next:
+	sock := filepath.Join(t.TempDir(), "swtpm.sock")
+	cmd := exec.Command(swtpm, "socket", "--tpm2", "--tpmstate", "dir="+state,
+		"--server", "type=unixio,path="+sock, "--flags", "not-need-init,startup-clear")
+	var out syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("swtpm did not start in 5 attempts")
-	return nil
-}
-
-// freePortPair returns a port P such that P and P+1 were free on loopback.
-func freePortPair(t *testing.T) int {
-	t.Helper()
-	for i := 0; i < 50; i++ {
-		a, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := a.Addr().(*net.TCPAddr).Port
-		b, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1))
-		a.Close()
-		if err == nil {
-			b.Close()
-			return p
-		}
+	testenv.StopAtCleanup(t, "swtpm", cmd, &out)
+	var conn net.Conn
+	if err := testenv.Until(t.Context(), 10*time.Second, func() bool {
+		c, err := net.Dial("unix", sock)
+		conn = c
+		return err == nil
+	}); err != nil {
+		t.Fatalf("swtpm does not listen on %s: %s", sock, out.String())
 	}
-	t.Fatal("no free pair of ports")
-	return 0
+	return conn
 }
 
 // TestIntegrationSWTPMQuote quotes swtpm's PCRs after a synthetic boot
