@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -173,12 +174,55 @@ func (r *replicaProc) leading(ctx context.Context) bool {
 	return err == nil && metricValue(string(b), "fleet_provision_leader") == 1
 }
 
-// freeAddr is a free port of 127.0.0.1, for a process to listen on.
+// freeAddr is a free port of 127.0.0.1, for a process to listen on. The
+// port is below the kernel's ephemeral range, where it has one: between
+// this check and the process's listen, one of the storm's thousands of
+// outgoing connections could take a free port of that range ("bind:
+// address already in use"), and none takes a port below it.
 func freeAddr(tb testing.TB) string {
 	tb.Helper()
-	ln := listen(tb)
-	defer ln.Close()
-	return ln.Addr().String()
+	lo := ephemeralLow()
+	if lo < 2048 {
+		ln := listen(tb)
+		defer ln.Close()
+		return ln.Addr().String()
+	}
+	for range 100 {
+		port := lo/2 + mrand.IntN(lo/2)
+		if _, taken := handedOut.LoadOrStore(port, true); taken {
+			continue
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return ln.Addr().String()
+	}
+	tb.Fatalf("no free port of 127.0.0.1 in %d-%d after 100 tries", lo/2, lo-1)
+	return ""
+}
+
+// handedOut are the ports freeAddr returned, which it does not return
+// again.
+var handedOut sync.Map
+
+// ephemeralLow is the lowest port of Linux's ephemeral range, or 0 where
+// the kernel does not say.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0
+	}
+	return lo
 }
 
 // A balancer is a TCP load balancer: each connection it accepts goes to
