@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/fleetkit/fleet/examples/internal/machinetest"
 	"github.com/fleetkit/fleet/internal/syncbuf"
+	"github.com/fleetkit/fleet/internal/testenv"
 )
 
 // firmware is an OVMF build and the variable store a machine starts with.
@@ -130,15 +130,12 @@ func boot(t *testing.T, tl tools, cfg vmConfig) bootResult {
 		t.Fatalf("start swtpm: %v", err)
 	}
 	machinetest.Stopper(t, "swtpm", sw, &swOut)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if fi, err := os.Stat(sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("swtpm does not listen on %s:\n%s", sock, swOut.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	// Not a probe dial: with --terminate, swtpm ends when the first
+	// connection to its control socket closes.
+	if err := testenv.Until(t.Context(), 10*time.Second, func() bool {
+		return testenv.UnixListening(sock)
+	}); err != nil {
+		t.Fatalf("swtpm does not listen on %s:\n%s", sock, swOut.String())
 	}
 
 	args := []string{"--net=/run/netns/" + cfg.netns, tl.qemu,

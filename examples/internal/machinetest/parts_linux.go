@@ -102,8 +102,7 @@ func ServeTPM(t *testing.T, swtpm, state, sock string) (stop func()) {
 	}
 	stop = Stopper(t, "swtpm", cmd, &out)
 	if err := testenv.Until(t.Context(), 10*time.Second, func() bool {
-		fi, err := os.Stat(sock)
-		return err == nil && fi.Mode()&os.ModeSocket != 0
+		return testenv.UnixListening(sock)
 	}); err != nil {
 		t.Fatalf("swtpm does not listen on %s: %s", sock, out.String())
 	}

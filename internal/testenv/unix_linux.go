@@ -1,0 +1,32 @@
+package testenv
+
+import (
+	"os"
+	"strconv"
+	"strings"
+)
+
+// soAcceptCon is the flag /proc/net/unix shows for a listening socket.
+const soAcceptCon = 1 << 16
+
+// UnixListening reports whether a unix socket listens at path, as the
+// network namespace of the caller sees it. A socket file alone does not
+// say so: a server binds before it listens, and a dial in between is
+// refused.
+func UnixListening(path string) bool {
+	b, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		return false
+	}
+	// Num RefCount Protocol Flags Type St Inode Path
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 8 || f[7] != path {
+			continue
+		}
+		if flags, err := strconv.ParseUint(f[3], 16, 32); err == nil && flags&soAcceptCon != 0 {
+			return true
+		}
+	}
+	return false
+}
