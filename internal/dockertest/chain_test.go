@@ -72,7 +72,6 @@ var (
 func TestIntegrationAgentRunsAnAction(t *testing.T) {
 	testenv.Short(t)
 	testenv.Root(t, "network namespaces, dockerd")
-	ip := testenv.Command(t, "ip", "iproute2")
 	docker := testenv.Command(t, "docker", "docker.io")
 
 	env := kubetest.Start(t)
@@ -87,14 +86,7 @@ func TestIntegrationAgentRunsAnAction(t *testing.T) {
 	missing := reg.Ref("fleet/missing", imagetest.DefaultTag)
 
 	netns := fmt.Sprintf("dockertest-%d", os.Getpid())
-	if out, err := exec.Command(ip, "netns", "add", netns).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v: %s", netns, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command(ip, "netns", "del", netns).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", netns, err, out)
-		}
-	})
+	testenv.Netns(t, netns)
 	d := dockertest.Start(t, &dockertest.Config{Netns: netns, Forward: []string{reg.Host(), tb.GRPC()}})
 
 	const mac = "02:00:00:d0:c4:01"

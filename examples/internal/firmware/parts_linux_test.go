@@ -78,13 +78,6 @@ func (tl tools) run(t *testing.T, prog string, args ...string) {
 	}
 }
 
-func (tl tools) ipRun(t *testing.T, args ...string) {
-	t.Helper()
-	if out, err := exec.Command(tl.ip, args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-	}
-}
-
 // A network is the switch: a network namespace whose bridge joins the
 // machines' ports (tap devices, one per port, which QEMU opens) to an
 // uplink whose other end is in the test's namespace, and lldpd, which
@@ -109,29 +102,24 @@ func newNetwork(t *testing.T, tl tools, ports []int) *network {
 		prefix: fmt.Sprintf("10.214.%d.", n),
 	}
 	nw.subnet, nw.uplink = nw.prefix+"0/24", nw.prefix+"1"
-	tl.ipRun(t, "netns", "add", nw.ns)
-	t.Cleanup(func() {
-		if out, err := exec.Command(tl.ip, "netns", "del", nw.ns).CombinedOutput(); err != nil {
-			t.Errorf("remove network namespace %s: %v: %s", nw.ns, err, out)
-		}
-	})
+	testenv.Netns(t, nw.ns)
 	up := fmt.Sprintf("fw%d", os.Getpid())
 	// The test's end goes with the switch's namespace.
-	tl.ipRun(t, "link", "add", up, "type", "veth", "peer", "name", "uplink", "netns", nw.ns)
-	tl.ipRun(t, "-n", nw.ns, "link", "add", "br0", "type", "bridge")
+	testenv.IP(t, "link", "add", up, "type", "veth", "peer", "name", "uplink", "netns", nw.ns)
+	testenv.IP(t, "-n", nw.ns, "link", "add", "br0", "type", "bridge")
 	links, lldp := []string{"uplink"}, map[string]int{}
 	for _, p := range ports {
-		tl.ipRun(t, "-n", nw.ns, "tuntap", "add", "dev", port(p), "mode", "tap")
+		testenv.IP(t, "-n", nw.ns, "tuntap", "add", "dev", port(p), "mode", "tap")
 		links = append(links, port(p))
 		lldp[port(p)] = p
 	}
 	for _, l := range links {
-		tl.ipRun(t, "-n", nw.ns, "link", "set", l, "master", "br0")
-		tl.ipRun(t, "-n", nw.ns, "link", "set", l, "up")
+		testenv.IP(t, "-n", nw.ns, "link", "set", l, "master", "br0")
+		testenv.IP(t, "-n", nw.ns, "link", "set", l, "up")
 	}
-	tl.ipRun(t, "-n", nw.ns, "link", "set", "br0", "up")
-	tl.ipRun(t, "addr", "add", nw.uplink+"/24", "dev", up)
-	tl.ipRun(t, "link", "set", up, "up")
+	testenv.IP(t, "-n", nw.ns, "link", "set", "br0", "up")
+	testenv.IP(t, "addr", "add", nw.uplink+"/24", "dev", up)
+	testenv.IP(t, "link", "set", up, "up")
 	machinetest.StartLLDPD(t, []string{tl.nsenter, "--net=/run/netns/" + nw.ns, tl.lldpd}, lldp)
 	return nw
 }

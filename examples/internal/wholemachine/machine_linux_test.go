@@ -117,54 +117,37 @@ func newMachine(t *testing.T, tl tools, cfg machineConfig) *machine {
 	return m
 }
 
-func (m *machine) ipRun(args ...string) string {
-	m.t.Helper()
-	out, err := exec.Command(m.tl.ip, args...).CombinedOutput()
-	if err != nil {
-		m.t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
 // network makes the switch and machine namespaces, the machine's eth0
 // plugged into the switch's port swp, and the switch's bridge from swp to
 // its uplink, whose other end is in the test's namespace.
 func (m *machine) network(n int) {
 	id := fmt.Sprintf("%d-%d", os.Getpid(), n)
 	m.swNS, m.mNS = "wm-switch-"+id, "wm-machine-"+id
-	for _, ns := range []string{m.swNS, m.mNS} {
-		m.ipRun("netns", "add", ns)
-		m.t.Cleanup(func() {
-			if out, err := exec.Command(m.tl.ip, "netns", "del", ns).CombinedOutput(); err != nil {
-				m.t.Errorf("remove network namespace %s: %v: %s", ns, err, out)
-			}
-		})
-	}
+	testenv.Netns(m.t, m.swNS)
+	testenv.Netns(m.t, m.mNS)
 	up := fmt.Sprintf("wm%d", (os.Getpid()%10000)*100+n%100)
-	m.ipRun("link", "add", "swp", "netns", m.swNS, "type", "veth", "peer", "name", "eth0", "netns", m.mNS)
+	testenv.IP(m.t, "link", "add", "swp", "netns", m.swNS, "type", "veth", "peer", "name", "eth0", "netns", m.mNS)
 	// The test's end goes with the switch's namespace.
-	m.ipRun("link", "add", up, "type", "veth", "peer", "name", "uplink", "netns", m.swNS)
-	m.ipRun("-n", m.swNS, "link", "add", "br0", "type", "bridge")
+	testenv.IP(m.t, "link", "add", up, "type", "veth", "peer", "name", "uplink", "netns", m.swNS)
+	testenv.IP(m.t, "-n", m.swNS, "link", "add", "br0", "type", "bridge")
 	for _, l := range []string{"swp", "uplink"} {
-		m.ipRun("-n", m.swNS, "link", "set", l, "master", "br0")
-		m.ipRun("-n", m.swNS, "link", "set", l, "up")
+		testenv.IP(m.t, "-n", m.swNS, "link", "set", l, "master", "br0")
+		testenv.IP(m.t, "-n", m.swNS, "link", "set", l, "up")
 	}
-	m.ipRun("-n", m.swNS, "link", "set", "br0", "up")
-	m.ipRun("-n", m.mNS, "link", "set", "lo", "up")
-	m.ipRun("-n", m.mNS, "addr", "add", m.addr+"/24", "dev", "eth0")
-	m.ipRun("-n", m.mNS, "link", "set", "eth0", "up")
-	m.ipRun("addr", "add", m.uplink+"/24", "dev", up)
-	m.ipRun("link", "set", up, "up")
-	out := m.ipRun("-n", m.mNS, "-br", "link", "show", "dev", "eth0")
-	f := strings.Fields(out)
-	if len(f) < 3 {
-		m.t.Fatalf("ip link show eth0: %q", out)
+	testenv.IP(m.t, "-n", m.swNS, "link", "set", "br0", "up")
+	testenv.IP(m.t, "-n", m.mNS, "addr", "add", m.addr+"/24", "dev", "eth0")
+	testenv.IP(m.t, "-n", m.mNS, "link", "set", "eth0", "up")
+	testenv.IP(m.t, "addr", "add", m.uplink+"/24", "dev", up)
+	testenv.IP(m.t, "link", "set", up, "up")
+	if err := testenv.InNetns(m.mNS, func() error {
+		eth0, err := net.InterfaceByName("eth0")
+		if err == nil {
+			m.mac = eth0.HardwareAddr
+		}
+		return err
+	}); err != nil {
+		m.t.Fatalf("the machine's eth0: %v", err)
 	}
-	mac, err := net.ParseMAC(f[2])
-	if err != nil {
-		m.t.Fatalf("eth0's MAC: %v (%q)", err, out)
-	}
-	m.mac = mac
 }
 
 // newTPM manufactures a TPM with EK certificates (swtpm_setup, with a
