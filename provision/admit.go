@@ -727,6 +727,11 @@ func (p *Provisioner) start(ctx context.Context, dev inventory.Device, o runStar
 			err = errors.Join(err, derr)
 		}
 	}()
+	// Held from the create on, the code tells other starts that this run
+	// is starting (starting), however long its render and giveWay take
+	// on a loaded NetBox or API server; it is answered once the run
+	// stands.
+	p.holdCode(name, code)
 	if o.kind == RunProvision {
 		if tokenMade, err = p.render(ctx, dev, name, code, tok, now); err != nil {
 			return "", "", err
@@ -737,7 +742,7 @@ func (p *Provisioner) start(ctx context.Context, dev inventory.Device, o runStar
 			return "", "", err
 		}
 	}
-	p.holdCode(name, code)
+	p.codeStands(name)
 	if err = p.recordStart(ctx, dev, name, o.rec); err != nil {
 		// NetBox must know every run: without last_run the run would
 		// repeat. (The deferred clean-up lets go of it.)

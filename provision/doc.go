@@ -64,7 +64,9 @@
 // whose waiting run another replica started gets that run's code from it
 // (Config.PeerCode), or, when that replica has gone, a new run. With
 // Config.Shared, of two runs of one device that two replicas start at
-// once, the later gives way (ErrRunRaced).
+// once, the later gives way (ErrRunRaced), and a run another replica is
+// still starting, however slowly, is neither replaced nor answered until
+// it stands (the machine tries again).
 //
 // # Use
 //

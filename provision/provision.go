@@ -58,8 +58,8 @@ type Configs interface {
 	NewCode() (string, error)
 	// Hold keeps config for device under code, for run, until it is served
 	// or expires: the arguments in configserve.Server.Put's order. provision
-	// calls Hold before it creates the run's Workflow and before any code
-	// is answered; an error stops the run.
+	// calls Hold after it creates the run's Workflow and before the run's
+	// code is answered; an error stops the run.
 	Hold(ctx context.Context, code string, config []byte, device inventory.Device, run string) error
 	// Drop lets go of the config held for run, wherever it waits (fleetd's
 	// replicas ask each other), for a run that was replaced, deleted, or
@@ -210,8 +210,10 @@ type Config struct {
 	// waits for its machine when this Provisioner does not hold the code:
 	// another replica started the run and holds it (its HeldCode). The
 	// code it answers is answered to the machine only when it is the one
-	// the run's Workflow names. nil, or no answer: the machine's
-	// attestation starts a new run in place of the waiting one.
+	// the run's Workflow names. "" and true: that replica is still
+	// starting the run (HeldCode), which is not replaced, and the machine
+	// tries again. nil, or no answer: the machine's attestation starts a
+	// new run in place of the waiting one.
 	PeerCode func(ctx context.Context, run string) (string, bool)
 	// Shared says that other Provisioners (replicas) start runs in the
 	// same namespace at the same time, each with a lock of its own on a
@@ -297,10 +299,13 @@ type Provisioner struct {
 }
 
 // heldCode is the install code of a run this process started. seq orders
-// it against a loop pass's listing of the runs.
+// it against a loop pass's listing of the runs. starting: the run's start
+// has not yet rendered it and found it standing (giveWay), and its code is
+// not answered; its hold tells other starts that the run is starting.
 type heldCode struct {
-	code string
-	seq  uint64
+	code     string
+	seq      uint64
+	starting bool
 }
 
 // New returns a Provisioner that drives deps for cluster. cfg may be nil.
@@ -393,16 +398,29 @@ func (p *Provisioner) note(ctx context.Context, id int64, kind inventory.Journal
 	return nil
 }
 
-// holdCode keeps the install code of run, which this process started.
+// holdCode keeps the install code of run, which this process is starting
+// (its Workflow created): codeStands makes it answerable.
 func (p *Provisioner) holdCode(run, code string) {
 	p.mu.Lock()
 	p.codeSeq++
-	p.codes[run] = heldCode{code: code, seq: p.codeSeq}
+	p.codes[run] = heldCode{code: code, seq: p.codeSeq, starting: true}
+	p.mu.Unlock()
+}
+
+// codeStands makes the code of run, which holdCode keeps, answerable: its
+// start rendered the run and found it standing.
+func (p *Provisioner) codeStands(run string) {
+	p.mu.Lock()
+	if h, ok := p.codes[run]; ok {
+		h.starting = false
+		p.codes[run] = h
+	}
 	p.mu.Unlock()
 }
 
 // codeOf returns the install code of r when this process holds it and it
-// is the code r's Workflow names (its SHA-256, compared in constant time).
+// is the code r's Workflow names (its SHA-256, compared in constant time);
+// "" and true while this process is starting r.
 func (p *Provisioner) codeOf(r *run) (string, bool) {
 	p.mu.Lock()
 	h, ok := p.codes[r.Name()]
@@ -410,26 +428,39 @@ func (p *Provisioner) codeOf(r *run) (string, bool) {
 	if !ok || subtle.ConstantTimeCompare([]byte(CodeSHA256(h.code)), []byte(r.CodeSHA256())) != 1 {
 		return "", false
 	}
+	if h.starting {
+		return "", true
+	}
 	return h.code, true
 }
 
 // HeldCode returns the install code of run when this Provisioner started
 // the run and it has not ended: what a replica's Config.PeerCode asks the
-// others for. The code is a secret.
+// others for. While the run is still starting here (its Workflow created,
+// its config not yet rendered or the run not yet found standing), it
+// returns "" and true: the run is not to be replaced, and its code is not
+// answered yet. The code is a secret.
 func (p *Provisioner) HeldCode(run string) (string, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h, ok := p.codes[run]
+	if h.starting {
+		return "", ok
+	}
 	return h.code, ok
 }
 
 // peerCodeOf returns the install code of r that another replica holds
-// (Config.PeerCode), when it is the code r's Workflow names.
+// (Config.PeerCode), when it is the code r's Workflow names; "" and true
+// while that replica is starting r.
 func (p *Provisioner) peerCodeOf(ctx context.Context, r *run) (string, bool) {
 	if p.cfg.PeerCode == nil {
 		return "", false
 	}
 	code, ok := p.cfg.PeerCode(ctx, r.Name())
+	if ok && code == "" {
+		return "", true
+	}
 	if !ok || subtle.ConstantTimeCompare([]byte(CodeSHA256(code)), []byte(r.CodeSHA256())) != 1 {
 		return "", false
 	}

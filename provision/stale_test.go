@@ -62,6 +62,73 @@ func TestPassOnStaleListingKeepsAdmittedRun(t *testing.T) {
 	})
 }
 
+// slowHold holds configs once release is closed: a start whose render
+// waits on a loaded config service.
+type slowHold struct {
+	Configs
+	release chan struct{}
+}
+
+func (s slowHold) Hold(ctx context.Context, code string, config []byte, dev inventory.Device, run string) error {
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.Configs.Hold(ctx, code, config, dev, run)
+}
+
+// Another replica's start is slow: its Workflow exists and its config is
+// not yet held for longer than startSettle (a loaded NetBox, config
+// service or API server). Its starter holds the run from the Workflow's
+// create on, so an admission here gives way (ErrRunRaced; the machine
+// tries again) rather than delete the run and start one of its own, and
+// gets no code of a run that may yet give way; the other start then ends
+// with its run the device's only one, and the machine's next attestation
+// here gets its code.
+func TestSlowStartElsewhereKept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dev := attested(worker(1, "node-01"))
+		var other *Provisioner
+		h := newHarness(t, func(_ *Cluster, c *Config) {
+			c.Shared = true
+			c.PeerCode = func(_ context.Context, run string) (string, bool) { return other.HeldCode(run) }
+		}, dev)
+		deps := h.deps()
+		release := make(chan struct{})
+		deps.Configs = slowHold{Configs: h.configs, release: release}
+		var err error
+		if other, err = New(deps, h.cluster, &h.cfg); err != nil {
+			t.Fatal(err)
+		}
+		started := make(chan Decision, 1)
+		go func() {
+			d, err := other.Admit(context.Background(), claimOf(dev))
+			if err != nil {
+				t.Errorf("the other replica's admission: %v", err)
+			}
+			started <- d
+		}()
+		synctest.Wait()
+		if wfs := h.workflows(); len(wfs) != 1 {
+			t.Fatalf("%d Workflows while the other replica renders, want its one", len(wfs))
+		}
+		time.Sleep(startSettle + time.Second)
+		if d, err := h.p.Admit(context.Background(), claimOf(dev)); !errors.Is(err, ErrRunRaced) || d.Code != "" {
+			t.Errorf("an admission here while the other start renders = %+v, %v; want ErrRunRaced and no code", d, err)
+		}
+		close(release)
+		d := <-started
+		if wfs := h.workflows(); len(wfs) != 1 || wfs[0].Name != d.Run || d.Code == "" {
+			t.Fatalf("after the other start: %d Workflows, its run %q; want its run alone, with a code", len(wfs), d.Run)
+		}
+		h.wantKept(d.Run, true)
+		if again, err := h.p.Admit(context.Background(), claimOf(dev)); err != nil || again.Run != d.Run || again.Code != d.Code {
+			t.Errorf("the machine's next attestation here = %+v, %v; want run %s's code", again, err, d.Run)
+		}
+	})
+}
+
 // Another replica is starting a run of the device: its Workflow exists,
 // not yet named by NetBox's last_run (its starter writes that next), and
 // desired_action still says provision. Neither this replica's pass nor an

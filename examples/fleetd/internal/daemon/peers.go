@@ -385,11 +385,12 @@ type codeRequest struct {
 }
 
 type codeAnswer struct {
-	Code string `json:"code"`
+	Code string `json:"code"` // "": the replica is still starting the run
 }
 
 // handleCode answers the install code of a run this replica started, for
-// the machine whose attestation reached another replica.
+// the machine whose attestation reached another replica, or that the run
+// is still starting here.
 func (d *Daemon) handleCode(w http.ResponseWriter, r *http.Request) {
 	var req codeRequest
 	if err := json.NewDecoder(io.LimitReader(r.Body, maxPeerBody)).Decode(&req); err != nil || req.Run == "" {
@@ -407,25 +408,34 @@ func (d *Daemon) handleCode(w http.ResponseWriter, r *http.Request) {
 }
 
 // peerCode is provision.Config.PeerCode: the install code of run from the
-// replica that started it, asking every other replica at once.
+// replica that started it, asking every other replica at once; "" and
+// true when that replica is still starting the run.
 func (d *Daemon) peerCode(ctx context.Context, run string) (string, bool) {
-	codes := make(chan string, len(d.peers.others))
+	type answer struct {
+		code string
+		held bool
+	}
+	answers := make(chan answer, len(d.peers.others))
 	for _, peer := range d.peers.others {
 		go func() {
 			var ans codeAnswer
 			status, err := d.peers.do(ctx, peer, http.MethodPost, codePath, codeRequest{Run: run}, &ans)
 			if err != nil || status != http.StatusOK {
-				ans.Code = ""
+				answers <- answer{}
+				return
 			}
-			codes <- ans.Code
+			answers <- answer{ans.Code, true}
 		}()
 	}
+	starting := false
 	for range d.peers.others {
-		if code := <-codes; code != "" {
-			return code, true
+		a := <-answers
+		if a.code != "" {
+			return a.code, true
 		}
+		starting = starting || a.held
 	}
-	return "", false
+	return "", starting
 }
 
 // handlePeerClaims answers this replica's own waiting claims of a serial.
