@@ -383,20 +383,41 @@ func runStorm(t *testing.T, cfg stormConfig) *stormRun {
 	own := pf.calls.reset()
 	byRes, writes := fleetdWrites(writes0, writes1, own)
 
-	// Every node's last run ends journaled.
+	// Every node's last run ends journaled. The lines come from the
+	// leader's loop through a loaded NetBox: the wait lasts while they
+	// come, and fails when none has come for stormStall.
 	devs, err := pf.admin.Devices(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pf.waitFor("every last run's ended line", time.Minute, func() bool {
+	lastRun := map[string]string{}
+	for _, d := range devs {
+		lastRun[d.Name] = d.LastRun
+	}
+	lacking := func() []string {
 		ix := pf.journalIndex()
-		for _, d := range devs {
-			if ix.count(d.Name, "Workflow "+d.LastRun+" ended SUCCESS") == 0 {
-				return false
+		var names []string
+		for name, run := range lastRun {
+			if ix.count(name, "Workflow "+run+" ended SUCCESS") == 0 {
+				names = append(names, name)
 			}
 		}
-		return true
-	})
+		slices.Sort(names)
+		return names
+	}
+	for left, movedAt := lacking(), time.Now(); len(left) > 0; {
+		if time.Since(movedAt) > stormStall {
+			ix := pf.journalIndex()
+			for _, name := range left[:min(len(left), 5)] {
+				t.Logf("%s: last run %s; journal: %s", name, lastRun[name], strings.Join(ix.byDevice[name], " | "))
+			}
+			t.Fatalf("every last run's ended line: none more for %v, %d nodes lack theirs: %v", stormStall, len(left), left[:min(len(left), 20)])
+		}
+		time.Sleep(time.Second)
+		if now := lacking(); len(now) < len(left) {
+			left, movedAt = now, time.Now()
+		}
+	}
 	s.check(devs)
 
 	// Each machine's first code, from the storm's start.
