@@ -576,8 +576,10 @@ func (s *stormRun) killLeader(when string) faultRecord {
 	rec := faultRecord{struck: s.since()}
 	t.Logf("%v after the storm began, %s: SIGKILL %s, the leader, with %d of %d machines admitted, %d configs served and %d ended lines journaled",
 		rec.struck, when, killed.name, atKill, s.n, s.served(), endedAtKill)
+	// Like the storm, the waits fail when nothing moves for stormStall,
+	// not at a time a loaded machine may pass.
 	var elected, resumed time.Time
-	pf.waitFor("a new leader", time.Minute, func() bool {
+	pf.waitFor("a new leader", stormStall, func() bool {
 		for _, p := range pf.replicas {
 			if p != killed && p.leading(pf.ctx) {
 				elected = time.Now()
@@ -588,7 +590,7 @@ func (s *stormRun) killLeader(when string) faultRecord {
 	})
 	rec.note = fmt.Sprintf("%s killed %s; a new leader %v after", killed.name, when, elected.Sub(kill.at).Round(time.Millisecond))
 	if endedAtKill < s.n {
-		pf.waitFor("the new leader's first ended line", 2*time.Minute, func() bool {
+		pf.waitFor("the new leader's first ended line", stormStall, func() bool {
 			if s.ended() > endedAtKill {
 				resumed = time.Now()
 				return true
