@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -182,6 +183,19 @@ func (in *input) setStr(k string, dst *string) {
 // setChoice sets *dst to the choice field k when in has it.
 func (in *input) setChoice(k string, nullable bool, dst *string, choices ...string) {
 	if s, ok := in.choice(k, nullable, choices...); ok {
+		*dst = s
+	}
+}
+
+var slugRE = regexp.MustCompile(`^[-a-zA-Z0-9_]+$`)
+
+// setSlug sets *dst to the field "slug" when in has it, refusing one that
+// is not a slug.
+func (in *input) setSlug(dst *string) {
+	if s, ok := in.str("slug", false); ok {
+		if !slugRE.MatchString(s) {
+			in.errs.add("slug", "Enter a valid “slug” consisting of letters, numbers, underscores or hyphens.")
+		}
 		*dst = s
 	}
 }

@@ -133,14 +133,6 @@ func boolFilter(get func(s *store, id int64) bool) filter {
 	}
 }
 
-var slugRE = regexp.MustCompile(`^[-a-zA-Z0-9_]+$`)
-
-func checkSlug(in *input, k, v string) {
-	if !slugRE.MatchString(v) {
-		in.errs.add(k, "Enter a valid “slug” consisting of letters, numbers, underscores or hyphens.")
-	}
-}
-
 func required(in *input, create bool, fields ...string) {
 	if !create {
 		return
@@ -227,10 +219,7 @@ func namedFilters(get func(s *store, id int64) *named) map[string]filter {
 func (v *named) read(in *input, create bool) {
 	required(in, create, "name", "slug")
 	in.setStr("name", &v.name)
-	if s, ok := in.str("slug", false); ok {
-		checkSlug(in, "slug", s)
-		v.slug = s
-	}
+	in.setSlug(&v.slug)
 	in.setStr("description", &v.description)
 }
 
@@ -323,10 +312,7 @@ func deviceTypeKind() *kind {
 			required(in, id == 0, "manufacturer", "model", "slug")
 			related(in, "manufacturer", t.s.manufacturers, &v.manufacturer)
 			in.setStr("model", &v.model)
-			if s, ok := in.str("slug", false); ok {
-				checkSlug(in, "slug", s)
-				v.slug = s
-			}
+			in.setSlug(&v.slug)
 			in.setStr("part_number", &v.partNumber)
 			in.setStr("description", &v.description)
 			if in.has("u_height") {

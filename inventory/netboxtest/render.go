@@ -396,42 +396,45 @@ func (r *renderer) iface(id int64) any {
 	return out
 }
 
-func (r *renderer) macAddress(id int64) any {
-	m := r.s.macs.get(id)
-	out := map[string]any{
-		"id": id, "url": r.url(pathMACs, id), "display_url": r.displayURL(pathMACs, id), "display": m.mac,
-		"mac_address": m.mac, "assigned_object_type": nil, "assigned_object_id": nil, "assigned_object": nil,
-		"description": m.description, "comments": "", "tags": []any{}, "custom_fields": r.customFieldsOf("dcim.macaddress", nil),
-		"created": timeString(m.created), "last_updated": timeString(m.updated),
-	}
-	if m.iface != 0 {
-		out["assigned_object_type"] = typeInterface
-		out["assigned_object_id"] = m.iface
-		out["assigned_object"] = r.briefInterface(m.iface)
+// object completes fields, the representation of an object of the kind at
+// path whose meta is m, with what every such representation holds: its ID,
+// URLs and display, no tags, its kind's custom fields (null: netboxtest
+// holds custom-field values on devices only) and its times.
+func (r *renderer) object(path string, m meta, display string, fields map[string]any) map[string]any {
+	fields["id"], fields["url"], fields["display_url"], fields["display"] = m.id, r.url(path, m.id), r.displayURL(path, m.id), display
+	fields["tags"], fields["custom_fields"] = []any{}, r.customFieldsOf(kinds[path].objectType, nil)
+	fields["created"], fields["last_updated"] = timeString(m.created), timeString(m.updated)
+	return fields
+}
+
+// assigned puts the interface iface (0: none) in out as its assigned
+// object.
+func (r *renderer) assigned(out map[string]any, iface int64) map[string]any {
+	out["assigned_object_type"], out["assigned_object_id"], out["assigned_object"] = nil, nil, nil
+	if iface != 0 {
+		out["assigned_object_type"], out["assigned_object_id"], out["assigned_object"] = typeInterface, iface, r.briefInterface(iface)
 	}
 	return out
 }
 
+func (r *renderer) macAddress(id int64) any {
+	m := r.s.macs.get(id)
+	return r.assigned(r.object(pathMACs, m.meta, m.mac, map[string]any{
+		"mac_address": m.mac, "description": m.description, "comments": "",
+	}), m.iface)
+}
+
 func (r *renderer) ipAddress(id int64) any {
 	ip := r.s.ips.get(id)
-	out := map[string]any{
-		"id": id, "url": r.url(pathIPs, id), "display_url": r.displayURL(pathIPs, id), "display": ip.address.String(),
+	out := r.object(pathIPs, ip.meta, ip.address.String(), map[string]any{
 		"family": family(ip), "address": ip.address.String(), "vrf": nil, "tenant": nil,
 		"status": statusChoice(ip.status), "role": nil,
-		"assigned_object_type": nil, "assigned_object_id": nil, "assigned_object": nil,
 		"nat_inside": nil, "nat_outside": []any{}, "dns_name": ip.dnsName, "description": ip.description, "comments": "",
-		"tags": []any{}, "custom_fields": r.customFieldsOf("ipam.ipaddress", nil),
-		"created": timeString(ip.created), "last_updated": timeString(ip.updated),
-	}
+	})
 	if ip.role != "" {
 		out["role"] = choice{Value: ip.role, Label: strings.ToUpper(ip.role[:1]) + ip.role[1:]}
 	}
-	if ip.iface != 0 {
-		out["assigned_object_type"] = typeInterface
-		out["assigned_object_id"] = ip.iface
-		out["assigned_object"] = r.briefInterface(ip.iface)
-	}
-	return out
+	return r.assigned(out, ip.iface)
 }
 
 func (r *renderer) cable(id int64) any {
@@ -443,13 +446,11 @@ func (r *renderer) cable(id int64) any {
 		}
 		return out
 	}
-	return map[string]any{
-		"id": id, "url": r.url(pathCables, id), "display_url": r.displayURL(pathCables, id), "display": cableDisplay(c),
+	return r.object(pathCables, c.meta, cableDisplay(c), map[string]any{
 		"type": orNil(c.typ), "a_terminations": terms(c.a), "b_terminations": terms(c.b),
 		"status": statusChoice(c.status), "tenant": nil, "label": c.label, "color": "", "length": nil, "length_unit": nil,
-		"description": c.description, "comments": "", "tags": []any{}, "custom_fields": r.customFieldsOf("dcim.cable", nil),
-		"created": timeString(c.created), "last_updated": timeString(c.updated),
-	}
+		"description": c.description, "comments": "",
+	})
 }
 
 var customFieldTypeLabels = map[string]string{
@@ -496,14 +497,10 @@ func (r *renderer) journalEntry(id int64) any {
 	if j.objectType == "dcim.device" && r.s.devices.get(j.objectID) != nil {
 		assigned = r.briefDevice(j.objectID)
 	}
-	return map[string]any{
-		"id": id, "url": r.url(pathJournal, id), "display_url": r.displayURL(pathJournal, id),
-		"display":              j.created.UTC().Format("2006-01-02 15:04 (MST)"),
+	return r.object(pathJournal, j.meta, j.created.UTC().Format("2006-01-02 15:04 (MST)"), map[string]any{
 		"assigned_object_type": j.objectType, "assigned_object_id": j.objectID, "assigned_object": assigned,
-		"created": timeString(j.created), "created_by": orNil(j.createdBy), "kind": choice{Value: j.kind, Label: title(j.kind)},
-		"comments": j.comments, "tags": []any{}, "custom_fields": r.customFieldsOf("extras.journalentry", nil),
-		"last_updated": timeString(j.updated),
-	}
+		"created_by": orNil(j.createdBy), "kind": choice{Value: j.kind, Label: title(j.kind)}, "comments": j.comments,
+	})
 }
 
 var actionLabels = map[string]string{"create": "Created", "update": "Updated", "delete": "Deleted"}
@@ -529,14 +526,12 @@ func (r *renderer) objectChange(id int64) any {
 
 func (r *renderer) site(id int64) any {
 	s := r.s.sites.get(id)
-	return map[string]any{
-		"id": id, "url": r.url(pathSites, id), "display_url": r.displayURL(pathSites, id), "display": s.name,
+	return r.object(pathSites, s.meta, s.name, map[string]any{
 		"name": s.name, "slug": s.slug, "status": statusChoice(s.status), "region": nil, "group": nil, "tenant": nil,
 		"facility": "", "time_zone": nil, "description": s.description, "physical_address": "", "shipping_address": "",
-		"latitude": nil, "longitude": nil, "comments": "", "asns": []any{}, "tags": []any{},
-		"custom_fields": r.customFieldsOf("dcim.site", nil), "created": timeString(s.created), "last_updated": timeString(s.updated),
+		"latitude": nil, "longitude": nil, "comments": "", "asns": []any{},
 		"device_count": count(r.s.devices, func(d *device) bool { return d.site == id }),
-	}
+	})
 }
 
 // count returns how many objects of tab pred holds for.
@@ -553,39 +548,33 @@ func count[T any](tab *table[T], pred func(*T) bool) int {
 
 func (r *renderer) manufacturer(id int64) any {
 	m := r.s.manufacturers.get(id)
-	return map[string]any{
-		"id": id, "url": r.url(pathManufacturers, id), "display_url": r.displayURL(pathManufacturers, id), "display": m.name,
-		"name": m.name, "slug": m.slug, "description": m.description, "tags": []any{},
-		"custom_fields": r.customFieldsOf("dcim.manufacturer", nil), "created": timeString(m.created), "last_updated": timeString(m.updated),
+	return r.object(pathManufacturers, m.meta, m.name, map[string]any{
+		"name": m.name, "slug": m.slug, "description": m.description,
 		"devicetype_count":    count(r.s.deviceTypes, func(dt *deviceType) bool { return dt.manufacturer == id }),
 		"inventoryitem_count": 0, "platform_count": 0,
-	}
+	})
 }
 
 func (r *renderer) deviceType(id int64) any {
 	dt := r.s.deviceTypes.get(id)
-	return map[string]any{
-		"id": id, "url": r.url(pathDeviceTypes, id), "display_url": r.displayURL(pathDeviceTypes, id), "display": dt.model,
+	return r.object(pathDeviceTypes, dt.meta, dt.model, map[string]any{
 		"manufacturer": r.briefManufacturer(dt.manufacturer), "default_platform": nil, "model": dt.model, "slug": dt.slug,
 		"part_number": dt.partNumber, "u_height": 1.0, "exclude_from_utilization": false, "is_full_depth": true,
 		"subdevice_role": nil, "airflow": nil, "weight": nil, "weight_unit": nil, "front_image": nil, "rear_image": nil,
-		"description": dt.description, "comments": "", "tags": []any{}, "custom_fields": r.customFieldsOf("dcim.devicetype", nil),
-		"created": timeString(dt.created), "last_updated": timeString(dt.updated),
+		"description": dt.description, "comments": "",
 		"device_count":                count(r.s.devices, func(d *device) bool { return d.deviceType == id }),
 		"console_port_template_count": 0, "console_server_port_template_count": 0, "power_port_template_count": 0,
 		"power_outlet_template_count": 0, "interface_template_count": 0, "front_port_template_count": 0,
 		"rear_port_template_count": 0, "device_bay_template_count": 0, "module_bay_template_count": 0,
 		"inventory_item_template_count": 0,
-	}
+	})
 }
 
 func (r *renderer) role(id int64) any {
 	ro := r.s.roles.get(id)
-	return map[string]any{
-		"id": id, "url": r.url(pathRoles, id), "display_url": r.displayURL(pathRoles, id), "display": ro.name,
+	return r.object(pathRoles, ro.meta, ro.name, map[string]any{
 		"name": ro.name, "slug": ro.slug, "color": ro.color, "vm_role": true, "config_template": nil, "parent": nil,
-		"description": ro.description, "comments": "", "tags": []any{}, "custom_fields": r.customFieldsOf("dcim.devicerole", nil),
-		"created": timeString(ro.created), "last_updated": timeString(ro.updated),
+		"description": ro.description, "comments": "",
 		"device_count": count(r.s.devices, func(d *device) bool { return d.role == id }), "virtualmachine_count": 0, "_depth": 0,
-	}
+	})
 }
