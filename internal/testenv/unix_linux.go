@@ -18,13 +18,23 @@ func UnixListening(path string) bool {
 	if err != nil {
 		return false
 	}
-	// Num RefCount Protocol Flags Type St Inode Path
 	for _, line := range strings.Split(string(b), "\n")[1:] {
-		f := strings.Fields(line)
-		if len(f) < 8 || f[7] != path {
+		// Num RefCount Protocol Flags Type St Inode, then the path as
+		// it was bound, spaces and all.
+		var fields []string
+		rest := line
+		for range 7 {
+			rest = strings.TrimLeft(rest, " ")
+			i := strings.IndexByte(rest, ' ')
+			if i < 0 {
+				break
+			}
+			fields, rest = append(fields, rest[:i]), rest[i+1:]
+		}
+		if len(fields) < 7 || rest != path {
 			continue
 		}
-		if flags, err := strconv.ParseUint(f[3], 16, 32); err == nil && flags&soAcceptCon != 0 {
+		if flags, err := strconv.ParseUint(fields[3], 16, 32); err == nil && flags&soAcceptCon != 0 {
 			return true
 		}
 	}

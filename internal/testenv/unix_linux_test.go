@@ -2,13 +2,18 @@ package testenv
 
 import (
 	"net"
+	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
 )
 
 func TestUnixListening(t *testing.T) {
-	dir := t.TempDir()
+	// A test's directory may hold spaces, as its name does.
+	dir := filepath.Join(t.TempDir(), "a test")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	sock := filepath.Join(dir, "s.sock")
 	if UnixListening(sock) {
 		t.Fatal("no socket yet, and UnixListening says one listens")
@@ -35,7 +40,9 @@ func TestUnixListening(t *testing.T) {
 	if !UnixListening(sock) {
 		t.Error("a listening socket: UnixListening says it does not listen")
 	}
-	if UnixListening(filepath.Join(dir, "other.sock")) {
-		t.Error("another path: UnixListening says it listens")
+	for _, other := range []string{filepath.Join(dir, "other.sock"), "test/s.sock", "s.sock"} {
+		if UnixListening(other) {
+			t.Errorf("%s: UnixListening says it listens", other)
+		}
 	}
 }
