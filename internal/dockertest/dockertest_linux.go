@@ -154,7 +154,8 @@ func start(t testing.TB, cfg *Config) *Docker {
 		t.Fatalf("dockertest: %v", err)
 	}
 	client := d.client()
-	if err := dp.WaitReady(ctx, readyTimeout, func(ctx context.Context) error { return ping(ctx, client) }); err != nil {
+	// dockerd's API answers /_ping with 200 once it serves.
+	if err := dp.WaitReady(ctx, readyTimeout, testproc.HTTPReady(client, "http://docker/_ping", "")); err != nil {
 		t.Fatalf("dockertest: %v", err)
 	}
 	where := "the test's network namespace"
@@ -184,19 +185,19 @@ func (d *Docker) forwardAll(t testing.TB, cfg *Config, names []registryName) {
 	t.Helper()
 	if cfg.Netns != "" {
 		for _, addr := range cfg.Forward {
-			f, err := forward(cfg.Netns, addr, addr)
+			f, err := testenv.Forward(cfg.Netns, addr, addr)
 			if err != nil {
 				t.Fatalf("dockertest: %v", err)
 			}
-			d.atStop(func(testing.TB) { f.close() })
+			d.atStop(func(testing.TB) { f.Close() })
 		}
 	}
 	for _, n := range names {
-		f, err := forward(cfg.Netns, net.JoinHostPort(n.addr, "80"), cfg.Registries[n.name])
+		f, err := testenv.Forward(cfg.Netns, net.JoinHostPort(n.addr, "80"), cfg.Registries[n.name])
 		if err != nil {
 			t.Fatalf("dockertest: registry %s: %v", n.name, err)
 		}
-		d.atStop(func(testing.TB) { f.close() })
+		d.atStop(func(testing.TB) { f.Close() })
 	}
 }
 
@@ -258,13 +259,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 	if d.netns != "" {
 		args = append([]string{tl.nsenter, "--net=" + filepath.Join("/run/netns", d.netns)}, args...)
 	}
-	logPath := filepath.Join(d.dir, "containerd.log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close() // the child has its own descriptor
-	return startProcess("containerd", exec.Command(args[0], args[1:]...), f, testproc.FileOutput(logPath))
+	return testproc.StartLogged("containerd", command(args...), filepath.Join(d.dir, "containerd.log"), false)
 }
 
 // registryName is a registry's host name and its address in the machine.
@@ -327,12 +322,7 @@ func (d *Docker) startDockerd(tl tools, runtimeArgs, extra []string) (*testproc.
 		"--userland-proxy=false",
 	}
 	args = append(append(args, runtimeArgs...), extra...)
-	f, err := os.Create(d.log)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return startProcess("dockerd", exec.Command(args[0], args[1:]...), f, testproc.FileOutput(d.log))
+	return testproc.StartLogged("dockerd", command(args...), d.log, false)
 }
 
 // client returns an HTTP client of dockerd's API socket.
@@ -346,23 +336,6 @@ func (d *Docker) client() *http.Client {
 	}
 }
 
-// ping asks dockerd's API for /_ping, which answers 200 once it serves.
-func ping(ctx context.Context, c *http.Client) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://docker/_ping", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/_ping answered %s", resp.Status)
-	}
-	return nil
-}
-
 // boundedRuntime returns dockerd's flags that make boundedrunc its default
 // runtime, building it into dir, when this process's capability bounding
 // set lacks capabilities the kernel knows (and their numbers); none when
@@ -373,7 +346,7 @@ func boundedRuntime(ctx context.Context, dir, runc string) (args []string, lacki
 		return nil, nil, err
 	}
 	bin := filepath.Join(dir, "bin", "boundedrunc")
-	if err := goBuild(ctx, "internal/dockertest/boundedrunc", bin, "-X main.runc="+runc); err != nil {
+	if err := testproc.GoBuild(ctx, "internal/dockertest/boundedrunc", bin, nil, "-ldflags", "-X main.runc="+runc); err != nil {
 		return nil, nil, err
 	}
 	return []string{"--add-runtime", "fleet-runc=" + bin, "--default-runtime", "fleet-runc"}, lacking, nil
@@ -504,7 +477,9 @@ func (d *Docker) startAgent(t testing.TB, id, grpc string, cfg *AgentConfig) *Ag
 		t.Fatalf("dockertest: StartAgent on a stopped Docker")
 	}
 	a := &Agent{id: id, out: out, started: time.Now()}
-	p, err := startProcess("agent", exec.Command(nsenter, args...), out, out.String)
+	cmd := command(append([]string{nsenter}, args...)...)
+	cmd.Stdout, cmd.Stderr = out, out
+	p, err := testproc.Start("agent", cmd, out.String)
 	if err != nil {
 		t.Fatalf("dockertest: %v", err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fleetkit/fleet/internal/imagetest/standin"
 	"github.com/fleetkit/fleet/internal/testenv"
+	"github.com/fleetkit/fleet/internal/testproc"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -90,7 +91,8 @@ func Build(t testing.TB, r *Registry, dir, repo string, cfg *Config) string {
 
 	t0 := time.Now()
 	bin := filepath.Join(t.TempDir(), prog)
-	if err := goBuild(ctx, dir, bin); err != nil {
+	// For Linux on this architecture, as .ko.yaml builds fleet's images.
+	if err := testproc.GoBuild(ctx, dir, bin, []string{"GOOS=linux", "GOARCH=" + runtime.GOARCH}); err != nil {
 		t.Fatalf("imagetest: %v", err)
 	}
 	built := time.Since(t0)
@@ -151,11 +153,17 @@ const InstallerRepo = "siderolabs/installer"
 // installs no Talos that boots.
 func Installer(t testing.TB, r *Registry) string {
 	t.Helper()
-	ref := r.Ref(InstallerRepo, standin.Version)
+	return installer(t, r, standin.Version)
+}
+
+// installer builds the stand-in installer tagged tag, with env more in its
+// config.
+func installer(t testing.TB, r *Registry, tag string, env ...string) string {
+	t.Helper()
 	return Build(t, r, "internal/imagetest/standin/installer", InstallerRepo, &Config{
 		Path: "/bin/installer",
-		Tag:  standin.Version,
-		Env:  []string{"STANDIN_IMAGE=" + ref},
+		Tag:  tag,
+		Env:  append([]string{"STANDIN_IMAGE=" + r.Ref(InstallerRepo, tag)}, env...),
 	})
 }
 
@@ -172,12 +180,7 @@ const SlowInstallerTag = standin.Version + "-slow"
 // an installer that met a disk it had started writing describe.
 func SlowInstaller(t testing.TB, r *Registry) string {
 	t.Helper()
-	ref := r.Ref(InstallerRepo, SlowInstallerTag)
-	return Build(t, r, "internal/imagetest/standin/installer", InstallerRepo, &Config{
-		Path: "/bin/installer",
-		Tag:  SlowInstallerTag,
-		Env:  []string{"STANDIN_IMAGE=" + ref, "STANDIN_WRITE_TIME=10m"},
-	})
+	return installer(t, r, SlowInstallerTag, "STANDIN_WRITE_TIME=10m")
 }
 
 // WaitDaemonRepo and WaitDaemonTag name the stand-in for Tinkerbell's

@@ -2,11 +2,8 @@ package kubetest
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -180,13 +177,10 @@ func (e *Env) Restart(ctx context.Context, c Component) error {
 	switch c {
 	case Etcd:
 		cp.etcd = np
-		return waitReady(ctx, np, etcdReadyTimeout, &http.Client{Timeout: 2 * time.Second}, cp.etcdURL+"/health", "")
+		return cp.waitEtcd(ctx)
 	default:
 		cp.apiserver = np
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(cp.caData)
-		secure := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-		return waitReady(ctx, np, apiserverReadyTimeout, secure, cp.host+"/readyz", cp.adminToken)
+		return cp.waitAPIServer(ctx)
 	}
 }
 
@@ -248,7 +242,7 @@ func startWith(ctx context.Context, logf func(string, ...any), keep func(*contro
 		return nil, "", fmt.Errorf("%w: admin client: %w", errUnavailable, err)
 	}
 	env.kubeconfig = filepath.Join(cp.dir, "kubeconfig")
-	if err := writeKubeconfig(env.kubeconfig, env.host, env.caData, env.adminToken); err != nil {
+	if err := env.WriteKubeconfig(env.kubeconfig, "admin", env.adminToken, "default"); err != nil {
 		return nil, "", fmt.Errorf("%w: %w", errUnavailable, err)
 	}
 
@@ -375,12 +369,14 @@ func (e *Env) ServiceAccountToken(t testing.TB, namespace, name string) string {
 	return tr.Status.Token
 }
 
-// writeKubeconfig writes a kubeconfig of the admin identity to path.
-func writeKubeconfig(path, host string, caData []byte, token string) error {
+// WriteKubeconfig writes a kubeconfig to path that authenticates as user
+// with the bearer token token (as ConfigFor's), in namespace ns: for a
+// program a test runs as that identity.
+func (e *Env) WriteKubeconfig(path, user, token, ns string) error {
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["kubetest"] = &clientcmdapi.Cluster{Server: host, CertificateAuthorityData: caData}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts["kubetest"] = &clientcmdapi.Context{Cluster: "kubetest", AuthInfo: "admin", Namespace: "default"}
+	cfg.Clusters["kubetest"] = &clientcmdapi.Cluster{Server: e.host, CertificateAuthorityData: e.caData}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["kubetest"] = &clientcmdapi.Context{Cluster: "kubetest", AuthInfo: user, Namespace: ns}
 	cfg.CurrentContext = "kubetest"
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		return fmt.Errorf("write kubeconfig %s: %w", path, err)

@@ -10,7 +10,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,7 +17,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/fleetkit/fleet/internal/repotest"
 	"github.com/fleetkit/fleet/internal/testproc"
 )
 
@@ -106,11 +104,10 @@ func (cp *controlPlane) start(ctx context.Context, bins binaries) error {
 	if err != nil {
 		return err
 	}
-	plain := &http.Client{Timeout: 2 * time.Second}
-	if err := waitReady(ctx, cp.etcd, etcdReadyTimeout, plain, clientURL+"/health", ""); err != nil {
+	cp.etcdURL = clientURL
+	if err := cp.waitEtcd(ctx); err != nil {
 		return err
 	}
-	cp.etcdURL = clientURL
 	cp.etcdReady = time.Since(t0)
 
 	keyFile, pubFile, err := writeServiceAccountKey(cp.dir)
@@ -148,39 +145,44 @@ func (cp *controlPlane) start(ctx context.Context, bins binaries) error {
 	// kube-apiserver writes its self-signed serving certificate before it
 	// listens; it is the clients' CA.
 	caFile := filepath.Join(certDir, "apiserver.crt")
-	deadline := time.Now().Add(apiserverReadyTimeout)
-	for {
+	if err := cp.apiserver.WaitReady(ctx, apiserverReadyTimeout, func(context.Context) error {
 		cp.caData, err = os.ReadFile(caFile)
-		if err == nil && len(cp.caData) > 0 {
-			break
+		if err == nil && len(cp.caData) == 0 {
+			err = fmt.Errorf("%s is empty", caFile)
 		}
-		if err := cp.apiserver.Exited(); err != nil {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("kube-apiserver wrote no %s within %v: %s", caFile, apiserverReadyTimeout, cp.apiserver.Tail())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return err
+	}); err != nil {
+		return err
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(cp.caData) {
+	if !x509.NewCertPool().AppendCertsFromPEM(cp.caData) {
 		return fmt.Errorf("kube-apiserver's %s holds no PEM certificate", caFile)
 	}
-	secure := &http.Client{
-		Timeout:   2 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
-	}
-	if err := waitReady(ctx, cp.apiserver, apiserverReadyTimeout, secure, cp.host+"/readyz", cp.adminToken); err != nil {
+	if err := cp.waitAPIServer(ctx); err != nil {
 		return err
 	}
 	cp.apiserverReady = time.Since(t1)
 	return nil
 }
 
+// waitEtcd waits (Process.WaitReady) until etcd answers 200 at /health.
+func (cp *controlPlane) waitEtcd(ctx context.Context) error {
+	return cp.etcd.WaitReady(ctx, etcdReadyTimeout, testproc.HTTPReady(&http.Client{Timeout: 2 * time.Second}, cp.etcdURL+"/health", ""))
+}
+
+// waitAPIServer waits (Process.WaitReady) until kube-apiserver answers
+// the admin 200 at /readyz, over TLS with its serving certificate as the
+// CA.
+func (cp *controlPlane) waitAPIServer(ctx context.Context) error {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(cp.caData)
+	secure := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	return cp.apiserver.WaitReady(ctx, apiserverReadyTimeout, testproc.HTTPReady(secure, cp.host+"/readyz", cp.adminToken))
+}
+
 // restart starts p's program again, with the same arguments and log (its
 // output appended), after it exited.
 func (p *process) restart() (*process, error) {
-	return launch(p.Name(), p.path, p.log, os.O_APPEND, p.args)
+	return launch(p.Name(), p.path, p.log, true, p.args)
 }
 
 // stop stops kube-apiserver, then etcd, and removes the directory.
@@ -204,48 +206,17 @@ func (cp *controlPlane) stopProcesses() error {
 
 // startProcess starts path with args, its output going to logPath.
 func startProcess(name, path, logPath string, args ...string) (*process, error) {
-	return launch(name, path, logPath, os.O_TRUNC, args)
+	return launch(name, path, logPath, false, args)
 }
 
-// launch starts path with args, its output going to logPath, opened with
-// flag (and created).
-func launch(name, path, logPath string, flag int, args []string) (*process, error) {
-	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|flag, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	defer logFile.Close() // the child has its own descriptor
-	cmd := exec.Command(path, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	p, err := testproc.Start(name, cmd, testproc.FileOutput(logPath))
+// launch starts path with args, its output going to logPath, appended to
+// when appendLog.
+func launch(name, path, logPath string, appendLog bool, args []string) (*process, error) {
+	p, err := testproc.StartLogged(name, exec.Command(path, args...), logPath, appendLog)
 	if err != nil {
 		return nil, err
 	}
 	return &process{Process: p, path: path, log: logPath, args: args}, nil
-}
-
-// waitReady waits (Process.WaitReady) until url answers 200, asked with
-// token as a bearer token when not "".
-func waitReady(ctx context.Context, p *process, stall time.Duration, client *http.Client, url, token string) error {
-	return p.WaitReady(ctx, stall, func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s answered %s: %s", url, resp.Status, repotest.Tail(string(body), 500))
-		}
-		return nil
-	})
 }
 
 // writeServiceAccountKey writes a new RSA key pair for kube-apiserver to

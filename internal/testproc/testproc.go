@@ -1,13 +1,16 @@
 package testproc
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -54,6 +57,23 @@ func Start(name string, cmd *exec.Cmd, output func() string) (*Process, error) {
 	return p, nil
 }
 
+// StartLogged starts cmd as Start does, its output going to the file at
+// logPath: created, or appended to when appendLog (a program started
+// again).
+func StartLogged(name string, cmd *exec.Cmd, logPath string, appendLog bool) (*Process, error) {
+	flag := os.O_TRUNC
+	if appendLog {
+		flag = os.O_APPEND
+	}
+	f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|flag, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	defer f.Close() // the child has its own descriptor
+	cmd.Stdout, cmd.Stderr = f, f
+	return Start(name, cmd, FileOutput(logPath))
+}
+
 // Name is the name Start was given.
 func (p *Process) Name() string { return p.name }
 
@@ -75,6 +95,17 @@ func (p *Process) Exited() error {
 			return fmt.Errorf("%s exited (%v): %w; %s", p.name, p.err, ErrPortTaken, out)
 		}
 		return fmt.Errorf("%s exited (%v); %s", p.name, p.err, out)
+	default:
+		return nil
+	}
+}
+
+// ExitError returns what waiting for p returned once it exited (nil for
+// an exit status of 0), and nil while it runs.
+func (p *Process) ExitError() error {
+	select {
+	case <-p.done:
+		return p.err
 	default:
 		return nil
 	}
@@ -150,6 +181,31 @@ func (p *Process) WaitReady(ctx context.Context, stall time.Duration, probe func
 	}
 }
 
+// HTTPReady returns a probe for WaitReady: a GET of url with client,
+// with token as a bearer token when not "", which is ready when it
+// answers 200.
+func HTTPReady(client *http.Client, url, token string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s answered %s: %s", url, resp.Status, repotest.Tail(string(body), 500))
+		}
+		return nil
+	}
+}
+
 // FileOutput returns the output function of a process writing to path:
 // its last 4000 bytes.
 func FileOutput(path string) func() string {
@@ -196,4 +252,28 @@ func FreePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// GoBuild builds the main package in dir (relative to the repository
+// root) without cgo into out, with go build's flags and the environment
+// more env.
+func GoBuild(ctx context.Context, dir, out string, env []string, flags ...string) error {
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		return fmt.Errorf("needs the go command on PATH to build %s: %w", dir, err)
+	}
+	root, err := repotest.Root()
+	if err != nil {
+		return err
+	}
+	args := append(append([]string{"build", "-trimpath"}, flags...), "-o", out, "./"+filepath.ToSlash(dir))
+	cmd := exec.CommandContext(ctx, goCmd, args...)
+	cmd.Dir = root
+	cmd.Env = append(append(os.Environ(), "CGO_ENABLED=0"), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build ./%s: %w: %s", dir, err, repotest.Tail(stderr.String(), 2000))
+	}
+	return nil
 }

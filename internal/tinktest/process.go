@@ -3,7 +3,6 @@ package tinktest
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -23,16 +22,10 @@ const stopTimeout = 10 * time.Second
 // with an environment that holds no TINKERBELL_* variable (each would set a
 // flag) and no KUBECONFIG.
 func startProcess(path, dir, logPath string, args []string) (*testproc.Process, error) {
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, fmt.Errorf("start tinkerbell: %w", err)
-	}
-	defer logFile.Close() // the child has its own descriptor
 	cmd := exec.Command(path, args...)
 	cmd.Dir = dir
 	cmd.Env = testproc.Env("TINKERBELL_", "KUBECONFIG=")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	return testproc.Start("tinkerbell", cmd, testproc.FileOutput(logPath))
+	return testproc.StartLogged("tinkerbell", cmd, logPath, false)
 }
 
 // keepLog copies the whole log at path out of the test's temporary directory,
@@ -74,21 +67,11 @@ func keepLog(path string) string {
 // answers 200 at healthURL and its gRPC port accepts a connection at
 // grpcAddr: tinkerbell serves both only after its CRD migration.
 func waitReady(ctx context.Context, p *testproc.Process, stall time.Duration, healthURL, grpcAddr string) error {
-	client := &http.Client{Timeout: 2 * time.Second}
+	health := testproc.HTTPReady(&http.Client{Timeout: 2 * time.Second}, healthURL, "")
 	var dialer net.Dialer
 	return p.WaitReady(ctx, stall, func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, healthURL, nil)
-		if err != nil {
+		if err := health(ctx); err != nil {
 			return err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s answered %s: %s", healthURL, resp.Status, repotest.Tail(string(body), 500))
 		}
 		conn, err := dialer.DialContext(ctx, "tcp", grpcAddr)
 		if err != nil {

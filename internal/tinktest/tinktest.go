@@ -20,8 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // readyTimeout is how long a starting tinkerbell may stand still
@@ -102,7 +100,7 @@ func Start(t testing.TB, env *kubetest.Env, ns string, cfg *Config) *Tinkerbell 
 	}
 	token := env.ServiceAccountToken(t, ns, ServiceAccount)
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := writeKubeconfig(kubeconfig, env, token, ns); err != nil {
+	if err := env.WriteKubeconfig(kubeconfig, ServiceAccount, token, ns); err != nil {
 		t.Fatalf("tinktest: %v", err)
 	}
 
@@ -239,21 +237,6 @@ func crdsMissing(ctx context.Context, env *kubetest.Env) (bool, error) {
 		}
 	}
 	return false, nil
-}
-
-// writeKubeconfig writes a kubeconfig of token, with ns as its namespace,
-// to path.
-func writeKubeconfig(path string, env *kubetest.Env, token, ns string) error {
-	rc := env.ConfigFor(token)
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["kubetest"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthorityData: rc.CAData}
-	cfg.AuthInfos[ServiceAccount] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts["kubetest"] = &clientcmdapi.Context{Cluster: "kubetest", AuthInfo: ServiceAccount, Namespace: ns}
-	cfg.CurrentContext = "kubetest"
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		return fmt.Errorf("write kubeconfig %s: %w", path, err)
-	}
-	return nil
 }
 
 func round(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
