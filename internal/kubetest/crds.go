@@ -155,12 +155,6 @@ func waitEstablished(ctx context.Context, client dynamic.NamespaceableResourceIn
 	}
 }
 
-// established reports whether a CRD's status says Established=True.
-func established(crd *unstructured.Unstructured) bool {
-	_, ok := establishedAt(crd)
-	return ok
-}
-
 // establishedAt returns the lastTransitionTime of a CRD's Established=True
 // condition, and false when it has none.
 func establishedAt(crd *unstructured.Unstructured) (time.Time, bool) {

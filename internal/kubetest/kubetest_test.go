@@ -2,11 +2,9 @@ package kubetest
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,14 +13,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
 	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 func TestMain(m *testing.M) { os.Exit(Run(m)) }
@@ -44,7 +40,7 @@ func TestIntegrationCRDsEstablished(t *testing.T) {
 	}
 	var got []string
 	for _, crd := range list.Items {
-		if !established(&crd) {
+		if _, ok := establishedAt(&crd); !ok {
 			t.Errorf("CRD %s is not Established", crd.GetName())
 		}
 		got = append(got, crd.GetName())
@@ -233,74 +229,6 @@ func TestIntegrationServiceAccountWithoutRoleForbidden(t *testing.T) {
 	}
 }
 
-// A bootstrap token Secret in kube-system authenticates its token as
-// system:bootstrap:<id>, and stops authenticating once its expiration has
-// passed.
-func TestIntegrationBootstrapTokenAuthenticatesUntilExpiry(t *testing.T) {
-	env := Start(t)
-	ctx := testenv.Context(t, time.Minute)
-	id, secret := randomTokenPart(6), randomTokenPart(16)
-	expiry := time.Now().Add(4 * time.Second).Truncate(time.Second)
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-" + id, Namespace: "kube-system"},
-		Type:       corev1.SecretTypeBootstrapToken,
-		StringData: map[string]string{
-			"token-id":                       id,
-			"token-secret":                   secret,
-			"usage-bootstrap-authentication": "true",
-			"expiration":                     expiry.UTC().Format(time.RFC3339),
-		},
-	}
-	if _, err := env.Admin().CoreV1().Secrets("kube-system").Create(ctx, s, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	reviews := Clientset(t, env.ConfigFor(id+"."+secret)).AuthenticationV1().SelfSubjectReviews()
-	review := func() (*authenticationv1.SelfSubjectReview, error) {
-		return reviews.Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
-	}
-
-	// The authenticator reads Secrets through a watch: it may take moments
-	// to see the new one.
-	var got *authenticationv1.SelfSubjectReview
-	var err error
-	for {
-		got, err = review()
-		if err == nil || !apierrors.IsUnauthorized(err) || time.Now().After(expiry) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("bootstrap token %s before its expiration %s: %v", id, expiry.Format(time.RFC3339), err)
-	}
-	if want := "system:bootstrap:" + id; got.Status.UserInfo.Username != want {
-		t.Errorf("bootstrap token authenticates as %q, want %q", got.Status.UserInfo.Username, want)
-	}
-	if groups := got.Status.UserInfo.Groups; !slices.Contains(groups, "system:bootstrappers") {
-		t.Errorf("bootstrap token groups %v lack system:bootstrappers", groups)
-	}
-
-	// kube-apiserver keeps a successful token authentication for 10 s
-	// (its token success cache): the expired token is refused at most
-	// that long after its expiration.
-	time.Sleep(time.Until(expiry))
-	deadline := expiry.Add(15 * time.Second)
-	for {
-		_, err = review()
-		if apierrors.IsUnauthorized(err) {
-			t.Logf("refused %v after its expiration", time.Since(expiry).Round(10*time.Millisecond))
-			return
-		}
-		if err != nil {
-			t.Fatalf("expired bootstrap token: got %v, want 401 Unauthorized", err)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("bootstrap token %s still authenticates %v after its expiration %s", id, time.Since(expiry).Round(time.Second), expiry.Format(time.RFC3339))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // Each test's namespace is its own.
 func TestIntegrationNamespacesAreSeparate(t *testing.T) {
 	env := Start(t)
@@ -310,18 +238,6 @@ func TestIntegrationNamespacesAreSeparate(t *testing.T) {
 	}
 	if !strings.HasPrefix(a, "testintegrationnamespacesareseparate-") {
 		t.Errorf("namespace %q is not named after the test", a)
-	}
-}
-
-// The kubeconfig file names the admin identity and the server's CA.
-func TestIntegrationKubeconfig(t *testing.T) {
-	env := Start(t)
-	cfg, err := clientcmd.BuildConfigFromFlags("", env.Kubeconfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Clientset(t, cfg).CoreV1().Namespaces().Get(testenv.Context(t, time.Minute), "kube-system", metav1.GetOptions{}); err != nil {
-		t.Fatalf("get namespace kube-system with %s: %v", env.Kubeconfig(), err)
 	}
 }
 
@@ -340,12 +256,6 @@ func TestNamespacePrefix(t *testing.T) {
 			t.Errorf("namespacePrefix(%q) is %d characters, want at most 40", name, len(got))
 		}
 	}
-}
-
-// randomTokenPart returns n random characters of [a-z0-9] (n at most 26),
-// as bootstrap token ids and secrets are made of.
-func randomTokenPart(n int) string {
-	return strings.ToLower(rand.Text())[:n]
 }
 
 // A control plane of a test's own is killed and restarted, etcd and then

@@ -3,6 +3,7 @@ package tinktest_test
 import (
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,8 +59,15 @@ tasks:
 
 // Tinkerbell starts on the shared control plane, over the CRDs kubetest
 // applied, with nothing but its grant; tink-controller takes a Workflow to
-// PENDING, Rufio reports on a Machine, and the grant refuses what
-// tinkerbell does not need.
+// PENDING, Rufio reports on a Machine, the grant refuses what tinkerbell
+// does not need, and a second Start on the control plane is refused.
+//
+// An Agent then takes the Workflow through the real tink-server as
+// Tinkerbell's agent does: GetAction hands it the action and sets
+// currentState (its actionName before any report), RUNNING and then
+// SUCCESS with "action completed" take the Workflow to POST, and
+// tink-controller then to SUCCESS. The RUNNING report's zero times leave
+// the action without an executionStart, as the real agent's do.
 func TestIntegrationTinkerbellStarts(t *testing.T) {
 	env := kubetest.Start(t)
 	ns := env.Namespace(t)
@@ -76,7 +84,7 @@ func TestIntegrationTinkerbellStarts(t *testing.T) {
 	dyn := kubetest.Dynamic(t, env.Config())
 
 	t.Run("workflow", func(t *testing.T) {
-		ctx := testenv.Context(t, time.Minute)
+		ctx := testenv.Context(t, 2*time.Minute)
 		const mac = "02:00:00:00:00:01"
 		kubetest.Create(ctx, t, dyn, hardwareResource, ns, &tinkerbell.Hardware{
 			ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
@@ -106,7 +114,49 @@ func TestIntegrationTinkerbellStarts(t *testing.T) {
 			t.Errorf("status.agentID = %q, want the worker %q", wf.Status.AgentID, mac)
 		}
 		if len(wf.Status.Tasks) != 1 || len(wf.Status.Tasks[0].Actions) != 1 || wf.Status.Tasks[0].Actions[0].Name != "hello" {
-			t.Errorf("status.tasks = %+v, want one task with the action hello", wf.Status.Tasks)
+			t.Fatalf("status.tasks = %+v, want one task with the action hello", wf.Status.Tasks)
+		}
+
+		agent := tb.Agent()
+		a, err := agent.GetAction(ctx, mac)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := wf.Status.Tasks[0].Actions[0]
+		if a.WorkflowID != ns+"/wf-1" || a.AgentID != mac || a.Name != "hello" || a.ActionID != want.ID || a.ActionID == "" ||
+			a.TaskID != wf.Status.Tasks[0].ID || a.Image != "127.0.0.1:5000/tinktest/hello:v1" || a.Timeout != 60 {
+			t.Fatalf("GetAction = %+v; the Workflow's action is %+v", a, want)
+		}
+		kubetest.WaitFor(ctx, t, dyn, workflowResource, ns, "wf-1", &wf, func() bool {
+			cs := wf.Status.CurrentState
+			return cs != nil && cs.ActionName == "hello" && cs.State == tinkerbell.WorkflowStatePending
+		})
+		if wf.Status.State != tinkerbell.WorkflowStatePending {
+			t.Errorf("state %s once the action was fetched, want PENDING", wf.Status.State)
+		}
+
+		if err := agent.Report(ctx, a, "RUNNING", "running action", time.Time{}, time.Time{}, ""); err != nil {
+			t.Fatal(err)
+		}
+		kubetest.WaitFor(ctx, t, dyn, workflowResource, ns, "wf-1", &wf, func() bool { return wf.Status.State == tinkerbell.WorkflowStateRunning })
+		if act := wf.Status.Tasks[0].Actions[0]; act.State != tinkerbell.WorkflowStateRunning || act.ExecutionStart != nil || act.Message != "running action" {
+			t.Errorf("action after RUNNING: %+v", act)
+		}
+
+		start := time.Now().UTC()
+		stop := start.Add(1500 * time.Millisecond)
+		if err := agent.Report(ctx, a, "SUCCESS", "action completed", start, stop, "1s500ms"); err != nil {
+			t.Fatal(err)
+		}
+		kubetest.WaitFor(ctx, t, dyn, workflowResource, ns, "wf-1", &wf, func() bool { return wf.Status.State == tinkerbell.WorkflowStateSuccess })
+		act := wf.Status.Tasks[0].Actions[0]
+		if act.State != tinkerbell.WorkflowStateSuccess || act.Message != "action completed" || act.ExecutionDuration != "1s500ms" ||
+			act.ExecutionStart == nil || !act.ExecutionStart.Time.Equal(start.Truncate(time.Second)) {
+			t.Errorf("action after SUCCESS: %+v", act)
+		}
+
+		if err := agent.Report(ctx, a, "BOGUS", "", time.Time{}, time.Time{}, ""); err == nil || !strings.Contains(err.Error(), "unknown state") {
+			t.Errorf("report of state BOGUS: %v", err)
 		}
 	})
 
@@ -206,20 +256,18 @@ func TestIntegrationTinkerbellStarts(t *testing.T) {
 			}
 		}
 	})
-}
 
-// Start refuses a second Tinkerbell on a control plane where one runs.
-func TestIntegrationOnePerControlPlane(t *testing.T) {
-	env := kubetest.Start(t)
-	tinktest.Start(t, env, env.Namespace(t), nil)
-	ft := &fatalRecorder{TB: t}
-	func() {
-		defer func() { _ = recover() }()
-		tinktest.Start(ft, env, env.Namespace(t), nil)
-	}()
-	if !ft.fatal {
-		t.Fatal("a second Start on the same control plane did not fail")
-	}
+	// Start refuses a second Tinkerbell on a control plane where one runs.
+	t.Run("one per control plane", func(t *testing.T) {
+		ft := &fatalRecorder{TB: t}
+		func() {
+			defer func() { _ = recover() }()
+			tinktest.Start(ft, env, env.Namespace(t), nil)
+		}()
+		if !ft.fatal {
+			t.Fatal("a second Start on the same control plane did not fail")
+		}
+	})
 }
 
 // fatalRecorder records a Fatalf instead of ending the test, and unwinds
