@@ -150,11 +150,16 @@ func TestIntegrationFirmware(t *testing.T) {
 	ns := env.Namespace(t)
 	t0 = time.Now()
 	tb := tinktest.Start(t, env, ns, nil)
-	tinkServer := forward(t, net.JoinHostPort(nw.uplink, "0"), tb.GRPC())
+	fwd, err := testenv.Forward("", net.JoinHostPort(nw.uplink, "0"), tb.GRPC())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fwd.Close)
+	tinkServer := fwd.Addr()
 	t.Logf("Tinkerbell ready in %v; the machines reach tink-server at %s", time.Since(t0).Round(10*time.Millisecond), tinkServer)
 	tink := kubetest.Dynamic(t, env.Config())
 	f := machinetest.Start(t, env, machinetest.Config{
-		Fleetd: bins.path("fleetd"), Nodes: nodes, Topology: topology, NS: ns,
+		Fleetd: bins.Path("fleetd"), Nodes: nodes, Topology: topology, NS: ns,
 		Listen: net.JoinHostPort(nw.uplink, fmt.Sprint(machinetest.FreePort(t, nw.uplink))),
 	})
 	ca := readFile(t, f.CAFile)
@@ -183,7 +188,7 @@ func TestIntegrationFirmware(t *testing.T) {
 				install := oldInstall(t, tl, dir)
 				before := machinetest.Digest(t, install)
 				seed := uint64(i + 1)
-				decoy := decoyDisk(t, dir, seed)
+				decoy := newDisk(t, dir+"/decoy.img", decoyStream(seed))
 				// The runner waits for a Workflow as long as the case
 				// needs: HookOS's agent would wait for ever.
 				wait := "10s"
@@ -237,23 +242,6 @@ func TestIntegrationFirmware(t *testing.T) {
 
 // parallelBoots is how many machines boot at once.
 const parallelBoots = 2
-
-// emptyDisk makes a disk image of 64 MiB of zeros in dir.
-func emptyDisk(t *testing.T, dir, name string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(64 << 20); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // plugged is the switch port the machine is plugged into.
 func (c *fwCase) plugged() int {
@@ -500,7 +488,9 @@ func (c *fwCase) checkRun(t *testing.T, f *machinetest.Fleet, tink dynamic.Inter
 		return
 	}
 	name := f.Device(t, c.node).LastRun
-	wf := waitEnded(ctx, t, tink, f.NS, name)
+	// The controller moves the Workflow from POST to its end after the
+	// last report.
+	wf := machinetest.Follow(ctx, t, tink, f.NS, name, time.Now(), time.Minute, 0, machinetest.Ended)
 	var acts []string
 	if len(wf.Status.Tasks) == 1 {
 		for _, a := range wf.Status.Tasks[0].Actions {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fleetkit/fleet/examples/internal/machinetest"
 	"github.com/fleetkit/fleet/examples/templates"
 	"github.com/fleetkit/fleet/internal/testenv"
 )
@@ -126,7 +127,7 @@ func moduleName(p string) string {
 // built programs: guestinit (/init), hookos-attest, the runner with its
 // docker stand-in, fleet's actions as their images hold them, efibootmgr,
 // and the store of the installer image (installerImage).
-func buildImage(t *testing.T, tl tools, dir string, bins binaries, inst installerImage) bootImage {
+func buildImage(t *testing.T, tl tools, dir string, bins machinetest.Binaries, inst installerImage) bootImage {
 	t.Helper()
 	img := bootImage{disk: filepath.Join(dir, "boot.img"), kernel: kernelVersion(t)}
 	kdir := filepath.Join(modulesDir, img.kernel)
@@ -140,13 +141,13 @@ func buildImage(t *testing.T, tl tools, dir string, bins binaries, inst installe
 		c.dir(d)
 	}
 	c.char("dev/console", 0o600, 5, 1)
-	c.file("init", 0o755, readFile(t, bins.path("guestinit")))
-	c.file("bin/hookos-attest", 0o755, readFile(t, bins.path("hookos-attest")))
+	c.file("init", 0o755, readFile(t, bins.Path("guestinit")))
+	c.file("bin/hookos-attest", 0o755, readFile(t, bins.Path("hookos-attest")))
 	addModules(t, c, kdir, img.kernel, mods)
 
 	// HookOS's Tinkerbell agent and container engine: the runner, and
 	// docker, its stand-in for the docker CLI and engine.
-	c.file("bin/runner", 0o755, readFile(t, bins.path("runner")))
+	c.file("bin/runner", 0o755, readFile(t, bins.Path("runner")))
 	c.symlink("usr/bin/docker", "/bin/runner")
 	// The actions' images: each program where ko puts it, with what
 	// .ko.yaml's base image gives it (efibootmgr for next-boot; the docker
@@ -157,7 +158,7 @@ func buildImage(t *testing.T, tl tools, dir string, bins binaries, inst installe
 		{"install", templates.DefaultImages.Install},
 		{"next-boot", templates.DefaultImages.NextBoot},
 	} {
-		c.file("ko-app/"+a.name, 0o755, readFile(t, bins.path(a.name)))
+		c.file("ko-app/"+a.name, 0o755, readFile(t, bins.Path(a.name)))
 		fmt.Fprintf(&images, "%s /ko-app/%s\n", a.image, a.name)
 	}
 	fmt.Fprintf(&images, "%s waitdaemon\n", templates.DefaultImages.Reboot)
@@ -166,7 +167,7 @@ func buildImage(t *testing.T, tl tools, dir string, bins binaries, inst installe
 	// The installer image in the docker stand-in's store.
 	store := "var/lib/fleet-images/" + inst.ref
 	c.dir(store + "/rootfs/dev")
-	c.file(store+"/rootfs/bin/installer", 0o755, readFile(t, bins.path("installer")))
+	c.file(store+"/rootfs/bin/installer", 0o755, readFile(t, bins.Path("installer")))
 	c.file(store+"/rootfs/usr/share/talos/esp.img", 0o644, inst.esp)
 	c.file(store+"/env", 0o644, []byte("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nSTANDIN_IMAGE="+inst.ref+"\n"))
 	c.file(store+"/entrypoint", 0o644, []byte("/bin/installer\n"))
@@ -177,20 +178,6 @@ func buildImage(t *testing.T, tl tools, dir string, bins binaries, inst installe
 	initrd := filepath.Join(dir, "initrd.img")
 	if err := os.WriteFile(initrd, b.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
-	}
-
-	// The EFI system partition, written without mounting it.
-	esp := filepath.Join(dir, "esp.img")
-	tl.run(t, tl.mkfsVfat, "-C", "-F", "32", "-n", "FLEET-ESP", esp, fmt.Sprint(espSize>>10))
-	tl.run(t, tl.mmd, "-i", esp, "::/EFI", "::/EFI/BOOT", "::/EFI/debian")
-	for _, f := range [][2]string{
-		{shimSigned, "::/EFI/BOOT/BOOTX64.EFI"},
-		{mokSigned, "::/EFI/BOOT/mmx64.efi"},
-		{grubSigned, "::/EFI/BOOT/grubx64.efi"},
-		{"/boot/vmlinuz-" + img.kernel, "::/vmlinuz"},
-		{initrd, "::/initrd.img"},
-	} {
-		tl.run(t, tl.mcopy, "-i", esp, f[0], f[1])
 	}
 
 	// The disk: a GPT whose one partition, the ESP, starts at 1 MiB.
@@ -207,23 +194,18 @@ func buildImage(t *testing.T, tl tools, dir string, bins binaries, inst installe
 	if out, err := sf.CombinedOutput(); err != nil {
 		t.Fatalf("sfdisk %s: %v: %s", img.disk, err, out)
 	}
-	src, err := os.Open(esp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	dst, err := os.OpenFile(img.disk, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dst.Seek(espOffset, io.SeekStart); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
+	// The EFI system partition, written in place without mounting it.
+	tl.run(t, tl.mkfsVfat, "-F", "32", "-n", "FLEET-ESP", fmt.Sprintf("--offset=%d", espOffset/512), img.disk, fmt.Sprint(espSize>>10))
+	esp := fmt.Sprintf("%s@@%d", img.disk, espOffset)
+	tl.run(t, tl.mmd, "-i", esp, "::/EFI", "::/EFI/BOOT", "::/EFI/debian")
+	for _, f := range [][2]string{
+		{shimSigned, "::/EFI/BOOT/BOOTX64.EFI"},
+		{mokSigned, "::/EFI/BOOT/mmx64.efi"},
+		{grubSigned, "::/EFI/BOOT/grubx64.efi"},
+		{"/boot/vmlinuz-" + img.kernel, "::/vmlinuz"},
+		{initrd, "::/initrd.img"},
+	} {
+		tl.run(t, tl.mcopy, "-i", esp, f[0], f[1])
 	}
 	return img
 }

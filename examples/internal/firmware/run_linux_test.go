@@ -2,126 +2,17 @@ package firmware
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
-	"time"
-
-	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/fleetkit/fleet/examples/internal/firmware/talosdisk"
-	"github.com/fleetkit/fleet/examples/internal/machinetest"
 )
-
-// forward serves on listen (an address of the test's end of the uplink)
-// and joins each connection to to (tink-server on the test's loopback),
-// until t ends: plumbing in place of a provisioning network, by which the
-// machines reach tink-server. It returns the address it serves on. When t
-// ends it closes the connections it joined: a VM killed mid-stream sends
-// no FIN, and its side would be read, or its unacknowledged bytes sent
-// again, for as long as TCP tries (seen: a test's clean-up waiting 16
-// minutes on an agent's stream to tink-server).
-func forward(t *testing.T, listen, to string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		conns  = map[net.Conn]bool{}
-		closed bool
-	)
-	track := func(c net.Conn) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		if closed {
-			c.Close()
-			return false
-		}
-		conns[c] = true
-		return true
-	}
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		closed = true
-		for c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			if !track(c) {
-				return
-			}
-			wg.Go(func() {
-				defer c.Close()
-				d, err := net.DialTimeout("tcp", to, 10*time.Second)
-				if err != nil || !track(d) {
-					return
-				}
-				defer d.Close()
-				done := make(chan struct{}, 2)
-				go func() { io.Copy(d, c); d.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
-				go func() { io.Copy(c, d); c.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
-				<-done
-				<-done
-			})
-		}
-	})
-	return ln.Addr().String()
-}
-
-// waitEnded waits until Workflow name ended (SUCCESS, FAILED, TIMEOUT): the
-// controller moves it from POST to SUCCESS after the last report. It fails
-// t when it stands still for a minute.
-func waitEnded(ctx context.Context, t *testing.T, tink dynamic.Interface, ns, name string) tinkerbell.Workflow {
-	t.Helper()
-	var (
-		wf    tinkerbell.Workflow
-		last  tinkerbell.WorkflowState
-		moved = time.Now()
-	)
-	for {
-		var err error
-		wf, err = machinetest.GetWorkflow(ctx, tink, ns, name)
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Fatal(err)
-		}
-		if machinetest.Ended(wf) {
-			return wf
-		}
-		if wf.Status.State != last {
-			last, moved = wf.Status.State, time.Now()
-		}
-		if time.Since(moved) > time.Minute {
-			t.Fatalf("Workflow %s stood still in state %q for a minute (read error %v)", name, last, err)
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
 
 // diskSize is the size of every disk of a machine but its boot disk.
 const diskSize = 64 << 20
@@ -131,7 +22,7 @@ const diskSize = 64 << 20
 // can install only after wipe-disk wiped it.
 func oldInstall(t *testing.T, tl tools, dir string) string {
 	t.Helper()
-	p := emptyDisk(t, dir, "install.img")
+	p := newDisk(t, dir+"/install.img", nil)
 	sf := exec.Command(tl.sfdisk, "-q", p)
 	sf.Stdin = strings.NewReader("label: gpt\nsize=16MiB, type=C12A7328-F81F-11D2-BA4B-00A0C93EC93B, name=old-efi\ntype=0FC63DAF-8483-4772-8E79-3D69D8477DE4, name=old-root\n")
 	if out, err := sf.CombinedOutput(); err != nil {
@@ -147,15 +38,20 @@ func decoyStream(seed uint64) io.Reader {
 	return io.LimitReader(rand.NewChaCha8(s), diskSize)
 }
 
-// decoyDisk makes the decoy: a disk filled with seed's stream.
-func decoyDisk(t *testing.T, dir string, seed uint64) string {
+// newDisk makes the disk image p of diskSize bytes: content's, and zeros
+// after them (all zeros when content is nil).
+func newDisk(t *testing.T, p string, content io.Reader) string {
 	t.Helper()
-	p := dir + "/decoy.img"
 	f, err := os.Create(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := io.Copy(f, decoyStream(seed)); err != nil {
+	if content != nil {
+		if _, err := io.Copy(f, content); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Truncate(diskSize); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {

@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/fleetkit/fleet/configserve"
+	"github.com/fleetkit/fleet/examples/internal/machinetest"
 	"github.com/fleetkit/fleet/internal/repotest"
 )
 
@@ -140,7 +141,7 @@ func installedArgs(t *testing.T, publicURL string) string {
 // kernel, and the installed system's initramfs (talos.img, xz): guestinit,
 // which boots as the stand-in Talos when the kernel's arguments name
 // talos.config=, its modules, and fleetd's CA as the image's trust store.
-func buildInstaller(t *testing.T, tl tools, dir string, bins binaries, kernel, ref string, ca []byte, args string) installerImage {
+func buildInstaller(t *testing.T, tl tools, dir string, bins machinetest.Binaries, kernel, ref string, ca []byte, args string) installerImage {
 	t.Helper()
 	var b bytes.Buffer
 	c := &cpio{w: &b}
@@ -148,7 +149,7 @@ func buildInstaller(t *testing.T, tl tools, dir string, bins binaries, kernel, r
 		c.dir(d)
 	}
 	c.char("dev/console", 0o600, 5, 1)
-	c.file("init", 0o755, readFile(t, bins.path("guestinit")))
+	c.file("init", 0o755, readFile(t, bins.Path("guestinit")))
 	addModules(t, c, filepath.Join(modulesDir, kernel), kernel, modules(t, kernel, talosModules))
 	c.file("etc/talos/ca.pem", 0o644, ca)
 	if err := c.close(); err != nil {

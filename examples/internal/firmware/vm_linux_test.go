@@ -1,19 +1,16 @@
 package firmware
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/fleetkit/fleet/examples/internal/machinetest"
+	"github.com/fleetkit/fleet/internal/repotest"
 	"github.com/fleetkit/fleet/internal/syncbuf"
-	"github.com/fleetkit/fleet/internal/testenv"
 )
 
 // firmware is an OVMF build and the variable store a machine starts with.
@@ -65,33 +62,6 @@ const (
 	bootLimit = 12 * time.Minute
 )
 
-// consoleBuf is the serial console: what the machine printed, and when it
-// last printed.
-type consoleBuf struct {
-	mu   sync.Mutex
-	b    bytes.Buffer
-	last time.Time
-}
-
-func (c *consoleBuf) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.last = time.Now()
-	return c.b.Write(p)
-}
-
-func (c *consoleBuf) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.b.String()
-}
-
-func (c *consoleBuf) since() time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Since(c.last)
-}
-
 // bootResult is what a boot showed.
 type bootResult struct {
 	console string        // the serial console, "\r\n" read as "\n"
@@ -122,21 +92,7 @@ func boot(t *testing.T, tl tools, cfg vmConfig) bootResult {
 	// swtpm, as the machine's TPM: the firmware starts it up
 	// (TPM2_Startup), and swtpm ends when QEMU closes its socket.
 	sock := filepath.Join(dir, "swtpm.sock")
-	sw := exec.Command(tl.swtpm, "socket", "--tpm2", "--tpmstate", "dir="+cfg.tpm.state,
-		"--ctrl", "type=unixio,path="+sock, "--terminate")
-	var swOut syncbuf.Buffer
-	sw.Stdout, sw.Stderr = &swOut, &swOut
-	if err := sw.Start(); err != nil {
-		t.Fatalf("start swtpm: %v", err)
-	}
-	machinetest.Stopper(t, "swtpm", sw, &swOut)
-	// Not a probe dial: with --terminate, swtpm ends when the first
-	// connection to its control socket closes.
-	if err := testenv.Until(t.Context(), 10*time.Second, func() bool {
-		return testenv.UnixListening(sock)
-	}); err != nil {
-		t.Fatalf("swtpm does not listen on %s:\n%s", sock, swOut.String())
-	}
+	machinetest.Swtpm(t, tl.swtpm, cfg.tpm.state, sock, "--ctrl", "type=unixio,path="+sock, "--terminate")
 
 	args := []string{"--net=/run/netns/" + cfg.netns, tl.qemu,
 		"-nodefaults", "-no-user-config", "-accel", "tcg", "-m", "768", "-smp", "1",
@@ -174,9 +130,9 @@ func boot(t *testing.T, tl tools, cfg vmConfig) bootResult {
 	}
 	// QEMU runs in the switch's network namespace, where its tap is.
 	qemu := exec.Command(tl.nsenter, args...)
-	con := &consoleBuf{last: time.Now()}
+	var con syncbuf.Buffer // the serial console
 	var stderr syncbuf.Buffer
-	qemu.Stdout, qemu.Stderr = con, &stderr
+	qemu.Stdout, qemu.Stderr = &con, &stderr
 	t0 := time.Now()
 	if err := qemu.Start(); err != nil {
 		t.Fatalf("start qemu: %v", err)
@@ -189,6 +145,7 @@ func boot(t *testing.T, tl tools, cfg vmConfig) bootResult {
 		limit = time.Until(d) - 30*time.Second
 	}
 	var toInit time.Duration
+	printed, size := time.Now(), 0 // when the console last grew, and its size then
 	marks := map[string]time.Duration{}
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
@@ -197,12 +154,15 @@ func boot(t *testing.T, tl tools, cfg vmConfig) bootResult {
 		case err := <-done:
 			r := bootResult{console: strings.ReplaceAll(con.String(), "\r\n", "\n"), took: time.Since(t0), toInit: toInit, marks: marks, vars: vars}
 			if err != nil {
-				t.Fatalf("qemu: %v\nstderr:\n%s\nconsole:\n%s", err, stderr.String(), tail(r.console, 80))
+				t.Fatalf("qemu: %v\nstderr:\n%s\nconsole:\n%s", err, stderr.String(), repotest.Tail(r.console, 6000))
 			}
 			return r
 		case <-tick.C:
 		}
 		out := con.String()
+		if len(out) != size {
+			printed, size = time.Now(), len(out)
+		}
 		if toInit == 0 && strings.Contains(out, hookOSLine) {
 			toInit = time.Since(t0)
 		}
@@ -214,25 +174,15 @@ func boot(t *testing.T, tl tools, cfg vmConfig) bootResult {
 		if strings.Contains(out, panicLine) || strings.Count(out, hookOSLine) > 1 {
 			_ = qemu.Process.Kill()
 			<-done
-			t.Fatalf("the machine's kernel panicked, or it booted HookOS again; qemu killed\nconsole:\n%s", tail(strings.ReplaceAll(out, "\r\n", "\n"), 120))
+			t.Fatalf("the machine's kernel panicked, or it booted HookOS again; qemu killed\nconsole:\n%s", repotest.Tail(strings.ReplaceAll(out, "\r\n", "\n"), 9000))
 		}
-		stalled := con.since() > bootStall
-		if stalled || time.Since(t0) > limit {
+		if time.Since(printed) > bootStall || time.Since(t0) > limit {
 			_ = qemu.Process.Kill()
 			<-done
 			t.Fatalf("the boot's console stood still for %v (or it ran past %v); qemu killed\nstderr:\n%s\nconsole:\n%s",
-				con.since().Round(time.Second), limit.Round(time.Second), stderr.String(), tail(strings.ReplaceAll(con.String(), "\r\n", "\n"), 80))
+				time.Since(printed).Round(time.Second), limit.Round(time.Second), stderr.String(), repotest.Tail(strings.ReplaceAll(out, "\r\n", "\n"), 6000))
 		}
 	}
-}
-
-// tail returns the last n lines of s.
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // consoleLines returns the console's lines that are not the kernel's
@@ -248,5 +198,3 @@ func consoleLines(console string) []string {
 	}
 	return out
 }
-
-var _ io.Writer = (*consoleBuf)(nil)

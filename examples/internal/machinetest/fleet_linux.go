@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +25,7 @@ import (
 	"github.com/fleetkit/fleet/internal/kubetest"
 	"github.com/fleetkit/fleet/internal/syncbuf"
 	"github.com/fleetkit/fleet/internal/testcert"
+	"github.com/fleetkit/fleet/internal/testproc"
 	"github.com/fleetkit/fleet/inventory"
 	"github.com/fleetkit/fleet/inventory/netboxtest"
 )
@@ -148,44 +148,29 @@ func Start(t *testing.T, env *kubetest.Env, cfg Config) *Fleet {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.Stdout, cmd.Stderr = f.Log, f.Log
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start fleetd: %v", err)
+	p, err := testproc.Start("fleetd", cmd, f.Log.String)
+	if err != nil {
+		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("fleetd exited with %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-			t.Errorf("fleetd (PID %d) did not stop within 10 s of SIGTERM; killed", cmd.Process.Pid)
+		if err := p.Stop(10 * time.Second); err != nil {
+			t.Error(err)
+		} else if err := p.ExitError(); err != nil {
+			t.Errorf("fleetd exited with %v", err)
 		}
 		if t.Failed() {
 			t.Logf("fleetd's log:\n%s", f.Log.String())
 		}
 	})
 	// fleetd serves once its Templates are in the cluster.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		select {
-		case err := <-done:
-			done <- err
-			t.Fatalf("fleetd exited at start: %v\n%s", err, f.Log.String())
-		default:
-		}
-		if c, err := net.DialTimeout("tcp", cfg.Listen, time.Second); err == nil {
+	if err := p.WaitReady(ctx, 30*time.Second, func(context.Context) error {
+		c, err := net.DialTimeout("tcp", cfg.Listen, time.Second)
+		if err == nil {
 			c.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("fleetd does not listen on %s after 30 s:\n%s", cfg.Listen, f.Log.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err
+	}); err != nil {
+		t.Fatalf("fleetd does not listen on %s: %v", cfg.Listen, err)
 	}
 	return f
 }

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/fleetkit/fleet/attest/attesttest"
 	"github.com/fleetkit/fleet/internal/syncbuf"
 	"github.com/fleetkit/fleet/internal/testenv"
+	"github.com/fleetkit/fleet/internal/testproc"
 )
 
 // StartLLDPD starts lldpd with the command line enter (a program that
@@ -53,54 +53,47 @@ func StartLLDPD(t *testing.T, enter []string, ports map[string]int) {
 	}
 	cmd := exec.Command(enter[0], append(enter[1:],
 		"-d", "-u", filepath.Join(dir, "ctl"), "-p", filepath.Join(dir, "pid"), "-I", strings.Join(ifs, ","), "-O", confFile)...)
-	var out syncbuf.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start lldpd: %v", err)
-	}
-	testenv.StopAtCleanup(t, "lldpd", cmd, &out)
+	Run(t, "lldpd", cmd)
 }
 
-// Stopper returns stop, which stops the started cmd with SIGTERM (and
-// SIGKILL, failing t, when it does not stop within 5 s) unless it ended on
-// its own first, and logs its output when t failed. stop runs once, at the
-// latest when t ends.
-func Stopper(t testing.TB, name string, cmd *exec.Cmd, output fmt.Stringer) (stop func()) {
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+// Run starts cmd, its output in out, and returns stop, which stops it
+// with SIGTERM (and SIGKILL, failing t, when it does not stop within 5 s)
+// unless it ended on its own first, and logs its output when t failed.
+// stop runs once, at the latest when t ends. Only the process the test
+// started is signalled.
+func Run(t testing.TB, name string, cmd *exec.Cmd) (stop func(), out *syncbuf.Buffer) {
+	t.Helper()
+	out = &syncbuf.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	p, err := testproc.Start(name, cmd, out.String)
+	if err != nil {
+		t.Fatal(err)
+	}
 	stop = sync.OnceFunc(func() {
-		select {
-		case <-done:
-		default:
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-done:
-			case <-time.After(5 * time.Second):
-				_ = cmd.Process.Kill()
-				<-done
-				t.Errorf("%s (PID %d) did not stop on SIGTERM; killed", name, cmd.Process.Pid)
-			}
+		if err := p.Stop(5 * time.Second); err != nil {
+			t.Error(err)
 		}
 		if t.Failed() {
-			t.Logf("%s's output:\n%s", name, output.String())
+			t.Logf("%s's output:\n%s", name, out.String())
 		}
 	})
 	t.Cleanup(stop)
-	return stop
+	return stop, out
 }
 
 // ServeTPM serves the swtpm TPM state on the unix socket sock, and returns
 // once it listens. It stops at stop, or when t ends.
-func ServeTPM(t *testing.T, swtpm, state, sock string) (stop func()) {
+func ServeTPM(t testing.TB, swtpm, state, sock string) (stop func()) {
 	t.Helper()
-	cmd := exec.Command(swtpm, "socket", "--tpm2", "--tpmstate", "dir="+state,
-		"--server", "type=unixio,path="+sock, "--flags", "not-need-init,startup-clear")
-	var out syncbuf.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start swtpm: %v", err)
-	}
-	stop = Stopper(t, "swtpm", cmd, &out)
+	return Swtpm(t, swtpm, state, sock, "--server", "type=unixio,path="+sock, "--flags", "not-need-init,startup-clear")
+}
+
+// Swtpm runs swtpm socket on the TPM state with args, and returns once it
+// listens on the unix socket sock (without a probe dial, which would end a
+// swtpm run with --terminate). It stops at stop, or when t ends.
+func Swtpm(t testing.TB, swtpm, state, sock string, args ...string) (stop func()) {
+	t.Helper()
+	stop, out := Run(t, "swtpm", exec.Command(swtpm, append([]string{"socket", "--tpm2", "--tpmstate", "dir=" + state}, args...)...))
 	if err := testenv.Until(t.Context(), 10*time.Second, func() bool {
 		return testenv.UnixListening(sock)
 	}); err != nil {

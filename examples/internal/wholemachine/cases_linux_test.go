@@ -109,7 +109,7 @@ func approvePowerCycle(t *testing.T, s shared) {
 		t.Errorf("attest.verdict lines %v, want %v", verdicts, want)
 	}
 	if end := w.run(ctx, wf); end.Status.State != tinkerbell.WorkflowStateSuccess {
-		t.Fatalf("Workflow %s ended %s, want SUCCESS: %s", wf.Name, end.Status.State, progress(end))
+		t.Fatalf("Workflow %s ended %s, want SUCCESS: %s", wf.Name, end.Status.State, machinetest.Progress(end))
 	}
 	w.wantJournal("success: Workflow " + wf.Name + " ended SUCCESS")
 	d := w.f.Device(w.t, node)
@@ -320,7 +320,7 @@ func resumedAfterWipe(t *testing.T, s shared) {
 	end := w.follow(ctx, wf, w.d.StartAgent(t, w.m.mac.String(), w.tb.GRPC(), nil))
 	acts := actions(t, end)
 	if end.Status.State != tinkerbell.WorkflowStateFailed || acts[0].State != tinkerbell.WorkflowStateSuccess || acts[1].Name != "install" || acts[1].State != tinkerbell.WorkflowStateFailed {
-		t.Fatalf("Workflow %s: %s; want FAILED at install after wipe-disk's SUCCESS", wf.Name, progress(end))
+		t.Fatalf("Workflow %s: %s; want FAILED at install after wipe-disk's SUCCESS", wf.Name, machinetest.Progress(end))
 	}
 	printed(t, w.d, acts[1], "install: this run resumed in a new boot after wipe-disk; nothing installed; set desired_action to provision")
 	if !w.partial() {
@@ -349,7 +349,7 @@ func installerFailed(t *testing.T, s shared) {
 	end := w.follow(ctx, wf, w.d.StartAgent(t, w.m.mac.String(), w.tb.GRPC(), nil))
 	acts := actions(t, end)
 	if end.Status.State != tinkerbell.WorkflowStateFailed || acts[1].Name != "install" || acts[1].State != tinkerbell.WorkflowStateFailed {
-		t.Fatalf("Workflow %s: %s; want FAILED at install", wf.Name, progress(end))
+		t.Fatalf("Workflow %s: %s; want FAILED at install", wf.Name, machinetest.Progress(end))
 	}
 	failed := "install: the installer failed; the lines above are its last output"
 	lines := printed(t, w.d, acts[1], failed)
@@ -387,7 +387,7 @@ func passedGlobalTimeout(t *testing.T, s shared) {
 	agent := w.d.StartAgent(t, w.m.mac.String(), w.tb.GRPC(), nil)
 	now := w.waitCurrent(ctx, "next-boot", tinkerbell.WorkflowStatePending, tinkerbell.WorkflowStateRunning)
 	if acts := actions(t, now); acts[1].State != tinkerbell.WorkflowStateSuccess {
-		t.Fatalf("next-boot is current before install succeeded: %s", progress(now))
+		t.Fatalf("next-boot is current before install succeeded: %s", machinetest.Progress(now))
 	}
 	if err := agent.Kill(); err != nil {
 		t.Fatal(err)
@@ -416,7 +416,7 @@ func passedGlobalTimeout(t *testing.T, s shared) {
 	})
 	switch {
 	case err != nil || end.Status.GlobalTimeout != globalTimeout:
-		t.Errorf("Workflow %s: %s, globalTimeout %d (%v); want %d s", wf.Name, progress(end), end.Status.GlobalTimeout, err, globalTimeout)
+		t.Errorf("Workflow %s: %s, globalTimeout %d (%v); want %d s", wf.Name, machinetest.Progress(end), end.Status.GlobalTimeout, err, globalTimeout)
 	case end.Status.GlobalExecutionStop == nil && end.Status.State == tinkerbell.WorkflowStateRunning:
 		// tink-controller sets the stop only while the first action is
 		// current; an agent that fetched install before the controller
@@ -424,7 +424,7 @@ func passedGlobalTimeout(t *testing.T, s shared) {
 		// fleetd ended itself at the same stop (the line above).
 		t.Logf("Workflow %s: Tinkerbell set no globalExecutionStop and keeps it RUNNING; fleetd ended it at its first action's start plus %d s", wf.Name, globalTimeout)
 	case end.Status.State != tinkerbell.WorkflowStateTimeout:
-		t.Errorf("Workflow %s: %s; want TIMEOUT after %d s", wf.Name, progress(end), globalTimeout)
+		t.Errorf("Workflow %s: %s; want TIMEOUT after %d s", wf.Name, machinetest.Progress(end), globalTimeout)
 	}
 }
 
@@ -454,7 +454,7 @@ func refusedWipeLike(t *testing.T, w *world, change func(), what string, match f
 	}
 	end := w.run(ctx, wf)
 	if end.Status.State != tinkerbell.WorkflowStateFailed {
-		t.Fatalf("Workflow %s ended %s, want FAILED: %s", wf.Name, end.Status.State, progress(end))
+		t.Fatalf("Workflow %s ended %s, want FAILED: %s", wf.Name, end.Status.State, machinetest.Progress(end))
 	}
 	acts := actions(t, end)
 	// Tinkerbell's message for a failed action says only that it

@@ -6,10 +6,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,47 +14,6 @@ import (
 	"github.com/fleetkit/fleet/internal/kubetest"
 	"github.com/fleetkit/fleet/internal/testenv"
 )
-
-// binaries are the programs a user deploys, built with go build.
-type binaries struct{ dir string }
-
-func (b binaries) path(name string) string { return filepath.Join(b.dir, name) }
-
-var (
-	buildOnce sync.Once
-	built     binaries
-	buildErr  error
-)
-
-// build builds fleetd, hookos-attest and fleetctl once per test binary, into a
-// directory removed when the tests end (through t's Cleanup of the test
-// that built them, the parent of every subtest). The actions are images
-// (see images).
-func build(t *testing.T) binaries {
-	t.Helper()
-	buildOnce.Do(func() {
-		gomod, err := exec.Command("go", "env", "GOMOD").Output()
-		if err != nil {
-			buildErr = fmt.Errorf("go env GOMOD: %w", err)
-			return
-		}
-		root := filepath.Dir(strings.TrimSpace(string(gomod)))
-		dir := t.TempDir()
-		t0 := time.Now()
-		cmd := exec.Command("go", "build", "-o", dir+"/", "./examples/fleetd", "./examples/hookos-attest", "./examples/fleetctl")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
-			return
-		}
-		t.Logf("built fleetd, hookos-attest and fleetctl in %v", time.Since(t0).Round(10*time.Millisecond))
-		built = binaries{dir: dir}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return built
-}
 
 // approverToken is FLEET_APPROVER_TOKEN: the operator's fleetctl approve
 // reads the waiting claims with it.

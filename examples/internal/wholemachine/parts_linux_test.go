@@ -1,19 +1,14 @@
 package wholemachine
 
 import (
-	"context"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"k8s.io/client-go/dynamic"
-
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
 
-	"github.com/fleetkit/fleet/examples/internal/machinetest"
 	"github.com/fleetkit/fleet/internal/dockertest"
 	"github.com/fleetkit/fleet/internal/imagetest"
 	"github.com/fleetkit/fleet/internal/testenv"
@@ -37,9 +32,7 @@ func actionImage(name string) string { return actionRegistry + "/fleet/" + name 
 // the test's loopback.
 type images struct {
 	reg                                 *imagetest.Registry
-	wipe, install, nextBoot             string // as the registry names them
-	installer, slowInstaller            string
-	waitdaemon                          string
+	installer, slowInstaller            string // as the registry names them
 	wipeRepo, installRepo, nextBootRepo string
 }
 
@@ -51,17 +44,17 @@ func buildImages(t *testing.T) images {
 	t.Helper()
 	reg := imagetest.StartRegistry(t)
 	docker := testenv.Command(t, "docker", "docker.io")
+	imagetest.Build(t, reg, "examples/wipe-disk", "fleet/wipe-disk", &imagetest.Config{
+		Programs: []string{docker},
+		Env:      []string{"FLEET_LOOP_DEVICES=true"},
+	})
+	imagetest.Action(t, reg, "install")
+	imagetest.Action(t, reg, "next-boot")
+	imagetest.WaitDaemon(t, reg)
 	return images{
-		reg: reg,
-		wipe: imagetest.Build(t, reg, "examples/wipe-disk", "fleet/wipe-disk", &imagetest.Config{
-			Programs: []string{docker},
-			Env:      []string{"FLEET_LOOP_DEVICES=true"},
-		}),
-		install:       imagetest.Action(t, reg, "install"),
-		nextBoot:      imagetest.Action(t, reg, "next-boot"),
+		reg:           reg,
 		installer:     imagetest.Installer(t, reg),
 		slowInstaller: imagetest.SlowInstaller(t, reg),
-		waitdaemon:    imagetest.WaitDaemon(t, reg),
 		wipeRepo:      "fleet/wipe-disk",
 		installRepo:   "fleet/install",
 		nextBootRepo:  "fleet/next-boot",
@@ -86,59 +79,6 @@ const (
 	stall    = 3 * time.Minute
 	runLimit = 20 * time.Minute
 )
-
-// progress is what a Workflow's status shows of its run: its state, its
-// current action and each action's state.
-func progress(wf tinkerbell.Workflow) string {
-	var b strings.Builder
-	b.WriteString(string(wf.Status.State))
-	if cs := wf.Status.CurrentState; cs != nil {
-		fmt.Fprintf(&b, " current %s %s", cs.ActionName, cs.State)
-	}
-	for _, task := range wf.Status.Tasks {
-		for _, a := range task.Actions {
-			fmt.Fprintf(&b, ", %s %s", a.Name, a.State)
-		}
-	}
-	return b.String()
-}
-
-// waitRun follows Workflow name from since until it ends, logging each
-// change of its progress with the time it was seen, and returns it as it
-// ended. It fails t when the Workflow stands still for stall or runs past
-// runLimit.
-func waitRun(ctx context.Context, t *testing.T, tink dynamic.Interface, ns, name string, since time.Time) tinkerbell.Workflow {
-	t.Helper()
-	var (
-		last    string
-		moved   = time.Now()
-		wf      tinkerbell.Workflow
-		changes []string
-	)
-	for {
-		var err error
-		wf, err = machinetest.GetWorkflow(ctx, tink, ns, name)
-		now := time.Now()
-		if err == nil {
-			if p := progress(wf); p != last {
-				last, moved = p, now
-				changes = append(changes, fmt.Sprintf("  %6.2fs %s", now.Sub(since).Seconds(), p))
-			}
-			if machinetest.Ended(wf) {
-				t.Logf("Workflow %s, from the agent's start:\n%s", name, strings.Join(changes, "\n"))
-				return wf
-			}
-		}
-		if now.Sub(moved) > stall || now.Sub(since) > runLimit {
-			t.Fatalf("Workflow %s stood still for %v (or ran past %v; last read error %v):\n%s", name, now.Sub(moved).Round(time.Second), runLimit, err, strings.Join(changes, "\n"))
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("Workflow %s: %v:\n%s", name, ctx.Err(), strings.Join(changes, "\n"))
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
 
 // actions returns the Workflow's actions, from its one task.
 func actions(t *testing.T, wf tinkerbell.Workflow) []tinkerbell.Action {

@@ -70,7 +70,8 @@ func TestIntegrationWholeMachine(t *testing.T) {
 	// 2 to 10.5 min measured (BENCHMARKS.md).
 	testenv.Time(t, 12*time.Minute, "./examples/internal/wholemachine")
 	env := kubetest.Start(t)
-	bins := build(t)
+	// The programs a user deploys; the actions are images (see images).
+	bins := machinetest.BuildAll(t, machinetest.Build{Module: ".", Args: []string{"./examples/fleetd", "./examples/hookos-attest", "./examples/fleetctl"}})
 	img := buildImages(t)
 	s := shared{tl: tl, env: env, bins: bins, img: img}
 	for _, c := range wholeMachineCases {
@@ -110,7 +111,7 @@ func provisionANode(t *testing.T, s shared) {
 	wf := w.workflow(ctx)
 	end := w.run(ctx, wf)
 	if end.Status.State != tinkerbell.WorkflowStateSuccess {
-		t.Fatalf("Workflow %s ended %s, want SUCCESS: %s", wf.Name, end.Status.State, progress(end))
+		t.Fatalf("Workflow %s ended %s, want SUCCESS: %s", wf.Name, end.Status.State, machinetest.Progress(end))
 	}
 	// tink-controller took the global timeout from the Template: the
 	// figure fleetd's watch reads for a run that never reports.

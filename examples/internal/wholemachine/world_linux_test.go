@@ -38,7 +38,7 @@ import (
 type shared struct {
 	tl   tools
 	env  *kubetest.Env
-	bins binaries
+	bins machinetest.Binaries
 	img  images
 }
 
@@ -66,7 +66,6 @@ type world struct {
 	m     *machine
 	f     *fleet
 	tink  dynamic.Interface
-	bins  binaries
 	nodes string               // the nodes file
 	tb    *tinktest.Tinkerbell // nil in a world that runs no Workflow
 	d     *dockertest.Docker   // likewise; the engine of the machine's boot
@@ -101,7 +100,7 @@ func newWorld(t *testing.T, s shared, cfg worldConfig) *world {
 		noLLDP:     cfg.noLLDP,
 	})
 	ns := s.env.Namespace(t)
-	w := &world{t: t, s: s, cfg: cfg, m: m, bins: s.bins}
+	w := &world{t: t, s: s, cfg: cfg, m: m}
 	if cfg.tink {
 		w.tb = tinktest.Start(t, s.env, ns, nil)
 		w.boot()
@@ -146,7 +145,7 @@ nodes:
 		t.Fatal(err)
 	}
 	w.f = startFleet(t, s.env, machinetest.Config{
-		Fleetd: s.bins.path("fleetd"), Nodes: w.nodes, Topology: topo, NS: ns,
+		Fleetd: s.bins.Path("fleetd"), Nodes: w.nodes, Topology: topo, NS: ns,
 		Listen:   net.JoinHostPort(m.uplink, fmt.Sprint(machinetest.FreePort(t, m.uplink))),
 		Settings: cfg.settings,
 	})
@@ -224,7 +223,7 @@ func (w *world) attestRun(ctx context.Context) (result, disksafe.BootRecord) {
 // attestEnv is attestRun with env for hookos-attest's environment.
 func (w *world) attestEnv(ctx context.Context, env map[string]string) (result, disksafe.BootRecord) {
 	w.t.Helper()
-	r := w.m.run(ctx, env, w.bins.path("hookos-attest"))
+	r := w.m.run(ctx, env, w.s.bins.Path("hookos-attest"))
 	rec, err := disksafe.ReadBootRecord(filepath.Join(w.m.dir, "run/fleet"))
 	if err != nil {
 		w.t.Fatalf("the boot record: %v", err)
@@ -292,7 +291,7 @@ func (w *world) run(ctx context.Context, wf tinkerbell.Workflow) tinkerbell.Work
 // follow follows wf, run by agent, until it ends, as run does.
 func (w *world) follow(ctx context.Context, wf tinkerbell.Workflow, agent *dockertest.Agent) tinkerbell.Workflow {
 	w.t.Helper()
-	end := waitRun(ctx, w.t, w.tink, w.f.NS, wf.Name, agent.Started())
+	end := machinetest.Follow(ctx, w.t, w.tink, w.f.NS, wf.Name, agent.Started(), stall, runLimit, machinetest.Ended)
 	var times []string
 	for _, a := range actions(w.t, end) {
 		times = append(times, fmt.Sprintf("%s %s %s", a.Name, a.State, a.ExecutionDuration))
@@ -310,29 +309,14 @@ func (w *world) follow(ctx context.Context, wf tinkerbell.Workflow, agent *docke
 // when the Workflow ends first or stands still for stall.
 func (w *world) waitCurrent(ctx context.Context, name string, states ...tinkerbell.WorkflowState) tinkerbell.Workflow {
 	w.t.Helper()
-	moved, last := time.Now(), ""
-	for {
-		wf, err := machinetest.GetWorkflow(ctx, w.tink, w.f.NS, w.workflow(ctx).Name)
-		if err == nil {
-			if cs := wf.Status.CurrentState; cs != nil && cs.ActionName == name && slices.Contains(states, cs.State) {
-				return wf
-			}
-			if machinetest.Ended(wf) {
-				w.t.Fatalf("Workflow %s ended before %s was current %v: %s", wf.Name, name, states, progress(wf))
-			}
-			if p := progress(wf); p != last {
-				last, moved = p, time.Now()
-			}
+	wf := w.workflow(ctx)
+	return machinetest.Follow(ctx, w.t, w.tink, w.f.NS, wf.Name, time.Now(), stall, 0, func(wf tinkerbell.Workflow) bool {
+		if machinetest.Ended(wf) {
+			w.t.Fatalf("Workflow %s ended before %s was current %v: %s", wf.Name, name, states, machinetest.Progress(wf))
 		}
-		if time.Since(moved) > stall {
-			w.t.Fatalf("waiting for %s to be current %v, the Workflow stood still for %v: %s (%v)", name, states, stall, last, err)
-		}
-		select {
-		case <-ctx.Done():
-			w.t.Fatal(ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+		cs := wf.Status.CurrentState
+		return cs != nil && cs.ActionName == name && slices.Contains(states, cs.State)
+	})
 }
 
 // setGlobalTimeout sets the global_timeout of fleet's fleet-provision
@@ -406,7 +390,7 @@ func (w *world) approveFromClaim(ctx context.Context, lines string) {
 // fleetd as an approver, and returns its exit code and output.
 func (w *world) fleetctl(ctx context.Context, args ...string) (int, string) {
 	w.t.Helper()
-	cmd := exec.CommandContext(ctx, w.bins.path("fleetctl"), args...)
+	cmd := exec.CommandContext(ctx, w.s.bins.Path("fleetctl"), args...)
 	cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"),
 		"FLEETD_URL=" + w.f.PublicURL,
