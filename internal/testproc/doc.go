@@ -1,6 +1,8 @@
 // Package testproc starts the programs the test harnesses run (etcd,
 // kube-apiserver, tinkerbell, containerd, dockerd, Tinkerbell's agent) as
-// children the kernel stops when the test binary dies, and stops them.
+// children the kernel stops when the test binary dies, waits until they
+// serve (WaitReady, HTTPReady), and stops them; GoBuild builds one of
+// this repository's.
 //
 // # Lifetime
 //
