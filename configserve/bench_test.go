@@ -2,15 +2,9 @@ package configserve
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetkit/fleet/internal/testcert"
 	"github.com/fleetkit/fleet/internal/testenv"
 )
 
@@ -60,10 +55,13 @@ func benchServer(tb testing.TB, srv *Server, tlsOn bool, ln net.Listener) *httpt
 	if tlsOn {
 		// An ECDSA P-256 certificate, as ACME issues, rather than
 		// httptest's RSA one.
-		cert, pool := benchCert(tb)
-		ts.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+		cert, err := testcert.New("127.0.0.1")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ts.TLS = &tls.Config{Certificates: []tls.Certificate{cert.TLS}}
 		ts.StartTLS()
-		ts.Client().Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: pool}
+		ts.Client().Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: cert.Pool}
 	} else {
 		ts.Start()
 	}
@@ -88,38 +86,6 @@ func benchStore(b *testing.B, cfg *Config, tlsOn bool) (*Server, *httptest.Serve
 		codes[i], _ = putNew(b, srv, benchConfigSize, Device{ID: int64(i + 1)}, "provision-bench-"+strconv.Itoa(i))
 	}
 	return srv, ts, codes
-}
-
-// benchCert returns a self-signed ECDSA P-256 certificate for 127.0.0.1
-// and a pool that trusts it.
-func benchCert(tb testing.TB) (tls.Certificate, *x509.CertPool) {
-	tb.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "fleetd"},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(leaf)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
 }
 
 func fetchOnce(c *http.Client, url string) error {
