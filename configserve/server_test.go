@@ -1,7 +1,6 @@
 package configserve
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -196,78 +195,6 @@ func TestConcurrentFetchesServeOnce(t *testing.T) {
 		t.Errorf("events (-want +got):\n%s", d)
 	}
 	t.Logf("statuses %v", byCode)
-}
-
-// wantNotAcknowledged checks the outcome of an answer that the client at
-// c did not acknowledge: its event names c's address and came no sooner
-// than minWait after start, and the config stays. It returns the time
-// from start to the event.
-func (h *harness) wantNotAcknowledged(c net.Conn, start time.Time, minWait time.Duration) time.Duration {
-	h.t.Helper()
-	ev := h.waitEvent()
-	elapsed := time.Since(start)
-	want := Event{Kind: NotAcknowledged, Device: node01, Run: run01, Peer: c.LocalAddr().String(), Text: "the peer did not acknowledge all of it"}
-	if d := cmp.Diff(want, ev, ignoreTime); d != "" {
-		h.t.Fatalf("event (-want +got):\n%s", d)
-	}
-	if elapsed < minWait {
-		h.t.Errorf("the answer ended after %v, before the write deadline %v", elapsed, minWait)
-	}
-	if n := h.srv.Waiting(); n != 1 {
-		h.t.Fatalf("%d configs wait, want the config kept", n)
-	}
-	return elapsed
-}
-
-// wantServedWhole fetches code with c, and wants the whole config orig,
-// served.
-func (h *harness) wantServedWhole(c *http.Client, code string, orig []byte) {
-	h.t.Helper()
-	h.want(h.get(c, code), http.StatusOK, orig, "next fetch")
-	h.wantKind(Served)
-}
-
-// readHalfAndReset reads the answer on c up to half of the config orig,
-// and resets the connection.
-func readHalfAndReset(t *testing.T, c net.Conn, tc *net.TCPConn, orig []byte) {
-	t.Helper()
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != 200 || resp.ContentLength != int64(len(orig)) {
-		t.Fatalf("status %d, length %d", resp.StatusCode, resp.ContentLength)
-	}
-	half := make([]byte, len(orig)/2)
-	if _, err := io.ReadFull(resp.Body, half); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(half, orig[:len(half)]) {
-		t.Fatal("the first half differs from the config")
-	}
-	tc.SetLinger(0)
-	tc.Close()
-}
-
-// A client that reads half the answer and resets the connection: the
-// answer is not acknowledged, the config stays, and the next fetch gets it
-// whole.
-func TestHalfReadAndReset(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			// Small socket buffers on both sides, so that half the
-			// answer read leaves most of it unsent and unacknowledged.
-			h := newHarness(t, harnessOpts{tls: tr.tls, sndbuf: 64 << 10})
-			code, _, orig := h.put(1<<20, node01, run01)
-
-			c, tc := h.rawConn(16 << 10)
-			start := time.Now()
-			sendGet(t, c, PathPrefix+code)
-			readHalfAndReset(t, c, tc, orig)
-			h.wantNotAcknowledged(tc, start, 0)
-			h.wantServedWhole(h.client(), code, orig)
-		})
-	}
 }
 
 // A fetch refused before any of the config is written: the gate does not

@@ -1,6 +1,7 @@
 package configserve
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -13,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/fleetkit/fleet/internal/testenv"
 )
@@ -168,6 +171,57 @@ func TestIntegrationUnacknowledgedRealSizeConfig(t *testing.T) {
 	t.Logf("took %v, of which %v from the cut to the event", time.Since(start), elapsed)
 }
 
+// wantNotAcknowledged checks the outcome of an answer that the client at
+// c did not acknowledge: its event names c's address and came no sooner
+// than minWait after start, and the config stays. It returns the time
+// from start to the event.
+func (h *harness) wantNotAcknowledged(c net.Conn, start time.Time, minWait time.Duration) time.Duration {
+	h.t.Helper()
+	ev := h.waitEvent()
+	elapsed := time.Since(start)
+	want := Event{Kind: NotAcknowledged, Device: node01, Run: run01, Peer: c.LocalAddr().String(), Text: "the peer did not acknowledge all of it"}
+	if d := cmp.Diff(want, ev, ignoreTime); d != "" {
+		h.t.Fatalf("event (-want +got):\n%s", d)
+	}
+	if elapsed < minWait {
+		h.t.Errorf("the answer ended after %v, before the write deadline %v", elapsed, minWait)
+	}
+	if n := h.srv.Waiting(); n != 1 {
+		h.t.Fatalf("%d configs wait, want the config kept", n)
+	}
+	return elapsed
+}
+
+// wantServedWhole fetches code with c, and wants the whole config orig,
+// served.
+func (h *harness) wantServedWhole(c *http.Client, code string, orig []byte) {
+	h.t.Helper()
+	h.want(h.get(c, code), http.StatusOK, orig, "next fetch")
+	h.wantKind(Served)
+}
+
+// readHalfAndReset reads the answer on c up to half of the config orig,
+// and resets the connection.
+func readHalfAndReset(t *testing.T, c net.Conn, tc *net.TCPConn, orig []byte) {
+	t.Helper()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || resp.ContentLength != int64(len(orig)) {
+		t.Fatalf("status %d, length %d", resp.StatusCode, resp.ContentLength)
+	}
+	half := make([]byte, len(orig)/2)
+	if _, err := io.ReadFull(resp.Body, half); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(half, orig[:len(half)]) {
+		t.Fatal("the first half differs from the config")
+	}
+	tc.SetLinger(0)
+	tc.Close()
+}
+
 // A client that asks for a config and never reads: its kernel takes a
 // little of the answer and then advertises a closed window. A real-size
 // config, asked with the smallest receive buffer, fits whole in the
@@ -175,17 +229,22 @@ func TestIntegrationUnacknowledgedRealSizeConfig(t *testing.T) {
 // acknowledgement check can tell that the peer does not hold it. A config
 // of 1 MiB fills the send buffer, and its write blocks. Either way the
 // write deadline ends the answer, the connection is reset so no more of
-// it arrives, and the config stays.
+// it arrives, and the config stays. A client that reads half of a 1 MiB
+// answer and resets the connection (small socket buffers on both sides,
+// so that half the answer read leaves most of it unsent and
+// unacknowledged) leaves the config too. The next fetch gets it whole.
 func TestUnreadRealSizeConfigNotServed(t *testing.T) {
 	for _, tt := range []struct {
 		name                 string
 		tls                  bool
-		size, rcvbuf, sndbuf int // rcvbuf 1: the kernel raises it to its smallest
-		deadline             time.Duration
+		size, rcvbuf, sndbuf int           // rcvbuf 1: the kernel raises it to its smallest
+		deadline             time.Duration // 0: the client reads half and resets
 	}{
 		{"tcp", false, realConfigSize, 1, 0, 300 * time.Millisecond},
 		{"tls", true, realConfigSize, 1, 0, 300 * time.Millisecond},
 		{"1MiB", false, 1 << 20, 16 << 10, 64 << 10, time.Second},
+		{"half-read-tcp", false, 1 << 20, 16 << 10, 64 << 10, 0},
+		{"half-read-tls", true, 1 << 20, 16 << 10, 64 << 10, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, harnessOpts{tls: tt.tls, sndbuf: tt.sndbuf, cfg: Config{WriteTimeout: tt.deadline}})
@@ -194,16 +253,21 @@ func TestUnreadRealSizeConfigNotServed(t *testing.T) {
 			c, tc := h.rawConn(tt.rcvbuf)
 			start := time.Now()
 			sendGet(t, c, PathPrefix+code)
-			h.wantNotAcknowledged(tc, start, tt.deadline)
-			// The stalled client now reads: it never gets the whole
-			// answer, since the server reset the connection.
-			c.SetReadDeadline(time.Now().Add(10 * time.Second))
-			got, err := io.ReadAll(c)
-			if !isReset(err) {
-				t.Errorf("reading the stalled connection ended with %v, want a reset", err)
-			}
-			if len(got) >= len(orig) {
-				t.Errorf("the stalled client read %d bytes, the whole answer", len(got))
+			if tt.deadline == 0 {
+				readHalfAndReset(t, c, tc, orig)
+				h.wantNotAcknowledged(tc, start, 0)
+			} else {
+				h.wantNotAcknowledged(tc, start, tt.deadline)
+				// The stalled client now reads: it never gets the whole
+				// answer, since the server reset the connection.
+				c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				got, err := io.ReadAll(c)
+				if !isReset(err) {
+					t.Errorf("reading the stalled connection ended with %v, want a reset", err)
+				}
+				if len(got) >= len(orig) {
+					t.Errorf("the stalled client read %d bytes, the whole answer", len(got))
+				}
 			}
 			h.wantServedWhole(h.client(), code, orig)
 		})
