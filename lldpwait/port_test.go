@@ -92,12 +92,6 @@ func TestPortDefaultRules(t *testing.T) {
 	}
 }
 
-func TestPortNilNeighbor(t *testing.T) {
-	if p, err := Port(nil, nil); !errors.Is(err, ErrNoAttestedPort) {
-		t.Errorf("Port(nil) = %d, %v; want ErrNoAttestedPort", p, err)
-	}
-}
-
 // TestPortFromClaimFields rebuilds a Neighbor from the six fields a
 // machine's claim carries and checks it names the same port.
 func TestPortFromClaimFields(t *testing.T) {
@@ -161,32 +155,28 @@ func TestPortCustomRules(t *testing.T) {
 	zero := nb(PortMACAddress, "00:11:22:33:44:55", "p0")
 	zero.ChassisID = "00:11:22:aa:bb:cc"
 	elsewhere := nb(PortMACAddress, "00:11:22:33:44:55", "p0")
+	// Without the defaults, only the custom rules apply; an empty
+	// PortConfig means the defaults. No frame names no port.
+	only := &PortConfig{Rules: cfg.Rules[:2]}
 	for _, tt := range []struct {
 		name string
+		cfg  *PortConfig
 		n    *Neighbor
 		want int
+		err  error
 	}{
-		{"system name matches", core, 5},
-		{"system name differs, defaults apply", other, 1005},
-		{"chassis matches, offset applied", zero, 1},
-		{"UniFi still named by the defaults", nb(PortLocal, "Port 8", ""), 8},
+		{"system name matches", cfg, core, 5, nil},
+		{"system name differs, defaults apply", cfg, other, 1005, nil},
+		{"chassis matches, offset applied", cfg, zero, 1, nil},
+		{"UniFi still named by the defaults", cfg, nb(PortLocal, "Port 8", ""), 8, nil},
+		{"chassis differs", cfg, elsewhere, 0, ErrPortUnnamed},
+		{"custom rules only", only, nb(PortLocal, "Port 8", ""), 0, ErrPortUnnamed},
+		{"empty PortConfig", &PortConfig{}, nb(PortLocal, "Port 8", ""), 8, nil},
+		{"no neighbour, default rules", nil, nil, 0, ErrNoAttestedPort},
 	} {
-		if got, err := Port(tt.n, cfg); got != tt.want || err != nil {
-			t.Errorf("%s: Port = %d, %v; want %d", tt.name, got, err, tt.want)
+		if got, err := Port(tt.n, tt.cfg); got != tt.want || !errors.Is(err, tt.err) {
+			t.Errorf("%s: Port = %d, %v; want %d, %v", tt.name, got, err, tt.want, tt.err)
 		}
-	}
-	if got, err := Port(elsewhere, cfg); !errors.Is(err, ErrPortUnnamed) {
-		t.Errorf("chassis differs: Port = %d, %v; want ErrPortUnnamed", got, err)
-	}
-
-	// Without the defaults, only the custom rules apply.
-	only := &PortConfig{Rules: cfg.Rules[:2]}
-	if got, err := Port(nb(PortLocal, "Port 8", ""), only); !errors.Is(err, ErrPortUnnamed) {
-		t.Errorf("custom rules only: Port = %d, %v; want ErrPortUnnamed", got, err)
-	}
-	// An empty PortConfig means the defaults.
-	if got, err := Port(nb(PortLocal, "Port 8", ""), &PortConfig{}); got != 8 || err != nil {
-		t.Errorf("empty PortConfig: Port = %d, %v; want 8", got, err)
 	}
 }
 
