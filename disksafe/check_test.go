@@ -3,6 +3,7 @@ package disksafe
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 	"syscall"
 	"testing"
@@ -73,13 +74,16 @@ func TestCheck(t *testing.T) {
 		wwn         = "5000c500a1b2c3d4"
 		notAttested = "this boot did not pass attestation"
 	)
-	two := newTree().add(sataDisk("sda", "8:0", "S1")).add(sataDisk("sdb", "8:16", "S2"))
+	s1 := sataDisk("sda", "8:0", "S1")
+	s1Dir := "sys/devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0/block/sda"
+	two := func() *tree { return newTree().add(s1).add(sataDisk("sdb", "8:16", "S2")) }
 	// sata is a SATA disk whose udev record is udev.
 	sata := func(name, dev, serial, udev string) fakeDisk { return withUdev(sataDisk(name, dev, serial), udev) }
 	sda, nvme := Target{Disk: "/dev/sda", Serial: "S1"}, Target{Disk: "/dev/nvme0n1", Serial: "S64DNX0R123456"}
 	tests := []struct {
 		name  string
 		tr    *tree
+		fail  map[string]error // reads that fail (faultFS)
 		tg    Target
 		boot  *Boot  // nil: goodBoot()
 		want  error  // nil: the wipe is allowed
@@ -97,22 +101,22 @@ func TestCheck(t *testing.T) {
 			tg: Target{Disk: "/dev/vdb", Serial: "fleet-vd-0002"}, text: "vdb"},
 		{name: "eMMC", tr: newTree().add(emmc("mmcblk1", "179:8", "0x0badf00d")).add(sdCard("mmcblk0", "179:0", "0x1234abcd")),
 			tg: Target{Disk: "/dev/mmcblk1", Serial: "0x0badf00d"}, text: "mmcblk1"},
-		{name: "no serial declared", tr: two, tg: Target{Disk: "/dev/sda"}, want: ErrNoSerial, text: "no install disk serial is declared"},
-		{name: "blank serial declared", tr: two, tg: Target{Disk: "/dev/sda", Serial: " \t"}, want: ErrNoSerial, text: "no install disk serial is declared"},
-		{name: "zero target", tr: two, want: ErrNoSerial, text: "no install disk serial is declared"},
-		{name: "no disk declared", tr: two, tg: Target{Serial: "S1"}, want: ErrNoInstallDisk, text: "no install disk is declared"},
-		{name: "disk not under /dev", tr: two, tg: Target{Disk: "sda", Serial: "S1"}, want: ErrBadInstallDisk, text: "the install disk sda is not a path under /dev"},
-		{name: "no boot record", tr: two, tg: sda, boot: &Boot{ID: testBootID}, want: ErrNotAttested, cause: errNoRecord, text: notAttested},
-		{name: "zero boot", tr: two, tg: sda, boot: &Boot{}, want: ErrNotAttested, text: notAttested},
-		{name: "record of another boot", tr: two, tg: sda, boot: new(bootWith(func(r *BootRecord) { r.BootID = "00000000-0000-4000-8000-000000000000" })),
+		{name: "no serial declared", tr: two(), tg: Target{Disk: "/dev/sda"}, want: ErrNoSerial, text: "no install disk serial is declared"},
+		{name: "blank serial declared", tr: two(), tg: Target{Disk: "/dev/sda", Serial: " \t"}, want: ErrNoSerial, text: "no install disk serial is declared"},
+		{name: "zero target", tr: two(), want: ErrNoSerial, text: "no install disk serial is declared"},
+		{name: "no disk declared", tr: two(), tg: Target{Serial: "S1"}, want: ErrNoInstallDisk, text: "no install disk is declared"},
+		{name: "disk not under /dev", tr: two(), tg: Target{Disk: "sda", Serial: "S1"}, want: ErrBadInstallDisk, text: "the install disk sda is not a path under /dev"},
+		{name: "no boot record", tr: two(), tg: sda, boot: &Boot{ID: testBootID}, want: ErrNotAttested, cause: errNoRecord, text: notAttested},
+		{name: "zero boot", tr: two(), tg: sda, boot: &Boot{}, want: ErrNotAttested, text: notAttested},
+		{name: "record of another boot", tr: two(), tg: sda, boot: new(bootWith(func(r *BootRecord) { r.BootID = "00000000-0000-4000-8000-000000000000" })),
 			want: ErrNotAttested, cause: errOtherBoot, text: notAttested},
-		{name: "this boot's ID unknown", tr: two, tg: sda, boot: &Boot{Record: goodBoot().Record}, want: ErrNotAttested, text: notAttested},
-		{name: "attestation failed", tr: two, tg: sda, boot: new(bootWith(func(r *BootRecord) { r.Attested = false })), want: ErrNotAttested, text: notAttested},
-		{name: "no install code", tr: two, tg: sda, boot: new(bootWith(func(r *BootRecord) { r.Code = "" })), want: ErrNoInstallCode, text: "no install code"},
-		{name: "Workflow's code is another", tr: two, tg: Target{Disk: "/dev/sda", Serial: "S1", Code: "ic-someone-elses"},
+		{name: "this boot's ID unknown", tr: two(), tg: sda, boot: &Boot{Record: goodBoot().Record}, want: ErrNotAttested, text: notAttested},
+		{name: "attestation failed", tr: two(), tg: sda, boot: new(bootWith(func(r *BootRecord) { r.Attested = false })), want: ErrNotAttested, text: notAttested},
+		{name: "no install code", tr: two(), tg: sda, boot: new(bootWith(func(r *BootRecord) { r.Code = "" })), want: ErrNoInstallCode, text: "no install code"},
+		{name: "Workflow's code is another", tr: two(), tg: Target{Disk: "/dev/sda", Serial: "S1", Code: "ic-someone-elses"},
 			want: ErrInstallCodeMismatch, text: "the Workflow's install code is not the one this boot received"},
-		{name: "no disk reports the serial", tr: two, tg: Target{Disk: "/dev/sda", Serial: "S9"}, want: ErrSerialNotFound, text: "no disk reports the serial S9"},
-		{name: "serial differs in case", tr: two, tg: Target{Disk: "/dev/sda", Serial: "s1"}, want: ErrSerialNotFound, text: "no disk reports the serial s1"},
+		{name: "no disk reports the serial", tr: two(), tg: Target{Disk: "/dev/sda", Serial: "S9"}, want: ErrSerialNotFound, text: "no disk reports the serial S9"},
+		{name: "serial differs in case", tr: two(), tg: Target{Disk: "/dev/sda", Serial: "s1"}, want: ErrSerialNotFound, text: "no disk reports the serial s1"},
 		{name: "the one disk reports another serial", tr: newTree().add(sataDisk("sda", "8:0", "S1")),
 			tg: Target{Disk: "/dev/sda", Serial: "S3"}, want: ErrSerialNotFound, text: "no disk reports the serial S3"},
 		{name: "no disks at all", tr: newTree(), tg: sda, want: ErrSerialNotFound, text: "no disk reports the serial S1"},
@@ -126,7 +130,7 @@ func TestCheck(t *testing.T) {
 			tg: Target{Disk: "/dev/nvme0n1", Serial: "S64DNX0R123456"}, want: ErrSerialAmbiguous, text: "more than one disk reports the serial S64DNX0R123456"},
 		{name: "a USB disk reports the serial too", tr: newTree().add(sataDisk("sda", "8:0", "S1")).add(usbDisk("sdb", "8:16", "S1")),
 			tg: sda, want: ErrSerialAmbiguous, text: "more than one disk reports the serial S1"},
-		{name: "slots swapped", tr: two, tg: Target{Disk: "/dev/sda", Serial: "S2"}, want: ErrWrongDisk, text: "/dev/sda is sda, but the disk that reports S2 is sdb"},
+		{name: "slots swapped", tr: two(), tg: Target{Disk: "/dev/sda", Serial: "S2"}, want: ErrWrongDisk, text: "/dev/sda is sda, but the disk that reports S2 is sdb"},
 		{name: "by-id link to the wrong disk",
 			tr: newTree().add(sataDisk("sda", "8:0", "S1")).add(sataDisk("sdb", "8:16", "S2")).link("dev/disk/by-id/ata-S1", "../../sdb"),
 			tg: Target{Disk: "/dev/disk/by-id/ata-S1", Serial: "S1"}, want: ErrWrongDisk, text: "/dev/disk/by-id/ata-S1 is sdb, but the disk that reports S1 is sda"},
@@ -194,6 +198,61 @@ func TestCheck(t *testing.T) {
 			tg: Target{Disk: "/dev/sda", Serial: "ZA1234AB"}, text: "sda"},
 		{name: "SAS: the WWN names no disk", tr: newTree().add(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2)),
 			tg: Target{Disk: "/dev/sda", Serial: wwn}, want: ErrSerialNotFound, text: "no disk reports the serial " + wwn},
+		// Reads that fail, attributes that are missing or hold what the
+		// kernel never writes: an unknown flag is never reported as set.
+		{name: "removable: read error", tr: newTree().add(s1), fail: map[string]error{"sys/block/sda/removable": syscall.EIO}, tg: sda,
+			want: ErrRemovableUnreadable, cause: syscall.EIO,
+			text: "/dev/sda's removable attribute cannot be read (/sys/block/sda/removable: input/output error); nothing wiped"},
+		{name: "removable: neither 0 nor 1", tr: func() *tree { d := s1; d.removable = "2"; return newTree().add(d) }(), tg: sda, want: ErrRemovableUnreadable,
+			text: `/dev/sda's removable attribute cannot be read (/sys/block/sda/removable holds "2", not 0 or 1); nothing wiped`},
+		{name: "removable: missing", tr: newTree().add(s1).rm(s1Dir + "/removable"), tg: sda,
+			want: ErrRemovableUnreadable, cause: fs.ErrNotExist,
+			text: "/dev/sda's removable attribute cannot be read (/sys/block/sda/removable: file does not exist); nothing wiped"},
+		{name: "removable: empty", tr: newTree().add(s1).file(s1Dir+"/removable", "\n"), tg: sda,
+			want: ErrRemovableUnreadable, text: `/dev/sda's removable attribute cannot be read (/sys/block/sda/removable holds "", not 0 or 1); nothing wiped`},
+		{name: "removable: unreadable, but an SD card", tr: newTree().add(sdCard("mmcblk0", "179:0", "0x1234abcd")),
+			fail: map[string]error{"sys/block/mmcblk0/removable": syscall.EIO}, tg: Target{Disk: "/dev/mmcblk0", Serial: "0x1234abcd"},
+			want: ErrRemovable, text: "/dev/mmcblk0 is removable"},
+		{name: "MMC type unreadable", tr: newTree().add(emmc("mmcblk1", "179:8", "0x0badf00d")), fail: map[string]error{"sys/block/mmcblk1/device/type": syscall.EACCES},
+			tg: Target{Disk: "/dev/mmcblk1", Serial: "0x0badf00d"}, want: ErrRemovableUnreadable, cause: fs.ErrPermission,
+			text: "/dev/mmcblk1's removable attribute cannot be read (/sys/block/mmcblk1/device/type: permission denied); nothing wiped"},
+		{name: "MMC type unknown", tr: newTree().add(withFile(emmc("mmcblk1", "179:8", "0x0badf00d"), "device/type", "SDIO\n")),
+			tg: Target{Disk: "/dev/mmcblk1", Serial: "0x0badf00d"}, want: ErrRemovableUnreadable,
+			text: `/dev/mmcblk1's removable attribute cannot be read (/sys/block/mmcblk1/device/type holds "SDIO", not MMC or SD); nothing wiped`},
+		{name: "ro: read error", tr: newTree().add(s1), fail: map[string]error{"sys/block/sda/ro": syscall.EIO}, tg: sda,
+			want: ErrReadOnlyUnreadable, cause: syscall.EIO, text: "/dev/sda's ro attribute cannot be read (/sys/block/sda/ro: input/output error); nothing wiped"},
+		{name: "ro: neither 0 nor 1", tr: func() *tree { d := s1; d.ro = "yes"; return newTree().add(d) }(), tg: sda, want: ErrReadOnlyUnreadable,
+			text: `/dev/sda's ro attribute cannot be read (/sys/block/sda/ro holds "yes", not 0 or 1); nothing wiped`},
+		{name: "device path: read error", tr: newTree().add(s1), fail: map[string]error{"sys/block/sda": syscall.EIO}, tg: sda,
+			want: ErrDevicePathUnreadable, cause: syscall.EIO,
+			text: "/dev/sda's device path cannot be read, so USB cannot be ruled out (/sys/block/sda: input/output error); nothing wiped"},
+		{name: "device path: outside /sys", tr: func() *tree {
+			tr := newTree().add(fakeDisk{name: "sda", dev: "8:0", sectors: 100, udev: "E:ID_SERIAL_SHORT=S1\n"})
+			tr.link("sys/block/sda", "../../tmp/sda")
+			for _, f := range []string{"dev", "size", "removable", "ro"} {
+				tr.fs["tmp/sda/"+f] = tr.fs["sys/devices/virtual/block/sda/"+f]
+			}
+			return tr
+		}(), tg: sda, want: ErrDevicePathUnreadable,
+			text: `/dev/sda's device path cannot be read, so USB cannot be ruled out (/sys/block/sda links to "../../tmp/sda", outside /sys); nothing wiped`},
+		{name: "device path: unreadable, but udev says USB",
+			tr:   newTree().add(fakeDisk{name: "sda", dev: "8:0", sectors: 100, udev: "E:ID_BUS=usb\nE:ID_SERIAL_SHORT=S1\n"}),
+			fail: map[string]error{"sys/block/sda": syscall.EIO}, tg: sda, want: ErrUSB, text: "/dev/sda is on USB"},
+		// Another disk's unknown flags and device path block nothing.
+		{name: "another disk's flags and device path: read errors", tr: two(), tg: sda, text: "sda",
+			fail: map[string]error{"sys/block/sdb/removable": syscall.EIO, "sys/block/sdb/ro": syscall.EIO, "sys/block/sdb": syscall.EIO}},
+		{name: "another disk's record fails", tr: two(), fail: map[string]error{"run/udev/data/b8:16": syscall.EIO}, tg: sda,
+			want: ErrUdevUnreadable, cause: syscall.EIO, text: "sdb's udev record cannot be read (/run/udev/data/b8:16: input/output error); nothing wiped"},
+		{name: "the declared disk's record fails", tr: two(), fail: map[string]error{"run/udev/data/b8:0": syscall.EACCES}, tg: sda,
+			want: ErrUdevUnreadable, cause: fs.ErrPermission, text: "sda's udev record cannot be read (/run/udev/data/b8:0: permission denied); nothing wiped"},
+		{name: "another disk's device number fails", tr: two(), fail: map[string]error{"sys/block/sdb/dev": syscall.EIO}, tg: sda,
+			want: ErrUdevUnreadable, cause: syscall.EIO,
+			text: "sdb's udev record cannot be read (its device number is unknown: /sys/block/sdb/dev: input/output error); nothing wiped"},
+		{name: "another disk's device number is garbage",
+			tr: two().file("sys/devices/pci0000:00/0000:00:17.0/ata2/host1/target1:0:0/1:0:0:0/block/sdb/dev", "8-16\n"), tg: sda, want: ErrUdevUnreadable,
+			text: `sdb's udev record cannot be read (its device number is unknown: /sys/block/sdb/dev holds "8-16", not major:minor); nothing wiped`},
+		{name: "another disk has no record", tr: two().rm("run/udev/data/b8:16"), tg: sda, text: "sda"},
+		{name: "no disk has a record", tr: two().rm("run/udev/data/b8:0", "run/udev/data/b8:16"), tg: sda, text: "sda"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -201,10 +260,15 @@ func TestCheck(t *testing.T) {
 			if tt.boot != nil {
 				boot = *tt.boot
 			}
-			d, err := judge(t, &Config{Root: tt.tr.fs}, tt.tg, boot)
+			d, err := judge(t, &Config{Root: faultFS{tt.tr.fs, tt.fail}}, tt.tg, boot)
 			checkVerdict(t, d, err, tt.text, tt.want, tt.cause, tt.text)
 			if tt.want != nil && d.Name != "" {
 				t.Errorf("a refusal returned disk %q", d.Name)
+			}
+			for _, set := range []error{ErrRemovable, ErrReadOnly} {
+				if set != tt.want && errors.Is(err, set) {
+					t.Errorf("an unknown flag is reported as set: %v", err)
+				}
 			}
 			if strings.Contains(fmt.Sprintf("%v %+v %#v", err, err, err), testCode) {
 				t.Errorf("the refusal shows the install code: %v", err)

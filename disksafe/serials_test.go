@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"testing/fstest"
 
@@ -150,95 +149,6 @@ func (f faultFS) ReadLink(name string) (string, error) {
 		return "", &fs.PathError{Op: "readlink", Path: name, Err: err}
 	}
 	return f.MapFS.ReadLink(name)
-}
-
-// TestCheckUnreadable judges trees whose reads of fail fail: the verdict on
-// the disk (default /dev/sda) that reports its serial. An unknown flag is
-// never reported as set.
-func TestCheckUnreadable(t *testing.T) {
-	sata := sataDisk("sda", "8:0", "S1")
-	sataDir := "sys/devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0/block/sda"
-	two := func() *tree { return newTree().add(sata).add(sataDisk("sdb", "8:16", "S2")) }
-	tests := []struct {
-		name  string
-		tr    *tree
-		fail  map[string]error
-		disk  string
-		want  error // nil: a wipe of sda
-		cause error // what errors.Is also finds; nil: not checked
-		text  string
-	}{
-		{name: "removable: read error", tr: newTree().add(sata), fail: map[string]error{"sys/block/sda/removable": syscall.EIO},
-			want: ErrRemovableUnreadable, cause: syscall.EIO,
-			text: "/dev/sda's removable attribute cannot be read (/sys/block/sda/removable: input/output error); nothing wiped"},
-		{name: "removable: neither 0 nor 1", tr: func() *tree { d := sata; d.removable = "2"; return newTree().add(d) }(), want: ErrRemovableUnreadable,
-			text: `/dev/sda's removable attribute cannot be read (/sys/block/sda/removable holds "2", not 0 or 1); nothing wiped`},
-		{name: "removable: missing", tr: newTree().add(sata).rm(sataDir + "/removable"),
-			want: ErrRemovableUnreadable, cause: fs.ErrNotExist,
-			text: "/dev/sda's removable attribute cannot be read (/sys/block/sda/removable: file does not exist); nothing wiped"},
-		{name: "removable: empty", tr: newTree().add(sata).file(sataDir+"/removable", "\n"),
-			want: ErrRemovableUnreadable, text: `/dev/sda's removable attribute cannot be read (/sys/block/sda/removable holds "", not 0 or 1); nothing wiped`},
-		{name: "removable: unreadable, but an SD card", tr: newTree().add(sdCard("mmcblk0", "179:0", "0x1234abcd")),
-			fail: map[string]error{"sys/block/mmcblk0/removable": syscall.EIO}, disk: "/dev/mmcblk0", want: ErrRemovable, text: "/dev/mmcblk0 is removable"},
-		{name: "MMC type unreadable", tr: newTree().add(emmc("mmcblk1", "179:8", "0x0badf00d")),
-			fail: map[string]error{"sys/block/mmcblk1/device/type": syscall.EACCES}, disk: "/dev/mmcblk1", want: ErrRemovableUnreadable, cause: fs.ErrPermission,
-			text: "/dev/mmcblk1's removable attribute cannot be read (/sys/block/mmcblk1/device/type: permission denied); nothing wiped"},
-		{name: "MMC type unknown", tr: newTree().add(withFile(emmc("mmcblk1", "179:8", "0x0badf00d"), "device/type", "SDIO\n")), disk: "/dev/mmcblk1",
-			want: ErrRemovableUnreadable,
-			text: `/dev/mmcblk1's removable attribute cannot be read (/sys/block/mmcblk1/device/type holds "SDIO", not MMC or SD); nothing wiped`},
-		{name: "ro: read error", tr: newTree().add(sata), fail: map[string]error{"sys/block/sda/ro": syscall.EIO},
-			want: ErrReadOnlyUnreadable, cause: syscall.EIO, text: "/dev/sda's ro attribute cannot be read (/sys/block/sda/ro: input/output error); nothing wiped"},
-		{name: "ro: neither 0 nor 1", tr: func() *tree { d := sata; d.ro = "yes"; return newTree().add(d) }(), want: ErrReadOnlyUnreadable,
-			text: `/dev/sda's ro attribute cannot be read (/sys/block/sda/ro holds "yes", not 0 or 1); nothing wiped`},
-		{name: "device path: read error", tr: newTree().add(sata), fail: map[string]error{"sys/block/sda": syscall.EIO},
-			want: ErrDevicePathUnreadable, cause: syscall.EIO,
-			text: "/dev/sda's device path cannot be read, so USB cannot be ruled out (/sys/block/sda: input/output error); nothing wiped"},
-		{name: "device path: outside /sys", tr: func() *tree {
-			tr := newTree().add(fakeDisk{name: "sda", dev: "8:0", sectors: 100, udev: "E:ID_SERIAL_SHORT=S1\n"})
-			tr.link("sys/block/sda", "../../tmp/sda")
-			for _, f := range []string{"dev", "size", "removable", "ro"} {
-				tr.fs["tmp/sda/"+f] = tr.fs["sys/devices/virtual/block/sda/"+f]
-			}
-			return tr
-		}(), want: ErrDevicePathUnreadable,
-			text: `/dev/sda's device path cannot be read, so USB cannot be ruled out (/sys/block/sda links to "../../tmp/sda", outside /sys); nothing wiped`},
-		{name: "device path: unreadable, but udev says USB",
-			tr:   newTree().add(fakeDisk{name: "sda", dev: "8:0", sectors: 100, udev: "E:ID_BUS=usb\nE:ID_SERIAL_SHORT=S1\n"}),
-			fail: map[string]error{"sys/block/sda": syscall.EIO}, want: ErrUSB, text: "/dev/sda is on USB"},
-		// Another disk's unknown flags and device path block nothing.
-		{name: "another disk's flags and device path: read errors", tr: two(),
-			fail: map[string]error{"sys/block/sdb/removable": syscall.EIO, "sys/block/sdb/ro": syscall.EIO, "sys/block/sdb": syscall.EIO}},
-		{name: "another disk's record fails", tr: two(), fail: map[string]error{"run/udev/data/b8:16": syscall.EIO},
-			want: ErrUdevUnreadable, cause: syscall.EIO, text: "sdb's udev record cannot be read (/run/udev/data/b8:16: input/output error); nothing wiped"},
-		{name: "the declared disk's record fails", tr: two(), fail: map[string]error{"run/udev/data/b8:0": syscall.EACCES},
-			want: ErrUdevUnreadable, cause: fs.ErrPermission, text: "sda's udev record cannot be read (/run/udev/data/b8:0: permission denied); nothing wiped"},
-		{name: "another disk's device number fails", tr: two(), fail: map[string]error{"sys/block/sdb/dev": syscall.EIO},
-			want: ErrUdevUnreadable, cause: syscall.EIO,
-			text: "sdb's udev record cannot be read (its device number is unknown: /sys/block/sdb/dev: input/output error); nothing wiped"},
-		{name: "another disk's device number is garbage",
-			tr: two().file("sys/devices/pci0000:00/0000:00:17.0/ata2/host1/target1:0:0/1:0:0:0/block/sdb/dev", "8-16\n"), want: ErrUdevUnreadable,
-			text: `sdb's udev record cannot be read (its device number is unknown: /sys/block/sdb/dev holds "8-16", not major:minor); nothing wiped`},
-		{name: "another disk has no record", tr: two().rm("run/udev/data/b8:16")},
-		{name: "no disk has a record", tr: two().rm("run/udev/data/b8:0", "run/udev/data/b8:16")},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if tt.disk == "" {
-				tt.disk = "/dev/sda"
-			}
-			tg := Target{Disk: tt.disk, Serial: "S1"}
-			if tt.disk != "/dev/sda" {
-				tg.Serial = map[string]string{"/dev/mmcblk0": "0x1234abcd", "/dev/mmcblk1": "0x0badf00d"}[tt.disk]
-			}
-			d, err := judge(t, &Config{Root: faultFS{tt.tr.fs, tt.fail}}, tg, goodBoot())
-			checkVerdict(t, d, err, "sda", tt.want, tt.cause, tt.text)
-			for _, other := range []error{ErrRemovable, ErrReadOnly} {
-				if other != tt.want && errors.Is(err, other) {
-					t.Errorf("an unknown flag is reported as set: %v", err)
-				}
-			}
-		})
-	}
 }
 
 func TestCheckMultipathLUN(t *testing.T) {
