@@ -115,70 +115,43 @@ func TestWipeWipesNothing(t *testing.T) {
 	}
 }
 
-// TestRunbookLines runs the action on the fake machine into each refusal
-// the runbook quotes, and checks that it prints that line word for word on
+// TestRunbookLines runs the action on the fake machine, asked to wipe
+// /dev/sda as S4EWNX0R612345A, into each refusal that rests on what it
+// reads from its environment, its boot record and its puller (one disk
+// refusal stands for the judgement's others, whose verdicts and lines are
+// disksafe's TestCheck and TestRefusalTexts), and checks that it prints that line word for word on
 // stderr (and, below it, what lies under it where that helps), with exit 1;
 // that it pulls nothing, records no wipe and never names the digest; and
 // that a dry run's verdict comes last. The wipe's own line is TestDryRun's.
 func TestRunbookLines(t *testing.T) {
-	stick := func(root fstest.MapFS) {
-		usb := "sys/devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0/block/sdb"
-		root[usb+"/removable"] = &fstest.MapFile{Data: []byte("0\n")}
-	}
-	const (
-		notAttested = "wipe: this boot did not pass attestation\n"
-		mismatch    = "wipe: the Workflow's install code is not the one this boot received\n"
-	)
+	const notAttested = "wipe: this boot did not pass attestation\n"
 	for _, tt := range []struct {
-		name    string
-		disk    string
-		serial  string
-		boot    *disksafe.BootRecord
-		record  string // the boot record's file, when set
-		machine func(fstest.MapFS)
-		set     map[string]string // more of the environment
-		pull    string            // PULL_COMMAND
-		want    string            // stderr: the runbook's line, as printed; {boot dir}: FLEET_BOOT_DIR
+		name   string
+		boot   *disksafe.BootRecord
+		record string            // the boot record's file, when set
+		set    map[string]string // more of the environment
+		want   string            // stderr: the runbook's line, as printed; {boot dir}: FLEET_BOOT_DIR
 	}{
-		{name: "no disk reports the serial", disk: "/dev/sda", serial: "S9",
+		{name: "no disk reports the serial", set: map[string]string{"INSTALL_DISK_SERIAL": "S9"},
 			want: "wipe: no disk reports the serial S9\n"},
-		{name: "another disk reports the serial", disk: "/dev/sdb", serial: "S4EWNX0R612345A",
-			want: "wipe: /dev/sdb is sdb, but the disk that reports S4EWNX0R612345A is sda\n"},
-		{name: "the install disk is missing", disk: "/dev/nvme0n1", serial: "S4EWNX0R612345A",
-			want: "wipe: /dev/nvme0n1 is missing, but the disk that reports S4EWNX0R612345A is sda\n"},
-		{name: "removable", disk: "/dev/sdb", serial: "4C530001230815117283",
-			want: "wipe: /dev/sdb is removable\n"},
-		{name: "on USB", disk: "/dev/sdb", serial: "4C530001230815117283", machine: stick,
-			want: "wipe: /dev/sdb is on USB\n"},
-		{name: "two disks report the serial", disk: "/dev/sda", serial: "S4EWNX0R612345A", machine: func(root fstest.MapFS) {
-			root["run/udev/data/b8:16"] = &fstest.MapFile{Data: []byte("E:ID_BUS=usb\nE:ID_SERIAL_SHORT=S4EWNX0R612345A\n")}
-		}, want: "wipe: more than one disk reports the serial S4EWNX0R612345A\n"},
-		{name: "no serial", disk: "/dev/sda",
-			want: "wipe: no install disk serial is declared\n"},
-		{name: "no disk", serial: "S4EWNX0R612345A",
-			want: "wipe: no install disk is declared\n"},
-		{name: "not attested", disk: "/dev/sda", serial: "S4EWNX0R612345A", boot: &disksafe.BootRecord{BootID: fakeBootID},
+		{name: "not attested", boot: &disksafe.BootRecord{BootID: fakeBootID},
 			want: notAttested + "  (the attestation record says this boot did not pass)\n"},
-		{name: "a record of another boot", disk: "/dev/sda", serial: "S4EWNX0R612345A",
+		{name: "a record of another boot",
 			boot: &disksafe.BootRecord{BootID: "11111111-2222-3333-4444-555555555555", Attested: true, Code: secret},
 			want: notAttested + "  (the attestation record is of another boot)\n"},
-		{name: "no boot record", disk: "/dev/sda", serial: "S4EWNX0R612345A", set: map[string]string{"FLEET_BOOT_DIR": "/nonexistent/fleet"},
+		{name: "no boot record", set: map[string]string{"FLEET_BOOT_DIR": "/nonexistent/fleet"},
 			want: notAttested + "  (the HookOS agent recorded no attestation in this boot)\n"},
-		{name: "a malformed boot record", disk: "/dev/sda", serial: "S4EWNX0R612345A",
+		{name: "a malformed boot record",
 			record: `{"boot_id": "x", "install_code": "` + secret + `", "attested": tr`,
 			want: "wipe-disk: disksafe: {boot dir}/" + disksafe.BootRecordFile + " is not a valid record (unexpected EOF)\n" +
 				notAttested + "  (the HookOS agent recorded no attestation in this boot)\n"},
-		{name: "no install code", disk: "/dev/sda", serial: "S4EWNX0R612345A", boot: &disksafe.BootRecord{BootID: fakeBootID, Attested: true},
-			want: "wipe: no install code\n"},
-		{name: "another code's digest", disk: "/dev/sda", serial: "S4EWNX0R612345A",
-			set: map[string]string{"INSTALL_CODE_SHA256": disksafe.CodeSHA256("ic-someone-elses")}, want: mismatch},
-		{name: "the code in place of its digest", disk: "/dev/sda", serial: "S4EWNX0R612345A",
-			set: map[string]string{"INSTALL_CODE_SHA256": secret}, want: mismatch},
-		{name: "the image cannot be pulled", disk: "/dev/sda", serial: "S4EWNX0R612345A", pull: "/nonexistent/pull",
+		{name: "another code's digest", set: map[string]string{"INSTALL_CODE_SHA256": disksafe.CodeSHA256("ic-someone-elses")},
+			want: "wipe: the Workflow's install code is not the one this boot received\n"},
+		{name: "the image cannot be pulled", set: map[string]string{"PULL_COMMAND": "/nonexistent/pull"},
 			want: "wipe: the installer image ghcr.io/siderolabs/installer:v1.13.9 cannot be pulled (/nonexistent/pull: fork/exec /nonexistent/pull: no such file or directory); nothing wiped\n"},
 	} {
 		for _, dry := range []bool{false, true} {
-			if tt.pull != "" && dry {
+			if tt.set["PULL_COMMAND"] != "" && dry {
 				continue
 			}
 			name := tt.name
@@ -188,10 +161,7 @@ func TestRunbookLines(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				e := fakeEnv(t)
-				root := e.root.(fstest.MapFS)
-				if tt.machine != nil {
-					tt.machine(root)
-				}
+				e.vars["INSTALL_DISK"], e.vars["INSTALL_DISK_SERIAL"] = "/dev/sda", "S4EWNX0R612345A"
 				if tt.boot != nil {
 					if err := disksafe.WriteBootRecord(e.vars["FLEET_BOOT_DIR"], *tt.boot); err != nil {
 						t.Fatal(err)
@@ -202,10 +172,6 @@ func TestRunbookLines(t *testing.T) {
 					if err := os.WriteFile(filepath.Join(e.vars["FLEET_BOOT_DIR"], disksafe.BootRecordFile), []byte(tt.record), 0o600); err != nil {
 						t.Fatal(err)
 					}
-				}
-				e.vars["INSTALL_DISK"], e.vars["INSTALL_DISK_SERIAL"] = tt.disk, tt.serial
-				if tt.pull != "" {
-					e.vars["PULL_COMMAND"] = tt.pull
 				}
 				maps.Copy(e.vars, tt.set)
 				code, stdout, stderr := e.run(t, args...)
