@@ -102,48 +102,34 @@ const fakeBootID = "0c4f8e2a-5b7d-4e19-a6c3-9d2e1f0b7a58"
 // through a /dev/disk/by-id link), a USB stick, and a file-backed loop
 // device, loop3, that reports the serial LOOP-0001 in udev.
 func fakeMachine() fstest.MapFS {
-	node := &fstest.MapFile{Mode: fs.ModeDevice | 0o660}
-	vpd80 := func(serial string) string {
-		return string([]byte{0x00, 0x80, 0x00, byte(len(serial))}) + serial
-	}
 	sata := "devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0"
 	usb := "devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0"
 	loop := "devices/virtual/block/loop3"
-	return fstest.MapFS{
+	m := fstest.MapFS{
 		"proc/sys/kernel/random/boot_id": file(fakeBootID + "\n"),
 
-		"sys/block/sda":                                              link("../" + sata + "/block/sda"),
-		"sys/class/block/sda":                                        link("../../" + sata + "/block/sda"),
-		"sys/" + sata + "/block/sda/dev":                             file("8:0\n"),
-		"sys/" + sata + "/block/sda/size":                            file("1953525168\n"),
-		"sys/" + sata + "/block/sda/removable":                       file("0\n"),
-		"sys/" + sata + "/block/sda/ro":                              file("0\n"),
-		"sys/" + sata + "/block/sda/device":                          link("../../../0:0:0:0"),
-		"sys/" + sata + "/vpd_pg80":                                  file(vpd80("      S4EWNX0R612345A")),
+		"sys/" + sata + "/block/sda/device": link("../../../0:0:0:0"),
+		// VPD page 0x80: a header that holds the serial's length, then the serial.
+		"sys/" + sata + "/vpd_pg80":                                  file(string([]byte{0x00, 0x80, 0x00, 21}) + "      S4EWNX0R612345A"),
 		"sys/" + sata + "/model":                                     file("Samsung SSD 870 \n"),
-		"run/udev/data/b8:0":                                         file("E:ID_BUS=ata\nE:ID_SERIAL_SHORT=S4EWNX0R612345A\n"),
-		"dev/sda":                                                    node,
 		"dev/disk/by-id/ata-Samsung_SSD_870_EVO_1TB_S4EWNX0R612345A": link("../../sda"),
-
-		"sys/block/sdb":                       link("../" + usb + "/block/sdb"),
-		"sys/class/block/sdb":                 link("../../" + usb + "/block/sdb"),
-		"sys/" + usb + "/block/sdb/dev":       file("8:16\n"),
-		"sys/" + usb + "/block/sdb/size":      file("60437492\n"),
-		"sys/" + usb + "/block/sdb/removable": file("1\n"),
-		"sys/" + usb + "/block/sdb/ro":        file("0\n"),
-		"run/udev/data/b8:16":                 file("E:ID_BUS=usb\nE:ID_SERIAL_SHORT=4C530001230815117283\n"),
-		"dev/sdb":                             node,
-
-		"sys/block/loop3":                    link("../" + loop),
-		"sys/class/block/loop3":              link("../../" + loop),
-		"sys/" + loop + "/dev":               file("7:3\n"),
-		"sys/" + loop + "/size":              file("131072\n"),
-		"sys/" + loop + "/removable":         file("0\n"),
-		"sys/" + loop + "/ro":                file("0\n"),
-		"sys/" + loop + "/loop/backing_file": file("/var/lib/fleet-test/disk.img\n"),
-		"run/udev/data/b7:3":                 file("E:ID_SERIAL_SHORT=LOOP-0001\nE:ID_SERIAL=LOOP-0001\n"),
-		"dev/loop3":                          node,
+		"sys/" + loop + "/loop/backing_file":                         file("/var/lib/fleet-test/disk.img\n"),
 	}
+	// disk adds the block device name at dir below /sys, as sysfs, udev
+	// and devtmpfs show it.
+	disk := func(name, dir, dev, sectors, removable, udev string) {
+		m["sys/block/"+name] = link("../" + dir)
+		m["sys/class/block/"+name] = link("../../" + dir)
+		for attr, v := range map[string]string{"dev": dev, "size": sectors, "removable": removable, "ro": "0"} {
+			m["sys/"+dir+"/"+attr] = file(v + "\n")
+		}
+		m["run/udev/data/b"+dev] = file(udev)
+		m["dev/"+name] = &fstest.MapFile{Mode: fs.ModeDevice | 0o660}
+	}
+	disk("sda", sata+"/block/sda", "8:0", "1953525168", "0", "E:ID_BUS=ata\nE:ID_SERIAL_SHORT=S4EWNX0R612345A\n")
+	disk("sdb", usb+"/block/sdb", "8:16", "60437492", "1", "E:ID_BUS=usb\nE:ID_SERIAL_SHORT=4C530001230815117283\n")
+	disk("loop3", loop, "7:3", "131072", "0", "E:ID_SERIAL_SHORT=LOOP-0001\nE:ID_SERIAL=LOOP-0001\n")
+	return m
 }
 
 // fakeEnv is an env over fakeMachine, with an attested boot of
