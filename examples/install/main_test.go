@@ -240,8 +240,6 @@ func TestRefusals(t *testing.T) {
 		{name: "no wipe recorded", exit: exitRefused, stderr: resumed, edit: func(t *testing.T, e *env) {
 			os.Remove(filepath.Join(e.vars["FLEET_STATE_DIR"], disksafe.WipeRecordFile))
 		}},
-		{name: "a wipe of another boot", exit: exitRefused, stderr: resumed,
-			edit: wiped(disksafe.WipeRecord{BootID: "00000000-aaaa-bbbb-cccc-dddddddddddd", Disk: "/dev/sda", Name: "sda", Wiped: true})},
 		{name: "a wipe of another disk", exit: exitRefused, stderr: notWiped + "  (wipe-disk wiped /dev/sdb)\n",
 			edit: wiped(disksafe.WipeRecord{BootID: bootID, Disk: "/dev/sdb", Name: "sdb", Wiped: true})},
 		{name: "an unfinished wipe", exit: exitRefused, stderr: notWiped + "  (wipe-disk started and did not finish)\n",
