@@ -116,14 +116,17 @@ func FuzzDisks(f *testing.F) {
 }
 
 // FuzzSameSerial compares sameSerial with udev's spelling written out
-// plainly: two places agree exactly when udev would spell them alike.
+// plainly: two places agree exactly when udev would spell them alike. Its
+// seeds are the cases: case counts, a run of blanks is one _, characters
+// udev does not keep are _, values are trimmed before.
 func FuzzSameSerial(f *testing.F) {
-	f.Add("S1", "S1")
-	f.Add("WD WX12  A/3", "WD_WX12_A_3")
-	f.Add("A  B", "A__B")
-	f.Add("s1", "S1")
-	f.Add("A#+-.:=@_\\x", "A#+-.:=@_\\x")
-	f.Add("A\tB", "A_B")
+	for _, c := range [][2]string{
+		{"S1", "S1"}, {"S1", "s1"}, {"S1", "S1 "}, {"A", ""}, {"", ""}, {"AB", "A"},
+		{"A B", "A_B"}, {"A   B", "A_B"}, {"A   B", "A__B"}, {"A  B", "A__B"}, {"A\tB", "A_B"}, {"WD WX12  A/3", "WD_WX12_A_3"},
+		{"A/B", "A_B"}, {"A/B", "A B"}, {"A!B", "A?B"}, {"A#+-.:=@_\\x", "A#+-.:=@_\\x"}, {"A#+-.:=@_\\B", "A#+-.:=@_\\B"},
+	} {
+		f.Add(c[0], c[1])
+	}
 	f.Fuzz(func(t *testing.T, a, b string) {
 		spell := func(s string) string {
 			var out strings.Builder

@@ -100,35 +100,6 @@ func TestSerials(t *testing.T) {
 	}
 }
 
-func TestSameSerial(t *testing.T) {
-	tests := []struct {
-		a, b string
-		same bool
-	}{
-		{"S1", "S1", true},
-		{"S1", "s1", false},
-		{"S1", "S1 ", false}, // values are trimmed before
-		{"A B", "A_B", true},
-		{"A   B", "A_B", true},
-		{"A   B", "A__B", false},
-		{"A/B", "A_B", true},
-		{"A/B", "A B", true},
-		{"A#+-.:=@_\\B", "A#+-.:=@_\\B", true},
-		{"A!B", "A?B", true}, // udev spells both A_B
-		{"A", "", false},
-		{"", "", true},
-		{"AB", "A", false},
-	}
-	for _, tt := range tests {
-		if got := sameSerial(tt.a, tt.b); got != tt.same {
-			t.Errorf("sameSerial(%q, %q) = %t, want %t", tt.a, tt.b, got, tt.same)
-		}
-		if got := sameSerial(tt.b, tt.a); got != tt.same {
-			t.Errorf("sameSerial(%q, %q) = %t, want %t", tt.b, tt.a, got, tt.same)
-		}
-	}
-}
-
 // faultFS serves a MapFS, except that opening a file or reading a link at a
 // chosen path fails with a chosen error, as a failing sysfs attribute does.
 // Paths are as the package asks for them, e.g. sys/block/sda/removable.
