@@ -195,11 +195,10 @@ func TestDryRun(t *testing.T) {
 
 func TestUsage(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := run(t.Context(), []string{"extra"}, func(string) string { return "" }, nil, &out, &errb); code != 2 {
-		t.Errorf("an extra argument: exit %d, want 2", code)
-	}
-	if code := run(t.Context(), []string{"-force"}, func(string) string { return "" }, nil, &out, &errb); code != 2 {
-		t.Errorf("an unknown flag: exit %d, want 2", code)
+	for _, args := range [][]string{{"extra"}, {"-force"}} { // an extra argument, an unknown flag
+		if code := run(t.Context(), args, func(string) string { return "" }, nil, &out, &errb); code != 2 {
+			t.Errorf("%q: exit %d, want 2", args, code)
+		}
 	}
 }
 
