@@ -358,8 +358,8 @@ func TestPartitionTablesBadGPT(t *testing.T) {
 
 // wipeFixture is a fake machine for Wipe: a tree whose sda reports S1, and
 // a device directory holding a regular file as sda, so nothing can be
-// wiped for real.
-func wipeFixture(t *testing.T) (*tree, *Config, string) {
+// wiped for real. It returns its Config and that file.
+func wipeFixture(t *testing.T) (*Config, string) {
 	t.Helper()
 	tr := newTree().add(sataDisk("sda", "8:0", "S1")).add(sataDisk("sdb", "8:16", "S2"))
 	devDir := t.TempDir()
@@ -368,7 +368,7 @@ func wipeFixture(t *testing.T) (*tree, *Config, string) {
 		t.Fatal(err)
 	}
 	cfg := &Config{Root: tr.fs, DevDir: devDir, StateDir: filepath.Join(t.TempDir(), "workflow")}
-	return tr, cfg, filepath.Join(devDir, "sda")
+	return cfg, filepath.Join(devDir, "sda")
 }
 
 func assertUntouched(t *testing.T, cfg *Config, file string) {
@@ -408,7 +408,7 @@ func TestWipeWipesNothing(t *testing.T) {
 			text: "wipe: /dev/sda cannot be opened (open {file}: no such file or directory); nothing wiped"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, cfg, file := wipeFixture(t)
+			cfg, file := wipeFixture(t)
 			if tt.gone {
 				os.Remove(file)
 			}
