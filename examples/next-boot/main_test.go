@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -165,12 +166,15 @@ func (m *machine) run(t *testing.T) (code int, stdout, stderr string) {
 	return code, out.String(), errb.String()
 }
 
-// TestBootsNext runs next-boot on newMachine, whose firmware has an entry
-// of ours for an earlier install's ESP, with more entries: it boots an
+// TestOutcomes runs next-boot on newMachine (efibootmgr 17 unless style
+// says 18), with more firmware entries and changed by change, into each
+// outcome: the exit code, the whole stdout and stderr ({dev}: the disk's
+// device file), how often it mounted efivarfs, and whether it ran
+// efibootmgr. When an entry boots next, next names it: next-boot boots an
 // active entry that boots the disk's ESP (ours first) and creates none, or
-// creates one, and deletes ours that boot another ESP. BootOrder is never
-// set.
-func TestBootsNext(t *testing.T) {
+// creates one, and deletes ours that boot another ESP; BootOrder is never
+// set, and the shell's entry is kept.
+func TestOutcomes(t *testing.T) {
 	hd := `HD(1,GPT,` + installedGUID + `,0x800,0x200000)/File(\EFI\BOOT\BOOTX64.EFI)`
 	create := []string{
 		"-v",
@@ -180,104 +184,94 @@ func TestBootsNext(t *testing.T) {
 		"--bootnext 0000",
 		"-v",
 	}
-	for _, tt := range []struct {
-		name    string
-		style   int
-		entries map[string]fakeEntry
-		want    string   // the entry that boots next
-		calls   []string // efibootmgr's arguments ({dev}: the disk's device file); nil: not compared
-		order   []string // BootOrder after
-		created bool
-		count   int // the entries left
-	}{
-		{"efibootmgr 17 creates the entry", 17, nil, "Boot0000 Talos (fleet)", create, []string{"0004", "0001"}, true, 3},
-		{"efibootmgr 18 creates the entry", 18, nil, "Boot0000 Talos (fleet)", create, []string{"0004", "0001"}, true, 3},
-		{"the Talos installer's systemd-boot entry, as it writes the path", 17, map[string]fakeEntry{"0005": {label: "Talos Linux UKI", active: true,
-			path: `HD(1,GPT,` + installedGUID + `,0x800,0x200000)/File(\EFI\boot\BOOTX64.efi)`}}, "Boot0005 Talos Linux UKI", nil, []string{"0004", "0001"}, false, 3},
-		{"the firmware's own entry for the disk's fallback loader", 18, map[string]fakeEntry{"0002": {label: "UEFI OS", active: true, path: hd + "0000424f"}},
-			"Boot0002 UEFI OS", nil, []string{"0004", "0001"}, false, 3},
-		{"not an inactive one of ours", 17, map[string]fakeEntry{"0002": {label: "UEFI OS", active: true, path: hd}, "0005": {label: defaultLabel, path: hd}},
-			"Boot0002 UEFI OS", nil, []string{"0004", "0001"}, false, 4},
-		// Ours, when it boots this ESP, is preferred; an inactive one is not used.
-		{"ours", 17, map[string]fakeEntry{"0002": {label: "UEFI OS", active: true, path: hd}, "0003": {label: defaultLabel, active: true, path: hd},
-			"0005": {label: defaultLabel, path: hd}}, "Boot0003 Talos (fleet)", nil, []string{"0004", "0003", "0001"}, false, 5},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			m := newMachine(t, tt.style)
-			maps.Copy(m.nv.entries, tt.entries)
-			code, stdout, stderr := m.run(t)
-			if code != exitDone || stdout != "next-boot: "+byID+" boots next: "+tt.want+"\n" || stderr != "" {
-				t.Fatalf("exit %d\nstdout %q\nstderr %q\ncalls %q", code, stdout, stderr, m.nv.calls)
-			}
-			var calls []string
-			for _, c := range tt.calls {
-				calls = append(calls, strings.ReplaceAll(c, "{dev}", filepath.Join(m.devDir, "nvme0n1")))
-			}
-			if tt.calls != nil && !slices.Equal(m.nv.calls, calls) {
-				t.Errorf("efibootmgr calls\n%q\nwant\n%q", m.nv.calls, calls)
-			}
-			created := slices.ContainsFunc(m.nv.calls, func(c string) bool { return strings.HasPrefix(c, "--create") })
-			if m.nv.next != tt.want[4:8] || !slices.Equal(m.nv.order, tt.order) || created != tt.created || len(m.nv.entries) != tt.count {
-				t.Errorf("BootNext %q, BootOrder %q, %d entries, calls %q", m.nv.next, m.nv.order, len(m.nv.entries), m.nv.calls)
-			}
-			if _, ok := m.nv.entries["0001"]; !ok {
-				t.Error("the shell's entry was deleted")
-			}
-			if m.mounts != 0 {
-				t.Error("mounted efivarfs over a mounted one")
-			}
-		})
-	}
-}
-
-// TestOutcomes runs next-boot on newMachine changed by change, into each
-// outcome but the boot entry's: the exit code, the whole stdout and stderr
-// ({dev}: the disk's device file), how often it mounted efivarfs, and
-// whether it ran efibootmgr.
-func TestOutcomes(t *testing.T) {
 	noVars := func(m *machine) {
 		maps.DeleteFunc(m.root, func(p string, _ *fstest.MapFile) bool { return strings.HasPrefix(p, "sys/firmware/efi/efivars/") })
 		m.root["sys/firmware/efi/efivars"] = &fstest.MapFile{Mode: fs.ModeDir | 0o755}
 	}
 	tests := []struct {
 		name           string
+		style          int // efibootmgr's; 0: 17
+		entries        map[string]fakeEntry
 		change         func(m *machine)
 		exit           int
-		stdout, stderr string
+		stdout, stderr string // stdout when next is ""
 		mounts         int
-		efi            bool // efibootmgr ran
+		efi            bool // efibootmgr ran (it does when next is set)
+
+		next    string   // the entry that boots next
+		calls   []string // efibootmgr's arguments ({dev}: the disk's device file); nil: not compared
+		order   []string // BootOrder after
+		created bool
+		count   int // the entries left
 	}{
-		{"legacy BIOS", func(m *machine) {
+		{name: "efibootmgr 17 creates the entry", next: "Boot0000 Talos (fleet)", calls: create, order: []string{"0004", "0001"}, created: true, count: 3},
+		{name: "efibootmgr 18 creates the entry", style: 18, next: "Boot0000 Talos (fleet)", calls: create, order: []string{"0004", "0001"}, created: true, count: 3},
+		{name: "the Talos installer's systemd-boot entry, as it writes the path", entries: map[string]fakeEntry{"0005": {label: "Talos Linux UKI", active: true,
+			path: `HD(1,GPT,` + installedGUID + `,0x800,0x200000)/File(\EFI\boot\BOOTX64.efi)`}}, next: "Boot0005 Talos Linux UKI", order: []string{"0004", "0001"}, count: 3},
+		{name: "the firmware's own entry for the disk's fallback loader", style: 18, entries: map[string]fakeEntry{"0002": {label: "UEFI OS", active: true, path: hd + "0000424f"}},
+			next: "Boot0002 UEFI OS", order: []string{"0004", "0001"}, count: 3},
+		{name: "not an inactive one of ours", entries: map[string]fakeEntry{"0002": {label: "UEFI OS", active: true, path: hd}, "0005": {label: defaultLabel, path: hd}},
+			next: "Boot0002 UEFI OS", order: []string{"0004", "0001"}, count: 4},
+		// Ours, when it boots this ESP, is preferred; an inactive one is not used.
+		{name: "ours", entries: map[string]fakeEntry{"0002": {label: "UEFI OS", active: true, path: hd}, "0003": {label: defaultLabel, active: true, path: hd},
+			"0005": {label: defaultLabel, path: hd}}, next: "Boot0003 Talos (fleet)", order: []string{"0004", "0003", "0001"}, count: 5},
+		{name: "efivarfs not mounted", change: noVars, mounts: 1, next: "Boot0000 Talos (fleet)", order: []string{"0004", "0001"}, created: true, count: 3},
+		{name: "legacy BIOS", change: func(m *machine) {
 			maps.DeleteFunc(m.root, func(p string, _ *fstest.MapFile) bool { return strings.HasPrefix(p, "sys/firmware/") })
-		}, exitDone, "next-boot: this machine booted by legacy BIOS, which has no BootNext; its boot order decides what boots next, and nothing was changed\n", "", 0, false},
-		{"efivarfs not mounted", noVars, exitDone, "next-boot: " + byID + " boots next: Boot0000 Talos (fleet)\n", "", 1, true},
-		{"efivarfs cannot be mounted", func(m *machine) { noVars(m); m.mountErr = errors.New("operation not permitted") },
-			exitFailed, "", "next-boot: mount efivarfs: operation not permitted\n", 1, false},
-		{"efivarfs without variables", func(m *machine) { m.nv.fail = "EFI variables are not supported on this system." },
-			exitFailed, "", "next-boot: efibootmgr -v: EFI variables are not supported on this system.\n", 0, true},
-		{"the firmware refuses the entry", func(m *machine) { m.nv.failCreate = true },
-			exitFailed, "", "next-boot: efibootmgr: Could not prepare Boot variable: No space left on device\n", 0, true},
-		{"the firmware drops BootNext", func(m *machine) { m.nv.dropNext = true },
-			exitFailed, "", "next-boot: BootNext is unset after efibootmgr --bootnext 0000\n", 0, true},
-		{"a wiped disk", func(m *machine) {
+		}, stdout: "next-boot: this machine booted by legacy BIOS, which has no BootNext; its boot order decides what boots next, and nothing was changed\n"},
+		{name: "efivarfs cannot be mounted", change: func(m *machine) { noVars(m); m.mountErr = errors.New("operation not permitted") },
+			exit: exitFailed, stderr: "next-boot: mount efivarfs: operation not permitted\n", mounts: 1},
+		{name: "efivarfs without variables", change: func(m *machine) { m.nv.fail = "EFI variables are not supported on this system." },
+			exit: exitFailed, stderr: "next-boot: efibootmgr -v: EFI variables are not supported on this system.\n", efi: true},
+		{name: "the firmware refuses the entry", change: func(m *machine) { m.nv.failCreate = true },
+			exit: exitFailed, stderr: "next-boot: efibootmgr: Could not prepare Boot variable: No space left on device\n", efi: true},
+		{name: "the firmware drops BootNext", change: func(m *machine) { m.nv.dropNext = true },
+			exit: exitFailed, stderr: "next-boot: BootNext is unset after efibootmgr --bootnext 0000\n", efi: true},
+		{name: "a wiped disk", change: func(m *machine) {
 			os.WriteFile(filepath.Join(m.devDir, "nvme0n1"), make([]byte, 1<<20), 0o600)
-		}, exitFailed, "", "next-boot: " + byID + " (nvme0n1): no GUID partition table\n", 0, false},
-		{"no such disk", func(m *machine) { m.env["INSTALL_DISK"] = "/dev/sdz" }, exitFailed, "", "next-boot: /dev/sdz is no block device\n", 0, false},
-		{"a disk that cannot be opened", func(m *machine) { os.Remove(filepath.Join(m.devDir, "nvme0n1")) },
-			exitFailed, "", "next-boot: open {dev}: no such file or directory\n", 0, false},
-		{"no install disk", func(m *machine) { delete(m.env, "INSTALL_DISK") }, exitUsage, "", "next-boot: no install disk is declared (INSTALL_DISK)\n", 0, false},
+		}, exit: exitFailed, stderr: "next-boot: " + byID + " (nvme0n1): no GUID partition table\n"},
+		{name: "no such disk", change: func(m *machine) { m.env["INSTALL_DISK"] = "/dev/sdz" }, exit: exitFailed, stderr: "next-boot: /dev/sdz is no block device\n"},
+		{name: "a disk that cannot be opened", change: func(m *machine) { os.Remove(filepath.Join(m.devDir, "nvme0n1")) },
+			exit: exitFailed, stderr: "next-boot: open {dev}: no such file or directory\n"},
+		{name: "no install disk", change: func(m *machine) { delete(m.env, "INSTALL_DISK") }, exit: exitUsage, stderr: "next-boot: no install disk is declared (INSTALL_DISK)\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMachine(t, 17)
-			tt.change(m)
-			code, stdout, stderr := m.run(t)
-			want := strings.ReplaceAll(tt.stderr, "{dev}", filepath.Join(m.devDir, "nvme0n1"))
-			if code != tt.exit || stdout != tt.stdout || stderr != want || m.mounts != tt.mounts {
-				t.Errorf("exit %d, %d mounts\nstdout %q\nstderr %q\nwant exit %d, %d mounts, stdout %q, stderr %q", code, m.mounts, stdout, stderr, tt.exit, tt.mounts, tt.stdout, want)
+			m := newMachine(t, cmp.Or(tt.style, 17))
+			maps.Copy(m.nv.entries, tt.entries)
+			if tt.change != nil {
+				tt.change(m)
 			}
-			if ran := len(m.nv.calls) > 0; ran != tt.efi {
-				t.Errorf("efibootmgr ran %t, want %t: %q", ran, tt.efi, m.nv.calls)
+			code, stdout, stderr := m.run(t)
+			dev := filepath.Join(m.devDir, "nvme0n1")
+			wantOut, efi := tt.stdout, tt.efi
+			if tt.next != "" {
+				wantOut, efi = "next-boot: "+byID+" boots next: "+tt.next+"\n", true
+			}
+			want := strings.ReplaceAll(tt.stderr, "{dev}", dev)
+			if code != tt.exit || stdout != wantOut || stderr != want || m.mounts != tt.mounts {
+				t.Fatalf("exit %d, %d mounts\nstdout %q\nstderr %q\nwant exit %d, %d mounts, stdout %q, stderr %q\ncalls %q",
+					code, m.mounts, stdout, stderr, tt.exit, tt.mounts, wantOut, want, m.nv.calls)
+			}
+			if ran := len(m.nv.calls) > 0; ran != efi {
+				t.Errorf("efibootmgr ran %t, want %t: %q", ran, efi, m.nv.calls)
+			}
+			if tt.next == "" {
+				return
+			}
+			var calls []string
+			for _, c := range tt.calls {
+				calls = append(calls, strings.ReplaceAll(c, "{dev}", dev))
+			}
+			if tt.calls != nil && !slices.Equal(m.nv.calls, calls) {
+				t.Errorf("efibootmgr calls\n%q\nwant\n%q", m.nv.calls, calls)
+			}
+			created := slices.ContainsFunc(m.nv.calls, func(c string) bool { return strings.HasPrefix(c, "--create") })
+			if m.nv.next != tt.next[4:8] || !slices.Equal(m.nv.order, tt.order) || created != tt.created || len(m.nv.entries) != tt.count {
+				t.Errorf("BootNext %q, BootOrder %q, %d entries, calls %q", m.nv.next, m.nv.order, len(m.nv.entries), m.nv.calls)
+			}
+			if _, ok := m.nv.entries["0001"]; !ok {
+				t.Error("the shell's entry was deleted")
 			}
 		})
 	}
