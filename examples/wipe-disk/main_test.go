@@ -136,63 +136,6 @@ func fakeMachine() fstest.MapFS {
 // fakeMachine's boot ID recorded.
 func fakeEnv(t *testing.T) *env { return makeEnv(t, fakeBootID, fakeMachine()) }
 
-// TestDryRun judges the disks of the fake machine: the dry run reads its
-// sysfs, udev database and /dev links, prints them and its verdict, and
-// writes nothing. FLEET_LOOP_DEVICES=true makes a file-backed loop device a
-// disk it judges; without it, a loop device is never listed, so never
-// wiped.
-func TestDryRun(t *testing.T) {
-	const (
-		byID = "/dev/disk/by-id/ata-Samsung_SSD_870_EVO_1TB_S4EWNX0R612345A"
-		sda  = "sda        8:0          1.0 TB  S4EWNX0R612345A          ata       \n"
-		sdb  = "sdb        8:16        30.9 GB  4C530001230815117283     usb       removable,usb\n"
-	)
-	for _, tt := range []struct {
-		name         string
-		disk, serial string
-		loop         string // FLEET_LOOP_DEVICES
-		exit         int
-		stdout       string   // what stdout ends with
-		lines        []string // lines stdout holds
-		stderr       string
-	}{
-		{name: "/dev/sda", disk: "/dev/sda", serial: "S4EWNX0R612345A",
-			stdout: "wipe: /dev/sda reports the serial S4EWNX0R612345A\nwipe: dry run: nothing wiped\n",
-			lines:  []string{sda, sdb, "install disk /dev/sda resolves to sda\n"}},
-		{name: byID, disk: byID, serial: "S4EWNX0R612345A",
-			stdout: "wipe: " + byID + " reports the serial S4EWNX0R612345A\nwipe: dry run: nothing wiped\n",
-			lines:  []string{sda, sdb, "install disk " + byID + " resolves to sda\n"}},
-		{name: "a disk that is missing", disk: "/dev/nvme0n1", serial: "S4EWNX0R612345A", exit: 1,
-			stdout: "wipe: dry run: nothing wiped\n", lines: []string{sda, sdb, "install disk /dev/nvme0n1 resolves to no block device\n"},
-			stderr: "wipe: /dev/nvme0n1 is missing, but the disk that reports S4EWNX0R612345A is sda\n"},
-		{name: "FLEET_LOOP_DEVICES=", disk: "/dev/loop3", serial: "LOOP-0001", exit: 1,
-			stdout: "wipe: dry run: nothing wiped\n", stderr: "wipe: no disk reports the serial LOOP-0001\n"},
-		{name: "FLEET_LOOP_DEVICES=false", disk: "/dev/loop3", serial: "LOOP-0001", loop: "false", exit: 1,
-			stdout: "wipe: dry run: nothing wiped\n", stderr: "wipe: no disk reports the serial LOOP-0001\n"},
-		{name: "FLEET_LOOP_DEVICES=true", disk: "/dev/loop3", serial: "LOOP-0001", loop: "true",
-			stdout: "wipe: /dev/loop3 reports the serial LOOP-0001\nwipe: dry run: nothing wiped\n"},
-		{name: "FLEET_LOOP_DEVICES=yes please", disk: "/dev/loop3", serial: "LOOP-0001", loop: "yes please", exit: 2,
-			stderr: "wipe-disk: FLEET_LOOP_DEVICES=\"yes please\" is not true or false; nothing wiped\n"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			e := fakeEnv(t)
-			e.vars["INSTALL_DISK"], e.vars["INSTALL_DISK_SERIAL"], e.vars["FLEET_LOOP_DEVICES"] = tt.disk, tt.serial, tt.loop
-			code, stdout, stderr := e.run(t, "-dry-run")
-			if code != tt.exit || !strings.HasSuffix(stdout, tt.stdout) || (tt.stdout == "" && stdout != "") || stderr != tt.stderr {
-				t.Fatalf("exit %d\nstdout %q\nstderr %q\nwant exit %d, stdout ending %q, stderr %q", code, stdout, stderr, tt.exit, tt.stdout, tt.stderr)
-			}
-			for _, line := range tt.lines {
-				if !strings.Contains(stdout, line) {
-					t.Errorf("stdout lacks %q:\n%s", line, stdout)
-				}
-			}
-			if _, err := os.Stat(e.vars["FLEET_STATE_DIR"]); !os.IsNotExist(err) {
-				t.Errorf("a dry run wrote the state directory: %v", err)
-			}
-		})
-	}
-}
-
 func TestUsage(t *testing.T) {
 	var out, errb bytes.Buffer
 	for _, args := range [][]string{{"extra"}, {"-force"}} { // an extra argument, an unknown flag
