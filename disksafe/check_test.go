@@ -67,13 +67,11 @@ func checkVerdict(t *testing.T, d Disk, err error, disk string, want, cause erro
 	}
 }
 
-// TestCheck judges each tree: a wipe of the disk text names (want is nil),
-// or a refusal and its text, which never shows the install code.
+// TestCheck judges each tree in an attested boot: a wipe of the disk text
+// names (want is nil), or a refusal and its text, which never shows the
+// install code. The boot's refusals are TestCheckCode's.
 func TestCheck(t *testing.T) {
-	const (
-		wwn         = "5000c500a1b2c3d4"
-		notAttested = "this boot did not pass attestation"
-	)
+	const wwn = "5000c500a1b2c3d4"
 	s1 := sataDisk("sda", "8:0", "S1")
 	s1Dir := "sys/devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0/block/sda"
 	two := func() *tree { return newTree().add(s1).add(sataDisk("sdb", "8:16", "S2")) }
@@ -85,7 +83,6 @@ func TestCheck(t *testing.T) {
 		tr    *tree
 		fail  map[string]error // reads that fail (faultFS)
 		tg    Target
-		boot  *Boot  // nil: goodBoot()
 		want  error  // nil: the wipe is allowed
 		cause error  // what errors.Is also finds; nil: not checked
 		text  string // the refusal's text, or the disk chosen
@@ -106,15 +103,6 @@ func TestCheck(t *testing.T) {
 		{name: "zero target", tr: two(), want: ErrNoSerial, text: "no install disk serial is declared"},
 		{name: "no disk declared", tr: two(), tg: Target{Serial: "S1"}, want: ErrNoInstallDisk, text: "no install disk is declared"},
 		{name: "disk not under /dev", tr: two(), tg: Target{Disk: "sda", Serial: "S1"}, want: ErrBadInstallDisk, text: "the install disk sda is not a path under /dev"},
-		{name: "no boot record", tr: two(), tg: sda, boot: &Boot{ID: testBootID}, want: ErrNotAttested, cause: errNoRecord, text: notAttested},
-		{name: "zero boot", tr: two(), tg: sda, boot: &Boot{}, want: ErrNotAttested, text: notAttested},
-		{name: "record of another boot", tr: two(), tg: sda, boot: new(bootWith(func(r *BootRecord) { r.BootID = "00000000-0000-4000-8000-000000000000" })),
-			want: ErrNotAttested, cause: errOtherBoot, text: notAttested},
-		{name: "this boot's ID unknown", tr: two(), tg: sda, boot: &Boot{Record: goodBoot().Record}, want: ErrNotAttested, text: notAttested},
-		{name: "attestation failed", tr: two(), tg: sda, boot: new(bootWith(func(r *BootRecord) { r.Attested = false })), want: ErrNotAttested, text: notAttested},
-		{name: "no install code", tr: two(), tg: sda, boot: new(bootWith(func(r *BootRecord) { r.Code = "" })), want: ErrNoInstallCode, text: "no install code"},
-		{name: "Workflow's code is another", tr: two(), tg: Target{Disk: "/dev/sda", Serial: "S1", Code: "ic-someone-elses"},
-			want: ErrInstallCodeMismatch, text: "the Workflow's install code is not the one this boot received"},
 		{name: "no disk reports the serial", tr: two(), tg: Target{Disk: "/dev/sda", Serial: "S9"}, want: ErrSerialNotFound, text: "no disk reports the serial S9"},
 		{name: "serial differs in case", tr: two(), tg: Target{Disk: "/dev/sda", Serial: "s1"}, want: ErrSerialNotFound, text: "no disk reports the serial s1"},
 		{name: "the one disk reports another serial", tr: newTree().add(sataDisk("sda", "8:0", "S1")),
@@ -256,11 +244,7 @@ func TestCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			boot := goodBoot()
-			if tt.boot != nil {
-				boot = *tt.boot
-			}
-			d, err := judge(t, &Config{Root: faultFS{tt.tr.fs, tt.fail}}, tt.tg, boot)
+			d, err := judge(t, &Config{Root: faultFS{tt.tr.fs, tt.fail}}, tt.tg, goodBoot())
 			checkVerdict(t, d, err, tt.text, tt.want, tt.cause, tt.text)
 			if tt.want != nil && d.Name != "" {
 				t.Errorf("a refusal returned disk %q", d.Name)
