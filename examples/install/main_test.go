@@ -293,18 +293,38 @@ func TestRefusals(t *testing.T) {
 	}
 }
 
+// TestStopped stops the installer once it has printed a line: run ends
+// soon after, with that line.
 func TestStopped(t *testing.T) {
-	e := newEnv(t, "echo started\nsleep 30 &\nwait\n")
+	e := newEnv(t, "echo started\n: > \"$0.started\"\nsleep 30 &\nwait\n")
 	ctx, cancel := context.WithCancel(t.Context())
-	time.AfterFunc(200*time.Millisecond, cancel)
+	stopped := make(chan time.Time, 1)
+	go func() {
+		for {
+			if _, err := os.Stat(filepath.Join(e.dir, "installer.started")); err == nil {
+				stopped <- time.Now()
+				cancel()
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
 	var out, errb bytes.Buffer
-	start := time.Now()
 	exit := run(ctx, nil, func(k string) string { return e.vars[k] }, e.root, &out, &errb)
 	if exit != exitRefused || !strings.Contains(errb.String(), "install: started\ninstall: the installer failed;") {
 		t.Errorf("exit %d, stderr %q", exit, errb.String())
 	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("stopping took %v", d)
+	select {
+	case at := <-stopped:
+		if d := time.Since(at); d > 10*time.Second {
+			t.Errorf("stopping took %v", d)
+		}
+	default:
+		t.Error("the installer ran to its end, never stopped")
 	}
 }
 
