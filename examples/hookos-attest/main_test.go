@@ -264,126 +264,111 @@ func TestPassedWithCode(t *testing.T) {
 	}
 }
 
-func TestPassedWithoutCode(t *testing.T) {
-	f := newFleetd(t).approve(t)
-	f.admit = attest.Admission{NoProvision: "a control plane waits for desired_action=provision"}
-	a := newAgent(t, f)
-	stdout, _ := a.runExits(t, exitAttested)
-	if !strings.HasSuffix(stdout, "attest: PASSED\nattest: no provision: a control plane waits for desired_action=provision\n") ||
-		strings.Contains(stdout, "install code written") {
-		t.Errorf("stdout = %q", stdout)
-	}
-	a.wantRecord(t, true)
-}
-
-func TestPendingApproval(t *testing.T) {
-	f := newFleetd(t)
-	a := newAgent(t, f)
-	a.lldp = nil // and no frame came
-	// A pass with a code recorded earlier in this boot must not stand.
-	if err := disksafe.WriteBootRecord(a.bootDir, disksafe.BootRecord{BootID: testBootID, Attested: true, Code: testCode}); err != nil {
-		t.Fatal(err)
-	}
-	stdout, _ := a.runExits(t, exitRefused)
-	if !strings.Contains(stdout, "lldp: no LLDP frame on eth0 within 35s; attesting with no switch port\nattest: FAILED pending-approval\nattest: ") {
-		t.Errorf("stdout = %q", stdout)
-	}
-	if strings.Contains(stdout, "install code written") {
-		t.Error("a refused machine says an install code was written")
-	}
-	a.wantRecord(t, false)
-	ws := f.srv.Waiting(testSerial)
-	if len(ws) != 1 {
-		t.Fatalf("%d claims wait, want 1", len(ws))
-	}
-	if w := ws[0]; w.LLDP != nil {
-		t.Errorf("the claim has a port without an LLDP frame: %+v", w.LLDP)
-	}
-}
-
-// The runbook: "The console says attest: FAILED and the agent starts at
-// once": fleetd refused the claim without a verdict (two NetBox devices
-// hold the serial), so the agent says why, tries no more, and records
-// this boot as not attested.
-func TestRefusedClaim(t *testing.T) {
-	f := newFleetd(t).approve(t)
-	reason := fmt.Sprintf("NetBox holds more than one device with serial %q", testSerial)
-	f.refusal = &attest.BindingError{Reason: reason, Err: errors.New("netbox: devices w-01 (id 3) and w-02 (id 7) both have serial")}
-	a := newAgent(t, f)
-	if err := disksafe.WriteBootRecord(a.bootDir, disksafe.BootRecord{BootID: testBootID, Attested: true, Code: testCode}); err != nil {
-		t.Fatal(err)
-	}
-	stdout, _ := a.runExits(t, exitRefused)
-	if !strings.HasSuffix(stdout, "\nattest: FAILED\nattest: "+reason+"\n") || strings.Contains(stdout, "try") || strings.Contains(stdout, "w-01") {
-		t.Errorf("stdout = %q", stdout)
-	}
-	a.wantRecord(t, false)
-}
-
-func TestSwappedTPM(t *testing.T) {
-	other, err := attesttest.NewSoftTPM(&attesttest.SoftConfig{NoECC: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := newFleetd(t).approveTPM(t, other)
-	a := newAgent(t, f)
-	code, stdout, _ := a.run(t)
-	if code != exitRefused || !strings.Contains(stdout, "attest: FAILED ek-hash-mismatch\n") {
-		t.Errorf("exit %d, stdout %q", code, stdout)
-	}
-	a.wantRecord(t, false)
-}
-
-func TestFleetdDown(t *testing.T) {
-	f := newFleetd(t)
-	a := newAgent(t, f)
-	// A port nothing listens on.
-	l := httptest.NewUnstartedServer(nil)
-	a.env["FLEETD_URL"] = "https://" + l.Listener.Addr().String() + "/attest"
-	l.Close()
-	// A previous boot's pass must not stand either.
-	if err := disksafe.WriteBootRecord(a.bootDir, disksafe.BootRecord{BootID: "00000000-1111-2222-3333-444444444444", Attested: true, Code: testCode}); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	stdout, stderr := a.runExits(t, exitNoVerdict)
-	for n := 1; n <= 5; n++ {
-		if !strings.Contains(stdout, fmt.Sprintf("attest: try %d failed\n", n)) {
-			t.Errorf("stdout lacks try %d:\n%s", n, stdout)
-		}
-	}
-	if strings.Contains(stdout, "attest: try 6 failed") || strings.Contains(stdout, "PASSED") || strings.Contains(stdout, "FAILED ") {
-		t.Errorf("stdout = %q", stdout)
-	}
-	if !strings.Contains(stderr, "attest: no verdict") {
-		t.Errorf("stderr = %q", stderr)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("five tries with no back-off took %v", d)
-	}
-	a.wantRecord(t, false)
-}
-
-func TestWrongCA(t *testing.T) {
-	f := newFleetd(t).approve(t)
-	a := newAgent(t, f)
-	// A CA that signed nothing fleetd holds.
-	other, err := testcert.New("another CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a.env["FLEETD_CA"], _, err = other.WriteFiles(t.TempDir()); err != nil {
-		t.Fatal(err)
-	}
-	code, stdout, _ := a.run(t)
-	if code != exitNoVerdict || !strings.Contains(stdout, "attest: try 5 failed\n") || !strings.Contains(stdout, "certificate") {
-		t.Errorf("exit %d, stdout %q", code, stdout)
+// Every outcome but a pass with a code (TestPassedWithCode): the exit
+// code, what stdout says, and a boot record of this boot that holds no
+// pass unless fleetd attested the machine, whatever pass was recorded
+// before. The runbook: "The console says attest: FAILED and the agent
+// starts at once" when fleetd refused the machine, with a verdict or
+// without one (two NetBox devices hold the serial: the agent says why and
+// tries no more); "attest: try 5 failed" when no verdict came.
+func TestOutcomes(t *testing.T) {
+	refusal := fmt.Sprintf("NetBox holds more than one device with serial %q", testSerial)
+	const previousBoot = "00000000-1111-2222-3333-444444444444"
+	for _, tc := range []struct {
+		name     string
+		setup    func(t *testing.T, f *fleetd, a *agent)
+		earlier  string // the boot ID of a pass with a code recorded before the run; "": none
+		code     int
+		has      []string // stdout holds each
+		suffix   string   // stdout ends so
+		not      []string // stdout holds none
+		stderr   string   // stderr holds it
+		attested bool
+		check    func(t *testing.T, f *fleetd)
+	}{
+		{name: "passed-without-code", setup: func(t *testing.T, f *fleetd, a *agent) {
+			f.approve(t).admit = attest.Admission{NoProvision: "a control plane waits for desired_action=provision"}
+		}, code: exitAttested, suffix: "attest: PASSED\nattest: no provision: a control plane waits for desired_action=provision\n",
+			not: []string{"install code written"}, attested: true},
+		{name: "pending-approval", setup: func(t *testing.T, f *fleetd, a *agent) {
+			a.lldp = nil // and no frame came
+		}, earlier: testBootID, code: exitRefused,
+			has: []string{"lldp: no LLDP frame on eth0 within 35s; attesting with no switch port\nattest: FAILED pending-approval\nattest: "},
+			not: []string{"install code written"},
+			check: func(t *testing.T, f *fleetd) {
+				ws := f.srv.Waiting(testSerial)
+				if len(ws) != 1 {
+					t.Fatalf("%d claims wait, want 1", len(ws))
+				}
+				if w := ws[0]; w.LLDP != nil {
+					t.Errorf("the claim has a port without an LLDP frame: %+v", w.LLDP)
+				}
+			}},
+		{name: "refused-claim", setup: func(t *testing.T, f *fleetd, a *agent) {
+			f.approve(t).refusal = &attest.BindingError{Reason: refusal, Err: errors.New("netbox: devices w-01 (id 3) and w-02 (id 7) both have serial")}
+		}, earlier: testBootID, code: exitRefused, suffix: "\nattest: FAILED\nattest: " + refusal + "\n", not: []string{"try", "w-01"}},
+		{name: "swapped-tpm", setup: func(t *testing.T, f *fleetd, a *agent) {
+			other, err := attesttest.NewSoftTPM(&attesttest.SoftConfig{NoECC: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.approveTPM(t, other)
+		}, earlier: testBootID, code: exitRefused, has: []string{"attest: FAILED ek-hash-mismatch\n"}},
+		{name: "fleetd-down", setup: func(t *testing.T, f *fleetd, a *agent) {
+			// A port nothing listens on.
+			l := httptest.NewUnstartedServer(nil)
+			a.env["FLEETD_URL"] = "https://" + l.Listener.Addr().String() + "/attest"
+			l.Close()
+		}, earlier: previousBoot, code: exitNoVerdict,
+			has: []string{"attest: try 1 failed\n", "attest: try 2 failed\n", "attest: try 3 failed\n", "attest: try 4 failed\n", "attest: try 5 failed\n"},
+			not: []string{"attest: try 6 failed", "PASSED", "FAILED "}, stderr: "attest: no verdict"},
+		{name: "wrong-ca", setup: func(t *testing.T, f *fleetd, a *agent) {
+			f.approve(t)
+			// A CA that signed nothing fleetd holds.
+			other, err := testcert.New("another CA")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.env["FLEETD_CA"], _, err = other.WriteFiles(t.TempDir()); err != nil {
+				t.Fatal(err)
+			}
+		}, earlier: testBootID, code: exitNoVerdict, has: []string{"attest: try 5 failed\n", "certificate"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFleetd(t)
+			a := newAgent(t, f)
+			tc.setup(t, f, a)
+			if tc.earlier != "" {
+				if err := disksafe.WriteBootRecord(a.bootDir, disksafe.BootRecord{BootID: tc.earlier, Attested: true, Code: testCode}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			start := time.Now()
+			stdout, stderr := a.runExits(t, tc.code)
+			for _, s := range tc.has {
+				if !strings.Contains(stdout, s) {
+					t.Errorf("stdout lacks %q:\n%s", s, stdout)
+				}
+			}
+			for _, s := range tc.not {
+				if strings.Contains(stdout, s) {
+					t.Errorf("stdout holds %q:\n%s", s, stdout)
+				}
+			}
+			if !strings.HasSuffix(stdout, tc.suffix) || !strings.Contains(stderr, tc.stderr) {
+				t.Errorf("stdout = %q, want it to end %q; stderr = %q, want it to hold %q", stdout, tc.suffix, stderr, tc.stderr)
+			}
+			if d := time.Since(start); tc.code == exitNoVerdict && d > 10*time.Second {
+				t.Errorf("five tries with no back-off took %v", d)
+			}
+			a.wantRecord(t, tc.attested)
+			if tc.check != nil {
+				tc.check(t, f)
+			}
+		})
 	}
 }
 
-// Listening that fails, or none, or a frame whose port does not fit a
-// claim leaves the claim without a switch port: the agent says so, and
-// attests all the same.
 func TestNoSwitchPort(t *testing.T) {
 	f := newFleetd(t).approve(t)
 	for _, tc := range []struct {
