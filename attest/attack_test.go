@@ -227,7 +227,7 @@ func TestChallengeBoundToAK(t *testing.T) {
 // tries again, and passes once the source answers.
 func TestBindingUnavailable(t *testing.T) {
 	f, tpm := approvedFleet(t, nil)
-	f.bindings.SetUnavailable(true)
+	f.bindings.SetError(attest.ErrBindingUnavailable)
 	var console bytes.Buffer
 	tries := 0
 	res, err := attest.Run(context.Background(), f.url, tpm, attest.Machine{Serial: "S1", MAC: testMAC}, &attest.ClientConfig{
@@ -236,7 +236,7 @@ func TestBindingUnavailable(t *testing.T) {
 		Backoff: func(n int) time.Duration {
 			tries = n
 			if n == 2 {
-				f.bindings.SetUnavailable(false)
+				f.bindings.SetError(nil)
 			}
 			return 0
 		},

@@ -26,16 +26,6 @@ func (b *Bindings) Set(serial string, binding attest.Binding) {
 	b.m[serial] = binding
 }
 
-// SetUnavailable makes Binding fail with attest.ErrBindingUnavailable
-// (down true) or answer again (false).
-func (b *Bindings) SetUnavailable(down bool) {
-	var err error
-	if down {
-		err = attest.ErrBindingUnavailable
-	}
-	b.SetError(err)
-}
-
 // SetError makes Binding fail with err for every serial, or answer again
 // when err is nil.
 func (b *Bindings) SetError(err error) {

@@ -51,7 +51,7 @@ func TestBindings(t *testing.T) {
 	if got, _ := b.Binding(context.Background(), "S1"); got != want {
 		t.Errorf("Binding = %+v", got)
 	}
-	b.SetUnavailable(true)
+	b.SetError(attest.ErrBindingUnavailable)
 	if _, err := b.Binding(context.Background(), "S1"); !errors.Is(err, attest.ErrBindingUnavailable) {
 		t.Errorf("unavailable: %v", err)
 	}

@@ -86,25 +86,14 @@ type fleetd struct {
 	url      string
 	caFile   string
 	bindings *attesttest.Bindings
-	refusal  error // set: the binding source fails every claim with it
 	claims   chan attest.Claim
 	admit    attest.Admission
-}
-
-// source is fleetd's binding source: f.bindings, unless f.refusal is set.
-type source struct{ f *fleetd }
-
-func (s source) Binding(ctx context.Context, serial string) (attest.Binding, error) {
-	if s.f.refusal != nil {
-		return attest.Binding{}, s.f.refusal
-	}
-	return s.f.bindings.Binding(ctx, serial)
 }
 
 func newFleetd(t *testing.T) *fleetd {
 	t.Helper()
 	f := &fleetd{bindings: &attesttest.Bindings{}, claims: make(chan attest.Claim, 1), admit: attest.Admission{InstallCode: testCode}}
-	srv, err := attest.NewServer(source{f}, &attest.Config{
+	srv, err := attest.NewServer(f.bindings, &attest.Config{
 		Admit: func(_ context.Context, c attest.Claim) (attest.Admission, error) {
 			f.claims <- c
 			return f.admit, nil
@@ -305,7 +294,7 @@ func TestOutcomes(t *testing.T) {
 				}
 			}},
 		{name: "refused-claim", setup: func(t *testing.T, f *fleetd, a *agent) {
-			f.approve(t).refusal = &attest.BindingError{Reason: refusal, Err: errors.New("netbox: devices w-01 (id 3) and w-02 (id 7) both have serial")}
+			f.approve(t).bindings.SetError(&attest.BindingError{Reason: refusal, Err: errors.New("netbox: devices w-01 (id 3) and w-02 (id 7) both have serial")})
 		}, earlier: testBootID, code: exitRefused, suffix: "\nattest: FAILED\nattest: " + refusal + "\n", not: []string{"try", "w-01"}},
 		{name: "swapped-tpm", setup: func(t *testing.T, f *fleetd, a *agent) {
 			other, err := attesttest.NewSoftTPM(&attesttest.SoftConfig{NoECC: true})
