@@ -108,11 +108,12 @@ func TestWaitingSecondTPMDoesNotReplace(t *testing.T) {
 	if checkCounts(t, w) != 2 {
 		t.Error("the refresh added a claim")
 	}
-	// Neither the caller's claim nor the stored one changes the other.
-	lldp.PortID = "changed by the caller"
-	got[1].LLDP.PortID = "changed by a reader"
-	if got := w.get("S", waitT0.Add(31*time.Minute)); got[1].LLDP.PortID != "Port 7" {
-		t.Errorf("the stored port is %q", got[1].LLDP.PortID)
+	// Neither the caller's claim nor the stored one changes the other:
+	// the store keeps its own MAC and switch port.
+	again.MAC[5], lldp.PortID = 0xff, "changed by the caller"
+	got[1].MAC[4], got[1].LLDP.PortID = 0xee, "changed by a reader"
+	if got := w.get("S", waitT0.Add(31*time.Minute)); got[1].MAC.String() != "52:54:00:00:00:99" || got[1].LLDP.PortID != "Port 7" {
+		t.Errorf("the store holds MAC %s, port %q; want 52:54:00:00:00:99, Port 7", got[1].MAC, got[1].LLDP.PortID)
 	}
 	// TPM 2's claim expires an hour after its proof; TPM 1's, renewed,
 	// an hour after its new one.
@@ -403,22 +404,6 @@ func TestWaitingConcurrent(t *testing.T) {
 	}
 }
 
-func TestClaimString(t *testing.T) {
-	c := Claim{Serial: "FLK-0001", MAC: net.HardwareAddr{0x52, 0x54, 0, 0x12, 0x34, 0x56}, Peer: "10.0.0.5:41234",
-		Proven: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC), RSA2048: strings.Repeat("a", 64),
-		LLDP: &LLDP{SystemName: "usw-pro-24", ChassisID: "74:83:c2:00:00:01", PortID: "Port 7", PortDescription: "node port"}}
-	want := "serial FLK-0001, MAC 52:54:00:12:34:56, from 10.0.0.5:41234 at 2026-12-02T12:00:00Z\n" +
-		"switch \"usw-pro-24\" (chassis 74:83:c2:00:00:01), port \"Port 7\" \"node port\"\n" +
-		"proven RSA-2048 EK " + strings.Repeat("a", 64) + "\n"
-	if c.String() != want {
-		t.Errorf("String:\n%s\nwant:\n%s", c.String(), want)
-	}
-	c.LLDP = nil
-	if !strings.Contains(c.String(), "no LLDP frame") {
-		t.Error("no LLDP line")
-	}
-}
-
 // BenchmarkWaitingFlood is a claim under a new serial into a full store of
 // the default bounds, every serial holding one claim: the costliest put.
 func BenchmarkWaitingFlood(b *testing.B) {
@@ -435,18 +420,25 @@ func BenchmarkWaitingFlood(b *testing.B) {
 	}
 }
 
-// The approver API's wire format: the field names and the MAC as text.
+// A claim's text for an operator, in UTC, and the approver API's wire
+// format: the field names, the MAC as text, and the text.
 func TestWaitingClaimWire(t *testing.T) {
 	c := Claim{Serial: "FLK-0001", MAC: net.HardwareAddr{0x52, 0x54, 0, 0x12, 0x34, 0x56}, Peer: "10.0.0.5:41234",
 		Proven: time.Date(2026, 12, 2, 13, 0, 0, 0, time.FixedZone("CET", 3600)), RSA2048: strings.Repeat("a", 64),
-		LLDP: &LLDP{ChassisIDSubtype: 4, ChassisID: "74:83:c2:00:00:01", PortIDSubtype: 7, PortID: "Port 7"}}
+		LLDP: &LLDP{ChassisIDSubtype: 4, ChassisID: "74:83:c2:00:00:01", PortIDSubtype: 7, PortID: "Port 7", PortDescription: "node port", SystemName: "usw-pro-24"}}
+	wantText := "serial FLK-0001, MAC 52:54:00:12:34:56, from 10.0.0.5:41234 at 2026-12-02T12:00:00Z\n" +
+		"switch \"usw-pro-24\" (chassis 74:83:c2:00:00:01), port \"Port 7\" \"node port\"\n" +
+		"proven RSA-2048 EK " + strings.Repeat("a", 64) + "\n"
+	if c.String() != wantText {
+		t.Errorf("String:\n%s\nwant:\n%s", c.String(), wantText)
+	}
 	got, err := json.Marshal(c.Wire())
 	if err != nil {
 		t.Fatal(err)
 	}
-	text, _ := json.Marshal(c.String())
+	text, _ := json.Marshal(wantText)
 	want := `{"serial":"FLK-0001","mac":"52:54:00:12:34:56","peer":"10.0.0.5:41234","proven":"2026-12-02T12:00:00Z",` +
-		`"lldp":{"chassis_id_subtype":4,"chassis_id":"74:83:c2:00:00:01","port_id_subtype":7,"port_id":"Port 7"},` +
+		`"lldp":{"chassis_id_subtype":4,"chassis_id":"74:83:c2:00:00:01","port_id_subtype":7,"port_id":"Port 7","port_description":"node port","system_name":"usw-pro-24"},` +
 		`"ek_rsa2048":"` + strings.Repeat("a", 64) + `","ek_eccp256":"","text":` + string(text) + `}`
 	if string(got) != want {
 		t.Fatalf("wire:\n%s\nwant:\n%s", got, want)
@@ -462,20 +454,9 @@ func TestWaitingClaimWire(t *testing.T) {
 	if back.String() != c.String() {
 		t.Errorf("text made from the fields %q, want %q", back.String(), c.String())
 	}
-}
-
-// A waiting claim's MAC and switch port are the store's own: changing what
-// went in or came out changes nothing kept.
-func TestWaitingClaimsAreCopies(t *testing.T) {
-	w := newWaitingStore(time.Hour, 1024, 8, noPeerBound)
-	c := tpmClaim("S", 1, 0)
-	c.LLDP = &LLDP{PortID: "Port 7"}
-	w.put(c, waitT0)
-	c.MAC[5], c.LLDP.PortID = 0xff, "Port 9"
-	got := w.get("S", waitT0)
-	got[0].MAC[4], got[0].LLDP.PortID = 0xee, "Port 8"
-	if again := w.get("S", waitT0); again[0].MAC.String() != "52:54:00:00:00:01" || again[0].LLDP.PortID != "Port 7" {
-		t.Errorf("the store holds MAC %s, port %q; want 52:54:00:00:00:01, Port 7", again[0].MAC, again[0].LLDP.PortID)
+	c.LLDP = nil
+	if !strings.Contains(c.String(), "no LLDP frame") {
+		t.Error("no LLDP line")
 	}
 }
 
