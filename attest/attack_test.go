@@ -202,27 +202,6 @@ func TestMalformedRequestsRefused(t *testing.T) {
 	}
 }
 
-// A challenge is bound to the AK: a TPM whose AK has another name cannot
-// open it.
-func TestChallengeBoundToAK(t *testing.T) {
-	f := newFleet(t, nil)
-	tpm := quickTPM(t, 0)
-	other := quickTPM(t, 0) // same RSA EK, another AK
-	ch := f.challenge(t, tpm, "S1")
-	for _, c := range ch.Challenges {
-		if c.Kind == "eccp256" {
-			continue // the other TPM has another ECC EK altogether
-		}
-		rsa := attest.Challenge{Kind: attest.RSA2048, Credential: c.Credential, Secret: c.Secret}
-		if _, err := other.ActivateCredential(rsa); err == nil {
-			t.Fatal("a TPM with another AK opened the challenge")
-		}
-		if _, err := tpm.ActivateWith(other.AKName(), rsa); err == nil {
-			t.Fatal("the challenge opened under another AK's name")
-		}
-	}
-}
-
 // A claim while the binding source is down is answered 503; the client
 // tries again, and passes once the source answers.
 func TestBindingUnavailable(t *testing.T) {

@@ -44,7 +44,6 @@ type SoftTPM struct {
 	akName []byte // TPM2B_NAME contents: nameAlg || digest
 	akp    attest.AKParameters
 	mu     sync.Mutex
-	acts   int
 	pcrs   map[crypto.Hash]*[quotedPCRs][]byte // PCRs 0-7 of each active bank
 }
 
@@ -138,13 +137,6 @@ func (s *SoftTPM) EKs() ([]attest.EK, error) {
 
 // AK returns the attestation key's parameters.
 func (s *SoftTPM) AK() (attest.AKParameters, error) { return s.akp, nil }
-
-// Activations returns how many challenges the SoftTPM has decrypted.
-func (s *SoftTPM) Activations() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.acts
-}
 
 // akPublic is the AK's public area, as a TPM returns it for attest.Device's
 // template: the template with the key's point (x, y) as its unique field.
@@ -325,9 +317,6 @@ func (s *SoftTPM) unwrap(akName, cred, seed []byte) ([]byte, error) {
 	if err != nil || len(rest) != 0 {
 		return nil, fmt.Errorf("%w: the credential", ErrBadChallenge)
 	}
-	s.mu.Lock()
-	s.acts++
-	s.mu.Unlock()
 	return secret, nil
 }
 
