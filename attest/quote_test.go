@@ -2,6 +2,7 @@ package attest_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -455,7 +456,10 @@ func (k bootKeys) log(t testing.TB, on bool, banks ...crypto.Hash) *attesttest.B
 // its own: a bank extended otherwise than the log says, whether the
 // firmware extended it with another boot or the OS extended it itself,
 // refuses the attestation, and so does a log whose banks are not the
-// TPM's active ones.
+// TPM's active ones. A quote is over PCRs 0-7 of every bank: a client
+// that asks its TPM for a quote of other PCRs, or of fewer banks (hiding
+// one that is active), is refused, though the TPM signed what it was
+// asked.
 func TestQuoteEveryBankReplays(t *testing.T) {
 	k := newBootKeys(t)
 	sha1sha256 := []crypto.Hash{crypto.SHA1, crypto.SHA256}
@@ -464,33 +468,53 @@ func TestQuoteEveryBankReplays(t *testing.T) {
 	off1, off256 := k.log(t, false, crypto.SHA1), k.log(t, false, crypto.SHA256)
 	boots := func(l ...*attesttest.BootLog) []*attesttest.BootLog { return l }
 	const notBanks = "the TPM's active PCR banks (sha1, sha256) are not the event log's (sha256)"
+	four := attesttest.Banks()
+	pcrs07 := []uint{0, 1, 2, 3, 4, 5, 6, 7}
 	for _, tc := range []struct {
 		name     string
-		banks    []crypto.Hash         // the TPM's active banks
-		measured []*attesttest.BootLog // the boots the firmware measured, in order
+		banks    []crypto.Hash         // the TPM's active banks; nil: SHA-1 and SHA-256
+		measured []*attesttest.BootLog // the boots the firmware measured, in order; nil: on
 		osBank   crypto.Hash           // a bank the OS then extended PCR 7 of itself
-		log      *attesttest.BootLog   // the log sent
+		sel      tpm2.TPMLPCRSelection // what the client asks the TPM to quote; none: what attest.Device asks
+		log      *attesttest.BootLog   // the log sent; nil: on
 		reason   string                // "": attested
 		cause    string                // the refusal's cause begins so
 	}{
-		{"both banks replay", sha1sha256, boots(on), 0, on, "", ""},
-		{"the OS extended SHA-1 itself", sha1sha256, boots(on), crypto.SHA1, on, attest.ReasonEventLogReplay, "the sha1 bank: "},
-		{"the OS extended SHA-256 itself", sha1sha256, boots(on), crypto.SHA256, on, attest.ReasonEventLogReplay, "the sha256 bank: "},
-		{"the firmware extended SHA-1 with another boot", sha1sha256, boots(on256, off1), 0, on, attest.ReasonEventLogReplay, "the sha1 bank: "},
-		{"the firmware extended SHA-256 with another boot", sha1sha256, boots(on1, off256), 0, on, attest.ReasonEventLogReplay, "the sha256 bank: "},
+		{name: "both banks replay"},
+		{name: "the OS extended SHA-1 itself", osBank: crypto.SHA1, reason: attest.ReasonEventLogReplay, cause: "the sha1 bank: "},
+		{name: "the OS extended SHA-256 itself", osBank: crypto.SHA256, reason: attest.ReasonEventLogReplay, cause: "the sha256 bank: "},
+		{name: "the firmware extended SHA-1 with another boot", measured: boots(on256, off1), reason: attest.ReasonEventLogReplay, cause: "the sha1 bank: "},
+		{name: "the firmware extended SHA-256 with another boot", measured: boots(on1, off256), reason: attest.ReasonEventLogReplay, cause: "the sha256 bank: "},
 		// The finding: firmware that extends SHA-1 alone leaves SHA-256 to
 		// the OS, which replays a Secure Boot history of its own into it
 		// and sends a log of that bank alone, or of both.
-		{"the OS filled SHA-256 and sends its log", sha1sha256, boots(off1, on256), 0, on256, notBanks, ""},
-		{"the OS filled SHA-256 and sends a log of both banks", sha1sha256, boots(off1, on256), 0, on, attest.ReasonEventLogReplay, "the sha1 bank: "},
-		{"a log without an active bank", sha1sha256, boots(on), 0, on256, notBanks, ""},
-		{"a log of a bank the TPM does not have", []crypto.Hash{crypto.SHA256}, boots(on), 0,
-			on, "the TPM's active PCR banks (sha256) are not the event log's (sha1, sha256)", ""},
-		{"a TPM without SHA-256", []crypto.Hash{crypto.SHA1}, boots(on), 0, on1, attest.ReasonQuoteSHA256, "the quote covers the banks (sha1)"},
+		{name: "the OS filled SHA-256 and sends its log", measured: boots(off1, on256), log: on256, reason: notBanks},
+		{name: "the OS filled SHA-256 and sends a log of both banks", measured: boots(off1, on256), reason: attest.ReasonEventLogReplay, cause: "the sha1 bank: "},
+		{name: "a log without an active bank", log: on256, reason: notBanks},
+		{name: "a log of a bank the TPM does not have", banks: []crypto.Hash{crypto.SHA256},
+			reason: "the TPM's active PCR banks (sha256) are not the event log's (sha1, sha256)"},
+		{name: "a TPM without SHA-256", banks: []crypto.Hash{crypto.SHA1}, log: on1, reason: attest.ReasonQuoteSHA256, cause: "the quote covers the banks (sha1)"},
+		{name: "a selection of the four banks", sel: attesttest.Selection(four, pcrs07...)},
+		{name: "a selection of the four banks, SHA-256 first", sel: attesttest.Selection([]crypto.Hash{crypto.SHA256, crypto.SHA1, crypto.SHA384, crypto.SHA512}, pcrs07...)},
+		{name: "a selection of PCRs 0-6", sel: attesttest.Selection(four, 0, 1, 2, 3, 4, 5, 6), reason: attest.ReasonQuotePCRs},
+		{name: "a selection of PCRs 0-8", sel: attesttest.Selection(four, 0, 1, 2, 3, 4, 5, 6, 7, 8), reason: attest.ReasonQuotePCRs},
+		{name: "a selection of SHA-256 alone", sel: attesttest.Selection([]crypto.Hash{crypto.SHA256}, pcrs07...), reason: attest.ReasonQuotePCRs},
+		{name: "a selection that leaves SHA-1 out", sel: attesttest.Selection([]crypto.Hash{crypto.SHA256, crypto.SHA384, crypto.SHA512}, pcrs07...), reason: attest.ReasonQuotePCRs},
+		{name: "a selection of SHA-256 twice", sel: attesttest.Selection([]crypto.Hash{crypto.SHA1, crypto.SHA256, crypto.SHA256, crypto.SHA512}, pcrs07...), reason: attest.ReasonQuotePCRs},
+		// A TPM that implements SHA-1 and SHA-256 alone (most hardware
+		// TPMs) lists those two.
+		{name: "a selection of SHA-1 and SHA-256, a TPM that implements no other", sel: attesttest.Selection(sha1sha256, pcrs07...)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tpm := softTPM(t, &attesttest.SoftConfig{RSAEK: rsaKey(t, 0), Banks: tc.banks})
-			for _, boot := range tc.measured {
+			banks, measured, log := tc.banks, tc.measured, cmp.Or(tc.log, on)
+			if banks == nil {
+				banks = sha1sha256
+			}
+			if measured == nil {
+				measured = boots(on)
+			}
+			tpm := softTPM(t, &attesttest.SoftConfig{RSAEK: rsaKey(t, 0), Banks: banks})
+			for _, boot := range measured {
 				tpm.Measure(boot)
 			}
 			if tc.osBank != 0 { // a digest of the OS's own, into that bank alone
@@ -500,52 +524,22 @@ func TestQuoteEveryBankReplays(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			b, reason, err := verifyQuote(t, tpm, tc.log.Bytes(), nil)
+			var forge func(session []byte, w *wireQuote)
+			if len(tc.sel.PCRSelections) != 0 {
+				forge = func(session []byte, w *wireQuote) {
+					q, err := tpm.QuoteSelection(attest.QuoteNonce(session), tc.sel)
+					if err != nil {
+						t.Fatal(err)
+					}
+					// Each bank once, as a client sends them.
+					q.Banks = slices.CompactFunc(q.Banks, func(a, b attest.PCRBank) bool { return a.Hash == b.Hash })
+					*w = *wireQuoteOf(q, log.Bytes())
+				}
+			}
+			b, reason, err := verifyQuote(t, tpm, log.Bytes(), forge)
 			if reason != tc.reason || tc.reason == "" && (b == nil || b.SecureBoot != attest.SecureBootOn) ||
 				tc.cause != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.cause)) {
 				t.Fatalf("boot %+v, refused with %q (%v); want %q (%q)", b, reason, err, tc.reason, tc.cause)
-			}
-		})
-	}
-}
-
-// A quote is over PCRs 0-7 of every bank: a client that asks its TPM for
-// a quote of other PCRs, or of fewer banks (hiding one that is active),
-// is refused, though the TPM signed what it was asked.
-func TestQuoteSelectionRefused(t *testing.T) {
-	on, _, _ := secureBootLogs(t, crypto.SHA1, crypto.SHA256)
-	tpm := softTPM(t, &attesttest.SoftConfig{RSAEK: rsaKey(t, 0), Banks: []crypto.Hash{crypto.SHA1, crypto.SHA256}})
-	tpm.Measure(on)
-	four := attesttest.Banks()
-	pcrs07 := []uint{0, 1, 2, 3, 4, 5, 6, 7}
-	for _, tc := range []struct {
-		name   string
-		sel    tpm2.TPMLPCRSelection
-		reason string // "": attested
-	}{
-		{"the four banks", attesttest.Selection(four, pcrs07...), ""},
-		{"the four banks, SHA-256 first", attesttest.Selection([]crypto.Hash{crypto.SHA256, crypto.SHA1, crypto.SHA384, crypto.SHA512}, pcrs07...), ""},
-		{"PCRs 0-6", attesttest.Selection(four, 0, 1, 2, 3, 4, 5, 6), attest.ReasonQuotePCRs},
-		{"PCRs 0-8", attesttest.Selection(four, 0, 1, 2, 3, 4, 5, 6, 7, 8), attest.ReasonQuotePCRs},
-		{"SHA-256 alone", attesttest.Selection([]crypto.Hash{crypto.SHA256}, pcrs07...), attest.ReasonQuotePCRs},
-		{"SHA-1 left out", attesttest.Selection([]crypto.Hash{crypto.SHA256, crypto.SHA384, crypto.SHA512}, pcrs07...), attest.ReasonQuotePCRs},
-		{"SHA-256 twice", attesttest.Selection([]crypto.Hash{crypto.SHA1, crypto.SHA256, crypto.SHA256, crypto.SHA512}, pcrs07...), attest.ReasonQuotePCRs},
-		// A TPM that implements SHA-1 and SHA-256 alone (most hardware
-		// TPMs) lists those two.
-		{"SHA-1 and SHA-256, a TPM that implements no other", attesttest.Selection([]crypto.Hash{crypto.SHA1, crypto.SHA256}, pcrs07...), ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b, reason, err := verifyQuote(t, tpm, on.Bytes(), func(session []byte, w *wireQuote) {
-				q, err := tpm.QuoteSelection(attest.QuoteNonce(session), tc.sel)
-				if err != nil {
-					t.Fatal(err)
-				}
-				// Each bank once, as a client sends them.
-				q.Banks = slices.CompactFunc(q.Banks, func(a, b attest.PCRBank) bool { return a.Hash == b.Hash })
-				*w = *wireQuoteOf(q, on.Bytes())
-			})
-			if reason != tc.reason || tc.reason == "" && b == nil {
-				t.Fatalf("boot %+v, refused with %q (%v); want %q", b, reason, err, tc.reason)
 			}
 		})
 	}
