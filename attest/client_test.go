@@ -116,73 +116,62 @@ func TestRunStopsWithContext(t *testing.T) {
 	}
 }
 
+// Each outcome of an admission the server hands an attested claim: its
+// install code, its reason to provision nothing, or the hook's failure,
+// whose words stay out of the logs, the reason and the console. An
+// admission another replica is deciding at this moment is decided on a
+// later try: the client is told no verdict, with ReasonAdmitLater, tries
+// again with a new session and gets the code; the audit says so for each
+// try.
 func TestAdmissionOutcomes(t *testing.T) {
 	tpm := quickTPM(t, 0)
+	later := ""
+	for try := 1; try <= 2; try++ {
+		later += fmt.Sprintf("attest: try %d failed\nattest: proof: fleetd answered 503: %s\n", try, attest.ReasonAdmitLater)
+	}
 	for _, tc := range []struct {
 		name    string
 		adm     attest.Admission
 		err     error
+		first   []error // the hook's errors on its first calls
 		code    string
 		reason  string
 		console string
+		hidden  string // the hook's words, which no log line, reason or console holds
 	}{
 		{name: "code", adm: attest.Admission{InstallCode: "c0de-secret"}, code: "c0de-secret", reason: "install code issued", console: "attest: PASSED\n"},
 		{name: "no provision", adm: attest.Admission{NoProvision: "control plane"}, reason: "no provision: control plane",
 			console: "attest: PASSED\nattest: no provision: control plane\n"},
 		{name: "hook error", err: errors.New("create node-7's bootstrap token: Unauthorized token=abcdef.0123456789abcdef"),
-			reason: attest.ReasonAdmissionFailed, console: "attest: PASSED\nattest: " + attest.ReasonAdmissionFailed + "\n"},
+			reason: attest.ReasonAdmissionFailed, console: "attest: PASSED\nattest: " + attest.ReasonAdmissionFailed + "\n", hidden: "Unauthorized"},
+		{name: "admit later", adm: attest.Admission{InstallCode: "c0de-secret"},
+			first: []error{fmt.Errorf("%w: run provision-w-01-7 is starting elsewhere", attest.ErrAdmitLater), fmt.Errorf("%w: still starting", attest.ErrAdmitLater)},
+			code:  "c0de-secret", reason: "install code issued", console: later + "attest: PASSED\n", hidden: "elsewhere"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFleetFor(t, nil, tpm)
-			f.hook.adm, f.hook.err = tc.adm, tc.err
+			f.hook.adm, f.hook.err, f.hook.first = tc.adm, tc.err, tc.first
 			res, console, err := f.run(t, tpm, "S1", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Verdict != attest.Attested || res.InstallCode != tc.code || res.Reason != tc.reason {
-				t.Errorf("result %+v, want code %q reason %q", res, tc.code, tc.reason)
+			tries := len(tc.first) + 1
+			if res.Verdict != attest.Attested || res.InstallCode != tc.code || res.Reason != tc.reason || res.Tries != tries {
+				t.Errorf("result %+v, want code %q reason %q on try %d", res, tc.code, tc.reason, tries)
 			}
 			if console != tc.console {
 				t.Errorf("console %q, want %q", console, tc.console)
 			}
-			if tc.err != nil && (strings.Contains(f.logs.String(), "Unauthorized") || strings.Contains(res.Reason, "Unauthorized")) {
+			if n := len(f.hook.calls()); n != tries {
+				t.Errorf("the admission hook was called %d times, want %d", n, tries)
+			}
+			if got := strings.Count(f.logs.String(), attest.ReasonAdmitLater); got != len(tc.first) {
+				t.Errorf("%d audit lines say %q, want %d:\n%s", got, attest.ReasonAdmitLater, len(tc.first), f.logs.String())
+			}
+			if tc.hidden != "" && (strings.Contains(f.logs.String(), tc.hidden) || strings.Contains(res.Reason, tc.hidden) || strings.Contains(console, tc.hidden)) {
 				t.Error("the hook's error leaked")
 			}
 		})
-	}
-}
-
-// An admission another replica is deciding at this moment is decided on a
-// later try: the client is told no verdict, with ReasonAdmitLater, tries
-// again with a new session and gets the code; the audit says so for each
-// try, and the hook's own words stay out of both.
-func TestAdmitLaterTriesAgain(t *testing.T) {
-	f, tpm := approvedFleet(t, nil)
-	f.hook.adm = attest.Admission{InstallCode: "c0de-secret"}
-	f.hook.first = []error{fmt.Errorf("%w: run provision-w-01-7 is starting elsewhere", attest.ErrAdmitLater),
-		fmt.Errorf("%w: still starting", attest.ErrAdmitLater)}
-	res, console, err := f.run(t, tpm, "S1", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Verdict != attest.Attested || res.InstallCode != "c0de-secret" || res.Tries != 3 {
-		t.Errorf("result %+v, want attested with the code on try 3", res)
-	}
-	want := ""
-	for try := 1; try <= 2; try++ {
-		want += fmt.Sprintf("attest: try %d failed\nattest: proof: fleetd answered 503: %s\n", try, attest.ReasonAdmitLater)
-	}
-	if want += "attest: PASSED\n"; console != want {
-		t.Errorf("console %q, want %q", console, want)
-	}
-	if n := len(f.hook.calls()); n != 3 {
-		t.Errorf("the admission hook was called %d times, want 3", n)
-	}
-	if got := strings.Count(f.logs.String(), attest.ReasonAdmitLater); got != 2 {
-		t.Errorf("%d audit lines say %q, want 2:\n%s", got, attest.ReasonAdmitLater, f.logs.String())
-	}
-	if strings.Contains(f.logs.String(), "elsewhere") || strings.Contains(console, "elsewhere") {
-		t.Error("the hook's error leaked")
 	}
 }
 
