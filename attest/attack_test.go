@@ -201,34 +201,3 @@ func TestMalformedRequestsRefused(t *testing.T) {
 		t.Errorf("POST verdict: %d, want 404", status)
 	}
 }
-
-// A claim while the binding source is down is answered 503; the client
-// tries again, and passes once the source answers.
-func TestBindingUnavailable(t *testing.T) {
-	f, tpm := approvedFleet(t, nil)
-	f.bindings.SetError(attest.ErrBindingUnavailable)
-	var console bytes.Buffer
-	tries := 0
-	res, err := attest.Run(context.Background(), f.url, tpm, attest.Machine{Serial: "S1", MAC: testMAC}, &attest.ClientConfig{
-		HTTPClient: f.ts.Client(),
-		Console:    &console,
-		Backoff: func(n int) time.Duration {
-			tries = n
-			if n == 2 {
-				f.bindings.SetError(nil)
-			}
-			return 0
-		},
-	})
-	if err != nil || res.Verdict != attest.Attested || res.Tries != 3 || tries != 2 {
-		t.Fatalf("Run: %+v %v", res, err)
-	}
-	want := "attest: try 1 failed\n" +
-		"attest: claim: fleetd answered 503: the binding source did not answer\n" +
-		"attest: try 2 failed\n" +
-		"attest: claim: fleetd answered 503: the binding source did not answer\n" +
-		"attest: PASSED\n"
-	if console.String() != want {
-		t.Errorf("console:\n%s\nwant:\n%s", console.String(), want)
-	}
-}

@@ -63,7 +63,8 @@ func TestBindingErrorRefusesClaim(t *testing.T) {
 
 // A binding source's other errors are answered without their words, and
 // logged with them: 503 (tried again) when the source did not answer, 500
-// (tried again) when it failed otherwise.
+// (tried again) when it failed otherwise; once the source answers, the
+// machine passes.
 func TestBindingSourceErrorsLogged(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -75,9 +76,9 @@ func TestBindingSourceErrorsLogged(t *testing.T) {
 		{"failed", errors.New("netbox: GET /api/dcim/devices/: answered 400: role: unknown choice"), 500, "the binding could not be read"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFleet(t, nil)
+			f, tpm := approvedFleet(t, nil)
 			f.bindings.SetError(tc.err)
-			res, console, err := f.run(t, quickTPM(t, 0), "S1", nil)
+			res, console, err := f.run(t, tpm, "S1", nil)
 			backoffs := f.backoffs.Load()
 			if !errors.Is(err, attest.ErrNoVerdict) || errors.Is(err, attest.ErrRefused) || res.Tries != attest.DefaultTries || backoffs != attest.DefaultTries-1 {
 				t.Fatalf("Run: %+v %v after %d backoffs, want no verdict after %d tries", res, err, backoffs, attest.DefaultTries)
@@ -97,6 +98,10 @@ func TestBindingSourceErrorsLogged(t *testing.T) {
 			}
 			if v := f.logs.Lines("attest.verdict"); len(v) != 0 {
 				t.Errorf("attest.verdict lines %q for a claim tried again", v)
+			}
+			f.bindings.SetError(nil)
+			if res, console, err := f.run(t, tpm, "S1", nil); err != nil || res.Verdict != attest.Attested || console != "attest: PASSED\n" {
+				t.Errorf("once the source answers: %+v %v\n%s", res, err, console)
 			}
 		})
 	}
