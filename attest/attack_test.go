@@ -96,28 +96,6 @@ func TestSealingKeyWithoutSpentRefused(t *testing.T) {
 	}
 }
 
-// Any replica with the same sealing key finishes a session another began,
-// without asking its binding source; a proof one replica accepted is
-// refused by every replica that shares the key and the record of spent
-// sessions, and the install code is answered once.
-func TestReplayToReplicaRefused(t *testing.T) {
-	key := bytes.Repeat([]byte{9}, 32)
-	spent := &sharedSpent{}
-	a, tpm := approvedFleet(t, &attest.Config{SealingKey: key, Spent: spent})
-	b := newFleet(t, &attest.Config{SealingKey: key, Spent: spent})
-	p := activate(t, tpm, a.challenge(t, tpm, "S1"))
-	b.proveWant(t, "proof at the other replica", p, http.StatusOK)
-	if b.bindings.Calls() != 0 {
-		t.Errorf("the finishing replica asked its binding source %d times, want 0", b.bindings.Calls())
-	}
-	for name, f := range map[string]*fleet{"the replica that began the session": a, "the same replica": b} {
-		f.proveWant(t, "proof replayed to "+name, p, http.StatusConflict)
-	}
-	if n := len(a.hook.calls()) + len(b.hook.calls()); n != 1 {
-		t.Errorf("the admission hooks were called %d times in all, want 1", n)
-	}
-}
-
 func TestExpiredSessionRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv, tpm, claim := approvedServer(t)

@@ -131,10 +131,12 @@ func TestCollect(t *testing.T) {
 	}
 }
 
-// recorder keeps the body of the last request to a path ending in suffix.
+// recorder keeps the body of the last request to a path ending in suffix,
+// and sends that request to the host to.
 type recorder struct {
 	next   http.RoundTripper
 	suffix string
+	to     string
 	mu     sync.Mutex
 	url    string
 	body   []byte
@@ -146,6 +148,7 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
+		req.URL.Host = r.to
 		r.mu.Lock()
 		r.url, r.body = req.URL.String(), b
 		r.mu.Unlock()
@@ -169,13 +172,14 @@ func softTPM(t *testing.T) (*attesttest.SoftTPM, attest.Binding) {
 }
 
 // attestServers serves an attestation server on each store, as replicas
-// that share key: each knows binding as S1's and answers install code
-// code-1, counting its admissions in admitted.
-func attestServers(t *testing.T, stores []*spentlease.Store, key []byte, binding attest.Binding, admitted *atomic.Int32) (urls []string, clients []*http.Client, servers []*attest.Server) {
+// that share key: each knows binding as S1's in its binding source and
+// answers install code code-1, counting its admissions in admitted.
+func attestServers(t *testing.T, stores []*spentlease.Store, key []byte, binding attest.Binding, admitted *atomic.Int32) (urls []string, clients []*http.Client, servers []*attest.Server, sources []*attesttest.Bindings) {
 	t.Helper()
 	for _, store := range stores {
 		bindings := &attesttest.Bindings{}
 		bindings.Set("S1", binding)
+		sources = append(sources, bindings)
 		srv, err := attest.NewServer(bindings, &attest.Config{SealingKey: key, Spent: store,
 			Admit: func(context.Context, attest.Claim) (attest.Admission, error) {
 				admitted.Add(1)
@@ -188,24 +192,30 @@ func attestServers(t *testing.T, stores []*spentlease.Store, key []byte, binding
 		t.Cleanup(ts.Close)
 		urls, clients, servers = append(urls, ts.URL), append(clients, ts.Client()), append(servers, srv)
 	}
-	return urls, clients, servers
+	return urls, clients, servers, sources
 }
 
-// attestAndReplay attests tpm as S1 at the first replica, then replays its
-// proof to each replica: every one answers 409, without the code.
-func attestAndReplay(t *testing.T, tpm attest.TPM, urls []string, clients []*http.Client) {
+// attestAndReplay attests tpm as S1, its claim at the first replica and
+// its proof at the second, which finishes the session without asking its
+// binding source; then it replays the proof to each replica: every one
+// answers 409, without the code.
+func attestAndReplay(t *testing.T, tpm attest.TPM, urls []string, clients []*http.Client, sources []*attesttest.Bindings) {
 	t.Helper()
-	rec := &recorder{next: clients[0].Transport, suffix: "/proof"}
+	rec := &recorder{next: clients[0].Transport, suffix: "/proof", to: strings.TrimPrefix(urls[1], "https://")}
+	asked := sources[1].Calls()
 	res, err := attest.Run(context.Background(), urls[0], tpm, attest.Machine{Serial: "S1", MAC: []byte{2, 0, 0, 0, 0, 1}},
 		&attest.ClientConfig{HTTPClient: &http.Client{Transport: rec}, Console: io.Discard})
 	if err != nil || res.InstallCode != "code-1" {
-		t.Fatalf("S1 at replica 0: %+v, %v", res, err)
+		t.Fatalf("S1, its claim at replica 0 and its proof at replica 1: %+v, %v", res, err)
 	}
 	if rec.body == nil {
 		t.Fatal("no proof was recorded")
 	}
+	if n := sources[1].Calls() - asked; n != 0 {
+		t.Errorf("the replica that finished the session asked its binding source %d times, want 0", n)
+	}
 	for i, u := range urls {
-		rsp, err := clients[i].Post(strings.Replace(rec.url, urls[0], u, 1), "application/json", bytes.NewReader(rec.body))
+		rsp, err := clients[i].Post(strings.Replace(rec.url, urls[1], u, 1), "application/json", bytes.NewReader(rec.body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -251,15 +261,15 @@ func BenchmarkSpend(b *testing.B) {
 // names (any TPM proves its own EKs): 1,000 proofs leave no Lease, since
 // only a proof whose verdict can admit is recorded, and at most
 // 64 waiting claims from its address. Two attestation servers that share
-// a SealingKey and a Store each on the same Leases: a machine that
-// attests at one spends its session once, is admitted once, and its
-// proof replayed to each replica gets 409.
+// a SealingKey and a Store each on the same Leases: a machine whose
+// session one began and the other finished spends it once, is admitted
+// once, and its proof replayed to each replica gets 409.
 func TestUnknownSerialFloodLeavesNoLeases(t *testing.T) {
 	cs, ns, stores := replicas(t, 2)
 	flood, _ := softTPM(t)
 	tpm, binding := softTPM(t)
 	var admitted atomic.Int32
-	urls, clients, servers := attestServers(t, stores, bytes.Repeat([]byte{7}, 32), binding, &admitted)
+	urls, clients, servers, sources := attestServers(t, stores, bytes.Repeat([]byte{7}, 32), binding, &admitted)
 	const n = 1000
 	var wg sync.WaitGroup
 	var verdicts sync.Map
@@ -304,7 +314,7 @@ func TestUnknownSerialFloodLeavesNoLeases(t *testing.T) {
 		t.Errorf("%d claims of the flood wait on the two replicas, want 1 to %d", waiting, max)
 	}
 
-	attestAndReplay(t, tpm, urls, clients)
+	attestAndReplay(t, tpm, urls, clients, sources)
 	if got := countLeases(); got != 1 {
 		t.Errorf("%d spent-session Leases after one admitted proof, want 1", got)
 	}
