@@ -85,8 +85,10 @@ func (f *testFleet) status(name string) inventory.Status {
 // its config once, and NetBox holds the node active. The install code
 // reaches only the machine: once the run started, and again once the node
 // is active, no object in either cluster carries it (wantNoCodeInCluster).
+// The node's Rufio Machine refers to the Secret FLEET_BMC_SECRET names, in
+// Tinkerbell's namespace.
 func TestProvisionANode(t *testing.T) {
-	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true})
+	f := newTestFleet(t, func(s *daemon.Settings) { s.BMCSecret = "bmc-lab" }, testNode{name: "w-01", class: "worker", approve: true})
 	f.startTinkerbell()
 	f.waitTemplates()
 	f.powerOn("w-01")
@@ -129,6 +131,11 @@ func TestProvisionANode(t *testing.T) {
 	if !strings.Contains(f.metrics(), `fleet_attest_verdicts_total{verdict="attested"} 1`) {
 		t.Error("the verdict is not counted")
 	}
+	if l := f.list(provision.MachineResource); len(l) != 1 {
+		t.Errorf("%d Machines, want the node's", len(l))
+	} else if ref, _, _ := unstructured.NestedStringMap(l[0].Object, "spec", "connection", "authSecretRef"); ref["name"] != "bmc-lab" || ref["namespace"] != f.settings.Namespace {
+		t.Errorf("Machine %s names the Secret %v, want bmc-lab in %s", l[0].GetName(), ref, f.settings.Namespace)
+	}
 	f.wantNoCodeInCluster()
 	f.wantNoSecrets()
 }
@@ -162,40 +169,6 @@ func TestProvisionAControlPlane(t *testing.T) {
 	}
 	f.wantNoCodeInCluster()
 	f.wantNoSecrets()
-}
-
-// The runbook's "The cluster's first control plane, at API_SERVER_IP,
-// never installs this way": a control plane at API_SERVER_IP that attests
-// from HookOS, desired_action=provision or not, gets no code, and no run
-// starts; the refusal is the machine's console line, the device's journal
-// line and the attest.install audit line.
-func TestFirstControlPlaneNeverInstalls(t *testing.T) {
-	f := newTestFleet(t, nil, testNode{name: "cp-01", class: "controlplane", approve: true, addr: "127.0.0.10"})
-	f.startTinkerbell()
-	f.setDesiredAction("cp-01")
-	const line = "refused a run before rendering anything: cp-01 is at API_SERVER_IP 127.0.0.10: the cluster's first control plane, which the Talos root bootstraps, never installs this way; no run starts, nothing is wiped"
-	f.powerOn("cp-01")
-	res := f.attested("cp-01")
-	if res.Verdict != attest.Attested || res.InstallCode != "" || res.Reason != "no provision: refused: "+line {
-		t.Fatalf("attestation = %+v, want attested, no code, reason %q", res, "no provision: refused: "+line)
-	}
-	f.waitJournal("cp-01", line)
-	if !slices.ContainsFunc(f.auditLines("attest.install"), func(r map[string]any) bool {
-		return r["node"] == "cp-01" && strings.Contains(fmt.Sprint(r), line)
-	}) {
-		t.Errorf("no attest.install audit line of cp-01 names the refusal:\n%s", f.audit.String())
-	}
-	// The loop's passes refuse it too, and write the line once.
-	time.Sleep(3 * f.settings.PollInterval)
-	if wfs := f.list(provision.WorkflowResource); len(wfs) != 0 {
-		t.Errorf("%d Workflows, want none", len(wfs))
-	}
-	if n := len(f.journalWith("cp-01", "warning: "+line)); n != 1 {
-		t.Errorf("the refusal journaled %d times, want once:\n%s", n, strings.Join(f.journalOf("cp-01"), "\n"))
-	}
-	if d := f.readDevice("cp-01"); d.Status != inventory.StatusPlanned {
-		t.Errorf("cp-01 is %s, want planned", d.Status)
-	}
 }
 
 // wantNoCodeInCluster fails when an install code a machine received, or the
@@ -306,7 +279,9 @@ func (f *testFleet) refetch(name, url string) {
 // A fleetd restart mid-run: the run is picked up from the cluster and
 // journaled to its end; the waiting config is gone, so the node's fetch
 // finds none, the journal says so on the node's device, and the metric of
-// FleetInstallConfigMissing names it.
+// FleetInstallConfigMissing names it. A fleetd told to stop while it
+// starts (before its Templates exist) stops cleanly, as after a SIGTERM at
+// any other time.
 func TestRestartMidRun(t *testing.T) {
 	f := newTestFleet(t, nil, testNode{name: "w-01", class: "worker", approve: true})
 	f.powerOn("w-01")
@@ -330,6 +305,16 @@ func TestRestartMidRun(t *testing.T) {
 	m.mu.Unlock()
 	if len(statuses) == 0 || statuses[0] != http.StatusNotFound {
 		t.Errorf("the node's fetches were answered %v, want 404", statuses)
+	}
+
+	d, err := daemon.New(f.settings, f.parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := d.Serve(stopped, daemon.Listeners{HTTPS: listen(t)}); err != nil {
+		t.Errorf("serve stopped while starting: %v, want a clean stop", err)
 	}
 }
 

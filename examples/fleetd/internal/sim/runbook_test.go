@@ -65,73 +65,105 @@ func wantConsole(t *testing.T, console, want []string) {
 	}
 }
 
-// The runbook's "Make sure that nix/hosts/spore.nix sets
+// A control plane that never runs, whatever the operator asks: with
+// desired_action unset and then set, its attestations get no code, and no
+// run starts.
+//
+// support-off: the runbook's "Make sure that nix/hosts/spore.nix sets
 // homelab.fleetd.controlPlanes = true ... Otherwise the run wipes the disk
 // and installs nothing": fleet is safer, and starts no run at all. A
 // control plane that attests while fleetd runs without control-plane
 // support is told why it waits, naming homelab.fleetd.controlPlanes, even
 // before desired_action is set; once it is, the loop journals the refusal,
 // once, and keeps desired_action; the machine's next boot is refused with
-// the same line. No Workflow, Rufio job or install code ever exists, the
-// machine runs no action, and the device stays planned.
-func TestControlPlaneSupportOff(t *testing.T) {
-	f := newTestFleet(t, func(s *daemon.Settings) { s.ControlPlanes = false },
-		testNode{name: "cp-02", class: "controlplane", approve: true})
-	f.startTinkerbell()
-	f.powerOn("cp-02")
+// the same line.
+//
+// first-control-plane: the runbook's "The cluster's first control plane,
+// at API_SERVER_IP, never installs this way": a control plane at
+// API_SERVER_IP that attests from HookOS, desired_action=provision or not,
+// is refused; the refusal is the machine's console line, the device's
+// journal line, once, and the attest.install audit line.
+//
+// No Workflow, Rufio job or install code ever exists, the machine runs no
+// action, and the device stays planned.
+func TestControlPlaneNeverRuns(t *testing.T) {
+	const (
+		waits = "a control plane waits, and fleetd runs without control-plane support (homelab.fleetd.controlPlanes): no run starts, nothing is wiped, even with desired_action=provision"
+		off   = "cp-02 is a control plane, and fleetd runs without control-plane support (homelab.fleetd.controlPlanes): no run starts, nothing is wiped, and desired_action stays provision"
+		first = "refused a run before rendering anything: cp-01 is at API_SERVER_IP 127.0.0.10: the cluster's first control plane, which the Talos root bootstraps, never installs this way; no run starts, nothing is wiped"
+	)
+	for _, tc := range []struct {
+		name string
+		edit func(*daemon.Settings)
+		node testNode
+		// before is the first attestation's reason, without
+		// desired_action; line the refusal's journal line, which the
+		// second attestation's reason names.
+		before, line string
+		keeps        bool // desired_action stays provision
+	}{
+		{"support-off", func(s *daemon.Settings) { s.ControlPlanes = false }, testNode{name: "cp-02", class: "controlplane", approve: true},
+			waits, off, true},
+		{"first-control-plane", nil, testNode{name: "cp-01", class: "controlplane", approve: true, addr: "127.0.0.10"},
+			"a control plane waits for desired_action=provision", first, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := tc.node.name
+			f := newTestFleet(t, tc.edit, tc.node)
+			f.startTinkerbell()
+			f.powerOn(name)
+			res, console := f.attestation(name, 1)
+			if res.Verdict != attest.Attested || res.InstallCode != "" || res.Reason != "no provision: "+tc.before {
+				t.Fatalf("first attestation = %+v, want attested, no code, reason %q", res, "no provision: "+tc.before)
+			}
+			wantConsole(t, console, []string{"attest: PASSED", "attest: no provision: " + tc.before})
 
-	const waits = "a control plane waits, and fleetd runs without control-plane support (homelab.fleetd.controlPlanes): no run starts, nothing is wiped, even with desired_action=provision"
-	res, console := f.attestation("cp-02", 1)
-	if res.Verdict != attest.Attested || res.InstallCode != "" || res.Reason != "no provision: "+waits {
-		t.Fatalf("first attestation = %+v, want attested, no code, reason %q", res, "no provision: "+waits)
-	}
-	wantConsole(t, console, []string{"attest: PASSED", "attest: no provision: " + waits})
+			f.setDesiredAction(name)
+			f.waitJournal(name, "warning: "+tc.line)
 
-	f.setDesiredAction("cp-02")
-	const line = "cp-02 is a control plane, and fleetd runs without control-plane support (homelab.fleetd.controlPlanes): no run starts, nothing is wiped, and desired_action stays provision"
-	f.waitJournal("cp-02", "warning: "+line)
+			// The machine boots HookOS again: its attestation is refused
+			// with the journal's line.
+			f.machines[name].powerCycle()
+			res, console = f.attestation(name, 2)
+			if res.Verdict != attest.Attested || res.InstallCode != "" || res.Reason != "no provision: refused: "+tc.line {
+				t.Fatalf("second attestation = %+v, want attested, no code, reason %q", res, "no provision: refused: "+tc.line)
+			}
+			wantConsole(t, console, []string{"attest: PASSED", "attest: no provision: " + tc.before, "attest: PASSED", "attest: no provision: refused: " + tc.line})
+			var reasons []string
+			for _, r := range f.auditLines("attest.install") {
+				if r["node"] == name {
+					reasons = append(reasons, fmt.Sprint(r["outcome"], ": ", r["reason"]))
+				}
+			}
+			if want := []string{"no provision: " + tc.before, "refused: " + tc.line}; !slices.Equal(reasons, want) {
+				t.Errorf("attest.install lines of %s:\n%s\nwant:\n%s", name, strings.Join(reasons, "\n"), strings.Join(want, "\n"))
+			}
 
-	// The machine boots HookOS again: its attestation is refused with the
-	// journal's line.
-	f.machines["cp-02"].powerCycle()
-	res, console = f.attestation("cp-02", 2)
-	if res.Verdict != attest.Attested || res.InstallCode != "" || res.Reason != "no provision: refused: "+line {
-		t.Fatalf("second attestation = %+v, want attested, no code, reason %q", res, "no provision: refused: "+line)
-	}
-	wantConsole(t, console, []string{"attest: PASSED", "attest: no provision: " + waits, "attest: PASSED", "attest: no provision: refused: " + line})
-	var reasons []string
-	for _, r := range f.auditLines("attest.install") {
-		if r["node"] == "cp-02" {
-			reasons = append(reasons, fmt.Sprint(r["outcome"], ": ", r["reason"]))
-		}
-	}
-	if want := []string{"no provision: " + waits, "refused: " + line}; !slices.Equal(reasons, want) {
-		t.Errorf("attest.install lines of cp-02:\n%s\nwant:\n%s", strings.Join(reasons, "\n"), strings.Join(want, "\n"))
-	}
-
-	// Passes of the loop after both refusals start nothing and write the
-	// line no second time.
-	f.loopPasses(3)
-	if wfs := f.list(provision.WorkflowResource); len(wfs) != 0 {
-		t.Errorf("%d Workflows, want none", len(wfs))
-	}
-	if jobs := f.list(provision.JobResource); len(jobs) != 0 {
-		t.Errorf("%d Rufio jobs, want none", len(jobs))
-	}
-	if n := len(f.journalWith("cp-02", "warning: "+line)); n != 1 {
-		t.Errorf("the refusal journaled %d times, want once:\n%s", n, strings.Join(f.journalOf("cp-02"), "\n"))
-	}
-	d := f.readDevice("cp-02")
-	if d.Status != inventory.StatusPlanned || d.DesiredAction != inventory.DesiredActionProvision || d.LastRun != "" || d.AttestVerdict != "attested" {
-		t.Errorf("cp-02: status %s, desired_action %q, last_run %q, attest_verdict %q; want planned, provision kept, no run, attested",
-			d.Status, d.DesiredAction, d.LastRun, d.AttestVerdict)
-	}
-	m := f.machines["cp-02"]
-	m.mu.Lock()
-	boots, codes, installed := m.boots, len(m.codes), m.installed
-	m.mu.Unlock()
-	if boots != 2 || codes != 0 || installed {
-		t.Errorf("cp-02 booted %d times, received %d codes, installed %v; want 2 boots (by hand), no code, nothing installed", boots, codes, installed)
+			// Passes of the loop after both refusals start nothing and
+			// write the line no second time.
+			f.loopPasses(3)
+			if wfs := f.list(provision.WorkflowResource); len(wfs) != 0 {
+				t.Errorf("%d Workflows, want none", len(wfs))
+			}
+			if jobs := f.list(provision.JobResource); len(jobs) != 0 {
+				t.Errorf("%d Rufio jobs, want none", len(jobs))
+			}
+			if n := len(f.journalWith(name, "warning: "+tc.line)); n != 1 {
+				t.Errorf("the refusal journaled %d times, want once:\n%s", n, strings.Join(f.journalOf(name), "\n"))
+			}
+			d := f.readDevice(name)
+			if d.Status != inventory.StatusPlanned || tc.keeps && d.DesiredAction != inventory.DesiredActionProvision || d.LastRun != "" || d.AttestVerdict != "attested" {
+				t.Errorf("%s: status %s, desired_action %q, last_run %q, attest_verdict %q; want planned, no run, attested (and provision kept: %v)",
+					name, d.Status, d.DesiredAction, d.LastRun, d.AttestVerdict, tc.keeps)
+			}
+			m := f.machines[name]
+			m.mu.Lock()
+			boots, codes, installed := m.boots, len(m.codes), m.installed
+			m.mu.Unlock()
+			if boots != 2 || codes != 0 || installed {
+				t.Errorf("%s booted %d times, received %d codes, installed %v; want 2 boots (by hand), no code, nothing installed", name, boots, codes, installed)
+			}
+		})
 	}
 }
 
