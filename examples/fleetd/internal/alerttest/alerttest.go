@@ -142,7 +142,7 @@ func readRules(t *testing.T, rulesFile string) (rules ruleFile, named []string, 
 		t.Fatal(err)
 	}
 	if err := yaml.Unmarshal(raw, &rules); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", rulesFile, err)
 	}
 	severity = map[string]string{}
 	for _, g := range rules.Groups {

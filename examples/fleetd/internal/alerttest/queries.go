@@ -22,26 +22,14 @@ type Query struct{ Where, Expr string }
 // RuleQueries returns the expression of every rule in the rules file.
 func RuleQueries(t *testing.T, rulesFile string) []Query {
 	t.Helper()
-	raw, err := os.ReadFile(rulesFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rules struct {
-		Groups []struct {
-			Rules []struct {
-				Alert  string `yaml:"alert"`
-				Record string `yaml:"record"`
-				Expr   string `yaml:"expr"`
-			} `yaml:"rules"`
-		} `yaml:"groups"`
-	}
-	if err := yaml.Unmarshal(raw, &rules); err != nil {
-		t.Fatalf("%s: %v", rulesFile, err)
-	}
+	rules, _, _ := readRules(t, rulesFile)
 	var qs []Query
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
-			qs = append(qs, Query{Where: "rule " + r.Alert + r.Record, Expr: r.Expr})
+			alert, _ := r["alert"].(string)
+			record, _ := r["record"].(string)
+			expr, _ := r["expr"].(string)
+			qs = append(qs, Query{Where: "rule " + alert + record, Expr: expr})
 		}
 	}
 	if len(qs) == 0 {
