@@ -2,7 +2,6 @@ package sim
 
 import (
 	"encoding/json"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -74,36 +73,22 @@ func (r *replicaProc) signal(tb testing.TB, sig syscall.Signal) {
 // peerLinks are the replicas' links to each other's peers' API: for each
 // ordered pair (from, to), a TCP proxy that from's FLEET_PEERS names for to.
 // Cutting a replica's links partitions its peers' network: it reaches no
-// other replica, and none reaches it. A cut link takes new connections and
-// holds them unanswered, as a network that drops packets does, and its
-// open connections go silent; restore closes what the cut held.
+// other replica, and none reaches it.
 type peerLinks struct {
 	mu    sync.Mutex
-	links map[[2]int]*peerLink
+	links map[[2]int]*proxy
 }
 
-func newPeerLinks(tb testing.TB) *peerLinks { return &peerLinks{links: map[[2]int]*peerLink{}} }
-
-type peerLink struct {
-	ln     net.Listener
-	to     string
-	mu     sync.Mutex
-	cut    bool
-	conns  map[net.Conn]bool
-	held   []net.Conn
-	closed bool
-}
+func newPeerLinks(tb testing.TB) *peerLinks { return &peerLinks{links: map[[2]int]*proxy{}} }
 
 // link returns the address of from's link to to, at upstream.
 func (p *peerLinks) link(tb testing.TB, from, to int, upstream string) string {
 	tb.Helper()
-	ln := listen(tb)
-	l := &peerLink{ln: ln, to: upstream, conns: map[net.Conn]bool{}}
+	l := newProxy(tb, func(net.Conn) (net.Conn, error) { return net.DialTimeout("tcp", upstream, 5*time.Second) })
 	p.mu.Lock()
 	p.links[[2]int{from, to}] = l
 	p.mu.Unlock()
-	go l.serve()
-	return ln.Addr().String()
+	return l.ln.Addr().String()
 }
 
 // cut partitions replica i (true) or restores it (false).
@@ -121,83 +106,6 @@ func (p *peerLinks) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, l := range p.links {
-		l.ln.Close()
-		l.mu.Lock()
-		l.closed = true
-		for c := range l.conns {
-			c.Close()
-		}
-		for _, c := range l.held {
-			c.Close()
-		}
-		l.mu.Unlock()
+		l.close()
 	}
-}
-
-func (l *peerLink) setCut(on bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.cut = on
-	if on {
-		// Open connections go silent: closed here, their peers learn
-		// nothing until their own timeouts (they are not told).
-		for c := range l.conns {
-			c.(*net.TCPConn).SetLinger(0)
-			c.Close()
-		}
-		return
-	}
-	for _, c := range l.held {
-		c.Close()
-	}
-	l.held = nil
-}
-
-func (l *peerLink) serve() {
-	for {
-		c, err := l.ln.Accept()
-		if err != nil {
-			return
-		}
-		l.mu.Lock()
-		if l.closed {
-			l.mu.Unlock()
-			c.Close()
-			return
-		}
-		if l.cut {
-			l.held = append(l.held, c)
-			l.mu.Unlock()
-			continue
-		}
-		l.mu.Unlock()
-		go l.forward(c)
-	}
-}
-
-func (l *peerLink) forward(c net.Conn) {
-	up, err := net.DialTimeout("tcp", l.to, 5*time.Second)
-	if err != nil {
-		c.Close()
-		return
-	}
-	l.mu.Lock()
-	if l.cut || l.closed {
-		l.mu.Unlock()
-		c.Close()
-		up.Close()
-		return
-	}
-	l.conns[c], l.conns[up] = true, true
-	l.mu.Unlock()
-	done := make(chan struct{}, 2)
-	go func() { io.Copy(up, c); done <- struct{}{} }()
-	go func() { io.Copy(c, up); done <- struct{}{} }()
-	<-done
-	c.Close()
-	up.Close()
-	l.mu.Lock()
-	delete(l.conns, c)
-	delete(l.conns, up)
-	l.mu.Unlock()
 }

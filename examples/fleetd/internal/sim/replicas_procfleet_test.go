@@ -157,21 +157,29 @@ func (r *replicaProc) stop(tb testing.TB) {
 // leading reports whether the process's metrics say it runs the provision
 // loop (fleet_provision_leader 1).
 func (r *replicaProc) leading(ctx context.Context) bool {
+	return metricValue(r.scrape(ctx), "fleet_provision_leader") == 1
+}
+
+// scrape is what the process's /metrics answers; "" when it does not.
+func (r *replicaProc) scrape(ctx context.Context) string {
 	// A replica busy with a storm on two shared cores can take seconds to
 	// answer a scrape.
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.metrics+"/metrics", nil)
 	if err != nil {
-		return false
+		return ""
 	}
 	rsp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return false
+		return ""
 	}
 	defer rsp.Body.Close()
 	b, err := io.ReadAll(rsp.Body)
-	return err == nil && metricValue(string(b), "fleet_provision_leader") == 1
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
 
 // freeAddr is a free port of 127.0.0.1, for a process to listen on. The
@@ -225,118 +233,163 @@ func ephemeralLow() int {
 	return lo
 }
 
+// A proxy forwards each TCP connection it accepts to an upstream that
+// dial opens for it, copying both ways, and keeps both ends, so that close
+// ends them. A cut proxy takes new connections and holds them unanswered,
+// as a network that drops packets does, and its open connections go
+// silent; restoring it closes what the cut held.
+type proxy struct {
+	ln   net.Listener
+	dial func(c net.Conn) (net.Conn, error)
+	wg   sync.WaitGroup
+
+	mu     sync.Mutex
+	conns  map[net.Conn]bool
+	held   []net.Conn
+	cut    bool
+	closed bool
+}
+
+func newProxy(tb testing.TB, dial func(net.Conn) (net.Conn, error)) *proxy {
+	tb.Helper()
+	p := &proxy{ln: listen(tb), dial: dial, conns: map[net.Conn]bool{}}
+	p.wg.Go(p.serve)
+	return p
+}
+
+func (p *proxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		switch {
+		case p.closed:
+			c.Close()
+		case p.cut:
+			p.held = append(p.held, c)
+		default:
+			p.wg.Go(func() { p.forward(c) })
+		}
+		p.mu.Unlock()
+	}
+}
+
+func (p *proxy) forward(c net.Conn) {
+	up, err := p.dial(c)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.cut || p.closed {
+		p.mu.Unlock()
+		c.Close()
+		up.Close()
+		return
+	}
+	p.conns[c], p.conns[up] = true, true
+	p.mu.Unlock()
+	done := make(chan struct{}, 2)
+	go func() { io.Copy(up, c); done <- struct{}{} }()
+	go func() { io.Copy(c, up); done <- struct{}{} }()
+	<-done
+	c.Close()
+	up.Close()
+	p.mu.Lock()
+	delete(p.conns, c)
+	delete(p.conns, up)
+	p.mu.Unlock()
+}
+
+// setCut cuts the proxy (true) or restores it (false).
+func (p *proxy) setCut(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = on
+	if on {
+		// Open connections go silent: closed here, their peers learn
+		// nothing until their own timeouts (they are not told).
+		for c := range p.conns {
+			c.(*net.TCPConn).SetLinger(0)
+			c.Close()
+		}
+		return
+	}
+	for _, c := range p.held {
+		c.Close()
+	}
+	p.held = nil
+}
+
+func (p *proxy) close() {
+	p.ln.Close()
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	for c := range p.conns {
+		c.Close()
+	}
+	for _, c := range p.held {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
 // A balancer is a TCP load balancer: each connection it accepts goes to
 // the next backend in turn, and to the one after it when that one does not
 // take the connection. It dials each backend from the client's own
 // address, as a balancer that keeps the source address does, so fleetd
 // sees the node's address.
 type balancer struct {
-	ln       net.Listener
+	*proxy
 	backends []string
 	next     atomic.Uint64
 	refused  atomic.Int64 // dials a backend refused
-	wg       sync.WaitGroup
-
-	mu     sync.Mutex
-	conns  map[net.Conn]bool
-	closed bool
-	routes map[string]int // a client's address (ip:port) -> the backend its connection reached
+	routes   sync.Map     // a client's address (ip:port) -> the backend its connection reached
 }
 
 func newBalancer(tb testing.TB, backends []string) *balancer {
 	tb.Helper()
-	b := &balancer{ln: listen(tb), backends: backends, conns: map[net.Conn]bool{}, routes: map[string]int{}}
-	b.wg.Go(b.serve)
+	b := &balancer{backends: backends}
+	b.proxy = newProxy(tb, b.dialNext)
 	tb.Cleanup(b.close)
 	return b
 }
 
 func (b *balancer) url() string { return "https://" + b.ln.Addr().String() }
 
-func (b *balancer) serve() {
-	for {
-		c, err := b.ln.Accept()
-		if err != nil {
-			return
-		}
-		b.wg.Go(func() { b.proxy(c) })
-	}
-}
-
-// track records c for close; it reports false once the balancer closed.
-func (b *balancer) track(c net.Conn) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return false
-	}
-	b.conns[c] = true
-	return true
-}
-
-func (b *balancer) untrack(c net.Conn) {
-	b.mu.Lock()
-	delete(b.conns, c)
-	b.mu.Unlock()
-	c.Close()
-}
-
-func (b *balancer) proxy(c net.Conn) {
-	if !b.track(c) {
-		c.Close()
-		return
-	}
-	defer b.untrack(c)
-	ip := c.RemoteAddr().(*net.TCPAddr).IP
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}, Timeout: 5 * time.Second}
+// dialNext dials, from c's address, the next backend that takes the
+// connection.
+func (b *balancer) dialNext(c net.Conn) (net.Conn, error) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: c.RemoteAddr().(*net.TCPAddr).IP}, Timeout: 5 * time.Second}
 	first := b.next.Add(1) - 1
-	var up net.Conn
+	var err error
 	for i := range uint64(len(b.backends)) {
 		backend := int((first + i) % uint64(len(b.backends)))
-		var err error
+		var up net.Conn
 		if up, err = d.Dial("tcp", b.backends[backend]); err == nil {
-			b.mu.Lock()
-			b.routes[c.RemoteAddr().String()] = backend
-			b.mu.Unlock()
-			break
+			b.routes.Store(c.RemoteAddr().String(), backend)
+			return up, nil
 		}
 		b.refused.Add(1)
 	}
-	if up == nil || !b.track(up) {
-		if up != nil {
-			up.Close()
-		}
-		return
-	}
-	defer b.untrack(up)
-	done := make(chan struct{}, 2)
-	go func() { io.Copy(up, c); done <- struct{}{} }()
-	go func() { io.Copy(c, up); done <- struct{}{} }()
-	<-done
+	return nil, err
 }
 
 // route returns the backend that the connection from client (ip:port)
 // reached.
 func (b *balancer) route(client string) (int, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	i, ok := b.routes[client]
-	return i, ok
-}
-
-func (b *balancer) close() {
-	b.ln.Close()
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return
+	i, ok := b.routes.Load(client)
+	if !ok {
+		return 0, false
 	}
-	b.closed = true
-	for c := range b.conns {
-		c.Close()
-	}
-	b.mu.Unlock()
-	b.wg.Wait()
+	return i.(int), true
 }
 
 // A procFleet is a fleet whose fleetd runs as processes (one alone, or
@@ -500,8 +553,8 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 		}
 	}
 
-	w.url = lb.url()
-	w.settings.PublicURL, w.settings.Namespace = lb.url(), ns
+	w.url, w.cert = lb.url(), cert.TLS
+	w.settings.PublicURL, w.settings.Namespace, w.settings.SealingKey = lb.url(), ns, key
 	w.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cert.Pool}}, Timeout: 30 * time.Second}
 	f := &testFleet{world: w, t: tb, machines: map[string]*simMachine{}, ctx: ctx}
 	quiet := func(string, string, string) {}
@@ -631,6 +684,16 @@ func (b *eofBody) Read(p []byte) (int, error) {
 		b.once.Do(b.eof)
 	}
 	return n, err
+}
+
+// urls are the processes' HTTPS listeners, which the balancer spreads
+// connections over.
+func (pf *procFleet) urls() []string {
+	var u []string
+	for _, p := range pf.replicas {
+		u = append(u, "https://"+p.addr)
+	}
+	return u
 }
 
 // leaders returns the processes whose metrics say they run the loop.

@@ -2,18 +2,14 @@ package sim
 
 import (
 	"bytes"
-	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,92 +19,9 @@ import (
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/spentlease"
 	"github.com/fleetkit/fleet/configserve"
-	"github.com/fleetkit/fleet/provision"
-
-	"github.com/fleetkit/fleet/examples/fleetd/internal/daemon"
 	"github.com/fleetkit/fleet/internal/testcert"
+	"github.com/fleetkit/fleet/provision"
 )
-
-// replicaSet is a fleet whose fleetd runs as three replicas on the real
-// kube-apiserver, sharing NetBox, the clusters, the certificate and the
-// sealing key: the world's fleetd is fleetd-0.
-type replicaSet struct {
-	*testFleet
-	ds       []*daemon.Daemon // by replica
-	urls     []string         // the HTTPS listeners machines reach
-	peerURLs []string         // the peers' API's listeners
-}
-
-func newReplicaSet(t *testing.T, nodes ...testNode) *replicaSet {
-	t.Helper()
-	// Each replica's HTTPS listener (fleetd-0's is the world's) and
-	// peers' listener.
-	var lns, peerLns []net.Listener
-	for i := range 3 {
-		if i > 0 {
-			lns = append(lns, listen(t))
-		}
-		peerLns = append(peerLns, listen(t))
-	}
-	key := make([]byte, 32)
-	rand.Read(key)
-	edit := func(s *daemon.Settings) {
-		s.Replica, s.SealingKey = "fleetd-0", key
-		s.Peers = nil
-		for i, ln := range peerLns {
-			s.Peers = append(s.Peers, daemon.Peer{Name: fmt.Sprint("fleetd-", i), URL: "https://" + ln.Addr().String()})
-		}
-	}
-	f := newTestReplica(t, edit, peerLns[0], nodes...)
-	r := &replicaSet{testFleet: f, ds: []*daemon.Daemon{f.d}, urls: []string{f.url}, peerURLs: []string{f.settings.Peers[0].URL}}
-	for i, ln := range lns {
-		s := f.settings
-		s.Replica = fmt.Sprint("fleetd-", i+1)
-		d, err := daemon.New(s, f.parts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, stop := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- d.Serve(ctx, daemon.Listeners{HTTPS: ln, Peers: peerLns[i+1]}) }()
-		t.Cleanup(func() {
-			stop()
-			if err := <-done; err != nil {
-				t.Errorf("replica %s: %v", s.Replica, err)
-			}
-		})
-		r.ds = append(r.ds, d)
-		r.urls = append(r.urls, "https://"+ln.Addr().String())
-		r.peerURLs = append(r.peerURLs, s.Peers[i+1].URL)
-	}
-	return r
-}
-
-// balancer is a client of the node at addr whose every request opens a
-// new connection to the next replica in turn: a load balancer that spreads
-// a claim and its proof over two replicas.
-func (r *replicaSet) balancer(addr string) *http.Client {
-	tr := r.client.Transport.(*http.Transport).Clone()
-	tr.DisableKeepAlives = true
-	var next atomic.Int32
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(addr)}}
-	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
-		u := r.urls[int(next.Add(1)-1)%len(r.urls)]
-		return d.DialContext(ctx, network, strings.TrimPrefix(u, "https://"))
-	}
-	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
-}
-
-// leaders returns the replicas whose metrics say they run the loop.
-func (r *replicaSet) leaders() []int {
-	var l []int
-	for i, d := range r.ds {
-		if metricValue(scrape(d), "fleet_provision_leader") == 1 {
-			l = append(l, i)
-		}
-	}
-	return l
-}
 
 // proofRecorder keeps the last proof a client sent.
 type proofRecorder struct {
@@ -131,9 +44,9 @@ func (p *proofRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	return p.next.RoundTrip(req)
 }
 
-// Three replicas behind one address: one runs the loop; a claim and its
-// proof on two replicas attest; the proof replayed to each replica is
-// refused; the config, held by the replica that rendered it, is fetched
+// Three fleetd processes behind one balancer: one runs the loop; a claim
+// and its proof on two replicas attest; the proof replayed to each replica
+// is refused; the config, held by the replica that rendered it, is fetched
 // through another and served once; an approver asking any replica sees a
 // claim that waits on another; an unknown code is unknown everywhere.
 // A replica writes a run's journal lines before a replica killed right
@@ -141,16 +54,22 @@ func (p *proofRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 // code is answered, the served line as soon as the node acknowledged the
 // config, not after the journal queue's linger (200 ms).
 func TestReplicas(t *testing.T) {
-	r := newReplicaSet(t, testNode{name: "w-01", class: "worker", approve: true}, testNode{name: "w-02", class: "worker"},
-		testNode{name: "cp-03", class: "controlplane", approve: true})
+	settings := func(_ int, s map[string]string) {
+		s["FLEET_CONTROL_PLANES"], s["FLEET_APPROVER_TOKEN"] = "true", approverToken
+	}
+	r := newProcFleet(t, procFleetConfig{replicas: 3, settings: settings}, testNode{name: "w-01", class: "worker", approve: true},
+		testNode{name: "w-02", class: "worker"}, testNode{name: "cp-03", class: "controlplane", approve: true})
+	urls := r.urls()
 	r.wait("one replica leads", func() bool { return len(r.leaders()) == 1 })
 	time.Sleep(time.Second)
 	if l := r.leaders(); len(l) != 1 {
 		t.Fatalf("replicas leading: %v, want one", l)
 	}
 
+	// The machines' clients reach the replicas through the balancer, a
+	// new connection each request.
 	m := r.machines["w-01"]
-	lb := r.balancer(nodeAddr(0))
+	lb := m.client
 	rec := &proofRecorder{next: lb.Transport}
 	var console strings.Builder
 	res, err := attest.Run(r.ctx, r.url+"/attest", m.tpm, m.claim(),
@@ -165,7 +84,7 @@ func TestReplicas(t *testing.T) {
 	if err != nil || len(leases.Items) != 1 {
 		t.Errorf("spent session Leases: %v, %v; want the one session's", leases, err)
 	}
-	for i, u := range r.urls {
+	for i, u := range urls {
 		rsp, err := r.client.Post(u+"/attest/proof", "application/json", bytes.NewReader(rec.body))
 		if err != nil {
 			t.Fatal(err)
@@ -180,7 +99,7 @@ func TestReplicas(t *testing.T) {
 	// The node fetches its config through the balancer until one answer
 	// carries it; then every replica says it was served.
 	var served int
-	for try := 0; try < len(r.urls); try++ {
+	for try := 0; try < len(urls); try++ {
 		status, n, err := fetch(r.ctx, lb, r.url+configserve.PathPrefix+res.InstallCode)
 		if err != nil {
 			t.Fatal(err)
@@ -199,7 +118,7 @@ func TestReplicas(t *testing.T) {
 	if served != 1 {
 		t.Errorf("%d fetches through the balancer got the config, want 1", served)
 	}
-	for i, u := range r.urls {
+	for i, u := range urls {
 		if status, _, err := fetch(r.ctx, boundClient(r.world, nodeAddr(0)), u+configserve.PathPrefix+res.InstallCode); err != nil || status != http.StatusGone {
 			t.Errorf("a fetch at fleetd-%d after the config was served: %d, %v; want 410", i, status, err)
 		}
@@ -216,10 +135,10 @@ func TestReplicas(t *testing.T) {
 	// proof reached, and an approver asking any replica sees it.
 	m2 := r.machines["w-02"]
 	if res, _ := attest.Run(r.ctx, r.url+"/attest", m2.tpm, m2.claim(),
-		&attest.ClientConfig{HTTPClient: r.balancer(nodeAddr(1)), Console: io.Discard}); res.Verdict != attest.PendingApproval {
+		&attest.ClientConfig{HTTPClient: m2.client, Console: io.Discard}); res.Verdict != attest.PendingApproval {
 		t.Fatalf("w-02: verdict %q, want pending-approval", res.Verdict)
 	}
-	for i, u := range r.urls {
+	for i, u := range urls {
 		rsp, claims := claimsAt(t, r.client, u, m2.serial, approverToken)
 		if rsp.StatusCode != http.StatusOK || len(claims) != 1 || rsp.Header.Get("Fleet-Replicas-Unanswered") != "" {
 			t.Errorf("claims of %s at fleetd-%d: %d %v; want the one waiting claim", m2.serial, i, rsp.StatusCode, claims)
@@ -239,7 +158,7 @@ func TestReplicas(t *testing.T) {
 		}
 		return res
 	}
-	if res := cp(r.urls[0]); res.InstallCode != "" {
+	if res := cp(urls[0]); res.InstallCode != "" {
 		t.Fatalf("cp-03 before the operator asked: %+v, want no code", res)
 	}
 	r.setDesiredAction("cp-03")
@@ -255,7 +174,7 @@ func TestReplicas(t *testing.T) {
 	if len(l) != 1 {
 		t.Fatalf("replicas leading: %v", l)
 	}
-	res3 := cp(r.urls[(l[0]+1)%len(r.urls)])
+	res3 := cp(urls[(l[0]+1)%len(urls)])
 	if res3.InstallCode == "" || res3.Reason != "install code issued" {
 		t.Errorf("cp-03 at a replica that did not start its run: %+v; want run %s's code", res3, run3)
 	}
@@ -303,14 +222,14 @@ func TestReplicas(t *testing.T) {
 		"the replicas' certificate without the token":  {withCert(r.client, r.cert), ""},
 		"the replicas' certificate with a wrong token": {withCert(r.client, r.cert), strings.Repeat("0", 64)},
 	} {
-		if status := lend(c.client, r.peerURLs[1], c.token); status != http.StatusUnauthorized {
+		if status := lend(c.client, "https://"+r.replicas[1].peers, c.token); status != http.StatusUnauthorized {
 			t.Errorf("a lend with %s: %d, want 401", name, status)
 		}
 	}
-	if status := lend(withCert(r.client, r.cert), r.peerURLs[1], token); status != http.StatusNotFound {
+	if status := lend(withCert(r.client, r.cert), "https://"+r.replicas[1].peers, token); status != http.StatusNotFound {
 		t.Errorf("a lend of an unknown code with the token and the certificate: %d, want 404 (not held)", status)
 	}
-	for i, u := range r.urls {
+	for i, u := range urls {
 		if status := lend(withCert(r.client, r.cert), u, token); status != http.StatusNotFound {
 			t.Errorf("a lend at fleetd-%d's machines' listener, with the token and the certificate: %d, want 404", i, status)
 		}
@@ -328,18 +247,19 @@ func TestReplicas(t *testing.T) {
 // bootstrap token is gone, and B's config, fetched by the node from its
 // own address at the flooded fleetd-2, is borrowed and served.
 func TestReplacedRunConfigDropped(t *testing.T) {
-	r := newReplicaSet(t, testNode{name: "w-01", class: "worker", approve: true})
+	r := newProcFleet(t, procFleetConfig{replicas: 3}, testNode{name: "w-01", class: "worker", approve: true})
+	urls := r.urls()
 	lends := func() float64 {
 		n := 0.0
 		for _, i := range []int{0, 1} {
-			n += metricValue(scrape(r.ds[i]), `fleet_peer_requests_total{path="lend",result="answered"}`)
+			n += metricValue(r.replicas[i].scrape(r.ctx), `fleet_peer_requests_total{path="lend",result="answered"}`)
 		}
 		return n
 	}
 	flooder := boundClient(r.world, "127.0.0.66")
 	const flood = 200
 	for i := range flood {
-		if status, _, err := fetch(r.ctx, flooder, r.urls[2]+configserve.PathPrefix+configserve.NewCode()); err != nil || status != http.StatusNotFound {
+		if status, _, err := fetch(r.ctx, flooder, urls[2]+configserve.PathPrefix+configserve.NewCode()); err != nil || status != http.StatusNotFound {
 			t.Fatalf("made-up code %d: %d, %v; want 404", i, status, err)
 		}
 	}
@@ -353,7 +273,7 @@ func TestReplacedRunConfigDropped(t *testing.T) {
 	// decided on the client's next try (attest.ErrAdmitLater).
 	at := func(i int) attest.Result {
 		t.Helper()
-		res, err := attest.Run(r.ctx, r.urls[i]+"/attest", m.tpm, m.claim(),
+		res, err := attest.Run(r.ctx, urls[i]+"/attest", m.tpm, m.claim(),
 			&attest.ClientConfig{HTTPClient: boundClient(r.world, nodeAddr(0)), Console: io.Discard,
 				Backoff: func(int) time.Duration { return 500 * time.Millisecond }})
 		if err != nil || res.InstallCode == "" {
@@ -399,7 +319,7 @@ func TestReplacedRunConfigDropped(t *testing.T) {
 	if b.InstallCode == a.InstallCode {
 		t.Fatal("the new run answered the old run's code")
 	}
-	for i, u := range r.urls {
+	for i, u := range urls {
 		if status, _, err := fetch(r.ctx, boundClient(r.world, nodeAddr(0)), u+configserve.PathPrefix+a.InstallCode); err != nil || status != http.StatusNotFound {
 			t.Errorf("run A's code at fleetd-%d after run B started: %d, %v; want 404", i, status, err)
 		}
@@ -413,5 +333,5 @@ func TestReplacedRunConfigDropped(t *testing.T) {
 	if hasToken(runA) || !hasToken(runB) {
 		t.Errorf("bootstrap tokens after run B (%s): A's %v, B's %v; want B's alone", runB, hasToken(runA), hasToken(runB))
 	}
-	r.wantServed(boundClient(r.world, nodeAddr(0)), r.urls[2]+configserve.PathPrefix+b.InstallCode, "run B's config")
+	r.wantServed(boundClient(r.world, nodeAddr(0)), urls[2]+configserve.PathPrefix+b.InstallCode, "run B's config")
 }

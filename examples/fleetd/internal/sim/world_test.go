@@ -96,13 +96,6 @@ func kubeClients(tb testing.TB, cfg *rest.Config) (kubernetes.Interface, dynamic
 // cannot run (a failure with FLEET_REQUIRE_INTEGRATION=1).
 func newTestFleet(t *testing.T, edit func(*daemon.Settings), nodes ...testNode) *testFleet {
 	t.Helper()
-	return newTestReplica(t, edit, nil, nodes...)
-}
-
-// newTestReplica is newTestFleet whose fleetd serves its peers' API on
-// peers, as a replica (edit names it one).
-func newTestReplica(t *testing.T, edit func(*daemon.Settings), peers net.Listener, nodes ...testNode) *testFleet {
-	t.Helper()
 	env := kubetest.Start(t)
 	ns := env.Namespace(t)
 	kube, tink := kubeClients(t, env.Config())
@@ -112,7 +105,7 @@ func newTestReplica(t *testing.T, edit func(*daemon.Settings), peers net.Listene
 			edit(s)
 		}
 	}
-	return newFleet(t, worldConfig{Validate: t, Edit: withNamespace, Kube: kube, Tink: tink, Leases: kube.CoordinationV1(), Peers: peers}, nodes...)
+	return newFleet(t, worldConfig{Validate: t, Edit: withNamespace, Kube: kube, Tink: tink, Leases: kube.CoordinationV1()}, nodes...)
 }
 
 // attestedWorker is a fleet (edit changes its settings) of one approved
