@@ -403,7 +403,6 @@ func TestIntegrationDeployRoleWithoutWorkflowCreate(t *testing.T) {
 
 // koConfig is the part of .ko.yaml the test reads.
 type koConfig struct {
-	DefaultBaseImage   string            `yaml:"defaultBaseImage"`
 	BaseImageOverrides map[string]string `yaml:"baseImageOverrides"`
 	Builds             []struct {
 		ID   string   `yaml:"id"`

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -411,9 +410,8 @@ type procFleet struct {
 
 // procFleetConfig says how many fleetd processes run, and how.
 type procFleetConfig struct {
-	replicas int  // fleetd processes; 1 with alone runs fleetd without FLEET_REPLICA
-	alone    bool // one fleetd, not a replica
-	poll     time.Duration
+	replicas int    // fleetd processes; 1 with alone runs fleetd without FLEET_REPLICA
+	alone    bool   // one fleetd, not a replica
 	bin      string // the built fleetd; "": built for the fleet
 	// own: a control plane of the fleet's own (kubetest.StartOwn), which
 	// the test may kill and restart, and whose kube-system holds only this
@@ -513,7 +511,6 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 		return strings.Join(l, ",")
 	}
 	lb := newBalancer(tb, backends)
-	poll := cmp.Or(pc.poll, 200*time.Millisecond)
 	for i, p := range procs {
 		settings := map[string]string{
 			"FLEET_LISTEN":          p.addr,
@@ -531,7 +528,7 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 			"TINKERBELL_KUBECONFIG": env.Kubeconfig(),
 			"CLUSTER_KUBECONFIG":    env.Kubeconfig(),
 			"TINKERBELL_NAMESPACE":  ns,
-			"FLEET_POLL_INTERVAL":   poll.String(),
+			"FLEET_POLL_INTERVAL":   "200ms",
 			"FLEET_CONFIG_TTL":      "1h",
 		}
 		// To measure another admission limit.
