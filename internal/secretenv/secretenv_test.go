@@ -30,9 +30,13 @@ func write(t *testing.T, dir, name, content string, mode os.FileMode) string {
 
 func TestLookup(t *testing.T) {
 	dir, creds := t.TempDir(), t.TempDir()
+	t.Chdir(dir)
 	token := write(t, dir, "token", "s3cret\n", 0o600)
 	write(t, dir, "crlf", "s3cret\r\n", 0o400)
 	write(t, creds, "netbox-token", "from-credentials\n", 0o400)
+	empty, blank := write(t, dir, "empty", "", 0o600), write(t, dir, "blank", " \n\n", 0o600)
+	largest := write(t, dir, "largest", strings.Repeat("a", MaxSize-1)+"\n", 0o600)
+	tooLarge := write(t, dir, "too-large", strings.Repeat("a", MaxSize+1), 0o600)
 	if err := os.Symlink(token, filepath.Join(dir, "link")); err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +58,12 @@ func TestLookup(t *testing.T) {
 			value: "from-credentials", from: "TOKEN_FILE"},
 		{name: "an absolute path ignores CREDENTIALS_DIRECTORY", env: map[string]string{"TOKEN_FILE": token, CredentialsDirectory: creds},
 			value: "s3cret", from: "TOKEN_FILE"},
+		{name: "without CREDENTIALS_DIRECTORY, a relative name is the working directory's", env: map[string]string{"TOKEN_FILE": "token"},
+			value: "s3cret", from: "TOKEN_FILE"},
+		{name: "at most MaxSize", env: map[string]string{"TOKEN_FILE": largest}, value: strings.Repeat("a", MaxSize-1), from: "TOKEN_FILE"},
+		{name: "an empty file", env: map[string]string{"TOKEN_FILE": empty}, wantErr: ErrEmpty, errSubstr: []string{empty}},
+		{name: "white space alone", env: map[string]string{"TOKEN_FILE": blank}, wantErr: ErrEmpty, errSubstr: []string{blank}},
+		{name: "over MaxSize", env: map[string]string{"TOKEN_FILE": tooLarge}, wantErr: ErrTooLarge, errSubstr: []string{tooLarge}},
 		{name: "both set", env: map[string]string{"TOKEN": "a", "TOKEN_FILE": token}, wantErr: ErrBothSet,
 			errSubstr: []string{"TOKEN and TOKEN_FILE: a setting and its _FILE form are both set; unset one"}},
 		{name: "a missing file", env: map[string]string{"TOKEN_FILE": "nope", CredentialsDirectory: creds}, wantErr: fs.ErrNotExist,
@@ -107,38 +117,5 @@ func TestLookupMode(t *testing.T) {
 		if strings.Contains(msg, "s3cret") {
 			t.Errorf("mode %04o: the error holds the secret: %q", mode, msg)
 		}
-	}
-}
-
-func TestLookupContent(t *testing.T) {
-	dir := t.TempDir()
-	for _, tc := range []struct {
-		name, content string
-		want          error
-	}{
-		{"empty", "", ErrEmpty},
-		{"white space alone", " \n\n", ErrEmpty},
-		{"at most MaxSize", strings.Repeat("a", MaxSize-1) + "\n", nil},
-		{"over MaxSize", strings.Repeat("a", MaxSize+1), ErrTooLarge},
-	} {
-		p := write(t, dir, strings.ReplaceAll(tc.name, " ", "-"), tc.content, 0o600)
-		_, _, err := Lookup(env(map[string]string{"NETBOX_TOKEN_FILE": p}), "NETBOX_TOKEN")
-		if !cmp.Equal(err, tc.want, cmpopts.EquateErrors()) {
-			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
-		}
-		if err != nil && !strings.Contains(err.Error(), p) {
-			t.Errorf("%s: the error %q does not name the file", tc.name, err)
-		}
-	}
-}
-
-// Without CREDENTIALS_DIRECTORY a relative name is the working
-// directory's.
-func TestLookupRelative(t *testing.T) {
-	dir := t.TempDir()
-	write(t, dir, "token", "s3cret\n", 0o600)
-	t.Chdir(dir)
-	if value, from, err := Lookup(env(map[string]string{"TOKEN_FILE": "token"}), "TOKEN"); err != nil || value != "s3cret" || from != "TOKEN_FILE" {
-		t.Errorf("Lookup = %q from %q, %v", value, from, err)
 	}
 }
