@@ -229,31 +229,9 @@ func TestApproveGoldenTwoClaims(t *testing.T) {
 	golden(t, "testdata/approve-two.golden", stdout)
 }
 
-func TestApproveClientCertificate(t *testing.T) {
-	ca, certPath, keyPath := clientCert(t)
-	f := newFakeFleetd(t, ca)
-	f.add("G6NUC13-88122", claimJSON(exampleClaim("G6NUC13-88122")))
-	t.Setenv("FLEET_APPROVER_TOKEN", "")
-	t.Setenv("FLEETD_CERT", certPath)
-	t.Setenv("FLEETD_KEY", keyPath)
-	code, stdout, stderr := runApprove(t, "G6NUC13-88122")
-	if code != 0 {
-		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
-	}
-	golden(t, "testdata/approve.golden", stdout)
-
-	// A certificate fleetd's CA did not sign: the handshake is refused.
-	_, rogueCert, rogueKey := clientCert(t)
-	t.Setenv("FLEETD_CERT", rogueCert)
-	t.Setenv("FLEETD_KEY", rogueKey)
-	code, stdout, stderr = runApprove(t, "G6NUC13-88122")
-	if code != 2 || stdout != "" || !strings.Contains(stderr, "refused the TLS connection") {
-		t.Errorf("a rogue client certificate: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
-	}
-}
-
 func TestApproveAnswers(t *testing.T) {
 	ca, certPath, keyPath := clientCert(t)
+	_, rogueCert, rogueKey := clientCert(t) // a certificate fleetd's CA did not sign
 	onlyRSA := exampleClaim("ONLY-RSA")
 	onlyRSA.ECCP256 = ""
 	onlyRSA.LLDP = nil
@@ -294,6 +272,11 @@ func TestApproveAnswers(t *testing.T) {
 		{name: "no claim waits", serial: "MS01-2407-0099", code: 1, stdout: "no claim waits for serial MS01-2407-0099\n", nreq: 1},
 		{name: "a serial that needs escaping", serial: "A/B C?#", code: 0, stdout: exampleClaim("A/B C?#").String() + approves(both), nreq: 1,
 			path: "/v1/claims/A%2FB%20C%3F%23"},
+		{name: "a client certificate", serial: "A/B C?#", env: map[string]string{"FLEET_APPROVER_TOKEN": "", "FLEETD_CERT": certPath, "FLEETD_KEY": keyPath},
+			code: 0, stdout: exampleClaim("A/B C?#").String() + approves(both), nreq: 1},
+		{name: "a client certificate fleetd's CA did not sign", serial: "MS01-2407-0099",
+			env:  map[string]string{"FLEET_APPROVER_TOKEN": "", "FLEETD_CERT": rogueCert, "FLEETD_KEY": rogueKey},
+			code: 2, stderr: "refused the TLS connection", nreq: 0},
 		{name: "one EK", serial: "ONLY-RSA", code: 0, stdout: onlyRSA.String() + approves("approved_ek_rsa2048: "+rsaHash+"\n"), nreq: 1},
 		{name: "no EK", serial: "NO-EK", code: 1, stdout: noEK.String() + noLine + approvedNothing + "\n", nreq: 1},
 		{name: "no text", serial: "NO-TEXT", code: 0, stdout: exampleClaim("NO-TEXT").String() + approves(both), nreq: 1},
