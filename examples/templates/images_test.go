@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"cmp"
 	"errors"
 	"maps"
 	"slices"
@@ -10,74 +11,61 @@ import (
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
 )
 
-// The files name the released images, and so do the Templates made with
-// no images or with DefaultImages.
-func TestDefaultImages(t *testing.T) {
-	eachRun(t, func(t *testing.T, r tplRun) {
-		file := r.tpl()
-		got := ActionImages(file)
-		if len(got) != len(r.actions) {
-			t.Errorf("the file names images of %v, want one for each of %q", got, r.actions)
-		}
-		for _, a := range r.actions {
-			if got[a] != DefaultImages.ByAction()[a] {
-				t.Errorf("%s: the file names %q, DefaultImages %q", a, got[a], DefaultImages.ByAction()[a])
-			}
-		}
-		for _, im := range []*Images{nil, {}, &DefaultImages} {
-			tpl, err := r.with(im)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if *tpl.Spec.Data != *file.Spec.Data || tpl.Name != file.Name {
-				t.Errorf("with %+v, the Template is not the file's:\n%s", im, *tpl.Spec.Data)
-			}
-		}
-	})
-	for a, ref := range DefaultImages.ByAction() {
-		if err := CheckImage(ref); err != nil {
-			t.Errorf("%s: %v", a, err)
-		}
-	}
-}
-
 // Each action runs the image given for it, rendered as Tinkerbell renders
 // it; an action given none runs the released one; and nothing else of
-// the Template changes.
+// the Template changes. The files name the released images, and the
+// Templates made with no images or with DefaultImages are the files'.
 func TestImages(t *testing.T) {
-	im := &Images{
+	mine := &Images{
 		WipeDisk: "registry.example:5000/fleet/wipe-disk:v9",
 		Install:  "registry.example/fleet/install@sha256:" + strings.Repeat("ab", 32),
 		NextBoot: "registry.example/fleet/next-boot:v9@sha256:" + strings.Repeat("cd", 32),
 	}
-	want := map[string]string{
-		ActionWipeDisk: im.WipeDisk, ActionInstall: im.Install, ActionNextBoot: im.NextBoot,
-		ActionReboot: DefaultImages.Reboot,
-	}
 	eachRun(t, func(t *testing.T, r tplRun) {
-		tpl, err := r.with(im)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wf := mustRender(t, *tpl.Spec.Data, values(mac, disk, serial, code, image))
-		for _, a := range wf.Tasks[0].Actions {
-			if a.Image != want[a.Name] {
-				t.Errorf("%s runs %q, want %q", a.Name, a.Image, want[a.Name])
+		// want is the images of r's actions, from im, each unset one the
+		// released image.
+		want := func(im *Images) map[string]string {
+			var set Images
+			if im != nil {
+				set = *im
 			}
+			d := DefaultImages
+			m := map[string]string{
+				ActionWipeDisk: cmp.Or(set.WipeDisk, d.WipeDisk), ActionInstall: cmp.Or(set.Install, d.Install),
+				ActionNextBoot: cmp.Or(set.NextBoot, d.NextBoot), ActionReboot: cmp.Or(set.Reboot, d.Reboot),
+			}
+			maps.DeleteFunc(m, func(a, _ string) bool { return !slices.Contains(r.actions, a) })
+			return m
 		}
-		wantHere := maps.Clone(want)
-		maps.DeleteFunc(wantHere, func(a, _ string) bool { return !slices.Contains(r.actions, a) })
-		if got := ActionImages(tpl); !maps.Equal(got, wantHere) {
-			t.Errorf("ActionImages = %v, want %v", got, wantHere)
+		if got := ActionImages(r.tpl()); !maps.Equal(got, want(nil)) {
+			t.Errorf("the file names the images %v, want the released %v", got, want(nil))
 		}
-		// Only the image lines differ from the file.
-		a, b := strings.Split(r.data(), "\n"), strings.Split(*tpl.Spec.Data, "\n")
-		if len(a) != len(b) {
-			t.Fatalf("%d lines, the file %d", len(b), len(a))
-		}
-		for i := range a {
-			if a[i] != b[i] && !strings.HasPrefix(strings.TrimSpace(a[i]), "image: ") {
-				t.Errorf("line %d is %q, the file's %q", i+1, b[i], a[i])
+		for _, im := range []*Images{nil, {}, &DefaultImages, mine} {
+			tpl, err := r.with(im)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wf := mustRender(t, *tpl.Spec.Data, values(mac, disk, serial, code, image))
+			for _, a := range wf.Tasks[0].Actions {
+				if a.Image != want(im)[a.Name] {
+					t.Errorf("with %+v, %s runs %q, want %q", im, a.Name, a.Image, want(im)[a.Name])
+				}
+			}
+			if got := ActionImages(tpl); !maps.Equal(got, want(im)) {
+				t.Errorf("with %+v, ActionImages = %v, want %v", im, got, want(im))
+			}
+			if tpl.Name != r.name || (im != mine && *tpl.Spec.Data != r.data()) {
+				t.Errorf("with %+v, the Template %s is not the file's:\n%s", im, tpl.Name, *tpl.Spec.Data)
+			}
+			// Only the image lines differ from the file.
+			a, b := strings.Split(r.data(), "\n"), strings.Split(*tpl.Spec.Data, "\n")
+			if len(a) != len(b) {
+				t.Fatalf("%d lines, the file %d", len(b), len(a))
+			}
+			for i := range a {
+				if a[i] != b[i] && !strings.HasPrefix(strings.TrimSpace(a[i]), "image: ") {
+					t.Errorf("line %d is %q, the file's %q", i+1, b[i], a[i])
+				}
 			}
 		}
 	})
