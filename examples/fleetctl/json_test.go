@@ -48,18 +48,6 @@ func TestPlanJSONGolden(t *testing.T) {
 	golden(t, "testdata/plan-empty.json.golden", runJSON(t, 0, append([]string{"plan", "-o", "json"}, args...)...))
 }
 
-func TestOutputFormatRefused(t *testing.T) {
-	for _, args := range [][]string{
-		{"check", "-o", "yaml", "../testdata/nodes.yaml"},
-		{"plan", "-o", "yaml"},
-		{"status", "-o", "yaml"},
-	} {
-		if code, _, stderr := fleetctl(args...); code != 2 || !strings.Contains(stderr, `-o "yaml": the output is text or json`) {
-			t.Errorf("%q: exit %d, stderr %q", args, code, stderr)
-		}
-	}
-}
-
 func TestPlanDetailedExitCode(t *testing.T) {
 	netBox(t)
 	args := []string{"-nodes", "../testdata/nodes.yaml", "-switch", "usw"}
