@@ -38,48 +38,6 @@ func TestCheckJSONGolden(t *testing.T) {
 	golden(t, "testdata/check-example.json.golden", runJSON(t, 0, "check", "-o", "json", "../testdata/nodes.yaml"))
 }
 
-func TestPlanJSONGolden(t *testing.T) {
-	netBox(t)
-	args := []string{"-nodes", "../testdata/nodes.yaml", "-switch", "usw"}
-	golden(t, "testdata/plan.json.golden", runJSON(t, 0, append([]string{"plan", "-o", "json"}, args...)...))
-	golden(t, "testdata/plan-broken.json.golden", runJSON(t, 1, "plan", "-o", "json", "-nodes", "testdata/broken-nodes.yaml"))
-	golden(t, "testdata/plan-conflict.json.golden", runJSON(t, 1, "plan", "-o", "json", "-nodes", "../testdata/nodes.yaml"))
-	mustRun(t, append([]string{"apply"}, args...)...)
-	golden(t, "testdata/plan-empty.json.golden", runJSON(t, 0, append([]string{"plan", "-o", "json"}, args...)...))
-}
-
-func TestPlanDetailedExitCode(t *testing.T) {
-	netBox(t)
-	args := []string{"-nodes", "../testdata/nodes.yaml", "-switch", "usw"}
-	for _, c := range []struct {
-		name string
-		args []string
-		env  map[string]string
-		code int
-	}{
-		{name: "changes", args: args, code: 2},
-		{name: "changes, as JSON", args: append([]string{"-o", "json"}, args...), code: 2},
-		{name: "a broken nodes file", args: []string{"-nodes", "testdata/broken-nodes.yaml"}, code: 1},
-		{name: "a conflict", args: []string{"-nodes", "../testdata/nodes.yaml"}, code: 1},
-		{name: "a refused token", args: args, env: map[string]string{"NETBOX_TOKEN": "nope"}, code: 1},
-		{name: "no NetBox named", args: args, env: map[string]string{"NETBOX_URL": ""}, code: 1},
-		{name: "an unknown flag", args: append([]string{"-frobnicate"}, args...), code: 1},
-		{name: "an argument", args: append(args, "nodes.yaml"), code: 1},
-		{name: "an unknown output", args: append([]string{"-o", "yaml"}, args...), code: 1},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			setenv(t, c.env)
-			if code, stdout, stderr := fleetctl(append([]string{"plan", "-detailed-exitcode"}, c.args...)...); code != c.code {
-				t.Errorf("exit %d, want %d\n%s%s", code, c.code, stdout, stderr)
-			}
-		})
-	}
-	mustRun(t, append([]string{"apply"}, args...)...)
-	if code, stdout, stderr := fleetctl(append([]string{"plan", "-detailed-exitcode"}, args...)...); code != 0 {
-		t.Errorf("no changes: exit %d, want 0\n%s%s", code, stdout, stderr)
-	}
-}
-
 func TestApplySavedPlan(t *testing.T) {
 	srv := netBox(t)
 	dir := t.TempDir()

@@ -71,10 +71,39 @@ func setenv(t *testing.T, env map[string]string) {
 	}
 }
 
+// plan says what apply would write, as text, as JSON and in its exit code
+// with -detailed-exitcode, and writes nothing; apply writes it; then plan
+// says nothing is to be done, until one field of the nodes file changes.
 func TestPlanApplyGolden(t *testing.T) {
 	srv := netBox(t)
 	args := []string{"-nodes", "../testdata/nodes.yaml", "-switch", "usw"}
 	golden(t, "testdata/plan.golden", mustRun(t, append([]string{"plan"}, args...)...))
+	golden(t, "testdata/plan.json.golden", runJSON(t, 0, append([]string{"plan", "-o", "json"}, args...)...))
+	golden(t, "testdata/plan-broken.json.golden", runJSON(t, 1, "plan", "-o", "json", "-nodes", "testdata/broken-nodes.yaml"))
+	golden(t, "testdata/plan-conflict.json.golden", runJSON(t, 1, "plan", "-o", "json", "-nodes", "../testdata/nodes.yaml"))
+	for _, c := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		code int
+	}{
+		{name: "changes", args: args, code: 2},
+		{name: "changes, as JSON", args: append([]string{"-o", "json"}, args...), code: 2},
+		{name: "a broken nodes file", args: []string{"-nodes", "testdata/broken-nodes.yaml"}, code: 1},
+		{name: "a conflict", args: []string{"-nodes", "../testdata/nodes.yaml"}, code: 1},
+		{name: "a refused token", args: args, env: map[string]string{"NETBOX_TOKEN": "nope"}, code: 1},
+		{name: "no NetBox named", args: args, env: map[string]string{"NETBOX_URL": ""}, code: 1},
+		{name: "an unknown flag", args: append([]string{"-frobnicate"}, args...), code: 1},
+		{name: "an argument", args: append(args, "nodes.yaml"), code: 1},
+		{name: "an unknown output", args: append([]string{"-o", "yaml"}, args...), code: 1},
+	} {
+		t.Run("-detailed-exitcode, "+c.name, func(t *testing.T) {
+			setenv(t, c.env)
+			if code, stdout, stderr := fleetctl(append([]string{"plan", "-detailed-exitcode"}, c.args...)...); code != c.code {
+				t.Errorf("exit %d, want %d\n%s%s", code, c.code, stdout, stderr)
+			}
+		})
+	}
 	wroteNothing(t, srv, "plan")
 
 	if stdout := mustRun(t, append([]string{"apply"}, args...)...); !strings.HasSuffix(stdout, "\nApply complete: 32 added, 0 changed.\n") {
@@ -82,6 +111,10 @@ func TestPlanApplyGolden(t *testing.T) {
 	}
 	if code, stdout, _ := fleetctl(append([]string{"plan"}, args...)...); code != 0 || stdout != "No changes. NetBox matches the nodes file.\n" {
 		t.Errorf("plan after apply: exit %d\n%s", code, stdout)
+	}
+	golden(t, "testdata/plan-empty.json.golden", runJSON(t, 0, append([]string{"plan", "-o", "json"}, args...)...))
+	if code, stdout, stderr := fleetctl(append([]string{"plan", "-detailed-exitcode"}, args...)...); code != 0 {
+		t.Errorf("-detailed-exitcode, no changes: exit %d, want 0\n%s%s", code, stdout, stderr)
 	}
 
 	// One field of one node changes: one update of one field.
