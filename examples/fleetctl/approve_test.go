@@ -203,32 +203,11 @@ func runApprove(t *testing.T, args ...string) (code int, stdout, stderr string) 
 	return code, out.String(), errOut.String()
 }
 
-func TestApproveGolden(t *testing.T) {
-	f := newFakeFleetd(t, nil)
-	f.add("G6NUC13-88122", claimJSON(exampleClaim("G6NUC13-88122")))
-	code, stdout, stderr := runApprove(t, "G6NUC13-88122")
-	if code != 0 || stderr != "" {
-		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
-	}
-	golden(t, "testdata/approve.golden", stdout)
-	if got := f.requested(); len(got) != 1 || got[0] != "/v1/claims/G6NUC13-88122" {
-		t.Errorf("requests: %q", got)
-	}
-}
-
-// More than one TPM claims the serial: a plain line says so first, and
-// each claim is followed by its own lines.
-func TestApproveGoldenTwoClaims(t *testing.T) {
-	f := newFakeFleetd(t, nil)
-	f.add("G6NUC13-88122", claimJSON(exampleClaim("G6NUC13-88122")))
-	f.add("G6NUC13-88122", claimJSON(impostorClaim("G6NUC13-88122")))
-	code, stdout, stderr := runApprove(t, "G6NUC13-88122")
-	if code != 1 || stderr != "" {
-		t.Fatalf("exit %d, want 1\n%s%s", code, stdout, stderr)
-	}
-	golden(t, "testdata/approve-two.golden", stdout)
-}
-
+// approve prints each claim fleetd holds for the serial with the lines that
+// would approve it, and approves nothing: the runbook's claim (as the
+// golden file shows it, asked for by token or by client certificate), two
+// claims (a plain line says so first, each claim followed by its own
+// lines), and every answer fleetd may give, whatever its serial holds.
 func TestApproveAnswers(t *testing.T) {
 	ca, certPath, keyPath := clientCert(t)
 	_, rogueCert, rogueKey := clientCert(t) // a certificate fleetd's CA did not sign
@@ -268,12 +247,18 @@ func TestApproveAnswers(t *testing.T) {
 		stderr string // a part of stderr
 		nreq   int    // requests fleetd must have seen; -1 for any
 		path   string // when set, the one path fleetd was asked
+		claims []any  // claims of serial fleetd holds, besides every row's
+		golden string // when set, the file stdout must be, instead of stdout
 	}{
+		{name: "the runbook's claim", serial: "G6NUC13-88122", claims: []any{claimJSON(exampleClaim("G6NUC13-88122"))},
+			code: 0, golden: "testdata/approve.golden", nreq: 1, path: "/v1/claims/G6NUC13-88122"},
+		{name: "two claims", serial: "G6NUC13-88122", claims: []any{claimJSON(exampleClaim("G6NUC13-88122")), claimJSON(impostorClaim("G6NUC13-88122"))},
+			code: 1, golden: "testdata/approve-two.golden", nreq: 1},
 		{name: "no claim waits", serial: "MS01-2407-0099", code: 1, stdout: "no claim waits for serial MS01-2407-0099\n", nreq: 1},
 		{name: "a serial that needs escaping", serial: "A/B C?#", code: 0, stdout: exampleClaim("A/B C?#").String() + approves(both), nreq: 1,
 			path: "/v1/claims/A%2FB%20C%3F%23"},
-		{name: "a client certificate", serial: "A/B C?#", env: map[string]string{"FLEET_APPROVER_TOKEN": "", "FLEETD_CERT": certPath, "FLEETD_KEY": keyPath},
-			code: 0, stdout: exampleClaim("A/B C?#").String() + approves(both), nreq: 1},
+		{name: "a client certificate", serial: "G6NUC13-88122", claims: []any{claimJSON(exampleClaim("G6NUC13-88122"))},
+			env: map[string]string{"FLEET_APPROVER_TOKEN": "", "FLEETD_CERT": certPath, "FLEETD_KEY": keyPath}, code: 0, golden: "testdata/approve.golden", nreq: 1},
 		{name: "a client certificate fleetd's CA did not sign", serial: "MS01-2407-0099",
 			env:  map[string]string{"FLEET_APPROVER_TOKEN": "", "FLEETD_CERT": rogueCert, "FLEETD_KEY": rogueKey},
 			code: 2, stderr: "refused the TLS connection", nreq: 0},
@@ -329,6 +314,9 @@ func TestApproveAnswers(t *testing.T) {
 			f.add("TWO-NO-EK", claimJSON(impostorClaim("TWO-NO-EK")))
 			f.add("NO-EK-TWICE", claimJSON(noEKTwice))
 			f.add("NO-EK-TWICE", claimJSON(noEKTwice))
+			for _, cl := range c.claims {
+				f.add(c.serial, cl)
+			}
 			f.answer("EMPTY", []any{})
 			f.answer("NOT-A-LIST", claimJSON(exampleClaim("NOT-A-LIST")))
 			f.status = c.status
@@ -344,7 +332,9 @@ func TestApproveAnswers(t *testing.T) {
 			if code != c.code {
 				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, c.code, stdout, stderr)
 			}
-			if stdout != c.stdout {
+			if c.golden != "" {
+				golden(t, c.golden, stdout)
+			} else if stdout != c.stdout {
 				t.Errorf("stdout:\n%s\nwant:\n%s", stdout, c.stdout)
 			}
 			if !strings.Contains(stderr, c.stderr) || (c.stderr == "") != (stderr == "") {
