@@ -43,24 +43,20 @@ func TestRenderClassInputsRefuses(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "cluster-topology.json"), mustRead(t, "../testdata/cluster-topology.json"))
 
 	for _, c := range []struct {
-		name    string
-		args    []string
-		env     map[string]string
-		applied bool
-		code    int
-		stderr  string // a part of what it explains
+		cliCase
+		applied bool // NetBox holds the example nodes file
 	}{
-		{name: "an empty NetBox", code: 1, stderr: "no control plane in NetBox holds an address: apply the nodes file's control planes first"},
-		{name: "no control plane class", applied: true, args: []string{"-nodes", filepath.Join(dir, "nodes.yaml")}, code: 1,
-			stderr: "no control plane in NetBox holds an address"},
-		{name: "a SAN that is no name", applied: true, args: []string{"-san", "api.folly.example/6443"}, code: 2,
-			stderr: `SAN "api.folly.example/6443" is neither an IP address nor a DNS name`},
-		{name: "a broken nodes file", args: []string{"-nodes", "testdata/broken-nodes.yaml"}, code: 1,
-			stderr: "testdata/broken-nodes.yaml: 17 problems; nothing was rendered"},
-		{name: "no nodes file", args: []string{"-nodes", filepath.Join(dir, "missing.yaml")}, code: 2, stderr: "missing.yaml"},
-		{name: "a refused token", env: map[string]string{"NETBOX_TOKEN": "nope"}, code: 2, stderr: "netbox refused the token"},
-		{name: "no NetBox named", env: map[string]string{"NETBOX_TOKEN": ""}, code: 2, stderr: "set NETBOX_URL"},
-		{name: "an argument", args: []string{"cp-04"}, code: 2, stderr: "usage: fleetctl render-class-inputs"},
+		{cliCase: cliCase{name: "an empty NetBox", code: 1, stderr: "no control plane in NetBox holds an address: apply the nodes file's control planes first"}},
+		{cliCase: cliCase{name: "no control plane class", args: []string{"-nodes", filepath.Join(dir, "nodes.yaml")}, code: 1,
+			stderr: "no control plane in NetBox holds an address"}, applied: true},
+		{cliCase: cliCase{name: "a SAN that is no name", args: []string{"-san", "api.folly.example/6443"}, code: 2,
+			stderr: `SAN "api.folly.example/6443" is neither an IP address nor a DNS name`}, applied: true},
+		{cliCase: cliCase{name: "a broken nodes file", args: []string{"-nodes", "testdata/broken-nodes.yaml"}, code: 1,
+			stderr: "testdata/broken-nodes.yaml: 17 problems; nothing was rendered"}},
+		{cliCase: cliCase{name: "no nodes file", args: []string{"-nodes", filepath.Join(dir, "missing.yaml")}, code: 2, stderr: "missing.yaml"}},
+		{cliCase: cliCase{name: "a refused token", env: map[string]string{"NETBOX_TOKEN": "nope"}, code: 2, stderr: "netbox refused the token"}},
+		{cliCase: cliCase{name: "no NetBox named", env: map[string]string{"NETBOX_TOKEN": ""}, code: 2, stderr: "set NETBOX_URL"}},
+		{cliCase: cliCase{name: "an argument", args: []string{"cp-04"}, code: 2, stderr: "usage: fleetctl render-class-inputs"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var srv *netboxtest.Server
@@ -70,17 +66,8 @@ func TestRenderClassInputsRefuses(t *testing.T) {
 				srv = netBox(t)
 			}
 			srv.ResetRequests()
-			setenv(t, c.env)
-			code, stdout, stderr := fleetctl(append([]string{"render-class-inputs", "-nodes", "../testdata/nodes.yaml"}, c.args...)...)
-			if code != c.code {
-				t.Errorf("exit %d, want %d\n%s%s", code, c.code, stdout, stderr)
-			}
-			if stdout != "" {
-				t.Errorf("a refusal printed class inputs:\n%s", stdout)
-			}
-			if !strings.Contains(stderr, c.stderr) {
-				t.Errorf("stderr %q, want it to hold %q", stderr, c.stderr)
-			}
+			c.args = append([]string{"render-class-inputs", "-nodes", "../testdata/nodes.yaml"}, c.args...)
+			c.run(t)
 			if strings.Contains(c.name, "nodes file") && srv.RequestCount() > 0 {
 				t.Errorf("a nodes file that does not load reached NetBox: %d requests", srv.RequestCount())
 			}

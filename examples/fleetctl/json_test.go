@@ -48,7 +48,18 @@ func TestApplySavedPlan(t *testing.T) {
 	if want := "\nSaved the plan to " + planFile + ". To write exactly it, run: fleetctl apply " + planFile + "\n"; !strings.HasSuffix(stdout, want) {
 		t.Errorf("plan -out printed:\n%s", stdout)
 	}
-	wroteNothing(t, srv, "plan -out")
+	notPlan := filepath.Join(dir, "nodes.yaml")
+	writeFile(t, notPlan, "nodes: {}\n")
+	for _, c := range []cliCase{
+		{name: "not a plan", args: []string{"apply", notPlan}, code: 2, stderr: notPlan + " is not a plan fleetctl plan -out wrote"},
+		{name: "no such file", args: []string{"apply", filepath.Join(dir, "none.plan")}, code: 2, stderr: "no such file"},
+		{name: "another NetBox", args: []string{"apply", planFile}, env: map[string]string{"NETBOX_URL": "https://netbox.invalid"}, code: 1,
+			stderr: "was planned against the NetBox at http://"},
+		{name: "two files", args: []string{"apply", planFile, planFile}, code: 2, stderr: "usage: fleetctl apply"},
+	} {
+		t.Run(c.name, c.run)
+	}
+	wroteNothing(t, srv, "plan -out, and apply of what is not a plan of this NetBox")
 
 	// Another apply writes NetBox after the plan: the saved plan is stale.
 	stale := filepath.Join(dir, "stale.plan")
@@ -79,35 +90,6 @@ func TestApplySavedPlan(t *testing.T) {
 	attested(t, fleetd, device(t, fleetd, "7090-CN0F4K2"), "58:47:ca:70:00:21", time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC))
 	if stdout := mustRun(t, "apply", fresh); !strings.HasSuffix(stdout, "\nApply complete: 0 added, 1 changed.\n") {
 		t.Errorf("apply FILE printed:\n%s", stdout)
-	}
-}
-
-func TestApplySavedPlanRefuses(t *testing.T) {
-	netBox(t)
-	dir := t.TempDir()
-	planFile := filepath.Join(dir, "folly.plan")
-	mustRun(t, "plan", "-out", planFile, "-nodes", "../testdata/nodes.yaml", "-switch", "usw")
-	notPlan := filepath.Join(dir, "nodes.yaml")
-	writeFile(t, notPlan, "nodes: {}\n")
-	for _, c := range []struct {
-		name   string
-		args   []string
-		env    map[string]string
-		code   int
-		stderr string
-	}{
-		{name: "not a plan", args: []string{"apply", notPlan}, code: 2, stderr: notPlan + " is not a plan fleetctl plan -out wrote"},
-		{name: "no such file", args: []string{"apply", filepath.Join(dir, "none.plan")}, code: 2, stderr: "no such file"},
-		{name: "another NetBox", args: []string{"apply", planFile}, env: map[string]string{"NETBOX_URL": "https://netbox.invalid"}, code: 1,
-			stderr: "was planned against the NetBox at http://"},
-		{name: "two files", args: []string{"apply", planFile, planFile}, code: 2, stderr: "usage: fleetctl apply"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			setenv(t, c.env)
-			if code, _, stderr := fleetctl(c.args...); code != c.code || !strings.Contains(stderr, c.stderr) {
-				t.Errorf("exit %d, want %d; stderr %q, want it to hold %q", code, c.code, stderr, c.stderr)
-			}
-		})
 	}
 }
 

@@ -64,6 +64,34 @@ func wroteNothing(t *testing.T, srv *netboxtest.Server, what string) {
 	}
 }
 
+// A cliCase is a run of fleetctl: its arguments and environment, and
+// what it must exit with, print and explain.
+type cliCase struct {
+	name   string
+	args   []string
+	env    map[string]string
+	code   int
+	stdout string // what it prints (see explains)
+	stderr string // what it explains (see explains)
+}
+
+// run runs fleetctl as c says, and fails t unless it exits c.code,
+// printing c.stdout and explaining c.stderr.
+func (c cliCase) run(t *testing.T) {
+	t.Helper()
+	setenv(t, c.env)
+	code, stdout, stderr := fleetctl(c.args...)
+	if code != c.code {
+		t.Errorf("exit %d, want %d\n%s%s", code, c.code, stdout, stderr)
+	}
+	if !explains(stdout, c.stdout) {
+		t.Errorf("stdout %q, want %q", stdout, c.stdout)
+	}
+	if !explains(stderr, c.stderr) {
+		t.Errorf("stderr %q, want %q", stderr, c.stderr)
+	}
+}
+
 // setenv sets each of env's variables for the rest of t.
 func setenv(t *testing.T, env map[string]string) {
 	for k, v := range env {
@@ -139,14 +167,7 @@ func mustRead(t *testing.T, path string) string {
 
 func TestPlanRefuses(t *testing.T) {
 	srv := netBox(t)
-	for _, c := range []struct {
-		name   string
-		args   []string
-		env    map[string]string
-		code   int
-		stdout string // a line it prints
-		stderr string // a line it explains
-	}{
+	for _, c := range []cliCase{
 		{name: "a broken nodes file", args: []string{"plan", "-nodes", "testdata/broken-nodes.yaml", "-switch", "usw"}, code: 1,
 			stdout: "testdata/broken-nodes.yaml: 17 problems; nothing was planned"},
 		{name: "no NetBox named", args: []string{"plan", "-nodes", "../testdata/nodes.yaml"}, env: map[string]string{"NETBOX_URL": ""}, code: 2,
@@ -160,19 +181,7 @@ func TestPlanRefuses(t *testing.T) {
 		{name: "an argument", args: []string{"plan", "nodes.yaml"}, code: 2, stderr: "usage: fleetctl plan"},
 		{name: "no nodes file", args: []string{"plan", "-nodes", "/nonexistent/nodes.yaml"}, code: 2, stderr: "no nodes file at /nonexistent/nodes.yaml"},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			setenv(t, c.env)
-			code, stdout, stderr := fleetctl(c.args...)
-			if code != c.code {
-				t.Errorf("exit %d, want %d\n%s%s", code, c.code, stdout, stderr)
-			}
-			if c.stdout != "" && !strings.Contains(stdout, c.stdout) {
-				t.Errorf("stdout lacks %q:\n%s", c.stdout, stdout)
-			}
-			if c.stderr != "" && !strings.Contains(stderr, c.stderr) {
-				t.Errorf("stderr lacks %q:\n%s", c.stderr, stderr)
-			}
-		})
+		t.Run(c.name, c.run)
 	}
 	wroteNothing(t, srv, "a refused plan or apply")
 }

@@ -110,46 +110,32 @@ contexts: [{name: c, context: {cluster: c, user: u}}]
 current-context: c
 `)
 	for _, c := range []struct {
-		name   string
-		args   []string
-		env    map[string]string
-		fault  netboxtest.FaultKind
-		code   int
-		stdout string // what it prints
-		stderr string // what it explains (see explains); {netbox} is the NetBox's URL
+		cliCase // {netbox} in stderr is the NetBox's URL
+		fault   netboxtest.FaultKind
 	}{
-		{name: "an empty NetBox", args: []string{"status"}, code: 0, stdout: "NetBox holds no device of role kubernetes-node.\n"},
-		{name: "another role", args: []string{"status", "-role", "storage node"}, code: 0, stdout: "NetBox holds no device of role \"storage node\".\n"},
-		{name: "NetBox down", fault: netboxtest.Down, args: []string{"status", "-timeout", "2s"}, code: 2,
-			stderr: "fleetctl status: netbox did not answer at {netbox}: the connection closed without an answer\n"},
-		{name: "NetBox failing", fault: netboxtest.Failing, args: []string{"status"}, code: 2,
-			stderr: "fleetctl status: netbox did not answer at {netbox}: it answered 503\n"},
-		{name: "NetBox refused the connection", args: []string{"status"}, env: map[string]string{"NETBOX_URL": closed}, code: 2,
-			stderr: "fleetctl status: netbox did not answer at " + closed + ": connection refused\n"},
-		{name: "plan, NetBox refused the connection", args: []string{"plan", "-nodes", "../testdata/nodes.yaml"}, env: map[string]string{"NETBOX_URL": closed}, code: 2,
-			stderr: "fleetctl plan: netbox did not answer at " + closed + ": connection refused\n"},
-		{name: "no such host", args: []string{"status"}, env: map[string]string{"NETBOX_URL": "http://netbox.invalid"}, code: 2,
-			stderr: "fleetctl status: netbox did not answer at http://netbox.invalid: lookup netbox.invalid: no such host\n"},
-		{name: "the cluster refused the connection", args: []string{"status", "-kubeconfig", kubeconfig}, code: 2,
-			stderr: "fleetctl status: the Kubernetes API server at " + closedTLS + " did not answer: connection refused\n"},
-		{name: "a refused token", args: []string{"status"}, env: map[string]string{"NETBOX_TOKEN": "nope"}, code: 2, stderr: "netbox refused the token"},
-		{name: "no NetBox named", args: []string{"status"}, env: map[string]string{"NETBOX_URL": ""}, code: 2, stderr: "set NETBOX_URL"},
-		{name: "an argument", args: []string{"status", "w-01"}, code: 2, stderr: "usage: fleetctl status"},
+		{cliCase: cliCase{name: "an empty NetBox", args: []string{"status"}, code: 0, stdout: "NetBox holds no device of role kubernetes-node.\n"}},
+		{cliCase: cliCase{name: "another role", args: []string{"status", "-role", "storage node"}, code: 0, stdout: "NetBox holds no device of role \"storage node\".\n"}},
+		{cliCase: cliCase{name: "NetBox down", args: []string{"status", "-timeout", "2s"}, code: 2,
+			stderr: "fleetctl status: netbox did not answer at {netbox}: the connection closed without an answer\n"}, fault: netboxtest.Down},
+		{cliCase: cliCase{name: "NetBox failing", args: []string{"status"}, code: 2,
+			stderr: "fleetctl status: netbox did not answer at {netbox}: it answered 503\n"}, fault: netboxtest.Failing},
+		{cliCase: cliCase{name: "NetBox refused the connection", args: []string{"status"}, env: map[string]string{"NETBOX_URL": closed}, code: 2,
+			stderr: "fleetctl status: netbox did not answer at " + closed + ": connection refused\n"}},
+		{cliCase: cliCase{name: "plan, NetBox refused the connection", args: []string{"plan", "-nodes", "../testdata/nodes.yaml"}, env: map[string]string{"NETBOX_URL": closed}, code: 2,
+			stderr: "fleetctl plan: netbox did not answer at " + closed + ": connection refused\n"}},
+		{cliCase: cliCase{name: "no such host", args: []string{"status"}, env: map[string]string{"NETBOX_URL": "http://netbox.invalid"}, code: 2,
+			stderr: "fleetctl status: netbox did not answer at http://netbox.invalid: lookup netbox.invalid: no such host\n"}},
+		{cliCase: cliCase{name: "the cluster refused the connection", args: []string{"status", "-kubeconfig", kubeconfig}, code: 2,
+			stderr: "fleetctl status: the Kubernetes API server at " + closedTLS + " did not answer: connection refused\n"}},
+		{cliCase: cliCase{name: "a refused token", args: []string{"status"}, env: map[string]string{"NETBOX_TOKEN": "nope"}, code: 2, stderr: "netbox refused the token"}},
+		{cliCase: cliCase{name: "no NetBox named", args: []string{"status"}, env: map[string]string{"NETBOX_URL": ""}, code: 2, stderr: "set NETBOX_URL"}},
+		{cliCase: cliCase{name: "an argument", args: []string{"status", "w-01"}, code: 2, stderr: "usage: fleetctl status"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := netBox(t)
 			srv.Inject(netboxtest.Fault{Kind: c.fault})
-			setenv(t, c.env)
-			code, stdout, stderr := fleetctl(c.args...)
-			if code != c.code {
-				t.Errorf("exit %d, want %d\n%s%s", code, c.code, stdout, stderr)
-			}
-			if stdout != c.stdout {
-				t.Errorf("stdout %q, want %q", stdout, c.stdout)
-			}
-			if want := strings.ReplaceAll(c.stderr, "{netbox}", srv.URL); !explains(stderr, want) {
-				t.Errorf("stderr %q, want %q", stderr, want)
-			}
+			c.stderr = strings.ReplaceAll(c.stderr, "{netbox}", srv.URL)
+			c.run(t)
 		})
 	}
 }
