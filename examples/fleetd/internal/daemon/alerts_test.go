@@ -108,33 +108,17 @@ func runLoop(t *testing.T, d *Daemon) (stop func()) {
 	return stop
 }
 
-// A fleetd that runs alone leads the provision loop while it runs it:
-// FleetNoProvisionLeader fires before its loop starts and after it stops,
-// not while it runs.
-func TestAlertNoProvisionLeader(t *testing.T) {
-	w := newMemWorld(t, "w-01")
-	var scrapes [3]string
-	var at time.Time
-	synctest.Test(t, func(t *testing.T) {
-		d, _ := w.fleetd(t)
-		scrapes[0] = scrape(d)
-		stop := runLoop(t, d)
-		scrapes[1] = scrape(d)
-		stop()
-		scrapes[2] = scrape(d)
-		at = time.Now()
-	})
-	noLeader := alerttest.Firing{Alert: "FleetNoProvisionLeader"}
-	alerttest.Want(t, alertRules, "", scrapes[0], at, noLeader)
-	alerttest.Want(t, alertRules, "", scrapes[1], at)
-	alerttest.Want(t, alertRules, "", scrapes[2], at, noLeader)
-}
-
-// A TPM whose EK the node's entry does not approve, as after a board swap:
-// fleetd's refusal (ek-hash-mismatch) fires FleetEKHashMismatch, the first
-// after fleetd started included; refusals of other verdicts do not.
-func TestAlertEKHashMismatch(t *testing.T) {
-	w := newMemWorld(t, "w-01", "w-02")
+// The alerts fire from what one fleetd exports. Running alone, it leads
+// the provision loop while it runs it: FleetNoProvisionLeader fires before
+// its loop starts and after it stops, not while it runs. A TPM whose EK
+// the node's entry does not approve, as after a board swap: fleetd's
+// refusal (ek-hash-mismatch) fires FleetEKHashMismatch, the first after
+// fleetd started included; refusals of other verdicts do not. A journal
+// line NetBox refuses is given up: FleetNetBoxWritesGivenUp fires; one
+// NetBox did not answer for a while is written once it does, and fires
+// nothing.
+func TestAlertsOfOneFleetd(t *testing.T) {
+	w := newMemWorld(t, "w-01", "w-02", "w-03")
 	tpm, err := attesttest.NewSoftTPM(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -152,11 +136,16 @@ func TestAlertEKHashMismatch(t *testing.T) {
 		"custom_fields": map[string]any{"approved_ek_hash": b.RSA2048, "approved_ek_hash_ecc": b.ECCP256}}); err != nil {
 		t.Fatal(err)
 	}
-	var before, pending, mismatch string
+	var status atomic.Int64 // what NetBox answers fleetd's journal writes; 0: as NetBox does
+	w.answerJournalWrites(func() int { return int(status.Load()) })
+	var notRunning, before, pending, mismatch, delayed, refused, stopped string
 	var at time.Time
 	synctest.Test(t, func(t *testing.T) {
 		d, audit := w.fleetd(t)
-		runLoop(t, d)
+		notRunning = scrape(d)
+		stop := runLoop(t, d)
+		before = scrape(d)
+
 		claim := func(serial string, want attest.Verdict) {
 			t.Helper()
 			var console strings.Builder
@@ -168,33 +157,13 @@ func TestAlertEKHashMismatch(t *testing.T) {
 				t.Fatalf("claim of %s: %v, console %q; want %s\n%s", serial, err, console.String(), want, audit.String())
 			}
 		}
-		before = scrape(d)
 		claim("SN-w-02", attest.PendingApproval)
 		pending = scrape(d)
 		claim("SN-w-01", attest.EKHashMismatch)
 		mismatch = scrape(d)
-		at = time.Now()
-	})
-	alerttest.Want(t, alertRules, "", before, at)
-	alerttest.Want(t, alertRules, before, pending, at)
-	alerttest.Want(t, alertRules, before, mismatch, at, alerttest.Firing{Alert: "FleetEKHashMismatch"})
-}
+		flush(t, d)
 
-// A journal line NetBox refuses is given up: FleetNetBoxWritesGivenUp
-// fires. One NetBox did not answer for a while is written once it does,
-// and fires nothing.
-func TestAlertNetBoxWritesGivenUp(t *testing.T) {
-	w := newMemWorld(t, "w-01")
-	var status atomic.Int64 // what NetBox answers fleetd's journal writes; 0: as NetBox does
-	w.answerJournalWrites(func() int { return int(status.Load()) })
-	var before, delayed, refused string
-	var at time.Time
-	synctest.Test(t, func(t *testing.T) {
-		d, _ := w.fleetd(t)
-		runLoop(t, d)
-		id := w.devices["w-01"].ID
-		before = scrape(d)
-
+		id := w.devices["w-03"].ID
 		status.Store(http.StatusServiceUnavailable)
 		d.Journal().Line(id, inventory.JournalInfo, "a line NetBox takes late")
 		time.Sleep(10 * time.Second)
@@ -206,9 +175,18 @@ func TestAlertNetBoxWritesGivenUp(t *testing.T) {
 		d.Journal().Line(id, inventory.JournalInfo, "a line NetBox refuses")
 		flush(t, d)
 		refused = scrape(d)
+
+		stop()
+		stopped = scrape(d)
 		at = time.Now()
 	})
-	w.wantJournal(t, "w-01", "the delayed line taken, the refused one given up", "info: a line NetBox takes late")
-	alerttest.Want(t, alertRules, before, delayed, at)
-	alerttest.Want(t, alertRules, before, refused, at, alerttest.Firing{Alert: "FleetNetBoxWritesGivenUp"})
+	noLeader := alerttest.Firing{Alert: "FleetNoProvisionLeader"}
+	alerttest.Want(t, alertRules, "", notRunning, at, noLeader)
+	alerttest.Want(t, alertRules, "", before, at)
+	alerttest.Want(t, alertRules, before, pending, at)
+	alerttest.Want(t, alertRules, before, mismatch, at, alerttest.Firing{Alert: "FleetEKHashMismatch"})
+	w.wantJournal(t, "w-03", "the delayed line taken, the refused one given up", "info: a line NetBox takes late")
+	alerttest.Want(t, alertRules, mismatch, delayed, at)
+	alerttest.Want(t, alertRules, mismatch, refused, at, alerttest.Firing{Alert: "FleetNetBoxWritesGivenUp"})
+	alerttest.Want(t, alertRules, refused, stopped, at, noLeader)
 }
