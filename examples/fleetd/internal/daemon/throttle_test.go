@@ -494,22 +494,39 @@ func TestLostLoanJournaled(t *testing.T) {
 	})
 }
 
-// Admissions past FLEET_MAX_ADMISSIONS wait their turn: a machine that
+// Admissions past FLEET_MAX_ADMISSIONS wait their turn. A machine that
 // gives up while it waits (here with no device held from its binding
-// lookup, so no MAC to record) costs NetBox nothing and is counted abandoned,
-// and a waiting admission runs as soon as a running one ends.
+// lookup, so no MAC to record) costs NetBox nothing and is counted
+// abandoned. A storm's proven claims record their MACs before their
+// admissions wait their turn: eight claims waiting behind two running
+// admissions share one read of their interfaces, one bulk create of MAC
+// objects and one bulk update of the interfaces, rather than each making
+// three requests once its turn comes. A waiting admission runs as soon as
+// a running one ends.
 func TestAdmissionsWaitTheirTurn(t *testing.T) {
-	w := newMemWorld(t, "w-01")
+	names := []string{"w-01", "w-02", "w-03", "w-04", "w-05", "w-06", "w-07", "w-08"}
+	w := newMemWorld(t, names...)
+	// NetBox takes a moment to answer, as a real one does: calls that come
+	// while a batch is in flight join the next. (Answered at once, each
+	// batch could end before the next claim comes, and go alone.)
+	w.wrapFleetd = func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			time.Sleep(10 * time.Millisecond)
+			h.ServeHTTP(rw, r)
+		})
+	}
 	synctest.Test(t, func(t *testing.T) {
 		d, audit := w.fleetd(t, func(s *Settings) { s.MaxAdmissions = 2 })
 		ctx := context.Background()
-		claim := attest.Claim{Serial: "SN-w-01", MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, Peer: nodeAddr(0) + ":40000", Proven: time.Now()}
+		claim := func(i int) attest.Claim {
+			return attest.Claim{Serial: "SN-" + names[i], MAC: net.HardwareAddr{2, 0, 0, 0, 0, byte(i + 1)}, Peer: nodeAddr(i) + ":40000", Proven: time.Now()}
+		}
 		if err := d.admitting.Acquire(ctx, 2); err != nil { // two admissions run
 			t.Fatal(err)
 		}
 		w.nbsrv.ResetRequests()
 		gaveUp, cancel := context.WithTimeout(ctx, 30*time.Second)
-		_, err := d.admit(gaveUp, claim)
+		_, err := d.admit(gaveUp, claim(0))
 		cancel()
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("an admission whose machine gave up while it waited: %v", err)
@@ -524,21 +541,56 @@ func TestAdmissionsWaitTheirTurn(t *testing.T) {
 			t.Errorf("no attest.install line for the abandoned admission:\n%s", audit)
 		}
 
-		done := make(chan error, 1)
-		go func() {
-			_, err := d.admit(ctx, claim)
-			done <- err
-		}()
+		// Each claim's binding lookup read its device, as attest's does.
+		for _, n := range names {
+			if _, err := (bindings{d}).Binding(ctx, "SN-"+n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.nbsrv.ResetRequests()
+		done := make(chan error, len(names))
+		for i := range names {
+			go func() {
+				_, err := d.admit(ctx, claim(i))
+				done <- err
+			}()
+		}
+		time.Sleep(time.Second) // the batches are sent; the admissions wait their turn
 		synctest.Wait()
+		var macWrites []string
+		for _, r := range w.fleetdRequests() {
+			if strings.Contains(r, "/api/dcim/interfaces/") || strings.Contains(r, "/api/dcim/mac-addresses/") {
+				macWrites = append(macWrites, r)
+			}
+		}
+		// The first claim's batch may go alone, the others then together.
+		if len(macWrites) == 0 || len(macWrites) > 6 {
+			t.Errorf("eight waiting admissions recorded their MACs in %d requests, want at most 6 (two batches): %q", len(macWrites), macWrites)
+		}
 		select {
 		case err := <-done:
 			t.Fatalf("an admission ran while two others did: %v", err)
 		default:
 		}
+		waited := len(w.fleetdRequests())
 		d.admitting.Release(1)
-		<-done
-		if reqs := w.fleetdRequests(); len(reqs) == 0 {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		if len(w.fleetdRequests()) == waited {
 			t.Error("the admission that waited its turn made no NetBox request")
+		}
+		d.admitting.Release(1)
+		for range names[1:] {
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}
+		for i, n := range names {
+			dev, err := d.nb.DeviceBySerial(ctx, "SN-"+n)
+			if want := claim(i).MAC; err != nil || !bytes.Equal(dev.MAC, want) {
+				t.Errorf("%s's MAC in NetBox: %v (%v), want %v", n, dev.MAC, err, want)
+			}
 		}
 	})
 }
@@ -598,71 +650,6 @@ func TestAdmissionMeetingAStartingRunTriedAgain(t *testing.T) {
 		again, err := d0.admit(ctx, claim)
 		if err != nil || again.InstallCode != a.InstallCode {
 			t.Errorf("the next try at fleetd-0, which holds the run's code: %v, a code of the same run %v; want its code", err, again.InstallCode == a.InstallCode)
-		}
-	})
-}
-
-// A storm's proven claims record their MACs before their admissions wait
-// their turn: eight claims waiting behind two running admissions share
-// one read of their interfaces, one bulk create of MAC objects and one
-// bulk update of the interfaces, rather than each making three requests
-// once its turn comes.
-func TestWaitingAdmissionsShareMACWrites(t *testing.T) {
-	names := []string{"w-01", "w-02", "w-03", "w-04", "w-05", "w-06", "w-07", "w-08"}
-	w := newMemWorld(t, names...)
-	// NetBox takes a moment to answer, as a real one does: calls that come
-	// while a batch is in flight join the next. (Answered at once, each
-	// batch could end before the next claim comes, and go alone.)
-	w.wrapFleetd = func(h http.Handler) http.Handler {
-		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-			time.Sleep(10 * time.Millisecond)
-			h.ServeHTTP(rw, r)
-		})
-	}
-	synctest.Test(t, func(t *testing.T) {
-		d, _ := w.fleetd(t, func(s *Settings) { s.MaxAdmissions = 2 })
-		ctx := context.Background()
-		if err := d.admitting.Acquire(ctx, 2); err != nil { // two admissions run
-			t.Fatal(err)
-		}
-		// Each claim's binding lookup read its device, as attest's does.
-		for _, n := range names {
-			if _, err := (bindings{d}).Binding(ctx, "SN-"+n); err != nil {
-				t.Fatal(err)
-			}
-		}
-		w.nbsrv.ResetRequests()
-		done := make(chan error, len(names))
-		for i, n := range names {
-			claim := attest.Claim{Serial: "SN-" + n, MAC: net.HardwareAddr{2, 0, 0, 0, 0, byte(i + 1)}, Peer: nodeAddr(i) + ":40000", Proven: time.Now()}
-			go func() {
-				_, err := d.admit(ctx, claim)
-				done <- err
-			}()
-		}
-		time.Sleep(time.Second) // the batches are sent; the admissions wait their turn
-		synctest.Wait()
-		var macWrites []string
-		for _, r := range w.fleetdRequests() {
-			if strings.Contains(r, "/api/dcim/interfaces/") || strings.Contains(r, "/api/dcim/mac-addresses/") {
-				macWrites = append(macWrites, r)
-			}
-		}
-		// The first claim's batch may go alone, the others then together.
-		if len(macWrites) == 0 || len(macWrites) > 6 {
-			t.Errorf("eight waiting admissions recorded their MACs in %d requests, want at most 6 (two batches): %q", len(macWrites), macWrites)
-		}
-		d.admitting.Release(2)
-		for range names {
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-		}
-		for i, n := range names {
-			dev, err := d.nb.DeviceBySerial(ctx, "SN-"+n)
-			if want := (net.HardwareAddr{2, 0, 0, 0, 0, byte(i + 1)}); err != nil || !bytes.Equal(dev.MAC, want) {
-				t.Errorf("%s's MAC in NetBox: %v (%v), want %v", n, dev.MAC, err, want)
-			}
 		}
 	})
 }
