@@ -342,7 +342,31 @@ func env(tk task, a action) map[string]string {
 	return m
 }
 
-func TestEnvironment(t *testing.T) {
+// mounts returns an action's volumes (the task's, then its own) by their
+// path in the container.
+func mounts(t *testing.T, tk task, a action) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	for _, v := range append(slices.Clone(tk.Volumes), a.Volumes...) {
+		parts := strings.Split(v, ":")
+		if len(parts) < 2 || len(parts) > 3 || !strings.HasPrefix(parts[0], "/") || !strings.HasPrefix(parts[1], "/") ||
+			(len(parts) == 3 && parts[2] != "ro" && parts[2] != "rw") {
+			t.Errorf("%s: volume %q is not HOST:CONTAINER[:ro|rw]", a.Name, v)
+			continue
+		}
+		if _, dup := m[parts[1]]; dup {
+			t.Errorf("%s: two volumes at %s", a.Name, parts[1])
+		}
+		m[parts[1]] = v
+	}
+	return m
+}
+
+// Each action's container gets what it reads: the task's and its own
+// environment set every variable the action's source reads (but those
+// with a default), each to the run's value, and none it never reads; and
+// the volumes it needs, the run's shared directory among them.
+func TestActionContainers(t *testing.T) {
 	want := map[string]string{
 		"INSTALL_DISK":        disk,
 		"INSTALL_DISK_SERIAL": serial,
@@ -351,10 +375,47 @@ func TestEnvironment(t *testing.T) {
 		"FLEET_STATE_DIR":     disksafe.DefaultStateDir,
 		"FLEET_BOOT_DIR":      disksafe.DefaultBootDir,
 	}
+	const docker = "/var/run/docker.sock:/var/run/docker.sock"
+	need := map[string][]string{
+		"wipe-disk": {"/dev:/dev", "/sys:/sys:ro", "/run/udev:/run/udev:ro", disksafe.DefaultBootDir + ":" + disksafe.DefaultBootDir + ":ro"},
+		"install":   {docker, disksafe.DefaultBootDir + ":" + disksafe.DefaultBootDir + ":ro"},
+		"next-boot": {"/dev:/dev", "/sys:/sys"},
+		"reboot":    {docker},
+	}
 	eachRun(t, func(t *testing.T, r tplRun) {
 		tk := mustRender(t, r.data(), values(mac, disk, serial, code, image)).Tasks[0]
 		for _, a := range tk.Actions {
 			e := env(tk, a)
+			m := mounts(t, tk, a)
+			for _, v := range need[a.Name] {
+				target := strings.Split(v, ":")[1]
+				if m[target] != v {
+					t.Errorf("%s mounts %q at %s, want %q", a.Name, m[target], target, v)
+				}
+			}
+			// The run's shared directory: one host directory in every
+			// action, in a tmpfs.
+			if dir := e["FLEET_STATE_DIR"]; dir != "" {
+				v := m[dir]
+				if !strings.HasPrefix(v, "/run/") || v != tk.Volumes[0] {
+					t.Errorf("%s: FLEET_STATE_DIR %s is mounted from %q, not the task's directory in /run", a.Name, dir, v)
+				}
+			}
+			if dir := e["FLEET_BOOT_DIR"]; dir != "" && m[dir] == "" {
+				t.Errorf("%s: FLEET_BOOT_DIR %s is not mounted", a.Name, dir)
+			}
+			// An action that checks the code's digest reads the code
+			// from the boot record, which it may not change.
+			if _, checks := e["INSTALL_CODE_SHA256"]; checks && m[e["FLEET_BOOT_DIR"]] != disksafe.DefaultBootDir+":"+disksafe.DefaultBootDir+":ro" {
+				t.Errorf("%s checks the code's digest, and mounts the boot record as %q", a.Name, m[e["FLEET_BOOT_DIR"]])
+			}
+			if a.Name == "wipe-disk" {
+				_, pulls := e["INSTALLER_IMAGE"]
+				if _, sock := m["/var/run/docker.sock"]; pulls != sock {
+					t.Errorf("wipe-disk pulls (%t) but mounts the Docker socket (%t)", pulls, sock)
+				}
+			}
+			// What fleet's own actions read, from their sources.
 			dir, ours := actionDirs[a.Name]
 			if !ours {
 				continue
@@ -380,71 +441,6 @@ func TestEnvironment(t *testing.T) {
 			for k := range a.Environment {
 				if !slices.Contains(reads, k) {
 					t.Errorf("%s sets %s, which the action never reads", a.Name, k)
-				}
-			}
-		}
-	})
-}
-
-// mounts returns an action's volumes (the task's, then its own) by their
-// path in the container.
-func mounts(t *testing.T, tk task, a action) map[string]string {
-	t.Helper()
-	m := map[string]string{}
-	for _, v := range append(slices.Clone(tk.Volumes), a.Volumes...) {
-		parts := strings.Split(v, ":")
-		if len(parts) < 2 || len(parts) > 3 || !strings.HasPrefix(parts[0], "/") || !strings.HasPrefix(parts[1], "/") ||
-			(len(parts) == 3 && parts[2] != "ro" && parts[2] != "rw") {
-			t.Errorf("%s: volume %q is not HOST:CONTAINER[:ro|rw]", a.Name, v)
-			continue
-		}
-		if _, dup := m[parts[1]]; dup {
-			t.Errorf("%s: two volumes at %s", a.Name, parts[1])
-		}
-		m[parts[1]] = v
-	}
-	return m
-}
-
-func TestVolumes(t *testing.T) {
-	const docker = "/var/run/docker.sock:/var/run/docker.sock"
-	need := map[string][]string{
-		"wipe-disk": {"/dev:/dev", "/sys:/sys:ro", "/run/udev:/run/udev:ro", disksafe.DefaultBootDir + ":" + disksafe.DefaultBootDir + ":ro"},
-		"install":   {docker, disksafe.DefaultBootDir + ":" + disksafe.DefaultBootDir + ":ro"},
-		"next-boot": {"/dev:/dev", "/sys:/sys"},
-		"reboot":    {docker},
-	}
-	eachRun(t, func(t *testing.T, r tplRun) {
-		tk := mustRender(t, r.data(), values(mac, disk, serial, code, image)).Tasks[0]
-		for _, a := range tk.Actions {
-			m := mounts(t, tk, a)
-			for _, v := range need[a.Name] {
-				target := strings.Split(v, ":")[1]
-				if m[target] != v {
-					t.Errorf("%s mounts %q at %s, want %q", a.Name, m[target], target, v)
-				}
-			}
-			e := env(tk, a)
-			// The run's shared directory: one host directory in every
-			// action, in a tmpfs.
-			if dir := e["FLEET_STATE_DIR"]; dir != "" {
-				v := m[dir]
-				if !strings.HasPrefix(v, "/run/") || v != tk.Volumes[0] {
-					t.Errorf("%s: FLEET_STATE_DIR %s is mounted from %q, not the task's directory in /run", a.Name, dir, v)
-				}
-			}
-			if dir := e["FLEET_BOOT_DIR"]; dir != "" && m[dir] == "" {
-				t.Errorf("%s: FLEET_BOOT_DIR %s is not mounted", a.Name, dir)
-			}
-			// An action that checks the code's digest reads the code
-			// from the boot record, which it may not change.
-			if _, checks := e["INSTALL_CODE_SHA256"]; checks && m[e["FLEET_BOOT_DIR"]] != disksafe.DefaultBootDir+":"+disksafe.DefaultBootDir+":ro" {
-				t.Errorf("%s checks the code's digest, and mounts the boot record as %q", a.Name, m[e["FLEET_BOOT_DIR"]])
-			}
-			if a.Name == "wipe-disk" {
-				_, pulls := e["INSTALLER_IMAGE"]
-				if _, sock := m["/var/run/docker.sock"]; pulls != sock {
-					t.Errorf("wipe-disk pulls (%t) but mounts the Docker socket (%t)", pulls, sock)
 				}
 			}
 		}
