@@ -17,21 +17,24 @@ type choice struct {
 	Label string `json:"label"`
 }
 
+// brief is what every brief form begins with.
+type brief struct {
+	ID      int64  `json:"id"`
+	URL     string `json:"url"`
+	Display string `json:"display"`
+}
+
 // briefNamed is the brief form of a site or a manufacturer, and a role's
 // but for its depth.
 type briefNamed struct {
-	ID          int64  `json:"id"`
-	URL         string `json:"url"`
-	Display     string `json:"display"`
+	brief
 	Name        string `json:"name"`
 	Slug        string `json:"slug"`
 	Description string `json:"description"`
 }
 
 type briefDeviceType struct {
-	ID           int64      `json:"id"`
-	URL          string     `json:"url"`
-	Display      string     `json:"display"`
+	brief
 	Manufacturer briefNamed `json:"manufacturer"`
 	Model        string     `json:"model"`
 	Slug         string     `json:"slug"`
@@ -44,34 +47,26 @@ type briefRole struct {
 }
 
 type briefIP struct {
-	ID          int64  `json:"id"`
-	URL         string `json:"url"`
-	Display     string `json:"display"`
+	brief
 	Family      choice `json:"family"`
 	Address     string `json:"address"`
 	Description string `json:"description"`
 }
 
 type briefDevice struct {
-	ID          int64   `json:"id"`
-	URL         string  `json:"url"`
-	Display     string  `json:"display"`
+	brief
 	Name        *string `json:"name"`
 	Description string  `json:"description"`
 }
 
 type briefCable struct {
-	ID          int64  `json:"id"`
-	URL         string `json:"url"`
-	Display     string `json:"display"`
+	brief
 	Label       string `json:"label"`
 	Description string `json:"description"`
 }
 
 type briefInterface struct {
-	ID          int64       `json:"id"`
-	URL         string      `json:"url"`
-	Display     string      `json:"display"`
+	brief
 	Device      briefDevice `json:"device"`
 	Name        string      `json:"name"`
 	Description string      `json:"description"`
@@ -80,17 +75,13 @@ type briefInterface struct {
 }
 
 type briefMAC struct {
-	ID          int64  `json:"id"`
-	URL         string `json:"url"`
-	Display     string `json:"display"`
+	brief
 	MACAddress  string `json:"mac_address"`
 	Description string `json:"description"`
 }
 
 type briefUser struct {
-	ID       int64  `json:"id"`
-	URL      string `json:"url"`
-	Display  string `json:"display"`
+	brief
 	Username string `json:"username"`
 }
 
@@ -228,8 +219,12 @@ var statusLabels = map[string]string{
 
 func statusChoice(v string) choice { return choice{Value: v, Label: statusLabels[v]} }
 
+func (r *renderer) brief(path string, id int64, display string) brief {
+	return brief{ID: id, URL: r.url(path, id), Display: display}
+}
+
 func (r *renderer) briefNamed(path string, id int64, n named) briefNamed {
-	return briefNamed{ID: id, URL: r.url(path, id), Display: n.name, Name: n.name, Slug: n.slug, Description: n.description}
+	return briefNamed{brief: r.brief(path, id, n.name), Name: n.name, Slug: n.slug, Description: n.description}
 }
 
 func (r *renderer) briefManufacturer(id int64) briefNamed {
@@ -238,7 +233,7 @@ func (r *renderer) briefManufacturer(id int64) briefNamed {
 
 func (r *renderer) briefDeviceType(id int64) briefDeviceType {
 	dt := r.s.deviceTypes.get(id)
-	return briefDeviceType{ID: id, URL: r.url(pathDeviceTypes, id), Display: dt.model, Manufacturer: r.briefManufacturer(dt.manufacturer), Model: dt.model, Slug: dt.slug, Description: dt.description}
+	return briefDeviceType{brief: r.brief(pathDeviceTypes, id, dt.model), Manufacturer: r.briefManufacturer(dt.manufacturer), Model: dt.model, Slug: dt.slug, Description: dt.description}
 }
 
 func (r *renderer) briefIP(id int64) *briefIP {
@@ -246,7 +241,7 @@ func (r *renderer) briefIP(id int64) *briefIP {
 	if ip == nil {
 		return nil
 	}
-	return &briefIP{ID: id, URL: r.url(pathIPs, id), Display: ip.address.String(), Family: family(ip), Address: ip.address.String(), Description: ip.description}
+	return &briefIP{brief: r.brief(pathIPs, id, ip.address.String()), Family: family(ip), Address: ip.address.String(), Description: ip.description}
 }
 
 func family(ip *ipAddress) choice {
@@ -265,7 +260,7 @@ func deviceDisplay(d *device) string {
 
 func (r *renderer) briefDevice(id int64) briefDevice {
 	d := r.s.devices.get(id)
-	b := briefDevice{ID: id, URL: r.url(pathDevices, id), Display: deviceDisplay(d), Description: d.description}
+	b := briefDevice{brief: r.brief(pathDevices, id, deviceDisplay(d)), Description: d.description}
 	if d.name != "" {
 		b.Name = &d.name
 	}
@@ -277,7 +272,7 @@ func (r *renderer) briefCable(id int64) *briefCable {
 	if c == nil {
 		return nil
 	}
-	return &briefCable{ID: id, URL: r.url(pathCables, id), Display: cableDisplay(c), Label: c.label, Description: c.description}
+	return &briefCable{brief: r.brief(pathCables, id, cableDisplay(c)), Label: c.label, Description: c.description}
 }
 
 func cableDisplay(c *cable) string {
@@ -289,12 +284,12 @@ func cableDisplay(c *cable) string {
 
 func (r *renderer) briefInterface(id int64) briefInterface {
 	i := r.s.interfaces.get(id)
-	return briefInterface{ID: id, URL: r.url(pathInterfaces, id), Display: i.name, Device: r.briefDevice(i.device), Name: i.name, Description: i.description, Cable: r.briefCable(i.cable), Occupied: i.cable != 0}
+	return briefInterface{brief: r.brief(pathInterfaces, id, i.name), Device: r.briefDevice(i.device), Name: i.name, Description: i.description, Cable: r.briefCable(i.cable), Occupied: i.cable != 0}
 }
 
 func (r *renderer) briefMAC(id int64) briefMAC {
 	m := r.s.macs.get(id)
-	return briefMAC{ID: id, URL: r.url(pathMACs, id), Display: m.mac, MACAddress: m.mac, Description: m.description}
+	return briefMAC{brief: r.brief(pathMACs, id, m.mac), MACAddress: m.mac, Description: m.description}
 }
 
 func (r *renderer) briefUser(id int64) *briefUser {
@@ -302,7 +297,7 @@ func (r *renderer) briefUser(id int64) *briefUser {
 	if u == nil {
 		return nil
 	}
-	return &briefUser{ID: id, URL: r.url("/api/users/users/", id), Display: u.name, Username: u.name}
+	return &briefUser{brief: r.brief("/api/users/users/", id, u.name), Username: u.name}
 }
 
 // customFieldsOf returns every custom field defined on objectType, with the
