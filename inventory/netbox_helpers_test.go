@@ -91,11 +91,14 @@ func fleetNetBox(t testing.TB, validate bool) *netboxtest.Server {
 	}
 	srv := netboxtest.New(cfg)
 	t.Cleanup(srv.Close)
-	if _, err := srv.AddSwitch(netboxtest.Switch{Site: "folly", Name: "usw", Ports: 48}); err != nil {
-		t.Fatal(err)
+	if sw, err := srv.AddSwitch(netboxtest.Switch{Site: "folly", Name: "usw", Ports: 48}); err != nil || sw != uswID {
+		t.Fatalf("AddSwitch = %d, %v; want %d", sw, err, uswID)
 	}
 	return srv
 }
+
+// uswID is the ID of fleetNetBox's switch, the first device it makes.
+const uswID = 1
 
 // client returns a client of srv as the named user.
 func client(t testing.TB, srv *netboxtest.Server, user string, cfg *NetBoxConfig) *NetBox {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -93,7 +92,9 @@ Plan: 0 to add, 1 to change.
 }
 
 // Plan never touches what fleetd owns: status after planned, attested_*,
-// attest_verdict, desired_action, last_run, MAC.
+// attest_verdict, desired_action, last_run, MAC. fleetd's writes change
+// only those fields, and DevicesWithDesiredAction lists the device while
+// its desired_action is set.
 func TestPlanKeepsWhatFleetdOwns(t *testing.T) {
 	srv := fleetNetBox(t, true)
 	nb := client(t, srv, userTerraform, nil)
@@ -104,25 +105,45 @@ func TestPlanKeepsWhatFleetdOwns(t *testing.T) {
 	noErr(t, err)
 	mac, _ := net.ParseMAC("58:47:ca:71:0a:01")
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	const run = "provision-w-01-1796119200"
 	noErr(t, fleetd.RecordAttestation(ctx, d.ID, Attestation{MAC: mac, EKHash: hashC, EKHashECC: hashD, SwitchPort: 5, At: at, Verdict: "attested"}))
 	for _, err := range []error{
 		fleetd.SetStatus(ctx, d.ID, StatusActive),
 		fleetd.SetDesiredAction(ctx, d.ID, DesiredActionProvision),
-		fleetd.SetLastRun(ctx, d.ID, "provision-w-01-1796119200"),
+		fleetd.SetLastRun(ctx, d.ID, run),
 	} {
 		noErr(t, err)
 	}
 	before := deviceOf(t, fleetd, d.ID)
+	want := d
+	want.MAC, want.AttestedEKHash, want.AttestedEKHashECC, want.AttestedSwitchPort, want.AttestedAt, want.AttestVerdict = mac, hashC, hashD, 5, at, "attested"
+	want.Status, want.DesiredAction, want.LastRun = StatusActive, DesiredActionProvision, run
+	if diff := cmp.Diff(want, before, deviceCmp); diff != "" {
+		t.Errorf("after fleetd's writes (-want +got):\n%s", diff)
+	}
+	waiting, err := fleetd.DevicesWithDesiredAction(ctx)
+	noErr(t, err)
+	if len(waiting) != 1 || waiting[0].Name != "w-01" || waiting[0].SwitchPort != 5 {
+		t.Errorf("DevicesWithDesiredAction = %+v, want w-01 with its port", waiting)
+	}
 	if p, err := nb.Plan(ctx, parseNodes(t, fleetNodes)); err != nil || !p.Empty() {
 		t.Fatalf("what fleetd wrote makes a plan: %v\n%s", err, p)
 	}
 	changed := strings.Replace(fleetNodes, "class: worker\n    switch_port: 5", "class: controlplane\n    switch_port: 5", 1)
 	reapply(t, nb, changed)
 	after := deviceOf(t, fleetd, d.ID)
-	want := before
+	want = before
 	want.Class = "controlplane"
 	if diff := cmp.Diff(want, after, deviceCmp); diff != "" {
 		t.Errorf("an apply changed more than the class (-want +got):\n%s", diff)
+	}
+	noErr(t, fleetd.SetDesiredAction(ctx, d.ID, ""))
+	noErr(t, fleetd.SetLastRun(ctx, d.ID, ""))
+	if got := deviceOf(t, fleetd, d.ID); got.DesiredAction != "" || got.LastRun != "" {
+		t.Errorf("after clearing: desired_action %q, last_run %q", got.DesiredAction, got.LastRun)
+	}
+	if waiting, err := fleetd.DevicesWithDesiredAction(ctx); err != nil || len(waiting) != 0 {
+		t.Errorf("DevicesWithDesiredAction after clearing = %v, %v", waiting, err)
 	}
 }
 
@@ -154,10 +175,8 @@ func TestPlanMovesPortsAndAddresses(t *testing.T) {
 	if p, err := nb.Plan(t.Context(), parseNodes(t, moved)); err != nil || !p.Empty() {
 		t.Errorf("after the move: %v\n%s", err, p)
 	}
-	var ips struct{ Count int }
-	raw(t, srv, srv.Token(userAlice), "GET", "/api/ipam/ip-addresses/", nil, &ips)
-	if ips.Count != 3 {
-		t.Errorf("%d IP addresses after moving one, want 3", ips.Count)
+	if n := listed(t, srv, "/api/ipam/ip-addresses/"); n != 3 {
+		t.Errorf("%d IP addresses after moving one, want 3", n)
 	}
 }
 
@@ -186,6 +205,7 @@ func TestPlanConflicts(t *testing.T) {
 		name  string
 		cfg   NetBoxConfig
 		setup func(t *testing.T, srv *netboxtest.Server)
+		nodes string // "": fleetNodes
 		want  []string
 	}{
 		{name: "no site", cfg: NetBoxConfig{Site: "nowhere", Switch: "usw"}, want: []string{"site nowhere is not in NetBox"}},
@@ -195,24 +215,19 @@ func TestPlanConflicts(t *testing.T) {
 			setup: func(t *testing.T, srv *netboxtest.Server) {
 				applied(t, client(t, srv, userTerraform, nil), inv)
 			},
-			want: []string{`node w-01: switch usw has no interface "Port 60" for switch_port 60`},
+			nodes: strings.Replace(fleetNodes, "switch_port: 5", "switch_port: 60", 1),
+			want:  []string{`node w-01: switch usw has no interface "Port 60" for switch_port 60`},
 		},
 		{
 			name: "port cabled elsewhere",
 			setup: func(t *testing.T, srv *netboxtest.Server) {
 				sw2, err := srv.AddSwitch(netboxtest.Switch{Site: "folly", Name: "usw-2", Ports: 2})
 				noErr(t, err)
-				tok := srv.Token(userAlice)
-				var ports struct{ Results []struct{ ID int64 } }
-				raw(t, srv, tok, "GET", "/api/dcim/interfaces/?device_id="+strconv.FormatInt(sw2, 10), nil, &ports)
-				var usw struct{ Results []struct{ ID int64 } }
-				raw(t, srv, tok, "GET", "/api/dcim/interfaces/?device=usw&name=Port+1", nil, &usw)
-				if code := raw(t, srv, tok, "POST", "/api/dcim/cables/", map[string]any{
-					"a_terminations": []any{map[string]any{"object_type": "dcim.interface", "object_id": ports.Results[0].ID}},
-					"b_terminations": []any{map[string]any{"object_type": "dcim.interface", "object_id": usw.Results[0].ID}},
-				}, nil); code != 201 {
-					t.Fatalf("cable: %d", code)
-				}
+				_, err = srv.Create(userAlice, "/api/dcim/cables/", map[string]any{
+					"a_terminations": []any{map[string]any{"object_type": "dcim.interface", "object_id": srv.Interfaces(sw2)["Port 1"]}},
+					"b_terminations": []any{map[string]any{"object_type": "dcim.interface", "object_id": srv.Interfaces(uswID)["Port 1"]}},
+				})
+				noErr(t, err)
 			},
 			want: []string{"node cp-01: switch usw Port 1 is cabled to usw-2 Port 1 in NetBox"},
 		},
@@ -223,7 +238,7 @@ func TestPlanConflicts(t *testing.T) {
 				applied(t, nb, inv)
 				d, err := nb.DeviceBySerial(t.Context(), "MS01-0002")
 				noErr(t, err)
-				raw(t, srv, srv.Token(userAlice), "PATCH", "/api/dcim/devices/"+strconv.FormatInt(d.ID, 10)+"/", map[string]any{"name": "old-w-01"}, nil)
+				noErr(t, srv.Update(userAlice, "/api/dcim/devices/", map[string]any{"id": d.ID, "name": "old-w-01"}))
 			},
 			want: []string{
 				"node w-01: serial MS01-0002 is the serial of NetBox device old-w-01",
@@ -234,18 +249,18 @@ func TestPlanConflicts(t *testing.T) {
 		{
 			name: "address on another interface",
 			setup: func(t *testing.T, srv *netboxtest.Server) {
-				tok := srv.Token(userAlice)
-				var usw struct{ Results []struct{ ID int64 } }
-				raw(t, srv, tok, "GET", "/api/dcim/interfaces/?device=usw&name=Port+40", nil, &usw)
-				raw(t, srv, tok, "POST", "/api/ipam/ip-addresses/", map[string]any{"address": "10.40.0.22/24", "assigned_object_type": "dcim.interface", "assigned_object_id": usw.Results[0].ID}, nil)
+				_, err := srv.Create(userAlice, "/api/ipam/ip-addresses/", map[string]any{"address": "10.40.0.22/24", "assigned_object_type": "dcim.interface", "assigned_object_id": srv.Interfaces(uswID)["Port 40"]})
+				noErr(t, err)
 			},
 			want: []string{"node w-02: address 10.40.0.22 is assigned to interface Port 40 of device usw in NetBox"},
 		},
 		{
 			name: "custom field of another type",
 			setup: func(t *testing.T, srv *netboxtest.Server) {
-				raw(t, srv, srv.Token(userAlice), "POST", "/api/extras/custom-fields/", map[string]any{"name": "attested_switch_port", "type": "text", "object_types": []string{"dcim.device"}}, nil)
-				raw(t, srv, srv.Token(userAlice), "POST", "/api/extras/custom-fields/", map[string]any{"name": "class", "type": "text", "object_types": []string{"dcim.site"}}, nil)
+				_, err := srv.Create(userAlice, "/api/extras/custom-fields/",
+					map[string]any{"name": "attested_switch_port", "type": "text", "object_types": []string{"dcim.device"}},
+					map[string]any{"name": "class", "type": "text", "object_types": []string{"dcim.site"}})
+				noErr(t, err)
 			},
 			want: []string{
 				"custom field class exists in NetBox for dcim.site, not dcim.device",
@@ -255,13 +270,12 @@ func TestPlanConflicts(t *testing.T) {
 		{
 			name: "device types",
 			setup: func(t *testing.T, srv *netboxtest.Server) {
-				tok := srv.Token(userAlice)
-				var m struct{ ID int64 }
-				raw(t, srv, tok, "POST", "/api/dcim/manufacturers/", map[string]any{"name": "Minisforum", "slug": "minisforum"}, &m)
-				raw(t, srv, tok, "POST", "/api/dcim/device-types/", map[string]any{"manufacturer": m.ID, "model": "MS-02", "slug": "ms-01"}, nil)
-				var a struct{ ID int64 }
-				raw(t, srv, tok, "POST", "/api/dcim/manufacturers/", map[string]any{"name": "ASUS", "slug": "asus"}, &a)
-				raw(t, srv, tok, "POST", "/api/dcim/device-types/", map[string]any{"manufacturer": a.ID, "model": "NUC 13 Pro", "slug": "asus-nuc-13-pro"}, nil)
+				m, err := srv.Create(userAlice, "/api/dcim/manufacturers/", map[string]any{"name": "Minisforum", "slug": "minisforum"}, map[string]any{"name": "ASUS", "slug": "asus"})
+				noErr(t, err)
+				_, err = srv.Create(userAlice, "/api/dcim/device-types/",
+					map[string]any{"manufacturer": m[0], "model": "MS-02", "slug": "ms-01"},
+					map[string]any{"manufacturer": m[1], "model": "NUC 13 Pro", "slug": "asus-nuc-13-pro"})
+				noErr(t, err)
 			},
 			want: []string{
 				"device type ms-01 in NetBox is Minisforum MS-02; the nodes file's model ms-01 is Minisforum MS-01",
@@ -279,8 +293,8 @@ func TestPlanConflicts(t *testing.T) {
 				cfg = NetBoxConfig{Site: "folly", Switch: "usw"}
 			}
 			nodes := inv
-			if c.name == "no such port" {
-				nodes = parseNodes(t, strings.Replace(fleetNodes, "switch_port: 5", "switch_port: 60", 1))
+			if c.nodes != "" {
+				nodes = parseNodes(t, c.nodes)
 			}
 			srv.ResetRequests()
 			_, err := client(t, srv, userTerraform, &cfg).Plan(t.Context(), nodes)
