@@ -322,15 +322,14 @@ func deviceTypeKind() *kind {
 				}
 			}
 			in.boolean("is_full_depth")
-			t.s.deviceTypes.all(func(oid int64, o *deviceType) bool {
-				if oid != id && o.manufacturer == v.manufacturer && strings.EqualFold(o.model, v.model) {
-					in.errs.add("__all__", "Device type with this Manufacturer and Model already exists.")
-				}
-				if oid != id && o.manufacturer == v.manufacturer && o.slug == v.slug {
-					in.errs.add("__all__", "Device type with this Manufacturer and Slug already exists.")
-				}
-				return true
-			})
+			if find(t.s.deviceTypes, func(o *deviceType) bool {
+				return o.id != id && o.manufacturer == v.manufacturer && strings.EqualFold(o.model, v.model)
+			}) != 0 {
+				in.errs.add("__all__", "Device type with this Manufacturer and Model already exists.")
+			}
+			if find(t.s.deviceTypes, func(o *deviceType) bool { return o.id != id && o.manufacturer == v.manufacturer && o.slug == v.slug }) != 0 {
+				in.errs.add("__all__", "Device type with this Manufacturer and Slug already exists.")
+			}
 			return save(t, t.s.deviceTypes, id, &v, &v.meta, in)
 		},
 		snapshot: func(s *store, id int64) map[string]any {
@@ -377,7 +376,7 @@ var deviceStatuses = []string{"offline", "active", "planned", "staged", "failed"
 
 func deviceKind() *kind {
 	dev := func(s *store, id int64) *device { return s.devices.get(id) }
-	k := &kind{
+	return &kind{
 		path: pathDevices, objectType: "dcim.device",
 		rows: func(s *store) rows { return s.devices },
 		filters: map[string]filter{
@@ -403,7 +402,6 @@ func deviceKind() *kind {
 		},
 		repr: func(s *store, id int64) string { return deviceDisplay(s.devices.get(id)) },
 	}
-	return k
 }
 
 func writeDevice(t *tx, id int64, in *input) (int64, error) {
@@ -1040,12 +1038,9 @@ func customFieldKind() *kind {
 			if w, ok := in.integer("search_weight", false); ok {
 				v.searchWeight = w
 			}
-			s.customFields.all(func(oid int64, o *customField) bool {
-				if oid != id && o.name == v.name {
-					in.errs.add("name", "custom field with this name already exists.")
-				}
-				return true
-			})
+			if find(s.customFields, func(o *customField) bool { return o.id != id && o.name == v.name }) != 0 {
+				in.errs.add("name", "custom field with this name already exists.")
+			}
 			return save(t, s.customFields, id, &v, &v.meta, in)
 		},
 		snapshot: func(s *store, id int64) map[string]any {

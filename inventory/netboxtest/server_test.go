@@ -461,6 +461,8 @@ func TestNetBoxRules(t *testing.T) {
 		{"a site's name and slug twice", "POST", pathSites, map[string]any{"name": "FOLLY", "slug": "folly"}, "map[name:[site with this name already exists.] slug:[site with this slug already exists.]]"},
 		{"a manufacturer's name and slug twice", "POST", pathManufacturers, map[string]any{"name": "ubiquiti", "slug": "ubiquiti"}, "map[name:[manufacturer with this name already exists.] slug:[manufacturer with this slug already exists.]]"},
 		{"a role's name and slug twice", "POST", pathRoles, map[string]any{"name": "Node", "slug": "node"}, "map[name:[device role with this name already exists.] slug:[device role with this slug already exists.]]"},
+		{"a device type's model and slug twice", "POST", pathDeviceTypes, map[string]any{"manufacturer": 1, "model": "ms-01", "slug": "ms-01"}, "map[__all__:[Device type with this Manufacturer and Model already exists. Device type with this Manufacturer and Slug already exists.]]"},
+		{"a custom field's name twice", "POST", pathCustomFields, map[string]any{"name": "class", "object_types": []string{"dcim.device"}}, "map[name:[custom field with this name already exists.]]"},
 		{"a role color that is not hex", "POST", pathRoles, map[string]any{"name": "red", "slug": "red", "color": "red"}, "map[color:[Enter a valid hexadecimal RGB color code.]]"},
 	})
 	// What NetBox allows.
