@@ -46,14 +46,7 @@ var apiserver = cluster{"apiserver", newRealHarness}
 // may have started the real Tinkerbell).
 func newRealHarnessIn(t testing.TB, env *kubetest.Env, ns string, edit func(*Cluster, *Config), devs ...inventory.Device) *harness {
 	t.Helper()
-	kube, err := kubernetes.NewForConfig(env.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(env.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
+	kube, dyn := kubetest.Clientset(t, env.Config()), kubetest.Dynamic(t, env.Config())
 	if err := kube.CoreV1().Secrets("kube-system").DeleteCollection(context.Background(), metav1.DeleteOptions{},
 		metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + managedBy}); err != nil {
 		t.Fatal(err)
@@ -274,14 +267,7 @@ func forbidSecrets(t *testing.T, h *harness) (allow func()) {
 		t.Fatal(err)
 	}
 	cfg := env.ConfigFor(env.ServiceAccountToken(t, h.ns, "fleetd"))
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kube, dyn := kubetest.Clientset(t, cfg), kubetest.Dynamic(t, cfg)
 	// RBAC's authorizer reads Roles and RoleBindings from caches: wait
 	// until they let the ServiceAccount list Workflows, as fleetd does.
 	testenv.WaitFor(t, time.Minute, "fleetd's Role in force", func() bool {
@@ -291,7 +277,7 @@ func forbidSecrets(t *testing.T, h *harness) (allow func()) {
 	h.kubeAPI, h.tinkAPI = kube, dyn
 	h.restart()
 	return func() {
-		h.kubeAPI, h.tinkAPI = admin, dynamic.NewForConfigOrDie(env.Config())
+		h.kubeAPI, h.tinkAPI = admin, kubetest.Dynamic(t, env.Config())
 		h.restart()
 	}
 }

@@ -65,26 +65,11 @@ func (r *realTink) admit(dev inventory.Device) string {
 	return d.Run
 }
 
-// waitState reads Workflow name until cond holds, or fails the test.
-func (r *realTink) waitWorkflow(name string, what string, cond func(tinkerbell.Workflow) bool) tinkerbell.Workflow {
+// waitWorkflow reads Workflow name until cond holds, or fails the test.
+func (r *realTink) waitWorkflow(name string, cond func(tinkerbell.Workflow) bool) (wf tinkerbell.Workflow) {
 	r.t.Helper()
-	for {
-		u, err := r.tinkAPI.Resource(WorkflowResource).Namespace(r.ns).Get(r.ctx, name, metav1.GetOptions{})
-		var wf tinkerbell.Workflow
-		if err == nil {
-			wf = r.workflow(name)
-			if cond(wf) {
-				return wf
-			}
-		} else if !apierrors.IsNotFound(err) || u != nil {
-			r.t.Fatal(err)
-		}
-		select {
-		case <-r.ctx.Done():
-			r.t.Fatalf("Workflow %s: %s: %v; last status %+v", name, what, r.ctx.Err(), wf.Status)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	kubetest.WaitFor(r.ctx, r.t, r.tinkAPI, WorkflowResource, r.ns, name, &wf, func() bool { return cond(wf) })
+	return wf
 }
 
 // fetch takes the next action of the machine mac from tink-server, as its
@@ -148,7 +133,7 @@ func TestIntegrationTinkerbellGlobalTimeout(t *testing.T) {
 	r := newRealTink(t, timeout, n1, n2)
 	run1, run2 := r.admit(n1), r.admit(n2)
 	for _, run := range []string{run1, run2} {
-		wf := r.waitWorkflow(run, "PENDING", func(wf tinkerbell.Workflow) bool { return wf.Status.State == tinkerbell.WorkflowStatePending })
+		wf := r.waitWorkflow(run, func(wf tinkerbell.Workflow) bool { return wf.Status.State == tinkerbell.WorkflowStatePending })
 		if wf.Status.GlobalTimeout != timeout || wf.Status.AgentID == "" {
 			t.Errorf("%s: globalTimeout %d, agentID %q; want the Template's %d and the worker", run, wf.Status.GlobalTimeout, wf.Status.AgentID, timeout)
 		}
@@ -163,7 +148,7 @@ func TestIntegrationTinkerbellGlobalTimeout(t *testing.T) {
 	a = r.fetch(macOf(2).String())
 	r.report(a, "RUNNING")
 	r.report(a, "SUCCESS")
-	wf := r.waitWorkflow(run2, "globalExecutionStop", func(wf tinkerbell.Workflow) bool { return wf.Status.GlobalExecutionStop != nil })
+	wf := r.waitWorkflow(run2, func(wf tinkerbell.Workflow) bool { return wf.Status.GlobalExecutionStop != nil })
 	if a = r.fetch(macOf(2).String()); a.Name != "install" {
 		t.Fatalf("node-02 fetched %+v after wipe-disk, want install", a)
 	}
@@ -194,20 +179,20 @@ func TestIntegrationTinkerbellEndedRunDeleted(t *testing.T) {
 	r := newRealTink(t, 600, n1)
 	mac := macOf(1).String()
 	run1 := r.admit(n1)
-	r.waitWorkflow(run1, "PENDING", func(wf tinkerbell.Workflow) bool { return wf.Status.State == tinkerbell.WorkflowStatePending })
+	r.waitWorkflow(run1, func(wf tinkerbell.Workflow) bool { return wf.Status.State == tinkerbell.WorkflowStatePending })
 	for range 2 {
 		a := r.fetch(mac)
 		r.report(a, "RUNNING")
 		r.report(a, "SUCCESS")
 	}
-	r.waitWorkflow(run1, "SUCCESS", func(wf tinkerbell.Workflow) bool { return wf.Status.State == tinkerbell.WorkflowStateSuccess })
+	r.waitWorkflow(run1, func(wf tinkerbell.Workflow) bool { return wf.Status.State == tinkerbell.WorkflowStateSuccess })
 	r.untilJournal(1, "Workflow "+run1+" ended SUCCESS")
 
 	run2 := r.rerun(run1).Run
 	if got := r.runNames(); !slices.Equal(got, []string{run2}) {
 		t.Fatalf("Workflows %v once %s started, want only it", got, run2)
 	}
-	r.waitWorkflow(run2, "PENDING", func(wf tinkerbell.Workflow) bool { return wf.Status.State == tinkerbell.WorkflowStatePending })
+	r.waitWorkflow(run2, func(wf tinkerbell.Workflow) bool { return wf.Status.State == tinkerbell.WorkflowStatePending })
 	if a := r.fetch(mac); a.WorkflowID != r.ns+"/"+run2 || a.Name != "wipe-disk" {
 		t.Errorf("the agent was served %+v, want %s's wipe-disk", a, run2)
 	}
@@ -230,7 +215,7 @@ func TestIntegrationTinkerbellBootJobSetupFailed(t *testing.T) {
 	if err := r.p.newWorkflow(r.ctx, n3, run, RunProvision, "CODE", "installer:v1", "", "", true, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	wf := r.waitWorkflow(run, "FAILED", func(wf tinkerbell.Workflow) bool { return wf.Status.State == tinkerbell.WorkflowStateFailed })
+	wf := r.waitWorkflow(run, func(wf tinkerbell.Workflow) bool { return wf.Status.State == tinkerbell.WorkflowStateFailed })
 	if !slices.ContainsFunc(wf.Status.Conditions, func(c tinkerbell.WorkflowCondition) bool {
 		return c.Type == tinkerbell.BootJobSetupFailed && c.Status == metav1.ConditionTrue
 	}) {
