@@ -206,20 +206,6 @@ func TestAdmitLacksField(t *testing.T) {
 	}, fakes, withNetBox)
 }
 
-func TestAdmitLacksEveryField(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		dev := worker(1, "node-01")
-		dev.InstallDisk, dev.InstallDiskSerial = "", ""
-		h := newHarness(t, nil, dev)
-		// The loop, before any attestation: no MAC either.
-		h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
-		h.reconcile()
-		h.wantJournal(1, journalLine{1, inventory.JournalWarning,
-			"node-01 lacks MAC, install_disk and install_disk_serial: the run waits for MAC, install_disk and install_disk_serial, and desired_action stays provision"})
-		h.wantNothingCreated()
-	})
-}
-
 // "The attest.install or fleet.render audit line says create <node>'s
 // bootstrap token": no code is answered and nothing is created that could
 // wipe; the next attestation, once the API answers, starts the run. On the
@@ -283,31 +269,6 @@ func TestAdmitNoProvision(t *testing.T) {
 		}
 		h.wantNothingCreated()
 		h.wantJournal(dev.ID)
-	})
-}
-
-// Setting desired_action=provision repeats a last run at the next
-// attestation.
-func TestAdmitDesiredActionRepeatsRun(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		dev := attested(worker(1, "node-01"))
-		dev.BMC = "none"
-		dev.LastRun = "provision-node-01-1767000000"
-		dev.DesiredAction = inventory.DesiredActionProvision
-		h := newHarness(t, func(_ *Cluster, c *Config) { c.AutoProvision = false }, dev)
-		// Without a BMC the loop only notes that the run waits.
-		h.reconcile()
-		h.reconcile()
-		h.wantJournal(1, journalLine{1, inventory.JournalInfo, "node-01 has no BMC: the run waits for the machine to attest from HookOS; power-cycle it by hand"})
-		h.wantNothingCreated()
-		d, err := h.p.Admit(context.Background(), claimOf(dev))
-		if err != nil || d.Outcome != Provision || d.Code == "" {
-			t.Fatalf("Admit = %+v, %v", d, err)
-		}
-		h.wantLastRun(1, d.Run)
-		if n := h.count(MachineResource); n != 0 {
-			t.Errorf("%d Rufio Machines for a device without a BMC", n)
-		}
 	})
 }
 

@@ -208,77 +208,104 @@ func TestWatchNeverReported(t *testing.T) {
 	}
 }
 
-// "The node is active, and the journal says its Workflow passed its global
-// timeout while install, next-boot or reboot was current": noted, nothing
-// else done.
-func TestWatchPassedGlobalTimeoutActive(t *testing.T) {
+// A run whose first action reported its end, past its stop. "The node is
+// active, and the journal says its Workflow passed its global timeout
+// while install, next-boot or reboot was current": noted, nothing else
+// done. A RUNNING run past its stop on a node that is not active yet is
+// left to Tinkerbell, which ends it TIMEOUT: fleetd annotates it once past
+// its stop (not before), so that tink-controller reconciles it, and
+// journals nothing until it ended. Such a run is never deleted for the
+// global timeout: Tinkerbell set its stop. A run which Tinkerbell set no
+// globalExecutionStop (the agent fetched the next action before
+// tink-controller saw the first one's end) is never timed out by
+// Tinkerbell: fleetd ends it at the stop the controller would have set,
+// the first action's start plus the global timeout, with the runbook's
+// "ended TIMEOUT" line (or, on an active node, its "passed its global
+// timeout" line). A pass comes before the stop (after before), then past
+// it (after another after); a run Tinkerbell ended TIMEOUT ends at the
+// first.
+func TestWatchPastGlobalTimeout(t *testing.T) {
+	stop := metav1.NewTime(t0.Add(time.Hour))
+	ranTo := func(state tinkerbell.WorkflowState, action string) func(*tinkerbell.WorkflowStatus) {
+		return func(s *tinkerbell.WorkflowStatus) {
+			s.State = state
+			s.GlobalExecutionStop = &stop
+			s.CurrentState = &tinkerbell.CurrentState{ActionName: action, State: tinkerbell.WorkflowStateRunning}
+			s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "SUCCESS", action: "RUNNING"})
+		}
+	}
+	noStop := func(s *tinkerbell.WorkflowStatus) {
+		start := metav1.NewTime(t0.Add(time.Minute))
+		atInstall(s)
+		s.GlobalTimeout = 3600
+		s.Tasks[0].Actions[0].ExecutionStart = &start
+	}
+	passed := func(action string) *journalLine {
+		return &journalLine{1, inventory.JournalInfo, "Workflow provision-node-01-946684800 passed its global timeout while " + action + " was current; the node is active, so it has its config, and nothing else is done"}
+	}
 	for _, tc := range []struct {
-		name   string
-		action string
-		state  tinkerbell.WorkflowState
+		name          string
+		status        func(*tinkerbell.WorkflowStatus)
+		active        bool
+		before, after time.Duration
+		line          *journalLine // nil: the run has not ended
 	}{
-		{"TIMEOUT at install", "install", tinkerbell.WorkflowStateTimeout},
-		{"RUNNING at next-boot past its stop", "next-boot", tinkerbell.WorkflowStateRunning},
-		{"TIMEOUT at reboot", "reboot", tinkerbell.WorkflowStateTimeout},
+		{"TIMEOUT at install, active", ranTo(tinkerbell.WorkflowStateTimeout, "install"), true, 0, 2 * time.Hour, passed("install")},
+		{"RUNNING at next-boot past its stop, active", ranTo(tinkerbell.WorkflowStateRunning, "next-boot"), true, 0, 2 * time.Hour, passed("next-boot")},
+		{"TIMEOUT at reboot, active", ranTo(tinkerbell.WorkflowStateTimeout, "reboot"), true, 0, 2 * time.Hour, passed("reboot")},
+		{"RUNNING at install past its stop, not active", func(s *tinkerbell.WorkflowStatus) {
+			atInstall(s)
+			s.GlobalTimeout = 3600
+			s.GlobalExecutionStop = &stop
+		}, false, 0, 2 * time.Hour, nil},
+		{"no stop set", noStop, false, 60 * time.Minute, 2 * time.Minute, &journalLine{1, inventory.JournalWarning,
+			"Workflow provision-node-01-946684800 ended TIMEOUT at action install; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21"}},
+		{"no stop set, active", noStop, true, 60 * time.Minute, 2 * time.Minute, passed("install")},
 	} {
 		inBubble(t, tc.name, func(t *testing.T) {
 			h, _, _ := fakes.startWorker(t, nil)
-			stop := metav1.NewTime(t0.Add(time.Hour))
-			h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-				s.State = tc.state
-				s.GlobalExecutionStop = &stop
-				s.CurrentState = &tinkerbell.CurrentState{ActionName: tc.action, State: tinkerbell.WorkflowStateRunning}
-				s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "SUCCESS", tc.action: "RUNNING"})
-			})
-			h.nb.set(1, func(d *inventory.Device) { d.Status = inventory.StatusActive })
-			time.Sleep(2 * time.Hour)
+			h.setStatus(run1, tc.status)
+			status := inventory.StatusPlanned
+			if tc.active {
+				status = inventory.StatusActive
+				h.nb.set(1, func(d *inventory.Device) { d.Status = status })
+			}
+			// The run's end, by pass; the annotation past its stop.
+			ends, annotated := [2][]string{nil, {run1}}, ""
+			switch {
+			case tc.line == nil:
+				ends[1], annotated = nil, t0.Add(tc.before+tc.after).Format(time.RFC3339)
+			case h.workflow(run1).Status.State == tinkerbell.WorkflowStateTimeout:
+				ends = [2][]string{{run1}, nil}
+			}
+			for i, wait := range []time.Duration{tc.before, tc.after} {
+				time.Sleep(wait)
+				if pass := h.reconcile(); !slices.Equal(pass.Ended, ends[i]) || len(pass.Deleted) != 0 {
+					t.Fatalf("pass %d = %+v, want ended %v, nothing deleted", i, pass, ends[i])
+				}
+				if a := h.workflow(run1).Annotations[annPastStop]; i == 0 && a != "" {
+					t.Errorf("annotated %q before its stop", a)
+				}
+			}
+			time.Sleep(time.Minute)
 			h.reconcile()
-			h.reconcile()
-			h.wantJournal(1, started1, journalLine{1, inventory.JournalInfo,
-				"Workflow provision-node-01-946684800 passed its global timeout while " + tc.action + " was current; the node is active, so it has its config, and nothing else is done"})
+			if a := h.workflow(run1).Annotations[annPastStop]; a != annotated {
+				t.Errorf("annotation %s = %q, want %q: the time of the first pass past its stop, if the run has not ended", annPastStop, a, annotated)
+			}
+			lines := []journalLine{started1}
+			if tc.line != nil {
+				lines = append(lines, *tc.line)
+			}
+			h.wantJournal(1, lines...)
 			if n := h.count(WorkflowResource); n != 1 {
 				t.Errorf("%d Workflows, want it kept", n)
 			}
-			if got := h.nb.dev(1); got.Status != inventory.StatusActive || got.DesiredAction != "" {
+			h.wantKept(run1, true)
+			if got := h.nb.dev(1); got.Status != status || got.DesiredAction != "" {
 				t.Errorf("device changed: %+v", got)
 			}
 		})
 	}
-}
-
-// A RUNNING run past its stop on a node that is not active yet is left to
-// Tinkerbell, which ends it TIMEOUT: fleetd annotates it once past its
-// stop (not before), so that tink-controller reconciles it, and journals
-// nothing until it ended. A run whose first action reported its end is
-// never deleted for the global timeout: Tinkerbell set its stop.
-func TestWatchPastStopNotActive(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h, _, _ := fakes.startWorker(t, nil)
-		stop := metav1.NewTime(t0.Add(time.Hour))
-		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-			atInstall(s)
-			s.GlobalTimeout = 3600
-			s.GlobalExecutionStop = &stop
-		})
-		h.reconcile()
-		if a := h.workflow(run1).Annotations[annPastStop]; a != "" {
-			t.Errorf("annotated %q before its stop", a)
-		}
-		time.Sleep(2 * time.Hour)
-		if pass := h.reconcile(); len(pass.Deleted)+len(pass.Ended) != 0 {
-			t.Errorf("pass past its stop and its global timeout = %+v, want nothing ended or deleted", pass)
-		}
-		first := h.workflow(run1).Annotations[annPastStop]
-		if first != t0.Add(2*time.Hour).Format(time.RFC3339) {
-			t.Errorf("annotation %s = %q, want the time of the pass past its stop", annPastStop, first)
-		}
-		time.Sleep(time.Minute)
-		h.reconcile()
-		if again := h.workflow(run1).Annotations[annPastStop]; again != first {
-			t.Errorf("annotated again: %q, then %q", first, again)
-		}
-		h.wantJournal(1, started1)
-	})
 }
 
 // "FleetNodeBootedHookOSAfterInstall fires, and the journal says the node
@@ -630,29 +657,48 @@ func TestRunBacksOff(t *testing.T) {
 	})
 }
 
-// "The journal says recorded no attested switch port" (and a recorded port
-// that differs): a run from desired_action, without a fresh claim, is
-// refused on the port the device recorded, before anything is rendered.
-// Without a port check for such runs, the loop starts none either: the run
-// waits for an attestation.
-func TestLoopRecordedPortRefused(t *testing.T) {
+// A run from desired_action, without a fresh claim, that the loop cannot
+// start waits, its line journaled once and desired_action kept, with
+// nothing created: "the journal says recorded no attested switch port"
+// (and a recorded port that differs), refused before anything is
+// rendered; no port check for such runs; no BMC to power the machine
+// (with a last run that desired_action repeats); or the device lacks
+// fields (before any attestation: its MAC too). A fresh claim then starts
+// the run; one without the fields does not, and is not tried.
+func TestLoopRunWaits(t *testing.T) {
 	for _, tc := range []struct {
-		recorded int
-		check    bool // Config.PortCheck is set
+		name     string
+		dev      func(*inventory.Device)
+		cfg      func(*Config)
 		line     journalLine
+		admit    bool // a fresh claim starts the run
+		machines int  // Rufio Machines after it
 	}{
-		{0, true, journalLine{1, inventory.JournalWarning, "refused a run before rendering anything: recorded no attested switch port"}},
-		{7, true, journalLine{1, inventory.JournalWarning, "refused a run before rendering anything: on port 7, expected 1"}},
-		{1, false, journalLine{1, inventory.JournalInfo,
-			"node-01 waits for an attestation from HookOS: fleetd has no switch-port check for a run without a fresh claim; power-cycle the machine"}},
+		{"recorded no port", func(d *inventory.Device) { d.AttestedSwitchPort = 0 }, nil,
+			journalLine{1, inventory.JournalWarning, "refused a run before rendering anything: recorded no attested switch port"}, true, 1},
+		{"recorded another port", func(d *inventory.Device) { d.AttestedSwitchPort = 7 }, nil,
+			journalLine{1, inventory.JournalWarning, "refused a run before rendering anything: on port 7, expected 1"}, true, 1},
+		{"no port check", nil, func(c *Config) { c.PortCheck = nil }, journalLine{1, inventory.JournalInfo,
+			"node-01 waits for an attestation from HookOS: fleetd has no switch-port check for a run without a fresh claim; power-cycle the machine"}, true, 1},
+		{"no BMC, desired_action repeats the last run", func(d *inventory.Device) {
+			d.BMC, d.LastRun = "none", "provision-node-01-1767000000"
+		}, func(c *Config) { c.AutoProvision = false }, journalLine{1, inventory.JournalInfo,
+			"node-01 has no BMC: the run waits for the machine to attest from HookOS; power-cycle it by hand"}, true, 0},
+		{"lacks every field", func(d *inventory.Device) {
+			*d = worker(1, "node-01")
+			d.InstallDisk, d.InstallDiskSerial, d.DesiredAction = "", "", inventory.DesiredActionProvision
+		}, nil, journalLine{1, inventory.JournalWarning,
+			"node-01 lacks MAC, install_disk and install_disk_serial: the run waits for MAC, install_disk and install_disk_serial, and desired_action stays provision"}, false, 0},
 	} {
-		inBubble(t, tc.line.Text, func(t *testing.T) {
+		inBubble(t, tc.name, func(t *testing.T) {
 			dev := attested(worker(1, "node-01"))
-			dev.AttestedSwitchPort = tc.recorded
 			dev.DesiredAction = inventory.DesiredActionProvision
+			if tc.dev != nil {
+				tc.dev(&dev)
+			}
 			h := newHarness(t, func(_ *Cluster, c *Config) {
-				if !tc.check {
-					c.PortCheck = nil
+				if tc.cfg != nil {
+					tc.cfg(c)
 				}
 			}, dev)
 			h.reconcile()
@@ -660,9 +706,16 @@ func TestLoopRecordedPortRefused(t *testing.T) {
 			h.wantJournal(1, tc.line)
 			h.wantNothingCreated()
 			h.wantDesired(1)
-			// A fresh claim on the right port starts the run.
-			if d, err := h.p.Admit(context.Background(), claimOf(dev)); err != nil || d.Outcome != Provision {
-				t.Errorf("Admit = %+v, %v", d, err)
+			if !tc.admit {
+				return
+			}
+			d, err := h.p.Admit(context.Background(), claimOf(dev))
+			if err != nil || d.Outcome != Provision || d.Code == "" {
+				t.Fatalf("Admit = %+v, %v", d, err)
+			}
+			h.wantLastRun(1, d.Run)
+			if n := h.count(MachineResource); n != tc.machines {
+				t.Errorf("%d Rufio Machines, want %d", n, tc.machines)
 			}
 		})
 	}
@@ -780,46 +833,4 @@ func TestLoopUnknownDesiredAction(t *testing.T) {
 		h.reconcile()
 		h.wantJournal(1, line(1, "Provision"), line(1, "reprovision"))
 	})
-}
-
-// A run whose first action reported its end, and which Tinkerbell set no
-// globalExecutionStop (the agent fetched the next action before
-// tink-controller saw the first one's end), is never timed out by
-// Tinkerbell: fleetd ends it at the stop the controller would have set,
-// the first action's start plus the global timeout, with the runbook's
-// "ended TIMEOUT" line (or, on an active node at install, next-boot or
-// reboot, its "passed its global timeout" line).
-func TestWatchNoStopSet(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		active bool
-		want   string
-	}{
-		{"planned", false, "Workflow provision-node-01-946684800 ended TIMEOUT at action install; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.21"},
-		{"active", true, "Workflow provision-node-01-946684800 passed its global timeout while install was current; the node is active, so it has its config, and nothing else is done"},
-	} {
-		inBubble(t, tc.name, func(t *testing.T) {
-			h, _, _ := fakes.startWorker(t, nil)
-			start := metav1.NewTime(t0.Add(time.Minute))
-			h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-				atInstall(s)
-				s.GlobalTimeout = 3600
-				s.Tasks[0].Actions[0].ExecutionStart = &start
-			})
-			if tc.active {
-				h.nb.set(1, func(d *inventory.Device) { d.Status = inventory.StatusActive })
-			}
-			time.Sleep(60 * time.Minute)
-			if pass := h.reconcile(); len(pass.Ended) != 0 {
-				t.Fatalf("ended %v before the first action's start plus the global timeout", pass.Ended)
-			}
-			time.Sleep(2 * time.Minute)
-			if pass := h.reconcile(); !slices.Equal(pass.Ended, []string{run1}) {
-				t.Fatalf("ended %v, want %s", pass.Ended, run1)
-			}
-			h.reconcile()
-			h.wantJournal(1, started1, journalLine{1, map[bool]inventory.JournalKind{false: inventory.JournalWarning, true: inventory.JournalInfo}[tc.active], tc.want})
-			h.wantKept(run1, true)
-		})
-	}
 }
