@@ -132,41 +132,126 @@ func TestAdmitWorkerStartsRun(t *testing.T) {
 	}, fakes, apiserver, withNetBox)
 }
 
-// "The journal says on port N, expected M": the run is refused before
-// anything is rendered, and the journal carries the check's text. A claim
-// without a switch-port check never starts a run either.
-func TestAdmitWrongSwitchPort(t *testing.T) {
+// An attestation that starts no run: the attestation itself is recorded
+// (the claimed port, the proven boot), nothing is created, the
+// attest.install audit line gives the outcome and the reason, and the
+// journal carries the run's line, if any. "The journal says on port N,
+// expected M": the run is refused before anything is rendered, and the
+// journal carries the check's text; a claim without a switch-port check
+// never starts a run either. "The audit line says no provision": a last
+// run the owner has not repeated, and nothing journaled. A class with
+// secure_boot: required, and a boot that is not Secure Boot on: no
+// install code, and each such attestation journaled; a later boot with
+// Secure Boot on starts the run. The runbook's spore failure mode ("wipes
+// the disk and installs nothing") cannot happen: a control plane is
+// refused before any run exists when control-plane support or the
+// bundle's CA keys are missing, and the loop does not start it either,
+// nor journal it twice. (Each reason, each boot with the policy and
+// without it, and the typed refusals: TestPlan.)
+func TestAdmitStartsNoRun(t *testing.T) {
+	portCheck := func(claimed int, portErr string) func(*Claim) {
+		return func(c *Claim) {
+			c.Attestation.SwitchPort = claimed
+			c.CheckPort = nil
+			if portErr != "" {
+				c.CheckPort = func(int) error { return errors.New(portErr) }
+			}
+		}
+	}
+	cp := func(d *inventory.Device) {
+		d.Name, d.Serial, d.InstallDiskSerial = "cp-01", "SER-cp-01", "DISK-cp-01"
+		d.Class, d.DesiredAction = ClassControlPlane, inventory.DesiredActionProvision
+	}
+	cpLine := func(why string) string {
+		return "cp-01 is a control plane, and fleetd " + why + ": no run starts, nothing is wiped, and desired_action stays provision"
+	}
+	// cpWaits checks that the loop does not start the control plane's run.
+	cpWaits := func(t *testing.T, h *harness, _ Claim, line *journalLine) {
+		h.reconcile()
+		h.wantJournal(1, *line)
+		h.wantNothingCreated()
+		h.wantDesired(1)
+	}
 	for _, tc := range []struct {
-		claimed int
-		portErr string
-		check   bool // the claim carries a check, which answers portErr
+		name    string
+		edit    func(*Cluster, *Config)
+		dev     func(*inventory.Device)
+		claim   func(*Claim)
+		outcome Outcome
+		reason  string
+		line    string // "": none; else a warning, refused lines with the prefix of such
+		cause   error  // errors.Is finds it in the refusal
+		then    func(t *testing.T, h *harness, c Claim, line *journalLine)
 	}{
-		{7, "on port 7, expected 1", true},
-		{1, "attested no switch port", true},
-		{1, "no switch-port check was given for the claim", false},
+		{name: "on port 7, expected 1", claim: portCheck(7, "on port 7, expected 1"),
+			outcome: Refused, reason: "on port 7, expected 1", line: "refused a run before rendering anything: on port 7, expected 1"},
+		{name: "attested no switch port", claim: portCheck(1, "attested no switch port"),
+			outcome: Refused, reason: "attested no switch port", line: "refused a run before rendering anything: attested no switch port"},
+		{name: "no switch-port check", claim: portCheck(1, ""), outcome: Refused, reason: "no switch-port check was given for the claim",
+			line: "refused a run before rendering anything: no switch-port check was given for the claim"},
+		{name: "a last run not repeated", dev: func(d *inventory.Device) { d.LastRun = "provision-node-01-1767000000" },
+			outcome: NoProvision, reason: "last run provision-node-01-1767000000 is not repeated; set desired_action to provision"},
+		{name: "Secure Boot off, the class requires it", edit: requireSecureBoot,
+			claim:   func(c *Claim) { c.Attestation.SecureBoot, c.Attestation.PCR7 = inventory.SecureBootOff, pcr7 },
+			outcome: NoProvision, reason: "Secure Boot is off", line: "no provision: Secure Boot is off",
+			then: func(t *testing.T, h *harness, c Claim, line *journalLine) {
+				h.admit(c)
+				c.Attestation.SecureBoot = inventory.SecureBootOn
+				d := h.admit(c)
+				if d.Outcome != Provision || d.Code == "" {
+					t.Fatalf("Admit with Secure Boot on = %+v; want the run", d)
+				}
+				h.wantJournal(1, *line, *line, journalLine{1, inventory.JournalInfo, "started Workflow " + d.Run + "; the machine attested from HookOS at 10.0.0.21"})
+				if got := h.nb.dev(1); got.AttestedSecureBoot != inventory.SecureBootOn || got.AttestedPCR7 != pcr7 {
+					t.Errorf("attested_secure_boot %q, attested_pcr7 %q after the boot with Secure Boot on", got.AttestedSecureBoot, got.AttestedPCR7)
+				}
+			}},
+		{name: "control-plane support off", edit: func(c *Cluster, _ *Config) { c.ControlPlanes = false }, dev: cp,
+			outcome: Refused, reason: cpLine("runs without control-plane support (homelab.fleetd.controlPlanes)"),
+			line: cpLine("runs without control-plane support (homelab.fleetd.controlPlanes)"), cause: ErrControlPlanesOff, then: cpWaits},
+		{name: "no CA keys", edit: func(c *Cluster, _ *Config) { c.Bundle = workerBundle(t) }, dev: cp,
+			outcome: Refused, reason: cpLine("holds no secrets bundle with the cluster's CA keys"),
+			line: cpLine("holds no secrets bundle with the cluster's CA keys"), cause: ErrNoBundleKeys, then: cpWaits},
 	} {
-		t.Run(tc.portErr, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			onClusters(t, func(t *testing.T, cl cluster) {
 				dev := worker(1, "node-01")
-				h := cl.harness(t, nil, dev)
+				if tc.dev != nil {
+					tc.dev(&dev)
+				}
+				h := cl.harness(t, tc.edit, dev)
 				c := claimOf(dev)
-				c.Attestation.SwitchPort = tc.claimed
-				c.CheckPort = nil
-				if tc.check {
-					c.CheckPort = func(int) error { return errors.New(tc.portErr) }
+				if tc.claim != nil {
+					tc.claim(&c)
 				}
 				d := h.admit(c)
-				if d.Outcome != Refused || d.Code != "" || d.Reason != tc.portErr {
-					t.Errorf("Admit = %+v, want refused with no code", d)
+				if d.Outcome != tc.outcome || d.Reason != tc.reason || d.Code != "" || d.Run != "" {
+					t.Errorf("Admit = %+v, want %v: %s, with no run and no code", d, tc.outcome, tc.reason)
 				}
-				h.wantJournal(1, journalLine{1, inventory.JournalWarning, "refused a run before rendering anything: " + tc.portErr})
+				if ref := d.Refusal; tc.cause != nil && (!errors.Is(ref, tc.cause) || ref.Node != dev.Name || ref.Error() != d.Reason || ref.Journal() != tc.line) {
+					t.Errorf("Refusal = %#v, want cause %v, node %s, its line %q", ref, tc.cause, dev.Name, tc.line)
+				}
+				var line *journalLine
+				if tc.line != "" {
+					line = &journalLine{1, inventory.JournalWarning, tc.line}
+					h.wantJournal(1, *line)
+				} else {
+					h.wantJournal(1)
+				}
 				h.wantNothingCreated()
-				if r := h.audit.records("attest.install"); len(r) != 1 || r[0].Attrs["outcome"] != "refused" || r[0].Attrs["reason"] != tc.portErr {
+				outcome := map[Outcome]string{Refused: "refused", NoProvision: "no provision"}[tc.outcome]
+				if r := h.audit.records("attest.install"); len(r) != 1 || r[0].Attrs["outcome"] != outcome || r[0].Attrs["reason"] != tc.reason {
 					t.Errorf("attest.install = %v", r)
 				}
-				// The attestation itself is recorded, with the claimed port.
-				if got := h.nb.dev(1); got.AttestVerdict != "attested" || len(got.MAC) == 0 || got.AttestedSwitchPort != tc.claimed {
-					t.Errorf("attestation not recorded: %+v", got)
+				// The attestation itself is recorded, with the claimed port and
+				// the proven boot; no run is.
+				a := c.Attestation
+				if got := h.nb.dev(1); got.AttestVerdict != "attested" || len(got.MAC) == 0 || got.AttestedSwitchPort != a.SwitchPort ||
+					got.AttestedSecureBoot != a.SecureBoot || got.AttestedPCR7 != a.PCR7 || got.LastRun != dev.LastRun {
+					t.Errorf("device after Admit: %+v; want the attestation %+v recorded, last_run %q", got, a, dev.LastRun)
+				}
+				if tc.then != nil {
+					tc.then(t, h, c, line)
 				}
 			}, fakes, withNetBox)
 		})
@@ -248,65 +333,6 @@ func TestAdmitBootstrapTokenFails(t *testing.T) {
 			t.Fatalf("Admit once the API answers = %+v", d)
 		}
 	})
-}
-
-// "The audit line says no provision": the line gives the reason, and
-// nothing is created or journaled. (Each reason, a last run the owner has
-// not repeated, a control plane, or auto-provision off: TestPlan.)
-func TestAdmitNoProvision(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		dev := worker(1, "node-01")
-		dev.LastRun = "provision-node-01-1767000000"
-		const reason = "last run provision-node-01-1767000000 is not repeated; set desired_action to provision"
-		h := newHarness(t, nil, dev)
-		d := h.admit(claimOf(dev))
-		if d.Outcome != NoProvision || d.Reason != reason || d.Code != "" {
-			t.Errorf("Admit = %+v, want no provision: %s", d, reason)
-		}
-		r := h.audit.records("attest.install")
-		if len(r) != 1 || r[0].Attrs["outcome"] != "no provision" || r[0].Attrs["reason"] != reason {
-			t.Errorf("attest.install = %v", r)
-		}
-		h.wantNothingCreated()
-		h.wantJournal(dev.ID)
-	})
-}
-
-// The runbook's spore failure mode ("wipes the disk and installs
-// nothing") cannot happen: a control plane is refused before any run
-// exists when control-plane support or the bundle's CA keys are missing.
-// The refusal is typed (TestPlan).
-func TestControlPlaneRefused(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		edit  func(*Cluster, *Config)
-		line  string
-		cause error
-	}{
-		{"support off", func(c *Cluster, _ *Config) { c.ControlPlanes = false },
-			"cp-01 is a control plane, and fleetd runs without control-plane support (homelab.fleetd.controlPlanes): no run starts, nothing is wiped, and desired_action stays provision", ErrControlPlanesOff},
-		{"no CA keys", func(c *Cluster, _ *Config) { c.Bundle = workerBundle(t) },
-			"cp-01 is a control plane, and fleetd holds no secrets bundle with the cluster's CA keys: no run starts, nothing is wiped, and desired_action stays provision", ErrNoBundleKeys},
-	} {
-		inBubble(t, tc.name, func(t *testing.T) {
-			cp := worker(1, "cp-01")
-			cp.Class = ClassControlPlane
-			cp.DesiredAction = inventory.DesiredActionProvision
-			h := newHarness(t, tc.edit, cp)
-			d := h.admit(claimOf(cp))
-			if d.Outcome != Refused || d.Code != "" || d.Reason != tc.line {
-				t.Errorf("Admit = %+v", d)
-			}
-			if ref := d.Refusal; ref == nil || !errors.Is(ref, tc.cause) || ref.Node != "cp-01" || ref.Error() != d.Reason || ref.Journal() != tc.line {
-				t.Errorf("Refusal = %#v, want cause %v, node cp-01, its line %q", ref, tc.cause, tc.line)
-			}
-			// The loop does not start it either, nor journal it twice.
-			h.reconcile()
-			h.wantJournal(1, journalLine{1, inventory.JournalWarning, tc.line})
-			h.wantNothingCreated()
-			h.wantDesired(1)
-		})
-	}
 }
 
 // Provision a control plane: it waits in HookOS until its owner sets

@@ -362,6 +362,16 @@ func testClasses(workerImage, controlPlaneImage string) map[string]inventory.Cla
 	}
 }
 
+// pcr7 is a quoted PCR 7 digest, as the glue hands it over.
+var pcr7 = strings.Repeat("7e", 32)
+
+// requireSecureBoot makes the worker class require Secure Boot.
+func requireSecureBoot(c *Cluster, _ *Config) {
+	w := c.Classes[ClassWorker]
+	w.RequireSecureBoot = true
+	c.Classes = map[string]inventory.Class{ClassWorker: w, ClassControlPlane: c.Classes[ClassControlPlane]}
+}
+
 func testCluster(t testing.TB) Cluster {
 	return Cluster{
 		Name:          "folly",
