@@ -206,6 +206,27 @@ func TestAdmitStartsNoRun(t *testing.T) {
 					t.Errorf("attested_secure_boot %q, attested_pcr7 %q after the boot with Secure Boot on", got.AttestedSecureBoot, got.AttestedPCR7)
 				}
 			}},
+		// "The journal says the device lacks a field" and "desired_action
+		// stays set": the run waits for the field, once journaled, and starts
+		// when NetBox holds it.
+		{name: "lacks a field", dev: func(d *inventory.Device) { d.InstallDiskSerial = "" },
+			outcome: Refused, reason: "node-01 lacks install_disk_serial", cause: ErrLacks,
+			line: "node-01 lacks install_disk_serial: the run waits for install_disk_serial, and desired_action stays provision",
+			then: func(t *testing.T, h *harness, _ Claim, line *journalLine) {
+				h.wantDesired(1)
+				// The loop sees desired_action, still lacking the field: no new line.
+				h.reconcile()
+				h.wantJournal(1, *line)
+				h.wantNothingCreated()
+				// terraform applies the entry; the loop starts the run through Rufio.
+				h.nb.set(1, func(d *inventory.Device) { d.InstallDiskSerial = "DISK-node-01" })
+				since := time.Now()
+				pass := h.reconcile()
+				if len(pass.Started) != 1 || !runNamed(pass.Started[0], "provision-node-01-", since) {
+					t.Fatalf("pass started %v", pass.Started)
+				}
+				h.wantLastRun(1, pass.Started[0])
+			}},
 		{name: "control-plane support off", edit: func(c *Cluster, _ *Config) { c.ControlPlanes = false }, dev: cp,
 			outcome: Refused, reason: cpLine("runs without control-plane support (homelab.fleetd.controlPlanes)"),
 			line: cpLine("runs without control-plane support (homelab.fleetd.controlPlanes)"), cause: ErrControlPlanesOff, then: cpWaits},
@@ -256,39 +277,6 @@ func TestAdmitStartsNoRun(t *testing.T) {
 			}, fakes, withNetBox)
 		})
 	}
-}
-
-// "The journal says the device lacks a field" and "desired_action stays
-// set": the run waits for the field, once journaled, and starts when
-// NetBox holds it.
-func TestAdmitLacksField(t *testing.T) {
-	onClusters(t, func(t *testing.T, c cluster) {
-		dev := worker(1, "node-01")
-		dev.InstallDiskSerial = ""
-		h := c.harness(t, nil, dev)
-		d := h.admit(claimOf(dev))
-		if d.Outcome != Refused || d.Code != "" || d.Reason != "node-01 lacks install_disk_serial" {
-			t.Errorf("Admit = %+v", d)
-		}
-		const line = "node-01 lacks install_disk_serial: the run waits for install_disk_serial, and desired_action stays provision"
-		h.wantJournal(1, journalLine{1, inventory.JournalWarning, line})
-		h.wantDesired(1)
-		h.wantNothingCreated()
-
-		// The loop sees desired_action, still lacking the field: no new line.
-		h.reconcile()
-		h.wantJournal(1, journalLine{1, inventory.JournalWarning, line})
-		h.wantNothingCreated()
-
-		// terraform applies the entry; the loop starts the run through Rufio.
-		h.nb.set(1, func(d *inventory.Device) { d.InstallDiskSerial = "DISK-node-01" })
-		since := time.Now()
-		pass := h.reconcile()
-		if len(pass.Started) != 1 || !runNamed(pass.Started[0], "provision-node-01-", since) {
-			t.Fatalf("pass started %v", pass.Started)
-		}
-		h.wantLastRun(1, pass.Started[0])
-	}, fakes, withNetBox)
 }
 
 // "The attest.install or fleet.render audit line says create <node>'s
