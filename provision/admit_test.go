@@ -3,14 +3,12 @@ package provision
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -482,53 +480,52 @@ func TestAdmitStartFails(t *testing.T) {
 	}
 }
 
-// NetBox takes the write of a run's last_run, but its answer does not come
-// back (the attestation's context ended, or the answer was lost): the run
-// started, so its Workflow stays, its started line is written and its code
-// answered, rather than a Workflow deleted that NetBox names as last_run,
-// which would leave the machine refused ("last run ... is not repeated").
-func TestAdmitLastRunWrittenAnswerLost(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		dev := worker(1, "node-01")
-		h := newHarness(t, nil, dev)
-		h.mem.lostAnswers = 1
-		d, err := h.p.Admit(context.Background(), claimOf(dev))
-		if err != nil || d.Run != run1 || d.Code == "" {
-			t.Fatalf("Admit = %+v, %v; want run %s with its code", d, err, run1)
-		}
-		if n := h.count(WorkflowResource); n != 1 {
-			t.Errorf("%d Workflows, want the run's", n)
-		}
-		if got := h.nb.dev(1); got.LastRun != run1 {
-			t.Errorf("last_run = %q", got.LastRun)
-		}
-		h.wantJournal(1, started1)
-	})
-}
-
-// A started line written at once that NetBox does not take goes to
-// Config.JournalUnwritten, once, and the run's code is answered all the
-// same; without JournalUnwritten the failure is logged.
-func TestAdmitStartedLineNotTaken(t *testing.T) {
-	for _, hooked := range []bool{true, false} {
-		inBubble(t, fmt.Sprint("JournalUnwritten set ", hooked), func(t *testing.T) {
+// A run whose start NetBox takes only in part still starts: its Workflow
+// stays, its code is answered, and its last_run is written, and the
+// failure is logged once (fleet.journal). NetBox takes the write of a
+// run's last_run, but its answer does not come back (the attestation's
+// context ended, or the answer was lost): its started line is written,
+// rather than a Workflow deleted that NetBox names as last_run, which
+// would leave the machine refused ("last run ... is not repeated"). A
+// started line written at once that NetBox does not take goes to
+// Config.JournalUnwritten, once; without JournalUnwritten the failure is
+// logged alone.
+func TestAdmitStartsDespiteLostWrites(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		fail      func(*memNetBox)
+		hooked    bool          // Config.JournalUnwritten is set
+		journal   []journalLine // NetBox's
+		unwritten []journalLine // JournalUnwritten's
+	}{
+		{"last_run written, its answer lost", func(nb *memNetBox) { nb.lostAnswers = 1 }, true, []journalLine{started1}, nil},
+		{"started line not taken", func(nb *memNetBox) { nb.journalDown = 1 }, true, nil, []journalLine{started1}},
+		{"started line not taken, JournalUnwritten unset", func(nb *memNetBox) { nb.journalDown = 1 }, false, nil, nil},
+	} {
+		inBubble(t, tc.name, func(t *testing.T) {
 			dev := worker(1, "node-01")
 			var unwritten []journalLine
 			h := newHarness(t, func(_ *Cluster, c *Config) {
-				if hooked {
+				if tc.hooked {
 					c.JournalUnwritten = func(id int64, kind inventory.JournalKind, text string) {
 						unwritten = append(unwritten, journalLine{id, kind, text})
 					}
 				}
 			}, dev)
-			h.mem.journalDown = 1
+			tc.fail(h.mem)
 			d, err := h.p.Admit(context.Background(), claimOf(dev))
 			if err != nil || d.Run != run1 || d.Code == "" {
 				t.Fatalf("Admit = %+v, %v; want run %s with its code", d, err, run1)
 			}
-			h.wantJournal(1)
-			if want := []journalLine{started1}; hooked && !slices.Equal(unwritten, want) {
-				t.Errorf("JournalUnwritten got %v, want %v", unwritten, want)
+			if n := h.count(WorkflowResource); n != 1 {
+				t.Errorf("%d Workflows, want the run's", n)
+			}
+			if got := h.nb.dev(1); got.LastRun != run1 {
+				t.Errorf("last_run = %q", got.LastRun)
+			}
+			h.wantJournal(1, tc.journal...)
+			if !slices.Equal(unwritten, tc.unwritten) {
+				t.Errorf("JournalUnwritten got %v, want %v", unwritten, tc.unwritten)
 			}
 			if got := h.audit.records("fleet.journal"); len(got) != 1 {
 				t.Errorf("fleet.journal lines: %v, want one", got)
