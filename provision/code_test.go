@@ -119,55 +119,54 @@ func TestNoCodeInCluster(t *testing.T) {
 	})
 }
 
-// The code of a run that waits for its machine lives only in memory: after
-// a restart the machine's attestation gets a new run, with a new code and
-// config, in place of the old one.
+// A run that waits for its machine, whose code fleetd no longer holds,
+// gets no code: the machine's attestation starts a new run, with a new
+// code and config, in place of the old one, and its next boot before any
+// action gets the same code. The code lives only in memory, so a restart
+// loses it; a Workflow whose digest is not the one of the code fleetd
+// holds (it was edited) gets no code either.
 func TestAdmitAfterRestartReplacesWaitingRun(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h, dev := waitingRun(t, nil)
-		h.restart()
-		time.Sleep(time.Minute)
-		d, err := h.p.Admit(context.Background(), claimOf(dev))
-		const run2 = "provision-node-01-946684860"
-		if err != nil || d.Outcome != Provision || d.Run != run2 || d.Code != "SECRETCODE0002" {
-			t.Fatalf("Admit after a restart = %+v, %v; want a new run %s with a new code", d, err, run2)
-		}
-		if _, err := h.tink.Resource(WorkflowResource).Namespace("tinkerbell").Get(context.Background(), run1, metav1.GetOptions{}); err == nil {
-			t.Errorf("the old run %s still exists", run1)
-		}
-		if wf := h.workflow(run2); wf.Spec.BootOptions.BootMode != "" || wf.Spec.HardwareMap[ValueInstallCodeSHA256] != CodeSHA256("SECRETCODE0002") {
-			t.Errorf("the new run's spec = %+v", wf.Spec)
-		}
-		h.wantLastRun(1, run2)
-		h.wantJournal(1,
-			journalLine{1, inventory.JournalInfo, "started Workflow provision-node-01-946684800; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"},
-			journalLine{1, inventory.JournalInfo, "started Workflow provision-node-01-946684860; the machine attested from HookOS at 10.0.0.21; it replaces Workflow provision-node-01-946684800, whose install code fleetd no longer holds"})
-		// The machine's next boot before any action gets the same code.
-		again, err := h.p.Admit(context.Background(), claimOf(dev))
-		if err != nil || again.Run != run2 || again.Code != d.Code {
-			t.Errorf("a second attestation = %+v, %v; want run %s's code again", again, err, run2)
-		}
-		h.wantNoCodeInCluster()
-		h.wantNoSecretsLogged()
-	})
-}
-
-// A Workflow whose digest is not the one of the code fleetd holds (it was
-// edited) gets no code: the machine's attestation starts a new run.
-func TestAdmitRefusesEditedDigest(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h, dev := waitingRun(t, nil)
-		wf := h.workflow(run1)
-		wf.Spec.HardwareMap[ValueInstallCodeSHA256] = CodeSHA256("a code someone else chose")
-		if _, err := h.tink.Resource(WorkflowResource).Namespace(h.ns).Update(context.Background(), unstructuredOf(t, &wf, tinkerbell.GroupVersion.WithKind("Workflow")), metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Minute)
-		d, err := h.p.Admit(context.Background(), claimOf(dev))
-		if err != nil || d.Code == "SECRETCODE0001" || d.Run == run1 || d.Code != "SECRETCODE0002" {
-			t.Errorf("Admit = %+v, %v; want a new run, not the edited run's code", d, err)
-		}
-	})
+	for _, tc := range []struct {
+		name string
+		lose func(*harness)
+	}{
+		{"restart", (*harness).restart},
+		{"digest edited", func(h *harness) {
+			wf := h.workflow(run1)
+			wf.Spec.HardwareMap[ValueInstallCodeSHA256] = CodeSHA256("a code someone else chose")
+			if _, err := h.tink.Resource(WorkflowResource).Namespace(h.ns).Update(context.Background(), unstructuredOf(h.t, &wf, tinkerbell.GroupVersion.WithKind("Workflow")), metav1.UpdateOptions{}); err != nil {
+				h.t.Fatal(err)
+			}
+		}},
+	} {
+		inBubble(t, tc.name, func(t *testing.T) {
+			h, dev := waitingRun(t, nil)
+			tc.lose(h)
+			time.Sleep(time.Minute)
+			d, err := h.p.Admit(context.Background(), claimOf(dev))
+			const run2 = "provision-node-01-946684860"
+			if err != nil || d.Outcome != Provision || d.Run != run2 || d.Code != "SECRETCODE0002" {
+				t.Fatalf("Admit = %+v, %v; want a new run %s with a new code", d, err, run2)
+			}
+			if _, err := h.tink.Resource(WorkflowResource).Namespace("tinkerbell").Get(context.Background(), run1, metav1.GetOptions{}); err == nil {
+				t.Errorf("the old run %s still exists", run1)
+			}
+			if wf := h.workflow(run2); wf.Spec.BootOptions.BootMode != "" || wf.Spec.HardwareMap[ValueInstallCodeSHA256] != CodeSHA256("SECRETCODE0002") {
+				t.Errorf("the new run's spec = %+v", wf.Spec)
+			}
+			h.wantLastRun(1, run2)
+			h.wantJournal(1,
+				journalLine{1, inventory.JournalInfo, "started Workflow provision-node-01-946684800; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"},
+				journalLine{1, inventory.JournalInfo, "started Workflow provision-node-01-946684860; the machine attested from HookOS at 10.0.0.21; it replaces Workflow provision-node-01-946684800, whose install code fleetd no longer holds"})
+			// The machine's next boot before any action gets the same code.
+			again, err := h.p.Admit(context.Background(), claimOf(dev))
+			if err != nil || again.Run != run2 || again.Code != d.Code {
+				t.Errorf("a second attestation = %+v, %v; want run %s's code again", again, err, run2)
+			}
+			h.wantNoCodeInCluster()
+			h.wantNoSecretsLogged()
+		})
+	}
 }
 
 // The loop forgets the code of a run once it ended or is deleted.
