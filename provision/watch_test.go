@@ -342,21 +342,20 @@ func TestBootedHookOSAfterSuccess(t *testing.T) {
 const bmcUnreachable = "Failed to connect to BMC: failed to open connection to BMC: 1 error occurred:\n\t* dial tcp 10.0.0.21:16992: connect: no route to host\n\n"
 
 // rufioFails starts node-01's run from desired_action on c and has its
-// Rufio job fail at the BMC, and checks the line.
+// Rufio job fail at the BMC.
 func rufioFails(t *testing.T, c cluster) (*harness, inventory.Device, string) {
 	t.Helper()
-	h, dev, run := rufioJobFails(t, c, func(task string) string { return "task " + task + " failed" }, bmcUnreachable)
-	h.wantJournal(1,
-		journalLine{1, inventory.JournalInfo, "started Workflow " + run + "; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"},
-		journalLine{1, inventory.JournalWarning, "the Rufio job netboot-" + run + " of Workflow " + run + " failed to power the machine: Failed to connect to BMC: failed to open connection to BMC: 1 error occurred: * dial tcp 10.0.0.21:16992: connect: no route to host; set AMT's address to 10.0.0.21, or power the machine on by hand"})
-	return h, dev, run
+	return rufioJobFails(t, c, func(task string) string { return "task " + task + " failed" }, bmcUnreachable, func(run string) string {
+		return "the Rufio job netboot-" + run + " of Workflow " + run + " failed to power the machine: Failed to connect to BMC: failed to open connection to BMC: 1 error occurred: * dial tcp 10.0.0.21:16992: connect: no route to host; set AMT's address to 10.0.0.21, or power the machine on by hand"
+	})
 }
 
 // rufioJobFails starts node-01's run from desired_action on c and has its
 // Rufio job fail with jobMsg(its Task's namespace/name), its Task with
 // taskMsg ("": the Task did not fail), each written through its status
-// subresource as Rufio does.
-func rufioJobFails(t *testing.T, c cluster, jobMsg func(task string) string, taskMsg string) (*harness, inventory.Device, string) {
+// subresource as Rufio does, and checks the run's lines: its start, and
+// the warning line(run).
+func rufioJobFails(t *testing.T, c cluster, jobMsg func(task string) string, taskMsg string, line func(run string) string) (*harness, inventory.Device, string) {
 	t.Helper()
 	dev := attested(worker(1, "node-01"))
 	dev.DesiredAction = inventory.DesiredActionProvision
@@ -392,6 +391,9 @@ func rufioJobFails(t *testing.T, c cluster, jobMsg func(task string) string, tas
 	}
 	h.reconcile()
 	h.wantDesired(1)
+	h.wantJournal(1,
+		journalLine{1, inventory.JournalInfo, "started Workflow " + run + "; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"},
+		journalLine{1, inventory.JournalWarning, line(run)})
 	return h, dev, run
 }
 
@@ -445,10 +447,9 @@ func TestRufioJobFailsRetry(t *testing.T) {
 func TestRufioOwnJobFailureRetriedSooner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		own := "failed to create Task tinkerbell/netboot-" + run1 + "-task-0: tasks.bmc.tinkerbell.org \"netboot-" + run1 + "-task-0\" already exists"
-		h, _, _ := rufioJobFails(t, fakes, func(string) string { return own }, "")
-		h.wantJournal(1,
-			journalLine{1, inventory.JournalInfo, "started Workflow provision-node-01-946684800; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"},
-			journalLine{1, inventory.JournalWarning, "the Rufio job netboot-provision-node-01-946684800 of Workflow provision-node-01-946684800 failed on Rufio's side, no BMC task failed: " + own + "; fleetd starts a new run 1m0s after this one started"})
+		h, _, _ := rufioJobFails(t, fakes, func(string) string { return own }, "", func(string) string {
+			return "the Rufio job netboot-provision-node-01-946684800 of Workflow provision-node-01-946684800 failed on Rufio's side, no BMC task failed: " + own + "; fleetd starts a new run 1m0s after this one started"
+		})
 		if pass := h.reconcile(); len(pass.Started) != 0 {
 			t.Errorf("started %v at once", pass.Started)
 		}
