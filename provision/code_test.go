@@ -68,17 +68,19 @@ func (h *harness) wantNoCodeInCluster() {
 	}
 }
 
-// waitingRun starts node-01's run from desired_action: it waits for the
-// machine.
-func waitingRun(t *testing.T, edit func(*Cluster, *Config)) (*harness, inventory.Device) {
+// waitingRun starts node-01's run from desired_action on c: it waits for
+// the machine.
+func (c cluster) waitingRun(t *testing.T) (h *harness, dev inventory.Device, run string) {
 	t.Helper()
-	dev := attested(worker(1, "node-01"))
+	dev = attested(worker(1, "node-01"))
 	dev.DesiredAction = inventory.DesiredActionProvision
-	h := newHarness(t, edit, dev)
-	if pass := h.reconcile(); len(pass.Started) != 1 || pass.Started[0] != run1 {
+	h = c.harness(t, nil, dev)
+	since := time.Now()
+	pass := h.reconcile()
+	if len(pass.Started) != 1 || !runNamed(pass.Started[0], "provision-node-01-", since) {
 		t.Fatalf("pass = %+v", pass)
 	}
-	return h, dev
+	return h, dev, pass.Started[0]
 }
 
 // No object in the cluster carries an install code or the config URL with
@@ -140,7 +142,7 @@ func TestAdmitAfterRestartReplacesWaitingRun(t *testing.T) {
 		}},
 	} {
 		inBubble(t, tc.name, func(t *testing.T) {
-			h, dev := waitingRun(t, nil)
+			h, dev, _ := fakes.waitingRun(t)
 			tc.lose(h)
 			time.Sleep(time.Minute)
 			d, err := h.p.Admit(context.Background(), claimOf(dev))
@@ -207,7 +209,7 @@ func TestCodesForgotten(t *testing.T) {
 // the peer answers that is not the run's is never answered.
 func TestAdmitGetsPeerCode(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h, dev := waitingRun(t, nil)
+		h, dev, _ := fakes.waitingRun(t)
 		holder := h.p
 		held, ok := holder.HeldCode(run1)
 		if !ok {

@@ -357,14 +357,7 @@ func rufioFails(t *testing.T, c cluster) (*harness, inventory.Device, string) {
 // the warning line(run).
 func rufioJobFails(t *testing.T, c cluster, jobMsg func(task string) string, taskMsg string, line func(run string) string) (*harness, inventory.Device, string) {
 	t.Helper()
-	dev := attested(worker(1, "node-01"))
-	dev.DesiredAction = inventory.DesiredActionProvision
-	h := c.harness(t, nil, dev)
-	pass := h.reconcile()
-	if len(pass.Started) != 1 {
-		t.Fatalf("pass = %+v", pass)
-	}
-	run := pass.Started[0]
+	h, dev, run := c.waitingRun(t)
 	// As Rufio writes them: the Job names the Task that failed, the Task
 	// says why, bmclib's errors one per line.
 	on := bmc.PowerOn
