@@ -288,7 +288,5 @@ func TestHalfReadOfRealSizeConfigSpendsCode(t *testing.T) {
 
 	h.wantEvent(Event{Kind: Served, Device: node01, Run: run01, Text: h.srv.text.served(run01)})
 	h.want(h.get(h.client(), code), http.StatusGone, orig, "next fetch")
-	if ev := h.waitEvent(); ev.Kind != Refetched || ev.Text != h.srv.text.refetched {
-		t.Errorf("event %v (%q), want refetched", ev.Kind, ev.Text)
-	}
+	h.wantEvent(Event{Kind: Refetched, Device: node01, Run: run01, Peer: fromClient, Text: h.srv.text.refetched})
 }
