@@ -14,13 +14,17 @@ import (
 // return either a Neighbor or an error matching ErrNotLLDP or ErrMalformed;
 // a Neighbor must satisfy the standard's invariants, equal what
 // ParseLLDPDU gives for the payload, keep no memory of the frame, and be
-// safe to name a port from. The seed corpus is in testdata/fuzz/FuzzParse.
+// safe to name a port from; rebuilt from the six fields a machine's claim
+// carries, it names the same port. The seed corpus is in
+// testdata/fuzz/FuzzParse.
 func FuzzParse(f *testing.F) {
 	f.Add(lldpdFrame)
 	f.Add(unifiFrame("Port 5"))
 	f.Add(lldpFrame(mandatory("5")))
 	f.Add(lldpFrame(cat(mandatory("Port 5"), mgmtTLV(familyIPv4, []byte{192, 0, 2, 1}, 2, 1, []byte{0x2b}), endTLV())))
 	f.Add(lldpFrame(rawTLV(tlvChassisID, 511, []byte{4})))
+	f.Add(lldpFrame(cat(chassisTLV(ChassisNetworkAddress, []byte{familyIPv4, 192, 0, 2, 1}),
+		portTLV(PortInterfaceName, []byte("ge-0/0/5")), ttlTLV(120), textTLV(tlvSystemName, "core-1"))))
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		orig := bytes.Clone(frame)
 		n, err := Parse(frame)
@@ -67,8 +71,21 @@ func FuzzParse(f *testing.F) {
 		if diff := cmp.Diff(n, fromPDU, opts); diff != "" {
 			t.Fatalf("the Neighbor changed with its frame:\n%s", diff)
 		}
-		if p, err := Port(n, nil); err == nil && (p < 1 || p > MaxPort) {
+		p, err := Port(n, nil)
+		if err == nil && (p < 1 || p > MaxPort) {
 			t.Fatalf("Port = %d", p)
+		}
+		// The claim carries the subtypes as plain uint8s, and strings.
+		rebuilt := &Neighbor{
+			ChassisIDSubtype: ChassisIDSubtype(uint8(n.ChassisIDSubtype)),
+			ChassisID:        n.ChassisID,
+			PortIDSubtype:    PortIDSubtype(uint8(n.PortIDSubtype)),
+			PortID:           n.PortID,
+			PortDescription:  n.PortDescription,
+			SystemName:       n.SystemName,
+		}
+		if q, qerr := Port(rebuilt, nil); q != p || (qerr == nil) != (err == nil) {
+			t.Fatalf("Port(rebuilt from the claim's fields) = %d, %v; Port(parsed) = %d, %v", q, qerr, p, err)
 		}
 		_ = Check(n, 5, nil)
 	})

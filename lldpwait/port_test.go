@@ -92,40 +92,6 @@ func TestPortDefaultRules(t *testing.T) {
 	}
 }
 
-// TestPortFromClaimFields rebuilds a Neighbor from the six fields a
-// machine's claim carries and checks it names the same port.
-func TestPortFromClaimFields(t *testing.T) {
-	for _, frame := range [][]byte{lldpdFrame, unifiFrame("Port 5"), lldpFrame(cat(
-		chassisTLV(ChassisNetworkAddress, []byte{familyIPv4, 192, 0, 2, 1}),
-		portTLV(PortInterfaceName, []byte("ge-0/0/5")), ttlTLV(120), textTLV(tlvSystemName, "core-1")))} {
-		n := mustParse(t, frame)
-		// The claim carries plain uint8s and strings.
-		claim := struct {
-			ChassisIDSubtype uint8
-			ChassisID        string
-			PortIDSubtype    uint8
-			PortID           string
-			PortDescription  string
-			SystemName       string
-		}{uint8(n.ChassisIDSubtype), n.ChassisID, uint8(n.PortIDSubtype), n.PortID, n.PortDescription, n.SystemName}
-		rebuilt := &Neighbor{
-			ChassisIDSubtype: ChassisIDSubtype(claim.ChassisIDSubtype),
-			ChassisID:        claim.ChassisID,
-			PortIDSubtype:    PortIDSubtype(claim.PortIDSubtype),
-			PortID:           claim.PortID,
-			PortDescription:  claim.PortDescription,
-			SystemName:       claim.SystemName,
-		}
-		want, err := Port(n, nil)
-		if err != nil {
-			t.Fatalf("Port(parsed %s %q): %v", n.PortIDSubtype, n.PortID, err)
-		}
-		if got, err := Port(rebuilt, nil); got != want || err != nil {
-			t.Errorf("Port(rebuilt) = %d, %v; Port(parsed) = %d", got, err, want)
-		}
-	}
-}
-
 func TestPortCustomRules(t *testing.T) {
 	// A switch family that sends ifIndex 1001.. as a local port ID, with
 	// no useful description, and a chassis whose ports count from 0.
