@@ -89,19 +89,13 @@ func TestFetchWaitRunsOut(t *testing.T) {
 // (410), even while the replica that answered still writes its outcome
 // down (20 ms, as fleetd's NetBox writes) before it settles the loan.
 func TestServedOnceThenGoneAtEveryReplica(t *testing.T) {
-	a := newHarness(t, harnessOpts{})
-	borrow := func(ctx context.Context, code string) (*Loan, error) {
-		l, err := a.srv.Lend(ctx, code)
-		if err != nil {
-			return nil, err
-		}
-		return NewLoan(bytes.Clone(l.Config), l.Device, l.Run, l.Deadline, l.Settle), nil
-	}
-	opts := harnessOpts{cfg: Config{Borrow: borrow}, eventDelay: 20 * time.Millisecond}
-	ring := []*harness{a, newHarness(t, opts), newHarness(t, opts)}
+	opts := harnessOpts{eventDelay: 20 * time.Millisecond}
+	r := newReplicas(t, opts)
+	opts.cfg.Borrow = r.borrow
+	ring := []*harness{r.a, r.b, newHarness(t, opts)}
 	clients := []*http.Client{ring[0].client(), ring[1].client(), ring[2].client()}
 	for i := range 200 {
-		code, _, orig := a.put(4096, node01, run01)
+		code, _, orig := r.a.put(4096, node01, run01)
 		var got []int
 		for try := range len(ring) {
 			h := ring[(i+try)%len(ring)]

@@ -15,9 +15,7 @@ import (
 )
 
 // replicas are two harnesses: a holds the configs, and b borrows them
-// from a, as two replicas of fleetd behind one address do. The loan
-// crosses between them as bytes, as over a network; borrowErr, when set,
-// is what b's Borrow answers instead.
+// from a (borrow), as two replicas of fleetd behind one address do.
 type replicas struct {
 	a, b      *harness
 	mu        sync.Mutex
@@ -25,27 +23,32 @@ type replicas struct {
 	settled   chan bool // each loan's outcome, once the holder settled it
 }
 
-func newReplicas(t *testing.T, bcfg Config) *replicas {
+// newReplicas starts a, and b with bo (its Borrow set to r.borrow).
+func newReplicas(t *testing.T, bo harnessOpts) *replicas {
 	t.Helper()
-	r := &replicas{a: newHarness(t, harnessOpts{}), settled: make(chan bool, 100)}
-	bcfg.Borrow = func(ctx context.Context, code string) (*Loan, error) {
-		r.mu.Lock()
-		err := r.borrowErr
-		r.mu.Unlock()
-		if err != nil {
-			return nil, err
-		}
-		l, err := r.a.srv.Lend(ctx, code)
-		if err != nil {
-			return nil, err
-		}
-		return NewLoan(bytes.Clone(l.Config), l.Device, l.Run, l.Deadline, func(served bool, peer string) {
-			l.Settle(served, peer)
-			r.settled <- served
-		}), nil
-	}
-	r.b = newHarness(t, harnessOpts{cfg: bcfg})
+	r := &replicas{a: newHarness(t, harnessOpts{}), settled: make(chan bool, 256)}
+	bo.cfg.Borrow = r.borrow
+	r.b = newHarness(t, bo)
 	return r
+}
+
+// borrow is a borrower's Config.Borrow: the loan crosses from a as bytes,
+// as over a network. borrowErr, when set, is what it answers instead.
+func (r *replicas) borrow(ctx context.Context, code string) (*Loan, error) {
+	r.mu.Lock()
+	err := r.borrowErr
+	r.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	l, err := r.a.srv.Lend(ctx, code)
+	if err != nil {
+		return nil, err
+	}
+	return NewLoan(bytes.Clone(l.Config), l.Device, l.Run, l.Deadline, func(served bool, peer string) {
+		l.Settle(served, peer)
+		r.settled <- served
+	}), nil
 }
 
 // waitSettled returns the outcome of the next loan the holder settled,
@@ -66,7 +69,7 @@ func (r *replicas) waitSettled(t *testing.T) bool {
 // and settles the loan once, the holder reports nothing, and every later
 // fetch, at either replica, is told it was served (410).
 func TestBorrowedConfigServedOnce(t *testing.T) {
-	r := newReplicas(t, Config{})
+	r := newReplicas(t, harnessOpts{})
 	code, _, orig := r.a.put(4096, node01, run01)
 	r.b.want(r.b.get(r.b.client(), code), http.StatusOK, orig, "fetch at the borrower")
 	r.b.wantEvent(Event{Kind: Served, Device: node01, Run: run01, Text: "fleetd served the config of " + run01, Borrowed: true})
@@ -95,7 +98,7 @@ func TestBorrowedConfigServedOnce(t *testing.T) {
 // 100 fetches of one code, half at each replica, at once: one answer
 // carries the config.
 func TestBorrowedConfigConcurrentFetches(t *testing.T) {
-	r := newReplicas(t, Config{})
+	r := newReplicas(t, harnessOpts{})
 	code, _, orig := r.a.put(64<<10, node01, run01)
 	statuses, bodies := fetchAtOnce(t, 100, []*harness{r.a, r.b}, nil, code, orig, nil)
 	if statuses[http.StatusOK] != 1 || bodies != 1 || statuses[http.StatusOK]+statuses[http.StatusGone]+statuses[http.StatusServiceUnavailable] != 100 {
@@ -121,7 +124,7 @@ func TestBorrowedConfigConcurrentFetches(t *testing.T) {
 // holder unreachable: the borrower answers as for a config of its own,
 // and the config stays with its holder.
 func TestBorrowRefusals(t *testing.T) {
-	r := newReplicas(t, Config{})
+	r := newReplicas(t, harnessOpts{})
 	r.b.want(r.b.get(r.b.client(), NewCode()), http.StatusNotFound, nil, "an unknown code at the borrower")
 	r.b.wantKind(Missing)
 
@@ -150,7 +153,7 @@ func TestBorrowRefusals(t *testing.T) {
 // not acknowledged by the node, the holder keeps the config and reports
 // nothing, and a later fetch gets it.
 func TestBorrowedNotAcknowledged(t *testing.T) {
-	r := newReplicas(t, Config{WriteTimeout: 500 * time.Millisecond})
+	r := newReplicas(t, harnessOpts{cfg: Config{WriteTimeout: 500 * time.Millisecond}})
 	code, _, orig := r.a.put(1<<20, node01, run01)
 	c, tc := r.b.rawConn(16 << 10)
 	sendGet(t, c, PathPrefix+code)
