@@ -100,7 +100,7 @@ func TestBorrowedConfigServedOnce(t *testing.T) {
 func TestBorrowedConfigConcurrentFetches(t *testing.T) {
 	r := newReplicas(t, harnessOpts{})
 	code, _, orig := r.a.put(64<<10, node01, run01)
-	statuses, bodies := fetchAtOnce(t, 100, []*harness{r.a, r.b}, nil, code, orig, nil)
+	statuses, bodies := fetchAtOnce(t, 100, []*harness{r.a, r.b}, code, orig, nil)
 	if statuses[http.StatusOK] != 1 || bodies != 1 || statuses[http.StatusOK]+statuses[http.StatusGone]+statuses[http.StatusServiceUnavailable] != 100 {
 		t.Errorf("statuses %v, %d carrying the config: want one 200 with the config, and 410 or 503 for the rest", statuses, bodies)
 	}

@@ -91,11 +91,11 @@ func TestServeOnceOverTLS(t *testing.T) {
 }
 
 // fetchAtOnce fetches code n times at once, the i-th at the harness
-// ring[i%len(ring)] with c (nil: that harness's client), and counts the
-// answers by status and those that carry the config. It fails t if a fetch
+// ring[i%len(ring)] with a client of its own, and counts the answers by
+// status and those that carry the config. It fails t if a fetch
 // fails, or if an answer carries part of the config and is not a 200 with
 // all of it. seen, if set, sees each answer, under the count's lock.
-func fetchAtOnce(t *testing.T, n int, ring []*harness, c *http.Client, code string, orig []byte, seen func(int, http.Header)) (byCode map[int]int, bodies int) {
+func fetchAtOnce(t *testing.T, n int, ring []*harness, code string, orig []byte, seen func(int, http.Header)) (byCode map[int]int, bodies int) {
 	var (
 		wg    sync.WaitGroup
 		start = make(chan struct{})
@@ -106,12 +106,9 @@ func fetchAtOnce(t *testing.T, n int, ring []*harness, c *http.Client, code stri
 	for i := range n {
 		h := ring[i%len(ring)]
 		wg.Go(func() {
+			c := h.client()
 			<-start
-			client := c
-			if client == nil {
-				client = h.client()
-			}
-			resp, err := client.Get(h.url(code))
+			resp, err := c.Get(h.url(code))
 			var body []byte
 			if err == nil {
 				body, err = io.ReadAll(resp.Body)
@@ -152,12 +149,8 @@ func TestConcurrentFetchesServeOnce(t *testing.T) {
 	h.gate.hold = hold
 	code, _, orig := h.put(20<<10, node01, run01)
 	const n = 200
-	tr := &http.Transport{DisableKeepAlives: true, MaxIdleConnsPerHost: -1}
-	defer tr.CloseIdleConnections()
-	c := &http.Client{Transport: tr, Timeout: 60 * time.Second}
-
 	retries := 0
-	byCode, bodies := fetchAtOnce(t, n, []*harness{h}, c, code, orig, func(status int, header http.Header) {
+	byCode, bodies := fetchAtOnce(t, n, []*harness{h}, code, orig, func(status int, header http.Header) {
 		if status == http.StatusServiceUnavailable && header.Get("Retry-After") != "" {
 			retries++
 			if retries == 50 {
