@@ -46,10 +46,8 @@ func TestFetchWaitsAndGetsTheUnacknowledgedConfig(t *testing.T) {
 	sendGet(t, c, PathPrefix+code) // never read: the answer cannot arrive whole
 	testenv.WaitFor(t, 10*time.Second, "the stuck answer asks the gate", func() bool { return h.gate.callCount() == 1 })
 	h.want(h.get(h.client(), code), http.StatusOK, orig, "the fetch that waited")
-	kinds := []Kind{h.waitEvent().Kind, h.waitEvent().Kind}
-	if kinds[0] != NotAcknowledged || kinds[1] != Served {
-		t.Errorf("events %v, want not-acknowledged then served", kinds)
-	}
+	h.wantKind(NotAcknowledged)
+	h.wantKind(Served)
 }
 
 // A fetch still waiting at BusyWait hears "try again" (503, Retry-After:
