@@ -8,7 +8,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -331,16 +330,6 @@ func stormMachines(tb testing.TB, bindings *attesttest.Bindings, n int) []stormM
 	return stormSet[:n]
 }
 
-// stormTLS is fleetd's serving certificate for 127.0.0.1, with an ECDSA
-// P-256 key like the ACME certificate fleetd serves.
-func stormTLS() (*tls.Config, *x509.CertPool, error) {
-	c, err := testcert.New("127.0.0.1")
-	if err != nil {
-		return nil, nil, err
-	}
-	return &tls.Config{Certificates: []tls.Certificate{c.TLS}}, c.Pool, nil
-}
-
 // stormResult is one boot storm's outcome.
 type stormResult struct {
 	wall            time.Duration
@@ -369,54 +358,6 @@ func (t *timingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return rsp, err
 }
 
-// bootStorm starts every machine at once, each with its own HTTPS
-// connection, and checks every verdict.
-func bootStorm(tb testing.TB, n int) stormResult {
-	tb.Helper()
-	bindings := &attesttest.Bindings{}
-	machines := stormMachines(tb, bindings, n)
-	var admitted sync.Map
-	srv, err := stormServer(bindings, func(serial string) error {
-		if _, dup := admitted.LoadOrStore(serial, true); dup {
-			return fmt.Errorf("%s admitted twice", serial)
-		}
-		return nil
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tlsCfg, pool, err := stormTLS()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ts := httptest.NewUnstartedServer(srv)
-	ts.TLS = tlsCfg
-	// Goroutines carry the side they work for into a CPU profile (go tool
-	// pprof -tagfocus side=fleetd): the server's connections inherit the
-	// label of the goroutine that starts it.
-	pprof.Do(context.Background(), pprof.Labels("side", "fleetd"), func(context.Context) { ts.StartTLS() })
-	defer ts.Close()
-	r := stormRun(tb, machines, ts.URL+"/attest", pool)
-	r.bindingRequests = bindings.Calls()
-	return r
-}
-
-// stormServer is the storm's fleetd: it judges against bindings, keeps a
-// session stormPatience, and answers each claim admit lets pass the
-// install code "code-" and its serial.
-func stormServer(bindings attest.Bindings, admit func(serial string) error) (*attest.Server, error) {
-	return attest.NewServer(bindings, &attest.Config{
-		Logger:     slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		SessionTTL: stormPatience,
-		Admit: func(_ context.Context, c attest.Claim) (attest.Admission, error) {
-			if err := admit(c.Serial); err != nil {
-				return attest.Admission{}, err
-			}
-			return attest.Admission{InstallCode: "code-" + c.Serial}, nil
-		},
-	})
-}
-
 // stormPatience is how long a storm's machine waits for each answer, and
 // how long the storm's server keeps a session for its proof: a storm
 // checks every verdict, not how fast one comes, and on two loaded cores
@@ -424,13 +365,42 @@ func stormServer(bindings attest.Bindings, admit func(serial string) error) (*at
 // longer than a machine's defaults (a request's 30 s, a session's 60 s).
 const stormPatience = 10 * time.Minute
 
-// stormRun starts every machine at once against the attestation server at
-// url, which pool trusts, each with its own HTTPS connection, and checks
-// every verdict and install code; it returns the storm's outcome but its
-// binding requests.
-func stormRun(tb testing.TB, machines []stormMachine, url string, pool *x509.CertPool) stormResult {
+// bootStorm starts every machine at once against the storm's fleetd, each
+// with its own HTTPS connection, and checks every verdict and install
+// code. The storm's fleetd judges against the machines' bindings, keeps a
+// session stormPatience, and answers each claim it admits (once) the
+// install code "code-" and its serial; it serves a certificate for
+// 127.0.0.1 with an ECDSA P-256 key, like the ACME certificate fleetd
+// serves.
+func bootStorm(tb testing.TB, n int) stormResult {
 	tb.Helper()
-	n := len(machines)
+	bindings := &attesttest.Bindings{}
+	machines := stormMachines(tb, bindings, n)
+	var admitted sync.Map
+	srv, err := attest.NewServer(bindings, &attest.Config{
+		Logger:     slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		SessionTTL: stormPatience,
+		Admit: func(_ context.Context, c attest.Claim) (attest.Admission, error) {
+			if _, dup := admitted.LoadOrStore(c.Serial, true); dup {
+				return attest.Admission{}, fmt.Errorf("%s admitted twice", c.Serial)
+			}
+			return attest.Admission{InstallCode: "code-" + c.Serial}, nil
+		},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cert, err := testcert.New("127.0.0.1")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(srv)
+	ts.TLS = &tls.Config{Certificates: []tls.Certificate{cert.TLS}}
+	// Goroutines carry the side they work for into a CPU profile (go tool
+	// pprof -tagfocus side=fleetd): the server's connections inherit the
+	// label of the goroutine that starts it.
+	pprof.Do(context.Background(), pprof.Labels("side", "fleetd"), func(context.Context) { ts.StartTLS() })
+	defer ts.Close()
 	lat, wait := make([]time.Duration, n), make([]time.Duration, n)
 	errs, results := make([]error, n), make([]attest.Result, n)
 	start := make(chan struct{})
@@ -438,11 +408,11 @@ func stormRun(tb testing.TB, machines []stormMachine, url string, pool *x509.Cer
 	for i, m := range machines {
 		done.Go(func() {
 			pprof.Do(context.Background(), pprof.Labels("side", "machine"), func(context.Context) {
-				tt := &timingTransport{rt: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+				tt := &timingTransport{rt: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cert.Pool}}}
 				client := &http.Client{Transport: tt}
 				<-start
 				t0 := time.Now()
-				results[i], errs[i] = attest.Run(context.Background(), url, m.tpm,
+				results[i], errs[i] = attest.Run(context.Background(), ts.URL+"/attest", m.tpm,
 					attest.Machine{Serial: m.serial, MAC: net.HardwareAddr{2, 0, 0, 0, byte(i >> 8), byte(i)}},
 					&attest.ClientConfig{HTTPClient: client, Tries: 1, RequestTimeout: stormPatience})
 				lat[i] = time.Since(t0)
@@ -471,7 +441,7 @@ func stormRun(tb testing.TB, machines []stormMachine, url string, pool *x509.Cer
 	pct := func(d []time.Duration, p float64) time.Duration { return d[min(len(d)-1, int(float64(len(d))*p))] }
 	return stormResult{
 		wall: wall, p50: pct(lat, 0.50), p99: pct(lat, 0.99), max: lat[n-1],
-		fp50: pct(wait, 0.50), fp99: pct(wait, 0.99),
+		fp50: pct(wait, 0.50), fp99: pct(wait, 0.99), bindingRequests: bindings.Calls(),
 	}
 }
 
