@@ -31,15 +31,6 @@ type quoter interface {
 // measuredTPM returns a TPM whose PCRs hold boot's measurements.
 type measuredTPM func(t *testing.T, boot *attesttest.BootLog) quoter
 
-// softMeasured makes SoftTPMs with banks active.
-func softMeasured(banks ...crypto.Hash) measuredTPM {
-	return func(t *testing.T, boot *attesttest.BootLog) quoter {
-		tpm := softTPM(t, &attesttest.SoftConfig{RSAEK: rsaKey(t, 0), Banks: banks})
-		tpm.Measure(boot)
-		return tpm
-	}
-}
-
 // bankSets are the sets of active PCR banks the tests run TPMs with: the
 // four (the reference simulator, OVMF with swtpm), two, and SHA-256 alone
 // (swtpm as swtpm_setup manufactures it by default).
@@ -70,12 +61,6 @@ func secureBootLogs(t testing.TB, banks ...crypto.Hash) (on, off *attesttest.Boo
 func fingerprint(der []byte) string {
 	sum := sha256.Sum256(der)
 	return hex.EncodeToString(sum[:])
-}
-
-func TestQuoteSoftTPM(t *testing.T) {
-	for _, banks := range bankSets {
-		t.Run(bankList(banks), func(t *testing.T) { testQuote(t, banks, softMeasured(banks...)) })
-	}
 }
 
 // testQuote attests a TPM with the PCR banks banks active that measured a
