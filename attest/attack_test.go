@@ -30,48 +30,42 @@ func TestReplayedProofRefused(t *testing.T) {
 	}
 }
 
-// A proof whose secrets are not the ones its session asked is refused and
-// admits nothing: the secrets of another session of the machine, or the
-// machine's secrets with another machine's session (each session's
-// secrets are its own); the session itself still attests. Secrets wrong,
-// missing, swapped or one too many are TestVerifyProof's rows.
-func TestWrongSecretsRefused(t *testing.T) {
+// A proof whose session or secrets are not the ones fleetd sealed and
+// asked is refused and admits nothing: the secrets of another session of
+// the machine, or the machine's secrets with another machine's session
+// (each session's secrets are its own); its session with a byte flipped,
+// cut short, or sealed by a server with another key. The session itself
+// still attests. Secrets wrong, missing, swapped or one too many are
+// TestVerifyProof's rows.
+func TestForgedProofsRefused(t *testing.T) {
 	f, tpm := approvedFleet(t, nil)
-	ch := f.challenge(t, tpm, "S1")
-	good := activate(t, tpm, ch)
+	good := activate(t, tpm, f.challenge(t, tpm, "S1"))
 	other := quickTPM(t, 1)
 	f.bindings.Set("S3", approve(t, other))
 	later, elsewhere := f.challenge(t, tpm, "S1"), f.challenge(t, other, "S3")
-	for name, p := range map[string]wireProof{
+	session := func(change func(s []byte) []byte) wireProof {
+		p := good
+		p.Session = change(bytes.Clone(good.Session))
+		return p
+	}
+	forged := map[string]wireProof{
 		"session B with the secrets that answer session A":      {Session: later.Session, Secrets: good.Secrets},
 		"another machine's session with this machine's secrets": {Session: elsewhere.Session, Secrets: good.Secrets},
-	} {
+		"truncated session": session(func(s []byte) []byte { return s[:len(s)-1] }),
+	}
+	for _, i := range []int{0, 12, len(good.Session) / 2, len(good.Session) - 1} {
+		forged[fmt.Sprintf("session with byte %d flipped", i)] = session(func(s []byte) []byte { s[i] ^= 0x01; return s })
+	}
+	for name, p := range forged {
 		f.proveWant(t, name, p, http.StatusForbidden)
 	}
-	if n := len(f.hook.calls()); n != 0 {
+	// A session sealed by a server with another key.
+	otherKey := newFleetFor(t, nil, tpm)
+	otherKey.proveWant(t, "a session of another key", good, http.StatusForbidden)
+	if n := len(f.hook.calls()) + len(otherKey.hook.calls()); n != 0 {
 		t.Errorf("the admission hook was called %d times", n)
 	}
 	f.proveWant(t, "the right secrets after wrong ones", good, http.StatusOK)
-}
-
-func TestTamperedSessionRefused(t *testing.T) {
-	f, tpm := approvedFleet(t, nil)
-	good := activate(t, tpm, f.challenge(t, tpm, "S1"))
-	for _, i := range []int{0, 12, len(good.Session) / 2, len(good.Session) - 1} {
-		p := good
-		p.Session = bytes.Clone(good.Session)
-		p.Session[i] ^= 0x01
-		f.proveWant(t, fmt.Sprintf("session with byte %d flipped", i), p, http.StatusForbidden)
-	}
-	p := good
-	p.Session = good.Session[:len(good.Session)-1]
-	f.proveWant(t, "truncated session", p, http.StatusForbidden)
-	// A session sealed by a server with another key.
-	other := newFleetFor(t, nil, tpm)
-	other.proveWant(t, "a session of another key", good, http.StatusForbidden)
-	if n := len(f.hook.calls()) + len(other.hook.calls()); n != 0 {
-		t.Errorf("the admission hook was called %d times", n)
-	}
 }
 
 // sharedSpent is a record of spent sessions that several Servers in one
