@@ -254,38 +254,47 @@ func TestPassedWithCode(t *testing.T) {
 }
 
 // Every outcome but a pass with a code (TestPassedWithCode): the exit
-// code, what stdout says, and a boot record of this boot that holds no
-// pass unless fleetd attested the machine, whatever pass was recorded
-// before. The runbook: "The console says attest: FAILED and the agent
-// starts at once" when fleetd refused the machine, with a verdict or
+// code, what stdout and stderr say, and a boot record of this boot that
+// holds no pass unless fleetd attested the machine, whatever pass was
+// recorded before. The runbook: "The console says attest: FAILED and the
+// agent starts at once" when fleetd refused the machine, with a verdict or
 // without one (two NetBox devices hold the serial: the agent says why and
-// tries no more); "attest: try 5 failed" when no verdict came.
+// tries no more); "attest: try 5 failed" when no verdict came. With no
+// switch port known the agent attests all the same; a local failure ends
+// the agent before it attests, with this boot recorded as not attested
+// once it has a boot ID and a place for the record.
 func TestOutcomes(t *testing.T) {
 	refusal := fmt.Sprintf("NetBox holds more than one device with serial %q", testSerial)
 	const previousBoot = "00000000-1111-2222-3333-444444444444"
+	local := []string{"attest: "}
+	noCode := attest.Admission{NoProvision: "a control plane waits for desired_action=provision"}
 	for _, tc := range []struct {
-		name     string
-		setup    func(t *testing.T, f *fleetd, a *agent)
-		earlier  string // the boot ID of a pass with a code recorded before the run; "": none
-		code     int
-		has      []string // stdout holds each
-		suffix   string   // stdout ends so
-		not      []string // stdout holds none
-		stderr   string   // stderr holds it
-		attested bool
-		quick    bool // five tries with no back-off take under 10 s
-		check    func(t *testing.T, f *fleetd)
+		name      string
+		noEntry   bool // no entry names the serial; otherwise the software TPM's approves it
+		setup     func(t *testing.T, f *fleetd, a *agent)
+		args      []string
+		earlier   string // the boot ID of a pass with a code recorded before the run; "": none
+		code      int
+		has       []string // stdout holds each
+		prefix    string   // stdout begins so
+		suffix    string   // stdout ends so
+		not       []string // stdout holds none
+		stderr    string   // stderr begins so
+		attested  bool
+		unwritten bool // no boot record is written
+		quick     bool // five tries with no back-off take under 10 s
+		check     func(t *testing.T, f *fleetd, a *agent)
 	}{
 		{name: "passed-without-code", setup: func(t *testing.T, f *fleetd, a *agent) {
-			f.approve(t).admit = attest.Admission{NoProvision: "a control plane waits for desired_action=provision"}
+			f.admit = noCode
 		}, code: exitAttested, suffix: "attest: PASSED\nattest: no provision: a control plane waits for desired_action=provision\n",
 			not: []string{"install code written"}, attested: true},
-		{name: "pending-approval", setup: func(t *testing.T, f *fleetd, a *agent) {
+		{name: "pending-approval", noEntry: true, setup: func(t *testing.T, f *fleetd, a *agent) {
 			a.lldp = nil // and no frame came
 		}, earlier: testBootID, code: exitRefused,
 			has: []string{"lldp: no LLDP frame on eth0 within 35s; attesting with no switch port\nattest: FAILED pending-approval\nattest: "},
 			not: []string{"install code written"},
-			check: func(t *testing.T, f *fleetd) {
+			check: func(t *testing.T, f *fleetd, a *agent) {
 				ws := f.srv.Waiting(testSerial)
 				if len(ws) != 1 {
 					t.Fatalf("%d claims wait, want 1", len(ws))
@@ -295,7 +304,7 @@ func TestOutcomes(t *testing.T) {
 				}
 			}},
 		{name: "refused-claim", setup: func(t *testing.T, f *fleetd, a *agent) {
-			f.approve(t).bindings.SetError(&attest.BindingError{Reason: refusal, Err: errors.New("netbox: devices w-01 (id 3) and w-02 (id 7) both have serial")})
+			f.bindings.SetError(&attest.BindingError{Reason: refusal, Err: errors.New("netbox: devices w-01 (id 3) and w-02 (id 7) both have serial")})
 		}, earlier: testBootID, code: exitRefused, suffix: "\nattest: FAILED\nattest: " + refusal + "\n", not: []string{"try", "w-01"}},
 		{name: "swapped-tpm", setup: func(t *testing.T, f *fleetd, a *agent) {
 			other, err := attesttest.NewSoftTPM(&attesttest.SoftConfig{NoECC: true})
@@ -311,9 +320,8 @@ func TestOutcomes(t *testing.T) {
 			l.Close()
 		}, earlier: previousBoot, code: exitNoVerdict,
 			has: []string{"attest: try 1 failed\n", "attest: try 2 failed\n", "attest: try 3 failed\n", "attest: try 4 failed\n", "attest: try 5 failed\n"},
-			not: []string{"attest: try 6 failed", "PASSED", "FAILED "}, stderr: "attest: no verdict", quick: true},
+			not: []string{"attest: try 6 failed", "PASSED", "FAILED "}, stderr: "hookos-attest: attest: no verdict", quick: true},
 		{name: "wrong-ca", setup: func(t *testing.T, f *fleetd, a *agent) {
-			f.approve(t)
 			// A CA that signed nothing fleetd holds.
 			other, err := testcert.New("another CA")
 			if err != nil {
@@ -323,18 +331,67 @@ func TestOutcomes(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, earlier: testBootID, code: exitNoVerdict, has: []string{"attest: try 5 failed\n", "certificate"}},
+
+		// No switch port: the agent attests all the same.
+		{name: "listening-fails", setup: func(t *testing.T, f *fleetd, a *agent) {
+			f.admit = noCode
+			a.lldpErr = fmt.Errorf("lldpwait: listening for LLDP frames on eth0 is not implemented on darwin: %w", errors.ErrUnsupported)
+		}, code: exitAttested, prefix: "lldp: lldpwait: listening for LLDP frames on eth0 is not implemented on darwin: unsupported operation; attesting with no switch port\n",
+			attested: true, check: admittedWithoutPort("eth0")},
+		{name: "lldp-wait-0-does-not-listen", setup: func(t *testing.T, f *fleetd, a *agent) { f.admit = noCode }, args: []string{"-lldp-wait", "0"}, code: exitAttested,
+			prefix: "lldp: not listening on eth0 (-lldp-wait 0); attesting with no switch port\n", attested: true, check: admittedWithoutPort("")},
+		{name: "an-overlong-port-id", setup: func(t *testing.T, f *fleetd, a *agent) {
+			f.admit = noCode
+			a.lldp.PortID = strings.Repeat("ab:", 200)
+			a.lldp.SystemName = strings.Repeat("s", 300)
+		}, code: exitAttested, prefix: "lldp: the switch's frame names its port in more than 255 bytes; attesting with no switch port\n",
+			attested: true, check: admittedWithoutPort("eth0")},
+
+		// Local failures: the agent does not attest.
+		{name: "no-tpm", setup: func(t *testing.T, f *fleetd, a *agent) {
+			a.m.openTPM = func(string) (tpmDevice, error) {
+				return nil, fmt.Errorf("%w: open /dev/tpmrm0: no such file or directory", attest.ErrTPM)
+			}
+		}, code: exitLocal, not: local, stderr: "hookos-attest: attest: the TPM failed: open /dev/tpmrm0: no such file or directory\n", check: notAdmitted},
+		{name: "placeholder-serial", setup: func(t *testing.T, f *fleetd, a *agent) {
+			a.m.root.(fstest.MapFS)["sys/class/dmi/id/product_serial"] = &fstest.MapFile{Data: []byte("To Be Filled By O.E.M.\n")}
+		}, code: exitLocal, not: local, stderr: `hookos-attest: attest: SMBIOS reports no serial: product_serial is the placeholder "To Be Filled By O.E.M."` + "\n", check: notAdmitted},
+		{name: "no-boot-id", setup: func(t *testing.T, f *fleetd, a *agent) {
+			delete(a.m.root.(fstest.MapFS), "proc/sys/kernel/random/boot_id")
+		}, code: exitLocal, not: local, stderr: "hookos-attest: ", unwritten: true, check: notAdmitted},
+		{name: "no-such-interface", setup: func(t *testing.T, f *fleetd, a *agent) { a.env["FLEET_INTERFACE"] = "eth9" },
+			code: exitLocal, not: local, stderr: "hookos-attest: no interface eth9\n", check: notAdmitted},
+		{name: "an-interface-without-a-mac", setup: func(t *testing.T, f *fleetd, a *agent) { a.env["FLEET_INTERFACE"] = "lo" },
+			code: exitLocal, not: local, stderr: `hookos-attest: lo has no Ethernet MAC ("00:00:00:00:00:00")` + "\n", check: notAdmitted},
+		{name: "no-boot-interface", setup: func(t *testing.T, f *fleetd, a *agent) {
+			m := a.m.root.(fstest.MapFS)
+			delete(m, "proc/cmdline")
+			delete(m, "proc/net/route")
+			m["sys/class/net/eth0/flags"] = &fstest.MapFile{Data: []byte("0x1002\n")}
+		}, code: exitLocal, not: local, check: notAdmitted,
+			stderr: "hookos-attest: no boot interface: no interface has the MAC hw_addr= names, carries the default route, or is up with an Ethernet MAC; name it with -interface or FLEET_INTERFACE\n"},
+		{name: "the-boot-record-cannot-be-written", setup: func(t *testing.T, f *fleetd, a *agent) {
+			file := filepath.Join(filepath.Dir(a.bootDir), "file")
+			os.WriteFile(file, nil, 0o600)
+			a.env["FLEET_BOOT_DIR"] = filepath.Join(file, "fleet")
+		}, code: exitLocal, not: local, stderr: "hookos-attest: record this boot: ", unwritten: true, check: notAdmitted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFleetd(t)
+			if !tc.noEntry {
+				f.approve(t)
+			}
 			a := newAgent(t, f)
-			tc.setup(t, f, a)
+			if tc.setup != nil {
+				tc.setup(t, f, a)
+			}
 			if tc.earlier != "" {
 				if err := disksafe.WriteBootRecord(a.bootDir, disksafe.BootRecord{BootID: tc.earlier, Attested: true, Code: testCode}); err != nil {
 					t.Fatal(err)
 				}
 			}
 			start := time.Now()
-			stdout, stderr := a.runExits(t, tc.code)
+			stdout, stderr := a.runExits(t, tc.code, tc.args...)
 			for _, s := range tc.has {
 				if !strings.Contains(stdout, s) {
 					t.Errorf("stdout lacks %q:\n%s", s, stdout)
@@ -345,54 +402,21 @@ func TestOutcomes(t *testing.T) {
 					t.Errorf("stdout holds %q:\n%s", s, stdout)
 				}
 			}
-			if !strings.HasSuffix(stdout, tc.suffix) || !strings.Contains(stderr, tc.stderr) {
-				t.Errorf("stdout = %q, want it to end %q; stderr = %q, want it to hold %q", stdout, tc.suffix, stderr, tc.stderr)
+			if !strings.HasPrefix(stdout, tc.prefix) || !strings.HasSuffix(stdout, tc.suffix) || !strings.HasPrefix(stderr, tc.stderr) {
+				t.Errorf("stdout = %q, want it to begin %q and end %q; stderr = %q, want it to begin %q", stdout, tc.prefix, tc.suffix, stderr, tc.stderr)
 			}
 			if d := time.Since(start); tc.quick && d > 10*time.Second {
 				t.Errorf("five tries with no back-off took %v", d)
 			}
-			a.wantRecord(t, tc.attested)
-			if tc.check != nil {
-				tc.check(t, f)
-			}
-		})
-	}
-}
-
-func TestNoSwitchPort(t *testing.T) {
-	f := newFleetd(t).approve(t)
-	for _, tc := range []struct {
-		name   string
-		change func(a *agent)
-		args   []string
-		waited string // the interface waited on; "": none
-		stdout string // how stdout starts
-	}{
-		{"listening fails", func(a *agent) {
-			a.lldpErr = fmt.Errorf("lldpwait: listening for LLDP frames on eth0 is not implemented on darwin: %w", errors.ErrUnsupported)
-		}, nil, "eth0", "lldp: lldpwait: listening for LLDP frames on eth0 is not implemented on darwin: unsupported operation; attesting with no switch port\n"},
-		{"-lldp-wait 0 does not listen", func(a *agent) {}, []string{"-lldp-wait", "0"}, "",
-			"lldp: not listening on eth0 (-lldp-wait 0); attesting with no switch port\n"},
-		{"an overlong port ID", func(a *agent) {
-			a.lldp.PortID = strings.Repeat("ab:", 200)
-			a.lldp.SystemName = strings.Repeat("s", 300)
-		}, nil, "eth0", "lldp: the switch's frame names its port in more than 255 bytes; attesting with no switch port\n"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			a := newAgent(t, f)
-			tc.change(a)
-			code, stdout, _ := a.run(t, tc.args...)
-			if code != exitAttested || a.waited != tc.waited || !strings.HasPrefix(stdout, tc.stdout) {
-				t.Errorf("exit %d, waited on %q, stdout %q", code, a.waited, stdout)
-			}
-			// fleetd took the claim before it answered the agent.
-			select {
-			case c := <-f.claims:
-				if c.LLDP != nil {
-					t.Errorf("claimed port %+v", c.LLDP)
+			if tc.unwritten {
+				if r, err := disksafe.ReadBootRecord(a.bootDir); err == nil {
+					t.Errorf("record = %v, want none", r)
 				}
-			default:
-				t.Error("fleetd admitted no claim")
+			} else {
+				a.wantRecord(t, tc.attested)
+			}
+			if tc.check != nil {
+				tc.check(t, f, a)
 			}
 		})
 	}
@@ -404,61 +428,31 @@ func TestNoSwitchPort(t *testing.T) {
 	}
 }
 
-func TestLocalFailures(t *testing.T) {
-	f := newFleetd(t).approve(t)
-	tests := []struct {
-		name     string
-		change   func(a *agent)
-		want     string
-		recorded bool // this boot is recorded, not attested
-	}{
-		{"no TPM", func(a *agent) {
-			a.m.openTPM = func(string) (tpmDevice, error) {
-				return nil, fmt.Errorf("%w: open /dev/tpmrm0: no such file or directory", attest.ErrTPM)
+// admittedWithoutPort checks that the agent waited for a frame on waited
+// ("": it did not listen), and that fleetd took its claim, with no switch
+// port, before it answered the agent.
+func admittedWithoutPort(waited string) func(t *testing.T, f *fleetd, a *agent) {
+	return func(t *testing.T, f *fleetd, a *agent) {
+		if a.waited != waited {
+			t.Errorf("waited on %q, want %q", a.waited, waited)
+		}
+		select {
+		case c := <-f.claims:
+			if c.LLDP != nil {
+				t.Errorf("claimed port %+v", c.LLDP)
 			}
-		}, "hookos-attest: attest: the TPM failed: open /dev/tpmrm0: no such file or directory\n", true},
-		{"placeholder serial", func(a *agent) {
-			a.m.root.(fstest.MapFS)["sys/class/dmi/id/product_serial"] = &fstest.MapFile{Data: []byte("To Be Filled By O.E.M.\n")}
-		}, `hookos-attest: attest: SMBIOS reports no serial: product_serial is the placeholder "To Be Filled By O.E.M."` + "\n", true},
-		{"no boot ID", func(a *agent) {
-			delete(a.m.root.(fstest.MapFS), "proc/sys/kernel/random/boot_id")
-		}, "hookos-attest: ", false},
-		{"no such interface", func(a *agent) { a.env["FLEET_INTERFACE"] = "eth9" },
-			"hookos-attest: no interface eth9\n", true},
-		{"an interface without a MAC", func(a *agent) { a.env["FLEET_INTERFACE"] = "lo" },
-			`hookos-attest: lo has no Ethernet MAC ("00:00:00:00:00:00")` + "\n", true},
-		{"no boot interface", func(a *agent) {
-			m := a.m.root.(fstest.MapFS)
-			delete(m, "proc/cmdline")
-			delete(m, "proc/net/route")
-			m["sys/class/net/eth0/flags"] = &fstest.MapFile{Data: []byte("0x1002\n")}
-		}, "hookos-attest: no boot interface: no interface has the MAC hw_addr= names, carries the default route, or is up with an Ethernet MAC; name it with -interface or FLEET_INTERFACE\n", true},
-		{"the boot record cannot be written", func(a *agent) {
-			file := filepath.Join(filepath.Dir(a.bootDir), "file")
-			os.WriteFile(file, nil, 0o600)
-			a.env["FLEET_BOOT_DIR"] = filepath.Join(file, "fleet")
-		}, "hookos-attest: record this boot: ", false},
+		default:
+			t.Error("fleetd admitted no claim")
+		}
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			a := newAgent(t, f)
-			tt.change(a)
-			code, stdout, stderr := a.run(t)
-			if code != exitLocal || !strings.HasPrefix(stderr, tt.want) {
-				t.Errorf("exit %d\nstdout %q\nstderr %q\nwant stderr starting %q", code, stdout, stderr, tt.want)
-			}
-			if strings.Contains(stdout, "attest: ") {
-				t.Errorf("attested anyway: %q", stdout)
-			}
-			select {
-			case c := <-f.claims:
-				t.Errorf("fleetd admitted %v", c)
-			default:
-			}
-			if tt.recorded {
-				a.wantRecord(t, false)
-			}
-		})
+}
+
+// notAdmitted checks that fleetd admitted no claim.
+func notAdmitted(t *testing.T, f *fleetd, _ *agent) {
+	select {
+	case c := <-f.claims:
+		t.Errorf("fleetd admitted %v", c)
+	default:
 	}
 }
 
@@ -513,6 +507,7 @@ func TestUsage(t *testing.T) {
 		{"unknown flag", []string{"-force"}, env, "flag provided but not defined: -force"},
 		{"bad wait", nil, map[string]string{"FLEETD_URL": env["FLEETD_URL"], "FLEET_LLDP_WAIT": "35"}, `FLEET_LLDP_WAIT="35" is not a duration`},
 		{"negative wait", []string{"-lldp-wait", "-1s"}, env, "-lldp-wait -1s is negative"},
+		{"relative event log", []string{"-event-log", "eventlog"}, env, `the event log "eventlog" is not an absolute path`},
 		{"missing CA file", []string{"-ca", "/nonexistent/ca.pem"}, env, "hookos-attest: fleetd's CA: open /nonexistent/ca.pem"},
 		{"a CA file without a certificate", []string{"-ca", notPEM}, env, "holds no PEM certificate"},
 	}
@@ -584,7 +579,7 @@ func TestBootInterface(t *testing.T) {
 			}
 		})
 	}
-	// TestLocalFailures runs the agent with every Ethernet down.
+	// TestOutcomes/no-boot-interface runs the agent with every Ethernet down.
 	if _, err := bootInterface(fstest.MapFS{}); err == nil || !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("bootInterface without /sys/class/net: %v", err)
 	}
