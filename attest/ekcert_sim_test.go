@@ -189,7 +189,6 @@ func writeNV(tpm transport.TPM, index tpm2.TPMHandle, data []byte) error {
 // same, and with one it is attested: the binding alone decides.
 func TestCertifiedEKPendingApproval(t *testing.T) {
 	maker := newEKMaker(t)
-	const serial = "FLK-0007"
 	dev, certs := certifiedSimulator(t, 7, maker)
 	eks, err := dev.EKs()
 	if err != nil {
@@ -207,52 +206,23 @@ func TestCertifiedEKPendingApproval(t *testing.T) {
 		}
 	}
 
-	f := newFleet(t, nil)
-	// f.run's client is the test server's: record what it sends.
-	rec := &recorder{rt: f.ts.Client().Transport}
-	f.ts.Client().Transport = rec
 	approved := approve(t, dev)
-	for i, tc := range []struct {
-		name    string
-		binding *attest.Binding // nil: no entry names the serial
-		verdict attest.Verdict
-		console string
-	}{
-		{"no entry names the serial", nil, attest.PendingApproval, "attest: FAILED pending-approval\nattest: no entry names the serial\n"},
-		{"the entry approves no EK", &attest.Binding{Found: true, Authored: true}, attest.PendingApproval, "attest: FAILED pending-approval\nattest: the entry approves no EK\n"},
-		{"the entry approves both EKs", &approved, attest.Attested, "attest: PASSED\n"},
+	for _, tc := range []verdictCase{
+		{name: "no entry names the serial", verdict: attest.PendingApproval, console: "attest: FAILED pending-approval\nattest: no entry names the serial\n"},
+		{name: "the entry approves no EK", binding: &attest.Binding{Found: true, Authored: true}, verdict: attest.PendingApproval,
+			console: "attest: FAILED pending-approval\nattest: the entry approves no EK\n"},
+		{name: "the entry approves both EKs", binding: &approved, verdict: attest.Attested, console: "attest: PASSED\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.binding != nil {
-				f.bindings.Set(serial, *tc.binding)
-			}
-			rec.mu.Lock()
-			before := len(rec.bodies)
-			rec.mu.Unlock()
-			res, console, err := f.run(t, dev, serial, nil)
-			if err != nil {
-				t.Fatalf("Run: %v\n%s", err, console)
-			}
-			if res.Verdict != tc.verdict || console != tc.console {
-				t.Fatalf("verdict %s, console:\n%s\nwant %s, console:\n%s", res.Verdict, console, tc.verdict, tc.console)
-			}
-			if js := f.judgements(); len(js) != i+1 || js[i].Verdict != tc.verdict {
-				t.Errorf("judgements %+v, want a %s one last", js, tc.verdict)
-			}
-			wantCalls := 0
-			if tc.verdict == attest.Attested {
-				wantCalls = 1
-			}
-			if calls := len(f.hook.calls()); calls != wantCalls {
-				t.Errorf("the admission hook was called %d times, want %d", calls, wantCalls)
-			}
+			f := newFleet(t, nil)
+			// f.run's client is the test server's: record what it sends.
+			rec := &recorder{rt: f.ts.Client().Transport}
+			f.ts.Client().Transport = rec
+			attestsAs(t, f, dev, nil, tc)
 
 			// The claim carried both certificates to the server.
-			rec.mu.Lock()
-			first := bytes.Clone(rec.bodies[before])
-			rec.mu.Unlock()
 			var claim wireClaim
-			if err := json.Unmarshal(first, &claim); err != nil {
+			if err := json.Unmarshal(rec.bodies[0], &claim); err != nil {
 				t.Fatalf("the Run's first request is not a claim: %v", err)
 			}
 			sent := map[string][]byte{}
