@@ -73,18 +73,12 @@ func TestIntegrationSWTPMCertifiedEKPendingApproval(t *testing.T) {
 		t.Fatalf("%d of %d EKs certified; want the RSA EK's at least", certified, len(eks))
 	}
 
-	f := newFleet(t, nil)
-	res, console, err := f.run(t, dev, "SWTPM-0002", nil)
-	if err != nil {
-		t.Fatalf("Run: %v\n%s", err, console)
-	}
-	if want := "attest: FAILED pending-approval\nattest: no entry names the serial\n"; res.Verdict != attest.PendingApproval || console != want {
-		t.Fatalf("verdict %s, console:\n%s\nwant pending-approval, console:\n%s", res.Verdict, console, want)
-	}
-	f.bindings.Set("SWTPM-0002", approve(t, dev))
-	res, console, err = f.run(t, dev, "SWTPM-0002", nil)
-	if err != nil || console != "attest: PASSED\n" || res.Verdict != attest.Attested || res.InstallCode == "" {
-		t.Fatalf("once approved: console %q, result %+v, %v", console, res, err)
+	approved := approve(t, dev)
+	for _, tc := range []verdictCase{
+		{name: "no entry names the serial", verdict: attest.PendingApproval, console: "attest: FAILED pending-approval\nattest: no entry names the serial\n"},
+		{name: "the entry approves its EKs", binding: &approved, verdict: attest.Attested, console: "attest: PASSED\n"},
+	} {
+		attestsAs(t, newFleet(t, nil), dev, nil, tc)
 	}
 	t.Logf("%d of %d EKs certified by swtpm_localca", certified, len(eks))
 }

@@ -12,6 +12,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -377,4 +379,95 @@ func rsaKey(t testing.TB, i int) *rsa.PrivateKey {
 // quickTPM is a SoftTPM with RSA EK number i and a fresh ECC EK.
 func quickTPM(t testing.TB, i int) *attesttest.SoftTPM {
 	return softTPM(t, &attesttest.SoftConfig{RSAEK: rsaKey(t, i)})
+}
+
+// verdictCase is a serial's binding and the verdict a TPM gets with it.
+type verdictCase struct {
+	name    string
+	seed    int64           // the simulator's seed (TestVerdictsSimulator)
+	binding *attest.Binding // nil: no entry names the serial
+	verdict attest.Verdict
+	refused string // the EK hash the verdict refuses
+	console string
+}
+
+// attestsAs has f hold tc's binding of serial FLK-0001, attests tpm as
+// that serial with lldp, and checks every effect of the verdict: the
+// console, one binding read, one judgement, the audit line with the
+// proven hashes and the refused one; an attested claim admitted with the
+// proven hashes and an install code, a refused one not admitted, a
+// pending one waiting.
+func attestsAs(t *testing.T, f *fleet, tpm attest.TPM, lldp *attest.LLDP, tc verdictCase) {
+	t.Helper()
+	const serial = "FLK-0001"
+	if tc.binding != nil {
+		f.bindings.Set(serial, *tc.binding)
+	}
+	res, console, err := f.run(t, tpm, serial, lldp)
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, console)
+	}
+	if res.Verdict != tc.verdict || console != tc.console {
+		t.Fatalf("verdict %s (%s), console:\n%s\nwant %s, console:\n%s", res.Verdict, res.Reason, console, tc.verdict, tc.console)
+	}
+	if got := f.bindings.Calls(); got != 1 {
+		t.Errorf("the binding source was asked %d times, want 1", got)
+	}
+	calls := f.hook.calls()
+	if js := f.judgements(); len(js) != 1 || js[0].Verdict != tc.verdict || js[0].RefusedHash != tc.refused {
+		t.Errorf("Config.Judged got %+v, want one %s judgement refusing %q", js, tc.verdict, tc.refused)
+	}
+	audit := f.logs.Lines("attest.verdict")
+	if len(audit) != 1 {
+		t.Fatalf("audit lines %q, want one", audit)
+	}
+	for _, want := range []string{"serial=" + serial, "verdict=" + tc.verdict.String(), "peer=127.0.0.1:"} {
+		if !strings.Contains(audit[0], want) {
+			t.Errorf("audit line %q lacks %q", audit[0], want)
+		}
+	}
+	// The proven hashes are in the line, to compare with evidence.
+	proven := approve(t, tpm)
+	for kind, h := range map[string]string{"rsa2048": proven.RSA2048, "eccp256": proven.ECCP256} {
+		if h != "" && !strings.Contains(audit[0], "ek_"+kind+"="+h) {
+			t.Errorf("audit line %q lacks the proven %s hash", audit[0], kind)
+		}
+	}
+	// The refused hash, when the verdict has one; the attribute is
+	// absent otherwise.
+	if has := strings.Contains(audit[0], "refused_ek_hash="); has != (tc.refused != "") || has && !strings.Contains(audit[0], "refused_ek_hash="+tc.refused) {
+		t.Errorf("audit line %q, want the refused hash %q", audit[0], tc.refused)
+	}
+	if tc.verdict != attest.Attested {
+		if len(calls) != 0 {
+			t.Errorf("a refusal called the admission hook %d times", len(calls))
+		}
+		if res.InstallCode != "" {
+			t.Error("a refusal answered an install code")
+		}
+	} else {
+		if len(calls) != 1 {
+			t.Fatalf("the admission hook was called %d times, want 1", len(calls))
+		}
+		c := calls[0]
+		if c.Serial != serial || !bytes.Equal(c.MAC, testMAC) || !reflect.DeepEqual(c.LLDP, lldp) {
+			t.Errorf("the hook got claim %+v", c)
+		}
+		if c.RSA2048 != proven.RSA2048 || c.ECCP256 != proven.ECCP256 {
+			t.Errorf("the hook got proven hashes %s %s, want %s %s", c.RSA2048, c.ECCP256, proven.RSA2048, proven.ECCP256)
+		}
+		if res.InstallCode != "code-Zq81-secret" {
+			t.Errorf("install code %q", res.InstallCode)
+		}
+	}
+	ws := f.srv.Waiting(serial)
+	if waiting := len(ws) == 1; waiting != (tc.verdict == attest.PendingApproval) || len(ws) > 1 {
+		t.Errorf("Waiting(%s) = %d claims, want %v", serial, len(ws), tc.verdict == attest.PendingApproval)
+	}
+	if len(ws) == 1 {
+		w := ws[0]
+		if w.RSA2048 != proven.RSA2048 || w.ECCP256 != proven.ECCP256 || w.Serial != serial || !reflect.DeepEqual(w.LLDP, lldp) {
+			t.Errorf("the waiting claim is %+v", w)
+		}
+	}
 }
