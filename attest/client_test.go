@@ -210,17 +210,15 @@ func TestNoSecretInLogs(t *testing.T) {
 	key := bytes.Repeat([]byte{0x5a, 0xa5}, 16)
 	f, tpm := approvedFleet(t, &attest.Config{SealingKey: key, Spent: &sharedSpent{}})
 	rec := &recorder{rt: f.ts.Client().Transport}
-	client := &http.Client{Transport: rec}
-	run := func() attest.Result {
-		res, err := attest.Run(context.Background(), f.url, tpm, attest.Machine{Serial: "S1", MAC: testMAC}, &attest.ClientConfig{HTTPClient: client, Backoff: func(int) time.Duration { return 0 }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
+	f.ts.Client().Transport = rec
+	res, _, err := f.run(t, tpm, "S1", nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	res := run()
 	f.hook.err = errors.New("bootstrap token abcdef.0123456789abcdef refused")
-	run()
+	if _, _, err := f.run(t, tpm, "S1", nil); err != nil {
+		t.Fatal(err)
+	}
 	// A replay and a wrong proof, logged as refusals.
 	ch := f.challenge(t, tpm, "S1")
 	p := activate(t, tpm, ch)

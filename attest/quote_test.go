@@ -3,7 +3,6 @@ package attest_test
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -15,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/attesttest"
@@ -73,7 +71,8 @@ func testQuote(t *testing.T, banks []crypto.Hash, measured measuredTPM) {
 	dbx := sha256.Sum256([]byte("attesttest dbx"))
 
 	t.Run("secure boot on", func(t *testing.T) {
-		f, tpm := measuredFleet(t, measured, on)
+		tpm := measured(t, on)
+		f := newFleetFor(t, nil, tpm)
 		b := f.attestBoot(t, tpm, on.Bytes())
 		if b == nil || b.SecureBoot != attest.SecureBootOn || b.Unknown != "" {
 			t.Fatalf("boot %+v, want Secure Boot on", b)
@@ -120,7 +119,8 @@ func testQuote(t *testing.T, banks []crypto.Hash, measured measuredTPM) {
 	// The boot measured with Secure Boot on, the log sent of a boot with
 	// it off: the log lies about the PCRs, from the quote's first bank on.
 	t.Run("log does not replay", func(t *testing.T) {
-		f, tpm := measuredFleet(t, measured, on)
+		tpm := measured(t, on)
+		f := newFleetFor(t, nil, tpm)
 		res, console, err := f.runLog(t, tpm, "S1", off.Bytes())
 		checkQuoteRefused(t, f, res, console, err, attest.ReasonEventLogReplay)
 		cause := `error="the ` + attesttest.BankName(banks[0]) + ` bank: `
@@ -255,13 +255,6 @@ func verifyQuote(t *testing.T, tpm quoter, log []byte, forge func(session []byte
 	return attest.VerifyProofQuote(ak.Public, proofBody(t, wireProof{Session: session, Secrets: []wireSecret{{"eccp256", make([]byte, 32)}}, Quote: q}))
 }
 
-// measuredFleet is a TPM that measured boot and a fleet that approves it
-// as S1.
-func measuredFleet(t *testing.T, measured measuredTPM, boot *attesttest.BootLog) (*fleet, quoter) {
-	tpm := measured(t, boot)
-	return newFleetFor(t, nil, tpm), tpm
-}
-
 // attestBoot attests tpm as S1 with log as its event log, fails t unless
 // it passed and one claim was admitted, and returns that claim's boot.
 func (f *fleet) attestBoot(t *testing.T, tpm attest.TPM, log []byte) *attest.BootState {
@@ -349,14 +342,9 @@ func TestNoQuoteAttests(t *testing.T) {
 // line says why the Secure Boot state is unknown.
 func TestClientEventLog(t *testing.T) {
 	f, tpm := approvedFleet(t, nil)
-	reads := 0
-	var console bytes.Buffer
-	res, err := attest.Run(context.Background(), f.url, tpm, attest.Machine{Serial: "S1", MAC: testMAC}, &attest.ClientConfig{
-		HTTPClient: f.ts.Client(), Tries: 2, Backoff: func(int) time.Duration { return 0 }, Console: &console,
-		EventLog: func() ([]byte, error) { reads++; return nil, errors.New("permission denied") },
-	})
-	if !errors.Is(err, attest.ErrNoVerdict) || !strings.Contains(console.String(), "attest: read the event log: permission denied") {
-		t.Fatalf("Run with an unreadable log: %+v %v\n%s", res, err, console.String())
+	res, console, err := f.runEventLog(t, tpm, "S1", nil, func() ([]byte, error) { return nil, errors.New("permission denied") })
+	if !errors.Is(err, attest.ErrNoVerdict) || !strings.Contains(console, "attest: read the event log: permission denied") {
+		t.Fatalf("Run with an unreadable log: %+v %v\n%s", res, err, console)
 	}
 	b := f.attestBoot(t, tpm, make([]byte, attest.MaxEventLog+1))
 	if b == nil || b.Unknown != "the machine sent no event log" {
