@@ -215,10 +215,13 @@ var (
 // ActivateCredential decrypts c as TPM2_ActivateCredential does with the
 // EK of c.Kind and the AK.
 func (s *SoftTPM) ActivateCredential(c attest.Challenge) ([]byte, error) {
-	return s.activate(s.akName, c)
+	return s.ActivateWith(s.akName, c)
 }
 
-func (s *SoftTPM) activate(akName []byte, c attest.Challenge) ([]byte, error) {
+// ActivateWith is ActivateCredential as if the challenge were activated
+// with an AK of another name (a TPM2B_NAME's contents): a test's way to
+// show that a challenge made for one AK does not open with another.
+func (s *SoftTPM) ActivateWith(akName []byte, c attest.Challenge) ([]byte, error) {
 	cred, err := unsize(c.Credential)
 	if err != nil {
 		return nil, fmt.Errorf("%w: credential: %w", ErrBadChallenge, err)
@@ -249,13 +252,6 @@ func (s *SoftTPM) activate(akName []byte, c attest.Challenge) ([]byte, error) {
 		return nil, ErrNoEK
 	}
 	return s.unwrap(akName, cred, seed)
-}
-
-// ActivateWith is ActivateCredential as if the challenge were activated
-// with an AK of another name (a TPM2B_NAME's contents): a test's way to
-// show that a challenge made for one AK does not open with another.
-func (s *SoftTPM) ActivateWith(akName []byte, c attest.Challenge) ([]byte, error) {
-	return s.activate(akName, c)
 }
 
 // AKName returns the AK's name (nameAlg || SHA-256 of its public area).
