@@ -7,6 +7,7 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -469,5 +470,27 @@ func attestsAs(t *testing.T, f *fleet, tpm attest.TPM, lldp *attest.LLDP, tc ver
 		if w.RSA2048 != proven.RSA2048 || w.ECCP256 != proven.ECCP256 || w.Serial != serial || !reflect.DeepEqual(w.LLDP, lldp) {
 			t.Errorf("the waiting claim is %+v", w)
 		}
+	}
+}
+
+// checkRefused checks a Run that fleetd refused without a verdict, for
+// reason: ErrRefused, the reason on the console once, no verdict or code,
+// no second try, no admission, and one audit line attest.verdict, a
+// warning with the reason and no verdict.
+func checkRefused(t *testing.T, f *fleet, res attest.Result, console string, err error, reason string) {
+	t.Helper()
+	if !errors.Is(err, attest.ErrRefused) || res.Verdict != 0 || res.InstallCode != "" || res.Reason != reason || res.Tries != 1 {
+		t.Fatalf("Run: %+v %v, want ErrRefused %q", res, err, reason)
+	}
+	if want := "attest: FAILED\nattest: " + reason + "\n"; console != want {
+		t.Errorf("console:\n%s\nwant:\n%s", console, want)
+	}
+	if n := len(f.hook.calls()); n != 0 || f.backoffs.Load() != 0 {
+		t.Errorf("admitted %d times, backed off %d times", n, f.backoffs.Load())
+	}
+	lines := f.logs.Lines("attest.verdict")
+	if len(lines) != 1 || !strings.Contains(lines[0], `reason="`+strings.ReplaceAll(reason, `"`, `\"`)+`"`) ||
+		strings.Contains(lines[0], "verdict=") || !strings.Contains(lines[0], "level=WARN") {
+		t.Fatalf("attest.verdict %q, want the reason %q and no verdict", lines, reason)
 	}
 }

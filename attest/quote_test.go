@@ -122,7 +122,7 @@ func testQuote(t *testing.T, banks []crypto.Hash, measured measuredTPM) {
 		tpm := measured(t, on)
 		f := newFleetFor(t, nil, tpm)
 		res, console, err := f.runLog(t, tpm, "S1", off.Bytes())
-		checkQuoteRefused(t, f, res, console, err, attest.ReasonEventLogReplay)
+		checkRefused(t, f, res, console, err, attest.ReasonEventLogReplay)
 		cause := `error="the ` + attesttest.BankName(banks[0]) + ` bank: `
 		if line := f.logs.Lines("attest.verdict"); len(line) != 1 || !strings.Contains(line[0], cause) {
 			t.Errorf("attest.verdict %q, want %q", line, cause)
@@ -299,27 +299,6 @@ func bankOf(t testing.TB, q *wireQuote, h crypto.Hash) *wireBank {
 	}
 	t.Fatalf("the quote has no %s bank", attesttest.BankName(h))
 	return nil
-}
-
-// checkQuoteRefused checks a Run refused for its quote: no verdict, the
-// reason on the console once, no second try, no admission, and the audit
-// line attest.verdict with the reason and no verdict.
-func checkQuoteRefused(t *testing.T, f *fleet, res attest.Result, console string, err error, reason string) {
-	t.Helper()
-	if !errors.Is(err, attest.ErrRefused) || res.Reason != reason || res.Tries != 1 {
-		t.Fatalf("Run: %+v %v, want ErrRefused %q", res, err, reason)
-	}
-	if want := "attest: FAILED\nattest: " + reason + "\n"; console != want {
-		t.Errorf("console:\n%s\nwant:\n%s", console, want)
-	}
-	if n := len(f.hook.calls()); n != 0 || f.backoffs.Load() != 0 {
-		t.Errorf("admitted %d times, backed off %d times", n, f.backoffs.Load())
-	}
-	lines := f.logs.Lines("attest.verdict")
-	if len(lines) != 1 || !strings.Contains(lines[0], `reason="`+reason+`"`) || strings.Contains(lines[0], "verdict=") ||
-		!strings.Contains(lines[0], "level=WARN") {
-		t.Errorf("attest.verdict %q, want the reason %q and no verdict", lines, reason)
-	}
 }
 
 // tpmOnly hides a TPM's Quote: a TPM that cannot quote.
