@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 const testCode = "ic-7Q2fWz9kLm4xR8tB"
@@ -69,9 +71,18 @@ func checkVerdict(t *testing.T, d Disk, err error, disk string, want, cause erro
 
 // TestCheck judges each tree in an attested boot: a wipe of the disk text
 // names (want is nil), or a refusal and its text, which never shows the
-// install code. The boot's refusals are TestCheckCode's.
+// install code, and the multipath LUN it names. The boot's refusals are
+// TestCheckCode's.
 func TestCheck(t *testing.T) {
 	const wwn = "5000c500a1b2c3d4"
+	// sas is two paths, through two hosts, of one SAS disk.
+	sas := func() *tree {
+		return newTree().add(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2)).add(sasDisk("sdb", "8:16", "ZA1234AB", wwn, 3))
+	}
+	lun7 := newTree()
+	for i, n := range []string{"sda", "sdb", "sdc", "sdd"} {
+		lun7.add(fakeDisk{name: n, dev: fmt.Sprintf("8:%d", 16*i), sectors: 100, udev: "E:ID_SCSI_SERIAL=LUN7\n"})
+	}
 	s1 := sataDisk("sda", "8:0", "S1")
 	s1Dir := "sys/devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0/block/sda"
 	two := func() *tree { return newTree().add(s1).add(sataDisk("sdb", "8:16", "S2")) }
@@ -86,6 +97,7 @@ func TestCheck(t *testing.T) {
 		want  error  // nil: the wipe is allowed
 		cause error  // what errors.Is also finds; nil: not checked
 		text  string // the refusal's text, or the disk chosen
+		lun   *MultipathLUN
 	}{
 		{name: "SATA by kernel name", tr: newTree().add(sataDisk("sda", "8:0", "S5Y2NX0R123456")).add(usbStick("sdb", "8:16", "USB1")),
 			tg: Target{Disk: "/dev/sda", Serial: "S5Y2NX0R123456"}, text: "sda"},
@@ -118,6 +130,22 @@ func TestCheck(t *testing.T) {
 			tg: Target{Disk: "/dev/nvme0n1", Serial: "S64DNX0R123456"}, want: ErrSerialAmbiguous, text: "more than one disk reports the serial S64DNX0R123456"},
 		{name: "a USB disk reports the serial too", tr: newTree().add(sataDisk("sda", "8:0", "S1")).add(usbDisk("sdb", "8:16", "S1")),
 			tg: sda, want: ErrSerialAmbiguous, text: "more than one disk reports the serial S1"},
+		{name: "two paths of one SAS disk", tr: sas(), tg: Target{Disk: "/dev/sda", Serial: "ZA1234AB"}, want: ErrSerialAmbiguous,
+			text: "more than one disk reports the serial ZA1234AB: sda and sdb are one multipath LUN (wwid naa." + wwn + ")",
+			lun:  &MultipathLUN{Paths: []string{"sda", "sdb"}, WWN: "naa." + wwn}},
+		{name: "two paths held by dm-multipath", tr: sas().multipath("dm-0", "3"+wwn, "sda", "sdb"), tg: Target{Disk: "/dev/sdb", Serial: "ZA1234AB"}, want: ErrSerialAmbiguous,
+			text: "more than one disk reports the serial ZA1234AB: sda and sdb are one multipath LUN (wwid naa." + wwn + ", multipath device dm-0)",
+			lun:  &MultipathLUN{Paths: []string{"sda", "sdb"}, WWN: "naa." + wwn, Holder: "dm-0"}},
+		{name: "four paths held by dm-multipath, no WWN", tr: lun7.multipath("dm-0", "3600a0b80001234", "sda", "sdb", "sdc", "sdd"),
+			tg: Target{Disk: "/dev/sda", Serial: "LUN7"}, want: ErrSerialAmbiguous,
+			text: "more than one disk reports the serial LUN7: sda, sdb, sdc and sdd are one multipath LUN (multipath device dm-0)",
+			lun:  &MultipathLUN{Paths: []string{"sda", "sdb", "sdc", "sdd"}, Holder: "dm-0"}},
+		{name: "held by a device-mapper device that is not multipath",
+			tr: newTree().add(sataDisk("sda", "8:0", "S1")).add(withFile(sataDisk("sdb", "8:16", "S1"), "device/wwid", "naa.5002538e40ffffff\n")).
+				add(fakeDisk{name: "dm-0", dev: "253:0", sectors: 100, files: map[string]string{"dm/uuid": "LVM-abc\n", "slaves/sda": "", "slaves/sdb": ""}}),
+			tg: Target{Disk: "/dev/sdb", Serial: "S1"}, want: ErrSerialAmbiguous, text: "more than one disk reports the serial S1"},
+		{name: "a multipath LUN and another disk", tr: sas().add(sasDisk("sdc", "8:32", "ZA1234AB", "5000c500a1b2ffff", 4)),
+			tg: Target{Disk: "/dev/sdb", Serial: "ZA1234AB"}, want: ErrSerialAmbiguous, text: "more than one disk reports the serial ZA1234AB"},
 		{name: "slots swapped", tr: two(), tg: Target{Disk: "/dev/sda", Serial: "S2"}, want: ErrWrongDisk, text: "/dev/sda is sda, but the disk that reports S2 is sdb"},
 		{name: "by-id link to the wrong disk",
 			tr: newTree().add(sataDisk("sda", "8:0", "S1")).add(sataDisk("sdb", "8:16", "S2")).link("dev/disk/by-id/ata-S1", "../../sdb"),
@@ -248,6 +276,10 @@ func TestCheck(t *testing.T) {
 			checkVerdict(t, d, err, tt.text, tt.want, tt.cause, tt.text)
 			if tt.want != nil && d.Name != "" {
 				t.Errorf("a refusal returned disk %q", d.Name)
+			}
+			var r *Refusal
+			if errors.As(err, &r) && !cmp.Equal(r.LUN, tt.lun) {
+				t.Errorf("Refusal.LUN = %+v, want %+v", r.LUN, tt.lun)
 			}
 			for _, set := range []error{ErrRemovable, ErrReadOnly} {
 				if set != tt.want && errors.Is(err, set) {

@@ -1,11 +1,8 @@
 package disksafe
 
 import (
-	"errors"
-	"fmt"
 	"io/fs"
 	"slices"
-	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -120,58 +117,4 @@ func (f faultFS) ReadLink(name string) (string, error) {
 		return "", &fs.PathError{Op: "readlink", Path: name, Err: err}
 	}
 	return f.MapFS.ReadLink(name)
-}
-
-func TestCheckMultipathLUN(t *testing.T) {
-	const (
-		wwn  = "5000c500a1b2c3d4"
-		wwid = "35000c500a1b2c3d4"
-	)
-	// sas is two paths, through two hosts, of one SAS disk.
-	sas := func() *tree {
-		return newTree().add(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2)).add(sasDisk("sdb", "8:16", "ZA1234AB", wwn, 3))
-	}
-	lun7 := newTree()
-	for i, n := range []string{"sda", "sdb", "sdc", "sdd"} {
-		lun7.add(fakeDisk{name: n, dev: fmt.Sprintf("8:%d", 16*i), sectors: 100, udev: "E:ID_SCSI_SERIAL=LUN7\n"})
-	}
-	tests := []struct {
-		name string
-		tr   *tree
-		want string
-		lun  *MultipathLUN
-	}{
-		{name: "two paths of one SAS disk", tr: sas(),
-			want: "more than one disk reports the serial ZA1234AB: sda and sdb are one multipath LUN (wwid naa." + wwn + ")",
-			lun:  &MultipathLUN{Paths: []string{"sda", "sdb"}, WWN: "naa." + wwn}},
-		{name: "two paths held by dm-multipath", tr: sas().multipath("dm-0", wwid, "sda", "sdb"),
-			want: "more than one disk reports the serial ZA1234AB: sda and sdb are one multipath LUN (wwid naa." + wwn + ", multipath device dm-0)",
-			lun:  &MultipathLUN{Paths: []string{"sda", "sdb"}, WWN: "naa." + wwn, Holder: "dm-0"}},
-		{name: "four paths held by dm-multipath, no WWN", tr: lun7.multipath("dm-0", "3600a0b80001234", "sda", "sdb", "sdc", "sdd"),
-			want: "more than one disk reports the serial LUN7: sda, sdb, sdc and sdd are one multipath LUN (multipath device dm-0)",
-			lun:  &MultipathLUN{Paths: []string{"sda", "sdb", "sdc", "sdd"}, Holder: "dm-0"}},
-		{name: "held by a device-mapper device that is not multipath",
-			tr: newTree().add(sataDisk("sda", "8:0", "S1")).add(withFile(sataDisk("sdb", "8:16", "S1"), "device/wwid", "naa.5002538e40ffffff\n")).
-				add(fakeDisk{name: "dm-0", dev: "253:0", sectors: 100, files: map[string]string{"dm/uuid": "LVM-abc\n", "slaves/sda": "", "slaves/sdb": ""}}),
-			want: "more than one disk reports the serial S1"},
-		{name: "two namespaces of one NVMe controller", tr: newTree().add(nvmeDisk("nvme0n1", "259:0", "S64DNX0R123456")).
-			add(withFile(nvmeDisk("nvme0n2", "259:1", "S64DNX0R123456"), "wwid", "eui.002538b231b2c3d5\n")),
-			want: "more than one disk reports the serial S64DNX0R123456"},
-		{name: "a multipath LUN and another disk", tr: sas().add(sasDisk("sdc", "8:32", "ZA1234AB", "5000c500a1b2ffff", 4)),
-			want: "more than one disk reports the serial ZA1234AB"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			serial := strings.Fields(strings.TrimPrefix(tt.want, "more than one disk reports the serial "))[0]
-			serial = strings.TrimSuffix(serial, ":")
-			for _, disk := range []string{"/dev/sda", "/dev/sdb"} {
-				d, err := judge(t, &Config{Root: tt.tr.fs}, Target{Disk: disk, Serial: serial}, goodBoot())
-				checkVerdict(t, d, err, "", ErrSerialAmbiguous, nil, tt.want)
-				var r *Refusal
-				if !errors.As(err, &r) || !cmp.Equal(r.LUN, tt.lun) {
-					t.Errorf("Refusal.LUN = %+v, want %+v", r.LUN, tt.lun)
-				}
-			}
-		})
-	}
 }
