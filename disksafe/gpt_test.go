@@ -118,12 +118,20 @@ func TestReadGPTRefuses(t *testing.T) {
 }
 
 // FuzzReadGPT feeds arbitrary disk images and sector sizes to the GPT
-// reader, its primary and its backup: it must not panic, and every table it
-// accepts names only partitions that lie inside the disk. Its corpus holds
-// the images of the partition table reader's and next-boot's tests.
+// reader, its primary and its backup, and to the partition table reader:
+// neither may panic, every table the GPT reader accepts names only
+// partitions that lie inside the disk, and so does every partition (and
+// region to erase) the partition table reader names. Its corpus holds the
+// images of the partition table reader's and next-boot's tests.
 func FuzzReadGPT(f *testing.F) {
 	f.Add(gptImage(f, 1<<20, 128, gptEntry{34, 1000}, gptEntry{1001, 2000}), int64(512))
 	f.Add(gptImage(f, 8<<10, 4, gptEntry{3, 6}, gptEntry{7, 12}), int64(512))
+	mbr := make([]byte, 4096)
+	copy(mbr[446:], []byte{0, 0, 0, 0, 0x05, 0, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0})
+	mbr[510], mbr[511] = 0x55, 0xaa
+	copy(mbr[512+446:], []byte{0, 0, 0, 0, 0x83, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0})
+	mbr[512+510], mbr[512+511] = 0x55, 0xaa
+	f.Add(mbr, int64(512))
 	f.Add([]byte("EFI PART"), int64(4096))
 	f.Fuzz(func(t *testing.T, b []byte, ss int64) {
 		size := int64(len(b))
@@ -149,6 +157,20 @@ func FuzzReadGPT(f *testing.F) {
 				if p.FirstLBA < 0 || p.FirstLBA > p.LastLBA || p.LastLBA >= size/ss {
 					t.Fatalf("partition %+v lies outside a disk of %d bytes in %d-byte sectors", p, size, ss)
 				}
+			}
+		}
+		parts := partitionTables(bytes.NewReader(b), size, ss)
+		if len(parts) > 3*maxPartitions {
+			t.Fatalf("%d partitions", len(parts))
+		}
+		for _, p := range parts {
+			if p.off < 0 || p.n <= 0 || p.end() > size {
+				t.Fatalf("partition %v outside a disk of %d bytes", p, size)
+			}
+		}
+		for _, r := range eraseRegions(size, parts) {
+			if r.off < 0 || r.n <= 0 || r.end() > size {
+				t.Fatalf("region %v outside a disk of %d bytes", r, size)
 			}
 		}
 	})
