@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -25,7 +26,11 @@ const (
 	staleGUID  = "11111111-2222-4333-8444-555555555555"
 )
 
+// TestParseBootState parses each fixture, and judges which of its entries
+// boot partition 1 of GUID uefiOSGUID with the fallback loader, named in
+// lower case (FAT paths compare without case).
 func TestParseBootState(t *testing.T) {
+	p := esp{Index: 1, GUID: uefiOSGUID}
 	uefiOS17 := bootEntry{Num: "0000", Active: true, Label: "UEFI OS",
 		Path: `HD(1,GPT,` + uefiOSGUID + `,0x800,0x200000)/File(\EFI\BOOT\BOOTX64.EFI)..BO`,
 		Part: 1, PartGUID: uefiOSGUID, File: `\EFI\BOOT\BOOTX64.EFI`}
@@ -35,8 +40,9 @@ func TestParseBootState(t *testing.T) {
 	pxe17 := bootEntry{Num: "0004", Active: true, Label: "UEFI: PXE IP4 Intel(R) Ethernet Connection X722 for 10GbE SFP+",
 		Path: "PciRoot(0x0)/Pci(0x1c,0x0)/Pci(0x0,0x0)/MAC(3cecef123456,1)/IPv4(0.0.0.00.0.0.0,0,0)..BO"}
 	tests := []struct {
-		file string
-		want bootState
+		file  string
+		want  bootState
+		boots []string // the entries that boot p; not Boot0003 (another ESP), Boot0002 (another loader) or PXE
 	}{
 		{"efibootmgr17-v.txt", bootState{
 			Current: "0004", Next: "0002", Order: []string{"0004", "0000", "0002", "0003", "0001"},
@@ -48,7 +54,7 @@ func TestParseBootState(t *testing.T) {
 					Part: 1, PartGUID: "0a1b2c3d-4e5f-4061-8273-94a5b6c7d8e9", File: `\EFI\Microsoft\Boot\bootmgfw.efi`},
 				ours17,
 				pxe17,
-			}}},
+			}}, []string{"0000"}},
 		{"efibootmgr18-v.txt", bootState{
 			Current: "0004", Order: []string{"0004", "0000", "0003", "0001"},
 			Entries: []bootEntry{
@@ -61,7 +67,7 @@ func TestParseBootState(t *testing.T) {
 					Part: 1, PartGUID: staleGUID, File: `\EFI\BOOT\BOOTX64.EFI`},
 				{Num: "0004", Active: true, Label: pxe17.Label,
 					Path: "PciRoot(0x0)/Pci(0x1c,0x0)/Pci(0x0,0x0)/MAC(3cecef123456,1)/IPv4(0.0.0.00.0.0.0,0,0)0000424f"},
-			}}},
+			}}, []string{"0000"}}, // the path runs into optional data
 		{"efibootmgr18.txt", bootState{
 			Current: "0004", Order: []string{"0004", "0000", "0003", "0001"},
 			Entries: []bootEntry{
@@ -69,7 +75,7 @@ func TestParseBootState(t *testing.T) {
 				{Num: "0001", Label: "UEFI: Built-in EFI Shell"},
 				{Num: "0003", Active: true, Label: "Talos (fleet)"},
 				{Num: "0004", Active: true, Label: pxe17.Label},
-			}}},
+			}}, nil}, // no device path printed
 		{"efibootmgr-copied.txt", bootState{
 			Current: "0004", Order: []string{"0004", "0000", "0003"},
 			Entries: []bootEntry{
@@ -78,7 +84,7 @@ func TestParseBootState(t *testing.T) {
 					Part: 1, PartGUID: uefiOSGUID, File: `\EFI\BOOT\BOOTX64.EFI`},
 				ours17,
 				pxe17,
-			}}},
+			}}, []string{"0000"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -89,7 +95,15 @@ func TestParseBootState(t *testing.T) {
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("parseBootState (-want +got):\n%s", diff)
 			}
+			for _, e := range got.Entries {
+				if b := e.boots(p, `\efi\boot\bootx64.efi`); b != slices.Contains(tt.boots, e.Num) {
+					t.Errorf("Boot%s boots = %t", e.Num, b)
+				}
+			}
 		})
+	}
+	if (bootEntry{Part: 2, PartGUID: uefiOSGUID, File: `\EFI\BOOT\BOOTX64.EFI`}).boots(p, `\EFI\BOOT\BOOTX64.EFI`) {
+		t.Error("an entry of partition 2 boots partition 1")
 	}
 }
 
@@ -107,38 +121,6 @@ func TestParseBootStateErrors(t *testing.T) {
 	s, err := parseBootState("EFI variables are not supported on this system.\nBoot000\nBoot00001* X\tHD(1,GPT,y)\nMirroredPercentageAbove4G: 0.00\n")
 	if err != nil || len(s.Entries) != 0 {
 		t.Errorf("parseBootState = %+v, %v", s, err)
-	}
-}
-
-func TestBoots(t *testing.T) {
-	p := esp{Index: 1, GUID: uefiOSGUID}
-	for _, tt := range []struct {
-		file string
-		num  string
-		want bool
-	}{
-		{"efibootmgr17-v.txt", "0000", true},
-		{"efibootmgr17-v.txt", "0003", false}, // another ESP
-		{"efibootmgr17-v.txt", "0002", false}, // another loader
-		{"efibootmgr17-v.txt", "0004", false}, // PXE
-		{"efibootmgr18-v.txt", "0000", true},  // the path runs into optional data
-		{"efibootmgr-copied.txt", "0000", true},
-		{"efibootmgr18.txt", "0000", false}, // no device path printed
-	} {
-		s, err := parseBootState(readFixture(t, tt.file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range s.Entries {
-			if e.Num == tt.num {
-				if got := e.boots(p, `\efi\boot\bootx64.efi`); got != tt.want {
-					t.Errorf("%s Boot%s boots = %t, want %t", tt.file, tt.num, got, tt.want)
-				}
-			}
-		}
-	}
-	if (bootEntry{Part: 2, PartGUID: uefiOSGUID, File: `\EFI\BOOT\BOOTX64.EFI`}).boots(p, `\EFI\BOOT\BOOTX64.EFI`) {
-		t.Error("an entry of partition 2 boots partition 1")
 	}
 }
 
