@@ -85,47 +85,34 @@ func talosLayout(espGUID string) []gptPart {
 	}
 }
 
+// TestFindESP finds the one ESP of each disk, or the reason there is none.
 func TestFindESP(t *testing.T) {
 	const guid = "5f2c9e1a-7b3d-4c8e-9a10-2b4c6d8e0f12"
-	for _, ss := range []int{512, 4096} {
-		img := makeGPT(ss, 4096, talosLayout(guid))
-		got, err := findESP(bytes.NewReader(img), int64(len(img)))
-		if err != nil || got != (esp{Index: 1, GUID: guid}) {
-			t.Errorf("%d-byte sectors: findESP = %v, %v", ss, got, err)
-		}
-	}
-	// The ESP need not be the first partition (a BIOS boot partition first).
-	parts := append([]gptPart{{biosTypeText, "0b1c2d3e-4f50-4617-8829-3a4b5c6d7e8f", 34, 63}}, talosLayout(guid)...)
-	if got, err := findESP(bytes.NewReader(makeGPT(512, 4096, parts)), 512*4096); err != nil || got != (esp{Index: 2, GUID: guid}) {
-		t.Errorf("findESP = %v, %v", got, err)
-	}
-}
-
-func TestFindESPRefuses(t *testing.T) {
-	const guid = "5f2c9e1a-7b3d-4c8e-9a10-2b4c6d8e0f12"
-	good := makeGPT(512, 4096, talosLayout(guid))
-	corrupt := func(off int) []byte {
-		b := bytes.Clone(good)
-		b[off] ^= 0xff
-		return b
-	}
+	corrupt := makeGPT(512, 4096, talosLayout(guid))
+	corrupt[512+40] ^= 0xff
 	tests := []struct {
 		name string
 		img  []byte
-		want string
+		want esp    // when err is ""
+		err  string // what the error holds
 	}{
+		{"512-byte sectors", makeGPT(512, 4096, talosLayout(guid)), esp{1, guid}, ""},
+		{"4096-byte sectors", makeGPT(4096, 4096, talosLayout(guid)), esp{1, guid}, ""},
+		// The ESP need not be the first partition.
+		{"a BIOS boot partition first", makeGPT(512, 4096, append([]gptPart{{biosTypeText, "0b1c2d3e-4f50-4617-8829-3a4b5c6d7e8f", 34, 63}}, talosLayout(guid)...)),
+			esp{2, guid}, ""},
 		// One of ReadGPT's refusals (TestReadGPTRefuses' in disksafe), its
 		// reason kept.
-		{"a changed header", corrupt(512 + 40), "the header's CRC does not check"},
-		{"no ESP", makeGPT(512, 4096, talosLayout(guid)[1:]), "no EFI system partition"},
-		{"two ESPs", makeGPT(512, 4096, append(talosLayout(guid), gptPart{espTypeText, "00000000-1111-4222-8333-444444444444", 4001, 4050})),
+		{"a changed header", corrupt, esp{}, "the header's CRC does not check"},
+		{"no ESP", makeGPT(512, 4096, talosLayout(guid)[1:]), esp{}, "no EFI system partition"},
+		{"two ESPs", makeGPT(512, 4096, append(talosLayout(guid), gptPart{espTypeText, "00000000-1111-4222-8333-444444444444", 4001, 4050})), esp{},
 			"more than one EFI system partition: partition 1 (" + guid + "), partition 5 (00000000-1111-4222-8333-444444444444)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := findESP(bytes.NewReader(tt.img), int64(len(tt.img)))
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("findESP = %v, %v; want an error holding %q", got, err, tt.want)
+			if got != tt.want || (tt.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.err)) {
+				t.Errorf("findESP = %v, %v; want %v, an error holding %q", got, err, tt.want, tt.err)
 			}
 		})
 	}
