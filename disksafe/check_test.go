@@ -47,28 +47,6 @@ func judge(t *testing.T, cfg *Config, tg Target, b Boot) (Disk, error) {
 	return d, err
 }
 
-// checkVerdict fails t unless the judgement d, err is a wipe of disk (want
-// is nil), or a refusal in which errors.Is finds want and, when set, cause,
-// and whose text is text.
-func checkVerdict(t *testing.T, d Disk, err error, disk string, want, cause error, text string) {
-	t.Helper()
-	if want == nil {
-		if err != nil || d.Name != disk {
-			t.Fatalf("Check = %q, %v; want %s", d.Name, err, disk)
-		}
-		return
-	}
-	if !errors.Is(err, want) {
-		t.Fatalf("Check = %q, %v; want %v", d.Name, err, want)
-	}
-	if cause != nil && !errors.Is(err, cause) {
-		t.Errorf("errors.Is(%v, %v) = false", err, cause)
-	}
-	if err.Error() != text {
-		t.Errorf("Check error:\n got %q\nwant %q", err.Error(), text)
-	}
-}
-
 // TestCheck judges each tree in an attested boot: a wipe of the disk text
 // names (want is nil), or a refusal and its text, which never shows the
 // install code, and the multipath LUN it names. The boot's refusals are
@@ -273,9 +251,12 @@ func TestCheck(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, err := judge(t, &Config{Root: faultFS{tt.tr.fs, tt.fail}}, tt.tg, goodBoot())
-			checkVerdict(t, d, err, tt.text, tt.want, tt.cause, tt.text)
-			if tt.want != nil && d.Name != "" {
-				t.Errorf("a refusal returned disk %q", d.Name)
+			if tt.want == nil {
+				if err != nil || d.Name != tt.text {
+					t.Fatalf("Check = %q, %v; want %s", d.Name, err, tt.text)
+				}
+			} else if !errors.Is(err, tt.want) || (tt.cause != nil && !errors.Is(err, tt.cause)) || err.Error() != tt.text || d.Name != "" {
+				t.Fatalf("Check = %q, %v\nwant a refusal of %v, %v:\n%q", d.Name, err, tt.want, tt.cause, tt.text)
 			}
 			var r *Refusal
 			if errors.As(err, &r) && !cmp.Equal(r.LUN, tt.lun) {
