@@ -42,9 +42,13 @@ func TestRawDirFS(t *testing.T) {
 	}
 }
 
-// TestListThisMachine lists this machine's disks through the default root
-// and through os.DirFS("/"): both must see the same.
+// TestListThisMachine reads this machine's boot ID through the default
+// root, and lists its disks through the default root and through
+// os.DirFS("/"): both must see the same.
 func TestListThisMachine(t *testing.T) {
+	if id, err := BootID(nil); err != nil || !validBootID(id) {
+		t.Errorf("BootID = %q, %v", id, err)
+	}
 	if _, err := os.Stat("/sys/block"); err != nil {
 		t.Skip("no /sys/block here")
 	}
