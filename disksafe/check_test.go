@@ -274,53 +274,6 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-func TestCheckOrder(t *testing.T) {
-	// Everything is wrong at once; fixing one thing at a time, in the
-	// documented order, reveals the next refusal, and the last fix a wipe.
-	tr := newTree().add(fakeDisk{
-		name: "sda", dev: "8:0", sectors: 100, removable: "1", ro: "1",
-		files: map[string]string{"serial": "S7"},
-		udev:  "E:ID_BUS=usb\nE:ID_SERIAL_SHORT=S1\n",
-	}).add(fakeDisk{name: "sdb", dev: "8:16", sectors: 100, udev: "E:ID_SERIAL_SHORT=S1\n"})
-	dir := "sys/devices/virtual/block/sda/"
-	fail := map[string]error{"run/udev/data/b8:16": syscall.EIO}
-	tg := Target{Code: "ic-wrong"}
-	b := Boot{ID: testBootID}
-	for i, s := range []struct {
-		want error // nil: a wipe of sda
-		fix  func()
-	}{
-		{ErrNoSerial, func() { tg.Serial = "S1" }},
-		{ErrNoInstallDisk, func() { tg.Disk = "sdb" }},
-		{ErrBadInstallDisk, func() { tg.Disk = "/dev/sdb" }},
-		{ErrNotAttested, func() { b.Record = &BootRecord{BootID: testBootID, Attested: true} }},
-		{ErrNoInstallCode, func() { b.Record.Code = testCode }},
-		{ErrInstallCodeMismatch, func() { tg.Code = testCode }},
-		{ErrUdevUnreadable, func() { delete(fail, "run/udev/data/b8:16") }},
-		{ErrSerialConflict, func() { tr.file(dir+"serial", "S1\n") }},
-		{ErrSerialAmbiguous, func() { tr.file("run/udev/data/b8:16", "E:ID_SERIAL_SHORT=S2\n") }},
-		{ErrWrongDisk, func() { tg.Disk = "/dev/sda" }},
-		{ErrRemovable, func() { tr.file(dir+"removable", "2\n") }},
-		{ErrRemovableUnreadable, func() { tr.file(dir+"removable", "0\n") }},
-		{ErrUSB, func() {
-			tr.file("run/udev/data/b8:0", "E:ID_SERIAL_SHORT=S1\n")
-			fail["sys/block/sda"] = syscall.EIO
-		}},
-		{ErrDevicePathUnreadable, func() { delete(fail, "sys/block/sda") }},
-		{ErrReadOnly, func() { fail["sys/block/sda/ro"] = syscall.EIO }},
-		{ErrReadOnlyUnreadable, func() { delete(fail, "sys/block/sda/ro"); tr.file(dir+"ro", "0\n") }},
-		{nil, nil},
-	} {
-		d, err := judge(t, &Config{Root: faultFS{tr.fs, fail}}, tg, b)
-		if !errors.Is(err, s.want) || (s.want == nil && d.Name != "sda") {
-			t.Fatalf("step %d: got %q, %v; want %v", i, d.Name, err, s.want)
-		}
-		if s.fix != nil {
-			s.fix()
-		}
-	}
-}
-
 func TestCheckLayoutOfAnotherDisk(t *testing.T) {
 	tr := newTree().add(sataDisk("sda", "8:0", "S1"))
 	l, err := Read("/dev/sdb", &Config{Root: tr.fs})

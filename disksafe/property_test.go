@@ -163,7 +163,7 @@ func randomLayout(i int) *layout {
 				d.files["device/type"] = "MMC\n"
 			}
 		}
-		if r.IntN(32) == 0 {
+		if r.IntN(16) == 0 {
 			l.fail["sys/block/"+name] = syscall.EIO
 			tr.pathUnknown = true
 		}
@@ -372,6 +372,9 @@ func (l *layout) verdict() (string, error) {
 	return d.name, nil
 }
 
+// TestPropertyRandomLayouts judges random layouts and compares each verdict
+// with what the runbook's rules, applied in their documented order, say
+// (verdict).
 func TestPropertyRandomLayouts(t *testing.T) {
 	const layouts = 10000
 	wipes := 0
