@@ -1,6 +1,7 @@
 package disksafe
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -42,7 +43,8 @@ type truth struct {
 // two serials.
 var serialPool = []string{"S1", "S2", "S3", "WD-WX12A3456789", "WD WX12 A/3", "s1"}
 
-// udevSpelled is how udev writes each serial of serialPool in its record.
+// udevSpelled is how udev writes in its record each serial of serialPool
+// that it spells otherwise.
 var udevSpelled = map[string]string{"WD WX12 A/3": "WD_WX12_A_3"}
 
 // serialOf returns which serial of serialPool a place's value is.
@@ -53,14 +55,6 @@ func serialOf(v string) string {
 		}
 	}
 	return v
-}
-
-// udevSpelling returns s as udev writes it.
-func udevSpelling(s string) string {
-	if u, ok := udevSpelled[s]; ok {
-		return u
-	}
-	return s
 }
 
 func pick[T any](r *rand.Rand, v ...T) T { return v[r.IntN(len(v))] }
@@ -106,6 +100,7 @@ func randomLayout(i int) *layout {
 			if r.IntN(4) == 0 {
 				s = pick(r, serialPool...) // mostly the places agree
 			}
+			u := cmp.Or(udevSpelled[s], s) // as udev writes it
 			switch r.IntN(6) {
 			case 0:
 				d.files["device/serial"] = s + strings.Repeat(" ", r.IntN(8)) + "\n"
@@ -114,13 +109,13 @@ func randomLayout(i int) *layout {
 			case 2:
 				d.files["device/vpd_pg80"] = vpd80(strings.Repeat(" ", r.IntN(4)) + s)
 			case 3:
-				fmt.Fprintf(&udev, "E:ID_SERIAL_SHORT=%s\n", udevSpelling(s))
+				fmt.Fprintf(&udev, "E:ID_SERIAL_SHORT=%s\n", u)
 			case 4:
-				fmt.Fprintf(&udev, "E:ID_SCSI_SERIAL=%s\n", udevSpelling(s))
+				fmt.Fprintf(&udev, "E:ID_SCSI_SERIAL=%s\n", u)
 			case 5:
 				// scsi_id: a WWN in ID_SERIAL_SHORT, the serial in
 				// ID_SCSI_SERIAL.
-				fmt.Fprintf(&udev, "E:ID_SCSI=1\nE:ID_SERIAL_SHORT=5000c500a1b2c3d%d\nE:ID_SCSI_SERIAL=%s\n", k, udevSpelling(s))
+				fmt.Fprintf(&udev, "E:ID_SCSI=1\nE:ID_SERIAL_SHORT=5000c500a1b2c3d%d\nE:ID_SCSI_SERIAL=%s\n", k, u)
 			}
 		}
 
