@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fleetkit/fleet/disksafe"
+	"github.com/fleetkit/fleet/internal/testenv"
 	"github.com/siderolabs/talos/pkg/machinery/meta"
 )
 
@@ -300,17 +301,12 @@ func TestStopped(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	stopped := make(chan time.Time, 1)
 	go func() {
-		for {
-			if _, err := os.Stat(filepath.Join(e.dir, "installer.started")); err == nil {
-				stopped <- time.Now()
-				cancel()
-				return
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
+		if testenv.Until(ctx, time.Minute, func() bool {
+			_, err := os.Stat(filepath.Join(e.dir, "installer.started"))
+			return err == nil
+		}) == nil {
+			stopped <- time.Now()
+			cancel()
 		}
 	}()
 	var out, errb bytes.Buffer
