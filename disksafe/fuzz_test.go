@@ -24,13 +24,10 @@ func FuzzDisks(f *testing.F) {
 		tr.link("sys/block/sda", link)
 		tr.link("sys/class/block/sda", "../../devices/fuzz/block/sda")
 		tr.node("dev/sda")
-		tr.file(dir+"/removable", removable)
-		tr.file(dir+"/ro", ro)
-		tr.file(dir+"/size", size)
-		tr.file(dir+"/dev", dev)
-		tr.file(dir+"/device/serial", string(serial))
-		tr.file(dir+"/device/vpd_pg80", string(vpd))
-		tr.file(dir+"/serial", string(virtio))
+		for name, v := range map[string]string{"removable": removable, "ro": ro, "size": size, "dev": dev,
+			"device/serial": string(serial), "device/vpd_pg80": string(vpd), "serial": string(virtio)} {
+			tr.file(dir+"/"+name, v)
+		}
 		if d, m, ok := parseDev(strings.TrimSpace(dev)); ok {
 			tr.file("run/udev/data/b"+itoa(int64(d))+":"+itoa(int64(m)), string(udev))
 		}
