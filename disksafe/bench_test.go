@@ -16,8 +16,7 @@ func bigMachine(n int) (*tree, Target) {
 		var d fakeDisk
 		switch i % 4 {
 		case 0:
-			d = sataDisk(fmt.Sprintf("sd%s", letters(i)), fmt.Sprintf("8:%d", i*16), serial)
-			d.sysPath = fmt.Sprintf("devices/pci0000:00/0000:00:17.0/ata%d/host%d/target%d:0:0/%d:0:0:0/block/%s", i+1, i, i, i, d.name)
+			d = sataDisk(fmt.Sprintf("sd%s", letters(i)), fmt.Sprintf("8:%d", i*16), serial) // on port i+1, host i
 		case 1:
 			d = nvmeDisk(fmt.Sprintf("nvme%dn1", i), fmt.Sprintf("259:%d", i), serial)
 			d.sysPath = fmt.Sprintf("devices/pci0000:00/0000:00:1d.0/0000:%02x:00.0/nvme/nvme%d/%s", i%256, i, d.name)
