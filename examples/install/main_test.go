@@ -126,44 +126,40 @@ echo "2026/12/01 09:41:03 created EFI (C12A7328-F81F-11D2-BA4B-00A0C93EC93B) siz
 echo "2026/12/01 09:41:03 created META (0FC63DAF-8483-4772-8E79-3D69D8477DE4) size 1048576 bytes" >&2
 `
 
+// TestInstalled runs an installer that ends well, quiet (nothing on stderr)
+// and with -v (its lines logged, the code hidden): each time it runs with the
+// image, the disk and the config URL, and the code in INSTALLER_META_BASE64.
 func TestInstalled(t *testing.T) {
-	e := newEnv(t, installerLog+"echo \"2026/12/01 09:41:09 installation of v1.13.9 complete\" >&2\n")
-	exit, stdout, stderr := e.run(t)
-	if exit != exitInstalled || stdout != "install: installed Talos to /dev/sda\n" {
-		t.Fatalf("exit %d\nstdout %q\nstderr %q", exit, stdout, stderr)
-	}
-	if stderr != "" {
-		t.Errorf("stderr = %q", stderr)
-	}
-	want := []string{image, "install", "--disk", "/dev/sda", "--platform", "metal", "--config", configURL}
-	if got := e.ran(t); strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("the installer ran with %q, want %q", got, want)
-	}
-	b, err := os.ReadFile(e.metaFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vals, err := meta.DecodeValues(string(b))
-	if err != nil || len(vals) != 1 || vals[0].Key != meta.DownloadURLCode || vals[0].Value != code {
-		t.Errorf("INSTALLER_META_BASE64 %q decodes to %v, %v; want key 0x%x = the install code", b, vals, err, meta.DownloadURLCode)
-	}
-	if raw, _ := base64.StdEncoding.DecodeString(string(b)); string(raw) != "0xb="+code {
-		t.Errorf("INSTALLER_META_BASE64 holds %q", raw)
-	}
-}
-
-func TestVerbose(t *testing.T) {
-	e := newEnv(t, installerLog+"echo \"2026/12/01 09:41:04 talos.config=$CONFIG_URL\" >&2\n")
 	// The script reads CONFIG_URL from its environment, as an installer
 	// could print what it was given.
 	t.Setenv("CONFIG_URL", configURL)
-	exit, stdout, stderr := e.run(t, "-v")
-	if exit != exitInstalled || stdout != "install: installed Talos to /dev/sda\n" {
-		t.Fatalf("exit %d\nstdout %q\nstderr %q", exit, stdout, stderr)
-	}
-	for _, s := range []string{`line="running Talos installer v1.13.9"`, `line="talos.config=https://fleetd.example:8443/config/<install code>"`} {
-		if !strings.Contains(stderr, s) {
-			t.Errorf("stderr lacks %q:\n%s", s, stderr)
+	script := installerLog + "echo \"2026/12/01 09:41:04 talos.config=$CONFIG_URL\" >&2\n" +
+		"echo \"2026/12/01 09:41:09 installation of v1.13.9 complete\" >&2\n"
+	for _, args := range [][]string{nil, {"-v"}} {
+		e := newEnv(t, script)
+		exit, stdout, stderr := e.run(t, args...)
+		if exit != exitInstalled || stdout != "install: installed Talos to /dev/sda\n" || (args == nil && stderr != "") {
+			t.Fatalf("%q: exit %d\nstdout %q\nstderr %q", args, exit, stdout, stderr)
+		}
+		for _, s := range []string{`line="running Talos installer v1.13.9"`, `line="talos.config=https://fleetd.example:8443/config/<install code>"`} {
+			if args != nil && !strings.Contains(stderr, s) {
+				t.Errorf("stderr lacks %q:\n%s", s, stderr)
+			}
+		}
+		want := []string{image, "install", "--disk", "/dev/sda", "--platform", "metal", "--config", configURL}
+		if got := e.ran(t); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("the installer ran with %q, want %q", got, want)
+		}
+		b, err := os.ReadFile(e.metaFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vals, err := meta.DecodeValues(string(b))
+		if err != nil || len(vals) != 1 || vals[0].Key != meta.DownloadURLCode || vals[0].Value != code {
+			t.Errorf("INSTALLER_META_BASE64 %q decodes to %v, %v; want key 0x%x = the install code", b, vals, err, meta.DownloadURLCode)
+		}
+		if raw, _ := base64.StdEncoding.DecodeString(string(b)); string(raw) != "0xb="+code {
+			t.Errorf("INSTALLER_META_BASE64 holds %q", raw)
 		}
 	}
 }
