@@ -132,10 +132,6 @@ func fakeMachine() fstest.MapFS {
 	return m
 }
 
-// fakeEnv is an env over fakeMachine, with an attested boot of
-// fakeMachine's boot ID recorded.
-func fakeEnv(t *testing.T) *env { return makeEnv(t, fakeBootID, fakeMachine()) }
-
 func TestUsage(t *testing.T) {
 	var out, errb bytes.Buffer
 	for _, args := range [][]string{{"extra"}, {"-force"}} { // an extra argument, an unknown flag

@@ -33,63 +33,42 @@ func (p *recordingPuller) Pull(ctx context.Context, image string) error {
 	return p.err
 }
 
-// wipeFixture is fakeMachine for wipe, with an attested boot and a device
-// directory that holds a regular file as sda, so nothing can be wiped for
-// real.
-func wipeFixture(t *testing.T) (fstest.MapFS, disksafe.Boot, *disksafe.Config, string) {
-	t.Helper()
-	root := fakeMachine()
-	devDir := t.TempDir()
-	file := filepath.Join(devDir, "sda")
-	if err := os.WriteFile(file, bytes.Repeat([]byte("precious "), 4096), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	boot := disksafe.Boot{ID: fakeBootID, Record: &disksafe.BootRecord{BootID: fakeBootID, Attested: true, Code: secret}}
-	cfg := &disksafe.Config{Root: root, DevDir: devDir, StateDir: filepath.Join(t.TempDir(), "workflow")}
-	return root, boot, cfg, file
-}
-
-// assertUntouched checks that sda's device file holds what wipeFixture
-// wrote, and that nothing wrote the state directory.
-func assertUntouched(t *testing.T, cfg *disksafe.Config, file string) {
-	t.Helper()
-	if b, err := os.ReadFile(file); err != nil || !bytes.Equal(b, bytes.Repeat([]byte("precious "), 4096)) {
-		t.Errorf("the device file changed (%v)", err)
-	}
-	if _, err := os.Stat(cfg.StateDir); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("the state directory was written: %v", err)
-	}
-}
-
-var sda = disksafe.Target{Disk: "/dev/sda", Serial: "S4EWNX0R612345A"}
-
-// TestWipeWipesNothing runs wipe where it must wipe nothing: an image that
-// cannot be pulled is the runbook's line, and a machine that changes while
-// the image is pulled is judged again, and refused (which refusal is
-// TestCheck's, in disksafe). That a refusal pulls nothing is
-// TestRunbookLines'.
+// TestWipeWipesNothing runs wipe of /dev/sda as S4EWNX0R612345A on
+// fakeMachine, in an attested boot, with a device directory that holds a
+// regular file as sda, so nothing can be wiped for real, where it must wipe
+// nothing: an image that cannot be pulled is the runbook's line, and a
+// machine that changes while the image is pulled is judged again, and
+// refused (which refusal is TestCheck's, in disksafe). Each time sda's device
+// file keeps its content, and nothing writes the state directory. That a
+// refusal pulls nothing is TestRunbookLines'.
 func TestWipeWipesNothing(t *testing.T) {
 	manifest := errors.New("Error response from daemon: manifest for ghcr.io/siderolabs/installer:v1.13.9 not found: manifest unknown\n")
+	boot := disksafe.Boot{ID: fakeBootID, Record: &disksafe.BootRecord{BootID: fakeBootID, Attested: true, Code: secret}}
+	precious := bytes.Repeat([]byte("precious "), 4096)
 	for _, tt := range []struct {
 		name   string
-		tg     disksafe.Target
 		p      *recordingPuller        // nil: no puller is configured
 		during func(root fstest.MapFS) // changes the machine while the image is pulled
 		want   []error                 // what errors.Is finds
 		text   string
 		pulls  []string
 	}{
-		{name: "the pull fails", tg: sda, p: &recordingPuller{err: manifest}, want: []error{errPull, manifest},
+		{name: "the pull fails", p: &recordingPuller{err: manifest}, want: []error{errPull, manifest},
 			text:  "wipe: the installer image ghcr.io/siderolabs/installer:v1.13.9 cannot be pulled (Error response from daemon: manifest for ghcr.io/siderolabs/installer:v1.13.9 not found: manifest unknown); nothing wiped",
 			pulls: []string{testImage}},
-		{name: "no puller", tg: sda, want: []error{errPull},
+		{name: "no puller", want: []error{errPull},
 			text: "wipe: the installer image ghcr.io/siderolabs/installer:v1.13.9 cannot be pulled (no puller is configured); nothing wiped"},
-		{name: "another disk now reports the serial", tg: sda, p: &recordingPuller{}, during: func(root fstest.MapFS) {
+		{name: "another disk now reports the serial", p: &recordingPuller{}, during: func(root fstest.MapFS) {
 			root["run/udev/data/b8:16"] = &fstest.MapFile{Data: []byte("E:ID_BUS=usb\nE:ID_SERIAL_SHORT=S4EWNX0R612345A\n")}
 		}, want: []error{disksafe.ErrSerialAmbiguous}, text: "wipe: more than one disk reports the serial S4EWNX0R612345A", pulls: []string{testImage}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			root, boot, cfg, file := wipeFixture(t)
+			root := fakeMachine()
+			cfg := &disksafe.Config{Root: root, DevDir: t.TempDir(), StateDir: filepath.Join(t.TempDir(), "workflow")}
+			file := filepath.Join(cfg.DevDir, "sda")
+			if err := os.WriteFile(file, precious, 0o600); err != nil {
+				t.Fatal(err)
+			}
 			var p puller
 			if tt.p != nil {
 				if tt.during != nil {
@@ -97,7 +76,7 @@ func TestWipeWipesNothing(t *testing.T) {
 				}
 				p = tt.p
 			}
-			_, err := wipe(t.Context(), tt.tg, testImage, boot, p, cfg)
+			_, err := wipe(t.Context(), disksafe.Target{Disk: "/dev/sda", Serial: "S4EWNX0R612345A"}, testImage, boot, p, cfg)
 			if err == nil || err.Error() != tt.text {
 				t.Fatalf("wipe = %v\nwant %s", err, tt.text)
 			}
@@ -109,7 +88,12 @@ func TestWipeWipesNothing(t *testing.T) {
 			if tt.p != nil && !slices.Equal(tt.p.pulls, tt.pulls) {
 				t.Errorf("pulls = %q, want %q", tt.p.pulls, tt.pulls)
 			}
-			assertUntouched(t, cfg, file)
+			if b, err := os.ReadFile(file); err != nil || !bytes.Equal(b, precious) {
+				t.Errorf("the device file changed (%v)", err)
+			}
+			if _, err := os.Stat(cfg.StateDir); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("the state directory was written: %v", err)
+			}
 		})
 	}
 }
@@ -188,7 +172,7 @@ func TestRunbookLines(t *testing.T) {
 				stdout = "wipe: dry run: nothing wiped\n"
 			}
 			t.Run(name, func(t *testing.T) {
-				e := fakeEnv(t)
+				e := makeEnv(t, fakeBootID, fakeMachine())
 				e.vars["INSTALL_DISK"], e.vars["INSTALL_DISK_SERIAL"] = "/dev/sda", "S4EWNX0R612345A"
 				if tt.boot != nil {
 					if err := disksafe.WriteBootRecord(e.vars["FLEET_BOOT_DIR"], *tt.boot); err != nil {
