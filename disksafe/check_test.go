@@ -24,32 +24,10 @@ func bootWith(edit func(r *BootRecord)) Boot {
 	return b
 }
 
-// judge checks tg in boot b against the disks cfg reads (Check), and also
-// judges the Layout Check read (Judge): the two must agree on the disk, and
-// on every refusal that is not of the boot. Every error must be a
-// *Refusal.
-func judge(t *testing.T, cfg *Config, tg Target, b Boot) (Disk, error) {
-	t.Helper()
-	l, d, err := Check(tg, b, cfg)
-	if err != nil && !errors.As(err, new(*Refusal)) {
-		t.Fatalf("Check: %v", err)
-	}
-	if l.InstallDisk != tg.Disk {
-		t.Fatalf("Check read the layout of %q, not of %q", l.InstallDisk, tg.Disk)
-	}
-	if errors.Is(err, ErrNotAttested) || errors.Is(err, ErrNoInstallCode) || errors.Is(err, ErrInstallCodeMismatch) {
-		return d, err
-	}
-	jd, jerr := Judge(l, tg.Serial)
-	if jd.Name != d.Name || fmt.Sprint(jerr) != fmt.Sprint(err) {
-		t.Errorf("Judge = %q, %v; Check = %q, %v", jd.Name, jerr, d.Name, err)
-	}
-	return d, err
-}
-
-// TestCheck judges each tree in an attested boot: a wipe of the disk text
-// names (want is nil), or a refusal and its text, which never shows the
-// install code, and the multipath LUN it names. The boot's refusals are
+// TestCheck judges each tree in an attested boot with Check, and the Layout
+// Check read with Judge, which must agree: a wipe of the disk text names
+// (want is nil), or a refusal (a *Refusal) and its text, which never shows
+// the install code, and the multipath LUN it names. The boot's refusals are
 // TestCheckCode's.
 func TestCheck(t *testing.T) {
 	const wwn = "5000c500a1b2c3d4"
@@ -249,7 +227,16 @@ func TestCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := judge(t, &Config{Root: faultFS{tt.tr.fs, tt.fail}}, tt.tg, goodBoot())
+			l, d, err := Check(tt.tg, goodBoot(), &Config{Root: faultFS{tt.tr.fs, tt.fail}})
+			if err != nil && !errors.As(err, new(*Refusal)) {
+				t.Fatalf("Check: %v", err)
+			}
+			if l.InstallDisk != tt.tg.Disk {
+				t.Fatalf("Check read the layout of %q, not of %q", l.InstallDisk, tt.tg.Disk)
+			}
+			if jd, jerr := Judge(l, tt.tg.Serial); jd.Name != d.Name || fmt.Sprint(jerr) != fmt.Sprint(err) {
+				t.Errorf("Judge = %q, %v; Check = %q, %v", jd.Name, jerr, d.Name, err)
+			}
 			if tt.want == nil {
 				if err != nil || d.Name != tt.text {
 					t.Fatalf("Check = %q, %v; want %s", d.Name, err, tt.text)
