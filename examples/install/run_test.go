@@ -16,11 +16,9 @@ import (
 type scriptedInstaller struct {
 	stdout, stderr []string
 	err            error
-	disks          []string
 }
 
 func (s *scriptedInstaller) Install(ctx context.Context, disk string, output func(string)) error {
-	s.disks = append(s.disks, disk)
 	var wg sync.WaitGroup
 	for _, lines := range [][]string{s.stdout, s.stderr} {
 		wg.Go(func() {
