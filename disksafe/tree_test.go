@@ -76,10 +76,6 @@ func (t *tree) link(p, target string) *tree {
 }
 func (t *tree) node(p string) { t.fs[p] = &fstest.MapFile{Mode: fs.ModeDevice | 0o660} }
 
-// up returns the relative path from directory from (below the root) to the
-// root: "../" per component.
-func up(from string) string { return strings.Repeat("../", strings.Count(from, "/")+1) }
-
 // add puts d into the tree as sysfs, udev and devtmpfs show it.
 func (t *tree) add(d fakeDisk) *tree {
 	sp := d.sysPath
@@ -115,8 +111,9 @@ func (t *tree) add(d fakeDisk) *tree {
 		t.file(dir+"/"+name, data)
 	}
 	if hasDevice {
-		// The link is relative to the disk's directory, as in sysfs.
-		t.link(dir+"/device", up(dir)+"sys/"+devDir)
+		// The link is relative to the disk's directory, as in sysfs: "../"
+		// per component up to the root.
+		t.link(dir+"/device", strings.Repeat("../", strings.Count(dir, "/")+1)+"sys/"+devDir)
 	}
 	if d.udev != "" {
 		t.file("run/udev/data/b"+d.dev, d.udev)
