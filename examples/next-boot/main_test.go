@@ -158,14 +158,6 @@ func newMachine(t *testing.T, style int) *machine {
 	return m
 }
 
-func (m *machine) run(t *testing.T) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	sys := system{root: m.root, devDir: m.devDir, efi: m.nv, mountEFIVars: func() error { m.mounts++; return m.mountErr }}
-	code = run(t.Context(), nil, func(k string) string { return m.env[k] }, sys, &out, &errb)
-	return code, out.String(), errb.String()
-}
-
 // TestOutcomes runs next-boot on newMachine (efibootmgr 17 unless style
 // says 18), with more firmware entries and changed by change, into each
 // outcome: the exit code, the whole stdout and stderr ({dev}: the disk's
@@ -242,7 +234,10 @@ func TestOutcomes(t *testing.T) {
 			if tt.change != nil {
 				tt.change(m)
 			}
-			code, stdout, stderr := m.run(t)
+			var out, errb bytes.Buffer
+			sys := system{root: m.root, devDir: m.devDir, efi: m.nv, mountEFIVars: func() error { m.mounts++; return m.mountErr }}
+			code := run(t.Context(), nil, func(k string) string { return m.env[k] }, sys, &out, &errb)
+			stdout, stderr := out.String(), errb.String()
 			dev := filepath.Join(m.devDir, "nvme0n1")
 			wantOut, efi := tt.stdout, tt.efi
 			if tt.next != "" {
