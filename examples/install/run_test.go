@@ -44,30 +44,28 @@ func TestRunInstallerFails(t *testing.T) {
 		"2026/12/01 09:31:00 fetching https://fleet.example/config?code="+code+"\r",
 		"2026/12/01 09:31:01.123456 failed to perform disk operations: disk /dev/sda is not empty, skipping install",
 	)
-	inst := &scriptedInstaller{stdout: out, err: errors.New("exit status 1 (talos.config=https://fleet.example/config?code=" + code + ")")}
-	err := runInstaller(t.Context(), inst, "/dev/sda", code, 4, quiet)
-	var ie *installerError
-	if !errors.As(err, &ie) || !errors.Is(err, errInstallerFailed) || !errors.Is(err, inst.err) {
-		t.Fatalf("runInstaller = %v, want an *installerError", err)
-	}
-	want := strings.Join([]string{
-		"install: step 28",
-		"install: step 29",
-		"install: fetching https://fleet.example/config?code=<install code>",
-		"install: failed to perform disk operations: disk /dev/sda is not empty, skipping install",
-		"install: the installer failed; the lines above are its last output",
-	}, "\n")
-	if err.Error() != want {
-		t.Errorf("runInstaller error:\n%s\nwant:\n%s", err, want)
-	}
-}
-
-func TestRunInstallerFailsSilently(t *testing.T) {
-	inst := &scriptedInstaller{err: errors.New("docker: image not found, code " + code)}
-	err := runInstaller(t.Context(), inst, "/dev/sda", code, defaultInstallerLines, quiet)
-	want := "install: docker: image not found, code <install code>\ninstall: the installer failed; the lines above are its last output"
-	if err == nil || err.Error() != want {
-		t.Errorf("runInstaller error:\n%v\nwant:\n%s", err, want)
+	for _, tt := range []struct {
+		inst *scriptedInstaller
+		keep int
+		want []string // the error's lines before the runbook's
+	}{
+		{&scriptedInstaller{stdout: out, err: errors.New("exit status 1 (talos.config=https://fleet.example/config?code=" + code + ")")}, 4, []string{
+			"install: step 28",
+			"install: step 29",
+			"install: fetching https://fleet.example/config?code=<install code>",
+			"install: failed to perform disk operations: disk /dev/sda is not empty, skipping install",
+		}},
+		// An installer that printed nothing: its own error is its output.
+		{&scriptedInstaller{err: errors.New("docker: image not found, code " + code)}, defaultInstallerLines, []string{"install: docker: image not found, code <install code>"}},
+	} {
+		err := runInstaller(t.Context(), tt.inst, "/dev/sda", code, tt.keep, quiet)
+		var ie *installerError
+		if !errors.As(err, &ie) || !errors.Is(err, errInstallerFailed) || !errors.Is(err, tt.inst.err) {
+			t.Fatalf("runInstaller = %v, want an *installerError", err)
+		}
+		if want := strings.Join(append(tt.want, "install: the installer failed; the lines above are its last output"), "\n"); err.Error() != want {
+			t.Errorf("runInstaller error:\n%s\nwant:\n%s", err, want)
+		}
 	}
 }
 
