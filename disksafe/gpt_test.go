@@ -127,10 +127,8 @@ func FuzzReadGPT(f *testing.F) {
 	f.Add(gptImage(f, 1<<20, 128, gptEntry{34, 1000}, gptEntry{1001, 2000}), int64(512))
 	f.Add(gptImage(f, 8<<10, 4, gptEntry{3, 6}, gptEntry{7, 12}), int64(512))
 	mbr := make([]byte, 4096)
-	copy(mbr[446:], []byte{0, 0, 0, 0, 0x05, 0, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0})
-	mbr[510], mbr[511] = 0x55, 0xaa
-	copy(mbr[512+446:], []byte{0, 0, 0, 0, 0x83, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0})
-	mbr[512+510], mbr[512+511] = 0x55, 0xaa
+	mbrEntry(mbr, 0, 0x05, 1, 7)
+	mbrEntry(mbr[512:], 0, 0x83, 1, 2)
 	f.Add(mbr, int64(512))
 	f.Add([]byte("EFI PART"), int64(4096))
 	f.Fuzz(func(t *testing.T, b []byte, ss int64) {

@@ -184,10 +184,7 @@ func writeGPT(t testing.TB, w io.WriterAt, size int64, parts []gptEntry, n int) 
 	last := size/ss - 1
 	entrySectors := int64((n*128 + ss - 1) / ss)
 	mbr := make([]byte, ss)
-	mbr[446+4] = 0xee
-	binary.LittleEndian.PutUint32(mbr[446+8:], 1)
-	binary.LittleEndian.PutUint32(mbr[446+12:], uint32(min(last, 0xffffffff)))
-	mbr[510], mbr[511] = 0x55, 0xaa
+	mbrEntry(mbr, 0, 0xee, 1, uint32(min(last, 0xffffffff)))
 	entries := make([]byte, n*128)
 	for i, p := range parts {
 		e := entries[i*128:]
@@ -304,31 +301,29 @@ func TestEraseFailures(t *testing.T) {
 	})
 }
 
+// mbrEntry writes partition entry i (0 to 3) of the MBR or EBR sec, and
+// its boot signature.
+func mbrEntry(sec []byte, i int, typ byte, start, n uint32) {
+	e := sec[446+16*i:]
+	e[4] = typ
+	binary.LittleEndian.PutUint32(e[8:], start)
+	binary.LittleEndian.PutUint32(e[12:], n)
+	sec[510], sec[511] = 0x55, 0xaa
+}
+
 func TestPartitionTablesMBR(t *testing.T) {
 	dev := newFileDevice(t, 64*mib)
 	sec := make([]byte, 512)
-	put := func(i int, typ byte, start, n uint32) {
-		e := sec[446+16*i:]
-		e[4] = typ
-		binary.LittleEndian.PutUint32(e[8:], start)
-		binary.LittleEndian.PutUint32(e[12:], n)
-	}
-	put(0, 0x83, 2048, 8192)
-	put(1, 0x05, 20480, 40960) // extended
-	sec[510], sec[511] = 0x55, 0xaa
+	mbrEntry(sec, 0, 0x83, 2048, 8192)
+	mbrEntry(sec, 1, 0x05, 20480, 40960) // extended
 	plant(t, dev, []signature{{"MBR", 0, sec}})
 	// Two logical partitions chained from the extended one.
 	ebr := func(at int64, start, n, next uint32) {
 		b := make([]byte, 512)
-		binary.LittleEndian.PutUint32(b[446+8:], start)
-		binary.LittleEndian.PutUint32(b[446+12:], n)
-		b[446+4] = 0x83
+		mbrEntry(b, 0, 0x83, start, n)
 		if next != 0 {
-			b[462+4] = 0x05
-			binary.LittleEndian.PutUint32(b[462+8:], next)
-			binary.LittleEndian.PutUint32(b[462+12:], 1000)
+			mbrEntry(b, 1, 0x05, next, 1000)
 		}
-		b[510], b[511] = 0x55, 0xaa
 		plant(t, dev, []signature{{"EBR", at * 512, b}})
 	}
 	ebr(20480, 63, 1000, 4096)
