@@ -131,9 +131,7 @@ func TestListOddValues(t *testing.T) {
 }
 
 func TestListNoSysBlock(t *testing.T) {
-	tr := newTree()
-	delete(tr.fs, "sys/block")
-	delete(tr.fs, "sys/class/block")
+	tr := newTree().rm("sys/block", "sys/class/block")
 	if _, err := List(&Config{Root: tr.fs}); err == nil {
 		t.Fatal("List without /sys/block gave no error")
 	}
