@@ -58,7 +58,7 @@
 // The test builds it once per test binary, from Debian's packages and the
 // programs it builds (fleetd as a user deploys it; static, without cgo:
 // hookos-attest, guestinit, fleet's actions wipe-disk, install and
-// next-boot, the stand-in installer ./installer, and the runner of the
+// next-boot, the stand-in installer (internal/imagetest/standin/installer), and the runner of the
 // tools/tinkerbell module): a GPT disk whose one partition, the EFI
 // system partition (FAT32 made with mkfs.vfat and filled with mtools, no
 // mount), holds Debian's signed shim as EFI/BOOT/BOOTX64.EFI, MokManager
@@ -239,9 +239,10 @@
 //     stand-in reboots the machine as waitdaemon's reboot would. It stops
 //     after a failed action, or when tink-server has no action for it for
 //     its wait, where the agent would ask on.
-//   - The installer (./installer) stands in for Talos's installer: it
-//     writes package standin's layout and an EFI partition that boots the
-//     stand-in Talos, guestinit in the installed system's initramfs,
+//   - The installer (internal/imagetest/standin/installer, with
+//     ESP_IMAGE) stands in for Talos's installer: it writes package
+//     standin's layout and an EFI partition that boots the stand-in
+//     Talos, guestinit in the installed system's initramfs,
 //     which does of Talos's first boot only what fleet meets: META's code,
 //     the config's fetch, and a check of what it fetched.
 //   - The node's address is set by /init from the case's settings, and

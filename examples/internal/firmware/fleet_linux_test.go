@@ -17,7 +17,7 @@ func build(t *testing.T) machinetest.Binaries {
 	return machinetest.BuildAll(t,
 		machinetest.Build{Module: ".", Args: []string{"./examples/fleetd"}},
 		machinetest.Build{Module: ".", Env: static, Args: []string{"-trimpath", "-ldflags=-s -w", "./examples/hookos-attest", "./examples/internal/firmware/guestinit",
-			"./examples/wipe-disk", "./examples/install", "./examples/next-boot", "./examples/internal/firmware/installer"}},
+			"./examples/wipe-disk", "./examples/install", "./examples/next-boot", "./internal/imagetest/standin/installer"}},
 		machinetest.Build{Module: "tools/tinkerbell", Env: static, Args: []string{"-trimpath", "-ldflags=-s -w", "./runner"}},
 	)
 }

@@ -169,7 +169,7 @@ func buildImage(t *testing.T, tl tools, dir string, bins machinetest.Binaries, i
 	c.dir(store + "/rootfs/dev")
 	c.file(store+"/rootfs/bin/installer", 0o755, readFile(t, bins.Path("installer")))
 	c.file(store+"/rootfs/usr/share/talos/esp.img", 0o644, inst.esp)
-	c.file(store+"/env", 0o644, []byte("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nSTANDIN_IMAGE="+inst.ref+"\n"))
+	c.file(store+"/env", 0o644, []byte("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nSTANDIN_IMAGE="+inst.ref+"\nESP_IMAGE=/usr/share/talos/esp.img\n"))
 	c.file(store+"/entrypoint", 0o644, []byte("/bin/installer\n"))
 	if err := c.close(); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleetkit/fleet/examples/internal/firmware/talosdisk"
+	"github.com/fleetkit/fleet/internal/imagetest/standin"
 )
 
 // diskSize is the size of every disk of a machine but its boot disk.
@@ -99,13 +99,18 @@ func firstDiff(a, b []byte) int {
 	return len(a)
 }
 
-// installed reads the install disk as the installed system reads it.
-func installed(t *testing.T, p string) (talosdisk.Disk, error) {
+// installed reads the install disk as the installed system reads it, or
+// fails t when it holds no install.
+func installed(t *testing.T, p string) standin.Layout {
 	t.Helper()
 	f, err := os.Open(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	return talosdisk.Read(f, diskSize)
+	l, ok, err := standin.ReadLayout(f, diskSize)
+	if err != nil || !ok {
+		t.Fatalf("the install disk holds no install (%v)", err)
+	}
+	return l
 }

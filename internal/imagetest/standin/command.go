@@ -14,9 +14,8 @@ import (
 //
 //	installer install --disk DISK --platform metal
 //
-// and the META values of INSTALLER_META_BASE64. The stand-in installers
-// (internal/imagetest/standin/installer, and the firmware test's, which
-// also writes a bootable EFI partition) share it.
+// and the META values of INSTALLER_META_BASE64, as the stand-in installer
+// (internal/imagetest/standin/installer) reads them.
 type Command struct {
 	Disk   string
 	Values meta.Values

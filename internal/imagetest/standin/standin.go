@@ -12,6 +12,10 @@
 // (INSTALLER_META_BASE64, as Talos's installer decodes it). No boot loader,
 // kernel or file system is written: nothing boots from the disk.
 //
+// WriteESP writes a file system image over the EFI system partition of an
+// installed disk, as Talos's installer writes its boot loader there, so
+// that the disk boots (the firmware test's installed system).
+//
 // The command internal/imagetest/standin/installer is the image's
 // /bin/installer, and imagetest.Installer builds and pushes the image.
 package standin
@@ -299,6 +303,31 @@ func ReadLayout(disk io.ReaderAt, size int64) (l Layout, ok bool, err error) {
 		l.Meta[uint8(key)] = v
 	}
 	return l, true, nil
+}
+
+// ErrNoLayout: the disk holds no layout of the stand-in installer.
+var ErrNoLayout = errors.New("no install of the stand-in Talos layout")
+
+// WriteESP writes the file system image esp over the EFI system partition
+// of the installed disk, of size bytes, in place of the mark Install
+// writes there. The image must fit the partition. It returns ErrNoLayout
+// for a disk without the layout.
+func WriteESP(disk Disk, size int64, esp []byte) error {
+	l, ok, err := ReadLayout(disk, size)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return ErrNoLayout
+	}
+	room := (l.ESP.LastLBA - l.ESP.FirstLBA + 1) * sector
+	if int64(len(esp)) > room {
+		return fmt.Errorf("the EFI system partition holds %d bytes, the image %d", room, len(esp))
+	}
+	if _, err := disk.WriteAt(esp, l.ESP.FirstLBA*sector); err != nil {
+		return fmt.Errorf("write the EFI system partition: %w", err)
+	}
+	return nil
 }
 
 // readPart returns the first 4 KiB of partition p, without trailing

@@ -36,11 +36,17 @@ func emptyDisk(t *testing.T) *os.File {
 
 // Install lays out an empty disk as a Talos install that disksafe reads
 // (the one EFI system partition next-boot looks for) and Read reads back,
-// and refuses the disk once it holds that layout.
+// and refuses the disk once it holds that layout. WriteESP then writes an
+// image over the EFI system partition, where ReadLayout finds it with
+// META's values, and refuses an image larger than the partition, or a disk
+// without the layout.
 func TestInstallAndRead(t *testing.T) {
 	f := emptyDisk(t)
 	if _, ok, err := standin.Read(f, size); ok || err != nil {
 		t.Fatalf("Read of an empty disk = %v, %v; want no install", ok, err)
+	}
+	if err := standin.WriteESP(f, size, []byte("x")); !errors.Is(err, standin.ErrNoLayout) {
+		t.Fatalf("WriteESP to an empty disk: %v, want ErrNoLayout", err)
 	}
 	var logged bytes.Buffer
 	values := meta.Values{{Key: meta.DownloadURLCode, Value: "code-1"}}
@@ -73,6 +79,23 @@ func TestInstallAndRead(t *testing.T) {
 	}
 	if err := standin.Install(f, size, image, values, log.New(io.Discard, "", 0)); !errors.Is(err, standin.ErrNotEmpty) {
 		t.Errorf("a second Install = %v, want ErrNotEmpty", err)
+	}
+
+	esp := bytes.Repeat([]byte("FAT!"), 1024)
+	if err := standin.WriteESP(f, size, esp); err != nil {
+		t.Fatal(err)
+	}
+	l, ok, err := standin.ReadLayout(f, size)
+	if err != nil || !ok || l.ESP.Index != 1 || l.ESP.FirstLBA != 2048 || !cmp.Equal(l.Meta, want.Meta) {
+		t.Errorf("ReadLayout after WriteESP = %+v, %v, %v", l, ok, err)
+	}
+	b := make([]byte, len(esp))
+	if _, err := f.ReadAt(b, l.ESP.FirstLBA*512); err != nil || !bytes.Equal(b, esp) {
+		t.Errorf("the EFI partition does not begin with the image (%v)", err)
+	}
+	big := make([]byte, (l.ESP.LastLBA-l.ESP.FirstLBA+2)*512)
+	if err := standin.WriteESP(f, size, big); err == nil {
+		t.Error("WriteESP wrote an image larger than the partition")
 	}
 }
 

@@ -40,8 +40,8 @@
 // installed Talos's first boot instead: it loads its modules, says which
 // boot entry the firmware booted (BootCurrent, and that entry's
 // description and device path: HD(<partition>,GPT,<GUID>)/<loader>), and
-// the talos.config= URL; finds the disk whose META (package talosdisk)
-// holds the install code; gives eth0 the address QEMU's fw_cfg item
+// the talos.config= URL; finds the disk whose META (the layout of
+// internal/imagetest/standin) holds the install code; gives eth0 the address QEMU's fw_cfg item
 // opt/fleet/address holds; fetches the config over HTTPS from the URL with
 // the code for ${code}, trusting /etc/talos/ca.pem; checks that it is a
 // worker's v1alpha1 machine config whose install disk selector is the

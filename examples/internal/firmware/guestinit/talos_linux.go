@@ -21,7 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/fleetkit/fleet/disksafe"
-	"github.com/fleetkit/fleet/examples/internal/firmware/talosdisk"
+	"github.com/fleetkit/fleet/internal/imagetest/standin"
 )
 
 // What the stand-in Talos reads.
@@ -129,11 +129,11 @@ func findMeta() (name, serial, code string, err error) {
 			if strings.HasPrefix(name, "loop") || strings.HasPrefix(name, "ram") {
 				continue
 			}
-			d, err := readInstalled(name)
-			if err != nil {
+			l, ok, err := readLayout(name)
+			if err != nil || !ok {
 				continue
 			}
-			code, ok := d.Meta[metaCode]
+			code, ok := l.Meta[metaCode]
 			if !ok || code == "" {
 				return "", "", "", fmt.Errorf("talos: META on %s holds no install code", name)
 			}
@@ -152,17 +152,19 @@ func findMeta() (name, serial, code string, err error) {
 	}
 }
 
-func readInstalled(name string) (talosdisk.Disk, error) {
+// readLayout reads the stand-in installer's layout from the disk name
+// (standin.ReadLayout).
+func readLayout(name string) (standin.Layout, bool, error) {
 	f, err := os.Open("/dev/" + name)
 	if err != nil {
-		return talosdisk.Disk{}, err
+		return standin.Layout{}, false, err
 	}
 	defer f.Close()
 	size, err := f.Seek(0, io.SeekEnd)
 	if err != nil {
-		return talosdisk.Disk{}, err
+		return standin.Layout{}, false, err
 	}
-	return talosdisk.Read(f, size)
+	return standin.ReadLayout(f, size)
 }
 
 // fetch GETs url, trusting the image's CA, retrying while fleetd cannot be

@@ -17,7 +17,12 @@
 // STANDIN_WRITE_TIME set (a Go duration, such as 10m), it takes that long
 // between the partition table and the marks, as Talos's installer takes
 // seconds to minutes formatting and copying there; stopped meanwhile (it
-// dies of SIGTERM, as Talos's does), it leaves a partial install. It exits
+// dies of SIGTERM, as Talos's does), it leaves a partial install. With
+// ESP_IMAGE set (the firmware test's image sets /usr/share/talos/esp.img:
+// a FAT file system of Debian's signed shim and grub, grub's configuration,
+// the kernel and the stand-in Talos's initramfs), it then writes that file
+// over the layout's EFI system partition (standin.WriteESP), so that the
+// disk boots, as Talos's installer writes its boot loader there. It exits
 // 0 once the layout is written and synced, 1 on any error.
 package main
 
@@ -30,11 +35,12 @@ import (
 	"github.com/fleetkit/fleet/internal/imagetest/standin"
 )
 
-// The variables of the image's config: the image's own reference, and how
-// long writing takes.
+// The variables of the image's config: the image's own reference, how
+// long writing takes, and the EFI system partition's image.
 const (
 	imageEnv     = "STANDIN_IMAGE"
 	writeTimeEnv = "STANDIN_WRITE_TIME"
+	espEnv       = "ESP_IMAGE"
 )
 
 func main() {
@@ -63,6 +69,12 @@ func run(args []string, getenv func(string) string, lg *log.Logger) error {
 			time.Sleep(d)
 		}
 	}
+	var esp []byte
+	if p := getenv(espEnv); p != "" {
+		if esp, err = os.ReadFile(p); err != nil {
+			return fmt.Errorf("the image's EFI system partition: %w", err)
+		}
+	}
 	f, size, err := c.OpenDisk()
 	if err != nil {
 		return err
@@ -70,6 +82,12 @@ func run(args []string, getenv func(string) string, lg *log.Logger) error {
 	defer f.Close()
 	if err := c.InstallError(standin.InstallPaced(f, size, getenv(imageEnv), c.Values, lg, writing)); err != nil {
 		return err
+	}
+	if esp != nil {
+		if err := standin.WriteESP(f, size, esp); err != nil {
+			return fmt.Errorf("failed to install the boot loader to %s: %w", c.Disk, err)
+		}
+		lg.Printf("wrote the EFI system partition: %d bytes", len(esp))
 	}
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("failed to sync %s: %w", c.Disk, err)
