@@ -126,7 +126,7 @@ func TestIntegrationAgentRunsAnAction(t *testing.T) {
 		var wf tinkerbell.Workflow
 		if agent == nil {
 			kubetest.WaitFor(ctx, t, dyn, workflowResource, ns, name, &wf, func() bool { return wf.Status.State == tinkerbell.WorkflowStatePending })
-			agent = d.StartAgent(top, mac, tb.GRPC(), nil)
+			agent = d.StartAgent(top, mac, tb.GRPC())
 			kubetest.WaitFor(ctx, t, dyn, workflowResource, ns, name, &wf, func() bool {
 				return len(wf.Status.Tasks) > 0 && wf.Status.Tasks[0].Actions[0].State != tinkerbell.WorkflowStatePending
 			})

@@ -36,8 +36,6 @@ type Config struct {
 	// (--insecure-registry; it tries HTTPS on port 443 first, which
 	// nothing answers). Requires Netns. nil: none.
 	Registries map[string]string
-	// Args are more flags for dockerd, after Start's own. nil: none.
-	Args []string
 }
 
 // Docker is a containerd and a dockerd that Start started for one test:
@@ -85,16 +83,6 @@ func (d *Docker) ContainerOutput() string { return d.output.String() }
 // Log returns the path of dockerd's and containerd's output. It is removed
 // when the test ends; Start logs its end when the test failed.
 func (d *Docker) Log() string { return d.log }
-
-// AgentConfig holds the optional settings of StartAgent. A nil
-// *AgentConfig means every default. It must not change while StartAgent
-// runs.
-type AgentConfig struct {
-	// Args are more flags for the agent, after StartAgent's own, so that
-	// a flag given here overrides StartAgent's (e.g. "--log-level=1").
-	// nil: none.
-	Args []string
-}
 
 // Agent is Tinkerbell's agent that StartAgent started for one test. Its
 // methods are safe for concurrent use. It stops when that test ends.
@@ -175,10 +163,7 @@ func (d *Docker) Stop(t testing.TB) {
 //
 // StartAgent ends t through internal/testenv when the agent cannot be
 // built, and fails it when the agent does not start.
-func (d *Docker) StartAgent(t testing.TB, id, grpc string, cfg *AgentConfig) *Agent {
+func (d *Docker) StartAgent(t testing.TB, id, grpc string) *Agent {
 	t.Helper()
-	if cfg == nil {
-		cfg = &AgentConfig{}
-	}
-	return d.startAgent(t, id, grpc, cfg)
+	return d.startAgent(t, id, grpc)
 }

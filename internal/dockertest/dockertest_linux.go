@@ -139,7 +139,7 @@ func start(t testing.TB, cfg *Config) *Docker {
 	}
 
 	t2 := time.Now()
-	dp, err := d.startDockerd(tl, append(runtimeArgs, sl.args()...), cfg.Args)
+	dp, err := d.startDockerd(tl, append(runtimeArgs, sl.args()...))
 	if dp != nil {
 		d.atStop(func(t testing.TB) {
 			if err := dp.Stop(dockerdStop); err != nil {
@@ -302,7 +302,7 @@ func (d *Docker) nameRegistries(tl tools, names []registryName) error {
 
 // startDockerd starts dockerd in containerd's mount and network
 // namespaces, on containerd, with its own state.
-func (d *Docker) startDockerd(tl tools, runtimeArgs, extra []string) (*testproc.Process, error) {
+func (d *Docker) startDockerd(tl tools, runtimeArgs []string) (*testproc.Process, error) {
 	daemonJSON := filepath.Join(d.dir, "daemon.json")
 	if err := os.WriteFile(daemonJSON, []byte("{}\n"), 0o600); err != nil {
 		return nil, err
@@ -321,7 +321,7 @@ func (d *Docker) startDockerd(tl tools, runtimeArgs, extra []string) (*testproc.
 		"--bridge=none",
 		"--userland-proxy=false",
 	}
-	args = append(append(args, runtimeArgs...), extra...)
+	args = append(args, runtimeArgs...)
 	return testproc.StartLogged("dockerd", command(args...), d.log, false)
 }
 
@@ -449,7 +449,7 @@ func unescapeMount(s string) string {
 	return b.String()
 }
 
-func (d *Docker) startAgent(t testing.TB, id, grpc string, cfg *AgentConfig) *Agent {
+func (d *Docker) startAgent(t testing.TB, id, grpc string) *Agent {
 	t.Helper()
 	nsenter := testenv.Command(t, "nsenter", "util-linux")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
@@ -462,14 +462,14 @@ func (d *Docker) startAgent(t testing.TB, id, grpc string, cfg *AgentConfig) *Ag
 	if dt := time.Since(t0); dt > 10*time.Second {
 		t.Logf("dockertest: built the agent in %v (a cold build; scripts/test builds it before go test)", round(dt))
 	}
-	args := append([]string{
-		"--target", strconv.Itoa(d.nsPID), "--mount", "--net", bin,
+	args := []string{
+		nsenter, "--target", strconv.Itoa(d.nsPID), "--mount", "--net", bin,
 		"--id", id,
 		"--grpc-server", grpc,
 		"--attribute-detection=false",
 		"--runtime", "docker",
 		"--docker-socket", d.socket,
-	}, cfg.Args...)
+	}
 	out := &syncbuf.Buffer{}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -477,7 +477,7 @@ func (d *Docker) startAgent(t testing.TB, id, grpc string, cfg *AgentConfig) *Ag
 		t.Fatalf("dockertest: StartAgent on a stopped Docker")
 	}
 	a := &Agent{id: id, out: out, started: time.Now()}
-	cmd := command(append([]string{nsenter}, args...)...)
+	cmd := command(args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	p, err := testproc.Start("agent", cmd, out.String)
 	if err != nil {

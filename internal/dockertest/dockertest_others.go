@@ -16,7 +16,7 @@ func start(t testing.TB, _ *Config) *Docker {
 	return nil
 }
 
-func (d *Docker) startAgent(t testing.TB, _, _ string, _ *AgentConfig) *Agent {
+func (d *Docker) startAgent(t testing.TB, _, _ string) *Agent {
 	t.Helper()
 	testenv.Unavailable(t, "dockertest needs Linux, not %s", runtime.GOOS)
 	return nil

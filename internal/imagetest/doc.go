@@ -7,8 +7,8 @@
 //
 // StartRegistry serves go-containerregistry's registry (pkg/registry,
 // blobs in memory) from an httptest server on a free port of 127.0.0.1,
-// over plain HTTP, and counts the manifests and blobs clients fetch from
-// it (Pulls, BlobPulls), so a test can tell that an image was pulled.
+// over plain HTTP, and counts the manifests clients fetch from it (Pulls),
+// so a test can tell that an image was pulled.
 // Hold makes the pulls of a repository wait until the test releases them.
 //
 // Build runs go build (CGO_ENABLED=0, -trimpath, GOOS=linux) on a main

@@ -21,7 +21,6 @@ type Registry struct {
 
 	mu    sync.Mutex
 	pulls map[string]int           // GETs of a manifest, by repository
-	blobs map[string]int           // GETs of a blob, by repository
 	holds map[string]chan struct{} // repositories whose manifests wait, until closed
 }
 
@@ -30,7 +29,7 @@ type Registry struct {
 // 127.0.0.0/8 as insecure-allowed.
 func StartRegistry(t testing.TB) *Registry {
 	t.Helper()
-	r := &Registry{pulls: map[string]int{}, blobs: map[string]int{}, holds: map[string]chan struct{}{}}
+	r := &Registry{pulls: map[string]int{}, holds: map[string]chan struct{}{}}
 	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if held := r.count(req); held != nil {
@@ -64,15 +63,6 @@ func (r *Registry) Pulls(repo string) int {
 	return r.pulls[repo]
 }
 
-// BlobPulls returns how many times a client fetched a blob (a layer or a
-// config) of repo: what a pull of an image the client lacks fetches after
-// its manifest.
-func (r *Registry) BlobPulls(repo string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.blobs[repo]
-}
-
 // Hold makes every fetch of a manifest of repo (a pull of its image) wait,
 // as a registry that stalls does, until release is called or the client
 // gives up; the fetch is counted when it arrives. A test holds the pull of
@@ -101,9 +91,9 @@ func (r *Registry) Hold(t testing.TB, repo string) (release func()) {
 	return release
 }
 
-// count records req when it fetches a manifest or a blob:
-// GET /v2/<repo>/manifests/<ref> or GET /v2/<repo>/blobs/<digest>, and
-// returns the channel to wait on when repo's manifests are held.
+// count records req when it fetches a manifest,
+// GET /v2/<repo>/manifests/<ref>, and returns the channel to wait on when
+// repo's manifests are held.
 func (r *Registry) count(req *http.Request) <-chan struct{} {
 	if req.Method != http.MethodGet {
 		return nil
@@ -117,8 +107,6 @@ func (r *Registry) count(req *http.Request) <-chan struct{} {
 	if i := strings.LastIndex(p, "/manifests/"); i > 0 {
 		r.pulls[p[:i]]++
 		return r.holds[p[:i]]
-	} else if i := strings.LastIndex(p, "/blobs/"); i > 0 && !strings.Contains(p[i:], "/uploads") {
-		r.blobs[p[:i]]++
 	}
 	return nil
 }

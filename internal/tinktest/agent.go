@@ -43,27 +43,7 @@ type Status struct {
 	Message string
 }
 
-// The gRPC status codes tink-server answers an agent with besides OK.
-const (
-	// CodeNotFound: no Workflow names the worker, or the worker's Workflow
-	// has no action left for it.
-	CodeNotFound = 5
-	// CodeFailedPrecondition: the Workflow the server took first is
-	// PREPARING, or is neither PENDING nor RUNNING (it ended).
-	CodeFailedPrecondition = 9
-)
-
 func (s *Status) Error() string { return fmt.Sprintf("gRPC status %d: %s", s.Code, s.Message) }
-
-// Code returns the gRPC status code err carries (a *Status); -1 when it
-// carries none.
-func Code(err error) int {
-	var s *Status
-	if errors.As(err, &s) {
-		return s.Code
-	}
-	return -1
-}
 
 // Action is an action tink-server hands a worker: GetAction's answer.
 type Action struct {
@@ -94,8 +74,11 @@ func (a *Action) Env(key string) string {
 
 // GetAction asks for worker agentID's next action, as the agent does. When
 // the first Workflow tink-server finds for the worker cannot serve one, it
-// tries again every second for up to a minute before it answers a *Status
-// (CodeNotFound, CodeFailedPrecondition); ctx bounds the wait.
+// tries again every second for up to a minute before it answers a *Status:
+// NotFound (5) when no Workflow names the worker or its Workflow has no
+// action left for it, FailedPrecondition (9) when the Workflow it took
+// first is PREPARING, or is neither PENDING nor RUNNING (it ended); ctx
+// bounds the wait.
 func (c *Agent) GetAction(ctx context.Context, agentID string) (*Action, error) {
 	rsp, err := c.call(ctx, "GetAction", appendString(nil, 1, agentID))
 	if err != nil {

@@ -312,12 +312,12 @@ func resumedAfterWipe(t *testing.T, s shared) {
 	ctx := t.Context()
 	w.attest(ctx)
 	wf := w.workflow(ctx)
-	w.d.StartAgent(t, w.m.mac.String(), w.tb.GRPC(), nil)
+	w.d.StartAgent(t, w.m.mac.String(), w.tb.GRPC())
 	w.waitPartial(ctx)
 
 	w.powerCycle()
 	w.attestNoProvision(ctx, "run "+wf.Name+" is in flight at action install")
-	end := w.follow(ctx, wf, w.d.StartAgent(t, w.m.mac.String(), w.tb.GRPC(), nil))
+	end := w.follow(ctx, wf, w.d.StartAgent(t, w.m.mac.String(), w.tb.GRPC()))
 	acts := actions(t, end)
 	if end.Status.State != tinkerbell.WorkflowStateFailed || acts[0].State != tinkerbell.WorkflowStateSuccess || acts[1].Name != "install" || acts[1].State != tinkerbell.WorkflowStateFailed {
 		t.Fatalf("Workflow %s: %s; want FAILED at install after wipe-disk's SUCCESS", wf.Name, machinetest.Progress(end))
@@ -341,12 +341,12 @@ func installerFailed(t *testing.T, s shared) {
 	ctx := t.Context()
 	w.attest(ctx)
 	wf := w.workflow(ctx)
-	first := w.d.StartAgent(t, w.m.mac.String(), w.tb.GRPC(), nil)
+	first := w.d.StartAgent(t, w.m.mac.String(), w.tb.GRPC())
 	w.waitPartial(ctx)
 	if err := first.Stop(); err != nil {
 		t.Errorf("the agent's restart: %v", err)
 	}
-	end := w.follow(ctx, wf, w.d.StartAgent(t, w.m.mac.String(), w.tb.GRPC(), nil))
+	end := w.follow(ctx, wf, w.d.StartAgent(t, w.m.mac.String(), w.tb.GRPC()))
 	acts := actions(t, end)
 	if end.Status.State != tinkerbell.WorkflowStateFailed || acts[1].Name != "install" || acts[1].State != tinkerbell.WorkflowStateFailed {
 		t.Fatalf("Workflow %s: %s; want FAILED at install", wf.Name, machinetest.Progress(end))
@@ -384,7 +384,7 @@ func passedGlobalTimeout(t *testing.T, s shared) {
 	release := s.img.reg.Hold(t, s.img.nextBootRepo)
 	w.attest(ctx)
 	wf := w.workflow(ctx)
-	agent := w.d.StartAgent(t, w.m.mac.String(), w.tb.GRPC(), nil)
+	agent := w.d.StartAgent(t, w.m.mac.String(), w.tb.GRPC())
 	now := w.waitCurrent(ctx, "next-boot", tinkerbell.WorkflowStatePending, tinkerbell.WorkflowStateRunning)
 	if acts := actions(t, now); acts[1].State != tinkerbell.WorkflowStateSuccess {
 		t.Fatalf("next-boot is current before install succeeded: %s", machinetest.Progress(now))

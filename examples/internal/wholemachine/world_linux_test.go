@@ -284,7 +284,7 @@ func (w *world) workflow(ctx context.Context) tinkerbell.Workflow {
 // time as Tinkerbell recorded it.
 func (w *world) run(ctx context.Context, wf tinkerbell.Workflow) tinkerbell.Workflow {
 	w.t.Helper()
-	agent := w.d.StartAgent(w.t, w.m.mac.String(), w.tb.GRPC(), nil)
+	agent := w.d.StartAgent(w.t, w.m.mac.String(), w.tb.GRPC())
 	return w.follow(ctx, wf, agent)
 }
 
