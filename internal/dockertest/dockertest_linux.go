@@ -91,7 +91,7 @@ func start(t testing.TB, cfg *Config) *Docker {
 		t.Fatalf("dockertest: %v", err)
 	}
 	if len(lacking) > 0 {
-		t.Logf("dockertest: this process's capability bounding set lacks capabilities %v, which dockerd gives privileged containers: runc runs through boundedrunc, which leaves them out (built in %v)", lacking, round(time.Since(t0)))
+		t.Logf("dockertest: this process's capability bounding set lacks capabilities %v, which dockerd gives privileged containers: runc runs through boundedrunc, which leaves them out (built in %v)", lacking, testproc.Round(time.Since(t0)))
 	}
 
 	// Stop's steps, and the test's end's: the last added runs first.
@@ -162,7 +162,7 @@ func start(t testing.TB, cfg *Config) *Docker {
 	if cfg.Netns != "" {
 		where = "network namespace " + cfg.Netns
 	}
-	t.Logf("dockertest: dockerd ready in %v (containerd %v, dockerd %v), in %s, socket %s", round(time.Since(t1)), round(containerdReady), round(time.Since(t2)), where, d.socket)
+	t.Logf("dockertest: dockerd ready in %v (containerd %v, dockerd %v), in %s, socket %s", testproc.Round(time.Since(t1)), testproc.Round(containerdReady), testproc.Round(time.Since(t2)), where, d.socket)
 	return d
 }
 
@@ -346,7 +346,7 @@ func boundedRuntime(ctx context.Context, dir, runc string) (args []string, lacki
 		return nil, nil, err
 	}
 	bin := filepath.Join(dir, "bin", "boundedrunc")
-	if err := testproc.GoBuild(ctx, "internal/dockertest/boundedrunc", bin, nil, "-ldflags", "-X main.runc="+runc); err != nil {
+	if err := testproc.GoBuild(ctx, ".", bin, []string{"CGO_ENABLED=0"}, "-trimpath", "-ldflags", "-X main.runc="+runc, "./internal/dockertest/boundedrunc"); err != nil {
 		return nil, nil, err
 	}
 	return []string{"--add-runtime", "fleet-runc=" + bin, "--default-runtime", "fleet-runc"}, lacking, nil
@@ -454,13 +454,9 @@ func (d *Docker) startAgent(t testing.TB, id, grpc string) *Agent {
 	nsenter := testenv.Command(t, "nsenter", "util-linux")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	t0 := time.Now()
-	bin, err := repotest.Tool(ctx, "tools/tinkerbell", "agent")
+	bin, err := testproc.Tool(ctx, "tools/tinkerbell", "agent", t.Logf)
 	if err != nil {
 		testenv.Unavailable(t, "Tinkerbell's agent: %v", err)
-	}
-	if dt := time.Since(t0); dt > 10*time.Second {
-		t.Logf("dockertest: built the agent in %v (a cold build; scripts/test builds it before go test)", round(dt))
 	}
 	args := []string{
 		nsenter, "--target", strconv.Itoa(d.nsPID), "--mount", "--net", bin,
@@ -495,5 +491,3 @@ func (d *Docker) startAgent(t testing.TB, id, grpc string) *Agent {
 	})
 	return a
 }
-
-func round(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }

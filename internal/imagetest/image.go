@@ -92,7 +92,7 @@ func Build(t testing.TB, r *Registry, dir, repo string, cfg *Config) string {
 	t0 := time.Now()
 	bin := filepath.Join(t.TempDir(), prog)
 	// For Linux on this architecture, as .ko.yaml builds fleet's images.
-	if err := testproc.GoBuild(ctx, dir, bin, []string{"GOOS=linux", "GOARCH=" + runtime.GOARCH}); err != nil {
+	if err := testproc.GoBuild(ctx, ".", bin, []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + runtime.GOARCH}, "-trimpath", "./"+filepath.ToSlash(dir)); err != nil {
 		t.Fatalf("imagetest: %v", err)
 	}
 	built := time.Since(t0)
@@ -114,7 +114,7 @@ func Build(t testing.TB, r *Registry, dir, repo string, cfg *Config) string {
 		t.Fatalf("imagetest: push %s: %v", ref, err)
 	}
 	t.Logf("imagetest: %s: go build %v, layer and push %v (%.1f MB in one layer, entrypoint %s)",
-		ref, round(built), round(time.Since(t1)), float64(size)/1e6, entry)
+		ref, testproc.Round(built), testproc.Round(time.Since(t1)), float64(size)/1e6, entry)
 	return ref
 }
 
@@ -327,5 +327,3 @@ func push(ctx context.Context, ref string, img v1.Image) error {
 	defer cancel()
 	return remote.Write(r, img, remote.WithContext(ctx))
 }
-
-func round(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }

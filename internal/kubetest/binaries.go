@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
-	"github.com/fleetkit/fleet/internal/repotest"
+	"github.com/fleetkit/fleet/internal/testproc"
 )
 
 // toolsModule is the directory, relative to the repository root, of the Go
@@ -38,13 +37,7 @@ func findBinaries(ctx context.Context, logf func(string, ...any)) (binaries, err
 		name string
 		path *string
 	}{{apiserverTool, &b.apiserver}, {etcdTool, &b.etcd}} {
-		wg.Go(func() {
-			t0 := time.Now()
-			*tool.path, errs[i] = repotest.Tool(ctx, toolsModule, tool.name)
-			if d := time.Since(t0); errs[i] == nil && d > 10*time.Second {
-				logf("kubetest: built %s in %v (a cold build; scripts/test builds it before go test)", tool.name, round(d))
-			}
-		})
+		wg.Go(func() { *tool.path, errs[i] = testproc.Tool(ctx, toolsModule, tool.name, logf) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs[:]...); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fleetkit/fleet/internal/repotest"
 	"github.com/fleetkit/fleet/internal/testenv"
+	"github.com/fleetkit/fleet/internal/testproc"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -67,7 +68,7 @@ func Run(m *testing.M) int {
 	t0 := time.Now()
 	err := stop()
 	if testing.Verbose() && shared != nil {
-		fmt.Printf("kubetest: stopped the control plane in %v\n", round(time.Since(t0)))
+		fmt.Printf("kubetest: stopped the control plane in %v\n", testproc.Round(time.Since(t0)))
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kubetest: %v\n", err)
@@ -261,7 +262,7 @@ func startWith(ctx context.Context, logf func(string, ...any), keep func(*contro
 	time.Sleep(settle)
 
 	timing := fmt.Sprintf("binaries %v (go tool -n), etcd ready %v, kube-apiserver ready %v, %d CRDs applied and established %v, then %v until creates are not delayed; total %v",
-		round(tBuild), round(cp.etcdReady), round(cp.apiserverReady), n, round(tCRDs), round(max(settle, 0)), round(time.Since(t0)))
+		testproc.Round(tBuild), testproc.Round(cp.etcdReady), testproc.Round(cp.apiserverReady), n, testproc.Round(tCRDs), testproc.Round(max(settle, 0)), testproc.Round(time.Since(t0)))
 	return env, timing, nil
 }
 
@@ -269,8 +270,6 @@ func startWith(ctx context.Context, logf func(string, ...any), keep func(*contro
 // kube-apiserver delays creates of its custom resources, and the delay
 // (apiextensions-apiserver's crdHandler, for HA apiservers to catch up).
 const crdSettle = 2 * time.Second
-
-func round(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
 
 // stop stops the control plane if one was started. It runs once.
 func stop() error {

@@ -1,8 +1,8 @@
 // Package testproc starts the programs the test harnesses run (etcd,
 // kube-apiserver, tinkerbell, containerd, dockerd, Tinkerbell's agent) as
 // children the kernel stops when the test binary dies, waits until they
-// serve (WaitReady, HTTPReady), and stops them; GoBuild builds one of
-// this repository's.
+// serve (WaitReady, HTTPReady), and stops them; GoBuild builds this
+// repository's programs, and Tool finds or builds a tool of its modules.
 //
 // # Lifetime
 //

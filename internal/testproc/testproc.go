@@ -254,26 +254,40 @@ func FreePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-// GoBuild builds the main package in dir (relative to the repository
-// root) without cgo into out, with go build's flags and the environment
-// more env.
-func GoBuild(ctx context.Context, dir, out string, env []string, flags ...string) error {
+// GoBuild runs go build with args (its flags and packages) in module, a
+// directory relative to the repository root ("." for fleet's own), into
+// out (a file, or a directory when it ends in "/"), with the test binary's
+// environment more env.
+func GoBuild(ctx context.Context, module, out string, env []string, args ...string) error {
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
-		return fmt.Errorf("needs the go command on PATH to build %s: %w", dir, err)
+		return fmt.Errorf("needs the go command on PATH to build %s: %w", strings.Join(args, " "), err)
 	}
 	root, err := repotest.Root()
 	if err != nil {
 		return err
 	}
-	args := append(append([]string{"build", "-trimpath"}, flags...), "-o", out, "./"+filepath.ToSlash(dir))
-	cmd := exec.CommandContext(ctx, goCmd, args...)
-	cmd.Dir = root
-	cmd.Env = append(append(os.Environ(), "CGO_ENABLED=0"), env...)
+	cmd := exec.CommandContext(ctx, goCmd, append([]string{"build", "-o", out}, args...)...)
+	cmd.Dir, cmd.Env = filepath.Join(root, module), append(os.Environ(), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build ./%s: %w: %s", dir, err, repotest.Tail(stderr.String(), 2000))
+		return fmt.Errorf("go build %s (in %s): %w: %s", strings.Join(args, " "), module, err, repotest.Tail(stderr.String(), 2000))
 	}
 	return nil
 }
+
+// Tool returns the path of the tool name of the Go module module
+// (relative to the repository root), as repotest.Tool does, and logs with
+// logf when it had to build it: a cold build.
+func Tool(ctx context.Context, module, name string, logf func(string, ...any)) (string, error) {
+	t0 := time.Now()
+	p, err := repotest.Tool(ctx, module, name)
+	if d := time.Since(t0); err == nil && d > 10*time.Second {
+		logf("built %s in %v (a cold build; scripts/test builds it before go test)", name, Round(d))
+	}
+	return p, err
+}
+
+// Round rounds d for the logs of the harnesses: to 10 ms.
+func Round(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/fleetkit/fleet/internal/kubetest"
-	"github.com/fleetkit/fleet/internal/repotest"
 	"github.com/fleetkit/fleet/internal/testenv"
 	"github.com/fleetkit/fleet/internal/testproc"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -83,15 +82,11 @@ func Start(t testing.TB, env *kubetest.Env, ns string, cfg *Config) *Tinkerbell 
 	claim(t, env.Host())
 
 	ctx := context.Background()
-	t0 := time.Now()
 	// tink-server, tink-controller and Rufio are one binary, a tool of
 	// tools/tinkerbell (go tool tinkerbell).
-	bin, err := repotest.Tool(ctx, "tools/tinkerbell", "tinkerbell")
+	bin, err := testproc.Tool(ctx, "tools/tinkerbell", "tinkerbell", t.Logf)
 	if err != nil {
 		testenv.Unavailable(t, "Tinkerbell: %v", err)
-	}
-	if d := time.Since(t0); d > 10*time.Second {
-		t.Logf("tinktest: built tinkerbell in %v (a cold build; scripts/test builds it before go test)", round(d))
 	}
 
 	dir := t.TempDir()
@@ -120,7 +115,7 @@ func Start(t testing.TB, env *kubetest.Env, ns string, cfg *Config) *Tinkerbell 
 	if err != nil {
 		testenv.Unavailable(t, "Tinkerbell: %v", err)
 	}
-	t.Logf("tinktest: tinkerbell ready in %v, tink-server on %s, its log %s", round(time.Since(t1)), tb.grpc, tb.log)
+	t.Logf("tinktest: tinkerbell ready in %v, tink-server on %s, its log %s", testproc.Round(time.Since(t1)), tb.grpc, tb.log)
 	return tb
 }
 
@@ -238,5 +233,3 @@ func crdsMissing(ctx context.Context, env *kubetest.Env) (bool, error) {
 	}
 	return false, nil
 }
-
-func round(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }

@@ -1,14 +1,12 @@
 package machinetest
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/fleetkit/fleet/internal/repotest"
+	"github.com/fleetkit/fleet/internal/testproc"
 )
 
 // Binaries is the directory of the programs BuildAll built.
@@ -29,18 +27,12 @@ type Build struct {
 // logs how long they took.
 func BuildAll(t testing.TB, builds ...Build) Binaries {
 	t.Helper()
-	root, err := repotest.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	t0 := time.Now()
 	var built []string
 	for _, b := range builds {
-		cmd := exec.Command("go", append([]string{"build", "-o", dir + "/"}, b.Args...)...)
-		cmd.Dir, cmd.Env = filepath.Join(root, b.Module), append(os.Environ(), b.Env...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s (in %s): %v\n%s", strings.Join(b.Args, " "), b.Module, err, out)
+		if err := testproc.GoBuild(t.Context(), b.Module, dir+"/", b.Env, b.Args...); err != nil {
+			t.Fatal(err)
 		}
 		built = append(built, b.Args...)
 	}
