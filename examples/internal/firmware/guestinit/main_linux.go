@@ -69,11 +69,6 @@ func hookOS() error {
 	if err := loadModules(modulesList); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(efivars, 0o755); err == nil {
-		if err := unix.Mount("efivarfs", efivars, "efivarfs", 0, ""); err != nil {
-			say("mount efivarfs: %v", err)
-		}
-	}
 	report()
 
 	env, err := readEnv(envFile)
@@ -89,17 +84,8 @@ func hookOS() error {
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
-	t0 := time.Now()
-	err = cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		say("hookos-attest exited %d after %v", ee.ExitCode(), time.Since(t0).Round(time.Millisecond))
-	case err != nil:
-		return fmt.Errorf("run hookos-attest: %w", err)
-	default:
-		say("hookos-attest exited 0 after %v", time.Since(t0).Round(time.Millisecond))
+	if err := run("hookos-attest", cmd); err != nil {
+		return err
 	}
 	rec, err := disksafe.ReadBootRecord(env["FLEET_BOOT_DIR"])
 	if err != nil {
@@ -130,34 +116,46 @@ func runActions(server, iface, wait string) error {
 	}
 	cmd := exec.Command(runner, "-server", server, "-interface", iface, "-images", imagesFile, "-wait", wait)
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	return run("runner", cmd)
+}
+
+// run runs cmd, its output on the console, and says how the program name
+// exited and after how long.
+func run(name string, cmd *exec.Cmd) error {
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
 	t0 := time.Now()
 	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		say("runner exited %d after %v", ee.ExitCode(), time.Since(t0).Round(time.Millisecond))
-	case err != nil:
-		return fmt.Errorf("run the runner: %w", err)
-	default:
-		say("runner exited 0 after %v", time.Since(t0).Round(time.Millisecond))
+	code := 0
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		return fmt.Errorf("run %s: %w", name, err)
 	}
+	say("%s exited %d after %v", name, code, time.Since(t0).Round(time.Millisecond))
 	return nil
+}
+
+// waitPath waits up to ifaceWait for the file p, which a driver makes,
+// and names it what when it does not come.
+func waitPath(p, what string) error {
+	deadline := time.Now().Add(ifaceWait)
+	for {
+		if _, err := os.Stat(p); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no %s after %v", what, ifaceWait)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // disks says which disks the kernel's sysfs shows, with the serial each
 // reports and where, and which one reports the install disk's serial, as
 // disksafe judges it (Read, Judge) before a wipe. It wipes nothing.
 func disks(installDisk, serial string) error {
-	deadline := time.Now().Add(ifaceWait)
-	for {
-		if _, err := os.Stat(installDisk); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no install disk %s after %v", installDisk, ifaceWait)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := waitPath(installDisk, "install disk "+installDisk); err != nil {
+		return err
 	}
 	l, err := disksafe.Read(installDisk, nil)
 	if err != nil {
@@ -204,8 +202,8 @@ func mountAll() error {
 	return nil
 }
 
-// loadModules loads each module the list names, in order. A module the
-// kernel already holds is no error.
+// loadModules loads each module the list names, in order, and mounts
+// efivarfs. A module the kernel already holds is no error.
 func loadModules(list string) error {
 	b, err := os.ReadFile(list)
 	if err != nil {
@@ -225,6 +223,11 @@ func loadModules(list string) error {
 		names = append(names, strings.TrimSuffix(filepath.Base(p), ".ko"))
 	}
 	say("loaded %s", strings.Join(names, " "))
+	if err := os.MkdirAll(efivars, 0o755); err == nil {
+		if err := unix.Mount("efivarfs", efivars, "efivarfs", 0, ""); err != nil {
+			say("mount efivarfs: %v", err)
+		}
+	}
 	return nil
 }
 
@@ -312,15 +315,8 @@ func network(ifname, addr string) error {
 	if err != nil || ip.To4() == nil {
 		return fmt.Errorf("FLEET_ADDRESS %q is not an IPv4 CIDR", addr)
 	}
-	deadline := time.Now().Add(ifaceWait)
-	for {
-		if _, err := os.Stat("/sys/class/net/" + ifname); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no interface %s after %v", ifname, ifaceWait)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := waitPath("/sys/class/net/"+ifname, "interface "+ifname); err != nil {
+		return err
 	}
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {

@@ -18,7 +18,6 @@ import (
 	"unicode/utf16"
 
 	"go.yaml.in/yaml/v3"
-	"golang.org/x/sys/unix"
 
 	"github.com/fleetkit/fleet/disksafe"
 	"github.com/fleetkit/fleet/internal/imagetest/standin"
@@ -62,11 +61,6 @@ func talos() error {
 	say("talos: started")
 	if err := loadModules(modulesList); err != nil {
 		return err
-	}
-	if err := os.MkdirAll(efivars, 0o755); err == nil {
-		if err := unix.Mount("efivarfs", efivars, "efivarfs", 0, ""); err != nil {
-			say("talos: mount efivarfs: %v", err)
-		}
 	}
 	if s, err := bootCurrent(); err != nil {
 		say("talos: the firmware's BootCurrent: %v", err)
