@@ -100,11 +100,13 @@ func Build(t testing.TB, r *Registry, dir, repo string, cfg *Config) string {
 	t1 := time.Now()
 	files := []file{{path: entry, source: bin}}
 	for _, p := range cfg.Programs {
-		fs, err := withLibraries(ctx, p)
+		paths, err := WithLibraries(ctx, p)
 		if err != nil {
 			t.Fatalf("imagetest: %s for %s: %v", p, ref, err)
 		}
-		files = append(files, fs...)
+		for _, f := range paths {
+			files = append(files, file{path: f, source: f})
+		}
 	}
 	img, size, err := image(files, entry, cfg.Env)
 	if err != nil {
@@ -214,14 +216,14 @@ type file struct {
 	source string
 }
 
-// withLibraries returns program and the shared libraries ldd says it
-// loads, each at its own path. A symbolic link is copied as the file it
-// names, at the link's path.
-func withLibraries(ctx context.Context, program string) ([]file, error) {
+// WithLibraries returns program, an absolute path, and the shared
+// libraries ldd says it loads, each at its own path (which may be a
+// symbolic link): what an image or an initramfs holds of it.
+func WithLibraries(ctx context.Context, program string) ([]string, error) {
 	if !filepath.IsAbs(program) {
 		return nil, fmt.Errorf("not an absolute path")
 	}
-	files := []file{{path: program, source: program}}
+	files := []string{program}
 	ldd, err := exec.LookPath("ldd")
 	if err != nil {
 		return nil, fmt.Errorf("needs ldd (Debian's libc-bin) to find its libraries: %w", err)
@@ -233,10 +235,7 @@ func withLibraries(ctx context.Context, program string) ([]file, error) {
 		}
 		return nil, fmt.Errorf("ldd: %w: %s", err, out)
 	}
-	for _, lib := range libraries(string(out)) {
-		files = append(files, file{path: lib, source: lib})
-	}
-	return files, nil
+	return append(files, libraries(string(out))...), nil
 }
 
 // libraries returns the absolute paths of ldd's output, in order:

@@ -130,20 +130,12 @@ func moduleName(p string) string {
 func buildImage(t *testing.T, tl tools, dir string, bins machinetest.Binaries, inst installerImage) bootImage {
 	t.Helper()
 	img := bootImage{disk: filepath.Join(dir, "boot.img"), kernel: kernelVersion(t)}
-	kdir := filepath.Join(modulesDir, img.kernel)
-	mods := modules(t, img.kernel, guestModules)
-	img.modules = mods
+	img.modules = modules(t, img.kernel, guestModules)
 
 	// The initramfs.
 	var b bytes.Buffer
-	c := &cpio{w: &b}
-	for _, d := range []string{"dev", "proc", "sys", "run", "tmp", "etc/fleet", "bin", "lib/modules", "var/run"} {
-		c.dir(d)
-	}
-	c.char("dev/console", 0o600, 5, 1)
-	c.file("init", 0o755, readFile(t, bins.Path("guestinit")))
+	c := initramfs(t, &b, bins, img.kernel, img.modules, "etc/fleet", "bin", "var/run")
 	c.file("bin/hookos-attest", 0o755, readFile(t, bins.Path("hookos-attest")))
-	addModules(t, c, kdir, img.kernel, mods)
 
 	// HookOS's Tinkerbell agent and container engine: the runner, and
 	// docker, its stand-in for the docker CLI and engine.
@@ -163,7 +155,7 @@ func buildImage(t *testing.T, tl tools, dir string, bins machinetest.Binaries, i
 	}
 	fmt.Fprintf(&images, "%s waitdaemon\n", templates.DefaultImages.Reboot)
 	c.file("etc/fleet/images", 0o644, []byte(images.String()))
-	addProgram(t, tl, c, tl.efibootmgr)
+	addProgram(t, c, tl.efibootmgr)
 	// The installer image in the docker stand-in's store.
 	store := "var/lib/fleet-images/" + inst.ref
 	c.dir(store + "/rootfs/dev")

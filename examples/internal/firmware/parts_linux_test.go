@@ -25,7 +25,7 @@ const (
 type tools struct {
 	ip, lldpd, swtpm, qemu, nsenter    string
 	mkfsVfat, mmd, mcopy, sfdisk, lldp string
-	efibootmgr, ldd, xz                string
+	efibootmgr, xz                     string
 }
 
 // needTools ends t unless it runs as root with every program and file the
@@ -47,12 +47,12 @@ func needTools(t *testing.T) tools {
 		// next-boot's image holds efibootmgr, which the guest runs with
 		// its libraries (ldd names them).
 		efibootmgr: testenv.Command(t, "efibootmgr", "efibootmgr"),
-		ldd:        testenv.Command(t, "ldd", "libc-bin"),
 		// The installed system's initramfs is xz-compressed to fit the
 		// layout's EFI system partition.
 		xz: testenv.Command(t, "xz", "xz-utils"),
 	}
 	testenv.Command(t, "swtpm_setup", "swtpm-tools")
+	testenv.Command(t, "ldd", "libc-bin")
 	tl.swtpm = testenv.Command(t, "swtpm", "swtpm")
 	for _, f := range []struct{ path, pkg string }{
 		{ovmfCode, "ovmf"}, {ovmfVars, "ovmf"}, {ovmfSecureCode, "ovmf"}, {ovmfSecureVars, "ovmf"},

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/fleetkit/fleet/configserve"
 	"github.com/fleetkit/fleet/examples/internal/machinetest"
+	"github.com/fleetkit/fleet/internal/imagetest"
 	"github.com/fleetkit/fleet/internal/repotest"
 )
 
@@ -52,38 +52,35 @@ func modules(t *testing.T, kernel string, names []string) []string {
 	return mods
 }
 
-// addModules adds the modules to an initramfs, and the list /init loads
-// them in (lib/modules/fleet.load).
-func addModules(t *testing.T, c *cpio, kdir, kernel string, mods []string) {
+// initramfs begins an initramfs in b: guestinit as /init, the console,
+// the directories /init mounts on and dirs, and the modules mods of kernel
+// with the list /init loads them in (lib/modules/fleet.load).
+func initramfs(t *testing.T, b *bytes.Buffer, bins machinetest.Binaries, kernel string, mods []string, dirs ...string) *cpio {
 	t.Helper()
+	c := &cpio{w: b}
+	for _, d := range append([]string{"dev", "proc", "sys", "run", "tmp"}, dirs...) {
+		c.dir(d)
+	}
+	c.char("dev/console", 0o600, 5, 1)
+	c.file("init", 0o755, readFile(t, bins.Path("guestinit")))
 	var list []string
 	for _, m := range mods {
 		p := filepath.Join("lib/modules", kernel, m)
-		c.file(p, 0o644, readFile(t, filepath.Join(kdir, m)))
+		c.file(p, 0o644, readFile(t, filepath.Join(modulesDir, kernel, m)))
 		list = append(list, "/"+p)
 	}
 	c.file("lib/modules/fleet.load", 0o644, []byte(strings.Join(list, "\n")+"\n"))
+	return c
 }
-
-// lddLine matches a library of ldd's output: "name => /path (0x...)" or
-// "/path (0x...)" for the loader.
-var lddLine = regexp.MustCompile(`(?m)^\s*(?:\S+ => )?(/\S+) \(0x[0-9a-f]+\)$`)
 
 // addProgram adds a program of this machine to an initramfs at its own
 // path, with the shared libraries ldd says it loads, each at the path ldd
-// names (the files' contents, links resolved).
-func addProgram(t *testing.T, tl tools, c *cpio, prog string) {
+// names (imagetest.WithLibraries; the files' contents, links resolved).
+func addProgram(t *testing.T, c *cpio, prog string) {
 	t.Helper()
-	out, err := exec.Command(tl.ldd, prog).Output()
-	if err != nil {
-		t.Fatalf("ldd %s: %v", prog, err)
-	}
-	files := []string{prog}
-	for _, m := range lddLine.FindAllStringSubmatch(string(out), -1) {
-		files = append(files, m[1])
-	}
-	if len(files) < 2 {
-		t.Fatalf("ldd %s names no library:\n%s", prog, out)
+	files, err := imagetest.WithLibraries(t.Context(), prog)
+	if err != nil || len(files) < 2 {
+		t.Fatalf("ldd %s names no library (%v)", prog, err)
 	}
 	for _, f := range files {
 		real, err := filepath.EvalSymlinks(f)
@@ -144,13 +141,7 @@ func installedArgs(t *testing.T, publicURL string) string {
 func buildInstaller(t *testing.T, tl tools, dir string, bins machinetest.Binaries, kernel, ref string, ca []byte, args string) installerImage {
 	t.Helper()
 	var b bytes.Buffer
-	c := &cpio{w: &b}
-	for _, d := range []string{"dev", "proc", "sys", "run", "tmp"} {
-		c.dir(d)
-	}
-	c.char("dev/console", 0o600, 5, 1)
-	c.file("init", 0o755, readFile(t, bins.Path("guestinit")))
-	addModules(t, c, filepath.Join(modulesDir, kernel), kernel, modules(t, kernel, talosModules))
+	c := initramfs(t, &b, bins, kernel, modules(t, kernel, talosModules))
 	c.file("etc/talos/ca.pem", 0o644, ca)
 	if err := c.close(); err != nil {
 		t.Fatal(err)
