@@ -62,9 +62,9 @@ var (
 //   - missing image: the registry lacks the action's image: FAILED, and
 //     the agent's log says "error executing action" and "docker:", the
 //     runbook's row for a tools image that could not be pulled.
-//   - wipe-disk: fleet's own wipe-disk image, its entrypoint /ko-app/
-//     wipe-disk, in a boot that recorded no attestation: it refuses with
-//     the runbook's line, and the Workflow FAILs.
+//
+// Fleet's own images run in this chain in TestIntegrationWholeMachine
+// (examples/internal/wholemachine).
 //
 // The Workflows run one after another on the one machine, each deleted
 // once it ended: tink-server serves a worker nothing while one of its
@@ -81,7 +81,6 @@ func TestIntegrationAgentRunsAnAction(t *testing.T) {
 
 	reg := imagetest.StartRegistry(t)
 	action := imagetest.Build(t, reg, "internal/dockertest/testaction", "fleettest/testaction", &imagetest.Config{Programs: []string{docker}})
-	wipe := imagetest.Action(t, reg, "wipe-disk")
 	installer := imagetest.Installer(t, reg)
 	missing := reg.Ref("fleet/missing", imagetest.DefaultTag)
 
@@ -237,29 +236,6 @@ func TestIntegrationAgentRunsAnAction(t *testing.T) {
 		}
 		if !strings.Contains(line, "All attempts fail") || !strings.Contains(line, "#1: docker:") {
 			t.Errorf("the agent's log says %q, want \"error executing action\" with \"All attempts fail: #1: docker:\"", line)
-		}
-	})
-
-	t.Run("wipe-disk", func(t *testing.T) {
-		before := reg.Pulls("fleet/wipe-disk")
-		wf := run(t, "wipe", fmt.Sprintf(`    actions:
-      - name: wipe-disk
-        image: %s
-        timeout: 120
-        environment:
-          INSTALL_DISK: /dev/fleet-test-none
-          INSTALL_DISK_SERIAL: FLEET-TEST-NONE
-          FLEET_BOOT_DIR: /run/fleet
-`, wipe))
-		if wf.Status.State != tinkerbell.WorkflowStateFailed {
-			t.Fatalf("Workflow wipe ended %s, want FAILED: wipe-disk refuses a boot without attestation", wf.Status.State)
-		}
-		if reg.Pulls("fleet/wipe-disk") == before {
-			t.Error("the registry served no pull of the wipe-disk image")
-		}
-		// The runbook's line, and what lies under it.
-		for _, want := range []string{"wipe: this boot did not pass attestation", "(the HookOS agent recorded no attestation in this boot)"} {
-			printed(t, d, agent, want)
 		}
 	})
 }
