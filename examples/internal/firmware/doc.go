@@ -38,8 +38,8 @@
 //     (/dev/nvme0n1, the model's disk in the nodes file) with the node's
 //     disk serial, holding an old install (a GPT of two partitions, which
 //     the installer refuses unless it was wiped); and a decoy virtio disk
-//     with another serial, filled with a seeded ChaCha8 stream and
-//     compared byte for byte with that stream after every case. QEMU
+//     with another serial, filled with random bytes whose SHA-256 is the
+//     same after every case. QEMU
 //     gives each its serial, and the guest's kernel shows it in sysfs.
 //   - its serial port as the console, which the test reads; the machine
 //     powers itself off at the end, and reboots when its Workflow's reboot
@@ -209,7 +209,7 @@
 // warning; the code is in no console line, journal line or fleetd log.
 // A case without a code runs the runner too, which finds no action for
 // 10 s; fleetd created no Workflow, and the install disk is unchanged. In
-// every case the decoy is unchanged, byte for byte.
+// every case the decoy is unchanged (its SHA-256).
 //
 // Across the cases, the boots with Secure Boot off record the same
 // attested_pcr7, whichever way grub loads the kernel, and those with it

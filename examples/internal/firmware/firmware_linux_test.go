@@ -3,6 +3,7 @@ package firmware
 import (
 	"crypto/rand"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -179,7 +180,7 @@ func TestIntegrationFirmware(t *testing.T) {
 	t.Run("boot", func(t *testing.T) {
 		// Each boot's VM runs on one core (TCG, one vCPU): two at once.
 		slots := make(chan struct{}, parallelBoots)
-		for i, c := range cases {
+		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				t.Parallel()
 				slots <- struct{}{}
@@ -187,8 +188,8 @@ func TestIntegrationFirmware(t *testing.T) {
 				dir := t.TempDir()
 				install := oldInstall(t, tl, dir)
 				before := machinetest.Digest(t, install)
-				seed := uint64(i + 1)
-				decoy := newDisk(t, dir+"/decoy.img", decoyStream(seed))
+				decoy := newDisk(t, dir+"/decoy.img", io.LimitReader(rand.Reader, diskSize))
+				decoyDigest := machinetest.Digest(t, decoy)
 				// The runner waits for a Workflow as long as the case
 				// needs: HookOS's agent would wait for ever.
 				wait := "10s"
@@ -218,8 +219,8 @@ func TestIntegrationFirmware(t *testing.T) {
 					r.toInit.Round(100*time.Millisecond), strings.Join(consoleLines(r.console), "\n"))
 				c.check(t, f, r)
 				c.checkRun(t, f, tink, r, install, before)
-				if err := sameBytes(decoy, decoyStream(seed)); err != nil {
-					t.Errorf("the decoy disk changed: %v", err)
+				if machinetest.Digest(t, decoy) != decoyDigest {
+					t.Error("the decoy disk changed")
 				}
 			})
 		}

@@ -1,11 +1,7 @@
 package firmware
 
 import (
-	"bytes"
-	"errors"
-	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strings"
@@ -31,13 +27,6 @@ func oldInstall(t *testing.T, tl tools, dir string) string {
 	return p
 }
 
-// decoyStream is the decoy's contents: seed's ChaCha8 stream.
-func decoyStream(seed uint64) io.Reader {
-	var s [32]byte
-	s[0], s[1] = byte(seed), byte(seed>>8)
-	return io.LimitReader(rand.NewChaCha8(s), diskSize)
-}
-
 // newDisk makes the disk image p of diskSize bytes: content's, and zeros
 // after them (all zeros when content is nil).
 func newDisk(t *testing.T, p string, content io.Reader) string {
@@ -58,45 +47,6 @@ func newDisk(t *testing.T, p string, content io.Reader) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// sameBytes compares the file p with r byte for byte, and says where they
-// first differ.
-func sameBytes(p string, r io.Reader) error {
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	a, b := make([]byte, 1<<20), make([]byte, 1<<20)
-	for off := int64(0); ; off += int64(len(a)) {
-		n, errA := io.ReadFull(f, a)
-		m, errB := io.ReadFull(r, b)
-		if n != m {
-			return fmt.Errorf("it holds %d bytes, want %d", off+int64(n), off+int64(m))
-		}
-		if i := firstDiff(a[:n], b[:m]); i >= 0 {
-			return fmt.Errorf("it differs at byte %d", off+int64(i))
-		}
-		if errA != nil || errB != nil {
-			if errors.Is(errA, io.EOF) || errors.Is(errA, io.ErrUnexpectedEOF) {
-				return nil
-			}
-			return errors.Join(errA, errB)
-		}
-	}
-}
-
-func firstDiff(a, b []byte) int {
-	if bytes.Equal(a, b) {
-		return -1
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return len(a)
 }
 
 // installed reads the install disk as the installed system reads it, or
