@@ -315,7 +315,7 @@ func (c *fwCase) check(t *testing.T, f *machinetest.Fleet, r bootResult) {
 		fmt.Sprintf("fleet-init: disksafe judges: %s (nvme0n1) is the disk that reports the serial %s", installDisk, c.diskSerial))
 	want = append(want, c.runLines(f)...)
 	want = append(want, "fleet-init: powering off")
-	if !inOrder(lines, want) {
+	if !machinetest.InOrder(lines, want) {
 		t.Errorf("the console does not show, in order, lines beginning:\n%s", strings.Join(want, "\n"))
 	}
 	if c.eventLog && !slices.ContainsFunc(lines, func(l string) bool {
@@ -377,18 +377,6 @@ func (c *fwCase) check(t *testing.T, f *machinetest.Fleet, r bootResult) {
 	if len(installs) != 1 || installs[0]["outcome"] != c.outcome || installs[0]["reason"] != reason {
 		t.Errorf("attest.install: %v; want one, outcome %q, reason %q", installs, c.outcome, reason)
 	}
-}
-
-// inOrder reports whether lines hold, in this order, a line beginning with
-// each of want.
-func inOrder(lines, want []string) bool {
-	i := 0
-	for _, l := range lines {
-		if i < len(want) && strings.HasPrefix(l, want[i]) {
-			i++
-		}
-	}
-	return i == len(want)
 }
 
 // Console lines whose first appearance a boot times: the runner's start,

@@ -51,6 +51,18 @@ func Ended(wf tinkerbell.Workflow) bool {
 	}, wf.Status.State)
 }
 
+// InOrder reports whether lines hold, in this order, a line beginning
+// with each of want: the console's, or a journal's "kind: text".
+func InOrder(lines, want []string) bool {
+	i := 0
+	for _, l := range lines {
+		if i < len(want) && strings.HasPrefix(l, want[i]) {
+			i++
+		}
+	}
+	return i == len(want)
+}
+
 // Progress is what a Workflow's status shows of its run: its state, its
 // current action and each action's state.
 func Progress(wf tinkerbell.Workflow) string {

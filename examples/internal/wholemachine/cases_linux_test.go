@@ -316,7 +316,7 @@ func resumedAfterWipe(t *testing.T, s shared) {
 	w.waitPartial(ctx)
 
 	w.powerCycle()
-	w.attestNoProvision(ctx, "run "+wf.Name+" is in flight at action install")
+	w.attest(ctx, "run "+wf.Name+" is in flight at action install")
 	end := w.follow(ctx, wf, w.d.StartAgent(t, w.m.mac.String(), w.tb.GRPC()))
 	acts := actions(t, end)
 	if end.Status.State != tinkerbell.WorkflowStateFailed || acts[0].State != tinkerbell.WorkflowStateSuccess || acts[1].Name != "install" || acts[1].State != tinkerbell.WorkflowStateFailed {
@@ -563,7 +563,7 @@ func grep(s, sub string) string {
 // the attest.install audit line of the same reason, and no run.
 func noProvision(t *testing.T, w *world, why string) {
 	t.Helper()
-	w.attestNoProvision(t.Context(), why)
+	w.attest(t.Context(), why)
 	if !slices.ContainsFunc(w.f.Audit("attest.install", ""), func(a map[string]any) bool {
 		return a["outcome"] == "no provision" && a["reason"] == why
 	}) {
@@ -609,7 +609,7 @@ func firstControlPlane(t *testing.T, s shared) {
 		t.Fatal(err)
 	}
 	why := "refused a run before rendering anything: " + node + " is at API_SERVER_IP " + w.m.addr + ": the cluster's first control plane, which the Talos root bootstraps, never installs this way; no run starts, nothing is wiped"
-	w.attestNoProvision(t.Context(), "refused: "+why)
+	w.attest(t.Context(), "refused: "+why)
 	w.wantJournal("warning: " + why)
 	if n := countLines(w.f.Journal(w.t, node), "warning: "+why); n != 1 {
 		t.Errorf("the refusal is journaled %d times, want once", n)

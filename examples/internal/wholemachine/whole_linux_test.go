@@ -218,8 +218,8 @@ func provisionANode(t *testing.T, s shared) {
 		{started, "success: fleetd served the config of " + wf.Name, refetched},
 		{started, "success: Workflow " + wf.Name + " ended SUCCESS"},
 	} {
-		if !inOrder(journal, want) {
-			t.Errorf("journal of %s:\n%s\nwant lines with, in order:\n%s", node, strings.Join(journal, "\n"), strings.Join(want, "\n"))
+		if !machinetest.InOrder(journal, want) {
+			t.Errorf("journal of %s:\n%s\nwant lines beginning, in order:\n%s", node, strings.Join(journal, "\n"), strings.Join(want, "\n"))
 		}
 	}
 	t.Logf("journal of %s:\n%s", node, strings.Join(journal, "\n"))
@@ -248,7 +248,7 @@ func anotherPort(t *testing.T, s shared) {
 	install, decoy := machinetest.Digest(t, w.m.install.path), machinetest.Digest(t, w.m.decoy.path)
 
 	const why = "on port 12, expected 7"
-	w.attestNoProvision(ctx, "refused: "+why)
+	w.attest(ctx, "refused: "+why)
 	journal := w.f.waitJournal(node, why, time.Minute)
 	if !slices.Contains(journal, "warning: refused a run before rendering anything: "+why) {
 		t.Errorf("journal of %s:\n%s", node, strings.Join(journal, "\n"))

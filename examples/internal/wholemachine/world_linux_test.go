@@ -237,32 +237,23 @@ func (w *world) lldpLine() string {
 }
 
 // attest boots HookOS's agent and wants the port it is plugged into
-// named, attest: PASSED, and the install code written.
-func (w *world) attest(ctx context.Context) disksafe.BootRecord {
+// named, attest: PASSED, and the install code written, and returns this
+// boot's record, attested with the code. With why, it wants fleetd's
+// answer "no provision: <why>" (exit 0) instead, and no install code.
+func (w *world) attest(ctx context.Context, why ...string) disksafe.BootRecord {
 	w.t.Helper()
 	r, rec := w.attestRun(ctx)
-	want := w.lldpLine() + "attest: PASSED\ninstall code written\n"
-	if r.code != 0 || r.stdout != want {
+	answer := "install code written\n"
+	for _, y := range why {
+		answer = "attest: no provision: " + y + "\n"
+	}
+	if want := w.lldpLine() + "attest: PASSED\n" + answer; r.code != 0 || r.stdout != want {
 		w.t.Fatalf("hookos-attest: %+v; want exit 0 and %q", r, want)
 	}
-	if !rec.Attested || rec.Code == "" {
-		w.t.Fatalf("the boot record: attested %v, with a code %v; want both", rec.Attested, rec.Code != "")
+	if !rec.Attested || (rec.Code == "") != (len(why) > 0) {
+		w.t.Fatalf("the boot record: attested %v, with a code %v; want attested, with a code %v", rec.Attested, rec.Code != "", len(why) == 0)
 	}
 	return rec
-}
-
-// attestNoProvision boots HookOS's agent and wants the port named, attest:
-// PASSED and fleetd's answer "no provision: <why>" (exit 0), and this
-// boot's record attested, without an install code.
-func (w *world) attestNoProvision(ctx context.Context, why string) {
-	w.t.Helper()
-	r, rec := w.attestRun(ctx)
-	if want := w.lldpLine() + "attest: PASSED\nattest: no provision: " + why + "\n"; r.code != 0 || r.stdout != want {
-		w.t.Errorf("hookos-attest: %+v; want exit 0 and %q", r, want)
-	}
-	if !rec.Attested || rec.Code != "" {
-		w.t.Errorf("the boot record: attested %v, with a code %v; want attested without a code", rec.Attested, rec.Code != "")
-	}
 }
 
 // workflow returns the one Workflow fleetd created for the node.
@@ -527,16 +518,4 @@ func (w *world) wantNothingWritten() {
 		w.t.Errorf("NetBox holds the machine's attestation: MAC %v, verdict %q, EK %q, port %d, last run %q",
 			d.MAC, d.AttestVerdict, d.AttestedEKHash, d.AttestedSwitchPort, d.LastRun)
 	}
-}
-
-// inOrder reports whether lines hold, in this order, a line containing
-// each of want.
-func inOrder(lines, want []string) bool {
-	i := 0
-	for _, l := range lines {
-		if i < len(want) && strings.Contains(l, want[i]) {
-			i++
-		}
-	}
-	return i == len(want)
 }
