@@ -83,15 +83,3 @@ func TestReadCRDs(t *testing.T) {
 		t.Fatalf("readCRDs(a ConfigMap) = %v, want a refusal naming it", err)
 	}
 }
-
-// The repository root found from a package directory holds the tools
-// module.
-func TestRepoRoot(t *testing.T) {
-	root, err := repotest.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, toolsModule, "go.mod")); err != nil {
-		t.Errorf("repository root %s holds no %s/go.mod: %v", root, toolsModule, err)
-	}
-}

@@ -90,17 +90,17 @@ func (cp *controlPlane) start(ctx context.Context, bins binaries) error {
 	securePort := ports[2]
 
 	t0 := time.Now()
-	cp.etcd, err = startProcess("etcd", bins.etcd, filepath.Join(cp.dir, "etcd.log"),
+	cp.etcd, err = launch("etcd", bins.etcd, filepath.Join(cp.dir, "etcd.log"), false, []string{
 		"--name=kubetest",
-		"--data-dir="+filepath.Join(cp.dir, "etcd"),
-		"--listen-client-urls="+clientURL,
-		"--advertise-client-urls="+clientURL,
-		"--listen-peer-urls="+peerURL,
-		"--initial-advertise-peer-urls="+peerURL,
-		"--initial-cluster=kubetest="+peerURL,
+		"--data-dir=" + filepath.Join(cp.dir, "etcd"),
+		"--listen-client-urls=" + clientURL,
+		"--advertise-client-urls=" + clientURL,
+		"--listen-peer-urls=" + peerURL,
+		"--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=kubetest=" + peerURL,
 		"--unsafe-no-fsync=true",
 		"--log-level=warn",
-	)
+	})
 	if err != nil {
 		return err
 	}
@@ -124,20 +124,20 @@ func (cp *controlPlane) start(ctx context.Context, bins binaries) error {
 	}
 	certDir := filepath.Join(cp.dir, "certs")
 	t1 := time.Now()
-	cp.apiserver, err = startProcess("kube-apiserver", bins.apiserver, filepath.Join(cp.dir, "kube-apiserver.log"),
-		"--etcd-servers="+clientURL,
+	cp.apiserver, err = launch("kube-apiserver", bins.apiserver, filepath.Join(cp.dir, "kube-apiserver.log"), false, []string{
+		"--etcd-servers=" + clientURL,
 		"--bind-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(securePort),
-		"--cert-dir="+certDir,
+		"--secure-port=" + strconv.Itoa(securePort),
+		"--cert-dir=" + certDir,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+pubFile,
-		"--service-account-signing-key-file="+keyFile,
-		"--token-auth-file="+tokenFile,
+		"--service-account-key-file=" + pubFile,
+		"--service-account-signing-key-file=" + keyFile,
+		"--token-auth-file=" + tokenFile,
 		"--authorization-mode=RBAC",
 		"--enable-bootstrap-token-auth",
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--disable-admission-plugins=ServiceAccount",
-	)
+	})
 	if err != nil {
 		return err
 	}
@@ -202,11 +202,6 @@ func (cp *controlPlane) stopProcesses() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// startProcess starts path with args, its output going to logPath.
-func startProcess(name, path, logPath string, args ...string) (*process, error) {
-	return launch(name, path, logPath, false, args)
 }
 
 // launch starts path with args, its output going to logPath, appended to
