@@ -350,12 +350,9 @@ func (c *fwCase) check(t *testing.T, f *machinetest.Fleet, r bootResult) {
 		t.Errorf("NetBox holds last_run %q for %s; want a run: %v", d.LastRun, c.node, c.code)
 	}
 
-	var journal []string
-	if err := testenv.Until(t.Context(), 30*time.Second, func() bool {
-		journal = f.Journal(t, c.node)
-		return slices.ContainsFunc(journal, func(l string) bool { return strings.HasPrefix(l, c.journal) })
-	}); err != nil {
-		t.Errorf("the journal of %s has no line beginning %q:\n%s", c.node, c.journal, strings.Join(journal, "\n"))
+	journal, err := f.WaitJournal(t, c.node, 30*time.Second, c.journal)
+	if err != nil {
+		t.Error(err)
 	}
 	t.Logf("journal of %s:\n%s", c.node, strings.Join(journal, "\n"))
 
@@ -523,22 +520,10 @@ func (c *fwCase) checkRun(t *testing.T, f *machinetest.Fleet, tink dynamic.Inter
 	if err := testenv.Until(ctx, time.Minute, func() bool { return f.Device(t, c.node).Status == inventory.StatusActive }); err != nil {
 		t.Errorf("NetBox holds %s %s, want active", c.node, f.Device(t, c.node).Status)
 	}
-	wantJournal := []string{
-		"success: fleetd served the config of " + name,
-		"success: Workflow " + name + " ended SUCCESS",
-		"warning: the node asked again for the Talos config fleetd served it",
-	}
-	var journal []string
-	if err := testenv.Until(ctx, time.Minute, func() bool {
-		journal = f.Journal(t, c.node)
-		for _, w := range wantJournal {
-			if !slices.ContainsFunc(journal, func(l string) bool { return strings.HasPrefix(l, w) }) {
-				return false
-			}
-		}
-		return true
-	}); err != nil {
-		t.Errorf("the journal of %s:\n%s\nwant lines beginning:\n%s", c.node, strings.Join(journal, "\n"), strings.Join(wantJournal, "\n"))
+	journal, err := f.WaitJournal(t, c.node, time.Minute, "success: fleetd served the config of "+name,
+		"success: Workflow "+name+" ended SUCCESS", "warning: the node asked again for the Talos config fleetd served it")
+	if err != nil {
+		t.Error(err)
 	}
 	if strings.Contains(f.Log.String(), code) || slices.ContainsFunc(journal, func(l string) bool { return strings.Contains(l, code) }) || strings.Contains(r.console, code) {
 		t.Error("fleetd's log, the journal or the console holds the install code")

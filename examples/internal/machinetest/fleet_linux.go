@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +27,7 @@ import (
 	"github.com/fleetkit/fleet/internal/kubetest"
 	"github.com/fleetkit/fleet/internal/syncbuf"
 	"github.com/fleetkit/fleet/internal/testcert"
+	"github.com/fleetkit/fleet/internal/testenv"
 	"github.com/fleetkit/fleet/internal/testproc"
 	"github.com/fleetkit/fleet/inventory"
 	"github.com/fleetkit/fleet/inventory/netboxtest"
@@ -218,6 +221,24 @@ func (f *Fleet) Journal(t testing.TB, name string) []string {
 		lines = append(lines, e.Kind+": "+e.Text)
 	}
 	return lines
+}
+
+// WaitJournal waits up to limit until the journal of a device holds, for
+// each of prefixes, a line beginning with it, and returns the journal; when
+// it does not, it returns the journal and an error that shows it.
+func (f *Fleet) WaitJournal(t testing.TB, name string, limit time.Duration, prefixes ...string) ([]string, error) {
+	t.Helper()
+	var lines []string
+	err := testenv.Until(t.Context(), limit, func() bool {
+		lines = f.Journal(t, name)
+		return !slices.ContainsFunc(prefixes, func(p string) bool {
+			return !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, p) })
+		})
+	})
+	if err != nil {
+		return lines, fmt.Errorf("the journal of %s holds no line beginning each of %q within %v:\n%s", name, prefixes, limit, strings.Join(lines, "\n"))
+	}
+	return lines, nil
 }
 
 // Audit returns fleetd's audit records (its JSON log lines) with message

@@ -133,7 +133,7 @@ func approvePowerCycle(t *testing.T, s shared) {
 	}
 
 	// Lines 135 and 136: the config waited unread for its TTL.
-	w.f.waitJournal(node, "the Talos config of "+wf.Name+" expired unread", time.Minute)
+	w.f.waitJournal(time.Minute, "info: the Talos config of "+wf.Name+" expired unread")
 	if status, _ := w.f.FetchConfig(ctx, t, w.m.dial, w.installed().Meta[uint8(meta.DownloadURLCode)]); status != http.StatusNotFound {
 		t.Errorf("the installed Talos's fetch after the TTL: %d, want 404", status)
 	}
@@ -269,7 +269,7 @@ func bindingUnauthored(t *testing.T, s shared) {
 	if r.code != 1 || !strings.HasPrefix(r.stdout, w.lldpLine()+"attest: FAILED ek-binding-unauthored\n") {
 		t.Errorf("hookos-attest: %+v; want exit 1 and attest: FAILED ek-binding-unauthored", r)
 	}
-	w.f.waitJournal(node, "warning: attest: FAILED ek-binding-unauthored", time.Minute)
+	w.f.waitJournal(time.Minute, "warning: attest: FAILED ek-binding-unauthored")
 	w.wantNothingWritten()
 }
 
@@ -403,7 +403,7 @@ func passedGlobalTimeout(t *testing.T, s shared) {
 		t.Fatalf("NetBox holds %s %s, want active", node, w.f.Device(w.t, node).Status)
 	}
 	line := "info: Workflow " + wf.Name + " passed its global timeout while next-boot was current; the node is active, so it has its config, and nothing else is done"
-	w.f.waitJournal(node, "passed its global timeout", 2*globalTimeout*time.Second+time.Minute)
+	w.f.waitJournal(2*globalTimeout*time.Second+time.Minute, "info: Workflow "+wf.Name+" passed its global timeout")
 	w.wantJournal(line)
 	// fleetd ends the run at the stop Tinkerbell set (or would have set);
 	// tink-controller sets TIMEOUT at its next reconcile of the

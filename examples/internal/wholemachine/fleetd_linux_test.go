@@ -6,13 +6,11 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/fleetkit/fleet/examples/internal/machinetest"
 	"github.com/fleetkit/fleet/internal/kubetest"
-	"github.com/fleetkit/fleet/internal/testenv"
 )
 
 // approverToken is FLEET_APPROVER_TOKEN: the operator's fleetctl approve
@@ -62,22 +60,13 @@ func (f *fleet) scrape() string {
 	return string(b)
 }
 
-// waitJournal waits up to limit for a journal line of the device that
-// contains text, and returns the journal.
-func (f *fleet) waitJournal(name, text string, limit time.Duration) []string {
+// waitJournal waits up to limit until the node's journal holds a line
+// beginning with each of prefixes (Fleet.WaitJournal), and returns it.
+func (f *fleet) waitJournal(limit time.Duration, prefixes ...string) []string {
 	f.t.Helper()
-	var lines []string
-	err := testenv.Until(f.t.Context(), limit, func() bool {
-		lines = f.Journal(f.t, name)
-		for _, l := range lines {
-			if strings.Contains(l, text) {
-				return true
-			}
-		}
-		return false
-	})
+	lines, err := f.WaitJournal(f.t, node, limit, prefixes...)
 	if err != nil {
-		f.t.Fatalf("the journal of %s says no %q within %v:\n%s", name, text, limit, strings.Join(lines, "\n"))
+		f.t.Fatal(err)
 	}
 	return lines
 }

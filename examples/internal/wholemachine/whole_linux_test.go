@@ -209,10 +209,8 @@ func provisionANode(t *testing.T, s shared) {
 	// (and, for the second fetch, the runbook's
 	// FleetInstallConfigRefetched line) and the run's end, which fleetd
 	// journals as it learns them.
-	w.f.waitJournal(node, "Workflow "+wf.Name+" ended SUCCESS", 2*time.Minute)
-	w.f.waitJournal(node, "fleetd served the config of "+wf.Name, time.Minute)
 	refetched := "warning: the node asked again for the Talos config fleetd served it"
-	journal := w.f.waitJournal(node, refetched, time.Minute)
+	journal := w.f.waitJournal(2*time.Minute, "success: Workflow "+wf.Name+" ended SUCCESS", "success: fleetd served the config of "+wf.Name, refetched)
 	started := "info: started Workflow " + wf.Name + "; the machine attested from HookOS at " + w.m.addr
 	for _, want := range [][]string{
 		{started, "success: fleetd served the config of " + wf.Name, refetched},
@@ -249,10 +247,7 @@ func anotherPort(t *testing.T, s shared) {
 
 	const why = "on port 12, expected 7"
 	w.attest(ctx, "refused: "+why)
-	journal := w.f.waitJournal(node, why, time.Minute)
-	if !slices.Contains(journal, "warning: refused a run before rendering anything: "+why) {
-		t.Errorf("journal of %s:\n%s", node, strings.Join(journal, "\n"))
-	}
+	w.wantJournal("warning: refused a run before rendering anything: " + why)
 	w.wantNoRun()
 	if machinetest.Digest(t, w.m.install.path) != install || machinetest.Digest(t, w.m.decoy.path) != decoy {
 		t.Error("a disk changed")

@@ -493,8 +493,7 @@ func (w *world) noSecrets(code string) {
 // returns the journal.
 func (w *world) wantJournal(line string) []string {
 	w.t.Helper()
-	_, text, _ := strings.Cut(line, ": ")
-	journal := w.f.waitJournal(node, text, 2*time.Minute)
+	journal := w.f.waitJournal(2*time.Minute, line)
 	if !slices.Contains(journal, line) {
 		w.t.Errorf("journal of %s:\n%s\nwant the line %q", node, strings.Join(journal, "\n"), line)
 	}
