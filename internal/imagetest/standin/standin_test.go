@@ -3,12 +3,10 @@ package standin_test
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"log"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/fleetkit/fleet/disksafe"
@@ -129,47 +127,5 @@ func TestNotEmptyAndPaced(t *testing.T) {
 	}
 	if err := standin.Install(f, size, "image", nil, log.New(io.Discard, "", 0)); !errors.As(err, &ne) || ne.Detected != "dos" {
 		t.Errorf("Install on an MBR disk = %v, want a *NotEmptyError detecting dos", err)
-	}
-}
-
-// ParseCommand reads fleet's install action's arguments as Talos's
-// installer does, and refuses anything else.
-func TestParseCommand(t *testing.T) {
-	values := meta.Values{{Key: meta.DownloadURLCode, Value: "https://fleetd.test/config?code=c0de"}}
-	env := map[string]string{"INSTALLER_META_BASE64": values.Encode(false)}
-	getenv := func(k string) string { return env[k] }
-	c, err := standin.ParseCommand([]string{"install", "--disk", "/dev/nvme0n1", "--platform", "metal"}, getenv)
-	if err != nil || c.Disk != "/dev/nvme0n1" || len(c.Values) != 1 || c.Values[0].Value != "https://fleetd.test/config?code=c0de" {
-		t.Fatalf("ParseCommand: %+v, %v", c, err)
-	}
-	for _, args := range [][]string{
-		nil,
-		{"upgrade", "--disk", "/dev/sda", "--platform", "metal"},
-		{"install", "--platform", "metal"},
-		{"install", "--disk", "/dev/sda", "--platform", "aws"},
-		{"install", "--disk"},
-	} {
-		if _, err := standin.ParseCommand(args, getenv); err == nil || !strings.HasPrefix(err.Error(), "usage: installer install --disk DISK --platform metal") {
-			t.Errorf("standin.ParseCommand(%q): %v, want the usage", args, err)
-		}
-	}
-	bad := func(string) string { return "not base64!" }
-	if _, err := standin.ParseCommand([]string{"install", "--disk", "/dev/sda", "--platform", "metal"}, bad); err == nil || !strings.HasPrefix(err.Error(), "decoding META values: ") {
-		t.Errorf("ParseCommand with bad META values: %v", err)
-	}
-}
-
-// InstallError words a refusal as Talos's installer does.
-func TestInstallError(t *testing.T) {
-	c := standin.Command{Disk: "/dev/sda"}
-	if err := c.InstallError(nil); err != nil {
-		t.Errorf("InstallError(nil) = %v", err)
-	}
-	want := `failed to perform disk operations: disk /dev/sda is not empty, skipping install, detected "gpt"`
-	if err := c.InstallError(fmt.Errorf("wrapped: %w", &standin.NotEmptyError{Detected: "gpt"})); err == nil || err.Error() != want {
-		t.Errorf("InstallError of a disk not empty: %v, want %s", err, want)
-	}
-	if err := c.InstallError(io.ErrShortWrite); err == nil || err.Error() != "failed to perform disk operations on /dev/sda: short write" {
-		t.Errorf("InstallError of a write: %v", err)
 	}
 }

@@ -27,12 +27,15 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"time"
 
 	"github.com/fleetkit/fleet/internal/imagetest/standin"
+	"github.com/siderolabs/talos/pkg/machinery/meta"
 )
 
 // The variables of the image's config: the image's own reference, how
@@ -54,7 +57,7 @@ func main() {
 
 func run(args []string, getenv func(string) string, lg *log.Logger) error {
 	lg.Printf("running Talos installer %s", standin.Version)
-	c, err := standin.ParseCommand(args, getenv)
+	c, err := parseCommand(args, getenv)
 	if err != nil {
 		return err
 	}
@@ -75,12 +78,12 @@ func run(args []string, getenv func(string) string, lg *log.Logger) error {
 			return fmt.Errorf("the image's EFI system partition: %w", err)
 		}
 	}
-	f, size, err := c.OpenDisk()
+	f, size, err := c.openDisk()
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if err := c.InstallError(standin.InstallPaced(f, size, getenv(imageEnv), c.Values, lg, writing)); err != nil {
+	if err := c.installError(standin.InstallPaced(f, size, getenv(imageEnv), c.Values, lg, writing)); err != nil {
 		return err
 	}
 	if esp != nil {
@@ -93,5 +96,69 @@ func run(args []string, getenv func(string) string, lg *log.Logger) error {
 		return fmt.Errorf("failed to sync %s: %w", c.Disk, err)
 	}
 	lg.Printf("installation of %s complete", standin.Version)
+	return nil
+}
+
+// command is what fleet's install action gives Talos's installer, read as
+// the installer reads it: the arguments (install --disk DISK --platform
+// metal) and the META values of INSTALLER_META_BASE64.
+type command struct {
+	Disk   string
+	Values meta.Values
+}
+
+// parseCommand reads args (without the program's name) and the META values
+// from getenv("INSTALLER_META_BASE64"); anything else but install on the
+// metal platform with a disk is a usage error.
+func parseCommand(args []string, getenv func(string) string) (command, error) {
+	usage := fmt.Errorf("usage: installer install --disk DISK --platform metal, got %q", args)
+	if len(args) == 0 || args[0] != "install" {
+		return command{}, usage
+	}
+	var c command
+	platform := ""
+	for i := 1; i+1 < len(args); i += 2 {
+		switch args[i] {
+		case "--disk":
+			c.Disk = args[i+1]
+		case "--platform":
+			platform = args[i+1]
+		}
+	}
+	if c.Disk == "" || platform != "metal" {
+		return command{}, usage
+	}
+	values, err := meta.DecodeValues(getenv("INSTALLER_META_BASE64"))
+	if err != nil {
+		return command{}, fmt.Errorf("decoding META values: %w", err)
+	}
+	c.Values = values
+	return c, nil
+}
+
+// openDisk opens the command's disk for writing and returns its size; the
+// caller closes it.
+func (c command) openDisk() (*os.File, int64, error) {
+	f, err := os.OpenFile(c.Disk, os.O_RDWR, 0)
+	if err != nil {
+		return nil, 0, fmt.Errorf("failed to open %s: %w", c.Disk, err)
+	}
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("failed to size %s: %w", c.Disk, err)
+	}
+	return f, size, nil
+}
+
+// installError is standin.Install's error as Talos's installer words it
+// (see the package doc); any other error names the disk. nil stays nil.
+func (c command) installError(err error) error {
+	if ne := (*standin.NotEmptyError)(nil); errors.As(err, &ne) {
+		return fmt.Errorf("failed to perform disk operations: disk %s is not empty, skipping install, detected %q", c.Disk, ne.Detected)
+	}
+	if err != nil {
+		return fmt.Errorf("failed to perform disk operations on %s: %w", c.Disk, err)
+	}
 	return nil
 }

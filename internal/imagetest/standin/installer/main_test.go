@@ -1,11 +1,16 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"log"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/fleetkit/fleet/internal/imagetest/standin"
+	"github.com/siderolabs/talos/pkg/machinery/meta"
 )
 
 // On a disk that is not empty the stand-in fails in Talos's installer's
@@ -32,5 +37,47 @@ func TestRunRefusals(t *testing.T) {
 	want := "failed to perform disk operations: disk " + disk + ` is not empty, skipping install, detected "gpt"`
 	if err := run(args, getenv, lg); err == nil || err.Error() != want {
 		t.Errorf("the second install = %v, want %q", err, want)
+	}
+}
+
+// parseCommand reads fleet's install action's arguments as Talos's
+// installer does, and refuses anything else.
+func TestParseCommand(t *testing.T) {
+	values := meta.Values{{Key: meta.DownloadURLCode, Value: "https://fleetd.test/config?code=c0de"}}
+	env := map[string]string{"INSTALLER_META_BASE64": values.Encode(false)}
+	getenv := func(k string) string { return env[k] }
+	c, err := parseCommand([]string{"install", "--disk", "/dev/nvme0n1", "--platform", "metal"}, getenv)
+	if err != nil || c.Disk != "/dev/nvme0n1" || len(c.Values) != 1 || c.Values[0].Value != "https://fleetd.test/config?code=c0de" {
+		t.Fatalf("parseCommand: %+v, %v", c, err)
+	}
+	for _, args := range [][]string{
+		nil,
+		{"upgrade", "--disk", "/dev/sda", "--platform", "metal"},
+		{"install", "--platform", "metal"},
+		{"install", "--disk", "/dev/sda", "--platform", "aws"},
+		{"install", "--disk"},
+	} {
+		if _, err := parseCommand(args, getenv); err == nil || !strings.HasPrefix(err.Error(), "usage: installer install --disk DISK --platform metal") {
+			t.Errorf("parseCommand(%q): %v, want the usage", args, err)
+		}
+	}
+	bad := func(string) string { return "not base64!" }
+	if _, err := parseCommand([]string{"install", "--disk", "/dev/sda", "--platform", "metal"}, bad); err == nil || !strings.HasPrefix(err.Error(), "decoding META values: ") {
+		t.Errorf("parseCommand with bad META values: %v", err)
+	}
+}
+
+// installError words a refusal as Talos's installer does.
+func TestInstallError(t *testing.T) {
+	c := command{Disk: "/dev/sda"}
+	if err := c.installError(nil); err != nil {
+		t.Errorf("installError(nil) = %v", err)
+	}
+	want := `failed to perform disk operations: disk /dev/sda is not empty, skipping install, detected "gpt"`
+	if err := c.installError(fmt.Errorf("wrapped: %w", &standin.NotEmptyError{Detected: "gpt"})); err == nil || err.Error() != want {
+		t.Errorf("installError of a disk not empty: %v, want %s", err, want)
+	}
+	if err := c.installError(io.ErrShortWrite); err == nil || err.Error() != "failed to perform disk operations on /dev/sda: short write" {
+		t.Errorf("installError of a write: %v", err)
 	}
 }
