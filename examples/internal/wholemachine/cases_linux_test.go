@@ -158,13 +158,7 @@ func replacedTPM(t *testing.T, s shared) {
 	w.m.tpm = w.m.newTPM("tpm-new")
 	swapped := machinetest.EKs(t, w.m.tpm)
 
-	r, rec := w.attestRun(ctx)
-	if r.code != 1 || !strings.HasPrefix(r.stdout, w.lldpLine()+"attest: FAILED ek-hash-mismatch\n") {
-		t.Fatalf("hookos-attest: %+v; want exit 1 and attest: FAILED ek-hash-mismatch", r)
-	}
-	if rec.Attested || rec.Code != "" {
-		t.Errorf("the boot record: attested %v, with a code %v; want neither", rec.Attested, rec.Code != "")
-	}
+	w.wantAttest(ctx, nil, 1, false, w.lldpLine()+"attest: FAILED ek-hash-mismatch\n")
 	verdicts := w.f.Audit("attest.verdict", "")
 	if len(verdicts) != 1 || verdicts[0]["verdict"] != "ek-hash-mismatch" || verdicts[0]["serial"] != w.m.cfg.serial ||
 		(verdicts[0]["refused_ek_hash"] != swapped.RSA2048 && verdicts[0]["refused_ek_hash"] != swapped.ECCP256) {
@@ -228,13 +222,7 @@ func fleetdDoesNotAnswer(t *testing.T, s shared) {
 		w.powerCycle()
 		env := w.hookosEnv()
 		env["FLEETD_URL"] = "https://" + net.JoinHostPort(w.m.uplink, strconv.Itoa(machinetest.FreePort(t, w.m.uplink))) + "/attest"
-		r, rec := w.attestEnv(t.Context(), env)
-		if r.code != 3 || !strings.HasPrefix(r.stdout, w.lldpLine()+"attest: try 1 failed\n") || !strings.Contains(r.stdout, "attest: try 5 failed\n") {
-			t.Errorf("hookos-attest without fleetd: %+v; want exit 3 and attest: try 1 failed ... try 5 failed", r)
-		}
-		if rec.Attested || rec.Code != "" {
-			t.Errorf("the boot record: attested %v, with a code %v; want neither", rec.Attested, rec.Code != "")
-		}
+		w.wantAttest(t.Context(), env, 3, false, w.lldpLine()+"attest: try 1 failed\n", "attest: try 5 failed\n")
 	}, "wipe: this boot did not pass attestation")
 }
 
@@ -243,14 +231,7 @@ func fleetdDoesNotAnswer(t *testing.T, s shared) {
 // no port, and fleetd refuses the run.
 func noLLDPFrame(t *testing.T, s shared) {
 	w := newWorld(t, s, worldConfig{noLLDP: true})
-	ctx := t.Context()
-	r, rec := w.attestRun(ctx)
-	if r.code != 0 || !strings.HasPrefix(r.stdout, "lldp: ") || !strings.Contains(r.stdout, "\nattest: PASSED\nattest: no provision: refused: attested no switch port\n") {
-		t.Errorf("hookos-attest: %+v; want exit 0, attest: PASSED and the refusal for no switch port", r)
-	}
-	if !rec.Attested || rec.Code != "" {
-		t.Errorf("the boot record: attested %v, with a code %v; want attested without a code", rec.Attested, rec.Code != "")
-	}
+	w.wantAttest(t.Context(), nil, 0, true, "lldp: ", "\nattest: PASSED\nattest: no provision: refused: attested no switch port\n")
 	w.wantJournal("warning: refused a run before rendering anything: attested no switch port")
 	w.wantNoRun()
 }
@@ -265,10 +246,7 @@ func bindingUnauthored(t *testing.T, s shared) {
 	if err := w.f.NB.EditCustomField(machinetest.UserOperator, d.ID, "approved_ek_hash", strings.Repeat("ab", 32)); err != nil {
 		t.Fatal(err)
 	}
-	r, _ := w.attestRun(t.Context())
-	if r.code != 1 || !strings.HasPrefix(r.stdout, w.lldpLine()+"attest: FAILED ek-binding-unauthored\n") {
-		t.Errorf("hookos-attest: %+v; want exit 1 and attest: FAILED ek-binding-unauthored", r)
-	}
+	w.wantAttest(t.Context(), nil, 1, false, w.lldpLine()+"attest: FAILED ek-binding-unauthored\n")
 	w.f.waitJournal(time.Minute, "warning: attest: FAILED ek-binding-unauthored")
 	w.wantNothingWritten()
 }
@@ -626,10 +604,7 @@ func lacksDiskSerial(t *testing.T, s shared) {
 	if err := w.f.NB.EditCustomField(machinetest.UserTerraform, w.f.Device(w.t, node).ID, "install_disk_serial", nil); err != nil {
 		t.Fatal(err)
 	}
-	r, rec := w.attestRun(t.Context())
-	if r.code != 0 || !strings.HasPrefix(r.stdout, w.lldpLine()+"attest: PASSED\n") || rec.Code != "" {
-		t.Errorf("hookos-attest: %+v; want exit 0, attest: PASSED and no install code", r)
-	}
+	w.wantAttest(t.Context(), nil, 0, true, w.lldpLine()+"attest: PASSED\n")
 	w.wantJournal("warning: " + node + " lacks install_disk_serial: the run waits for install_disk_serial, and desired_action stays provision")
 	w.wantNoRun()
 }
@@ -641,10 +616,7 @@ func unknownSerial(t *testing.T, s shared) {
 	w := newWorld(t, s, worldConfig{})
 	w.m.cfg.serial = "SN-NO-ENTRY-" + strings.ToUpper(rand.Text()[:6])
 	w.m.smbios()
-	r, rec := w.attestRun(t.Context())
-	if r.code != 1 || !strings.HasPrefix(r.stdout, w.lldpLine()+"attest: FAILED pending-approval\n") || rec.Attested {
-		t.Errorf("hookos-attest: %+v; want exit 1 and attest: FAILED pending-approval", r)
-	}
+	w.wantAttest(t.Context(), nil, 1, false, w.lldpLine()+"attest: FAILED pending-approval\n")
 	if v := w.f.Audit("attest.verdict", ""); len(v) != 1 || v[0]["verdict"] != "pending-approval" || v[0]["serial"] != w.m.cfg.serial {
 		t.Errorf("attest.verdict lines %v, want one pending-approval of %s", v, w.m.cfg.serial)
 	}

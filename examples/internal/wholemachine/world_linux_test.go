@@ -231,6 +231,24 @@ func (w *world) attestEnv(ctx context.Context, env map[string]string) (result, d
 	return r, rec
 }
 
+// wantAttest runs hookos-attest as attestEnv does, with env (hookosEnv's
+// when nil), and wants it to exit code, its output beginning with prefix
+// and holding each of more, and this boot's record attested as attested,
+// without an install code.
+func (w *world) wantAttest(ctx context.Context, env map[string]string, code int, attested bool, prefix string, more ...string) {
+	w.t.Helper()
+	if env == nil {
+		env = w.hookosEnv()
+	}
+	r, rec := w.attestEnv(ctx, env)
+	if r.code != code || !strings.HasPrefix(r.stdout, prefix) || slices.ContainsFunc(more, func(m string) bool { return !strings.Contains(r.stdout, m) }) {
+		w.t.Errorf("hookos-attest: %+v; want exit %d and output beginning %q holding %q", r, code, prefix, more)
+	}
+	if rec.Attested != attested || rec.Code != "" {
+		w.t.Errorf("the boot record: attested %v, with a code %v; want attested %v without a code", rec.Attested, rec.Code != "", attested)
+	}
+}
+
 // lldpLine is hookos-attest's first line on the machine's port.
 func (w *world) lldpLine() string {
 	return fmt.Sprintf("lldp: eth0 is on switch port Port %d (Port %d) of %s\n", w.m.cfg.port, w.m.cfg.port, machinetest.SwitchName)
