@@ -36,10 +36,10 @@ const (
 
 // tools are the programs Start runs.
 type tools struct {
-	dockerd, containerd, runc, unshare, nsenter, ip, mount string
+	dockerd, containerd, runc, unshare, nsenter, mount string
 }
 
-func needTools(t testing.TB, netns, registries bool) tools {
+func needTools(t testing.TB, registries bool) tools {
 	t.Helper()
 	testenv.Short(t)
 	testenv.Root(t, "dockerd, containerd and their mount namespaces")
@@ -50,9 +50,6 @@ func needTools(t testing.TB, netns, registries bool) tools {
 		unshare:    testenv.Command(t, "unshare", "util-linux"),
 		nsenter:    testenv.Command(t, "nsenter", "util-linux"),
 	}
-	if netns {
-		tl.ip = testenv.Command(t, "ip", "iproute2")
-	}
 	if registries {
 		tl.mount = testenv.Command(t, "mount", "mount")
 	}
@@ -61,7 +58,7 @@ func needTools(t testing.TB, netns, registries bool) tools {
 
 func start(t testing.TB, cfg *Config) *Docker {
 	t.Helper()
-	tl := needTools(t, cfg.Netns != "", len(cfg.Registries) > 0)
+	tl := needTools(t, len(cfg.Registries) > 0)
 	if len(cfg.Registries) > 0 && cfg.Netns == "" {
 		t.Fatalf("dockertest: Config.Registries needs Config.Netns: the names are the machine's")
 	}
@@ -69,7 +66,10 @@ func start(t testing.TB, cfg *Config) *Docker {
 	defer cancel()
 
 	if cfg.Netns != "" {
-		upNetns(t, tl.ip, cfg.Netns)
+		if _, err := os.Stat(filepath.Join("/run/netns", cfg.Netns)); err != nil {
+			t.Fatalf("dockertest: network namespace %q: %v", cfg.Netns, err)
+		}
+		testenv.IP(t, "-n", cfg.Netns, "link", "set", "lo", "up")
 	}
 	// Not t.TempDir: its path holds the test's name, and containerd's
 	// sockets must stay within 108 bytes.
@@ -164,18 +164,6 @@ func start(t testing.TB, cfg *Config) *Docker {
 	}
 	t.Logf("dockertest: dockerd ready in %v (containerd %v, dockerd %v), in %s, socket %s", testproc.Round(time.Since(t1)), testproc.Round(containerdReady), testproc.Round(time.Since(t2)), where, d.socket)
 	return d
-}
-
-// upNetns checks that the network namespace netns exists and sets its
-// loopback up.
-func upNetns(t testing.TB, ip, netns string) {
-	t.Helper()
-	if _, err := os.Stat(filepath.Join("/run/netns", netns)); err != nil {
-		t.Fatalf("dockertest: network namespace %q: %v", netns, err)
-	}
-	if out, err := exec.Command(ip, "-n", netns, "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		t.Fatalf("dockertest: ip -n %s link set lo up: %v: %s", netns, err, out)
-	}
 }
 
 // forwardAll listens in cfg.Netns on each of cfg.Forward's addresses,
