@@ -178,9 +178,9 @@ func TestIntegrationAgentRunsAnAction(t *testing.T) {
 		if out, err := exec.Command(docker, "--host", "unix://"+d.Socket(), "image", "inspect", "--format", "{{.Config.Entrypoint}}", installer).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "[/bin/installer]" {
 			t.Errorf("the machine's dockerd holds the installer image with entrypoint %q (%v), want [/bin/installer]", out, err)
 		}
-		for _, want := range []string{`testaction: wrote "written by the action" to /out/result`, "Status: Downloaded newer image for " + installer} {
-			printed(t, d, agent, want)
-		}
+		acts := wf.Status.Tasks[0].Actions
+		printed(t, d, agent, acts[0], `testaction: wrote "written by the action" to /out/result`)
+		printed(t, d, agent, acts[1], "Status: Downloaded newer image for "+installer)
 	})
 
 	t.Run("failing", func(t *testing.T) {
@@ -209,10 +209,7 @@ func TestIntegrationAgentRunsAnAction(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(out, "never")); !os.IsNotExist(err) {
 			t.Errorf("the action after the failed one ran: %v", err)
 		}
-		printed(t, d, agent, "testaction: failing on purpose")
-		if name := "tinkerbell_fail_" + acts[0].ID + ": "; !strings.Contains(d.ContainerOutput(), name+"testaction: failing on purpose") {
-			t.Errorf("the failed action's output is not its container's, %s", name)
-		}
+		printed(t, d, agent, acts[0], "testaction: failing on purpose")
 	})
 
 	t.Run("missing image", func(t *testing.T) {
@@ -240,20 +237,16 @@ func TestIntegrationAgentRunsAnAction(t *testing.T) {
 	})
 }
 
-// printed fails t unless an action's container printed text, as the
-// machine's dockerd recorded it, waiting a few seconds for its log driver.
-// It logs whether the agent's own log holds the text too: the agent may
-// lose the end of a container's output.
-func printed(t *testing.T, d *dockertest.Docker, a *dockertest.Agent, text string) {
+// printed fails t unless the container of action a printed a line holding
+// text, as the machine's dockerd recorded it (Docker.Printed). It logs
+// whether the agent's own log holds the text too: the agent may lose the
+// end of a container's output.
+func printed(t *testing.T, d *dockertest.Docker, agent *dockertest.Agent, a tinkerbell.Action, text string) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(d.ContainerOutput(), text); {
-		if time.Now().After(deadline) {
-			t.Errorf("no container printed %q; they printed:\n%s", text, d.ContainerOutput())
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if !strings.Contains(a.Output(), strings.ReplaceAll(text, `"`, `\"`)) {
+	lines, ok := d.Printed("tinkerbell_"+a.Name+"_"+a.ID, 30*time.Second, func(l string) bool { return strings.Contains(l, text) })
+	if !ok {
+		t.Errorf("action %s printed no %q; it printed:\n%s", a.Name, text, strings.Join(lines, "\n"))
+	} else if !strings.Contains(agent.Output(), strings.ReplaceAll(text, `"`, `\"`)) {
 		t.Logf("the agent's log lacks the container's output %q", text)
 	}
 }

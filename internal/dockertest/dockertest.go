@@ -1,6 +1,8 @@
 package dockertest
 
 import (
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -79,6 +81,37 @@ func (d *Docker) PID() int { return d.nsPID }
 // every line: the agent closes a container's attach stream as soon as the
 // container exits, and what its reader had not read yet is lost.
 func (d *Docker) ContainerOutput() string { return d.output.String() }
+
+// Printed returns the lines the container name printed so far
+// (ContainerOutput's, without "<name>: ") once one of them satisfies
+// match: it waits as long as the containers' output grows, for dockerd's
+// log driver may deliver a line after the agent reported its action. When
+// the output stood still for stall without such a line, it returns the
+// lines and false.
+func (d *Docker) Printed(name string, stall time.Duration, match func(string) bool) ([]string, bool) {
+	prefix := name + ": "
+	var lines []string
+	grown, size := time.Now(), -1
+	for {
+		out := d.ContainerOutput()
+		lines = lines[:0]
+		for l := range strings.Lines(out) {
+			if rest, ok := strings.CutPrefix(strings.TrimSuffix(l, "\n"), prefix); ok {
+				lines = append(lines, rest)
+			}
+		}
+		if slices.ContainsFunc(lines, match) {
+			return lines, true
+		}
+		if len(out) != size {
+			grown, size = time.Now(), len(out)
+		}
+		if time.Since(grown) > stall {
+			return lines, false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
 
 // Log returns the path of dockerd's and containerd's output. It is removed
 // when the test ends; Start logs its end when the test failed.

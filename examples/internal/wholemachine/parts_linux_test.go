@@ -1,7 +1,6 @@
 package wholemachine
 
 import (
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -101,27 +100,9 @@ func printed(t *testing.T, d *dockertest.Docker, a tinkerbell.Action, want strin
 // printedLike is printed with a line that match accepts, described by what.
 func printedLike(t *testing.T, d *dockertest.Docker, a tinkerbell.Action, what string, match func(string) bool) []string {
 	t.Helper()
-	prefix := "tinkerbell_" + a.Name + "_" + a.ID + ": "
-	var lines []string
-	grown, size := time.Now(), -1
-	for {
-		out := d.ContainerOutput()
-		lines = lines[:0]
-		for l := range strings.Lines(out) {
-			if rest, ok := strings.CutPrefix(strings.TrimSuffix(l, "\n"), prefix); ok {
-				lines = append(lines, rest)
-			}
-		}
-		if slices.ContainsFunc(lines, match) {
-			return lines
-		}
-		if len(out) != size {
-			grown, size = time.Now(), len(out)
-		}
-		if time.Since(grown) > 30*time.Second {
-			t.Errorf("action %s printed no line %s; it printed:\n%s", a.Name, what, indent(strings.Join(lines, "\n")))
-			return lines
-		}
-		time.Sleep(50 * time.Millisecond)
+	lines, ok := d.Printed("tinkerbell_"+a.Name+"_"+a.ID, 30*time.Second, match)
+	if !ok {
+		t.Errorf("action %s printed no line %s; it printed:\n%s", a.Name, what, indent(strings.Join(lines, "\n")))
 	}
+	return lines
 }
