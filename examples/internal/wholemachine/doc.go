@@ -111,7 +111,7 @@
 //     expires unread (FLEET_CONFIG_TTL 20 s): 404, FleetInstallConfigMissing.
 //   - replaced-tpm: another TPM in the machine: ek-hash-mismatch, nothing
 //     written; the entry names its EKs, and it passes.
-//   - another-port, no-lldp-frame, binding-unauthored,
+//   - no-lldp-frame, binding-unauthored,
 //     lacks-install-disk-serial, serial-no-entry-names,
 //     auto-provision-off, control-plane-waits, control-planes-off,
 //     first-control-plane: fleetd's refusals and no-provision answers,

@@ -36,7 +36,6 @@ var wholeMachineCases = []struct {
 	{"provision", provisionANode, false},                      // 40, 43, 45, 79, 83, 134, 137, 138
 	{"approve-then-power-cycle", approvePowerCycle, false},    // 40, 87, 99-106, 118, 135, 136, 139
 	{"replaced-tpm", replacedTPM, true},                       // 108, 118, 119
-	{"another-port", anotherPort, true},                       // 113
 	{"disk-serial-changed", diskSerialChanged, false},         // 122, 130
 	{"disks-swapped", disksSwapped, false},                    // 122
 	{"two-disks-report-the-serial", twoDisksOneSerial, false}, // 123
@@ -235,23 +234,6 @@ func provisionANode(t *testing.T, s shared) {
 		t.Error("the decoy disk changed")
 	}
 	w.noSecrets(code)
-}
-
-// anotherPort is the runbook's row "The journal says on port N, expected
-// M" (line 113): the machine attests from another switch port than its
-// entry names, and fleetd refuses its run before rendering anything.
-func anotherPort(t *testing.T, s shared) {
-	w := newWorld(t, s, worldConfig{port: 12})
-	ctx := t.Context()
-	install, decoy := machinetest.Digest(t, w.m.install.path), machinetest.Digest(t, w.m.decoy.path)
-
-	const why = "on port 12, expected 7"
-	w.attest(ctx, "refused: "+why)
-	w.wantJournal("warning: refused a run before rendering anything: " + why)
-	w.wantNoRun()
-	if machinetest.Digest(t, w.m.install.path) != install || machinetest.Digest(t, w.m.decoy.path) != decoy {
-		t.Error("a disk changed")
-	}
 }
 
 // diskSerialChanged is the runbook's row "wipe: no disk reports the

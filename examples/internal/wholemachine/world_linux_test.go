@@ -46,7 +46,6 @@ type shared struct {
 // "Plug a machine in": a worker on its declared port, its EKs approved,
 // its class's installer the stand-in, no Tinkerbell.
 type worldConfig struct {
-	port       int               // the switch port the machine is plugged into; 0: declaredPort
 	tink       bool              // Tinkerbell runs, and the machine's dockerd
 	unapproved bool              // the entry approves no EK
 	noLLDP     bool              // the switch sends no LLDP frame
@@ -71,17 +70,14 @@ type world struct {
 	d     *dockertest.Docker   // likewise; the engine of the machine's boot
 }
 
-// newWorld builds a machine plugged into switch port cfg.port, declares it
-// in a nodes file as node on declaredPort, with its TPM's EKs approved
+// newWorld builds a machine plugged into switch port declaredPort,
+// declares it in a nodes file as node there, with its TPM's EKs approved
 // unless cfg.unapproved, and starts fleetd; with cfg.tink, also the real
 // Tinkerbell in fleetd's namespace and the machine's containerd and
 // dockerd, whose mount namespace becomes the machine's. The machine's agent
 // starts once it attested (run).
 func newWorld(t *testing.T, s shared, cfg worldConfig) *world {
 	t.Helper()
-	if cfg.port == 0 {
-		cfg.port = declaredPort
-	}
 	if cfg.bmc == "" {
 		cfg.bmc = "amt"
 	}
@@ -95,7 +91,7 @@ func newWorld(t *testing.T, s shared, cfg worldConfig) *world {
 	m := newMachine(t, s.tl, machineConfig{
 		serial:     "SN-WHOLE-" + suffix,
 		diskSerial: "DS-WHOLE-" + suffix,
-		port:       cfg.port,
+		port:       declaredPort,
 		diskSize:   64 << 20,
 		noLLDP:     cfg.noLLDP,
 	})
