@@ -4,7 +4,6 @@
 //
 //	testaction write PATH     writes $MESSAGE and a line end to PATH
 //	                          (a file of a bound volume) and exits 0
-//	testaction fail TEXT      prints TEXT on standard error and exits 1
 //	testaction run PROG ARG…  executes PROG, found in PATH, with the ARGs:
 //	                          a program the image holds besides this one,
 //	                          such as the docker CLI
@@ -33,9 +32,6 @@ func run(args []string) int {
 		}
 		fmt.Printf("testaction: wrote %q to %s\n", os.Getenv("MESSAGE"), args[1])
 		return 0
-	case len(args) == 2 && args[0] == "fail":
-		fmt.Fprintln(os.Stderr, args[1])
-		return 1
 	case len(args) >= 2 && args[0] == "run":
 		prog, err := exec.LookPath(args[1])
 		if err != nil {
@@ -47,6 +43,6 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "testaction: exec %s: %v\n", prog, err)
 		return 126
 	}
-	fmt.Fprintf(os.Stderr, "usage: testaction write PATH | fail TEXT | run PROG [ARG...]; got %q\n", args)
+	fmt.Fprintf(os.Stderr, "usage: testaction write PATH | run PROG [ARG...]; got %q\n", args)
 	return 2
 }
