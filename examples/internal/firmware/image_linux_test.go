@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -239,14 +240,7 @@ func (img bootImage) caseDisk(t *testing.T, tl tools, dir, load string, files ma
 	copyFile(t, img.disk, disk)
 	var b bytes.Buffer
 	c := &cpio{w: &b}
-	c.dir("etc")
-	c.dir("etc/fleet")
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(files)) {
 		c.file("etc/fleet/"+n, 0o644, []byte(files[n]))
 	}
 	if err := c.close(); err != nil {

@@ -98,17 +98,12 @@ func (e *NotEmptyError) Unwrap() error { return ErrNotEmpty }
 // Install lays out disk, of size bytes, as the package doc says, marked
 // with image and values, and logs each step to lg as Talos's installer
 // logs. It refuses, with a *NotEmptyError, a disk whose first sectors hold
-// an MBR signature or a GPT header. The caller syncs disk.
-func Install(disk Disk, size int64, image string, values meta.Values, lg *log.Logger) error {
-	return InstallPaced(disk, size, image, values, lg, nil)
-}
-
-// InstallPaced is Install, and calls writing, when it is not nil, once the
-// partition table is written and before the marks are: where Talos's
-// installer spends its time formatting the partitions and copying the boot
-// assets. A program stopped there leaves a partial install, a partition
-// table without the marks.
-func InstallPaced(disk Disk, size int64, image string, values meta.Values, lg *log.Logger, writing func()) error {
+// an MBR signature or a GPT header. The caller syncs disk. It calls
+// writing, when it is not nil, once the partition table is written and
+// before the marks are: where Talos's installer spends its time formatting
+// the partitions and copying the boot assets. A program stopped there
+// leaves a partial install, a partition table without the marks.
+func Install(disk Disk, size int64, image string, values meta.Values, lg *log.Logger, writing func()) error {
 	head := make([]byte, 2*sector)
 	if _, err := disk.ReadAt(head, 0); err != nil {
 		return fmt.Errorf("read the disk: %w", err)

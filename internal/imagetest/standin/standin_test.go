@@ -49,7 +49,7 @@ func TestInstallAndRead(t *testing.T) {
 	var logged bytes.Buffer
 	values := meta.Values{{Key: meta.DownloadURLCode, Value: "code-1"}}
 	const image = "127.0.0.1:5000/siderolabs/installer:v1.13.9"
-	if err := standin.Install(f, size, image, values, log.New(&logged, "", 0)); err != nil {
+	if err := standin.Install(f, size, image, values, log.New(&logged, "", 0), nil); err != nil {
 		t.Fatalf("Install: %v\n%s", err, logged.String())
 	}
 
@@ -75,7 +75,7 @@ func TestInstallAndRead(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Read (-want +got):\n%s", diff)
 	}
-	if err := standin.Install(f, size, image, values, log.New(io.Discard, "", 0)); !errors.Is(err, standin.ErrNotEmpty) {
+	if err := standin.Install(f, size, image, values, log.New(io.Discard, "", 0), nil); !errors.Is(err, standin.ErrNotEmpty) {
 		t.Errorf("a second Install = %v, want ErrNotEmpty", err)
 	}
 
@@ -98,21 +98,21 @@ func TestInstallAndRead(t *testing.T) {
 }
 
 // A disk that holds a partition table is refused as Talos's installer
-// refuses it, naming what it holds; InstallPaced calls writing between the
+// refuses it, naming what it holds; Install calls writing between the
 // partition table and the marks, so a program stopped there leaves a
 // partition table without them.
 func TestNotEmptyAndPaced(t *testing.T) {
 	f := emptyDisk(t)
 	var atWriting bool
-	err := standin.InstallPaced(f, size, "image", nil, log.New(io.Discard, "", 0), func() {
+	err := standin.Install(f, size, "image", nil, log.New(io.Discard, "", 0), func() {
 		gpt, err := disksafe.ReadGPT(f, size, 512)
 		_, ok, _ := standin.Read(f, size)
 		atWriting = err == nil && len(gpt.Partitions) == 4 && !ok
 	})
 	if err != nil || !atWriting {
-		t.Fatalf("InstallPaced = %v; at writing the disk held a partition table without the marks: %v", err, atWriting)
+		t.Fatalf("Install = %v; at writing the disk held a partition table without the marks: %v", err, atWriting)
 	}
-	err = standin.Install(f, size, "image", nil, log.New(io.Discard, "", 0))
+	err = standin.Install(f, size, "image", nil, log.New(io.Discard, "", 0), nil)
 	var ne *standin.NotEmptyError
 	if !errors.As(err, &ne) || ne.Detected != "gpt" || !errors.Is(err, standin.ErrNotEmpty) {
 		t.Errorf("Install on a GPT disk = %v, want a *NotEmptyError detecting gpt", err)
@@ -125,7 +125,7 @@ func TestNotEmptyAndPaced(t *testing.T) {
 	if _, err := f.WriteAt(mbr, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := standin.Install(f, size, "image", nil, log.New(io.Discard, "", 0)); !errors.As(err, &ne) || ne.Detected != "dos" {
+	if err := standin.Install(f, size, "image", nil, log.New(io.Discard, "", 0), nil); !errors.As(err, &ne) || ne.Detected != "dos" {
 		t.Errorf("Install on an MBR disk = %v, want a *NotEmptyError detecting dos", err)
 	}
 }

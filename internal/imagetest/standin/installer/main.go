@@ -83,7 +83,7 @@ func run(args []string, getenv func(string) string, lg *log.Logger) error {
 		return err
 	}
 	defer f.Close()
-	if err := c.installError(standin.InstallPaced(f, size, getenv(imageEnv), c.Values, lg, writing)); err != nil {
+	if err := c.installError(standin.Install(f, size, getenv(imageEnv), c.Values, lg, writing)); err != nil {
 		return err
 	}
 	if esp != nil {
