@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -17,16 +16,6 @@ import (
 // stopTimeout is how long tinkerbell has to exit after SIGTERM before it is
 // killed.
 const stopTimeout = 10 * time.Second
-
-// startProcess starts path with args in dir, its output going to logPath,
-// with an environment that holds no TINKERBELL_* variable (each would set a
-// flag) and no KUBECONFIG.
-func startProcess(path, dir, logPath string, args []string) (*testproc.Process, error) {
-	cmd := exec.Command(path, args...)
-	cmd.Dir = dir
-	cmd.Env = testproc.Env("TINKERBELL_", "KUBECONFIG=")
-	return testproc.StartLogged("tinkerbell", cmd, logPath, false)
-}
 
 // keepLog copies the whole log at path out of the test's temporary directory,
 // which the test's end removes, and returns where it went, with the lines

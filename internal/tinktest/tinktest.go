@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -163,7 +164,11 @@ func run(ctx context.Context, bin, dir, kubeconfig, ns string, extra []string) (
 			"--tink-server-bind-port=" + strconv.Itoa(ports[0]),
 			"--http-port=" + strconv.Itoa(ports[1]),
 		}, extra...)
-		p, err := startProcess(bin, dir, log, args)
+		// Its environment holds no TINKERBELL_* variable (each would set a
+		// flag) and no KUBECONFIG.
+		cmd := exec.Command(bin, args...)
+		cmd.Dir, cmd.Env = dir, testproc.Env("TINKERBELL_", "KUBECONFIG=")
+		p, err := testproc.StartLogged("tinkerbell", cmd, log, false)
 		if err != nil {
 			return nil, nil, err
 		}
