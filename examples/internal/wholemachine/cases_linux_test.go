@@ -185,7 +185,7 @@ func disksSwapped(t *testing.T, s shared) {
 	refusedWipe(t, w, func() {
 		w.m.setSerial(w.m.install, "DECOY-"+w.m.cfg.diskSerial)
 		w.m.setSerial(w.m.decoy, w.m.cfg.diskSerial)
-	}, "wipe: "+w.m.install.path+" is "+w.m.install.name()+", but the disk that reports "+w.m.cfg.diskSerial+" is "+w.m.decoy.name())
+	}, "wipe: "+w.m.install.path+" is "+w.m.install.name()+", but the disk that reports "+w.m.cfg.diskSerial+" is "+w.m.decoy.name(), nil)
 }
 
 // twoDisksOneSerial is the runbook's row "more than one disk reports the
@@ -194,7 +194,7 @@ func disksSwapped(t *testing.T, s shared) {
 func twoDisksOneSerial(t *testing.T, s shared) {
 	w := newWorld(t, s, worldConfig{tink: true})
 	refusedWipe(t, w, func() { w.m.setSerial(w.m.decoy, w.m.cfg.diskSerial) },
-		"wipe: more than one disk reports the serial "+w.m.cfg.diskSerial)
+		"wipe: more than one disk reports the serial "+w.m.cfg.diskSerial, nil)
 }
 
 // installerImageMissing is the runbook's row "wipe: the installer image
@@ -205,9 +205,9 @@ func installerImageMissing(t *testing.T, s shared) {
 	image := s.img.reg.Ref(imagetest.InstallerRepo, "v0.0.0-missing")
 	w := newWorld(t, s, worldConfig{tink: true, installer: image})
 	prefix := "wipe: the installer image " + image + " cannot be pulled ("
-	refusedWipeLike(t, w, nil, strconv.Quote(prefix+"<reason>); nothing wiped"), func(l string) bool {
+	refusedWipe(t, w, nil, prefix+"<reason>); nothing wiped", func(l string) bool {
 		return strings.HasPrefix(l, prefix) && strings.HasSuffix(l, "); nothing wiped")
-	}, false)
+	})
 }
 
 // fleetdDoesNotAnswer is the runbook's rows "attest: try 5 failed" (line
@@ -223,7 +223,7 @@ func fleetdDoesNotAnswer(t *testing.T, s shared) {
 		env := w.hookosEnv()
 		env["FLEETD_URL"] = "https://" + net.JoinHostPort(w.m.uplink, strconv.Itoa(machinetest.FreePort(t, w.m.uplink))) + "/attest"
 		w.wantAttest(t.Context(), env, 3, false, w.lldpLine()+"attest: try 1 failed\n", "attest: try 5 failed\n")
-	}, "wipe: this boot did not pass attestation")
+	}, "wipe: this boot did not pass attestation", nil)
 }
 
 // noLLDPFrame is the runbook's row "The journal says attested no switch
@@ -300,7 +300,7 @@ func resumedAfterWipe(t *testing.T, s shared) {
 	if end.Status.State != tinkerbell.WorkflowStateFailed || acts[0].State != tinkerbell.WorkflowStateSuccess || acts[1].Name != "install" || acts[1].State != tinkerbell.WorkflowStateFailed {
 		t.Fatalf("Workflow %s: %s; want FAILED at install after wipe-disk's SUCCESS", wf.Name, machinetest.Progress(end))
 	}
-	printed(t, w.d, acts[1], "install: this run resumed in a new boot after wipe-disk; nothing installed; set desired_action to provision")
+	printed(t, w.d, acts[1], "install: this run resumed in a new boot after wipe-disk; nothing installed; set desired_action to provision", nil)
 	if !w.partial() {
 		t.Error("the install disk does not hold the partial install")
 	}
@@ -330,7 +330,7 @@ func installerFailed(t *testing.T, s shared) {
 		t.Fatalf("Workflow %s: %s; want FAILED at install", wf.Name, machinetest.Progress(end))
 	}
 	failed := "install: the installer failed; the lines above are its last output"
-	lines := printed(t, w.d, acts[1], failed)
+	lines := printed(t, w.d, acts[1], failed, nil)
 	notEmpty := "install: failed to perform disk operations: disk " + w.m.install.path + " is not empty, skipping install"
 	i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, notEmpty) })
 	if i < 0 || !slices.Contains(lines[i:], failed) {
@@ -410,17 +410,11 @@ func passedGlobalTimeout(t *testing.T, s shared) {
 // attests, change (when not nil) changes it, and the agent runs the
 // Workflow to FAILED at wipe-disk with Tinkerbell's message "action
 // completed" and every later action PENDING, wipe-disk having printed
-// line, the installer not pulled and both disks unchanged; the journal names the action
-// and where its output is (line 130), and the device stays planned. It
-// returns the lines wipe-disk printed.
-func refusedWipe(t *testing.T, w *world, change func(), line string) []string {
-	t.Helper()
-	return refusedWipeLike(t, w, change, strconv.Quote(line), func(l string) bool { return l == line }, true)
-}
-
-// refusedWipeLike is refusedWipe with a line that match accepts, described
-// by what; with pullless, the installer must not have been pulled.
-func refusedWipeLike(t *testing.T, w *world, change func(), what string, match func(string) bool, pullless bool) []string {
+// line and the installer not pulled, or, with match, a line match accepts
+// (line describes it: the installer's pull failed), and both disks
+// unchanged; the journal names the action and where its output is (line
+// 130), and the device stays planned.
+func refusedWipe(t *testing.T, w *world, change func(), line string, match func(string) bool) {
 	t.Helper()
 	ctx := t.Context()
 	install, decoy := machinetest.Digest(t, w.m.install.path), machinetest.Digest(t, w.m.decoy.path)
@@ -438,18 +432,17 @@ func refusedWipeLike(t *testing.T, w *world, change func(), what string, match f
 	// Tinkerbell's message for a failed action says only that it
 	// completed; the reason is the action's output (the runbook's row for
 	// a Workflow that ended FAILED).
-	var lines []string
 	if a := acts[0]; a.Name != "wipe-disk" || a.State != tinkerbell.WorkflowStateFailed || a.Message != "action completed" {
 		t.Errorf("the first action: %s %s %q, want wipe-disk FAILED \"action completed\"", a.Name, a.State, a.Message)
 	} else {
-		lines = printedLike(t, w.d, a, what, match)
+		printed(t, w.d, a, line, match)
 	}
 	for _, a := range acts[1:] {
 		if a.State != tinkerbell.WorkflowStatePending {
 			t.Errorf("action %s: %s, want PENDING: it follows a failed action", a.Name, a.State)
 		}
 	}
-	if pullless {
+	if match == nil {
 		if n := w.s.img.pulls()[imagetest.InstallerRepo] - before[imagetest.InstallerRepo]; n != 0 {
 			t.Errorf("the registry served %d pulls of the installer, want none: wipe-disk judges the machine before it pulls", n)
 		}
@@ -461,7 +454,6 @@ func refusedWipeLike(t *testing.T, w *world, change func(), what string, match f
 	if s := w.f.Device(w.t, node).Status; s != inventory.StatusPlanned {
 		t.Errorf("NetBox holds %s %s, want planned", node, s)
 	}
-	return lines
 }
 
 // waitPartial waits until the slow stand-in installer has written its

@@ -1,7 +1,6 @@
 package wholemachine
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -90,19 +89,17 @@ func actions(t *testing.T, wf tinkerbell.Workflow) []tinkerbell.Action {
 
 // printed returns the lines action a's container printed, stdout and
 // stderr alike, as the machine's dockerd recorded them, once they hold a
-// line equal to want (waiting, for its log driver, as long as dockerd's
-// record grows), or fails t.
-func printed(t *testing.T, d *dockertest.Docker, a tinkerbell.Action, want string) []string {
+// line equal to want, or, when match is not nil, one it accepts (want
+// then describes it), waiting, for its log driver, as long as dockerd's
+// record grows (dockertest.Docker.Printed); or fails t.
+func printed(t *testing.T, d *dockertest.Docker, a tinkerbell.Action, want string, match func(string) bool) []string {
 	t.Helper()
-	return printedLike(t, d, a, strconv.Quote(want), func(l string) bool { return l == want })
-}
-
-// printedLike is printed with a line that match accepts, described by what.
-func printedLike(t *testing.T, d *dockertest.Docker, a tinkerbell.Action, what string, match func(string) bool) []string {
-	t.Helper()
+	if match == nil {
+		match = func(l string) bool { return l == want }
+	}
 	lines, ok := d.Printed("tinkerbell_"+a.Name+"_"+a.ID, 30*time.Second, match)
 	if !ok {
-		t.Errorf("action %s printed no line %s; it printed:\n%s", a.Name, what, indent(strings.Join(lines, "\n")))
+		t.Errorf("action %s printed no line %q; it printed:\n%s", a.Name, want, indent(strings.Join(lines, "\n")))
 	}
 	return lines
 }

@@ -133,7 +133,7 @@ func provisionANode(t *testing.T, s shared) {
 			t.Errorf("action %s: %s %q, want SUCCESS", a.Name, a.State, a.Message)
 		}
 		if line, ok := want[a.Name]; ok {
-			printed(t, w.d, a, line)
+			printed(t, w.d, a, line, nil)
 		}
 	}
 	if !slices.Equal(names, []string{"wipe-disk", "install", "next-boot", "reboot"}) {
@@ -244,5 +244,5 @@ func diskSerialChanged(t *testing.T, s shared) {
 	w := newWorld(t, s, worldConfig{tink: true})
 	// Another disk in the install disk's slot: it reports another serial.
 	refusedWipe(t, w, func() { w.m.setSerial(w.m.install, "S3Z9NB0K999999X") },
-		"wipe: no disk reports the serial "+w.m.cfg.diskSerial)
+		"wipe: no disk reports the serial "+w.m.cfg.diskSerial, nil)
 }
