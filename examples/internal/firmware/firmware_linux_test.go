@@ -84,7 +84,17 @@ func TestIntegrationFirmware(t *testing.T) {
 	testenv.Time(t, 20*time.Minute, "./examples/internal/firmware")
 	start := time.Now()
 	env := kubetest.Start(t)
-	bins := build(t)
+	// fleetd, as a user deploys it, and, static (the initramfs holds no C
+	// library), hookos-attest, guestinit, fleet's actions, the stand-in
+	// installer, and the runner (tools/tinkerbell/runner, a module of its
+	// own).
+	static := []string{"CGO_ENABLED=0"}
+	bins := machinetest.BuildAll(t,
+		machinetest.Build{Module: ".", Args: []string{"./examples/fleetd"}},
+		machinetest.Build{Module: ".", Env: static, Args: []string{"-trimpath", "-ldflags=-s -w", "./examples/hookos-attest", "./examples/internal/firmware/guestinit",
+			"./examples/wipe-disk", "./examples/install", "./examples/next-boot", "./internal/imagetest/standin/installer"}},
+		machinetest.Build{Module: "tools/tinkerbell", Env: static, Args: []string{"-trimpath", "-ldflags=-s -w", "./runner"}},
+	)
 
 	cases := []*fwCase{
 		{
