@@ -79,7 +79,6 @@ func TestIntegrationControlPlane(t *testing.T) {
 	// sets.
 	t.Run("Workflow round trip", func(t *testing.T) {
 		wf := &tinkerbell.Workflow{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "tinkerbell.org/v1alpha1", Kind: "Workflow"},
 			ObjectMeta: metav1.ObjectMeta{Name: "provision-node-1-1700000000", Namespace: ns, Labels: map[string]string{"fleet.example/node": "node-1"}},
 			Spec: tinkerbell.WorkflowSpec{
 				TemplateRef: "fleet-provision",

@@ -39,6 +39,7 @@ func needTools(t *testing.T) tools {
 		lldpd:    testenv.Command(t, "lldpd", "lldpd"),
 		lldp:     testenv.Command(t, "lldpcli", "lldpd"),
 		qemu:     testenv.Command(t, "qemu-system-x86_64", "qemu-system-x86"),
+		swtpm:    testenv.Command(t, "swtpm", "swtpm"),
 		nsenter:  testenv.Command(t, "nsenter", "util-linux"),
 		mkfsVfat: testenv.Command(t, "mkfs.vfat", "dosfstools"),
 		mmd:      testenv.Command(t, "mmd", "mtools"),
@@ -53,7 +54,6 @@ func needTools(t *testing.T) tools {
 	}
 	testenv.Command(t, "swtpm_setup", "swtpm-tools")
 	testenv.Command(t, "ldd", "libc-bin")
-	tl.swtpm = testenv.Command(t, "swtpm", "swtpm")
 	for _, f := range []struct{ path, pkg string }{
 		{ovmfCode, "ovmf"}, {ovmfVars, "ovmf"}, {ovmfSecureCode, "ovmf"}, {ovmfSecureVars, "ovmf"},
 		{shimSigned, "shim-signed"}, {mokSigned, "shim-signed"},

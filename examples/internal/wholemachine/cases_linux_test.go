@@ -359,7 +359,7 @@ func passedGlobalTimeout(t *testing.T, s shared) {
 	w := newWorld(t, s, worldConfig{tink: true})
 	ctx := t.Context()
 	w.setGlobalTimeout(ctx, globalTimeout)
-	release := s.img.reg.Hold(t, s.img.nextBootRepo)
+	release := s.img.reg.Hold(t, "fleet/next-boot")
 	w.attest(ctx)
 	wf := w.workflow(ctx)
 	agent := w.d.StartAgent(t, w.m.mac.String(), w.tb.GRPC())

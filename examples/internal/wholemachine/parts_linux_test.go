@@ -29,10 +29,12 @@ func actionImage(name string) string { return actionRegistry + "/fleet/" + name 
 // stand-ins for Talos's installer and for waitdaemon, in one registry on
 // the test's loopback.
 type images struct {
-	reg                                 *imagetest.Registry
-	installer, slowInstaller            string // as the registry names them
-	wipeRepo, installRepo, nextBootRepo string
+	reg                      *imagetest.Registry
+	installer, slowInstaller string // as the registry names them
 }
+
+// repos are the repositories of the images the machine pulls.
+var repos = []string{"fleet/wipe-disk", "fleet/install", "fleet/next-boot", imagetest.InstallerRepo, imagetest.WaitDaemonRepo}
 
 // buildImages builds the images from this repository and pushes them. The
 // wipe-disk image sets FLEET_LOOP_DEVICES=true in its environment (the
@@ -53,9 +55,6 @@ func buildImages(t *testing.T) images {
 		reg:           reg,
 		installer:     imagetest.Installer(t, reg),
 		slowInstaller: imagetest.SlowInstaller(t, reg),
-		wipeRepo:      "fleet/wipe-disk",
-		installRepo:   "fleet/install",
-		nextBootRepo:  "fleet/next-boot",
 	}
 }
 
@@ -63,7 +62,7 @@ func buildImages(t *testing.T) images {
 // by repository.
 func (im images) pulls() map[string]int {
 	out := map[string]int{}
-	for _, repo := range []string{im.wipeRepo, im.installRepo, im.nextBootRepo, imagetest.InstallerRepo, imagetest.WaitDaemonRepo} {
+	for _, repo := range repos {
 		out[repo] = im.reg.Pulls(repo)
 	}
 	return out

@@ -143,7 +143,7 @@ func provisionANode(t *testing.T, s shared) {
 	// the actions' by the agent, the installer's once, by wipe-disk
 	// (install runs it from the machine's cache).
 	after := s.img.pulls()
-	for _, repo := range []string{s.img.wipeRepo, s.img.installRepo, s.img.nextBootRepo, imagetest.InstallerRepo, imagetest.WaitDaemonRepo} {
+	for _, repo := range repos {
 		if after[repo] == before[repo] {
 			t.Errorf("the registry served no pull of %s", repo)
 		}
