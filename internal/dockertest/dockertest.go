@@ -62,9 +62,6 @@ type Docker struct {
 // machine's Docker (/var/run/docker.sock).
 func (d *Docker) Socket() string { return d.socket }
 
-// Netns returns the network namespace it runs in, "" for the test's own.
-func (d *Docker) Netns() string { return d.netns }
-
 // PID returns the process ID of containerd, whose mount and network
 // namespaces dockerd and the agent join: the machine's. A program run with
 // `nsenter --target PID --mount` sees, and may change, the paths the
@@ -120,14 +117,10 @@ func (d *Docker) Log() string { return d.log }
 // Agent is Tinkerbell's agent that StartAgent started for one test. Its
 // methods are safe for concurrent use. It stops when that test ends.
 type Agent struct {
-	id      string
 	out     *syncbuf.Buffer
 	started time.Time
 	p       *testproc.Process
 }
-
-// ID returns the agent's worker ID.
-func (a *Agent) ID() string { return a.id }
 
 // Output returns what the agent has printed so far: its JSON log lines.
 // Each action's container output is the message of lines with a

@@ -460,7 +460,7 @@ func (d *Docker) startAgent(t testing.TB, id, grpc string) *Agent {
 	if d.halted {
 		t.Fatalf("dockertest: StartAgent on a stopped Docker")
 	}
-	a := &Agent{id: id, out: out, started: time.Now()}
+	a := &Agent{out: out, started: time.Now()}
 	cmd := command(args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	p, err := testproc.Start("agent", cmd, out.String)

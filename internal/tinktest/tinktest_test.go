@@ -94,7 +94,7 @@ func TestIntegrationTinkerbellStarts(t *testing.T) {
 		})
 		kubetest.Create(ctx, t, dyn, templateResource, ns, &tinkerbell.Template{
 			ObjectMeta: metav1.ObjectMeta{Name: "tinktest"},
-			Spec:       tinkerbell.TemplateSpec{Data: ptr(templateData)},
+			Spec:       tinkerbell.TemplateSpec{Data: new(templateData)},
 		})
 		t0 := time.Now()
 		kubetest.Create(ctx, t, dyn, workflowResource, ns, &tinkerbell.Workflow{
@@ -282,5 +282,3 @@ func (f *fatalRecorder) Fatalf(format string, args ...any) {
 	f.Logf("(expected) "+format, args...)
 	panic("fatal")
 }
-
-func ptr[T any](v T) *T { return &v }
