@@ -1,6 +1,7 @@
 package netboxtest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -60,6 +61,77 @@ func (t *table[T]) each(fn func(id int64) bool) { t.all(func(id int64, _ *T) boo
 
 func (t *table[T]) has(id int64) bool { return t.get(id) != nil }
 
+// model is a kind told in terms of its objects, the T of one table; kindOf
+// makes the kind. Every T embeds a meta, which base returns.
+type model[T any] struct {
+	path, objectType string
+	tab              func(s *store) *table[T]
+	filters          map[string]filterOf[T]
+	choices          map[string]func(s *store, v string) bool
+	render           func(r *renderer, v *T) any
+	// def is a new object before a create's fields are read.
+	def T
+	// write reads in into v, a copy of the object id (0: def, to create),
+	// adding what it refuses to in's errors. nil: the kind is read only.
+	write func(t *tx, id int64, v *T, in *input)
+	// saved keeps the indexes once v is stored under id in place of old
+	// (nil when created).
+	saved    func(t *tx, id int64, old, v *T)
+	snapshot func(s *store, v *T) map[string]any // without the times
+	repr     func(v *T) string
+	order    func(s *store, ids []int64, ordering string) error
+}
+
+// A filterOf says whether the object v matches one of vals.
+type filterOf[T any] func(s *store, v *T, vals []string) (bool, error)
+
+// base returns the meta of the object that embeds it.
+func (m *meta) base() *meta { return m }
+
+// kindOf makes the kind of m; P is *T. Every kind has the filter id.
+func kindOf[T any, P interface {
+	*T
+	base() *meta
+}](m model[T]) *kind {
+	k := &kind{
+		path: m.path, objectType: m.objectType, choices: m.choices, order: m.order,
+		rows:    func(s *store) rows { return m.tab(s) },
+		filters: map[string]filter{},
+		render:  func(r *renderer, id int64) any { return m.render(r, m.tab(r.s).get(id)) },
+	}
+	m.filters["id"] = idFilter(func(_ *store, v *T) int64 { return P(v).base().id })
+	for name, f := range m.filters {
+		k.filters[name] = func(s *store, id int64, vals []string) (bool, error) { return f(s, m.tab(s).get(id), vals) }
+	}
+	if m.write != nil {
+		k.write = func(t *tx, id int64, in *input) (int64, error) {
+			old := m.tab(t.s).get(id)
+			v := *cmp.Or(old, &m.def)
+			m.write(t, id, &v, in)
+			if err := in.err(); err != nil {
+				return 0, err
+			}
+			b := P(&v).base()
+			stamp(t, b, id == 0)
+			b.id = put(t, m.tab(t.s), id, &v)
+			if m.saved != nil {
+				m.saved(t, b.id, old, &v)
+			}
+			return b.id, nil
+		}
+	}
+	if m.snapshot != nil {
+		k.snapshot = func(s *store, id int64) map[string]any {
+			v := m.tab(s).get(id)
+			out := m.snapshot(s, v)
+			out["created"], out["last_updated"] = timeString(P(v).base().created), timeString(P(v).base().updated)
+			return out
+		}
+		k.repr = func(s *store, id int64) string { return m.repr(m.tab(s).get(id)) }
+	}
+	return k
+}
+
 // Choice checks for filters naming related objects by slug.
 func roleSlug(s *store, v string) bool {
 	return find(s.roles, func(r *role) bool { return r.slug == v }) != 0
@@ -80,57 +152,44 @@ func manufacturerSlug(s *store, v string) bool {
 
 // Filters built from a field's value.
 
-func parseIDs(vals []string) ([]int64, error) {
-	out := make([]int64, 0, len(vals))
-	for _, v := range vals {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("enter a number: %q", v)
+// parsed is a filter that reads each value with parse, refusing the
+// request with bad (a format of the value) when one does not parse, and
+// matches v when match holds for one of the values.
+func parsed[T, V any](parse func(string) (V, error), bad string, match func(s *store, v *T, x V) bool) filterOf[T] {
+	return func(s *store, v *T, vals []string) (bool, error) {
+		xs := make([]V, len(vals))
+		for i, val := range vals {
+			x, err := parse(val)
+			if err != nil {
+				return false, fmt.Errorf(bad, val)
+			}
+			xs[i] = x
 		}
-		out = append(out, n)
-	}
-	return out, nil
-}
-
-func idFilter(get func(s *store, id int64) int64) filter {
-	return func(s *store, id int64, vals []string) (bool, error) {
-		ids, err := parseIDs(vals)
-		if err != nil {
-			return false, err
-		}
-		return slices.Contains(ids, get(s, id)), nil
+		return slices.ContainsFunc(xs, func(x V) bool { return match(s, v, x) }), nil
 	}
 }
 
-func strFilter(get func(s *store, id int64) string) filter {
-	return func(s *store, id int64, vals []string) (bool, error) {
-		v := get(s, id)
-		return slices.Contains(vals, v), nil
-	}
+func parseID(v string) (int64, error) { return strconv.ParseInt(v, 10, 64) }
+
+func idFilter[T any](get func(s *store, v *T) int64) filterOf[T] {
+	return parsed(parseID, "enter a number: %q", func(s *store, v *T, id int64) bool { return get(s, v) == id })
+}
+
+func strFilter[T any](get func(s *store, v *T) string) filterOf[T] {
+	return func(s *store, v *T, vals []string) (bool, error) { return slices.Contains(vals, get(s, v)), nil }
 }
 
 // iStrFilter matches in any case, as NetBox matches device serials and MAC
 // addresses.
-func iStrFilter(get func(s *store, id int64) string) filter {
-	return func(s *store, id int64, vals []string) (bool, error) {
-		v := get(s, id)
-		return slices.ContainsFunc(vals, func(x string) bool { return strings.EqualFold(x, v) }), nil
+func iStrFilter[T any](get func(s *store, v *T) string) filterOf[T] {
+	return func(s *store, v *T, vals []string) (bool, error) {
+		x := get(s, v)
+		return slices.ContainsFunc(vals, func(val string) bool { return strings.EqualFold(val, x) }), nil
 	}
 }
 
-func boolFilter(get func(s *store, id int64) bool) filter {
-	return func(s *store, id int64, vals []string) (bool, error) {
-		for _, v := range vals {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return false, fmt.Errorf("%q is not true or false", v)
-			}
-			if get(s, id) == b {
-				return true, nil
-			}
-		}
-		return false, nil
-	}
+func boolFilter[T any](get func(s *store, v *T) bool) filterOf[T] {
+	return parsed(strconv.ParseBool, "%q is not true or false", func(s *store, v *T, b bool) bool { return get(s, v) == b })
 }
 
 func required(in *input, create bool, fields ...string) {
@@ -151,26 +210,6 @@ func stamp(t *tx, m *meta, create bool) {
 		m.created = now
 	}
 	m.updated = now
-}
-
-// current returns a copy of tab's object id to change, or def to create
-// when there is none.
-func current[T any](tab *table[T], id int64, def T) T {
-	if old := tab.get(id); old != nil {
-		return *old
-	}
-	return def
-}
-
-// save stores v, whose meta is m, under id in tab (0 creates it), stamped
-// now, unless in holds errors; it returns v's ID.
-func save[T any](t *tx, tab *table[T], id int64, v *T, m *meta, in *input) (int64, error) {
-	if err := in.err(); err != nil {
-		return 0, err
-	}
-	stamp(t, m, id == 0)
-	m.id = put(t, tab, id, v)
-	return m.id, nil
 }
 
 // kinds is every model netboxtest serves, by path.
@@ -202,15 +241,11 @@ func orNil[T comparable](v T) any {
 	return v
 }
 
-func metaSnapshot(m meta) map[string]any {
-	return map[string]any{"created": timeString(m.created), "last_updated": timeString(m.updated)}
-}
-
 // namedFilters are the name and slug filters of an organizational kind.
-func namedFilters(get func(s *store, id int64) *named) map[string]filter {
-	return map[string]filter{
-		"name": strFilter(func(s *store, id int64) string { return get(s, id).name }),
-		"slug": strFilter(func(s *store, id int64) string { return get(s, id).slug }),
+func namedFilters[T any](get func(v *T) *named) map[string]filterOf[T] {
+	return map[string]filterOf[T]{
+		"name": strFilter(func(_ *store, v *T) string { return get(v).name }),
+		"slug": strFilter(func(_ *store, v *T) string { return get(v).slug }),
 	}
 }
 
@@ -248,66 +283,51 @@ func (v named) snapshot(m map[string]any) map[string]any {
 var hexColor = regexp.MustCompile(`^[0-9a-f]{6}$`)
 
 func siteKind() *kind {
-	return &kind{
-		path: pathSites, objectType: "dcim.site",
-		rows:    func(s *store) rows { return s.sites },
-		filters: namedFilters(func(s *store, id int64) *named { return &s.sites.get(id).named }),
+	return kindOf(model[site]{
+		path: pathSites, objectType: "dcim.site", def: site{status: "active"},
+		tab:     func(s *store) *table[site] { return s.sites },
+		filters: namedFilters(func(v *site) *named { return &v.named }),
 		render:  (*renderer).site,
-		write: func(t *tx, id int64, in *input) (int64, error) {
-			v := current(t.s.sites, id, site{status: "active"})
+		write: func(t *tx, id int64, v *site, in *input) {
 			in.known("name", "slug", "status", "description")
 			v.read(in, id == 0)
 			in.setChoice("status", false, &v.status, "planned", "staging", "active", "decommissioning", "retired")
 			unique(in, t.s.sites, id, &v.named, "site", func(o *site) *named { return &o.named })
-			return save(t, t.s.sites, id, &v, &v.meta, in)
 		},
-		snapshot: func(s *store, id int64) map[string]any {
-			v := s.sites.get(id)
-			m := v.named.snapshot(metaSnapshot(v.meta))
-			m["status"] = v.status
-			return m
-		},
-		repr: func(s *store, id int64) string { return s.sites.get(id).name },
-	}
+		snapshot: func(_ *store, v *site) map[string]any { return v.named.snapshot(map[string]any{"status": v.status}) },
+		repr:     func(v *site) string { return v.name },
+	})
 }
 
 func manufacturerKind() *kind {
-	return &kind{
+	return kindOf(model[manufacturer]{
 		path: pathManufacturers, objectType: "dcim.manufacturer",
-		rows:    func(s *store) rows { return s.manufacturers },
-		filters: namedFilters(func(s *store, id int64) *named { return &s.manufacturers.get(id).named }),
+		tab:     func(s *store) *table[manufacturer] { return s.manufacturers },
+		filters: namedFilters(func(v *manufacturer) *named { return &v.named }),
 		render:  (*renderer).manufacturer,
-		write: func(t *tx, id int64, in *input) (int64, error) {
-			v := current(t.s.manufacturers, id, manufacturer{})
+		write: func(t *tx, id int64, v *manufacturer, in *input) {
 			in.known("name", "slug", "description")
 			v.read(in, id == 0)
 			unique(in, t.s.manufacturers, id, &v.named, "manufacturer", func(o *manufacturer) *named { return &o.named })
-			return save(t, t.s.manufacturers, id, &v, &v.meta, in)
 		},
-		snapshot: func(s *store, id int64) map[string]any {
-			v := s.manufacturers.get(id)
-			return v.named.snapshot(metaSnapshot(v.meta))
-		},
-		repr: func(s *store, id int64) string { return s.manufacturers.get(id).name },
-	}
+		snapshot: func(_ *store, v *manufacturer) map[string]any { return v.named.snapshot(map[string]any{}) },
+		repr:     func(v *manufacturer) string { return v.name },
+	})
 }
 
 func deviceTypeKind() *kind {
-	return &kind{
+	return kindOf(model[deviceType]{
 		path: pathDeviceTypes, objectType: "dcim.devicetype",
-		rows: func(s *store) rows { return s.deviceTypes },
-		filters: map[string]filter{
-			"slug":            strFilter(func(s *store, id int64) string { return s.deviceTypes.get(id).slug }),
-			"model":           strFilter(func(s *store, id int64) string { return s.deviceTypes.get(id).model }),
-			"manufacturer_id": idFilter(func(s *store, id int64) int64 { return s.deviceTypes.get(id).manufacturer }),
-			"manufacturer": strFilter(func(s *store, id int64) string {
-				return s.manufacturers.get(s.deviceTypes.get(id).manufacturer).slug
-			}),
+		tab: func(s *store) *table[deviceType] { return s.deviceTypes },
+		filters: map[string]filterOf[deviceType]{
+			"slug":            strFilter(func(_ *store, v *deviceType) string { return v.slug }),
+			"model":           strFilter(func(_ *store, v *deviceType) string { return v.model }),
+			"manufacturer_id": idFilter(func(_ *store, v *deviceType) int64 { return v.manufacturer }),
+			"manufacturer":    strFilter(func(s *store, v *deviceType) string { return s.manufacturers.get(v.manufacturer).slug }),
 		},
 		choices: map[string]func(*store, string) bool{"manufacturer": manufacturerSlug},
 		render:  (*renderer).deviceType,
-		write: func(t *tx, id int64, in *input) (int64, error) {
-			v := current(t.s.deviceTypes, id, deviceType{})
+		write: func(t *tx, id int64, v *deviceType, in *input) {
 			in.known("manufacturer", "model", "slug", "part_number", "description", "u_height", "is_full_depth")
 			required(in, id == 0, "manufacturer", "model", "slug")
 			related(in, "manufacturer", t.s.manufacturers, &v.manufacturer)
@@ -330,26 +350,21 @@ func deviceTypeKind() *kind {
 			if find(t.s.deviceTypes, func(o *deviceType) bool { return o.id != id && o.manufacturer == v.manufacturer && o.slug == v.slug }) != 0 {
 				in.errs.add("__all__", "Device type with this Manufacturer and Slug already exists.")
 			}
-			return save(t, t.s.deviceTypes, id, &v, &v.meta, in)
 		},
-		snapshot: func(s *store, id int64) map[string]any {
-			v := s.deviceTypes.get(id)
-			m := metaSnapshot(v.meta)
-			m["manufacturer"], m["model"], m["slug"], m["part_number"], m["description"] = v.manufacturer, v.model, v.slug, v.partNumber, v.description
-			return m
+		snapshot: func(_ *store, v *deviceType) map[string]any {
+			return map[string]any{"manufacturer": v.manufacturer, "model": v.model, "slug": v.slug, "part_number": v.partNumber, "description": v.description}
 		},
-		repr: func(s *store, id int64) string { return s.deviceTypes.get(id).model },
-	}
+		repr: func(v *deviceType) string { return v.model },
+	})
 }
 
 func roleKind() *kind {
-	return &kind{
-		path: pathRoles, objectType: "dcim.devicerole",
-		rows:    func(s *store) rows { return s.roles },
-		filters: namedFilters(func(s *store, id int64) *named { return &s.roles.get(id).named }),
+	return kindOf(model[role]{
+		path: pathRoles, objectType: "dcim.devicerole", def: role{color: "9e9e9e"},
+		tab:     func(s *store) *table[role] { return s.roles },
+		filters: namedFilters(func(v *role) *named { return &v.named }),
 		render:  (*renderer).role,
-		write: func(t *tx, id int64, in *input) (int64, error) {
-			v := current(t.s.roles, id, role{color: "9e9e9e"})
+		write: func(t *tx, id int64, v *role, in *input) {
 			in.known("name", "slug", "color", "description", "vm_role")
 			v.read(in, id == 0)
 			if s, ok := in.str("color", false); ok {
@@ -360,53 +375,47 @@ func roleKind() *kind {
 			}
 			in.boolean("vm_role")
 			unique(in, t.s.roles, id, &v.named, "device role", func(o *role) *named { return &o.named })
-			return save(t, t.s.roles, id, &v, &v.meta, in)
 		},
-		snapshot: func(s *store, id int64) map[string]any {
-			v := s.roles.get(id)
-			m := v.named.snapshot(metaSnapshot(v.meta))
-			m["color"] = v.color
-			return m
-		},
-		repr: func(s *store, id int64) string { return s.roles.get(id).name },
-	}
+		snapshot: func(_ *store, v *role) map[string]any { return v.named.snapshot(map[string]any{"color": v.color}) },
+		repr:     func(v *role) string { return v.name },
+	})
 }
 
 var deviceStatuses = []string{"offline", "active", "planned", "staged", "failed", "inventory", "decommissioning"}
 
 func deviceKind() *kind {
-	dev := func(s *store, id int64) *device { return s.devices.get(id) }
-	return &kind{
-		path: pathDevices, objectType: "dcim.device",
-		rows: func(s *store) rows { return s.devices },
-		filters: map[string]filter{
-			"name":           strFilter(func(s *store, id int64) string { return dev(s, id).name }),
-			"serial":         iStrFilter(func(s *store, id int64) string { return dev(s, id).serial }), // iexact, as in NetBox
-			"status":         strFilter(func(s *store, id int64) string { return dev(s, id).status }),
-			"role_id":        idFilter(func(s *store, id int64) int64 { return dev(s, id).role }),
-			"role":           strFilter(func(s *store, id int64) string { return s.roles.get(dev(s, id).role).slug }),
-			"site_id":        idFilter(func(s *store, id int64) int64 { return dev(s, id).site }),
-			"site":           strFilter(func(s *store, id int64) string { return s.sites.get(dev(s, id).site).slug }),
-			"device_type_id": idFilter(func(s *store, id int64) int64 { return dev(s, id).deviceType }),
+	return kindOf(model[device]{
+		path: pathDevices, objectType: "dcim.device", def: device{status: "active"},
+		tab: func(s *store) *table[device] { return s.devices },
+		filters: map[string]filterOf[device]{
+			"name":           strFilter(func(_ *store, v *device) string { return v.name }),
+			"serial":         iStrFilter(func(_ *store, v *device) string { return v.serial }), // iexact, as in NetBox
+			"status":         strFilter(func(_ *store, v *device) string { return v.status }),
+			"role_id":        idFilter(func(_ *store, v *device) int64 { return v.role }),
+			"role":           strFilter(func(s *store, v *device) string { return s.roles.get(v.role).slug }),
+			"site_id":        idFilter(func(_ *store, v *device) int64 { return v.site }),
+			"site":           strFilter(func(s *store, v *device) string { return s.sites.get(v.site).slug }),
+			"device_type_id": idFilter(func(_ *store, v *device) int64 { return v.deviceType }),
 		},
 		choices: map[string]func(*store, string) bool{"role": roleSlug, "site": siteSlug},
 		render:  (*renderer).device,
 		write:   writeDevice,
-		snapshot: func(s *store, id int64) map[string]any {
-			v := s.devices.get(id)
-			m := metaSnapshot(v.meta)
-			m["name"], m["device_type"], m["role"], m["site"], m["serial"], m["status"] = orNil(v.name), v.deviceType, v.role, v.site, v.serial, v.status
-			m["primary_ip4"], m["description"], m["comments"] = orNil(v.primaryIP4), v.description, v.comments
-			m["custom_fields"] = (&renderer{s: s}).customFieldsOf("dcim.device", v.customFields)
-			return m
+		saved: func(t *tx, id int64, old, v *device) {
+			reindex(t, t.s.devicesByName, id, nameKey(old), nameKey(v))
 		},
-		repr: func(s *store, id int64) string { return deviceDisplay(s.devices.get(id)) },
-	}
+		snapshot: func(s *store, v *device) map[string]any {
+			return map[string]any{
+				"name": orNil(v.name), "device_type": v.deviceType, "role": v.role, "site": v.site, "serial": v.serial, "status": v.status,
+				"primary_ip4": orNil(v.primaryIP4), "description": v.description, "comments": v.comments,
+				"custom_fields": (&renderer{s: s}).customFieldsOf("dcim.device", v.customFields),
+			}
+		},
+		repr: deviceDisplay,
+	})
 }
 
-func writeDevice(t *tx, id int64, in *input) (int64, error) {
+func writeDevice(t *tx, id int64, v *device, in *input) {
 	s := t.s
-	v := current(s.devices, id, device{status: "active"})
 	in.known("name", "device_type", "role", "site", "serial", "status", "primary_ip4", "description", "comments", "custom_fields")
 	required(in, id == 0, "device_type", "role", "site")
 	if n, ok := in.str("name", true); ok {
@@ -434,21 +443,12 @@ func writeDevice(t *tx, id int64, in *input) (int64, error) {
 	if cf, ok := in.object("custom_fields"); ok {
 		v.customFields = mergeCustomFields(s, in, "dcim.device", v.customFields, cf)
 	}
-	for _, oid := range s.devicesByName[nameKey(&v)] {
+	for _, oid := range s.devicesByName[nameKey(v)] {
 		if oid != id {
 			in.errs.add("__all__", "Device name must be unique per site.")
 			break
 		}
 	}
-	var fromKey string
-	if old := s.devices.get(id); old != nil {
-		fromKey = nameKey(old)
-	}
-	nid, err := save(t, s.devices, id, &v, &v.meta, in)
-	if err == nil {
-		reindex(t, s.devicesByName, nid, fromKey, nameKey(&v))
-	}
-	return nid, err
 }
 
 // checkPrimaryIP4 refuses the IP address r as the primary IPv4 of device
@@ -492,9 +492,9 @@ func mergeCustomFields(s *store, in *input, objectType string, old map[string]an
 }
 
 // nameKey is the devicesByName key of d: NetBox keeps device names unique
-// per site, in any case; unnamed devices are not indexed.
+// per site, in any case; unnamed devices (and none) are not indexed.
 func nameKey(d *device) string {
-	if d.name == "" {
+	if d == nil || d.name == "" {
 		return ""
 	}
 	return strconv.FormatInt(d.site, 10) + "/" + strings.ToLower(d.name)
@@ -503,14 +503,9 @@ func nameKey(d *device) string {
 // customFieldValue checks the value of the custom field name of an object of
 // objectType, and returns it as netboxtest stores it (nil: unset).
 func (s *store) customFieldValue(objectType, name string, raw json.RawMessage) (any, error) {
-	var cf *customField
-	s.customFields.all(func(_ int64, c *customField) bool {
-		if c.name == name && slices.Contains(c.objectTypes, objectType) {
-			cf = c
-			return false
-		}
-		return true
-	})
+	cf := s.customFields.get(find(s.customFields, func(c *customField) bool {
+		return c.name == name && slices.Contains(c.objectTypes, objectType)
+	}))
 	if cf == nil {
 		return nil, fmt.Errorf("Unknown field name '%s' in custom field data.", name)
 	}
@@ -577,23 +572,21 @@ func (s *store) customFieldValue(objectType, name string, raw json.RawMessage) (
 var interfaceTypes = []string{"virtual", "other", "1000base-t", "2.5gbase-t", "10gbase-t", "10gbase-x-sfpp"}
 
 func interfaceKind() *kind {
-	ifc := func(s *store, id int64) *iface { return s.interfaces.get(id) }
-	return &kind{
-		path: pathInterfaces, objectType: typeInterface,
-		rows: func(s *store) rows { return s.interfaces },
-		filters: map[string]filter{
-			"name":        strFilter(func(s *store, id int64) string { return ifc(s, id).name }),
-			"device_id":   idFilter(func(s *store, id int64) int64 { return ifc(s, id).device }),
-			"device":      strFilter(func(s *store, id int64) string { return s.devices.get(ifc(s, id).device).name }),
-			"site_id":     idFilter(func(s *store, id int64) int64 { return s.devices.get(ifc(s, id).device).site }),
-			"device_role": strFilter(func(s *store, id int64) string { return s.roles.get(s.devices.get(ifc(s, id).device).role).slug }),
-			"cabled":      boolFilter(func(s *store, id int64) bool { return ifc(s, id).cable != 0 }),
+	return kindOf(model[iface]{
+		path: pathInterfaces, objectType: typeInterface, def: iface{enabled: true},
+		tab: func(s *store) *table[iface] { return s.interfaces },
+		filters: map[string]filterOf[iface]{
+			"name":        strFilter(func(_ *store, v *iface) string { return v.name }),
+			"device_id":   idFilter(func(_ *store, v *iface) int64 { return v.device }),
+			"device":      strFilter(func(s *store, v *iface) string { return s.devices.get(v.device).name }),
+			"site_id":     idFilter(func(s *store, v *iface) int64 { return s.devices.get(v.device).site }),
+			"device_role": strFilter(func(s *store, v *iface) string { return s.roles.get(s.devices.get(v.device).role).slug }),
+			"cabled":      boolFilter(func(_ *store, v *iface) bool { return v.cable != 0 }),
 		},
 		choices: map[string]func(*store, string) bool{"device_role": roleSlug, "device_id": deviceID},
 		render:  (*renderer).iface,
-		write: func(t *tx, id int64, in *input) (int64, error) {
+		write: func(t *tx, id int64, v *iface, in *input) {
 			s := t.s
-			v := current(s.interfaces, id, iface{enabled: true})
 			in.known("device", "name", "type", "enabled", "mgmt_only", "description", "label", "primary_mac_address")
 			required(in, id == 0, "device", "name", "type")
 			was := v.device
@@ -623,35 +616,35 @@ func interfaceKind() *kind {
 				}
 				v.primaryMAC = m
 			}
-			key := strconv.FormatInt(v.device, 10) + "/" + v.name
-			for _, oid := range s.ifacesByName[key] {
+			for _, oid := range s.ifacesByName[ifaceKey(v)] {
 				if oid != id {
 					in.errs.add("__all__", "Interface with this Device and Name already exists.")
 				}
 			}
-			var fromKey string
-			if old := s.interfaces.get(id); old != nil {
-				fromKey = strconv.FormatInt(old.device, 10) + "/" + old.name
-			}
-			nid, err := save(t, s.interfaces, id, &v, &v.meta, in)
-			if err != nil {
-				return 0, err
-			}
-			if id == 0 {
-				reindex(t, s.ifacesByDevice, nid, 0, v.device)
-			}
-			reindex(t, s.ifacesByName, nid, fromKey, key)
-			return nid, nil
 		},
-		snapshot: func(s *store, id int64) map[string]any {
-			v := s.interfaces.get(id)
-			m := metaSnapshot(v.meta)
-			m["device"], m["name"], m["type"], m["enabled"], m["primary_mac_address"], m["cable"] = v.device, v.name, v.typ, v.enabled, orNil(v.primaryMAC), orNil(v.cable)
-			m["description"] = v.description
-			return m
+		saved: func(t *tx, id int64, old, v *iface) {
+			if old == nil {
+				reindex(t, t.s.ifacesByDevice, id, 0, v.device)
+			}
+			reindex(t, t.s.ifacesByName, id, ifaceKey(old), ifaceKey(v))
 		},
-		repr: func(s *store, id int64) string { return s.interfaces.get(id).name },
+		snapshot: func(_ *store, v *iface) map[string]any {
+			return map[string]any{
+				"device": v.device, "name": v.name, "type": v.typ, "enabled": v.enabled, "primary_mac_address": orNil(v.primaryMAC), "cable": orNil(v.cable),
+				"description": v.description,
+			}
+		},
+		repr: func(v *iface) string { return v.name },
+	})
+}
+
+// ifaceKey is the ifacesByName key of i (none: ""): NetBox keeps interface
+// names unique per device.
+func ifaceKey(i *iface) string {
+	if i == nil {
+		return ""
 	}
+	return strconv.FormatInt(i.device, 10) + "/" + i.name
 }
 
 // assigned reads assigned_object_type and assigned_object_id, which must
@@ -677,19 +670,15 @@ func assigned(s *store, in *input) (int64, bool) {
 }
 
 func macKind() *kind {
-	mac := func(s *store, id int64) *macAddress { return s.macs.get(id) }
-	return &kind{
+	return kindOf(model[macAddress]{
 		path: pathMACs, objectType: "dcim.macaddress",
-		rows: func(s *store) rows { return s.macs },
-		filters: assignedFilters(func(s *store, id int64) int64 { return mac(s, id).iface }, map[string]filter{
-			"mac_address": iStrFilter(func(s *store, id int64) string { return mac(s, id).mac }),
+		tab: func(s *store) *table[macAddress] { return s.macs },
+		filters: assignedFilters(func(v *macAddress) int64 { return v.iface }, map[string]filterOf[macAddress]{
+			"mac_address": iStrFilter(func(_ *store, v *macAddress) string { return v.mac }),
 		}),
 		render: (*renderer).macAddress,
-		write: func(t *tx, id int64, in *input) (int64, error) {
+		write: func(t *tx, id int64, v *macAddress, in *input) {
 			s := t.s
-			old := s.macs.get(id)
-			v := current(s.macs, id, macAddress{})
-			from := v.iface
 			in.known("mac_address", "assigned_object_type", "assigned_object_id", "description")
 			required(in, id == 0, "mac_address")
 			if m, ok := in.str("mac_address", false); ok {
@@ -700,7 +689,7 @@ func macKind() *kind {
 				v.mac = hw
 			}
 			if i, ok := assigned(s, in); ok {
-				if old != nil && old.iface != i {
+				if old := s.macs.get(id); old != nil && old.iface != i {
 					if oi := s.interfaces.get(old.iface); oi != nil && oi.primaryMAC == id {
 						in.errs.add("assigned_object", "Cannot unassign MAC Address while it is designated as the primary MAC for an object")
 					}
@@ -708,31 +697,28 @@ func macKind() *kind {
 				v.iface = i
 			}
 			in.setStr("description", &v.description)
-			nid, err := save(t, s.macs, id, &v, &v.meta, in)
-			if err == nil {
-				reindex(t, s.macsByIface, nid, from, v.iface)
+		},
+		saved: func(t *tx, id int64, old, v *macAddress) {
+			reindex(t, t.s.macsByIface, id, cmp.Or(old, &macAddress{}).iface, v.iface)
+		},
+		snapshot: func(_ *store, v *macAddress) map[string]any {
+			return map[string]any{
+				"mac_address": v.mac, "description": v.description,
+				"assigned_object_type": orNil(ifNonZero(v.iface, typeInterface)), "assigned_object_id": orNil(v.iface),
 			}
-			return nid, err
 		},
-		snapshot: func(s *store, id int64) map[string]any {
-			v := s.macs.get(id)
-			m := metaSnapshot(v.meta)
-			m["mac_address"], m["description"] = v.mac, v.description
-			m["assigned_object_type"], m["assigned_object_id"] = orNil(ifNonZero(v.iface, typeInterface)), orNil(v.iface)
-			return m
-		},
-		repr: func(s *store, id int64) string { return s.macs.get(id).mac },
-	}
+		repr: func(v *macAddress) string { return v.mac },
+	})
 }
 
 // assignedFilters adds to filters those of a kind assigned to an
 // interface, whose ID iface returns (0: none).
-func assignedFilters(iface func(s *store, id int64) int64, filters map[string]filter) map[string]filter {
-	filters["assigned_object_type"] = strFilter(func(s *store, id int64) string { return ifNonZero(iface(s, id), typeInterface) })
-	filters["assigned_object_id"] = idFilter(iface)
-	filters["interface_id"] = idFilter(iface)
-	filters["device_id"] = idFilter(func(s *store, id int64) int64 {
-		if i := s.interfaces.get(iface(s, id)); i != nil {
+func assignedFilters[T any](iface func(v *T) int64, filters map[string]filterOf[T]) map[string]filterOf[T] {
+	filters["assigned_object_type"] = strFilter(func(_ *store, v *T) string { return ifNonZero(iface(v), typeInterface) })
+	filters["assigned_object_id"] = idFilter(func(_ *store, v *T) int64 { return iface(v) })
+	filters["interface_id"] = filters["assigned_object_id"]
+	filters["device_id"] = idFilter(func(s *store, v *T) int64 {
+		if i := s.interfaces.get(iface(v)); i != nil {
 			return i.device
 		}
 		return 0
@@ -768,60 +754,40 @@ func parseMAC(s string) (string, error) {
 }
 
 func ipKind() *kind {
-	ip := func(s *store, id int64) *ipAddress { return s.ips.get(id) }
-	return &kind{
-		path: pathIPs, objectType: "ipam.ipaddress",
-		rows: func(s *store) rows { return s.ips },
-		filters: assignedFilters(func(s *store, id int64) int64 { return ip(s, id).iface }, map[string]filter{
+	return kindOf(model[ipAddress]{
+		path: pathIPs, objectType: "ipam.ipaddress", def: ipAddress{status: "active"},
+		tab: func(s *store) *table[ipAddress] { return s.ips },
+		filters: assignedFilters(func(v *ipAddress) int64 { return v.iface }, map[string]filterOf[ipAddress]{
 			// NetBox matches address by host, ignoring the prefix length.
-			"address": func(s *store, id int64, vals []string) (bool, error) {
-				a := ip(s, id).address.Addr()
-				for _, v := range vals {
-					host, _, _ := strings.Cut(v, "/")
-					h, err := netip.ParseAddr(host)
-					if err != nil {
-						return false, fmt.Errorf("invalid IP address %q", v)
-					}
-					if h == a {
-						return true, nil
-					}
-				}
-				return false, nil
-			},
-			"parent": func(s *store, id int64, vals []string) (bool, error) {
-				a := ip(s, id).address.Addr()
-				for _, v := range vals {
-					p, err := netip.ParsePrefix(v)
-					if err != nil {
-						return false, fmt.Errorf("invalid prefix %q", v)
-					}
-					if p.Masked().Contains(a) {
-						return true, nil
-					}
-				}
-				return false, nil
-			},
-			"status": strFilter(func(s *store, id int64) string { return ip(s, id).status }),
+			"address": parsed(func(v string) (netip.Addr, error) {
+				host, _, _ := strings.Cut(v, "/")
+				return netip.ParseAddr(host)
+			}, "invalid IP address %q", func(_ *store, v *ipAddress, h netip.Addr) bool { return h == v.address.Addr() }),
+			"parent": parsed(netip.ParsePrefix, "invalid prefix %q", func(_ *store, v *ipAddress, p netip.Prefix) bool {
+				return p.Masked().Contains(v.address.Addr())
+			}),
+			"status": strFilter(func(_ *store, v *ipAddress) string { return v.status }),
 		}),
 		render: (*renderer).ipAddress,
 		write:  writeIP,
-		snapshot: func(s *store, id int64) map[string]any {
-			v := s.ips.get(id)
-			m := metaSnapshot(v.meta)
-			m["address"], m["status"], m["role"] = v.address.String(), v.status, orNil(v.role)
-			m["assigned_object_type"], m["assigned_object_id"] = orNil(ifNonZero(v.iface, typeInterface)), orNil(v.iface)
-			m["dns_name"], m["description"] = v.dnsName, v.description
-			return m
+		saved: func(t *tx, id int64, old, v *ipAddress) {
+			old = cmp.Or(old, &ipAddress{})
+			reindex(t, t.s.ipsByIface, id, old.iface, v.iface)
+			reindex(t, t.s.ipsByHost, id, old.address.Addr(), v.address.Addr())
 		},
-		repr: func(s *store, id int64) string { return s.ips.get(id).address.String() },
-	}
+		snapshot: func(_ *store, v *ipAddress) map[string]any {
+			return map[string]any{
+				"address": v.address.String(), "status": v.status, "role": orNil(v.role),
+				"assigned_object_type": orNil(ifNonZero(v.iface, typeInterface)), "assigned_object_id": orNil(v.iface),
+				"dns_name": v.dnsName, "description": v.description,
+			}
+		},
+		repr: func(v *ipAddress) string { return v.address.String() },
+	})
 }
 
-func writeIP(t *tx, id int64, in *input) (int64, error) {
+func writeIP(t *tx, id int64, v *ipAddress, in *input) {
 	s := t.s
-	old := s.ips.get(id)
-	v := current(s.ips, id, ipAddress{status: "active"})
-	from, fromHost := v.iface, v.address.Addr()
 	in.known("address", "status", "role", "assigned_object_type", "assigned_object_id", "dns_name", "description")
 	required(in, id == 0, "address")
 	if a, ok := in.str("address", false); ok {
@@ -834,7 +800,7 @@ func writeIP(t *tx, id int64, in *input) (int64, error) {
 	in.setChoice("status", false, &v.status, "active", "reserved", "deprecated", "dhcp", "slaac")
 	in.setChoice("role", true, &v.role, "loopback", "secondary", "anycast", "vip", "vrrp", "hsrp", "glbp", "carp")
 	if i, ok := assigned(s, in); ok {
-		if old != nil && old.iface != i && old.iface != 0 {
+		if old := s.ips.get(id); old != nil && old.iface != i && old.iface != 0 {
 			if d := s.devices.get(s.interfaces.get(old.iface).device); d != nil && d.primaryIP4 == id {
 				in.errs.add("interface", "Cannot reassign IP address while it is designated as the primary IP for the parent object")
 			}
@@ -853,59 +819,53 @@ func writeIP(t *tx, id int64, in *input) (int64, error) {
 			}
 		}
 	}
-	nid, err := save(t, s.ips, id, &v, &v.meta, in)
-	if err == nil {
-		reindex(t, s.ipsByIface, nid, from, v.iface)
-		reindex(t, s.ipsByHost, nid, fromHost, v.address.Addr())
-	}
-	return nid, err
 }
 
 func cableKind() *kind {
 	// endFilter matches a cable with an end e for which of(e) is one of
 	// the IDs asked for.
-	endFilter := func(of func(s *store, e int64) int64) filter {
-		return func(s *store, id int64, vals []string) (bool, error) {
-			ids, err := parseIDs(vals)
-			if err != nil {
-				return false, err
-			}
-			c := s.cables.get(id)
-			return slices.ContainsFunc(append(slices.Clone(c.a), c.b...), func(e int64) bool { return slices.Contains(ids, of(s, e)) }), nil
-		}
+	endFilter := func(of func(s *store, e int64) int64) filterOf[cable] {
+		return parsed(parseID, "enter a number: %q", func(s *store, c *cable, id int64) bool {
+			return slices.ContainsFunc(append(slices.Clone(c.a), c.b...), func(e int64) bool { return of(s, e) == id })
+		})
 	}
-	return &kind{
-		path: pathCables, objectType: "dcim.cable",
-		rows: func(s *store) rows { return s.cables },
-		filters: map[string]filter{
+	k := kindOf(model[cable]{
+		path: pathCables, objectType: "dcim.cable", def: cable{status: "connected"},
+		tab: func(s *store) *table[cable] { return s.cables },
+		filters: map[string]filterOf[cable]{
 			"interface_id": endFilter(func(_ *store, e int64) int64 { return e }),
 			"device_id":    endFilter(func(s *store, e int64) int64 { return s.interfaces.get(e).device }),
 		},
 		render: (*renderer).cable,
 		write:  writeCable,
-		remove: func(t *tx, id int64) error {
-			c := t.s.cables.get(id)
-			cableEnds(t, append(slices.Clone(c.a), c.b...), 0, "")
-			remove(t, t.s.cables, id)
-			return nil
+		saved: func(t *tx, id int64, _, v *cable) {
+			for end, ids := range map[string][]int64{"A": v.a, "B": v.b} {
+				cableEnds(t, ids, id, end)
+			}
 		},
-		snapshot: func(s *store, id int64) map[string]any {
-			v := s.cables.get(id)
-			m := metaSnapshot(v.meta)
-			m["status"], m["label"], m["description"] = v.status, v.label, v.description
-			m["a_terminations"], m["b_terminations"] = slices.Clone(v.a), slices.Clone(v.b)
-			return m
+		snapshot: func(_ *store, v *cable) map[string]any {
+			return map[string]any{
+				"status": v.status, "label": v.label, "description": v.description,
+				"a_terminations": slices.Clone(v.a), "b_terminations": slices.Clone(v.b),
+			}
 		},
-		repr: func(s *store, id int64) string { return cableDisplay(s.cables.get(id)) },
+		repr: cableDisplay,
+	})
+	k.remove = func(t *tx, id int64) error {
+		c := t.s.cables.get(id)
+		cableEnds(t, append(slices.Clone(c.a), c.b...), 0, "")
+		remove(t, t.s.cables, id)
+		return nil
 	}
+	return k
 }
 
-func writeCable(t *tx, id int64, in *input) (int64, error) {
+func writeCable(t *tx, id int64, v *cable, in *input) {
 	s := t.s
 	if id != 0 {
-		return 0, fieldErrors{"detail": {"netboxtest does not change cables; delete the cable and create another."}}
+		in.errs.add("detail", "netboxtest does not change cables; delete the cable and create another.")
+		return
 	}
-	v := cable{status: "connected"}
 	in.known("a_terminations", "b_terminations", "status", "type", "label", "description")
 	required(in, true, "a_terminations", "b_terminations")
 	terms := func(k string) []int64 {
@@ -952,14 +912,6 @@ func writeCable(t *tx, id int64, in *input) (int64, error) {
 	in.setChoice("type", true, &v.typ, "cat3", "cat5", "cat5e", "cat6", "cat6a", "cat7", "cat7a", "cat8", "dac-active", "dac-passive", "mrj21-trunk", "coaxial")
 	in.setStr("label", &v.label)
 	in.setStr("description", &v.description)
-	nid, err := save(t, s.cables, 0, &v, &v.meta, in)
-	if err != nil {
-		return 0, err
-	}
-	for end, ids := range map[string][]int64{"A": v.a, "B": v.b} {
-		cableEnds(t, ids, nid, end)
-	}
-	return nid, nil
 }
 
 // cableEnds sets the cable (0: none) and its end on the interfaces ids.
@@ -977,21 +929,19 @@ var customFieldTypes = []string{"text", "longtext", "integer", "boolean", "datet
 var cfNameRE = regexp.MustCompile(`^[a-z0-9_]+$`)
 
 func customFieldKind() *kind {
-	cf := func(s *store, id int64) *customField { return s.customFields.get(id) }
-	return &kind{
+	return kindOf(model[customField]{
 		path: pathCustomFields, objectType: "extras.customfield",
-		rows: func(s *store) rows { return s.customFields },
-		filters: map[string]filter{
-			"name": strFilter(func(s *store, id int64) string { return cf(s, id).name }),
-			"type": strFilter(func(s *store, id int64) string { return cf(s, id).typ }),
-			"object_type": func(s *store, id int64, vals []string) (bool, error) {
-				return slices.ContainsFunc(vals, func(v string) bool { return slices.Contains(cf(s, id).objectTypes, v) }), nil
+		def: customField{typ: "text", filterLogic: "loose", uiVisible: "always", uiEditable: "yes", weight: 100, searchWeight: 1000},
+		tab: func(s *store) *table[customField] { return s.customFields },
+		filters: map[string]filterOf[customField]{
+			"name": strFilter(func(_ *store, v *customField) string { return v.name }),
+			"type": strFilter(func(_ *store, v *customField) string { return v.typ }),
+			"object_type": func(_ *store, v *customField, vals []string) (bool, error) {
+				return slices.ContainsFunc(vals, func(x string) bool { return slices.Contains(v.objectTypes, x) }), nil
 			},
 		},
 		render: (*renderer).customField,
-		write: func(t *tx, id int64, in *input) (int64, error) {
-			s := t.s
-			v := current(s.customFields, id, customField{typ: "text", filterLogic: "loose", uiVisible: "always", uiEditable: "yes", weight: 100, searchWeight: 1000})
+		write: func(t *tx, id int64, v *customField, in *input) {
 			in.known("name", "type", "object_types", "label", "description", "group_name", "required", "validation_regex",
 				"filter_logic", "ui_visible", "ui_editable", "weight", "search_weight")
 			required(in, id == 0, "name", "object_types")
@@ -1038,20 +988,18 @@ func customFieldKind() *kind {
 			if w, ok := in.integer("search_weight", false); ok {
 				v.searchWeight = w
 			}
-			if find(s.customFields, func(o *customField) bool { return o.id != id && o.name == v.name }) != 0 {
+			if find(t.s.customFields, func(o *customField) bool { return o.id != id && o.name == v.name }) != 0 {
 				in.errs.add("name", "custom field with this name already exists.")
 			}
-			return save(t, s.customFields, id, &v, &v.meta, in)
 		},
-		snapshot: func(s *store, id int64) map[string]any {
-			v := s.customFields.get(id)
-			m := metaSnapshot(v.meta)
-			m["name"], m["type"], m["object_types"], m["label"], m["description"] = v.name, v.typ, slices.Clone(v.objectTypes), v.label, v.description
-			m["required"], m["validation_regex"], m["filter_logic"] = v.required, v.regex, v.filterLogic
-			return m
+		snapshot: func(_ *store, v *customField) map[string]any {
+			return map[string]any{
+				"name": v.name, "type": v.typ, "object_types": slices.Clone(v.objectTypes), "label": v.label, "description": v.description,
+				"required": v.required, "validation_regex": v.regex, "filter_logic": v.filterLogic,
+			}
 		},
-		repr: func(s *store, id int64) string { return s.customFields.get(id).name },
-	}
+		repr: func(v *customField) string { return v.name },
+	})
 }
 
 // objectTypes are the object types netboxtest knows, for custom fields and
@@ -1065,24 +1013,24 @@ var objectTypes = map[string]bool{
 var journalKinds = []string{"info", "success", "warning", "danger"}
 
 func journalKind() *kind {
-	j := func(s *store, id int64) *journalEntry { return s.journal.get(id) }
-	return &kind{
+	return kindOf(model[journalEntry]{
 		path: pathJournal, objectType: "extras.journalentry",
-		rows: func(s *store) rows { return s.journal },
-		filters: map[string]filter{
-			"assigned_object_type": strFilter(func(s *store, id int64) string { return j(s, id).objectType }),
-			"assigned_object_id":   idFilter(func(s *store, id int64) int64 { return j(s, id).objectID }),
-			"kind":                 strFilter(func(s *store, id int64) string { return j(s, id).kind }),
+		tab: func(s *store) *table[journalEntry] { return s.journal },
+		filters: map[string]filterOf[journalEntry]{
+			"assigned_object_type": strFilter(func(_ *store, v *journalEntry) string { return v.objectType }),
+			"assigned_object_id":   idFilter(func(_ *store, v *journalEntry) int64 { return v.objectID }),
+			"kind":                 strFilter(func(_ *store, v *journalEntry) string { return v.kind }),
 			// NetBox's search of journal entries: comments__icontains.
-			"q": func(s *store, id int64, vals []string) (bool, error) {
-				c := strings.ToLower(j(s, id).comments)
+			"q": func(_ *store, v *journalEntry, vals []string) (bool, error) {
+				c := strings.ToLower(v.comments)
 				return slices.ContainsFunc(vals, func(x string) bool { return strings.Contains(c, strings.ToLower(x)) }), nil
 			},
 		},
 		render: (*renderer).journalEntry,
-		write: func(t *tx, id int64, in *input) (int64, error) {
-			s := t.s
-			v := current(s.journal, id, journalEntry{kind: "info", createdBy: t.user.id})
+		write: func(t *tx, id int64, v *journalEntry, in *input) {
+			if id == 0 {
+				v.kind, v.createdBy = "info", t.user.id
+			}
 			in.known("assigned_object_type", "assigned_object_id", "kind", "comments")
 			required(in, id == 0, "assigned_object_type", "assigned_object_id", "comments")
 			if ot, ok := in.str("assigned_object_type", false); ok {
@@ -1092,7 +1040,7 @@ func journalKind() *kind {
 				v.objectType = ot
 			}
 			if oid, ok := in.integer("assigned_object_id", false); ok {
-				if s.devices.get(oid) == nil {
+				if t.s.devices.get(oid) == nil {
 					in.errs.add("assigned_object_id", "Related object not found using the provided numeric ID: %d", oid)
 				}
 				v.objectID = oid
@@ -1104,45 +1052,31 @@ func journalKind() *kind {
 				}
 				v.comments = c
 			}
-			return save(t, s.journal, id, &v, &v.meta, in)
 		},
-		snapshot: func(s *store, id int64) map[string]any {
-			v := s.journal.get(id)
-			m := metaSnapshot(v.meta)
-			m["assigned_object_type"], m["assigned_object_id"], m["kind"], m["comments"] = v.objectType, v.objectID, v.kind, v.comments
-			return m
+		snapshot: func(_ *store, v *journalEntry) map[string]any {
+			return map[string]any{"assigned_object_type": v.objectType, "assigned_object_id": v.objectID, "kind": v.kind, "comments": v.comments}
 		},
-		repr: func(s *store, id int64) string { return timeString(s.journal.get(id).created) },
-	}
+		repr: func(v *journalEntry) string { return timeString(v.created) },
+	})
 }
 
 func changeKind() *kind {
-	c := func(s *store, id int64) *objectChange { return s.changes.get(id) }
-	timeFilter := func(after bool) filter {
-		return func(s *store, id int64, vals []string) (bool, error) {
-			for _, v := range vals {
-				tm, err := time.Parse(time.RFC3339Nano, v)
-				if err != nil {
-					return false, fmt.Errorf("enter a valid date/time: %q", v)
-				}
-				ct := c(s, id).time
-				if after && !ct.Before(tm) || !after && !ct.After(tm) {
-					return true, nil
-				}
-			}
-			return false, nil
-		}
+	timeFilter := func(after bool) filterOf[objectChange] {
+		parse := func(v string) (time.Time, error) { return time.Parse(time.RFC3339Nano, v) }
+		return parsed(parse, "enter a valid date/time: %q", func(_ *store, c *objectChange, tm time.Time) bool {
+			return after && !c.created.Before(tm) || !after && !c.created.After(tm)
+		})
 	}
-	return &kind{
+	return kindOf(model[objectChange]{
 		path: pathChanges, objectType: "core.objectchange",
-		rows: func(s *store) rows { return s.changes },
-		filters: map[string]filter{
-			"changed_object_type": strFilter(func(s *store, id int64) string { return c(s, id).objectType }),
-			"changed_object_id":   idFilter(func(s *store, id int64) int64 { return c(s, id).objectID }),
-			"user_name":           strFilter(func(s *store, id int64) string { return c(s, id).userName }),
-			"user_id":             idFilter(func(s *store, id int64) int64 { return c(s, id).user }),
-			"request_id":          strFilter(func(s *store, id int64) string { return c(s, id).requestID }),
-			"action":              strFilter(func(s *store, id int64) string { return c(s, id).action }),
+		tab: func(s *store) *table[objectChange] { return s.changes },
+		filters: map[string]filterOf[objectChange]{
+			"changed_object_type": strFilter(func(_ *store, c *objectChange) string { return c.objectType }),
+			"changed_object_id":   idFilter(func(_ *store, c *objectChange) int64 { return c.objectID }),
+			"user_name":           strFilter(func(_ *store, c *objectChange) string { return c.userName }),
+			"user_id":             idFilter(func(_ *store, c *objectChange) int64 { return c.user }),
+			"request_id":          strFilter(func(_ *store, c *objectChange) string { return c.requestID }),
+			"action":              strFilter(func(_ *store, c *objectChange) string { return c.action }),
 			"time_after":          timeFilter(true),
 			"time_before":         timeFilter(false),
 		},
@@ -1157,5 +1091,5 @@ func changeKind() *kind {
 			}
 			return nil
 		},
-	}
+	})
 }

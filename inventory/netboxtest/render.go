@@ -323,17 +323,16 @@ func (r *renderer) customFieldsOf(objectType string, values map[string]any) map[
 	return out
 }
 
-func (r *renderer) device(id int64) any {
-	d := r.s.devices.get(id)
+func (r *renderer) device(d *device) any {
 	out := &deviceJSON{
-		ID: id, URL: r.url(pathDevices, id), DisplayURL: r.displayURL(pathDevices, id), Display: deviceDisplay(d),
+		ID: d.id, URL: r.url(pathDevices, d.id), DisplayURL: r.displayURL(pathDevices, d.id), Display: deviceDisplay(d),
 		DeviceType: r.briefDeviceType(d.deviceType), Role: briefRole{briefNamed: r.briefNamed(pathRoles, d.role, r.s.roles.get(d.role).named)}, Serial: d.serial,
 		Site: r.briefNamed(pathSites, d.site, r.s.sites.get(d.site).named), Status: statusChoice(d.status),
 		PrimaryIP: r.briefIP(d.primaryIP4), PrimaryIP4: r.briefIP(d.primaryIP4),
 		Description: d.description, Comments: d.comments, ConfigContext: map[string]any{}, Tags: []any{},
 		CustomFields: r.customFieldsOf("dcim.device", d.customFields),
 		Created:      timeString(d.created), LastUpdated: timeString(d.updated),
-		InterfaceCount: len(r.s.ifacesByDevice[id]),
+		InterfaceCount: len(r.s.ifacesByDevice[d.id]),
 	}
 	if d.name != "" {
 		out.Name = &d.name
@@ -349,10 +348,9 @@ var interfaceTypeLabels = map[string]string{
 
 const typeInterface = "dcim.interface"
 
-func (r *renderer) iface(id int64) any {
-	i := r.s.interfaces.get(id)
+func (r *renderer) iface(i *iface) any {
 	out := &interfaceJSON{
-		ID: id, URL: r.url(pathInterfaces, id), DisplayURL: r.displayURL(pathInterfaces, id), Display: i.name,
+		ID: i.id, URL: r.url(pathInterfaces, i.id), DisplayURL: r.displayURL(pathInterfaces, i.id), Display: i.name,
 		Device: r.briefDevice(i.device), VDCs: []any{}, Name: i.name, Label: i.label,
 		Type: choice{Value: i.typ, Label: interfaceTypeLabels[i.typ]}, Enabled: i.enabled, MgmtOnly: i.mgmtOnly,
 		MACAddresses: []briefMAC{}, Description: i.description, TaggedVLANs: []any{},
@@ -365,7 +363,7 @@ func (r *renderer) iface(id int64) any {
 		out.PrimaryMACAddress = &m
 		out.MACAddress = &m.MACAddress
 	}
-	for _, mid := range r.s.macsByIface[id] {
+	for _, mid := range r.s.macsByIface[i.id] {
 		out.MACAddresses = append(out.MACAddresses, r.briefMAC(mid))
 	}
 	if c := r.s.cables.get(i.cable); c != nil {
@@ -387,7 +385,7 @@ func (r *renderer) iface(id int64) any {
 	// NetBox answers connected_endpoints_reachable null for an interface
 	// with no path; its schema says boolean, and fleet does not read it, so
 	// netboxtest answers false.
-	out.CountIPAddresses = len(r.s.ipsByIface[id])
+	out.CountIPAddresses = len(r.s.ipsByIface[i.id])
 	return out
 }
 
@@ -412,15 +410,13 @@ func (r *renderer) assigned(out map[string]any, iface int64) map[string]any {
 	return out
 }
 
-func (r *renderer) macAddress(id int64) any {
-	m := r.s.macs.get(id)
+func (r *renderer) macAddress(m *macAddress) any {
 	return r.assigned(r.object(pathMACs, m.meta, m.mac, map[string]any{
 		"mac_address": m.mac, "description": m.description, "comments": "",
 	}), m.iface)
 }
 
-func (r *renderer) ipAddress(id int64) any {
-	ip := r.s.ips.get(id)
+func (r *renderer) ipAddress(ip *ipAddress) any {
 	out := r.object(pathIPs, ip.meta, ip.address.String(), map[string]any{
 		"family": family(ip), "address": ip.address.String(), "vrf": nil, "tenant": nil,
 		"status": statusChoice(ip.status), "role": nil,
@@ -432,8 +428,7 @@ func (r *renderer) ipAddress(id int64) any {
 	return r.assigned(out, ip.iface)
 }
 
-func (r *renderer) cable(id int64) any {
-	c := r.s.cables.get(id)
+func (r *renderer) cable(c *cable) any {
 	terms := func(ids []int64) []any {
 		out := []any{}
 		for _, i := range ids {
@@ -467,14 +462,13 @@ func title(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-func (r *renderer) customField(id int64) any {
-	cf := r.s.customFields.get(id)
+func (r *renderer) customField(cf *customField) any {
 	display := cf.label
 	if display == "" {
 		display = strings.ReplaceAll(title(cf.name), "_", " ")
 	}
 	return map[string]any{
-		"id": id, "url": r.url(pathCustomFields, id), "display_url": r.displayURL(pathCustomFields, id), "display": display,
+		"id": cf.id, "url": r.url(pathCustomFields, cf.id), "display_url": r.displayURL(pathCustomFields, cf.id), "display": display,
 		"object_types": cf.objectTypes, "type": choice{Value: cf.typ, Label: customFieldTypeLabels[cf.typ]},
 		"related_object_type": nil, "data_type": customFieldDataTypes[cf.typ], "name": cf.name, "label": cf.label,
 		"group_name": cf.groupName, "description": cf.description, "required": cf.required, "unique": false,
@@ -486,8 +480,7 @@ func (r *renderer) customField(id int64) any {
 	}
 }
 
-func (r *renderer) journalEntry(id int64) any {
-	j := r.s.journal.get(id)
+func (r *renderer) journalEntry(j *journalEntry) any {
 	var assigned any
 	if j.objectType == "dcim.device" && r.s.devices.get(j.objectID) != nil {
 		assigned = r.briefDevice(j.objectID)
@@ -500,17 +493,16 @@ func (r *renderer) journalEntry(id int64) any {
 
 var actionLabels = map[string]string{"create": "Created", "update": "Updated", "delete": "Deleted"}
 
-func (r *renderer) objectChange(id int64) any {
-	c := r.s.changes.get(id)
+func (r *renderer) objectChange(c *objectChange) any {
 	var changed any
 	if c.objectType == "dcim.device" && r.s.devices.get(c.objectID) != nil {
 		changed = r.briefDevice(c.objectID)
 	}
 	// A nil pre, post or user encodes as null.
 	return map[string]any{
-		"id": id, "url": r.url(pathChanges, id), "display_url": r.displayURL(pathChanges, id),
+		"id": c.id, "url": r.url(pathChanges, c.id), "display_url": r.displayURL(pathChanges, c.id),
 		"display":   fmt.Sprintf("%s %s %s by %s", c.objectType, c.repr, strings.ToLower(actionLabels[c.action]), c.userName),
-		"time":      timeString(c.time),
+		"time":      timeString(c.created),
 		"user":      r.briefUser(c.user),
 		"user_name": c.userName, "request_id": c.requestID,
 		"action":              choice{Value: c.action, Label: actionLabels[c.action]},
@@ -519,13 +511,12 @@ func (r *renderer) objectChange(id int64) any {
 	}
 }
 
-func (r *renderer) site(id int64) any {
-	s := r.s.sites.get(id)
+func (r *renderer) site(s *site) any {
 	return r.object(pathSites, s.meta, s.name, map[string]any{
 		"name": s.name, "slug": s.slug, "status": statusChoice(s.status), "region": nil, "group": nil, "tenant": nil,
 		"facility": "", "time_zone": nil, "description": s.description, "physical_address": "", "shipping_address": "",
 		"latitude": nil, "longitude": nil, "comments": "", "asns": []any{},
-		"device_count": count(r.s.devices, func(d *device) bool { return d.site == id }),
+		"device_count": count(r.s.devices, func(d *device) bool { return d.site == s.id }),
 	})
 }
 
@@ -541,23 +532,21 @@ func count[T any](tab *table[T], pred func(*T) bool) int {
 	return n
 }
 
-func (r *renderer) manufacturer(id int64) any {
-	m := r.s.manufacturers.get(id)
+func (r *renderer) manufacturer(m *manufacturer) any {
 	return r.object(pathManufacturers, m.meta, m.name, map[string]any{
 		"name": m.name, "slug": m.slug, "description": m.description,
-		"devicetype_count":    count(r.s.deviceTypes, func(dt *deviceType) bool { return dt.manufacturer == id }),
+		"devicetype_count":    count(r.s.deviceTypes, func(dt *deviceType) bool { return dt.manufacturer == m.id }),
 		"inventoryitem_count": 0, "platform_count": 0,
 	})
 }
 
-func (r *renderer) deviceType(id int64) any {
-	dt := r.s.deviceTypes.get(id)
+func (r *renderer) deviceType(dt *deviceType) any {
 	return r.object(pathDeviceTypes, dt.meta, dt.model, map[string]any{
 		"manufacturer": r.briefManufacturer(dt.manufacturer), "default_platform": nil, "model": dt.model, "slug": dt.slug,
 		"part_number": dt.partNumber, "u_height": 1.0, "exclude_from_utilization": false, "is_full_depth": true,
 		"subdevice_role": nil, "airflow": nil, "weight": nil, "weight_unit": nil, "front_image": nil, "rear_image": nil,
 		"description": dt.description, "comments": "",
-		"device_count":                count(r.s.devices, func(d *device) bool { return d.deviceType == id }),
+		"device_count":                count(r.s.devices, func(d *device) bool { return d.deviceType == dt.id }),
 		"console_port_template_count": 0, "console_server_port_template_count": 0, "power_port_template_count": 0,
 		"power_outlet_template_count": 0, "interface_template_count": 0, "front_port_template_count": 0,
 		"rear_port_template_count": 0, "device_bay_template_count": 0, "module_bay_template_count": 0,
@@ -565,11 +554,10 @@ func (r *renderer) deviceType(id int64) any {
 	})
 }
 
-func (r *renderer) role(id int64) any {
-	ro := r.s.roles.get(id)
+func (r *renderer) role(ro *role) any {
 	return r.object(pathRoles, ro.meta, ro.name, map[string]any{
 		"name": ro.name, "slug": ro.slug, "color": ro.color, "vm_role": true, "config_template": nil, "parent": nil,
 		"description": ro.description, "comments": "",
-		"device_count": count(r.s.devices, func(d *device) bool { return d.role == id }), "virtualmachine_count": 0, "_depth": 0,
+		"device_count": count(r.s.devices, func(d *device) bool { return d.role == ro.id }), "virtualmachine_count": 0, "_depth": 0,
 	})
 }

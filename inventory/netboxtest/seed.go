@@ -44,27 +44,19 @@ func (s *Server) write(userName, path string, idOf func(*input) (int64, error), 
 	if !ok || k.write == nil {
 		return nil, fmt.Errorf("netboxtest: no writable model at %s", path)
 	}
-	t := s.st.begin(u)
-	ids := make([]int64, 0, len(objects))
+	items := make([]json.RawMessage, len(objects))
 	for i, o := range objects {
-		data, err := json.Marshal(o)
-		if err != nil {
-			t.rollback()
+		if items[i], err = json.Marshal(o); err != nil {
 			return nil, err
 		}
-		in, err := parseInput(data)
-		var id int64
-		if err == nil {
-			id, err = idOf(in)
-		}
-		if err == nil {
-			id, err = s.writeOne(t, k, id, in)
-		}
+	}
+	t := s.st.begin(u)
+	ids, errs := s.writeAll(t, k, items, idOf)
+	for i, err := range errs {
 		if err != nil {
 			t.rollback()
 			return nil, fmt.Errorf("netboxtest: %s: object %d: %w", path, i, err)
 		}
-		ids = append(ids, id)
 	}
 	return ids, nil
 }

@@ -585,17 +585,11 @@ func matching(st *store, k *kind, params []queryFilter) ([]int64, error) {
 	return ids, ferr
 }
 
-// byID is the id filter every kind has.
-var byID = idFilter(func(_ *store, id int64) int64 { return id })
-
-// filterFor returns the filter a query parameter names: id, one of the
-// kind's, or a custom-field filter (cf_NAME, cf_NAME__n, cf_NAME__empty,
+// filterFor returns the filter a query parameter names: one of the kind's
+// (id among them), or a custom-field filter (cf_NAME, cf_NAME__n, cf_NAME__empty,
 // cf_NAME__ic, cf_NAME__ie) on a kind with custom fields. Unknown
 // parameters are refused, so that a client's typo cannot list everything.
 func (s *Server) filterFor(k *kind, name string) (filter, error) {
-	if name == "id" {
-		return byID, nil
-	}
 	if f, ok := k.filters[name]; ok {
 		return f, nil
 	}
@@ -604,52 +598,44 @@ func (s *Server) filterFor(k *kind, name string) (filter, error) {
 		return nil, fmt.Errorf("netboxtest: unknown filter %q for %s", name, k.path)
 	}
 	cfName, lookup, _ := strings.Cut(cfName, "__")
-	var cf *customField
-	s.st.customFields.all(func(_ int64, c *customField) bool {
-		if c.name == cfName && slices.Contains(c.objectTypes, k.objectType) && c.filterLogic != "disabled" {
-			cf = c
-			return false
-		}
-		return true
-	})
+	cf := s.st.customFields.get(find(s.st.customFields, func(c *customField) bool {
+		return c.name == cfName && slices.Contains(c.objectTypes, k.objectType) && c.filterLogic != "disabled"
+	}))
 	if cf == nil {
 		return nil, fmt.Errorf("netboxtest: unknown filter %q: no custom field %s on %s that allows filtering", name, cfName, k.objectType)
 	}
-	value := func(st *store, id int64) (string, bool) {
-		v, ok := st.devices.get(id).customFields[cfName]
+	value := func(d *device) (string, bool) {
+		v, ok := d.customFields[cfName]
 		if !ok || v == nil {
 			return "", false
 		}
 		return fmt.Sprint(v), true
 	}
-	exact := func(st *store, id int64, vals []string) bool {
-		v, set := value(st, id)
-		return set && slices.ContainsFunc(vals, func(x string) bool {
-			if cf.filterLogic == "loose" && (cf.typ == "text" || cf.typ == "longtext" || cf.typ == "url") {
-				return strings.Contains(strings.ToLower(v), strings.ToLower(x))
-			}
-			return v == x
-		})
+	// match says whether a value set matches one asked for; __n matches
+	// where the exact lookup does not.
+	match := map[string]func(v, x string) bool{
+		"":   func(v, x string) bool { return v == x },
+		"ie": strings.EqualFold,
+		"ic": func(v, x string) bool { return strings.Contains(strings.ToLower(v), strings.ToLower(x)) },
 	}
-	switch lookup {
-	case "":
-		return func(st *store, id int64, vals []string) (bool, error) { return exact(st, id, vals), nil }, nil
-	case "n":
-		return func(st *store, id int64, vals []string) (bool, error) { return !exact(st, id, vals), nil }, nil
-	case "ie":
-		return func(st *store, id int64, vals []string) (bool, error) {
-			v, set := value(st, id)
-			return set && slices.ContainsFunc(vals, func(x string) bool { return strings.EqualFold(v, x) }), nil
-		}, nil
-	case "ic":
-		return func(st *store, id int64, vals []string) (bool, error) {
-			v, set := value(st, id)
-			return set && slices.ContainsFunc(vals, func(x string) bool { return strings.Contains(strings.ToLower(v), strings.ToLower(x)) }), nil
-		}, nil
-	case "empty":
-		return boolFilter(func(st *store, id int64) bool { v, set := value(st, id); return !set || v == "" }), nil
+	if cf.filterLogic == "loose" && (cf.typ == "text" || cf.typ == "longtext" || cf.typ == "url") {
+		match[""] = match["ic"]
 	}
-	return nil, fmt.Errorf("netboxtest: unknown filter %q: netboxtest implements the lookups n, ie, ic and empty", name)
+	match["n"] = match[""]
+	m, ok := match[lookup]
+	var f filterOf[device]
+	switch {
+	case ok:
+		f = func(_ *store, d *device, vals []string) (bool, error) {
+			v, set := value(d)
+			return (set && slices.ContainsFunc(vals, func(x string) bool { return m(v, x) })) != (lookup == "n"), nil
+		}
+	case lookup == "empty":
+		f = boolFilter(func(_ *store, d *device) bool { v, set := value(d); return !set || v == "" })
+	default:
+		return nil, fmt.Errorf("netboxtest: unknown filter %q: netboxtest implements the lookups n, ie, ic and empty", name)
+	}
+	return func(st *store, id int64, vals []string) (bool, error) { return f(st, st.devices.get(id), vals) }, nil
 }
 
 // writes serves POST (create, one object or a list) and PATCH on a list
@@ -669,36 +655,27 @@ func (s *Server) writes(u *user, k *kind, body []byte, create bool) answer {
 		}
 		items = []json.RawMessage{body}
 	}
+	idOf := func(*input) (int64, error) { return 0, nil }
+	if !create {
+		idOf = func(in *input) (int64, error) { return updateID(s.st, k, in) }
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.st.begin(u)
-	ids := make([]int64, len(items))
-	errs := make([]any, len(items))
-	failed := false
-	for i, raw := range items {
-		in, err := parseInput(raw)
-		if err == nil {
-			var id int64
-			if !create {
-				id, err = updateID(s.st, k, in)
-			}
-			if err == nil {
-				ids[i], err = s.writeOne(t, k, id, in)
-			}
-		}
-		if err != nil {
-			failed = true
-			errs[i] = errorBody(err)
-			continue
-		}
-		errs[i] = map[string]any{}
-	}
-	if failed {
+	ids, errs := s.writeAll(t, k, items, idOf)
+	if slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
 		t.rollback()
-		if !bulk {
-			return jsonAnswer(http.StatusBadRequest, errs[0])
+		bodies := make([]any, len(errs))
+		for i, err := range errs {
+			bodies[i] = map[string]any{}
+			if err != nil {
+				bodies[i] = errorBody(err)
+			}
 		}
-		return jsonAnswer(http.StatusBadRequest, errs)
+		if !bulk {
+			return jsonAnswer(http.StatusBadRequest, bodies[0])
+		}
+		return jsonAnswer(http.StatusBadRequest, bodies)
 	}
 	rd := s.renderer()
 	status := http.StatusOK
@@ -726,6 +703,25 @@ func updateID(st *store, k *kind, in *input) (int64, error) {
 		return 0, fieldErrors{"id": {"Related object not found using the provided ID: " + string(raw)}}
 	}
 	return id, nil
+}
+
+// writeAll writes items to k in t, each the object idOf names (0: a new
+// one), and returns their IDs and errors. When one is refused, the caller
+// rolls t back.
+func (s *Server) writeAll(t *tx, k *kind, items []json.RawMessage, idOf func(*input) (int64, error)) ([]int64, []error) {
+	ids, errs := make([]int64, len(items)), make([]error, len(items))
+	for i, raw := range items {
+		in, err := parseInput(raw)
+		var id int64
+		if err == nil {
+			id, err = idOf(in)
+		}
+		if err == nil {
+			ids[i], err = s.writeOne(t, k, id, in)
+		}
+		errs[i] = err
+	}
+	return ids, errs
 }
 
 // writeOne writes one object in t and records the change.

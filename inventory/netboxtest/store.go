@@ -138,8 +138,8 @@ type journalEntry struct {
 }
 
 type objectChange struct {
-	id                                    int64
-	time                                  time.Time
+	// meta's created is the time of the change.
+	meta
 	user                                  int64 // 0: the user was deleted (NetBox answers null)
 	userName, requestID, objectType, repr string
 	action                                string // create, update, delete
@@ -269,7 +269,7 @@ func (t *tx) record(action, objectType string, id int64, repr string, pre, post 
 		return
 	}
 	c := &objectChange{
-		time:       t.s.now(),
+		meta:       meta{created: t.s.now()},
 		userName:   t.user.name,
 		user:       t.user.id,
 		requestID:  t.requestID,
