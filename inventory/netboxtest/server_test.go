@@ -76,47 +76,28 @@ func must(t *testing.T, want int) func(int, any) map[string]any {
 
 func id(m map[string]any) int64 { return int64(m["id"].(float64)) }
 
+// TestTour walks through what fleet does, in the fleet world, with every
+// request checked against the schema too.
 func TestTour(t *testing.T) {
-	srv := New(&Config{Validate: t, Users: []string{"admin", "terraform"}})
-	defer srv.Close()
-	tok := srv.Token("terraform")
-	sw, err := srv.AddSwitch(Switch{Site: "folly", Name: "switch", Ports: 8})
-	noErr(t, err)
+	srv, tok, ids := fleet(t, t)
 	ok := must(t, 200)
 	created := must(t, 201)
-	site := ok(call(t, srv, tok, "GET", "/api/dcim/sites/?slug=folly", nil))["results"].([]any)[0].(map[string]any)
-	for _, cf := range []map[string]any{
-		{"name": "approved_ek_hash", "type": "text", "object_types": []string{"dcim.device"}, "validation_regex": "^[0-9a-f]{64}$"},
-		{"name": "attested_switch_port", "type": "integer", "object_types": []string{"dcim.device"}},
-		{"name": "attested_at", "type": "datetime", "object_types": []string{"dcim.device"}},
-	} {
-		if code, v := call(t, srv, tok, "POST", "/api/extras/custom-fields/", cf); code != 201 {
-			t.Fatalf("POST custom field %s: %d %v", cf["name"], code, v)
-		}
-	}
-	mfr := created(call(t, srv, tok, "POST", "/api/dcim/manufacturers/", map[string]any{"name": "Minisforum", "slug": "minisforum"}))
-	dt := created(call(t, srv, tok, "POST", "/api/dcim/device-types/", map[string]any{"manufacturer": id(mfr), "model": "MS-01", "slug": "ms-01"}))
-	ro := created(call(t, srv, tok, "POST", "/api/dcim/device-roles/", map[string]any{"name": "kubernetes-node", "slug": "kubernetes-node"}))
-	_, devs := call(t, srv, tok, "POST", "/api/dcim/devices/", []any{
-		map[string]any{"name": "w-01", "device_type": id(dt), "role": id(ro), "site": id(site), "status": "planned", "serial": "SN1",
-			"custom_fields": map[string]any{"approved_ek_hash": strings.Repeat("a", 64)}},
-		map[string]any{"name": "w-02", "device_type": id(dt), "role": id(ro), "site": id(site), "status": "planned", "serial": "SN2"},
-	})
+	_, devs := call(t, srv, tok, "POST", pathDevices, []any{newDevice(ids, "w-01", "custom_fields", map[string]any{"ek": "aaaa"}), newDevice(ids, "w-02")})
 	d1 := devs.([]any)[0].(map[string]any)
-	ifc := created(call(t, srv, tok, "POST", "/api/dcim/interfaces/", map[string]any{"device": id(d1), "name": "eth0", "type": "other"}))
-	ip := created(call(t, srv, tok, "POST", "/api/ipam/ip-addresses/", map[string]any{"address": "10.40.0.21/24", "assigned_object_type": "dcim.interface", "assigned_object_id": id(ifc)}))
-	ok(call(t, srv, tok, "PATCH", fmt.Sprintf("/api/dcim/devices/%d/", id(d1)), map[string]any{"primary_ip4": id(ip)}))
-	port := ok(call(t, srv, tok, "GET", fmt.Sprintf("/api/dcim/interfaces/?device_id=%d&name=Port+5", sw), nil))["results"].([]any)[0].(map[string]any)
-	created(call(t, srv, tok, "POST", "/api/dcim/cables/", map[string]any{
+	ifc := created(call(t, srv, tok, "POST", pathInterfaces, map[string]any{"device": id(d1), "name": "eth0", "type": "other"}))
+	ip := created(call(t, srv, tok, "POST", pathIPs, map[string]any{"address": "10.40.0.21/24", "assigned_object_type": "dcim.interface", "assigned_object_id": id(ifc)}))
+	ok(call(t, srv, tok, "PATCH", fmt.Sprintf("%s%d/", pathDevices, id(d1)), map[string]any{"primary_ip4": id(ip)}))
+	port := ok(call(t, srv, tok, "GET", fmt.Sprintf("%s?device_id=%d&name=Port+4", pathInterfaces, ids["switch"]), nil))["results"].([]any)[0].(map[string]any)
+	created(call(t, srv, tok, "POST", pathCables, map[string]any{
 		"a_terminations": []any{map[string]any{"object_type": "dcim.interface", "object_id": id(ifc)}},
 		"b_terminations": []any{map[string]any{"object_type": "dcim.interface", "object_id": id(port)}},
 		"status":         "connected",
 	}))
-	mac := created(call(t, srv, tok, "POST", "/api/dcim/mac-addresses/", map[string]any{"mac_address": "aa:bb:cc:dd:ee:ff", "assigned_object_type": "dcim.interface", "assigned_object_id": id(ifc)}))
-	ok(call(t, srv, tok, "PATCH", fmt.Sprintf("/api/dcim/interfaces/%d/", id(ifc)), map[string]any{"primary_mac_address": id(mac)}))
-	ok(call(t, srv, tok, "PATCH", fmt.Sprintf("/api/dcim/devices/%d/", id(d1)), map[string]any{"custom_fields": map[string]any{"attested_switch_port": 5, "attested_at": "2026-12-01T10:00:00Z"}}))
-	ok(call(t, srv, tok, "PATCH", "/api/dcim/devices/", []any{map[string]any{"id": id(d1), "device_type": id(dt), "role": id(ro), "site": id(site), "serial": "SN1b"}}))
-	j := created(call(t, srv, tok, "POST", "/api/extras/journal-entries/", map[string]any{"assigned_object_type": "dcim.device", "assigned_object_id": id(d1), "kind": "success", "comments": "hello"}))
+	mac := created(call(t, srv, tok, "POST", pathMACs, map[string]any{"mac_address": "aa:bb:cc:dd:ee:ff", "assigned_object_type": "dcim.interface", "assigned_object_id": id(ifc)}))
+	ok(call(t, srv, tok, "PATCH", fmt.Sprintf("%s%d/", pathInterfaces, id(ifc)), map[string]any{"primary_mac_address": id(mac)}))
+	ok(call(t, srv, tok, "PATCH", fmt.Sprintf("%s%d/", pathDevices, id(d1)), map[string]any{"custom_fields": map[string]any{"port": 4, "at": "2026-12-01T10:00:00Z"}}))
+	ok(call(t, srv, tok, "PATCH", pathDevices, []any{map[string]any{"id": id(d1), "device_type": ids["type"], "role": ids["role"], "site": ids["site"], "serial": "SN1b"}}))
+	j := created(call(t, srv, tok, "POST", pathJournal, map[string]any{"assigned_object_type": "dcim.device", "assigned_object_id": id(d1), "kind": "success", "comments": "hello"}))
 	if j["created_by"] != float64(2) {
 		t.Errorf("the journal entry's created_by: %v, want 2 (terraform)", j["created_by"])
 	}
@@ -124,9 +105,9 @@ func TestTour(t *testing.T) {
 		t.Errorf("Journal: %+v, want %+v", got, want)
 	}
 	for _, uri := range []string{
-		"/api/dcim/interfaces/?device_role=kubernetes-node&name=eth0&limit=1000",
-		"/api/dcim/devices/?role=kubernetes-node&limit=1",
-		"/api/dcim/devices/?cf_attested_switch_port__empty=false",
+		"/api/dcim/interfaces/?device_role=node&name=eth0&limit=1000",
+		"/api/dcim/devices/?role=node&limit=1",
+		"/api/dcim/devices/?cf_port__empty=false",
 		"/api/ipam/ip-addresses/?parent=10.40.0.0/24",
 		"/api/extras/custom-fields/?object_type=dcim.device",
 		"/api/dcim/mac-addresses/", "/api/dcim/cables/", "/api/extras/journal-entries/",
@@ -137,9 +118,9 @@ func TestTour(t *testing.T) {
 		}
 	}
 	srv.DeleteUser("admin")
-	ch := ok(call(t, srv, tok, "GET", fmt.Sprintf("/api/core/object-changes/?changed_object_type=dcim.device&changed_object_id=%d&limit=1000", id(d1)), nil))
+	ch := ok(call(t, srv, tok, "GET", fmt.Sprintf("%s?changed_object_type=dcim.device&changed_object_id=%d&limit=1000", pathChanges, id(d1)), nil))
 	t.Logf("%d changes", len(ch["results"].([]any)))
-	ok(call(t, srv, tok, "GET", "/api/core/object-changes/?limit=1000", nil))
+	ok(call(t, srv, tok, "GET", pathChanges+"?limit=1000", nil))
 }
 
 func mustJSON(t *testing.T, v any) []byte {
@@ -170,11 +151,11 @@ func (a answersOnly) Errorf(format string, args ...any) {
 }
 
 // fleet is a server with the folly site, a 4-port switch, a role, a device
-// type and custom fields on devices; every answer it sends is checked
-// against the schema.
-func fleet(t *testing.T) (*Server, string, map[string]int64) {
+// type and custom fields on devices; what it exchanges is checked against
+// the schema by check (answersOnly: its answers).
+func fleet(t *testing.T, check Reporter) (*Server, string, map[string]int64) {
 	t.Helper()
-	srv := New(&Config{Validate: answersOnly{t}, Users: []string{"admin", "terraform", "alice"}})
+	srv := New(&Config{Validate: check, Users: []string{"admin", "terraform", "alice"}})
 	t.Cleanup(srv.Close)
 	sw, err := srv.AddSwitch(Switch{Site: "folly", Name: "usw", Ports: 4})
 	noErr(t, err)
@@ -207,7 +188,7 @@ func newDevice(ids map[string]int64, name string, extra ...any) map[string]any {
 }
 
 func TestPagination(t *testing.T) {
-	srv, tok, ids := fleet(t)
+	srv, tok, ids := fleet(t, answersOnly{t})
 	var devs []any
 	for i := range 120 {
 		devs = append(devs, newDevice(ids, fmt.Sprintf("n-%03d", i)))
@@ -265,7 +246,7 @@ func TestPagination(t *testing.T) {
 }
 
 func TestBulkWritesAreOneTransaction(t *testing.T) {
-	srv, tok, ids := fleet(t)
+	srv, tok, ids := fleet(t, answersOnly{t})
 	code, v := call(t, srv, tok, "POST", pathDevices, []any{newDevice(ids, "a"), newDevice(ids, "b", "status", "bogus"), newDevice(ids, "a")})
 	if code != 400 {
 		t.Fatalf("a bulk create with refused objects: %d %v", code, v)
@@ -283,7 +264,9 @@ func TestBulkWritesAreOneTransaction(t *testing.T) {
 		t.Errorf("%v changes recorded by a refused bulk create", n)
 	}
 	// A bulk update needs IDs, and is one transaction too.
-	created := mustIDs(t)(srv.Create("terraform", pathDevices, newDevice(ids, "a"), newDevice(ids, "b")))
+	created := mustIDs(t)(srv.Create("terraform", pathDevices,
+		newDevice(ids, "a", "custom_fields", map[string]any{"class": "worker", "port": 1, "ek": "00aa"}),
+		newDevice(ids, "b", "custom_fields", map[string]any{"class": "worker", "port": 2, "ek": "00bb"})))
 	refused(t, srv, tok, []request{
 		{"a bulk update with a refused object", "PATCH", pathDevices, []any{
 			map[string]any{"id": created[0], "serial": "X"},
@@ -296,10 +279,24 @@ func TestBulkWritesAreOneTransaction(t *testing.T) {
 	if s := d.(map[string]any)["serial"]; s != "SN-a" {
 		t.Errorf("a refused bulk update changed the serial to %v", s)
 	}
+	// An item of a bulk update merges its custom_fields into the device's,
+	// as a single PATCH does and as NetBox's partial update does: fields
+	// the item does not name are kept, a null unsets its field.
+	single := map[string]any{"custom_fields": map[string]any{"port": 7, "ek": nil}}
+	must(t, 200)(call(t, srv, tok, "PATCH", fmt.Sprintf("%s%d/", pathDevices, created[0]), single))
+	bulk := map[string]any{"id": created[1], "device_type": ids["type"], "role": ids["role"], "site": ids["site"], "custom_fields": single["custom_fields"]}
+	must(t, 200)(call(t, srv, tok, "PATCH", pathDevices, []any{bulk}))
+	for _, id := range created {
+		_, d := call(t, srv, tok, "GET", fmt.Sprintf("%s%d/", pathDevices, id), nil)
+		cf := d.(map[string]any)["custom_fields"].(map[string]any)
+		if cf["class"] != "worker" || cf["port"] != float64(7) || cf["ek"] != nil {
+			t.Errorf("device %d's custom fields after a PATCH of port and ek: %v", id, cf)
+		}
+	}
 }
 
 func TestChangelog(t *testing.T) {
-	srv, tok, ids := fleet(t)
+	srv, tok, ids := fleet(t, answersOnly{t})
 	created := mustIDs(t)(srv.Create("terraform", pathDevices, newDevice(ids, "a", "custom_fields", map[string]any{"ek": "abcd"})))
 	uri := fmt.Sprintf("%s%d/", pathDevices, created[0])
 	call(t, srv, srv.Token("alice"), "PATCH", uri, map[string]any{"custom_fields": map[string]any{"ek": "0123"}})
@@ -355,7 +352,7 @@ func TestChangelog(t *testing.T) {
 }
 
 func TestAuthentication(t *testing.T) {
-	srv, _, _ := fleet(t)
+	srv, _, _ := fleet(t, answersOnly{t})
 	for _, tok := range []string{"", "0000000000000000000000000000000000000000"} {
 		code, v := call(t, srv, tok, "GET", pathDevices, nil)
 		if code != 403 || v.(map[string]any)["detail"] == nil {
@@ -372,7 +369,7 @@ func TestAuthentication(t *testing.T) {
 }
 
 func TestFilters(t *testing.T) {
-	srv, tok, ids := fleet(t)
+	srv, tok, ids := fleet(t, answersOnly{t})
 	mustIDs(t)(srv.Create("terraform", pathDevices,
 		newDevice(ids, "a", "custom_fields", map[string]any{"class": "worker", "port": 5}),
 		newDevice(ids, "b", "custom_fields", map[string]any{"class": "controlplane"}),
@@ -436,7 +433,7 @@ func refused(t *testing.T, srv *Server, tok string, reqs []request) {
 }
 
 func TestNetBoxRules(t *testing.T) {
-	srv, tok, ids := fleet(t)
+	srv, tok, ids := fleet(t, answersOnly{t})
 	ports := srv.Interfaces(ids["switch"])
 	dev := mustIDs(t)(srv.Create("terraform", pathDevices, newDevice(ids, "a"), newDevice(ids, "b")))
 	ifc := mustIDs(t)(srv.Create("terraform", pathInterfaces,
@@ -517,7 +514,7 @@ func TestNetBoxRules(t *testing.T) {
 }
 
 func TestFaults(t *testing.T) {
-	srv, _, ids := fleet(t)
+	srv, _, ids := fleet(t, answersOnly{t})
 	client := &http.Client{Timeout: 200 * time.Millisecond}
 	for _, c := range []struct {
 		name   string
@@ -564,29 +561,5 @@ func TestFaults(t *testing.T) {
 	srv.ResetRequests()
 	if srv.RequestCount() != 0 {
 		t.Error("ResetRequests")
-	}
-}
-
-// TestBulkUpdateMergesCustomFields: an item of a bulk update merges its
-// custom_fields into the device's, as a single PATCH does and as NetBox's
-// partial update does: fields the item does not name are kept, a null
-// unsets its field.
-func TestBulkUpdateMergesCustomFields(t *testing.T) {
-	srv, tok, ids := fleet(t)
-	created := mustIDs(t)(srv.Create("terraform", pathDevices,
-		newDevice(ids, "a", "custom_fields", map[string]any{"class": "worker", "port": 1, "ek": "00aa"}),
-		newDevice(ids, "b", "custom_fields", map[string]any{"class": "worker", "port": 2, "ek": "00bb"})))
-	single := map[string]any{"custom_fields": map[string]any{"port": 7, "ek": nil}}
-	must(t, 200)(call(t, srv, tok, "PATCH", fmt.Sprintf("%s%d/", pathDevices, created[0]), single))
-	bulk := map[string]any{"id": created[1], "device_type": ids["type"], "role": ids["role"], "site": ids["site"], "custom_fields": single["custom_fields"]}
-	if code, v := call(t, srv, tok, "PATCH", pathDevices, []any{bulk}); code != 200 {
-		t.Fatalf("a bulk update: %d %v", code, v)
-	}
-	for _, id := range created {
-		_, d := call(t, srv, tok, "GET", fmt.Sprintf("%s%d/", pathDevices, id), nil)
-		cf := d.(map[string]any)["custom_fields"].(map[string]any)
-		if cf["class"] != "worker" || cf["port"] != float64(7) || cf["ek"] != nil {
-			t.Errorf("device %d's custom fields after a PATCH of port and ek: %v", id, cf)
-		}
 	}
 }
