@@ -1,9 +1,11 @@
 package inventory
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"path"
 	"slices"
@@ -43,11 +45,16 @@ func operations(nb *NetBox, id int64, inv *Inventory) map[string]func(context.Co
 	}
 }
 
+// Every operation is ErrUnavailable when NetBox fails, within its timeout,
+// and ErrRefusedToken for a token NetBox refuses. The client logs each
+// request, and never the token: neither a log line nor an error shows it.
 func TestFaults(t *testing.T) {
 	srv, _, devs := appliedFleet(t)
 	inv := parseNodes(t, fleetNodes)
 	const timeout = 150 * time.Millisecond
-	nb := client(t, srv, userFleetd, &NetBoxConfig{Site: "folly", Switch: "usw", BindingAuthor: userTerraform, Timeout: timeout})
+	var log bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	nb := client(t, srv, userFleetd, &NetBoxConfig{Site: "folly", Switch: "usw", BindingAuthor: userTerraform, Timeout: timeout, Logger: logger})
 	id := devs["w-01"].ID
 	for _, f := range []struct {
 		name  string
@@ -66,8 +73,8 @@ func TestFaults(t *testing.T) {
 				err := op(t.Context())
 				took := time.Since(start)
 				srv.Inject(netboxtest.Fault{})
-				if !errors.Is(err, ErrUnavailable) {
-					t.Errorf("%s: %v, want ErrUnavailable", name, err)
+				if !errors.Is(err, ErrUnavailable) || strings.Contains(err.Error(), srv.Token(userFleetd)) {
+					t.Errorf("%s: %v, want ErrUnavailable, not showing the token", name, err)
 				}
 				// One request's timeout, and a margin for a loaded machine.
 				if took > timeout+2*time.Second {
@@ -84,18 +91,26 @@ func TestFaults(t *testing.T) {
 		name, url, token string
 		want             error
 	}{
-		{"refused token", srv.URL, "0123456789abcdef0123456789abcdef01234567", ErrRefusedToken},
+		{"refused token", srv.URL, refusedToken, ErrRefusedToken},
 		{"nothing listening", nothing, "t", ErrUnavailable},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			nb, err := NewNetBox(c.url, c.token, &NetBoxConfig{Site: "folly", Switch: "usw", BindingAuthor: userTerraform})
+			nb, err := NewNetBox(c.url, c.token, &NetBoxConfig{Site: "folly", Switch: "usw", BindingAuthor: userTerraform, Logger: logger})
 			noErr(t, err)
 			for name, op := range operations(nb, id, inv) {
-				if err := op(t.Context()); !errors.Is(err, c.want) {
-					t.Errorf("%s: %v, want %v", name, err, c.want)
+				if err := op(t.Context()); !errors.Is(err, c.want) || strings.Contains(err.Error(), refusedToken) {
+					t.Errorf("%s: %v, want %v, not showing the token", name, err, c.want)
 				}
 			}
 		})
+	}
+	for _, tok := range []string{srv.Token(userFleetd), refusedToken} {
+		if strings.Contains(log.String(), tok) {
+			t.Errorf("the log shows a token")
+		}
+	}
+	if n := strings.Count(log.String(), "netbox request"); n < 20 {
+		t.Errorf("%d requests logged:\n%s", n, log.String())
 	}
 	t.Run("caller's deadline", func(t *testing.T) {
 		srv.Inject(netboxtest.Fault{Kind: netboxtest.Slow, Delay: time.Minute})
@@ -108,6 +123,9 @@ func TestFaults(t *testing.T) {
 		}
 	})
 }
+
+// refusedToken is a token NetBox has given no user.
+const refusedToken = "0123456789abcdef0123456789abcdef01234567"
 
 // fleetState describes what NetBox holds of fleet's nodes, by name, so
 // that two NetBoxes can be compared whatever IDs they gave.

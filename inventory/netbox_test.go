@@ -1,10 +1,8 @@
 package inventory
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -255,48 +253,5 @@ func TestPortNames(t *testing.T) {
 		if n := nb.portNumber(name); n != 0 {
 			t.Errorf("portNumber(%q) = %d, want 0", name, n)
 		}
-	}
-}
-
-// The client logs each request, and never the token, even when NetBox
-// refuses it.
-func TestTokenNeverLogged(t *testing.T) {
-	srv, _, devs := appliedFleet(t)
-	var log bytes.Buffer
-	logger := slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	for _, tok := range []string{srv.Token(userFleetd), "0123456789abcdef0123456789abcdef01234567"} {
-		nb, err := NewNetBox(srv.URL, tok, &NetBoxConfig{Site: "folly", Switch: "usw", BindingAuthor: userTerraform, Logger: logger})
-		noErr(t, err)
-		for name, op := range operations(nb, devs["w-01"].ID, parseNodes(t, fleetNodes)) {
-			if err := op(t.Context()); err != nil && strings.Contains(err.Error(), tok) {
-				t.Errorf("%s: the error shows the token: %v", name, err)
-			}
-		}
-		if strings.Contains(log.String(), tok) {
-			t.Errorf("the log shows the token")
-		}
-	}
-	if n := strings.Count(log.String(), "netbox request"); n < 20 {
-		t.Errorf("%d requests logged:\n%s", n, log.String())
-	}
-}
-
-// Before the first apply NetBox has no role of fleet's devices, and answers
-// 400 to a list filtered by it: the client reads that as no device.
-func TestBeforeTheFirstApply(t *testing.T) {
-	srv := fleetNetBox(t, true)
-	nb := client(t, srv, userFleetd, nil)
-	ctx := t.Context()
-	if devs, err := nb.Devices(ctx); err != nil || len(devs) != 0 {
-		t.Errorf("Devices = %v, %v", devs, err)
-	}
-	if devs, err := nb.DevicesWithDesiredAction(ctx); err != nil || len(devs) != 0 {
-		t.Errorf("DevicesWithDesiredAction = %v, %v", devs, err)
-	}
-	if _, err := nb.DeviceBySerial(ctx, "MS01-0001"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("DeviceBySerial: %v, want ErrNotFound", err)
-	}
-	if _, err := nb.BindingBySerial(ctx, "MS01-0001"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("BindingBySerial: %v, want ErrNotFound", err)
 	}
 }

@@ -17,6 +17,22 @@ func TestPlanApplyRoundTrip(t *testing.T) {
 	srv := fleetNetBox(t, true)
 	nb := client(t, srv, userTerraform, nil)
 	inv := parseNodes(t, fleetNodes)
+	// Before the first apply NetBox has no role of fleet's devices, and
+	// answers 400 to a list filtered by it: the client reads that as no
+	// device.
+	fleetd, ctx := client(t, srv, userFleetd, nil), t.Context()
+	if devs, err := fleetd.Devices(ctx); err != nil || len(devs) != 0 {
+		t.Errorf("Devices = %v, %v", devs, err)
+	}
+	if devs, err := fleetd.DevicesWithDesiredAction(ctx); err != nil || len(devs) != 0 {
+		t.Errorf("DevicesWithDesiredAction = %v, %v", devs, err)
+	}
+	if _, err := fleetd.DeviceBySerial(ctx, "MS01-0001"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("DeviceBySerial: %v, want ErrNotFound", err)
+	}
+	if _, err := fleetd.BindingBySerial(ctx, "MS01-0001"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("BindingBySerial: %v, want ErrNotFound", err)
+	}
 	p, err := nb.Plan(t.Context(), inv)
 	noErr(t, err)
 	if add, change := p.Counts(); add != 23 || change != 0 {
