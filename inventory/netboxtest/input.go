@@ -83,21 +83,23 @@ func (in *input) null(k string, nullable bool) bool {
 	return true
 }
 
+// value reads the field k as a V, refusing with bad a value that is not
+// one; null reads as V's zero when nullable.
+func value[V any](in *input, k string, nullable bool, bad string) (V, bool) {
+	var v V
+	raw, ok := in.raw[k]
+	if !ok || in.null(k, nullable) {
+		return v, ok
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		in.errs.add(k, "%s", bad)
+	}
+	return v, true
+}
+
 // str reads a string field; null reads as "" when nullable.
 func (in *input) str(k string, nullable bool) (string, bool) {
-	v, ok := in.raw[k]
-	if !ok {
-		return "", false
-	}
-	if in.null(k, nullable) {
-		return "", true
-	}
-	var s string
-	if err := json.Unmarshal(v, &s); err != nil {
-		in.errs.add(k, "Not a valid string.")
-		return "", true
-	}
-	return s, true
+	return value[string](in, k, nullable, "Not a valid string.")
 }
 
 // choice reads a string field that must be one of choices.
@@ -109,38 +111,22 @@ func (in *input) choice(k string, nullable bool, choices ...string) (string, boo
 	return s, ok
 }
 
-// boolean reads a boolean field.
+// boolean reads a boolean field; null reads as false.
 func (in *input) boolean(k string) (bool, bool) {
-	v, ok := in.raw[k]
-	if !ok {
-		return false, false
-	}
-	var b bool
-	if err := json.Unmarshal(v, &b); err != nil {
-		in.errs.add(k, "Must be a valid boolean.")
-	}
-	return b, true
+	return value[bool](in, k, true, "Must be a valid boolean.")
 }
 
 // integer reads an integer field; null reads as 0 when nullable.
 func (in *input) integer(k string, nullable bool) (int64, bool) {
-	v, ok := in.raw[k]
-	if !ok {
-		return 0, false
-	}
-	if in.null(k, nullable) {
-		return 0, true
-	}
-	var n json.Number
-	if err := json.Unmarshal(v, &n); err != nil {
-		in.errs.add(k, "A valid integer is required.")
-		return 0, true
+	n, ok := value[json.Number](in, k, nullable, "A valid integer is required.")
+	if n == "" {
+		return 0, ok
 	}
 	i, err := n.Int64()
 	if err != nil {
 		in.errs.add(k, "A valid integer is required.")
 	}
-	return i, true
+	return i, ok
 }
 
 // ref reads a related object: its numeric ID, or a dictionary holding "id"
@@ -220,16 +206,11 @@ func related[T any](in *input, k string, tab *table[T], dst *int64) {
 
 // object reads a JSON object field.
 func (in *input) object(k string) (map[string]json.RawMessage, bool) {
-	v, ok := in.raw[k]
-	if !ok {
-		return nil, false
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(v, &m); err != nil || m == nil {
+	m, ok := value[map[string]json.RawMessage](in, k, true, "Invalid data. Expected a dictionary.")
+	if ok && m == nil && in.isNull(k) {
 		in.errs.add(k, "Invalid data. Expected a dictionary.")
-		return nil, true
 	}
-	return m, true
+	return m, ok
 }
 
 // known reports every field outside fields as one netboxtest does not
