@@ -176,51 +176,47 @@ func TestJournalQueueStatusLane(t *testing.T) {
 func TestJournalQueueStatusLostAtClose(t *testing.T) {
 	for _, action := range []string{"", "set desired_action to provision"} {
 		t.Run(fmt.Sprintf("action %q", action), func(t *testing.T) {
-			testStatusLostAtClose(t, action)
+			srv, nb, devs := generatedFleet(t, 1)
+			var logs bytes.Buffer // the JSON handler serialises its writes
+			var lost atomic.Int32
+			q := NewJournalQueue(nb, &JournalQueueConfig{
+				Backoff:          func(int) time.Duration { return 10 * time.Millisecond },
+				Logger:           slog.New(slog.NewJSONHandler(&logs, nil)),
+				StatusLost:       func() { lost.Add(1) },
+				StatusLostAction: action,
+			})
+			srv.Inject(netboxtest.Fault{Kind: netboxtest.Down})
+			dev := devs[0]
+			q.SetStatus(dev.ID, dev.Name, StatusActive)
+			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+			defer cancel()
+			q.Close(ctx)
+			q.SetStatus(dev.ID, dev.Name, StatusActive)
+			if n := lost.Load(); n != 2 {
+				t.Errorf("%d statuses counted lost, want 2", n)
+			}
+			end := ""
+			if action != "" {
+				end = "; " + action
+			}
+			for _, want := range []string{
+				fmt.Sprintf(`"msg":"inventory: NetBox did not take a device status%s","device_id":%d,"device":%q,"status":"active"`, end, dev.ID, dev.Name),
+				fmt.Sprintf(`"msg":"inventory: a device status came after shutdown, and NetBox does not hold it%s","device_id":%d,"device":%q,"status":"active"`, end, dev.ID, dev.Name),
+			} {
+				if !strings.Contains(logs.String(), want) {
+					t.Errorf("the log lacks %s:\n%s", want, logs.String())
+				}
+			}
+			// A try cut short by Close may still reach NetBox: heal it only once
+			// no request has come for a while.
+			for n := -1; n != srv.RequestCount(); time.Sleep(200 * time.Millisecond) {
+				n = srv.RequestCount()
+			}
+			srv.Inject(netboxtest.Fault{Kind: netboxtest.Healthy})
+			if got := deviceOf(t, nb, dev.ID).Status; got != StatusPlanned {
+				t.Errorf("%s is %s", dev.Name, got)
+			}
 		})
-	}
-}
-
-func testStatusLostAtClose(t *testing.T, action string) {
-	srv, nb, devs := generatedFleet(t, 1)
-	var logs bytes.Buffer // the JSON handler serialises its writes
-	var lost atomic.Int32
-	q := NewJournalQueue(nb, &JournalQueueConfig{
-		Backoff:          func(int) time.Duration { return 10 * time.Millisecond },
-		Logger:           slog.New(slog.NewJSONHandler(&logs, nil)),
-		StatusLost:       func() { lost.Add(1) },
-		StatusLostAction: action,
-	})
-	srv.Inject(netboxtest.Fault{Kind: netboxtest.Down})
-	dev := devs[0]
-	q.SetStatus(dev.ID, dev.Name, StatusActive)
-	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
-	defer cancel()
-	q.Close(ctx)
-	q.SetStatus(dev.ID, dev.Name, StatusActive)
-	if n := lost.Load(); n != 2 {
-		t.Errorf("%d statuses counted lost, want 2", n)
-	}
-	end := ""
-	if action != "" {
-		end = "; " + action
-	}
-	for _, want := range []string{
-		fmt.Sprintf(`"msg":"inventory: NetBox did not take a device status%s","device_id":%d,"device":%q,"status":"active"`, end, dev.ID, dev.Name),
-		fmt.Sprintf(`"msg":"inventory: a device status came after shutdown, and NetBox does not hold it%s","device_id":%d,"device":%q,"status":"active"`, end, dev.ID, dev.Name),
-	} {
-		if !strings.Contains(logs.String(), want) {
-			t.Errorf("the log lacks %s:\n%s", want, logs.String())
-		}
-	}
-	// A try cut short by Close may still reach NetBox: heal it only once
-	// no request has come for a while.
-	for n := -1; n != srv.RequestCount(); time.Sleep(200 * time.Millisecond) {
-		n = srv.RequestCount()
-	}
-	srv.Inject(netboxtest.Fault{Kind: netboxtest.Healthy})
-	if got := deviceOf(t, nb, dev.ID).Status; got != StatusPlanned {
-		t.Errorf("%s is %s", dev.Name, got)
 	}
 }
 

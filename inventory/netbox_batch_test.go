@@ -63,12 +63,24 @@ func concurrently(n int, f func(i int)) {
 var slow = netboxtest.Fault{Kind: netboxtest.Slow, Delay: 100 * time.Millisecond}
 
 // storm forgets srv's requests, then runs f(i) for i in [0, n) at once
-// while srv has the fault, and heals srv.
-func storm(srv *netboxtest.Server, fault netboxtest.Fault, n int, f func(i int)) {
+// while srv has the fault, heals srv, and returns f's errors.
+func storm(srv *netboxtest.Server, fault netboxtest.Fault, n int, f func(i int) error) []error {
 	srv.Inject(fault)
 	srv.ResetRequests()
-	concurrently(n, f)
+	errs := make([]error, n)
+	concurrently(n, func(i int) { errs[i] = f(i) })
 	srv.Inject(netboxtest.Fault{})
+	return errs
+}
+
+// noneFailed fails t for each of devs whose call returned an error.
+func noneFailed(t *testing.T, devs []Device, errs []error) {
+	t.Helper()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("%s: %v", devs[i].Name, err)
+		}
+	}
 }
 
 // TestRecordDeviceMACBatched: the MACs of 40 machines recorded at once cost
@@ -82,17 +94,12 @@ func TestRecordDeviceMACBatched(t *testing.T) {
 	srv, nb, devs := generatedFleet(t, n)
 	macOf := func(i int) net.HardwareAddr { return net.HardwareAddr{0x58, 0x47, 0xca, 0, byte(i >> 8), byte(i)} }
 	got := make([]Device, n)
-	errs := make([]error, n)
-	storm(srv, slow, n, func(i int) {
+	noneFailed(t, devs, storm(srv, slow, n, func(i int) (err error) {
 		held := devs[i]
 		held.MAC, held.SwitchPort = nil, 0
-		got[i], errs[i] = nb.RecordDeviceMAC(t.Context(), held, macOf(i))
-	})
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("%s: %v", devs[i].Name, err)
-		}
-	}
+		got[i], err = nb.RecordDeviceMAC(t.Context(), held, macOf(i))
+		return err
+	}))
 	by := requestsBy(srv)
 	var patches int
 	for k, v := range by {
@@ -137,9 +144,8 @@ func TestRecordMACBatchRefused(t *testing.T) {
 	for _, d := range devs {
 		ids = append(ids, d.ID)
 	}
-	errs := make([]error, len(ids))
-	storm(srv, netboxtest.Fault{Kind: netboxtest.Slow, Delay: 50 * time.Millisecond}, len(ids), func(i int) {
-		errs[i] = nb.RecordMAC(t.Context(), ids[i], net.HardwareAddr{2, 0, 0, 0, 0, byte(i)})
+	errs := storm(srv, netboxtest.Fault{Kind: netboxtest.Slow, Delay: 50 * time.Millisecond}, len(ids), func(i int) error {
+		return nb.RecordMAC(t.Context(), ids[i], net.HardwareAddr{2, 0, 0, 0, 0, byte(i)})
 	})
 	for i, err := range errs {
 		if i < 2 {
@@ -167,19 +173,13 @@ func TestRecordMACBatchRefused(t *testing.T) {
 func TestJournalBatched(t *testing.T) {
 	const n = 40
 	srv, nb, devs := generatedFleet(t, n)
-	errs := make([]error, n+1)
-	storm(srv, slow, n+1, func(i int) {
+	errs := storm(srv, slow, n+1, func(i int) error {
 		if i == n { // a device NetBox does not have
-			errs[i] = nb.Journal(t.Context(), 99999, JournalInfo, "nowhere")
-			return
+			return nb.Journal(t.Context(), 99999, JournalInfo, "nowhere")
 		}
-		errs[i] = nb.Journal(t.Context(), devs[i].ID, JournalSuccess, fmt.Sprintf("line of %s", devs[i].Name))
+		return nb.Journal(t.Context(), devs[i].ID, JournalSuccess, fmt.Sprintf("line of %s", devs[i].Name))
 	})
-	for i, err := range errs[:n] {
-		if err != nil {
-			t.Errorf("%s: %v", devs[i].Name, err)
-		}
-	}
+	noneFailed(t, devs, errs[:n])
 	if errs[n] == nil {
 		t.Error("a line on a device NetBox does not have was taken")
 	}
@@ -195,11 +195,9 @@ func TestJournalBatched(t *testing.T) {
 	}
 
 	// Without a refusal, the same storm costs at most two requests.
-	storm(srv, slow, n, func(i int) {
-		if err := nb.Journal(t.Context(), devs[i].ID, JournalInfo, "again"); err != nil {
-			t.Error(err)
-		}
-	})
+	noneFailed(t, devs, storm(srv, slow, n, func(i int) error {
+		return nb.Journal(t.Context(), devs[i].ID, JournalInfo, "again")
+	}))
 	if c := srv.RequestCount(); c > 2 {
 		t.Errorf("%d lines at once took %d requests, want at most 2: %v", n, c, requestsBy(srv))
 	}
@@ -302,12 +300,11 @@ func TestDeviceBySerialBatched(t *testing.T) {
 	const n = 40
 	srv, nb, devs := generatedFleet(t, n)
 	got := make([]Device, n)
-	errs := make([]error, n)
-	storm(srv, slow, n, func(i int) { got[i], _, errs[i] = nb.DeviceBinding(t.Context(), devs[i].Serial) })
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("%s: %v", devs[i].Name, err)
-		}
+	noneFailed(t, devs, storm(srv, slow, n, func(i int) (err error) {
+		got[i], _, err = nb.DeviceBinding(t.Context(), devs[i].Serial)
+		return err
+	}))
+	for i := range devs {
 		want := devs[i]
 		want.MAC, want.SwitchPort = nil, 0
 		if diff := cmp.Diff(want, got[i], deviceCmp); diff != "" {
@@ -323,8 +320,10 @@ func TestDeviceBySerialBatched(t *testing.T) {
 	noErr(t, srv.Update(userAlice, "/api/dcim/devices/", map[string]any{"id": devs[1].ID, "serial": devs[2].Serial}))
 	serials := []string{devs[2].Serial, "NO-SUCH-SERIAL", strings.ToLower(devs[3].Serial), devs[4].Serial, devs[5].Serial}
 	answers := make([]Device, len(serials))
-	errs = make([]error, len(serials))
-	storm(srv, slow, len(serials), func(i int) { answers[i], errs[i] = nb.DeviceBySerial(t.Context(), serials[i]) })
+	errs := storm(srv, slow, len(serials), func(i int) (err error) {
+		answers[i], err = nb.DeviceBySerial(t.Context(), serials[i])
+		return err
+	})
 	if reads := requestsBy(srv)["GET /api/dcim/devices/"]; reads > 2 {
 		t.Errorf("%d device reads for %d serials at once, want at most 2", reads, len(serials))
 	}
@@ -361,9 +360,10 @@ func TestDeviceBySerialLongSerials(t *testing.T) {
 		serials[i] = fmt.Sprintf("%03d%s", i, strings.Repeat("x/&=", 32)[:125]) // 128 bytes, 315 escaped
 	}
 	read := func(fault netboxtest.Fault) []error {
-		errs := make([]error, n)
-		storm(srv, fault, n, func(i int) { _, errs[i] = nb.DeviceBySerial(t.Context(), serials[i]) })
-		return errs
+		return storm(srv, fault, n, func(i int) error {
+			_, err := nb.DeviceBySerial(t.Context(), serials[i])
+			return err
+		})
 	}
 	for i, err := range read(slow) {
 		if !errors.Is(err, ErrNotFound) {

@@ -39,16 +39,10 @@ func TestUpdateDeviceBatched(t *testing.T) {
 	for _, d := range devs[:n/2] {
 		noErr(t, nb.SetDesiredAction(t.Context(), d.ID, DesiredActionProvision))
 	}
-	errs := make([]error, n)
-	storm(srv, slow, n, func(i int) {
+	noneFailed(t, devs, storm(srv, slow, n, func(i int) error {
 		u, _, _ := attestedUpdate(i)
-		errs[i] = nb.UpdateDevice(t.Context(), devs[i].ID, u)
-	})
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("%s: %v", devs[i].Name, err)
-		}
-	}
+		return nb.UpdateDevice(t.Context(), devs[i].ID, u)
+	}))
 	if c := srv.RequestCount(); c > 3 {
 		t.Errorf("%d Updates at once took %d requests, want at most 3: %v", n, c, requestsBy(srv))
 	}
@@ -83,11 +77,9 @@ func TestUpdateDeviceBatched(t *testing.T) {
 		{"devices read long ago", "stale", nb},
 		{"devices the client has not read", "again", client(t, srv, userFleetd, nil)},
 	} {
-		storm(srv, netboxtest.Fault{Kind: netboxtest.Slow, Delay: 20 * time.Millisecond}, n, func(i int) {
-			if err := c.nb.UpdateDevice(t.Context(), devs[i].ID, Update{LastRun: &c.run}); err != nil {
-				t.Errorf("%s: %v", devs[i].Name, err)
-			}
-		})
+		noneFailed(t, devs, storm(srv, netboxtest.Fault{Kind: netboxtest.Slow, Delay: 20 * time.Millisecond}, n, func(i int) error {
+			return c.nb.UpdateDevice(t.Context(), devs[i].ID, Update{LastRun: &c.run})
+		}))
 		if by := requestsBy(srv); by["PATCH /api/dcim/devices/"] != 0 || srv.RequestCount() != n {
 			t.Errorf("%d Updates of %s: %v, want %d PATCHes of each device", n, c.what, by, n)
 		}
@@ -117,13 +109,12 @@ func TestUpdateDeviceBatchRefused(t *testing.T) {
 		ids = append(ids, d.ID)
 	}
 	const badEK = 3 // the index in ids of the Update whose EK hash is not one
-	errs := make([]error, len(ids))
-	storm(srv, netboxtest.Fault{Kind: netboxtest.Slow, Delay: 50 * time.Millisecond}, len(ids), func(i int) {
+	errs := storm(srv, netboxtest.Fault{Kind: netboxtest.Slow, Delay: 50 * time.Millisecond}, len(ids), func(i int) error {
 		u, _, _ := attestedUpdate(i)
 		if i == badEK {
 			u.Attestation.EKHash = "not a hash"
 		}
-		errs[i] = nb.UpdateDevice(t.Context(), ids[i], u)
+		return nb.UpdateDevice(t.Context(), ids[i], u)
 	})
 	if by := requestsBy(srv); by["PATCH /api/dcim/devices/"] == 0 {
 		t.Errorf("no bulk update: %v", by)

@@ -93,39 +93,3 @@ func FuzzParseYAML(f *testing.F) {
 		parseYAML(data) // must not panic
 	})
 }
-
-// TestSyntaxErrorLine checks that a file that is not YAML is reported on
-// the line a person finds the mistake on, whether yaml.v3's parser or its
-// scanner found it.
-func TestSyntaxErrorLine(t *testing.T) {
-	for _, tc := range []struct {
-		name, src string
-		want      string
-	}{
-		{"unclosed flow sequence", "models: {}\nclasses: {}\nnodes: [\n  a: 1\n",
-			"nodes.yaml:3:8: not YAML: did not find expected ',' or ']'"},
-		{"unclosed flow mapping", "models: {}\n\nclasses: {x: 1\nnodes: {}\n",
-			"nodes.yaml:3:10: not YAML: did not find expected ',' or '}'"},
-		{"a key indented wrong", "models: {}\nclasses:\n  w:\n    type: worker\n   installer_image: x\nnodes: {}\n",
-			"nodes.yaml:5:4: not YAML: did not find expected key"},
-		{"a key without a colon", "models: {}\nclasses: {}\nnodes\n",
-			"nodes.yaml:3:1: not YAML: could not find expected ':'"},
-		{"a character no token starts with", "models: {}\nclasses: {}\nnodes: @x\n",
-			"nodes.yaml:3:8: not YAML: found character that cannot start any token"},
-		{"a problem at the end of the file", "models: {}\nclasses: {}\nnodes:\n  a: [\n\n\n",
-			"nodes.yaml:4:1: not YAML: did not find expected node content"},
-		{"a tab in the indentation", "models: {}\nclasses: {}\nnodes:\n\tw-01: {}\n",
-			"nodes.yaml:4:1: not YAML: found character that cannot start any token"},
-		{"an unclosed quote", "models: {}\nclasses: \"x\nnodes: {}\n",
-			"nodes.yaml:2:10: not YAML: found unexpected end of stream"},
-		{"an unknown anchor", "models: {}\nclasses: &a {}\nnodes: *b\n",
-			"nodes.yaml:3:8: not YAML: unknown anchor 'b' referenced"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse("nodes.yaml", []byte(tc.src), fleetTopology)
-			if err == nil || err.Error() != tc.want {
-				t.Errorf("Parse error:\n%v\nwant:\n%s\nfile:\n%s", err, tc.want, tc.src)
-			}
-		})
-	}
-}
