@@ -41,7 +41,7 @@ type kind struct {
 	choices  map[string]func(s *store, v string) bool
 	render   func(r *renderer, id int64) any
 	write    func(t *tx, id int64, in *input) (int64, error) // id 0 creates
-	remove   func(t *tx, id int64) error
+	remove   func(t *tx, id int64)
 	snapshot func(s *store, id int64) map[string]any
 	repr     func(s *store, id int64) string
 	order    func(s *store, ids []int64, ordering string) error // nil: ID order only
@@ -851,11 +851,10 @@ func cableKind() *kind {
 		},
 		repr: cableDisplay,
 	})
-	k.remove = func(t *tx, id int64) error {
+	k.remove = func(t *tx, id int64) {
 		c := t.s.cables.get(id)
 		cableEnds(t, append(slices.Clone(c.a), c.b...), 0, "")
 		remove(t, t.s.cables, id)
-		return nil
 	}
 	return k
 }

@@ -774,10 +774,7 @@ func (s *Server) delete(u *user, k *kind, id int64) answer {
 	}
 	t := s.st.begin(u)
 	pre, repr := k.snapshot(s.st, id), k.repr(s.st, id)
-	if err := k.remove(t, id); err != nil {
-		t.rollback()
-		return jsonAnswer(http.StatusConflict, errorBody(err))
-	}
+	k.remove(t, id)
 	t.record("delete", k.objectType, id, repr, pre, nil)
 	return answer{status: http.StatusNoContent}
 }
