@@ -189,10 +189,7 @@ func aliceSets(fieldValues ...any) func(*testing.T, *bindingCase) {
 }
 
 func newBindingCase(t *testing.T, serial string) *bindingCase {
-	srv := fleetNetBox(t, true)
-	terraform := client(t, srv, userTerraform, nil)
-	inv := parseNodes(t, fleetNodes)
-	applied(t, terraform, inv)
+	srv, terraform := terraformFleet(t)
 	d, err := terraform.DeviceBySerial(t.Context(), serial)
 	noErr(t, err)
 	return &bindingCase{srv: srv, terraform: terraform, id: d.ID, wantRSA: d.ApprovedEKHash, wantECC: d.ApprovedEKHashECC}

@@ -70,16 +70,18 @@ func TestPlanApplyRoundTrip(t *testing.T) {
 	}
 }
 
-// reapply applies the nodes file text and returns the plan it applied.
-func reapply(t *testing.T, nb *NetBox, nodes string) *Plan {
+// terraformFleet is a NetBox holding fleetNodes, and terraform's client of
+// it.
+func terraformFleet(t *testing.T) (*netboxtest.Server, *NetBox) {
 	t.Helper()
-	return applied(t, nb, parseNodes(t, nodes))
+	srv := fleetNetBox(t, true)
+	nb := client(t, srv, userTerraform, nil)
+	applied(t, nb, parseNodes(t, fleetNodes))
+	return srv, nb
 }
 
 func TestPlanOneFieldChange(t *testing.T) {
-	srv := fleetNetBox(t, true)
-	nb := client(t, srv, userTerraform, nil)
-	reapply(t, nb, fleetNodes)
+	srv, nb := terraformFleet(t)
 	changed := strings.Replace(fleetNodes, "disk_serial: S6B0NL0W412346B", "disk_serial: S6B0NL0W412399Z", 1)
 	p, err := nb.Plan(t.Context(), parseNodes(t, changed))
 	noErr(t, err)
@@ -112,9 +114,7 @@ Plan: 0 to add, 1 to change.
 // only those fields, and DevicesWithDesiredAction lists the device while
 // its desired_action is set.
 func TestPlanKeepsWhatFleetdOwns(t *testing.T) {
-	srv := fleetNetBox(t, true)
-	nb := client(t, srv, userTerraform, nil)
-	reapply(t, nb, fleetNodes)
+	srv, nb := terraformFleet(t)
 	fleetd := client(t, srv, userFleetd, nil)
 	ctx := t.Context()
 	d, err := fleetd.DeviceBySerial(ctx, "MS01-0002")
@@ -146,7 +146,7 @@ func TestPlanKeepsWhatFleetdOwns(t *testing.T) {
 		t.Fatalf("what fleetd wrote makes a plan: %v\n%s", err, p)
 	}
 	changed := strings.Replace(fleetNodes, "class: worker\n    switch_port: 5", "class: controlplane\n    switch_port: 5", 1)
-	reapply(t, nb, changed)
+	applied(t, nb, parseNodes(t, changed))
 	after := deviceOf(t, fleetd, d.ID)
 	want = before
 	want.Class = "controlplane"
@@ -164,9 +164,7 @@ func TestPlanKeepsWhatFleetdOwns(t *testing.T) {
 }
 
 func TestPlanMovesPortsAndAddresses(t *testing.T) {
-	srv := fleetNetBox(t, true)
-	nb := client(t, srv, userTerraform, nil)
-	reapply(t, nb, fleetNodes)
+	srv, nb := terraformFleet(t)
 	// w-01 and w-02 swap ports; w-01 moves to another address.
 	moved := strings.NewReplacer("switch_port: 5", "switch_port: 6", "switch_port: 6", "switch_port: 5", "address: 10.40.0.21", "address: 10.40.0.31").Replace(fleetNodes)
 	p, err := nb.Plan(t.Context(), parseNodes(t, moved))
@@ -197,9 +195,7 @@ func TestPlanMovesPortsAndAddresses(t *testing.T) {
 }
 
 func TestPlanUnlistedDevices(t *testing.T) {
-	srv := fleetNetBox(t, true)
-	nb := client(t, srv, userTerraform, nil)
-	reapply(t, nb, fleetNodes)
+	_, nb := terraformFleet(t)
 	without := fleetNodes[:strings.Index(fleetNodes, "  w-02:")]
 	p, err := nb.Plan(t.Context(), parseNodes(t, without))
 	noErr(t, err)
