@@ -134,11 +134,11 @@ func kindOf[T any, P interface {
 
 // Choice checks for filters naming related objects by slug.
 func roleSlug(s *store, v string) bool {
-	return find(s.roles, func(r *role) bool { return r.slug == v }) != 0
+	return find(&s.roles, func(r *role) bool { return r.slug == v }) != 0
 }
 
 func siteSlug(s *store, v string) bool {
-	return find(s.sites, func(x *site) bool { return x.slug == v }) != 0
+	return find(&s.sites, func(x *site) bool { return x.slug == v }) != 0
 }
 
 func deviceID(s *store, v string) bool {
@@ -147,7 +147,7 @@ func deviceID(s *store, v string) bool {
 }
 
 func manufacturerSlug(s *store, v string) bool {
-	return find(s.manufacturers, func(m *manufacturer) bool { return m.slug == v }) != 0
+	return find(&s.manufacturers, func(m *manufacturer) bool { return m.slug == v }) != 0
 }
 
 // Filters built from a field's value.
@@ -285,14 +285,14 @@ var hexColor = regexp.MustCompile(`^[0-9a-f]{6}$`)
 func siteKind() *kind {
 	return kindOf(model[site]{
 		path: pathSites, objectType: "dcim.site", def: site{status: "active"},
-		tab:     func(s *store) *table[site] { return s.sites },
+		tab:     func(s *store) *table[site] { return &s.sites },
 		filters: namedFilters(func(v *site) *named { return &v.named }),
 		render:  (*renderer).site,
 		write: func(t *tx, id int64, v *site, in *input) {
 			in.known("name", "slug", "status", "description")
 			v.read(in, id == 0)
 			in.setChoice("status", false, &v.status, "planned", "staging", "active", "decommissioning", "retired")
-			unique(in, t.s.sites, id, &v.named, "site", func(o *site) *named { return &o.named })
+			unique(in, &t.s.sites, id, &v.named, "site", func(o *site) *named { return &o.named })
 		},
 		snapshot: func(_ *store, v *site) map[string]any { return v.named.snapshot(map[string]any{"status": v.status}) },
 		repr:     func(v *site) string { return v.name },
@@ -302,13 +302,13 @@ func siteKind() *kind {
 func manufacturerKind() *kind {
 	return kindOf(model[manufacturer]{
 		path: pathManufacturers, objectType: "dcim.manufacturer",
-		tab:     func(s *store) *table[manufacturer] { return s.manufacturers },
+		tab:     func(s *store) *table[manufacturer] { return &s.manufacturers },
 		filters: namedFilters(func(v *manufacturer) *named { return &v.named }),
 		render:  (*renderer).manufacturer,
 		write: func(t *tx, id int64, v *manufacturer, in *input) {
 			in.known("name", "slug", "description")
 			v.read(in, id == 0)
-			unique(in, t.s.manufacturers, id, &v.named, "manufacturer", func(o *manufacturer) *named { return &o.named })
+			unique(in, &t.s.manufacturers, id, &v.named, "manufacturer", func(o *manufacturer) *named { return &o.named })
 		},
 		snapshot: func(_ *store, v *manufacturer) map[string]any { return v.named.snapshot(map[string]any{}) },
 		repr:     func(v *manufacturer) string { return v.name },
@@ -318,7 +318,7 @@ func manufacturerKind() *kind {
 func deviceTypeKind() *kind {
 	return kindOf(model[deviceType]{
 		path: pathDeviceTypes, objectType: "dcim.devicetype",
-		tab: func(s *store) *table[deviceType] { return s.deviceTypes },
+		tab: func(s *store) *table[deviceType] { return &s.deviceTypes },
 		filters: map[string]filterOf[deviceType]{
 			"slug":            strFilter(func(_ *store, v *deviceType) string { return v.slug }),
 			"model":           strFilter(func(_ *store, v *deviceType) string { return v.model }),
@@ -330,7 +330,7 @@ func deviceTypeKind() *kind {
 		write: func(t *tx, id int64, v *deviceType, in *input) {
 			in.known("manufacturer", "model", "slug", "part_number", "description", "u_height", "is_full_depth")
 			required(in, id == 0, "manufacturer", "model", "slug")
-			related(in, "manufacturer", t.s.manufacturers, &v.manufacturer)
+			related(in, "manufacturer", &t.s.manufacturers, &v.manufacturer)
 			in.setStr("model", &v.model)
 			in.setSlug(&v.slug)
 			in.setStr("part_number", &v.partNumber)
@@ -342,12 +342,12 @@ func deviceTypeKind() *kind {
 				}
 			}
 			in.boolean("is_full_depth")
-			if find(t.s.deviceTypes, func(o *deviceType) bool {
+			if find(&t.s.deviceTypes, func(o *deviceType) bool {
 				return o.id != id && o.manufacturer == v.manufacturer && strings.EqualFold(o.model, v.model)
 			}) != 0 {
 				in.errs.add("__all__", "Device type with this Manufacturer and Model already exists.")
 			}
-			if find(t.s.deviceTypes, func(o *deviceType) bool { return o.id != id && o.manufacturer == v.manufacturer && o.slug == v.slug }) != 0 {
+			if find(&t.s.deviceTypes, func(o *deviceType) bool { return o.id != id && o.manufacturer == v.manufacturer && o.slug == v.slug }) != 0 {
 				in.errs.add("__all__", "Device type with this Manufacturer and Slug already exists.")
 			}
 		},
@@ -361,7 +361,7 @@ func deviceTypeKind() *kind {
 func roleKind() *kind {
 	return kindOf(model[role]{
 		path: pathRoles, objectType: "dcim.devicerole", def: role{color: "9e9e9e"},
-		tab:     func(s *store) *table[role] { return s.roles },
+		tab:     func(s *store) *table[role] { return &s.roles },
 		filters: namedFilters(func(v *role) *named { return &v.named }),
 		render:  (*renderer).role,
 		write: func(t *tx, id int64, v *role, in *input) {
@@ -374,7 +374,7 @@ func roleKind() *kind {
 				v.color = s
 			}
 			in.boolean("vm_role")
-			unique(in, t.s.roles, id, &v.named, "device role", func(o *role) *named { return &o.named })
+			unique(in, &t.s.roles, id, &v.named, "device role", func(o *role) *named { return &o.named })
 		},
 		snapshot: func(_ *store, v *role) map[string]any { return v.named.snapshot(map[string]any{"color": v.color}) },
 		repr:     func(v *role) string { return v.name },
@@ -386,7 +386,7 @@ var deviceStatuses = []string{"offline", "active", "planned", "staged", "failed"
 func deviceKind() *kind {
 	return kindOf(model[device]{
 		path: pathDevices, objectType: "dcim.device", def: device{status: "active"},
-		tab: func(s *store) *table[device] { return s.devices },
+		tab: func(s *store) *table[device] { return &s.devices },
 		filters: map[string]filterOf[device]{
 			"name":           strFilter(func(_ *store, v *device) string { return v.name }),
 			"serial":         iStrFilter(func(_ *store, v *device) string { return v.serial }), // iexact, as in NetBox
@@ -424,9 +424,9 @@ func writeDevice(t *tx, id int64, v *device, in *input) {
 		}
 		v.name = n
 	}
-	related(in, "device_type", s.deviceTypes, &v.deviceType)
-	related(in, "role", s.roles, &v.role)
-	related(in, "site", s.sites, &v.site)
+	related(in, "device_type", &s.deviceTypes, &v.deviceType)
+	related(in, "role", &s.roles, &v.role)
+	related(in, "site", &s.sites, &v.site)
 	if sn, ok := in.str("serial", false); ok {
 		if len(sn) > 50 {
 			in.errs.add("serial", "Ensure this field has no more than 50 characters.")
@@ -503,7 +503,7 @@ func nameKey(d *device) string {
 // customFieldValue checks the value of the custom field name of an object of
 // objectType, and returns it as netboxtest stores it (nil: unset).
 func (s *store) customFieldValue(objectType, name string, raw json.RawMessage) (any, error) {
-	cf := s.customFields.get(find(s.customFields, func(c *customField) bool {
+	cf := s.customFields.get(find(&s.customFields, func(c *customField) bool {
 		return c.name == name && slices.Contains(c.objectTypes, objectType)
 	}))
 	if cf == nil {
@@ -574,7 +574,7 @@ var interfaceTypes = []string{"virtual", "other", "1000base-t", "2.5gbase-t", "1
 func interfaceKind() *kind {
 	return kindOf(model[iface]{
 		path: pathInterfaces, objectType: typeInterface, def: iface{enabled: true},
-		tab: func(s *store) *table[iface] { return s.interfaces },
+		tab: func(s *store) *table[iface] { return &s.interfaces },
 		filters: map[string]filterOf[iface]{
 			"name":        strFilter(func(_ *store, v *iface) string { return v.name }),
 			"device_id":   idFilter(func(_ *store, v *iface) int64 { return v.device }),
@@ -590,7 +590,7 @@ func interfaceKind() *kind {
 			in.known("device", "name", "type", "enabled", "mgmt_only", "description", "label", "primary_mac_address")
 			required(in, id == 0, "device", "name", "type")
 			was := v.device
-			related(in, "device", s.devices, &v.device)
+			related(in, "device", &s.devices, &v.device)
 			if id != 0 && v.device != was {
 				in.errs.add("device", "netboxtest does not move interfaces between devices.")
 			}
@@ -672,7 +672,7 @@ func assigned(s *store, in *input) (int64, bool) {
 func macKind() *kind {
 	return kindOf(model[macAddress]{
 		path: pathMACs, objectType: "dcim.macaddress",
-		tab: func(s *store) *table[macAddress] { return s.macs },
+		tab: func(s *store) *table[macAddress] { return &s.macs },
 		filters: assignedFilters(func(v *macAddress) int64 { return v.iface }, map[string]filterOf[macAddress]{
 			"mac_address": iStrFilter(func(_ *store, v *macAddress) string { return v.mac }),
 		}),
@@ -756,7 +756,7 @@ func parseMAC(s string) (string, error) {
 func ipKind() *kind {
 	return kindOf(model[ipAddress]{
 		path: pathIPs, objectType: "ipam.ipaddress", def: ipAddress{status: "active"},
-		tab: func(s *store) *table[ipAddress] { return s.ips },
+		tab: func(s *store) *table[ipAddress] { return &s.ips },
 		filters: assignedFilters(func(v *ipAddress) int64 { return v.iface }, map[string]filterOf[ipAddress]{
 			// NetBox matches address by host, ignoring the prefix length.
 			"address": parsed(func(v string) (netip.Addr, error) {
@@ -831,7 +831,7 @@ func cableKind() *kind {
 	}
 	k := kindOf(model[cable]{
 		path: pathCables, objectType: "dcim.cable", def: cable{status: "connected"},
-		tab: func(s *store) *table[cable] { return s.cables },
+		tab: func(s *store) *table[cable] { return &s.cables },
 		filters: map[string]filterOf[cable]{
 			"interface_id": endFilter(func(_ *store, e int64) int64 { return e }),
 			"device_id":    endFilter(func(s *store, e int64) int64 { return s.interfaces.get(e).device }),
@@ -854,7 +854,7 @@ func cableKind() *kind {
 	k.remove = func(t *tx, id int64) {
 		c := t.s.cables.get(id)
 		cableEnds(t, append(slices.Clone(c.a), c.b...), 0, "")
-		remove(t, t.s.cables, id)
+		remove(t, &t.s.cables, id)
 	}
 	return k
 }
@@ -919,7 +919,7 @@ func cableEnds(t *tx, ids []int64, cable int64, end string) {
 		i := *t.s.interfaces.get(e)
 		i.cable, i.cableEnd = cable, end
 		stamp(t, &i.meta, false)
-		put(t, t.s.interfaces, e, &i)
+		put(t, &t.s.interfaces, e, &i)
 	}
 }
 
@@ -931,7 +931,7 @@ func customFieldKind() *kind {
 	return kindOf(model[customField]{
 		path: pathCustomFields, objectType: "extras.customfield",
 		def: customField{typ: "text", filterLogic: "loose", uiVisible: "always", uiEditable: "yes", weight: 100, searchWeight: 1000},
-		tab: func(s *store) *table[customField] { return s.customFields },
+		tab: func(s *store) *table[customField] { return &s.customFields },
 		filters: map[string]filterOf[customField]{
 			"name": strFilter(func(_ *store, v *customField) string { return v.name }),
 			"type": strFilter(func(_ *store, v *customField) string { return v.typ }),
@@ -987,7 +987,7 @@ func customFieldKind() *kind {
 			if w, ok := in.integer("search_weight", false); ok {
 				v.searchWeight = w
 			}
-			if find(t.s.customFields, func(o *customField) bool { return o.id != id && o.name == v.name }) != 0 {
+			if find(&t.s.customFields, func(o *customField) bool { return o.id != id && o.name == v.name }) != 0 {
 				in.errs.add("name", "custom field with this name already exists.")
 			}
 		},
@@ -1014,7 +1014,7 @@ var journalKinds = []string{"info", "success", "warning", "danger"}
 func journalKind() *kind {
 	return kindOf(model[journalEntry]{
 		path: pathJournal, objectType: "extras.journalentry",
-		tab: func(s *store) *table[journalEntry] { return s.journal },
+		tab: func(s *store) *table[journalEntry] { return &s.journal },
 		filters: map[string]filterOf[journalEntry]{
 			"assigned_object_type": strFilter(func(_ *store, v *journalEntry) string { return v.objectType }),
 			"assigned_object_id":   idFilter(func(_ *store, v *journalEntry) int64 { return v.objectID }),
@@ -1068,7 +1068,7 @@ func changeKind() *kind {
 	}
 	return kindOf(model[objectChange]{
 		path: pathChanges, objectType: "core.objectchange",
-		tab: func(s *store) *table[objectChange] { return s.changes },
+		tab: func(s *store) *table[objectChange] { return &s.changes },
 		filters: map[string]filterOf[objectChange]{
 			"changed_object_type": strFilter(func(_ *store, c *objectChange) string { return c.objectType }),
 			"changed_object_id":   idFilter(func(_ *store, c *objectChange) int64 { return c.objectID }),

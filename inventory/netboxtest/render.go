@@ -516,7 +516,7 @@ func (r *renderer) site(s *site) any {
 		"name": s.name, "slug": s.slug, "status": statusChoice(s.status), "region": nil, "group": nil, "tenant": nil,
 		"facility": "", "time_zone": nil, "description": s.description, "physical_address": "", "shipping_address": "",
 		"latitude": nil, "longitude": nil, "comments": "", "asns": []any{},
-		"device_count": count(r.s.devices, func(d *device) bool { return d.site == s.id }),
+		"device_count": count(&r.s.devices, func(d *device) bool { return d.site == s.id }),
 	})
 }
 
@@ -535,7 +535,7 @@ func count[T any](tab *table[T], pred func(*T) bool) int {
 func (r *renderer) manufacturer(m *manufacturer) any {
 	return r.object(pathManufacturers, m.meta, m.name, map[string]any{
 		"name": m.name, "slug": m.slug, "description": m.description,
-		"devicetype_count":    count(r.s.deviceTypes, func(dt *deviceType) bool { return dt.manufacturer == m.id }),
+		"devicetype_count":    count(&r.s.deviceTypes, func(dt *deviceType) bool { return dt.manufacturer == m.id }),
 		"inventoryitem_count": 0, "platform_count": 0,
 	})
 }
@@ -546,7 +546,7 @@ func (r *renderer) deviceType(dt *deviceType) any {
 		"part_number": dt.partNumber, "u_height": 1.0, "exclude_from_utilization": false, "is_full_depth": true,
 		"subdevice_role": nil, "airflow": nil, "weight": nil, "weight_unit": nil, "front_image": nil, "rear_image": nil,
 		"description": dt.description, "comments": "",
-		"device_count":                count(r.s.devices, func(d *device) bool { return d.deviceType == dt.id }),
+		"device_count":                count(&r.s.devices, func(d *device) bool { return d.deviceType == dt.id }),
 		"console_port_template_count": 0, "console_server_port_template_count": 0, "power_port_template_count": 0,
 		"power_outlet_template_count": 0, "interface_template_count": 0, "front_port_template_count": 0,
 		"rear_port_template_count": 0, "device_bay_template_count": 0, "module_bay_template_count": 0,
@@ -558,6 +558,6 @@ func (r *renderer) role(ro *role) any {
 	return r.object(pathRoles, ro.meta, ro.name, map[string]any{
 		"name": ro.name, "slug": ro.slug, "color": ro.color, "vm_role": true, "config_template": nil, "parent": nil,
 		"description": ro.description, "comments": "",
-		"device_count": count(r.s.devices, func(d *device) bool { return d.role == ro.id }), "virtualmachine_count": 0, "_depth": 0,
+		"device_count": count(&r.s.devices, func(d *device) bool { return d.role == ro.id }), "virtualmachine_count": 0, "_depth": 0,
 	})
 }

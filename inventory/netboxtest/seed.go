@@ -113,7 +113,7 @@ func slugify(name string) string {
 
 func (s *Server) addSite(name string) (int64, error) {
 	slug := slugify(name)
-	found := find(s.st.sites, func(v *site) bool { return v.name == name || v.slug == slug })
+	found := find(&s.st.sites, func(v *site) bool { return v.name == name || v.slug == slug })
 	return s.ensure(found, pathSites, map[string]any{"name": name, "slug": slug})
 }
 
@@ -157,17 +157,17 @@ func (s *Server) AddSwitch(sw Switch) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	roleID, err := s.ensure(find(s.st.roles, func(v *role) bool { return v.slug == "switch" }),
+	roleID, err := s.ensure(find(&s.st.roles, func(v *role) bool { return v.slug == "switch" }),
 		pathRoles, map[string]any{"name": "Switch", "slug": "switch", "color": "2196f3"})
 	if err != nil {
 		return 0, err
 	}
-	mfrID, err := s.ensure(find(s.st.manufacturers, func(v *manufacturer) bool { return v.slug == "ubiquiti" }),
+	mfrID, err := s.ensure(find(&s.st.manufacturers, func(v *manufacturer) bool { return v.slug == "ubiquiti" }),
 		pathManufacturers, map[string]any{"name": "Ubiquiti", "slug": "ubiquiti"})
 	if err != nil {
 		return 0, err
 	}
-	dtID, err := s.ensure(find(s.st.deviceTypes, func(v *deviceType) bool { return v.manufacturer == mfrID && v.slug == "usw-pro-48" }),
+	dtID, err := s.ensure(find(&s.st.deviceTypes, func(v *deviceType) bool { return v.manufacturer == mfrID && v.slug == "usw-pro-48" }),
 		pathDeviceTypes, map[string]any{"manufacturer": mfrID, "model": "USW Pro 48", "slug": "usw-pro-48"})
 	if err != nil {
 		return 0, err

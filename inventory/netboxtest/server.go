@@ -225,10 +225,7 @@ func (s *Server) AddUser(name string) string {
 		panic(err)
 	}
 	u := &user{name: name, token: hex.EncodeToString(b[:])}
-	s.st.users.next++
-	u.id = s.st.users.next
-	s.st.users.ids = append(s.st.users.ids, u.id)
-	s.st.users.byID[u.id] = u
+	u.id = put(&tx{s: s.st}, &s.st.users, 0, u) // no request: nothing to undo
 	return u.token
 }
 
@@ -261,11 +258,11 @@ func (s *Server) DeleteUser(name string) {
 }
 
 func (st *store) user(name string) *user {
-	return st.users.get(find(st.users, func(u *user) bool { return u.name == name }))
+	return st.users.get(find(&st.users, func(u *user) bool { return u.name == name }))
 }
 
 func (st *store) userByToken(token string) *user {
-	return st.users.get(find(st.users, func(u *user) bool { return u.token == token }))
+	return st.users.get(find(&st.users, func(u *user) bool { return u.token == token }))
 }
 
 // answer is a status and a JSON body.
@@ -598,7 +595,7 @@ func (s *Server) filterFor(k *kind, name string) (filter, error) {
 		return nil, fmt.Errorf("netboxtest: unknown filter %q for %s", name, k.path)
 	}
 	cfName, lookup, _ := strings.Cut(cfName, "__")
-	cf := s.st.customFields.get(find(s.st.customFields, func(c *customField) bool {
+	cf := s.st.customFields.get(find(&s.st.customFields, func(c *customField) bool {
 		return c.name == cfName && slices.Contains(c.objectTypes, k.objectType) && c.filterLogic != "disabled"
 	}))
 	if cf == nil {

@@ -13,14 +13,12 @@ import (
 
 // table holds the objects of one model by ID, in the order they were
 // created (NetBox lists in its own orderings; netboxtest lists by ID, which
-// clients must not rely on either way).
+// clients must not rely on either way). The zero table is empty.
 type table[T any] struct {
 	byID map[int64]*T
 	ids  []int64 // ascending; may hold deleted IDs, which byID lacks
 	next int64
 }
-
-func newTable[T any]() *table[T] { return &table[T]{byID: map[int64]*T{}} }
 
 func (t *table[T]) get(id int64) *T { return t.byID[id] }
 
@@ -151,19 +149,19 @@ type objectChange struct {
 
 // store is the state of one server. Server.mu guards it.
 type store struct {
-	users         *table[user]
-	sites         *table[site]
-	manufacturers *table[manufacturer]
-	deviceTypes   *table[deviceType]
-	roles         *table[role]
-	devices       *table[device]
-	interfaces    *table[iface]
-	macs          *table[macAddress]
-	ips           *table[ipAddress]
-	cables        *table[cable]
-	customFields  *table[customField]
-	journal       *table[journalEntry]
-	changes       *table[objectChange]
+	users         table[user]
+	sites         table[site]
+	manufacturers table[manufacturer]
+	deviceTypes   table[deviceType]
+	roles         table[role]
+	devices       table[device]
+	interfaces    table[iface]
+	macs          table[macAddress]
+	ips           table[ipAddress]
+	cables        table[cable]
+	customFields  table[customField]
+	journal       table[journalEntry]
+	changes       table[objectChange]
 
 	lastTime time.Time
 
@@ -181,19 +179,6 @@ type store struct {
 
 func newStore() *store {
 	return &store{
-		users:          newTable[user](),
-		sites:          newTable[site](),
-		manufacturers:  newTable[manufacturer](),
-		deviceTypes:    newTable[deviceType](),
-		roles:          newTable[role](),
-		devices:        newTable[device](),
-		interfaces:     newTable[iface](),
-		macs:           newTable[macAddress](),
-		ips:            newTable[ipAddress](),
-		cables:         newTable[cable](),
-		customFields:   newTable[customField](),
-		journal:        newTable[journalEntry](),
-		changes:        newTable[objectChange](),
 		ifacesByDevice: map[int64][]int64{},
 		macsByIface:    map[int64][]int64{},
 		ipsByIface:     map[int64][]int64{},
@@ -237,6 +222,9 @@ func (t *tx) rollback() {
 // put stores v under id in tab, creating it when id is 0 (it returns the
 // new ID), and remembers how to undo that.
 func put[T any](t *tx, tab *table[T], id int64, v *T) int64 {
+	if tab.byID == nil {
+		tab.byID = map[int64]*T{}
+	}
 	if id == 0 {
 		tab.next++
 		id = tab.next
@@ -280,7 +268,7 @@ func (t *tx) record(action, objectType string, id int64, repr string, pre, post 
 		pre:        snapshotJSON(pre),
 		post:       snapshotJSON(post),
 	}
-	c.id = put(t, t.s.changes, 0, c)
+	c.id = put(t, &t.s.changes, 0, c)
 }
 
 // snapshotJSON encodes a snapshot; nil stays nil (no data).
