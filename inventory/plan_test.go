@@ -80,35 +80,6 @@ func terraformFleet(t *testing.T) (*netboxtest.Server, *NetBox) {
 	return srv, nb
 }
 
-func TestPlanOneFieldChange(t *testing.T) {
-	srv, nb := terraformFleet(t)
-	changed := strings.Replace(fleetNodes, "disk_serial: S6B0NL0W412346B", "disk_serial: S6B0NL0W412399Z", 1)
-	p, err := nb.Plan(t.Context(), parseNodes(t, changed))
-	noErr(t, err)
-	want := []Change{{Action: ActionUpdate, Kind: "device", Name: "w-01", Fields: []FieldChange{{Name: "install_disk_serial", Old: "S6B0NL0W412346B", New: "S6B0NL0W412399Z"}}}}
-	if diff := cmp.Diff(want, p.Changes); diff != "" {
-		t.Errorf("changes (-want +got):\n%s", diff)
-	}
-	wantText := `fleet will make these changes in NetBox:
-
-  ~ device w-01
-      ~ install_disk_serial = "S6B0NL0W412346B" -> "S6B0NL0W412399Z"
-
-Plan: 0 to add, 1 to change.
-`
-	if got := p.String(); got != wantText {
-		t.Errorf("plan text:\n%s\nwant:\n%s", got, wantText)
-	}
-	srv.ResetRequests()
-	noErr(t, nb.Apply(t.Context(), p))
-	if n := srv.RequestCount(); n != 1 {
-		t.Errorf("applying one field took %d requests, want 1: %v", n, srv.Requests())
-	}
-	if p, err := nb.Plan(t.Context(), parseNodes(t, changed)); err != nil || !p.Empty() {
-		t.Errorf("after applying: %v\n%s", err, p)
-	}
-}
-
 // Plan never touches what fleetd owns: status after planned, attested_*,
 // attest_verdict, desired_action, last_run, MAC. fleetd's writes change
 // only those fields, and DevicesWithDesiredAction lists the device while
@@ -163,13 +134,41 @@ func TestPlanKeepsWhatFleetdOwns(t *testing.T) {
 	}
 }
 
-func TestPlanMovesPortsAndAddresses(t *testing.T) {
+// Plans of edits of the nodes file, each applied in turn: one field; w-01
+// and w-02 swapping ports and w-01 moving to another address; w-02 left
+// out, which fleet never deletes.
+func TestPlanEdits(t *testing.T) {
 	srv, nb := terraformFleet(t)
-	// w-01 and w-02 swap ports; w-01 moves to another address.
-	moved := strings.NewReplacer("switch_port: 5", "switch_port: 6", "switch_port: 6", "switch_port: 5", "address: 10.40.0.21", "address: 10.40.0.31").Replace(fleetNodes)
-	p, err := nb.Plan(t.Context(), parseNodes(t, moved))
+	changed := strings.Replace(fleetNodes, "disk_serial: S6B0NL0W412346B", "disk_serial: S6B0NL0W412399Z", 1)
+	p, err := nb.Plan(t.Context(), parseNodes(t, changed))
 	noErr(t, err)
-	want := []Change{
+	want := []Change{{Action: ActionUpdate, Kind: "device", Name: "w-01", Fields: []FieldChange{{Name: "install_disk_serial", Old: "S6B0NL0W412346B", New: "S6B0NL0W412399Z"}}}}
+	if diff := cmp.Diff(want, p.Changes); diff != "" {
+		t.Errorf("changes (-want +got):\n%s", diff)
+	}
+	wantText := `fleet will make these changes in NetBox:
+
+  ~ device w-01
+      ~ install_disk_serial = "S6B0NL0W412346B" -> "S6B0NL0W412399Z"
+
+Plan: 0 to add, 1 to change.
+`
+	if got := p.String(); got != wantText {
+		t.Errorf("plan text:\n%s\nwant:\n%s", got, wantText)
+	}
+	srv.ResetRequests()
+	noErr(t, nb.Apply(t.Context(), p))
+	if n := srv.RequestCount(); n != 1 {
+		t.Errorf("applying one field took %d requests, want 1: %v", n, srv.Requests())
+	}
+	if p, err := nb.Plan(t.Context(), parseNodes(t, changed)); err != nil || !p.Empty() {
+		t.Errorf("after applying: %v\n%s", err, p)
+	}
+
+	moved := strings.NewReplacer("switch_port: 5", "switch_port: 6", "switch_port: 6", "switch_port: 5", "address: 10.40.0.21", "address: 10.40.0.31").Replace(changed)
+	p, err = nb.Plan(t.Context(), parseNodes(t, moved))
+	noErr(t, err)
+	want = []Change{
 		{Action: ActionUpdate, Kind: "device", Name: "w-01", Fields: []FieldChange{
 			{Name: "primary_ip4", Old: "10.40.0.21/24", New: "10.40.0.31/24"},
 			{Name: "cable", Old: "usw Port 5", New: "usw Port 6"},
@@ -192,12 +191,9 @@ func TestPlanMovesPortsAndAddresses(t *testing.T) {
 	if n := listed(t, srv, "/api/ipam/ip-addresses/"); n != 3 {
 		t.Errorf("%d IP addresses after moving one, want 3", n)
 	}
-}
 
-func TestPlanUnlistedDevices(t *testing.T) {
-	_, nb := terraformFleet(t)
-	without := fleetNodes[:strings.Index(fleetNodes, "  w-02:")]
-	p, err := nb.Plan(t.Context(), parseNodes(t, without))
+	without := moved[:strings.Index(moved, "  w-02:")]
+	p, err = nb.Plan(t.Context(), parseNodes(t, without))
 	noErr(t, err)
 	if !p.Empty() || !slices.Equal(p.Unlisted, []string{"w-02"}) {
 		t.Errorf("plan without w-02: empty %v, unlisted %v", p.Empty(), p.Unlisted)
