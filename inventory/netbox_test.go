@@ -47,10 +47,17 @@ func appliedFleet(t *testing.T) (*netboxtest.Server, *NetBox, map[string]Device)
 	return srv, nb, byName(devs)
 }
 
+// Devices, DeviceBySerial and Device read a device alike, and a serial or
+// ID NetBox does not have is ErrNotFound. The setters refuse what NetBox
+// would not take before sending anything, and a device NetBox does not
+// have is ErrNotFound; what they write is TestPlanKeepsWhatFleetdOwns's.
+// Journal writes each kind of entry on its device, and JournalHas finds an
+// entry by its exact text and kind on its device only: not a longer text
+// that contains it, another kind, or another device's entry.
 func TestDeviceViews(t *testing.T) {
-	_, nb, devs := appliedFleet(t)
+	srv, nb, devs := appliedFleet(t)
 	ctx := t.Context()
-	want := Device{
+	cp01 := Device{
 		ID: devs["cp-01"].ID, Name: "cp-01", Serial: "MS01-0001", Status: StatusPlanned, Model: "ms-01",
 		Class: "controlplane", BMC: "amt", Address: netip.MustParsePrefix("10.40.0.10/24"), SwitchPort: 1,
 		InstallDisk: "/dev/nvme0n1", InstallDiskSerial: "S6B0NL0W412345A", ApprovedEKHash: hashA, ApprovedEKHashECC: hashB,
@@ -60,8 +67,8 @@ func TestDeviceViews(t *testing.T) {
 	}
 	bySerial, err := nb.DeviceBySerial(ctx, "MS01-0001")
 	noErr(t, err)
-	for view, got := range map[string]Device{"Devices: cp-01": devs["cp-01"], "DeviceBySerial": bySerial, "Device": deviceOf(t, nb, want.ID)} {
-		if diff := cmp.Diff(want, got, deviceCmp); diff != "" {
+	for view, got := range map[string]Device{"Devices: cp-01": devs["cp-01"], "DeviceBySerial": bySerial, "Device": deviceOf(t, nb, cp01.ID)} {
+		if diff := cmp.Diff(cp01, got, deviceCmp); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", view, diff)
 		}
 	}
@@ -79,6 +86,65 @@ func TestDeviceViews(t *testing.T) {
 		if !errors.Is(err, ErrNotFound) {
 			t.Errorf("%s: %v, want ErrNotFound", name, err)
 		}
+	}
+	w1, w2 := devs["w-01"].ID, devs["w-02"].ID
+	srv.ResetRequests()
+	for _, s := range []Status{"", "retired", "Planned"} {
+		if err := nb.SetStatus(ctx, w2, s); err == nil {
+			t.Errorf("SetStatus(%q) succeeded", s)
+		}
+	}
+	for _, j := range []struct {
+		kind JournalKind
+		text string
+	}{{"", "x"}, {"error", "x"}, {JournalInfo, ""}, {JournalInfo, "  "}} {
+		if err := nb.Journal(ctx, w2, j.kind, j.text); err == nil {
+			t.Errorf("Journal(%q, %q) succeeded", j.kind, j.text)
+		}
+	}
+	if n := srv.RequestCount(); n != 0 {
+		t.Errorf("refused arguments made %d requests", n)
+	}
+	if err := nb.SetStatus(ctx, 9999, StatusActive); !errors.Is(err, ErrNotFound) {
+		t.Errorf("SetStatus of an unknown device: %v, want ErrNotFound", err)
+	}
+	const line = "Workflow provision-w-01-1767225600 ended SUCCESS"
+	has := func(id int64, kind JournalKind, text string) bool {
+		t.Helper()
+		ok, err := nb.JournalHas(ctx, id, kind, text)
+		noErr(t, err)
+		return ok
+	}
+	if has(w1, JournalSuccess, line) {
+		t.Fatal("an empty journal has the line")
+	}
+	entries := []JournalEntry{
+		{w1, JournalSuccess, line + ": the install disk is wiped"},
+		{w1, JournalInfo, line},
+		{w1, JournalWarning, line},
+		{w1, JournalDanger, line},
+		{w2, JournalSuccess, line},
+	}
+	var want []netboxtest.JournalEntry
+	for _, e := range entries {
+		noErr(t, nb.Journal(ctx, e.Device, e.Kind, e.Text))
+		want = append(want, netboxtest.JournalEntry{Device: e.Device, Kind: string(e.Kind), Text: e.Text})
+	}
+	if diff := cmp.Diff(want, srv.Journal(0), cmpopts.IgnoreFields(netboxtest.JournalEntry{}, "ID")); diff != "" {
+		t.Errorf("the journal (-want +got):\n%s", diff)
+	}
+	if has(w1, JournalSuccess, line) {
+		t.Error("JournalHas found the line in a longer one, another kind's or another device's")
+	}
+	noErr(t, nb.Journal(ctx, w1, JournalSuccess, line))
+	if !has(w1, JournalSuccess, line) {
+		t.Error("JournalHas did not find the line once written")
+	}
+	if has(w1, JournalSuccess, strings.ToUpper(line)) {
+		t.Error("JournalHas matched the line in another case")
+	}
+	if _, err := nb.JournalHas(ctx, w1, JournalKind("loud"), line); err == nil {
+		t.Error("JournalHas of an unknown kind succeeded")
 	}
 }
 
@@ -129,82 +195,6 @@ func TestRecordAttestation(t *testing.T) {
 	}
 	if err := nb.RecordAttestation(ctx, 9999, Attestation{MAC: mac, Verdict: "attested"}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("RecordAttestation of an unknown device: %v, want ErrNotFound", err)
-	}
-}
-
-// The setters refuse what NetBox would not take before sending anything,
-// and a device NetBox does not have is ErrNotFound; what they write is
-// TestPlanKeepsWhatFleetdOwns's.
-func TestSetters(t *testing.T) {
-	srv, nb, devs := appliedFleet(t)
-	ctx := t.Context()
-	w2 := devs["w-02"]
-	srv.ResetRequests()
-	for _, s := range []Status{"", "retired", "Planned"} {
-		if err := nb.SetStatus(ctx, w2.ID, s); err == nil {
-			t.Errorf("SetStatus(%q) succeeded", s)
-		}
-	}
-	for _, j := range []struct {
-		kind JournalKind
-		text string
-	}{{"", "x"}, {"error", "x"}, {JournalInfo, ""}, {JournalInfo, "  "}} {
-		if err := nb.Journal(ctx, w2.ID, j.kind, j.text); err == nil {
-			t.Errorf("Journal(%q, %q) succeeded", j.kind, j.text)
-		}
-	}
-	if n := srv.RequestCount(); n != 0 {
-		t.Errorf("refused arguments made %d requests", n)
-	}
-	if err := nb.SetStatus(ctx, 9999, StatusActive); !errors.Is(err, ErrNotFound) {
-		t.Errorf("SetStatus of an unknown device: %v, want ErrNotFound", err)
-	}
-}
-
-// Journal writes each kind of entry on its device, and JournalHas finds
-// an entry by its exact text and kind on its device only: not a longer
-// text that contains it, another kind, or another device's entry.
-func TestJournalHas(t *testing.T) {
-	srv, nb, devs := appliedFleet(t)
-	ctx := t.Context()
-	w1, w2 := devs["w-01"].ID, devs["w-02"].ID
-	const line = "Workflow provision-w-01-1767225600 ended SUCCESS"
-	has := func(id int64, kind JournalKind, text string) bool {
-		t.Helper()
-		ok, err := nb.JournalHas(ctx, id, kind, text)
-		noErr(t, err)
-		return ok
-	}
-	if has(w1, JournalSuccess, line) {
-		t.Fatal("an empty journal has the line")
-	}
-	entries := []JournalEntry{
-		{w1, JournalSuccess, line + ": the install disk is wiped"},
-		{w1, JournalInfo, line},
-		{w1, JournalWarning, line},
-		{w1, JournalDanger, line},
-		{w2, JournalSuccess, line},
-	}
-	var want []netboxtest.JournalEntry
-	for _, e := range entries {
-		noErr(t, nb.Journal(ctx, e.Device, e.Kind, e.Text))
-		want = append(want, netboxtest.JournalEntry{Device: e.Device, Kind: string(e.Kind), Text: e.Text})
-	}
-	if diff := cmp.Diff(want, srv.Journal(0), cmpopts.IgnoreFields(netboxtest.JournalEntry{}, "ID")); diff != "" {
-		t.Errorf("the journal (-want +got):\n%s", diff)
-	}
-	if has(w1, JournalSuccess, line) {
-		t.Error("JournalHas found the line in a longer one, another kind's or another device's")
-	}
-	noErr(t, nb.Journal(ctx, w1, JournalSuccess, line))
-	if !has(w1, JournalSuccess, line) {
-		t.Error("JournalHas did not find the line once written")
-	}
-	if has(w1, JournalSuccess, strings.ToUpper(line)) {
-		t.Error("JournalHas matched the line in another case")
-	}
-	if _, err := nb.JournalHas(ctx, w1, JournalKind("loud"), line); err == nil {
-		t.Error("JournalHas of an unknown kind succeeded")
 	}
 }
 
