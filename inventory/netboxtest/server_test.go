@@ -351,23 +351,6 @@ func TestChangelog(t *testing.T) {
 	}
 }
 
-func TestAuthentication(t *testing.T) {
-	srv, _, _ := fleet(t, answersOnly{t})
-	for _, tok := range []string{"", "0000000000000000000000000000000000000000"} {
-		code, v := call(t, srv, tok, "GET", pathDevices, nil)
-		if code != 403 || v.(map[string]any)["detail"] == nil {
-			t.Errorf("token %q: %d %v", tok, code, v)
-		}
-	}
-	if srv.Token("nobody") != "" || srv.AddUser("alice") != srv.Token("alice") {
-		t.Error("tokens of users")
-	}
-	reqs := srv.Requests()
-	if len(reqs) != 2 || reqs[0].User != "" || reqs[0].Method != "GET" || reqs[0].URI != pathDevices {
-		t.Errorf("requests: %+v", reqs)
-	}
-}
-
 func TestFilters(t *testing.T) {
 	srv, tok, ids := fleet(t, answersOnly{t})
 	mustIDs(t)(srv.Create("terraform", pathDevices,
@@ -513,8 +496,23 @@ func TestNetBoxRules(t *testing.T) {
 	}
 }
 
+// A missing or unknown token is refused, and each request is recorded;
+// the faults Inject sets fail requests as they say.
 func TestFaults(t *testing.T) {
 	srv, _, ids := fleet(t, answersOnly{t})
+	for _, tok := range []string{"", "0000000000000000000000000000000000000000"} {
+		code, v := call(t, srv, tok, "GET", pathDevices, nil)
+		if code != 403 || v.(map[string]any)["detail"] == nil {
+			t.Errorf("token %q: %d %v", tok, code, v)
+		}
+	}
+	if srv.Token("nobody") != "" || srv.AddUser("alice") != srv.Token("alice") {
+		t.Error("tokens of users")
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 || reqs[0].User != "" || reqs[0].Method != "GET" || reqs[0].URI != pathDevices {
+		t.Errorf("requests: %+v", reqs)
+	}
 	client := &http.Client{Timeout: 200 * time.Millisecond}
 	for _, c := range []struct {
 		name   string
