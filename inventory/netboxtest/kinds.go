@@ -241,78 +241,72 @@ func orNil[T comparable](v T) any {
 	return v
 }
 
-// namedFilters are the name and slug filters of an organizational kind.
-func namedFilters[T any](get func(v *T) *named) map[string]filterOf[T] {
-	return map[string]filterOf[T]{
-		"name": strFilter(func(_ *store, v *T) string { return get(v).name }),
-		"slug": strFilter(func(_ *store, v *T) string { return get(v).slug }),
+// namedKind completes m, a kind of organizational objects (sites,
+// manufacturers, device roles) whose named is what names returns: the name
+// and slug filters and the repr; the write of name, slug (both required to
+// create) and description, each unique in the kind (a name in any case; in
+// noun's words), beside the fields m's write reads; and their snapshot.
+func namedKind[T any, P interface {
+	*T
+	base() *meta
+}](m model[T], noun string, names func(*T) *named, fields ...string) *kind {
+	m.filters = map[string]filterOf[T]{
+		"name": strFilter(func(_ *store, v *T) string { return names(v).name }),
+		"slug": strFilter(func(_ *store, v *T) string { return names(v).slug }),
 	}
-}
-
-// read takes name, slug and description from in; name and slug are
-// required when the object is created.
-func (v *named) read(in *input, create bool) {
-	required(in, create, "name", "slug")
-	in.setStr("name", &v.name)
-	in.setSlug(&v.slug)
-	in.setStr("description", &v.description)
-}
-
-// unique refuses a name or slug that another object of tab holds, in
-// NetBox's words ("<noun> with this name already exists.").
-func unique[T any](in *input, tab *table[T], id int64, v *named, noun string, get func(*T) *named) {
-	tab.all(func(oid int64, o *T) bool {
-		n := get(o)
-		if oid != id && strings.EqualFold(n.name, v.name) {
-			in.errs.add("name", "%s with this name already exists.", noun)
+	m.repr = func(v *T) string { return names(v).name }
+	write, snapshot := m.write, m.snapshot
+	m.write = func(t *tx, id int64, v *T, in *input) {
+		n := names(v)
+		in.known(slices.Concat([]string{"name", "slug", "description"}, fields)...)
+		required(in, id == 0, "name", "slug")
+		in.setStr("name", &n.name)
+		in.setSlug(&n.slug)
+		in.setStr("description", &n.description)
+		if write != nil {
+			write(t, id, v, in)
 		}
-		if oid != id && n.slug == v.slug {
-			in.errs.add("slug", "%s with this slug already exists.", noun)
+		m.tab(t.s).all(func(oid int64, o *T) bool {
+			if oid != id && strings.EqualFold(names(o).name, n.name) {
+				in.errs.add("name", "%s with this name already exists.", noun)
+			}
+			if oid != id && names(o).slug == n.slug {
+				in.errs.add("slug", "%s with this slug already exists.", noun)
+			}
+			return true
+		})
+	}
+	m.snapshot = func(s *store, v *T) map[string]any {
+		out := map[string]any{"name": names(v).name, "slug": names(v).slug, "description": names(v).description}
+		if snapshot != nil {
+			maps.Copy(out, snapshot(s, v))
 		}
-		return true
-	})
-}
-
-// snapshot puts v's fields in a changelog snapshot.
-func (v named) snapshot(m map[string]any) map[string]any {
-	m["name"], m["slug"], m["description"] = v.name, v.slug, v.description
-	return m
+		return out
+	}
+	return kindOf[T, P](m)
 }
 
 // hexColor is the form of a role's color.
 var hexColor = regexp.MustCompile(`^[0-9a-f]{6}$`)
 
 func siteKind() *kind {
-	return kindOf(model[site]{
+	return namedKind(model[site]{
 		path: pathSites, objectType: "dcim.site", def: site{status: "active"},
-		tab:     func(s *store) *table[site] { return &s.sites },
-		filters: namedFilters(func(v *site) *named { return &v.named }),
-		render:  (*renderer).site,
-		write: func(t *tx, id int64, v *site, in *input) {
-			in.known("name", "slug", "status", "description")
-			v.read(in, id == 0)
+		tab:    func(s *store) *table[site] { return &s.sites },
+		render: (*renderer).site,
+		write: func(_ *tx, _ int64, v *site, in *input) {
 			in.setChoice("status", false, &v.status, "planned", "staging", "active", "decommissioning", "retired")
-			unique(in, &t.s.sites, id, &v.named, "site", func(o *site) *named { return &o.named })
 		},
-		snapshot: func(_ *store, v *site) map[string]any { return v.named.snapshot(map[string]any{"status": v.status}) },
-		repr:     func(v *site) string { return v.name },
-	})
+		snapshot: func(_ *store, v *site) map[string]any { return map[string]any{"status": v.status} },
+	}, "site", func(v *site) *named { return &v.named }, "status")
 }
 
 func manufacturerKind() *kind {
-	return kindOf(model[manufacturer]{
+	return namedKind(model[manufacturer]{
 		path: pathManufacturers, objectType: "dcim.manufacturer",
-		tab:     func(s *store) *table[manufacturer] { return &s.manufacturers },
-		filters: namedFilters(func(v *manufacturer) *named { return &v.named }),
-		render:  (*renderer).manufacturer,
-		write: func(t *tx, id int64, v *manufacturer, in *input) {
-			in.known("name", "slug", "description")
-			v.read(in, id == 0)
-			unique(in, &t.s.manufacturers, id, &v.named, "manufacturer", func(o *manufacturer) *named { return &o.named })
-		},
-		snapshot: func(_ *store, v *manufacturer) map[string]any { return v.named.snapshot(map[string]any{}) },
-		repr:     func(v *manufacturer) string { return v.name },
-	})
+		tab:    func(s *store) *table[manufacturer] { return &s.manufacturers },
+		render: (*renderer).manufacturer,
+	}, "manufacturer", func(v *manufacturer) *named { return &v.named })
 }
 
 func deviceTypeKind() *kind {
@@ -359,14 +353,11 @@ func deviceTypeKind() *kind {
 }
 
 func roleKind() *kind {
-	return kindOf(model[role]{
+	return namedKind(model[role]{
 		path: pathRoles, objectType: "dcim.devicerole", def: role{color: "9e9e9e"},
-		tab:     func(s *store) *table[role] { return &s.roles },
-		filters: namedFilters(func(v *role) *named { return &v.named }),
-		render:  (*renderer).role,
-		write: func(t *tx, id int64, v *role, in *input) {
-			in.known("name", "slug", "color", "description", "vm_role")
-			v.read(in, id == 0)
+		tab:    func(s *store) *table[role] { return &s.roles },
+		render: (*renderer).role,
+		write: func(_ *tx, _ int64, v *role, in *input) {
 			if s, ok := in.str("color", false); ok {
 				if !hexColor.MatchString(s) {
 					in.errs.add("color", "Enter a valid hexadecimal RGB color code.")
@@ -374,11 +365,9 @@ func roleKind() *kind {
 				v.color = s
 			}
 			in.boolean("vm_role")
-			unique(in, &t.s.roles, id, &v.named, "device role", func(o *role) *named { return &o.named })
 		},
-		snapshot: func(_ *store, v *role) map[string]any { return v.named.snapshot(map[string]any{"color": v.color}) },
-		repr:     func(v *role) string { return v.name },
-	})
+		snapshot: func(_ *store, v *role) map[string]any { return map[string]any{"color": v.color} },
+	}, "device role", func(v *role) *named { return &v.named }, "color", "vm_role")
 }
 
 var deviceStatuses = []string{"offline", "active", "planned", "staged", "failed", "inventory", "decommissioning"}
