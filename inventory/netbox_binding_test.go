@@ -220,19 +220,12 @@ func TestBindingAuthoredReadsOlderPages(t *testing.T) {
 // A serial that more than one of fleet's devices holds names no binding:
 // the error names the serial and every device, and no changelog is read.
 func TestBindingBySerialDuplicateSerial(t *testing.T) {
-	tc := newBindingCase(t, "MS01-0002")
-	byName := map[string]int64{}
-	for _, serial := range []string{"MS01-0001", "MS01-0002", "G6NUC13-88121"} {
-		d, err := tc.terraform.DeviceBySerial(t.Context(), serial)
-		noErr(t, err)
-		byName[d.Name] = d.ID
-	}
+	srv, fleetd, devs := appliedFleet(t)
 	// An operator gives w-02 the serial of w-01.
-	noErr(t, tc.srv.Update(userAlice, "/api/dcim/devices/", map[string]any{"id": byName["w-02"], "serial": "MS01-0002"}))
-	fleetd := client(t, tc.srv, userFleetd, &NetBoxConfig{BindingAuthor: userTerraform})
-	tc.srv.ResetRequests()
+	noErr(t, srv.Update(userAlice, "/api/dcim/devices/", map[string]any{"id": devs["w-02"].ID, "serial": "MS01-0002"}))
+	srv.ResetRequests()
 	_, err := fleetd.BindingBySerial(t.Context(), "MS01-0002")
-	want := &DuplicateSerialError{Serial: "MS01-0002", Devices: []DeviceRef{{byName["w-01"], "w-01"}, {byName["w-02"], "w-02"}}}
+	want := &DuplicateSerialError{Serial: "MS01-0002", Devices: []DeviceRef{{devs["w-01"].ID, "w-01"}, {devs["w-02"].ID, "w-02"}}}
 	var got *DuplicateSerialError
 	if !errors.As(err, &got) || !errors.Is(err, ErrDuplicateSerial) || errors.Is(err, ErrNotFound) {
 		t.Fatalf("BindingBySerial of a serial two devices hold: %v, want a *DuplicateSerialError", err)
@@ -240,21 +233,21 @@ func TestBindingBySerialDuplicateSerial(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("BindingBySerial's error (-want +got):\n%s", diff)
 	}
-	wantText := fmt.Sprintf(`netbox: devices w-01 (id %d) and w-02 (id %d) both have serial "MS01-0002"`, byName["w-01"], byName["w-02"])
+	wantText := fmt.Sprintf(`netbox: devices w-01 (id %d) and w-02 (id %d) both have serial "MS01-0002"`, devs["w-01"].ID, devs["w-02"].ID)
 	if err.Error() != wantText {
 		t.Errorf("error text %q, want %q", err, wantText)
 	}
-	if n := tc.srv.RequestCount(); n != 1 {
-		t.Errorf("BindingBySerial made %d requests, want 1 (no changelog): %v", n, tc.srv.Requests())
+	if n := srv.RequestCount(); n != 1 {
+		t.Errorf("BindingBySerial made %d requests, want 1 (no changelog): %v", n, srv.Requests())
 	}
 	if _, err := fleetd.DeviceBySerial(t.Context(), "MS01-0002"); !errors.As(err, &got) || errors.Is(err, ErrNotFound) || cmp.Diff(want, got) != "" {
 		t.Errorf("DeviceBySerial of a serial two devices hold: %v", err)
 	}
 
 	// A third device: every one is named.
-	noErr(t, tc.srv.Update(userAlice, "/api/dcim/devices/", map[string]any{"id": byName["cp-01"], "serial": "MS01-0002"}))
+	noErr(t, srv.Update(userAlice, "/api/dcim/devices/", map[string]any{"id": devs["cp-01"].ID, "serial": "MS01-0002"}))
 	_, err = fleetd.BindingBySerial(t.Context(), "MS01-0002")
-	wantText = fmt.Sprintf(`netbox: devices cp-01 (id %d), w-01 (id %d) and w-02 (id %d) all have serial "MS01-0002"`, byName["cp-01"], byName["w-01"], byName["w-02"])
+	wantText = fmt.Sprintf(`netbox: devices cp-01 (id %d), w-01 (id %d) and w-02 (id %d) all have serial "MS01-0002"`, devs["cp-01"].ID, devs["w-01"].ID, devs["w-02"].ID)
 	if !errors.Is(err, ErrDuplicateSerial) || err.Error() != wantText {
 		t.Errorf("three devices with one serial: %v, want %q", err, wantText)
 	}
