@@ -26,15 +26,12 @@ func (s *Server) seedUser(name string) (*user, error) {
 	return first, nil
 }
 
-// seed writes the objects of path (one transaction) as the named user
-// ("" for the first user): with id 0 each is created, else updated. The
-// caller holds s.mu.
-func (s *Server) seed(userName, path string, id int64, objects ...any) ([]int64, error) {
-	return s.write(userName, path, func(*input) (int64, error) { return id, nil }, objects)
-}
+// created says that each object is created, for write.
+func created(*input) (int64, error) { return 0, nil }
 
-// write writes objects to path in one transaction as the named user; idOf
-// says which object each updates (0: create it). The caller holds s.mu.
+// write writes objects to path in one transaction as the named user ("" for
+// the first user); idOf says which object each updates (0: create it). The
+// caller holds s.mu.
 func (s *Server) write(userName, path string, idOf func(*input) (int64, error), objects []any) ([]int64, error) {
 	u, err := s.seedUser(userName)
 	if err != nil {
@@ -70,7 +67,7 @@ func (s *Server) write(userName, path string, idOf func(*input) (int64, error), 
 func (s *Server) Create(user, path string, objects ...any) ([]int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.write(user, path, func(*input) (int64, error) { return 0, nil }, objects)
+	return s.write(user, path, created, objects)
 }
 
 // Update writes objects, each naming its object by "id", to the model at
@@ -123,7 +120,7 @@ func (s *Server) ensure(found int64, path string, obj any) (int64, error) {
 	if found != 0 {
 		return found, nil
 	}
-	ids, err := s.seed("", path, 0, obj)
+	ids, err := s.write("", path, created, []any{obj})
 	if err != nil {
 		return 0, err
 	}
@@ -180,7 +177,7 @@ func (s *Server) AddSwitch(sw Switch) (int64, error) {
 	for i := range ports {
 		ports[i] = map[string]any{"device": devID, "name": fmt.Sprintf(format, i+1), "type": "1000base-t"}
 	}
-	if _, err := s.seed("", pathInterfaces, 0, ports...); err != nil {
+	if _, err := s.write("", pathInterfaces, created, ports); err != nil {
 		return 0, err
 	}
 	return devID, nil
@@ -198,7 +195,8 @@ func (s *Server) EditCustomField(userName string, deviceID int64, field string, 
 	if userName == "" {
 		return fmt.Errorf("netboxtest: EditCustomField needs a user")
 	}
-	_, err := s.seed(userName, pathDevices, deviceID, map[string]any{"custom_fields": map[string]any{field: value}})
+	edit := func(*input) (int64, error) { return deviceID, nil }
+	_, err := s.write(userName, pathDevices, edit, []any{map[string]any{"custom_fields": map[string]any{field: value}}})
 	return err
 }
 

@@ -652,7 +652,7 @@ func (s *Server) writes(u *user, k *kind, body []byte, create bool) answer {
 		}
 		items = []json.RawMessage{body}
 	}
-	idOf := func(*input) (int64, error) { return 0, nil }
+	idOf := created
 	if !create {
 		idOf = func(in *input) (int64, error) { return updateID(s.st, k, in) }
 	}
