@@ -537,10 +537,7 @@ func (s *store) customFieldValue(objectType, name string, raw json.RawMessage) (
 		}
 		return b, nil
 	case "datetime":
-		str, ok := v.(string)
-		if !ok {
-			return nil, fmt.Errorf("Invalid value for custom field '%s': Date values must be in ISO 8601 format (YYYY-MM-DD HH:MM:SS).", name)
-		}
+		str, _ := v.(string) // not a string: "", which no layout parses
 		tm, err := time.Parse(time.RFC3339Nano, str)
 		if err != nil {
 			tm, err = time.Parse("2006-01-02 15:04:05", str)
