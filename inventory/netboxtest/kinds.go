@@ -132,22 +132,19 @@ func kindOf[T any, P interface {
 	return k
 }
 
-// Choice checks for filters naming related objects by slug.
-func roleSlug(s *store, v string) bool {
-	return find(&s.roles, func(r *role) bool { return r.slug == v }) != 0
+// slugOf is the choice check of a filter naming an object of the kind at
+// path by its slug.
+func slugOf(path string) func(s *store, v string) bool {
+	return func(s *store, v string) bool {
+		ids, _ := matching(s, kinds[path], []queryFilter{{"slug", []string{v}, kinds[path].filters["slug"]}})
+		return len(ids) > 0
+	}
 }
 
-func siteSlug(s *store, v string) bool {
-	return find(&s.sites, func(x *site) bool { return x.slug == v }) != 0
-}
-
+// deviceID is the choice check of a filter naming a device by ID.
 func deviceID(s *store, v string) bool {
 	id, err := strconv.ParseInt(v, 10, 64)
 	return err == nil && s.devices.get(id) != nil
-}
-
-func manufacturerSlug(s *store, v string) bool {
-	return find(&s.manufacturers, func(m *manufacturer) bool { return m.slug == v }) != 0
 }
 
 // Filters built from a field's value.
@@ -319,7 +316,7 @@ func deviceTypeKind() *kind {
 			"manufacturer_id": idFilter(func(_ *store, v *deviceType) int64 { return v.manufacturer }),
 			"manufacturer":    strFilter(func(s *store, v *deviceType) string { return s.manufacturers.get(v.manufacturer).slug }),
 		},
-		choices: map[string]func(*store, string) bool{"manufacturer": manufacturerSlug},
+		choices: map[string]func(*store, string) bool{"manufacturer": slugOf(pathManufacturers)},
 		render:  (*renderer).deviceType,
 		write: func(t *tx, id int64, v *deviceType, in *input) {
 			in.known("manufacturer", "model", "slug", "part_number", "description", "u_height", "is_full_depth")
@@ -386,7 +383,7 @@ func deviceKind() *kind {
 			"site":           strFilter(func(s *store, v *device) string { return s.sites.get(v.site).slug }),
 			"device_type_id": idFilter(func(_ *store, v *device) int64 { return v.deviceType }),
 		},
-		choices: map[string]func(*store, string) bool{"role": roleSlug, "site": siteSlug},
+		choices: map[string]func(*store, string) bool{"role": slugOf(pathRoles), "site": slugOf(pathSites)},
 		render:  (*renderer).device,
 		write:   writeDevice,
 		saved: func(t *tx, id int64, old, v *device) {
@@ -569,7 +566,7 @@ func interfaceKind() *kind {
 			"device_role": strFilter(func(s *store, v *iface) string { return s.roles.get(s.devices.get(v.device).role).slug }),
 			"cabled":      boolFilter(func(_ *store, v *iface) bool { return v.cable != 0 }),
 		},
-		choices: map[string]func(*store, string) bool{"device_role": roleSlug, "device_id": deviceID},
+		choices: map[string]func(*store, string) bool{"device_role": slugOf(pathRoles), "device_id": deviceID},
 		render:  (*renderer).iface,
 		write: func(t *tx, id int64, v *iface, in *input) {
 			s := t.s
