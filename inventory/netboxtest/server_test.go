@@ -303,27 +303,18 @@ func TestChangelog(t *testing.T) {
 	call(t, srv, tok, "PATCH", uri, map[string]any{"custom_fields": map[string]any{"ek": "0123"}}) // changes nothing
 	call(t, srv, tok, "PATCH", uri, map[string]any{"custom_fields": map[string]any{"class": "worker"}})
 	_, v := call(t, srv, tok, "GET", fmt.Sprintf("%s?changed_object_type=dcim.device&changed_object_id=%d", pathChanges, created[0]), nil)
-	var p struct {
-		Results []struct {
-			UserName  string `json:"user_name"`
-			RequestID string `json:"request_id"`
-			Action    struct{ Value string }
-			Pre       *struct {
-				CustomFields map[string]any `json:"custom_fields"`
-			} `json:"prechange_data"`
-			Post *struct {
-				CustomFields map[string]any `json:"custom_fields"`
-			} `json:"postchange_data"`
+	// cf is the ek and class of a change's data, "-" for none.
+	cf := func(data any) string {
+		if data == nil {
+			return "-"
 		}
+		f := data.(map[string]any)["custom_fields"].(map[string]any)
+		return fmt.Sprint(f["ek"], "/", f["class"])
 	}
-	noErr(t, json.Unmarshal(mustJSON(t, v), &p))
 	got := []string{}
-	for _, c := range p.Results {
-		pre := "-"
-		if c.Pre != nil {
-			pre = fmt.Sprint(c.Pre.CustomFields["ek"], "/", c.Pre.CustomFields["class"])
-		}
-		got = append(got, fmt.Sprintf("%s %s %s -> %v/%v", c.UserName, c.Action.Value, pre, c.Post.CustomFields["ek"], c.Post.CustomFields["class"]))
+	for _, r := range v.(map[string]any)["results"].([]any) {
+		c := r.(map[string]any)
+		got = append(got, fmt.Sprintf("%s %s %s -> %s", c["user_name"], c["action"].(map[string]any)["value"], cf(c["prechange_data"]), cf(c["postchange_data"])))
 	}
 	want := []string{
 		"terraform update 0123/<nil> -> 0123/worker",
