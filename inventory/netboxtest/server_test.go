@@ -130,13 +130,6 @@ func mustJSON(t *testing.T, v any) []byte {
 	return data
 }
 
-func deepCopy(t *testing.T, v any) any {
-	t.Helper()
-	var out any
-	noErr(t, json.Unmarshal(mustJSON(t, v), &out))
-	return out
-}
-
 // answersOnly fails the test when an answer does not match the schema, but
 // lets requests that do not pass: tests of refusals send them on purpose.
 type answersOnly struct{ t *testing.T }
