@@ -583,9 +583,10 @@ func matching(st *store, k *kind, params []queryFilter) ([]int64, error) {
 }
 
 // filterFor returns the filter a query parameter names: one of the kind's
-// (id among them), or a custom-field filter (cf_NAME, cf_NAME__n, cf_NAME__empty,
-// cf_NAME__ic, cf_NAME__ie) on a kind with custom fields. Unknown
-// parameters are refused, so that a client's typo cannot list everything.
+// (id among them), or a custom-field filter (cf_NAME, cf_NAME__n,
+// cf_NAME__empty, cf_NAME__ic, cf_NAME__ie) on a kind with custom fields.
+// Unknown parameters are refused, so that a client's typo cannot list
+// everything.
 func (s *Server) filterFor(k *kind, name string) (filter, error) {
 	if f, ok := k.filters[name]; ok {
 		return f, nil
