@@ -1,3 +1,5 @@
+//go:build linux
+
 package attest_test
 
 import (
@@ -10,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/internal/testenv"
 )
 
 var oidSubjectAltName = asn1.ObjectIdentifier{2, 5, 29, 17}
@@ -25,7 +28,7 @@ var oidSubjectAltName = asn1.ObjectIdentifier{2, 5, 29, 17}
 // simulator with a CA of the test's own, and that the certificates reach
 // the server.)
 func TestIntegrationSWTPMCertifiedEKPendingApproval(t *testing.T) {
-	swtpm, state := setupSWTPM(t)
+	swtpm, state := testenv.ManufactureTPM(t, t.TempDir())
 	pool := func(file string) *x509.CertPool {
 		p := x509.NewCertPool()
 		pem, err := os.ReadFile(filepath.Join(filepath.Dir(state), "ca", file))

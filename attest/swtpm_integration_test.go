@@ -1,49 +1,28 @@
+//go:build linux
+
 package attest_test
 
 import (
 	"crypto"
 	"net"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/attesttest"
-	"github.com/fleetkit/fleet/internal/syncbuf"
 	"github.com/fleetkit/fleet/internal/testenv"
 )
-
-// setupSWTPM manufactures a swtpm state with EK certificates and the
-// SHA-256 PCR bank alone active, and returns the swtpm command and the state's
-// directory.
-func setupSWTPM(t *testing.T) (swtpm, state string) {
-	t.Helper()
-	testenv.Short(t)
-	return testenv.ManufactureTPM(t, t.TempDir())
-}
 
 // startSWTPM starts swtpm on a unix socket of t's, dials it, and stops
 // the one process it started when t ends.
 func startSWTPM(t *testing.T, swtpm, state string) net.Conn {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "swtpm.sock")
-	cmd := exec.Command(swtpm, "socket", "--tpm2", "--tpmstate", "dir="+state,
-		"--server", "type=unixio,path="+sock, "--flags", "not-need-init,startup-clear")
-	var out syncbuf.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
+	testenv.ServeTPM(t, swtpm, state, sock)
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
 		t.Fatal(err)
-	}
-	testenv.StopAtCleanup(t, "swtpm", cmd, &out)
-	var conn net.Conn
-	if err := testenv.Until(t.Context(), 10*time.Second, func() bool {
-		c, err := net.Dial("unix", sock)
-		conn = c
-		return err == nil
-	}); err != nil {
-		t.Fatalf("swtpm does not listen on %s: %s", sock, out.String())
 	}
 	return conn
 }
@@ -58,7 +37,6 @@ func startSWTPM(t *testing.T, swtpm, state string) net.Conn {
 func TestIntegrationSWTPMQuote(t *testing.T) {
 	for _, banks := range bankSets {
 		t.Run(bankList(banks), func(t *testing.T) {
-			testenv.Short(t)
 			swtpm, state := testenv.ManufactureTPMBanks(t, t.TempDir(), strings.ReplaceAll(bankList(banks), "+", ","))
 			testQuote(t, banks, func(t *testing.T, boot *attesttest.BootLog) quoter {
 				conn := startSWTPM(t, swtpm, state)
@@ -77,7 +55,7 @@ func TestIntegrationSWTPMQuote(t *testing.T) {
 // log of the four banks, as OVMF would write had it not reallocated the
 // banks, does not extend into it, and one of SHA-256 alone does.
 func TestIntegrationSWTPMDefaultBanks(t *testing.T) {
-	swtpm, state := setupSWTPM(t)
+	swtpm, state := testenv.ManufactureTPM(t, t.TempDir())
 	conn := startSWTPM(t, swtpm, state)
 	four := attesttest.NewBootLog()
 	four.Add(0, attesttest.EvSeparator, []byte{0, 0, 0, 0})

@@ -5,13 +5,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,19 +32,13 @@ type netnsLink struct {
 	serverIP, clientDev string
 }
 
-var netnsLinks atomic.Int64
-
 // newNetnsLink makes the two namespaces, each with its loopback up, and
 // removes them when the test ends; the caller makes the link.
 func newNetnsLink(t testing.TB, name, serverIP, clientDev string) *netnsLink {
 	t.Helper()
 	l := &netnsLink{serverIP: serverIP, clientDev: clientDev}
-	n := netnsLinks.Add(1)
-	l.serverNS = fmt.Sprintf("fleet-cs-%s-srv-%d-%d", name, os.Getpid(), n)
-	l.clientNS = fmt.Sprintf("fleet-cs-%s-cli-%d-%d", name, os.Getpid(), n)
 	// Deleting a namespace deletes the link's end in it.
-	testenv.Netns(t, l.serverNS)
-	testenv.Netns(t, l.clientNS)
+	l.serverNS, l.clientNS = testenv.NetnsPair(t, "fleet-cs-"+name+"-srv", "fleet-cs-"+name+"-cli")
 	return l
 }
 
@@ -64,12 +56,9 @@ func newVethLink(t *testing.T) *netnsLink {
 	testenv.Short(t)
 	testenv.Root(t, "network namespaces and a veth pair")
 	l := newNetnsLink(t, "ack", vethServerIP, vethClientDev)
-	testenv.IP(t, "-n", l.serverNS, "link", "add", vethServerDev, "type", "veth",
-		"peer", "name", vethClientDev, "netns", l.clientNS)
+	testenv.Veth(t, l.serverNS, vethServerDev, l.clientNS, vethClientDev)
 	testenv.IP(t, "-n", l.serverNS, "addr", "add", vethServerIP+"/24", "dev", vethServerDev)
 	testenv.IP(t, "-n", l.clientNS, "addr", "add", vethClientIP+"/24", "dev", vethClientDev)
-	testenv.IP(t, "-n", l.serverNS, "link", "set", vethServerDev, "up")
-	testenv.IP(t, "-n", l.clientNS, "link", "set", vethClientDev, "up")
 	return l
 }
 

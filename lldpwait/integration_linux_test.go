@@ -5,20 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
-	"github.com/fleetkit/fleet/internal/syncbuf"
 	"github.com/fleetkit/fleet/internal/testenv"
 	"github.com/mdlayher/packet"
 	"golang.org/x/sys/unix"
@@ -35,8 +30,6 @@ type vethPair struct {
 	switchMAC, hostMAC net.HardwareAddr
 }
 
-var netSeq atomic.Int32
-
 func newVethPair(tb testing.TB) *vethPair {
 	tb.Helper()
 	testenv.Short(tb)
@@ -46,15 +39,8 @@ func newVethPair(tb testing.TB) *vethPair {
 		switchIf: "eth4",
 		hostIf:   "eth0",
 	}
-	id := fmt.Sprintf("%d-%d", os.Getpid(), netSeq.Add(1))
-	p.nsSwitch, p.nsHost = "lldpwait-sw-"+id, "lldpwait-host-"+id
-	testenv.Netns(tb, p.nsSwitch)
-	testenv.Netns(tb, p.nsHost)
-	// Both ends are created inside their namespaces: nothing is left in
-	// the test's own namespace, and removing the namespaces removes them.
-	testenv.IP(tb, "link", "add", p.switchIf, "netns", p.nsSwitch, "type", "veth", "peer", "name", p.hostIf, "netns", p.nsHost)
-	testenv.IP(tb, "-n", p.nsSwitch, "link", "set", p.switchIf, "up")
-	testenv.IP(tb, "-n", p.nsHost, "link", "set", p.hostIf, "up")
+	p.nsSwitch, p.nsHost = testenv.NetnsPair(tb, "lldpwait-sw", "lldpwait-host")
+	testenv.Veth(tb, p.nsSwitch, p.switchIf, p.nsHost, p.hostIf)
 	p.switchMAC, _ = p.link(tb, p.nsSwitch, p.switchIf)
 	p.hostMAC, _ = p.link(tb, p.nsHost, p.hostIf)
 	return p
@@ -137,42 +123,6 @@ func packetConn(tb testing.TB, l *Listener) *packet.Conn {
 	return c
 }
 
-// startLLDPD starts Debian's lldpd in the switch namespace, sending on
-// eth4 every second. Only the process the test started is stopped.
-func startLLDPD(tb testing.TB, p *vethPair) {
-	tb.Helper()
-	bin := testenv.Command(tb, "lldpd", "lldpd")
-	// lldpd runs the lldpcli that reads its configuration as its own
-	// unprivileged user (_lldpd), which must reach the control socket: a
-	// directory of t.TempDir's is closed to it.
-	dir, err := os.MkdirTemp("", "lldpwait-lldpd-")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	conf := filepath.Join(dir, "lldpd.conf")
-	if err := os.WriteFile(conf, []byte("configure lldp tx-interval 1\nconfigure system hostname sw-test\n"), 0o644); err != nil {
-		tb.Fatal(err)
-	}
-	// ip netns exec execs lldpd: the PID started is lldpd's (its privilege
-	// separation monitor, which stops its child when it stops).
-	cmd := exec.Command(p.ip, "netns", "exec", p.nsSwitch, bin,
-		"-d",                            // foreground
-		"-u", filepath.Join(dir, "ctl"), // a control socket of its own
-		"-p", filepath.Join(dir, "pid"), // not /run/lldpd.pid
-		"-I", p.switchIf,
-		"-O", conf)
-	var out syncbuf.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		tb.Fatalf("start lldpd: %v", err)
-	}
-	testenv.StopAtCleanup(tb, "lldpd", cmd, &out)
-}
-
 // TestIntegrationLLDPD waits for the frames of a real LLDP agent, lldpd,
 // and names its port: lldpd sends from an interface named eth4, which the
 // default rules name port 5. The one-call Wait, which opens and closes its
@@ -181,7 +131,10 @@ func startLLDPD(tb testing.TB, p *vethPair) {
 func TestIntegrationLLDPD(t *testing.T) {
 	p := newVethPair(t)
 	l := p.listen(t, &Config{Wait: 2 * time.Second})
-	startLLDPD(t, p)
+	// ip netns exec execs lldpd: the PID started is lldpd's (its privilege
+	// separation monitor, which stops its child when it stops).
+	testenv.StartLLDPD(t, []string{p.ip, "netns", "exec", p.nsSwitch, testenv.Command(t, "lldpd", "lldpd")},
+		[]string{p.switchIf}, "configure system hostname sw-test\n")
 	start := time.Now()
 	n, err := l.Wait(t.Context())
 	if err != nil {

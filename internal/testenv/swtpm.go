@@ -13,7 +13,8 @@ import (
 // signed by a local CA of the test's own (not the machine's), a platform
 // certificate, and a SHA-256 PCR bank. It returns the swtpm program and the
 // state's directory, for `swtpm socket --tpmstate dir=<state>`. It ends t,
-// as Command does, when swtpm or its tools are missing.
+// as Short and Command do, under -short or when swtpm or its tools are
+// missing.
 func ManufactureTPM(t testing.TB, dir string) (swtpm, state string) {
 	t.Helper()
 	return ManufactureTPMBanks(t, dir, "sha256")
@@ -24,6 +25,7 @@ func ManufactureTPM(t testing.TB, dir string) (swtpm, state string) {
 // PC Client profile requires of a PC's TPM.
 func ManufactureTPMBanks(t testing.TB, dir, banks string) (swtpm, state string) {
 	t.Helper()
+	Short(t)
 	swtpm = Command(t, "swtpm", "swtpm")
 	setup := Command(t, "swtpm_setup", "swtpm-tools")
 	localCA := Command(t, "swtpm_localca", "swtpm-tools")
