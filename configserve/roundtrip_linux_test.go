@@ -48,15 +48,7 @@ func newDelayLink(t testing.TB, oneWay time.Duration) *netnsLink {
 		// acknowledgement is due one round trip after it was written.
 		testenv.IP(t, "-n", side.ns, "link", "set", linkDev, "mtu", "65000", "up")
 		testenv.IP(t, "-n", side.ns, "addr", "add", side.addr, "peer", side.to, "dev", linkDev)
-		var f *os.File
-		if err := testenv.InNetns(side.ns, func() error {
-			var err error
-			f, err = openTUN(linkDev)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
+		files = append(files, testenv.Within(t, side.ns, func() (*os.File, error) { return openTUN(linkDev) }))
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { carry(files[0], files[1], oneWay) })

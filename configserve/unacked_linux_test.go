@@ -64,15 +64,7 @@ func newVethLink(t *testing.T) *netnsLink {
 
 func (l *netnsLink) listen(t testing.TB) net.Listener {
 	t.Helper()
-	var ln net.Listener
-	if err := testenv.InNetns(l.serverNS, func() error {
-		var err error
-		ln, err = net.Listen("tcp", l.serverIP+":0")
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return ln
+	return testenv.Within(t, l.serverNS, func() (net.Listener, error) { return net.Listen("tcp", l.serverIP+":0") })
 }
 
 // dial connects from the client's namespace.

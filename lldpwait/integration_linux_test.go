@@ -75,14 +75,7 @@ func (p *vethPair) link(tb testing.TB, ns, ifname string) (mac net.HardwareAddr,
 // listen opens a Listener on the host end.
 func (p *vethPair) listen(tb testing.TB, cfg *Config) *Listener {
 	tb.Helper()
-	var l *Listener
-	err := testenv.InNetns(p.nsHost, func() (err error) {
-		l, err = Listen(p.hostIf, cfg)
-		return err
-	})
-	if err != nil {
-		tb.Fatalf("Listen(%s) in %s: %v", p.hostIf, p.nsHost, err)
-	}
+	l := testenv.Within(tb, p.nsHost, func() (*Listener, error) { return Listen(p.hostIf, cfg) })
 	tb.Cleanup(func() { l.Close() })
 	return l
 }
@@ -91,18 +84,13 @@ func (p *vethPair) listen(tb testing.TB, cfg *Config) *Listener {
 // pair and receives nothing (protocol 0).
 func (p *vethPair) sender(tb testing.TB, ns, ifname string) *packet.Conn {
 	tb.Helper()
-	var c *packet.Conn
-	err := testenv.InNetns(ns, func() error {
+	c := testenv.Within(tb, ns, func() (*packet.Conn, error) {
 		ifi, err := net.InterfaceByName(ifname)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		c, err = packet.Listen(ifi, packet.Raw, 0, nil)
-		return err
+		return packet.Listen(ifi, packet.Raw, 0, nil)
 	})
-	if err != nil {
-		tb.Fatalf("raw socket on %s in %s: %v", ifname, ns, err)
-	}
 	tb.Cleanup(func() { c.Close() })
 	return c
 }
@@ -152,13 +140,9 @@ func TestIntegrationLLDPD(t *testing.T) {
 	wantError(t, Check(n, 6, nil), &PortError{Port: 5, Expected: 6}, "on port 5, expected 6")
 
 	// lldpd sends every second.
-	err = testenv.InNetns(p.nsHost, func() (err error) {
-		n, err = Wait(t.Context(), p.hostIf, &Config{Wait: 5 * time.Second})
-		return err
+	n = testenv.Within(t, p.nsHost, func() (*Neighbor, error) {
+		return Wait(t.Context(), p.hostIf, &Config{Wait: 5 * time.Second})
 	})
-	if err != nil {
-		t.Fatalf("Wait(%s) while lldpd sends: %v", p.hostIf, err)
-	}
 	wantError(t, Check(n, 5, nil), nil, "")
 }
 

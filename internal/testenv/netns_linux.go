@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"testing"
 
 	"golang.org/x/sys/unix"
 )
@@ -46,4 +47,19 @@ func InNetns(ns string, fn func() error) error {
 		errc <- ferr
 	}()
 	return <-errc
+}
+
+// Within runs fn in the network namespace ns, as InNetns does, and returns
+// what fn made; it ends t when fn fails.
+func Within[T any](t testing.TB, ns string, fn func() (T, error)) T {
+	t.Helper()
+	var v T
+	err := InNetns(ns, func() (err error) {
+		v, err = fn()
+		return err
+	})
+	if err != nil {
+		t.Fatalf("in network namespace %s: %v", ns, err)
+	}
+	return v
 }
