@@ -37,7 +37,8 @@ func newDelayLink(t testing.TB, oneWay time.Duration) *netnsLink {
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
 		testenv.Unavailable(t, "needs /dev/net/tun: modprobe tun")
 	}
-	l := newNetnsLink(t, "rtt", linkServerIP, linkDev)
+	l := &netnsLink{serverIP: linkServerIP, clientDev: linkDev}
+	l.serverNS, l.clientNS = testenv.NetnsPair(t, "fleet-cs-rtt-srv", "fleet-cs-rtt-cli")
 	var files []*os.File
 	for _, side := range []struct{ ns, addr, to string }{
 		{l.serverNS, linkServerIP, linkClientIP},

@@ -24,22 +24,13 @@ import (
 const realConfigSize = 8 << 10
 
 // netnsLink joins two network namespaces, a server side and a client
-// side, by a link between serverIP and clientIP. The client's end of it,
-// clientDev, can be cut (set down), which drops every packet either way,
-// and mended.
+// side (testenv.NetnsPair), by a link between serverIP and clientIP. The
+// client's end of it, clientDev, can be cut (set down), which drops every
+// packet either way, and mended. Deleting a namespace deletes the link's
+// end in it.
 type netnsLink struct {
 	serverNS, clientNS  string // namespace names
 	serverIP, clientDev string
-}
-
-// newNetnsLink makes the two namespaces, each with its loopback up, and
-// removes them when the test ends; the caller makes the link.
-func newNetnsLink(t testing.TB, name, serverIP, clientDev string) *netnsLink {
-	t.Helper()
-	l := &netnsLink{serverIP: serverIP, clientDev: clientDev}
-	// Deleting a namespace deletes the link's end in it.
-	l.serverNS, l.clientNS = testenv.NetnsPair(t, "fleet-cs-"+name+"-srv", "fleet-cs-"+name+"-cli")
-	return l
 }
 
 const (
@@ -55,7 +46,8 @@ func newVethLink(t *testing.T) *netnsLink {
 	t.Helper()
 	testenv.Short(t)
 	testenv.Root(t, "network namespaces and a veth pair")
-	l := newNetnsLink(t, "ack", vethServerIP, vethClientDev)
+	l := &netnsLink{serverIP: vethServerIP, clientDev: vethClientDev}
+	l.serverNS, l.clientNS = testenv.NetnsPair(t, "fleet-cs-ack-srv", "fleet-cs-ack-cli")
 	testenv.Veth(t, l.serverNS, vethServerDev, l.clientNS, vethClientDev)
 	testenv.IP(t, "-n", l.serverNS, "addr", "add", vethServerIP+"/24", "dev", vethServerDev)
 	testenv.IP(t, "-n", l.clientNS, "addr", "add", vethClientIP+"/24", "dev", vethClientDev)
