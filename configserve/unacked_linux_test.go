@@ -76,17 +76,16 @@ func (l *netnsLink) noConnection(t *testing.T, peer string) {
 	t.Helper()
 	ss := testenv.Command(t, "ss", "iproute2")
 	var out []byte
-	for wait := time.Now().Add(2 * time.Second); time.Now().Before(wait); time.Sleep(10 * time.Millisecond) {
+	if err := testenv.Until(t.Context(), 2*time.Second, func() bool {
 		var err error
 		out, err = exec.Command(ss, "-N", l.serverNS, "-Htan", "dst", peer).CombinedOutput()
 		if err != nil {
 			t.Fatalf("ss: %v: %s", err, out)
 		}
-		if len(bytes.TrimSpace(out)) == 0 {
-			return
-		}
+		return len(bytes.TrimSpace(out)) == 0
+	}); err != nil {
+		t.Errorf("the server's kernel still holds the connection with %s (%v):\n%s", peer, err, out)
 	}
-	t.Errorf("the server's kernel still holds the connection with %s:\n%s", peer, out)
 }
 
 // A node asks for its config, and its network fails before the answer
