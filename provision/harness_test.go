@@ -564,12 +564,33 @@ func (c cluster) startWorker(t *testing.T, edit func(*inventory.Device)) (h *har
 		edit(&dev)
 	}
 	h = c.harness(t, nil, dev)
+	run = h.admitStarts(dev).Run
+	return h, run, journalLine{1, inventory.JournalInfo, "started Workflow " + run + "; the machine attested from HookOS at 10.0.0.21"}
+}
+
+// admitStarts admits dev's claim, and fails the test unless it started a
+// provision run of dev, named for a second of the admission, with its
+// code.
+func (h *harness) admitStarts(dev inventory.Device) Decision {
+	h.t.Helper()
 	since := time.Now()
 	d, err := h.p.Admit(context.Background(), claimOf(dev))
-	if err != nil || !runNamed(d.Run, "provision-node-01-", since) {
-		t.Fatalf("Admit = %+v, %v", d, err)
+	if err != nil || d.Outcome != Provision || !runNamed(d.Run, "provision-"+dev.Name+"-", since) || d.Code == "" {
+		h.t.Fatalf("Admit(%s) = %+v, %v; want a run started, with its code", dev.Name, d, err)
 	}
-	return h, d.Run, journalLine{1, inventory.JournalInfo, "started Workflow " + d.Run + "; the machine attested from HookOS at 10.0.0.21"}
+	return d
+}
+
+// passStarts runs a pass, and fails the test unless it started one run,
+// named prefix and a second of the pass; it returns the run.
+func (h *harness) passStarts(prefix string) string {
+	h.t.Helper()
+	since := time.Now()
+	pass := h.reconcile()
+	if len(pass.Started) != 1 || !runNamed(pass.Started[0], prefix, since) {
+		h.t.Fatalf("pass = %+v, want one run started, %s<unix seconds>", pass, prefix)
+	}
+	return pass.Started[0]
 }
 
 // rerun sets node-01's desired_action to provision once the second run is
@@ -579,10 +600,9 @@ func (h *harness) rerun(run string) Decision {
 	h.t.Helper()
 	sleepPast(run)
 	h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
-	since := time.Now()
-	d, err := h.p.Admit(context.Background(), claimOf(h.nb.dev(1)))
-	if err != nil || d.Outcome != Provision || d.Run == run || !runNamed(d.Run, "provision-node-01-", since) || d.Code == "" {
-		h.t.Fatalf("Admit after desired_action = %+v, %v; want a new run with its code", d, err)
+	d := h.admitStarts(h.nb.dev(1))
+	if d.Run == run {
+		h.t.Fatalf("Admit after desired_action = %+v; want a new run", d)
 	}
 	return d
 }
@@ -639,11 +659,22 @@ func (h *harness) setConfig(edit func(*Cluster, *Config)) {
 // and cluster, as a fleetd restart does.
 func (h *harness) restart() {
 	h.t.Helper()
-	p, err := New(h.deps(), h.cluster, &h.cfg)
+	h.p = h.another(nil)
+}
+
+// another is another replica beside h's Provisioner, over h's NetBox,
+// clusters and Config as edit leaves them.
+func (h *harness) another(edit func(*Deps, *Config)) *Provisioner {
+	h.t.Helper()
+	deps, cfg := h.deps(), h.cfg
+	if edit != nil {
+		edit(&deps, &cfg)
+	}
+	p, err := New(deps, h.cluster, &cfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.p = p
+	return p
 }
 
 // deps are the harness's NetBox, clusters and Configs.

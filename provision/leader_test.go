@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -12,55 +13,29 @@ import (
 	"time"
 
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/fleetkit/fleet/internal/kubetest"
 	"github.com/fleetkit/fleet/internal/testenv"
 	"github.com/fleetkit/fleet/inventory"
 )
 
-// hookedLeases is a Leases client whose Get, Create and Update ask hook
-// first, which may answer an error in their place: a replica cut off from
-// the API server, or one whose writes the server refuses or never answers.
-type hookedLeases struct {
-	coordinationclient.LeasesGetter
-	hook func(verb string) error
+// fakeLeases is a Leases client of client-go's fakes whose every call
+// asks hook first, which may answer an error in its place: a replica whose
+// writes the server refuses or never answers.
+func fakeLeases(hook func(verb string) error) coordinationclient.LeasesGetter {
+	cs := kubefake.NewClientset()
+	cs.PrependReactor("*", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		err := hook(a.GetVerb())
+		return err != nil, nil, err
+	})
+	return cs.CoordinationV1()
 }
 
 var errCut = errors.New("the replica is cut off")
-
-func (c hookedLeases) Leases(ns string) coordinationclient.LeaseInterface {
-	return hookedLeaseClient{c.LeasesGetter.Leases(ns), c.hook}
-}
-
-type hookedLeaseClient struct {
-	coordinationclient.LeaseInterface
-	hook func(verb string) error
-}
-
-func (c hookedLeaseClient) Get(ctx context.Context, name string, o metav1.GetOptions) (*coordinationv1.Lease, error) {
-	if err := c.hook("get"); err != nil {
-		return nil, err
-	}
-	return c.LeaseInterface.Get(ctx, name, o)
-}
-
-func (c hookedLeaseClient) Create(ctx context.Context, l *coordinationv1.Lease, o metav1.CreateOptions) (*coordinationv1.Lease, error) {
-	if err := c.hook("create"); err != nil {
-		return nil, err
-	}
-	return c.LeaseInterface.Create(ctx, l, o)
-}
-
-func (c hookedLeaseClient) Update(ctx context.Context, l *coordinationv1.Lease, o metav1.UpdateOptions) (*coordinationv1.Lease, error) {
-	if err := c.hook("update"); err != nil {
-		return nil, err
-	}
-	return c.LeaseInterface.Update(ctx, l, o)
-}
 
 // replica is one of several Provisioners over one NetBox and cluster, as
 // fleetd's replicas are, running RunLeader.
@@ -160,7 +135,6 @@ func waitLeader(t *testing.T, e *leaderEvents, within time.Duration, not string)
 func TestAPIServerLeaderElection(t *testing.T) {
 	h := newRealHarness(t, func(_ *Cluster, c *Config) { c.Interval = 100 * time.Millisecond },
 		worker(1, "node-01"), worker(2, "node-02"), worker(3, "node-03"))
-	cs := kubetest.Clientset(t, kubetest.Start(t).Config())
 	// A renewal may take the kube-apiserver up to renew to answer: on a
 	// loaded machine one took over a second, which a shorter deadline
 	// turns into a lost Lease.
@@ -168,22 +142,20 @@ func TestAPIServerLeaderElection(t *testing.T) {
 	events := &leaderEvents{}
 	replicas := map[string]*replica{}
 	for _, id := range []string{"fleetd-0", "fleetd-1", "fleetd-2"} {
-		p, err := New(h.deps(), h.cluster, &h.cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := h.another(nil)
 		r := &replica{id: id, p: p, done: make(chan struct{})}
 		ctx, stop := context.WithCancel(context.Background())
 		r.stop = stop
+		leases := kubetest.Clientset(t, hookedConfig(t, func(req *http.Request, send http.RoundTripper) (*http.Response, error) {
+			if r.cut.Load() {
+				return nil, errCut
+			}
+			return send.RoundTrip(req)
+		})).CoordinationV1()
 		go func() {
 			defer close(r.done)
 			r.err = p.RunLeader(ctx, Leader{
-				Leases: hookedLeases{cs.CoordinationV1(), func(string) error {
-					if r.cut.Load() {
-						return errCut
-					}
-					return nil
-				}}, Identity: id,
+				Leases: leases, Identity: id,
 				LeaseDuration: lease, RenewDeadline: renew, RetryPeriod: retry,
 				Elected: func(leading bool) { events.add(id, leading) },
 			})
@@ -299,29 +271,29 @@ func TestAPIServerRacedRunGivesWay(t *testing.T) {
 			ctx := context.Background()
 			a := h.p
 			var aRun Decision
-			cfg := h.cfg
-			cfg.PeerCode = func(_ context.Context, run string) (string, bool) { return a.HeldCode(run) }
-			deps := h.deps()
 			// Another replica starts a run of the same device just before b's
 			// first Workflow create.
 			var once sync.Once
-			deps.Tink = hookedDynamic{Interface: h.tinkAPI, gvr: WorkflowResource, beforeCreate: func() {
-				once.Do(func() {
-					if apart {
-						// b rendered its run in this second: a's is named
-						// for the next, and created first.
-						sleepPast(fmt.Sprintf("provision-node-01-%d", time.Now().Unix()))
-					}
-					var err error
-					if aRun, err = a.Admit(ctx, claimOf(dev)); err != nil || aRun.Run == "" {
-						t.Errorf("the other replica's Admit = %+v, %v", aRun, err)
-					}
-				})
-			}}
-			b, err := New(deps, h.cluster, &cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			tink := kubetest.Dynamic(t, hookedConfig(t, func(r *http.Request, send http.RoundTripper) (*http.Response, error) {
+				if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/workflows") {
+					once.Do(func() {
+						if apart {
+							// b rendered its run in this second: a's is named
+							// for the next, and created first.
+							sleepPast(fmt.Sprintf("provision-node-01-%d", time.Now().Unix()))
+						}
+						var err error
+						if aRun, err = a.Admit(ctx, claimOf(dev)); err != nil || aRun.Run == "" {
+							t.Errorf("the other replica's Admit = %+v, %v", aRun, err)
+						}
+					})
+				}
+				return send.RoundTrip(r)
+			}))
+			b := h.another(func(d *Deps, c *Config) {
+				d.Tink = tink
+				c.PeerCode = func(_ context.Context, run string) (string, bool) { return a.HeldCode(run) }
+			})
 			if d, err := b.Admit(ctx, claimOf(dev)); !errors.Is(err, ErrRunRaced) || d.Code != "" {
 				t.Fatalf("Admit racing another replica's = %+v, %v; want ErrRunRaced and no code", d, err)
 			}
@@ -369,7 +341,7 @@ func TestLeaseLostRightAfterWon(t *testing.T) {
 		return nil
 	}
 	err := h.p.RunLeader(ctx, Leader{
-		Leases:        hookedLeases{kubefake.NewClientset().CoordinationV1(), flaky},
+		Leases:        fakeLeases(flaky),
 		Identity:      "fleetd-0",
 		LeaseDuration: 60 * time.Millisecond, RenewDeadline: 40 * time.Millisecond, RetryPeriod: 10 * time.Millisecond,
 		Elected: func(on bool) {
@@ -434,7 +406,7 @@ func TestLeaderStopsActingPastRenewDeadline(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- h.p.RunLeader(ctx, Leader{
-			Leases: hookedLeases{kubefake.NewClientset().CoordinationV1(), hanging}, Identity: "fleetd-0",
+			Leases: fakeLeases(hanging), Identity: "fleetd-0",
 			LeaseDuration: 600 * time.Millisecond, RenewDeadline: 400 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
 			Elected: func(on bool) { elected <- on },
 		})

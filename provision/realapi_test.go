@@ -2,8 +2,10 @@ package provision
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,9 +18,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/fleetkit/fleet/internal/kubetest"
 	"github.com/fleetkit/fleet/internal/testenv"
@@ -71,10 +72,7 @@ func TestAPIServerListByLabel(t *testing.T) {
 			Labels: map[string]string{LabelManagedBy: managedBy, LabelDeviceID: "1", LabelRunKind: string(RunProvision)}},
 		Spec: tinkerbell.WorkflowSpec{TemplateRef: "fleet-provision", HardwareRef: "node-09"},
 	}
-	if _, err := h.tinkAPI.Resource(WorkflowResource).Namespace(other).Create(ctx,
-		unstructuredOf(t, &elsewhere, tinkerbell.GroupVersion.WithKind("Workflow")), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	kubetest.Create(ctx, t, h.tinkAPI, WorkflowResource, other, &elsewhere)
 	if pass := h.reconcile(); pass.Runs != 1 {
 		t.Errorf("pass = %+v, want the one fleet run of the namespace", pass)
 	}
@@ -92,53 +90,22 @@ func TestAPIServerListByLabel(t *testing.T) {
 	}
 }
 
-// hookedDynamic is a dynamic client whose Create of resource gvr runs
-// beforeCreate first, and whose Get of it runs afterGet with the server's
-// error after the server answered (either may be nil): a writer that acts
-// between provision's calls.
-type hookedDynamic struct {
-	dynamic.Interface
-	gvr          schema.GroupVersionResource
-	beforeCreate func()
-	afterGet     func(getErr error)
-}
-
-func (c hookedDynamic) Resource(gvr schema.GroupVersionResource) dynamic.NamespaceableResourceInterface {
-	r := c.Interface.Resource(gvr)
-	if gvr != c.gvr {
-		return r
+// hookedConfig is the test kube-apiserver's admin config whose every
+// request goes through hook, which sends it on with send or answers in its
+// place: a writer that acts between a client's calls (a second fleetd
+// replica, an operator), or a client cut off from the API server.
+func hookedConfig(t testing.TB, hook func(r *http.Request, send http.RoundTripper) (*http.Response, error)) *rest.Config {
+	cfg := kubetest.Start(t).Config()
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTrip(func(r *http.Request) (*http.Response, error) { return hook(r, rt) })
 	}
-	return hookedResource{r, c}
+	return cfg
 }
 
-type hookedResource struct {
-	dynamic.NamespaceableResourceInterface
-	c hookedDynamic
-}
+// roundTrip is an http.RoundTripper of a function.
+type roundTrip func(*http.Request) (*http.Response, error)
 
-func (r hookedResource) Namespace(ns string) dynamic.ResourceInterface {
-	return hookedNamespace{r.NamespaceableResourceInterface.Namespace(ns), r.c}
-}
-
-type hookedNamespace struct {
-	dynamic.ResourceInterface
-	c hookedDynamic
-}
-
-func (r hookedNamespace) Create(ctx context.Context, u *unstructured.Unstructured, o metav1.CreateOptions, sub ...string) (*unstructured.Unstructured, error) {
-	if r.c.beforeCreate != nil {
-		r.c.beforeCreate()
-	}
-	return r.ResourceInterface.Create(ctx, u, o, sub...)
-}
-
-func (r hookedNamespace) Get(ctx context.Context, name string, opts metav1.GetOptions, sub ...string) (*unstructured.Unstructured, error) {
-	u, err := r.ResourceInterface.Get(ctx, name, opts, sub...)
-	if r.c.afterGet != nil {
-		r.c.afterGet(err)
-	}
-	return u, err
-}
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // A Hardware that another writer (a second fleetd replica, an operator)
 // made first, and then changed (the tink controller toggles allowPXE) or
@@ -177,9 +144,11 @@ func TestAPIServerHardwareRaced(t *testing.T) {
 			c := h.tinkAPI.Resource(HardwareResource).Namespace(h.ns)
 			acted := 0
 			var once sync.Once
-			h.tinkAPI = hookedDynamic{Interface: h.tinkAPI, gvr: HardwareResource, afterGet: func(getErr error) {
-				if getErr != nil {
-					return
+			// The writer acts once provision has read the Hardware.
+			h.tinkAPI = kubetest.Dynamic(t, hookedConfig(t, func(r *http.Request, send http.RoundTripper) (*http.Response, error) {
+				rsp, err := send.RoundTrip(r)
+				if err != nil || rsp.StatusCode != http.StatusOK || r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/hardware/node-01") {
+					return rsp, err
 				}
 				once.Do(func() {
 					hw, err := c.Get(context.Background(), "node-01", metav1.GetOptions{})
@@ -192,12 +161,10 @@ func TestAPIServerHardwareRaced(t *testing.T) {
 					}
 					acted++
 				})
-			}}
+				return rsp, err
+			}))
 			h.restart()
-			since := time.Now()
-			if d, err := h.p.Admit(context.Background(), claimOf(dev)); err != nil || !runNamed(d.Run, "provision-node-01-", since) {
-				t.Fatalf("Admit after a concurrent write of the Hardware = %+v, %v", d, err)
-			}
+			h.admitStarts(dev)
 			if acted != 1 {
 				t.Fatalf("the concurrent writer acted %d times, want 1", acted)
 			}
@@ -226,20 +193,16 @@ func TestAPIServerEndedRunNotDeleted(t *testing.T) {
 	if _, err := h.p.endRuns(ctx, 1, &runs); err != nil {
 		t.Fatalf("endRuns on a stale read: %v", err)
 	}
-	c := h.tinkAPI.Resource(WorkflowResource).Namespace(h.ns)
-	if _, err := c.Get(ctx, run1, metav1.GetOptions{}); err != nil {
-		t.Errorf("the run that ended after the read: %v; want it kept", err)
+	if names := h.runNames(); !slices.Equal(names, []string{run1}) {
+		t.Errorf("Workflows %v; want the run that ended after the read kept", names)
 	}
 	// Read afresh, a run that has not ended is deleted.
 	d := h.rerun(run1)
 	if _, err := h.p.endRuns(ctx, 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Get(ctx, d.Run, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("run %s (not ended) after endRuns: %v; want it deleted", d.Run, err)
-	}
-	if _, err := c.Get(ctx, run1, metav1.GetOptions{}); err != nil {
-		t.Errorf("the ended run %s after endRuns: %v; want it kept", run1, err)
+	if names := h.runNames(); !slices.Equal(names, []string{run1}) {
+		t.Errorf("Workflows %v after endRuns; want %s (not ended) deleted, and the ended %s kept", names, d.Run, run1)
 	}
 }
 
@@ -322,10 +285,7 @@ func TestAPIServerBootstrapTokenAuthenticates(t *testing.T) {
 		t.Fatalf("the token expires in %v, want within %v", left, ahead)
 	}
 
-	node, err := kubernetes.NewForConfig(kubetest.Start(t).ConfigFor(token))
-	if err != nil {
-		t.Fatal(err)
-	}
+	node := kubetest.Clientset(t, kubetest.Start(t).ConfigFor(token))
 	review := func() (*authenticationv1.SelfSubjectReview, error) {
 		return node.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	}
