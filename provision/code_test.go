@@ -1,14 +1,17 @@
 package provision
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -30,42 +33,28 @@ func (h *harness) wantNoCodeInCluster() {
 	if n == 0 {
 		h.t.Fatal("no install code was handed out")
 	}
-	var objects []any
-	for _, gvr := range []schema.GroupVersionResource{WorkflowResource, HardwareResource, MachineResource, JobResource} {
-		l, err := h.tink.Resource(gvr).Namespace(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{})
-		if err != nil {
+	// Every code the harness's Configs handed out: SECRETCODE0001 and on.
+	check := func(what string, list any, err error) {
+		b, jerr := json.Marshal(list)
+		if err = cmp.Or(err, jerr); err != nil {
 			h.t.Fatal(err)
 		}
-		for _, u := range l.Items {
-			objects = append(objects, u.Object)
-		}
-	}
-	secrets, err := h.kube.CoreV1().Secrets(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	for _, s := range secrets.Items {
-		if s.Type != "bootstrap.kubernetes.io/token" {
-			objects = append(objects, s)
-		}
-	}
-	cms, err := h.kube.CoreV1().ConfigMaps(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	for _, c := range cms.Items {
-		objects = append(objects, c)
-	}
-	for _, o := range objects {
-		b, err := json.Marshal(o)
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		// Every code the harness's Configs handed out: SECRETCODE0001 and on.
 		if strings.Contains(string(b), "SECRETCODE") || strings.Contains(string(b), "/config/SECRET") {
-			h.t.Errorf("a cluster object carries an install code:\n%s", b)
+			h.t.Errorf("%s of the cluster carry an install code:\n%s", what, b)
 		}
 	}
+	ctx, all := context.Background(), metav1.ListOptions{}
+	for _, gvr := range []schema.GroupVersionResource{WorkflowResource, HardwareResource, MachineResource, JobResource} {
+		l, err := h.tink.Resource(gvr).Namespace(metav1.NamespaceAll).List(ctx, all)
+		check(gvr.Resource, l, err)
+	}
+	secrets, err := h.kube.CoreV1().Secrets(metav1.NamespaceAll).List(ctx, all)
+	if err == nil {
+		secrets.Items = slices.DeleteFunc(secrets.Items, func(s corev1.Secret) bool { return s.Type == "bootstrap.kubernetes.io/token" })
+	}
+	check("Secrets", secrets, err)
+	cms, err := h.kube.CoreV1().ConfigMaps(metav1.NamespaceAll).List(ctx, all)
+	check("ConfigMaps", cms, err)
 }
 
 // waitingRun starts node-01's run from desired_action on c: it waits for
@@ -75,12 +64,7 @@ func (c cluster) waitingRun(t *testing.T) (h *harness, dev inventory.Device, run
 	dev = attested(worker(1, "node-01"))
 	dev.DesiredAction = inventory.DesiredActionProvision
 	h = c.harness(t, nil, dev)
-	since := time.Now()
-	pass := h.reconcile()
-	if len(pass.Started) != 1 || !runNamed(pass.Started[0], "provision-node-01-", since) {
-		t.Fatalf("pass = %+v", pass)
-	}
-	return h, dev, pass.Started[0]
+	return h, dev, h.passStarts("provision-node-01-")
 }
 
 // No object in the cluster carries an install code or the config URL with
@@ -95,11 +79,7 @@ func TestNoCodeInCluster(t *testing.T) {
 		old := attested(worker(3, "node-03"))
 		old.Status, old.LastRun = inventory.StatusDecommissioning, "provision-node-03-1767000000"
 		h := newHarness(t, nil, w, cp, old)
-
-		d, err := h.p.Admit(context.Background(), claimOf(w))
-		if err != nil || d.Outcome != Provision || d.Code == "" {
-			t.Fatalf("Admit = %+v, %v", d, err)
-		}
+		h.admitStarts(w)
 		if pass := h.reconcile(); len(pass.Started) != 2 {
 			t.Fatalf("pass = %+v, want the control plane's run and the retirement", pass)
 		}
@@ -145,10 +125,10 @@ func TestAdmitAfterRestartReplacesWaitingRun(t *testing.T) {
 			h, dev, _ := fakes.waitingRun(t)
 			tc.lose(h)
 			time.Sleep(time.Minute)
-			d, err := h.p.Admit(context.Background(), claimOf(dev))
+			d := h.admitStarts(dev)
 			const run2 = "provision-node-01-946684860"
-			if err != nil || d.Outcome != Provision || d.Run != run2 || d.Code != "SECRETCODE0002" {
-				t.Fatalf("Admit = %+v, %v; want a new run %s with a new code", d, err, run2)
+			if d.Run != run2 || d.Code != "SECRETCODE0002" {
+				t.Fatalf("Admit = %+v; want a new run %s with a new code", d, run2)
 			}
 			if _, err := h.tink.Resource(WorkflowResource).Namespace("tinkerbell").Get(context.Background(), run1, metav1.GetOptions{}); err == nil {
 				t.Errorf("the old run %s still exists", run1)
@@ -216,12 +196,9 @@ func TestAdmitGetsPeerCode(t *testing.T) {
 			t.Fatal("the replica that started the run holds no code")
 		}
 		answer := func(_ context.Context, run string) (string, bool) { return holder.HeldCode(run) }
-		cfg := h.cfg
-		cfg.PeerCode = func(ctx context.Context, run string) (string, bool) { return answer(ctx, run) }
-		other, err := New(h.deps(), h.cluster, &cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		other := h.another(func(_ *Deps, c *Config) {
+			c.PeerCode = func(ctx context.Context, run string) (string, bool) { return answer(ctx, run) }
+		})
 		d, err := other.Admit(context.Background(), claimOf(dev))
 		if err != nil || d.Run != run1 || d.Code != held {
 			t.Fatalf("Admit at another replica = %+v, %v; want run %s and the holder's code", d, err, run1)

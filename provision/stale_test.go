@@ -94,13 +94,8 @@ func TestSlowStartElsewhereKept(t *testing.T) {
 			c.Shared = true
 			c.PeerCode = func(_ context.Context, run string) (string, bool) { return other.HeldCode(run) }
 		}, dev)
-		deps := h.deps()
 		release := make(chan struct{})
-		deps.Configs = slowHold{Configs: h.configs, release: release}
-		var err error
-		if other, err = New(deps, h.cluster, &h.cfg); err != nil {
-			t.Fatal(err)
-		}
+		other = h.another(func(d *Deps, _ *Config) { d.Configs = slowHold{Configs: h.configs, release: release} })
 		started := make(chan Decision, 1)
 		go func() {
 			d, err := other.Admit(context.Background(), claimOf(dev))
@@ -154,10 +149,7 @@ func TestRunStartingElsewhereKept(t *testing.T) {
 				c.Shared = true
 				c.PeerCode = func(_ context.Context, run string) (string, bool) { return other.HeldCode(run) }
 			}, dev)
-			var err error
-			if other, err = New(h.deps(), h.cluster, &h.cfg); err != nil {
-				t.Fatal(err)
-			}
+			other = h.another(nil)
 			d, err := other.Admit(context.Background(), claimOf(dev))
 			if err != nil || d.Code == "" {
 				t.Fatalf("the other replica's admission = %+v, %v", d, err)
