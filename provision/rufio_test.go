@@ -10,13 +10,6 @@ import (
 	"github.com/fleetkit/fleet/inventory"
 )
 
-// machine reads the Rufio Machine of a node.
-func (h *harness) machine(name string) (m bmc.Machine) {
-	h.t.Helper()
-	h.get(MachineResource, name, &m)
-	return m
-}
-
 // Rufio reaches the node's AMT at the node's address: the Machine a run
 // creates names it, with the BMC credentials' Secret and AMT's scheme. A
 // Machine that names another host (the node's address changed, or it was
@@ -38,10 +31,9 @@ func TestRufioMachineAtNodeAddress(t *testing.T) {
 					}
 					h.create(MachineResource, bmc.GroupVersion.WithKind("Machine"), &old, nil)
 				}
-				if pass := h.reconcile(); len(pass.Started) != 1 {
-					t.Fatalf("pass = %+v", pass)
-				}
-				m := h.machine("node-01")
+				h.passStarts("provision-node-01-")
+				var m bmc.Machine
+				h.get(MachineResource, "node-01", &m)
 				if got := m.Spec.Connection.Host; got != "10.0.0.21" {
 					t.Errorf("Machine host = %q, want the node's address 10.0.0.21", got)
 				}

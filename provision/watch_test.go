@@ -2,7 +2,10 @@ package provision
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/fleetkit/fleet/inventory"
 )
@@ -72,7 +77,9 @@ func atInstall(s *tinkerbell.WorkflowStatus) {
 // reports stopped while install was current: its node may boot the install
 // and fetch its config yet. Tinkerbell writes the status through the
 // status subresource, and the mark of the journaled end leaves it so. On
-// netboxtest, NetBox keeps the line across the restart.
+// netboxtest, NetBox keeps the line across the restart. The run is
+// reported started once, and its end once, with the outcome its line
+// tells.
 func TestWatchEndedFailedOrTimeout(t *testing.T) {
 	for _, tc := range []struct {
 		state  tinkerbell.WorkflowState
@@ -122,6 +129,9 @@ func TestWatchEndedFailedOrTimeout(t *testing.T) {
 				if got := h.workflow(run); got.Status.State != tc.state || got.Annotations[annReported] != string(tc.state) {
 					t.Errorf("Workflow after the end was journaled: state %s, annotations %v", got.Status.State, got.Annotations)
 				}
+				if c.name == fakes.name { // in a bubble, the run ended as it started
+					h.wantRunEvents(runEvent{kind: RunProvision, outcome: "started"}, runEvent{RunProvision, strings.ToLower(string(tc.state)), 0})
+				}
 			}, fakes, apiserver, withNetBox)
 		})
 	}
@@ -149,7 +159,8 @@ func (h *harness) wantKept(run string, kept bool) {
 // global timeout": fleetd deletes it, once the timeout passed and not
 // before. That covers a run whose wipe-disk was fetched, or reported
 // RUNNING, and never reported its end (the machine lost power, the agent
-// died): Tinkerbell sets such a run no stop.
+// died): Tinkerbell sets such a run no stop. Its end is reported once, as
+// never-reported.
 func TestWatchNeverReported(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -203,6 +214,9 @@ func TestWatchNeverReported(t *testing.T) {
 				h.wantJournal(1, started, journalLine{1, inventory.JournalWarning,
 					"Workflow " + run + " never reported its first action within its global timeout (6s); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision"})
 				h.wantKept(run, false)
+				if c.name == fakes.name { // in a bubble, deleted by the pass a second past the timeout
+					h.wantRunEvents(runEvent{kind: RunProvision, outcome: "started"}, runEvent{RunProvision, "never-reported", timeout + time.Second})
+				}
 			}, tc.clusters...)
 		})
 	}
@@ -397,60 +411,63 @@ func TestRufioJobFailsPowerOnByHand(t *testing.T) {
 	onClusters(t, func(t *testing.T, c cluster) {
 		h, dev, run := rufioFails(t, c)
 		sleepPast(run)
-		since := time.Now()
-		d, err := h.p.Admit(context.Background(), claimOf(dev))
-		if err != nil || d.Outcome != Provision || d.Run == run || !runNamed(d.Run, "provision-node-01-", since) || d.Code != "SECRETCODE0002" {
-			t.Fatalf("Admit = %+v, %v", d, err)
+		d := h.admitStarts(dev)
+		if d.Run == run || d.Code != "SECRETCODE0002" {
+			t.Fatalf("Admit = %+v; want a new run with the second code", d)
 		}
 		h.wantLastRun(1, d.Run)
 	})
 }
 
-// The loop power-cycles the machine again only after PowerRetry. A Rufio
-// job that failed to power the machine ends the run's watch as
-// boot-job-failed; the run the loop started is reported started.
+// The loop power-cycles the machine again only after PowerRetry, and the
+// wait survives a restart: it is read from the cluster. A Rufio job that
+// failed on Rufio's side, no Task of it failed (Rufio v0.25.0's Job
+// controller creating a Task twice), is not the BMC's doing: the line says
+// so rather than sending the operator to AMT's address, and the loop
+// starts a new run a minute after the run started, not after PowerRetry.
+// A Rufio job that failed to power the machine ends the run's watch as
+// boot-job-failed (rufio-job-failed when Rufio failed on its own); the run
+// the loop started is reported started.
 func TestRufioJobFailsRetry(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h, _, _ := rufioFails(t, fakes)
-		time.Sleep(29 * time.Minute)
-		if pass := h.reconcile(); len(pass.Started) != 0 {
-			t.Errorf("started %v before PowerRetry", pass.Started)
-		}
-		h.restart() // the wait survives a restart: it is read from the cluster
-		time.Sleep(2 * time.Minute)
-		pass := h.reconcile()
-		if !slices.Equal(pass.Started, []string{"provision-node-01-946686660"}) {
-			t.Fatalf("started %v after PowerRetry", pass.Started)
-		}
-		// The new run's Rufio job fails too, a minute after it started.
-		h.setStatus(pass.Started[0], bootJobFailed)
-		time.Sleep(time.Minute)
-		h.reconcile()
-		h.reconcile()
-		started := runEvent{kind: RunProvision, outcome: "started"}
-		h.wantRunEvents(started, runEvent{RunProvision, "boot-job-failed", 0}, started, runEvent{RunProvision, "boot-job-failed", time.Minute})
-	})
-}
-
-// A Rufio job that failed on Rufio's side, no Task of it failed (Rufio
-// v0.25.0's Job controller creating a Task twice), is not the BMC's doing:
-// the line says so rather than sending the operator to AMT's address, and
-// the loop starts a new run a minute after the run started, not after
-// PowerRetry.
-func TestRufioOwnJobFailureRetriedSooner(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		own := "failed to create Task tinkerbell/netboot-" + run1 + "-task-0: tasks.bmc.tinkerbell.org \"netboot-" + run1 + "-task-0\" already exists"
-		h, _, _ := rufioJobFails(t, fakes, func(string) string { return own }, "", func(string) string {
-			return "the Rufio job netboot-provision-node-01-946684800 of Workflow provision-node-01-946684800 failed on Rufio's side, no BMC task failed: " + own + "; fleetd starts a new run 1m0s after this one started"
+	own := "failed to create Task tinkerbell/netboot-" + run1 + "-task-0: tasks.bmc.tinkerbell.org \"netboot-" + run1 + "-task-0\" already exists"
+	for _, tc := range []struct {
+		name          string
+		fails         func(*testing.T) *harness
+		ended         string        // the run's outcome
+		before, after time.Duration // the passes before the retry and at it, from the one before
+		run           string        // the retry
+	}{
+		{"the BMC refused", func(t *testing.T) *harness {
+			h, _, _ := rufioFails(t, fakes)
+			return h
+		}, "boot-job-failed", 29 * time.Minute, 2 * time.Minute, "provision-node-01-946686660"},
+		{"Rufio's own failure", func(t *testing.T) *harness {
+			h, _, _ := rufioJobFails(t, fakes, func(string) string { return own }, "", func(string) string {
+				return "the Rufio job netboot-provision-node-01-946684800 of Workflow provision-node-01-946684800 failed on Rufio's side, no BMC task failed: " + own + "; fleetd starts a new run 1m0s after this one started"
+			})
+			return h
+		}, "rufio-job-failed", 0, time.Minute, "provision-node-01-946684860"},
+	} {
+		inBubble(t, tc.name, func(t *testing.T) {
+			h := tc.fails(t)
+			time.Sleep(tc.before)
+			if pass := h.reconcile(); len(pass.Started) != 0 {
+				t.Errorf("started %v before the retry", pass.Started)
+			}
+			h.restart()
+			time.Sleep(tc.after)
+			if pass := h.reconcile(); !slices.Equal(pass.Started, []string{tc.run}) {
+				t.Fatalf("started %v at the retry, want %s", pass.Started, tc.run)
+			}
+			// The new run's Rufio job fails too, a minute after it started.
+			h.setStatus(tc.run, bootJobFailed)
+			time.Sleep(time.Minute)
+			h.reconcile()
+			h.reconcile()
+			started := runEvent{kind: RunProvision, outcome: "started"}
+			h.wantRunEvents(started, runEvent{RunProvision, tc.ended, 0}, started, runEvent{RunProvision, "boot-job-failed", time.Minute})
 		})
-		if pass := h.reconcile(); len(pass.Started) != 0 {
-			t.Errorf("started %v at once", pass.Started)
-		}
-		time.Sleep(time.Minute)
-		if pass := h.reconcile(); !slices.Equal(pass.Started, []string{"provision-node-01-946684860"}) {
-			t.Errorf("started %v a minute after the run started, want a new run", pass.Started)
-		}
-	})
+	}
 }
 
 // Retirement starts on its own for a decommissioning device with a BMC:
@@ -466,12 +483,7 @@ func TestRetirementEnds(t *testing.T) {
 				dev.Status = inventory.StatusDecommissioning
 				dev.LastRun = "provision-node-01-1767000000"
 				h := c.harness(t, nil, dev)
-				since := time.Now()
-				pass := h.reconcile()
-				if len(pass.Started) != 1 || !runNamed(pass.Started[0], "retire-node-01-", since) {
-					t.Fatalf("pass = %+v", pass)
-				}
-				run := pass.Started[0]
+				run := h.passStarts("retire-node-01-")
 				wf := h.workflow(run)
 				if wf.Spec.TemplateRef != "fleet-retire" || wf.Spec.BootOptions.BootMode != tinkerbell.BootModeNetboot || wf.Labels[LabelRunKind] != string(RunRetire) ||
 					wf.Spec.HardwareMap[ValueInstallDiskSerial] != "DISK-node-01" || wf.Spec.HardwareMap[ValueInstallCodeSHA256] != sha256Code1 {
@@ -514,10 +526,7 @@ func TestRetirementEnds(t *testing.T) {
 				}
 				sleepPast(run)
 				h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
-				since = time.Now()
-				if pass := h.reconcile(); len(pass.Started) != 1 || !runNamed(pass.Started[0], "retire-node-01-", since) {
-					t.Errorf("started %v", pass.Started)
-				}
+				h.passStarts("retire-node-01-")
 			})
 		})
 	}
@@ -537,21 +546,8 @@ func TestRestartResumesWatching(t *testing.T) {
 			timeout, edit = 10*time.Second, func(_ *Cluster, cfg *Config) { cfg.GlobalTimeout = 10 * time.Second }
 		}
 		h := c.harness(t, edit, devA, devB)
-		var runs []string
-		for _, d := range []inventory.Device{devA, devB} {
-			since := time.Now()
-			got, err := h.p.Admit(context.Background(), claimOf(d))
-			if err != nil || !runNamed(got.Run, "provision-"+d.Name+"-", since) {
-				t.Fatalf("Admit = %+v, %v", got, err)
-			}
-			runs = append(runs, got.Run)
-		}
-		run1, run2 := runs[0], runs[1]
-		h.setStatus(run1, func(s *tinkerbell.WorkflowStatus) {
-			s.State = tinkerbell.WorkflowStateRunning
-			s.CurrentState = &tinkerbell.CurrentState{ActionName: "install"}
-			s.Tasks = actions(map[string]tinkerbell.WorkflowState{"wipe-disk": "SUCCESS", "install": "RUNNING"})
-		})
+		run1, run2 := h.admitStarts(devA).Run, h.admitStarts(devB).Run
+		h.setStatus(run1, atInstall)
 		h.reconcile()
 
 		h.restart() // nothing in memory survives
@@ -703,16 +699,27 @@ func TestLoopRunWaits(t *testing.T) {
 			if !tc.admit {
 				return
 			}
-			d, err := h.p.Admit(context.Background(), claimOf(dev))
-			if err != nil || d.Outcome != Provision || d.Code == "" {
-				t.Fatalf("Admit = %+v, %v", d, err)
-			}
-			h.wantLastRun(1, d.Run)
+			h.wantLastRun(1, h.admitStarts(dev).Run)
 			if n := h.count(MachineResource); n != tc.machines {
 				t.Errorf("%d Rufio Machines, want %d", n, tc.machines)
 			}
 		})
 	}
+}
+
+// failPatches makes the Tinkerbell cluster refuse every patch of a
+// Workflow (the mark of a run's journaled end) while the flag it returns
+// is set, as it is at first.
+func failPatches(h *harness) *atomic.Bool {
+	var fail atomic.Bool
+	fail.Store(true)
+	h.tink.PrependReactor("patch", "workflows", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if fail.Load() {
+			return true, nil, errors.New("the server is currently unable to handle the request")
+		}
+		return false, nil, nil
+	})
+	return &fail
 }
 
 // A run's end is journaled, then its Workflow is annotated: when the
@@ -810,16 +817,12 @@ func TestLoopUnknownDesiredAction(t *testing.T) {
 		old := attested(worker(2, "node-02"))
 		old.Status, old.DesiredAction = inventory.StatusDecommissioning, "retire"
 		h := newHarness(t, nil, dev, old)
-		pass := h.reconcile()
+		retire := h.passStarts("retire-node-02-") // node-02's retirement alone
 		h.reconcile()
 		line := func(id int64, v string) journalLine {
 			return journalLine{id, inventory.JournalWarning, `desired_action is "` + v + `", which fleetd does not act on: set it to provision to start a run, or clear it`}
 		}
 		h.wantJournal(1, line(1, "Provision"))
-		const retire = "retire-node-02-946684800"
-		if !slices.Equal(pass.Started, []string{retire}) {
-			t.Errorf("started %v, want node-02's retirement alone", pass.Started)
-		}
 		h.wantJournal(2, line(2, "retire"), journalLine{2, inventory.JournalInfo, "started Workflow " + retire +
 			"; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code, and the run wipes its install disk"})
 		h.nb.set(1, func(d *inventory.Device) { d.DesiredAction = "reprovision" })
