@@ -34,62 +34,78 @@ func renderOf(t *testing.T, c Cluster, dev inventory.Device, sans []string) core
 	return cfg
 }
 
-func TestRenderWorker(t *testing.T) {
-	c := testCluster(t)
-	c.Bundle = workerBundle(t) // a worker needs no CA key
-	dev := attested(worker(1, "node-01"))
-	cfg := renderOf(t, c, dev, nil)
-	if err := Check(cfg, dev, testToken, c.Classes[ClassWorker].InstallerImage); err != nil {
-		t.Fatal(err)
-	}
-	raw := cfg.RawV1Alpha1()
-	if raw.MachineConfig.MachineType != "worker" {
-		t.Errorf("machine.type = %q", raw.MachineConfig.MachineType)
-	}
-	inst := raw.MachineConfig.MachineInstall
-	if inst.InstallDisk != "" || inst.InstallDiskSelector.Serial != "DISK-node-01" || inst.InstallImage != "factory.talos.dev/metal-installer/abc:v1.13.9" {
-		t.Errorf("machine.install = disk %q, selector %+v, image %q", inst.InstallDisk, inst.InstallDiskSelector, inst.InstallImage)
-	}
-	if raw.ClusterConfig.BootstrapToken != testToken {
-		t.Errorf("cluster.token = %q", raw.ClusterConfig.BootstrapToken)
-	}
-	aliases := cfg.NetworkLinkAliasConfigs()
-	if len(aliases) != 1 || aliases[0].Name() != LinkName || !strings.Contains(aliases[0].LinkSelector().String(), `mac(link.permanent_addr) == "02:00:00:00:00:01"`) {
-		t.Errorf("link aliases = %+v", aliases)
-	}
-	var addrs []netip.Prefix
-	for _, l := range cfg.NetworkCommonLinkConfigs() {
-		for _, a := range l.Addresses() {
-			addrs = append(addrs, a.Address())
-		}
-		for _, r := range l.Routes() {
-			if gw, _ := r.Gateway().Get(); gw != netip.MustParseAddr("10.0.0.1") {
-				t.Errorf("route gateway = %v", gw)
+// A node's config as its device and class say: a worker's, rendered
+// without the CA keys, a control plane's with the SANs in its API server's
+// and machine's certificates, and those of classes named neither "worker"
+// nor "controlplane", whose type in the nodes file decides the machine
+// type and whose installer image is used. (An undeclared class:
+// TestRenderRefuses.)
+func TestRender(t *testing.T) {
+	for _, tc := range []struct {
+		class       string
+		machineType string
+		image       string
+		sans        []string
+	}{
+		{ClassWorker, "worker", "factory.talos.dev/metal-installer/abc:v1.13.9", nil},
+		{ClassControlPlane, "controlplane", "factory.talos.dev/metal-installer/def:v1.13.9", []string{"10.0.0.21", "10.0.0.22", "api.folly.example"}},
+		{"storage", "worker", "factory.talos.dev/installer/storage:v1.13.9", nil},
+		{"gpu-cp", "controlplane", "factory.talos.dev/installer/gpu:v1.13.9", []string{"10.0.0.11"}},
+	} {
+		t.Run(tc.class, func(t *testing.T) {
+			c := testCluster(t)
+			c.Classes["storage"] = inventory.Class{Name: "storage", Type: inventory.Worker, InstallerImage: "factory.talos.dev/installer/storage:v1.13.9"}
+			c.Classes["gpu-cp"] = inventory.Class{Name: "gpu-cp", Type: inventory.ControlPlane, InstallerImage: "factory.talos.dev/installer/gpu:v1.13.9"}
+			if tc.machineType == "worker" {
+				c.Bundle = workerBundle(t) // a worker needs no CA key
 			}
-		}
-	}
-	if len(addrs) != 1 || addrs[0] != netip.MustParsePrefix("10.0.0.21/24") {
-		t.Errorf("static addresses = %v", addrs)
-	}
-	if h := cfg.NetworkHostnameConfig(); h == nil || h.Hostname() != "node-01" {
-		t.Errorf("hostname = %v", h)
-	}
-}
-
-func TestRenderControlPlane(t *testing.T) {
-	c := testCluster(t)
-	dev := attested(worker(2, "cp-02"))
-	dev.Class = ClassControlPlane
-	sans := []string{"10.0.0.21", "10.0.0.22", "api.folly.example"}
-	cfg := renderOf(t, c, dev, sans)
-	if err := Check(cfg, dev, testToken, c.Classes[ClassControlPlane].InstallerImage); err != nil {
-		t.Fatal(err)
-	}
-	raw := cfg.RawV1Alpha1()
-	for _, want := range sans {
-		if !slices.Contains(raw.ClusterConfig.APIServerConfig.CertSANs, want) || !slices.Contains(raw.MachineConfig.MachineCertSANs, want) {
-			t.Errorf("SAN %s missing: apiserver %v machine %v", want, raw.ClusterConfig.APIServerConfig.CertSANs, raw.MachineConfig.MachineCertSANs)
-		}
+			dev := attested(worker(1, "node-01"))
+			dev.Class = tc.class
+			cfg := renderOf(t, c, dev, tc.sans)
+			if err := Check(cfg, dev, testToken, tc.image); err != nil {
+				t.Fatal(err)
+			}
+			raw := cfg.RawV1Alpha1()
+			if raw.MachineConfig.MachineType != tc.machineType {
+				t.Errorf("machine.type = %q", raw.MachineConfig.MachineType)
+			}
+			if cps := inventory.ControlPlanes([]inventory.Device{dev}, c.Classes); (len(cps) == 1) != (tc.machineType == "controlplane") {
+				t.Errorf("ControlPlanes of a %s device = %v", tc.class, cps)
+			}
+			inst := raw.MachineConfig.MachineInstall
+			if inst.InstallDisk != "" || inst.InstallDiskSelector.Serial != "DISK-node-01" || inst.InstallImage != tc.image {
+				t.Errorf("machine.install = disk %q, selector %+v, image %q", inst.InstallDisk, inst.InstallDiskSelector, inst.InstallImage)
+			}
+			if raw.ClusterConfig.BootstrapToken != testToken {
+				t.Errorf("cluster.token = %q", raw.ClusterConfig.BootstrapToken)
+			}
+			for _, want := range tc.sans {
+				if !slices.Contains(raw.ClusterConfig.APIServerConfig.CertSANs, want) || !slices.Contains(raw.MachineConfig.MachineCertSANs, want) {
+					t.Errorf("SAN %s missing: apiserver %v machine %v", want, raw.ClusterConfig.APIServerConfig.CertSANs, raw.MachineConfig.MachineCertSANs)
+				}
+			}
+			aliases := cfg.NetworkLinkAliasConfigs()
+			if len(aliases) != 1 || aliases[0].Name() != LinkName || !strings.Contains(aliases[0].LinkSelector().String(), `mac(link.permanent_addr) == "02:00:00:00:00:01"`) {
+				t.Errorf("link aliases = %+v", aliases)
+			}
+			var addrs []netip.Prefix
+			for _, l := range cfg.NetworkCommonLinkConfigs() {
+				for _, a := range l.Addresses() {
+					addrs = append(addrs, a.Address())
+				}
+				for _, r := range l.Routes() {
+					if gw, _ := r.Gateway().Get(); gw != netip.MustParseAddr("10.0.0.1") {
+						t.Errorf("route gateway = %v", gw)
+					}
+				}
+			}
+			if len(addrs) != 1 || addrs[0] != netip.MustParsePrefix("10.0.0.21/24") {
+				t.Errorf("static addresses = %v", addrs)
+			}
+			if h := cfg.NetworkHostnameConfig(); h == nil || h.Hostname() != "node-01" {
+				t.Errorf("hostname = %v", h)
+			}
+		})
 	}
 }
 
@@ -226,28 +242,5 @@ func TestDepsOtherPackages(t *testing.T) {
 			}
 			deptest.Check(t, path, banned)
 		})
-	}
-}
-
-// TestRenderNamedClass renders a class whose name is neither "worker" nor
-// "controlplane": the nodes file's class type decides the machine type and
-// its installer image is used. (An undeclared class: TestRenderRefuses.)
-func TestRenderNamedClass(t *testing.T) {
-	c := testCluster(t)
-	c.Classes["storage"] = inventory.Class{Name: "storage", Type: inventory.Worker, InstallerImage: "factory.talos.dev/installer/storage:v1.13.9"}
-	c.Classes["gpu-cp"] = inventory.Class{Name: "gpu-cp", Type: inventory.ControlPlane, InstallerImage: "factory.talos.dev/installer/gpu:v1.13.9"}
-	dev := attested(worker(1, "node-01"))
-	dev.Class = "storage"
-	raw := renderOf(t, c, dev, nil).RawV1Alpha1()
-	if raw.MachineConfig.MachineType != "worker" || raw.MachineConfig.MachineInstall.InstallImage != "factory.talos.dev/installer/storage:v1.13.9" {
-		t.Errorf("storage: machine.type %q, image %q", raw.MachineConfig.MachineType, raw.MachineConfig.MachineInstall.InstallImage)
-	}
-	dev.Class = "gpu-cp"
-	raw = renderOf(t, c, dev, []string{"10.0.0.11"}).RawV1Alpha1()
-	if raw.MachineConfig.MachineType != "controlplane" {
-		t.Errorf("gpu-cp: machine.type %q", raw.MachineConfig.MachineType)
-	}
-	if got := inventory.ControlPlanes([]inventory.Device{dev}, c.Classes); len(got) != 1 {
-		t.Errorf("ControlPlanes of a gpu-cp device = %v", got)
 	}
 }
