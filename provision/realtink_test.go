@@ -26,43 +26,26 @@ type realTink struct {
 	ctx   context.Context
 }
 
-// newRealTink starts Tinkerbell and a harness of devs, and creates the
-// Template fleet-provision: global_timeout seconds, and the actions
-// wipe-disk and install.
-func newRealTink(t *testing.T, globalTimeout int, devs ...inventory.Device) *realTink {
+// newRealTink starts Tinkerbell and a harness of devs (edit tunes it, as
+// newHarness's does), and creates the Template fleet-provision:
+// global_timeout seconds, and the actions wipe-disk and install.
+func newRealTink(t *testing.T, globalTimeout int, edit func(*Cluster, *Config), devs ...inventory.Device) *realTink {
 	t.Helper()
 	env := kubetest.Start(t)
 	ns := env.Namespace(t)
 	tb := tinktest.Start(t, env, ns, nil)
-	h := newRealHarnessIn(t, env, ns, nil, devs...)
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	h := newRealHarnessIn(t, env, ns, edit, devs...)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	t.Cleanup(cancel)
-	h.createTemplate(globalTimeout, "wipe-disk", "install")
-	return &realTink{harness: h, agent: tb.Agent(), ctx: ctx}
-}
-
-// createTemplate creates the Template fleet-provision in the harness's
-// namespace: global_timeout seconds, and one task of actions (images of
-// their names, each with a 600 s timeout) for the worker the Workflow's
-// device_1 names.
-func (h *harness) createTemplate(globalTimeout int, actions ...string) {
-	h.t.Helper()
+	// One task for the worker the Workflow's device_1 names, its actions
+	// images of their names, each with a 600 s timeout.
 	data := fmt.Sprintf("version: \"0.1\"\nname: fleet-provision\nglobal_timeout: %d\ntasks:\n  - name: provision\n    worker: \"{{.device_1}}\"\n    actions:\n", globalTimeout)
-	for _, a := range actions {
+	for _, a := range []string{"wipe-disk", "install"} {
 		data += fmt.Sprintf("      - name: %s\n        image: 127.0.0.1:5000/%s:v1\n        timeout: 600\n", a, a)
 	}
 	h.create(tinkerbell.GroupVersion.WithResource("templates"), tinkerbell.GroupVersion.WithKind("Template"),
 		&tinkerbell.Template{ObjectMeta: metav1.ObjectMeta{Name: "fleet-provision", Namespace: h.ns}, Spec: tinkerbell.TemplateSpec{Data: &data}}, nil)
-}
-
-// admit starts dev's run through its attestation and returns its name.
-func (r *realTink) admit(dev inventory.Device) string {
-	r.t.Helper()
-	d, err := r.p.Admit(r.ctx, claimOf(dev))
-	if err != nil || d.Outcome != Provision || d.Code == "" {
-		r.t.Fatalf("Admit(%s) = %+v, %v", dev.Name, d, err)
-	}
-	return d.Run
+	return &realTink{harness: h, agent: tb.Agent(), ctx: ctx}
 }
 
 // waitWorkflow reads Workflow name until cond holds, or fails the test.
@@ -100,19 +83,19 @@ func (r *realTink) report(a *tinktest.Action, state string) {
 }
 
 // untilJournal runs the loop's passes until the device's journal holds a
-// line that starts with prefix, and returns it.
-func (r *realTink) untilJournal(id int64, prefix string) string {
+// line that matches, and returns it.
+func (r *realTink) untilJournal(id int64, matches func(line string) bool) string {
 	r.t.Helper()
 	for {
 		r.reconcile()
 		for _, l := range r.nb.lines() {
-			if l.ID == id && strings.HasPrefix(l.Text, prefix) {
+			if l.ID == id && matches(l.Text) {
 				return l.Text
 			}
 		}
 		select {
 		case <-r.ctx.Done():
-			r.t.Fatalf("no journal line %q of device %d: %+v", prefix, id, r.nb.lines())
+			r.t.Fatalf("no journal line of device %d that the test waits for: %+v", id, r.nb.lines())
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
@@ -130,8 +113,8 @@ func (r *realTink) untilJournal(id int64, prefix string) string {
 func TestIntegrationTinkerbellGlobalTimeout(t *testing.T) {
 	const timeout = 6
 	n1, n2 := attested(worker(1, "node-01")), attested(worker(2, "node-02"))
-	r := newRealTink(t, timeout, n1, n2)
-	run1, run2 := r.admit(n1), r.admit(n2)
+	r := newRealTink(t, timeout, nil, n1, n2)
+	run1, run2 := r.admitStarts(n1).Run, r.admitStarts(n2).Run
 	for _, run := range []string{run1, run2} {
 		wf := r.waitWorkflow(run, func(wf tinkerbell.Workflow) bool { return wf.Status.State == tinkerbell.WorkflowStatePending })
 		if wf.Status.GlobalTimeout != timeout || wf.Status.AgentID == "" {
@@ -155,7 +138,7 @@ func TestIntegrationTinkerbellGlobalTimeout(t *testing.T) {
 	r.report(a, "RUNNING")
 	t.Logf("%s: globalExecutionStop %v", run2, wf.Status.GlobalExecutionStop)
 
-	line := r.untilJournal(1, "Workflow "+run1+" never reported")
+	line := r.untilJournal(1, func(l string) bool { return strings.HasPrefix(l, "Workflow "+run1+" never reported") })
 	want := fmt.Sprintf("Workflow %s never reported its first action within its global timeout (%ds); fleetd deleted it, no later boot resumes it, and the disk may be partly wiped or still hold the old install: set desired_action to provision", run1, timeout)
 	if line != want {
 		t.Errorf("node-01's line %q, want %q", line, want)
@@ -163,7 +146,7 @@ func TestIntegrationTinkerbellGlobalTimeout(t *testing.T) {
 	if _, err := r.tinkAPI.Resource(WorkflowResource).Namespace(r.ns).Get(r.ctx, run1, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("Get %s: %v, want it deleted", run1, err)
 	}
-	line = r.untilJournal(2, "Workflow "+run2+" ended")
+	line = r.untilJournal(2, func(l string) bool { return strings.HasPrefix(l, "Workflow "+run2+" ended") })
 	if want := "Workflow " + run2 + " ended TIMEOUT at action install; read its output with journalctl -t hookos HOOKOS_HOST=10.0.0.22"; line != want {
 		t.Errorf("node-02's line %q, want %q", line, want)
 	}
@@ -176,9 +159,9 @@ func TestIntegrationTinkerbellGlobalTimeout(t *testing.T) {
 // the new run's action.
 func TestIntegrationTinkerbellEndedRunDeleted(t *testing.T) {
 	n1 := attested(worker(1, "node-01"))
-	r := newRealTink(t, 600, n1)
+	r := newRealTink(t, 600, nil, n1)
 	mac := macOf(1).String()
-	run1 := r.admit(n1)
+	run1 := r.admitStarts(n1).Run
 	r.waitWorkflow(run1, func(wf tinkerbell.Workflow) bool { return wf.Status.State == tinkerbell.WorkflowStatePending })
 	for range 2 {
 		a := r.fetch(mac)
@@ -186,7 +169,7 @@ func TestIntegrationTinkerbellEndedRunDeleted(t *testing.T) {
 		r.report(a, "SUCCESS")
 	}
 	r.waitWorkflow(run1, func(wf tinkerbell.Workflow) bool { return wf.Status.State == tinkerbell.WorkflowStateSuccess })
-	r.untilJournal(1, "Workflow "+run1+" ended SUCCESS")
+	r.untilJournal(1, func(l string) bool { return strings.HasPrefix(l, "Workflow "+run1+" ended SUCCESS") })
 
 	run2 := r.rerun(run1).Run
 	if got := r.runNames(); !slices.Equal(got, []string{run2}) {
@@ -205,7 +188,7 @@ func TestIntegrationTinkerbellEndedRunDeleted(t *testing.T) {
 // desired_action to provision again.
 func TestIntegrationTinkerbellBootJobSetupFailed(t *testing.T) {
 	n3 := attested(worker(3, "node-03"))
-	r := newRealTink(t, 600, n3)
+	r := newRealTink(t, 600, nil, n3)
 	noBMC := n3
 	noBMC.BMC = ""
 	if err := r.p.ensureHardware(r.ctx, noBMC); err != nil {
@@ -221,7 +204,7 @@ func TestIntegrationTinkerbellBootJobSetupFailed(t *testing.T) {
 	}) {
 		t.Errorf("conditions %+v, want BootJobSetupFailed", wf.Status.Conditions)
 	}
-	line := r.untilJournal(3, "the Rufio job")
+	line := r.untilJournal(3, func(l string) bool { return strings.HasPrefix(l, "the Rufio job") })
 	want := fmt.Sprintf(`the Rufio job netboot-%s of Workflow %s failed to power the machine: error creating job: hardware "node-03" does not have a BMC; set AMT's address to 10.0.0.23, or power the machine on by hand`, run, run)
 	if line != want {
 		t.Errorf("line %q, want %q", line, want)

@@ -18,8 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/fleetkit/fleet/internal/kubetest"
-	"github.com/fleetkit/fleet/internal/tinktest"
 	"github.com/fleetkit/fleet/inventory"
 )
 
@@ -118,9 +116,6 @@ func (b *rpcBMC) callsOf(name string) []string {
 // BMC's own words (Rufio writes them on the Job's failed Task) and the
 // address to set.
 func TestIntegrationRufioPowerCycles(t *testing.T) {
-	env := kubetest.Start(t)
-	ns := env.Namespace(t)
-	tinktest.Start(t, env, ns, nil)
 	bmcs := newRPCBMC(t)
 	const refusal = "node-02's power supply does not answer"
 	bmcs.refuses["node-02"] = refusal
@@ -130,13 +125,11 @@ func TestIntegrationRufioPowerCycles(t *testing.T) {
 	refusing := attested(worker(2, "node-02"))
 	// A run whose Rufio Job failed is started again 5 s after it started
 	// (PowerRetry; 30 minutes by default), should Rufio fail cp-01's.
-	h := newRealHarnessIn(t, env, ns, func(_ *Cluster, c *Config) { c.PowerRetry = 5 * time.Second }, cp, refusing)
-	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
-	defer cancel()
+	rt := newRealTink(t, 1800, func(_ *Cluster, c *Config) { c.PowerRetry = 5 * time.Second }, cp, refusing)
+	h, ns, ctx := rt.harness, rt.ns, rt.ctx
 
 	// The machines' BMCs answer over RPC: the Machines say so, and the
 	// runs keep what they say but the host.
-	h.createTemplate(1800, "wipe-disk")
 	for _, d := range []inventory.Device{cp, refusing} {
 		h.create(MachineResource, bmc.GroupVersion.WithKind("Machine"), &bmc.Machine{
 			ObjectMeta: metav1.ObjectMeta{Name: d.Name, Namespace: ns},
@@ -156,22 +149,11 @@ func TestIntegrationRufioPowerCycles(t *testing.T) {
 		h.nb.set(id, func(d *inventory.Device) { d.DesiredAction = inventory.DesiredActionProvision })
 	}
 	pass := h.reconcile()
-	if len(pass.Started) != 2 {
+	slices.Sort(pass.Started)
+	if len(pass.Started) != 2 || !strings.HasPrefix(pass.Started[0], "provision-cp-01-") || !strings.HasPrefix(pass.Started[1], "provision-node-02-") {
 		t.Fatalf("pass = %+v, want both runs started", pass)
 	}
-	var cpRun string
-	var refusedRuns []string // node-02's runs, each refused by its BMC
-	for _, r := range pass.Started {
-		switch {
-		case strings.HasPrefix(r, "provision-cp-01-"):
-			cpRun = r
-		case strings.HasPrefix(r, "provision-node-02-"):
-			refusedRuns = append(refusedRuns, r)
-		}
-	}
-	if cpRun == "" || len(refusedRuns) == 0 {
-		t.Fatalf("runs started: %v", pass.Started)
-	}
+	cpRun := pass.Started[0]
 
 	// Rufio power-cycles cp-01 into a PXE boot in EFI mode, and the
 	// machine, booted into HookOS, attests and gets the run's code.
@@ -191,17 +173,15 @@ func TestIntegrationRufioPowerCycles(t *testing.T) {
 			return
 		}
 		for _, r := range h.reconcile().Started {
-			switch {
-			case strings.HasPrefix(r, "provision-cp-01-"):
-				restarts++
-				t.Logf("run %s started after Rufio failed %s's Job: %s", r, cpRun, rufioState(h.tinkAPI, ns))
-				if restarts > 4 {
-					t.Fatalf("cp-01's run started a sixth time; Rufio's objects: %s", rufioState(h.tinkAPI, ns))
-				}
-				cpRun = r
-			case strings.HasPrefix(r, "provision-node-02-"):
-				refusedRuns = append(refusedRuns, r)
+			if !strings.HasPrefix(r, "provision-cp-01-") {
+				continue
 			}
+			restarts++
+			t.Logf("run %s started after Rufio failed %s's Job: %s", r, cpRun, rufioState(h.tinkAPI, ns))
+			if restarts > 4 {
+				t.Fatalf("cp-01's run started a sixth time; Rufio's objects: %s", rufioState(h.tinkAPI, ns))
+			}
+			cpRun = r
 		}
 	}
 	for pending := false; !pending; {
@@ -255,29 +235,12 @@ func TestIntegrationRufioPowerCycles(t *testing.T) {
 	// so a pass after PowerRetry starts another run, which its BMC refuses
 	// in turn; on a loaded machine a pass can start the next run before
 	// the line of the last one is read.
-	var line, lineRun string
-	for line == "" {
-		for _, r := range h.reconcile().Started {
-			if strings.HasPrefix(r, "provision-node-02-") {
-				refusedRuns = append(refusedRuns, r)
-			}
-		}
-		for _, l := range h.nb.lines() {
-			for _, r := range refusedRuns {
-				if l.ID == 2 && strings.HasPrefix(l.Text, fmt.Sprintf("the Rufio job netboot-%s of Workflow %s failed to power the machine: ", r, r)) {
-					line, lineRun = l.Text, r
-				}
-			}
-		}
-		if line != "" {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("no Rufio line for node-02's runs %v; its BMC was asked %q; journal %v", refusedRuns, bmcs.callsOf("node-02"), h.nb.lines())
-		case <-time.After(time.Second):
-		}
-	}
+	var lineRun string
+	line := rt.untilJournal(2, func(l string) bool {
+		lineRun, _, _ = strings.Cut(strings.TrimPrefix(l, "the Rufio job netboot-"), " ")
+		return strings.HasPrefix(lineRun, "provision-node-02-") &&
+			strings.HasPrefix(l, fmt.Sprintf("the Rufio job netboot-%s of Workflow %s failed to power the machine: ", lineRun, lineRun))
+	})
 	t.Logf("node-02, %v after its run started: %s", time.Since(t0).Round(time.Millisecond), line)
 	if !strings.Contains(line, "message: "+refusal+" ") || strings.ContainsAny(line, "\n\t") ||
 		!strings.HasSuffix(line, "; set AMT's address to 10.0.0.22, or power the machine on by hand") {
