@@ -659,7 +659,7 @@ func TestLoopRunWaits(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		dev      func(*inventory.Device)
-		cfg      func(*Config)
+		edit     func(*Cluster, *Config)
 		line     journalLine
 		admit    bool // a fresh claim starts the run
 		machines int  // Rufio Machines after it
@@ -668,11 +668,11 @@ func TestLoopRunWaits(t *testing.T) {
 			journalLine{1, inventory.JournalWarning, "refused a run before rendering anything: recorded no attested switch port"}, true, 1},
 		{"recorded another port", func(d *inventory.Device) { d.AttestedSwitchPort = 7 }, nil,
 			journalLine{1, inventory.JournalWarning, "refused a run before rendering anything: on port 7, expected 1"}, true, 1},
-		{"no port check", nil, func(c *Config) { c.PortCheck = nil }, journalLine{1, inventory.JournalInfo,
+		{"no port check", nil, func(_ *Cluster, c *Config) { c.PortCheck = nil }, journalLine{1, inventory.JournalInfo,
 			"node-01 waits for an attestation from HookOS: fleetd has no switch-port check for a run without a fresh claim; power-cycle the machine"}, true, 1},
 		{"no BMC, desired_action repeats the last run", func(d *inventory.Device) {
 			d.BMC, d.LastRun = "none", "provision-node-01-1767000000"
-		}, func(c *Config) { c.AutoProvision = false }, journalLine{1, inventory.JournalInfo,
+		}, func(_ *Cluster, c *Config) { c.AutoProvision = false }, journalLine{1, inventory.JournalInfo,
 			"node-01 has no BMC: the run waits for the machine to attest from HookOS; power-cycle it by hand"}, true, 0},
 		{"lacks every field", func(d *inventory.Device) {
 			*d = worker(1, "node-01")
@@ -686,11 +686,7 @@ func TestLoopRunWaits(t *testing.T) {
 			if tc.dev != nil {
 				tc.dev(&dev)
 			}
-			h := newHarness(t, func(_ *Cluster, c *Config) {
-				if tc.cfg != nil {
-					tc.cfg(c)
-				}
-			}, dev)
+			h := newHarness(t, tc.edit, dev)
 			h.reconcile()
 			h.reconcile()
 			h.wantJournal(1, tc.line)
