@@ -23,7 +23,7 @@ func BenchmarkJudge256OnDisk(b *testing.B) {
 	}
 	tr, tg := bigMachine(256)
 	dir := b.TempDir()
-	if err := materialize(tr.fs, dir); err != nil {
+	if err := materialize(tr.FS, dir); err != nil {
 		b.Fatal(err)
 	}
 	cfg := &Config{Root: newRootFS(dir)}

@@ -4,32 +4,34 @@ import (
 	"fmt"
 	"io/fs"
 	"testing"
+
+	"github.com/fleetkit/fleet/disksafe/disksafetest"
 )
 
 // bigMachine is a fake machine of n disks of every kind, each with its own
 // serial; the declared disk is nvme-like disk number n*3/4.
-func bigMachine(n int) (*tree, Target) {
-	tr := newTree()
+func bigMachine(n int) (*disksafetest.Tree, Target) {
+	tr := disksafetest.NewTree()
 	var declared Target
 	for i := range n {
 		serial := fmt.Sprintf("SN%06d", i)
-		var d fakeDisk
+		var d disksafetest.Disk
 		switch i % 4 {
 		case 0:
-			d = sataDisk(fmt.Sprintf("sd%s", letters(i)), fmt.Sprintf("8:%d", i*16), serial) // on port i+1, host i
+			d = disksafetest.SATADisk(fmt.Sprintf("sd%s", letters(i)), fmt.Sprintf("8:%d", i*16), serial) // on port i+1, host i
 		case 1:
-			d = nvmeDisk(fmt.Sprintf("nvme%dn1", i), fmt.Sprintf("259:%d", i), serial)
-			d.sysPath = fmt.Sprintf("devices/pci0000:00/0000:00:1d.0/0000:%02x:00.0/nvme/nvme%d/%s", i%256, i, d.name)
+			d = disksafetest.NVMeDisk(fmt.Sprintf("nvme%dn1", i), fmt.Sprintf("259:%d", i), serial)
+			d.SysPath = fmt.Sprintf("devices/pci0000:00/0000:00:1d.0/0000:%02x:00.0/nvme/nvme%d/%s", i%256, i, d.Name)
 		case 2:
-			d = virtioDisk(fmt.Sprintf("vd%s", letters(i)), fmt.Sprintf("254:%d", i*16), serial)
-			d.sysPath = fmt.Sprintf("devices/pci0000:00/0000:00:%02x.0/virtio%d/block/%s", i%32, i, d.name)
+			d = disksafetest.VirtioDisk(fmt.Sprintf("vd%s", letters(i)), fmt.Sprintf("254:%d", i*16), serial)
+			d.SysPath = fmt.Sprintf("devices/pci0000:00/0000:00:%02x.0/virtio%d/block/%s", i%32, i, d.Name)
 		case 3:
-			d = usbDisk(fmt.Sprintf("sd%s", letters(i)), fmt.Sprintf("65:%d", i*16), serial)
-			d.sysPath = fmt.Sprintf("devices/pci0000:00/0000:00:14.0/usb%d/%d-1/%d-1:1.0/host%d/target%d:0:0/%d:0:0:0/block/%s", i, i, i, i, i, i, d.name)
+			d = disksafetest.USBDisk(fmt.Sprintf("sd%s", letters(i)), fmt.Sprintf("65:%d", i*16), serial)
+			d.SysPath = fmt.Sprintf("devices/pci0000:00/0000:00:14.0/usb%d/%d-1/%d-1:1.0/host%d/target%d:0:0/%d:0:0:0/block/%s", i, i, i, i, i, i, d.Name)
 		}
-		tr.add(d)
+		tr.Add(d)
 		if i == n*3/4+1 {
-			declared = Target{Disk: "/dev/" + d.name, Serial: serial, Code: testCode}
+			declared = Target{Disk: "/dev/" + d.Name, Serial: serial, Code: testCode}
 		}
 	}
 	return tr, declared
@@ -46,7 +48,7 @@ func letters(i int) string {
 
 func TestBigMachine(t *testing.T) {
 	tr, tg := bigMachine(256)
-	for _, root := range []fs.FS{tr.fs, newFastFS(tr.fs)} {
+	for _, root := range []fs.FS{tr.FS, newFastFS(tr.FS)} {
 		cfg := &Config{Root: root}
 		l, err := Read(tg.Disk, cfg)
 		if err != nil {
@@ -75,7 +77,7 @@ func TestBigMachine(t *testing.T) {
 // them: the package's own cost of a judgement.
 func BenchmarkJudge256(b *testing.B) {
 	tr, tg := bigMachine(256)
-	cfg := &Config{Root: newFastFS(tr.fs)}
+	cfg := &Config{Root: newFastFS(tr.FS)}
 	boot := goodBoot()
 	cpu := startCPU()
 	for b.Loop() {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetkit/fleet/disksafe/disksafetest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -17,7 +18,7 @@ func TestBootRecordRoundTrip(t *testing.T) {
 	if err := WriteBootRecord(dir, BootRecord{Attested: true, Code: testCode}); err == nil {
 		t.Fatal("a record without a boot ID was written")
 	}
-	want := BootRecord{BootID: testBootID, Attested: true, Code: testCode, Time: time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)}
+	want := BootRecord{BootID: disksafetest.BootID, Attested: true, Code: testCode, Time: time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)}
 	if err := WriteBootRecord(dir, want); err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func TestBootRecordRoundTrip(t *testing.T) {
 	}
 
 	// A second write replaces the first, and leaves no temporary file.
-	want2 := BootRecord{BootID: testBootID, Attested: false}
+	want2 := BootRecord{BootID: disksafetest.BootID, Attested: false}
 	if err := WriteBootRecord(dir, want2); err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func TestBootRecordRoundTrip(t *testing.T) {
 		t.Errorf("directory holds %d files, want 1", len(ents))
 	}
 	b, _ := os.ReadFile(filepath.Join(dir, BootRecordFile))
-	if want := `{"boot_id":"` + testBootID + `","attested":false}` + "\n"; string(b) != want {
+	if want := `{"boot_id":"` + disksafetest.BootID + `","attested":false}` + "\n"; string(b) != want {
 		t.Errorf("file = %q, want %q", b, want)
 	}
 }
@@ -93,18 +94,18 @@ func TestReadBootRecordErrors(t *testing.T) {
 }
 
 func TestBootID(t *testing.T) {
-	tr := newTree()
-	if id, err := BootID(&Config{Root: tr.fs}); err != nil || id != testBootID {
+	tr := disksafetest.NewTree()
+	if id, err := BootID(&Config{Root: tr.FS}); err != nil || id != disksafetest.BootID {
 		t.Fatalf("BootID = %q, %v", id, err)
 	}
-	for _, bad := range []string{"", "\n", "not-a-uuid", strings.ToUpper(testBootID), testBootID + "0", "6f1d3c52-8a0e-4c1b-9d7e_2b5a4f6e8c90"} {
-		tr.file("proc/sys/kernel/random/boot_id", bad)
-		if id, err := BootID(&Config{Root: tr.fs}); err == nil {
+	for _, bad := range []string{"", "\n", "not-a-uuid", strings.ToUpper(disksafetest.BootID), disksafetest.BootID + "0", "6f1d3c52-8a0e-4c1b-9d7e_2b5a4f6e8c90"} {
+		tr.File("proc/sys/kernel/random/boot_id", bad)
+		if id, err := BootID(&Config{Root: tr.FS}); err == nil {
 			t.Errorf("BootID of %q = %q, want an error", bad, id)
 		}
 	}
-	delete(tr.fs, "proc/sys/kernel/random/boot_id")
-	if _, err := BootID(&Config{Root: tr.fs}); !errors.Is(err, fs.ErrNotExist) {
+	delete(tr.FS, "proc/sys/kernel/random/boot_id")
+	if _, err := BootID(&Config{Root: tr.FS}); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("BootID without the file = %v", err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/fleetkit/fleet/disksafe/disksafetest"
 )
 
 func TestCodeSHA256(t *testing.T) {
@@ -42,7 +44,7 @@ func TestCheckCode(t *testing.T) {
 		{name: "the code itself in place of its digest", sum: testCode, boot: goodBoot(), want: ErrInstallCodeMismatch, text: mismatch},
 		{name: "a digest with a code of another run", sum: sum, code: "ic-other", boot: goodBoot(), want: ErrInstallCodeMismatch, text: mismatch},
 		{name: "a code of another run", code: "ic-someone-elses", boot: goodBoot(), want: ErrInstallCodeMismatch, text: mismatch},
-		{name: "no record", sum: sum, boot: Boot{ID: testBootID}, want: ErrNotAttested, cause: errNoRecord, text: notAttested},
+		{name: "no record", sum: sum, boot: Boot{ID: disksafetest.BootID}, want: ErrNotAttested, cause: errNoRecord, text: notAttested},
 		{name: "a zero boot", sum: sum, want: ErrNotAttested, cause: errNoRecord, text: notAttested},
 		{name: "this boot's ID unknown", sum: sum, boot: Boot{Record: goodBoot().Record}, want: ErrNotAttested, cause: errNoBootID, text: notAttested},
 		{name: "another boot's record", sum: sum, boot: bootWith(func(r *BootRecord) { r.BootID = "00000000-aaaa-bbbb-cccc-dddddddddddd" }),

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"testing"
 
+	"github.com/fleetkit/fleet/disksafe/disksafetest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -18,7 +19,7 @@ func TestSerialSources(t *testing.T) {
 		want                 []SerialSource
 	}{
 		{name: "none"},
-		{name: "every place, in order", deviceSerial: " A \n", serial: "B\x00", vpd80: []byte(vpd80("C  ")),
+		{name: "every place, in order", deviceSerial: " A \n", serial: "B\x00", vpd80: []byte(disksafetest.VPD80("C  ")),
 			udev: map[string]string{"ID_SERIAL_SHORT": "D"}, want: []SerialSource{
 				{"/sys/block/sda/device/serial", "A"},
 				{"/sys/block/sda/serial", "B"},
@@ -205,7 +206,7 @@ func TestDescribe(t *testing.T) {
 		{name: "serials from every place, and the first of a udev key's values",
 			s: sysDisk{name: "sda", dir: "sys/block/sda", dev: "8:0", size: "100", removable: "0", ro: "0",
 				link:         "../devices/pci0000:00/0000:00:10.0/host0/target0:0:0/0:0:0:0/block/sda",
-				deviceSerial: "  A-dev \n", serial: "B-virtio\x00\x00", vpd80: []byte(vpd80("C-vpd   ")),
+				deviceSerial: "  A-dev \n", serial: "B-virtio\x00\x00", vpd80: []byte(disksafetest.VPD80("C-vpd   ")),
 				udev: []byte("E:ID_SERIAL_SHORT=D-short\nE:ID_SCSI_SERIAL=E-scsi\nE:ID_SCSI_SERIAL=ignored-second\n")},
 			want: Disk{Name: "sda", Dev: "8:0", Size: 51200, Transport: "scsi",
 				Serials: []string{"A-dev", "B-virtio", "C-vpd", "E-scsi"},

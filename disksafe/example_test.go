@@ -4,40 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"testing/fstest"
 
 	"github.com/fleetkit/fleet/disksafe"
+	"github.com/fleetkit/fleet/disksafe/disksafetest"
 )
 
 // machine is a fake root file system: an NVMe disk that reports serial
 // S64DNX0R123456 and a USB stick, with a /dev/disk/by-id link.
-func machine() fstest.MapFS {
-	nvme := "sys/devices/pci0000:00/0000:00:1d.0/0000:3d:00.0/nvme/nvme0/nvme0n1"
-	usb := "sys/devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0/block/sda"
-	file := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s)} }
-	link := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s), Mode: fs.ModeSymlink} }
-	node := &fstest.MapFile{Mode: fs.ModeDevice}
-	return fstest.MapFS{
-		"sys/block/nvme0n1":       link("../devices/pci0000:00/0000:00:1d.0/0000:3d:00.0/nvme/nvme0/nvme0n1"),
-		"sys/class/block/nvme0n1": link("../../devices/pci0000:00/0000:00:1d.0/0000:3d:00.0/nvme/nvme0/nvme0n1"),
-		nvme + "/dev":             file("259:0\n"),
-		nvme + "/size":            file("1000215216\n"),
-		nvme + "/removable":       file("0\n"),
-		nvme + "/ro":              file("0\n"),
-		nvme + "/device":          link("../../nvme0"),
-		"sys/devices/pci0000:00/0000:00:1d.0/0000:3d:00.0/nvme/nvme0/serial": file("S64DNX0R123456      \n"),
-		"dev/nvme0n1": node,
-		"dev/disk/by-id/nvme-Samsung_SSD_980_1TB_S64DNX0R123456": link("../../nvme0n1"),
-
-		"sys/block/sda":       link("../devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0/block/sda"),
-		"sys/class/block/sda": link("../../devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0/block/sda"),
-		usb + "/dev":          file("8:0\n"),
-		usb + "/size":         file("60437492\n"),
-		usb + "/removable":    file("1\n"),
-		usb + "/ro":           file("0\n"),
-		"run/udev/data/b8:0":  file("E:ID_BUS=usb\nE:ID_SERIAL_SHORT=4C530001230815117283\n"),
-		"dev/sda":             node,
-	}
+func machine() fs.FS {
+	return disksafetest.NewTree().
+		Add(disksafetest.NVMeDisk("nvme0n1", "259:0", "S64DNX0R123456")).
+		Add(disksafetest.USBStick("sda", "8:0", "4C530001230815117283")).
+		Link("dev/disk/by-id/nvme-Samsung_SSD_980_1TB_S64DNX0R123456", "../../nvme0n1").FS
 }
 
 func ExampleCheck() {

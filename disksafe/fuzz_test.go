@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fleetkit/fleet/disksafe/disksafetest"
 )
 
 // FuzzDisks feeds arbitrary sysfs attributes, udev records and device links
@@ -13,26 +15,26 @@ import (
 // on its serial, whose flags or udev record are unknown or whose flags are
 // set, or beside another disk that may report the serial.
 func FuzzDisks(f *testing.F) {
-	f.Add([]byte("S64DNX0R123456      \n"), []byte(vpd80("S1")), []byte("E:ID_SERIAL_SHORT=S1\nE:ID_BUS=ata\n"), []byte("vd-1"), "0", "0", "1953525168", "8:0", "../devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0/block/sda")
+	f.Add([]byte("S64DNX0R123456      \n"), []byte(disksafetest.VPD80("S1")), []byte("E:ID_SERIAL_SHORT=S1\nE:ID_BUS=ata\n"), []byte("vd-1"), "0", "0", "1953525168", "8:0", "../devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0/block/sda")
 	f.Add([]byte(""), []byte("\x00\x80\x00\x10  WD-WX12A3456789"), []byte("S:disk/by-id/usb-X\nE:ID_BUS=usb\nE:ID_SERIAL_SHORT=WD-WX12A3456789\n"), []byte(""), "1", "0", "60437492", "8:0", "../devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0/block/sda")
 	f.Add([]byte("S2"), []byte("\x00\x80\xff\xff"), []byte("E:ID_SERIAL_SHORT=S2"), []byte("S2\x00\x00"), "0", "1", "-1", "8:x", "/sys/block/sda")
 	f.Add([]byte("\xff\xfe"), []byte("\x00\x80"), []byte("E:=\nE:ID_SCSI_SERIAL\nE:ID_SERIAL_SHORT= \n"), []byte("\n"), "", "", "99999999999999999999", "", "../../../../../..")
 	f.Fuzz(func(t *testing.T, serial, vpd, udev, virtio []byte, removable, ro, size, dev, link string) {
-		tr := newTree().add(sataDisk("sdb", "8:16", "S2"))
+		tr := disksafetest.NewTree().Add(disksafetest.SATADisk("sdb", "8:16", "S2"))
 		dir := "sys/devices/fuzz/block/sda"
-		tr.dir(dir)
-		tr.link("sys/block/sda", link)
-		tr.link("sys/class/block/sda", "../../devices/fuzz/block/sda")
-		tr.node("dev/sda")
+		tr.Dir(dir)
+		tr.Link("sys/block/sda", link)
+		tr.Link("sys/class/block/sda", "../../devices/fuzz/block/sda")
+		tr.Node("dev/sda")
 		for name, v := range map[string]string{"removable": removable, "ro": ro, "size": size, "dev": dev,
 			"device/serial": string(serial), "device/vpd_pg80": string(vpd), "serial": string(virtio)} {
-			tr.file(dir+"/"+name, v)
+			tr.File(dir+"/"+name, v)
 		}
 		if d, m, ok := parseDev(strings.TrimSpace(dev)); ok {
-			tr.file("run/udev/data/b"+itoa(int64(d))+":"+itoa(int64(m)), string(udev))
+			tr.File("run/udev/data/b"+itoa(int64(d))+":"+itoa(int64(m)), string(udev))
 		}
 
-		cfg := &Config{Root: newFastFS(tr.fs)}
+		cfg := &Config{Root: newFastFS(tr.FS)}
 		disks, err := List(cfg)
 		if err != nil {
 			t.Fatalf("List: %v", err)
@@ -155,8 +157,3 @@ func FuzzSameSerial(f *testing.F) {
 		}
 	})
 }
-
-// memDisk is a disk image in memory.
-type memDisk struct{ b []byte }
-
-func (m *memDisk) WriteAt(p []byte, off int64) (int, error) { return copy(m.b[off:], p), nil }

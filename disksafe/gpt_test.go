@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fleetkit/fleet/disksafe/disksafetest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -17,10 +18,8 @@ var linuxType = GUID{0xaf, 0x3d, 0xc6, 0x0f, 0x83, 0x84, 0x72, 0x47, 0x8e, 0x79,
 
 // gptImage is a disk of size bytes in 512-byte sectors with a primary and
 // backup GPT of n entries holding parts.
-func gptImage(t testing.TB, size, n int, parts ...gptEntry) []byte {
-	img := &memDisk{b: make([]byte, size)}
-	writeGPT(t, img, int64(size), parts, n)
-	return img.b
+func gptImage(size int64, n int, parts ...gptEntry) []byte {
+	return disksafetest.GPTImage(disksafetest.GPT{Size: size, SectorSize: 512, Entries: n, Parts: linuxParts(parts)})
 }
 
 // withHeader returns a copy of img whose primary header each edit changed,
@@ -48,7 +47,7 @@ func put64(off int, v uint64) func([]byte) {
 
 func TestReadGPT(t *testing.T) {
 	// The second partition ends at the disk's last LBA.
-	img := gptImage(t, 1<<20, 128, gptEntry{34, 1000}, gptEntry{1001, 2047})
+	img := gptImage(1<<20, 128, gptEntry{34, 1000}, gptEntry{1001, 2047})
 	g, err := ReadGPT(bytes.NewReader(img), int64(len(img)), 512)
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +74,7 @@ func TestReadGPT(t *testing.T) {
 }
 
 func TestReadGPTRefuses(t *testing.T) {
-	good := gptImage(t, 1<<20, 128, gptEntry{34, 1000})
+	good := gptImage(1<<20, 128, gptEntry{34, 1000})
 	change := func(f func(img []byte)) []byte {
 		b := bytes.Clone(good)
 		f(b)
@@ -98,11 +97,11 @@ func TestReadGPTRefuses(t *testing.T) {
 		{"entries over the header", withHeader(good, put64(72, 1)), 512, "128 entries of 128 bytes at LBA 1"},
 		{"entries past the end", withHeader(good, put64(72, 1<<40)), 512, "128 entries of 128 bytes at LBA 1099511627776"},
 		{"a huge entry array", withHeader(good, put32(80, 1<<30)), 512, "1073741824 entries of 128 bytes at LBA 2"},
-		{"more than 1 MiB of entries", withHeader(gptImage(t, 4<<20, 128, gptEntry{34, 1000}), put32(80, 257), put32(84, 4096)),
+		{"more than 1 MiB of entries", withHeader(gptImage(4<<20, 128, gptEntry{34, 1000}), put32(80, 257), put32(84, 4096)),
 			512, "257 entries of 4096 bytes at LBA 2"},
-		{"a partition past the end", gptImage(t, 1<<20, 128, gptEntry{34, 4096}), 512, "partition 1 (LBA 34 to 4096) lies outside a disk of 2048 sectors"},
-		{"a partition one past the last LBA", gptImage(t, 1<<20, 128, gptEntry{34, 2048}), 512, "partition 1 (LBA 34 to 2048) lies outside a disk of 2048 sectors"},
-		{"a partition that ends before it starts", gptImage(t, 1<<20, 128, gptEntry{100, 99}), 512, "partition 1 (LBA 100 to 99) lies outside"},
+		{"a partition past the end", gptImage(1<<20, 128, gptEntry{34, 4096}), 512, "partition 1 (LBA 34 to 4096) lies outside a disk of 2048 sectors"},
+		{"a partition one past the last LBA", gptImage(1<<20, 128, gptEntry{34, 2048}), 512, "partition 1 (LBA 34 to 2048) lies outside a disk of 2048 sectors"},
+		{"a partition that ends before it starts", gptImage(1<<20, 128, gptEntry{100, 99}), 512, "partition 1 (LBA 100 to 99) lies outside"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,11 +123,11 @@ func TestReadGPTRefuses(t *testing.T) {
 // region to erase) the partition table reader names. Its corpus holds the
 // images of the partition table reader's and next-boot's tests.
 func FuzzReadGPT(f *testing.F) {
-	f.Add(gptImage(f, 1<<20, 128, gptEntry{34, 1000}, gptEntry{1001, 2000}), int64(512))
-	f.Add(gptImage(f, 8<<10, 4, gptEntry{3, 6}, gptEntry{7, 12}), int64(512))
+	f.Add(gptImage(1<<20, 128, gptEntry{34, 1000}, gptEntry{1001, 2000}), int64(512))
+	f.Add(gptImage(8<<10, 4, gptEntry{3, 6}, gptEntry{7, 12}), int64(512))
 	mbr := make([]byte, 4096)
-	mbrEntry(mbr, 0, 0x05, 1, 7)
-	mbrEntry(mbr[512:], 0, 0x83, 1, 2)
+	disksafetest.MBREntry(mbr, 0, 0x05, 1, 7)
+	disksafetest.MBREntry(mbr[512:], 0, 0x83, 1, 2)
 	f.Add(mbr, int64(512))
 	f.Add([]byte("EFI PART"), int64(4096))
 	f.Fuzz(func(t *testing.T, b []byte, ss int64) {

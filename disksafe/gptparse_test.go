@@ -7,7 +7,7 @@ import (
 )
 
 func TestParseGPTHeader(t *testing.T) {
-	img := gptImage(t, 1<<20, 128, gptEntry{34, 1000})
+	img := gptImage(1<<20, 128, gptEntry{34, 1000})
 	const last = 1<<20/512 - 1
 	hdr := func(edits ...func([]byte)) []byte { return withHeader(img, edits...)[512:1024] }
 	tests := []struct {

@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/fleetkit/fleet/disksafe/disksafetest"
 )
 
 func wiped(disk string) WipeRecord {
-	return WipeRecord{BootID: testBootID, Disk: disk, Name: "sda", Serial: "S1", Wiped: true, Time: time.Now()}
+	return WipeRecord{BootID: disksafetest.BootID, Disk: disk, Name: "sda", Serial: "S1", Wiped: true, Time: time.Now()}
 }
 
 func TestCheckWiped(t *testing.T) {
@@ -29,16 +31,16 @@ func TestCheckWiped(t *testing.T) {
 		want   error // nil: the install may go on
 		text   string
 	}{
-		{name: "this boot wiped the disk", bootID: testBootID, disk: "/dev/sda", record: new(wiped("/dev/sda"))},
-		{name: "no record: a new boot's empty /workflow", bootID: testBootID, disk: "/dev/sda", want: ErrResumedRun, text: resumed},
+		{name: "this boot wiped the disk", bootID: disksafetest.BootID, disk: "/dev/sda", record: new(wiped("/dev/sda"))},
+		{name: "no record: a new boot's empty /workflow", bootID: disksafetest.BootID, disk: "/dev/sda", want: ErrResumedRun, text: resumed},
 		{name: "record of another boot", bootID: "00000000-0000-4000-8000-000000000000", disk: "/dev/sda", record: new(wiped("/dev/sda")),
 			want: ErrResumedRun, text: resumed},
 		{name: "this boot's ID unknown", bootID: "", disk: "/dev/sda", record: new(wiped("/dev/sda")), want: ErrResumedRun, text: resumed},
-		{name: "record of another disk", bootID: testBootID, disk: "/dev/sdb", record: new(wiped("/dev/sda")), want: ErrNotWiped,
+		{name: "record of another disk", bootID: disksafetest.BootID, disk: "/dev/sdb", record: new(wiped("/dev/sda")), want: ErrNotWiped,
 			text: fmt.Sprintf(notWiped, "/dev/sdb")},
-		{name: "wipe did not finish", bootID: testBootID, disk: "/dev/sda", record: &unfinished, want: ErrNotWiped, text: fmt.Sprintf(notWiped, "/dev/sda")},
-		{name: "unreadable record", bootID: testBootID, disk: "/dev/sda", raw: "{not json", want: ErrNotWiped, text: fmt.Sprintf(notWiped, "/dev/sda")},
-		{name: "no disk declared", bootID: testBootID, record: new(wiped("")), want: ErrNoInstallDisk, text: "install: no install disk is declared"},
+		{name: "wipe did not finish", bootID: disksafetest.BootID, disk: "/dev/sda", record: &unfinished, want: ErrNotWiped, text: fmt.Sprintf(notWiped, "/dev/sda")},
+		{name: "unreadable record", bootID: disksafetest.BootID, disk: "/dev/sda", raw: "{not json", want: ErrNotWiped, text: fmt.Sprintf(notWiped, "/dev/sda")},
+		{name: "no disk declared", bootID: disksafetest.BootID, record: new(wiped("")), want: ErrNoInstallDisk, text: "install: no install disk is declared"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

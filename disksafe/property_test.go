@@ -9,13 +9,15 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/fleetkit/fleet/disksafe/disksafetest"
 )
 
 // layout is a random machine and run, with the truth about each disk kept
 // beside the tree the package reads, so the test's verdict does not come
 // from the code under test.
 type layout struct {
-	tr     *tree
+	tr     *disksafetest.Tree
 	fail   map[string]error // reads that fail (faultFS)
 	cfg    *Config
 	target Target
@@ -62,8 +64,8 @@ func pick[T any](r *rand.Rand, v ...T) T { return v[r.IntN(len(v))] }
 // randomLayout builds layout number i.
 func randomLayout(i int) *layout {
 	r := rand.New(rand.NewPCG(uint64(i), 0x5eed))
-	l := &layout{tr: newTree(), fail: map[string]error{}, cfg: &Config{Loop: r.IntN(2) == 0}}
-	l.cfg.Root = faultFS{l.tr.fs, l.fail}
+	l := &layout{tr: disksafetest.NewTree(), fail: map[string]error{}, cfg: &Config{Loop: r.IntN(2) == 0}}
+	l.cfg.Root = faultFS{l.tr.FS, l.fail}
 
 	names := []string{"sda", "sdb", "sdc", "sdd", "nvme0n1", "nvme1n1", "nvme2n1", "vda", "vdb", "mmcblk0", "loop0", "loop1", "dm-0", "zram0", "md0", "sr0"}
 	r.Shuffle(len(names), func(a, b int) { names[a], names[b] = names[b], names[a] })
@@ -72,21 +74,21 @@ func randomLayout(i int) *layout {
 		n = 0
 	}
 	for k, name := range names[:n] {
-		d := fakeDisk{name: name, dev: fmt.Sprintf("%d:%d", 8+k, k*16), sectors: int64(1 + r.IntN(1<<30))}
+		d := disksafetest.Disk{Name: name, Dev: fmt.Sprintf("%d:%d", 8+k, k*16), Sectors: int64(1 + r.IntN(1<<30))}
 		tr := truth{name: name, listed: true}
 		isLoop := strings.HasPrefix(name, "loop")
 		switch {
 		case isLoop:
 			hasFile := r.IntN(4) != 0
 			if hasFile {
-				d.files = map[string]string{"loop/backing_file": "/var/lib/" + name + ".img\n"}
+				d.Files = map[string]string{"loop/backing_file": "/var/lib/" + name + ".img\n"}
 			}
 			tr.listed = l.cfg.Loop && hasFile
 		case slices.Contains([]string{"dm-0", "zram0", "md0", "sr0"}, name):
 			tr.listed = false
 		}
-		if d.files == nil {
-			d.files = map[string]string{}
+		if d.Files == nil {
+			d.Files = map[string]string{}
 		}
 
 		// Serials, from one or two places (rebuildTruth works out
@@ -103,11 +105,11 @@ func randomLayout(i int) *layout {
 			u := cmp.Or(udevSpelled[s], s) // as udev writes it
 			switch r.IntN(6) {
 			case 0:
-				d.files["device/serial"] = s + strings.Repeat(" ", r.IntN(8)) + "\n"
+				d.Files["device/serial"] = s + strings.Repeat(" ", r.IntN(8)) + "\n"
 			case 1:
-				d.files["serial"] = s
+				d.Files["serial"] = s
 			case 2:
-				d.files["device/vpd_pg80"] = vpd80(strings.Repeat(" ", r.IntN(4)) + s)
+				d.Files["device/vpd_pg80"] = disksafetest.VPD80(strings.Repeat(" ", r.IntN(4)) + s)
 			case 3:
 				fmt.Fprintf(&udev, "E:ID_SERIAL_SHORT=%s\n", u)
 			case 4:
@@ -138,24 +140,24 @@ func randomLayout(i int) *layout {
 			}
 			return "0"
 		}
-		d.removable = flag("removable", &tr.removable, &tr.removableUnknown)
-		d.ro = flag("ro", &tr.ro, &tr.roUnknown)
+		d.Removable = flag("removable", &tr.removable, &tr.removableUnknown)
+		d.RO = flag("ro", &tr.ro, &tr.roUnknown)
 		if strings.HasPrefix(name, "mmcblk") {
 			switch r.IntN(8) {
 			case 0, 1, 2:
-				d.files["device/type"] = "SD\n"
+				d.Files["device/type"] = "SD\n"
 				tr.removable = true // an SD card
 			case 3:
-				d.files["device/type"] = "SDIO\n"
+				d.Files["device/type"] = "SDIO\n"
 				tr.mmcTypeUnknown = true
 			case 4:
 				tr.mmcTypeUnknown = true // no type
 			case 5:
-				d.files["device/type"] = "MMC\n"
+				d.Files["device/type"] = "MMC\n"
 				l.fail["sys/block/"+name+"/device/type"] = syscall.EIO
 				tr.mmcTypeUnknown = true
 			default:
-				d.files["device/type"] = "MMC\n"
+				d.Files["device/type"] = "MMC\n"
 			}
 		}
 		if r.IntN(16) == 0 {
@@ -164,29 +166,29 @@ func randomLayout(i int) *layout {
 		}
 		switch r.IntN(160) {
 		case 0:
-			l.fail["run/udev/data/b"+d.dev] = syscall.EIO
+			l.fail["run/udev/data/b"+d.Dev] = syscall.EIO
 			tr.udevUnknown = true
 		case 1:
 			l.fail["sys/block/"+name+"/dev"] = syscall.EIO
 			tr.udevUnknown = true
 		}
-		d.sysPath = fmt.Sprintf("devices/pci0000:00/0000:00:%02x.0/host%d/target%d:0:0/%d:0:0:0/block/%s", k, k, k, k, name)
+		d.SysPath = fmt.Sprintf("devices/pci0000:00/0000:00:%02x.0/host%d/target%d:0:0/%d:0:0:0/block/%s", k, k, k, k, name)
 		switch r.IntN(8) {
 		case 0:
 			fmt.Fprintf(&udev, "E:ID_BUS=usb\n")
 			tr.usb = true
 		case 1:
-			d.sysPath = fmt.Sprintf("devices/pci0000:00/0000:00:14.0/usb%d/%d-1/%d-1:1.0/host%d/target%d:0:0/%d:0:0:0/block/%s", k+1, k+1, k+1, k, k, k, name)
+			d.SysPath = fmt.Sprintf("devices/pci0000:00/0000:00:14.0/usb%d/%d-1/%d-1:1.0/host%d/target%d:0:0/%d:0:0:0/block/%s", k+1, k+1, k+1, k, k, k, name)
 			tr.usb = !tr.pathUnknown // a path that cannot be read tells nothing
 		case 2:
-			d.sysPath = fmt.Sprintf("devices/platform/xhci.%d/%d-2.%d/%d-2.%d:1.0/host%d/target%d:0:0/%d:0:0:0/block/%s", k, k+1, k, k+1, k, k, k, k, name)
+			d.SysPath = fmt.Sprintf("devices/platform/xhci.%d/%d-2.%d/%d-2.%d:1.0/host%d/target%d:0:0/%d:0:0:0/block/%s", k, k+1, k, k+1, k, k, k, k, name)
 			tr.usb = !tr.pathUnknown
 		}
-		d.udev = udev.String()
-		l.tr.add(d)
-		sp := "sys/" + d.sysPath
+		d.Udev = udev.String()
+		l.tr.Add(d)
+		sp := "sys/" + d.SysPath
 		for _, attr := range missing {
-			delete(l.tr.fs, sp+"/"+attr)
+			delete(l.tr.FS, sp+"/"+attr)
 		}
 		l.disks = append(l.disks, rebuildTruth(tr, d))
 	}
@@ -204,10 +206,10 @@ func randomLayout(i int) *layout {
 	case 2:
 		l.target.Disk = "/dev/sdz" // missing
 	case 3:
-		l.tr.link("dev/disk/by-id/declared", "../../gone")
+		l.tr.Link("dev/disk/by-id/declared", "../../gone")
 		l.target.Disk = "/dev/disk/by-id/declared"
 	case 4, 5, 6, 7:
-		l.tr.link("dev/disk/by-id/declared", "../../"+diskName)
+		l.tr.Link("dev/disk/by-id/declared", "../../"+diskName)
 		l.target.Disk = "/dev/disk/by-id/declared"
 		l.declared = diskName
 	default:
@@ -239,8 +241,8 @@ func randomLayout(i int) *layout {
 	}
 
 	// This boot.
-	rec := &BootRecord{BootID: testBootID, Attested: true, Code: testCode}
-	l.boot = Boot{ID: testBootID, Record: rec}
+	rec := &BootRecord{BootID: disksafetest.BootID, Attested: true, Code: testCode}
+	l.boot = Boot{ID: disksafetest.BootID, Record: rec}
 	switch r.IntN(24) {
 	case 0:
 		l.boot.Record = nil
@@ -265,7 +267,7 @@ func randomLayout(i int) *layout {
 // rebuildTruth works out the serials a disk truly reports from what was
 // written to the tree, where a later write to the same place replaced an
 // earlier one.
-func rebuildTruth(tr truth, d fakeDisk) truth {
+func rebuildTruth(tr truth, d disksafetest.Disk) truth {
 	var s, serials []string
 	add := func(v string) {
 		v = strings.Trim(v, " \n\x00")
@@ -279,19 +281,19 @@ func rebuildTruth(tr truth, d fakeDisk) truth {
 			serials = append(serials, serialOf(v))
 		}
 	}
-	add(d.files["device/serial"])
-	add(d.files["serial"])
-	if v := d.files["device/vpd_pg80"]; len(v) > 4 {
+	add(d.Files["device/serial"])
+	add(d.Files["serial"])
+	if v := d.Files["device/vpd_pg80"]; len(v) > 4 {
 		add(v[4:])
 	}
 	// In a udev record the first value of a key counts. Beside
 	// ID_SCSI_SERIAL, ID_SERIAL_SHORT is scsi_id's WWN, not a serial.
 	keys := []string{"E:ID_SERIAL_SHORT=", "E:ID_SCSI_SERIAL="}
-	if strings.Contains(d.udev, "E:ID_SCSI_SERIAL=") {
+	if strings.Contains(d.Udev, "E:ID_SCSI_SERIAL=") {
 		keys = keys[1:]
 	}
 	for _, k := range keys {
-		for line := range strings.Lines(d.udev) {
+		for line := range strings.Lines(d.Udev) {
 			if v, ok := strings.CutPrefix(line, k); ok {
 				add(v)
 				break

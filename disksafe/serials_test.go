@@ -6,53 +6,44 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/fleetkit/fleet/disksafe/disksafetest"
 	"github.com/google/go-cmp/cmp"
 )
 
 // sasDisk is a SAS disk as scsi_id describes it: udev's ID_SERIAL_SHORT is
 // the NAA WWN from VPD page 0x83, ID_SCSI_SERIAL the serial from page 0x80.
 // Each gets its own host adapter by host, so two of one wwn are two paths.
-func sasDisk(name, dev, serial, wwn string, host int) fakeDisk {
+func sasDisk(name, dev, serial, wwn string, host int) disksafetest.Disk {
 	h := itoa(int64(host))
-	return fakeDisk{
-		name: name, dev: dev, sectors: 23437770752,
-		sysPath: "devices/pci0000:00/0000:00:1f.0/0000:0" + h + ":00.0/host" + h + "/port-" + h + ":0/end_device-" + h + ":0/target" + h + ":0:0/" + h + ":0:0:0/block/" + name,
-		files: map[string]string{
-			"device/vpd_pg80": vpd80(serial),
+	return disksafetest.Disk{
+		Name: name, Dev: dev, Sectors: 23437770752,
+		SysPath: "devices/pci0000:00/0000:00:1f.0/0000:0" + h + ":00.0/host" + h + "/port-" + h + ":0/end_device-" + h + ":0/target" + h + ":0:0/" + h + ":0:0:0/block/" + name,
+		Files: map[string]string{
+			"device/vpd_pg80": disksafetest.VPD80(serial),
 			"device/wwid":     "naa." + wwn + "\n",
 			"device/model":    "ST12000NM0027   \n",
 		},
-		udev: "E:ID_SCSI=1\nE:ID_BUS=scsi\nE:ID_SERIAL=3" + wwn + "\nE:ID_SERIAL_SHORT=" + wwn + "\n" +
+		Udev: "E:ID_SCSI=1\nE:ID_BUS=scsi\nE:ID_SERIAL=3" + wwn + "\nE:ID_SERIAL_SHORT=" + wwn + "\n" +
 			"E:ID_WWN=0x" + wwn + "\nE:ID_SCSI_SERIAL=" + serial + "\n",
 	}
 }
 
 // withUdev returns d with its udev record replaced.
-func withUdev(d fakeDisk, udev string) fakeDisk {
-	d.udev = udev
+func withUdev(d disksafetest.Disk, udev string) disksafetest.Disk {
+	d.Udev = udev
 	return d
 }
 
-// withFile returns d with one more file (see fakeDisk.files).
-func withFile(d fakeDisk, name, data string) fakeDisk {
+// withFile returns d with one more file (see disksafetest.Disk.Files).
+func withFile(d disksafetest.Disk, name, data string) disksafetest.Disk {
 	files := map[string]string{name: data}
-	for k, v := range d.files {
+	for k, v := range d.Files {
 		if k != name {
 			files[k] = v
 		}
 	}
-	d.files = files
+	d.Files = files
 	return d
-}
-
-// multipath adds a dm-multipath device holding paths, as multipathd names
-// one: dm/uuid "mpath-<wwid>", and each path in its slaves.
-func (t *tree) multipath(dm, wwid string, paths ...string) *tree {
-	files := map[string]string{"dm/uuid": "mpath-" + wwid + "\n"}
-	for _, p := range paths {
-		files["slaves/"+p] = ""
-	}
-	return t.add(fakeDisk{name: dm, dev: "253:0", sectors: 100, files: files})
 }
 
 // TestSerials judges what a disk's places say together (serials); which

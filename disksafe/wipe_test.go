@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fleetkit/fleet/disksafe/disksafetest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -173,49 +173,26 @@ func checkErased(t *testing.T, r io.ReaderAt, sigs []signature) {
 	}
 }
 
-// gptEntry is one partition of a GPT the tests build.
+// gptEntry is one partition of a GPT the tests build: of the Linux file
+// system type, its unique GUID's first byte its number.
 type gptEntry struct{ first, last int64 } // LBAs
 
-// writeGPT writes a protective MBR and a primary and backup GPT of n
-// entries with CRCs, as sfdisk does (with 128), for 512-byte sectors.
+// linuxParts is parts as disksafetest writes them.
+func linuxParts(parts []gptEntry) []disksafetest.GPTPart {
+	var gpt []disksafetest.GPTPart
+	for i, p := range parts {
+		gpt = append(gpt, disksafetest.GPTPart{Type: linuxType.String(), ID: GUID{byte(i + 1)}.String(), First: p.first, Last: p.last})
+	}
+	return gpt
+}
+
+// writeGPT writes disksafetest.WriteGPT's GPT of n entries holding parts,
+// for 512-byte sectors.
 func writeGPT(t testing.TB, w io.WriterAt, size int64, parts []gptEntry, n int) {
 	t.Helper()
-	const ss = 512
-	last := size/ss - 1
-	entrySectors := int64((n*128 + ss - 1) / ss)
-	mbr := make([]byte, ss)
-	mbrEntry(mbr, 0, 0xee, 1, uint32(min(last, 0xffffffff)))
-	entries := make([]byte, n*128)
-	for i, p := range parts {
-		e := entries[i*128:]
-		copy(e, []byte{0xaf, 0x3d, 0xc6, 0x0f, 0x83, 0x84, 0x72, 0x47, 0x8e, 0x79, 0x3d, 0x69, 0xd8, 0x47, 0x7d, 0xe4})
-		e[16] = byte(i + 1)
-		binary.LittleEndian.PutUint64(e[32:], uint64(p.first))
-		binary.LittleEndian.PutUint64(e[40:], uint64(p.last))
+	if err := disksafetest.WriteGPT(w, disksafetest.GPT{Size: size, SectorSize: 512, Entries: n, Parts: linuxParts(parts)}); err != nil {
+		t.Fatal(err)
 	}
-	header := func(cur, backup, entriesLBA int64) []byte {
-		h := make([]byte, ss)
-		copy(h, "EFI PART")
-		binary.LittleEndian.PutUint32(h[8:], 0x00010000)
-		binary.LittleEndian.PutUint32(h[12:], 92)
-		binary.LittleEndian.PutUint64(h[24:], uint64(cur))
-		binary.LittleEndian.PutUint64(h[32:], uint64(backup))
-		binary.LittleEndian.PutUint64(h[40:], 34)
-		binary.LittleEndian.PutUint64(h[48:], uint64(last-33))
-		binary.LittleEndian.PutUint64(h[72:], uint64(entriesLBA))
-		binary.LittleEndian.PutUint32(h[80:], uint32(n))
-		binary.LittleEndian.PutUint32(h[84:], 128)
-		binary.LittleEndian.PutUint32(h[88:], crc32.ChecksumIEEE(entries))
-		binary.LittleEndian.PutUint32(h[16:], crc32.ChecksumIEEE(h[:92]))
-		return h
-	}
-	plant(t, w, []signature{
-		{"protective MBR", 0, mbr},
-		{"primary GPT", ss, header(1, last, 2)},
-		{"primary entries", 2 * ss, entries},
-		{"backup entries", (last - entrySectors) * ss, entries},
-		{"backup GPT", last * ss, header(last, 1, last-entrySectors)},
-	})
 }
 
 func TestEraseSignatures(t *testing.T) {
@@ -301,28 +278,18 @@ func TestEraseFailures(t *testing.T) {
 	})
 }
 
-// mbrEntry writes partition entry i (0 to 3) of the MBR or EBR sec, and
-// its boot signature.
-func mbrEntry(sec []byte, i int, typ byte, start, n uint32) {
-	e := sec[446+16*i:]
-	e[4] = typ
-	binary.LittleEndian.PutUint32(e[8:], start)
-	binary.LittleEndian.PutUint32(e[12:], n)
-	sec[510], sec[511] = 0x55, 0xaa
-}
-
 func TestPartitionTablesMBR(t *testing.T) {
 	dev := newFileDevice(t, 64*mib)
 	sec := make([]byte, 512)
-	mbrEntry(sec, 0, 0x83, 2048, 8192)
-	mbrEntry(sec, 1, 0x05, 20480, 40960) // extended
+	disksafetest.MBREntry(sec, 0, 0x83, 2048, 8192)
+	disksafetest.MBREntry(sec, 1, 0x05, 20480, 40960) // extended
 	plant(t, dev, []signature{{"MBR", 0, sec}})
 	// Two logical partitions chained from the extended one.
 	ebr := func(at int64, start, n, next uint32) {
 		b := make([]byte, 512)
-		mbrEntry(b, 0, 0x83, start, n)
+		disksafetest.MBREntry(b, 0, 0x83, start, n)
 		if next != 0 {
-			mbrEntry(b, 1, 0x05, next, 1000)
+			disksafetest.MBREntry(b, 1, 0x05, next, 1000)
 		}
 		plant(t, dev, []signature{{"EBR", at * 512, b}})
 	}
@@ -356,7 +323,7 @@ func TestPartitionTablesBadGPT(t *testing.T) {
 // sda, so nothing can be wiped for real: the device file keeps its content,
 // and no wipe is recorded.
 func TestWipeWipesNothing(t *testing.T) {
-	tr := newTree().add(sataDisk("sda", "8:0", "S1")).add(sataDisk("sdb", "8:16", "S2"))
+	tr := disksafetest.NewTree().Add(disksafetest.SATADisk("sda", "8:0", "S1")).Add(disksafetest.SATADisk("sdb", "8:16", "S2"))
 	precious := bytes.Repeat([]byte("precious "), 4096)
 	canceled, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -378,7 +345,7 @@ func TestWipeWipesNothing(t *testing.T) {
 			text: "wipe: /dev/sda cannot be opened (open {file}: no such file or directory); nothing wiped"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := &Config{Root: tr.fs, DevDir: t.TempDir(), StateDir: filepath.Join(t.TempDir(), "workflow")}
+			cfg := &Config{Root: tr.FS, DevDir: t.TempDir(), StateDir: filepath.Join(t.TempDir(), "workflow")}
 			file := filepath.Join(cfg.DevDir, "sda")
 			if err := os.WriteFile(file, precious, 0o600); err != nil {
 				t.Fatal(err)

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/fleetkit/fleet/disksafe/disksafetest"
 )
 
 // nvram is a UEFI boot manager as efibootmgr drives it: Boot#### entries,
@@ -132,16 +134,11 @@ type machine struct {
 func newMachine(t *testing.T, style int) *machine {
 	t.Helper()
 	m := &machine{devDir: t.TempDir()}
-	file := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s)} }
-	link := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s), Mode: fs.ModeSymlink | 0o777} }
-	m.root = fstest.MapFS{
-		"sys/firmware/efi/efivars/BootOrder-8be4df61-93ca-11d2-aa0d-00e098032b8c": file("\x07\x00\x00\x00\x04\x00\x01\x00"),
-		"sys/class/block/nvme0n1": link("../../devices/pci0000:00/0000:00:1d.0/0000:3d:00.0/nvme/nvme0/nvme0n1"),
-		"sys/devices/pci0000:00/0000:00:1d.0/0000:3d:00.0/nvme/nvme0/nvme0n1/dev": file("259:0\n"),
-		"dev/nvme0n1": {Mode: fs.ModeDevice | 0o660},
-		"dev/disk/by-id/nvme-Samsung_SSD_980_1TB_S64DNX0R123456": link("../../nvme0n1"),
-	}
-	if err := os.WriteFile(filepath.Join(m.devDir, "nvme0n1"), makeGPT(512, 4096, talosLayout(installedGUID)), 0o600); err != nil {
+	m.root = disksafetest.NewTree().
+		Add(disksafetest.NVMeDisk("nvme0n1", "259:0", "S64DNX0R123456")).
+		Link("dev/disk/by-id/nvme-Samsung_SSD_980_1TB_S64DNX0R123456", "../../nvme0n1").
+		File("sys/firmware/efi/efivars/BootOrder-8be4df61-93ca-11d2-aa0d-00e098032b8c", "\x07\x00\x00\x00\x04\x00\x01\x00").FS
+	if err := os.WriteFile(filepath.Join(m.devDir, "nvme0n1"), makeGPT(512, talosLayout(installedGUID)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	m.nv = &nvram{

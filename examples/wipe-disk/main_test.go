@@ -12,6 +12,7 @@ import (
 	"testing/fstest"
 
 	"github.com/fleetkit/fleet/disksafe"
+	"github.com/fleetkit/fleet/disksafe/disksafetest"
 )
 
 const secret = "ic-Zx81qPw0vN3mTs6Y"
@@ -88,48 +89,16 @@ func TestThisMachine(t *testing.T) {
 	}
 }
 
-// file and link are a file and a symbolic link of a fake machine.
-func file(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s), Mode: 0o444} }
-func link(s string) *fstest.MapFile {
-	return &fstest.MapFile{Data: []byte(s), Mode: fs.ModeSymlink | 0o777}
-}
-
-// fakeBootID is the boot ID of fakeMachine.
-const fakeBootID = "0c4f8e2a-5b7d-4e19-a6c3-9d2e1f0b7a58"
-
 // fakeMachine is a root file system as sysfs, udev and devtmpfs show a
 // machine with a SATA SSD (serial in VPD page 0x80 and udev, reached
 // through a /dev/disk/by-id link), a USB stick, and a file-backed loop
 // device, loop3, that reports the serial LOOP-0001 in udev.
 func fakeMachine() fstest.MapFS {
-	sata := "devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0"
-	usb := "devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0"
-	loop := "devices/virtual/block/loop3"
-	m := fstest.MapFS{
-		"proc/sys/kernel/random/boot_id": file(fakeBootID + "\n"),
-
-		"sys/" + sata + "/block/sda/device": link("../../../0:0:0:0"),
-		// VPD page 0x80: a header that holds the serial's length, then the serial.
-		"sys/" + sata + "/vpd_pg80":                                  file(string([]byte{0x00, 0x80, 0x00, 21}) + "      S4EWNX0R612345A"),
-		"sys/" + sata + "/model":                                     file("Samsung SSD 870 \n"),
-		"dev/disk/by-id/ata-Samsung_SSD_870_EVO_1TB_S4EWNX0R612345A": link("../../sda"),
-		"sys/" + loop + "/loop/backing_file":                         file("/var/lib/fleet-test/disk.img\n"),
-	}
-	// disk adds the block device name at dir below /sys, as sysfs, udev
-	// and devtmpfs show it.
-	disk := func(name, dir, dev, sectors, removable, udev string) {
-		m["sys/block/"+name] = link("../" + dir)
-		m["sys/class/block/"+name] = link("../../" + dir)
-		for attr, v := range map[string]string{"dev": dev, "size": sectors, "removable": removable, "ro": "0"} {
-			m["sys/"+dir+"/"+attr] = file(v + "\n")
-		}
-		m["run/udev/data/b"+dev] = file(udev)
-		m["dev/"+name] = &fstest.MapFile{Mode: fs.ModeDevice | 0o660}
-	}
-	disk("sda", sata+"/block/sda", "8:0", "1953525168", "0", "E:ID_BUS=ata\nE:ID_SERIAL_SHORT=S4EWNX0R612345A\n")
-	disk("sdb", usb+"/block/sdb", "8:16", "60437492", "1", "E:ID_BUS=usb\nE:ID_SERIAL_SHORT=4C530001230815117283\n")
-	disk("loop3", loop, "7:3", "131072", "0", "E:ID_SERIAL_SHORT=LOOP-0001\nE:ID_SERIAL=LOOP-0001\n")
-	return m
+	return disksafetest.NewTree().
+		Add(disksafetest.SATADisk("sda", "8:0", "S4EWNX0R612345A")).
+		Add(disksafetest.USBStick("sdb", "8:16", "4C530001230815117283")).
+		Add(disksafetest.LoopDisk("loop3", "7:3", "LOOP-0001")).
+		Link("dev/disk/by-id/ata-Samsung_SSD_870_EVO_1TB_S4EWNX0R612345A", "../../sda").FS
 }
 
 func TestUsage(t *testing.T) {

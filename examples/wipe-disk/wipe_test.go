@@ -14,6 +14,7 @@ import (
 	"testing/fstest"
 
 	"github.com/fleetkit/fleet/disksafe"
+	"github.com/fleetkit/fleet/disksafe/disksafetest"
 )
 
 const testImage = "ghcr.io/siderolabs/installer:v1.13.9"
@@ -43,7 +44,7 @@ func (p *recordingPuller) Pull(ctx context.Context, image string) error {
 // refusal pulls nothing is TestRunbookLines'.
 func TestWipeWipesNothing(t *testing.T) {
 	manifest := errors.New("Error response from daemon: manifest for ghcr.io/siderolabs/installer:v1.13.9 not found: manifest unknown\n")
-	boot := disksafe.Boot{ID: fakeBootID, Record: &disksafe.BootRecord{BootID: fakeBootID, Attested: true, Code: secret}}
+	boot := disksafe.Boot{ID: disksafetest.BootID, Record: &disksafe.BootRecord{BootID: disksafetest.BootID, Attested: true, Code: secret}}
 	precious := bytes.Repeat([]byte("precious "), 4096)
 	for _, tt := range []struct {
 		name   string
@@ -146,7 +147,7 @@ func TestRunbookLines(t *testing.T) {
 			stderr: "wipe: /dev/nvme0n1 is missing, but the disk that reports S4EWNX0R612345A is sda\n"},
 		{name: "FLEET_LOOP_DEVICES=", set: loop3(""), exit: 1, stderr: "wipe: no disk reports the serial LOOP-0001\n"},
 		{name: "FLEET_LOOP_DEVICES=false", set: loop3("false"), exit: 1, stderr: "wipe: no disk reports the serial LOOP-0001\n"},
-		{name: "not attested", boot: &disksafe.BootRecord{BootID: fakeBootID}, exit: 1,
+		{name: "not attested", boot: &disksafe.BootRecord{BootID: disksafetest.BootID}, exit: 1,
 			stderr: notAttested + "  (the attestation record says this boot did not pass)\n"},
 		{name: "a record of another boot", boot: &disksafe.BootRecord{BootID: "11111111-2222-3333-4444-555555555555", Attested: true, Code: secret}, exit: 1,
 			stderr: notAttested + "  (the attestation record is of another boot)\n"},
@@ -172,7 +173,7 @@ func TestRunbookLines(t *testing.T) {
 				stdout = "wipe: dry run: nothing wiped\n"
 			}
 			t.Run(name, func(t *testing.T) {
-				e := makeEnv(t, fakeBootID, fakeMachine())
+				e := makeEnv(t, disksafetest.BootID, fakeMachine())
 				e.vars["INSTALL_DISK"], e.vars["INSTALL_DISK_SERIAL"] = "/dev/sda", "S4EWNX0R612345A"
 				if tt.boot != nil {
 					if err := disksafe.WriteBootRecord(e.vars["FLEET_BOOT_DIR"], *tt.boot); err != nil {
