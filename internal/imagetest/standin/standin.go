@@ -22,18 +22,17 @@ package standin
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"log"
 	"strconv"
 	"strings"
-	"unicode/utf16"
 
 	"github.com/fleetkit/fleet/disksafe"
+	"github.com/fleetkit/fleet/disksafe/disksafetest"
 	"github.com/siderolabs/talos/pkg/machinery/meta"
 )
 
@@ -149,79 +148,30 @@ func Install(disk Disk, size int64, image string, values meta.Values, lg *log.Lo
 // writeGPT writes a protective MBR and the primary and backup GPT of the
 // layout to a disk of sectors sectors, and returns its partitions.
 func writeGPT(disk Disk, sectors int64) ([]disksafe.Partition, error) {
-	const entries, entrySize = 128, 128
-	last := sectors - 1
-	lastUsable := last - 33
-	le := binary.LittleEndian
-
 	var parts []disksafe.Partition
-	arr := make([]byte, entries*entrySize)
+	var gpt []disksafetest.GPTPart
 	next := int64(0)
 	for i, p := range layout {
-		first := p.first
-		if first == 0 {
-			first = next
-		}
+		first := cmp.Or(p.first, next)
 		end := first + p.size - 1
 		if p.size == 0 {
-			end = lastUsable
+			end = sectors - 34 // the last usable sector
 		}
 		id, err := randomGUID()
 		if err != nil {
 			return nil, err
 		}
-		e := arr[i*entrySize:]
-		copy(e[0:], p.typ[:])
-		copy(e[16:], id[:])
-		le.PutUint64(e[32:], uint64(first))
-		le.PutUint64(e[40:], uint64(end))
-		for j, c := range utf16.Encode([]rune(p.name)) {
-			le.PutUint16(e[56+2*j:], c)
-		}
 		parts = append(parts, disksafe.Partition{Index: i + 1, Type: p.typ, ID: id, FirstLBA: first, LastLBA: end})
+		gpt = append(gpt, disksafetest.GPTPart{Type: p.typ.String(), ID: id.String(), First: first, Last: end, Name: p.name})
 		next = end + 1
 	}
 	diskID, err := randomGUID()
 	if err != nil {
 		return nil, err
 	}
-	header := func(my, alternate, entriesLBA int64) []byte {
-		h := make([]byte, sector)
-		copy(h, "EFI PART")
-		le.PutUint32(h[8:], 0x00010000)
-		le.PutUint32(h[12:], 92)
-		le.PutUint64(h[24:], uint64(my))
-		le.PutUint64(h[32:], uint64(alternate))
-		le.PutUint64(h[40:], 34)
-		le.PutUint64(h[48:], uint64(lastUsable))
-		copy(h[56:], diskID[:])
-		le.PutUint64(h[72:], uint64(entriesLBA))
-		le.PutUint32(h[80:], entries)
-		le.PutUint32(h[84:], entrySize)
-		le.PutUint32(h[88:], crc32.ChecksumIEEE(arr))
-		le.PutUint32(h[16:], crc32.ChecksumIEEE(h[:92]))
-		return h
-	}
-	mbr := make([]byte, sector)
-	pe := mbr[446:]
-	copy(pe, []byte{0x00, 0x00, 0x02, 0x00, 0xee, 0xff, 0xff, 0xff})
-	le.PutUint32(pe[8:], 1)
-	le.PutUint32(pe[12:], uint32(min(sectors-1, 0xffffffff)))
-	mbr[510], mbr[511] = 0x55, 0xaa
-
-	for _, w := range []struct {
-		lba  int64
-		data []byte
-	}{
-		{0, mbr},
-		{2, arr},
-		{1, header(1, last, 2)},
-		{last - 32, arr},
-		{last, header(last, 1, last-32)},
-	} {
-		if _, err := disk.WriteAt(w.data, w.lba*sector); err != nil {
-			return nil, fmt.Errorf("write the partition table: %w", err)
-		}
+	g := disksafetest.GPT{Size: sectors * sector, SectorSize: sector, Entries: 128, DiskID: diskID.String(), Parts: gpt}
+	if err := disksafetest.WriteGPT(disk, g); err != nil {
+		return nil, fmt.Errorf("write the partition table: %w", err)
 	}
 	return parts, nil
 }
