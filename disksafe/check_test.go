@@ -34,7 +34,7 @@ func TestCheck(t *testing.T) {
 	const wwn = "5000c500a1b2c3d4"
 	// sas is two paths, through two hosts, of one SAS disk.
 	sas := func() *disksafetest.Tree {
-		return disksafetest.NewTree().Add(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2)).Add(sasDisk("sdb", "8:16", "ZA1234AB", wwn, 3))
+		return disksafetest.NewTree(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2), sasDisk("sdb", "8:16", "ZA1234AB", wwn, 3))
 	}
 	lun7 := disksafetest.NewTree()
 	for i, n := range []string{"sda", "sdb", "sdc", "sdd"} {
@@ -43,7 +43,7 @@ func TestCheck(t *testing.T) {
 	s1 := disksafetest.SATADisk("sda", "8:0", "S1")
 	s1Dir := "sys/devices/pci0000:00/0000:00:17.0/ata1/host0/target0:0:0/0:0:0:0/block/sda"
 	two := func() *disksafetest.Tree {
-		return disksafetest.NewTree().Add(s1).Add(disksafetest.SATADisk("sdb", "8:16", "S2"))
+		return disksafetest.NewTree(s1, disksafetest.SATADisk("sdb", "8:16", "S2"))
 	}
 	// sata is a SATA disk whose udev record is udev.
 	sata := func(name, dev, serial, udev string) disksafetest.Disk {
@@ -60,16 +60,16 @@ func TestCheck(t *testing.T) {
 		text  string // the refusal's text, or the disk chosen
 		lun   *MultipathLUN
 	}{
-		{name: "SATA by kernel name", tr: disksafetest.NewTree().Add(disksafetest.SATADisk("sda", "8:0", "S5Y2NX0R123456")).Add(disksafetest.USBStick("sdb", "8:16", "USB1")),
+		{name: "SATA by kernel name", tr: disksafetest.NewTree(disksafetest.SATADisk("sda", "8:0", "S5Y2NX0R123456"), disksafetest.USBStick("sdb", "8:16", "USB1")),
 			tg: Target{Disk: "/dev/sda", Serial: "S5Y2NX0R123456"}, text: "sda"},
 		{name: "SATA by-id link, serial with blanks",
-			tr: disksafetest.NewTree().Add(disksafetest.SATADisk("sda", "8:0", "S5Y2NX0R123456")).Link("dev/disk/by-id/ata-Samsung_SSD_870_EVO_1TB_S5Y2NX0R123456", "../../sda"),
+			tr: disksafetest.NewTree(disksafetest.SATADisk("sda", "8:0", "S5Y2NX0R123456")).Link("dev/disk/by-id/ata-Samsung_SSD_870_EVO_1TB_S5Y2NX0R123456", "../../sda"),
 			tg: Target{Disk: "/dev/disk/by-id/ata-Samsung_SSD_870_EVO_1TB_S5Y2NX0R123456", Serial: " S5Y2NX0R123456\n"}, text: "sda"},
-		{name: "NVMe, its serial padded in sysfs and trimmed in udev", tr: disksafetest.NewTree().Add(disksafetest.NVMeDisk("nvme0n1", "259:0", "S64DNX0R123456")).Add(disksafetest.SATADisk("sda", "8:0", "OTHER")),
+		{name: "NVMe, its serial padded in sysfs and trimmed in udev", tr: disksafetest.NewTree(disksafetest.NVMeDisk("nvme0n1", "259:0", "S64DNX0R123456"), disksafetest.SATADisk("sda", "8:0", "OTHER")),
 			tg: Target{Disk: "/dev/nvme0n1", Serial: "S64DNX0R123456", Code: testCode}, text: "nvme0n1"},
-		{name: "virtio", tr: disksafetest.NewTree().Add(disksafetest.VirtioDisk("vda", "254:0", "fleet-vd-0001")).Add(disksafetest.VirtioDisk("vdb", "254:16", "fleet-vd-0002")),
+		{name: "virtio", tr: disksafetest.NewTree(disksafetest.VirtioDisk("vda", "254:0", "fleet-vd-0001"), disksafetest.VirtioDisk("vdb", "254:16", "fleet-vd-0002")),
 			tg: Target{Disk: "/dev/vdb", Serial: "fleet-vd-0002"}, text: "vdb"},
-		{name: "eMMC", tr: disksafetest.NewTree().Add(disksafetest.EMMC("mmcblk1", "179:8", "0x0badf00d")).Add(disksafetest.SDCard("mmcblk0", "179:0", "0x1234abcd")),
+		{name: "eMMC", tr: disksafetest.NewTree(disksafetest.EMMC("mmcblk1", "179:8", "0x0badf00d"), disksafetest.SDCard("mmcblk0", "179:0", "0x1234abcd")),
 			tg: Target{Disk: "/dev/mmcblk1", Serial: "0x0badf00d"}, text: "mmcblk1"},
 		{name: "no serial declared", tr: two(), tg: Target{Disk: "/dev/sda"}, want: ErrNoSerial, text: "no install disk serial is declared"},
 		{name: "blank serial declared", tr: two(), tg: Target{Disk: "/dev/sda", Serial: " \t"}, want: ErrNoSerial, text: "no install disk serial is declared"},
@@ -78,18 +78,18 @@ func TestCheck(t *testing.T) {
 		{name: "disk not under /dev", tr: two(), tg: Target{Disk: "sda", Serial: "S1"}, want: ErrBadInstallDisk, text: "the install disk sda is not a path under /dev"},
 		{name: "no disk reports the serial", tr: two(), tg: Target{Disk: "/dev/sda", Serial: "S9"}, want: ErrSerialNotFound, text: "no disk reports the serial S9"},
 		{name: "serial differs in case", tr: two(), tg: Target{Disk: "/dev/sda", Serial: "s1"}, want: ErrSerialNotFound, text: "no disk reports the serial s1"},
-		{name: "the one disk reports another serial", tr: disksafetest.NewTree().Add(disksafetest.SATADisk("sda", "8:0", "S1")),
+		{name: "the one disk reports another serial", tr: disksafetest.NewTree(disksafetest.SATADisk("sda", "8:0", "S1")),
 			tg: Target{Disk: "/dev/sda", Serial: "S3"}, want: ErrSerialNotFound, text: "no disk reports the serial S3"},
 		{name: "no disks at all", tr: disksafetest.NewTree(), tg: sda, want: ErrSerialNotFound, text: "no disk reports the serial S1"},
-		{name: "two disks with one serial", tr: disksafetest.NewTree().Add(disksafetest.SATADisk("sda", "8:0", "S1")).Add(disksafetest.NVMeDisk("nvme0n1", "259:0", "S1")),
+		{name: "two disks with one serial", tr: disksafetest.NewTree(disksafetest.SATADisk("sda", "8:0", "S1"), disksafetest.NVMeDisk("nvme0n1", "259:0", "S1")),
 			tg: sda, want: ErrSerialAmbiguous, text: "more than one disk reports the serial S1"},
 		{name: "two disks with one serial in different places",
-			tr: disksafetest.NewTree().Add(disksafetest.SATADisk("sda", "8:0", "S1")).Add(disksafetest.Disk{Name: "sdb", Dev: "8:16", Sectors: 100, Udev: "E:ID_SCSI_SERIAL=S1\n"}),
+			tr: disksafetest.NewTree(disksafetest.SATADisk("sda", "8:0", "S1"), disksafetest.Disk{Name: "sdb", Dev: "8:16", Sectors: 100, Udev: "E:ID_SCSI_SERIAL=S1\n"}),
 			tg: sda, want: ErrSerialAmbiguous, text: "more than one disk reports the serial S1"},
 		{name: "two namespaces of one NVMe controller",
-			tr: disksafetest.NewTree().Add(disksafetest.NVMeDisk("nvme0n1", "259:0", "S64DNX0R123456")).Add(disksafetest.NVMeDisk("nvme0n2", "259:1", "S64DNX0R123456")),
+			tr: disksafetest.NewTree(disksafetest.NVMeDisk("nvme0n1", "259:0", "S64DNX0R123456"), disksafetest.NVMeDisk("nvme0n2", "259:1", "S64DNX0R123456")),
 			tg: Target{Disk: "/dev/nvme0n1", Serial: "S64DNX0R123456"}, want: ErrSerialAmbiguous, text: "more than one disk reports the serial S64DNX0R123456"},
-		{name: "a USB disk reports the serial too", tr: disksafetest.NewTree().Add(disksafetest.SATADisk("sda", "8:0", "S1")).Add(disksafetest.USBDisk("sdb", "8:16", "S1")),
+		{name: "a USB disk reports the serial too", tr: disksafetest.NewTree(disksafetest.SATADisk("sda", "8:0", "S1"), disksafetest.USBDisk("sdb", "8:16", "S1")),
 			tg: sda, want: ErrSerialAmbiguous, text: "more than one disk reports the serial S1"},
 		{name: "two paths of one SAS disk", tr: sas(), tg: Target{Disk: "/dev/sda", Serial: "ZA1234AB"}, want: ErrSerialAmbiguous,
 			text: "more than one disk reports the serial ZA1234AB: sda and sdb are one multipath LUN (wwid naa." + wwn + ")",
@@ -102,108 +102,108 @@ func TestCheck(t *testing.T) {
 			text: "more than one disk reports the serial LUN7: sda, sdb, sdc and sdd are one multipath LUN (multipath device dm-0)",
 			lun:  &MultipathLUN{Paths: []string{"sda", "sdb", "sdc", "sdd"}, Holder: "dm-0"}},
 		{name: "held by a device-mapper device that is not multipath",
-			tr: disksafetest.NewTree().Add(disksafetest.SATADisk("sda", "8:0", "S1")).Add(withFile(disksafetest.SATADisk("sdb", "8:16", "S1"), "device/wwid", "naa.5002538e40ffffff\n")).
+			tr: disksafetest.NewTree(disksafetest.SATADisk("sda", "8:0", "S1"), withFile(disksafetest.SATADisk("sdb", "8:16", "S1"), "device/wwid", "naa.5002538e40ffffff\n")).
 				Add(disksafetest.Disk{Name: "dm-0", Dev: "253:0", Sectors: 100, Files: map[string]string{"dm/uuid": "LVM-abc\n", "slaves/sda": "", "slaves/sdb": ""}}),
 			tg: Target{Disk: "/dev/sdb", Serial: "S1"}, want: ErrSerialAmbiguous, text: "more than one disk reports the serial S1"},
 		{name: "a multipath LUN and another disk", tr: sas().Add(sasDisk("sdc", "8:32", "ZA1234AB", "5000c500a1b2ffff", 4)),
 			tg: Target{Disk: "/dev/sdb", Serial: "ZA1234AB"}, want: ErrSerialAmbiguous, text: "more than one disk reports the serial ZA1234AB"},
 		{name: "slots swapped", tr: two(), tg: Target{Disk: "/dev/sda", Serial: "S2"}, want: ErrWrongDisk, text: "/dev/sda is sda, but the disk that reports S2 is sdb"},
 		{name: "by-id link to the wrong disk",
-			tr: disksafetest.NewTree().Add(disksafetest.SATADisk("sda", "8:0", "S1")).Add(disksafetest.SATADisk("sdb", "8:16", "S2")).Link("dev/disk/by-id/ata-S1", "../../sdb"),
+			tr: disksafetest.NewTree(disksafetest.SATADisk("sda", "8:0", "S1"), disksafetest.SATADisk("sdb", "8:16", "S2")).Link("dev/disk/by-id/ata-S1", "../../sdb"),
 			tg: Target{Disk: "/dev/disk/by-id/ata-S1", Serial: "S1"}, want: ErrWrongDisk, text: "/dev/disk/by-id/ata-S1 is sdb, but the disk that reports S1 is sda"},
-		{name: "declared disk missing", tr: disksafetest.NewTree().Add(disksafetest.SATADisk("sda", "8:0", "S1")),
+		{name: "declared disk missing", tr: disksafetest.NewTree(disksafetest.SATADisk("sda", "8:0", "S1")),
 			tg: Target{Disk: "/dev/sdb", Serial: "S1"}, want: ErrWrongDisk, text: "/dev/sdb is missing, but the disk that reports S1 is sda"},
-		{name: "dangling by-id link", tr: disksafetest.NewTree().Add(disksafetest.SATADisk("sda", "8:0", "S1")).Link("dev/disk/by-id/ata-S1", "../../sdq"),
+		{name: "dangling by-id link", tr: disksafetest.NewTree(disksafetest.SATADisk("sda", "8:0", "S1")).Link("dev/disk/by-id/ata-S1", "../../sdq"),
 			tg: Target{Disk: "/dev/disk/by-id/ata-S1", Serial: "S1"}, want: ErrWrongDisk, text: "/dev/disk/by-id/ata-S1 is missing, but the disk that reports S1 is sda"},
 		{name: "declared a partition of the disk",
-			tr: disksafetest.NewTree().Add(disksafetest.Disk{Name: "sda", Dev: "8:0", Sectors: 100, Udev: "E:ID_SERIAL_SHORT=S1\n", Parts: []disksafetest.Part{{Name: "sda1", Dev: "8:1", Start: 2048, Size: 50}}}),
+			tr: disksafetest.NewTree(disksafetest.Disk{Name: "sda", Dev: "8:0", Sectors: 100, Udev: "E:ID_SERIAL_SHORT=S1\n", Parts: []disksafetest.Part{{Name: "sda1", Dev: "8:1", Start: 2048, Size: 50}}}),
 			tg: Target{Disk: "/dev/sda1", Serial: "S1"}, want: ErrWrongDisk, text: "/dev/sda1 is sda1, but the disk that reports S1 is sda"},
-		{name: "a USB stick took the declared name", tr: disksafetest.NewTree().Add(disksafetest.USBStick("sda", "8:0", "USB1")).Add(disksafetest.SATADisk("sdb", "8:16", "S1")),
+		{name: "a USB stick took the declared name", tr: disksafetest.NewTree(disksafetest.USBStick("sda", "8:0", "USB1"), disksafetest.SATADisk("sdb", "8:16", "S1")),
 			tg: sda, want: ErrWrongDisk, text: "/dev/sda is sda, but the disk that reports S1 is sdb"},
-		{name: "USB stick", tr: disksafetest.NewTree().Add(disksafetest.SATADisk("sda", "8:0", "S1")).Add(disksafetest.USBStick("sdb", "8:16", "USB1")),
+		{name: "USB stick", tr: disksafetest.NewTree(disksafetest.SATADisk("sda", "8:0", "S1"), disksafetest.USBStick("sdb", "8:16", "USB1")),
 			tg: Target{Disk: "/dev/sdb", Serial: "USB1"}, want: ErrRemovable, text: "/dev/sdb is removable"},
-		{name: "SD card reader", tr: disksafetest.NewTree().Add(disksafetest.SDReader("sdc", "8:32", "000000000819")),
+		{name: "SD card reader", tr: disksafetest.NewTree(disksafetest.SDReader("sdc", "8:32", "000000000819")),
 			tg: Target{Disk: "/dev/sdc", Serial: "000000000819"}, want: ErrRemovable, text: "/dev/sdc is removable"},
-		{name: "SD card", tr: disksafetest.NewTree().Add(disksafetest.SDCard("mmcblk0", "179:0", "0x1234abcd")),
+		{name: "SD card", tr: disksafetest.NewTree(disksafetest.SDCard("mmcblk0", "179:0", "0x1234abcd")),
 			tg: Target{Disk: "/dev/mmcblk0", Serial: "0x1234abcd"}, want: ErrRemovable, text: "/dev/mmcblk0 is removable"},
-		{name: "USB hard disk, by its device path", tr: disksafetest.NewTree().Add(disksafetest.USBDisk("sdb", "8:16", "WD-1")),
+		{name: "USB hard disk, by its device path", tr: disksafetest.NewTree(disksafetest.USBDisk("sdb", "8:16", "WD-1")),
 			tg: Target{Disk: "/dev/sdb", Serial: "WD-1"}, want: ErrUSB, text: "/dev/sdb is on USB"},
-		{name: "USB hard disk, by udev alone", tr: disksafetest.NewTree().Add(disksafetest.Disk{Name: "sdb", Dev: "8:16", Sectors: 100, Udev: "E:ID_BUS=usb\nE:ID_SERIAL_SHORT=WD-1\n"}),
+		{name: "USB hard disk, by udev alone", tr: disksafetest.NewTree(disksafetest.Disk{Name: "sdb", Dev: "8:16", Sectors: 100, Udev: "E:ID_BUS=usb\nE:ID_SERIAL_SHORT=WD-1\n"}),
 			tg: Target{Disk: "/dev/sdb", Serial: "WD-1"}, want: ErrUSB, text: "/dev/sdb is on USB"},
 		{name: "USB, by a USB device in its path", tr: disksafetest.NewTree().Add(disksafetest.Disk{
 			Name: "sdb", Dev: "8:16", Sectors: 100, Udev: "E:ID_SERIAL_SHORT=WD-1\n",
 			SysPath: "devices/platform/xhci-hcd.0.auto/3-1.4/3-1.4:1.0/host7/target7:0:0/7:0:0:0/block/sdb",
 		}), tg: Target{Disk: "/dev/sdb", Serial: "WD-1"}, want: ErrUSB, text: "/dev/sdb is on USB"},
-		{name: "read-only", tr: disksafetest.NewTree().Add(disksafetest.Disk{Name: "sda", Dev: "8:0", Sectors: 100, RO: "1", Udev: "E:ID_SERIAL_SHORT=S1\n"}),
+		{name: "read-only", tr: disksafetest.NewTree(disksafetest.Disk{Name: "sda", Dev: "8:0", Sectors: 100, RO: "1", Udev: "E:ID_SERIAL_SHORT=S1\n"}),
 			tg: sda, want: ErrReadOnly, text: "/dev/sda is read-only"},
-		{name: "loop device not asked for", tr: disksafetest.NewTree().Add(disksafetest.LoopDisk("loop0", "7:0", "L0")),
+		{name: "loop device not asked for", tr: disksafetest.NewTree(disksafetest.LoopDisk("loop0", "7:0", "L0")),
 			tg: Target{Disk: "/dev/loop0", Serial: "L0"}, want: ErrSerialNotFound, text: "no disk reports the serial L0"},
-		{name: "SATA: VPD page 0x80 and udev disagree", tr: disksafetest.NewTree().Add(sata("sda", "8:0", "S1", "E:ID_BUS=ata\nE:ID_SERIAL_SHORT=S9\n")), tg: sda,
+		{name: "SATA: VPD page 0x80 and udev disagree", tr: disksafetest.NewTree(sata("sda", "8:0", "S1", "E:ID_BUS=ata\nE:ID_SERIAL_SHORT=S9\n")), tg: sda,
 			want: ErrSerialConflict, text: "sda reports the serial S1 in /sys/block/sda/device/vpd_pg80 but S9 in udev's ID_SERIAL_SHORT; nothing wiped"},
-		{name: "SATA: declared as udev says it", tr: disksafetest.NewTree().Add(sata("sda", "8:0", "S1", "E:ID_BUS=ata\nE:ID_SERIAL_SHORT=S9\n")),
+		{name: "SATA: declared as udev says it", tr: disksafetest.NewTree(sata("sda", "8:0", "S1", "E:ID_BUS=ata\nE:ID_SERIAL_SHORT=S9\n")),
 			tg: Target{Disk: "/dev/sda", Serial: "S9"}, want: ErrSerialConflict,
 			text: "sda reports the serial S9 in udev's ID_SERIAL_SHORT but S1 in /sys/block/sda/device/vpd_pg80; nothing wiped"},
 		{name: "NVMe: controller serial and udev disagree",
-			tr: disksafetest.NewTree().Add(withUdev(disksafetest.NVMeDisk("nvme0n1", "259:0", "S64DNX0R123456"), "E:ID_SERIAL_SHORT=S64DNX0R999999\n")), tg: nvme, want: ErrSerialConflict,
+			tr: disksafetest.NewTree(withUdev(disksafetest.NVMeDisk("nvme0n1", "259:0", "S64DNX0R123456"), "E:ID_SERIAL_SHORT=S64DNX0R999999\n")), tg: nvme, want: ErrSerialConflict,
 			text: "nvme0n1 reports the serial S64DNX0R123456 in /sys/block/nvme0n1/device/serial but S64DNX0R999999 in udev's ID_SERIAL_SHORT; nothing wiped"},
 		{name: "SAS: page 0x80 and udev's ID_SCSI_SERIAL disagree",
-			tr: disksafetest.NewTree().Add(withFile(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2), "device/vpd_pg80", disksafetest.VPD80("ZA9999ZZ"))),
+			tr: disksafetest.NewTree(withFile(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2), "device/vpd_pg80", disksafetest.VPD80("ZA9999ZZ"))),
 			tg: Target{Disk: "/dev/sda", Serial: "ZA1234AB"}, want: ErrSerialConflict,
 			text: "sda reports the serial ZA1234AB in udev's ID_SCSI_SERIAL but ZA9999ZZ in /sys/block/sda/device/vpd_pg80; nothing wiped"},
-		{name: "case counts", tr: disksafetest.NewTree().Add(sata("sda", "8:0", "s1", "E:ID_SERIAL_SHORT=S1\n")), tg: sda,
+		{name: "case counts", tr: disksafetest.NewTree(sata("sda", "8:0", "s1", "E:ID_SERIAL_SHORT=S1\n")), tg: sda,
 			want: ErrSerialConflict, text: "sda reports the serial S1 in udev's ID_SERIAL_SHORT but s1 in /sys/block/sda/device/vpd_pg80; nothing wiped"},
-		{name: "another disk that may be the declared one", tr: disksafetest.NewTree().Add(disksafetest.SATADisk("sda", "8:0", "S1")).Add(sata("sdb", "8:16", "S1", "E:ID_SERIAL_SHORT=S7\n")),
+		{name: "another disk that may be the declared one", tr: disksafetest.NewTree(disksafetest.SATADisk("sda", "8:0", "S1"), sata("sdb", "8:16", "S1", "E:ID_SERIAL_SHORT=S7\n")),
 			tg: sda, want: ErrSerialConflict, text: "sdb reports the serial S1 in /sys/block/sdb/device/vpd_pg80 but S7 in udev's ID_SERIAL_SHORT; nothing wiped"},
 		{name: "another disk that may be the declared one, and no other",
-			tr: disksafetest.NewTree().Add(disksafetest.SATADisk("sda", "8:0", "S2")).Add(sata("sdb", "8:16", "S1", "E:ID_SERIAL_SHORT=S7\n")), tg: Target{Disk: "/dev/sdb", Serial: "S1"},
+			tr: disksafetest.NewTree(disksafetest.SATADisk("sda", "8:0", "S2"), sata("sdb", "8:16", "S1", "E:ID_SERIAL_SHORT=S7\n")), tg: Target{Disk: "/dev/sdb", Serial: "S1"},
 			want: ErrSerialConflict, text: "sdb reports the serial S1 in /sys/block/sdb/device/vpd_pg80 but S7 in udev's ID_SERIAL_SHORT; nothing wiped"},
 		{name: "another disk's disagreement on other serials",
-			tr: disksafetest.NewTree().Add(disksafetest.SATADisk("sda", "8:0", "S1")).Add(sata("sdb", "8:16", "S2", "E:ID_SERIAL_SHORT=S3\n")), tg: sda, text: "sda"},
+			tr: disksafetest.NewTree(disksafetest.SATADisk("sda", "8:0", "S1"), sata("sdb", "8:16", "S2", "E:ID_SERIAL_SHORT=S3\n")), tg: sda, text: "sda"},
 		{name: "the declared disk disagrees on other serials, and another reports it",
-			tr: disksafetest.NewTree().Add(sata("sda", "8:0", "S2", "E:ID_SERIAL_SHORT=S3\n")).Add(disksafetest.SATADisk("sdb", "8:16", "S1")), tg: sda,
+			tr: disksafetest.NewTree(sata("sda", "8:0", "S2", "E:ID_SERIAL_SHORT=S3\n"), disksafetest.SATADisk("sdb", "8:16", "S1")), tg: sda,
 			want: ErrWrongDisk, text: "/dev/sda is sda, but the disk that reports S1 is sdb"},
-		{name: "the declared disk disagrees on other serials, and none reports it", tr: disksafetest.NewTree().Add(sata("sda", "8:0", "S2", "E:ID_SERIAL_SHORT=S3\n")),
+		{name: "the declared disk disagrees on other serials, and none reports it", tr: disksafetest.NewTree(sata("sda", "8:0", "S2", "E:ID_SERIAL_SHORT=S3\n")),
 			tg: sda, want: ErrSerialNotFound, text: "no disk reports the serial S1"},
 		{name: "blanks inside the serial, as the kernel and udev spell them",
-			tr: disksafetest.NewTree().Add(sata("sda", "8:0", "WD WX12  A34/5", "E:ID_BUS=ata\nE:ID_SERIAL_SHORT=WD_WX12_A34_5\n")),
+			tr: disksafetest.NewTree(sata("sda", "8:0", "WD WX12  A34/5", "E:ID_BUS=ata\nE:ID_SERIAL_SHORT=WD_WX12_A34_5\n")),
 			tg: Target{Disk: "/dev/sda", Serial: "WD WX12  A34/5"}, text: "sda"},
 		{name: "blanks inside the serial, declared as udev spells it",
-			tr: disksafetest.NewTree().Add(sata("sda", "8:0", "WD WX12  A34/5", "E:ID_BUS=ata\nE:ID_SERIAL_SHORT=WD_WX12_A34_5\n")),
+			tr: disksafetest.NewTree(sata("sda", "8:0", "WD WX12  A34/5", "E:ID_BUS=ata\nE:ID_SERIAL_SHORT=WD_WX12_A34_5\n")),
 			tg: Target{Disk: "/dev/sda", Serial: "WD_WX12_A34_5"}, text: "sda"},
-		{name: "SAS: udev's ID_SERIAL_SHORT is the WWN, not a serial", tr: disksafetest.NewTree().Add(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2)),
+		{name: "SAS: udev's ID_SERIAL_SHORT is the WWN, not a serial", tr: disksafetest.NewTree(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2)),
 			tg: Target{Disk: "/dev/sda", Serial: "ZA1234AB"}, text: "sda"},
-		{name: "SAS: the WWN names no disk", tr: disksafetest.NewTree().Add(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2)),
+		{name: "SAS: the WWN names no disk", tr: disksafetest.NewTree(sasDisk("sda", "8:0", "ZA1234AB", wwn, 2)),
 			tg: Target{Disk: "/dev/sda", Serial: wwn}, want: ErrSerialNotFound, text: "no disk reports the serial " + wwn},
 		// Reads that fail, attributes that are missing or hold what the
 		// kernel never writes: an unknown flag is never reported as set.
-		{name: "removable: read error", tr: disksafetest.NewTree().Add(s1), fail: map[string]error{"sys/block/sda/removable": syscall.EIO}, tg: sda,
+		{name: "removable: read error", tr: disksafetest.NewTree(s1), fail: map[string]error{"sys/block/sda/removable": syscall.EIO}, tg: sda,
 			want: ErrRemovableUnreadable, cause: syscall.EIO,
 			text: "/dev/sda's removable attribute cannot be read (/sys/block/sda/removable: input/output error); nothing wiped"},
-		{name: "removable: neither 0 nor 1", tr: func() *disksafetest.Tree { d := s1; d.Removable = "2"; return disksafetest.NewTree().Add(d) }(), tg: sda, want: ErrRemovableUnreadable,
+		{name: "removable: neither 0 nor 1", tr: func() *disksafetest.Tree { d := s1; d.Removable = "2"; return disksafetest.NewTree(d) }(), tg: sda, want: ErrRemovableUnreadable,
 			text: `/dev/sda's removable attribute cannot be read (/sys/block/sda/removable holds "2", not 0 or 1); nothing wiped`},
-		{name: "removable: missing", tr: disksafetest.NewTree().Add(s1).Rm(s1Dir + "/removable"), tg: sda,
+		{name: "removable: missing", tr: disksafetest.NewTree(s1).Rm(s1Dir + "/removable"), tg: sda,
 			want: ErrRemovableUnreadable, cause: fs.ErrNotExist,
 			text: "/dev/sda's removable attribute cannot be read (/sys/block/sda/removable: file does not exist); nothing wiped"},
-		{name: "removable: empty", tr: disksafetest.NewTree().Add(s1).File(s1Dir+"/removable", "\n"), tg: sda,
+		{name: "removable: empty", tr: disksafetest.NewTree(s1).File(s1Dir+"/removable", "\n"), tg: sda,
 			want: ErrRemovableUnreadable, text: `/dev/sda's removable attribute cannot be read (/sys/block/sda/removable holds "", not 0 or 1); nothing wiped`},
-		{name: "removable: unreadable, but an SD card", tr: disksafetest.NewTree().Add(disksafetest.SDCard("mmcblk0", "179:0", "0x1234abcd")),
+		{name: "removable: unreadable, but an SD card", tr: disksafetest.NewTree(disksafetest.SDCard("mmcblk0", "179:0", "0x1234abcd")),
 			fail: map[string]error{"sys/block/mmcblk0/removable": syscall.EIO}, tg: Target{Disk: "/dev/mmcblk0", Serial: "0x1234abcd"},
 			want: ErrRemovable, text: "/dev/mmcblk0 is removable"},
-		{name: "MMC type unreadable", tr: disksafetest.NewTree().Add(disksafetest.EMMC("mmcblk1", "179:8", "0x0badf00d")), fail: map[string]error{"sys/block/mmcblk1/device/type": syscall.EACCES},
+		{name: "MMC type unreadable", tr: disksafetest.NewTree(disksafetest.EMMC("mmcblk1", "179:8", "0x0badf00d")), fail: map[string]error{"sys/block/mmcblk1/device/type": syscall.EACCES},
 			tg: Target{Disk: "/dev/mmcblk1", Serial: "0x0badf00d"}, want: ErrRemovableUnreadable, cause: fs.ErrPermission,
 			text: "/dev/mmcblk1's removable attribute cannot be read (/sys/block/mmcblk1/device/type: permission denied); nothing wiped"},
-		{name: "MMC type unknown", tr: disksafetest.NewTree().Add(withFile(disksafetest.EMMC("mmcblk1", "179:8", "0x0badf00d"), "device/type", "SDIO\n")),
+		{name: "MMC type unknown", tr: disksafetest.NewTree(withFile(disksafetest.EMMC("mmcblk1", "179:8", "0x0badf00d"), "device/type", "SDIO\n")),
 			tg: Target{Disk: "/dev/mmcblk1", Serial: "0x0badf00d"}, want: ErrRemovableUnreadable,
 			text: `/dev/mmcblk1's removable attribute cannot be read (/sys/block/mmcblk1/device/type holds "SDIO", not MMC or SD); nothing wiped`},
-		{name: "ro: read error", tr: disksafetest.NewTree().Add(s1), fail: map[string]error{"sys/block/sda/ro": syscall.EIO}, tg: sda,
+		{name: "ro: read error", tr: disksafetest.NewTree(s1), fail: map[string]error{"sys/block/sda/ro": syscall.EIO}, tg: sda,
 			want: ErrReadOnlyUnreadable, cause: syscall.EIO, text: "/dev/sda's ro attribute cannot be read (/sys/block/sda/ro: input/output error); nothing wiped"},
-		{name: "ro: neither 0 nor 1", tr: func() *disksafetest.Tree { d := s1; d.RO = "yes"; return disksafetest.NewTree().Add(d) }(), tg: sda, want: ErrReadOnlyUnreadable,
+		{name: "ro: neither 0 nor 1", tr: func() *disksafetest.Tree { d := s1; d.RO = "yes"; return disksafetest.NewTree(d) }(), tg: sda, want: ErrReadOnlyUnreadable,
 			text: `/dev/sda's ro attribute cannot be read (/sys/block/sda/ro holds "yes", not 0 or 1); nothing wiped`},
-		{name: "device path: read error", tr: disksafetest.NewTree().Add(s1), fail: map[string]error{"sys/block/sda": syscall.EIO}, tg: sda,
+		{name: "device path: read error", tr: disksafetest.NewTree(s1), fail: map[string]error{"sys/block/sda": syscall.EIO}, tg: sda,
 			want: ErrDevicePathUnreadable, cause: syscall.EIO,
 			text: "/dev/sda's device path cannot be read, so USB cannot be ruled out (/sys/block/sda: input/output error); nothing wiped"},
 		{name: "device path: outside /sys", tr: func() *disksafetest.Tree {
-			tr := disksafetest.NewTree().Add(disksafetest.Disk{Name: "sda", Dev: "8:0", Sectors: 100, Udev: "E:ID_SERIAL_SHORT=S1\n"})
+			tr := disksafetest.NewTree(disksafetest.Disk{Name: "sda", Dev: "8:0", Sectors: 100, Udev: "E:ID_SERIAL_SHORT=S1\n"})
 			tr.Link("sys/block/sda", "../../tmp/sda")
 			for _, f := range []string{"dev", "size", "removable", "ro"} {
 				tr.FS["tmp/sda/"+f] = tr.FS["sys/devices/virtual/block/sda/"+f]
@@ -212,7 +212,7 @@ func TestCheck(t *testing.T) {
 		}(), tg: sda, want: ErrDevicePathUnreadable,
 			text: `/dev/sda's device path cannot be read, so USB cannot be ruled out (/sys/block/sda links to "../../tmp/sda", outside /sys); nothing wiped`},
 		{name: "device path: unreadable, but udev says USB",
-			tr:   disksafetest.NewTree().Add(disksafetest.Disk{Name: "sda", Dev: "8:0", Sectors: 100, Udev: "E:ID_BUS=usb\nE:ID_SERIAL_SHORT=S1\n"}),
+			tr:   disksafetest.NewTree(disksafetest.Disk{Name: "sda", Dev: "8:0", Sectors: 100, Udev: "E:ID_BUS=usb\nE:ID_SERIAL_SHORT=S1\n"}),
 			fail: map[string]error{"sys/block/sda": syscall.EIO}, tg: sda, want: ErrUSB, text: "/dev/sda is on USB"},
 		// Another disk's unknown flags and device path block nothing.
 		{name: "another disk's flags and device path: read errors", tr: two(), tg: sda, text: "sda",
@@ -266,7 +266,7 @@ func TestCheck(t *testing.T) {
 }
 
 func TestCheckLayoutOfAnotherDisk(t *testing.T) {
-	tr := disksafetest.NewTree().Add(disksafetest.SATADisk("sda", "8:0", "S1"))
+	tr := disksafetest.NewTree(disksafetest.SATADisk("sda", "8:0", "S1"))
 	l, err := Read("/dev/sdb", &Config{Root: tr.FS})
 	if err != nil {
 		t.Fatal(err)

@@ -51,7 +51,7 @@ func TestListDiskKinds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := List(&Config{Root: disksafetest.NewTree().Add(tt.disk).FS, Loop: tt.loop})
+			got, err := List(&Config{Root: disksafetest.NewTree(tt.disk).FS, Loop: tt.loop})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -20,7 +20,7 @@ func FuzzDisks(f *testing.F) {
 	f.Add([]byte("S2"), []byte("\x00\x80\xff\xff"), []byte("E:ID_SERIAL_SHORT=S2"), []byte("S2\x00\x00"), "0", "1", "-1", "8:x", "/sys/block/sda")
 	f.Add([]byte("\xff\xfe"), []byte("\x00\x80"), []byte("E:=\nE:ID_SCSI_SERIAL\nE:ID_SERIAL_SHORT= \n"), []byte("\n"), "", "", "99999999999999999999", "", "../../../../../..")
 	f.Fuzz(func(t *testing.T, serial, vpd, udev, virtio []byte, removable, ro, size, dev, link string) {
-		tr := disksafetest.NewTree().Add(disksafetest.SATADisk("sdb", "8:16", "S2"))
+		tr := disksafetest.NewTree(disksafetest.SATADisk("sdb", "8:16", "S2"))
 		dir := "sys/devices/fuzz/block/sda"
 		tr.Dir(dir)
 		tr.Link("sys/block/sda", link)

@@ -323,7 +323,7 @@ func TestPartitionTablesBadGPT(t *testing.T) {
 // sda, so nothing can be wiped for real: the device file keeps its content,
 // and no wipe is recorded.
 func TestWipeWipesNothing(t *testing.T) {
-	tr := disksafetest.NewTree().Add(disksafetest.SATADisk("sda", "8:0", "S1")).Add(disksafetest.SATADisk("sdb", "8:16", "S2"))
+	tr := disksafetest.NewTree(disksafetest.SATADisk("sda", "8:0", "S1"), disksafetest.SATADisk("sdb", "8:16", "S2"))
 	precious := bytes.Repeat([]byte("precious "), 4096)
 	canceled, cancel := context.WithCancel(t.Context())
 	cancel()

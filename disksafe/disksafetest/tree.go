@@ -43,13 +43,16 @@ type Tree struct{ FS fstest.MapFS }
 // BootID is the boot ID of every Tree.
 const BootID = "6f1d3c52-8a0e-4c1b-9d7e-2b5a4f6e8c90"
 
-// NewTree returns a Tree of no disks.
-func NewTree() *Tree {
+// NewTree returns a Tree of disks, each put in by Add.
+func NewTree(disks ...Disk) *Tree {
 	t := &Tree{FS: fstest.MapFS{}}
 	t.Dir("sys/block")
 	t.Dir("sys/class/block")
 	t.Dir("run/udev/data")
 	t.File("proc/sys/kernel/random/boot_id", BootID+"\n")
+	for _, d := range disks {
+		t.Add(d)
+	}
 	return t
 }
 
