@@ -1,6 +1,7 @@
 package disksafe
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -31,7 +32,7 @@ func FuzzDisks(f *testing.F) {
 			tr.File(dir+"/"+name, v)
 		}
 		if d, m, ok := parseDev(strings.TrimSpace(dev)); ok {
-			tr.File("run/udev/data/b"+itoa(int64(d))+":"+itoa(int64(m)), string(udev))
+			tr.File(fmt.Sprintf("run/udev/data/b%d:%d", d, m), string(udev))
 		}
 
 		cfg := &Config{Root: newFastFS(tr.FS)}

@@ -3,6 +3,7 @@ package disksafe
 import (
 	"io/fs"
 	"slices"
+	"strconv"
 	"testing"
 	"testing/fstest"
 
@@ -14,7 +15,7 @@ import (
 // the NAA WWN from VPD page 0x83, ID_SCSI_SERIAL the serial from page 0x80.
 // Each gets its own host adapter by host, so two of one wwn are two paths.
 func sasDisk(name, dev, serial, wwn string, host int) disksafetest.Disk {
-	h := itoa(int64(host))
+	h := strconv.Itoa(host)
 	return disksafetest.Disk{
 		Name: name, Dev: dev, Sectors: 23437770752,
 		SysPath: "devices/pci0000:00/0000:00:1f.0/0000:0" + h + ":00.0/host" + h + "/port-" + h + ":0/end_device-" + h + ":0/target" + h + ":0:0/" + h + ":0:0:0/block/" + name,

@@ -5,15 +5,12 @@ import (
 	"io"
 	"io/fs"
 	"path"
-	"strconv"
 	"sync"
 	"syscall"
 	"testing"
 	"testing/fstest"
 	"time"
 )
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // fastFS is a MapFS whose missing files are missing at once: MapFS looks
 // for a directory of that name through the whole map first, which makes a
