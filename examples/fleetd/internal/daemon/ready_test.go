@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -237,20 +236,4 @@ func TestReadinessAsks(t *testing.T) {
 		}
 		cancel()
 	})
-}
-
-// The readiness window is a setting, at least 1s.
-func TestReadyWindowSetting(t *testing.T) {
-	// Unset and set to "" are one to fleetd: its getenv answers "" for both.
-	for v, want := range map[string]time.Duration{"": time.Minute, "2s": 2 * time.Second, "5m": 5 * time.Minute} {
-		got, err := readWith(map[string]string{"FLEET_READY_WINDOW": v})
-		if err != nil || got.ReadyWindow != want {
-			t.Errorf("FLEET_READY_WINDOW=%q: %v, %v; want %v", v, got.ReadyWindow, err, want)
-		}
-	}
-	for _, v := range []string{"500ms", "0s", "-1m", "soon"} {
-		if _, err := readWith(map[string]string{"FLEET_READY_WINDOW": v}); err == nil || !strings.Contains(err.Error(), "FLEET_READY_WINDOW=") {
-			t.Errorf("FLEET_READY_WINDOW=%q: %v, want it refused", v, err)
-		}
-	}
 }

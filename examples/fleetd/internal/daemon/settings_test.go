@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/fleetkit/fleet/configserve"
+	"github.com/fleetkit/fleet/examples/templates"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -40,37 +43,74 @@ func wantErrs(t *testing.T, err error, wants ...string) {
 	}
 }
 
+// Unset (or set to "", which is one to fleetd: its getenv answers "" for
+// both), each setting is its default: workers provision at their first
+// attestation unless the operator turns it off, control planes never do
+// without FLEET_CONTROL_PLANES; the timings are configserve's and
+// provision's; the action images are the released ones (none set), and
+// the BMCs' Secret bmc-auth. Set, each is what it says. Every refusal is
+// named in one error, and every required setting left unset.
 func TestReadSettings(t *testing.T) {
-	s, err := readWith(map[string]string{"FLEET_PUBLIC_URL": "https://fleetd.example:8443/", "FLEET_CONFIG_TTL": "2h"})
-	if err != nil {
-		t.Fatal(err)
+	defaults := Settings{
+		Listen: ":8443", MetricsListen: ":9464", TLSCert: "c.pem", TLSKey: "k.pem", PublicURL: "https://fleetd.example:8443",
+		ReadTimeout: defaultReadTimeout, MaxConns: defaultMaxConns, MaxAdmissions: 16, ReadyWindow: time.Minute,
+		ConfigTTL: time.Hour, ConfigWriteTimeout: configserve.DefaultWriteTimeout, PollInterval: 15 * time.Second, RunTimeout: 2 * time.Hour,
+		AutoProvision: true, SecretsBundle: "secrets.yaml", NodesFile: "nodes.yaml", NetBoxURL: "https://netbox.example", NetBoxToken: "t",
+		Namespace: "tinkerbell", BMCSecret: "bmc-auth",
 	}
-	if s.Listen != ":8443" || s.MetricsListen != ":9464" || s.ConfigTTL != 2*time.Hour || !s.AutoProvision || s.ControlPlanes || s.PublicURL != "https://fleetd.example:8443" || s.Namespace != "tinkerbell" {
-		t.Errorf("settings = %+v", s)
+	images := templates.Images{
+		WipeDisk: "registry.lab:5000/fleet/wipe-disk:v2", Install: "registry.lab:5000/fleet/install:v2",
+		NextBoot: "registry.lab:5000/fleet/next-boot:v2", Reboot: "registry.lab:5000/waitdaemon:0.2.0",
 	}
-	_, err = readSettings(env(map[string]string{
+	for _, c := range []struct {
+		set  map[string]string
+		edit func(*Settings) // what set changes of the defaults
+	}{
+		{nil, func(*Settings) {}},
+		{map[string]string{"FLEET_AUTO_PROVISION": "", "FLEET_READY_WINDOW": ""}, func(*Settings) {}},
+		{map[string]string{"FLEET_AUTO_PROVISION": "true"}, func(*Settings) {}},
+		{map[string]string{"FLEET_AUTO_PROVISION": "false", "FLEET_PUBLIC_URL": "https://fleetd.example:8443/", "FLEET_CONFIG_TTL": "2h", "FLEET_READY_WINDOW": "2s"},
+			func(s *Settings) { s.AutoProvision, s.ConfigTTL, s.ReadyWindow = false, 2*time.Hour, 2*time.Second }},
+		{map[string]string{"FLEET_POLL_INTERVAL": "5s", "FLEET_RUN_TIMEOUT": "90m", "FLEET_CONFIG_WRITE_TIMEOUT": "1m", "FLEET_MAX_ADMISSIONS": "4", "FLEET_READY_WINDOW": "5m"},
+			func(s *Settings) {
+				s.PollInterval, s.RunTimeout, s.ConfigWriteTimeout, s.MaxAdmissions, s.ReadyWindow = 5*time.Second, 90*time.Minute, time.Minute, 4, 5*time.Minute
+			}},
+		{map[string]string{
+			"FLEET_IMAGE_WIPE_DISK": images.WipeDisk, "FLEET_IMAGE_INSTALL": images.Install,
+			"FLEET_IMAGE_NEXT_BOOT": images.NextBoot, "FLEET_IMAGE_REBOOT": images.Reboot, "FLEET_BMC_SECRET": "bmc-lab",
+		}, func(s *Settings) { s.Images, s.BMCSecret = images, "bmc-lab" }},
+	} {
+		want := defaults
+		c.edit(&want)
+		got, err := readWith(c.set)
+		if diff := cmp.Diff(want, got); err != nil || diff != "" {
+			t.Errorf("%v: %v; settings (-want +got):\n%s", c.set, err, diff)
+		}
+	}
+
+	_, err := readSettings(env(map[string]string{
 		"FLEET_PUBLIC_URL": "http://fleetd", "FLEET_CONFIG_TTL": "soon", "FLEET_CONTROL_PLANES": "maybe",
 		"FLEET_SEALING_KEY": "abc", "FLEET_APPROVER_TOKEN": "short",
+		"FLEET_POLL_INTERVAL": "0s", "FLEET_RUN_TIMEOUT": "-1h", "FLEET_CONFIG_WRITE_TIMEOUT": "soon", "FLEET_MAX_ADMISSIONS": "0",
+		"FLEET_IMAGE_WIPE_DISK": "wipe disk", "FLEET_IMAGE_INSTALL": "registry.lab/{{ .install_disk }}:v1", "FLEET_BMC_SECRET": "BMC_Auth",
 	}))
 	wantErrs(t, err,
 		"FLEET_TLS_CERT is required", "FLEET_TLS_KEY is required", "FLEET_SECRETS_BUNDLE is required",
 		"FLEET_NODES is required", "NETBOX_URL is required", "NETBOX_TOKEN is required",
 		`FLEET_PUBLIC_URL="http://fleetd" is not an https URL`, `FLEET_CONFIG_TTL="soon"`,
 		`FLEET_CONTROL_PLANES="maybe" is not true or false`, "FLEET_SEALING_KEY is refused",
-		"FLEET_APPROVER_TOKEN is shorter than 16 characters")
-}
-
-// Workers provision at their first attestation unless the operator turns
-// it off; control planes never do without FLEET_CONTROL_PLANES.
-func TestReadSettingsAutoProvision(t *testing.T) {
-	for v, want := range map[string]bool{"": true, "true": true, "false": false} {
-		s, err := readWith(map[string]string{"FLEET_AUTO_PROVISION": v})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.AutoProvision != want || s.ControlPlanes {
-			t.Errorf("FLEET_AUTO_PROVISION=%q: AutoProvision %v, ControlPlanes %v; want %v, false", v, s.AutoProvision, s.ControlPlanes, want)
-		}
+		"FLEET_APPROVER_TOKEN is shorter than 16 characters",
+		`FLEET_POLL_INTERVAL="0s" is not a positive duration such as 15s`,
+		`FLEET_RUN_TIMEOUT="-1h" is not a positive duration such as 2h`,
+		`FLEET_CONFIG_WRITE_TIMEOUT="soon" is not a positive duration such as 30s`,
+		`FLEET_MAX_ADMISSIONS="0" is not a positive number`,
+		`FLEET_IMAGE_WIPE_DISK="wipe disk" is not an image reference`,
+		`FLEET_IMAGE_INSTALL="registry.lab/{{ .install_disk }}:v1" is not an image reference`,
+		`FLEET_BMC_SECRET="BMC_Auth" is not the name of a Secret`)
+	// The readiness window is at least 1s.
+	for _, v := range []string{"500ms", "0s", "-1m", "soon"} {
+		_, err := readWith(map[string]string{"FLEET_READY_WINDOW": v})
+		wantErrs(t, err, `FLEET_READY_WINDOW="`+v+`"`)
 	}
 }
 
@@ -117,35 +157,6 @@ func TestReadSettingsReplicas(t *testing.T) {
 	}
 }
 
-// The run and config service timings are the operator's: unset, they are
-// configserve's and provision's defaults; set, they must be positive
-// durations, and a bad one is named.
-func TestReadSettingsTimings(t *testing.T) {
-	s, err := readWith(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.PollInterval != 15*time.Second || s.RunTimeout != 2*time.Hour || s.ConfigWriteTimeout != configserve.DefaultWriteTimeout || s.MaxAdmissions != 16 {
-		t.Errorf("defaults: poll %v, run timeout %v, config write timeout %v, admissions %d; want 15s, 2h, %v, 16",
-			s.PollInterval, s.RunTimeout, s.ConfigWriteTimeout, s.MaxAdmissions, configserve.DefaultWriteTimeout)
-	}
-	timings := func(poll, run, write, admissions string) map[string]string {
-		return map[string]string{"FLEET_POLL_INTERVAL": poll, "FLEET_RUN_TIMEOUT": run, "FLEET_CONFIG_WRITE_TIMEOUT": write, "FLEET_MAX_ADMISSIONS": admissions}
-	}
-	if s, err = readWith(timings("5s", "90m", "1m", "4")); err != nil {
-		t.Fatal(err)
-	}
-	if s.PollInterval != 5*time.Second || s.RunTimeout != 90*time.Minute || s.ConfigWriteTimeout != time.Minute || s.MaxAdmissions != 4 {
-		t.Errorf("set: poll %v, run timeout %v, config write timeout %v, admissions %d; want 5s, 1h30m, 1m, 4", s.PollInterval, s.RunTimeout, s.ConfigWriteTimeout, s.MaxAdmissions)
-	}
-	_, err = readWith(timings("0s", "-1h", "soon", "0"))
-	wantErrs(t, err,
-		`FLEET_POLL_INTERVAL="0s" is not a positive duration such as 15s`,
-		`FLEET_RUN_TIMEOUT="-1h" is not a positive duration such as 2h`,
-		`FLEET_CONFIG_WRITE_TIMEOUT="soon" is not a positive duration such as 30s`,
-		`FLEET_MAX_ADMISSIONS="0" is not a positive number`)
-}
-
 func TestRunUsage(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := Main(context.Background(), []string{"-help"}, env(nil), &out, &errb); code != 0 || !strings.Contains(errb.String(), "FLEET_CONFIG_TTL") {
@@ -163,5 +174,28 @@ func TestRunUsage(t *testing.T) {
 	}
 	if code := Main(context.Background(), []string{"extra"}, env(nil), &out, &errb); code != 2 {
 		t.Errorf("an argument: exit %d", code)
+	}
+}
+
+// -help names each image setting with its released default.
+func TestHelpNamesImageDefaults(t *testing.T) {
+	im := templates.DefaultImages
+	for name, def := range map[string]string{
+		"FLEET_IMAGE_WIPE_DISK": im.WipeDisk, "FLEET_IMAGE_INSTALL": im.Install,
+		"FLEET_IMAGE_NEXT_BOOT": im.NextBoot, "FLEET_IMAGE_REBOOT": im.Reboot,
+		"FLEET_BMC_SECRET": "bmc-auth",
+	} {
+		i := strings.Index(envHelp, "\n  "+name+" ")
+		if i < 0 {
+			t.Errorf("-help does not document %s", name)
+			continue
+		}
+		entry := envHelp[i+1:]
+		if j := strings.Index(entry[2:], "\n  FLEET_"); j >= 0 {
+			entry = entry[:j+2]
+		}
+		if !strings.Contains(entry, "(default "+def+")") && !strings.Contains(entry, "(default "+def+";") {
+			t.Errorf("-help's %s does not name the default %s:\n%s", name, def, entry)
+		}
 	}
 }
