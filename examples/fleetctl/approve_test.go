@@ -43,16 +43,15 @@ const (
 type fakeFleetd struct {
 	srv *httptest.Server
 
-	mu     sync.Mutex
-	claims map[string][]any // by serial: the list answered
-	raw    map[string]any   // by serial: answered as it is, instead of a list
-	status int              // when set, answered instead of a claim
-	paths  []string         // escaped paths requested
+	mu      sync.Mutex
+	answers map[string]any // by serial: what is answered, as JSON
+	status  int            // when set, answered instead of a claim
+	paths   []string       // escaped paths requested
 }
 
 func newFakeFleetd(t *testing.T, clientCA *x509.Certificate) *fakeFleetd {
 	t.Helper()
-	f := &fakeFleetd{claims: map[string][]any{}, raw: map[string]any{}}
+	f := &fakeFleetd{answers: map[string]any{}}
 	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
 	f.srv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are expected
 	f.srv.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven}
@@ -92,10 +91,7 @@ func (f *fakeFleetd) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	serial, err := url.PathUnescape(escaped)
-	answer, found := f.raw[serial]
-	if c, ok := f.claims[serial]; ok {
-		answer, found = c, true
-	}
+	answer, found := f.answers[serial]
 	if err != nil || !found {
 		http.Error(w, "no claim waits", http.StatusNotFound)
 		return
@@ -104,17 +100,10 @@ func (f *fakeFleetd) serve(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(answer)
 }
 
-// add makes c the newest claim waiting for serial.
-func (f *fakeFleetd) add(serial string, c any) {
-	f.mu.Lock()
-	f.claims[serial] = append(f.claims[serial], c)
-	f.mu.Unlock()
-}
-
-// answer makes fleetd answer v, as it is, for serial.
+// answer makes fleetd answer v, as JSON, for serial.
 func (f *fakeFleetd) answer(serial string, v any) {
 	f.mu.Lock()
-	f.raw[serial] = v
+	f.answers[serial] = v
 	f.mu.Unlock()
 }
 
@@ -227,15 +216,13 @@ func TestApproveAnswers(t *testing.T) {
 	}
 	both := "approved_ek_rsa2048: " + rsaHash + "\napproved_ek_eccp256: " + eccHash + "\n"
 	const noLine = "\nThe claim proved no EK, so no line can approve it.\n"
-	noText := claimJSON(exampleClaim("NO-TEXT"))
-	noText["text"] = ""
-	hostile := claimJSON(exampleClaim("HOSTILE"))
-	hostile["text"] = "serial HOSTILE\x1b]0;approved\x07\u202e\n"
+	// with is claimJSON(c) with key's value v.
+	with := func(c attest.Claim, key string, v any) map[string]any {
+		m := claimJSON(c)
+		m[key] = v
+		return m
+	}
 	other := claimJSON(exampleClaim("SOMEONE-ELSE"))
-	badHash := claimJSON(exampleClaim("BAD-HASH"))
-	badHash["ek_rsa2048"] = strings.ToUpper(rsaHash)
-	secondBadHash := claimJSON(impostorClaim("SECOND-BAD-HASH"))
-	secondBadHash["ek_eccp256"] = "approved"
 	for _, c := range []struct {
 		name   string
 		serial string
@@ -247,39 +234,43 @@ func TestApproveAnswers(t *testing.T) {
 		stderr string // a part of stderr
 		nreq   int    // requests fleetd must have seen; -1 for any
 		path   string // when set, the one path fleetd was asked
-		claims []any  // claims of serial fleetd holds, besides every row's
+		answer any    // what fleetd answers for serial: the claims it holds, or anything; nil: no claim waits
 		golden string // when set, the file stdout must be, instead of stdout
 	}{
-		{name: "the runbook's claim", serial: "G6NUC13-88122", claims: []any{claimJSON(exampleClaim("G6NUC13-88122"))},
+		{name: "the runbook's claim", serial: "G6NUC13-88122", answer: []any{claimJSON(exampleClaim("G6NUC13-88122"))},
 			code: 0, golden: "testdata/approve.golden", nreq: 1, path: "/v1/claims/G6NUC13-88122"},
-		{name: "two claims", serial: "G6NUC13-88122", claims: []any{claimJSON(exampleClaim("G6NUC13-88122")), claimJSON(impostorClaim("G6NUC13-88122"))},
+		{name: "two claims", serial: "G6NUC13-88122", answer: []any{claimJSON(exampleClaim("G6NUC13-88122")), claimJSON(impostorClaim("G6NUC13-88122"))},
 			code: 1, golden: "testdata/approve-two.golden", nreq: 1},
 		{name: "no claim waits", serial: "MS01-2407-0099", code: 1, stdout: "no claim waits for serial MS01-2407-0099\n", nreq: 1},
-		{name: "a serial that needs escaping", serial: "A/B C?#", code: 0, stdout: exampleClaim("A/B C?#").String() + approves(both), nreq: 1,
-			path: "/v1/claims/A%2FB%20C%3F%23"},
-		{name: "a client certificate", serial: "G6NUC13-88122", claims: []any{claimJSON(exampleClaim("G6NUC13-88122"))},
+		{name: "a serial that needs escaping", serial: "A/B C?#", answer: []any{claimJSON(exampleClaim("A/B C?#"))},
+			code: 0, stdout: exampleClaim("A/B C?#").String() + approves(both), nreq: 1, path: "/v1/claims/A%2FB%20C%3F%23"},
+		{name: "a client certificate", serial: "G6NUC13-88122", answer: []any{claimJSON(exampleClaim("G6NUC13-88122"))},
 			env: map[string]string{"FLEET_APPROVER_TOKEN": "", "FLEETD_CERT": certPath, "FLEETD_KEY": keyPath}, code: 0, golden: "testdata/approve.golden", nreq: 1},
 		{name: "a client certificate fleetd's CA did not sign", serial: "MS01-2407-0099",
 			env:  map[string]string{"FLEET_APPROVER_TOKEN": "", "FLEETD_CERT": rogueCert, "FLEETD_KEY": rogueKey},
 			code: 2, stderr: "refused the TLS connection", nreq: 0},
-		{name: "one EK", serial: "ONLY-RSA", code: 0, stdout: onlyRSA.String() + approves("approved_ek_rsa2048: "+rsaHash+"\n"), nreq: 1},
-		{name: "no EK", serial: "NO-EK", code: 1, stdout: noEK.String() + noLine + approvedNothing + "\n", nreq: 1},
-		{name: "no text", serial: "NO-TEXT", code: 0, stdout: exampleClaim("NO-TEXT").String() + approves(both), nreq: 1},
-		{name: "a text that would drive the terminal", serial: "HOSTILE", code: 0,
-			stdout: `serial HOSTILE\x1b]0;approved\x07\u202e` + "\n" + approves(both), nreq: 1},
-		{name: "the claim of another serial", serial: "ASKED", code: 2, stderr: "answered a claim of serial SOMEONE-ELSE, not of ASKED", nreq: 1},
-		{name: "a second claim of another serial", serial: "ASKED-TWICE", code: 2, stderr: "answered a claim of serial SOMEONE-ELSE, not of ASKED-TWICE", nreq: 1},
-		{name: "a malformed hash in a second claim", serial: "SECOND-BAD-HASH", code: 2, stderr: "ECC P-256 EK hash approved that is not 64 lowercase hex characters", nreq: 1},
-		{name: "two claims, one without an EK", serial: "TWO-NO-EK", code: 1,
+		{name: "one EK", serial: "ONLY-RSA", answer: []any{claimJSON(onlyRSA)}, code: 0, stdout: onlyRSA.String() + approves("approved_ek_rsa2048: "+rsaHash+"\n"), nreq: 1},
+		{name: "no EK", serial: "NO-EK", answer: []any{claimJSON(noEK)}, code: 1, stdout: noEK.String() + noLine + approvedNothing + "\n", nreq: 1},
+		{name: "no text", serial: "NO-TEXT", answer: []any{with(exampleClaim("NO-TEXT"), "text", "")}, code: 0, stdout: exampleClaim("NO-TEXT").String() + approves(both), nreq: 1},
+		{name: "a text that would drive the terminal", serial: "HOSTILE", answer: []any{with(exampleClaim("HOSTILE"), "text", "serial HOSTILE\x1b]0;approved\x07\u202e\n")},
+			code: 0, stdout: `serial HOSTILE\x1b]0;approved\x07\u202e` + "\n" + approves(both), nreq: 1},
+		{name: "the claim of another serial", serial: "ASKED", answer: []any{other}, code: 2, stderr: "answered a claim of serial SOMEONE-ELSE, not of ASKED", nreq: 1},
+		{name: "a second claim of another serial", serial: "ASKED-TWICE", answer: []any{claimJSON(exampleClaim("ASKED-TWICE")), other},
+			code: 2, stderr: "answered a claim of serial SOMEONE-ELSE, not of ASKED-TWICE", nreq: 1},
+		{name: "a malformed hash in a second claim", serial: "SECOND-BAD-HASH",
+			answer: []any{claimJSON(exampleClaim("SECOND-BAD-HASH")), with(impostorClaim("SECOND-BAD-HASH"), "ek_eccp256", "approved")},
+			code:   2, stderr: "ECC P-256 EK hash approved that is not 64 lowercase hex characters", nreq: 1},
+		{name: "two claims, one without an EK", serial: "TWO-NO-EK", answer: []any{claimJSON(twoNoEK), claimJSON(impostorClaim("TWO-NO-EK"))}, code: 1,
 			stdout: "more than one TPM claims serial TWO-NO-EK: 2 claims; compare each with your evidence, and approve none you cannot tie to the machine\n" +
 				"\nclaim 1 of 2:\n" + twoNoEK.String() + noLine + "\nclaim 2 of 2:\n" + impostorClaim("TWO-NO-EK").String() +
 				approves("approved_ek_rsa2048: "+otherRSAHash+"\napproved_ek_eccp256: "+otherECCHash+"\n"), nreq: 1},
-		{name: "two claims, neither with an EK", serial: "NO-EK-TWICE", code: 1,
+		{name: "two claims, neither with an EK", serial: "NO-EK-TWICE", answer: []any{claimJSON(noEKTwice), claimJSON(noEKTwice)}, code: 1,
 			stdout: "more than one TPM claims serial NO-EK-TWICE: 2 claims; compare each with your evidence, and approve none you cannot tie to the machine\n" +
 				"\nclaim 1 of 2:\n" + noEKTwice.String() + noLine + "\nclaim 2 of 2:\n" + noEKTwice.String() + noLine + approvedNothing + "\n", nreq: 1},
-		{name: "an empty list", serial: "EMPTY", code: 1, stdout: "no claim waits for serial EMPTY\n", nreq: 1},
-		{name: "one claim, not a list", serial: "NOT-A-LIST", code: 2, stderr: "answered something that is not a list of claims", nreq: 1},
-		{name: "a malformed hash", serial: "BAD-HASH", code: 2, stderr: "RSA-2048 EK hash " + strings.ToUpper(rsaHash) + " that is not 64 lowercase hex characters", nreq: 1},
+		{name: "an empty list", serial: "EMPTY", answer: []any{}, code: 1, stdout: "no claim waits for serial EMPTY\n", nreq: 1},
+		{name: "one claim, not a list", serial: "NOT-A-LIST", answer: claimJSON(exampleClaim("NOT-A-LIST")), code: 2, stderr: "answered something that is not a list of claims", nreq: 1},
+		{name: "a malformed hash", serial: "BAD-HASH", answer: []any{with(exampleClaim("BAD-HASH"), "ek_rsa2048", strings.ToUpper(rsaHash))},
+			code: 2, stderr: "RSA-2048 EK hash " + strings.ToUpper(rsaHash) + " that is not 64 lowercase hex characters", nreq: 1},
 		{name: "a wrong token", serial: "MS01-2407-0099", env: map[string]string{"FLEET_APPROVER_TOKEN": "guessed"}, code: 2,
 			stderr: "refused the approver token (FLEET_APPROVER_TOKEN): 401 Unauthorized", nreq: 1},
 		{name: "fleetd fails", serial: "MS01-2407-0099", status: http.StatusServiceUnavailable, code: 2,
@@ -302,23 +293,9 @@ func TestApproveAnswers(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFakeFleetd(t, ca)
-			for _, cl := range []any{claimJSON(exampleClaim("A/B C?#")), claimJSON(onlyRSA), claimJSON(noEK), noText, hostile, badHash} {
-				f.add(cl.(map[string]any)["serial"].(string), cl)
+			if c.answer != nil {
+				f.answer(c.serial, c.answer)
 			}
-			f.add("ASKED", other)
-			f.add("ASKED-TWICE", claimJSON(exampleClaim("ASKED-TWICE")))
-			f.add("ASKED-TWICE", other)
-			f.add("SECOND-BAD-HASH", claimJSON(exampleClaim("SECOND-BAD-HASH")))
-			f.add("SECOND-BAD-HASH", secondBadHash)
-			f.add("TWO-NO-EK", claimJSON(twoNoEK))
-			f.add("TWO-NO-EK", claimJSON(impostorClaim("TWO-NO-EK")))
-			f.add("NO-EK-TWICE", claimJSON(noEKTwice))
-			f.add("NO-EK-TWICE", claimJSON(noEKTwice))
-			for _, cl := range c.claims {
-				f.add(c.serial, cl)
-			}
-			f.answer("EMPTY", []any{})
-			f.answer("NOT-A-LIST", claimJSON(exampleClaim("NOT-A-LIST")))
 			f.status = c.status
 			if c.down {
 				f.srv.Close()
