@@ -6,9 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/fleetkit/fleet/inventory"
 )
 
 // runJSON runs fleetctl with args, wants exit code, nothing on stderr and
@@ -36,61 +33,6 @@ func runJSON(t *testing.T, code int, args ...string) string {
 func TestCheckJSONGolden(t *testing.T) {
 	golden(t, "testdata/check-broken.json.golden", runJSON(t, 1, "check", "-o", "json", "testdata/broken-nodes.yaml"))
 	golden(t, "testdata/check-example.json.golden", runJSON(t, 0, "check", "-o", "json", "../testdata/nodes.yaml"))
-}
-
-func TestApplySavedPlan(t *testing.T) {
-	srv := netBox(t)
-	dir := t.TempDir()
-	planFile := filepath.Join(dir, "folly.plan")
-	args := []string{"-nodes", "../testdata/nodes.yaml", "-switch", "usw"}
-
-	stdout := mustRun(t, append([]string{"plan", "-out", planFile}, args...)...)
-	if want := "\nSaved the plan to " + planFile + ". To write exactly it, run: fleetctl apply " + planFile + "\n"; !strings.HasSuffix(stdout, want) {
-		t.Errorf("plan -out printed:\n%s", stdout)
-	}
-	notPlan := filepath.Join(dir, "nodes.yaml")
-	writeFile(t, notPlan, "nodes: {}\n")
-	for _, c := range []cliCase{
-		{name: "not a plan", args: []string{"apply", notPlan}, code: 2, stderr: notPlan + " is not a plan fleetctl plan -out wrote"},
-		{name: "no such file", args: []string{"apply", filepath.Join(dir, "none.plan")}, code: 2, stderr: "no such file"},
-		{name: "another NetBox", args: []string{"apply", planFile}, env: map[string]string{"NETBOX_URL": "https://netbox.invalid"}, code: 1,
-			stderr: "was planned against the NetBox at http://"},
-		{name: "two files", args: []string{"apply", planFile, planFile}, code: 2, stderr: "usage: fleetctl apply"},
-	} {
-		t.Run(c.name, c.run)
-	}
-	wroteNothing(t, srv, "plan -out, and apply of what is not a plan of this NetBox")
-
-	// Another apply writes NetBox after the plan: the saved plan is stale.
-	stale := filepath.Join(dir, "stale.plan")
-	oneChange := changedNodes(t, dir)
-	mustRun(t, "plan", "-out", stale, "-nodes", oneChange, "-switch", "usw")
-
-	// Applying the saved plan writes it, whatever the nodes file says now.
-	if stdout := mustRun(t, "apply", planFile); !strings.HasSuffix(stdout, "\nApply complete: 32 added, 0 changed.\n") {
-		t.Errorf("apply FILE printed:\n%s", stdout)
-	}
-
-	srv.ResetRequests()
-	code, stdout, stderr := fleetctl("apply", stale)
-	if code != 1 {
-		t.Errorf("apply of a stale plan: exit %d, want 1\n%s%s", code, stdout, stderr)
-	}
-	if want := "fleetctl apply: NetBox changed since the plan was made in " + stale; !strings.HasPrefix(stderr, want) ||
-		!strings.HasSuffix(stderr, "; nothing was applied: run fleetctl plan -out "+stale+" again\n") {
-		t.Errorf("apply of a stale plan said %q", stderr)
-	}
-	wroteNothing(t, srv, "apply of a stale plan")
-
-	// fleetd recording an attestation does not make a plan stale.
-	fresh := filepath.Join(dir, "fresh.plan")
-	mustRun(t, "plan", "-out", fresh, "-nodes", oneChange, "-switch", "usw")
-	fleetd, err := inventory.NewNetBox(srv.URL, srv.AddUser("fleetd"), &inventory.NetBoxConfig{Switch: "usw"})
-	must(t, err)
-	attested(t, fleetd, device(t, fleetd, "7090-CN0F4K2"), "58:47:ca:70:00:21", time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC))
-	if stdout := mustRun(t, "apply", fresh); !strings.HasSuffix(stdout, "\nApply complete: 0 added, 1 changed.\n") {
-		t.Errorf("apply FILE printed:\n%s", stdout)
-	}
 }
 
 // changedNodes writes examples/testdata/nodes.yaml with w-02's disk serial

@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/fleetkit/fleet/inventory"
 	"github.com/fleetkit/fleet/inventory/netboxtest"
 )
 
@@ -100,42 +104,52 @@ func setenv(t *testing.T, env map[string]string) {
 }
 
 // plan says what apply would write, as text, as JSON and in its exit code
-// with -detailed-exitcode, and writes nothing; apply writes it; then plan
-// says nothing is to be done, until one field of the nodes file changes.
+// with -detailed-exitcode, and writes nothing; plan -out saves it, and
+// apply of the saved plan writes exactly it, whatever the nodes file says
+// by then, unless NetBox changed since (fleetd recording an attestation
+// is no change); apply refuses what is not a plan of this NetBox. Then
+// plan says nothing is to be done, until one field of the nodes file
+// changes.
 func TestPlanApplyGolden(t *testing.T) {
 	srv := netBox(t)
+	dir := t.TempDir()
+	planFile := filepath.Join(dir, "folly.plan")
 	args := []string{"-nodes", "../testdata/nodes.yaml", "-switch", "usw"}
 	golden(t, "testdata/plan.golden", mustRun(t, append([]string{"plan"}, args...)...))
 	golden(t, "testdata/plan.json.golden", runJSON(t, 0, append([]string{"plan", "-o", "json"}, args...)...))
 	golden(t, "testdata/plan-broken.json.golden", runJSON(t, 1, "plan", "-o", "json", "-nodes", "testdata/broken-nodes.yaml"))
 	golden(t, "testdata/plan-conflict.json.golden", runJSON(t, 1, "plan", "-o", "json", "-nodes", "../testdata/nodes.yaml"))
-	for _, c := range []struct {
-		name string
-		args []string
-		env  map[string]string
-		code int
-	}{
-		{name: "changes", args: args, code: 2},
-		{name: "changes, as JSON", args: append([]string{"-o", "json"}, args...), code: 2},
-		{name: "a broken nodes file", args: []string{"-nodes", "testdata/broken-nodes.yaml"}, code: 1},
-		{name: "a conflict", args: []string{"-nodes", "../testdata/nodes.yaml"}, code: 1},
-		{name: "a refused token", args: args, env: map[string]string{"NETBOX_TOKEN": "nope"}, code: 1},
-		{name: "no NetBox named", args: args, env: map[string]string{"NETBOX_URL": ""}, code: 1},
-		{name: "an unknown flag", args: append([]string{"-frobnicate"}, args...), code: 1},
-		{name: "an argument", args: append(args, "nodes.yaml"), code: 1},
-		{name: "an unknown output", args: append([]string{"-o", "yaml"}, args...), code: 1},
-	} {
-		t.Run("-detailed-exitcode, "+c.name, func(t *testing.T) {
-			setenv(t, c.env)
-			if code, stdout, stderr := fleetctl(append([]string{"plan", "-detailed-exitcode"}, c.args...)...); code != c.code {
-				t.Errorf("exit %d, want %d\n%s%s", code, c.code, stdout, stderr)
-			}
-		})
+	// With -detailed-exitcode, changes exit 2 (a refusal exits 1: see
+	// TestPlanRefuses).
+	for _, a := range [][]string{args, append([]string{"-o", "json"}, args...)} {
+		if code, stdout, stderr := fleetctl(append([]string{"plan", "-detailed-exitcode"}, a...)...); code != exitChanges {
+			t.Errorf("-detailed-exitcode %q: exit %d, want 2\n%s%s", a, code, stdout, stderr)
+		}
 	}
-	wroteNothing(t, srv, "plan")
+	stdout := mustRun(t, append([]string{"plan", "-out", planFile}, args...)...)
+	if want := "\nSaved the plan to " + planFile + ". To write exactly it, run: fleetctl apply " + planFile + "\n"; !strings.HasSuffix(stdout, want) {
+		t.Errorf("plan -out printed:\n%s", stdout)
+	}
+	notPlan := filepath.Join(dir, "nodes.yaml")
+	writeFile(t, notPlan, "nodes: {}\n")
+	for _, c := range []cliCase{
+		{name: "not a plan", args: []string{"apply", notPlan}, code: 2, stderr: notPlan + " is not a plan fleetctl plan -out wrote"},
+		{name: "no such file", args: []string{"apply", filepath.Join(dir, "none.plan")}, code: 2, stderr: "no such file"},
+		{name: "another NetBox", args: []string{"apply", planFile}, env: map[string]string{"NETBOX_URL": "https://netbox.invalid"}, code: 1,
+			stderr: "was planned against the NetBox at http://"},
+		{name: "two files", args: []string{"apply", planFile, planFile}, code: 2, stderr: "usage: fleetctl apply"},
+	} {
+		t.Run(c.name, c.run)
+	}
+	wroteNothing(t, srv, "plan, plan -out, and apply of what is not a plan of this NetBox")
 
-	if stdout := mustRun(t, append([]string{"apply"}, args...)...); !strings.HasSuffix(stdout, "\nApply complete: 32 added, 0 changed.\n") {
-		t.Errorf("apply printed:\n%s", stdout)
+	// Another apply writes NetBox after the plan: the saved plan is stale.
+	stale := filepath.Join(dir, "stale.plan")
+	oneChange := changedNodes(t, dir)
+	mustRun(t, "plan", "-out", stale, "-nodes", oneChange, "-switch", "usw")
+	// Applying the saved plan writes it, whatever the nodes file says now.
+	if stdout := mustRun(t, "apply", planFile); !strings.HasSuffix(stdout, "\nApply complete: 32 added, 0 changed.\n") {
+		t.Errorf("apply FILE printed:\n%s", stdout)
 	}
 	if code, stdout, _ := fleetctl(append([]string{"plan"}, args...)...); code != 0 || stdout != "No changes. NetBox matches the nodes file.\n" {
 		t.Errorf("plan after apply: exit %d\n%s", code, stdout)
@@ -145,8 +159,28 @@ func TestPlanApplyGolden(t *testing.T) {
 		t.Errorf("-detailed-exitcode, no changes: exit %d, want 0\n%s%s", code, stdout, stderr)
 	}
 
+	srv.ResetRequests()
+	code, stdout, stderr := fleetctl("apply", stale)
+	if code != 1 {
+		t.Errorf("apply of a stale plan: exit %d, want 1\n%s%s", code, stdout, stderr)
+	}
+	if want := "fleetctl apply: NetBox changed since the plan was made in " + stale; !strings.HasPrefix(stderr, want) ||
+		!strings.HasSuffix(stderr, "; nothing was applied: run fleetctl plan -out "+stale+" again\n") {
+		t.Errorf("apply of a stale plan said %q", stderr)
+	}
+	wroteNothing(t, srv, "apply of a stale plan")
+
 	// One field of one node changes: one update of one field.
-	golden(t, "testdata/plan-one-change.golden", mustRun(t, "plan", "-nodes", changedNodes(t, t.TempDir()), "-switch", "usw"))
+	golden(t, "testdata/plan-one-change.golden", mustRun(t, "plan", "-nodes", oneChange, "-switch", "usw"))
+	// fleetd recording an attestation does not make a plan stale.
+	fresh := filepath.Join(dir, "fresh.plan")
+	mustRun(t, "plan", "-out", fresh, "-nodes", oneChange, "-switch", "usw")
+	fleetd, err := inventory.NewNetBox(srv.URL, srv.AddUser("fleetd"), &inventory.NetBoxConfig{Switch: "usw"})
+	must(t, err)
+	attested(t, fleetd, device(t, fleetd, "7090-CN0F4K2"), "58:47:ca:70:00:21", time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC))
+	if stdout := mustRun(t, "apply", fresh); !strings.HasSuffix(stdout, "\nApply complete: 0 added, 1 changed.\n") {
+		t.Errorf("apply FILE printed:\n%s", stdout)
+	}
 }
 
 func writeFile(t *testing.T, path, data string) {
@@ -165,6 +199,9 @@ func mustRead(t *testing.T, path string) string {
 	return string(data)
 }
 
+// plan and apply refuse what they cannot plan, say why and write nothing;
+// plan -detailed-exitcode, whose 2 means changes, exits 1 on each refusal
+// and says the same.
 func TestPlanRefuses(t *testing.T) {
 	srv := netBox(t)
 	for _, c := range []cliCase{
@@ -180,8 +217,15 @@ func TestPlanRefuses(t *testing.T) {
 			stdout: "site nowhere is not in NetBox"},
 		{name: "an argument", args: []string{"plan", "nodes.yaml"}, code: 2, stderr: "usage: fleetctl plan"},
 		{name: "no nodes file", args: []string{"plan", "-nodes", "/nonexistent/nodes.yaml"}, code: 2, stderr: "no nodes file at /nonexistent/nodes.yaml"},
+		{name: "an unknown flag", args: []string{"plan", "-frobnicate"}, code: 2, stderr: "flag provided but not defined: -frobnicate"},
+		{name: "an unknown output", args: []string{"plan", "-o", "yaml", "-nodes", "../testdata/nodes.yaml"}, code: 2,
+			stderr: `-o "yaml": the output is text or json`},
 	} {
 		t.Run(c.name, c.run)
+		if c.args[0] == "plan" {
+			c.args, c.code = slices.Insert(c.args, 1, "-detailed-exitcode"), 1
+			t.Run(c.name+", -detailed-exitcode", c.run)
+		}
 	}
 	wroteNothing(t, srv, "a refused plan or apply")
 }

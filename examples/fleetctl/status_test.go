@@ -13,12 +13,14 @@ import (
 )
 
 // appliedNetBox starts a netboxtest NetBox (see netBox), applies
-// examples/testdata/nodes.yaml to it with fleetctl apply, and returns it
-// with a client for fleetd's user.
+// examples/testdata/nodes.yaml to it with fleetctl apply, which says it
+// added 32 objects, and returns it with a client for fleetd's user.
 func appliedNetBox(t *testing.T) (*netboxtest.Server, *inventory.NetBox) {
 	t.Helper()
 	srv := netBox(t)
-	mustRun(t, "apply", "-nodes", "../testdata/nodes.yaml", "-switch", "usw")
+	if stdout := mustRun(t, "apply", "-nodes", "../testdata/nodes.yaml", "-switch", "usw"); !strings.HasSuffix(stdout, "\nApply complete: 32 added, 0 changed.\n") {
+		t.Errorf("apply printed:\n%s", stdout)
+	}
 	fleetd, err := inventory.NewNetBox(srv.URL, srv.AddUser("fleetd"), &inventory.NetBoxConfig{Switch: "usw"})
 	if err != nil {
 		t.Fatal(err)
