@@ -212,39 +212,53 @@ func TestObjects(t *testing.T) {
 	}
 }
 
+// Rendered with a run's values, or with values that hold what YAML would
+// read as syntax (each stays one string), each Template runs its actions
+// in order on the attested MAC, each with the released image and a
+// timeout, all within the global timeout; the disk and its serial reach
+// the actions as they are.
 func TestRender(t *testing.T) {
+	evilDisk := "/dev/sda\"\n            image: registry.evil/x:1\n            x: \""
+	evilSerial := "S1 \\ ' \" \t: # {{ .install_code_sha256 }} é 漢"
 	eachRun(t, func(t *testing.T, r tplRun) {
-		wf := mustRender(t, r.data(), values(mac, disk, serial, code, image))
-		if wf.Name != r.name || wf.Version != "0.1" || len(wf.Tasks) != 1 {
-			t.Fatalf("workflow %q version %q with %d tasks", wf.Name, wf.Version, len(wf.Tasks))
-		}
-		if strings.Contains(fmt.Sprint(wf), "{{") {
-			t.Errorf("the rendered template still holds {{: %+v", wf)
-		}
-		tk := wf.Tasks[0]
-		if tk.WorkerAddr != mac {
-			t.Errorf("worker %q, want the attested MAC %q", tk.WorkerAddr, mac)
-		}
-		var names []string
-		var sum int64
-		for _, a := range tk.Actions {
-			names = append(names, a.Name)
-			if a.Timeout <= 0 {
-				t.Errorf("%s has timeout %d", a.Name, a.Timeout)
+		for _, v := range []struct{ disk, serial string }{{disk, serial}, {evilDisk, evilSerial}} {
+			wf := mustRender(t, r.data(), values(mac, v.disk, v.serial, code, image))
+			if wf.Name != r.name || wf.Version != "0.1" || len(wf.Tasks) != 1 {
+				t.Fatalf("workflow %q version %q with %d tasks", wf.Name, wf.Version, len(wf.Tasks))
 			}
-			sum += a.Timeout
-			if err := CheckImage(a.Image); err != nil {
-				t.Error(err)
+			if strings.Contains(strings.ReplaceAll(fmt.Sprint(wf), v.serial, ""), "{{") {
+				t.Errorf("the rendered template still holds {{: %+v", wf)
 			}
-			if want := DefaultImages.ByAction()[a.Name]; a.Image != want {
-				t.Errorf("%s's image is %q, not the released %q", a.Name, a.Image, want)
+			tk := wf.Tasks[0]
+			if tk.WorkerAddr != mac {
+				t.Errorf("worker %q, want the attested MAC %q", tk.WorkerAddr, mac)
 			}
-		}
-		if !slices.Equal(names, r.actions) {
-			t.Errorf("actions %q, want %q", names, r.actions)
-		}
-		if int64(wf.GlobalTimeout) < sum {
-			t.Errorf("global timeout %d s is shorter than its actions' %d s", wf.GlobalTimeout, sum)
+			var names []string
+			var sum int64
+			for _, a := range tk.Actions {
+				names = append(names, a.Name)
+				if a.Timeout <= 0 {
+					t.Errorf("%s has timeout %d", a.Name, a.Timeout)
+				}
+				sum += a.Timeout
+				if err := CheckImage(a.Image); err != nil {
+					t.Error(err)
+				}
+				if want := DefaultImages.ByAction()[a.Name]; a.Image != want {
+					t.Errorf("%s's image is %q, not the released %q", a.Name, a.Image, want)
+				}
+				for k, want := range map[string]string{"INSTALL_DISK": v.disk, "INSTALL_DISK_SERIAL": v.serial} {
+					if got, ok := a.Environment[k]; ok && got != want {
+						t.Errorf("%s: %s = %q, want %q", a.Name, k, got, want)
+					}
+				}
+			}
+			if !slices.Equal(names, r.actions) {
+				t.Errorf("actions %q, want %q", names, r.actions)
+			}
+			if int64(wf.GlobalTimeout) < sum {
+				t.Errorf("global timeout %d s is shorter than its actions' %d s", wf.GlobalTimeout, sum)
+			}
 		}
 	})
 }
@@ -442,30 +456,6 @@ func TestActionContainers(t *testing.T) {
 				if !slices.Contains(reads, k) {
 					t.Errorf("%s sets %s, which the action never reads", a.Name, k)
 				}
-			}
-		}
-	})
-}
-
-// TestQuoting renders values that hold what YAML would read as syntax: each
-// stays one string, and the run keeps its actions and images.
-func TestQuoting(t *testing.T) {
-	evilDisk := "/dev/sda\"\n            image: registry.evil/x:1\n            x: \""
-	evilSerial := "S1 \\ ' \" \t: # {{ .install_code_sha256 }} é 漢"
-	eachRun(t, func(t *testing.T, r tplRun) {
-		tk := mustRender(t, r.data(), values(mac, evilDisk, evilSerial, code, image)).Tasks[0]
-		if len(tk.Actions) != len(r.actions) {
-			t.Fatalf("%d actions", len(tk.Actions))
-		}
-		for _, a := range tk.Actions {
-			if strings.Contains(a.Image, "evil") {
-				t.Errorf("%s's image is %q", a.Name, a.Image)
-			}
-			if _, ok := a.Environment["INSTALL_DISK"]; ok && a.Environment["INSTALL_DISK"] != evilDisk {
-				t.Errorf("%s: INSTALL_DISK = %q", a.Name, a.Environment["INSTALL_DISK"])
-			}
-			if _, ok := a.Environment["INSTALL_DISK_SERIAL"]; ok && a.Environment["INSTALL_DISK_SERIAL"] != evilSerial {
-				t.Errorf("%s: INSTALL_DISK_SERIAL = %q", a.Name, a.Environment["INSTALL_DISK_SERIAL"])
 			}
 		}
 	})
