@@ -34,63 +34,53 @@ func scrape(d *Daemon) string {
 // Before fleetd holds a certificate it exports no expiry, so
 // EnrollmentNameNotServed does not fire on a zero; once it holds one,
 // FleetServingCertificateExpiresSoon fires within 14 days of its expiry,
-// and EnrollmentNameNotServed once it lapsed.
+// and EnrollmentNameNotServed once it lapsed. Each certificate after the
+// first is a renewal on disk, which fleetd reports at the next scrape
+// though no machine connected since: an alert clears without a handshake.
 func TestAlertCertificateExpiry(t *testing.T) {
 	now := time.Now()
-	for name, tc := range map[string]struct {
+	daemon := func(expiry func() time.Time) *Daemon {
+		m := newMetrics(expiry, func() int { return 0 })
+		m.leader.Set(1) // a fleetd that runs its loop
+		return &Daemon{metrics: m}
+	}
+	alerttest.Want(t, alertRules, "", scrape(daemon(func() time.Time { return time.Time{} })), now) // none loaded
+	dir := t.TempDir()
+	var d *Daemon
+	for i, c := range []struct {
 		notAfter time.Time
 		want     []alerttest.Firing
 	}{
-		"none loaded": {},
-		"valid":       {notAfter: now.Add(90 * 24 * time.Hour)},
-		"in 15 days":  {notAfter: now.Add(15 * 24 * time.Hour)},
-		"in 13 days":  {notAfter: now.Add(13 * 24 * time.Hour), want: []alerttest.Firing{{Alert: "FleetServingCertificateExpiresSoon"}}},
-		"lapsed":      {notAfter: now.Add(-time.Hour), want: []alerttest.Firing{{Alert: "EnrollmentNameNotServed"}}},
+		{now.Add(13 * 24 * time.Hour), []alerttest.Firing{{Alert: "FleetServingCertificateExpiresSoon"}}},
+		{now.Add(90 * 24 * time.Hour), nil},
+		{now.Add(15 * 24 * time.Hour), nil},
+		{now.Add(-time.Hour), []alerttest.Firing{{Alert: "EnrollmentNameNotServed"}}},
 	} {
-		t.Run(name, func(t *testing.T) {
-			m := newMetrics(func() time.Time { return tc.notAfter }, func() int { return 0 })
-			m.leader.Set(1) // a fleetd that runs its loop
-			alerttest.Want(t, alertRules, "", scrape(&Daemon{metrics: m}), now, tc.want...)
-		})
-	}
-}
-
-// A certificate renewed on disk is what fleetd reports at the next scrape,
-// though no machine connected since: FleetServingCertificateExpiresSoon
-// clears without a handshake.
-func TestAlertCertificateRenewed(t *testing.T) {
-	dir := t.TempDir()
-	write := func(notAfter, mtime time.Time) (string, string) {
-		t.Helper()
-		c, err := testcert.NewUntil(notAfter, "fleetd.test")
+		tc, err := testcert.NewUntil(c.notAfter, "fleetd.test")
 		if err != nil {
 			t.Fatal(err)
 		}
-		certFile, keyFile, err := c.WriteFiles(dir)
+		certFile, keyFile, err := tc.WriteFiles(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
+		mtime := now.Add(time.Duration(i-10) * time.Minute) // each write newer than the last
 		for _, f := range []string{certFile, keyFile} {
 			if err := os.Chtimes(f, mtime, mtime); err != nil {
 				t.Fatal(err)
 			}
 		}
-		return certFile, keyFile
+		if d == nil {
+			r, err := newCertReloader(certFile, keyFile, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.recheck = 0 // every scrape looks at the files
+			d = daemon(r.expiry)
+		}
+		t.Logf("a certificate valid until %v", c.notAfter)
+		alerttest.Want(t, alertRules, "", scrape(d), now, c.want...)
 	}
-	now := time.Now()
-	certFile, keyFile := write(now.Add(10*24*time.Hour), now.Add(-time.Hour))
-	r, err := newCertReloader(certFile, keyFile, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.recheck = 0 // every scrape looks at the files
-	m := newMetrics(r.expiry, func() int { return 0 })
-	m.leader.Set(1)
-	d := &Daemon{metrics: m}
-	alerttest.Want(t, alertRules, "", scrape(d), now, alerttest.Firing{Alert: "FleetServingCertificateExpiresSoon"})
-
-	write(now.Add(90*24*time.Hour), now)
-	alerttest.Want(t, alertRules, "", scrape(d), now)
 }
 
 // runLoop runs d's provision loop, as Serve does, until stop is called or
