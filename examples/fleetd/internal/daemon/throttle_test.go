@@ -197,7 +197,8 @@ func replicaOfTwo(s *Settings) {
 }
 
 // fleetd makes a fleetd with New, on the world's NetBox and client-go's
-// fakes, and stops it when t ends. Called in a bubble, its clock and its
+// fakes, its config server ready to take configs, and stops it when t
+// ends. Called in a bubble, its clock and its
 // goroutines are the bubble's.
 func (w *memWorld) fleetd(t *testing.T, edit ...func(*Settings)) (*Daemon, *syncbuf.Buffer) {
 	t.Helper()
@@ -242,6 +243,10 @@ func (w *memWorld) fleetd(t *testing.T, edit ...func(*Settings)) (*Daemon, *sync
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.release(context.Background()) })
+	// As Serve does before it serves: its config server takes configs.
+	if err := d.configs.ConfigureServer(&http.Server{}); err != nil {
+		t.Fatal(err)
+	}
 	return d, audit
 }
 
@@ -466,9 +471,6 @@ func TestLostLoanJournaled(t *testing.T) {
 	w := newMemWorld(t, "w-01")
 	synctest.Test(t, func(t *testing.T) {
 		d, _ := w.fleetd(t)
-		if err := d.configs.ConfigureServer(&http.Server{}); err != nil {
-			t.Fatal(err)
-		}
 		dev := w.devices["w-01"]
 		const run = "provision-w-01-1767225600"
 		code := configserve.NewCode()
@@ -611,11 +613,6 @@ func TestAdmissionMeetingAStartingRunTriedAgain(t *testing.T) {
 		}
 		d0, _ := w.fleetd(t, replica("fleetd-0"))
 		d1, audit := w.fleetd(t, replica("fleetd-1"))
-		for _, d := range []*Daemon{d0, d1} {
-			if err := d.configs.ConfigureServer(&http.Server{}); err != nil {
-				t.Fatal(err)
-			}
-		}
 		ctx := context.Background()
 		claim := attest.Claim{Serial: "SN-w-01", MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, Peer: nodeAddr(0) + ":40000", Proven: time.Now(),
 			LLDP: &attest.LLDP{ChassisIDSubtype: 4, ChassisID: "74:ac:b9:11:22:33", PortIDSubtype: 7, PortID: "Port 1", SystemName: memSwitch}}
@@ -792,9 +789,6 @@ func TestReplicaStartedLineNetBoxDidNotTake(t *testing.T) {
 	w.refuseJournalWrites(func() bool { return !refused.Swap(true) })
 	synctest.Test(t, func(t *testing.T) {
 		d, _ := w.fleetd(t, replicaOfTwo)
-		if err := d.configs.ConfigureServer(&http.Server{}); err != nil {
-			t.Fatal(err)
-		}
 		dev := w.devices["w-01"]
 		got, err := d.prov.Admit(context.Background(), provision.Claim{
 			Serial:      dev.Serial,
