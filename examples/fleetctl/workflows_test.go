@@ -44,17 +44,17 @@ func setWorkflow(t *testing.T, client dynamic.Interface, ns, name, state, action
 	}
 }
 
-// workflowFleet applies the example nodes file to a netboxtest NetBox, and
-// gives w-01 a finished run and w-02 a running one, in a namespace of the
-// test control plane. It returns the kubeconfig, the namespace, the
-// cluster's client and fleetd's NetBox client.
-func workflowFleet(t *testing.T) (kubeconfig, ns string, client dynamic.Interface, nb *inventory.NetBox) {
-	t.Helper()
+// status -kubeconfig reads each device's Workflow: the state and current
+// action of w-01's finished run and w-02's running one, in the namespace
+// -namespace names; a kubeconfig that is not there is one short line.
+// With -w it watches: each change of a row prints the row again.
+func TestStatusWorkflows(t *testing.T) {
 	env := kubetest.Start(t)
-	ns = env.Namespace(t)
+	ns := env.Namespace(t)
 	client, err := dynamic.NewForConfig(env.Config())
 	must(t, err)
-	_, nb = appliedNetBox(t)
+	kubeconfig := env.Kubeconfig()
+	_, nb := appliedNetBox(t)
 	at := time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC)
 	w1, w2 := device(t, nb, "7090-CN0F4K2"), device(t, nb, "7090-CN0F4K3")
 	attested(t, nb, w1, "58:47:ca:70:00:21", at)
@@ -64,26 +64,18 @@ func workflowFleet(t *testing.T) (kubeconfig, ns string, client dynamic.Interfac
 	must(t, nb.SetLastRun(t.Context(), w2.ID, "provision-w-02-1764684300"))
 	setWorkflow(t, client, ns, "provision-w-01-1764684000", "SUCCESS", "reboot")
 	setWorkflow(t, client, ns, "provision-w-02-1764684300", "RUNNING", "wipe-disk")
-	return env.Kubeconfig(), ns, client, nb
-}
 
-func TestStatusWorkflows(t *testing.T) {
-	kubeconfig, ns, _, _ := workflowFleet(t)
-	code, stdout, stderr := fleetctl("status", "-kubeconfig", kubeconfig, "-namespace", ns)
-	if code != 0 || stderr != "" {
-		t.Fatalf("status: exit %d\n%s%s", code, stdout, stderr)
+	code, out, errOut := fleetctl("status", "-kubeconfig", kubeconfig, "-namespace", ns)
+	if code != 0 || errOut != "" {
+		t.Fatalf("status: exit %d\n%s%s", code, out, errOut)
 	}
-	golden(t, "testdata/status-workflows.golden", stdout)
+	golden(t, "testdata/status-workflows.golden", out)
 	golden(t, "testdata/status-workflows.json.golden", runJSON(t, 0, "status", "-o", "json", "-kubeconfig", kubeconfig, "-namespace", ns))
-
-	if code, _, stderr := fleetctl("status", "-kubeconfig", "/nonexistent/kubeconfig"); code != 2 ||
-		!strings.HasPrefix(stderr, "fleetctl status: kubeconfig /nonexistent/kubeconfig: ") {
-		t.Errorf("a missing kubeconfig: exit %d, stderr %q", code, stderr)
+	if code, _, errOut := fleetctl("status", "-kubeconfig", "/nonexistent/kubeconfig"); code != 2 ||
+		!strings.HasPrefix(errOut, "fleetctl status: kubeconfig /nonexistent/kubeconfig: ") {
+		t.Errorf("a missing kubeconfig: exit %d, stderr %q", code, errOut)
 	}
-}
 
-func TestStatusWatch(t *testing.T) {
-	kubeconfig, ns, client, nb := workflowFleet(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	var stdout, stderr syncbuf.Buffer
 	done := make(chan int)
