@@ -30,11 +30,6 @@ func runJSON(t *testing.T, code int, args ...string) string {
 	return stdout
 }
 
-func TestCheckJSONGolden(t *testing.T) {
-	golden(t, "testdata/check-broken.json.golden", runJSON(t, 1, "check", "-o", "json", "testdata/broken-nodes.yaml"))
-	golden(t, "testdata/check-example.json.golden", runJSON(t, 0, "check", "-o", "json", "../testdata/nodes.yaml"))
-}
-
 // changedNodes writes examples/testdata/nodes.yaml with w-02's disk serial
 // changed, and its topology, to dir, and returns the nodes file's path.
 func changedNodes(t *testing.T, dir string) string {

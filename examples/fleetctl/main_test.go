@@ -20,6 +20,8 @@ func TestCheckGolden(t *testing.T) {
 		{"broken", []string{"check", "testdata/broken-nodes.yaml"}, 1, "testdata/broken-nodes.golden"},
 		{"example", []string{"check", "-topology", "../testdata/cluster-topology.json", "../testdata/nodes.yaml"}, 0, "testdata/example.golden"},
 		{"example, topology found beside it", []string{"check", "../testdata/nodes.yaml"}, 0, "testdata/example.golden"},
+		{"broken, as JSON", []string{"check", "-o", "json", "testdata/broken-nodes.yaml"}, 1, "testdata/check-broken.json.golden"},
+		{"example, as JSON", []string{"check", "-o", "json", "../testdata/nodes.yaml"}, 0, "testdata/check-example.json.golden"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := fleetctl(tc.args...)
@@ -50,7 +52,7 @@ func TestCheckTopologyInConfigDir(t *testing.T) {
 // A command line fleetctl cannot run exits 2 and says why: no command or
 // an unknown one, a wrong number of arguments, a topology file missing or
 // not found, a nodes file missing (in the runbook's layout: said in one
-// line), an output other than text or json.
+// line), an output other than text or json; plan's are TestPlanRefuses's.
 func TestUsage(t *testing.T) {
 	t.Setenv("NETBOX_URL", "http://netbox.invalid")
 	t.Setenv("NETBOX_TOKEN", "t")
@@ -70,9 +72,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"check", filepath.Join(dir, "nodes.yaml")}, "pass -topology FILE"},
 		{[]string{"check", missing}, "fleetctl check: no nodes file at " + missing + "\n"},
 		{[]string{"check", "-topology", "../testdata/cluster-topology.json", missing}, "fleetctl check: no nodes file at " + missing + "\n"},
-		{[]string{"plan", "-nodes", missing}, "fleetctl plan: no nodes file at " + missing + "\n"},
 		{[]string{"check", "-o", "yaml", "../testdata/nodes.yaml"}, outputs},
-		{[]string{"plan", "-o", "yaml"}, outputs},
 		{[]string{"status", "-o", "yaml"}, outputs},
 	} {
 		code, _, stderr := fleetctl(c.args...)

@@ -216,7 +216,7 @@ func TestPlanRefuses(t *testing.T) {
 		{name: "no such site", args: []string{"apply", "-nodes", "../testdata/nodes.yaml", "-site", "nowhere", "-switch", "usw"}, code: 1,
 			stdout: "site nowhere is not in NetBox"},
 		{name: "an argument", args: []string{"plan", "nodes.yaml"}, code: 2, stderr: "usage: fleetctl plan"},
-		{name: "no nodes file", args: []string{"plan", "-nodes", "/nonexistent/nodes.yaml"}, code: 2, stderr: "no nodes file at /nonexistent/nodes.yaml"},
+		{name: "no nodes file", args: []string{"plan", "-nodes", "/nonexistent/nodes.yaml"}, code: 2, stderr: "fleetctl plan: no nodes file at /nonexistent/nodes.yaml\n"},
 		{name: "an unknown flag", args: []string{"plan", "-frobnicate"}, code: 2, stderr: "flag provided but not defined: -frobnicate"},
 		{name: "an unknown output", args: []string{"plan", "-o", "yaml", "-nodes", "../testdata/nodes.yaml"}, code: 2,
 			stderr: `-o "yaml": the output is text or json`},
