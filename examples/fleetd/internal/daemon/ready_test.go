@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -61,22 +62,39 @@ func TestNotReady(t *testing.T) {
 	}
 }
 
-// roundTripFunc is an http.RoundTripper.
-type roundTripFunc func(*http.Request) (*http.Response, error)
+// fakeServer answers through a transport of its own: status (0: 404)
+// while up, a connection refused (its text on two lines) while down, and
+// a request whose caller gave up its context's error; it counts the
+// requests it got.
+type fakeServer struct {
+	down     atomic.Bool
+	status   atomic.Int64
+	requests atomic.Int64
+}
 
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+func (f *fakeServer) RoundTrip(r *http.Request) (*http.Response, error) {
+	f.requests.Add(1)
+	code := int(f.status.Load())
+	switch {
+	case r.Context().Err() != nil:
+		return nil, r.Context().Err()
+	case f.down.Load():
+		return nil, errors.New("dial tcp 10.0.0.5:443: connect:\nconnection refused")
+	case code == 0:
+		code = http.StatusNotFound
+	}
+	return &http.Response{StatusCode: code, Status: fmt.Sprintf("%d %s", code, http.StatusText(code)), Body: http.NoBody, Request: r}, nil
+}
 
 // An answer below 500 counts, whatever it says; a 5xx and a transport
 // error do not, and are kept as the failure; a request its caller
 // cancelled says nothing.
 func TestAnswerTransport(t *testing.T) {
-	status := http.StatusNotFound
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(status) }))
-	defer srv.Close()
+	srv := &fakeServer{}
 	var a answered
-	c := &http.Client{Transport: a.wrap(nil)}
+	c := &http.Client{Transport: a.wrap(srv)}
 	get := func(ctx context.Context) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://netbox.example/", nil)
 		if rsp, err := c.Do(req); err == nil {
 			rsp.Body.Close()
 		}
@@ -89,15 +107,13 @@ func TestAnswerTransport(t *testing.T) {
 	}
 	answeredAt := s.at
 
-	status = http.StatusServiceUnavailable
+	srv.status.Store(http.StatusServiceUnavailable)
 	get(t.Context())
 	if s = a.state(); !s.at.Equal(answeredAt) || s.failure != "answered 503 Service Unavailable" || s.failedAt.Before(answeredAt) {
 		t.Errorf("after a 503: %+v, want the last answer kept and the 503 as the failure", s)
 	}
 
-	c.Transport = a.wrap(roundTripFunc(func(*http.Request) (*http.Response, error) {
-		return nil, errors.New("dial tcp 10.0.0.5:443: connect:\nconnection refused")
-	}))
+	srv.down.Store(true)
 	get(t.Context())
 	if s = a.state(); !s.at.Equal(answeredAt) || s.failure != "dial tcp 10.0.0.5:443: connect: connection refused" {
 		t.Errorf("after a transport error: %+v, want it as the failure, on one line", s)
@@ -105,29 +121,11 @@ func TestAnswerTransport(t *testing.T) {
 
 	failed := s
 	ctx, cancel := context.WithCancel(t.Context())
-	c.Transport = a.wrap(roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		cancel()
-		return nil, r.Context().Err()
-	}))
+	cancel()
 	get(ctx)
-	if s = a.state(); s != failed {
-		t.Errorf("after a request its caller cancelled: %+v, want %+v unchanged", s, failed)
+	if s = a.state(); s != failed || srv.requests.Load() != 4 {
+		t.Errorf("after a request its caller cancelled (request %d): %+v, want %+v unchanged", srv.requests.Load(), s, failed)
 	}
-}
-
-// fakeServer answers through a transport of its own: 404 while up, a
-// connection refused while down; it counts the requests it got.
-type fakeServer struct {
-	down     atomic.Bool
-	requests atomic.Int64
-}
-
-func (f *fakeServer) RoundTrip(r *http.Request) (*http.Response, error) {
-	f.requests.Add(1)
-	if f.down.Load() {
-		return nil, errors.New("dial tcp 10.0.0.5:443: connect: connection refused")
-	}
-	return &http.Response{StatusCode: http.StatusNotFound, Status: "404 Not Found", Body: http.NoBody, Request: r}, nil
 }
 
 // readyzAndHealthz are a Daemon's /readyz and /healthz: status and body.
