@@ -12,8 +12,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -122,15 +120,11 @@ nodes:
 		fmt.Fprintf(&sb, "  %s:\n    model: box\n    serial: SN-%s\n    class: worker\n    switch_port: %d\n    address: %s\n    bmc: amt\n    disk_serial: DS-%s\n",
 			n, n, i+1, nodeAddr(i), n)
 	}
-	dir := t.TempDir()
-	nodes, topo := filepath.Join(dir, "nodes.yaml"), filepath.Join(dir, "cluster-topology.json")
-	if err := os.WriteFile(nodes, []byte(sb.String()), 0o644); err != nil {
+	topo, err := inventory.ParseTopology("cluster-topology.json", []byte(`{"CLUSTER_NAME": "folly", "K8S_NODE_CIDR": "10.0.0.0/24", "API_SERVER_IP": "10.0.0.10"}`))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(topo, []byte(`{"CLUSTER_NAME": "folly", "K8S_NODE_CIDR": "10.0.0.0/24", "API_SERVER_IP": "10.0.0.10"}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	inv, err := inventory.Load(nodes, topo)
+	inv, err := inventory.Parse("nodes.yaml", []byte(sb.String()), topo)
 	if err != nil {
 		t.Fatal(err)
 	}
