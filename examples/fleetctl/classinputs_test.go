@@ -35,25 +35,22 @@ func TestRenderClassInputsGolden(t *testing.T) {
 }
 
 func TestRenderClassInputsRefuses(t *testing.T) {
-	dir := t.TempDir()
 	// A nodes file that names no control plane class: NetBox's devices of
 	// class controlplane are not control planes to it.
-	nodes := strings.Replace(mustRead(t, "../testdata/nodes.yaml"), "    type: controlplane\n", "    type: worker\n", 1)
-	writeFile(t, filepath.Join(dir, "nodes.yaml"), nodes)
-	writeFile(t, filepath.Join(dir, "cluster-topology.json"), mustRead(t, "../testdata/cluster-topology.json"))
+	nodes := changedNodes(t, "    type: controlplane\n", "    type: worker\n")
 
 	for _, c := range []struct {
 		cliCase
 		applied bool // NetBox holds the example nodes file
 	}{
 		{cliCase: cliCase{name: "an empty NetBox", code: 1, stderr: "no control plane in NetBox holds an address: apply the nodes file's control planes first"}},
-		{cliCase: cliCase{name: "no control plane class", args: []string{"-nodes", filepath.Join(dir, "nodes.yaml")}, code: 1,
+		{cliCase: cliCase{name: "no control plane class", args: []string{"-nodes", nodes}, code: 1,
 			stderr: "no control plane in NetBox holds an address"}, applied: true},
 		{cliCase: cliCase{name: "a SAN that is no name", args: []string{"-san", "api.folly.example/6443"}, code: 2,
 			stderr: `SAN "api.folly.example/6443" is neither an IP address nor a DNS name`}, applied: true},
 		{cliCase: cliCase{name: "a broken nodes file", args: []string{"-nodes", "testdata/broken-nodes.yaml"}, code: 1,
 			stderr: "testdata/broken-nodes.yaml: 17 problems; nothing was rendered"}},
-		{cliCase: cliCase{name: "no nodes file", args: []string{"-nodes", filepath.Join(dir, "missing.yaml")}, code: 2, stderr: "missing.yaml"}},
+		{cliCase: cliCase{name: "no nodes file", args: []string{"-nodes", filepath.Join(t.TempDir(), "missing.yaml")}, code: 2, stderr: "missing.yaml"}},
 		{cliCase: cliCase{name: "a refused token", env: map[string]string{"NETBOX_TOKEN": "nope"}, code: 2, stderr: "netbox refused the token"}},
 		{cliCase: cliCase{name: "no NetBox named", env: map[string]string{"NETBOX_TOKEN": ""}, code: 2, stderr: "set NETBOX_URL"}},
 		{cliCase: cliCase{name: "an argument", args: []string{"cp-04"}, code: 2, stderr: "usage: fleetctl render-class-inputs"}},

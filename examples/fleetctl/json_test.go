@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,16 +29,15 @@ func runJSON(t *testing.T, code int, args ...string) string {
 	return stdout
 }
 
-// changedNodes writes examples/testdata/nodes.yaml with w-02's disk serial
-// changed, and its topology, to dir, and returns the nodes file's path.
-func changedNodes(t *testing.T, dir string) string {
+// changedNodes writes examples/testdata/nodes.yaml with old replaced by
+// with, once, and its topology, to a new directory, and returns the nodes
+// file's path.
+func changedNodes(t *testing.T, old, with string) string {
 	t.Helper()
-	sub := filepath.Join(dir, "changed")
-	must(t, os.MkdirAll(sub, 0o755))
-	changed := strings.Replace(mustRead(t, "../testdata/nodes.yaml"), "disk_serial: BTHH81230456513B", "disk_serial: BTHH81230456599Z", 1)
-	writeFile(t, filepath.Join(sub, "nodes.yaml"), changed)
-	writeFile(t, filepath.Join(sub, "cluster-topology.json"), mustRead(t, "../testdata/cluster-topology.json"))
-	return filepath.Join(sub, "nodes.yaml")
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "nodes.yaml"), strings.Replace(mustRead(t, "../testdata/nodes.yaml"), old, with, 1))
+	writeFile(t, filepath.Join(dir, "cluster-topology.json"), mustRead(t, "../testdata/cluster-topology.json"))
+	return filepath.Join(dir, "nodes.yaml")
 }
 
 // TestJSONHelpNamesEveryKey checks that fleetctl help json and the package

@@ -145,7 +145,7 @@ func TestPlanApplyGolden(t *testing.T) {
 
 	// Another apply writes NetBox after the plan: the saved plan is stale.
 	stale := filepath.Join(dir, "stale.plan")
-	oneChange := changedNodes(t, dir)
+	oneChange := changedNodes(t, "disk_serial: BTHH81230456513B", "disk_serial: BTHH81230456599Z") // w-02's disk serial
 	mustRun(t, "plan", "-out", stale, "-nodes", oneChange, "-switch", "usw")
 	// Applying the saved plan writes it, whatever the nodes file says now.
 	if stdout := mustRun(t, "apply", planFile); !strings.HasSuffix(stdout, "\nApply complete: 32 added, 0 changed.\n") {
