@@ -72,6 +72,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"check", filepath.Join(dir, "nodes.yaml")}, "pass -topology FILE"},
 		{[]string{"check", missing}, "fleetctl check: no nodes file at " + missing + "\n"},
 		{[]string{"check", "-topology", "../testdata/cluster-topology.json", missing}, "fleetctl check: no nodes file at " + missing + "\n"},
+		{[]string{"version", "extra"}, "usage: fleetctl version\n"},
 		{[]string{"check", "-o", "yaml", "../testdata/nodes.yaml"}, outputs},
 		{[]string{"status", "-o", "yaml"}, outputs},
 	} {
