@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -182,16 +181,6 @@ func clientCert(t *testing.T) (ca *x509.Certificate, certPath, keyPath string) {
 	return ca, certPath, keyPath
 }
 
-func runApprove(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	code = run(append([]string{"approve"}, args...), &out, &errOut)
-	if strings.Contains(out.String()+errOut.String(), approverToken) {
-		t.Errorf("the approver token appears in the output:\n%s%s", out.String(), errOut.String())
-	}
-	return code, out.String(), errOut.String()
-}
-
 // approve prints each claim fleetd holds for the serial with the lines that
 // would approve it, and approves nothing: the runbook's claim (as the
 // golden file shows it, asked for by token or by client certificate), two
@@ -305,7 +294,10 @@ func TestApproveAnswers(t *testing.T) {
 			if c.serial != "" {
 				args = []string{c.serial}
 			}
-			code, stdout, stderr := runApprove(t, args...)
+			code, stdout, stderr := fleetctl(append([]string{"approve"}, args...)...)
+			if strings.Contains(stdout+stderr, approverToken) {
+				t.Errorf("the approver token appears in the output:\n%s%s", stdout, stderr)
+			}
 			if code != c.code {
 				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, c.code, stdout, stderr)
 			}
