@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -177,7 +178,8 @@ func TestRunUsage(t *testing.T) {
 	}
 }
 
-// -help names each image setting with its released default.
+// -help names each image setting with its released default, in its entry:
+// its line and the lines below it indented further.
 func TestHelpNamesImageDefaults(t *testing.T) {
 	im := templates.DefaultImages
 	for name, def := range map[string]string{
@@ -185,17 +187,8 @@ func TestHelpNamesImageDefaults(t *testing.T) {
 		"FLEET_IMAGE_NEXT_BOOT": im.NextBoot, "FLEET_IMAGE_REBOOT": im.Reboot,
 		"FLEET_BMC_SECRET": "bmc-auth",
 	} {
-		i := strings.Index(envHelp, "\n  "+name+" ")
-		if i < 0 {
-			t.Errorf("-help does not document %s", name)
-			continue
-		}
-		entry := envHelp[i+1:]
-		if j := strings.Index(entry[2:], "\n  FLEET_"); j >= 0 {
-			entry = entry[:j+2]
-		}
-		if !strings.Contains(entry, "(default "+def+")") && !strings.Contains(entry, "(default "+def+";") {
-			t.Errorf("-help's %s does not name the default %s:\n%s", name, def, entry)
+		if !regexp.MustCompile(`\n  ` + name + ` (?:[^\n]|\n    )*?\(default ` + regexp.QuoteMeta(def) + `[);]`).MatchString(envHelp) {
+			t.Errorf("-help does not document %s with the default %s", name, def)
 		}
 	}
 }
