@@ -242,14 +242,9 @@ func newCutReplicas(t *testing.T) cutReplicas {
 	t.Helper()
 	w := newMemWorld(t, "w-01")
 	cut := newPeerCut(t)
-	key := make([]byte, 32)
-	replica := func(name string, peers []Peer) func(*Settings) {
-		return func(s *Settings) {
-			s.Replica, s.Peers, s.SealingKey, s.ConfigWriteTimeout = name, peers, key, cutWriteTimeout
-		}
-	}
-	lender, _ := w.fleetd(t, replica("fleetd-0", []Peer{{Name: "fleetd-0", URL: "http://127.0.0.1:1"}, {Name: "fleetd-1", URL: "http://127.0.0.1:2"}}))
-	borrower, _ := w.fleetd(t, replica("fleetd-1", []Peer{{Name: "fleetd-0", URL: "http://" + cut.ln.Addr().String()}, {Name: "fleetd-1", URL: "http://127.0.0.1:2"}}))
+	writeTimeout := func(s *Settings) { s.ConfigWriteTimeout = cutWriteTimeout }
+	lender, _ := w.fleetd(t, writeTimeout, replica("fleetd-0", Peer{Name: "fleetd-0", URL: "http://127.0.0.1:1"}, Peer{Name: "fleetd-1", URL: "http://127.0.0.1:2"}))
+	borrower, _ := w.fleetd(t, writeTimeout, replica("fleetd-1", Peer{Name: "fleetd-0", URL: "http://" + cut.ln.Addr().String()}, Peer{Name: "fleetd-1", URL: "http://127.0.0.1:2"}))
 	// serve serves h as d's config server is served, until t ends.
 	serve := func(d *Daemon, h http.Handler) *httptest.Server {
 		srv := httptest.NewUnstartedServer(h)

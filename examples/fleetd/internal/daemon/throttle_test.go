@@ -182,18 +182,20 @@ var (
 	memBundleErr  error
 )
 
+// replica makes a fleetd the replica name among peers, with the sealing
+// key every replica of a world holds.
+func replica(name string, peers ...Peer) func(*Settings) {
+	return func(s *Settings) { s.Replica, s.Peers, s.SealingKey = name, peers, make([]byte, 32) }
+}
+
 // replicaOfTwo makes a fleetd fleetd-0, a replica whose peer, fleetd-1,
 // is never reached.
-func replicaOfTwo(s *Settings) {
-	s.Replica = "fleetd-0"
-	s.Peers = []Peer{{Name: "fleetd-0", URL: "https://127.0.0.1:1"}, {Name: "fleetd-1", URL: "https://127.0.0.1:2"}}
-	s.SealingKey = make([]byte, 32)
-}
+var replicaOfTwo = replica("fleetd-0", Peer{Name: "fleetd-0", URL: "https://127.0.0.1:1"}, Peer{Name: "fleetd-1", URL: "https://127.0.0.1:2"})
 
 // fleetd makes a fleetd with New, on the world's NetBox and client-go's
 // fakes, its config server ready to take configs, and stops it when t
-// ends. Called in a bubble, its clock and its
-// goroutines are the bubble's.
+// ends. Called in a bubble, its clock and its goroutines are the
+// bubble's.
 func (w *memWorld) fleetd(t *testing.T, edit ...func(*Settings)) (*Daemon, *syncbuf.Buffer) {
 	t.Helper()
 	memBundleOnce.Do(func() { memBundle, memBundleErr = secrets.NewBundle(secrets.NewClock(), config.TalosVersionCurrent) })
@@ -600,11 +602,7 @@ func TestAdmissionsWaitTheirTurn(t *testing.T) {
 func TestAdmissionMeetingAStartingRunTriedAgain(t *testing.T) {
 	w := newMemWorld(t, "w-01")
 	w.shareKube = true
-	key := make([]byte, 32)
 	synctest.Test(t, func(t *testing.T) {
-		replica := func(name string) func(*Settings) {
-			return func(s *Settings) { s.Replica, s.SealingKey = name, key }
-		}
 		d0, _ := w.fleetd(t, replica("fleetd-0"))
 		d1, audit := w.fleetd(t, replica("fleetd-1"))
 		ctx := context.Background()
