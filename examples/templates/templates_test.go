@@ -105,17 +105,6 @@ func valueConstants(t *testing.T) []string {
 	return names
 }
 
-// The values above are every value provision sets, and the digest is the
-// one the actions compute from the boot record's code.
-func TestValuesAreProvisions(t *testing.T) {
-	if names := valueConstants(t); len(names) != len(values(mac, disk, serial, code, image)) {
-		t.Errorf("provision declares the values %q; values() holds %d", names, len(values(mac, disk, serial, code, image)))
-	}
-	if p, d := provision.CodeSHA256(code), disksafe.CodeSHA256(code); p != d {
-		t.Errorf("provision's install_code_sha256 is %s, and the actions compute %s", p, d)
-	}
-}
-
 // No Template hands an action the install code: rendered with a run's
 // values, no action's environment, command or volume holds it. (That a
 // Template reads no value but those, the code's digest among them, is
@@ -265,8 +254,13 @@ func TestRender(t *testing.T) {
 
 // TestValues renders each Template without each value in turn: a value
 // the Template reads is one provision sets, or Tinkerbell would refuse to
-// render it, and the run would never start.
+// render it, and the run would never start. The values are every value
+// provision declares. (That the code's digest is the one the actions
+// compute from the boot record's code is TestActionContainers's.)
 func TestValues(t *testing.T) {
+	if names := valueConstants(t); len(names) != len(values(mac, disk, serial, code, image)) {
+		t.Errorf("provision declares the values %q; values() holds %d", names, len(values(mac, disk, serial, code, image)))
+	}
 	eachRun(t, func(t *testing.T, r tplRun) {
 		data := r.data()
 		for _, m := range regexp.MustCompile(`\{\{[^}]*\}\}`).FindAllString(data, -1) {
