@@ -107,10 +107,11 @@ func peersAsReplica(d *Daemon, h http.Handler) http.Handler {
 	})
 }
 
-// fetchStatus GETs a config URL as a node does, reading the whole answer.
-func fetchStatus(t *testing.T, url string) int {
+// fetchStatus GETs a config URL with c as a node does, reading the whole
+// answer.
+func fetchStatus(t *testing.T, c *http.Client, url string) int {
 	t.Helper()
-	rsp, err := http.Get(url)
+	rsp, err := c.Get(url)
 	if err != nil {
 		t.Fatalf("fetch: %v", err)
 	}
@@ -139,7 +140,7 @@ func TestLendAnswerTakenByCutHandedBack(t *testing.T) {
 
 	// The cut takes the lend answer.
 	cut.set(func(c *peerCut) { c.takeAnswer = true })
-	if got := fetchStatus(t, url); got != http.StatusServiceUnavailable {
+	if got := fetchStatus(t, http.DefaultClient, url); got != http.StatusServiceUnavailable {
 		t.Fatalf("the fetch whose lend answer the cut took: %d, want 503", got)
 	}
 	cut.mu.Lock()
@@ -153,7 +154,7 @@ func TestLendAnswerTakenByCutHandedBack(t *testing.T) {
 	}
 
 	// While the link is down, the node's next fetch is told 503 too.
-	if got := fetchStatus(t, url); got != http.StatusServiceUnavailable {
+	if got := fetchStatus(t, http.DefaultClient, url); got != http.StatusServiceUnavailable {
 		t.Fatalf("a fetch while the link is down: %d, want 503", got)
 	}
 
@@ -167,7 +168,7 @@ func TestLendAnswerTakenByCutHandedBack(t *testing.T) {
 	}
 	// Asked again, the lender (once the borrower's settle reached it)
 	// says the code was served.
-	if got := fetchStatus(t, url); got != http.StatusGone {
+	if got := fetchStatus(t, http.DefaultClient, url); got != http.StatusGone {
 		t.Errorf("a fetch after the config was served: %d, want 410", got)
 	}
 	if n := lender.configs.Waiting(); n != 0 {
@@ -209,7 +210,7 @@ func fetchPast503(t *testing.T, url string, deadline time.Time) []int {
 	t.Helper()
 	var statuses []int
 	for {
-		got := fetchStatus(t, url)
+		got := fetchStatus(t, http.DefaultClient, url)
 		statuses = append(statuses, got)
 		if got != http.StatusServiceUnavailable {
 			return statuses

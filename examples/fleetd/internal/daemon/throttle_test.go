@@ -403,13 +403,8 @@ func TestMissingConfigAsksJournalEvery(t *testing.T) {
 		node := memClient(d.Handler(), nodeAddr(0)+":40000")
 		ask := func(c *http.Client) {
 			t.Helper()
-			rsp, err := c.Get("https://fleetd.test" + configserve.PathPrefix + configserve.NewCode())
-			if err != nil {
-				t.Fatal(err)
-			}
-			rsp.Body.Close()
-			if rsp.StatusCode != http.StatusNotFound {
-				t.Fatalf("a fetch of an unknown code = %s, want 404", rsp.Status)
+			if got := fetchStatus(t, c, "https://fleetd.test"+configserve.PathPrefix+configserve.NewCode()); got != http.StatusNotFound {
+				t.Fatalf("a fetch of an unknown code = %d, want 404", got)
 			}
 		}
 		const missing = "warning: the node asked for its Talos config, and fleetd holds none for it"
