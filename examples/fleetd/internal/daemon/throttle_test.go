@@ -282,17 +282,6 @@ func (w *memWorld) answerJournalWrites(answer func() int) {
 	}
 }
 
-// refuseJournalWrites makes NetBox answer 503 to each journal write of
-// fleetd's that refuse, asked once for each, says to refuse.
-func (w *memWorld) refuseJournalWrites(refuse func() bool) {
-	w.answerJournalWrites(func() int {
-		if refuse() {
-			return http.StatusServiceUnavailable
-		}
-		return 0
-	})
-}
-
 // fleetdRequests returns the requests fleetd made of NetBox since the last
 // ResetRequests, "METHOD URI" each.
 func (w *memWorld) fleetdRequests() []string {
@@ -731,8 +720,8 @@ func TestReplicaWritesServedLineBeforeStatus(t *testing.T) {
 // ask writes the line, counting both.
 func TestReplicaWritesMissingLineAtOnce(t *testing.T) {
 	w := newMemWorld(t, "w-01")
-	var refused atomic.Int32
-	w.refuseJournalWrites(func() bool { return refused.Add(-1) >= 0 })
+	var refuse atomic.Int64 // NetBox's answer to the next journal write
+	w.answerJournalWrites(func() int { return int(refuse.Swap(0)) })
 	synctest.Test(t, func(t *testing.T) {
 		d, _ := w.fleetd(t, replicaOfTwo)
 		// The queue is busy: a line it held would not reach NetBox.
@@ -744,7 +733,7 @@ func TestReplicaWritesMissingLineAtOnce(t *testing.T) {
 		const text = "the node asked for its Talos config, and fleetd holds none for it"
 
 		// NetBox refuses the line: the fetch gets the error, not 404.
-		refused.Store(1)
+		refuse.Store(http.StatusServiceUnavailable)
 		if err := d.recordMissing(ctx, node); err == nil {
 			t.Fatal("recordMissing with the line refused: nil, want an error (503 to the node)")
 		}
@@ -772,8 +761,9 @@ func TestReplicaWritesMissingLineAtOnce(t *testing.T) {
 // servedSettle.
 func TestReplicaStartedLineNetBoxDidNotTake(t *testing.T) {
 	w := newMemWorld(t, "w-01")
-	var refused atomic.Bool
-	w.refuseJournalWrites(func() bool { return !refused.Swap(true) })
+	var refuse atomic.Int64 // NetBox's answer to the next journal write
+	refuse.Store(http.StatusServiceUnavailable)
+	w.answerJournalWrites(func() int { return int(refuse.Swap(0)) })
 	synctest.Test(t, func(t *testing.T) {
 		d, _ := w.fleetd(t, replicaOfTwo)
 		dev := w.devices["w-01"]
@@ -786,7 +776,7 @@ func TestReplicaStartedLineNetBoxDidNotTake(t *testing.T) {
 		if err != nil || got.Outcome != provision.Provision || got.Code == "" {
 			t.Fatalf("Admit = %+v, %v; want a provision run with its code", got, err)
 		}
-		if !refused.Load() {
+		if refuse.Load() != 0 {
 			t.Fatal("the started line was never written")
 		}
 		w.wantJournal(t, "w-01", "right after NetBox refused the started line")
