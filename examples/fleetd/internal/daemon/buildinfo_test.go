@@ -18,7 +18,8 @@ import (
 )
 
 // fleet_build_info is 1, labelled with the build's version, revision and
-// Go release, and nothing else.
+// Go release, and nothing else; fleetd's /metrics carries the running
+// build's.
 func TestBuildInfoGauge(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(buildInfoGauge(buildinfo.Info{Version: "v1.2.0+dirty", Revision: "3c16fca", Modified: "true", GoVersion: "go1.26.8"}))
@@ -31,10 +32,6 @@ fleet_build_info{goversion="go1.26.8",revision="3c16fca",version="v1.2.0+dirty"}
 	if got := rec.Body.String(); got != want {
 		t.Errorf("the registry of fleet_build_info alone exports\n%s\nwant\n%s", got, want)
 	}
-}
-
-// fleetd's /metrics carries the running build's fleet_build_info.
-func TestMetricsBuildInfo(t *testing.T) {
 	metrics := scrape(&Daemon{metrics: newMetrics(func() time.Time { return time.Time{} }, func() int { return 0 })})
 	if want := `fleet_build_info{goversion="` + runtime.Version() + `",revision="unknown",version=`; !strings.Contains(metrics, want) {
 		t.Errorf("/metrics lacks %s...:\n%s", want, metrics)
