@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -233,16 +232,7 @@ func TestIntegrationFleetdReadyz(t *testing.T) {
 		s["FLEET_READY_WINDOW"] = "2s"
 	}}, stormNodes(t, 1)...)
 	p := pf.replicas[0]
-	get := func(path string) (int, string) {
-		c := &http.Client{Timeout: 5 * time.Second}
-		rsp, err := c.Get("http://" + p.metrics + path)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer rsp.Body.Close()
-		body, _ := io.ReadAll(rsp.Body)
-		return rsp.StatusCode, string(body)
-	}
+	get := func(path string) (int, string) { return p.get(t.Context(), path) }
 	// await polls /readyz until ok says its answer is the one awaited; it
 	// fails when that takes longer than a minute, far more than the 2 s
 	// window and the asks every 0.5 s need, or /healthz fails meanwhile.
@@ -286,13 +276,7 @@ func TestIntegrationFleetdReadyz(t *testing.T) {
 	}
 	await("ready, kube-apiserver restarted", ready)
 
-	p.mu.Lock()
-	done := p.done
-	p.mu.Unlock()
-	select {
-	case err := <-done:
-		done <- err
-		t.Errorf("fleetd exited: %v", err)
-	default:
+	if err := p.process().Exited(); err != nil {
+		t.Error(err)
 	}
 }

@@ -62,10 +62,7 @@ func (r *replicaProc) freeze(tb testing.TB) { r.signal(tb, syscall.SIGSTOP) }
 func (r *replicaProc) thaw(tb testing.TB)   { r.signal(tb, syscall.SIGCONT) }
 
 func (r *replicaProc) signal(tb testing.TB, sig syscall.Signal) {
-	r.mu.Lock()
-	cmd := r.cmd
-	r.mu.Unlock()
-	if err := cmd.Process.Signal(sig); err != nil {
+	if err := syscall.Kill(r.process().Pid(), sig); err != nil {
 		tb.Errorf("%v %s: %v", sig, r.name, err)
 	}
 }

@@ -19,7 +19,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,6 +29,7 @@ import (
 	"github.com/fleetkit/fleet/internal/kubetest"
 	"github.com/fleetkit/fleet/internal/testcert"
 	"github.com/fleetkit/fleet/internal/testenv"
+	"github.com/fleetkit/fleet/internal/testproc"
 	"github.com/fleetkit/fleet/inventory"
 )
 
@@ -62,10 +62,9 @@ type replicaProc struct {
 	env     []string
 	log     *lockedBuffer
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan error // what Wait returned; nil while it does not run
-	kill bool       // the test killed it
+	mu     sync.Mutex
+	proc   *testproc.Process // nil before start
+	killed bool              // the test killed it
 }
 
 // start runs the process and waits until it serves HTTPS (after it made
@@ -76,80 +75,62 @@ func (r *replicaProc) start(tb testing.TB) {
 	tb.Helper()
 	cmd := exec.Command(r.bin)
 	cmd.Env, cmd.Stdout, cmd.Stderr = r.env, r.log, r.log
-	cmd.SysProcAttr = procAttr()
-	if err := cmd.Start(); err != nil {
-		tb.Fatalf("start %s: %v", r.name, err)
+	p, err := testproc.Start(r.name, cmd, r.log.String)
+	if err != nil {
+		tb.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	r.mu.Lock()
-	r.cmd, r.done, r.kill = cmd, done, false
+	r.proc, r.killed = p, false
 	r.mu.Unlock()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case err := <-done:
-			done <- err
-			tb.Fatalf("%s exited at start: %v\n%s", r.name, err, r.log.String())
-		default:
-		}
-		listening := true
+	listening := func(context.Context) error {
 		for _, a := range []string{r.addr, r.metrics} {
 			c, err := net.DialTimeout("tcp", a, time.Second)
 			if err != nil {
-				listening = false
-				break
+				return err
 			}
 			c.Close()
 		}
-		if listening {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s does not listen on %s and %s after 60 s:\n%s", r.name, r.addr, r.metrics, r.log.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
 	}
+	if err := p.WaitReady(context.Background(), time.Minute, listening); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// process is the running process, started last.
+func (r *replicaProc) process() *testproc.Process {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.proc
 }
 
 // sigkill kills the process at once, as a node's failure does.
 func (r *replicaProc) sigkill(tb testing.TB) {
 	tb.Helper()
 	r.mu.Lock()
-	cmd, done := r.cmd, r.done
-	r.kill = true
+	p := r.proc
+	r.killed = true
 	r.mu.Unlock()
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		tb.Fatalf("SIGKILL %s: %v", r.name, err)
+	if err := p.Kill(); err != nil {
+		tb.Fatal(err)
 	}
-	done <- <-done
 }
 
 // stop ends the process with SIGTERM, as Kubernetes does, and reports an
-// unclean exit; a process the test killed is only waited for.
+// unclean exit; a process the test killed has ended already.
 func (r *replicaProc) stop(tb testing.TB) {
 	r.mu.Lock()
-	cmd, done, killed := r.cmd, r.done, r.kill
+	p, killed := r.proc, r.killed
 	r.mu.Unlock()
-	if cmd == nil {
+	if p == nil || killed {
 		return
 	}
-	if killed {
-		<-done
-		return
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-done:
-		if err != nil {
-			l := strings.TrimRight(r.log.String(), "\n")
-			l = l[strings.LastIndexByte(l, '\n')+1:]
-			tb.Errorf("%s exited with %v: %s", r.name, err, l[:min(len(l), 500)])
-		}
-	case <-time.After(40 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-		tb.Errorf("%s (PID %d) did not stop within 40 s of SIGTERM; killed", r.name, cmd.Process.Pid)
+	if err := p.Stop(40 * time.Second); err != nil {
+		tb.Error(err)
+	} else if err := p.ExitError(); err != nil {
+		l := strings.TrimRight(r.log.String(), "\n")
+		l = l[strings.LastIndexByte(l, '\n')+1:]
+		tb.Errorf("%s exited with %v: %s", r.name, err, l[:min(len(l), 500)])
 	}
 }
 
@@ -161,24 +142,33 @@ func (r *replicaProc) leading(ctx context.Context) bool {
 
 // scrape is what the process's /metrics answers; "" when it does not.
 func (r *replicaProc) scrape(ctx context.Context) string {
+	if status, body := r.get(ctx, "/metrics"); status != 0 {
+		return body
+	}
+	return ""
+}
+
+// get is the status and the body of the answer to a GET of path at the
+// process's metrics listener; 0 and the error when it does not answer.
+func (r *replicaProc) get(ctx context.Context, path string) (int, string) {
 	// A replica busy with a storm on two shared cores can take seconds to
 	// answer a scrape.
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.metrics+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.metrics+path, nil)
 	if err != nil {
-		return ""
+		return 0, err.Error()
 	}
 	rsp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return ""
+		return 0, err.Error()
 	}
 	defer rsp.Body.Close()
 	b, err := io.ReadAll(rsp.Body)
 	if err != nil {
-		return ""
+		return 0, err.Error()
 	}
-	return string(b)
+	return rsp.StatusCode, string(b)
 }
 
 // freeAddr is a free port of 127.0.0.1, for a process to listen on. The
@@ -553,24 +543,18 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 	w.url, w.cert = lb.url(), cert.TLS
 	w.settings.PublicURL, w.settings.Namespace, w.settings.SealingKey = lb.url(), ns, key
 	w.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cert.Pool}}, Timeout: 30 * time.Second}
-	f := &testFleet{world: w, t: tb, machines: map[string]*simMachine{}, ctx: ctx}
-	quiet := func(string, string, string) {}
-	f.sim = &tinkSim{w: w, ns: ns, machines: map[string]*simMachine{}, say: quiet, failAt: map[string]string{}, every: 250 * time.Millisecond}
+	f := fleetOf(tb, ctx, w, ns, nodes, tpms, func(string, string, string) {})
+	f.sim.every = 250 * time.Millisecond
 	pf := &procFleet{testFleet: f, replicas: procs, lb: lb, calls: calls, env: env, links: links, ownControlPlane: pc.own,
 		fetches: &fetchLog{whole: map[string]int{}, last: map[string]wholeFetch{}}}
-	for i, n := range nodes {
-		m := newSimMachine(w, n.name, "SN-"+n.name, tpms[n.name], i+1, quiet)
-		c := boundClient(w, nodeAddr(i))
-		tr := c.Transport.(*http.Transport)
+	for _, m := range f.machines {
+		tr := m.client.Transport.(*http.Transport)
 		tr.DisableKeepAlives = true
-		c.Transport = pf.fetches.wrap(tr)
-		m.client = c
+		m.client.Transport = pf.fetches.wrap(tr)
 		// The installed Talos asks for its config until it gets an answer,
 		// and, once it has it, its kubelet registers the node.
 		m.fetchTries = 1500
 		m.registers = true
-		f.machines[n.name] = m
-		f.sim.machines[m.mac.String()] = m
 	}
 	var wg sync.WaitGroup
 	f.wg = &wg

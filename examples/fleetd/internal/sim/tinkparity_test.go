@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/tinkerbell/tinkerbell/api/v1alpha1/tinkerbell"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -69,18 +70,8 @@ func TestIntegrationTinkerbellParity(t *testing.T) {
 	if real.statuses == nil || sim.statuses == nil {
 		t.Fatal("a half did not finish")
 	}
-	for _, node := range []string{"w-01", "w-02"} {
-		if !slices.Equal(real.statuses[node], sim.statuses[node]) {
-			t.Errorf("%s's Workflow status changes differ:\nTinkerbell:\n  %s\nsimulation:\n  %s", node,
-				strings.Join(real.statuses[node], "\n  "), strings.Join(sim.statuses[node], "\n  "))
-		}
-		if !slices.Equal(real.journal[node], sim.journal[node]) {
-			t.Errorf("%s's journal differs:\nTinkerbell:\n  %s\nsimulation:\n  %s", node,
-				strings.Join(real.journal[node], "\n  "), strings.Join(sim.journal[node], "\n  "))
-		}
-		if real.devices[node] != sim.devices[node] {
-			t.Errorf("%s's device differs: Tinkerbell %s; simulation %s", node, real.devices[node], sim.devices[node])
-		}
+	if diff := gocmp.Diff(real, sim, gocmp.AllowUnexported(paritySeen{})); diff != "" {
+		t.Errorf("what fleet saw differs (-Tinkerbell +simulation):\n%s", diff)
 	}
 }
 
@@ -90,7 +81,7 @@ func parityCase(t *testing.T, real bool) paritySeen {
 	env := kubetest.StartOwn(t)
 	ns := env.Namespace(t)
 	kube, tink := kubeClients(t, env.Config())
-	f := newFleet(t, worldConfig{Validate: t, Edit: func(s *daemon.Settings) { s.Namespace = ns }, Kube: kube, Tink: tink, Leases: kube.CoordinationV1()},
+	f := newFleet(t, worldConfig{Validate: t, Edit: func(s *daemon.Settings) { s.Namespace = ns }, Kube: kube, Tink: tink},
 		testNode{name: "w-01", class: "worker", approve: true}, testNode{name: "w-02", class: "worker", approve: true})
 	f.sim.failAt = map[string]string{"w-02": "install"}
 	if real {

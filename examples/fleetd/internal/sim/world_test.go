@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -27,6 +28,7 @@ import (
 	"github.com/fleetkit/fleet/attest/attesttest"
 	"github.com/fleetkit/fleet/internal/kubetest"
 	"github.com/fleetkit/fleet/inventory"
+	"github.com/fleetkit/fleet/provision"
 
 	"github.com/fleetkit/fleet/examples/fleetd/internal/daemon"
 )
@@ -90,9 +92,8 @@ func kubeClients(tb testing.TB, cfg *rest.Config) (kubernetes.Interface, dynamic
 	return kube, tink
 }
 
-// newTestFleet is a fleet on the real kube-apiserver (its Leases too, for
-// fleetd's replicas), whose NetBox checks every request against its
-// schema. It skips t when the control plane
+// newTestFleet is a fleet on the real kube-apiserver, whose NetBox checks
+// every request against its schema. It skips t when the control plane
 // cannot run (a failure with FLEET_REQUIRE_INTEGRATION=1).
 func newTestFleet(t *testing.T, edit func(*daemon.Settings), nodes ...testNode) *testFleet {
 	t.Helper()
@@ -105,7 +106,7 @@ func newTestFleet(t *testing.T, edit func(*daemon.Settings), nodes ...testNode) 
 			edit(s)
 		}
 	}
-	return newFleet(t, worldConfig{Validate: t, Edit: withNamespace, Kube: kube, Tink: tink, Leases: kube.CoordinationV1()}, nodes...)
+	return newFleet(t, worldConfig{Validate: t, Edit: withNamespace, Kube: kube, Tink: tink}, nodes...)
 }
 
 // attestedWorker is a fleet (edit changes its settings) of one approved
@@ -132,15 +133,8 @@ func newFleet(t testing.TB, wc worldConfig, nodes ...testNode) *testFleet {
 		cancel()
 		t.Fatal(err)
 	}
-	f := &testFleet{world: w, t: t, machines: map[string]*simMachine{}, ctx: ctx, nodes: nodesFile}
-	say := func(who, source, text string) { t.Logf("%-6s %-8s %s", who, source, text) }
-	f.sim = &tinkSim{w: w, ns: w.settings.Namespace, machines: map[string]*simMachine{}, say: say, failAt: map[string]string{}}
-	for i, n := range nodes {
-		m := newSimMachine(w, n.name, "SN-"+n.name, tpms[n.name], i+1, say)
-		m.client = boundClient(w, cmp.Or(n.addr, nodeAddr(i)))
-		f.machines[n.name] = m
-		f.sim.machines[m.mac.String()] = m
-	}
+	f := fleetOf(t, ctx, w, w.settings.Namespace, nodes, tpms, func(who, source, text string) { t.Logf("%-6s %-8s %s", who, source, text) })
+	f.nodes = nodesFile
 	var wg sync.WaitGroup
 	t.Cleanup(func() {
 		cancel()
@@ -150,6 +144,21 @@ func newFleet(t testing.TB, wc worldConfig, nodes ...testNode) *testFleet {
 		}
 	})
 	f.wg = &wg
+	return f
+}
+
+// fleetOf is the fleet of w's nodes, whose machines (with their TPMs)
+// reach fleetd from their nodes' addresses, and the simulated Tinkerbell
+// in Tinkerbell's namespace ns; say tells what each says.
+func fleetOf(tb testing.TB, ctx context.Context, w *world, ns string, nodes []testNode, tpms map[string]*attesttest.SoftTPM, say func(who, source, text string)) *testFleet {
+	f := &testFleet{world: w, t: tb, machines: map[string]*simMachine{}, ctx: ctx}
+	f.sim = &tinkSim{w: w, ns: ns, machines: map[string]*simMachine{}, say: say, failAt: map[string]string{}}
+	for i, n := range nodes {
+		m := newSimMachine(w, n.name, "SN-"+n.name, tpms[n.name], i+1, say)
+		m.client = boundClient(w, cmp.Or(n.addr, nodeAddr(i)))
+		f.machines[n.name] = m
+		f.sim.machines[m.mac.String()] = m
+	}
 	return f
 }
 
@@ -257,15 +266,11 @@ func (f *testFleet) startTinkerbell() {
 	f.wg.Go(func() { f.sim.run(f.ctx) })
 }
 
-// attested waits until the machine's attestation got a verdict.
+// attested waits until the machine's first attestation has ended, and
+// returns its result.
 func (f *testFleet) attested(name string) attest.Result {
 	f.t.Helper()
-	var res attest.Result
-	f.wait(name+" attests", func() bool {
-		r, ok, _, _, _ := f.machines[name].state()
-		res = r
-		return ok
-	})
+	res, _ := f.attestation(name, 1)
 	return res
 }
 
@@ -310,6 +315,32 @@ func (f *testFleet) waitJournal(name, text string) string {
 		return false
 	})
 	return got
+}
+
+// runOf is the run a journal line of a started run names; "" for
+// another line.
+func runOf(line string) string {
+	_, run, _ := strings.Cut(line, "started Workflow ")
+	run, _, _ = strings.Cut(run, ";")
+	return run
+}
+
+// startedRun waits for the journal line of the device's first started
+// run, and returns the run.
+func (f *testFleet) startedRun(name string) string {
+	f.t.Helper()
+	return runOf(f.waitJournal(name, "started Workflow "))
+}
+
+// runTokens are the bootstrap token Secrets whose description names run
+// (the test API server's kube-system holds every test's tokens).
+func (f *testFleet) runTokens(run string) []corev1.Secret {
+	f.t.Helper()
+	l, err := f.kube.CoreV1().Secrets("kube-system").List(f.ctx, metav1.ListOptions{LabelSelector: provision.LabelManagedBy})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return slices.DeleteFunc(l.Items, func(s corev1.Secret) bool { return !strings.HasSuffix(string(s.Data["description"]), " for "+run) })
 }
 
 // provisioned waits until the run that the machine's attestation from addr
