@@ -110,23 +110,10 @@ func TestProvisionANode(t *testing.T) {
 	if v := f.auditLines("attest.verdict")[0]; v["verdict"] != "attested" || v["serial"] != "SN-w-01" {
 		t.Errorf("attest.verdict = %v", v)
 	}
-	// kube-system is the tests' to share: this run's token is the one its
-	// description names.
-	secretsList, err := f.kube.CoreV1().Secrets("kube-system").List(f.ctx, metav1.ListOptions{LabelSelector: provision.LabelManagedBy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tokens []string
-	for _, s := range secretsList.Items {
-		if strings.HasSuffix(string(s.Data["description"]), " for "+d.LastRun) {
-			tokens = append(tokens, s.Name)
-			if s.Type != "bootstrap.kubernetes.io/token" {
-				t.Errorf("Secret %s is of type %s", s.Name, s.Type)
-			}
-		}
-	}
-	if len(tokens) != 1 {
-		t.Errorf("bootstrap token Secrets of %s: %v, want one", d.LastRun, tokens)
+	if tokens := f.runTokens(d.LastRun); len(tokens) != 1 {
+		t.Errorf("%d bootstrap token Secrets of %s, want one", len(tokens), d.LastRun)
+	} else if tokens[0].Type != "bootstrap.kubernetes.io/token" {
+		t.Errorf("Secret %s is of type %s", tokens[0].Name, tokens[0].Type)
 	}
 	if !strings.Contains(f.metrics(), `fleet_attest_verdicts_total{verdict="attested"} 1`) {
 		t.Error("the verdict is not counted")
@@ -325,7 +312,7 @@ func TestWorkflowNeverStarts(t *testing.T) {
 	f := newTestFleet(t, func(s *daemon.Settings) { s.RunTimeout = 3 * time.Second }, testNode{name: "w-01", class: "worker", approve: true})
 	f.powerOn("w-01")
 	f.attested("w-01")
-	run := strings.TrimPrefix(strings.SplitN(f.waitJournal("w-01", "started Workflow "), ";", 2)[0], "info: started Workflow ")
+	run := f.startedRun("w-01")
 	f.waitJournal("w-01", "Workflow "+run+" never reported its first action within its global timeout")
 	// fleetd journals the line, then deletes the Workflow.
 	f.wait("Workflow "+run+" deleted", func() bool {

@@ -1,9 +1,7 @@
 package sim
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"slices"
@@ -114,7 +112,7 @@ func (s *stormRun) served() int {
 
 func (s *stormRun) ended() int {
 	n := 0
-	for _, lines := range s.pf.journalIndex().byDevice {
+	for _, lines := range s.pf.journalIndex() {
 		for _, line := range lines {
 			if strings.Contains(line, " ended SUCCESS") {
 				n++
@@ -302,7 +300,7 @@ func runStorm(t *testing.T, cfg stormConfig) *stormRun {
 				d := byName[name]
 				// One line each: a CI excerpt keeps whole lines.
 				t.Logf("%s: attested %v (%q), %d codes, in HookOS %v, installed %v, fetched %d, its config fetches answered %v; device %s, desired_action %q, last run %s; journal: %s", name,
-					attested, res.Reason, codes, inHookOS, installed, fetched, answers, d.Status, d.DesiredAction, d.LastRun, strings.Join(ix.byDevice[name], " | "))
+					attested, res.Reason, codes, inHookOS, installed, fetched, answers, d.Status, d.DesiredAction, d.LastRun, strings.Join(ix[name], " | "))
 			}
 			if len(waiting) > 0 {
 				for _, l := range pf.logLines(waiting[0], 40) {
@@ -359,7 +357,7 @@ func runStorm(t *testing.T, cfg stormConfig) *stormRun {
 				continue
 			}
 			after := false
-			for _, line := range ix.byDevice[name] {
+			for _, line := range ix[name] {
 				if strings.HasPrefix(line, "started Workflow "+run+";") {
 					after = true
 				}
@@ -409,7 +407,7 @@ func runStorm(t *testing.T, cfg stormConfig) *stormRun {
 		if time.Since(movedAt) > stormStall {
 			ix := pf.journalIndex()
 			for _, name := range left[:min(len(left), 5)] {
-				t.Logf("%s: last run %s; journal: %s", name, lastRun[name], strings.Join(ix.byDevice[name], " | "))
+				t.Logf("%s: last run %s; journal: %s", name, lastRun[name], strings.Join(ix[name], " | "))
 			}
 			t.Fatalf("every last run's ended line: none more for %v, %d nodes lack theirs: %v", stormStall, len(left), left[:min(len(left), 20)])
 		}
@@ -532,27 +530,12 @@ func (s *stormRun) check(devs []inventory.Device) {
 
 	// A proof the replicas accepted, replayed to each of them (one killed
 	// and back included), is refused.
-	m := pf.machines[pf.sortedNames()[0]]
-	rec := &proofRecorder{next: m.client.Transport}
-	res, err := attest.Run(pf.ctx, pf.url+"/attest", m.tpm, m.claim(), &attest.ClientConfig{
-		HTTPClient: &http.Client{Transport: rec, Timeout: 30 * time.Second}, Console: io.Discard,
-	})
-	if err != nil || res.Verdict != attest.Attested || len(rec.body) == 0 {
-		t.Fatalf("%s attesting again: %+v, %v", m.name, res, err)
+	name := pf.sortedNames()[0]
+	res, proof := pf.attestAt(name, pf.url)
+	if res.Verdict != attest.Attested || len(proof) == 0 {
+		t.Fatalf("%s attesting again: %+v", name, res)
 	}
-	for _, p := range pf.replicas {
-		rsp, err := pf.client.Post("https://"+p.addr+"/attest/proof", "application/json", bytes.NewReader(rec.body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(rsp.Body)
-		rsp.Body.Close()
-		// 409 (spent), or 410 at a replica whose clock runs ahead, which
-		// finds the session expired.
-		if rsp.StatusCode != http.StatusConflict && rsp.StatusCode != http.StatusGone || res.InstallCode != "" && bytes.Contains(body, []byte(res.InstallCode)) {
-			t.Errorf("the proof replayed to %s: %d %s; want 409 (or 410) and no code", p.name, rsp.StatusCode, body)
-		}
-	}
+	pf.wantReplayRefused(proof, res.InstallCode, true)
 }
 
 // killLeader kills the leader with SIGKILL, waits for another replica to
@@ -637,6 +620,14 @@ func (s *stormRun) down(d time.Duration, f, undo func() error) faultRecord {
 	return rec
 }
 
+// restarted strikes: the control plane's process c killed, and
+// restarted 10 s later.
+func restarted(c kubetest.Component) func(s *stormRun) faultRecord {
+	return func(s *stormRun) faultRecord {
+		return s.down(10*time.Second, func() error { return s.pf.env.Kill(c) }, func() error { return s.pf.env.Restart(s.pf.ctx, c) })
+	}
+}
+
 // faultMatrix is each fault but the leader's kill (TestIntegrationReplicas
 // has it), as TestIntegrationFaults runs them, one per storm.
 var faultMatrix = []struct {
@@ -645,17 +636,9 @@ var faultMatrix = []struct {
 	fault stormFault
 }{
 	{"apiserver", procFleetConfig{own: true}, stormFault{name: "kube-apiserver killed, and restarted 10 s later", ready: aTenthAdmitted,
-		strike: func(s *stormRun) faultRecord {
-			return s.down(10*time.Second,
-				func() error { return s.pf.env.Kill(kubetest.APIServer) },
-				func() error { return s.pf.env.Restart(s.pf.ctx, kubetest.APIServer) })
-		}}},
+		strike: restarted(kubetest.APIServer)}},
 	{"etcd", procFleetConfig{own: true}, stormFault{name: "etcd killed, and restarted 10 s later", ready: aTenthAdmitted,
-		strike: func(s *stormRun) faultRecord {
-			return s.down(10*time.Second,
-				func() error { return s.pf.env.Kill(kubetest.Etcd) },
-				func() error { return s.pf.env.Restart(s.pf.ctx, kubetest.Etcd) })
-		}}},
+		strike: restarted(kubetest.Etcd)}},
 	{"netbox", procFleetConfig{own: true}, stormFault{name: "NetBox answers fleetd 503 for 20 s, then takes 2 s per request for 20 s", ready: aTenthAdmitted,
 		strike: func(s *stormRun) faultRecord {
 			nb := s.pf.nbsrv

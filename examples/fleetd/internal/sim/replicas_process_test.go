@@ -21,15 +21,12 @@ import (
 
 // journalIndex is the NetBox journal read once: the lines of each device,
 // oldest first.
-type journalIndex struct {
-	byDevice map[string][]string
-}
+type journalIndex map[string][]string
 
 func (pf *procFleet) journalIndex() journalIndex {
-	pf.t.Helper()
-	ix := journalIndex{byDevice: map[string][]string{}}
+	ix := journalIndex{}
 	for _, e := range pf.journal() {
-		ix.byDevice[e.Device] = append(ix.byDevice[e.Device], e.Text)
+		ix[e.Device] = append(ix[e.Device], e.Text)
 	}
 	return ix
 }
@@ -37,7 +34,7 @@ func (pf *procFleet) journalIndex() journalIndex {
 // count is how many of the device's lines start with prefix.
 func (ix journalIndex) count(device, prefix string) int {
 	n := 0
-	for _, l := range ix.byDevice[device] {
+	for _, l := range ix[device] {
 		if strings.HasPrefix(l, prefix) {
 			n++
 		}
@@ -58,6 +55,18 @@ func envCount(tb testing.TB, name string, def int) int {
 		tb.Fatalf("%s=%q is not a positive number", name, v)
 	}
 	return n
+}
+
+// reportPace reports a storm's pace, its machines' latencies lat
+// (sorted) in wall: the metrics <kind>-machines/s, -p50-ms and -p99-ms.
+// It returns them as a log says them.
+func reportPace(b *testing.B, kind string, wall time.Duration, lat []time.Duration) string {
+	n := float64(len(lat))
+	b.ReportMetric(n/wall.Seconds(), kind+"-machines/s")
+	b.ReportMetric(float64(percentile(lat, 50).Milliseconds()), kind+"-p50-ms")
+	b.ReportMetric(float64(percentile(lat, 99).Milliseconds()), kind+"-p99-ms")
+	return fmt.Sprintf("%d machines in %v, %.1f machines/s, p50 %v, p99 %v", len(lat), wall.Round(time.Millisecond), n/wall.Seconds(),
+		percentile(lat, 50).Round(time.Millisecond), percentile(lat, 99).Round(time.Millisecond))
 }
 
 func percentile(sorted []time.Duration, p int) time.Duration {
@@ -202,7 +211,7 @@ func (pf *procFleet) checkJournal(devs []inventory.Device, kills []killAt) {
 			missing = append(missing, fmt.Sprintf("%s: %d started lines", run, n))
 		}
 	}
-	for node, lines := range ix.byDevice {
+	for node, lines := range ix {
 		seen := map[string]int{}
 		for _, l := range lines {
 			for _, p := range []string{"fleetd served the config of ", "Workflow "} {
@@ -320,12 +329,8 @@ func BenchmarkFleetdReplicas(b *testing.B) {
 			b.StopTimer()
 			cpu := childCPU(b)["fleetd"] - cpu0
 			byRes, writes := fleetdWrites(writes0, apiserverWrites(b, pf.env.Admin()), pf.calls.reset())
-			b.Logf("%s: %d machines in %v, %.1f machines/s, p50 %v, p99 %v; %.2f Kubernetes writes per machine %v; fleetd CPU %.2f ms per machine; %d got no install code",
-				k.name, n, wall.Round(time.Millisecond), float64(n)/wall.Seconds(), percentile(lat, 50).Round(time.Millisecond), percentile(lat, 99).Round(time.Millisecond),
-				writes/float64(n), byRes, float64(cpu.Microseconds())/1000/float64(n), len(failed))
-			b.ReportMetric(float64(n)/wall.Seconds(), k.name+"-machines/s")
-			b.ReportMetric(float64(percentile(lat, 50).Milliseconds()), k.name+"-p50-ms")
-			b.ReportMetric(float64(percentile(lat, 99).Milliseconds()), k.name+"-p99-ms")
+			b.Logf("%s: %s; %.2f Kubernetes writes per machine %v; fleetd CPU %.2f ms per machine; %d got no install code",
+				k.name, reportPace(b, k.name, wall, lat), writes/float64(n), byRes, float64(cpu.Microseconds())/1000/float64(n), len(failed))
 			b.ReportMetric(writes/float64(n), k.name+"-kube-writes/machine")
 			b.ReportMetric(float64(cpu.Microseconds())/1000/float64(n), k.name+"-fleetd-cpu-ms/machine")
 			if len(failed) > 0 {

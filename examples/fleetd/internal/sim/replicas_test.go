@@ -9,11 +9,9 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetkit/fleet/attest"
@@ -22,27 +20,6 @@ import (
 	"github.com/fleetkit/fleet/internal/testcert"
 	"github.com/fleetkit/fleet/provision"
 )
-
-// proofRecorder keeps the last proof a client sent.
-type proofRecorder struct {
-	next http.RoundTripper
-	mu   sync.Mutex
-	body []byte
-}
-
-func (p *proofRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
-	if strings.HasSuffix(req.URL.Path, "/proof") && req.Body != nil {
-		b, err := io.ReadAll(req.Body)
-		if err != nil {
-			return nil, err
-		}
-		p.mu.Lock()
-		p.body = b
-		p.mu.Unlock()
-		req.Body = io.NopCloser(bytes.NewReader(b))
-	}
-	return p.next.RoundTrip(req)
-}
 
 // Three fleetd processes behind one balancer: one runs the loop; a claim
 // and its proof on two replicas attest; the proof replayed to each replica
@@ -68,14 +45,10 @@ func TestReplicas(t *testing.T) {
 
 	// The machines' clients reach the replicas through the balancer, a
 	// new connection each request.
-	m := r.machines["w-01"]
-	lb := m.client
-	rec := &proofRecorder{next: lb.Transport}
-	var console strings.Builder
-	res, err := attest.Run(r.ctx, r.url+"/attest", m.tpm, m.claim(),
-		&attest.ClientConfig{HTTPClient: &http.Client{Transport: rec, Timeout: 30 * time.Second}, Console: &console})
-	if err != nil || res.InstallCode == "" {
-		t.Fatalf("w-01 through the balancer: %+v, %v\n%s", res, err, console.String())
+	lb := r.machines["w-01"].client
+	res, proof := r.attestAt("w-01", r.url)
+	if res.InstallCode == "" {
+		t.Fatalf("w-01 through the balancer: %+v", res)
 	}
 	if len(r.journalWith("w-01", "info: started Workflow provision-w-01-")) == 0 {
 		t.Errorf("when w-01 held its install code, its journal held no started line: %q", r.journalOf("w-01"))
@@ -84,17 +57,7 @@ func TestReplicas(t *testing.T) {
 	if err != nil || len(leases.Items) != 1 {
 		t.Errorf("spent session Leases: %v, %v; want the one session's", leases, err)
 	}
-	for i, u := range urls {
-		rsp, err := r.client.Post(u+"/attest/proof", "application/json", bytes.NewReader(rec.body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(rsp.Body)
-		rsp.Body.Close()
-		if rsp.StatusCode != http.StatusConflict || bytes.Contains(body, []byte(res.InstallCode)) {
-			t.Errorf("the proof replayed to fleetd-%d: %d %s; want 409 and no code", i, rsp.StatusCode, body)
-		}
-	}
+	r.wantReplayRefused(proof, res.InstallCode, false)
 
 	// The node fetches its config through the balancer until one answer
 	// carries it; then every replica says it was served.
@@ -118,11 +81,7 @@ func TestReplicas(t *testing.T) {
 	if served != 1 {
 		t.Errorf("%d fetches through the balancer got the config, want 1", served)
 	}
-	for i, u := range urls {
-		if status, _, err := fetch(r.ctx, boundClient(r.world, nodeAddr(0)), u+configserve.PathPrefix+res.InstallCode); err != nil || status != http.StatusGone {
-			t.Errorf("a fetch at fleetd-%d after the config was served: %d, %v; want 410", i, status, err)
-		}
-	}
+	r.wantAtEach(res.InstallCode, http.StatusGone, "a fetch after the config was served")
 	line := r.waitJournal("w-01", "fleetd served the config of ")
 	if n := len(r.journalWith("w-01", line)); n != 1 {
 		t.Errorf("%q journaled %d times, want once", line, n)
@@ -133,38 +92,24 @@ func TestReplicas(t *testing.T) {
 
 	// w-02's EKs are not approved: its claim waits on the replica its
 	// proof reached, and an approver asking any replica sees it.
-	m2 := r.machines["w-02"]
-	if res, _ := attest.Run(r.ctx, r.url+"/attest", m2.tpm, m2.claim(),
-		&attest.ClientConfig{HTTPClient: m2.client, Console: io.Discard}); res.Verdict != attest.PendingApproval {
+	if res, _ := r.attestAt("w-02", r.url); res.Verdict != attest.PendingApproval {
 		t.Fatalf("w-02: verdict %q, want pending-approval", res.Verdict)
 	}
 	for i, u := range urls {
-		rsp, claims := claimsAt(t, r.client, u, m2.serial, approverToken)
+		rsp, claims := claimsAt(t, r.client, u, "SN-w-02", approverToken)
 		if rsp.StatusCode != http.StatusOK || len(claims) != 1 || rsp.Header.Get("Fleet-Replicas-Unanswered") != "" {
-			t.Errorf("claims of %s at fleetd-%d: %d %v; want the one waiting claim", m2.serial, i, rsp.StatusCode, claims)
+			t.Errorf("claims of SN-w-02 at fleetd-%d: %d %v; want the one waiting claim", i, rsp.StatusCode, claims)
 		}
 	}
 
 	// A control plane waits for the operator, who asks for its run: the
 	// leader's loop starts it, and cp-03's attestation at another replica
 	// gets that run's code from the leader: the run is not replaced.
-	m3 := r.machines["cp-03"]
-	cp := func(url string) attest.Result {
-		t.Helper()
-		res, err := attest.Run(r.ctx, url+"/attest", m3.tpm, m3.claim(),
-			&attest.ClientConfig{HTTPClient: boundClient(r.world, nodeAddr(2)), Console: io.Discard})
-		if err != nil {
-			t.Fatalf("cp-03 at %s: %+v, %v", url, res, err)
-		}
-		return res
-	}
-	if res := cp(urls[0]); res.InstallCode != "" {
+	if res, _ := r.attestAt("cp-03", urls[0]); res.InstallCode != "" {
 		t.Fatalf("cp-03 before the operator asked: %+v, want no code", res)
 	}
 	r.setDesiredAction("cp-03")
-	const startedBy = "; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"
-	started := r.waitJournal("cp-03", startedBy)
-	_, run3, _ := strings.Cut(strings.TrimSuffix(started, startedBy), "started Workflow ")
+	run3 := runOf(r.waitJournal("cp-03", "; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"))
 	wfs := r.tink.Resource(provision.WorkflowResource).Namespace(r.settings.Namespace)
 	before, err := wfs.Get(r.ctx, run3, metav1.GetOptions{})
 	if err != nil {
@@ -174,7 +119,7 @@ func TestReplicas(t *testing.T) {
 	if len(l) != 1 {
 		t.Fatalf("replicas leading: %v", l)
 	}
-	res3 := cp(urls[(l[0]+1)%len(urls)])
+	res3, _ := r.attestAt("cp-03", urls[(l[0]+1)%len(urls)])
 	if res3.InstallCode == "" || res3.Reason != "install code issued" {
 		t.Errorf("cp-03 at a replica that did not start its run: %+v; want run %s's code", res3, run3)
 	}
@@ -267,63 +212,24 @@ func TestReplacedRunConfigDropped(t *testing.T) {
 		t.Errorf("%d fetches of made-up codes cost the other replicas %v lend requests, want at most %d", flood, got, 2*8)
 	}
 
-	m := r.machines["w-01"]
-	// The machine attests at replica i; an admission that raced the
-	// leader's loop (both start a run at once, and one gives way) is
+	// w-01 attests at fleetd-0, then at fleetd-1; an admission that raced
+	// the leader's loop (both start a run at once, and one gives way) is
 	// decided on the client's next try (attest.ErrAdmitLater).
-	at := func(i int) attest.Result {
-		t.Helper()
-		res, err := attest.Run(r.ctx, urls[i]+"/attest", m.tpm, m.claim(),
-			&attest.ClientConfig{HTTPClient: boundClient(r.world, nodeAddr(0)), Console: io.Discard,
-				Backoff: func(int) time.Duration { return 500 * time.Millisecond }})
-		if err != nil || res.InstallCode == "" {
-			t.Fatalf("w-01 at fleetd-%d: %+v, %v", i, res, err)
-		}
-		return res
+	hasToken := func(run string) bool { return len(r.runTokens(run)) > 0 }
+	a, _ := r.attestAt("w-01", urls[0])
+	if a.InstallCode == "" {
+		t.Fatalf("w-01 at fleetd-0: %+v, want a code", a)
 	}
-	// A run's Workflow names its bootstrap token's Secret (the test API
-	// server's kube-system holds every test's tokens).
-	tokens := map[string]string{} // by run
-	tokenOf := func(run string) string {
-		t.Helper()
-		if name, ok := tokens[run]; ok {
-			return name
-		}
-		wf, err := r.tink.Resource(provision.WorkflowResource).Namespace(r.settings.Namespace).Get(r.ctx, run, metav1.GetOptions{})
-		if err != nil {
-			t.Fatalf("Workflow %s: %v", run, err)
-		}
-		tokens[run] = wf.GetAnnotations()["fleet.fleetkit.dev/bootstrap-token"]
-		return tokens[run]
-	}
-	hasToken := func(run string) bool {
-		t.Helper()
-		_, err := r.kube.CoreV1().Secrets("kube-system").Get(r.ctx, tokenOf(run), metav1.GetOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Fatal(err)
-		}
-		return err == nil
-	}
-	runOf := func(line string) string {
-		_, run, _ := strings.Cut(line, "started Workflow ")
-		run, _, _ = strings.Cut(run, ";")
-		return run
-	}
-	a := at(0)
-	runA := runOf(r.waitJournal("w-01", "started Workflow "))
+	runA := r.startedRun("w-01")
 	if !hasToken(runA) {
 		t.Fatalf("no bootstrap token of run A (%s)", runA)
 	}
 	r.setDesiredAction("w-01")
-	b := at(1)
-	if b.InstallCode == a.InstallCode {
-		t.Fatal("the new run answered the old run's code")
+	b, _ := r.attestAt("w-01", urls[1])
+	if b.InstallCode == "" || b.InstallCode == a.InstallCode {
+		t.Fatalf("w-01 at fleetd-1 after run A: %+v; want the new run's code", b)
 	}
-	for i, u := range urls {
-		if status, _, err := fetch(r.ctx, boundClient(r.world, nodeAddr(0)), u+configserve.PathPrefix+a.InstallCode); err != nil || status != http.StatusNotFound {
-			t.Errorf("run A's code at fleetd-%d after run B started: %d, %v; want 404", i, status, err)
-		}
-	}
+	r.wantAtEach(a.InstallCode, http.StatusNotFound, "run A's code after run B started")
 	var runB string
 	for _, l := range r.journalOf("w-01") {
 		if run := runOf(l); run != "" && run != runA {
@@ -334,4 +240,63 @@ func TestReplacedRunConfigDropped(t *testing.T) {
 		t.Errorf("bootstrap tokens after run B (%s): A's %v, B's %v; want B's alone", runB, hasToken(runA), hasToken(runB))
 	}
 	r.wantServed(boundClient(r.world, nodeAddr(0)), urls[2]+configserve.PathPrefix+b.InstallCode, "run B's config")
+}
+
+// attestAt runs the machine's attestation at url (a replica's, or the
+// balancer's) from its node's address, trying again after 500 ms, and
+// returns its result and the last proof it sent; it ends the test when
+// the attestation gets no verdict.
+func (pf *procFleet) attestAt(name, url string) (attest.Result, []byte) {
+	pf.t.Helper()
+	m := pf.machines[name]
+	var proof []byte
+	keep := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if strings.HasSuffix(req.URL.Path, "/proof") && req.Body != nil {
+			b, err := io.ReadAll(req.Body)
+			if err != nil {
+				return nil, err
+			}
+			proof, req.Body = b, io.NopCloser(bytes.NewReader(b))
+		}
+		return m.client.Transport.RoundTrip(req)
+	})
+	var console strings.Builder
+	res, err := attest.Run(pf.ctx, url+"/attest", m.tpm, m.claim(), &attest.ClientConfig{
+		HTTPClient: &http.Client{Transport: keep, Timeout: 30 * time.Second}, Console: &console,
+		Backoff: func(int) time.Duration { return 500 * time.Millisecond },
+	})
+	if err != nil {
+		pf.t.Fatalf("%s at %s: %+v, %v\n%s", name, url, res, err, console.String())
+	}
+	return res, proof
+}
+
+// wantReplayRefused replays proof to each replica, and fails the test
+// unless each refuses it without code: 409 (spent), or, when gone, 410 (a
+// replica whose clock runs ahead finds the session expired).
+func (pf *procFleet) wantReplayRefused(proof []byte, code string, gone bool) {
+	pf.t.Helper()
+	for _, p := range pf.replicas {
+		rsp, err := pf.client.Post("https://"+p.addr+"/attest/proof", "application/json", bytes.NewReader(proof))
+		if err != nil {
+			pf.t.Fatal(err)
+		}
+		body, _ := io.ReadAll(rsp.Body)
+		rsp.Body.Close()
+		if rsp.StatusCode != http.StatusConflict && (!gone || rsp.StatusCode != http.StatusGone) || code != "" && bytes.Contains(body, []byte(code)) {
+			pf.t.Errorf("the proof replayed to %s: %d %s; want 409 (or 410: %v) and no code", p.name, rsp.StatusCode, body, gone)
+		}
+	}
+}
+
+// wantAtEach fetches the config of code at each replica, from the first
+// node's address, and fails the test unless each answers status; what
+// names the fetch.
+func (pf *procFleet) wantAtEach(code string, status int, what string) {
+	pf.t.Helper()
+	for i, u := range pf.urls() {
+		if got, _, err := fetch(pf.ctx, boundClient(pf.world, nodeAddr(0)), u+configserve.PathPrefix+code); err != nil || got != status {
+			pf.t.Errorf("%s at fleetd-%d: %d, %v; want %d", what, i, got, err, status)
+		}
+	}
 }

@@ -28,7 +28,7 @@ import (
 func TestConfigNotAcknowledgedNamesPeer(t *testing.T) {
 	// The Tinkerbell agent is not started: nothing fetches the config.
 	f, url := attestedWorker(t, func(s *daemon.Settings) { s.ConfigWriteTimeout = 2 * time.Second })
-	run := strings.TrimPrefix(strings.SplitN(f.waitJournal("w-01", "started Workflow "), ";", 2)[0], "info: started Workflow ")
+	run := f.startedRun("w-01")
 
 	// Another peer, from 127.0.0.99, with the smallest receive buffer.
 	d := net.Dialer{

@@ -432,17 +432,13 @@ func stormRound(b *testing.B, kind string, n int, bare time.Duration, calls *kub
 	lat, failed := stormAll(f)
 	wall := time.Since(t0)
 	b.StopTimer()
-	b.Logf("%s: %d machines in %v, %.1f machines/s, p50 %v, p99 %v; %d got no install code",
-		kind, n, wall.Round(time.Millisecond), float64(n)/wall.Seconds(), percentile(lat, 50).Round(time.Millisecond), percentile(lat, 99).Round(time.Millisecond), len(failed))
+	b.Logf("%s: %s; %d got no install code", kind, reportPace(b, kind, wall, lat), len(failed))
 	if len(failed) > 0 {
 		b.Errorf("%s: %d machines got no install code; the first: %s", kind, len(failed), failed[0])
 	}
 	cpu1, self1 := childCPU(b), selfCPU(b)
 	b.ReportMetric(float64((self1-self0).Microseconds())/1000/float64(n), kind+"-test-process-cpu-ms/machine")
 	by := calls.reset()
-	b.ReportMetric(float64(n)/wall.Seconds(), kind+"-machines/s")
-	b.ReportMetric(float64(percentile(lat, 50).Milliseconds()), kind+"-p50-ms")
-	b.ReportMetric(float64(percentile(lat, 99).Milliseconds()), kind+"-p99-ms")
 	if err := f.d.Journal().Flush(f.ctx); err != nil {
 		b.Fatal(err)
 	}
