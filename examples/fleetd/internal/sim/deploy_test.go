@@ -371,18 +371,11 @@ func TestIntegrationDeploy(t *testing.T) {
 // start the run (the apiserver answers Forbidden), and no Workflow exists.
 func TestIntegrationDeployRoleWithoutWorkflowCreate(t *testing.T) {
 	d := deploy(t, func(role *unstructured.Unstructured) {
-		rs := []any{}
-		for _, r := range wantRole {
-			if r.Resources[0] == "workflows" {
-				r.Verbs = slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool { return v == "create" })
+		for _, r := range role.Object["rules"].([]any) {
+			if r := r.(map[string]any); slices.Contains(r["resources"].([]any), "workflows") {
+				r["verbs"] = slices.DeleteFunc(r["verbs"].([]any), func(v any) bool { return v == "create" })
 			}
-			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rs = append(rs, u)
 		}
-		role.Object["rules"] = rs
 	})
 	f := d.fleet(t, testNode{name: "w-01", class: "worker", approve: true})
 	f.startTinkerbell()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.yaml.in/yaml/v3"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -60,41 +61,32 @@ func TestMonitoringDeploy(t *testing.T) {
 	}
 
 	// The ServiceMonitor finds the metrics Service of the base.
-	base := kustomize(t, deployDir)
-	i := slices.IndexFunc(base, func(u *unstructured.Unstructured) bool {
-		return u.GetKind() == "Service" && u.GetName() == "fleetd-metrics"
-	})
-	if i < 0 {
+	services := readBase(t, kustomize(t, deployDir)).services
+	metricsSvc, ok := services["fleetd-metrics"]
+	if !ok {
 		t.Fatal("examples/deploy renders no Service fleetd-metrics")
 	}
-	metricsSvc := base[i]
 	sm := byKind["ServiceMonitor"]
-	if sm.GetNamespace() != metricsSvc.GetNamespace() {
-		t.Errorf("the ServiceMonitor is in namespace %q, the Service in %q", sm.GetNamespace(), metricsSvc.GetNamespace())
+	if sm.GetNamespace() != metricsSvc.Namespace {
+		t.Errorf("the ServiceMonitor is in namespace %q, the Service in %q", sm.GetNamespace(), metricsSvc.Namespace)
 	}
 	match, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
 	if len(match) == 0 {
 		t.Error("the ServiceMonitor selects by no label")
 	}
-	for k, v := range match {
-		if metricsSvc.GetLabels()[k] != v {
-			t.Errorf("the ServiceMonitor selects %s=%s; fleetd-metrics has labels %v", k, v, metricsSvc.GetLabels())
+	for name, s := range services {
+		if selected := labels.SelectorFromSet(match).Matches(labels.Set(s.Labels)); selected != (name == "fleetd-metrics") {
+			t.Errorf("the ServiceMonitor selects %v; it selects the Service %s (labels %v): %v, want it to select fleetd-metrics alone", match, name, s.Labels, selected)
 		}
 	}
-	for _, u := range base {
-		if u.GetKind() == "Service" && u.GetName() != "fleetd-metrics" && labels.SelectorFromSet(match).Matches(labels.Set(u.GetLabels())) {
-			t.Errorf("the ServiceMonitor also selects the Service %s", u.GetName())
-		}
-	}
-	ports, _, _ := unstructured.NestedSlice(metricsSvc.Object, "spec", "ports")
 	eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
 	if len(eps) != 1 {
 		t.Fatalf("the ServiceMonitor has %d endpoints, want 1", len(eps))
 	}
 	ep := eps[0].(map[string]any)
-	found := slices.ContainsFunc(ports, func(p any) bool { return p.(map[string]any)["name"] == ep["port"] })
+	found := slices.ContainsFunc(metricsSvc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == ep["port"] })
 	if !found || ep["path"] != "/metrics" {
-		t.Errorf("the ServiceMonitor scrapes port %v at %v; fleetd-metrics has ports %v, fleetd serves /metrics", ep["port"], ep["path"], ports)
+		t.Errorf("the ServiceMonitor scrapes port %v at %v; fleetd-metrics has ports %v, fleetd serves /metrics", ep["port"], ep["path"], metricsSvc.Spec.Ports)
 	}
 	rl, _, _ := unstructured.NestedSlice(ep, "relabelings")
 	if !slices.ContainsFunc(rl, func(r any) bool {
