@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -180,10 +181,22 @@ var promqlWords = map[string]bool{
 	"offset": true, "start": true, "end": true, "Inf": true, "inf": true, "NaN": true, "nan": true,
 }
 
-// labelLists are the words whose parenthesised list names labels.
-var labelLists = map[string]bool{
-	"by": true, "without": true, "on": true, "ignoring": true, "group_left": true, "group_right": true,
+// notMetrics are the parts of a PromQL expression that name no metric,
+// removed in this order: strings; comments, to the end of their line;
+// label matchers ({...}), ranges and subqueries ([...]); and the label
+// lists of by, without, on, ignoring, group_left and group_right.
+var notMetrics = []*regexp.Regexp{
+	regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|` + "`[^`]*`"),
+	regexp.MustCompile(`#[^\n]*`),
+	regexp.MustCompile(`\{[^}]*\}|\[[^\]]*\]`),
+	regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`),
 }
+
+// word is an identifier of what notMetrics leave of an expression (group
+// 2): part of a number, a duration or a Grafana variable when a digit,
+// "." or "$" comes before it (group 1); a function when "(" comes after
+// it (group 3).
+var word = regexp.MustCompile(`([0-9.$]?)([a-zA-Z_:][a-zA-Z0-9_:]*)(\s*\()?`)
 
 // MetricNames returns the metric names a PromQL expression selects, in
 // the order of their first use: its identifiers that are not a function
@@ -192,105 +205,14 @@ var labelLists = map[string]bool{
 // string, a range or subquery ("[...]"), a number, a duration, or a
 // Grafana variable ("$...").
 func MetricNames(expr string) []string {
+	for _, re := range notMetrics {
+		expr = re.ReplaceAllString(expr, " ")
+	}
 	var names []string
-	s := &scanner{expr: expr}
-	for s.i < len(expr) {
-		c := expr[s.i]
-		switch {
-		case isQuote(c):
-			s.skipString()
-		case c == '{':
-			s.skipTo('}')
-		case c == '[':
-			s.skipTo(']')
-		case c == '#': // a comment, to the end of its line
-			s.skipUntil('\n')
-		case c == '$' || isDigit(c) || c == '.':
-			// A Grafana variable, a number or a duration.
-			s.skipNumber()
-		case isWordStart(c):
-			word := s.word()
-			switch {
-			case labelLists[word] && s.next() == '(':
-				s.skipUntil('(')
-				s.skipTo(')')
-			case promqlWords[word], s.next() == '(':
-			default:
-				if !slices.Contains(names, word) {
-					names = append(names, word)
-				}
-			}
-		default:
-			s.i++
+	for _, m := range word.FindAllStringSubmatch(expr, -1) {
+		if m[1] == "" && m[3] == "" && !promqlWords[m[2]] && !slices.Contains(names, m[2]) {
+			names = append(names, m[2])
 		}
 	}
 	return names
 }
-
-// A scanner walks a PromQL expression: expr[i] is its next byte.
-type scanner struct {
-	expr string
-	i    int
-}
-
-// next returns the next byte that is not a space, or 0.
-func (s *scanner) next() byte {
-	for j := s.i; j < len(s.expr); j++ {
-		if c := s.expr[j]; c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-			return c
-		}
-	}
-	return 0
-}
-
-// skipString moves past the string that expr[i] opens.
-func (s *scanner) skipString() {
-	q := s.expr[s.i]
-	for s.i++; s.i < len(s.expr) && s.expr[s.i] != q; s.i++ {
-		if s.expr[s.i] == '\\' && q != '`' {
-			s.i++
-		}
-	}
-	s.i++
-}
-
-// skipTo moves past the group that expr[i] opens and close ends.
-func (s *scanner) skipTo(close byte) {
-	for s.i++; s.i < len(s.expr) && s.expr[s.i] != close; {
-		if isQuote(s.expr[s.i]) {
-			s.skipString()
-			continue
-		}
-		s.i++
-	}
-	s.i++
-}
-
-// skipUntil moves to the next c, or to the end.
-func (s *scanner) skipUntil(c byte) {
-	for s.i < len(s.expr) && s.expr[s.i] != c {
-		s.i++
-	}
-}
-
-// skipNumber moves past the variable, number or duration that starts at
-// expr[i].
-func (s *scanner) skipNumber() {
-	for s.i++; s.i < len(s.expr) && (isWordByte(s.expr[s.i]) || s.expr[s.i] == '.'); s.i++ {
-	}
-}
-
-// word moves past the identifier that starts at expr[i] and returns it.
-func (s *scanner) word() string {
-	j := s.i
-	for s.i++; s.i < len(s.expr) && isWordByte(s.expr[s.i]); s.i++ {
-	}
-	return s.expr[j:s.i]
-}
-
-func isDigit(c byte) bool { return '0' <= c && c <= '9' }
-func isQuote(c byte) bool { return c == '"' || c == '\'' || c == '`' }
-func isWordStart(c byte) bool {
-	return c == '_' || c == ':' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
-}
-func isWordByte(c byte) bool { return isWordStart(c) || isDigit(c) }
