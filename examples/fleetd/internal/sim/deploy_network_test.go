@@ -232,7 +232,6 @@ func TestIntegrationFleetdReadyz(t *testing.T) {
 		s["FLEET_READY_WINDOW"] = "2s"
 	}}, stormNodes(t, 1)...)
 	p := pf.replicas[0]
-	get := func(path string) (int, string) { return p.get(t.Context(), path) }
 	// await polls /readyz until ok says its answer is the one awaited; it
 	// fails when that takes longer than a minute, far more than the 2 s
 	// window and the asks every 0.5 s need, or /healthz fails meanwhile.
@@ -242,11 +241,11 @@ func TestIntegrationFleetdReadyz(t *testing.T) {
 		var code int
 		var body string
 		for time.Since(start) < time.Minute {
-			if code, body = get("/readyz"); ok(code, body) {
+			if code, body = p.get(t.Context(), "/readyz"); ok(code, body) {
 				t.Logf("%s after %v: %d %q", what, time.Since(start).Round(10*time.Millisecond), code, body)
 				return
 			}
-			if hc, hb := get("/healthz"); hc != http.StatusOK {
+			if hc, hb := p.get(t.Context(), "/healthz"); hc != http.StatusOK {
 				t.Fatalf("/healthz while waiting for %s: %d %q, want 200", what, hc, hb)
 			}
 			time.Sleep(100 * time.Millisecond)

@@ -144,7 +144,7 @@ type applier struct {
 
 func newApplier(t *testing.T, cfg *rest.Config) *applier {
 	t.Helper()
-	_, dyn := kubeClients(t, cfg)
+	dyn := kubetest.Dynamic(t, cfg)
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +176,7 @@ func (a *applier) apply(ctx context.Context, u *unstructured.Unstructured, dryRu
 	return got, nil
 }
 
-// rules reads the rules of the Role named name among objs.
+// rules reads the rules of the Role or ClusterRole named name among objs.
 func rules(t *testing.T, objs []*unstructured.Unstructured, name string) []rbacv1.PolicyRule {
 	t.Helper()
 	for _, u := range objs {
@@ -196,14 +196,14 @@ func rules(t *testing.T, objs []*unstructured.Unstructured, name string) []rbacv
 // apiserver, and fleetd's clients that carry only the ServiceAccounts'
 // tokens.
 type deployed struct {
-	env        *kubetest.Env
-	ns         string
-	base       []*unstructured.Unstructured // examples/deploy in ns
-	made       []*unstructured.Unstructured // base as the server-side dry-run made it
-	cluster    []*unstructured.Unstructured // examples/deploy/cluster
-	tink       dynamic.Interface            // as system:serviceaccount:<ns>:fleetd
-	kube       kubernetes.Interface         // as system:serviceaccount:kube-system:fleetd
-	tinkConfig *rest.Config
+	env      *kubetest.Env
+	ns       string
+	base     []*unstructured.Unstructured // examples/deploy in ns
+	made     []*unstructured.Unstructured // base as the server-side dry-run made it
+	cluster  []*unstructured.Unstructured // examples/deploy/cluster
+	tink     dynamic.Interface            // as system:serviceaccount:<ns>:fleetd
+	tinkKube kubernetes.Interface         // as system:serviceaccount:<ns>:fleetd
+	kube     kubernetes.Interface         // as system:serviceaccount:kube-system:fleetd
 }
 
 // deploy renders examples/deploy into a namespace of its own and
@@ -245,9 +245,9 @@ func deploy(t *testing.T, edit func(role *unstructured.Unstructured)) *deployed 
 		t.FailNow()
 	}
 	d := &deployed{env: env, ns: ns, base: base, made: made, cluster: cluster}
-	d.tinkConfig = env.ConfigFor(env.ServiceAccountToken(t, ns, "fleetd"))
-	_, d.tink = kubeClients(t, d.tinkConfig)
-	d.kube, _ = kubeClients(t, env.ConfigFor(env.ServiceAccountToken(t, metav1.NamespaceSystem, "fleetd")))
+	tinkConfig := env.ConfigFor(env.ServiceAccountToken(t, ns, "fleetd"))
+	d.tink, d.tinkKube = kubetest.Dynamic(t, tinkConfig), kubetest.Clientset(t, tinkConfig)
+	d.kube = kubetest.Clientset(t, env.ConfigFor(env.ServiceAccountToken(t, metav1.NamespaceSystem, "fleetd")))
 	return d
 }
 
@@ -256,8 +256,7 @@ func deploy(t *testing.T, edit func(role *unstructured.Unstructured)) *deployed 
 // test's checks use the admin's.
 func (d *deployed) fleet(t *testing.T, nodes ...testNode) *testFleet {
 	t.Helper()
-	_, admin := kubeClients(t, d.env.Config())
-	leases, _ := kubeClients(t, d.tinkConfig)
+	admin := kubetest.Dynamic(t, d.env.Config())
 	key := make([]byte, 32)
 	rand.Read(key)
 	peers := listen(t)
@@ -269,7 +268,7 @@ func (d *deployed) fleet(t *testing.T, nodes ...testNode) *testFleet {
 			s.Peers = []daemon.Peer{{Name: "fleetd-0", URL: "https://" + peers.Addr().String()}}
 		},
 		Kube: d.env.Admin(), Tink: admin,
-		FleetdKube: d.kube, FleetdTink: d.tink, Leases: leases.CoordinationV1(), Peers: peers,
+		FleetdKube: d.kube, FleetdTink: d.tink, Leases: d.tinkKube.CoordinationV1(), Peers: peers,
 	}, nodes...)
 }
 
@@ -311,14 +310,10 @@ func TestIntegrationDeploy(t *testing.T) {
 	if diff := cmp.Diff(want.sts.Spec.Template.Spec.TopologySpreadConstraints, got.sts.Spec.Template.Spec.TopologySpreadConstraints); diff != "" {
 		t.Errorf("topologySpreadConstraints as the API server made them (-manifest +server):\n%s", diff)
 	}
-	if diff := cmp.Diff(wantRole, rules(t, d.base, "fleetd")); diff != "" {
-		t.Errorf("Role fleetd (-want +examples/deploy):\n%s", diff)
-	}
-	if diff := cmp.Diff(wantTokenRole, rules(t, d.cluster, "fleetd-bootstrap-tokens")); diff != "" {
-		t.Errorf("Role fleetd-bootstrap-tokens (-want +examples/deploy/cluster):\n%s", diff)
-	}
-	if diff := cmp.Diff(wantNodesRole, rules(t, d.cluster, "fleetd-nodes")); diff != "" {
-		t.Errorf("ClusterRole fleetd-nodes (-want +examples/deploy/cluster):\n%s", diff)
+	for name, want := range map[string][]rbacv1.PolicyRule{"fleetd": wantRole, "fleetd-bootstrap-tokens": wantTokenRole, "fleetd-nodes": wantNodesRole} {
+		if diff := cmp.Diff(want, rules(t, slices.Concat(d.base, d.cluster), name)); diff != "" {
+			t.Errorf("Role or ClusterRole %s (-want +examples/deploy and its cluster/):\n%s", name, diff)
+		}
 	}
 	// The nodes' cluster's token reads a Node by name (and lists neither
 	// Nodes nor Secrets: refused, below).
@@ -345,15 +340,14 @@ func TestIntegrationDeploy(t *testing.T) {
 
 	ctx := t.Context()
 	other := d.env.Namespace(t)
-	tinkKube, _ := kubeClients(t, d.tinkConfig)
 	refused := map[string]error{}
-	_, refused["list secrets in Tinkerbell's namespace"] = tinkKube.CoreV1().Secrets(d.ns).List(ctx, metav1.ListOptions{})
-	_, refused["create a ConfigMap in Tinkerbell's namespace"] = tinkKube.CoreV1().ConfigMaps(d.ns).Create(ctx,
+	_, refused["list secrets in Tinkerbell's namespace"] = d.tinkKube.CoreV1().Secrets(d.ns).List(ctx, metav1.ListOptions{})
+	_, refused["create a ConfigMap in Tinkerbell's namespace"] = d.tinkKube.CoreV1().ConfigMaps(d.ns).Create(ctx,
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "not-fleetds"}}, metav1.CreateOptions{})
 	refused["delete Hardware"] = d.tink.Resource(provision.HardwareResource).Namespace(d.ns).Delete(ctx, "w-01", metav1.DeleteOptions{})
 	_, refused["list Workflows in another namespace"] = d.tink.Resource(provision.WorkflowResource).Namespace(other).List(ctx, metav1.ListOptions{})
 	_, refused["list Workflows in every namespace"] = d.tink.Resource(provision.WorkflowResource).Namespace(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-	_, refused["update a Lease other than fleet-provision"] = tinkKube.CoordinationV1().Leases(d.ns).Update(ctx,
+	_, refused["update a Lease other than fleet-provision"] = d.tinkKube.CoordinationV1().Leases(d.ns).Update(ctx,
 		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "not-fleetds"}}, metav1.UpdateOptions{})
 	_, refused["list Nodes with the nodes' cluster's token"] = d.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	_, refused["list Secrets of kube-system in the nodes' cluster"] = d.kube.CoreV1().Secrets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})

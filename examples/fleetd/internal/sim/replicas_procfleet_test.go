@@ -67,10 +67,9 @@ type replicaProc struct {
 	killed bool              // the test killed it
 }
 
-// start runs the process and waits until it serves HTTPS (after it made
-// its Templates) and metrics: fleetd binds its metrics listener just after
-// the HTTPS one, and a test that reads /healthz as soon as HTTPS answers
-// would otherwise find it refused now and then on a loaded machine.
+// start runs the process and waits until its metrics listener answers
+// /healthz: fleetd binds it just after its HTTPS listener, so both serve
+// then.
 func (r *replicaProc) start(tb testing.TB) {
 	tb.Helper()
 	cmd := exec.Command(r.bin)
@@ -82,17 +81,8 @@ func (r *replicaProc) start(tb testing.TB) {
 	r.mu.Lock()
 	r.proc, r.killed = p, false
 	r.mu.Unlock()
-	listening := func(context.Context) error {
-		for _, a := range []string{r.addr, r.metrics} {
-			c, err := net.DialTimeout("tcp", a, time.Second)
-			if err != nil {
-				return err
-			}
-			c.Close()
-		}
-		return nil
-	}
-	if err := p.WaitReady(context.Background(), time.Minute, listening); err != nil {
+	healthz := testproc.HTTPReady(&http.Client{Timeout: time.Second}, "http://"+r.metrics+"/healthz", "")
+	if err := p.WaitReady(context.Background(), time.Minute, healthz); err != nil {
 		tb.Fatal(err)
 	}
 }
@@ -445,7 +435,7 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 	cfg := env.Config()
 	cfg.QPS, cfg.Burst = 3000, 6000
 	cfg.Wrap(calls.wrap)
-	kube, tink := kubeClients(tb, cfg)
+	kube, tink := kubetest.Clientset(tb, cfg), kubetest.Dynamic(tb, cfg)
 	dir := tb.TempDir()
 	nodesFile, topoFile, tpms := writeInventory(tb, dir, nodes)
 	inv, err := inventory.Load(nodesFile, topoFile)
@@ -558,35 +548,32 @@ func newProcFleet(tb testing.TB, pc procFleetConfig, nodes ...testNode) *procFle
 	}
 	var wg sync.WaitGroup
 	f.wg = &wg
-	var once sync.Once
-	pf.close = func() {
-		once.Do(func() {
-			cancel()
-			wg.Wait()
-			var stop sync.WaitGroup
+	pf.close = sync.OnceFunc(func() {
+		cancel()
+		wg.Wait()
+		var stop sync.WaitGroup
+		for _, p := range procs {
+			stop.Go(func() { p.stop(tb) })
+		}
+		stop.Wait()
+		if tb.Failed() {
+			// The whole logs go to files that outlive the test.
+			dir, err := os.MkdirTemp("", "fleetd-logs-")
 			for _, p := range procs {
-				stop.Go(func() { p.stop(tb) })
-			}
-			stop.Wait()
-			if tb.Failed() {
-				// The whole logs go to files that outlive the test.
-				dir, err := os.MkdirTemp("", "fleetd-logs-")
-				for _, p := range procs {
-					l := p.log.String()
-					tb.Logf("%s's log (last 2 KB):\n%s", p.name, l[max(0, len(l)-2048):])
-					if err == nil {
-						err = os.WriteFile(filepath.Join(dir, p.name+".log"), []byte(l), 0o644)
-					}
-				}
+				l := p.log.String()
+				tb.Logf("%s's log (last 2 KB):\n%s", p.name, l[max(0, len(l)-2048):])
 				if err == nil {
-					tb.Logf("the fleetd processes' whole logs: %s", dir)
+					err = os.WriteFile(filepath.Join(dir, p.name+".log"), []byte(l), 0o644)
 				}
 			}
-			lb.close()
-			links.close()
-			w.nbsrv.Close()
-		})
-	}
+			if err == nil {
+				tb.Logf("the fleetd processes' whole logs: %s", dir)
+			}
+		}
+		lb.close()
+		links.close()
+		w.nbsrv.Close()
+	})
 	tb.Cleanup(pf.close)
 	var start sync.WaitGroup
 	for _, p := range procs {

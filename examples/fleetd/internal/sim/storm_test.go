@@ -80,7 +80,7 @@ func countedClients(tb testing.TB, env *kubetest.Env, calls *kubeCalls) (ns stri
 		tb.Fatal(err)
 	}
 	cfg.Wrap(calls.wrap)
-	kube, tink = kubeClients(tb, cfg)
+	kube, tink = kubetest.Clientset(tb, cfg), kubetest.Dynamic(tb, cfg)
 	return ns, kube, tink
 }
 

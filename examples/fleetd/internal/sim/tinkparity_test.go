@@ -80,7 +80,7 @@ func TestIntegrationTinkerbellParity(t *testing.T) {
 func parityCase(t *testing.T, real bool) paritySeen {
 	env := kubetest.StartOwn(t)
 	ns := env.Namespace(t)
-	kube, tink := kubeClients(t, env.Config())
+	kube, tink := kubetest.Clientset(t, env.Config()), kubetest.Dynamic(t, env.Config())
 	f := newFleet(t, worldConfig{Validate: t, Edit: func(s *daemon.Settings) { s.Namespace = ns }, Kube: kube, Tink: tink},
 		testNode{name: "w-01", class: "worker", approve: true}, testNode{name: "w-02", class: "worker", approve: true})
 	f.sim.failAt = map[string]string{"w-02": "install"}
