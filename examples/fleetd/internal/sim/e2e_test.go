@@ -172,21 +172,14 @@ func (f *testFleet) wantNoCodeInCluster() {
 		f.t.Fatal("no machine received an install code")
 	}
 	objects := map[string]any{}
-	for _, gvr := range []schema.GroupVersionResource{provision.WorkflowResource, provision.HardwareResource, provision.MachineResource, provision.JobResource} {
+	for _, gvr := range []schema.GroupVersionResource{provision.WorkflowResource, provision.HardwareResource, provision.MachineResource, provision.JobResource, daemon.TemplateResource} {
 		l, err := f.tink.Resource(gvr).Namespace(metav1.NamespaceAll).List(f.ctx, metav1.ListOptions{})
 		if err != nil {
 			f.t.Fatal(err)
 		}
 		for _, u := range l.Items {
-			objects[gvr.Resource+"/"+u.GetName()] = u.Object
+			objects[gvr.Resource+"/"+u.GetNamespace()+"/"+u.GetName()] = u.Object
 		}
-	}
-	for _, name := range []string{"fleet-provision", "fleet-retire"} {
-		u, err := f.tink.Resource(daemon.TemplateResource).Namespace(f.settings.Namespace).Get(f.ctx, name, metav1.GetOptions{})
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		objects["templates/"+name] = u.Object
 	}
 	secrets, err := f.kube.CoreV1().Secrets(metav1.NamespaceAll).List(f.ctx, metav1.ListOptions{})
 	if err != nil {
@@ -546,31 +539,22 @@ func approverCA(t *testing.T) ([]byte, tls.Certificate) {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
-// configURL is the config URL of the device's run: fleetd's, with the
-// install code the machine's attestation received, once the run's Workflow
-// names that code by its SHA-256.
+// configURL is the config URL of the device's first run: fleetd's, with
+// the install code the machine's attestation received, which the run's
+// Workflow names by its SHA-256.
 func (f *testFleet) configURL(name string) string {
 	f.t.Helper()
 	m := f.machines[name]
-	var url string
-	f.wait(name+"'s Workflow", func() bool {
-		m.mu.Lock()
-		code := m.code
-		m.mu.Unlock()
-		l, err := f.tink.Resource(provision.WorkflowResource).Namespace(f.settings.Namespace).List(f.ctx, metav1.ListOptions{})
-		if err != nil || code == "" {
-			return false
-		}
-		for _, u := range l.Items {
-			hm, _, _ := unstructured.NestedStringMap(u.Object, "spec", "hardwareMap")
-			if strings.HasPrefix(u.GetName(), "provision-"+name+"-") && hm[provision.ValueInstallCodeSHA256] == provision.CodeSHA256(code) {
-				url = f.url + "/config/" + code
-				return true
-			}
-		}
-		return false
-	})
-	return url
+	f.wait(name+"'s install code", func() bool { return len(m.receivedCodes()) > 0 })
+	code, run := m.receivedCodes()[0], f.startedRun(name)
+	wf, err := f.tink.Resource(provision.WorkflowResource).Namespace(f.settings.Namespace).Get(f.ctx, run, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if hm, _, _ := unstructured.NestedStringMap(wf.Object, "spec", "hardwareMap"); hm[provision.ValueInstallCodeSHA256] != provision.CodeSHA256(code) {
+		f.t.Fatalf("Workflow %s names the install code's SHA-256 %q, want %s's", run, hm[provision.ValueInstallCodeSHA256], name)
+	}
+	return f.url + "/config/" + code
 }
 
 func grep(s, sub string) string {

@@ -20,9 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/attesttest"
@@ -33,20 +30,17 @@ import (
 	"github.com/fleetkit/fleet/examples/fleetd/internal/daemon"
 )
 
-var (
-	bundleOnce sync.Once
-	bundle     *secrets.Bundle
-	bundleErr  error
-)
+// bundleOnce makes one secrets bundle per test binary: making one takes
+// a second.
+var bundleOnce = sync.OnceValues(newBundle)
 
-// testBundle is one secrets bundle per test binary: making one takes a
-// second.
+// testBundle is the test binary's secrets bundle.
 func testBundle(t testing.TB) *secrets.Bundle {
-	bundleOnce.Do(func() { bundle, bundleErr = newBundle() })
-	if bundleErr != nil {
-		t.Fatal(bundleErr)
+	b, err := bundleOnce()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return bundle
+	return b
 }
 
 // testNode declares one node of a test inventory.
@@ -77,21 +71,6 @@ type testFleet struct {
 	wg       *sync.WaitGroup
 }
 
-// kubeClients are the typed and dynamic clients of the API server cfg
-// reaches.
-func kubeClients(tb testing.TB, cfg *rest.Config) (kubernetes.Interface, dynamic.Interface) {
-	tb.Helper()
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tink, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return kube, tink
-}
-
 // newTestFleet is a fleet on the real kube-apiserver, whose NetBox checks
 // every request against its schema. It skips t when the control plane
 // cannot run (a failure with FLEET_REQUIRE_INTEGRATION=1).
@@ -99,7 +78,7 @@ func newTestFleet(t *testing.T, edit func(*daemon.Settings), nodes ...testNode) 
 	t.Helper()
 	env := kubetest.Start(t)
 	ns := env.Namespace(t)
-	kube, tink := kubeClients(t, env.Config())
+	kube, tink := kubetest.Clientset(t, env.Config()), kubetest.Dynamic(t, env.Config())
 	withNamespace := func(s *daemon.Settings) {
 		s.Namespace = ns
 		if edit != nil {
@@ -110,8 +89,9 @@ func newTestFleet(t *testing.T, edit func(*daemon.Settings), nodes ...testNode) 
 }
 
 // attestedWorker is a fleet (edit changes its settings) of one approved
-// worker, w-01, whose machine is on and attested, and the URL of the
-// config its run's Workflow waits for.
+// worker, w-01, whose machine is on and attested, and whose run's started
+// line is journaled, and the URL of the config its run's Workflow waits
+// for.
 func attestedWorker(t *testing.T, edit func(*daemon.Settings)) (*testFleet, string) {
 	t.Helper()
 	f := newTestFleet(t, edit, testNode{name: "w-01", class: "worker", approve: true})
