@@ -3,6 +3,7 @@
 package alerttest
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"os"
@@ -57,13 +58,17 @@ func Want(t *testing.T, rulesFile, before, scrape string, at time.Time, want ...
 			t.Fatalf("want %s, which the rules do not name (%v)", w.Alert, named)
 		}
 	}
-	out, err := yaml.Marshal(rules)
-	if err != nil {
-		t.Fatal(err)
+	write := func(name string, v any) []byte {
+		out, err := yaml.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return out
 	}
-	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), out, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	write("rules.yaml", rules)
 
 	// promtool's clock starts 10 minutes before at.
 	origin := at.Add(-10 * time.Minute)
@@ -80,45 +85,36 @@ func Want(t *testing.T, rulesFile, before, scrape string, at time.Time, want ...
 	}
 	slices.Sort(series)
 
-	var b strings.Builder
-	b.WriteString("rule_files: [rules.yaml]\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n")
-	b.WriteString("      - series: 'up{job=\"fleetd\"}'\n        values: '1+0x30'\n")
+	inputs := []map[string]string{{"series": `up{job="fleetd"}`, "values": "1+0x30"}}
 	for _, s := range series {
-		// Before: minutes 0 to 9; then the scrape: minutes 10 to 30.
-		values := valueOf(after, s) + "x30"
+		// Before: minutes 0 to 9; then the scrape: minutes 10 to 30. A
+		// series a scrape lacks is promtool's missing sample there.
+		values := cmp.Or(after[s], "_") + "x30"
 		if before != "" {
-			values = valueOf(earlier, s) + "x9 " + valueOf(after, s) + "x20"
+			values = cmp.Or(earlier[s], "_") + "x9 " + cmp.Or(after[s], "_") + "x20"
 		}
-		fmt.Fprintf(&b, "      - series: '%s'\n        values: '%s'\n", s, values)
+		inputs = append(inputs, map[string]string{"series": s, "values": values})
 	}
-	b.WriteString("    alert_rule_test:\n")
+	var tests []map[string]any
 	for _, a := range named {
-		fmt.Fprintf(&b, "      - eval_time: 20m\n        alertname: %s\n        exp_alerts:", a)
-		n := 0
+		exp := []map[string]any{}
 		for _, w := range want {
-			if w.Alert != a {
-				continue
+			if w.Alert == a {
+				labels := map[string]string{"job": "fleetd", "severity": severity[a]}
+				if w.Node != "" {
+					labels["node"] = w.Node
+				}
+				exp = append(exp, map[string]any{"exp_labels": labels})
 			}
-			fmt.Fprintf(&b, "\n          - exp_labels: {job: fleetd, severity: %s", severity[a])
-			if w.Node != "" {
-				fmt.Fprintf(&b, ", node: %s", w.Node)
-			}
-			b.WriteString("}")
-			n++
 		}
-		if n == 0 {
-			b.WriteString(" []")
-		}
-		b.WriteString("\n")
+		tests = append(tests, map[string]any{"eval_time": "20m", "alertname": a, "exp_alerts": exp})
 	}
-	test := filepath.Join(dir, "test.yaml")
-	if err := os.WriteFile(test, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	test := write("test.yaml", map[string]any{"rule_files": []string{"rules.yaml"}, "evaluation_interval": "1m",
+		"tests": []any{map[string]any{"interval": "1m", "input_series": inputs, "alert_rule_test": tests}}})
 	cmd := exec.Command(promtool, "test", "rules", "test.yaml")
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Errorf("the alerts over fleetd's metrics are not %v: %v\n%s\ninput:\n%s", want, err, out, b.String())
+		t.Errorf("the alerts over fleetd's metrics are not %v: %v\n%s\ninput:\n%s", want, err, out, test)
 	}
 }
 
@@ -188,12 +184,4 @@ func samples(t *testing.T, scrape string, origin time.Time) map[string]string {
 		m[fmt.Sprintf("%s{%sjob=\"fleetd\"}", name, labels)] = strconv.FormatFloat(v, 'f', -1, 64)
 	}
 	return m
-}
-
-// valueOf is series' value in m, or promtool's missing sample.
-func valueOf(m map[string]string, series string) string {
-	if v, ok := m[series]; ok {
-		return v
-	}
-	return "_"
 }

@@ -113,13 +113,9 @@ func WantValid(t *testing.T, queries []Query) {
 // checkQueries runs promtool check rules over the queries, each the
 // expression of a recording rule query_<index>, written in dir.
 func checkQueries(promtool, dir string, queries []Query) ([]byte, error) {
-	type rule struct {
-		Record string `yaml:"record"`
-		Expr   string `yaml:"expr"`
-	}
-	var rules []rule
+	var rules []map[string]string
 	for i, q := range queries {
-		rules = append(rules, rule{Record: fmt.Sprintf("query_%d", i), Expr: grafanaRanges.Replace(q.Expr)})
+		rules = append(rules, map[string]string{"record": fmt.Sprintf("query_%d", i), "expr": grafanaRanges.Replace(q.Expr)})
 	}
 	out, err := yaml.Marshal(map[string]any{"groups": []any{map[string]any{"name": "queries", "rules": rules}}})
 	if err != nil {
