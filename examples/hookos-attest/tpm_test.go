@@ -1,77 +1,28 @@
-//go:build cgo
+//go:build linux
 
 package main
 
 import (
-	"encoding/binary"
+	"crypto/x509"
 	"errors"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/fleetkit/fleet/attest"
-	"github.com/fleetkit/fleet/attest/attesttest"
+	"github.com/fleetkit/fleet/internal/testenv"
 )
 
-// serveTPM serves the reference simulator on a unix socket, one connection
-// at a time, as swtpm's command server does: each command read whole from
-// the stream, each response written back in two pieces, so that the agent
-// must put responses together itself.
-func serveTPM(t *testing.T, sock string) {
-	t.Helper()
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim, err := attesttest.OpenSimulator(0)
-	if err != nil {
-		ln.Close()
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		sim.Close()
-	})
-	go func() {
-		defer close(done)
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			for {
-				hdr := make([]byte, 10)
-				if _, err := io.ReadFull(conn, hdr); err != nil {
-					break
-				}
-				cmd := make([]byte, binary.BigEndian.Uint32(hdr[2:6]))
-				copy(cmd, hdr)
-				if _, err := io.ReadFull(conn, cmd[10:]); err != nil {
-					break
-				}
-				if _, err := sim.Write(cmd); err != nil {
-					break
-				}
-				rsp := make([]byte, 1<<16)
-				n, err := sim.Read(rsp)
-				if err != nil {
-					break
-				}
-				conn.Write(rsp[:n/2])
-				conn.Write(rsp[n/2 : n])
-			}
-			conn.Close()
-		}
-	}()
-}
-
-func TestTPMServerSocket(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "tpm.sock")
-	serveTPM(t, sock)
+// The agent speaks to swtpm on its unix socket, one connection after
+// another: each time it reads the RSA EK that the EK certificate swtpm_setup
+// made certifies.
+func TestIntegrationSWTPMServerSocket(t *testing.T) {
+	dir := t.TempDir()
+	swtpm, state := testenv.ManufactureTPM(t, dir)
+	sock := filepath.Join(dir, "tpm.sock")
+	testenv.ServeTPM(t, swtpm, state, sock)
+	var first string
 	for i := range 2 { // a closed connection leaves the server to the next
 		dev, err := openTPM(sock)
 		if err != nil {
@@ -83,8 +34,15 @@ func TestTPMServerSocket(t *testing.T) {
 			t.Fatalf("EKs over the socket: %v", err)
 		}
 		h, err := attest.EKHash(eks[0].Public)
-		if err != nil || h != attesttest.RSASeed0Hash {
-			t.Errorf("open %d: the RSA EK hash is %s (%v), want the simulator's %s", i, h, err, attesttest.RSASeed0Hash)
+		if err != nil || i == 1 && h != first {
+			t.Errorf("open %d: the RSA EK hash is %s (%v), want %s as before", i, h, err, first)
+		}
+		first = h
+		cert, err := x509.ParseCertificate(eks[0].Certificate)
+		if err != nil {
+			t.Errorf("open %d: the RSA EK's certificate: %v", i, err)
+		} else if ch, err := attest.EKHash(cert.PublicKey); err != nil || ch != h {
+			t.Errorf("open %d: the certificate certifies the EK %s (%v), want %s", i, ch, err, h)
 		}
 		if err := dev.Close(); err != nil {
 			t.Errorf("Close: %v", err)
