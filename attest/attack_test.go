@@ -41,7 +41,7 @@ func TestForgedProofsRefused(t *testing.T) {
 	f, tpm := approvedFleet(t, nil)
 	good := activate(t, tpm, f.challenge(t, tpm, "S1"))
 	other := quickTPM(t, 1)
-	f.bindings.Set("S3", approve(t, other))
+	f.bindings.Set("S3", attesttest.Approved(t, other))
 	later, elsewhere := f.challenge(t, tpm, "S1"), f.challenge(t, other, "S3")
 	session := func(change func(s []byte) []byte) wireProof {
 		p := good

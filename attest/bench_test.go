@@ -133,7 +133,7 @@ func approvedServer(tb testing.TB) (*attest.Server, *attesttest.SoftTPM, []byte)
 		tb.Fatal(err)
 	}
 	tpm := quickTPM(tb, 0)
-	bindings.Set("S1", approve(tb, tpm))
+	bindings.Set("S1", attesttest.Approved(tb, tpm))
 	return srv, tpm, mustJSON(tb, claimOf(tb, tpm, "S1"))
 }
 
@@ -306,22 +306,22 @@ func stormMachines(tb testing.TB, bindings *attesttest.Bindings, n int) []stormM
 			want = attest.EKMissing
 			cfg.NoECC = true
 		}
-		stormSet = append(stormSet, stormMachine{serial: serial, tpm: softTPM(tb, cfg), want: want})
+		stormSet = append(stormSet, stormMachine{serial: serial, tpm: attesttest.MakeSoftTPM(tb, cfg), want: want})
 	}
 	for i, m := range stormSet[:n] {
 		var b attest.Binding
 		switch i % 20 {
 		case 0:
 		case 1:
-			b = approve(tb, stormSet[(i+1)%n].tpm) // another machine's TPM
+			b = attesttest.Approved(tb, stormSet[(i+1)%n].tpm) // another machine's TPM
 		case 2:
-			b = approve(tb, m.tpm)
+			b = attesttest.Approved(tb, m.tpm)
 			b.Authored = false
 		case 3:
-			b = approve(tb, m.tpm)
-			b.ECCP256 = approve(tb, stormSet[(i+1)%n].tpm).ECCP256
+			b = attesttest.Approved(tb, m.tpm)
+			b.ECCP256 = attesttest.Approved(tb, stormSet[(i+1)%n].tpm).ECCP256
 		default:
-			b = approve(tb, m.tpm)
+			b = attesttest.Approved(tb, m.tpm)
 		}
 		if b != (attest.Binding{}) {
 			bindings.Set(m.serial, b)

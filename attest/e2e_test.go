@@ -15,7 +15,7 @@ import (
 func hashesOf(t *testing.T, seed int64) attest.Binding {
 	t.Helper()
 	d := attesttest.NewSimulatorDevice(t, seed)
-	b := approve(t, d)
+	b := attesttest.Approved(t, d)
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestDeviceReadsSplitResponses(t *testing.T) {
 	}
 	d := attest.OpenChannel(trickle{sim})
 	defer d.Close()
-	if got := approve(t, d); got != want {
+	if got := attesttest.Approved(t, d); got != want {
 		t.Errorf("EKs over a trickling stream: %+v, want %+v", got, want)
 	}
 	if _, err := d.AK(); err != nil {
@@ -98,7 +98,7 @@ func TestDeviceMakesRoomForAK(t *testing.T) {
 	}
 	d := attest.OpenChannel(sim)
 	defer d.Close()
-	approved := approve(t, d)
+	approved := attesttest.Approved(t, d)
 	attestsAs(t, newFleet(t, nil), d, nil, verdictCase{binding: &approved, verdict: attest.Attested, console: "attest: PASSED\n"})
 }
 

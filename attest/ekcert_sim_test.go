@@ -206,7 +206,7 @@ func TestCertifiedEKPendingApproval(t *testing.T) {
 		}
 	}
 
-	approved := approve(t, dev)
+	approved := attesttest.Approved(t, dev)
 	for _, tc := range []verdictCase{
 		{name: "no entry names the serial", verdict: attest.PendingApproval, console: "attest: FAILED pending-approval\nattest: no entry names the serial\n"},
 		{name: "the entry approves no EK", binding: &attest.Binding{Found: true, Authored: true}, verdict: attest.PendingApproval,

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/attest/attesttest"
 	"github.com/fleetkit/fleet/internal/testenv"
 )
 
@@ -76,7 +77,7 @@ func TestIntegrationSWTPMCertifiedEKPendingApproval(t *testing.T) {
 		t.Fatalf("%d of %d EKs certified; want the RSA EK's at least", certified, len(eks))
 	}
 
-	approved := approve(t, dev)
+	approved := attesttest.Approved(t, dev)
 	for _, tc := range []verdictCase{
 		{name: "no entry names the serial", verdict: attest.PendingApproval, console: "attest: FAILED pending-approval\nattest: no entry names the serial\n"},
 		{name: "the entry approves its EKs", binding: &approved, verdict: attest.Attested, console: "attest: PASSED\n"},

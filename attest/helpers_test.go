@@ -79,7 +79,7 @@ func (f *fleet) judgements() []attest.Judgement {
 func newFleetFor(t testing.TB, cfg *attest.Config, tpm attest.TPM) *fleet {
 	t.Helper()
 	f := newFleet(t, cfg)
-	f.bindings.Set("S1", approve(t, tpm))
+	f.bindings.Set("S1", attesttest.Approved(t, tpm))
 	return f
 }
 
@@ -338,24 +338,6 @@ func (f *fleet) proveWant(t testing.TB, what string, p wireProof, want int) {
 	}
 }
 
-func softTPM(t testing.TB, cfg *attesttest.SoftConfig) *attesttest.SoftTPM {
-	t.Helper()
-	tpm, err := attesttest.NewSoftTPM(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tpm
-}
-
-func approve(t testing.TB, tpm attest.TPM) attest.Binding {
-	t.Helper()
-	b, err := attesttest.Approve(tpm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 var (
 	rsaMu   sync.Mutex
 	rsaKeys = map[int]*rsa.PrivateKey{}
@@ -379,7 +361,7 @@ func rsaKey(t testing.TB, i int) *rsa.PrivateKey {
 
 // quickTPM is a SoftTPM with RSA EK number i and a fresh ECC EK.
 func quickTPM(t testing.TB, i int) *attesttest.SoftTPM {
-	return softTPM(t, &attesttest.SoftConfig{RSAEK: rsaKey(t, i)})
+	return attesttest.MakeSoftTPM(t, &attesttest.SoftConfig{RSAEK: rsaKey(t, i)})
 }
 
 // verdictCase is a serial's binding and the verdict a TPM gets with it.
@@ -428,7 +410,7 @@ func attestsAs(t *testing.T, f *fleet, tpm attest.TPM, lldp *attest.LLDP, tc ver
 		}
 	}
 	// The proven hashes are in the line, to compare with evidence.
-	proven := approve(t, tpm)
+	proven := attesttest.Approved(t, tpm)
 	for kind, h := range map[string]string{"rsa2048": proven.RSA2048, "eccp256": proven.ECCP256} {
 		if h != "" && !strings.Contains(audit[0], "ek_"+kind+"="+h) {
 			t.Errorf("audit line %q lacks the proven %s hash", audit[0], kind)

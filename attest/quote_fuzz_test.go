@@ -36,7 +36,7 @@ func FuzzQuoteEventLog(f *testing.F) {
 				banks = b
 			}
 		}
-		tpm := softTPM(t, &attesttest.SoftConfig{NoRSA: true, Banks: banks})
+		tpm := attesttest.MakeSoftTPM(t, &attesttest.SoftConfig{NoRSA: true, Banks: banks})
 		if err == nil {
 			for _, h := range banks {
 				alg, _ := goattest.FromCryptoHash(h)

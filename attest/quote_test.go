@@ -465,7 +465,7 @@ func TestQuoteEveryBankReplays(t *testing.T) {
 			if measured == nil {
 				measured = boots(on)
 			}
-			tpm := softTPM(t, &attesttest.SoftConfig{RSAEK: rsaKey(t, 0), Banks: banks})
+			tpm := attesttest.MakeSoftTPM(t, &attesttest.SoftConfig{RSAEK: rsaKey(t, 0), Banks: banks})
 			for _, boot := range measured {
 				tpm.Measure(boot)
 			}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/attest/attesttest"
 )
 
 // Through the protocol: another TPM claiming a serial no entry names waits
@@ -27,7 +28,7 @@ func TestWaitingEveryTPMOfASerial(t *testing.T) {
 		}
 	}
 	same := func(c attest.Claim, tpm attest.TPM) bool {
-		b := approve(t, tpm)
+		b := attesttest.Approved(t, tpm)
 		return c.Serial == serial && c.RSA2048 == b.RSA2048 && c.ECCP256 == b.ECCP256
 	}
 

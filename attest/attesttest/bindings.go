@@ -3,6 +3,7 @@ package attesttest
 import (
 	"context"
 	"sync"
+	"testing"
 
 	"github.com/fleetkit/fleet/attest"
 )
@@ -72,4 +73,14 @@ func Approve(tpm attest.TPM) (attest.Binding, error) {
 		}
 	}
 	return b, nil
+}
+
+// Approved is Approve that ends tb when tpm's EKs cannot be read.
+func Approved(tb testing.TB, tpm attest.TPM) attest.Binding {
+	tb.Helper()
+	b, err := Approve(tpm)
+	if err != nil {
+		tb.Fatalf("attesttest: approve the TPM's EKs: %v", err)
+	}
+	return b
 }

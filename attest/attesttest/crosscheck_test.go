@@ -29,10 +29,7 @@ func goParams(ak attest.AKParameters) goattest.AttestationParameters {
 // The software TPM's AK passes go-attestation's checks, and is the same
 // kind of key as the one attest.Device makes on the reference TPM.
 func TestSoftAKLikeSimulatorAK(t *testing.T) {
-	soft, err := attesttest.NewSoftTPM(&attesttest.SoftConfig{NoRSA: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	soft := attesttest.MakeSoftTPM(t, &attesttest.SoftConfig{NoRSA: true})
 	softAK, _ := soft.AK()
 	simAK, err := attesttest.NewSimulatorDevice(t, 0).AK()
 	if err != nil {
@@ -139,10 +136,7 @@ func TestSameChallengeMathAsSimulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	soft, err := attesttest.NewSoftTPM(&attesttest.SoftConfig{RSAEK: rsaEK, ECCEK: eccEK})
-	if err != nil {
-		t.Fatal(err)
-	}
+	soft := attesttest.MakeSoftTPM(t, &attesttest.SoftConfig{RSAEK: rsaEK, ECCEK: eccEK})
 	sim, err := attesttest.OpenSimulator(0)
 	if err != nil {
 		t.Fatal(err)
@@ -252,10 +246,7 @@ func TestQuoteLikeSimulator(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			soft, err := attesttest.NewSoftTPM(&attesttest.SoftConfig{NoRSA: true, Banks: banks})
-			if err != nil {
-				t.Fatal(err)
-			}
+			soft := attesttest.MakeSoftTPM(t, &attesttest.SoftConfig{NoRSA: true, Banks: banks})
 			soft.Measure(boot)
 			sim, err := attesttest.OpenSimulator(0)
 			if err != nil {

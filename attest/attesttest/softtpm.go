@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"testing"
 
 	"github.com/fleetkit/fleet/attest"
 	"github.com/google/go-tpm/tpm2"
@@ -121,6 +122,16 @@ func NewSoftTPM(cfg *SoftConfig) (*SoftTPM, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// MakeSoftTPM is NewSoftTPM that ends tb when the SoftTPM cannot be made.
+func MakeSoftTPM(tb testing.TB, cfg *SoftConfig) *SoftTPM {
+	tb.Helper()
+	s, err := NewSoftTPM(cfg)
+	if err != nil {
+		tb.Fatalf("attesttest: make a SoftTPM: %v", err)
+	}
+	return s
 }
 
 // EKs returns the EKs, RSA first; a SoftTPM has no EK certificates.

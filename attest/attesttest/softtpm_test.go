@@ -13,10 +13,7 @@ func TestSoftTPMRefuses(t *testing.T) {
 	if _, err := attesttest.NewSoftTPM(&attesttest.SoftConfig{NoRSA: true, NoECC: true}); err == nil {
 		t.Error("a SoftTPM without EKs")
 	}
-	tpm, err := attesttest.NewSoftTPM(&attesttest.SoftConfig{NoRSA: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tpm := attesttest.MakeSoftTPM(t, &attesttest.SoftConfig{NoRSA: true})
 	eks, _ := tpm.EKs()
 	if len(eks) != 1 || eks[0].Kind != attest.ECCP256 {
 		t.Fatalf("EKs %+v", eks)

@@ -131,20 +131,6 @@ func TestCollect(t *testing.T) {
 	}
 }
 
-// softTPM is a new software TPM and the binding that approves its EKs.
-func softTPM(t *testing.T) (*attesttest.SoftTPM, attest.Binding) {
-	t.Helper()
-	tpm, err := attesttest.NewSoftTPM(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	binding, err := attesttest.Approve(tpm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tpm, binding
-}
-
 // BenchmarkSpend: the latency one attestation gains from its spent session
 // on the test API server: one Lease create per op, from one goroutine and
 // from 8 at once.
@@ -184,8 +170,8 @@ func BenchmarkSpend(b *testing.B) {
 // replica gets 409: fleetd's TestReplicas.)
 func TestUnknownSerialFloodLeavesNoLeases(t *testing.T) {
 	cs, ns, stores := replicas(t, 2)
-	flood, _ := softTPM(t)
-	tpm, binding := softTPM(t)
+	flood, tpm := attesttest.MakeSoftTPM(t, nil), attesttest.MakeSoftTPM(t, nil)
+	binding := attesttest.Approved(t, tpm)
 	var admitted atomic.Int32
 	var urls []string
 	var clients []*http.Client

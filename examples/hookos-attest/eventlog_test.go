@@ -16,10 +16,7 @@ func TestEventLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tpm, err := attesttest.NewSoftTPM(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tpm := attesttest.MakeSoftTPM(t, nil)
 	tpm.Measure(boot)
 	f := newFleetd(t).approveTPM(t, tpm)
 	a := newAgent(t, f)

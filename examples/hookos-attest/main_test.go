@@ -125,11 +125,7 @@ func (f *fleetd) approve(t *testing.T) *fleetd {
 // approveTPM makes fleetd's binding of the test serial tpm's.
 func (f *fleetd) approveTPM(t *testing.T, tpm *attesttest.SoftTPM) *fleetd {
 	t.Helper()
-	b, err := attesttest.Approve(tpm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.bindings.Set(testSerial, b)
+	f.bindings.Set(testSerial, attesttest.Approved(t, tpm))
 	return f
 }
 
@@ -307,11 +303,7 @@ func TestOutcomes(t *testing.T) {
 			f.bindings.SetError(&attest.BindingError{Reason: refusal, Err: errors.New("netbox: devices w-01 (id 3) and w-02 (id 7) both have serial")})
 		}, earlier: testBootID, code: exitRefused, suffix: "\nattest: FAILED\nattest: " + refusal + "\n", not: []string{"try", "w-01"}},
 		{name: "swapped-tpm", setup: func(t *testing.T, f *fleetd, a *agent) {
-			other, err := attesttest.NewSoftTPM(&attesttest.SoftConfig{NoECC: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.approveTPM(t, other)
+			f.approveTPM(t, attesttest.MakeSoftTPM(t, &attesttest.SoftConfig{NoECC: true}))
 		}, earlier: testBootID, code: exitRefused, has: []string{"attest: FAILED ek-hash-mismatch\n"}},
 		{name: "fleetd-down", setup: func(t *testing.T, f *fleetd, a *agent) {
 			// A port nothing listens on.
