@@ -70,11 +70,7 @@ func (t trickle) Read(p []byte) (int, error) { return t.Simulator.Read(p[:min(le
 
 func TestDeviceReadsSplitResponses(t *testing.T) {
 	want := hashesOf(t, 0)
-	sim, err := attesttest.OpenSimulator(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := attest.OpenChannel(trickle{sim})
+	d := attest.OpenChannel(trickle{attesttest.StartSimulator(t, 0)})
 	defer d.Close()
 	if got := attesttest.Approved(t, d); got != want {
 		t.Errorf("EKs over a trickling stream: %+v, want %+v", got, want)
@@ -87,10 +83,7 @@ func TestDeviceReadsSplitResponses(t *testing.T) {
 // A TPM with one transient object already loaded (as firmware may leave
 // one) still attests: the Device makes room for its AK.
 func TestDeviceMakesRoomForAK(t *testing.T) {
-	sim, err := attesttest.OpenSimulator(0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sim := attesttest.StartSimulator(t, 0)
 	tpm := transport.FromReadWriter(sim)
 	srk := tpm2.CreatePrimary{PrimaryHandle: tpm2.TPMRHOwner, InPublic: tpm2.New2B(tpm2.ECCSRKTemplate)}
 	if _, err := srk.Execute(tpm); err != nil {

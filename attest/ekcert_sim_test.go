@@ -102,11 +102,7 @@ func (m *ekMaker) verify(der []byte) error {
 // by kind.
 func certifiedSimulator(t *testing.T, seed int64, maker *ekMaker) (*attest.Device, map[attest.KeyKind][]byte) {
 	t.Helper()
-	sim, err := attesttest.OpenSimulator(seed)
-	if err != nil {
-		t.Fatalf("start the TPM simulator: %v", err)
-	}
-	t.Cleanup(func() { sim.Close() }) // when t ends before the Device owns it; Close is idempotent
+	sim := attesttest.StartSimulator(t, seed)
 	ch := attesttest.Channel(sim)
 	certs := map[attest.KeyKind][]byte{}
 	for i, ek := range []struct {

@@ -137,12 +137,7 @@ func TestSameChallengeMathAsSimulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	soft := attesttest.MakeSoftTPM(t, &attesttest.SoftConfig{RSAEK: rsaEK, ECCEK: eccEK})
-	sim, err := attesttest.OpenSimulator(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
-	tpm := transport.FromReadWriter(sim)
+	tpm := transport.FromReadWriter(attesttest.StartSimulator(t, 0))
 
 	// An object in the simulator for the challenge to name: its AK.
 	ak, err := tpm2.CreatePrimary{PrimaryHandle: tpm2.TPMRHOwner, InPublic: tpm2.New2B(tpm2.ECCSRKTemplate)}.Execute(tpm)
@@ -248,11 +243,7 @@ func TestQuoteLikeSimulator(t *testing.T) {
 			}
 			soft := attesttest.MakeSoftTPM(t, &attesttest.SoftConfig{NoRSA: true, Banks: banks})
 			soft.Measure(boot)
-			sim, err := attesttest.OpenSimulator(0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sim.Close()
+			sim := attesttest.StartSimulator(t, 0)
 			if err := sim.AllocateBanks(banks...); err != nil {
 				t.Fatal(err)
 			}

@@ -48,6 +48,18 @@ func OpenSimulator(seed int64) (*Simulator, error) {
 	return &Simulator{sim: sim}, nil
 }
 
+// StartSimulator is OpenSimulator that ends tb when the simulator does not
+// start, and closes it when tb ends.
+func StartSimulator(tb testing.TB, seed int64) *Simulator {
+	tb.Helper()
+	sim, err := OpenSimulator(seed)
+	if err != nil {
+		tb.Fatalf("attesttest: start the TPM simulator: %v", err)
+	}
+	tb.Cleanup(func() { _ = sim.Close() })
+	return sim
+}
+
 // AllocateBanks makes banks (each one of Banks) the simulator's active
 // PCR banks, PCRs 0-23 of each, as firmware does with TPM2_PCR_Allocate
 // (OVMF allocates the banks it logs), and restarts the simulator, as a
@@ -113,17 +125,12 @@ func NewSimulatorDevice(tb testing.TB, seed int64) *attest.Device {
 // leaves the simulator as it starts.
 func NewMeasuredSimulatorDevice(tb testing.TB, seed int64, boot *BootLog) *attest.Device {
 	tb.Helper()
-	sim, err := OpenSimulator(seed)
-	if err != nil {
-		tb.Fatalf("attesttest: start the TPM simulator: %v", err)
-	}
+	sim := StartSimulator(tb, seed)
 	if boot != nil {
 		if err := sim.AllocateBanks(boot.Banks()...); err != nil {
-			sim.Close()
 			tb.Fatalf("attesttest: allocate the boot's PCR banks: %v", err)
 		}
 		if err := boot.ExtendInto(Channel(sim)); err != nil {
-			sim.Close()
 			tb.Fatalf("attesttest: measure the boot: %v", err)
 		}
 	}
