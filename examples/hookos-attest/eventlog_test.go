@@ -18,7 +18,7 @@ func TestEventLog(t *testing.T) {
 	}
 	tpm := attesttest.MakeSoftTPM(t, nil)
 	tpm.Measure(boot)
-	f := newFleetd(t).approveTPM(t, tpm)
+	f := newFleetd(t).approve(t, tpm)
 	a := newAgent(t, f)
 	a.tpm = &closer{SoftTPM: tpm}
 	a.m.root.(fstest.MapFS)["run/boot/eventlog"] = &fstest.MapFile{Data: boot.Bytes(), Mode: 0o444}

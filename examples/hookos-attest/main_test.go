@@ -116,14 +116,9 @@ func newFleetd(t *testing.T) *fleetd {
 	return f
 }
 
-// approve makes fleetd's binding of the test serial the software TPM's.
-func (f *fleetd) approve(t *testing.T) *fleetd {
-	t.Helper()
-	return f.approveTPM(t, softTPM())
-}
-
-// approveTPM makes fleetd's binding of the test serial tpm's.
-func (f *fleetd) approveTPM(t *testing.T, tpm *attesttest.SoftTPM) *fleetd {
+// approve makes fleetd's binding of the test serial tpm's (softTPM():
+// the agent's).
+func (f *fleetd) approve(t *testing.T, tpm *attesttest.SoftTPM) *fleetd {
 	t.Helper()
 	f.bindings.Set(testSerial, attesttest.Approved(t, tpm))
 	return f
@@ -210,7 +205,7 @@ func (a *agent) wantRecord(t *testing.T, attested bool) {
 }
 
 func TestPassedWithCode(t *testing.T) {
-	f := newFleetd(t).approve(t)
+	f := newFleetd(t).approve(t, softTPM())
 	a := newAgent(t, f)
 	stdout, stderr := a.runExits(t, exitAttested)
 	want := "lldp: eth0 is on switch port Port 5 of usw-pro-24\nattest: PASSED\ninstall code written\n"
@@ -303,7 +298,7 @@ func TestOutcomes(t *testing.T) {
 			f.bindings.SetError(&attest.BindingError{Reason: refusal, Err: errors.New("netbox: devices w-01 (id 3) and w-02 (id 7) both have serial")})
 		}, earlier: testBootID, code: exitRefused, suffix: "\nattest: FAILED\nattest: " + refusal + "\n", not: []string{"try", "w-01"}},
 		{name: "swapped-tpm", setup: func(t *testing.T, f *fleetd, a *agent) {
-			f.approveTPM(t, attesttest.MakeSoftTPM(t, &attesttest.SoftConfig{NoECC: true}))
+			f.approve(t, attesttest.MakeSoftTPM(t, &attesttest.SoftConfig{NoECC: true}))
 		}, earlier: testBootID, code: exitRefused, has: []string{"attest: FAILED ek-hash-mismatch\n"}},
 		{name: "fleetd-down", setup: func(t *testing.T, f *fleetd, a *agent) {
 			// A port nothing listens on.
@@ -371,7 +366,7 @@ func TestOutcomes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFleetd(t)
 			if !tc.noEntry {
-				f.approve(t)
+				f.approve(t, softTPM())
 			}
 			a := newAgent(t, f)
 			if tc.setup != nil {
@@ -449,7 +444,7 @@ func notAdmitted(t *testing.T, f *fleetd, _ *agent) {
 }
 
 func TestSettings(t *testing.T) {
-	f := newFleetd(t).approve(t)
+	f := newFleetd(t).approve(t, softTPM())
 	a := newAgent(t, f)
 	a.env["FLEET_LLDP_WAIT"] = "5s"
 	a.env["FLEET_INTERFACE"] = "eth1"
@@ -578,7 +573,7 @@ func TestBootInterface(t *testing.T) {
 }
 
 func TestStopped(t *testing.T) {
-	f := newFleetd(t).approve(t)
+	f := newFleetd(t).approve(t, softTPM())
 	a := newAgent(t, f)
 	ctx, cancel := context.WithCancel(t.Context())
 	a.m.waitLLDP = func(ctx context.Context, ifname string, cfg *lldpwait.Config) (*lldpwait.Neighbor, error) {
