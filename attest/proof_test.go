@@ -228,19 +228,15 @@ func rsaAK(t *testing.T) testAK {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub := tpm2.TPMTPublic{
-		Type:    tpm2.TPMAlgRSA,
-		NameAlg: tpm2.TPMAlgSHA256,
-		ObjectAttributes: tpm2.TPMAObject{FixedTPM: true, FixedParent: true, SensitiveDataOrigin: true,
-			UserWithAuth: true, NoDA: true, Restricted: true, SignEncrypt: true},
-		Parameters: tpm2.NewTPMUPublicParms(tpm2.TPMAlgRSA, &tpm2.TPMSRSAParms{
-			Symmetric: tpm2.TPMTSymDefObject{Algorithm: tpm2.TPMAlgNull},
-			Scheme: tpm2.TPMTRSAScheme{Scheme: tpm2.TPMAlgRSASSA,
-				Details: tpm2.NewTPMUAsymScheme(tpm2.TPMAlgRSASSA, &tpm2.TPMSSigSchemeRSASSA{HashAlg: tpm2.TPMAlgSHA256})},
-			KeyBits: 2048,
-		}),
-		Unique: tpm2.NewTPMUPublicID(tpm2.TPMAlgRSA, &tpm2.TPM2BPublicKeyRSA{Buffer: key.N.Bytes()}),
-	}
+	pub := AKTemplate() // its name algorithm and attributes, with an RSA key
+	pub.Type = tpm2.TPMAlgRSA
+	pub.Parameters = tpm2.NewTPMUPublicParms(tpm2.TPMAlgRSA, &tpm2.TPMSRSAParms{
+		Symmetric: tpm2.TPMTSymDefObject{Algorithm: tpm2.TPMAlgNull},
+		Scheme: tpm2.TPMTRSAScheme{Scheme: tpm2.TPMAlgRSASSA,
+			Details: tpm2.NewTPMUAsymScheme(tpm2.TPMAlgRSASSA, &tpm2.TPMSSigSchemeRSASSA{HashAlg: tpm2.TPMAlgSHA256})},
+		KeyBits: 2048,
+	})
+	pub.Unique = tpm2.NewTPMUPublicID(tpm2.TPMAlgRSA, &tpm2.TPM2BPublicKeyRSA{Buffer: key.N.Bytes()})
 	return testAK{public: tpm2.Marshal(pub), hash: crypto.SHA256, sign: func(digest []byte) tpm2.TPMTSignature {
 		sig, err := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, digest)
 		if err != nil {
@@ -302,7 +298,7 @@ func randomBanks(hs ...crypto.Hash) []bankMsg {
 
 // The quote's PCR digest is hashed with the AK's signing scheme's hash,
 // as a TPM computes it, for ECC and RSA AKs alike: a digest of another
-// hash is refused.
+// hash is refused, and so is a changed signature.
 func TestCheckQuoteAKs(t *testing.T) {
 	nonce := QuoteNonce([]byte("session"))
 	four := []crypto.Hash{crypto.SHA1, crypto.SHA256, crypto.SHA384, crypto.SHA512}
@@ -332,6 +328,11 @@ func TestCheckQuoteAKs(t *testing.T) {
 			err = checkQuote(pub, QuoteNonce([]byte("another session")), ak.quote(nonce, quotedSelection(nil), banks, ak.hash))
 			if !errors.As(err, &qe) || qe.reason != ReasonQuoteNonce {
 				t.Fatalf("another nonce: %v, want %q", err, ReasonQuoteNonce)
+			}
+			changed := ak.quote(nonce, quotedSelection(nil), banks, ak.hash)
+			changed.Signature[len(changed.Signature)-1] ^= 1
+			if err := checkQuote(pub, nonce, changed); !errors.As(err, &qe) || qe.reason != ReasonQuoteSigner {
+				t.Fatalf("a signature changed: %v, want %q", err, ReasonQuoteSigner)
 			}
 		})
 	}
