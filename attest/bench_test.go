@@ -151,7 +151,7 @@ func BenchmarkServerAttestation(b *testing.B) { benchAttestation(b, nil) }
 // its floor adds the quote's verification, the log's replay to each bank
 // and the Secure Boot state to the crypto floor.
 func BenchmarkServerAttestationQuote(b *testing.B) {
-	on, _, _ := secureBootLogs(b)
+	on := newBootKeys(b).log(b, true)
 	benchAttestation(b, on)
 }
 
@@ -159,7 +159,7 @@ func BenchmarkServerAttestationQuote(b *testing.B) {
 // with the log grown to about 48 KiB, a firmware's usual size: 44 more
 // EV_EFI_ACTION events of 1 KiB each in PCR 4.
 func BenchmarkServerAttestationQuote48KiB(b *testing.B) {
-	on, _, _ := secureBootLogs(b)
+	on := newBootKeys(b).log(b, true)
 	for i := range 44 {
 		on.Add(4, 0x80000007, []byte(fmt.Sprintf("%-1024d", i)))
 	}

@@ -20,10 +20,11 @@ import (
 // together, or refuses the log as not replaying or as not of the TPM's
 // banks; it never fails otherwise.
 func FuzzQuoteEventLog(f *testing.F) {
-	on, off, _ := secureBootLogs(f)
+	k := newBootKeys(f)
+	on, off := k.log(f, true), k.log(f, false)
 	f.Add(on.Bytes())
 	f.Add(off.Bytes())
-	on256, _, _ := secureBootLogs(f, crypto.SHA256)
+	on256 := newBootKeys(f).log(f, true, crypto.SHA256)
 	f.Add(on256.Bytes())
 	f.Add(attesttest.NewBootLog().Bytes())
 	f.Add(attesttest.NewBootLog(crypto.SHA1).Bytes())

@@ -47,15 +47,6 @@ func bankList(banks []crypto.Hash) string {
 	return strings.Join(names, "+")
 }
 
-// secureBootLogs returns a log of a boot with Secure Boot on, one with it
-// off, both with the PCR banks banks (none: the four), and the on log's db
-// certificate.
-func secureBootLogs(t testing.TB, banks ...crypto.Hash) (on, off *attesttest.BootLog, db []byte) {
-	t.Helper()
-	k := newBootKeys(t)
-	return k.log(t, true, banks...), k.log(t, false, banks...), k.db
-}
-
 func fingerprint(der []byte) string {
 	sum := sha256.Sum256(der)
 	return hex.EncodeToString(sum[:])
@@ -67,7 +58,8 @@ func fingerprint(der []byte) string {
 // with Secure Boot on and off, and refuses quotes that do not verify,
 // each with its reason.
 func testQuote(t *testing.T, banks []crypto.Hash, measured measuredTPM) {
-	on, off, db := secureBootLogs(t, banks...)
+	k := newBootKeys(t)
+	on, off := k.log(t, true, banks...), k.log(t, false, banks...)
 	dbx := sha256.Sum256([]byte("attesttest dbx"))
 
 	t.Run("secure boot on", func(t *testing.T) {
@@ -84,13 +76,13 @@ func testQuote(t *testing.T, banks []crypto.Hash, measured measuredTPM) {
 			len(b.KEK.Certificates) != 1 || b.KEK.Certificates[0].Subject != "CN=attesttest KEK" {
 			t.Errorf("PK %+v, KEK %+v", b.PK, b.KEK)
 		}
-		if len(b.DB.Certificates) != 1 || b.DB.Certificates[0].SHA256 != fingerprint(db) {
-			t.Errorf("db %+v, want the certificate %s", b.DB, fingerprint(db))
+		if len(b.DB.Certificates) != 1 || b.DB.Certificates[0].SHA256 != fingerprint(k.db) {
+			t.Errorf("db %+v, want the certificate %s", b.DB, fingerprint(k.db))
 		}
 		if len(b.DBX.Hashes) != 1 || b.DBX.Hashes[0] != hex.EncodeToString(dbx[:]) {
 			t.Errorf("dbx %+v", b.DBX)
 		}
-		if len(b.BootLoaderAuthority) != 1 || b.BootLoaderAuthority[0].SHA256 != fingerprint(db) ||
+		if len(b.BootLoaderAuthority) != 1 || b.BootLoaderAuthority[0].SHA256 != fingerprint(k.db) ||
 			b.BootLoaderAuthority[0].Subject != "CN=attesttest db" {
 			t.Errorf("boot loader authority %+v, want the db certificate", b.BootLoaderAuthority)
 		}
@@ -394,7 +386,7 @@ func newBootKeys(t testing.TB) bootKeys {
 }
 
 // log returns the log of a boot with Secure Boot on or off, with k's
-// keys, in banks.
+// keys, in banks (none: the four).
 func (k bootKeys) log(t testing.TB, on bool, banks ...crypto.Hash) *attesttest.BootLog {
 	t.Helper()
 	l, err := attesttest.SecureBootLog(&attesttest.SecureBootConfig{Enabled: on, PK: k.pk, KEK: k.kek, DB: k.db, Banks: banks})
