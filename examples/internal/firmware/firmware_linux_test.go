@@ -136,7 +136,7 @@ func TestIntegrationFirmware(t *testing.T) {
 		}
 		ports = append(ports, c.plugged())
 	}
-	nw := newNetwork(t, tl, ports)
+	nw := newNetwork(t, ports)
 	suffix := strings.ToUpper(rand.Text()[:6])
 	t0 := time.Now()
 	for i, c := range cases {

@@ -23,7 +23,7 @@ const (
 
 // tools are the programs the machines are made with.
 type tools struct {
-	ip, lldpd, swtpm, qemu, nsenter    string
+	swtpm, qemu, nsenter               string
 	mkfsVfat, mmd, mcopy, sfdisk, lldp string
 	efibootmgr, xz                     string
 }
@@ -35,8 +35,6 @@ func needTools(t *testing.T) tools {
 	testenv.Short(t)
 	testenv.Root(t, "network namespaces and tap devices")
 	tl := tools{
-		ip:       testenv.Command(t, "ip", "iproute2"),
-		lldpd:    testenv.Command(t, "lldpd", "lldpd"),
 		lldp:     testenv.Command(t, "lldpcli", "lldpd"),
 		qemu:     testenv.Command(t, "qemu-system-x86_64", "qemu-system-x86"),
 		swtpm:    testenv.Command(t, "swtpm", "swtpm"),
@@ -53,6 +51,8 @@ func needTools(t *testing.T) tools {
 		xz: testenv.Command(t, "xz", "xz-utils"),
 	}
 	testenv.Command(t, "swtpm_setup", "swtpm-tools")
+	testenv.Command(t, "ip", "iproute2")
+	testenv.Command(t, "lldpd", "lldpd")
 	testenv.Command(t, "ldd", "libc-bin")
 	for _, f := range []struct{ path, pkg string }{
 		{ovmfCode, "ovmf"}, {ovmfVars, "ovmf"}, {ovmfSecureCode, "ovmf"}, {ovmfSecureVars, "ovmf"},
@@ -94,7 +94,7 @@ func port(n int) string { return fmt.Sprintf("tap%d", n) }
 
 // newNetwork makes the switch with ports (lldpd names port n "Port n").
 // Everything is removed or stopped when t ends.
-func newNetwork(t *testing.T, tl tools, ports []int) *network {
+func newNetwork(t *testing.T, ports []int) *network {
 	t.Helper()
 	n := os.Getpid() % 200
 	nw := &network{
@@ -103,24 +103,12 @@ func newNetwork(t *testing.T, tl tools, ports []int) *network {
 	}
 	nw.subnet, nw.uplink = nw.prefix+"0/24", nw.prefix+"1"
 	testenv.Netns(t, nw.ns)
-	up := fmt.Sprintf("fw%d", os.Getpid())
-	// The test's end goes with the switch's namespace.
-	testenv.IP(t, "link", "add", up, "type", "veth", "peer", "name", "uplink", "netns", nw.ns)
-	testenv.IP(t, "-n", nw.ns, "link", "add", "br0", "type", "bridge")
-	links, lldp := []string{"uplink"}, map[string]int{}
+	lldp := map[string]int{}
 	for _, p := range ports {
 		testenv.IP(t, "-n", nw.ns, "tuntap", "add", "dev", port(p), "mode", "tap")
-		links = append(links, port(p))
 		lldp[port(p)] = p
 	}
-	for _, l := range links {
-		testenv.IP(t, "-n", nw.ns, "link", "set", l, "master", "br0")
-		testenv.IP(t, "-n", nw.ns, "link", "set", l, "up")
-	}
-	testenv.IP(t, "-n", nw.ns, "link", "set", "br0", "up")
-	testenv.IP(t, "addr", "add", nw.uplink+"/24", "dev", up)
-	testenv.IP(t, "link", "set", up, "up")
-	machinetest.StartLLDPD(t, []string{tl.nsenter, "--net=/run/netns/" + nw.ns, tl.lldpd}, lldp)
+	machinetest.Switch(t, nw.ns, fmt.Sprintf("fw%d", os.Getpid()), nw.uplink, lldp, true)
 	return nw
 }
 
@@ -144,7 +132,7 @@ func manufactureTPM(t *testing.T, tl tools, dir string) tpm {
 	t.Helper()
 	_, state := testenv.ManufactureTPMBanks(t, dir, tpmBanks)
 	sock := filepath.Join(dir, "scan.sock")
-	stop := machinetest.ServeTPM(t, tl.swtpm, state, sock)
+	stop := testenv.ServeTPM(t, tl.swtpm, state, sock)
 	defer stop()
 	return tpm{dir: dir, state: state, eks: machinetest.EKs(t, sock)}
 }

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetkit/fleet/examples/internal/machinetest"
 	"github.com/fleetkit/fleet/internal/repotest"
 	"github.com/fleetkit/fleet/internal/syncbuf"
+	"github.com/fleetkit/fleet/internal/testenv"
 )
 
 // firmware is an OVMF build and the variable store a machine starts with.
@@ -92,7 +92,7 @@ func boot(t *testing.T, tl tools, cfg vmConfig) bootResult {
 	// swtpm, as the machine's TPM: the firmware starts it up
 	// (TPM2_Startup), and swtpm ends when QEMU closes its socket.
 	sock := filepath.Join(dir, "swtpm.sock")
-	machinetest.Swtpm(t, tl.swtpm, cfg.tpm.state, sock, "--ctrl", "type=unixio,path="+sock, "--terminate")
+	testenv.Swtpm(t, tl.swtpm, cfg.tpm.state, sock, "--ctrl", "type=unixio,path="+sock, "--terminate")
 
 	args := []string{"--net=/run/netns/" + cfg.netns, tl.qemu,
 		"-nodefaults", "-no-user-config", "-accel", "tcg", "-m", "768", "-smp", "1",

@@ -100,10 +100,6 @@ func newMachine(t *testing.T, tl tools, cfg machineConfig) *machine {
 	m.uplink = fmt.Sprintf("10.213.%d.1", net)
 	m.addr = fmt.Sprintf("10.213.%d.21", net)
 	m.network(n)
-	if !cfg.noLLDP {
-		// The switch announces swp as "Port N".
-		machinetest.StartLLDPD(t, []string{tl.ip, "netns", "exec", m.swNS, tl.lldpd}, map[string]int{"swp": cfg.port})
-	}
 	m.tpm = m.newTPM("tpm")
 	m.disks()
 	m.smbios()
@@ -118,36 +114,16 @@ func newMachine(t *testing.T, tl tools, cfg machineConfig) *machine {
 }
 
 // network makes the switch and machine namespaces, the machine's eth0
-// plugged into the switch's port swp, and the switch's bridge from swp to
-// its uplink, whose other end is in the test's namespace.
+// plugged into the switch's port swp, and the switch (machinetest.Switch),
+// which announces swp as "Port N" unless the machine's config says no.
 func (m *machine) network(n int) {
-	id := fmt.Sprintf("%d-%d", os.Getpid(), n)
-	m.swNS, m.mNS = "wm-switch-"+id, "wm-machine-"+id
-	testenv.Netns(m.t, m.swNS)
-	testenv.Netns(m.t, m.mNS)
+	m.swNS, m.mNS = testenv.NetnsPair(m.t, "wm-switch", "wm-machine")
+	testenv.Veth(m.t, m.swNS, "swp", m.mNS, "eth0")
 	up := fmt.Sprintf("wm%d", (os.Getpid()%10000)*100+n%100)
-	testenv.IP(m.t, "link", "add", "swp", "netns", m.swNS, "type", "veth", "peer", "name", "eth0", "netns", m.mNS)
-	// The test's end goes with the switch's namespace.
-	testenv.IP(m.t, "link", "add", up, "type", "veth", "peer", "name", "uplink", "netns", m.swNS)
-	testenv.IP(m.t, "-n", m.swNS, "link", "add", "br0", "type", "bridge")
-	for _, l := range []string{"swp", "uplink"} {
-		testenv.IP(m.t, "-n", m.swNS, "link", "set", l, "master", "br0")
-		testenv.IP(m.t, "-n", m.swNS, "link", "set", l, "up")
-	}
-	testenv.IP(m.t, "-n", m.swNS, "link", "set", "br0", "up")
+	machinetest.Switch(m.t, m.swNS, up, m.uplink, map[string]int{"swp": m.cfg.port}, !m.cfg.noLLDP)
 	testenv.IP(m.t, "-n", m.mNS, "addr", "add", m.addr+"/24", "dev", "eth0")
-	testenv.IP(m.t, "-n", m.mNS, "link", "set", "eth0", "up")
-	testenv.IP(m.t, "addr", "add", m.uplink+"/24", "dev", up)
-	testenv.IP(m.t, "link", "set", up, "up")
-	if err := testenv.InNetns(m.mNS, func() error {
-		eth0, err := net.InterfaceByName("eth0")
-		if err == nil {
-			m.mac = eth0.HardwareAddr
-		}
-		return err
-	}); err != nil {
-		m.t.Fatalf("the machine's eth0: %v", err)
-	}
+	eth0 := testenv.Within(m.t, m.mNS, func() (*net.Interface, error) { return net.InterfaceByName("eth0") })
+	m.mac = eth0.HardwareAddr
 }
 
 // newTPM manufactures a TPM with EK certificates (swtpm_setup, with a
@@ -162,7 +138,7 @@ func (m *machine) newTPM(name string) string {
 	}
 	swtpm, state := testenv.ManufactureTPM(t, dir)
 	sock := filepath.Join(dir, "swtpm.sock")
-	machinetest.ServeTPM(t, swtpm, state, sock)
+	testenv.ServeTPM(t, swtpm, state, sock)
 	return sock
 }
 

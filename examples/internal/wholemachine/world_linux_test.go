@@ -457,8 +457,7 @@ func (w *world) partial() bool {
 // test ends.
 func (w *world) fetchUnread(ctx context.Context, code string) string {
 	w.t.Helper()
-	var raw net.Conn
-	err := testenv.InNetns(w.m.mNS, func() error {
+	raw := testenv.Within(w.t, w.m.mNS, func() (net.Conn, error) {
 		d := net.Dialer{Timeout: 10 * time.Second, Control: func(_, _ string, c syscall.RawConn) error {
 			var serr error
 			if err := c.Control(func(fd uintptr) {
@@ -468,13 +467,8 @@ func (w *world) fetchUnread(ctx context.Context, code string) string {
 			}
 			return serr
 		}}
-		var err error
-		raw, err = d.DialContext(ctx, "tcp", strings.TrimPrefix(w.f.PublicURL, "https://"))
-		return err
+		return d.DialContext(ctx, "tcp", strings.TrimPrefix(w.f.PublicURL, "https://"))
 	})
-	if err != nil {
-		w.t.Fatal(err)
-	}
 	w.t.Cleanup(func() { raw.Close() })
 	conn := tls.Client(raw, &tls.Config{RootCAs: w.f.RootCAs, ServerName: w.m.uplink})
 	if err := conn.HandshakeContext(ctx); err != nil {
