@@ -38,12 +38,6 @@ func TestDeps(t *testing.T) {
 	})
 }
 
-var (
-	hardwareResource = tinkerbell.GroupVersion.WithResource("hardware")
-	templateResource = tinkerbell.GroupVersion.WithResource("templates")
-	workflowResource = tinkerbell.GroupVersion.WithResource("workflows")
-)
-
 // The chain from Tinkerbell to a machine, with nothing of the machine's
 // side played: a machine (its own network namespace, its own containerd
 // and dockerd) runs Tinkerbell's agent with the docker runtime, which asks
@@ -91,7 +85,7 @@ func TestIntegrationAgentRunsAnAction(t *testing.T) {
 	const mac = "02:00:00:d0:c4:01"
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	kubetest.Create(ctx, t, dyn, hardwareResource, ns, &tinkerbell.Hardware{
+	kubetest.Create(ctx, t, dyn, kubetest.HardwareResource, ns, &tinkerbell.Hardware{
 		ObjectMeta: metav1.ObjectMeta{Name: "machine-1"},
 		Spec: tinkerbell.HardwareSpec{
 			Interfaces: []tinkerbell.Interface{{DHCP: &tinkerbell.DHCP{MAC: mac, Hostname: "machine-1"}}},
@@ -108,12 +102,12 @@ func TestIntegrationAgentRunsAnAction(t *testing.T) {
 	run := func(t *testing.T, name, task string) tinkerbell.Workflow {
 		t.Helper()
 		data := "version: \"0.1\"\nname: " + name + "\nglobal_timeout: 600\ntasks:\n  - name: run\n    worker: \"{{.device_1}}\"\n" + task
-		kubetest.Create(ctx, t, dyn, templateResource, ns, &tinkerbell.Template{
+		kubetest.Create(ctx, t, dyn, kubetest.TemplateResource, ns, &tinkerbell.Template{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec:       tinkerbell.TemplateSpec{Data: &data},
 		})
 		t0 := time.Now()
-		kubetest.Create(ctx, t, dyn, workflowResource, ns, &tinkerbell.Workflow{
+		kubetest.Create(ctx, t, dyn, kubetest.WorkflowResource, ns, &tinkerbell.Workflow{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: tinkerbell.WorkflowSpec{
 				TemplateRef: name,
@@ -124,14 +118,14 @@ func TestIntegrationAgentRunsAnAction(t *testing.T) {
 		t.Cleanup(func() { deleteWorkflow(t, dyn, ns, name) })
 		var wf tinkerbell.Workflow
 		if agent == nil {
-			kubetest.WaitFor(ctx, t, dyn, workflowResource, ns, name, &wf, func() bool { return wf.Status.State == tinkerbell.WorkflowStatePending })
+			kubetest.WaitFor(ctx, t, dyn, kubetest.WorkflowResource, ns, name, &wf, func() bool { return wf.Status.State == tinkerbell.WorkflowStatePending })
 			agent = d.StartAgent(top, mac, tb.GRPC())
-			kubetest.WaitFor(ctx, t, dyn, workflowResource, ns, name, &wf, func() bool {
+			kubetest.WaitFor(ctx, t, dyn, kubetest.WorkflowResource, ns, name, &wf, func() bool {
 				return len(wf.Status.Tasks) > 0 && wf.Status.Tasks[0].Actions[0].State != tinkerbell.WorkflowStatePending
 			})
 			t.Logf("the agent's first action began %v after it started", time.Since(agent.Started()).Round(time.Millisecond))
 		}
-		kubetest.WaitFor(ctx, t, dyn, workflowResource, ns, name, &wf, func() bool {
+		kubetest.WaitFor(ctx, t, dyn, kubetest.WorkflowResource, ns, name, &wf, func() bool {
 			switch wf.Status.State {
 			case tinkerbell.WorkflowStateSuccess, tinkerbell.WorkflowStateFailed, tinkerbell.WorkflowStateTimeout:
 				return true
@@ -227,7 +221,7 @@ func printed(t *testing.T, d *dockertest.Docker, agent *dockertest.Agent, a tink
 func deleteWorkflow(t *testing.T, dyn dynamic.Interface, ns, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	client := dyn.Resource(workflowResource).Namespace(ns)
+	client := dyn.Resource(kubetest.WorkflowResource).Namespace(ns)
 	if err := client.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Errorf("delete Workflow %s: %v", name, err)
 		return

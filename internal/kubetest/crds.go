@@ -43,7 +43,16 @@ func crdGenerateArgs(outDir string) []string {
 // crdEstablishTimeout bounds the wait for every CRD to be Established.
 const crdEstablishTimeout = 30 * time.Second
 
-var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+// CRDResource is the API server's CustomResourceDefinitions; the others
+// are resources of the CRDs of CRDDir that tests create and read.
+var (
+	CRDResource      = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	HardwareResource = schema.GroupVersionResource{Group: "tinkerbell.org", Version: "v1alpha1", Resource: "hardware"}
+	TemplateResource = schema.GroupVersionResource{Group: "tinkerbell.org", Version: "v1alpha1", Resource: "templates"}
+	WorkflowResource = schema.GroupVersionResource{Group: "tinkerbell.org", Version: "v1alpha1", Resource: "workflows"}
+	MachineResource  = schema.GroupVersionResource{Group: "bmc.tinkerbell.org", Version: "v1alpha1", Resource: "machines"}
+	JobResource      = schema.GroupVersionResource{Group: "bmc.tinkerbell.org", Version: "v1alpha1", Resource: "jobs"}
+)
 
 // errNoCRDs is returned when the CRD directory holds no CRD.
 var errNoCRDs = errors.New("no CRD found: run go generate ./internal/kubetest")
@@ -63,7 +72,7 @@ func applyCRDs(ctx context.Context, cfg *rest.Config, dir string) (int, time.Tim
 	if err != nil {
 		return 0, time.Time{}, fmt.Errorf("dynamic client: %w", err)
 	}
-	client := dyn.Resource(crdResource)
+	client := dyn.Resource(CRDResource)
 	for _, crd := range crds {
 		if _, err := client.Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 			return 0, time.Time{}, fmt.Errorf("create CRD %s: %w", crd.GetName(), err)

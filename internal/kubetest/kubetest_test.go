@@ -17,16 +17,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 func TestMain(m *testing.M) { os.Exit(Run(m)) }
-
-var (
-	workflows = schema.GroupVersionResource{Group: "tinkerbell.org", Version: "v1alpha1", Resource: "workflows"}
-	templates = schema.GroupVersionResource{Group: "tinkerbell.org", Version: "v1alpha1", Resource: "templates"}
-	bmcJobs   = schema.GroupVersionResource{Group: "bmc.tinkerbell.org", Version: "v1alpha1", Resource: "jobs"}
-)
 
 // The shared control plane, over one namespace of its subtests.
 func TestIntegrationControlPlane(t *testing.T) {
@@ -37,7 +30,7 @@ func TestIntegrationControlPlane(t *testing.T) {
 	// Every CRD of examples/deploy/crds is served and Established: the seven
 	// kinds of Tinkerbell's v1alpha1 API.
 	t.Run("CRDs established", func(t *testing.T) {
-		list, err := Dynamic(t, env.Config()).Resource(crdResource).List(ctx, metav1.ListOptions{})
+		list, err := Dynamic(t, env.Config()).Resource(CRDResource).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,16 +52,11 @@ func TestIntegrationControlPlane(t *testing.T) {
 
 		// Start waited out the delay kube-apiserver puts on creates of a
 		// just-established CRD's resources (2 s).
-		tmpl := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "tinkerbell.org/v1alpha1",
-			"kind":       "Template",
-			"metadata":   map[string]any{"name": "fleet-provision"},
-			"spec":       map[string]any{"data": "version: \"0.1\"\n"},
-		}}
 		t0 := time.Now()
-		if _, err := Dynamic(t, env.Config()).Resource(templates).Namespace(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("create Template: %v", err)
-		}
+		Create(ctx, t, Dynamic(t, env.Config()), TemplateResource, ns, &tinkerbell.Template{
+			ObjectMeta: metav1.ObjectMeta{Name: "fleet-provision"},
+			Spec:       tinkerbell.TemplateSpec{Data: new("version: \"0.1\"\n")},
+		})
 		if d := time.Since(t0); d > crdSettle/2 {
 			t.Errorf("the first create of a Template took %v: kube-apiserver still delayed it as just established", d)
 		}
@@ -88,9 +76,9 @@ func TestIntegrationControlPlane(t *testing.T) {
 			},
 		}
 		dyn := Dynamic(t, env.Config())
-		Create(ctx, t, dyn, workflows, ns, wf)
+		Create(ctx, t, dyn, WorkflowResource, ns, wf)
 		var got tinkerbell.Workflow
-		WaitFor(ctx, t, dyn, workflows, ns, wf.Name, &got, func() bool { return true })
+		WaitFor(ctx, t, dyn, WorkflowResource, ns, wf.Name, &got, func() bool { return true })
 		if diff := cmp.Diff(wf.Spec, got.Spec); diff != "" {
 			t.Errorf("Workflow spec read back (-created +read):\n%s", diff)
 		}
@@ -114,7 +102,7 @@ func TestIntegrationControlPlane(t *testing.T) {
 				"tasks":      []any{},
 			},
 		}}
-		_, err := Dynamic(t, env.Config()).Resource(bmcJobs).Namespace(ns).Create(ctx, job, metav1.CreateOptions{})
+		_, err := Dynamic(t, env.Config()).Resource(JobResource).Namespace(ns).Create(ctx, job, metav1.CreateOptions{})
 		if !apierrors.IsInvalid(err) {
 			t.Fatalf("create a bmc Job with tasks: []: got %v, want 422 Invalid", err)
 		}
@@ -130,7 +118,7 @@ func TestIntegrationControlPlane(t *testing.T) {
 	// An update that carries a resourceVersion another update replaced is
 	// refused with 409 Conflict.
 	t.Run("stale update conflicts", func(t *testing.T) {
-		client := Dynamic(t, env.Config()).Resource(workflows).Namespace(ns)
+		client := Dynamic(t, env.Config()).Resource(WorkflowResource).Namespace(ns)
 		created, err := client.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "tinkerbell.org/v1alpha1",
 			"kind":       "Workflow",
@@ -175,7 +163,7 @@ func TestIntegrationControlPlane(t *testing.T) {
 			t.Errorf("the token authenticates as %q, want %q", got, want)
 		}
 
-		wfs := Dynamic(t, cfg).Resource(workflows).Namespace(ns)
+		wfs := Dynamic(t, cfg).Resource(WorkflowResource).Namespace(ns)
 		_, err = wfs.List(ctx, metav1.ListOptions{})
 		if !apierrors.IsForbidden(err) {
 			t.Fatalf("list Workflows as a ServiceAccount with no Role: got %v, want 403 Forbidden", err)

@@ -37,7 +37,7 @@ func TestIntegrationCRDsEqualTinkerbells(t *testing.T) {
 	env := kubetest.StartOwn(t)
 	ctx := testenv.Context(t, 2*time.Minute)
 	dyn := kubetest.Dynamic(t, env.Config())
-	client := dyn.Resource(crdResource)
+	client := dyn.Resource(kubetest.CRDResource)
 	root, err := repotest.Root()
 	if err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@
 //
 // # An agent of the test's
 //
-// Agent (Tinkerbell.Agent, NewAgent) makes the two calls of Tinkerbell's
+// Agent (Tinkerbell.Agent) makes the two calls of Tinkerbell's
 // agent to tink-server, GetAction and ReportActionStatus, so that a test
 // can take a worker's Workflow through the real tink-server and
 // tink-controller without a container engine, reporting what a machine's

@@ -18,7 +18,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -218,8 +217,6 @@ func grant(ctx context.Context, t testing.TB, env *kubetest.Env, ns string) erro
 	return nil
 }
 
-var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
 // crdsMissing reports whether one of the CRDs tinkerbell applies is missing
 // from env's control plane.
 func crdsMissing(ctx context.Context, env *kubetest.Env) (bool, error) {
@@ -228,7 +225,7 @@ func crdsMissing(ctx context.Context, env *kubetest.Env) (bool, error) {
 		return false, fmt.Errorf("dynamic client: %w", err)
 	}
 	for _, name := range crdNames {
-		_, err := dyn.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
+		_, err := dyn.Resource(kubetest.CRDResource).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}

@@ -18,7 +18,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 func TestMain(m *testing.M) { os.Exit(kubetest.Run(m)) }
@@ -34,14 +33,6 @@ func TestDeps(t *testing.T) {
 		"github.com/fleetkit/fleet/attest",
 	})
 }
-
-var (
-	hardwareResource = tinkerbell.GroupVersion.WithResource("hardware")
-	templateResource = tinkerbell.GroupVersion.WithResource("templates")
-	workflowResource = tinkerbell.GroupVersion.WithResource("workflows")
-	machineResource  = bmc.GroupVersion.WithResource("machines")
-	crdResource      = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-)
 
 // templateData is a Template of one task with one action, for the worker
 // the Workflow's hardwareMap names as device_1.
@@ -86,18 +77,18 @@ func TestIntegrationTinkerbellStarts(t *testing.T) {
 	t.Run("workflow", func(t *testing.T) {
 		ctx := testenv.Context(t, 2*time.Minute)
 		const mac = "02:00:00:00:00:01"
-		kubetest.Create(ctx, t, dyn, hardwareResource, ns, &tinkerbell.Hardware{
+		kubetest.Create(ctx, t, dyn, kubetest.HardwareResource, ns, &tinkerbell.Hardware{
 			ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
 			Spec: tinkerbell.HardwareSpec{
 				Interfaces: []tinkerbell.Interface{{DHCP: &tinkerbell.DHCP{MAC: mac, Hostname: "node-1"}}},
 			},
 		})
-		kubetest.Create(ctx, t, dyn, templateResource, ns, &tinkerbell.Template{
+		kubetest.Create(ctx, t, dyn, kubetest.TemplateResource, ns, &tinkerbell.Template{
 			ObjectMeta: metav1.ObjectMeta{Name: "tinktest"},
 			Spec:       tinkerbell.TemplateSpec{Data: new(templateData)},
 		})
 		t0 := time.Now()
-		kubetest.Create(ctx, t, dyn, workflowResource, ns, &tinkerbell.Workflow{
+		kubetest.Create(ctx, t, dyn, kubetest.WorkflowResource, ns, &tinkerbell.Workflow{
 			ObjectMeta: metav1.ObjectMeta{Name: "wf-1"},
 			Spec: tinkerbell.WorkflowSpec{
 				TemplateRef: "tinktest",
@@ -106,7 +97,7 @@ func TestIntegrationTinkerbellStarts(t *testing.T) {
 			},
 		})
 		var wf tinkerbell.Workflow
-		kubetest.WaitFor(ctx, t, dyn, workflowResource, ns, "wf-1", &wf, func() bool {
+		kubetest.WaitFor(ctx, t, dyn, kubetest.WorkflowResource, ns, "wf-1", &wf, func() bool {
 			return wf.Status.State == tinkerbell.WorkflowStatePending
 		})
 		t.Logf("Workflow PENDING %v after its create", time.Since(t0).Round(time.Millisecond))
@@ -127,7 +118,7 @@ func TestIntegrationTinkerbellStarts(t *testing.T) {
 			a.TaskID != wf.Status.Tasks[0].ID || a.Image != "127.0.0.1:5000/tinktest/hello:v1" || a.Timeout != 60 {
 			t.Fatalf("GetAction = %+v; the Workflow's action is %+v", a, want)
 		}
-		kubetest.WaitFor(ctx, t, dyn, workflowResource, ns, "wf-1", &wf, func() bool {
+		kubetest.WaitFor(ctx, t, dyn, kubetest.WorkflowResource, ns, "wf-1", &wf, func() bool {
 			cs := wf.Status.CurrentState
 			return cs != nil && cs.ActionName == "hello" && cs.State == tinkerbell.WorkflowStatePending
 		})
@@ -138,7 +129,7 @@ func TestIntegrationTinkerbellStarts(t *testing.T) {
 		if err := agent.Report(ctx, a, "RUNNING", "running action", time.Time{}, time.Time{}, ""); err != nil {
 			t.Fatal(err)
 		}
-		kubetest.WaitFor(ctx, t, dyn, workflowResource, ns, "wf-1", &wf, func() bool { return wf.Status.State == tinkerbell.WorkflowStateRunning })
+		kubetest.WaitFor(ctx, t, dyn, kubetest.WorkflowResource, ns, "wf-1", &wf, func() bool { return wf.Status.State == tinkerbell.WorkflowStateRunning })
 		if act := wf.Status.Tasks[0].Actions[0]; act.State != tinkerbell.WorkflowStateRunning || act.ExecutionStart != nil || act.Message != "running action" {
 			t.Errorf("action after RUNNING: %+v", act)
 		}
@@ -148,7 +139,7 @@ func TestIntegrationTinkerbellStarts(t *testing.T) {
 		if err := agent.Report(ctx, a, "SUCCESS", "action completed", start, stop, "1s500ms"); err != nil {
 			t.Fatal(err)
 		}
-		kubetest.WaitFor(ctx, t, dyn, workflowResource, ns, "wf-1", &wf, func() bool { return wf.Status.State == tinkerbell.WorkflowStateSuccess })
+		kubetest.WaitFor(ctx, t, dyn, kubetest.WorkflowResource, ns, "wf-1", &wf, func() bool { return wf.Status.State == tinkerbell.WorkflowStateSuccess })
 		act := wf.Status.Tasks[0].Actions[0]
 		if act.State != tinkerbell.WorkflowStateSuccess || act.Message != "action completed" || act.ExecutionDuration != "1s500ms" ||
 			act.ExecutionStart == nil || !act.ExecutionStart.Time.Equal(start.Truncate(time.Second)) {
@@ -177,7 +168,7 @@ func TestIntegrationTinkerbellStarts(t *testing.T) {
 			t.Fatal(err)
 		}
 		t0 := time.Now()
-		kubetest.Create(ctx, t, dyn, machineResource, ns, &bmc.Machine{
+		kubetest.Create(ctx, t, dyn, kubetest.MachineResource, ns, &bmc.Machine{
 			ObjectMeta: metav1.ObjectMeta{Name: "bmc-1"},
 			Spec: bmc.MachineSpec{Connection: bmc.Connection{
 				Host:          "127.0.0.1",
@@ -187,7 +178,7 @@ func TestIntegrationTinkerbellStarts(t *testing.T) {
 			}},
 		})
 		var m bmc.Machine
-		kubetest.WaitFor(ctx, t, dyn, machineResource, ns, "bmc-1", &m, func() bool {
+		kubetest.WaitFor(ctx, t, dyn, kubetest.MachineResource, ns, "bmc-1", &m, func() bool {
 			return len(m.Status.Conditions) > 0
 		})
 		t.Logf("Machine status written %v after its create: %+v", time.Since(t0).Round(time.Millisecond), m.Status)
@@ -206,10 +197,10 @@ func TestIntegrationTinkerbellStarts(t *testing.T) {
 		cs := kubetest.Clientset(t, cfg)
 		sa := kubetest.Dynamic(t, cfg)
 		// What it is granted works, so the refusals below are RBAC's.
-		if _, err := sa.Resource(workflowResource).Namespace(ns).List(ctx, metav1.ListOptions{}); err != nil {
+		if _, err := sa.Resource(kubetest.WorkflowResource).Namespace(ns).List(ctx, metav1.ListOptions{}); err != nil {
 			t.Fatalf("list Workflows as %s: %v", tinktest.ServiceAccount, err)
 		}
-		if _, err := sa.Resource(crdResource).Get(ctx, "workflows.tinkerbell.org", metav1.GetOptions{}); err != nil {
+		if _, err := sa.Resource(kubetest.CRDResource).Get(ctx, "workflows.tinkerbell.org", metav1.GetOptions{}); err != nil {
 			t.Fatalf("get its CRD as %s: %v", tinktest.ServiceAccount, err)
 		}
 		other := &unstructured.Unstructured{Object: map[string]any{
@@ -234,17 +225,17 @@ func TestIntegrationTinkerbellStarts(t *testing.T) {
 				return err
 			}},
 			{"list Pods", func() error { _, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{}); return err }},
-			{"list CRDs", func() error { _, err := sa.Resource(crdResource).List(ctx, metav1.ListOptions{}); return err }},
+			{"list CRDs", func() error { _, err := sa.Resource(kubetest.CRDResource).List(ctx, metav1.ListOptions{}); return err }},
 			{"create another CRD", func() error {
-				_, err := sa.Resource(crdResource).Create(ctx, other, metav1.CreateOptions{})
+				_, err := sa.Resource(kubetest.CRDResource).Create(ctx, other, metav1.CreateOptions{})
 				return err
 			}},
 			{"apply another CRD", func() error {
-				_, err := sa.Resource(crdResource).Apply(ctx, "widgets.example.org", other, metav1.ApplyOptions{FieldManager: "tinktest"})
+				_, err := sa.Resource(kubetest.CRDResource).Apply(ctx, "widgets.example.org", other, metav1.ApplyOptions{FieldManager: "tinktest"})
 				return err
 			}},
 			{"delete its CRD", func() error {
-				return sa.Resource(crdResource).Delete(ctx, "workflows.tinkerbell.org", metav1.DeleteOptions{})
+				return sa.Resource(kubetest.CRDResource).Delete(ctx, "workflows.tinkerbell.org", metav1.DeleteOptions{})
 			}},
 			{"bind itself to cluster-admin", func() error {
 				_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, clusterAdmin(ns), metav1.CreateOptions{})
