@@ -1,18 +1,13 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"io"
 	"log"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -26,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fleetkit/fleet/attest"
+	"github.com/fleetkit/fleet/internal/testcert"
 )
 
 const (
@@ -149,36 +145,18 @@ func impostorClaim(serial string) attest.Claim {
 	return c
 }
 
-// clientCert makes an approver's client certificate, its own CA, and
-// writes it and its key as PEM files; it returns the certificate, which
-// fleetd trusts as the CA of approvers, and the files' paths.
+// clientCert makes an approver's CA and writes a client certificate it
+// issued, and its key, as PEM files.
 func clientCert(t *testing.T) (ca *x509.Certificate, certPath, keyPath string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caCert, client, err := testcert.NewClient("ada")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ada"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
+	if certPath, keyPath, err = client.WriteFiles(t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
-	if ca, err = x509.ParseCertificate(der); err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	certPath, keyPath = filepath.Join(dir, "approver.pem"), filepath.Join(dir, "approver-key.pem")
-	writeFile(t, certPath, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
-	writeFile(t, keyPath, string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})))
-	return ca, certPath, keyPath
+	return caCert.TLS.Leaf, certPath, keyPath
 }
 
 // approve prints each claim fleetd holds for the serial with the lines that

@@ -1,7 +1,8 @@
 // Package testcert makes the self-signed serving certificate that fleet's
 // demo and tests run fleetd with: an ECDSA P-256 key and a certificate,
 // its own CA, for the given DNS names and IP addresses, valid for a day
-// (or until a given time).
+// (or until a given time); and an approver's client certificate with the
+// CA that issued it.
 package testcert
 
 import (
@@ -19,7 +20,7 @@ import (
 	"time"
 )
 
-// A Cert is a self-signed serving certificate and its key.
+// A Cert is a certificate and its key.
 type Cert struct {
 	TLS  tls.Certificate // with Leaf set
 	Pool *x509.CertPool  // trusts the certificate
@@ -33,13 +34,8 @@ func New(hosts ...string) (*Cert, error) {
 
 // NewUntil is New with a certificate valid until notAfter.
 func NewUntil(notAfter time.Time, hosts ...string) (*Cert, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
-		NotBefore:             time.Now().Add(-time.Hour),
 		NotAfter:              notAfter,
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
@@ -56,7 +52,47 @@ func NewUntil(notAfter time.Time, hosts ...string) (*Cert, error) {
 	if len(hosts) > 0 {
 		tmpl.Subject = pkix.Name{CommonName: hosts[0]}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	return issue(tmpl, nil)
+}
+
+// NewClient makes a CA and a client certificate for user that the CA
+// issued, both valid for a day: an approver's, as fleetd's
+// FLEET_APPROVER_CA trusts the CA.
+func NewClient(user string) (ca, client *Cert, err error) {
+	ca, err = issue(&x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "approvers"},
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err = issue(&x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: user},
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, ca)
+	return ca, client, err
+}
+
+// issue makes a new key and the certificate tmpl for it, valid from an
+// hour ago, signed by parent, or by itself when parent is nil.
+func issue(tmpl *x509.Certificate, parent *Cert) (*Cert, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl.NotBefore = time.Now().Add(-time.Hour)
+	signer, signerKey := tmpl, any(key)
+	if parent != nil {
+		signer, signerKey = parent.TLS.Leaf, parent.TLS.PrivateKey
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, &key.PublicKey, signerKey)
 	if err != nil {
 		return nil, err
 	}

@@ -2,22 +2,13 @@ package sim
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -30,6 +21,7 @@ import (
 
 	"github.com/fleetkit/fleet/attest"
 	"github.com/fleetkit/fleet/attest/attesttest"
+	"github.com/fleetkit/fleet/internal/testcert"
 	"github.com/fleetkit/fleet/inventory"
 	"github.com/fleetkit/fleet/inventory/netboxtest"
 	"github.com/fleetkit/fleet/provision"
@@ -423,10 +415,14 @@ func TestDuplicateSerial(t *testing.T) {
 // waiting machine's serial does not replace its claim: the API answers
 // both, the machine's first.
 func TestApproverAPI(t *testing.T) {
-	dir := t.TempDir()
-	caPEM, clientCert := approverCA(t)
-	caFile := filepath.Join(dir, "approvers.pem")
-	os.WriteFile(caFile, caPEM, 0o644)
+	ca, client, err := testcert.NewClient("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile, _, err := ca.WriteFiles(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
 	f := newTestFleet(t, func(s *daemon.Settings) { s.ApproverCA = caFile }, testNode{name: "w-04", class: "worker"})
 	f.powerOn("w-04")
 	if res := f.attested("w-04"); res.Verdict != attest.PendingApproval {
@@ -453,7 +449,7 @@ func TestApproverAPI(t *testing.T) {
 	if code != http.StatusOK || wc.Serial != "SN-w-04" || !inventoryHash(wc.RSA2048) || !inventoryHash(wc.ECCP256) || !strings.Contains(wc.Text, wc.RSA2048) {
 		t.Errorf("approver token: %d %+v", code, wc)
 	}
-	if code, wc := get(withCert(f.client, clientCert), ""); code != http.StatusOK || wc.Serial != "SN-w-04" {
+	if code, wc := get(withCert(f.client, client.TLS), ""); code != http.StatusOK || wc.Serial != "SN-w-04" {
 		t.Errorf("approver certificate: %d", code)
 	}
 	if rsp, _ := claimsAt(t, f.client, f.url, "SN-none", approverToken); rsp.StatusCode != http.StatusNotFound {
@@ -518,25 +514,6 @@ func withCert(c *http.Client, cert tls.Certificate) *http.Client {
 	tr := c.Transport.(*http.Transport).Clone()
 	tr.TLSClientConfig.Certificates = []tls.Certificate{cert}
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
-}
-
-// approverCA makes a CA and a client certificate it issued.
-func approverCA(t *testing.T) ([]byte, tls.Certificate) {
-	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "approvers"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "alice"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
 // configURL is the config URL of the device's first run: fleetd's, with
