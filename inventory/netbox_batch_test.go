@@ -115,12 +115,8 @@ func TestRecordDeviceMACBatched(t *testing.T) {
 		fresh := deviceOf(t, nb, devs[i].ID)
 		want := devs[i]
 		want.MAC = macOf(i)
-		if diff := cmp.Diff(want, fresh, deviceCmp); diff != "" {
-			t.Errorf("%s in NetBox (-want +got):\n%s", devs[i].Name, diff)
-		}
-		if diff := cmp.Diff(want, got[i], deviceCmp); diff != "" {
-			t.Errorf("%s as RecordDeviceMAC returned it (-want +got):\n%s", devs[i].Name, diff)
-		}
+		wantDevice(t, want, fresh, "%s in NetBox", devs[i].Name)
+		wantDevice(t, want, got[i], "%s as RecordDeviceMAC returned it", devs[i].Name)
 	}
 
 	// A second attestation of a machine reads its interface, and writes
@@ -256,14 +252,10 @@ func TestDeviceBindingAndUpdate(t *testing.T) {
 	}
 	want := w1
 	want.MAC, want.SwitchPort = nil, 0
-	if diff := cmp.Diff(want, dev, deviceCmp); diff != "" {
-		t.Errorf("DeviceBinding's device (-want +got):\n%s", diff)
-	}
+	wantDevice(t, want, dev, "DeviceBinding's device")
 	full, err := nb.RecordDeviceMAC(ctx, dev, nil)
 	noErr(t, err)
-	if diff := cmp.Diff(w1, full, deviceCmp); diff != "" {
-		t.Errorf("completed by RecordDeviceMAC (-want +got):\n%s", diff)
-	}
+	wantDevice(t, w1, full, "completed by RecordDeviceMAC")
 
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	run, none := "provision-w-01-1796119200", ""
@@ -282,9 +274,7 @@ func TestDeviceBindingAndUpdate(t *testing.T) {
 	got := deviceOf(t, nb, w1.ID)
 	want = w1
 	want.AttestedEKHash, want.AttestedSwitchPort, want.AttestedAt, want.AttestVerdict, want.LastRun = hashC, 7, at, "attested", run
-	if diff := cmp.Diff(want, got, deviceCmp); diff != "" {
-		t.Errorf("after UpdateDevice (-want +got):\n%s", diff)
-	}
+	wantDevice(t, want, got, "after UpdateDevice")
 	srv.ResetRequests()
 	if err := nb.UpdateDevice(ctx, w1.ID, Update{}); err != nil || srv.RequestCount() != 0 {
 		t.Errorf("an empty Update: %v, %d requests", err, srv.RequestCount())
@@ -307,9 +297,7 @@ func TestDeviceBySerialBatched(t *testing.T) {
 	for i := range devs {
 		want := devs[i]
 		want.MAC, want.SwitchPort = nil, 0
-		if diff := cmp.Diff(want, got[i], deviceCmp); diff != "" {
-			t.Errorf("%s (-want +got):\n%s", devs[i].Name, diff)
-		}
+		wantDevice(t, want, got[i], "%s", devs[i].Name)
 	}
 	if reads := requestsBy(srv)["GET /api/dcim/devices/"]; reads < 1 || reads > 2 {
 		t.Errorf("reading %d devices by serial at once took %d device reads, want at most 2: %v", n, reads, requestsBy(srv))

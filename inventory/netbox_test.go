@@ -22,6 +22,15 @@ import (
 // deviceCmp compares Devices.
 var deviceCmp = cmpopts.EquateComparable(netip.Prefix{})
 
+// wantDevice fails t, with the diff and what format and args name, when
+// got is not want.
+func wantDevice(t *testing.T, want, got Device, format string, args ...any) {
+	t.Helper()
+	if diff := cmp.Diff(want, got, deviceCmp); diff != "" {
+		t.Errorf(format+" (-want +got):\n%s", append(args, diff)...)
+	}
+}
+
 // listed returns how many objects NetBox lists at uri, read as alice.
 func listed(t *testing.T, srv *netboxtest.Server, uri string) int {
 	t.Helper()
@@ -71,9 +80,7 @@ func TestDeviceViews(t *testing.T) {
 	bySerial, err := nb.DeviceBySerial(ctx, "MS01-0001")
 	noErr(t, err)
 	for view, got := range map[string]Device{"Devices: cp-01": devs["cp-01"], "DeviceBySerial": bySerial, "Device": deviceOf(t, nb, cp01.ID)} {
-		if diff := cmp.Diff(cp01, got, deviceCmp); diff != "" {
-			t.Errorf("%s (-want +got):\n%s", view, diff)
-		}
+		wantDevice(t, cp01, got, "%s", view)
 	}
 	if w2 := devs["w-02"]; w2.InstallDiskSerial != "" || w2.ApprovedEKHash != "" || w2.Model != "nuc-13" || w2.BMC != "none" || w2.SwitchPort != 6 {
 		t.Errorf("w-02: %+v", w2)
@@ -223,9 +230,7 @@ func TestRecordAttestation(t *testing.T) {
 		want := w1
 		want.MAC, want.AttestedEKHash, want.AttestedEKHashECC, want.AttestedSwitchPort, want.AttestedAt = c.a.MAC, c.a.EKHash, c.a.EKHashECC, c.a.SwitchPort, c.a.At
 		want.AttestVerdict, want.AttestedSecureBoot, want.AttestedPCR7 = c.a.Verdict, c.a.SecureBoot, c.a.PCR7
-		if diff := cmp.Diff(want, deviceOf(t, nb, w1.ID), deviceCmp); diff != "" {
-			t.Errorf("after attestation %d (-want +got):\n%s", i, diff)
-		}
+		wantDevice(t, want, deviceOf(t, nb, w1.ID), "after attestation %d", i)
 	}
 	if n := listed(t, srv, "/api/dcim/mac-addresses/?device_id="+strconv.FormatInt(w1.ID, 10)); n != 2 {
 		t.Errorf("%d MAC objects on w-01, want 2", n)

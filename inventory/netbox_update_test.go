@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/fleetkit/fleet/inventory/netboxtest"
 )
 
@@ -55,9 +53,7 @@ func TestUpdateDeviceBatched(t *testing.T) {
 		if i < n/2 {
 			want.DesiredAction = DesiredActionProvision
 		}
-		if diff := cmp.Diff(want, got, deviceCmp); diff != "" {
-			t.Errorf("%s after UpdateDevice (-want +got):\n%s", d.Name, diff)
-		}
+		wantDevice(t, want, got, "%s after UpdateDevice", d.Name)
 	}
 
 	// A client that read the devices more than placeMaxAge ago does not

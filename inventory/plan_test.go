@@ -105,9 +105,7 @@ func TestPlanKeepsWhatFleetdOwns(t *testing.T) {
 	want := d
 	want.MAC, want.AttestedEKHash, want.AttestedEKHashECC, want.AttestedSwitchPort, want.AttestedAt, want.AttestVerdict = mac, hashC, hashD, 5, at, "attested"
 	want.Status, want.DesiredAction, want.LastRun = StatusActive, DesiredActionProvision, run
-	if diff := cmp.Diff(want, before, deviceCmp); diff != "" {
-		t.Errorf("after fleetd's writes (-want +got):\n%s", diff)
-	}
+	wantDevice(t, want, before, "after fleetd's writes")
 	waiting, err := fleetd.DevicesWithDesiredAction(ctx)
 	noErr(t, err)
 	if len(waiting) != 1 || waiting[0].Name != "w-01" || waiting[0].SwitchPort != 5 {
@@ -121,9 +119,7 @@ func TestPlanKeepsWhatFleetdOwns(t *testing.T) {
 	after := deviceOf(t, fleetd, d.ID)
 	want = before
 	want.Class = "controlplane"
-	if diff := cmp.Diff(want, after, deviceCmp); diff != "" {
-		t.Errorf("an apply changed more than the class (-want +got):\n%s", diff)
-	}
+	wantDevice(t, want, after, "an apply changed more than the class")
 	noErr(t, fleetd.SetDesiredAction(ctx, d.ID, ""))
 	noErr(t, fleetd.SetLastRun(ctx, d.ID, ""))
 	if got := deviceOf(t, fleetd, d.ID); got.DesiredAction != "" || got.LastRun != "" {
