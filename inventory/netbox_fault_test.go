@@ -56,50 +56,43 @@ func TestFaults(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	nb := client(t, srv, userFleetd, &NetBoxConfig{Site: "folly", Switch: "usw", BindingAuthor: userTerraform, Timeout: timeout, Logger: logger})
 	id := devs["w-01"].ID
-	for _, f := range []struct {
-		name  string
-		fault netboxtest.Fault
-	}{
-		{"down", netboxtest.Fault{Kind: netboxtest.Down}},
-		{"slow", netboxtest.Fault{Kind: netboxtest.Slow, Delay: time.Minute}},
-		{"503", netboxtest.Fault{Kind: netboxtest.Failing}},
-		{"500", netboxtest.Fault{Kind: netboxtest.Failing, Status: 500}},
-		{"cut mid-answer", netboxtest.Fault{Kind: netboxtest.Cut}},
-	} {
-		t.Run(f.name, func(t *testing.T) {
-			for name, op := range operations(nb, id, inv) {
-				srv.Inject(f.fault)
-				start := time.Now()
-				err := op(t.Context())
-				took := time.Since(start)
-				srv.Inject(netboxtest.Fault{})
-				if !errors.Is(err, ErrUnavailable) || strings.Contains(err.Error(), srv.Token(userFleetd)) {
-					t.Errorf("%s: %v, want ErrUnavailable, not showing the token", name, err)
-				}
-				// One request's timeout, and a margin for a loaded machine.
-				if took > timeout+2*time.Second {
-					t.Errorf("%s took %v with NetBox %s; the timeout is %v", name, took, f.name, timeout)
-				}
-			}
-		})
+	// other is a client of url with token, logging to the same log.
+	other := func(url, token string) *NetBox {
+		nb, err := NewNetBox(url, token, &NetBoxConfig{Site: "folly", Switch: "usw", BindingAuthor: userTerraform, Timeout: timeout, Logger: logger})
+		noErr(t, err)
+		return nb
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	noErr(t, err)
 	nothing := "http://" + l.Addr().String()
 	l.Close()
 	for _, c := range []struct {
-		name, url, token string
-		want             error
+		name  string
+		fault netboxtest.Fault
+		nb    *NetBox
+		want  error
 	}{
-		{"refused token", srv.URL, refusedToken, ErrRefusedToken},
-		{"nothing listening", nothing, "t", ErrUnavailable},
+		{"down", netboxtest.Fault{Kind: netboxtest.Down}, nb, ErrUnavailable},
+		{"slow", netboxtest.Fault{Kind: netboxtest.Slow, Delay: time.Minute}, nb, ErrUnavailable},
+		{"503", netboxtest.Fault{Kind: netboxtest.Failing}, nb, ErrUnavailable},
+		{"500", netboxtest.Fault{Kind: netboxtest.Failing, Status: 500}, nb, ErrUnavailable},
+		{"cut mid-answer", netboxtest.Fault{Kind: netboxtest.Cut}, nb, ErrUnavailable},
+		{"refused token", netboxtest.Fault{}, other(srv.URL, refusedToken), ErrRefusedToken},
+		{"nothing listening", netboxtest.Fault{}, other(nothing, "t"), ErrUnavailable},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			nb, err := NewNetBox(c.url, c.token, &NetBoxConfig{Site: "folly", Switch: "usw", BindingAuthor: userTerraform, Logger: logger})
-			noErr(t, err)
-			for name, op := range operations(nb, id, inv) {
-				if err := op(t.Context()); !errors.Is(err, c.want) || strings.Contains(err.Error(), refusedToken) {
+			for name, op := range operations(c.nb, id, inv) {
+				srv.Inject(c.fault)
+				start := time.Now()
+				err := op(t.Context())
+				took := time.Since(start)
+				srv.Inject(netboxtest.Fault{})
+				if !errors.Is(err, c.want) || strings.Contains(err.Error(), srv.Token(userFleetd)) || strings.Contains(err.Error(), refusedToken) {
 					t.Errorf("%s: %v, want %v, not showing the token", name, err, c.want)
+				}
+				// One request's timeout, and a margin for a loaded machine.
+				if took > timeout+2*time.Second {
+					t.Errorf("%s took %v with NetBox %s; the timeout is %v", name, took, c.name, timeout)
 				}
 			}
 		})
