@@ -50,8 +50,7 @@ func listed(t *testing.T, srv *netboxtest.Server, uri string) int {
 // appliedFleet is a NetBox holding fleetNodes, and fleetd's client of it.
 func appliedFleet(t *testing.T) (*netboxtest.Server, *NetBox, map[string]Device) {
 	t.Helper()
-	srv := fleetNetBox(t, true)
-	applied(t, client(t, srv, userTerraform, nil), parseNodes(t, fleetNodes))
+	srv, _ := terraformFleet(t)
 	nb := client(t, srv, userFleetd, nil)
 	devs, err := nb.Devices(t.Context())
 	noErr(t, err)
