@@ -7,17 +7,21 @@ import (
 	"testing"
 )
 
-// runJSON runs fleetctl with args, wants exit code, nothing on stderr and
-// one JSON object on stdout, and returns stdout.
-func runJSON(t *testing.T, code int, args ...string) string {
+// runQuiet runs fleetctl with args, wants exit code and nothing on
+// stderr, and returns stdout.
+func runQuiet(t *testing.T, code int, args ...string) string {
 	t.Helper()
 	got, stdout, stderr := fleetctl(args...)
-	if got != code {
-		t.Fatalf("%q: exit %d, want %d\n%s%s", args, got, code, stdout, stderr)
+	if got != code || stderr != "" {
+		t.Fatalf("%q: exit %d, want %d and nothing on stderr\n%s%s", args, got, code, stdout, stderr)
 	}
-	if stderr != "" {
-		t.Errorf("%q: stderr: %s", args, stderr)
-	}
+	return stdout
+}
+
+// runJSON is runQuiet that also wants one JSON object on stdout.
+func runJSON(t *testing.T, code int, args ...string) string {
+	t.Helper()
+	stdout := runQuiet(t, code, args...)
 	var v map[string]any
 	dec := json.NewDecoder(strings.NewReader(stdout))
 	if err := dec.Decode(&v); err != nil || dec.More() {

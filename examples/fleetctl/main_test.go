@@ -23,16 +23,7 @@ func TestCheckGolden(t *testing.T) {
 		{"broken, as JSON", []string{"check", "-o", "json", "testdata/broken-nodes.yaml"}, 1, "testdata/check-broken.json.golden"},
 		{"example, as JSON", []string{"check", "-o", "json", "../testdata/nodes.yaml"}, 0, "testdata/check-example.json.golden"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			code, stdout, stderr := fleetctl(tc.args...)
-			if code != tc.code {
-				t.Fatalf("exit code %d, want %d; stderr:\n%s", code, tc.code, stderr)
-			}
-			if stderr != "" {
-				t.Errorf("stderr: %s", stderr)
-			}
-			golden(t, tc.golden, stdout)
-		})
+		t.Run(tc.name, func(t *testing.T) { golden(t, tc.golden, runQuiet(t, tc.code, tc.args...)) })
 	}
 }
 

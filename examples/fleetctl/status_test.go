@@ -80,11 +80,7 @@ func TestStatusGolden(t *testing.T) {
 	must(t, nb.SetLastRun(ctx, w2.ID, "provision-w-02-1764684300"))
 
 	srv.ResetRequests()
-	code, stdout, stderr := fleetctl("status")
-	if code != 0 || stderr != "" {
-		t.Fatalf("status: exit %d\n%s%s", code, stdout, stderr)
-	}
-	golden(t, "testdata/status.golden", stdout)
+	golden(t, "testdata/status.golden", runQuiet(t, 0, "status"))
 	wroteNothing(t, srv, "status")
 	if n := srv.RequestCount(); n != 2 {
 		t.Errorf("status made %d NetBox requests, want 2 (devices and interfaces)", n)

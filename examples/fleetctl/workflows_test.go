@@ -65,11 +65,7 @@ func TestStatusWorkflows(t *testing.T) {
 	setWorkflow(t, client, ns, "provision-w-01-1764684000", "SUCCESS", "reboot")
 	setWorkflow(t, client, ns, "provision-w-02-1764684300", "RUNNING", "wipe-disk")
 
-	code, out, errOut := fleetctl("status", "-kubeconfig", kubeconfig, "-namespace", ns)
-	if code != 0 || errOut != "" {
-		t.Fatalf("status: exit %d\n%s%s", code, out, errOut)
-	}
-	golden(t, "testdata/status-workflows.golden", out)
+	golden(t, "testdata/status-workflows.golden", runQuiet(t, 0, "status", "-kubeconfig", kubeconfig, "-namespace", ns))
 	golden(t, "testdata/status-workflows.json.golden", runJSON(t, 0, "status", "-o", "json", "-kubeconfig", kubeconfig, "-namespace", ns))
 	if code, _, errOut := fleetctl("status", "-kubeconfig", "/nonexistent/kubeconfig"); code != 2 ||
 		!strings.HasPrefix(errOut, "fleetctl status: kubeconfig /nonexistent/kubeconfig: ") {
