@@ -86,6 +86,14 @@ func (f *fakeServer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: code, Status: fmt.Sprintf("%d %s", code, http.StatusText(code)), Body: http.NoBody, Request: r}, nil
 }
 
+// getFrom GETs url with c, as ctx allows, and closes the answer.
+func getFrom(ctx context.Context, c *http.Client, url string) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if rsp, err := c.Do(req); err == nil {
+		rsp.Body.Close()
+	}
+}
+
 // An answer below 500 counts, whatever it says; a 5xx and a transport
 // error do not, and are kept as the failure; a request its caller
 // cancelled says nothing.
@@ -93,12 +101,7 @@ func TestAnswerTransport(t *testing.T) {
 	srv := &fakeServer{}
 	var a answered
 	c := &http.Client{Transport: a.wrap(srv)}
-	get := func(ctx context.Context) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://netbox.example/", nil)
-		if rsp, err := c.Do(req); err == nil {
-			rsp.Body.Close()
-		}
-	}
+	get := func(ctx context.Context) { getFrom(ctx, c, "https://netbox.example/") }
 	before := time.Now()
 	get(t.Context())
 	s := a.state()
@@ -163,12 +166,7 @@ func TestReadinessAsks(t *testing.T) {
 		var netboxAsks atomic.Int64
 		askNetBox := ans.AskNetBox
 		ans.AskNetBox = func(ctx context.Context) { netboxAsks.Add(1); askNetBox(ctx) }
-		ans.AskAPIServer = func(ctx context.Context) {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://apiserver.example/readyz", nil)
-			if rsp, err := apiClient.Do(req); err == nil {
-				rsp.Body.Close()
-			}
-		}
+		ans.AskAPIServer = func(ctx context.Context) { getFrom(ctx, apiClient, "https://apiserver.example/readyz") }
 		d := &Daemon{
 			metrics: newMetrics(func() time.Time { return time.Time{} }, func() int { return 0 }),
 			ready:   &readiness{answers: ans, cert: cert, window: time.Minute, now: time.Now},
@@ -190,9 +188,7 @@ func TestReadinessAsks(t *testing.T) {
 		// not asked again; the API server, idle, is asked every 15 s.
 		for range 12 {
 			time.Sleep(5 * time.Second)
-			if rsp, err := nbClient.Get("https://netbox.example/api/dcim/devices/"); err == nil {
-				rsp.Body.Close()
-			}
+			getFrom(t.Context(), nbClient, "https://netbox.example/api/dcim/devices/")
 			synctest.Wait()
 		}
 		if n := netboxAsks.Load(); n != 1 {
