@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -69,29 +69,21 @@ func wantWrites(t *testing.T, c *dynfake.FakeDynamicClient, want ...string) {
 	}
 }
 
-// wantTemplateImages fails t unless each Template in the fake runs im's
-// images for its actions.
-func wantTemplateImages(t *testing.T, c *dynfake.FakeDynamicClient, im templates.Images) {
+// wantTemplates fails t unless the whole spec of each Template in the
+// fake is fleet's Template made with im (whose actions run im's images:
+// the templates package's TestImages).
+func wantTemplates(t *testing.T, c *dynfake.FakeDynamicClient, im templates.Images) {
 	t.Helper()
-	all := im.ByAction()
-	want := map[string]map[string]string{
-		templates.ProvisionName: all,
-		templates.RetireName:    {templates.ActionWipeDisk: all[templates.ActionWipeDisk]},
-	}
-	got := map[string]map[string]string{}
-	for name := range want {
+	for name, build := range map[string]func(*templates.Images) (*tinkerbell.Template, error){
+		templates.ProvisionName: templates.ProvisionWith, templates.RetireName: templates.RetireWith,
+	} {
 		u, err := c.Resource(TemplateResource).Namespace("tinkerbell").Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var tpl tinkerbell.Template
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &tpl); err != nil {
-			t.Fatal(err)
+		if got, want := u.Object["spec"], existing(t, build, im).Object["spec"]; !reflect.DeepEqual(got, want) {
+			t.Errorf("with %+v, %s's spec:\n%v\nwant\n%v", im, name, got, want)
 		}
-		got[name] = templates.ActionImages(&tpl)
-	}
-	if !maps.EqualFunc(got, want, maps.Equal) {
-		t.Errorf("with %+v, the Templates run %v, want %v", im, got, want)
 	}
 }
 
@@ -111,7 +103,7 @@ func TestEnsureTemplatesCreates(t *testing.T) {
 	for _, im := range []templates.Images{{}, mine, {Install: mine.Install}} {
 		c := templateClient()
 		log := ensure(t, c, im)
-		wantTemplateImages(t, c, im)
+		wantTemplates(t, c, im)
 		wantWrites(t, c, "create fleet-provision", "create fleet-retire")
 		for _, name := range []string{templates.ProvisionName, templates.RetireName} {
 			if !strings.Contains(log, `level=INFO msg="fleetd: created Template" namespace=tinkerbell template=`+name+" images=") {
@@ -126,7 +118,7 @@ func TestEnsureTemplatesCreates(t *testing.T) {
 func TestEnsureTemplatesUpdates(t *testing.T) {
 	c := templateClient(existing(t, templates.ProvisionWith, templates.Images{}), existing(t, templates.RetireWith, templates.Images{}))
 	log := ensure(t, c, mine)
-	wantTemplateImages(t, c, mine)
+	wantTemplates(t, c, mine)
 	wantWrites(t, c, "update fleet-provision", "update fleet-retire")
 	for _, want := range []string{
 		`level=INFO msg="fleetd: updated Template to the images of its settings" namespace=tinkerbell template=fleet-provision ` +
@@ -138,18 +130,6 @@ func TestEnsureTemplatesUpdates(t *testing.T) {
 		if !strings.Contains(log, want) {
 			t.Errorf("the log lacks %s:\n%s", want, log)
 		}
-	}
-	// The whole spec is fleet's Template with the settings' images.
-	u, err := c.Resource(TemplateResource).Namespace("tinkerbell").Get(t.Context(), templates.ProvisionName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := templates.ProvisionWith(&mine)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if data, _, _ := unstructured.NestedString(u.Object, "spec", "data"); data != *want.Spec.Data {
-		t.Errorf("spec.data:\n%s\nwant\n%s", data, *want.Spec.Data)
 	}
 }
 
@@ -189,7 +169,7 @@ func TestEnsureTemplatesConflict(t *testing.T) {
 	if log := ensure(t, c, mine); log != "" {
 		t.Errorf("log:\n%s", log)
 	}
-	wantTemplateImages(t, c, mine)
+	wantTemplates(t, c, mine)
 	// The one update that met the conflict.
 	wantWrites(t, c, "update fleet-provision")
 }
