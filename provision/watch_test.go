@@ -355,25 +355,15 @@ func TestBootedHookOSAfterSuccess(t *testing.T) {
 // Rufio writes it: bmclib's errors one per line.
 const bmcUnreachable = "Failed to connect to BMC: failed to open connection to BMC: 1 error occurred:\n\t* dial tcp 10.0.0.21:16992: connect: no route to host\n\n"
 
-// rufioFails starts node-01's run from desired_action on c and has its
-// Rufio job fail at the BMC.
-func rufioFails(t *testing.T, c cluster) (*harness, inventory.Device, string) {
-	t.Helper()
-	return rufioJobFails(t, c, func(task string) string { return "task " + task + " failed" }, bmcUnreachable, func(run string) string {
-		return "the Rufio job netboot-" + run + " of Workflow " + run + " failed to power the machine: Failed to connect to BMC: failed to open connection to BMC: 1 error occurred: * dial tcp 10.0.0.21:16992: connect: no route to host; set AMT's address to 10.0.0.21, or power the machine on by hand"
-	})
-}
-
 // rufioJobFails starts node-01's run from desired_action on c and has its
-// Rufio job fail with jobMsg(its Task's namespace/name), its Task with
-// taskMsg ("": the Task did not fail), each written through its status
-// subresource as Rufio does, and checks the run's lines: its start, and
-// the warning line(run).
-func rufioJobFails(t *testing.T, c cluster, jobMsg func(task string) string, taskMsg string, line func(run string) string) (*harness, inventory.Device, string) {
+// Rufio job fail, each object written through its status subresource as
+// Rufio does: at the BMC (own ""), the Job naming the Task that failed and
+// the Task saying why (bmcUnreachable); or on Rufio's side, with the
+// message own and no Task failed. It checks the run's lines: its start,
+// and the warning that tells which.
+func rufioJobFails(t *testing.T, c cluster, own string) (*harness, inventory.Device, string) {
 	t.Helper()
 	h, dev, run := c.waitingRun(t)
-	// As Rufio writes them: the Job names the Task that failed, the Task
-	// says why, bmclib's errors one per line.
 	on := bmc.PowerOn
 	job := bmc.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "netboot-" + run, Namespace: h.ns},
@@ -382,15 +372,18 @@ func rufioJobFails(t *testing.T, c cluster, jobMsg func(task string) string, tas
 	task := bmc.Task{ObjectMeta: metav1.ObjectMeta{Name: bmc.FormatTaskName(job, 0), Namespace: h.ns},
 		Spec: bmc.TaskSpec{Task: job.Spec.Tasks[0], Connection: bmc.Connection{Host: "10.0.0.21", Port: 16992,
 			AuthSecretRef: corev1.SecretReference{Name: "amt-node-01", Namespace: h.ns}}}}
-	h.create(JobResource, bmc.GroupVersion.WithKind("Job"), &job, func() {
-		job.Status.Conditions = []bmc.JobCondition{{Type: bmc.JobFailed, Status: bmc.ConditionTrue, Message: jobMsg(h.ns + "/" + task.Name)}}
-	})
+	jobMsg, line := own, "on Rufio's side, no BMC task failed: "+own+"; fleetd starts a new run 1m0s after this one started"
 	var failed func()
-	if taskMsg != "" {
+	if own == "" {
+		jobMsg = "task " + h.ns + "/" + task.Name + " failed"
+		line = "to power the machine: Failed to connect to BMC: failed to open connection to BMC: 1 error occurred: * dial tcp 10.0.0.21:16992: connect: no route to host; set AMT's address to 10.0.0.21, or power the machine on by hand"
 		failed = func() {
-			task.Status.Conditions = []bmc.TaskCondition{{Type: bmc.TaskFailed, Status: bmc.ConditionTrue, Message: taskMsg}}
+			task.Status.Conditions = []bmc.TaskCondition{{Type: bmc.TaskFailed, Status: bmc.ConditionTrue, Message: bmcUnreachable}}
 		}
 	}
+	h.create(JobResource, bmc.GroupVersion.WithKind("Job"), &job, func() {
+		job.Status.Conditions = []bmc.JobCondition{{Type: bmc.JobFailed, Status: bmc.ConditionTrue, Message: jobMsg}}
+	})
 	h.create(TaskResource, bmc.GroupVersion.WithKind("Task"), &task, failed)
 	h.setStatus(run, bootJobFailed)
 	if pass := h.reconcile(); !slices.Equal(pass.Ended, []string{run}) || len(pass.Started) != 0 {
@@ -400,7 +393,7 @@ func rufioJobFails(t *testing.T, c cluster, jobMsg func(task string) string, tas
 	h.wantDesired(1)
 	h.wantJournal(1,
 		journalLine{1, inventory.JournalInfo, "started Workflow " + run + "; Rufio power-cycles the machine so that its next attestation from HookOS receives the install code"},
-		journalLine{1, inventory.JournalWarning, line(run)})
+		journalLine{1, inventory.JournalWarning, "the Rufio job netboot-" + run + " of Workflow " + run + " failed " + line})
 	return h, dev, run
 }
 
@@ -409,7 +402,7 @@ func rufioJobFails(t *testing.T, c cluster, jobMsg func(task string) string, tas
 // set again so that a machine powered on by hand gets a run.
 func TestRufioJobFailsPowerOnByHand(t *testing.T) {
 	onClusters(t, func(t *testing.T, c cluster) {
-		h, dev, run := rufioFails(t, c)
+		h, dev, run := rufioJobFails(t, c, "")
 		sleepPast(run)
 		d := h.admitStarts(dev)
 		if d.Run == run || d.Code != "SECRETCODE0002" {
@@ -432,24 +425,16 @@ func TestRufioJobFailsRetry(t *testing.T) {
 	own := "failed to create Task tinkerbell/netboot-" + run1 + "-task-0: tasks.bmc.tinkerbell.org \"netboot-" + run1 + "-task-0\" already exists"
 	for _, tc := range []struct {
 		name          string
-		fails         func(*testing.T) *harness
+		own           string        // Rufio's own failure; "": the BMC refused
 		ended         string        // the run's outcome
 		before, after time.Duration // the passes before the retry and at it, from the one before
 		run           string        // the retry
 	}{
-		{"the BMC refused", func(t *testing.T) *harness {
-			h, _, _ := rufioFails(t, fakes)
-			return h
-		}, "boot-job-failed", 29 * time.Minute, 2 * time.Minute, "provision-node-01-946686660"},
-		{"Rufio's own failure", func(t *testing.T) *harness {
-			h, _, _ := rufioJobFails(t, fakes, func(string) string { return own }, "", func(string) string {
-				return "the Rufio job netboot-provision-node-01-946684800 of Workflow provision-node-01-946684800 failed on Rufio's side, no BMC task failed: " + own + "; fleetd starts a new run 1m0s after this one started"
-			})
-			return h
-		}, "rufio-job-failed", 0, time.Minute, "provision-node-01-946684860"},
+		{"the BMC refused", "", "boot-job-failed", 29 * time.Minute, 2 * time.Minute, "provision-node-01-946686660"},
+		{"Rufio's own failure", own, "rufio-job-failed", 0, time.Minute, "provision-node-01-946684860"},
 	} {
 		inBubble(t, tc.name, func(t *testing.T) {
-			h := tc.fails(t)
+			h, _, _ := rufioJobFails(t, fakes, tc.own)
 			time.Sleep(tc.before)
 			if pass := h.reconcile(); len(pass.Started) != 0 {
 				t.Errorf("started %v before the retry", pass.Started)
