@@ -184,9 +184,14 @@ func TestAPIServerLeaderElection(t *testing.T) {
 		}
 		h.setStatus(d.Run, func(s *tinkerbell.WorkflowStatus) { s.State = tinkerbell.WorkflowStateSuccess })
 		line := "Workflow " + d.Run + " ended SUCCESS"
-		testenv.WaitFor(t, 10*time.Second, "line "+line, func() bool { return journaled(h, id, line) != 0 })
+		journaled := func() int { // id's success lines that begin with line
+			return len(slices.DeleteFunc(h.nb.lines(), func(l journalLine) bool {
+				return l.ID != id || l.Kind != inventory.JournalSuccess || !strings.HasPrefix(l.Text, line)
+			}))
+		}
+		testenv.WaitFor(t, 10*time.Second, "line "+line, func() bool { return journaled() != 0 })
 		time.Sleep(5 * 100 * time.Millisecond) // five more passes of every loop that runs
-		if n := journaled(h, id, line); n != 1 {
+		if n := journaled(); n != 1 {
 			t.Fatalf("%q journaled %d times, want once", line, n)
 		}
 		return d.Run
@@ -241,17 +246,6 @@ func TestAPIServerLeaderElection(t *testing.T) {
 	}
 	endRun(replicas[third], 3)
 	t.Logf("handover on stop %v; failover after a cut %v (the cut-off leader stopped after %v)", handover.Round(time.Millisecond), failover.Round(time.Millisecond), stoppedAt.Sub(cut).Round(time.Millisecond))
-}
-
-// journaled counts the journal lines of device id that begin with line.
-func journaled(h *harness, id int64, line string) int {
-	n := 0
-	for _, l := range h.nb.lines() {
-		if l.ID == id && strings.HasPrefix(l.Text, line) && l.Kind == inventory.JournalSuccess {
-			n++
-		}
-	}
-	return n
 }
 
 func TestRunLeaderNeedsIdentity(t *testing.T) {
